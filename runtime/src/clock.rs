@@ -1,0 +1,145 @@
+//! Time sources: the [`Clock`] trait, the real monotonic clock and the test [`FakeClock`].
+//!
+//! Breakers never sleep and never start timers; they read the clock on the request path when they
+//! need to know whether an open circuit has waited long enough. Time is a `u64` count of nanoseconds
+//! since an arbitrary, fixed origin.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+/// A source of monotonic time in nanoseconds since a fixed origin.
+///
+/// Implement it to drive breakers from your own time source; pass it to
+/// [`Registry::with_clock`](crate::Registry::with_clock).
+pub trait Clock: Send + Sync + 'static {
+    /// Nanoseconds since this clock's origin. Must never go backwards.
+    fn now_nanos(&self) -> u64;
+}
+
+/// The real clock: [`Instant`] measured from the first time any fusebox clock is read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MonotonicClock;
+
+static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        let origin = *ORIGIN;
+        duration_to_nanos(Instant::now().saturating_duration_since(origin))
+    }
+}
+
+/// A clock that only moves when told to, for deterministic tests.
+///
+/// Clones share one time, so a test keeps a clone while the registry owns another:
+///
+/// ```
+/// use std::time::Duration;
+/// use fusebox::clock::{Clock, FakeClock};
+///
+/// let clock = FakeClock::new();
+/// let shared = clock.clone();
+/// clock.advance(Duration::from_millis(250));
+/// assert_eq!(shared.now_nanos(), 250_000_000);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct FakeClock {
+    nanos: Arc<AtomicU64>,
+}
+
+impl FakeClock {
+    /// A clock standing at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves time forward by `by` (saturating at `u64::MAX` nanoseconds).
+    pub fn advance(&self, by: Duration) {
+        let by = duration_to_nanos(by);
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                Some(now.saturating_add(by))
+            });
+    }
+
+    /// The time since this clock's origin.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.nanos.load(Ordering::Acquire))
+    }
+}
+
+impl Clock for FakeClock {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        self.nanos.load(Ordering::Acquire)
+    }
+}
+
+/// The clock a registry reads: the monotonic clock without dynamic dispatch, or any other.
+#[derive(Clone)]
+pub(crate) enum ClockSource {
+    Monotonic,
+    Custom(Arc<dyn Clock>),
+}
+
+impl ClockSource {
+    #[inline]
+    pub(crate) fn now_nanos(&self) -> u64 {
+        match self {
+            ClockSource::Monotonic => MonotonicClock.now_nanos(),
+            ClockSource::Custom(clock) => clock.now_nanos(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ClockSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClockSource::Monotonic => f.write_str("MonotonicClock"),
+            ClockSource::Custom(_) => f.write_str("CustomClock"),
+        }
+    }
+}
+
+/// Converts a duration to nanoseconds, saturating at `u64::MAX` (about 584 years).
+pub(crate) const fn duration_to_nanos(d: Duration) -> u64 {
+    let n = d.as_nanos();
+    if n > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        n as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fake_clock_clones_share_time() {
+        let a = FakeClock::new();
+        let b = a.clone();
+        a.advance(Duration::from_secs(3));
+        b.advance(Duration::from_millis(5));
+        assert_eq!(a.now_nanos(), 3_005_000_000);
+        assert_eq!(b.elapsed(), Duration::from_millis(3005));
+    }
+
+    #[test]
+    fn fake_clock_saturates() {
+        let a = FakeClock::new();
+        a.advance(Duration::MAX);
+        a.advance(Duration::from_secs(1));
+        assert_eq!(a.now_nanos(), u64::MAX);
+    }
+
+    #[test]
+    fn monotonic_clock_does_not_go_backwards() {
+        let first = MonotonicClock.now_nanos();
+        let second = MonotonicClock.now_nanos();
+        assert!(second >= first);
+    }
+}

@@ -1,0 +1,53 @@
+//! fusebox: circuit breakers applied with one attribute and checked at compile time.
+//!
+//! ```
+//! #[derive(Debug)]
+//! enum PaymentError {
+//!     Timeout,
+//!     Declined,
+//!     Refused(fusebox::Error),
+//! }
+//!
+//! impl From<fusebox::Error> for PaymentError {
+//!     fn from(e: fusebox::Error) -> Self {
+//!         PaymentError::Refused(e)
+//!     }
+//! }
+//!
+//! #[fusebox::circuit_breaker(key = "doc-payment", failure = [Timeout])]
+//! fn authorize(amount: u64) -> Result<u64, PaymentError> {
+//!     if amount > 100 { Err(PaymentError::Declined) } else { Ok(amount) }
+//! }
+//!
+//! assert_eq!(authorize(5).unwrap(), 5);
+//! assert!(matches!(authorize(500), Err(PaymentError::Declined))); // a business error: not counted
+//! # let _ = (PaymentError::Timeout, );
+//! ```
+//!
+//! The attribute routes every call through the breaker registered under `key` in a [`Registry`]:
+//! admission, the call, classification of the outcome, reporting and the fallback. See the README
+//! for the attribute reference and the semantics.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod breaker;
+pub mod clock;
+mod error;
+mod policy;
+mod registry;
+mod state;
+mod window;
+
+#[doc(hidden)]
+pub mod __private;
+
+pub use breaker::{Breaker, Permit, Snapshot};
+pub use error::{Cause, Error, Key, Reason};
+pub use policy::{MAX_HALF_OPEN, MAX_OPEN_FOR, MAX_WINDOW, MIN_OPEN_FOR, Policy, PolicyError};
+pub use registry::{Registry, registry};
+pub use state::State;
+
+/// Routes every call of the annotated function through a circuit breaker.
+///
+/// See the crate README for the arguments; misuse is a compile error at the offending token.
+pub use fusebox_macros::circuit_breaker;

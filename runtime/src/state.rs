@@ -1,0 +1,270 @@
+//! The breaker's state packed into one `u64`, and the pure decisions made on it.
+//!
+//! Layout, low bits first:
+//!
+//! | bits   | field    | meaning                                                        |
+//! |--------|----------|----------------------------------------------------------------|
+//! | 0..3   | mode     | closed, open, half-open, forced open, disabled                 |
+//! | 3..14  | gen      | generation, bumped by every transition (wraps)                 |
+//! | 14..21 | issued   | half-open: probes admitted and not yet given back              |
+//! | 21..28 | passed   | half-open: probes that succeeded                               |
+//! | 28..64 | time     | open: deadline; half-open: when probing was armed (ms, wraps)  |
+//!
+//! A permit remembers the word it was issued under; a report whose mode or generation no longer
+//! matches is stale and changes nothing, so a late result from an older state is harmless. Times are
+//! milliseconds modulo 2^36 (about 2.2 years) compared with wrapping arithmetic, which is exact for
+//! waits shorter than half that range; policies cap waits at one day.
+
+use std::time::Duration;
+
+/// The state of a circuit as seen by callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum State {
+    /// Calls flow and their outcomes are recorded.
+    Closed,
+    /// Calls are refused until the open wait has passed.
+    Open,
+    /// A limited number of probe calls decide whether to close or reopen.
+    HalfOpen,
+    /// Forced open by an operator: every call is refused until [`reset`](crate::Breaker::reset).
+    ForcedOpen,
+    /// Disabled by an operator: every call is admitted and recorded, the circuit never opens.
+    Disabled,
+}
+
+impl State {
+    /// Lowercase name used in events and messages.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+            State::ForcedOpen => "forced_open",
+            State::Disabled => "disabled",
+        }
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+const MODE_BITS: u32 = 3;
+const GEN_SHIFT: u32 = 3;
+const GEN_BITS: u32 = 11;
+const ISSUED_SHIFT: u32 = 14;
+const COUNT_BITS: u32 = 7;
+const PASSED_SHIFT: u32 = 21;
+const TIME_SHIFT: u32 = 28;
+const TIME_BITS: u32 = 36;
+
+const MODE_MASK: u64 = (1 << MODE_BITS) - 1;
+const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+/// Mode and generation: what a permit must still match to report.
+const EPOCH_MASK: u64 = (1 << (GEN_SHIFT + GEN_BITS)) - 1;
+
+const CLOSED: u64 = 0;
+const OPEN: u64 = 1;
+const HALF_OPEN: u64 = 2;
+const FORCED_OPEN: u64 = 3;
+const DISABLED: u64 = 4;
+
+const NANOS_PER_MS: u64 = 1_000_000;
+
+/// The packed state word.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word(pub(crate) u64);
+
+impl Word {
+    /// The word of a fresh breaker: closed, generation 0.
+    pub(crate) const INITIAL: Word = Word(CLOSED);
+
+    pub(crate) fn state(self) -> State {
+        match self.0 & MODE_MASK {
+            CLOSED => State::Closed,
+            OPEN => State::Open,
+            HALF_OPEN => State::HalfOpen,
+            FORCED_OPEN => State::ForcedOpen,
+            _ => State::Disabled,
+        }
+    }
+
+    fn generation(self) -> u64 {
+        (self.0 >> GEN_SHIFT) & GEN_MASK
+    }
+
+    pub(crate) fn issued(self) -> u32 {
+        ((self.0 >> ISSUED_SHIFT) & COUNT_MASK) as u32
+    }
+
+    pub(crate) fn passed(self) -> u32 {
+        ((self.0 >> PASSED_SHIFT) & COUNT_MASK) as u32
+    }
+
+    fn time_ms(self) -> u64 {
+        self.0 >> TIME_SHIFT
+    }
+
+    /// True when `other` has the same mode and generation (a permit of `self` may report to it).
+    #[inline]
+    pub(crate) fn same_epoch(self, other: Word) -> bool {
+        (self.0 ^ other.0) & EPOCH_MASK == 0
+    }
+
+    fn next(self, mode: u64, issued: u32, passed: u32, time_ms: u64) -> Word {
+        let generation = (self.generation() + 1) & GEN_MASK;
+        Word(
+            mode | generation << GEN_SHIFT
+                | (u64::from(issued) & COUNT_MASK) << ISSUED_SHIFT
+                | (u64::from(passed) & COUNT_MASK) << PASSED_SHIFT
+                | (time_ms & TIME_MASK) << TIME_SHIFT,
+        )
+    }
+
+    /// The next generation, closed.
+    pub(crate) fn to_closed(self) -> Word {
+        self.next(CLOSED, 0, 0, 0)
+    }
+
+    /// The next generation, open until `now + wait` (rounded up to the millisecond).
+    pub(crate) fn to_open(self, now_nanos: u64, wait_nanos: u64) -> Word {
+        let deadline = now_nanos.saturating_add(wait_nanos).div_ceil(NANOS_PER_MS);
+        self.next(OPEN, 0, 0, deadline)
+    }
+
+    /// The next generation, half-open, armed now, with one probe already admitted.
+    pub(crate) fn to_half_open(self, now_nanos: u64) -> Word {
+        self.next(HALF_OPEN, 1, 0, now_nanos / NANOS_PER_MS)
+    }
+
+    /// The next generation, forced open.
+    pub(crate) fn to_forced_open(self) -> Word {
+        self.next(FORCED_OPEN, 0, 0, 0)
+    }
+
+    /// The next generation, disabled.
+    pub(crate) fn to_disabled(self) -> Word {
+        self.next(DISABLED, 0, 0, 0)
+    }
+
+    /// Same generation, one more probe admitted.
+    pub(crate) fn with_issued(self, issued: u32) -> Word {
+        Word(
+            self.0 & !(COUNT_MASK << ISSUED_SHIFT)
+                | (u64::from(issued) & COUNT_MASK) << ISSUED_SHIFT,
+        )
+    }
+
+    /// Same generation, one more probe passed.
+    pub(crate) fn with_passed(self, passed: u32) -> Word {
+        Word(
+            self.0 & !(COUNT_MASK << PASSED_SHIFT)
+                | (u64::from(passed) & COUNT_MASK) << PASSED_SHIFT,
+        )
+    }
+
+    /// Milliseconds from the stored time to `now` (negative when the stored time is ahead).
+    fn since_ms(self, now_nanos: u64) -> i64 {
+        let now_ms = (now_nanos / NANOS_PER_MS) & TIME_MASK;
+        let diff = now_ms.wrapping_sub(self.time_ms()) & TIME_MASK;
+        // Sign-extend the 36-bit difference.
+        ((diff << (64 - TIME_BITS)) as i64) >> (64 - TIME_BITS)
+    }
+
+    /// Open: the time left before a probe is admitted; zero once the wait is over.
+    pub(crate) fn open_remaining(self, now_nanos: u64) -> Duration {
+        let since = self.since_ms(now_nanos);
+        if since >= 0 {
+            Duration::ZERO
+        } else {
+            let remaining_ms = since.unsigned_abs();
+            Duration::from_nanos(remaining_ms * NANOS_PER_MS - now_nanos % NANOS_PER_MS)
+        }
+    }
+
+    /// Half-open: true when the probes were armed at least `lease` ago.
+    pub(crate) fn lease_expired(self, now_nanos: u64, lease_nanos: u64) -> bool {
+        let since = self.since_ms(now_nanos);
+        since >= 0 && since.unsigned_abs() * NANOS_PER_MS >= lease_nanos
+    }
+}
+
+impl std::fmt::Debug for Word {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Word")
+            .field("state", &self.state())
+            .field("gen", &self.generation())
+            .field("issued", &self.issued())
+            .field("passed", &self.passed())
+            .field("time_ms", &self.time_ms())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = NANOS_PER_MS;
+
+    #[test]
+    fn transitions_bump_the_generation_and_keep_fields_apart() {
+        let w = Word::INITIAL;
+        assert_eq!(w.state(), State::Closed);
+        let open = w.to_open(5 * MS, 10 * MS);
+        assert_eq!(open.state(), State::Open);
+        assert!(!open.same_epoch(w));
+        let half = open.to_half_open(20 * MS).with_issued(3).with_passed(2);
+        assert_eq!(half.state(), State::HalfOpen);
+        assert_eq!((half.issued(), half.passed()), (3, 2));
+        assert!(half.same_epoch(open.to_half_open(20 * MS)));
+        assert_eq!(half.to_closed().state(), State::Closed);
+        assert_eq!(w.to_forced_open().state(), State::ForcedOpen);
+        assert_eq!(w.to_disabled().state(), State::Disabled);
+    }
+
+    #[test]
+    fn open_deadline_is_rounded_up_and_counts_down() {
+        let open = Word::INITIAL.to_open(MS / 2, 10 * MS);
+        // deadline = ceil(10.5 ms) = 11 ms
+        assert_eq!(
+            open.open_remaining(MS / 2),
+            Duration::from_nanos(10 * MS + MS / 2)
+        );
+        assert_eq!(open.open_remaining(11 * MS - 1), Duration::from_nanos(1));
+        assert_eq!(open.open_remaining(11 * MS), Duration::ZERO);
+        assert_eq!(open.open_remaining(1_000 * MS), Duration::ZERO);
+    }
+
+    #[test]
+    fn time_comparisons_survive_wrapping() {
+        let wrap = (1u64 << TIME_BITS) * MS;
+        let open = Word::INITIAL.to_open(wrap - 2 * MS, 5 * MS);
+        assert_eq!(open.open_remaining(wrap - 2 * MS), Duration::from_millis(5));
+        assert_eq!(open.open_remaining(wrap + 2 * MS), Duration::from_millis(1));
+        assert_eq!(open.open_remaining(wrap + 3 * MS), Duration::ZERO);
+    }
+
+    #[test]
+    fn lease_expiry() {
+        let half = Word::INITIAL.to_half_open(100 * MS);
+        assert!(!half.lease_expired(100 * MS, 50 * MS));
+        assert!(!half.lease_expired(149 * MS, 50 * MS));
+        assert!(half.lease_expired(150 * MS, 50 * MS));
+    }
+
+    #[test]
+    fn generation_wraps_without_touching_other_fields() {
+        let mut w = Word::INITIAL;
+        for _ in 0..(1 << GEN_BITS) + 3 {
+            w = w.to_closed();
+        }
+        assert_eq!(w.state(), State::Closed);
+        assert_eq!((w.issued(), w.passed()), (0, 0));
+    }
+}
