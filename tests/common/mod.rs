@@ -1,0 +1,39 @@
+//! Shared test fixtures: an error type with infrastructure and business variants, and a helper
+//! that declares a registry driven by its own fake clock.
+#![allow(dead_code)]
+
+/// An error type shaped like a real client's: infrastructure failures and business errors.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiError {
+    Timeout,
+    Connect(u16),
+    Unavailable { retry_in: u32 },
+    Declined { code: u32 },
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for ApiError {
+    fn from(e: fusebox::Error) -> Self {
+        ApiError::Refused(e)
+    }
+}
+
+impl ApiError {
+    pub fn refusal(&self) -> Option<&fusebox::Error> {
+        match self {
+            ApiError::Refused(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Declares `static $clock: LazyLock<FakeClock>` and `static $registry: LazyLock<Registry>` on it.
+#[macro_export]
+macro_rules! fake_registry {
+    ($clock:ident, $registry:ident) => {
+        static $clock: ::std::sync::LazyLock<::fusebox::clock::FakeClock> =
+            ::std::sync::LazyLock::new(::fusebox::clock::FakeClock::new);
+        static $registry: ::std::sync::LazyLock<::fusebox::Registry> =
+            ::std::sync::LazyLock::new(|| ::fusebox::Registry::with_clock($clock.clone()));
+    };
+}
