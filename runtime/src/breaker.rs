@@ -8,22 +8,35 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::clock::ClockSource;
 use crate::error::{Error, Key, Reason};
-use crate::policy::Policy;
+use crate::observe::{Hooks, Transition};
+use crate::policy::{Policy, Recovery};
 use crate::state::{State, Word};
-use crate::window::{CountWindow, Counts};
+use crate::window::{Counts, Sample, Window};
 
 /// The shared body of a breaker.
 pub(crate) struct Core {
     key: Key,
     policy: Policy,
     clock: ClockSource,
+    hooks: Arc<Hooks>,
     state: AtomicU64,
-    window: CountWindow,
+    window: Window,
+    /// Counted failures in a row (only kept when `consecutive` is set).
+    run: AtomicU32,
+    /// Failed recoveries in a row: the exponent of `open_backoff`.
+    reopens: AtomicU32,
+    /// Progressive recovery: calls, failures and admission sequence of the current phase.
+    phase_calls: AtomicU32,
+    phase_failures: AtomicU32,
+    phase_seq: AtomicU64,
+    /// Calls in flight (only kept when `max_concurrent` is set).
+    in_flight: AtomicU32,
+    metrics_only: AtomicBool,
     rejected: AtomicU64,
 }
 
@@ -37,13 +50,21 @@ enum Outcome {
 }
 
 impl Core {
-    pub(crate) fn new(key: Key, policy: Policy, clock: ClockSource) -> Self {
+    pub(crate) fn new(key: Key, policy: Policy, clock: ClockSource, hooks: Arc<Hooks>) -> Self {
         Core {
             key,
             policy,
             clock,
+            hooks,
             state: AtomicU64::new(Word::INITIAL.0),
-            window: CountWindow::new(policy.window),
+            window: Window::new(&policy),
+            run: AtomicU32::new(0),
+            reopens: AtomicU32::new(0),
+            phase_calls: AtomicU32::new(0),
+            phase_failures: AtomicU32::new(0),
+            phase_seq: AtomicU64::new(0),
+            in_flight: AtomicU32::new(0),
+            metrics_only: AtomicBool::new(false),
             rejected: AtomicU64::new(0),
         }
     }
@@ -61,139 +82,204 @@ impl Core {
             .map_err(Word)
     }
 
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.now_nanos()
+    }
+
+    /// True when calls are timed (slow-call tracking).
+    #[inline]
+    fn timed(&self) -> bool {
+        self.policy.slow_nanos != 0
+    }
+
     #[cold]
     fn reject(&self, reason: Reason, retry_after: Option<Duration>) -> Error {
         self.rejected.fetch_add(1, Ordering::Relaxed);
         Error::new(self.key.clone(), reason, retry_after)
     }
 
-    /// Asks for admission. Reads the clock only when the circuit is not closed.
+    /// Asks for admission: bulkhead first, then the circuit. Reads the clock only when the circuit
+    /// is not closed or calls are timed.
     #[inline]
     pub(crate) fn acquire(&self, site: &'static str) -> Result<Permit<'_>, Error> {
-        let word = self.load();
-        if matches!(word.state(), State::Closed | State::Disabled) {
-            return Ok(Permit {
-                core: self,
-                word,
-                site,
-            });
+        let bulkhead = self.policy.max_concurrent != 0;
+        if bulkhead && self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(self.reject(Reason::BulkheadFull, None));
         }
-        self.acquire_slow(word, site)
+        let word = self.load();
+        let admitted = if matches!(word.state(), State::Closed | State::Disabled) {
+            Ok(word)
+        } else {
+            self.acquire_slow(word, site)
+        };
+        match admitted {
+            Ok(word) => {
+                let start = if self.timed() { self.now() } else { 0 };
+                Ok(Permit { core: self, word, site, start, bulkhead })
+            }
+            Err(error) => {
+                if bulkhead {
+                    self.in_flight.fetch_sub(1, Ordering::AcqRel);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// A refusal, or in metrics-only mode an admission whose outcome is not recorded.
+    #[cold]
+    fn refuse(&self, reason: Reason, retry_after: Option<Duration>) -> Result<Word, Error> {
+        let error = self.reject(reason, retry_after);
+        if self.metrics_only.load(Ordering::Acquire) {
+            Ok(Word::SHADOW)
+        } else {
+            Err(error)
+        }
     }
 
     #[cold]
-    fn acquire_slow(&self, mut word: Word, site: &'static str) -> Result<Permit<'_>, Error> {
+    fn acquire_slow(&self, mut word: Word, site: &'static str) -> Result<Word, Error> {
         loop {
             let next = match word.state() {
-                State::Closed | State::Disabled => {
-                    return Ok(Permit {
-                        core: self,
-                        word,
-                        site,
-                    });
-                }
-                State::ForcedOpen => return Err(self.reject(Reason::ForcedOpen, None)),
+                State::Closed | State::Disabled => return Ok(word),
+                State::ForcedOpen => return self.refuse(Reason::ForcedOpen, None),
                 State::Open => {
-                    let now = self.clock.now_nanos();
+                    let now = self.now();
                     let remaining = word.open_remaining(now);
                     if !remaining.is_zero() {
-                        return Err(self.reject(Reason::Open, Some(remaining)));
+                        return self.refuse(Reason::Open, Some(remaining));
                     }
-                    word.to_half_open(now)
+                    match self.policy.recovery {
+                        Recovery::Probes => word.to_half_open(now),
+                        Recovery::Progressive { .. } => word.to_phase(1, now),
+                    }
                 }
-                State::HalfOpen => {
-                    if word.issued() < self.policy.half_open {
+                State::HalfOpen => match self.policy.recovery {
+                    Recovery::Progressive { phases, .. } => {
+                        // Phase k of n admits k out of every n calls.
+                        let seq = self.phase_seq.fetch_add(1, Ordering::AcqRel);
+                        return if seq % u64::from(phases) < u64::from(word.passed()) {
+                            Ok(word)
+                        } else {
+                            self.refuse(Reason::Recovering, None)
+                        };
+                    }
+                    Recovery::Probes if word.issued() < self.policy.half_open => {
                         word.with_issued(word.issued() + 1)
-                    } else {
-                        let now = self.clock.now_nanos();
-                        if !word.lease_expired(now, self.policy.open_for_nanos) {
-                            return Err(self.reject(Reason::HalfOpenFull, None));
+                    }
+                    Recovery::Probes => {
+                        let now = self.now();
+                        if !word.lease_expired(now, self.policy.lease_nanos()) {
+                            return self.refuse(Reason::HalfOpenFull, None);
                         }
                         // The probes never reported within their lease: re-arm.
                         word.to_half_open(now)
                     }
-                }
+                },
             };
             match self.cas(word, next) {
                 Ok(()) => {
                     if !next.same_epoch(word) {
-                        self.emit(word.state(), State::HalfOpen, self.window.counts(), site);
+                        self.enter_phase();
+                        let counts = self.window.counts(self.now());
+                        self.emit(word.state(), State::HalfOpen, counts, site);
                     }
-                    return Ok(Permit {
-                        core: self,
-                        word: next,
-                        site,
-                    });
+                    return Ok(next);
                 }
                 Err(seen) => word = seen,
             }
         }
     }
 
-    /// Applies the outcome of a call admitted under `issued`.
-    fn report(&self, issued: Word, outcome: Outcome, site: &'static str) {
-        match issued.state() {
-            State::Closed | State::Disabled => self.report_closed(issued, outcome, site),
-            State::HalfOpen => self.report_probe(issued, outcome, site),
+    fn enter_phase(&self) {
+        self.phase_calls.store(0, Ordering::Release);
+        self.phase_failures.store(0, Ordering::Release);
+        self.phase_seq.store(0, Ordering::Release);
+    }
+
+    /// Applies the outcome of a call admitted under `permit`.
+    #[inline]
+    fn finish(&self, permit: &Permit<'_>, outcome: Outcome) {
+        if permit.bulkhead {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+        match permit.word.state() {
+            State::Closed | State::Disabled => self.report_closed(permit, outcome),
+            State::HalfOpen => self.report_probe(permit, outcome),
             State::Open | State::ForcedOpen => {}
         }
     }
 
     #[inline]
-    fn report_closed(&self, issued: Word, outcome: Outcome, site: &'static str) {
+    fn report_closed(&self, permit: &Permit<'_>, outcome: Outcome) {
         let word = self.load();
-        if !word.same_epoch(issued) {
-            return; // the circuit moved on; this result belongs to an older state
+        if !word.same_epoch(permit.word) || outcome == Outcome::Released {
+            return; // the circuit moved on, or the outcome does not count
         }
-        match outcome {
-            Outcome::Success => self.window.record_success(),
-            Outcome::Failure => {
-                let counts = self.window.record_failure();
-                if word.state() == State::Closed
-                    && counts.trips(self.policy.min_calls, self.policy.failure_rate)
-                {
-                    self.trip(word, counts, site);
-                }
+        let now = if self.timed() || self.window.needs_time() { self.now() } else { 0 };
+        let slow = self.timed() && now.saturating_sub(permit.start) >= self.policy.slow_nanos;
+        let failure = outcome == Outcome::Failure;
+        let consecutive = self.policy.consecutive;
+        if !failure && !slow {
+            if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
+                self.run.store(0, Ordering::Relaxed);
             }
-            Outcome::Released => {}
+            self.window.record_fast_success(now);
+            return;
+        }
+        let counts = self.window.record(now, Sample { failure, slow });
+        let run_tripped = consecutive != 0
+            && if failure {
+                self.run.fetch_add(1, Ordering::AcqRel) + 1 >= consecutive
+            } else {
+                self.run.store(0, Ordering::Relaxed);
+                false
+            };
+        if word.state() == State::Closed && (run_tripped || counts.trips(&self.policy)) {
+            self.trip(word, counts, permit.site);
         }
     }
 
     #[cold]
     fn trip(&self, word: Word, counts: Counts, site: &'static str) {
-        let next = word.to_open(self.clock.now_nanos(), self.policy.open_for_nanos);
+        let next = word.to_open(self.now(), self.policy.open_wait_nanos(0));
         if self.cas(word, next).is_ok() {
             self.window.reset();
+            self.run.store(0, Ordering::Release);
             self.emit(State::Closed, State::Open, counts, site);
         }
     }
 
     #[cold]
-    fn report_probe(&self, issued: Word, outcome: Outcome, site: &'static str) {
+    fn report_probe(&self, permit: &Permit<'_>, outcome: Outcome) {
+        match self.policy.recovery {
+            Recovery::Probes => self.report_single_probe(permit, outcome),
+            Recovery::Progressive { phases, min_passes } => {
+                self.report_phase(permit, outcome, phases, min_passes)
+            }
+        }
+    }
+
+    fn report_single_probe(&self, permit: &Permit<'_>, outcome: Outcome) {
         let mut word = self.load();
         loop {
-            if word.state() != State::HalfOpen || !word.same_epoch(issued) {
+            if word.state() != State::HalfOpen || !word.same_epoch(permit.word) {
                 return;
             }
             let next = match outcome {
                 Outcome::Success if word.passed() + 1 >= self.policy.half_open => word.to_closed(),
                 Outcome::Success => word.with_passed(word.passed() + 1),
-                Outcome::Failure => {
-                    word.to_open(self.clock.now_nanos(), self.policy.open_for_nanos)
-                }
+                Outcome::Failure => self.reopen(word),
                 Outcome::Released => word.with_issued(word.issued().saturating_sub(1)),
             };
             match self.cas(word, next) {
                 Ok(()) => {
                     if !next.same_epoch(word) {
-                        let probes = Counts {
-                            calls: word.passed() + 1,
-                            failures: u32::from(outcome == Outcome::Failure),
-                        };
-                        if next.state() == State::Open {
-                            self.window.reset();
-                        }
-                        self.emit(State::HalfOpen, next.state(), probes, site);
+                        let failures = u32::from(outcome == Outcome::Failure);
+                        let probes = Counts { calls: word.passed() + 1, failures, slow: 0 };
+                        self.left_half_open(next, probes, permit.site);
                     }
                     return;
                 }
@@ -202,17 +288,72 @@ impl Core {
         }
     }
 
+    fn report_phase(&self, permit: &Permit<'_>, outcome: Outcome, phases: u32, min_passes: u32) {
+        let word = self.load();
+        if word.state() != State::HalfOpen || !word.same_epoch(permit.word) || outcome == Outcome::Released {
+            return;
+        }
+        let calls = self.phase_calls.fetch_add(1, Ordering::AcqRel) + 1;
+        let failures = if outcome == Outcome::Failure {
+            self.phase_failures.fetch_add(1, Ordering::AcqRel) + 1
+        } else {
+            self.phase_failures.load(Ordering::Acquire)
+        };
+        if calls < min_passes {
+            return;
+        }
+        let threshold = u64::from(self.policy.failure_rate_percent().unwrap_or(50));
+        let phase = word.passed();
+        let next = if u64::from(failures) * 100 >= threshold * u64::from(calls) {
+            self.reopen(word)
+        } else if phase >= phases {
+            word.to_closed()
+        } else {
+            word.to_phase(phase + 1, self.now())
+        };
+        if self.cas(word, next).is_ok() {
+            self.enter_phase();
+            let probes = Counts { calls, failures, slow: 0 };
+            if next.state() == State::HalfOpen {
+                self.emit(State::HalfOpen, State::HalfOpen, probes, permit.site);
+            } else {
+                self.left_half_open(next, probes, permit.site);
+            }
+        }
+    }
+
+    /// The word of a failed recovery: open again, for a wait grown by `open_backoff`.
+    fn reopen(&self, word: Word) -> Word {
+        let reopens = self.reopens.load(Ordering::Acquire).saturating_add(1);
+        word.to_open(self.now(), self.policy.open_wait_nanos(reopens))
+    }
+
+    fn left_half_open(&self, next: Word, probes: Counts, site: &'static str) {
+        if next.state() == State::Open {
+            self.reopens.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.reopens.store(0, Ordering::Release);
+        }
+        self.window.reset();
+        self.run.store(0, Ordering::Release);
+        self.emit(State::HalfOpen, next.state(), probes, site);
+    }
+
     /// Moves to `target` by operator action, whatever the current state.
-    fn force(&self, target: fn(Word) -> Word, site: &'static str) {
+    fn force(&self, target: fn(Word) -> Word) {
+        self.metrics_only.store(false, Ordering::Release);
         let mut word = self.load();
         loop {
             let next = target(word);
             match self.cas(word, next) {
                 Ok(()) => {
-                    let counts = self.window.counts();
+                    let counts = self.window.counts(self.now());
                     self.window.reset();
+                    self.run.store(0, Ordering::Release);
+                    self.reopens.store(0, Ordering::Release);
+                    self.enter_phase();
                     if word.state() != next.state() {
-                        self.emit(word.state(), next.state(), counts, site);
+                        self.emit(word.state(), next.state(), counts, "operator");
                     }
                     return;
                 }
@@ -225,50 +366,59 @@ impl Core {
     fn emit(&self, from: State, to: State, counts: Counts, function: &'static str) {
         let key = self.key.as_str();
         let failure_rate = counts.failure_rate();
+        let slow_rate = counts.slow_rate();
         let calls = counts.calls;
-        let (from, to) = (from.as_str(), to.as_str());
+        let (from_name, to_name) = (from.as_str(), to.as_str());
         match to {
-            "open" | "forced_open" => tracing::warn!(
+            State::Open | State::ForcedOpen => tracing::warn!(
                 target: "fusebox",
                 event = "circuit_opened",
-                key, from, to, failure_rate, calls, function,
+                key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function,
                 "circuit_opened"
             ),
-            "half_open" => tracing::info!(
+            State::HalfOpen => tracing::info!(
                 target: "fusebox",
                 event = "circuit_half_open",
-                key, from, to, failure_rate, calls, function,
+                key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function,
                 "circuit_half_open"
             ),
-            _ => tracing::info!(
+            State::Closed | State::Disabled => tracing::info!(
                 target: "fusebox",
                 event = "circuit_closed",
-                key, from, to, failure_rate, calls, function,
+                key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function,
                 "circuit_closed"
             ),
         }
+        self.hooks.call(&Transition { key, from, to, failure_rate, slow_rate, calls, function });
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
         let word = self.load();
-        let counts = self.window.counts();
-        let retry_after = match word.state() {
-            State::Open => Some(word.open_remaining(self.clock.now_nanos())),
-            _ => None,
-        };
+        let now = self.now();
+        let counts = self.window.counts(now);
+        let state = word.state();
         Snapshot {
             key: self.key.clone(),
-            state: word.state(),
+            state,
             calls: counts.calls,
             failures: counts.failures,
+            slow: counts.slow,
             failure_rate: counts.failure_rate(),
+            slow_rate: counts.slow_rate(),
+            consecutive_failures: self.run.load(Ordering::Acquire),
             rejected: self.rejected.load(Ordering::Relaxed),
-            retry_after,
-            probes_in_flight: if word.state() == State::HalfOpen {
-                word.issued() - word.passed().min(word.issued())
-            } else {
-                0
+            retry_after: (state == State::Open).then(|| word.open_remaining(now)),
+            probes_in_flight: match (state, self.policy.recovery) {
+                (State::HalfOpen, Recovery::Probes) => word.issued().saturating_sub(word.passed()),
+                _ => 0,
             },
+            phase: match (state, self.policy.recovery) {
+                (State::HalfOpen, Recovery::Progressive { .. }) => Some(word.passed()),
+                _ => None,
+            },
+            reopens: self.reopens.load(Ordering::Acquire),
+            in_flight: self.in_flight.load(Ordering::Acquire),
+            metrics_only: self.metrics_only.load(Ordering::Acquire),
             policy: self.policy,
         }
     }
@@ -281,7 +431,7 @@ impl Core {
         &self.key
     }
 
-    /// Bytes this breaker occupies: the shared struct and the window's bits.
+    /// Bytes this breaker occupies: the shared struct and the window.
     pub(crate) fn footprint(&self) -> usize {
         std::mem::size_of::<Self>() + self.window.heap_bytes()
     }
@@ -298,6 +448,10 @@ pub struct Permit<'a> {
     core: &'a Core,
     word: Word,
     site: &'static str,
+    /// Admission time, when calls are timed.
+    start: u64,
+    /// True when this call holds a bulkhead slot.
+    bulkhead: bool,
 }
 
 impl Permit<'_> {
@@ -327,7 +481,7 @@ impl Permit<'_> {
     #[inline]
     fn settle(self, outcome: Outcome) {
         let this = std::mem::ManuallyDrop::new(self);
-        this.core.report(this.word, outcome, this.site);
+        this.core.finish(&this, outcome);
     }
 }
 
@@ -338,7 +492,7 @@ impl Drop for Permit<'_> {
         } else {
             Outcome::Released
         };
-        self.core.report(self.word, outcome, self.site);
+        self.core.finish(self, outcome);
     }
 }
 
@@ -437,18 +591,28 @@ impl Breaker {
     }
 
     /// Refuses every call until [`reset`](Breaker::reset) (reason [`Reason::ForcedOpen`]).
+    /// Clears metrics-only mode.
     pub fn force_open(&self) {
-        self.core.force(Word::to_forced_open, "operator");
+        self.core.force(Word::to_forced_open);
     }
 
     /// Admits every call and keeps recording, but never opens, until [`reset`](Breaker::reset).
+    /// Clears metrics-only mode.
     pub fn disable(&self) {
-        self.core.force(Word::to_disabled, "operator");
+        self.core.force(Word::to_disabled);
     }
 
-    /// Back to closed with an empty window, from any state.
+    /// Back to closed with an empty window and no backoff, from any state; clears metrics-only mode.
     pub fn reset(&self) {
-        self.core.force(Word::to_closed, "operator");
+        self.core.force(Word::to_closed);
+    }
+
+    /// Metrics-only mode: the circuit keeps recording, deciding and emitting events, but a call it
+    /// would refuse is admitted instead (and counted in `rejected`, its outcome not recorded). For
+    /// trying a policy on live traffic. Ended by [`reset`](Breaker::reset), [`force_open`](Breaker::force_open)
+    /// or [`disable`](Breaker::disable).
+    pub fn metrics_only(&self) {
+        self.core.metrics_only.store(true, Ordering::Release);
     }
 
     /// Bytes this breaker occupies in memory (struct and window).
@@ -478,14 +642,28 @@ pub struct Snapshot {
     pub calls: u32,
     /// Failures among them.
     pub failures: u32,
+    /// Slow calls among them.
+    pub slow: u32,
     /// `failures / calls` in percent (0 when empty).
     pub failure_rate: f64,
-    /// Calls refused since the breaker was created.
+    /// `slow / calls` in percent (0 when empty).
+    pub slow_rate: f64,
+    /// Counted failures in a row (kept when the policy sets `consecutive`).
+    pub consecutive_failures: u32,
+    /// Calls refused since the breaker was created (in metrics-only mode: calls it would have refused).
     pub rejected: u64,
     /// When open: time until the next probe is admitted.
     pub retry_after: Option<Duration>,
-    /// When half-open: probes admitted and not yet reported.
+    /// When half-open with probes: probes admitted and not yet reported.
     pub probes_in_flight: u32,
+    /// When recovering progressively: the current phase (1-based).
+    pub phase: Option<u32>,
+    /// Failed recoveries in a row (the exponent of `open_backoff`).
+    pub reopens: u32,
+    /// Calls in flight, when the policy sets `max_concurrent`.
+    pub in_flight: u32,
+    /// True in metrics-only mode.
+    pub metrics_only: bool,
     /// The policy it runs.
     pub policy: Policy,
 }
@@ -501,6 +679,7 @@ mod tests {
             Key::from_static("t"),
             policy,
             ClockSource::Custom(Arc::new(clock.clone())),
+            Arc::default(),
         );
         (
             Breaker {
@@ -612,5 +791,149 @@ mod tests {
         }
         assert_eq!(b.state(), State::Closed);
         assert_eq!(b.snapshot().calls, 0);
+    }
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn consecutive_failures_trip_and_a_success_resets_the_run() {
+        let (b, _clock) = breaker(Policy::new().rate_off().consecutive(3));
+        for _ in 0..2 {
+            b.try_acquire().unwrap().failure();
+        }
+        b.try_acquire().unwrap().success();
+        for _ in 0..2 {
+            b.try_acquire().unwrap().failure();
+        }
+        assert_eq!(b.state(), State::Closed);
+        assert_eq!(b.snapshot().consecutive_failures, 2);
+        b.try_acquire().unwrap().failure();
+        assert_eq!(b.state(), State::Open);
+    }
+
+    #[test]
+    fn slow_successes_count_as_slow_not_failed() {
+        let policy = Policy::new().window(4).min_calls(4).rate_off().slow(2 * S).slow_rate(50);
+        let (b, clock) = breaker(policy);
+        for slow in [false, true, false] {
+            let p = b.try_acquire().unwrap();
+            if slow {
+                clock.advance(2 * S);
+            }
+            p.success();
+        }
+        let snap = b.snapshot();
+        assert_eq!((snap.calls, snap.failures, snap.slow), (3, 0, 1));
+        let p = b.try_acquire().unwrap();
+        clock.advance(3 * S);
+        p.success();
+        assert_eq!(b.state(), State::Open, "2 slow of 4 reaches 50 %");
+    }
+
+    #[test]
+    fn time_window_trips_on_recent_failures_only() {
+        let policy = Policy::new().time_window(10 * S).min_calls(4).failure_rate(50);
+        let (b, clock) = breaker(policy);
+        for _ in 0..3 {
+            b.try_acquire().unwrap().failure();
+        }
+        clock.advance(11 * S); // those failures left the window
+        b.try_acquire().unwrap().success();
+        b.try_acquire().unwrap().failure();
+        assert_eq!(b.state(), State::Closed);
+        assert_eq!(b.snapshot().calls, 2);
+        b.try_acquire().unwrap().failure();
+        b.try_acquire().unwrap().failure();
+        assert_eq!(b.state(), State::Open);
+    }
+
+    #[test]
+    fn open_backoff_grows_per_failed_recovery_and_resets_on_close() {
+        let policy = Policy::new().window(1).min_calls(1).open_for(S).open_backoff(2.0).open_max(3 * S);
+        let (b, clock) = breaker(policy);
+        b.try_acquire().unwrap().failure();
+        assert_eq!(b.snapshot().retry_after, Some(S));
+        for expected in [2 * S, 3 * S, 3 * S] {
+            clock.advance(b.snapshot().retry_after.unwrap());
+            b.try_acquire().unwrap().failure(); // failed probe
+            assert_eq!(b.snapshot().retry_after, Some(expected));
+        }
+        clock.advance(3 * S);
+        b.try_acquire().unwrap().success();
+        assert_eq!(b.state(), State::Closed);
+        assert_eq!(b.snapshot().reopens, 0);
+        b.try_acquire().unwrap().failure();
+        assert_eq!(b.snapshot().retry_after, Some(S), "a close resets the backoff");
+    }
+
+    #[test]
+    fn progressive_recovery_admits_a_growing_share() {
+        let policy = Policy::new().window(1).min_calls(1).open_for(S).progressive(2, 4);
+        let (b, clock) = breaker(policy);
+        b.try_acquire().unwrap().failure();
+        clock.advance(S);
+        // Phase 1 of 2: the call that starts it, then one call in two, until 4 were recorded.
+        let mut admitted = 0;
+        let mut refused = 0;
+        while b.snapshot().phase == Some(1) || b.state() == State::Open {
+            match b.try_acquire() {
+                Ok(p) => {
+                    admitted += 1;
+                    p.success();
+                }
+                Err(e) => {
+                    assert_eq!(e.reason(), Reason::Recovering);
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!((admitted, refused), (4, 2));
+        assert_eq!(b.snapshot().phase, Some(2));
+        // Phase 2 of 2 admits everything; a failing phase reopens.
+        for _ in 0..4 {
+            b.try_acquire().unwrap().failure();
+        }
+        assert_eq!(b.state(), State::Open);
+        clock.advance(S);
+        for _ in 0..8 {
+            if let Ok(p) = b.try_acquire() {
+                p.success();
+            }
+        }
+        for _ in 0..4 {
+            b.try_acquire().unwrap().success();
+        }
+        assert_eq!(b.state(), State::Closed);
+    }
+
+    #[test]
+    fn metrics_only_admits_what_it_would_refuse() {
+        let (b, _clock) = breaker(Policy::new().window(1).min_calls(1));
+        b.metrics_only();
+        b.try_acquire().unwrap().failure();
+        assert_eq!(b.state(), State::Open);
+        let shadow = b.try_acquire().expect("metrics-only never refuses");
+        shadow.failure();
+        let snap = b.snapshot();
+        assert_eq!((snap.rejected, snap.metrics_only, snap.state), (1, true, State::Open));
+        b.reset();
+        assert!(!b.snapshot().metrics_only);
+    }
+
+    #[test]
+    fn bulkhead_refuses_over_the_limit_and_frees_slots() {
+        let (b, _clock) = breaker(Policy::new().max_concurrent(2));
+        let first = b.try_acquire().unwrap();
+        let second = b.try_acquire().unwrap();
+        assert_eq!(b.try_acquire().unwrap_err().reason(), Reason::BulkheadFull);
+        assert_eq!(b.snapshot().in_flight, 2);
+        first.success();
+        drop(second); // cancelled
+        assert_eq!(b.snapshot().in_flight, 0);
+        let (a, c) = (b.try_acquire().unwrap(), b.try_acquire().unwrap());
+        a.failure();
+        c.ignore();
+        let snap = b.snapshot();
+        assert_eq!((snap.calls, snap.failures, snap.rejected), (2, 1, 1), "refusal not recorded");
     }
 }

@@ -69,6 +69,8 @@ pub enum Reason {
     Open,
     /// The circuit is half-open and every probe slot is taken.
     HalfOpenFull,
+    /// The circuit is recovering progressively and this call fell outside the admitted share.
+    Recovering,
     /// The circuit was forced open by an operator ([`Breaker::force_open`](crate::Breaker::force_open)).
     ForcedOpen,
     /// The per-key concurrency limit is reached.
@@ -82,6 +84,7 @@ impl fmt::Display for Reason {
         f.write_str(match self {
             Reason::Open => "open",
             Reason::HalfOpenFull => "half-open and every probe slot is taken",
+            Reason::Recovering => "recovering and admitting only part of the traffic",
             Reason::ForcedOpen => "forced open",
             Reason::BulkheadFull => "at its concurrency limit",
             Reason::TimedOut => "timed out",

@@ -33,6 +33,7 @@
 mod breaker;
 pub mod clock;
 mod error;
+mod observe;
 mod policy;
 mod registry;
 mod state;
@@ -43,7 +44,11 @@ pub mod __private;
 
 pub use breaker::{Breaker, Permit, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
-pub use policy::{MAX_HALF_OPEN, MAX_OPEN_FOR, MAX_WINDOW, MIN_OPEN_FOR, Policy, PolicyError};
+pub use observe::Transition;
+pub use policy::{
+    MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW,
+    MIN_OPEN_FOR, MIN_TIME_WINDOW, Policy, PolicyError, Recovery, TIME_BUCKETS, Window,
+};
 pub use registry::{Registry, registry};
 pub use state::State;
 

@@ -7,16 +7,53 @@ use crate::clock::duration_to_nanos;
 
 /// The largest count window.
 pub const MAX_WINDOW: u32 = 1_000_000;
+/// The number of buckets a time window is split into.
+pub const TIME_BUCKETS: u32 = 10;
+/// The shortest time window (one millisecond per bucket).
+pub const MIN_TIME_WINDOW: Duration = Duration::from_millis(10);
+/// The longest time window.
+pub const MAX_TIME_WINDOW: Duration = Duration::from_secs(60 * 60);
 /// The most probes a half-open circuit admits at once.
 pub const MAX_HALF_OPEN: u32 = 127;
-/// The shortest open wait.
+/// The most phases of progressive recovery.
+pub const MAX_PHASES: u32 = 100;
+/// The shortest open wait (and slow-call threshold, and half-open lease).
 pub const MIN_OPEN_FOR: Duration = Duration::from_millis(1);
-/// The longest open wait.
+/// The longest open wait (and slow-call threshold, and half-open lease).
 pub const MAX_OPEN_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+/// The largest `open_backoff` multiplier.
+pub const MAX_OPEN_BACKOFF: f64 = 100.0;
+
+const DEFAULT_OPEN_MAX_NANOS: u64 = 5 * 60 * 1_000_000_000;
+
+/// Which outcomes the failure and slow-call rates are computed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// The last N recorded calls.
+    Count(u32),
+    /// The calls of the last span of time, kept in [`TIME_BUCKETS`] buckets rotated on the request path.
+    Time(Duration),
+}
+
+/// How a circuit leaves half-open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// Admit `half_open` probes; all must succeed to close, any failure reopens (the default).
+    Probes,
+    /// Admit 1/phases of the traffic, then 2/phases, … Each phase needs `min_passes` recorded calls
+    /// with a failure rate under the threshold to advance; otherwise the circuit reopens.
+    Progressive {
+        /// Number of phases (1..=100); the last one admits all traffic.
+        phases: u32,
+        /// Calls a phase must record before it is judged (at least 1).
+        min_passes: u32,
+    },
+}
 
 /// When a circuit opens and how it recovers.
 ///
-/// Built with `const fn` setters, so a policy can be a `const` shared by many functions:
+/// Built with `const fn` setters, so a policy can be a `const` shared by many functions and
+/// named in the attribute (`policy = PAYMENT`):
 ///
 /// ```
 /// use std::time::Duration;
@@ -30,24 +67,57 @@ pub const MAX_OPEN_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 /// assert!(PAYMENT.validate().is_ok());
 /// ```
 ///
-/// Defaults: `window` 100 calls, `min_calls` 10, `failure_rate` 50 %, `open_for` 10 s, `half_open` 1.
+/// | field | default | |
+/// |---|---|---|
+/// | `window` | 100 calls | [`Policy::window`], [`Policy::time_window`] |
+/// | `min_calls` | 10 | no decision below this many recorded calls |
+/// | `failure_rate` | 50 % | [`Policy::failure_rate`]; [`Policy::rate_off`] disables the rule |
+/// | `slow`, `slow_rate` | off, 100 % | [`Policy::slow`], [`Policy::slow_rate`] |
+/// | `consecutive` | off | [`Policy::consecutive`] |
+/// | `open_for` | 10 s | [`Policy::open_for`] |
+/// | `open_backoff`, `open_max` | 1 (none), 5 min | [`Policy::open_backoff`], [`Policy::open_max`] |
+/// | `half_open`, `half_open_lease` | 1 probe, = `open_for` | [`Policy::half_open`], [`Policy::half_open_lease`] |
+/// | `recovery` | probes | [`Policy::progressive`] |
+/// | `max_concurrent` | unlimited | [`Policy::max_concurrent`] |
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
-    pub(crate) window: u32,
+    pub(crate) window: Window,
     pub(crate) min_calls: u32,
+    /// Percent; 0 when the rate rule is off.
     pub(crate) failure_rate: u8,
+    /// Nanoseconds; 0 when slow calls are not tracked.
+    pub(crate) slow_nanos: u64,
+    pub(crate) slow_rate: u8,
+    /// 0 when the rule is off.
+    pub(crate) consecutive: u32,
     pub(crate) open_for_nanos: u64,
+    /// Multiplier in thousandths (1000 = no backoff).
+    pub(crate) open_backoff_milli: u32,
+    pub(crate) open_max_nanos: u64,
     pub(crate) half_open: u32,
+    /// 0: the lease is `open_for`.
+    pub(crate) half_open_lease_nanos: u64,
+    pub(crate) recovery: Recovery,
+    /// 0: unlimited.
+    pub(crate) max_concurrent: u32,
 }
 
 impl Policy {
     /// The default policy (see the type's documentation).
     pub const DEFAULT: Policy = Policy {
-        window: 100,
+        window: Window::Count(100),
         min_calls: 10,
         failure_rate: 50,
+        slow_nanos: 0,
+        slow_rate: 100,
+        consecutive: 0,
         open_for_nanos: 10_000_000_000,
+        open_backoff_milli: 1000,
+        open_max_nanos: DEFAULT_OPEN_MAX_NANOS,
         half_open: 1,
+        half_open_lease_nanos: 0,
+        recovery: Recovery::Probes,
+        max_concurrent: 0,
     };
 
     /// The default policy.
@@ -55,13 +125,19 @@ impl Policy {
         Self::DEFAULT
     }
 
-    /// The count window: the last `calls` outcomes are considered (older ones are evicted).
+    /// A count window: the last `calls` recorded outcomes (older ones are evicted).
     pub const fn window(mut self, calls: u32) -> Self {
-        self.window = calls;
+        self.window = Window::Count(calls);
         self
     }
 
-    /// The number of recorded calls below which the circuit never opens.
+    /// A time window: the outcomes recorded during the last `span`.
+    pub const fn time_window(mut self, span: Duration) -> Self {
+        self.window = Window::Time(span);
+        self
+    }
+
+    /// The number of recorded calls below which the circuit never opens on a rate.
     pub const fn min_calls(mut self, calls: u32) -> Self {
         self.min_calls = calls;
         self
@@ -73,9 +149,52 @@ impl Policy {
         self
     }
 
+    /// Turns the failure-rate rule off (for a policy that trips on `consecutive` or `slow` only).
+    pub const fn rate_off(mut self) -> Self {
+        self.failure_rate = 0;
+        self
+    }
+
+    /// A recorded call slower than `threshold` counts as slow (a slow success is slow, not failed).
+    pub const fn slow(mut self, threshold: Duration) -> Self {
+        self.slow_nanos = duration_to_nanos(threshold);
+        self
+    }
+
+    /// The slow-call rate, in percent of the window, at which the circuit opens (1..=100; default 100).
+    pub const fn slow_rate(mut self, percent: u8) -> Self {
+        self.slow_rate = percent;
+        self
+    }
+
+    /// Opens after `failures` counted failures in a row (any success resets the run).
+    pub const fn consecutive(mut self, failures: u32) -> Self {
+        self.consecutive = failures;
+        self
+    }
+
     /// How long the circuit stays open before it admits probes.
     pub const fn open_for(mut self, wait: Duration) -> Self {
         self.open_for_nanos = duration_to_nanos(wait);
+        self
+    }
+
+    /// Each consecutive re-open (a failed recovery) multiplies the wait by `factor` (≥ 1), up to
+    /// [`open_max`](Policy::open_max). A successful close resets it.
+    pub const fn open_backoff(mut self, factor: f64) -> Self {
+        self.open_backoff_milli = if factor <= 0.0 {
+            0
+        } else if factor >= MAX_OPEN_BACKOFF * 10.0 {
+            u32::MAX
+        } else {
+            (factor * 1000.0 + 0.5) as u32
+        };
+        self
+    }
+
+    /// The longest wait `open_backoff` can grow to (default 5 minutes, never below `open_for`).
+    pub const fn open_max(mut self, wait: Duration) -> Self {
+        self.open_max_nanos = duration_to_nanos(wait);
         self
     }
 
@@ -85,19 +204,52 @@ impl Policy {
         self
     }
 
-    /// The count window size.
-    pub const fn window_len(&self) -> u32 {
+    /// How long half-open probes may stay unreported before their slots are re-armed
+    /// (default: `open_for`).
+    pub const fn half_open_lease(mut self, lease: Duration) -> Self {
+        self.half_open_lease_nanos = duration_to_nanos(lease);
+        self
+    }
+
+    /// Progressive recovery: see [`Recovery::Progressive`].
+    pub const fn progressive(mut self, phases: u32, min_passes: u32) -> Self {
+        self.recovery = Recovery::Progressive { phases, min_passes };
+        self
+    }
+
+    /// At most `calls` calls in flight for this key; the next one is refused at once
+    /// (reason [`BulkheadFull`](crate::Reason::BulkheadFull)) and not counted as a failure.
+    pub const fn max_concurrent(mut self, calls: u32) -> Self {
+        self.max_concurrent = calls;
+        self
+    }
+
+    /// The window.
+    pub const fn window_kind(&self) -> Window {
         self.window
     }
 
-    /// The minimum number of calls before the rate is evaluated.
+    /// The count window size, or `None` for a time window.
+    pub const fn window_len(&self) -> Option<u32> {
+        match self.window {
+            Window::Count(n) => Some(n),
+            Window::Time(_) => None,
+        }
+    }
+
+    /// The minimum number of calls before the rates are evaluated.
     pub const fn min_calls_len(&self) -> u32 {
         self.min_calls
     }
 
-    /// The failure rate threshold in percent.
-    pub const fn failure_rate_percent(&self) -> u8 {
-        self.failure_rate
+    /// The failure rate threshold in percent, or `None` when the rule is off.
+    pub const fn failure_rate_percent(&self) -> Option<u8> {
+        if self.failure_rate == 0 { None } else { Some(self.failure_rate) }
+    }
+
+    /// The slow-call threshold, when slow calls are tracked.
+    pub const fn slow_threshold(&self) -> Option<Duration> {
+        if self.slow_nanos == 0 { None } else { Some(Duration::from_nanos(self.slow_nanos)) }
     }
 
     /// The open wait.
@@ -110,43 +262,110 @@ impl Policy {
         self.half_open
     }
 
+    /// The recovery mode.
+    pub const fn recovery_mode(&self) -> Recovery {
+        self.recovery
+    }
+
+    /// The bulkhead limit, when there is one.
+    pub const fn concurrency_limit(&self) -> Option<u32> {
+        if self.max_concurrent == 0 { None } else { Some(self.max_concurrent) }
+    }
+
+    pub(crate) const fn lease_nanos(&self) -> u64 {
+        if self.half_open_lease_nanos == 0 { self.open_for_nanos } else { self.half_open_lease_nanos }
+    }
+
+    /// The open wait after `reopens` consecutive failed recoveries.
+    pub(crate) fn open_wait_nanos(&self, reopens: u32) -> u64 {
+        if reopens == 0 || self.open_backoff_milli <= 1000 {
+            return self.open_for_nanos;
+        }
+        let cap = self.open_max_nanos.max(self.open_for_nanos);
+        let factor = f64::from(self.open_backoff_milli) / 1000.0;
+        let wait = self.open_for_nanos as f64 * factor.powi(reopens.min(4096) as i32);
+        if wait >= cap as f64 { cap } else { wait as u64 }
+    }
+
     /// Checks every field; the first invalid one is reported with its allowed range.
     pub fn validate(&self) -> Result<(), PolicyError> {
-        if self.window == 0 || self.window > MAX_WINDOW {
-            return Err(PolicyError::new(
-                "window",
-                format!("1..={MAX_WINDOW} calls"),
-                self.window,
-            ));
+        let range = |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
+        let in_ms_range = |nanos: u64| {
+            (duration_to_nanos(MIN_OPEN_FOR)..=duration_to_nanos(MAX_OPEN_FOR)).contains(&nanos)
+        };
+        match self.window {
+            Window::Count(n) if n == 0 || n > MAX_WINDOW => {
+                return range("window", &format!("1..={MAX_WINDOW} calls"), n.to_string());
+            }
+            Window::Time(span) if span < MIN_TIME_WINDOW || span > MAX_TIME_WINDOW => {
+                return range("window", "\"10ms\"..=\"1h\" for a time window", format!("{span:?}"));
+            }
+            _ => {}
         }
-        if self.min_calls == 0 || self.min_calls > self.window {
-            return Err(PolicyError::new(
-                "min_calls",
-                format!("1..={} (at most `window`)", self.window),
-                self.min_calls,
-            ));
+        if let Window::Count(n) = self.window
+            && (self.min_calls == 0 || self.min_calls > n)
+        {
+            return range("min_calls", &format!("1..={n} (at most `window`)"), self.min_calls.to_string());
         }
-        if self.failure_rate == 0 || self.failure_rate > 100 {
-            return Err(PolicyError::new(
+        if self.min_calls == 0 {
+            return range("min_calls", "at least 1", "0".into());
+        }
+        if self.failure_rate > 100 {
+            return range("failure_rate", "1..=100 percent", self.failure_rate.to_string());
+        }
+        if self.slow_nanos != 0 && !in_ms_range(self.slow_nanos) {
+            return range("slow", "\"1ms\"..=\"24h\"", format!("{:?}", Duration::from_nanos(self.slow_nanos)));
+        }
+        if self.slow_rate == 0 || self.slow_rate > 100 {
+            return range("slow_rate", "1..=100 percent", self.slow_rate.to_string());
+        }
+        if self.consecutive > MAX_WINDOW {
+            return range("consecutive", &format!("1..={MAX_WINDOW} failures"), self.consecutive.to_string());
+        }
+        if self.failure_rate == 0 && self.consecutive == 0 && self.slow_nanos == 0 {
+            return range(
                 "failure_rate",
-                "1..=100 percent",
-                self.failure_rate,
-            ));
+                "1..=100 percent (or set `consecutive` or `slow`: a policy needs a rule that trips)",
+                "off".into(),
+            );
         }
-        let open_for = self.open_duration();
-        if open_for < MIN_OPEN_FOR || open_for > MAX_OPEN_FOR {
-            return Err(PolicyError::new(
-                "open_for",
-                "1ms..=24h",
-                format!("{open_for:?}"),
-            ));
+        if !in_ms_range(self.open_for_nanos) {
+            return range("open_for", "\"1ms\"..=\"24h\"", format!("{:?}", self.open_duration()));
+        }
+        if self.open_backoff_milli < 1000 || f64::from(self.open_backoff_milli) > MAX_OPEN_BACKOFF * 1000.0 {
+            return range(
+                "open_backoff",
+                "1..=100 (a multiplier; 1 means no backoff)",
+                format!("{}", f64::from(self.open_backoff_milli) / 1000.0),
+            );
+        }
+        if self.open_max_nanos > duration_to_nanos(MAX_OPEN_FOR) {
+            return range("open_max", "`open_for`..=\"24h\"", format!("{:?}", Duration::from_nanos(self.open_max_nanos)));
+        }
+        if self.open_backoff_milli > 1000 && self.open_max_nanos < self.open_for_nanos {
+            return range(
+                "open_max",
+                &format!("at least `open_for` ({:?})", self.open_duration()),
+                format!("{:?}", Duration::from_nanos(self.open_max_nanos)),
+            );
         }
         if self.half_open == 0 || self.half_open > MAX_HALF_OPEN {
-            return Err(PolicyError::new(
-                "half_open",
-                format!("1..={MAX_HALF_OPEN} probes"),
-                self.half_open,
-            ));
+            return range("half_open", &format!("1..={MAX_HALF_OPEN} probes"), self.half_open.to_string());
+        }
+        if self.half_open_lease_nanos != 0 && !in_ms_range(self.half_open_lease_nanos) {
+            return range(
+                "half_open_lease",
+                "\"1ms\"..=\"24h\"",
+                format!("{:?}", Duration::from_nanos(self.half_open_lease_nanos)),
+            );
+        }
+        if let Recovery::Progressive { phases, min_passes } = self.recovery {
+            if phases == 0 || phases > MAX_PHASES {
+                return range("phases", &format!("1..={MAX_PHASES}"), phases.to_string());
+            }
+            if min_passes == 0 || min_passes > MAX_WINDOW {
+                return range("min_passes", &format!("1..={MAX_WINDOW}"), min_passes.to_string());
+            }
         }
         Ok(())
     }
@@ -163,9 +382,17 @@ impl fmt::Debug for Policy {
         f.debug_struct("Policy")
             .field("window", &self.window)
             .field("min_calls", &self.min_calls)
-            .field("failure_rate", &self.failure_rate)
+            .field("failure_rate", &self.failure_rate_percent())
+            .field("slow", &self.slow_threshold())
+            .field("slow_rate", &self.slow_rate)
+            .field("consecutive", &self.consecutive)
             .field("open_for", &self.open_duration())
+            .field("open_backoff", &(f64::from(self.open_backoff_milli) / 1000.0))
+            .field("open_max", &Duration::from_nanos(self.open_max_nanos))
             .field("half_open", &self.half_open)
+            .field("half_open_lease", &Duration::from_nanos(self.lease_nanos()))
+            .field("recovery", &self.recovery)
+            .field("max_concurrent", &self.concurrency_limit())
             .finish()
     }
 }
@@ -173,18 +400,25 @@ impl fmt::Debug for Policy {
 /// A policy field outside its allowed range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyError {
+    key: Option<String>,
     field: &'static str,
     allowed: String,
     found: String,
 }
 
 impl PolicyError {
-    fn new(field: &'static str, allowed: impl Into<String>, found: impl fmt::Display) -> Self {
-        PolicyError {
-            field,
-            allowed: allowed.into(),
-            found: found.to_string(),
-        }
+    pub(crate) fn new(field: &'static str, allowed: impl Into<String>, found: impl fmt::Display) -> Self {
+        PolicyError { key: None, field, allowed: allowed.into(), found: found.to_string() }
+    }
+
+    pub(crate) fn for_key(mut self, key: &str) -> Self {
+        self.key = Some(key.to_owned());
+        self
+    }
+
+    /// The breaker key the policy was meant for, when known.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
     }
 
     /// The offending field, as spelled in the attribute.
@@ -200,11 +434,10 @@ impl PolicyError {
 
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid `{}` = {}; use a value in {}",
-            self.field, self.found, self.allowed
-        )
+        if let Some(key) = &self.key {
+            write!(f, "breaker `{key}`: ")?;
+        }
+        write!(f, "invalid `{}` = {}; use a value in {}", self.field, self.found, self.allowed)
     }
 }
 
@@ -217,57 +450,47 @@ mod tests {
     #[test]
     fn defaults() {
         let p = Policy::new();
-        assert_eq!(p.window_len(), 100);
+        assert_eq!(p.window_len(), Some(100));
         assert_eq!(p.min_calls_len(), 10);
-        assert_eq!(p.failure_rate_percent(), 50);
+        assert_eq!(p.failure_rate_percent(), Some(50));
         assert_eq!(p.open_duration(), Duration::from_secs(10));
         assert_eq!(p.half_open_probes(), 1);
+        assert_eq!(p.recovery_mode(), Recovery::Probes);
         assert!(p.validate().is_ok());
     }
 
     #[test]
     fn validation_names_the_field_and_range() {
-        let e = Policy::new()
-            .window(10)
-            .min_calls(11)
-            .validate()
-            .unwrap_err();
+        let e = Policy::new().window(10).min_calls(11).validate().unwrap_err();
         assert_eq!(e.field(), "min_calls");
+        assert_eq!(e.to_string(), "invalid `min_calls` = 11; use a value in 1..=10 (at most `window`)");
+        let field = |p: Policy| p.validate().unwrap_err().field();
+        assert_eq!(field(Policy::new().failure_rate(150)), "failure_rate");
+        assert_eq!(field(Policy::new().window(0)), "window");
+        assert_eq!(field(Policy::new().time_window(Duration::ZERO)), "window");
+        assert_eq!(field(Policy::new().half_open(0)), "half_open");
+        assert_eq!(field(Policy::new().open_for(Duration::ZERO)), "open_for");
+        assert_eq!(field(Policy::new().slow(Duration::from_secs(1)).slow_rate(0)), "slow_rate");
+        assert_eq!(field(Policy::new().open_backoff(0.5)), "open_backoff");
         assert_eq!(
-            e.to_string(),
-            "invalid `min_calls` = 11; use a value in 1..=10 (at most `window`)"
+            field(Policy::new().open_backoff(2.0).open_for(Duration::from_secs(60)).open_max(Duration::from_secs(1))),
+            "open_max"
         );
-        assert_eq!(
-            Policy::new()
-                .failure_rate(0)
-                .validate()
-                .unwrap_err()
-                .field(),
-            "failure_rate"
-        );
-        assert_eq!(
-            Policy::new()
-                .failure_rate(150)
-                .validate()
-                .unwrap_err()
-                .field(),
-            "failure_rate"
-        );
-        assert_eq!(
-            Policy::new().window(0).validate().unwrap_err().field(),
-            "window"
-        );
-        assert_eq!(
-            Policy::new().half_open(0).validate().unwrap_err().field(),
-            "half_open"
-        );
-        assert_eq!(
-            Policy::new()
-                .open_for(Duration::ZERO)
-                .validate()
-                .unwrap_err()
-                .field(),
-            "open_for"
-        );
+        assert_eq!(field(Policy::new().progressive(0, 5)), "phases");
+        assert_eq!(field(Policy::new().progressive(3, 0)), "min_passes");
+        assert_eq!(field(Policy::new().rate_off()), "failure_rate");
+        assert!(Policy::new().rate_off().consecutive(5).validate().is_ok());
+        assert!(Policy::new().time_window(Duration::from_secs(30)).min_calls(500).validate().is_ok());
+    }
+
+    #[test]
+    fn backoff_multiplies_and_caps() {
+        let p = Policy::new()
+            .open_for(Duration::from_secs(10))
+            .open_backoff(2.0)
+            .open_max(Duration::from_secs(60));
+        let secs = |n| Duration::from_nanos(p.open_wait_nanos(n)).as_secs();
+        assert_eq!([secs(0), secs(1), secs(2), secs(3), secs(100)], [10, 20, 40, 60, 60]);
+        assert_eq!(Policy::new().open_wait_nanos(7), 10_000_000_000, "no backoff by default");
     }
 }

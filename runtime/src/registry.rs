@@ -5,11 +5,12 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, DefaultHasher};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::breaker::{Breaker, Core, Snapshot};
 use crate::clock::{Clock, ClockSource};
 use crate::error::Key;
+use crate::observe::{Hooks, Transition};
 use crate::policy::{Policy, PolicyError};
 
 type Map = HashMap<Key, Breaker, BuildHasherDefault<DefaultHasher>>;
@@ -29,6 +30,7 @@ type Map = HashMap<Key, Breaker, BuildHasherDefault<DefaultHasher>>;
 /// ```
 pub struct Registry {
     clock: ClockSource,
+    hooks: OnceLock<Arc<Hooks>>,
     breakers: RwLock<Map>,
 }
 
@@ -37,6 +39,7 @@ impl Registry {
     pub const fn new() -> Self {
         Registry {
             clock: ClockSource::Monotonic,
+            hooks: OnceLock::new(),
             breakers: RwLock::new(HashMap::with_hasher(BuildHasherDefault::new())),
         }
     }
@@ -45,6 +48,7 @@ impl Registry {
     pub fn with_clock(clock: impl Clock) -> Self {
         Registry {
             clock: ClockSource::Custom(Arc::new(clock)),
+            hooks: OnceLock::new(),
             breakers: RwLock::new(HashMap::with_hasher(BuildHasherDefault::new())),
         }
     }
@@ -79,10 +83,22 @@ impl Registry {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let breaker = map.entry(make_key()).or_insert_with_key(|key| Breaker {
-            core: Arc::new(Core::new(key.clone(), policy, self.clock.clone())),
+            core: Arc::new(Core::new(key.clone(), policy, self.clock.clone(), self.hooks().clone())),
         });
         warn_if_different(breaker, policy);
         breaker.clone()
+    }
+
+    /// Calls `hook` on every state change of every breaker of this registry, present or future.
+    ///
+    /// The hook runs on the thread that made the transition, after the new state is published and
+    /// outside any lock: it may read breakers or call into the registry without deadlocking.
+    pub fn on_transition(&self, hook: impl Fn(&Transition<'_>) + Send + Sync + 'static) {
+        self.hooks().add(Arc::new(hook));
+    }
+
+    fn hooks(&self) -> &Arc<Hooks> {
+        self.hooks.get_or_init(Arc::default)
     }
 
     /// Snapshots of every breaker, sorted by key.
@@ -155,7 +171,7 @@ mod tests {
             .breaker("k", Policy::new().window(5).min_calls(5))
             .unwrap();
         let b = r.breaker("k", Policy::new()).unwrap();
-        assert_eq!(b.policy().window_len(), 5);
+        assert_eq!(b.policy().window_len(), Some(5));
         a.force_open();
         assert_eq!(b.state(), crate::State::ForcedOpen);
         assert_eq!(r.len(), 1);

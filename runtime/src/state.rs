@@ -7,7 +7,7 @@
 //! | 0..3   | mode     | closed, open, half-open, forced open, disabled                 |
 //! | 3..14  | gen      | generation, bumped by every transition (wraps)                 |
 //! | 14..21 | issued   | half-open: probes admitted and not yet given back              |
-//! | 21..28 | passed   | half-open: probes that succeeded                               |
+//! | 21..28 | passed   | half-open: probes that succeeded (progressive: current phase)  |
 //! | 28..64 | time     | open: deadline; half-open: when probing was armed (ms, wraps)  |
 //!
 //! A permit remembers the word it was issued under; a report whose mode or generation no longer
@@ -84,6 +84,9 @@ impl Word {
     /// The word of a fresh breaker: closed, generation 0.
     pub(crate) const INITIAL: Word = Word(CLOSED);
 
+    /// The word given to calls admitted in metrics-only mode: an open word, whose reports are ignored.
+    pub(crate) const SHADOW: Word = Word(OPEN);
+
     pub(crate) fn state(self) -> State {
         match self.0 & MODE_MASK {
             CLOSED => State::Closed,
@@ -140,6 +143,11 @@ impl Word {
     /// The next generation, half-open, armed now, with one probe already admitted.
     pub(crate) fn to_half_open(self, now_nanos: u64) -> Word {
         self.next(HALF_OPEN, 1, 0, now_nanos / NANOS_PER_MS)
+    }
+
+    /// The next generation, half-open in progressive phase `phase`, armed now.
+    pub(crate) fn to_phase(self, phase: u32, now_nanos: u64) -> Word {
+        self.next(HALF_OPEN, 0, phase, now_nanos / NANOS_PER_MS)
     }
 
     /// The next generation, forced open.

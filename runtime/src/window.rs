@@ -1,56 +1,205 @@
-//! The count-based sliding window: the last N outcomes as a ring of bits, with a running total.
+//! Sliding windows: the last N outcomes (count) or the outcomes of the last span of time (time).
 //!
-//! Each slot is one bit (1 = failure). Recording claims the next slot with one compare-and-swap on a
-//! packed cursor (position and number of filled slots), then swaps the slot's bit; the failure total
-//! changes only when the bit flips, so it always equals the number of set bits once writers finish.
-//! A success over a success slot — the common case — costs the cursor CAS and one load.
+//! **Count window.** Each slot is one bit (1 = failure), plus a second ring for slow calls when they
+//! are tracked. Recording claims the next slot with one compare-and-swap on a packed cursor
+//! (position and number of filled slots), then swaps the slot's bit; a running total changes only
+//! when the bit flips, so it always equals the number of set bits once writers finish. A success
+//! over a success slot — the common case — costs the cursor CAS and one load.
+//!
+//! **Time window.** [`TIME_BUCKETS`] buckets, each stamped with the index of the time slice it
+//! counts. A writer whose slice is newer than the bucket's stamp claims it by CAS and clears it, so
+//! rotation happens lazily on the request path and a long idle costs nothing extra: totals only sum
+//! buckets whose stamp lies within the window. Two writers racing on a bucket boundary may lose an
+//! increment; single-threaded sequences are exact.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::policy::{Policy, TIME_BUCKETS, Window as WindowKind};
+
 /// What a window holds at one instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Counts {
-    /// Outcomes in the window (at most its length).
+    /// Outcomes in the window.
     pub(crate) calls: u32,
     /// Failures among them.
     pub(crate) failures: u32,
+    /// Slow calls among them (successes or failures).
+    pub(crate) slow: u32,
 }
 
 impl Counts {
     /// Failure rate in percent (0 when empty).
     pub(crate) fn failure_rate(self) -> f64 {
-        if self.calls == 0 {
-            0.0
-        } else {
-            f64::from(self.failures) * 100.0 / f64::from(self.calls)
-        }
+        percent(self.failures, self.calls)
     }
 
-    /// True when at least `min_calls` were recorded and failures reach `rate` percent.
+    /// Slow-call rate in percent (0 when empty).
+    pub(crate) fn slow_rate(self) -> f64 {
+        percent(self.slow, self.calls)
+    }
+
+    /// True when the policy's rate rules say the circuit must open.
     #[inline]
-    pub(crate) fn trips(self, min_calls: u32, rate: u8) -> bool {
-        self.calls >= min_calls
-            && u64::from(self.failures) * 100 >= u64::from(rate) * u64::from(self.calls)
+    pub(crate) fn trips(self, policy: &Policy) -> bool {
+        let reaches = |part: u32, rate: u8| {
+            rate != 0 && u64::from(part) * 100 >= u64::from(rate) * u64::from(self.calls)
+        };
+        self.calls >= policy.min_calls
+            && (reaches(self.failures, policy.failure_rate)
+                || (policy.slow_nanos != 0 && reaches(self.slow, policy.slow_rate)))
     }
 }
 
+fn percent(part: u32, all: u32) -> f64 {
+    if all == 0 { 0.0 } else { f64::from(part) * 100.0 / f64::from(all) }
+}
+
+/// A recorded outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sample {
+    pub(crate) failure: bool,
+    pub(crate) slow: bool,
+}
+
+/// The window of one breaker.
+pub(crate) enum Window {
+    Count(CountWindow),
+    Time(TimeWindow),
+}
+
+impl Window {
+    pub(crate) fn new(policy: &Policy) -> Self {
+        match policy.window {
+            WindowKind::Count(n) => Window::Count(CountWindow::new(n, policy.slow_nanos != 0)),
+            WindowKind::Time(span) => Window::Time(TimeWindow::new(crate::clock::duration_to_nanos(span))),
+        }
+    }
+
+    /// True when recording needs the current time.
+    #[inline]
+    pub(crate) fn needs_time(&self) -> bool {
+        matches!(self, Window::Time(_))
+    }
+
+    /// Records a fast success; returns nothing because a fast success never trips a circuit.
+    #[inline]
+    pub(crate) fn record_fast_success(&self, now: u64) {
+        match self {
+            Window::Count(w) => w.record_fast_success(),
+            Window::Time(w) => {
+                w.record(now, Sample { failure: false, slow: false });
+            }
+        }
+    }
+
+    /// Records a sample; returns the counts right after it.
+    #[inline]
+    pub(crate) fn record(&self, now: u64, sample: Sample) -> Counts {
+        match self {
+            Window::Count(w) => w.record(sample),
+            Window::Time(w) => w.record(now, sample),
+        }
+    }
+
+    /// The current counts (`now` is only read by time windows).
+    pub(crate) fn counts(&self, now: u64) -> Counts {
+        match self {
+            Window::Count(w) => w.counts(),
+            Window::Time(w) => w.counts(now),
+        }
+    }
+
+    /// Empties the window.
+    pub(crate) fn reset(&self) {
+        match self {
+            Window::Count(w) => w.reset(),
+            Window::Time(w) => w.reset(),
+        }
+    }
+
+    /// Heap bytes owned by the window.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            Window::Count(w) => w.heap_bytes(),
+            Window::Time(w) => w.heap_bytes(),
+        }
+    }
+}
+
+/// A ring of bits with a running count of set bits.
+struct BitRing {
+    set: AtomicU32,
+    bits: Box<[AtomicU64]>,
+}
+
+impl BitRing {
+    fn new(len: u32) -> Self {
+        BitRing {
+            set: AtomicU32::new(0),
+            bits: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Writes `value` at `slot`; returns the number of set bits after the write.
+    #[inline]
+    fn write(&self, slot: u32, value: bool) -> u32 {
+        let word = &self.bits[(slot / 64) as usize];
+        let mask = 1u64 << (slot % 64);
+        if value {
+            if word.fetch_or(mask, Ordering::AcqRel) & mask == 0 {
+                return self.set.fetch_add(1, Ordering::AcqRel) + 1;
+            }
+        } else if word.load(Ordering::Relaxed) & mask != 0
+            && word.fetch_and(!mask, Ordering::AcqRel) & mask != 0
+        {
+            return self.set.fetch_sub(1, Ordering::AcqRel) - 1;
+        }
+        self.set.load(Ordering::Acquire)
+    }
+
+    /// Clears a bit without reporting the total (the fast success path).
+    #[inline]
+    fn clear(&self, slot: u32) {
+        let word = &self.bits[(slot / 64) as usize];
+        let mask = 1u64 << (slot % 64);
+        if word.load(Ordering::Relaxed) & mask != 0 && word.fetch_and(!mask, Ordering::AcqRel) & mask != 0 {
+            self.set.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    fn count(&self) -> u32 {
+        self.set.load(Ordering::Acquire)
+    }
+
+    fn reset(&self) {
+        for word in self.bits.iter() {
+            word.store(0, Ordering::Release);
+        }
+        self.set.store(0, Ordering::Release);
+    }
+
+    fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.bits)
+    }
+}
+
+/// The last `len` outcomes.
 pub(crate) struct CountWindow {
     len: u32,
     /// Low 32 bits: next slot; high 32 bits: filled slots (saturates at `len`).
     cursor: AtomicU64,
-    failures: AtomicU32,
-    bits: Box<[AtomicU64]>,
+    failures: BitRing,
+    slow: Option<BitRing>,
 }
 
 impl CountWindow {
-    pub(crate) fn new(len: u32) -> Self {
+    pub(crate) fn new(len: u32, track_slow: bool) -> Self {
         let len = len.max(1);
-        let words = len.div_ceil(64) as usize;
         CountWindow {
             len,
             cursor: AtomicU64::new(0),
-            failures: AtomicU32::new(0),
-            bits: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            failures: BitRing::new(len),
+            slow: track_slow.then(|| BitRing::new(len)),
         }
     }
 
@@ -62,74 +211,139 @@ impl CountWindow {
             let pos = cur as u32;
             let filled = (cur >> 32) as u32;
             let next_pos = if pos + 1 >= self.len { 0 } else { pos + 1 };
-            let next_filled = if filled < self.len {
-                filled + 1
-            } else {
-                filled
-            };
+            let next_filled = if filled < self.len { filled + 1 } else { filled };
             let next = u64::from(next_pos) | u64::from(next_filled) << 32;
-            match self
-                .cursor
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed)
-            {
+            match self.cursor.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed) {
                 Ok(_) => return (pos, next_filled),
                 Err(seen) => cur = seen,
             }
         }
     }
 
-    /// Records a success.
     #[inline]
-    pub(crate) fn record_success(&self) {
+    fn record_fast_success(&self) {
         let (slot, _) = self.claim();
-        let word = &self.bits[(slot / 64) as usize];
-        let mask = 1u64 << (slot % 64);
-        if word.load(Ordering::Relaxed) & mask != 0
-            && word.fetch_and(!mask, Ordering::AcqRel) & mask != 0
-        {
-            self.failures.fetch_sub(1, Ordering::AcqRel);
+        self.failures.clear(slot);
+        if let Some(slow) = &self.slow {
+            slow.clear(slot);
         }
     }
 
-    /// Records a failure; returns the counts right after it.
     #[inline]
-    pub(crate) fn record_failure(&self) -> Counts {
+    fn record(&self, sample: Sample) -> Counts {
         let (slot, calls) = self.claim();
-        let word = &self.bits[(slot / 64) as usize];
-        let mask = 1u64 << (slot % 64);
-        let failures = if word.fetch_or(mask, Ordering::AcqRel) & mask == 0 {
-            self.failures.fetch_add(1, Ordering::AcqRel) + 1
-        } else {
-            self.failures.load(Ordering::Acquire)
+        let failures = self.failures.write(slot, sample.failure);
+        let slow = match &self.slow {
+            Some(ring) => ring.write(slot, sample.slow),
+            None => 0,
         };
-        Counts {
-            calls,
-            failures: failures.min(calls),
-        }
+        Counts { calls, failures: failures.min(calls), slow: slow.min(calls) }
     }
 
-    /// The current counts.
-    pub(crate) fn counts(&self) -> Counts {
+    fn counts(&self) -> Counts {
         let calls = (self.cursor.load(Ordering::Acquire) >> 32) as u32;
-        let failures = self.failures.load(Ordering::Acquire);
         Counts {
             calls,
-            failures: failures.min(calls),
+            failures: self.failures.count().min(calls),
+            slow: self.slow.as_ref().map_or(0, BitRing::count).min(calls),
         }
     }
 
-    /// Empties the window.
-    pub(crate) fn reset(&self) {
-        for word in self.bits.iter() {
-            word.store(0, Ordering::Release);
+    fn reset(&self) {
+        self.failures.reset();
+        if let Some(slow) = &self.slow {
+            slow.reset();
         }
-        self.failures.store(0, Ordering::Release);
         self.cursor.store(0, Ordering::Release);
     }
 
-    /// Heap bytes owned by the window.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.bits)
+    fn heap_bytes(&self) -> usize {
+        self.failures.heap_bytes() + self.slow.as_ref().map_or(0, BitRing::heap_bytes)
+    }
+}
+
+struct Bucket {
+    /// Index of the time slice counted here, plus one (0: never used).
+    stamp: AtomicU64,
+    calls: AtomicU32,
+    failures: AtomicU32,
+    slow: AtomicU32,
+}
+
+/// The outcomes of the last `span`, in [`TIME_BUCKETS`] slices.
+pub(crate) struct TimeWindow {
+    slice_nanos: u64,
+    buckets: Box<[Bucket]>,
+}
+
+impl TimeWindow {
+    pub(crate) fn new(span_nanos: u64) -> Self {
+        TimeWindow {
+            slice_nanos: (span_nanos / u64::from(TIME_BUCKETS)).max(1),
+            buckets: (0..TIME_BUCKETS)
+                .map(|_| Bucket {
+                    stamp: AtomicU64::new(0),
+                    calls: AtomicU32::new(0),
+                    failures: AtomicU32::new(0),
+                    slow: AtomicU32::new(0),
+                })
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn slice(&self, now: u64) -> u64 {
+        now / self.slice_nanos + 1
+    }
+
+    #[inline]
+    fn record(&self, now: u64, sample: Sample) -> Counts {
+        let slice = self.slice(now);
+        let bucket = &self.buckets[(slice % u64::from(TIME_BUCKETS)) as usize];
+        let stamp = bucket.stamp.load(Ordering::Acquire);
+        if stamp < slice
+            && bucket.stamp.compare_exchange(stamp, slice, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        {
+            bucket.calls.store(0, Ordering::Release);
+            bucket.failures.store(0, Ordering::Release);
+            bucket.slow.store(0, Ordering::Release);
+        }
+        bucket.calls.fetch_add(1, Ordering::AcqRel);
+        if sample.failure {
+            bucket.failures.fetch_add(1, Ordering::AcqRel);
+        }
+        if sample.slow {
+            bucket.slow.fetch_add(1, Ordering::AcqRel);
+        }
+        if sample.failure || sample.slow { self.counts(now) } else { Counts::default() }
+    }
+
+    fn counts(&self, now: u64) -> Counts {
+        let slice = self.slice(now);
+        let oldest = slice.saturating_sub(u64::from(TIME_BUCKETS) - 1);
+        let mut total = Counts::default();
+        for bucket in self.buckets.iter() {
+            let stamp = bucket.stamp.load(Ordering::Acquire);
+            if stamp >= oldest && stamp <= slice {
+                total.calls += bucket.calls.load(Ordering::Acquire);
+                total.failures += bucket.failures.load(Ordering::Acquire);
+                total.slow += bucket.slow.load(Ordering::Acquire);
+            }
+        }
+        total
+    }
+
+    fn reset(&self) {
+        for bucket in self.buckets.iter() {
+            bucket.stamp.store(0, Ordering::Release);
+            bucket.calls.store(0, Ordering::Release);
+            bucket.failures.store(0, Ordering::Release);
+            bucket.slow.store(0, Ordering::Release);
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.buckets)
     }
 }
 
@@ -137,74 +351,75 @@ impl CountWindow {
 mod tests {
     use super::*;
 
+    const FAIL: Sample = Sample { failure: true, slow: false };
+    const OK: Sample = Sample { failure: false, slow: false };
+    const SLOW_OK: Sample = Sample { failure: false, slow: true };
+
     #[test]
     fn old_outcomes_are_evicted() {
-        let w = CountWindow::new(10);
+        let w = CountWindow::new(10, false);
         for _ in 0..5 {
-            w.record_failure();
+            w.record(FAIL);
         }
         for _ in 0..10 {
-            w.record_success();
+            w.record_fast_success();
         }
-        assert_eq!(
-            w.counts(),
-            Counts {
-                calls: 10,
-                failures: 0
-            }
-        );
-        let mut last = Counts {
-            calls: 0,
-            failures: 0,
-        };
+        assert_eq!(w.counts(), Counts { calls: 10, failures: 0, slow: 0 });
+        let mut last = Counts::default();
         for _ in 0..5 {
-            last = w.record_failure();
+            last = w.record(FAIL);
         }
-        assert_eq!(
-            last,
-            Counts {
-                calls: 10,
-                failures: 5
-            }
-        );
-        assert!(last.trips(10, 50));
-        assert!(!last.trips(10, 51));
+        assert_eq!(last, Counts { calls: 10, failures: 5, slow: 0 });
+        let policy = Policy::new().window(10).min_calls(10);
+        assert!(last.trips(&policy));
+        assert!(!last.trips(&policy.failure_rate(51)));
     }
 
     #[test]
-    fn windows_longer_than_one_word() {
-        let w = CountWindow::new(130);
+    fn windows_longer_than_one_word_and_slow_ring() {
+        let w = CountWindow::new(130, true);
         for i in 0..1000 {
-            if i % 2 == 0 {
-                w.record_failure();
-            } else {
-                w.record_success();
-            }
+            w.record(if i % 2 == 0 { FAIL } else { SLOW_OK });
         }
-        assert_eq!(
-            w.counts(),
-            Counts {
-                calls: 130,
-                failures: 65
-            }
-        );
+        assert_eq!(w.counts(), Counts { calls: 130, failures: 65, slow: 65 });
         w.reset();
-        assert_eq!(
-            w.counts(),
-            Counts {
-                calls: 0,
-                failures: 0
-            }
-        );
-        assert_eq!(w.heap_bytes(), 24);
+        assert_eq!(w.counts(), Counts::default());
+        assert_eq!(w.heap_bytes(), 48);
     }
 
     #[test]
-    fn min_calls_gate() {
-        let w = CountWindow::new(10);
+    fn min_calls_gate_and_slow_rate() {
+        let w = CountWindow::new(10, true);
+        let policy = Policy::new().window(10).min_calls(5);
         for _ in 0..4 {
-            assert!(!w.record_failure().trips(5, 50));
+            assert!(!w.record(FAIL).trips(&policy));
         }
-        assert!(w.record_failure().trips(5, 50));
+        assert!(w.record(FAIL).trips(&policy));
+        let slow_policy = Policy::new().window(4).min_calls(4).rate_off().slow(std::time::Duration::from_secs(1)).slow_rate(75);
+        let w = CountWindow::new(4, true);
+        w.record(OK);
+        w.record(SLOW_OK);
+        w.record(SLOW_OK);
+        assert!(!w.counts().trips(&slow_policy));
+        assert!(w.record(SLOW_OK).trips(&slow_policy));
+    }
+
+    #[test]
+    fn time_window_rotates_lazily_and_forgets_after_its_span() {
+        let s = 1_000_000_000u64; // window of 10 s, buckets of 1 s
+        let w = TimeWindow::new(10 * s);
+        for t in 0..10 {
+            w.record(t * s, FAIL);
+        }
+        assert_eq!(w.counts(9 * s), Counts { calls: 10, failures: 10, slow: 0 });
+        // One bucket later the oldest slice has left the window.
+        assert_eq!(w.counts(10 * s).calls, 9);
+        w.record(10 * s, OK);
+        assert_eq!(w.counts(10 * s), Counts { calls: 10, failures: 9, slow: 0 });
+        // A long idle: nothing left, and the next record starts a clean bucket.
+        assert_eq!(w.counts(1_000 * s), Counts::default());
+        assert_eq!(w.record(1_000 * s, FAIL), Counts { calls: 1, failures: 1, slow: 0 });
+        w.reset();
+        assert_eq!(w.counts(1_000 * s), Counts::default());
     }
 }
