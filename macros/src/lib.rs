@@ -1,5 +1,35 @@
+//! The `#[circuit_breaker]` attribute of [fusebox](https://docs.rs/fusebox). Use it through the
+//! `fusebox` crate (`#[fusebox::circuit_breaker(...)]`); this crate holds no runtime logic.
+//!
+//! The attribute is a pipeline: the arguments are parsed with their spans (`args`), the annotated
+//! item is checked (`function`), every error of both steps is reported together, and only a fully
+//! valid attribute is expanded (`expand`). On error the item is emitted unchanged next to the
+//! errors, so the rest of the crate still type-checks against the original signature.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod args;
+mod duration;
+mod errors;
+mod expand;
+mod function;
+
 use proc_macro::TokenStream;
+
+/// Routes every call of the annotated function through the circuit breaker named by `key`.
+///
+/// ```ignore
+/// #[fusebox::circuit_breaker(key = "payment", failure = [Timeout, Connect], fallback = enqueue)]
+/// async fn authorize(client: &PaymentClient, order: &Order) -> Result<Receipt, PaymentError> {
+///     client.authorize(order).await
+/// }
+/// ```
+///
+/// Arguments: `key` (required string literal), `failure` (variants of the error type, or a
+/// predicate `fn(&E) -> bool`), `fallback`, `registry`, `crate`, and the policy knobs `window`,
+/// `min_calls`, `failure_rate`, `open_for`, `half_open` and `policy`. See the `fusebox` README for
+/// the full reference.
 #[proc_macro_attribute]
-pub fn circuit_breaker(_a: TokenStream, i: TokenStream) -> TokenStream {
-    i
+pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::circuit_breaker(args.into(), item.into()).into()
 }

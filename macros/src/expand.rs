@@ -1,0 +1,377 @@
+//! Code generation. The function keeps its signature; its body becomes: admission through a
+//! per-function `static` call site, the original body wrapped in a closure or an `async` block (so
+//! `return` and `?` stay inside it), classification of the outcome, the report on the permit, and
+//! the fallback.
+
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{ToTokens, TokenStreamExt, quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::spanned::Spanned as _;
+use syn::{Expr, Ident, Path, Stmt, Type};
+
+use crate::args::{self, Args, DEFAULT_MIN_CALLS, Failure, PolicyArgs, Spanned, Variant};
+use crate::errors::Errors;
+use crate::function::{self, Function, Params};
+
+/// The whole attribute: parse, check, then rewrite; on any error the item is returned unchanged
+/// with every error appended.
+pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let args = errors.ok(args::parse(args));
+    let fallback = args.as_ref().is_some_and(|args| args.fallback.is_some());
+    let function = errors.ok(function::parse(item.clone(), fallback));
+    match (args, function, errors.finish()) {
+        (Some(args), Some(function), Ok(())) => expand(args, function),
+        (_, _, result) => {
+            let mut output = item;
+            if let Err(error) = result {
+                output.extend(error.to_compile_error());
+            }
+            output
+        }
+    }
+}
+
+/// Names shared by the generated code.
+struct Names {
+    /// `::fusebox::__private`, or `<crate = path>::__private`.
+    private: TokenStream,
+    /// The written return type.
+    output: Type,
+    /// Where to point errors about the return type.
+    output_span: Span,
+    permit: Ident,
+    result: Ident,
+    error: Ident,
+    value: Ident,
+    refused: Ident,
+    /// The local alias `__FuseboxErrorOf<R>` = `<R as Outcome>::Error`, so a bare variant name
+    /// becomes `__FuseboxErrorOf::<RET>::Timeout { .. }` whatever alias the return type uses.
+    error_of: Ident,
+}
+
+/// Rewrites a checked function.
+fn expand(args: Args, function: Function) -> TokenStream {
+    let Function {
+        mut item,
+        output,
+        params,
+    } = function;
+    let krate = match &args.krate {
+        Some(path) => path.to_token_stream(),
+        None => quote!(::fusebox),
+    };
+    let local = |name: &str| Ident::new(name, Span::mixed_site());
+    let names = Names {
+        private: quote!(#krate::__private),
+        output_span: output.span(),
+        output,
+        permit: local("__fusebox_permit"),
+        result: local("__fusebox_result"),
+        error: local("__fusebox_error"),
+        value: local("__fusebox_value"),
+        refused: local("__fusebox_refused"),
+        error_of: Ident::new("__FuseboxErrorOf", Span::call_site()),
+    };
+    let Names {
+        private,
+        output,
+        output_span,
+        permit,
+        result,
+        error,
+        value,
+        refused,
+        error_of,
+    } = &names;
+    let is_async = item.sig.asyncness.is_some();
+    let ok = quote!(::core::result::Result::Ok);
+    let err = quote!(::core::result::Result::Err);
+
+    // The original body, wrapped. Without a fallback it is moved into the wrapper, so the future
+    // captures exactly what the original function captured. With one it only borrows the
+    // parameters, which are then handed to the fallback.
+    let stmts = std::mem::take(&mut item.block.stmts);
+    let mut body = TokenStream::new();
+    item.block
+        .brace_token
+        .surround(&mut body, |tokens| tokens.append_all(&stmts));
+    let capture = match args.fallback {
+        Some(_) => TokenStream::new(),
+        None => quote!(move),
+    };
+    let run = if is_async {
+        let wrap = quote_spanned!(*output_span=> #private::async_body::<#output, _>);
+        quote!(#wrap(async #capture #body).await)
+    } else {
+        let wrap = quote_spanned!(*output_span=> #private::sync_body::<#output, _>);
+        quote!(#wrap(#capture || #body))
+    };
+
+    let site = Ident::new("__FUSEBOX_SITE", Span::mixed_site());
+    let key = &args.key;
+    let function_name = item.sig.ident.unraw().to_string();
+    let policy = policy(&args.policy, private);
+    let registry = match &args.registry {
+        Some(path) => quote_spanned!(path.span()=> #private::registry_of(&#path)),
+        None => quote!(#private::global()),
+    };
+    let acquired = Ident::new("__fusebox_acquired", Span::mixed_site());
+
+    let outcome = match &args.fallback {
+        None => {
+            let reject = quote_spanned!(*output_span=> #private::reject(#refused));
+            let report_error = match classify(args.failure.as_ref(), &names, quote!(#error)) {
+                Some(counts) => quote! {
+                    #err(#error) => if #counts { #permit.failure() } else { #permit.ignore() },
+                },
+                None => quote!(#err(_) => #permit.failure(),),
+            };
+            quote! {
+                match #acquired {
+                    #ok(#permit) => {
+                        let #result = #run;
+                        match &#result {
+                            #ok(_) => #permit.success(),
+                            #report_error
+                        }
+                        #result
+                    }
+                    #err(#refused) => #err(#reject),
+                }
+            }
+        }
+        Some(fallback) => {
+            let on_refused = fallback_call(
+                fallback,
+                &params,
+                is_async,
+                &names,
+                quote!(Rejected(#refused)),
+            );
+            let on_failure =
+                fallback_call(fallback, &params, is_async, &names, quote!(Failed(#error)));
+            let report_error = match classify(args.failure.as_ref(), &names, quote!(&#error)) {
+                Some(counts) => quote! {
+                    #err(#error) if #counts => {
+                        #permit.failure();
+                        #on_failure
+                    }
+                    #err(#error) => {
+                        #permit.ignore();
+                        #err(#error)
+                    }
+                },
+                None => quote! {
+                    #err(#error) => {
+                        #permit.failure();
+                        #on_failure
+                    }
+                },
+            };
+            quote! {
+                match #acquired {
+                    #ok(#permit) => {
+                        let #result = #run;
+                        match #result {
+                            #ok(#value) => {
+                                #permit.success();
+                                #ok(#value)
+                            }
+                            #report_error
+                        }
+                    }
+                    #err(#refused) => #on_refused,
+                }
+            }
+        }
+    };
+
+    let alias = uses_alias(args.failure.as_ref()).then(|| {
+        quote! {
+            type #error_of<__R> = <__R as #private::Outcome>::Error;
+        }
+    });
+    let new_body = quote! {
+        #alias
+        static #site: #private::Site = #private::Site::new(
+            #key,
+            ::core::concat!(::core::module_path!(), "::", #function_name),
+            #policy,
+        );
+        let #acquired = #site.acquire(#registry);
+        #outcome
+    };
+    item.block.stmts = vec![Stmt::Expr(Expr::Verbatim(new_body), None)];
+    item.into_token_stream()
+}
+
+/// True when a bare variant name needs the error-type alias.
+fn uses_alias(failure: Option<&Failure>) -> bool {
+    matches!(failure, Some(Failure::Variants(variants))
+        if variants.iter().any(|variant| matches!(variant, Variant::Bare(_))))
+}
+
+/// A `bool` expression: does the error behind `subject` (a `&E`) count as a failure?
+/// `None` when every error counts.
+fn classify(failure: Option<&Failure>, names: &Names, subject: TokenStream) -> Option<TokenStream> {
+    let Names {
+        output, error_of, ..
+    } = names;
+    match failure? {
+        Failure::Predicate(predicate) => {
+            let span = predicate.span();
+            Some(quote_spanned!(span=> #predicate(#subject)))
+        }
+        Failure::Variants(variants) => {
+            let patterns = variants.iter().map(|variant| match variant {
+                Variant::Bare(name) => {
+                    let rest = quote_spanned!(name.span()=> { .. });
+                    quote!(#error_of::<#output>::#name #rest)
+                }
+                Variant::Path(path) => {
+                    let rest = quote_spanned!(path.span()=> { .. });
+                    quote!(#path #rest)
+                }
+            });
+            Some(quote!(::core::matches!(#subject, #(#patterns)|*)))
+        }
+    }
+}
+
+/// The call of the fallback with the function's parameters and `Cause::<cause>`, spanned at the
+/// fallback's name so a wrong signature is reported there.
+fn fallback_call(
+    fallback: &Path,
+    params: &Params,
+    is_async: bool,
+    names: &Names,
+    cause: TokenStream,
+) -> TokenStream {
+    let Names {
+        private, output, ..
+    } = names;
+    let span = fallback.span();
+    let callee = match (params.receiver, fallback.get_ident()) {
+        (Some(_), Some(name)) => quote_spanned!(span=> Self::#name),
+        _ => fallback.to_token_stream(),
+    };
+    // Each name keeps its own hygiene (it must resolve to the parameter) but is located at the
+    // fallback, where a type mismatch is reported.
+    let receiver = params.receiver.map(|self_span| {
+        let self_token = Ident::new("self", self_span.located_at(span));
+        quote_spanned!(span=> #self_token,)
+    });
+    let args = params.names.iter().map(|name| {
+        let mut name = name.clone();
+        name.set_span(name.span().located_at(span));
+        name
+    });
+    let call = quote_spanned!(span=> #callee(#receiver #(#args,)* #private::Cause::#cause));
+    if is_async {
+        quote_spanned!(span=> #private::async_fallback::<#output, _>(#call).await)
+    } else {
+        call
+    }
+}
+
+/// The `Policy` expression: the base (`policy = CONST` or the default) with each written knob
+/// applied on top.
+fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream {
+    let mut expr = match &policy.base {
+        Some(base) => base.to_token_stream(),
+        None => quote!(#private::Policy::DEFAULT),
+    };
+    if let Some(window) = policy.window {
+        let calls = literal(window, Literal::u32_unsuffixed);
+        expr = quote!(#expr.window(#calls));
+        // `min_calls` never exceeds `window`: when only `window` is written and it is below the
+        // base's `min_calls`, `min_calls` becomes `window` (so `window = 5` evaluates after 5 calls).
+        if policy.min_calls.is_none() {
+            match &policy.base {
+                None if u64::from(window.value) < DEFAULT_MIN_CALLS => {
+                    expr = quote!(#expr.min_calls(#calls));
+                }
+                None => {}
+                Some(_) => {
+                    let base = Ident::new("__fusebox_policy", Span::mixed_site());
+                    expr = quote!({
+                        let #base = #expr;
+                        if #base.min_calls_len() > #calls {
+                            #base.min_calls(#calls)
+                        } else {
+                            #base
+                        }
+                    });
+                }
+            }
+        }
+    }
+    if let Some(min_calls) = policy.min_calls {
+        let calls = literal(min_calls, Literal::u32_unsuffixed);
+        expr = quote!(#expr.min_calls(#calls));
+    }
+    if let Some(rate) = policy.failure_rate {
+        let percent = literal(rate, Literal::u8_unsuffixed);
+        expr = quote!(#expr.failure_rate(#percent));
+    }
+    if let Some(open_for) = policy.open_for {
+        let nanos = literal(open_for, Literal::u64_unsuffixed);
+        expr = quote!(#expr.open_for(::core::time::Duration::from_nanos(#nanos)));
+    }
+    if let Some(probes) = policy.half_open {
+        let probes = literal(probes, Literal::u32_unsuffixed);
+        expr = quote!(#expr.half_open(#probes));
+    }
+    expr
+}
+
+/// An unsuffixed literal located where the value was written.
+fn literal<T>(value: Spanned<T>, make: fn(T) -> Literal) -> Literal {
+    let mut literal = make(value.value);
+    literal.set_span(value.span);
+    literal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::circuit_breaker;
+    use quote::quote;
+
+    #[test]
+    fn on_error_the_item_is_unchanged() {
+        let item = quote!(
+            fn f(kind: Kind) -> ApiResult<u32> {
+                respond(kind)
+            }
+        );
+        let out = circuit_breaker(quote!(key = "k", window = 0, falure = []), item.clone());
+        let out = out.to_string();
+        assert!(out.starts_with(&item.to_string()), "{out}");
+        assert_eq!(out.matches("compile_error").count(), 2, "{out}");
+    }
+
+    #[test]
+    fn rewrites_the_body_only() {
+        let out = circuit_breaker(
+            quote!(key = "k", window = 4, failure = [Timeout]),
+            quote!(
+                #[inline]
+                pub fn f(kind: Kind) -> ApiResult<u32> {
+                    respond(kind)
+                }
+            ),
+        )
+        .to_string();
+        assert!(out.starts_with("# [inline] pub fn f (kind : Kind) -> ApiResult < u32 > {"));
+        assert!(
+            out.contains("Policy :: DEFAULT . window (4) . min_calls (4)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("sync_body :: < ApiResult < u32 > , _ > (move || { respond (kind) })")
+        );
+        assert!(out.contains("__FuseboxErrorOf :: < ApiResult < u32 > > :: Timeout { .. }"));
+        assert!(!out.contains("compile_error"));
+    }
+}

@@ -1,0 +1,146 @@
+//! The annotated item: which functions the attribute accepts, and the parameters a fallback gets.
+
+use proc_macro2::{Span, TokenStream};
+use syn::{FnArg, Ident, Item, ItemFn, Pat, ReturnType, TraitItemFn, Type};
+
+use crate::errors::Errors;
+
+/// A function the attribute can rewrite.
+pub(crate) struct Function {
+    /// The function as written.
+    pub(crate) item: ItemFn,
+    /// Its written return type.
+    pub(crate) output: Type,
+    /// Its parameters, in order, when a fallback needs them.
+    pub(crate) params: Params,
+}
+
+/// What a fallback call passes on.
+#[derive(Default)]
+pub(crate) struct Params {
+    /// The function is a method: `self` (written here) goes first.
+    pub(crate) receiver: Option<Span>,
+    /// The names of the other parameters.
+    pub(crate) names: Vec<Ident>,
+}
+
+/// Parses the annotated item and checks that the attribute can go on it.
+///
+/// `fallback` says whether the parameters must be plain names, to be passed to a fallback.
+pub(crate) fn parse(tokens: TokenStream, fallback: bool) -> syn::Result<Function> {
+    let item: ItemFn = match syn::parse2(tokens.clone()) {
+        Ok(item) => item,
+        Err(_) => return Err(not_a_function(tokens)),
+    };
+    let mut errors = Errors::default();
+    let sig = &item.sig;
+    if let Some(constness) = &sig.constness {
+        errors.push(syn::Error::new(
+            constness.span,
+            "`#[circuit_breaker]` cannot go on a `const fn`: a breaker decides at run time; \
+             remove `const`",
+        ));
+    }
+    if let Some(abi) = &sig.abi {
+        errors.push(syn::Error::new_spanned(
+            abi,
+            "`#[circuit_breaker]` does not support `extern` functions; annotate a plain `fn` \
+             that calls this one instead",
+        ));
+    }
+    let output = match &sig.output {
+        ReturnType::Type(_, ty) => Some((**ty).clone()),
+        ReturnType::Default => {
+            errors.push(syn::Error::new(
+                sig.ident.span(),
+                format!(
+                    "`#[circuit_breaker]` needs a function returning `Result<T, E>`, but `{}` \
+                     returns `()`; add a return type like `-> Result<(), MyError>`",
+                    sig.ident
+                ),
+            ));
+            None
+        }
+    };
+    let params = if fallback {
+        errors.ok(fallback_params(&item))
+    } else {
+        Some(Params::default())
+    };
+    errors.finish()?;
+    match (output, params) {
+        (Some(output), Some(params)) => Ok(Function {
+            item,
+            output,
+            params,
+        }),
+        // Both cases pushed an error, so `finish` returned it.
+        _ => Err(syn::Error::new(Span::call_site(), "unsupported function")),
+    }
+}
+
+/// The parameters handed to a fallback; each must be a plain name.
+fn fallback_params(item: &ItemFn) -> syn::Result<Params> {
+    let mut errors = Errors::default();
+    let mut params = Params::default();
+    for input in &item.sig.inputs {
+        match input {
+            FnArg::Receiver(receiver) => params.receiver = Some(receiver.self_token.span),
+            FnArg::Typed(typed) => match &*typed.pat {
+                Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
+                    params.names.push(binding.ident.clone());
+                }
+                pattern => errors.push(syn::Error::new_spanned(
+                    pattern,
+                    "with `fallback`, every parameter must be a plain name like `order: Order` \
+                     so it can be passed to the fallback; take the value whole and bind the \
+                     pattern inside the body, like `let (a, b) = pair;`",
+                )),
+            },
+        }
+    }
+    errors.finish()?;
+    Ok(params)
+}
+
+/// The error for an attribute on anything but a function with a body.
+fn not_a_function(tokens: TokenStream) -> syn::Error {
+    const FIX: &str = "put it on the `fn` whose calls go to the protected dependency";
+    if let Ok(declaration) = syn::parse2::<TraitItemFn>(tokens.clone()) {
+        return syn::Error::new(
+            declaration.sig.ident.span(),
+            format!(
+                "`#[circuit_breaker]` needs a function with a body; put it on the implementations \
+                 of `{}`, not on its declaration",
+                declaration.sig.ident
+            ),
+        );
+    }
+    let Ok(item) = syn::parse2::<Item>(tokens) else {
+        return syn::Error::new(
+            Span::call_site(),
+            format!("`#[circuit_breaker]` goes on a function; {FIX}"),
+        );
+    };
+    let (what, ident) = match &item {
+        Item::Struct(item) => ("a struct", Some(&item.ident)),
+        Item::Enum(item) => ("an enum", Some(&item.ident)),
+        Item::Union(item) => ("a union", Some(&item.ident)),
+        Item::Trait(item) => ("a trait", Some(&item.ident)),
+        Item::Type(item) => ("a type alias", Some(&item.ident)),
+        Item::Const(item) => ("a constant", Some(&item.ident)),
+        Item::Static(item) => ("a static", Some(&item.ident)),
+        Item::Mod(item) => ("a module", Some(&item.ident)),
+        _ => ("", None),
+    };
+    match ident {
+        Some(ident) => syn::Error::new(
+            ident.span(),
+            format!("`#[circuit_breaker]` goes on a function, but `{ident}` is {what}; {FIX}"),
+        ),
+        None => syn::Error::new(
+            Span::call_site(),
+            format!("`#[circuit_breaker]` goes on a function; {FIX}"),
+        ),
+    }
+}

@@ -1,0 +1,445 @@
+//! Every function shape `#[circuit_breaker]` supports, compiled under `deny(warnings, clippy::all)`
+//! and run: the expansion must be warning-free, keep the original behaviour, classify errors as
+//! written in the attribute, and call fallbacks with the function's own arguments.
+#![deny(warnings, clippy::all)]
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use fusebox::clock::FakeClock;
+use fusebox::{Cause, Policy, Reason, Registry, Snapshot, State, circuit_breaker};
+
+static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
+static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
+static PLAIN: Registry = Registry::new();
+
+/// An error with unit, tuple and struct variants, infrastructure and business ones.
+#[derive(Debug, Clone, PartialEq)]
+enum ApiError {
+    Timeout,
+    Connect(u16),
+    Unavailable { retry_in: u32 },
+    Declined,
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for ApiError {
+    fn from(error: fusebox::Error) -> Self {
+        ApiError::Refused(error)
+    }
+}
+
+/// The error type written through an alias, as many crates do.
+type ApiResult<T> = Result<T, ApiError>;
+
+/// What a call should do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Ok,
+    Timeout,
+    Connect,
+    Unavailable,
+    Declined,
+}
+
+fn respond(kind: Kind) -> ApiResult<u32> {
+    match kind {
+        Kind::Ok => Ok(1),
+        Kind::Timeout => Err(ApiError::Timeout),
+        Kind::Connect => Err(ApiError::Connect(503)),
+        Kind::Unavailable => Err(ApiError::Unavailable { retry_in: 5 }),
+        Kind::Declined => Err(ApiError::Declined),
+    }
+}
+
+fn is_refused(result: &ApiResult<u32>) -> bool {
+    matches!(result, Err(ApiError::Refused(e)) if e.reason() == Reason::Open)
+}
+
+/// The breaker of `key` in `registry` (found through `snapshot`, which lists every breaker).
+fn snapshot(registry: &Registry, key: &str) -> Snapshot {
+    registry
+        .snapshot()
+        .into_iter()
+        .find(|snapshot| snapshot.key.as_str() == key)
+        .expect("registered on first call")
+}
+
+fn state(key: &str) -> State {
+    snapshot(&REGISTRY, key).state
+}
+
+// ---------------------------------------------------------------- sync free fn, bare variants
+
+/// Bare names of unit, tuple and struct variants, resolved through the `ApiResult` alias.
+#[circuit_breaker(
+    key = "sync-bare",
+    registry = REGISTRY,
+    window = 4,
+    failure = [Timeout, Connect, Unavailable]
+)]
+#[inline]
+fn sync_bare(kind: Kind) -> ApiResult<u32> {
+    let value = respond(kind)?;
+    if value > 10 {
+        return Ok(0);
+    }
+    Ok(value)
+}
+
+#[test]
+fn bare_variants_count_and_business_errors_do_not() {
+    for _ in 0..10 {
+        assert_eq!(sync_bare(Kind::Declined), Err(ApiError::Declined));
+    }
+    assert_eq!(state("sync-bare"), State::Closed);
+    // `window = 4` alone lowers `min_calls` to 4.
+    let policy = snapshot(&REGISTRY, "sync-bare").policy;
+    assert_eq!(policy.window_len(), Some(4));
+    assert_eq!(policy.min_calls_len(), 4);
+    assert_eq!(sync_bare(Kind::Ok), Ok(1));
+    assert_eq!(sync_bare(Kind::Timeout), Err(ApiError::Timeout));
+    assert_eq!(sync_bare(Kind::Connect), Err(ApiError::Connect(503)));
+    assert_eq!(state("sync-bare"), State::Closed); // 3 calls < min_calls
+    assert_eq!(
+        sync_bare(Kind::Unavailable),
+        Err(ApiError::Unavailable { retry_in: 5 })
+    );
+    assert_eq!(state("sync-bare"), State::Open);
+    assert!(is_refused(&sync_bare(Kind::Ok)));
+}
+
+// ---------------------------------------------------------------- async free fn, full paths
+
+/// Full paths, `open_for` and `half_open`.
+#[circuit_breaker(
+    key = "async-paths",
+    registry = REGISTRY,
+    window = 2,
+    failure_rate = 50,
+    open_for = "250ms",
+    half_open = 1,
+    failure = [ApiError::Timeout, ApiError::Connect]
+)]
+async fn async_paths(kind: Kind) -> Result<u32, ApiError> {
+    tokio::task::yield_now().await;
+    respond(kind)
+}
+
+#[tokio::test]
+async fn full_paths_open_and_recover_after_open_for() {
+    assert_eq!(async_paths(Kind::Declined).await, Err(ApiError::Declined));
+    assert_eq!(
+        async_paths(Kind::Unavailable).await,
+        Err(ApiError::Unavailable { retry_in: 5 })
+    );
+    assert_eq!(state("async-paths"), State::Closed);
+    assert_eq!(async_paths(Kind::Ok).await, Ok(1));
+    assert_eq!(
+        async_paths(Kind::Connect).await,
+        Err(ApiError::Connect(503))
+    );
+    assert_eq!(state("async-paths"), State::Open);
+    assert!(is_refused(&async_paths(Kind::Ok).await));
+    let policy = snapshot(&REGISTRY, "async-paths").policy;
+    assert_eq!(policy.open_duration(), Duration::from_millis(250));
+    CLOCK.advance(Duration::from_millis(250));
+    assert_eq!(async_paths(Kind::Ok).await, Ok(1)); // the probe
+    assert_eq!(state("async-paths"), State::Closed);
+}
+
+// ---------------------------------------------------------------- predicate
+
+fn is_transient(error: &ApiError) -> bool {
+    matches!(error, ApiError::Timeout | ApiError::Connect(_))
+}
+
+#[circuit_breaker(key = "predicate", registry = REGISTRY, window = 2, failure = is_transient)]
+fn with_predicate(kind: Kind) -> ApiResult<u32> {
+    respond(kind)
+}
+
+#[test]
+fn predicate_classifies() {
+    for _ in 0..4 {
+        assert_eq!(with_predicate(Kind::Declined), Err(ApiError::Declined));
+    }
+    assert_eq!(state("predicate"), State::Closed);
+    assert_eq!(with_predicate(Kind::Ok), Ok(1));
+    assert_eq!(with_predicate(Kind::Timeout), Err(ApiError::Timeout));
+    assert_eq!(state("predicate"), State::Open);
+}
+
+// ---------------------------------------------------------------- every error counts
+
+#[circuit_breaker(key = "every-error", registry = REGISTRY, window = 1, failure_rate = 100)]
+fn every_error_counts(kind: Kind) -> ApiResult<u32> {
+    respond(kind)
+}
+
+#[test]
+fn without_failure_every_error_counts() {
+    assert_eq!(every_error_counts(Kind::Ok), Ok(1));
+    assert_eq!(every_error_counts(Kind::Declined), Err(ApiError::Declined));
+    assert_eq!(state("every-error"), State::Open);
+}
+
+// ---------------------------------------------------------------- methods
+
+struct Client {
+    calls: u32,
+    name: String,
+}
+
+impl Client {
+    #[circuit_breaker(key = "method-ref", registry = REGISTRY, failure = [Timeout])]
+    fn name(&self) -> Result<&str, ApiError> {
+        Ok(&self.name)
+    }
+
+    #[circuit_breaker(key = "method-mut", registry = REGISTRY, failure = [Timeout])]
+    fn bump(&mut self, by: u32) -> ApiResult<u32> {
+        self.calls += by;
+        Ok(self.calls)
+    }
+
+    #[circuit_breaker(key = "method-async-mut", registry = REGISTRY, failure = [Timeout])]
+    async fn bump_async(&mut self, by: u32) -> ApiResult<u32> {
+        tokio::task::yield_now().await;
+        self.calls += by;
+        Ok(self.calls)
+    }
+
+    #[circuit_breaker(key = "method-value", registry = REGISTRY)]
+    fn into_calls(self) -> ApiResult<u32> {
+        Ok(self.calls)
+    }
+
+    /// A method with a fallback: `fallback = cached` calls `Self::cached(self, id, cause)`.
+    #[circuit_breaker(
+        key = "method-fallback",
+        registry = REGISTRY,
+        window = 1,
+        failure = [Timeout],
+        fallback = cached
+    )]
+    async fn fetch(&self, id: u32, kind: Kind) -> ApiResult<u32> {
+        tokio::task::yield_now().await;
+        respond(kind).map(|v| v + id)
+    }
+
+    async fn cached(&self, id: u32, _kind: Kind, cause: Cause<ApiError>) -> ApiResult<u32> {
+        match cause {
+            Cause::Failed(ApiError::Timeout) => Ok(1000 + id + self.calls),
+            Cause::Failed(other) => Err(other),
+            Cause::Rejected(_) => Ok(2000 + id + self.calls),
+        }
+    }
+
+    /// A sync method whose fallback is a full path and whose parameter is `mut`.
+    #[circuit_breaker(key = "method-sync-fallback", registry = REGISTRY, fallback = Client::sync_cached)]
+    fn sync_fetch(&mut self, mut id: u32) -> ApiResult<u32> {
+        id += 1;
+        self.calls += 1;
+        Err(ApiError::Connect(id as u16))
+    }
+
+    fn sync_cached(&mut self, id: u32, cause: Cause<ApiError>) -> ApiResult<u32> {
+        assert_eq!(cause.failed(), Some(&ApiError::Connect(id as u16)));
+        Ok(id + self.calls)
+    }
+}
+
+#[tokio::test]
+async fn methods() {
+    let mut client = Client {
+        calls: 0,
+        name: "c".to_owned(),
+    };
+    assert_eq!(client.name(), Ok("c"));
+    assert_eq!(client.bump(2), Ok(2));
+    assert_eq!(client.bump_async(3).await, Ok(5));
+    // the fallback sees the argument after the body changed it
+    assert_eq!(client.sync_fetch(7), Ok(8 + 6));
+    assert_eq!(client.fetch(1, Kind::Ok).await, Ok(2));
+    assert_eq!(
+        client.fetch(1, Kind::Declined).await,
+        Err(ApiError::Declined)
+    );
+    assert_eq!(client.fetch(1, Kind::Timeout).await, Ok(1007)); // counted, then the fallback
+    assert_eq!(state("method-fallback"), State::Open);
+    assert_eq!(client.fetch(2, Kind::Ok).await, Ok(2008)); // refused: the fallback
+    assert_eq!(client.into_calls(), Ok(6));
+}
+
+// ---------------------------------------------------------------- trait impls
+
+trait Backend {
+    fn get(&self, id: u32) -> Result<u32, ApiError>;
+    fn get_async(&self, id: u32) -> impl Future<Output = Result<u32, ApiError>> + Send;
+}
+
+struct Service;
+
+impl Backend for Service {
+    #[circuit_breaker(key = "trait-sync", registry = REGISTRY, failure = [Timeout])]
+    fn get(&self, id: u32) -> Result<u32, ApiError> {
+        Ok(id)
+    }
+
+    #[circuit_breaker(key = "trait-async", registry = REGISTRY, failure = [Timeout])]
+    async fn get_async(&self, id: u32) -> Result<u32, ApiError> {
+        tokio::task::yield_now().await;
+        Ok(id * 2)
+    }
+}
+
+#[tokio::test]
+async fn trait_impl_methods() {
+    assert_eq!(Service.get(4), Ok(4));
+    assert_eq!(Service.get_async(4).await, Ok(8));
+}
+
+// ---------------------------------------------------------------- generics
+
+#[circuit_breaker(key = "generic", registry = REGISTRY, failure = [Timeout])]
+fn generic<T: Into<u32> + Copy>(value: T, extra: impl Into<u32>) -> Result<u32, ApiError> {
+    Ok(value.into() + extra.into())
+}
+
+/// Generic over the error too: the bare variant resolves through the return type.
+#[derive(Debug, PartialEq)]
+enum Wrapped<E> {
+    Inner(E),
+    Timeout,
+    Refused,
+}
+
+impl<E> From<fusebox::Error> for Wrapped<E> {
+    fn from(_: fusebox::Error) -> Self {
+        Wrapped::Refused
+    }
+}
+
+#[circuit_breaker(key = "generic-error", registry = REGISTRY, failure = [Timeout])]
+async fn generic_error<E: Send>(error: Option<E>) -> Result<u8, Wrapped<E>> {
+    match error {
+        Some(error) => Err(Wrapped::Inner(error)),
+        None => Err(Wrapped::Timeout),
+    }
+}
+
+#[tokio::test]
+async fn generic_functions() {
+    assert_eq!(generic(2u8, 3u16), Ok(5));
+    assert_eq!(
+        generic_error(Some("business")).await,
+        Err(Wrapped::Inner("business"))
+    );
+    assert_eq!(generic_error::<()>(None).await, Err(Wrapped::Timeout));
+    let counts = snapshot(&REGISTRY, "generic-error");
+    assert_eq!((counts.calls, counts.failures), (1, 1));
+    let _ = Wrapped::<()>::Refused;
+}
+
+// ---------------------------------------------------------------- free fn fallback
+
+#[circuit_breaker(key = "free-fallback", registry = REGISTRY, window = 1, failure = [Timeout, Connect], fallback = degrade)]
+async fn free_with_fallback(label: String, kind: Kind) -> ApiResult<String> {
+    tokio::task::yield_now().await;
+    respond(kind).map(|_| label.clone())
+}
+
+async fn degrade(label: String, kind: Kind, cause: Cause<ApiError>) -> ApiResult<String> {
+    match cause {
+        Cause::Failed(error) => Ok(format!("{label}: failed {error:?} on {kind:?}")),
+        Cause::Rejected(error) => Ok(format!("{label}: refused by {}", error.key())),
+    }
+}
+
+#[tokio::test]
+async fn free_fallback() {
+    assert_eq!(
+        free_with_fallback("a".into(), Kind::Ok).await,
+        Ok("a".into())
+    );
+    assert_eq!(
+        free_with_fallback("a".into(), Kind::Declined).await,
+        Err(ApiError::Declined)
+    );
+    assert_eq!(
+        free_with_fallback("b".into(), Kind::Timeout).await,
+        Ok("b: failed Timeout on Timeout".into())
+    );
+    assert_eq!(
+        free_with_fallback("c".into(), Kind::Ok).await,
+        Ok("c: refused by free-fallback".into())
+    );
+}
+
+// ---------------------------------------------------------------- crate, registry, policy
+
+const STRICT: Policy = Policy::new()
+    .window(50)
+    .min_calls(20)
+    .failure_rate(90)
+    .open_for(Duration::from_secs(60));
+
+/// `policy = CONST` with overrides: `window = 2` also lowers the constant's `min_calls` to 2.
+#[circuit_breaker(
+    key = "policy-const",
+    crate = ::fusebox,
+    registry = PLAIN,
+    policy = STRICT,
+    window = 2,
+    failure_rate = 50
+)]
+fn with_policy(kind: Kind) -> ApiResult<u32> {
+    respond(kind)
+}
+
+#[circuit_breaker(key = "policy-only", registry = PLAIN, policy = STRICT)]
+fn with_policy_only() -> ApiResult<u32> {
+    Ok(3)
+}
+
+#[test]
+fn crate_registry_and_policy() {
+    assert_eq!(with_policy(Kind::Ok), Ok(1));
+    let policy = snapshot(&PLAIN, "policy-const").policy;
+    assert_eq!(policy.window_len(), Some(2));
+    assert_eq!(policy.min_calls_len(), 2);
+    assert_eq!(policy.failure_rate_percent(), Some(50));
+    assert_eq!(policy.open_duration(), Duration::from_secs(60));
+    assert_eq!(with_policy(Kind::Timeout), Err(ApiError::Timeout));
+    assert_eq!(snapshot(&PLAIN, "policy-const").state, State::Open);
+    assert_eq!(with_policy_only(), Ok(3));
+    assert_eq!(snapshot(&PLAIN, "policy-only").policy, STRICT);
+}
+
+#[circuit_breaker(key = "global")]
+fn on_the_global_registry() -> Result<(), ApiError> {
+    Ok(())
+}
+
+#[test]
+fn default_registry_is_global() {
+    assert_eq!(on_the_global_registry(), Ok(()));
+    assert_eq!(snapshot(fusebox::registry(), "global").state, State::Closed);
+}
+
+// ---------------------------------------------------------------- Send
+
+fn assert_send<T: Send>(_: T) {}
+
+#[test]
+fn generated_futures_are_send() {
+    assert_send(async_paths(Kind::Ok));
+    assert_send(free_with_fallback(String::new(), Kind::Ok));
+    let client = Client {
+        calls: 0,
+        name: String::new(),
+    };
+    assert_send(client.fetch(1, Kind::Ok));
+    assert_send(generic_error::<u8>(None));
+}
