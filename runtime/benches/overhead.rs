@@ -25,25 +25,41 @@ impl From<fusebox::Error> for BenchError {
 
 #[inline(never)]
 async fn bare(x: u64) -> Result<u64, BenchError> {
-    if x == u64::MAX { Err(BenchError::Timeout) } else { Ok(x + 1) }
+    if x == u64::MAX {
+        Err(BenchError::Timeout)
+    } else {
+        Ok(x + 1)
+    }
 }
 
 #[inline(never)]
 #[circuit_breaker(key = "bench-closed", failure = [Timeout])]
 async fn guarded(x: u64) -> Result<u64, BenchError> {
-    if x == u64::MAX { Err(BenchError::Timeout) } else { Ok(x + 1) }
+    if x == u64::MAX {
+        Err(BenchError::Timeout)
+    } else {
+        Ok(x + 1)
+    }
 }
 
 #[inline(never)]
 #[circuit_breaker(key = "bench-open", window = 1, min_calls = 1, open_for = "24h", failure = [Timeout])]
 async fn guarded_open(x: u64) -> Result<u64, BenchError> {
-    if x == u64::MAX { Err(BenchError::Timeout) } else { Ok(x + 1) }
+    if x == u64::MAX {
+        Err(BenchError::Timeout)
+    } else {
+        Ok(x + 1)
+    }
 }
 
 #[inline(never)]
 #[circuit_breaker(key = "bench-sync", failure = [Timeout])]
 fn guarded_sync(x: u64) -> Result<u64, BenchError> {
-    if x == u64::MAX { Err(BenchError::Timeout) } else { Ok(x + 1) }
+    if x == u64::MAX {
+        Err(BenchError::Timeout)
+    } else {
+        Ok(x + 1)
+    }
 }
 
 fn poll_once<F: Future>(f: F) -> F::Output {
@@ -57,7 +73,10 @@ fn poll_once<F: Future>(f: F) -> F::Output {
 fn overhead(c: &mut Criterion) {
     // Open the `bench-open` circuit and check that it refuses before timing it.
     let _ = poll_once(guarded_open(u64::MAX));
-    assert!(matches!(poll_once(guarded_open(1)), Err(BenchError::Refused(_))));
+    assert!(matches!(
+        poll_once(guarded_open(1)),
+        Err(BenchError::Refused(_))
+    ));
     assert!(poll_once(guarded(1)).is_ok());
 
     let mut group = c.benchmark_group("overhead");
@@ -73,7 +92,9 @@ fn overhead(c: &mut Criterion) {
     group.bench_function("annotated sync fn, closed", |b| {
         b.iter(|| guarded_sync(black_box(1)).is_ok())
     });
-    let breaker = fusebox::registry().breaker("bench-manual", Policy::new()).expect("valid policy");
+    let breaker = fusebox::registry()
+        .breaker("bench-manual", Policy::new())
+        .expect("valid policy");
     group.bench_function("manual permit, closed", |b| {
         b.iter(|| match breaker.try_acquire() {
             Ok(permit) => permit.success(),

@@ -9,6 +9,7 @@ pub use crate::breaker::{Breaker, Permit};
 pub use crate::error::{Cause, Error, Key};
 pub use crate::policy::Policy;
 pub use crate::registry::Registry;
+pub use crate::retry::{Attempts, Settled, backoff_delay, run as run_attempts};
 
 /// One annotated function: its key, policy and name, and the breaker it resolved to.
 ///
@@ -29,6 +30,15 @@ impl Site {
             function,
             policy,
             breaker: OnceLock::new(),
+        }
+    }
+
+    /// This site's breaker in `registry` (resolved and cached on first use).
+    #[inline]
+    pub fn breaker(&'static self, registry: &'static Registry) -> &'static Breaker {
+        match self.breaker.get() {
+            Some(breaker) => breaker,
+            None => self.resolve(registry),
         }
     }
 

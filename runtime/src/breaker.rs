@@ -5,10 +5,10 @@
 //! window cursor. Transitions are compare-and-swap loops around the pure functions of `state`, so
 //! exactly one caller wins each transition and exactly the permitted number of probes get through.
 
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::clock::ClockSource;
@@ -117,7 +117,13 @@ impl Core {
         match admitted {
             Ok(word) => {
                 let start = if self.timed() { self.now() } else { 0 };
-                Ok(Permit { core: self, word, site, start, bulkhead })
+                Ok(Permit {
+                    core: self,
+                    word,
+                    site,
+                    start,
+                    bulkhead,
+                })
             }
             Err(error) => {
                 if bulkhead {
@@ -218,7 +224,11 @@ impl Core {
         if !word.same_epoch(permit.word) || outcome == Outcome::Released {
             return; // the circuit moved on, or the outcome does not count
         }
-        let now = if self.timed() || self.window.needs_time() { self.now() } else { 0 };
+        let now = if self.timed() || self.window.needs_time() {
+            self.now()
+        } else {
+            0
+        };
         let slow = self.timed() && now.saturating_sub(permit.start) >= self.policy.slow_nanos;
         let failure = outcome == Outcome::Failure;
         let consecutive = self.policy.consecutive;
@@ -278,7 +288,11 @@ impl Core {
                 Ok(()) => {
                     if !next.same_epoch(word) {
                         let failures = u32::from(outcome == Outcome::Failure);
-                        let probes = Counts { calls: word.passed() + 1, failures, slow: 0 };
+                        let probes = Counts {
+                            calls: word.passed() + 1,
+                            failures,
+                            slow: 0,
+                        };
                         self.left_half_open(next, probes, permit.site);
                     }
                     return;
@@ -290,7 +304,10 @@ impl Core {
 
     fn report_phase(&self, permit: &Permit<'_>, outcome: Outcome, phases: u32, min_passes: u32) {
         let word = self.load();
-        if word.state() != State::HalfOpen || !word.same_epoch(permit.word) || outcome == Outcome::Released {
+        if word.state() != State::HalfOpen
+            || !word.same_epoch(permit.word)
+            || outcome == Outcome::Released
+        {
             return;
         }
         let calls = self.phase_calls.fetch_add(1, Ordering::AcqRel) + 1;
@@ -313,7 +330,11 @@ impl Core {
         };
         if self.cas(word, next).is_ok() {
             self.enter_phase();
-            let probes = Counts { calls, failures, slow: 0 };
+            let probes = Counts {
+                calls,
+                failures,
+                slow: 0,
+            };
             if next.state() == State::HalfOpen {
                 self.emit(State::HalfOpen, State::HalfOpen, probes, permit.site);
             } else {
@@ -389,7 +410,15 @@ impl Core {
                 "circuit_closed"
             ),
         }
-        self.hooks.call(&Transition { key, from, to, failure_rate, slow_rate, calls, function });
+        self.hooks.call(&Transition {
+            key,
+            from,
+            to,
+            failure_rate,
+            slow_rate,
+            calls,
+            function,
+        });
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
@@ -471,6 +500,11 @@ impl Permit<'_> {
     #[inline]
     pub fn ignore(self) {
         self.settle(Outcome::Released);
+    }
+
+    /// The key of the breaker that issued this permit.
+    pub(crate) fn key(&self) -> &Key {
+        &self.core.key
     }
 
     /// True when this call is a half-open probe.
@@ -813,7 +847,12 @@ mod tests {
 
     #[test]
     fn slow_successes_count_as_slow_not_failed() {
-        let policy = Policy::new().window(4).min_calls(4).rate_off().slow(2 * S).slow_rate(50);
+        let policy = Policy::new()
+            .window(4)
+            .min_calls(4)
+            .rate_off()
+            .slow(2 * S)
+            .slow_rate(50);
         let (b, clock) = breaker(policy);
         for slow in [false, true, false] {
             let p = b.try_acquire().unwrap();
@@ -832,7 +871,10 @@ mod tests {
 
     #[test]
     fn time_window_trips_on_recent_failures_only() {
-        let policy = Policy::new().time_window(10 * S).min_calls(4).failure_rate(50);
+        let policy = Policy::new()
+            .time_window(10 * S)
+            .min_calls(4)
+            .failure_rate(50);
         let (b, clock) = breaker(policy);
         for _ in 0..3 {
             b.try_acquire().unwrap().failure();
@@ -849,7 +891,12 @@ mod tests {
 
     #[test]
     fn open_backoff_grows_per_failed_recovery_and_resets_on_close() {
-        let policy = Policy::new().window(1).min_calls(1).open_for(S).open_backoff(2.0).open_max(3 * S);
+        let policy = Policy::new()
+            .window(1)
+            .min_calls(1)
+            .open_for(S)
+            .open_backoff(2.0)
+            .open_max(3 * S);
         let (b, clock) = breaker(policy);
         b.try_acquire().unwrap().failure();
         assert_eq!(b.snapshot().retry_after, Some(S));
@@ -863,12 +910,20 @@ mod tests {
         assert_eq!(b.state(), State::Closed);
         assert_eq!(b.snapshot().reopens, 0);
         b.try_acquire().unwrap().failure();
-        assert_eq!(b.snapshot().retry_after, Some(S), "a close resets the backoff");
+        assert_eq!(
+            b.snapshot().retry_after,
+            Some(S),
+            "a close resets the backoff"
+        );
     }
 
     #[test]
     fn progressive_recovery_admits_a_growing_share() {
-        let policy = Policy::new().window(1).min_calls(1).open_for(S).progressive(2, 4);
+        let policy = Policy::new()
+            .window(1)
+            .min_calls(1)
+            .open_for(S)
+            .progressive(2, 4);
         let (b, clock) = breaker(policy);
         b.try_acquire().unwrap().failure();
         clock.advance(S);
@@ -915,7 +970,10 @@ mod tests {
         let shadow = b.try_acquire().expect("metrics-only never refuses");
         shadow.failure();
         let snap = b.snapshot();
-        assert_eq!((snap.rejected, snap.metrics_only, snap.state), (1, true, State::Open));
+        assert_eq!(
+            (snap.rejected, snap.metrics_only, snap.state),
+            (1, true, State::Open)
+        );
         b.reset();
         assert!(!b.snapshot().metrics_only);
     }
@@ -934,6 +992,10 @@ mod tests {
         a.failure();
         c.ignore();
         let snap = b.snapshot();
-        assert_eq!((snap.calls, snap.failures, snap.rejected), (2, 1, 1), "refusal not recorded");
+        assert_eq!(
+            (snap.calls, snap.failures, snap.rejected),
+            (2, 1, 1),
+            "refusal not recorded"
+        );
     }
 }

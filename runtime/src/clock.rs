@@ -158,6 +158,9 @@ mod tests {
         }
         let elapsed = MonotonicClock.now_nanos() - first;
         // Calibrated against the OS clock: within a generous bound of the 20 ms that passed.
-        assert!((15_000_000..1_000_000_000).contains(&elapsed), "{elapsed} ns");
+        assert!(
+            (15_000_000..1_000_000_000).contains(&elapsed),
+            "{elapsed} ns"
+        );
     }
 }

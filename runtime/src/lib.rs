@@ -36,7 +36,9 @@ mod error;
 mod observe;
 mod policy;
 mod registry;
+mod retry;
 mod state;
+mod sync;
 mod window;
 
 #[doc(hidden)]
@@ -50,6 +52,7 @@ pub use policy::{
     MIN_OPEN_FOR, MIN_TIME_WINDOW, Policy, PolicyError, Recovery, TIME_BUCKETS, Window,
 };
 pub use registry::{Registry, registry};
+pub use retry::MAX_BACKOFF;
 pub use state::State;
 
 /// Routes every call of the annotated function through a circuit breaker.

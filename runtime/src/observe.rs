@@ -39,7 +39,10 @@ pub(crate) struct Hooks {
 
 impl Hooks {
     pub(crate) fn add(&self, hook: Hook) {
-        self.list.write().unwrap_or_else(|p| p.into_inner()).push(hook);
+        self.list
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hook);
         self.any.store(true, Ordering::Release);
     }
 

@@ -244,12 +244,20 @@ impl Policy {
 
     /// The failure rate threshold in percent, or `None` when the rule is off.
     pub const fn failure_rate_percent(&self) -> Option<u8> {
-        if self.failure_rate == 0 { None } else { Some(self.failure_rate) }
+        if self.failure_rate == 0 {
+            None
+        } else {
+            Some(self.failure_rate)
+        }
     }
 
     /// The slow-call threshold, when slow calls are tracked.
     pub const fn slow_threshold(&self) -> Option<Duration> {
-        if self.slow_nanos == 0 { None } else { Some(Duration::from_nanos(self.slow_nanos)) }
+        if self.slow_nanos == 0 {
+            None
+        } else {
+            Some(Duration::from_nanos(self.slow_nanos))
+        }
     }
 
     /// The open wait.
@@ -269,11 +277,19 @@ impl Policy {
 
     /// The bulkhead limit, when there is one.
     pub const fn concurrency_limit(&self) -> Option<u32> {
-        if self.max_concurrent == 0 { None } else { Some(self.max_concurrent) }
+        if self.max_concurrent == 0 {
+            None
+        } else {
+            Some(self.max_concurrent)
+        }
     }
 
     pub(crate) const fn lease_nanos(&self) -> u64 {
-        if self.half_open_lease_nanos == 0 { self.open_for_nanos } else { self.half_open_lease_nanos }
+        if self.half_open_lease_nanos == 0 {
+            self.open_for_nanos
+        } else {
+            self.half_open_lease_nanos
+        }
     }
 
     /// The open wait after `reopens` consecutive failed recoveries.
@@ -289,7 +305,8 @@ impl Policy {
 
     /// Checks every field; the first invalid one is reported with its allowed range.
     pub fn validate(&self) -> Result<(), PolicyError> {
-        let range = |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
+        let range =
+            |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
         let in_ms_range = |nanos: u64| {
             (duration_to_nanos(MIN_OPEN_FOR)..=duration_to_nanos(MAX_OPEN_FOR)).contains(&nanos)
         };
@@ -298,29 +315,49 @@ impl Policy {
                 return range("window", &format!("1..={MAX_WINDOW} calls"), n.to_string());
             }
             Window::Time(span) if span < MIN_TIME_WINDOW || span > MAX_TIME_WINDOW => {
-                return range("window", "\"10ms\"..=\"1h\" for a time window", format!("{span:?}"));
+                return range(
+                    "window",
+                    "\"10ms\"..=\"1h\" for a time window",
+                    format!("{span:?}"),
+                );
             }
             _ => {}
         }
         if let Window::Count(n) = self.window
             && (self.min_calls == 0 || self.min_calls > n)
         {
-            return range("min_calls", &format!("1..={n} (at most `window`)"), self.min_calls.to_string());
+            return range(
+                "min_calls",
+                &format!("1..={n} (at most `window`)"),
+                self.min_calls.to_string(),
+            );
         }
         if self.min_calls == 0 {
             return range("min_calls", "at least 1", "0".into());
         }
         if self.failure_rate > 100 {
-            return range("failure_rate", "1..=100 percent", self.failure_rate.to_string());
+            return range(
+                "failure_rate",
+                "1..=100 percent",
+                self.failure_rate.to_string(),
+            );
         }
         if self.slow_nanos != 0 && !in_ms_range(self.slow_nanos) {
-            return range("slow", "\"1ms\"..=\"24h\"", format!("{:?}", Duration::from_nanos(self.slow_nanos)));
+            return range(
+                "slow",
+                "\"1ms\"..=\"24h\"",
+                format!("{:?}", Duration::from_nanos(self.slow_nanos)),
+            );
         }
         if self.slow_rate == 0 || self.slow_rate > 100 {
             return range("slow_rate", "1..=100 percent", self.slow_rate.to_string());
         }
         if self.consecutive > MAX_WINDOW {
-            return range("consecutive", &format!("1..={MAX_WINDOW} failures"), self.consecutive.to_string());
+            return range(
+                "consecutive",
+                &format!("1..={MAX_WINDOW} failures"),
+                self.consecutive.to_string(),
+            );
         }
         if self.failure_rate == 0 && self.consecutive == 0 && self.slow_nanos == 0 {
             return range(
@@ -330,9 +367,15 @@ impl Policy {
             );
         }
         if !in_ms_range(self.open_for_nanos) {
-            return range("open_for", "\"1ms\"..=\"24h\"", format!("{:?}", self.open_duration()));
+            return range(
+                "open_for",
+                "\"1ms\"..=\"24h\"",
+                format!("{:?}", self.open_duration()),
+            );
         }
-        if self.open_backoff_milli < 1000 || f64::from(self.open_backoff_milli) > MAX_OPEN_BACKOFF * 1000.0 {
+        if self.open_backoff_milli < 1000
+            || f64::from(self.open_backoff_milli) > MAX_OPEN_BACKOFF * 1000.0
+        {
             return range(
                 "open_backoff",
                 "1..=100 (a multiplier; 1 means no backoff)",
@@ -340,7 +383,11 @@ impl Policy {
             );
         }
         if self.open_max_nanos > duration_to_nanos(MAX_OPEN_FOR) {
-            return range("open_max", "`open_for`..=\"24h\"", format!("{:?}", Duration::from_nanos(self.open_max_nanos)));
+            return range(
+                "open_max",
+                "`open_for`..=\"24h\"",
+                format!("{:?}", Duration::from_nanos(self.open_max_nanos)),
+            );
         }
         if self.open_backoff_milli > 1000 && self.open_max_nanos < self.open_for_nanos {
             return range(
@@ -350,7 +397,11 @@ impl Policy {
             );
         }
         if self.half_open == 0 || self.half_open > MAX_HALF_OPEN {
-            return range("half_open", &format!("1..={MAX_HALF_OPEN} probes"), self.half_open.to_string());
+            return range(
+                "half_open",
+                &format!("1..={MAX_HALF_OPEN} probes"),
+                self.half_open.to_string(),
+            );
         }
         if self.half_open_lease_nanos != 0 && !in_ms_range(self.half_open_lease_nanos) {
             return range(
@@ -364,7 +415,11 @@ impl Policy {
                 return range("phases", &format!("1..={MAX_PHASES}"), phases.to_string());
             }
             if min_passes == 0 || min_passes > MAX_WINDOW {
-                return range("min_passes", &format!("1..={MAX_WINDOW}"), min_passes.to_string());
+                return range(
+                    "min_passes",
+                    &format!("1..={MAX_WINDOW}"),
+                    min_passes.to_string(),
+                );
             }
         }
         Ok(())
@@ -387,7 +442,10 @@ impl fmt::Debug for Policy {
             .field("slow_rate", &self.slow_rate)
             .field("consecutive", &self.consecutive)
             .field("open_for", &self.open_duration())
-            .field("open_backoff", &(f64::from(self.open_backoff_milli) / 1000.0))
+            .field(
+                "open_backoff",
+                &(f64::from(self.open_backoff_milli) / 1000.0),
+            )
             .field("open_max", &Duration::from_nanos(self.open_max_nanos))
             .field("half_open", &self.half_open)
             .field("half_open_lease", &Duration::from_nanos(self.lease_nanos()))
@@ -407,8 +465,17 @@ pub struct PolicyError {
 }
 
 impl PolicyError {
-    pub(crate) fn new(field: &'static str, allowed: impl Into<String>, found: impl fmt::Display) -> Self {
-        PolicyError { key: None, field, allowed: allowed.into(), found: found.to_string() }
+    pub(crate) fn new(
+        field: &'static str,
+        allowed: impl Into<String>,
+        found: impl fmt::Display,
+    ) -> Self {
+        PolicyError {
+            key: None,
+            field,
+            allowed: allowed.into(),
+            found: found.to_string(),
+        }
     }
 
     pub(crate) fn for_key(mut self, key: &str) -> Self {
@@ -437,7 +504,11 @@ impl fmt::Display for PolicyError {
         if let Some(key) = &self.key {
             write!(f, "breaker `{key}`: ")?;
         }
-        write!(f, "invalid `{}` = {}; use a value in {}", self.field, self.found, self.allowed)
+        write!(
+            f,
+            "invalid `{}` = {}; use a value in {}",
+            self.field, self.found, self.allowed
+        )
     }
 }
 
@@ -461,26 +532,47 @@ mod tests {
 
     #[test]
     fn validation_names_the_field_and_range() {
-        let e = Policy::new().window(10).min_calls(11).validate().unwrap_err();
+        let e = Policy::new()
+            .window(10)
+            .min_calls(11)
+            .validate()
+            .unwrap_err();
         assert_eq!(e.field(), "min_calls");
-        assert_eq!(e.to_string(), "invalid `min_calls` = 11; use a value in 1..=10 (at most `window`)");
+        assert_eq!(
+            e.to_string(),
+            "invalid `min_calls` = 11; use a value in 1..=10 (at most `window`)"
+        );
         let field = |p: Policy| p.validate().unwrap_err().field();
         assert_eq!(field(Policy::new().failure_rate(150)), "failure_rate");
         assert_eq!(field(Policy::new().window(0)), "window");
         assert_eq!(field(Policy::new().time_window(Duration::ZERO)), "window");
         assert_eq!(field(Policy::new().half_open(0)), "half_open");
         assert_eq!(field(Policy::new().open_for(Duration::ZERO)), "open_for");
-        assert_eq!(field(Policy::new().slow(Duration::from_secs(1)).slow_rate(0)), "slow_rate");
+        assert_eq!(
+            field(Policy::new().slow(Duration::from_secs(1)).slow_rate(0)),
+            "slow_rate"
+        );
         assert_eq!(field(Policy::new().open_backoff(0.5)), "open_backoff");
         assert_eq!(
-            field(Policy::new().open_backoff(2.0).open_for(Duration::from_secs(60)).open_max(Duration::from_secs(1))),
+            field(
+                Policy::new()
+                    .open_backoff(2.0)
+                    .open_for(Duration::from_secs(60))
+                    .open_max(Duration::from_secs(1))
+            ),
             "open_max"
         );
         assert_eq!(field(Policy::new().progressive(0, 5)), "phases");
         assert_eq!(field(Policy::new().progressive(3, 0)), "min_passes");
         assert_eq!(field(Policy::new().rate_off()), "failure_rate");
         assert!(Policy::new().rate_off().consecutive(5).validate().is_ok());
-        assert!(Policy::new().time_window(Duration::from_secs(30)).min_calls(500).validate().is_ok());
+        assert!(
+            Policy::new()
+                .time_window(Duration::from_secs(30))
+                .min_calls(500)
+                .validate()
+                .is_ok()
+        );
     }
 
     #[test]
@@ -490,7 +582,14 @@ mod tests {
             .open_backoff(2.0)
             .open_max(Duration::from_secs(60));
         let secs = |n| Duration::from_nanos(p.open_wait_nanos(n)).as_secs();
-        assert_eq!([secs(0), secs(1), secs(2), secs(3), secs(100)], [10, 20, 40, 60, 60]);
-        assert_eq!(Policy::new().open_wait_nanos(7), 10_000_000_000, "no backoff by default");
+        assert_eq!(
+            [secs(0), secs(1), secs(2), secs(3), secs(100)],
+            [10, 20, 40, 60, 60]
+        );
+        assert_eq!(
+            Policy::new().open_wait_nanos(7),
+            10_000_000_000,
+            "no backoff by default"
+        );
     }
 }

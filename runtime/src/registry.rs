@@ -83,7 +83,12 @@ impl Registry {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let breaker = map.entry(make_key()).or_insert_with_key(|key| Breaker {
-            core: Arc::new(Core::new(key.clone(), policy, self.clock.clone(), self.hooks().clone())),
+            core: Arc::new(Core::new(
+                key.clone(),
+                policy,
+                self.clock.clone(),
+                self.hooks().clone(),
+            )),
         });
         warn_if_different(breaker, policy);
         breaker.clone()

@@ -12,7 +12,7 @@
 //! buckets whose stamp lies within the window. Two writers racing on a bucket boundary may lose an
 //! increment; single-threaded sequences are exact.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 use crate::policy::{Policy, TIME_BUCKETS, Window as WindowKind};
 
@@ -51,7 +51,11 @@ impl Counts {
 }
 
 fn percent(part: u32, all: u32) -> f64 {
-    if all == 0 { 0.0 } else { f64::from(part) * 100.0 / f64::from(all) }
+    if all == 0 {
+        0.0
+    } else {
+        f64::from(part) * 100.0 / f64::from(all)
+    }
 }
 
 /// A recorded outcome.
@@ -71,7 +75,9 @@ impl Window {
     pub(crate) fn new(policy: &Policy) -> Self {
         match policy.window {
             WindowKind::Count(n) => Window::Count(CountWindow::new(n, policy.slow_nanos != 0)),
-            WindowKind::Time(span) => Window::Time(TimeWindow::new(crate::clock::duration_to_nanos(span))),
+            WindowKind::Time(span) => {
+                Window::Time(TimeWindow::new(crate::clock::duration_to_nanos(span)))
+            }
         }
     }
 
@@ -87,7 +93,13 @@ impl Window {
         match self {
             Window::Count(w) => w.record_fast_success(),
             Window::Time(w) => {
-                w.record(now, Sample { failure: false, slow: false });
+                w.record(
+                    now,
+                    Sample {
+                        failure: false,
+                        slow: false,
+                    },
+                );
             }
         }
     }
@@ -162,7 +174,9 @@ impl BitRing {
     fn clear(&self, slot: u32) {
         let word = &self.bits[(slot / 64) as usize];
         let mask = 1u64 << (slot % 64);
-        if word.load(Ordering::Relaxed) & mask != 0 && word.fetch_and(!mask, Ordering::AcqRel) & mask != 0 {
+        if word.load(Ordering::Relaxed) & mask != 0
+            && word.fetch_and(!mask, Ordering::AcqRel) & mask != 0
+        {
             self.set.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -211,9 +225,16 @@ impl CountWindow {
             let pos = cur as u32;
             let filled = (cur >> 32) as u32;
             let next_pos = if pos + 1 >= self.len { 0 } else { pos + 1 };
-            let next_filled = if filled < self.len { filled + 1 } else { filled };
+            let next_filled = if filled < self.len {
+                filled + 1
+            } else {
+                filled
+            };
             let next = u64::from(next_pos) | u64::from(next_filled) << 32;
-            match self.cursor.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed) {
+            match self
+                .cursor
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => return (pos, next_filled),
                 Err(seen) => cur = seen,
             }
@@ -237,7 +258,11 @@ impl CountWindow {
             Some(ring) => ring.write(slot, sample.slow),
             None => 0,
         };
-        Counts { calls, failures: failures.min(calls), slow: slow.min(calls) }
+        Counts {
+            calls,
+            failures: failures.min(calls),
+            slow: slow.min(calls),
+        }
     }
 
     fn counts(&self) -> Counts {
@@ -302,7 +327,10 @@ impl TimeWindow {
         let bucket = &self.buckets[(slice % u64::from(TIME_BUCKETS)) as usize];
         let stamp = bucket.stamp.load(Ordering::Acquire);
         if stamp < slice
-            && bucket.stamp.compare_exchange(stamp, slice, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            && bucket
+                .stamp
+                .compare_exchange(stamp, slice, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
         {
             bucket.calls.store(0, Ordering::Release);
             bucket.failures.store(0, Ordering::Release);
@@ -315,7 +343,11 @@ impl TimeWindow {
         if sample.slow {
             bucket.slow.fetch_add(1, Ordering::AcqRel);
         }
-        if sample.failure || sample.slow { self.counts(now) } else { Counts::default() }
+        if sample.failure || sample.slow {
+            self.counts(now)
+        } else {
+            Counts::default()
+        }
     }
 
     fn counts(&self, now: u64) -> Counts {
@@ -351,9 +383,18 @@ impl TimeWindow {
 mod tests {
     use super::*;
 
-    const FAIL: Sample = Sample { failure: true, slow: false };
-    const OK: Sample = Sample { failure: false, slow: false };
-    const SLOW_OK: Sample = Sample { failure: false, slow: true };
+    const FAIL: Sample = Sample {
+        failure: true,
+        slow: false,
+    };
+    const OK: Sample = Sample {
+        failure: false,
+        slow: false,
+    };
+    const SLOW_OK: Sample = Sample {
+        failure: false,
+        slow: true,
+    };
 
     #[test]
     fn old_outcomes_are_evicted() {
@@ -364,12 +405,26 @@ mod tests {
         for _ in 0..10 {
             w.record_fast_success();
         }
-        assert_eq!(w.counts(), Counts { calls: 10, failures: 0, slow: 0 });
+        assert_eq!(
+            w.counts(),
+            Counts {
+                calls: 10,
+                failures: 0,
+                slow: 0
+            }
+        );
         let mut last = Counts::default();
         for _ in 0..5 {
             last = w.record(FAIL);
         }
-        assert_eq!(last, Counts { calls: 10, failures: 5, slow: 0 });
+        assert_eq!(
+            last,
+            Counts {
+                calls: 10,
+                failures: 5,
+                slow: 0
+            }
+        );
         let policy = Policy::new().window(10).min_calls(10);
         assert!(last.trips(&policy));
         assert!(!last.trips(&policy.failure_rate(51)));
@@ -381,7 +436,14 @@ mod tests {
         for i in 0..1000 {
             w.record(if i % 2 == 0 { FAIL } else { SLOW_OK });
         }
-        assert_eq!(w.counts(), Counts { calls: 130, failures: 65, slow: 65 });
+        assert_eq!(
+            w.counts(),
+            Counts {
+                calls: 130,
+                failures: 65,
+                slow: 65
+            }
+        );
         w.reset();
         assert_eq!(w.counts(), Counts::default());
         assert_eq!(w.heap_bytes(), 48);
@@ -395,7 +457,12 @@ mod tests {
             assert!(!w.record(FAIL).trips(&policy));
         }
         assert!(w.record(FAIL).trips(&policy));
-        let slow_policy = Policy::new().window(4).min_calls(4).rate_off().slow(std::time::Duration::from_secs(1)).slow_rate(75);
+        let slow_policy = Policy::new()
+            .window(4)
+            .min_calls(4)
+            .rate_off()
+            .slow(std::time::Duration::from_secs(1))
+            .slow_rate(75);
         let w = CountWindow::new(4, true);
         w.record(OK);
         w.record(SLOW_OK);
@@ -411,14 +478,35 @@ mod tests {
         for t in 0..10 {
             w.record(t * s, FAIL);
         }
-        assert_eq!(w.counts(9 * s), Counts { calls: 10, failures: 10, slow: 0 });
+        assert_eq!(
+            w.counts(9 * s),
+            Counts {
+                calls: 10,
+                failures: 10,
+                slow: 0
+            }
+        );
         // One bucket later the oldest slice has left the window.
         assert_eq!(w.counts(10 * s).calls, 9);
         w.record(10 * s, OK);
-        assert_eq!(w.counts(10 * s), Counts { calls: 10, failures: 9, slow: 0 });
+        assert_eq!(
+            w.counts(10 * s),
+            Counts {
+                calls: 10,
+                failures: 9,
+                slow: 0
+            }
+        );
         // A long idle: nothing left, and the next record starts a clean bucket.
         assert_eq!(w.counts(1_000 * s), Counts::default());
-        assert_eq!(w.record(1_000 * s, FAIL), Counts { calls: 1, failures: 1, slow: 0 });
+        assert_eq!(
+            w.record(1_000 * s, FAIL),
+            Counts {
+                calls: 1,
+                failures: 1,
+                slow: 0
+            }
+        );
         w.reset();
         assert_eq!(w.counts(1_000 * s), Counts::default());
     }

@@ -1,0 +1,147 @@
+//! Timeouts, retries and deadlines composed with the breaker, for `async fn`s that ask for them.
+//!
+//! Order per attempt: bulkhead → breaker → timeout → call, inside the retry loop. Every attempt
+//! asks the breaker for admission and is reported on its own. No retry follows a refusal (the circuit
+//! is open, half-open full or the bulkhead is full) or an error that is not a counted failure.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::breaker::Permit;
+use crate::error::{Error, Reason};
+
+/// The longest single backoff delay.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Attempt settings of one annotated function (`timeout`, `retry`, `backoff`, `deadline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempts {
+    /// Bound on each attempt.
+    pub timeout: Option<Duration>,
+    /// Total attempts (at least 1).
+    pub retry: u32,
+    /// Base delay of the exponential backoff between attempts (full jitter); zero: retry at once.
+    pub backoff: Duration,
+    /// Budget shared by all attempts, checked before each one.
+    pub deadline: Option<Duration>,
+}
+
+impl Attempts {
+    /// One attempt, no timeout.
+    pub const ONCE: Attempts = Attempts {
+        timeout: None,
+        retry: 1,
+        backoff: Duration::ZERO,
+        deadline: None,
+    };
+}
+
+/// How a call through [`run`] ended.
+#[derive(Debug)]
+pub enum Settled<T, E> {
+    /// The call's own result: a success, or an error that does not count (passed through untouched).
+    Done(Result<T, E>),
+    /// The last attempt failed with a counted failure.
+    Failed(E),
+    /// The breaker refused an attempt, or the last attempt timed out.
+    Refused(Error),
+}
+
+/// The delay before attempt `attempt + 1` (`attempt` ≥ 1): uniform in
+/// `0 ..= min(base × 2^(attempt-1), MAX_BACKOFF)` ("full jitter").
+pub fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u32) -> Duration {
+    if base.is_zero() {
+        return Duration::ZERO;
+    }
+    let exp = 1u32 << attempt.saturating_sub(1).min(20);
+    let ceiling = base.saturating_mul(exp).min(MAX_BACKOFF);
+    let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(rng.u64(0..=nanos))
+}
+
+/// Runs `attempt` under `cfg`, asking `admit` for a permit before each try; `is_failure` says
+/// which errors count.
+pub async fn run<'a, T, E, F, Fut>(
+    admit: impl Fn() -> Result<Permit<'a>, Error>,
+    cfg: &Attempts,
+    mut attempt: F,
+    is_failure: impl Fn(&E) -> bool,
+) -> Settled<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut rng = fastrand::Rng::new();
+    let attempts = cfg.retry.max(1);
+    let mut n = 0;
+    loop {
+        n += 1;
+        let permit = match admit() {
+            Ok(permit) => permit,
+            Err(refused) => return Settled::Refused(refused),
+        };
+        let result = match cfg.timeout {
+            Some(limit) => tokio::time::timeout(limit, attempt()).await.ok(),
+            None => Some(attempt().await),
+        };
+        // A counted failure: the only outcome that may be retried.
+        let failed = match result {
+            Some(Ok(value)) => {
+                permit.success();
+                return Settled::Done(Ok(value));
+            }
+            Some(Err(error)) if is_failure(&error) => {
+                permit.failure();
+                Settled::Failed(error)
+            }
+            Some(Err(error)) => {
+                permit.ignore();
+                return Settled::Done(Err(error));
+            }
+            None => {
+                let timed_out = Error::new(permit.key().clone(), Reason::TimedOut, None);
+                permit.failure();
+                Settled::Refused(timed_out)
+            }
+        };
+        if n >= attempts {
+            return failed;
+        }
+        let delay = backoff_delay(&mut rng, cfg.backoff, n);
+        if let Some(deadline) = cfg.deadline
+            && started.elapsed() + delay >= deadline
+        {
+            return failed;
+        }
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_jitter_stays_within_its_exponential_ceiling() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let base = Duration::from_millis(100);
+        for attempt in 1..=12u32 {
+            let ceiling = (base * 2u32.pow(attempt - 1)).min(MAX_BACKOFF);
+            let mut max_seen = Duration::ZERO;
+            for _ in 0..2_000 {
+                let d = backoff_delay(&mut rng, base, attempt);
+                assert!(d <= ceiling, "attempt {attempt}: {d:?} > {ceiling:?}");
+                max_seen = max_seen.max(d);
+            }
+            // Full jitter uses the whole range: the largest of 2000 draws is near the ceiling.
+            assert!(
+                max_seen >= ceiling.mul_f64(0.95),
+                "attempt {attempt}: {max_seen:?}"
+            );
+        }
+        assert_eq!(backoff_delay(&mut rng, Duration::ZERO, 3), Duration::ZERO);
+    }
+}
