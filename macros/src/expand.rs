@@ -3,11 +3,11 @@
 //! `return` and `?` stay inside it), classification of the outcome, the report on the permit, and
 //! the fallback.
 
-use proc_macro2::{Literal, Span, TokenStream};
+use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{ToTokens, TokenStreamExt, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned as _;
-use syn::{Expr, Ident, Path, Stmt, Type};
+use syn::{Expr, GenericArgument, Ident, Path, PathArguments, Stmt, Type, TypePath};
 
 use crate::args::{self, Args, DEFAULT_MIN_CALLS, Failure, PolicyArgs, Spanned, Variant};
 use crate::errors::Errors;
@@ -45,9 +45,80 @@ struct Names {
     error: Ident,
     value: Ident,
     refused: Ident,
-    /// The local alias `__FuseboxErrorOf<R>` = `<R as Outcome>::Error`, so a bare variant name
-    /// becomes `__FuseboxErrorOf::<RET>::Timeout { .. }` whatever alias the return type uses.
+    /// The error type as a path usable in a pattern, when the return type is written
+    /// `Result<T, E>` with `E` a path: a bare variant name becomes `E::Timeout { .. }`.
+    error_path: Option<Path>,
+    /// Otherwise the local alias `__FuseboxErrorOf<R>` = `<R as Outcome>::Error`, and a bare
+    /// variant name becomes `__FuseboxErrorOf::<RET>::Timeout { .. }` whatever alias the return
+    /// type is written with.
     error_of: Ident,
+}
+
+impl Names {
+    /// The runtime's private module, located at `span` so a failed bound is reported there.
+    fn private_at(&self, span: Span) -> TokenStream {
+        respan(self.private.clone(), span)
+    }
+}
+
+/// `tokens`, every one located at `span` (keeping its own hygiene).
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(group.span().located_at(span));
+                token = TokenTree::Group(inner);
+            } else {
+                token.set_span(token.span().located_at(span));
+            }
+            token
+        })
+        .collect()
+}
+
+/// `E` of a return type written `Result<T, E>` (any path ending in `Result`), as a path that can
+/// start a pattern (`Wrapped<X>` becomes `Wrapped::<X>`).
+fn error_path(output: &Type) -> Option<Path> {
+    let Type::Path(TypePath {
+        qself: None, path, ..
+    }) = ungroup(output)
+    else {
+        return None;
+    };
+    let last = path.segments.last()?;
+    let PathArguments::AngleBracketed(arguments) = &last.arguments else {
+        return None;
+    };
+    if last.ident != "Result" || arguments.args.len() != 2 {
+        return None;
+    }
+    let Some(GenericArgument::Type(error)) = arguments.args.last() else {
+        return None;
+    };
+    let Type::Path(TypePath {
+        qself: None, path, ..
+    }) = ungroup(error)
+    else {
+        return None;
+    };
+    let mut path = path.clone();
+    for segment in &mut path.segments {
+        if let PathArguments::AngleBracketed(arguments) = &mut segment.arguments {
+            arguments.colon2_token.get_or_insert_with(Default::default);
+        }
+    }
+    Some(path)
+}
+
+/// A type without the invisible groups and parentheses macros wrap around it.
+fn ungroup(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(group) => ungroup(&group.elem),
+        Type::Paren(paren) => ungroup(&paren.elem),
+        other => other,
+    }
 }
 
 /// Rewrites a checked function.
@@ -65,6 +136,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
     let names = Names {
         private: quote!(#krate::__private),
         output_span: output.span(),
+        error_path: error_path(&output),
         output,
         permit: local("__fusebox_permit"),
         result: local("__fusebox_result"),
@@ -83,10 +155,9 @@ fn expand(args: Args, function: Function) -> TokenStream {
         value,
         refused,
         error_of,
+        ..
     } = &names;
     let is_async = item.sig.asyncness.is_some();
-    let ok = quote!(::core::result::Result::Ok);
-    let err = quote!(::core::result::Result::Err);
 
     // The original body, wrapped. Without a fallback it is moved into the wrapper, so the future
     // captures exactly what the original function captured. With one it only borrows the
@@ -100,11 +171,12 @@ fn expand(args: Args, function: Function) -> TokenStream {
         Some(_) => TokenStream::new(),
         None => quote!(move),
     };
+    let private_at_output = names.private_at(*output_span);
     let run = if is_async {
-        let wrap = quote_spanned!(*output_span=> #private::async_body::<#output, _>);
+        let wrap = quote_spanned!(*output_span=> #private_at_output::async_body::<#output, _>);
         quote!(#wrap(async #capture #body).await)
     } else {
-        let wrap = quote_spanned!(*output_span=> #private::sync_body::<#output, _>);
+        let wrap = quote_spanned!(*output_span=> #private_at_output::sync_body::<#output, _>);
         quote!(#wrap(#capture || #body))
     };
 
@@ -113,31 +185,45 @@ fn expand(args: Args, function: Function) -> TokenStream {
     let function_name = item.sig.ident.unraw().to_string();
     let policy = policy(&args.policy, private);
     let registry = match &args.registry {
-        Some(path) => quote_spanned!(path.span()=> #private::registry_of(&#path)),
+        Some(path) => {
+            let private = names.private_at(path.span());
+            quote_spanned!(path.span()=> #private::registry_of(&#path))
+        }
         None => quote!(#private::global()),
     };
     let acquired = Ident::new("__fusebox_acquired", Span::mixed_site());
 
+    // Patterns and values of the function's own `Result` are located at the return type: when the
+    // function does not return a `Result`, every resulting mismatch is reported there.
+    let at_output = |tokens: TokenStream| respan(tokens, *output_span);
+    let ok = quote!(::core::result::Result::Ok);
+    let err = quote!(::core::result::Result::Err);
+    let ok_value = at_output(quote!(#ok(#value)));
+    let err_error = at_output(quote!(#err(#error)));
     let outcome = match &args.fallback {
         None => {
-            let reject = quote_spanned!(*output_span=> #private::reject(#refused));
-            let report_error = match classify(args.failure.as_ref(), &names, quote!(#error)) {
+            let rejected = at_output(quote!(#err(#private::reject(#refused))));
+            let report_error = match classify(args.failure.as_ref(), &names, false) {
                 Some(counts) => quote! {
-                    #err(#error) => if #counts { #permit.failure() } else { #permit.ignore() },
+                    #err_error => if #counts { #permit.failure() } else { #permit.ignore() },
                 },
-                None => quote!(#err(_) => #permit.failure(),),
+                None => {
+                    let err_any = at_output(quote!(#err(_)));
+                    quote!(#err_any => #permit.failure(),)
+                }
             };
+            let ok_any = at_output(quote!(#ok(_)));
             quote! {
                 match #acquired {
                     #ok(#permit) => {
                         let #result = #run;
                         match &#result {
-                            #ok(_) => #permit.success(),
+                            #ok_any => #permit.success(),
                             #report_error
                         }
                         #result
                     }
-                    #err(#refused) => #err(#reject),
+                    #err(#refused) => #rejected,
                 }
             }
         }
@@ -151,19 +237,19 @@ fn expand(args: Args, function: Function) -> TokenStream {
             );
             let on_failure =
                 fallback_call(fallback, &params, is_async, &names, quote!(Failed(#error)));
-            let report_error = match classify(args.failure.as_ref(), &names, quote!(&#error)) {
+            let report_error = match classify(args.failure.as_ref(), &names, true) {
                 Some(counts) => quote! {
-                    #err(#error) if #counts => {
+                    #err_error if #counts => {
                         #permit.failure();
                         #on_failure
                     }
-                    #err(#error) => {
+                    #err_error => {
                         #permit.ignore();
-                        #err(#error)
+                        #err_error
                     }
                 },
                 None => quote! {
-                    #err(#error) => {
+                    #err_error => {
                         #permit.failure();
                         #on_failure
                     }
@@ -174,9 +260,9 @@ fn expand(args: Args, function: Function) -> TokenStream {
                     #ok(#permit) => {
                         let #result = #run;
                         match #result {
-                            #ok(#value) => {
+                            #ok_value => {
                                 #permit.success();
-                                #ok(#value)
+                                #ok_value
                             }
                             #report_error
                         }
@@ -187,7 +273,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
         }
     };
 
-    let alias = uses_alias(args.failure.as_ref()).then(|| {
+    let alias = (names.error_path.is_none() && uses_alias(args.failure.as_ref())).then(|| {
         quote! {
             type #error_of<__R> = <__R as #private::Outcome>::Error;
         }
@@ -212,29 +298,42 @@ fn uses_alias(failure: Option<&Failure>) -> bool {
         if variants.iter().any(|variant| matches!(variant, Variant::Bare(_))))
 }
 
-/// A `bool` expression: does the error behind `subject` (a `&E`) count as a failure?
-/// `None` when every error counts.
-fn classify(failure: Option<&Failure>, names: &Names, subject: TokenStream) -> Option<TokenStream> {
+/// A `bool` expression: does the error count as a failure? The error is the local `error` of
+/// [`Names`], a `&E` or, when `owned`, an `E`. `None` when every error counts.
+fn classify(failure: Option<&Failure>, names: &Names, owned: bool) -> Option<TokenStream> {
     let Names {
-        output, error_of, ..
+        output,
+        error,
+        error_of,
+        error_path,
+        ..
     } = names;
+    let by_ref = owned.then(|| quote!(&));
     match failure? {
         Failure::Predicate(predicate) => {
             let span = predicate.span();
-            Some(quote_spanned!(span=> #predicate(#subject)))
+            // Located at the predicate, so a wrong signature is reported there.
+            let error = Ident::new("__fusebox_error", error.span().located_at(span));
+            Some(quote_spanned!(span=> #predicate(#by_ref #error)))
         }
         Failure::Variants(variants) => {
             let patterns = variants.iter().map(|variant| match variant {
                 Variant::Bare(name) => {
-                    let rest = quote_spanned!(name.span()=> { .. });
-                    quote!(#error_of::<#output>::#name #rest)
+                    let span = name.span();
+                    let rest = quote_spanned!(span=> { .. });
+                    let error_type = match error_path {
+                        Some(path) => path.to_token_stream(),
+                        None => quote!(#error_of::<#output>),
+                    };
+                    let error_type = respan(error_type, span);
+                    quote!(#error_type::#name #rest)
                 }
                 Variant::Path(path) => {
                     let rest = quote_spanned!(path.span()=> { .. });
                     quote!(#path #rest)
                 }
             });
-            Some(quote!(::core::matches!(#subject, #(#patterns)|*)))
+            Some(quote!(::core::matches!(#by_ref #error, #(#patterns)|*)))
         }
     }
 }

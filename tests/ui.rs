@@ -1,0 +1,8 @@
+//! Compile-fail suite of `#[circuit_breaker]`: one misuse per file in `tests/ui/`, each with the
+//! diagnostic it must produce checked in next to it (`*.stderr`).
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/*.rs");
+}

@@ -1,0 +1,6 @@
+#[fusebox::circuit_breaker(key = "payment")]
+struct PaymentClient {
+    endpoint: String,
+}
+
+fn main() {}

@@ -1,0 +1,22 @@
+#[derive(Debug)]
+pub enum ApiError {
+    Timeout,
+    Connect(u16),
+    Declined { code: u32 },
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for ApiError {
+    fn from(error: fusebox::Error) -> Self {
+        ApiError::Refused(error)
+    }
+}
+
+static REGISTRY: u32 = 0;
+
+#[fusebox::circuit_breaker(key = "payment", registry = REGISTRY)]
+fn charge(amount: u64) -> Result<u64, ApiError> {
+    Ok(amount)
+}
+
+fn main() {}
