@@ -49,29 +49,40 @@ impl Site {
             Some(breaker) => breaker,
             None => self.resolve(registry),
         };
-        let core: &'static crate::breaker::Core = &breaker.core;
+        let core: &'static crate::breaker::Core = breaker.core.current();
         core.acquire(self.function)
     }
 
     #[cold]
     fn resolve(&'static self, registry: &'static Registry) -> &'static Breaker {
         self.breaker.get_or_init(|| {
-            let policy = match self.policy.validate() {
-                Ok(()) => self.policy,
-                Err(error) => {
-                    tracing::error!(
-                        target: "fusebox",
-                        key = self.key,
-                        field = error.field(),
-                        function = self.function,
-                        "{error}; breaker `{}` runs the default policy instead",
-                        self.key
-                    );
-                    Policy::DEFAULT
-                }
-            };
+            let policy = crate::registry::usable_policy(self.key, self.function, self.policy);
             registry.get_or_insert(self.key, policy, || Key::from_static(self.key))
         })
+    }
+}
+
+/// A call site with a dynamic key (`key = expr`): its policy and name; the breaker is looked up per
+/// call, without a lock, in the registry's concurrent map.
+pub struct DynSite {
+    function: &'static str,
+    policy: Policy,
+}
+
+impl DynSite {
+    /// A call site of `function`.
+    pub const fn new(function: &'static str, policy: Policy) -> Self {
+        DynSite { function, policy }
+    }
+
+    /// Asks the breaker of `key` in `registry` for admission (creating it on first use).
+    #[inline]
+    pub fn acquire(
+        &'static self,
+        registry: &'static Registry,
+        key: &str,
+    ) -> Result<Permit<'static>, Error> {
+        registry.acquire_dynamic(key, self.policy, self.function)
     }
 }
 

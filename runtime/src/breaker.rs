@@ -38,6 +38,13 @@ pub(crate) struct Core {
     in_flight: AtomicU32,
     metrics_only: AtomicBool,
     rejected: AtomicU64,
+    /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
+    used: AtomicBool,
+    /// Never evicted: created by a static call site or by hand.
+    pinned: AtomicBool,
+    /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
+    /// reports still arriving here change nothing.
+    successor: std::sync::OnceLock<Arc<Core>>,
 }
 
 /// How a call ended, as far as the breaker is concerned.
@@ -66,7 +73,74 @@ impl Core {
             in_flight: AtomicU32::new(0),
             metrics_only: AtomicBool::new(false),
             rejected: AtomicU64::new(0),
+            used: AtomicBool::new(true),
+            pinned: AtomicBool::new(true),
+            successor: std::sync::OnceLock::new(),
         }
+    }
+
+    /// A breaker for a new policy that continues this one's state: closed, open (same deadline),
+    /// forced open and disabled carry over; half-open becomes open with its wait already over, so
+    /// the next call probes under the new policy. The window starts empty.
+    pub(crate) fn successor_with(&self, policy: Policy) -> Core {
+        let next = Core::new(
+            self.key.clone(),
+            policy,
+            self.clock.clone(),
+            self.hooks.clone(),
+        );
+        let word = self.load();
+        let carried = match word.state() {
+            State::HalfOpen => word.to_open(self.now(), 0),
+            _ => word,
+        };
+        next.state.store(carried.0, Ordering::Release);
+        next.metrics_only
+            .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
+        next.rejected
+            .store(self.rejected.load(Ordering::Acquire), Ordering::Release);
+        next.reopens
+            .store(self.reopens.load(Ordering::Acquire), Ordering::Release);
+        next.pinned
+            .store(self.pinned.load(Ordering::Acquire), Ordering::Release);
+        next
+    }
+
+    /// The newest breaker of this chain (itself unless reconfigured).
+    #[inline]
+    pub(crate) fn current(self: &Arc<Core>) -> &Arc<Core> {
+        let mut core = self;
+        while let Some(next) = core.successor.get() {
+            core = next;
+        }
+        core
+    }
+
+    /// Retires this breaker in favour of `next`.
+    pub(crate) fn retire(&self, next: Arc<Core>) -> Result<(), Arc<Core>> {
+        self.successor.set(next)
+    }
+
+    /// Marks a dynamic breaker as used since the last sweep.
+    #[inline]
+    pub(crate) fn touch(&self) {
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Marks a breaker as created for a dynamic key (evictable) or not.
+    pub(crate) fn set_pinned(&self, pinned: bool) {
+        self.pinned.store(pinned, Ordering::Release);
+    }
+
+    /// The eviction sweep's question: may this breaker go? Clears the used mark as a second chance.
+    pub(crate) fn evictable(&self) -> bool {
+        if self.pinned.load(Ordering::Acquire) || self.used.swap(false, Ordering::AcqRel) {
+            return false;
+        }
+        let busy = self.policy.max_concurrent != 0 && self.in_flight.load(Ordering::Acquire) != 0;
+        self.load().state() == State::Closed && !busy
     }
 
     #[inline]
@@ -103,6 +177,36 @@ impl Core {
     /// is not closed or calls are timed.
     #[inline]
     pub(crate) fn acquire(&self, site: &'static str) -> Result<Permit<'_>, Error> {
+        let (word, start, bulkhead) = self.admit(site)?;
+        Ok(Permit {
+            core: CoreRef::Borrowed(self),
+            word,
+            site,
+            start,
+            bulkhead,
+            done: false,
+        })
+    }
+
+    /// Like [`acquire`](Core::acquire), for a breaker the permit must keep alive (dynamic keys).
+    #[inline]
+    pub(crate) fn acquire_owned(
+        self: &Arc<Self>,
+        site: &'static str,
+    ) -> Result<Permit<'static>, Error> {
+        let (word, start, bulkhead) = self.admit(site)?;
+        Ok(Permit {
+            core: CoreRef::Shared(self.clone()),
+            word,
+            site,
+            start,
+            bulkhead,
+            done: false,
+        })
+    }
+
+    #[inline]
+    fn admit(&self, site: &'static str) -> Result<(Word, u64, bool), Error> {
         let bulkhead = self.policy.max_concurrent != 0;
         if bulkhead && self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -117,13 +221,7 @@ impl Core {
         match admitted {
             Ok(word) => {
                 let start = if self.timed() { self.now() } else { 0 };
-                Ok(Permit {
-                    core: self,
-                    word,
-                    site,
-                    start,
-                    bulkhead,
-                })
+                Ok((word, start, bulkhead))
             }
             Err(error) => {
                 if bulkhead {
@@ -210,6 +308,9 @@ impl Core {
     fn finish(&self, permit: &Permit<'_>, outcome: Outcome) {
         if permit.bulkhead {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+        if self.successor.get().is_some() {
+            return; // reconfigured: this breaker no longer decides anything
         }
         match permit.word.state() {
             State::Closed | State::Disabled => self.report_closed(permit, outcome),
@@ -474,13 +575,15 @@ impl Core {
 /// cancelled half-open probe never leaves the circuit stuck.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
 pub struct Permit<'a> {
-    core: &'a Core,
+    core: CoreRef<'a>,
     word: Word,
     site: &'static str,
     /// Admission time, when calls are timed.
     start: u64,
     /// True when this call holds a bulkhead slot.
     bulkhead: bool,
+    /// True once the outcome was reported.
+    done: bool,
 }
 
 impl Permit<'_> {
@@ -514,19 +617,41 @@ impl Permit<'_> {
 
     #[inline]
     fn settle(self, outcome: Outcome) {
-        let this = std::mem::ManuallyDrop::new(self);
+        let mut this = self;
         this.core.finish(&this, outcome);
+        this.done = true;
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
+        if self.done {
+            return;
+        }
         let outcome = if std::thread::panicking() {
             Outcome::Failure
         } else {
             Outcome::Released
         };
         self.core.finish(self, outcome);
+    }
+}
+
+/// The breaker a permit reports to: borrowed (static keys) or shared (dynamic keys).
+enum CoreRef<'a> {
+    Borrowed(&'a Core),
+    Shared(Arc<Core>),
+}
+
+impl std::ops::Deref for CoreRef<'_> {
+    type Target = Core;
+
+    #[inline]
+    fn deref(&self) -> &Core {
+        match self {
+            CoreRef::Borrowed(core) => core,
+            CoreRef::Shared(core) => core,
+        }
     }
 }
 
@@ -565,7 +690,7 @@ impl Breaker {
     /// Asks for admission; report the outcome on the returned permit.
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Error> {
-        self.core.acquire("")
+        self.core.current().acquire("")
     }
 
     /// Runs `f` through the breaker; `is_failure` says which errors count.
@@ -606,39 +731,39 @@ impl Breaker {
 
     /// The current state. Does not move an open circuit to half-open (only calls do).
     pub fn state(&self) -> State {
-        self.core.load().state()
+        self.core.current().load().state()
     }
 
     /// A consistent-enough view of the breaker's counters.
     pub fn snapshot(&self) -> Snapshot {
-        self.core.snapshot()
+        self.core.current().snapshot()
     }
 
     /// The breaker's key.
     pub fn key(&self) -> &str {
-        self.core.key().as_str()
+        self.core.current().key().as_str()
     }
 
     /// The policy the breaker runs.
     pub fn policy(&self) -> Policy {
-        *self.core.policy()
+        *self.core.current().policy()
     }
 
     /// Refuses every call until [`reset`](Breaker::reset) (reason [`Reason::ForcedOpen`]).
     /// Clears metrics-only mode.
     pub fn force_open(&self) {
-        self.core.force(Word::to_forced_open);
+        self.core.current().force(Word::to_forced_open);
     }
 
     /// Admits every call and keeps recording, but never opens, until [`reset`](Breaker::reset).
     /// Clears metrics-only mode.
     pub fn disable(&self) {
-        self.core.force(Word::to_disabled);
+        self.core.current().force(Word::to_disabled);
     }
 
     /// Back to closed with an empty window and no backoff, from any state; clears metrics-only mode.
     pub fn reset(&self) {
-        self.core.force(Word::to_closed);
+        self.core.current().force(Word::to_closed);
     }
 
     /// Metrics-only mode: the circuit keeps recording, deciding and emitting events, but a call it
@@ -646,12 +771,15 @@ impl Breaker {
     /// trying a policy on live traffic. Ended by [`reset`](Breaker::reset), [`force_open`](Breaker::force_open)
     /// or [`disable`](Breaker::disable).
     pub fn metrics_only(&self) {
-        self.core.metrics_only.store(true, Ordering::Release);
+        self.core
+            .current()
+            .metrics_only
+            .store(true, Ordering::Release);
     }
 
     /// Bytes this breaker occupies in memory (struct and window).
     pub fn footprint(&self) -> usize {
-        self.core.footprint()
+        self.core.current().footprint()
     }
 }
 

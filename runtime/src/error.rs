@@ -6,11 +6,12 @@ use std::time::Duration;
 
 /// A breaker key: borrowed for keys written in the attribute, shared for keys made at run time.
 ///
-/// Cloning never allocates.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Cloning never allocates. Equality, ordering and hashing are those of the string, so a map keyed
+/// by `Key` can be searched with a `&str`.
+#[derive(Clone)]
 pub struct Key(KeyRepr);
 
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone)]
 enum KeyRepr {
     Static(&'static str),
     Shared(Arc<str>),
@@ -40,6 +41,32 @@ impl From<&str> for Key {
 impl From<String> for Key {
     fn from(key: String) -> Self {
         Key(KeyRepr::Shared(Arc::from(key)))
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
     }
 }
 
@@ -232,6 +259,16 @@ mod tests {
         let e = Error::new(Key::from("search"), Reason::TimedOut, None);
         assert_eq!(e.to_string(), "call through circuit `search` timed out");
         assert!(!e.is_circuit_open());
+    }
+
+    #[test]
+    fn keys_compare_and_hash_as_strings() {
+        use std::hash::BuildHasher;
+        let hasher = std::collections::hash_map::RandomState::new();
+        let (a, b) = (Key::from_static("payment"), Key::from("payment"));
+        assert_eq!(a, b);
+        assert_eq!(hasher.hash_one(&a), hasher.hash_one("payment"));
+        assert_eq!(hasher.hash_one(&b), hasher.hash_one("payment"));
     }
 
     #[test]
