@@ -434,8 +434,28 @@ fn literal<T>(value: Spanned<T>, make: fn(T) -> Literal) -> Literal {
 
 #[cfg(test)]
 mod tests {
-    use super::circuit_breaker;
-    use quote::quote;
+    use super::{circuit_breaker, error_path};
+    use quote::{ToTokens, quote};
+
+    #[test]
+    fn error_type_of_a_written_result() {
+        let path = |ty: proc_macro2::TokenStream| {
+            error_path(&syn::parse2(ty).unwrap()).map(|p| p.to_token_stream().to_string())
+        };
+        assert_eq!(
+            path(quote!(Result<u8, ApiError>)).as_deref(),
+            Some("ApiError")
+        );
+        assert_eq!(
+            path(quote!(std::result::Result<(), errors::Wrapped<T>>)).as_deref(),
+            Some("errors :: Wrapped :: < T >")
+        );
+        assert_eq!(path(quote!(Result<u8, Self>)).as_deref(), Some("Self"));
+        assert_eq!(path(quote!(ApiResult<u8>)), None);
+        assert_eq!(path(quote!(io::Result<u8>)), None);
+        assert_eq!(path(quote!(Result<u8, (A, B)>)), None);
+        assert_eq!(path(quote!(u8)), None);
+    }
 
     #[test]
     fn on_error_the_item_is_unchanged() {

@@ -144,3 +144,155 @@ fn not_a_function(tokens: TokenStream) -> syn::Error {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn message(tokens: TokenStream, fallback: bool) -> String {
+        match parse(tokens, fallback) {
+            Ok(_) => String::new(),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn accepts_functions_and_methods() {
+        for item in [
+            quote!(
+                fn f() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            quote!(
+                pub async fn f<T: Send>(x: T) -> io::Result<T> {
+                    Ok(x)
+                }
+            ),
+            quote!(
+                fn f(&mut self, mut x: u8) -> Result<u8, E> {
+                    x += 1;
+                    Ok(x)
+                }
+            ),
+            quote!(
+                unsafe fn f(self) -> R {
+                    todo!()
+                }
+            ),
+        ] {
+            assert_eq!(message(item.clone(), true), "", "{item}");
+        }
+        let function = parse(
+            quote!(
+                fn f(&self, a: A, mut b: B) -> R {
+                    x
+                }
+            ),
+            true,
+        )
+        .unwrap();
+        assert!(function.params.receiver.is_some());
+        assert_eq!(function.params.names.len(), 2);
+        assert_eq!(function.params.names[1], "b");
+    }
+
+    #[test]
+    fn refuses_other_items() {
+        assert!(
+            message(
+                quote!(
+                    struct Client {
+                        a: u8,
+                    }
+                ),
+                false
+            )
+            .starts_with("`#[circuit_breaker]` goes on a function, but `Client` is a struct")
+        );
+        assert!(
+            message(quote!(impl Client {}), false)
+                .starts_with("`#[circuit_breaker]` goes on a function;")
+        );
+        assert!(
+            message(
+                quote!(
+                    fn get(&self) -> Result<u8, E>;
+                ),
+                false
+            )
+            .starts_with("`#[circuit_breaker]` needs a function with a body")
+        );
+    }
+
+    #[test]
+    fn refuses_unsupported_functions() {
+        assert!(
+            message(
+                quote!(
+                    const fn f() -> R {
+                        x
+                    }
+                ),
+                false
+            )
+            .contains("`const fn`")
+        );
+        assert!(
+            message(
+                quote!(
+                    extern "C" fn f() -> R {
+                        x
+                    }
+                ),
+                false
+            )
+            .contains("`extern`")
+        );
+        assert!(
+            message(
+                quote!(
+                    fn f() {
+                        x
+                    }
+                ),
+                false
+            )
+            .contains("but `f` returns `()`")
+        );
+    }
+
+    #[test]
+    fn fallback_needs_plain_parameter_names() {
+        let pattern = quote!(
+            fn f((a, b): (u8, u8)) -> R {
+                x
+            }
+        );
+        assert_eq!(message(pattern.clone(), false), "");
+        assert!(message(pattern, true).starts_with("with `fallback`, every parameter"));
+        assert!(
+            message(
+                quote!(
+                    fn f(ref a: u8) -> R {
+                        x
+                    }
+                ),
+                true
+            )
+            .starts_with("with `fallback`")
+        );
+        assert!(
+            message(
+                quote!(
+                    fn f(_: u8) -> R {
+                        x
+                    }
+                ),
+                true
+            )
+            .starts_with("with `fallback`")
+        );
+    }
+}
