@@ -45,6 +45,8 @@ pub(crate) struct Core {
     /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
     /// reports still arriving here change nothing.
     successor: std::sync::OnceLock<Arc<Core>>,
+    #[cfg(feature = "metrics")]
+    meters: crate::observe::Meters,
 }
 
 /// How a call ended, as far as the breaker is concerned.
@@ -58,6 +60,8 @@ enum Outcome {
 
 impl Core {
     pub(crate) fn new(key: Key, policy: Policy, clock: ClockSource, hooks: Arc<Hooks>) -> Self {
+        #[cfg(feature = "metrics")]
+        let key_for_meters = &key.as_str().to_owned();
         Core {
             key,
             policy,
@@ -76,6 +80,8 @@ impl Core {
             used: AtomicBool::new(true),
             pinned: AtomicBool::new(true),
             successor: std::sync::OnceLock::new(),
+            #[cfg(feature = "metrics")]
+            meters: crate::observe::Meters::new(key_for_meters),
         }
     }
 
@@ -170,6 +176,8 @@ impl Core {
     #[cold]
     fn reject(&self, reason: Reason, retry_after: Option<Duration>) -> Error {
         self.rejected.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.meters.rejected();
         Error::new(self.key.clone(), reason, retry_after)
     }
 
@@ -312,6 +320,9 @@ impl Core {
         if self.successor.get().is_some() {
             return; // reconfigured: this breaker no longer decides anything
         }
+        #[cfg(feature = "metrics")]
+        self.meters
+            .call(outcome == Outcome::Success, outcome == Outcome::Failure);
         match permit.word.state() {
             State::Closed | State::Disabled => self.report_closed(permit, outcome),
             State::HalfOpen => self.report_probe(permit, outcome),
@@ -511,6 +522,8 @@ impl Core {
                 "circuit_closed"
             ),
         }
+        #[cfg(feature = "metrics")]
+        crate::observe::Meters::transition(key, from, to);
         self.hooks.call(&Transition {
             key,
             from,

@@ -57,3 +57,61 @@ impl Hooks {
         }
     }
 }
+
+/// `metrics` crate instruments of one breaker (feature `metrics`).
+///
+/// Handles are registered when the breaker is created, so install the recorder before first use.
+/// Names: `fusebox_calls_total{key, outcome}` with outcome `success`, `failure`, `ignored` (business
+/// errors and cancellations) and `rejected`; `fusebox_state{key}` (0 closed, 1 open, 2 half-open,
+/// 3 forced open, 4 disabled); `fusebox_transitions_total{key, from, to}`.
+#[cfg(feature = "metrics")]
+pub(crate) struct Meters {
+    success: metrics::Counter,
+    failure: metrics::Counter,
+    ignored: metrics::Counter,
+    rejected: metrics::Counter,
+}
+
+#[cfg(feature = "metrics")]
+impl Meters {
+    pub(crate) fn new(key: &str) -> Self {
+        let counter = |outcome: &'static str| metrics::counter!("fusebox_calls_total", "key" => key.to_owned(), "outcome" => outcome);
+        metrics::gauge!("fusebox_state", "key" => key.to_owned()).set(0.0);
+        Meters {
+            success: counter("success"),
+            failure: counter("failure"),
+            ignored: counter("ignored"),
+            rejected: counter("rejected"),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn call(&self, success: bool, failure: bool) {
+        match (success, failure) {
+            (true, _) => self.success.increment(1),
+            (_, true) => self.failure.increment(1),
+            _ => self.ignored.increment(1),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn rejected(&self) {
+        self.rejected.increment(1);
+    }
+
+    pub(crate) fn transition(key: &str, from: State, to: State) {
+        metrics::counter!(
+            "fusebox_transitions_total",
+            "key" => key.to_owned(), "from" => from.as_str(), "to" => to.as_str()
+        )
+        .increment(1);
+        let code = match to {
+            State::Closed => 0.0,
+            State::Open => 1.0,
+            State::HalfOpen => 2.0,
+            State::ForcedOpen => 3.0,
+            State::Disabled => 4.0,
+        };
+        metrics::gauge!("fusebox_state", "key" => key.to_owned()).set(code);
+    }
+}
