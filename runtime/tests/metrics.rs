@@ -33,7 +33,7 @@ fn calls_state_and_transitions_are_exported_per_key() {
     metrics::with_local_recorder(&recorder, || {
         let registry = Registry::new();
         let b = registry
-            .breaker("metered", Policy::new().window(2).min_calls(2))
+            .breaker("metered", Policy::new().window(3).min_calls(3))
             .unwrap();
         b.try_acquire().unwrap().success();
         b.try_acquire().unwrap().ignore();
