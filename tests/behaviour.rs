@@ -309,7 +309,7 @@ async fn queue_payment(order: &str, amount: u64, cause: Cause<ApiError>) -> Resu
     Ok(format!("queued {order} for {amount}"))
 }
 
-#[circuit_breaker(key = "charge", registry = FALLBACK, window = 2, min_calls = 2, failure = [Timeout], fallback = queue_payment)]
+#[circuit_breaker(key = "charge", registry = FALLBACK, window = 2, min_calls = 2, failure_rate = 100, failure = [Timeout], fallback = queue_payment)]
 async fn charge_card(order: &str, amount: u64) -> Result<String, ApiError> {
     match amount {
         0 => Err(ApiError::Declined { code: 51 }),
@@ -343,7 +343,7 @@ struct Client {
 }
 
 impl Client {
-    #[circuit_breaker(key = "client", registry = SHAPES, window = 2, min_calls = 2, failure = [Timeout, Connect])]
+    #[circuit_breaker(key = "client", registry = SHAPES, window = 2, min_calls = 2, failure_rate = 100, failure = [Timeout, Connect])]
     async fn get(&self, path: &str) -> Result<String, ApiError> {
         self.sent.fetch_add(1, Ordering::Relaxed);
         if path.is_empty() { Err(ApiError::Connect(0)) } else { Ok(format!("{}{path}", self.base)) }
