@@ -428,6 +428,51 @@ fn default_registry_is_global() {
     assert_eq!(snapshot(fusebox::registry(), "global").state, State::Closed);
 }
 
+// ---------------------------------------------------------------- dynamic keys
+
+/// One breaker per host: the key is evaluated on every call, before the body runs.
+#[circuit_breaker(key = host, registry = REGISTRY, window = 1, failure = [Timeout])]
+async fn per_host(host: String, kind: Kind) -> ApiResult<String> {
+    tokio::task::yield_now().await;
+    respond(kind).map(|_| host) // the body may still consume the key's source
+}
+
+#[circuit_breaker(key = format!("{prefix}-sync"), registry = REGISTRY, window = 1, fallback = per_host_fallback)]
+fn per_host_sync(prefix: &str, kind: Kind) -> ApiResult<u32> {
+    respond(kind)
+}
+
+fn per_host_fallback(prefix: &str, _kind: Kind, cause: Cause<ApiError>) -> ApiResult<u32> {
+    match cause {
+        Cause::Rejected(refused) => {
+            assert_eq!(refused.key(), format!("{prefix}-sync"));
+            Ok(0)
+        }
+        Cause::Failed(error) => Err(error),
+    }
+}
+
+#[tokio::test]
+async fn dynamic_keys() {
+    assert_eq!(
+        per_host("a.example".into(), Kind::Timeout).await,
+        Err(ApiError::Timeout)
+    );
+    assert_eq!(state("a.example"), State::Open);
+    assert!(matches!(
+        per_host("a.example".into(), Kind::Ok).await,
+        Err(ApiError::Refused(_))
+    ));
+    assert_eq!(
+        per_host("b.example".into(), Kind::Ok).await,
+        Ok("b.example".into())
+    );
+    assert_eq!(per_host_sync("c", Kind::Declined), Err(ApiError::Declined));
+    assert_eq!(state("c-sync"), State::Open);
+    assert_eq!(per_host_sync("c", Kind::Ok), Ok(0));
+    assert_eq!(per_host_sync("d", Kind::Ok), Ok(1));
+}
+
 // ---------------------------------------------------------------- Send
 
 fn assert_send<T: Send>(_: T) {}
@@ -442,4 +487,5 @@ fn generated_futures_are_send() {
     };
     assert_send(client.fetch(1, Kind::Ok));
     assert_send(generic_error::<u8>(None));
+    assert_send(per_host(String::new(), Kind::Ok));
 }

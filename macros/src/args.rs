@@ -81,10 +81,19 @@ pub(crate) struct PolicyArgs {
     pub(crate) half_open: Option<Spanned<u32>>,
 }
 
+/// Which breaker a call goes through.
+pub(crate) enum Key {
+    /// `key = "payment"`: one breaker, cached in the function's call site.
+    Literal(LitStr),
+    /// `key = expr` (a `&str` or `String`, evaluated on every call before the body): one breaker
+    /// per distinct value, looked up per call.
+    Dynamic(Expr),
+}
+
 /// The checked arguments of one attribute.
 pub(crate) struct Args {
-    /// `key = "name"`.
-    pub(crate) key: LitStr,
+    /// `key = ...`.
+    pub(crate) key: Key,
     /// `failure = ...`; `None` counts every error.
     pub(crate) failure: Option<Failure>,
     /// `fallback = name`.
@@ -159,7 +168,7 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
             continue;
         }
         match text.as_str() {
-            "key" => key = errors.ok(key_literal(&value)),
+            "key" => key = errors.ok(key_arg(value)),
             "failure" => failure = errors.ok(failure_arg(&value)),
             "fallback" => {
                 fallback = errors.ok(path_arg(
@@ -319,17 +328,19 @@ fn literal(value: &Expr) -> Option<&Lit> {
     }
 }
 
-fn key_literal(value: &Expr) -> syn::Result<LitStr> {
-    match literal(value) {
+fn key_arg(value: Expr) -> syn::Result<Key> {
+    match literal(&value) {
         Some(Lit::Str(key)) if key.value().is_empty() => Err(syn::Error::new(
             key.span(),
             "`key` must not be empty; name the dependency, like `key = \"payment\"`",
         )),
-        Some(Lit::Str(key)) => Ok(key.clone()),
-        _ => Err(syn::Error::new_spanned(
-            value,
-            "`key` must be a string literal like `key = \"payment\"`",
+        Some(Lit::Str(key)) => Ok(Key::Literal(key.clone())),
+        Some(_) => Err(syn::Error::new_spanned(
+            &value,
+            "`key` takes a string literal like `key = \"payment\"`, or an expression that \
+             yields a `&str` or `String`, like `key = host`",
         )),
+        None => Ok(Key::Dynamic(value)),
     }
 }
 
@@ -494,7 +505,7 @@ mod tests {
             policy = BASE,
         ))
         .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(parsed.key.value(), "payment");
+        assert!(matches!(&parsed.key, Key::Literal(key) if key.value() == "payment"));
         let Some(Failure::Variants(variants)) = &parsed.failure else {
             panic!("variants")
         };
@@ -615,10 +626,11 @@ mod tests {
 
     #[test]
     fn key_shapes() {
-        assert_eq!(
-            messages(quote!(key = NAME)),
-            ["`key` must be a string literal like `key = \"payment\"`"]
-        );
+        assert!(matches!(
+            args(quote!(key = url.host())).unwrap().key,
+            Key::Dynamic(_)
+        ));
+        assert!(messages(quote!(key = 42))[0].starts_with("`key` takes a string literal"));
         assert!(messages(quote!(key = ""))[0].starts_with("`key` must not be empty"));
         assert!(messages(quote!(key))[0].starts_with("expected `=` after `key`"));
     }

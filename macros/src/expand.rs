@@ -9,7 +9,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned as _;
 use syn::{Expr, GenericArgument, Ident, Path, PathArguments, Stmt, Type, TypePath};
 
-use crate::args::{self, Args, DEFAULT_MIN_CALLS, Failure, PolicyArgs, Spanned, Variant};
+use crate::args::{self, Args, DEFAULT_MIN_CALLS, Failure, Key, PolicyArgs, Spanned, Variant};
 use crate::errors::Errors;
 use crate::function::{self, Function, Params};
 
@@ -181,7 +181,6 @@ fn expand(args: Args, function: Function) -> TokenStream {
     };
 
     let site = Ident::new("__FUSEBOX_SITE", Span::mixed_site());
-    let key = &args.key;
     let function_name = item.sig.ident.unraw().to_string();
     let policy = policy(&args.policy, private);
     let registry = match &args.registry {
@@ -278,14 +277,26 @@ fn expand(args: Args, function: Function) -> TokenStream {
             type #error_of<__R> = <__R as #private::Outcome>::Error;
         }
     });
+    let function_path = quote!(::core::concat!(::core::module_path!(), "::", #function_name));
+    let admission = match &args.key {
+        Key::Literal(key) => quote! {
+            static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
+            let #acquired = #site.acquire(#registry);
+        },
+        Key::Dynamic(key) => {
+            // Evaluated before the body runs; the borrow ends with this statement.
+            let key_str = quote_spanned!(key.span()=>
+                ::core::convert::AsRef::<str>::as_ref(&(#key))
+            );
+            quote! {
+                static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
+                let #acquired = #site.acquire(#registry, #key_str);
+            }
+        }
+    };
     let new_body = quote! {
         #alias
-        static #site: #private::Site = #private::Site::new(
-            #key,
-            ::core::concat!(::core::module_path!(), "::", #function_name),
-            #policy,
-        );
-        let #acquired = #site.acquire(#registry);
+        #admission
         #outcome
     };
     item.block.stmts = vec![Stmt::Expr(Expr::Verbatim(new_body), None)];

@@ -25,7 +25,8 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
-/// Arguments: `key` (required string literal), `failure` (variants of the error type, or a
+/// Arguments: `key` (required: a string literal, or an expression yielding `&str`/`String` for one
+/// breaker per value), `failure` (variants of the error type, or a
 /// predicate `fn(&E) -> bool`), `fallback`, `registry`, `crate`, and the policy knobs `window`,
 /// `min_calls`, `failure_rate`, `open_for`, `half_open` and `policy`. See the `fusebox` README for
 /// the full reference.
