@@ -1,0 +1,709 @@
+//! fusebox against failsafe 1.3 and recloser 1.4, in one run, on the same work.
+//!
+//! Every subject wraps the same inner work: `std::future::ready(Ok::<u64, u64>(1))` polled once
+//! with `Waker::noop()` (no runtime) for async subjects, `|| Ok(1)` for sync ones. Every breaker
+//! trips at 50 % over 100 calls (failsafe's consecutive policy at 50 consecutive failures) and stays
+//! open for an hour once opened, so nothing leaves OPEN while it is measured. No tracing subscriber
+//! is installed.
+//!
+//! Cases (one criterion group each):
+//! - `baseline`: the inner work alone, as a closure/future and as a plain `fn`/`async fn`;
+//! - `closed_success`: an admitted call that succeeds and is recorded;
+//! - `open_rejected`: a refused call (each open breaker is checked to refuse before it is timed);
+//! - `open_fallback`: a refused call turned into `0` (fusebox: `fallback = …`; the others: a `match`);
+//! - `two_threads`: `closed_success` from two threads at once on one shared breaker; the time
+//!   reported is wall time for all calls divided by their number.
+//!
+//! Run: `cargo bench -p fusebox-bench --bench compare`
+
+use std::future::{Future, ready};
+use std::hint::black_box;
+use std::pin::pin;
+use std::sync::Barrier;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion};
+
+/// The open wait of every breaker: far longer than a run.
+const OPEN_WAIT: Duration = Duration::from_secs(60 * 60);
+
+/// Polls `fut` once with a no-op waker; every benchmarked future is ready at once.
+#[inline(always)]
+fn poll_once<F: Future>(fut: F) -> F::Output {
+    let mut fut = pin!(fut);
+    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("the benchmarked futures are ready at once"),
+    }
+}
+
+/// The sync inner work.
+#[inline(always)]
+fn sync_work() -> Result<u64, u64> {
+    let work = || Ok::<u64, u64>(1);
+    work()
+}
+
+/// fusebox subjects: the annotated async fn, the annotated sync fn and the manual permit API.
+///
+/// The annotated functions take `fail: bool` so that the set-up can open their breakers with real
+/// failures; the benchmarks always pass `false`, which makes the inner work exactly `Ok(1)`.
+mod fb {
+    use std::future::ready;
+
+    use fusebox::{Breaker, Cause, Policy, Reason, Snapshot, State};
+
+    /// The error type of the annotated functions: the inner `u64` error, or a refused call
+    /// (`#[circuit_breaker]` without a fallback needs `From<fusebox::Error>`).
+    #[derive(Debug)]
+    pub enum BenchError {
+        /// The inner work failed.
+        Inner(u64),
+        /// The breaker refused the call.
+        Refused(fusebox::Error),
+    }
+
+    impl From<fusebox::Error> for BenchError {
+        fn from(e: fusebox::Error) -> Self {
+            BenchError::Refused(e)
+        }
+    }
+
+    impl std::fmt::Display for BenchError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self {
+                BenchError::Inner(code) => write!(f, "inner work failed with {code}"),
+                BenchError::Refused(e) => write!(f, "{e}"),
+            }
+        }
+    }
+
+    /// The policy the attributes below spell out, for the manual API.
+    pub const POLICY: Policy = Policy::new()
+        .window(100)
+        .failure_rate(50)
+        .open_for(super::OPEN_WAIT);
+
+    /// The async inner work, failing when asked to.
+    #[inline(always)]
+    fn work_async(fail: bool) -> std::future::Ready<Result<u64, u64>> {
+        ready(if fail { Err(0) } else { Ok(1) })
+    }
+
+    /// The sync inner work, failing when asked to.
+    #[inline(always)]
+    fn work_sync(fail: bool) -> Result<u64, u64> {
+        if fail { Err(0) } else { super::sync_work() }
+    }
+
+    /// The same body as the annotated async functions, without the attribute.
+    pub async fn bare_async(fail: bool) -> Result<u64, BenchError> {
+        work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// The same body as the annotated sync functions, without the attribute.
+    pub fn bare_sync(fail: bool) -> Result<u64, BenchError> {
+        work_sync(fail).map_err(BenchError::Inner)
+    }
+
+    /// Stays closed: only successes.
+    #[fusebox::circuit_breaker(
+        key = "bench-closed-async",
+        window = 100,
+        failure_rate = 50,
+        open_for = "1h"
+    )]
+    pub async fn closed_async(fail: bool) -> Result<u64, BenchError> {
+        work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// Stays closed: only successes.
+    #[fusebox::circuit_breaker(
+        key = "bench-closed-sync",
+        window = 100,
+        failure_rate = 50,
+        open_for = "1h"
+    )]
+    pub fn closed_sync(fail: bool) -> Result<u64, BenchError> {
+        work_sync(fail).map_err(BenchError::Inner)
+    }
+
+    /// Opened with failures before it is measured.
+    #[fusebox::circuit_breaker(
+        key = "bench-open-async",
+        window = 100,
+        failure_rate = 50,
+        open_for = "1h"
+    )]
+    pub async fn open_async(fail: bool) -> Result<u64, BenchError> {
+        work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// Opened with failures before it is measured.
+    #[fusebox::circuit_breaker(
+        key = "bench-open-sync",
+        window = 100,
+        failure_rate = 50,
+        open_for = "1h"
+    )]
+    pub fn open_sync(fail: bool) -> Result<u64, BenchError> {
+        work_sync(fail).map_err(BenchError::Inner)
+    }
+
+    /// Opened with failures before it is measured; failed and refused calls go to [`zero_async`].
+    #[fusebox::circuit_breaker(key = "bench-fallback-async", window = 100, failure_rate = 50, open_for = "1h", fallback = zero_async)]
+    pub async fn fallback_async(fail: bool) -> Result<u64, BenchError> {
+        work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// Opened with failures before it is measured; failed and refused calls go to [`zero_sync`].
+    #[fusebox::circuit_breaker(key = "bench-fallback-sync", window = 100, failure_rate = 50, open_for = "1h", fallback = zero_sync)]
+    pub fn fallback_sync(fail: bool) -> Result<u64, BenchError> {
+        work_sync(fail).map_err(BenchError::Inner)
+    }
+
+    /// The fallback of [`fallback_async`].
+    pub async fn zero_async(_fail: bool, _cause: Cause<BenchError>) -> Result<u64, BenchError> {
+        Ok(0)
+    }
+
+    /// The fallback of [`fallback_sync`].
+    pub fn zero_sync(_fail: bool, _cause: Cause<BenchError>) -> Result<u64, BenchError> {
+        Ok(0)
+    }
+
+    /// One call through the manual API, with the sync inner work.
+    #[inline(always)]
+    pub fn manual(breaker: &Breaker) -> Result<u64, BenchError> {
+        let permit = breaker.try_acquire()?;
+        let result = super::sync_work();
+        match result {
+            Ok(_) => permit.success(),
+            Err(_) => permit.failure(),
+        }
+        result.map_err(BenchError::Inner)
+    }
+
+    /// A manual-API breaker under `key`.
+    pub fn manual_breaker(key: &str) -> Breaker {
+        fusebox::registry()
+            .breaker(key, POLICY)
+            .expect("valid policy")
+    }
+
+    /// Reports failures on a manual-API breaker until it opens.
+    pub fn open_manual(breaker: &Breaker) {
+        for _ in 0..1_000 {
+            if breaker.state() == State::Open {
+                return;
+            }
+            breaker
+                .try_acquire()
+                .expect("closed breakers admit")
+                .failure();
+        }
+        panic!("breaker `{}` did not open", breaker.key());
+    }
+
+    /// The global registry's view of the breaker under `key` (found by scanning the snapshots).
+    pub fn snapshot(key: &str) -> Snapshot {
+        fusebox::registry()
+            .snapshot()
+            .into_iter()
+            .find(|s| s.key.as_str() == key)
+            .unwrap_or_else(|| {
+                panic!("no breaker `{key}`: the attribute registers it on first call")
+            })
+    }
+
+    /// Calls `fail_once` (an annotated function called with `fail = true`) until the breaker
+    /// under `key` is open, and checks that it runs the same policy as the manual API.
+    pub fn open_site(key: &str, mut fail_once: impl FnMut()) {
+        for _ in 0..1_000 {
+            fail_once();
+            let snapshot = snapshot(key);
+            if snapshot.state == State::Open {
+                assert_eq!(
+                    snapshot.policy, POLICY,
+                    "the attribute and the manual API must run the same policy"
+                );
+                return;
+            }
+        }
+        panic!("breaker `{key}` did not open");
+    }
+
+    /// True for a call refused because the circuit is open.
+    pub fn refused<T>(r: &Result<T, BenchError>) -> bool {
+        matches!(r, Err(BenchError::Refused(e)) if e.reason() == Reason::Open)
+    }
+}
+
+/// failsafe 1.3 subjects: `consecutive_failures` and `success_rate_over_time_window`.
+mod fs {
+    use std::time::Duration;
+
+    use failsafe::backoff::{self, Constant};
+    use failsafe::failure_policy::{
+        ConsecutiveFailures, SuccessRateOverTimeWindow, consecutive_failures,
+        success_rate_over_time_window,
+    };
+    use failsafe::{Config, StateMachine};
+
+    /// A breaker that opens after 50 consecutive failures (50 % of a 100-call window).
+    pub type Consecutive = StateMachine<ConsecutiveFailures<Constant>, ()>;
+    /// A breaker that opens below a 50 % success rate over at least 100 calls in a time window.
+    pub type TimeWindow = StateMachine<SuccessRateOverTimeWindow<Constant>, ()>;
+
+    /// failsafe's time window: its shortest (the policy truncates it to whole seconds).
+    pub const TIME_WINDOW: Duration = Duration::from_secs(1);
+
+    /// A closed consecutive-failures breaker.
+    pub fn consecutive() -> Consecutive {
+        Config::new()
+            .failure_policy(consecutive_failures(
+                50,
+                backoff::constant(super::OPEN_WAIT),
+            ))
+            .build()
+    }
+
+    /// A closed success-rate breaker (it cannot open before [`TIME_WINDOW`] has passed).
+    pub fn time_window() -> TimeWindow {
+        Config::new()
+            .failure_policy(success_rate_over_time_window(
+                0.5,
+                100,
+                TIME_WINDOW,
+                backoff::constant(super::OPEN_WAIT),
+            ))
+            .build()
+    }
+
+    /// Sync failures until `cb` refuses.
+    pub fn open<P, I>(cb: &StateMachine<P, I>)
+    where
+        P: failsafe::FailurePolicy,
+        I: failsafe::Instrument,
+    {
+        for _ in 0..1_000 {
+            if !cb.is_call_permitted() {
+                return;
+            }
+            let _ = failsafe::CircuitBreaker::call(cb, || Err::<u64, u64>(0));
+        }
+        panic!("failsafe breaker did not open");
+    }
+
+    /// Async failures (through the futures API) until `cb` refuses.
+    pub fn open_async<P, I>(cb: &StateMachine<P, I>)
+    where
+        P: failsafe::FailurePolicy + Send + Sync,
+        I: failsafe::Instrument + Send + Sync,
+    {
+        for _ in 0..1_000 {
+            if !cb.is_call_permitted() {
+                return;
+            }
+            let _ = super::poll_once(failsafe::futures::CircuitBreaker::call(
+                cb,
+                std::future::ready(Err::<u64, u64>(0)),
+            ));
+        }
+        panic!("failsafe breaker did not open");
+    }
+}
+
+/// recloser 1.4 subjects: `Recloser` (sync) and `AsyncRecloser`.
+mod rc {
+    use recloser::{AsyncRecloser, Recloser};
+
+    /// A closed recloser: 50 % over a 100-call ring.
+    pub fn sync() -> Recloser {
+        Recloser::custom()
+            .error_rate(0.5)
+            .closed_len(100)
+            .open_wait(super::OPEN_WAIT)
+            .build()
+    }
+
+    /// The async wrapper of a closed recloser with the same settings.
+    pub fn async_() -> AsyncRecloser {
+        AsyncRecloser::from(sync())
+    }
+
+    /// Sync failures until `r` refuses.
+    pub fn open(r: &Recloser) {
+        for _ in 0..1_000 {
+            if matches!(r.call(|| Ok::<u64, u64>(1)), Err(recloser::Error::Rejected)) {
+                return;
+            }
+            let _ = r.call(|| Err::<u64, u64>(0));
+        }
+        panic!("recloser did not open");
+    }
+
+    /// Async failures until `r` refuses.
+    pub fn open_async(r: &AsyncRecloser) {
+        for _ in 0..1_000 {
+            let probe = super::poll_once(r.call(std::future::ready(Ok::<u64, u64>(1))));
+            if matches!(probe, Err(recloser::Error::Rejected)) {
+                return;
+            }
+            let _ = super::poll_once(r.call(std::future::ready(Err::<u64, u64>(0))));
+        }
+        panic!("recloser did not open");
+    }
+}
+
+/// Every breaker of the run, in the state its case needs.
+struct Subjects {
+    fb_manual_closed: fusebox::Breaker,
+    fb_manual_open: fusebox::Breaker,
+    fs_cons_closed: fs::Consecutive,
+    fs_cons_open: fs::Consecutive,
+    fs_cons_async_closed: fs::Consecutive,
+    fs_cons_async_open: fs::Consecutive,
+    fs_time_closed: fs::TimeWindow,
+    fs_time_open: fs::TimeWindow,
+    fs_time_async_closed: fs::TimeWindow,
+    fs_time_async_open: fs::TimeWindow,
+    rc_closed: recloser::Recloser,
+    rc_open: recloser::Recloser,
+    rc_async_closed: recloser::AsyncRecloser,
+    rc_async_open: recloser::AsyncRecloser,
+}
+
+impl Subjects {
+    /// Builds every breaker, opens the ones the open cases use and checks each state.
+    fn new() -> Self {
+        let s = Subjects {
+            fb_manual_closed: fb::manual_breaker("bench-manual-closed"),
+            fb_manual_open: fb::manual_breaker("bench-manual-open"),
+            fs_cons_closed: fs::consecutive(),
+            fs_cons_open: fs::consecutive(),
+            fs_cons_async_closed: fs::consecutive(),
+            fs_cons_async_open: fs::consecutive(),
+            fs_time_closed: fs::time_window(),
+            fs_time_open: fs::time_window(),
+            fs_time_async_closed: fs::time_window(),
+            fs_time_async_open: fs::time_window(),
+            rc_closed: rc::sync(),
+            rc_open: rc::sync(),
+            rc_async_closed: rc::async_(),
+            rc_async_open: rc::async_(),
+        };
+
+        // fusebox: the first call registers each annotated site's breaker; then failures open it.
+        assert!(poll_once(fb::closed_async(false)).is_ok());
+        assert!(fb::closed_sync(false).is_ok());
+        fb::open_site("bench-open-async", || drop(poll_once(fb::open_async(true))));
+        fb::open_site("bench-open-sync", || drop(fb::open_sync(true)));
+        fb::open_site("bench-fallback-async", || {
+            drop(poll_once(fb::fallback_async(true)))
+        });
+        fb::open_site("bench-fallback-sync", || drop(fb::fallback_sync(true)));
+        assert!(fb::manual(&s.fb_manual_closed).is_ok());
+        fb::open_manual(&s.fb_manual_open);
+
+        fs::open(&s.fs_cons_open);
+        fs::open_async(&s.fs_cons_async_open);
+        rc::open(&s.rc_open);
+        rc::open_async(&s.rc_async_open);
+        // failsafe's success-rate policy only trips once its window has elapsed.
+        std::thread::sleep(fs::TIME_WINDOW + Duration::from_millis(100));
+        fs::open(&s.fs_time_open);
+        fs::open_async(&s.fs_time_async_open);
+
+        s.check();
+        s
+    }
+
+    /// Asserts that every closed subject admits and every open subject refuses.
+    fn check(&self) {
+        use failsafe::Error as Fs;
+        use recloser::Error as Rc;
+
+        assert!(poll_once(fb::closed_async(false)).is_ok());
+        assert!(fb::closed_sync(false).is_ok());
+        assert!(fb::manual(&self.fb_manual_closed).is_ok());
+        assert!(fb::refused(&poll_once(fb::open_async(false))));
+        assert!(fb::refused(&fb::open_sync(false)));
+        assert!(fb::refused(&fb::manual(&self.fb_manual_open)));
+        assert_eq!(poll_once(fb::fallback_async(false)).ok(), Some(0));
+        assert_eq!(fb::fallback_sync(false).ok(), Some(0));
+        for key in [
+            "bench-closed-async",
+            "bench-closed-sync",
+            "bench-manual-closed",
+        ] {
+            assert_eq!(
+                fb::snapshot(key).state,
+                fusebox::State::Closed,
+                "`{key}` is closed"
+            );
+        }
+        for key in [
+            "bench-open-async",
+            "bench-open-sync",
+            "bench-fallback-async",
+            "bench-fallback-sync",
+            "bench-manual-open",
+        ] {
+            assert_eq!(
+                fb::snapshot(key).state,
+                fusebox::State::Open,
+                "`{key}` is open"
+            );
+        }
+
+        assert!(fs_sync(&self.fs_cons_closed).is_ok());
+        assert!(fs_async(&self.fs_cons_async_closed).is_ok());
+        assert!(fs_sync(&self.fs_time_closed).is_ok());
+        assert!(fs_async(&self.fs_time_async_closed).is_ok());
+        assert!(matches!(fs_sync(&self.fs_cons_open), Err(Fs::Rejected)));
+        assert!(matches!(
+            fs_async(&self.fs_cons_async_open),
+            Err(Fs::Rejected)
+        ));
+        assert!(matches!(fs_sync(&self.fs_time_open), Err(Fs::Rejected)));
+        assert!(matches!(
+            fs_async(&self.fs_time_async_open),
+            Err(Fs::Rejected)
+        ));
+
+        assert!(rc_sync(&self.rc_closed).is_ok());
+        assert!(rc_async(&self.rc_async_closed).is_ok());
+        assert!(matches!(rc_sync(&self.rc_open), Err(Rc::Rejected)));
+        assert!(matches!(rc_async(&self.rc_async_open), Err(Rc::Rejected)));
+    }
+}
+
+/// One call through failsafe's sync API.
+#[inline(always)]
+fn fs_sync<P, I>(cb: &failsafe::StateMachine<P, I>) -> Result<u64, failsafe::Error<u64>>
+where
+    P: failsafe::FailurePolicy,
+    I: failsafe::Instrument,
+{
+    failsafe::CircuitBreaker::call(cb, sync_work)
+}
+
+/// One call through failsafe's futures API, polled once.
+#[inline(always)]
+fn fs_async<P, I>(cb: &failsafe::StateMachine<P, I>) -> Result<u64, failsafe::Error<u64>>
+where
+    P: failsafe::FailurePolicy + Send + Sync,
+    I: failsafe::Instrument + Send + Sync,
+{
+    poll_once(failsafe::futures::CircuitBreaker::call(
+        cb,
+        ready(Ok::<u64, u64>(1)),
+    ))
+}
+
+/// One call through recloser's sync API.
+#[inline(always)]
+fn rc_sync(r: &recloser::Recloser) -> Result<u64, recloser::Error<u64>> {
+    r.call(sync_work)
+}
+
+/// One call through `AsyncRecloser`, polled once.
+#[inline(always)]
+fn rc_async(r: &recloser::AsyncRecloser) -> Result<u64, recloser::Error<u64>> {
+    poll_once(r.call(ready(Ok::<u64, u64>(1))))
+}
+
+/// failsafe's result with the fallback a caller writes by hand: `0` when refused or failed.
+#[inline(always)]
+fn fs_or_zero(r: Result<u64, failsafe::Error<u64>>) -> u64 {
+    match r {
+        Ok(v) => v,
+        Err(failsafe::Error::Rejected) => 0,
+        Err(failsafe::Error::Inner(_)) => 0,
+    }
+}
+
+/// recloser's result with the fallback a caller writes by hand: `0` when refused or failed.
+#[inline(always)]
+fn rc_or_zero(r: Result<u64, recloser::Error<u64>>) -> u64 {
+    match r {
+        Ok(v) => v,
+        Err(recloser::Error::Rejected) => 0,
+        Err(recloser::Error::Inner(_)) => 0,
+    }
+}
+
+/// The manual API's result with the fallback a caller writes by hand: `0` when refused or failed.
+#[inline(always)]
+fn fb_or_zero(r: Result<u64, fb::BenchError>) -> u64 {
+    match r {
+        Ok(v) => v,
+        Err(fb::BenchError::Refused(_)) => 0,
+        Err(fb::BenchError::Inner(_)) => 0,
+    }
+}
+
+/// Times `call` on one thread.
+fn one<R>(group: &mut BenchmarkGroup<'_, WallTime>, id: &str, call: impl Fn() -> R) {
+    group.bench_function(id, |b| b.iter(|| black_box(call())));
+}
+
+/// Times `call` on two threads sharing one breaker: each thread makes half of the calls; the
+/// result is the wall time from a common start until both finish.
+fn two<R>(group: &mut BenchmarkGroup<'_, WallTime>, id: &str, call: impl Fn() -> R + Sync) {
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            let start = Barrier::new(2);
+            let halves = [iters / 2, iters - iters / 2];
+            std::thread::scope(|scope| {
+                let workers = halves.map(|n| {
+                    let (call, start) = (&call, &start);
+                    scope.spawn(move || {
+                        start.wait();
+                        let t0 = Instant::now();
+                        for _ in 0..n {
+                            black_box(call());
+                        }
+                        (t0, Instant::now())
+                    })
+                });
+                let spans = workers.map(|w| w.join().expect("worker panicked"));
+                let begin = spans.iter().map(|s| s.0).min().expect("two spans");
+                let end = spans.iter().map(|s| s.1).max().expect("two spans");
+                end - begin
+            })
+        })
+    });
+}
+
+fn baseline(c: &mut Criterion) {
+    let mut g = c.benchmark_group("baseline");
+    one(&mut g, "ready-future", || {
+        poll_once(ready(Ok::<u64, u64>(1)))
+    });
+    one(&mut g, "sync-closure", sync_work);
+    one(&mut g, "bare-async-fn", || poll_once(fb::bare_async(false)));
+    one(&mut g, "bare-sync-fn", || fb::bare_sync(false));
+    g.finish();
+}
+
+fn closed_success(c: &mut Criterion, s: &Subjects) {
+    let mut g = c.benchmark_group("closed_success");
+    one(&mut g, "fusebox/attr-async", || {
+        poll_once(fb::closed_async(false))
+    });
+    one(&mut g, "fusebox/attr-sync", || fb::closed_sync(false));
+    one(&mut g, "fusebox/manual", || fb::manual(&s.fb_manual_closed));
+    one(&mut g, "failsafe-consecutive/sync", || {
+        fs_sync(&s.fs_cons_closed)
+    });
+    one(&mut g, "failsafe-consecutive/async", || {
+        fs_async(&s.fs_cons_async_closed)
+    });
+    one(&mut g, "failsafe-timewindow/sync", || {
+        fs_sync(&s.fs_time_closed)
+    });
+    one(&mut g, "failsafe-timewindow/async", || {
+        fs_async(&s.fs_time_async_closed)
+    });
+    one(&mut g, "recloser/sync", || rc_sync(&s.rc_closed));
+    one(&mut g, "recloser/async", || rc_async(&s.rc_async_closed));
+    g.finish();
+}
+
+fn open_rejected(c: &mut Criterion, s: &Subjects) {
+    s.check();
+    let mut g = c.benchmark_group("open_rejected");
+    one(&mut g, "fusebox/attr-async", || {
+        poll_once(fb::open_async(false))
+    });
+    one(&mut g, "fusebox/attr-sync", || fb::open_sync(false));
+    one(&mut g, "fusebox/manual", || fb::manual(&s.fb_manual_open));
+    one(&mut g, "failsafe-consecutive/sync", || {
+        fs_sync(&s.fs_cons_open)
+    });
+    one(&mut g, "failsafe-consecutive/async", || {
+        fs_async(&s.fs_cons_async_open)
+    });
+    one(&mut g, "failsafe-timewindow/sync", || {
+        fs_sync(&s.fs_time_open)
+    });
+    one(&mut g, "failsafe-timewindow/async", || {
+        fs_async(&s.fs_time_async_open)
+    });
+    one(&mut g, "recloser/sync", || rc_sync(&s.rc_open));
+    one(&mut g, "recloser/async", || rc_async(&s.rc_async_open));
+    g.finish();
+}
+
+fn open_fallback(c: &mut Criterion, s: &Subjects) {
+    s.check();
+    let mut g = c.benchmark_group("open_fallback");
+    one(&mut g, "fusebox/attr-async", || {
+        poll_once(fb::fallback_async(false))
+    });
+    one(&mut g, "fusebox/attr-sync", || fb::fallback_sync(false));
+    one(&mut g, "fusebox/manual", || {
+        fb_or_zero(fb::manual(&s.fb_manual_open))
+    });
+    one(&mut g, "failsafe-consecutive/sync", || {
+        fs_or_zero(fs_sync(&s.fs_cons_open))
+    });
+    one(&mut g, "failsafe-consecutive/async", || {
+        fs_or_zero(fs_async(&s.fs_cons_async_open))
+    });
+    one(&mut g, "failsafe-timewindow/sync", || {
+        fs_or_zero(fs_sync(&s.fs_time_open))
+    });
+    one(&mut g, "failsafe-timewindow/async", || {
+        fs_or_zero(fs_async(&s.fs_time_async_open))
+    });
+    one(&mut g, "recloser/sync", || rc_or_zero(rc_sync(&s.rc_open)));
+    one(&mut g, "recloser/async", || {
+        rc_or_zero(rc_async(&s.rc_async_open))
+    });
+    g.finish();
+}
+
+fn two_threads(c: &mut Criterion, s: &Subjects) {
+    let mut g = c.benchmark_group("two_threads");
+    two(&mut g, "fusebox/attr-async", || {
+        poll_once(fb::closed_async(false))
+    });
+    two(&mut g, "fusebox/attr-sync", || fb::closed_sync(false));
+    two(&mut g, "fusebox/manual", || fb::manual(&s.fb_manual_closed));
+    two(&mut g, "failsafe-consecutive/sync", || {
+        fs_sync(&s.fs_cons_closed)
+    });
+    two(&mut g, "failsafe-consecutive/async", || {
+        fs_async(&s.fs_cons_async_closed)
+    });
+    two(&mut g, "failsafe-timewindow/sync", || {
+        fs_sync(&s.fs_time_closed)
+    });
+    two(&mut g, "failsafe-timewindow/async", || {
+        fs_async(&s.fs_time_async_closed)
+    });
+    two(&mut g, "recloser/sync", || rc_sync(&s.rc_closed));
+    two(&mut g, "recloser/async", || rc_async(&s.rc_async_closed));
+    g.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(1_000))
+        .measurement_time(Duration::from_millis(3_000))
+        .sample_size(50)
+        .configure_from_args();
+    let subjects = Subjects::new();
+    baseline(&mut c);
+    closed_success(&mut c, &subjects);
+    open_rejected(&mut c, &subjects);
+    open_fallback(&mut c, &subjects);
+    two_threads(&mut c, &subjects);
+    subjects.check();
+    c.final_summary();
+}
