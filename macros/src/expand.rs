@@ -190,7 +190,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
         }
         None => quote!(#private::global()),
     };
-    let acquired = Ident::new("__fusebox_acquired", Span::mixed_site());
+    let breaker = Ident::new("__fusebox_breaker", Span::mixed_site());
 
     // Patterns and values of the function's own `Result` are located at the return type: when the
     // function does not return a `Result`, every resulting mismatch is reported there.
@@ -213,8 +213,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
             };
             let ok_any = at_output(quote!(#ok(_)));
             quote! {
-                match #acquired {
-                    #ok(#permit) => {
+                match #permit.refusal() {
+                    ::core::option::Option::None => {
                         let #result = #run;
                         match &#result {
                             #ok_any => #permit.success(),
@@ -222,7 +222,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
                         }
                         #result
                     }
-                    #err(#refused) => #rejected,
+                    ::core::option::Option::Some(#refused) => #rejected,
                 }
             }
         }
@@ -255,8 +255,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
                 },
             };
             quote! {
-                match #acquired {
-                    #ok(#permit) => {
+                match #permit.refusal() {
+                    ::core::option::Option::None => {
                         let #result = #run;
                         match #result {
                             #ok_value => {
@@ -266,7 +266,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
                             #report_error
                         }
                     }
-                    #err(#refused) => #on_refused,
+                    ::core::option::Option::Some(#refused) => #on_refused,
                 }
             }
         }
@@ -281,7 +281,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
-            let #acquired = #site.acquire(#registry);
+            let #permit = #site.enter(#registry);
         },
         Key::Dynamic(key) => {
             // Evaluated before the body runs; the borrow ends with this statement.
@@ -290,7 +290,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
             );
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
-                let #acquired = #site.acquire(#registry, #key_str);
+                let #breaker = #site.breaker(#registry, #key_str);
+                let #permit = #site.enter(&#breaker);
             }
         }
     };

@@ -42,15 +42,26 @@ impl Site {
         }
     }
 
-    /// Asks this site's breaker in `registry` for admission.
-    #[inline]
-    pub fn acquire(&'static self, registry: &'static Registry) -> Result<Permit<'static>, Error> {
+    /// Asks this site's breaker in `registry` for admission; a refused call gets an inert permit
+    /// whose [`Permit::refusal`] says why.
+    #[inline(always)]
+    pub fn enter(&'static self, registry: &'static Registry) -> Permit<'static> {
         let breaker = match self.breaker.get() {
             Some(breaker) => breaker,
             None => self.resolve(registry),
         };
         let core: &'static crate::breaker::Core = breaker.core.current();
-        core.acquire(self.function)
+        core.enter(&self.function)
+    }
+
+    /// Asks this site's breaker in `registry` for admission; a refusal is an [`Error`].
+    #[inline]
+    pub fn acquire(&'static self, registry: &'static Registry) -> Result<Permit<'static>, Error> {
+        let permit = self.enter(registry);
+        match permit.refusal() {
+            None => Ok(permit),
+            Some(refused) => Err(refused),
+        }
     }
 
     #[cold]
@@ -75,14 +86,22 @@ impl DynSite {
         DynSite { function, policy }
     }
 
-    /// Asks the breaker of `key` in `registry` for admission (creating it on first use).
+    /// The breaker of `key` in `registry` (created on first use, within the registry's cap).
     #[inline]
-    pub fn acquire(
-        &'static self,
-        registry: &'static Registry,
-        key: &str,
-    ) -> Result<Permit<'static>, Error> {
-        registry.acquire_dynamic(key, self.policy, self.function)
+    pub fn breaker(&'static self, registry: &'static Registry, key: &str) -> Breaker {
+        registry.dynamic(key, self.policy)
+    }
+
+    /// Asks `breaker` (from [`DynSite::breaker`]) for admission; see [`Site::enter`].
+    #[inline(always)]
+    pub fn enter<'b>(&'static self, breaker: &'b Breaker) -> Permit<'b> {
+        breaker.core.current().enter(&self.function)
+    }
+
+    /// Asks `breaker` for admission; a refusal is an [`Error`].
+    #[inline]
+    pub fn acquire<'b>(&'static self, breaker: &'b Breaker) -> Result<Permit<'b>, Error> {
+        breaker.core.current().acquire(&self.function)
     }
 }
 

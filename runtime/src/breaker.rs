@@ -18,6 +18,12 @@ use crate::policy::{Policy, Recovery};
 use crate::state::{State, Word};
 use crate::window::{Counts, Sample, Window};
 
+/// The annotated function's path, as a thin pointer (keeps permits small).
+pub(crate) type FnName = &'static &'static str;
+
+/// Bit 63 of a ticket's `start`: the call holds a bulkhead slot (times stay far below it).
+const BULKHEAD_BIT: u64 = 1 << 63;
+
 /// The shared body of a breaker.
 pub(crate) struct Core {
     key: Key,
@@ -42,6 +48,8 @@ pub(crate) struct Core {
     used: AtomicBool,
     /// Never evicted: created by a static call site or by hand.
     pinned: AtomicBool,
+    /// Count window, no slow-call timing, no consecutive rule, no bulkhead: the fast paths apply.
+    plain: bool,
     /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
     /// reports still arriving here change nothing.
     successor: std::sync::OnceLock<Arc<Core>>,
@@ -79,6 +87,10 @@ impl Core {
             rejected: AtomicU64::new(0),
             used: AtomicBool::new(true),
             pinned: AtomicBool::new(true),
+            plain: matches!(policy.window, crate::policy::Window::Count(_))
+                && policy.slow_nanos == 0
+                && policy.consecutive == 0
+                && policy.max_concurrent == 0,
             successor: std::sync::OnceLock::new(),
             #[cfg(feature = "metrics")]
             meters: crate::observe::Meters::new(key_for_meters),
@@ -173,55 +185,73 @@ impl Core {
         self.policy.slow_nanos != 0
     }
 
+    /// Counts a refusal.
     #[cold]
-    fn reject(&self, reason: Reason, retry_after: Option<Duration>) -> Error {
+    fn reject(&self, reason: Reason, retry_after: Option<Duration>) -> Refusal {
         self.rejected.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.meters.rejected();
-        Error::new(self.key.clone(), reason, retry_after)
+        Refusal {
+            reason,
+            retry_after,
+        }
     }
 
     /// Asks for admission: bulkhead first, then the circuit. Reads the clock only when the circuit
-    /// is not closed or calls are timed.
-    #[inline]
-    pub(crate) fn acquire(&self, site: &'static str) -> Result<Permit<'_>, Error> {
-        let (word, start, bulkhead) = self.admit(site)?;
-        Ok(Permit {
-            core: CoreRef::Borrowed(self),
-            word,
-            site,
-            start,
-            bulkhead,
-            done: false,
-        })
+    /// is not closed or calls are timed. Never fails: a refused call gets an inert permit that says
+    /// why ([`Permit::refusal`]), so the admitted path moves no `Result` around.
+    #[inline(always)]
+    pub(crate) fn enter(&self, site: FnName) -> Permit<'_> {
+        let word = self.load();
+        if self.plain && word.admits() {
+            return Permit {
+                core: self,
+                word,
+                start: 0,
+                site,
+            };
+        }
+        self.enter_general(site)
     }
 
-    /// Like [`acquire`](Core::acquire), for a breaker the permit must keep alive (dynamic keys).
-    #[inline]
-    pub(crate) fn acquire_owned(
-        self: &Arc<Self>,
-        site: &'static str,
-    ) -> Result<Permit<'static>, Error> {
-        let (word, start, bulkhead) = self.admit(site)?;
-        Ok(Permit {
-            core: CoreRef::Shared(self.clone()),
-            word,
-            site,
-            start,
-            bulkhead,
-            done: false,
-        })
+    #[inline(never)]
+    fn enter_general(&self, site: FnName) -> Permit<'_> {
+        match self.admit_general(site) {
+            Ok((word, start)) => Permit {
+                core: self,
+                word,
+                start,
+                site,
+            },
+            Err(refusal) => Permit {
+                core: self,
+                word: Word::refused(refusal.reason as u64 + 1),
+                start: refusal
+                    .retry_after
+                    .map_or(u64::MAX, crate::clock::duration_to_nanos),
+                site,
+            },
+        }
     }
 
+    /// Asks for admission; a refusal is an [`Error`].
     #[inline]
-    fn admit(&self, site: &'static str) -> Result<(Word, u64, bool), Error> {
+    pub(crate) fn acquire(&self, site: FnName) -> Result<Permit<'_>, Error> {
+        let permit = self.enter(site);
+        match permit.refusal() {
+            None => Ok(permit),
+            Some(refused) => Err(refused),
+        }
+    }
+
+    fn admit_general(&self, site: FnName) -> Result<(Word, u64), Refusal> {
         let bulkhead = self.policy.max_concurrent != 0;
         if bulkhead && self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
             return Err(self.reject(Reason::BulkheadFull, None));
         }
         let word = self.load();
-        let admitted = if matches!(word.state(), State::Closed | State::Disabled) {
+        let admitted = if word.admits() {
             Ok(word)
         } else {
             self.acquire_slow(word, site)
@@ -229,30 +259,37 @@ impl Core {
         match admitted {
             Ok(word) => {
                 let start = if self.timed() { self.now() } else { 0 };
-                Ok((word, start, bulkhead))
+                Ok((
+                    word,
+                    if bulkhead {
+                        start | BULKHEAD_BIT
+                    } else {
+                        start
+                    },
+                ))
             }
-            Err(error) => {
+            Err(refusal) => {
                 if bulkhead {
                     self.in_flight.fetch_sub(1, Ordering::AcqRel);
                 }
-                Err(error)
+                Err(refusal)
             }
         }
     }
 
     /// A refusal, or in metrics-only mode an admission whose outcome is not recorded.
     #[cold]
-    fn refuse(&self, reason: Reason, retry_after: Option<Duration>) -> Result<Word, Error> {
-        let error = self.reject(reason, retry_after);
+    fn refuse(&self, reason: Reason, retry_after: Option<Duration>) -> Result<Word, Refusal> {
+        let refusal = self.reject(reason, retry_after);
         if self.metrics_only.load(Ordering::Acquire) {
             Ok(Word::SHADOW)
         } else {
-            Err(error)
+            Err(refusal)
         }
     }
 
     #[cold]
-    fn acquire_slow(&self, mut word: Word, site: &'static str) -> Result<Word, Error> {
+    fn acquire_slow(&self, mut word: Word, site: FnName) -> Result<Word, Refusal> {
         loop {
             let next = match word.state() {
                 State::Closed | State::Disabled => return Ok(word),
@@ -312,9 +349,27 @@ impl Core {
     }
 
     /// Applies the outcome of a call admitted under `permit`.
-    #[inline]
+    #[inline(always)]
     fn finish(&self, permit: &Permit<'_>, outcome: Outcome) {
-        if permit.bulkhead {
+        // The common case: a success on a closed circuit whose policy needs no timing, run or
+        // bulkhead. A success never causes a transition, so a reconfigured breaker may take it too.
+        if self.plain && outcome == Outcome::Success && permit.word.records() {
+            if self.load().same_epoch(permit.word) {
+                #[cfg(feature = "metrics")]
+                self.meters.call(true, false);
+                self.window.record_fast_success(0);
+            }
+            return;
+        }
+        self.finish_general(permit, outcome);
+    }
+
+    #[inline(never)]
+    fn finish_general(&self, permit: &Permit<'_>, outcome: Outcome) {
+        if permit.word.inert() {
+            return;
+        }
+        if permit.start & BULKHEAD_BIT != 0 {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
         if self.successor.get().is_some() {
@@ -341,7 +396,8 @@ impl Core {
         } else {
             0
         };
-        let slow = self.timed() && now.saturating_sub(permit.start) >= self.policy.slow_nanos;
+        let slow = self.timed()
+            && now.saturating_sub(permit.start & !BULKHEAD_BIT) >= self.policy.slow_nanos;
         let failure = outcome == Outcome::Failure;
         let consecutive = self.policy.consecutive;
         if !failure && !slow {
@@ -365,7 +421,7 @@ impl Core {
     }
 
     #[cold]
-    fn trip(&self, word: Word, counts: Counts, site: &'static str) {
+    fn trip(&self, word: Word, counts: Counts, site: FnName) {
         let next = word.to_open(self.now(), self.policy.open_wait_nanos(0));
         if self.cas(word, next).is_ok() {
             self.window.reset();
@@ -461,7 +517,7 @@ impl Core {
         word.to_open(self.now(), self.policy.open_wait_nanos(reopens))
     }
 
-    fn left_half_open(&self, next: Word, probes: Counts, site: &'static str) {
+    fn left_half_open(&self, next: Word, probes: Counts, site: FnName) {
         if next.state() == State::Open {
             self.reopens.fetch_add(1, Ordering::AcqRel);
         } else {
@@ -486,7 +542,7 @@ impl Core {
                     self.reopens.store(0, Ordering::Release);
                     self.enter_phase();
                     if word.state() != next.state() {
-                        self.emit(word.state(), next.state(), counts, "operator");
+                        self.emit(word.state(), next.state(), counts, &"operator");
                     }
                     return;
                 }
@@ -496,7 +552,8 @@ impl Core {
     }
 
     #[cold]
-    fn emit(&self, from: State, to: State, counts: Counts, function: &'static str) {
+    fn emit(&self, from: State, to: State, counts: Counts, function: FnName) {
+        let function: &'static str = function;
         let key = self.key.as_str();
         let failure_rate = counts.failure_rate();
         let slow_rate = counts.slow_rate();
@@ -588,20 +645,18 @@ impl Core {
 /// cancelled half-open probe never leaves the circuit stuck.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
 pub struct Permit<'a> {
-    core: CoreRef<'a>,
+    core: &'a Core,
+    /// The state word it was admitted under; inert once settled (or when refused).
     word: Word,
-    site: &'static str,
-    /// Admission time, when calls are timed.
+    /// Admission time when calls are timed, and [`BULKHEAD_BIT`] when the call holds a slot; for a
+    /// refused permit, the wait before the next probe in nanoseconds (`u64::MAX`: none).
     start: u64,
-    /// True when this call holds a bulkhead slot.
-    bulkhead: bool,
-    /// True once the outcome was reported.
-    done: bool,
+    site: FnName,
 }
 
 impl Permit<'_> {
     /// The call succeeded.
-    #[inline]
+    #[inline(always)]
     pub fn success(self) {
         self.settle(Outcome::Success);
     }
@@ -619,52 +674,68 @@ impl Permit<'_> {
     }
 
     /// The key of the breaker that issued this permit.
-    pub(crate) fn key(&self) -> &Key {
-        &self.core.key
+    pub(crate) fn key(&self) -> Key {
+        self.core.key.clone()
     }
 
     /// True when this call is a half-open probe.
     pub fn is_probe(&self) -> bool {
-        self.word.state() == State::HalfOpen
+        self.word.state() == State::HalfOpen && !self.word.inert()
     }
 
-    #[inline]
-    fn settle(self, outcome: Outcome) {
-        let mut this = self;
-        this.core.finish(&this, outcome);
-        this.done = true;
+    /// Why the call was refused, when it was. Permits handed out by
+    /// [`Breaker::try_acquire`] are never refused; the attribute's expansion asks this instead of
+    /// matching a `Result`, which keeps the admitted path free of moves.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn refusal(&self) -> Option<Error> {
+        match self.word.refusal() {
+            0 => None,
+            code => Some(self.refusal_error(code)),
+        }
+    }
+
+    #[cold]
+    fn refusal_error(&self, code: u64) -> Error {
+        let reason = match code - 1 {
+            0 => Reason::Open,
+            1 => Reason::HalfOpenFull,
+            2 => Reason::Recovering,
+            3 => Reason::ForcedOpen,
+            4 => Reason::BulkheadFull,
+            _ => Reason::TimedOut,
+        };
+        let retry_after = (self.start != u64::MAX).then(|| Duration::from_nanos(self.start));
+        Error::new(self.core.key.clone(), reason, retry_after)
+    }
+
+    #[inline(always)]
+    fn settle(mut self, outcome: Outcome) {
+        self.core.finish(&self, outcome);
+        self.word = Word::SETTLED;
     }
 }
 
 impl Drop for Permit<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
-        if self.done {
-            return;
+        if !self.word.inert() {
+            self.abandon();
         }
+    }
+}
+
+impl Permit<'_> {
+    /// Dropped without a report: a panic counts as a failure, anything else is a cancellation.
+    #[cold]
+    fn abandon(&mut self) {
         let outcome = if std::thread::panicking() {
             Outcome::Failure
         } else {
             Outcome::Released
         };
         self.core.finish(self, outcome);
-    }
-}
-
-/// The breaker a permit reports to: borrowed (static keys) or shared (dynamic keys).
-enum CoreRef<'a> {
-    Borrowed(&'a Core),
-    Shared(Arc<Core>),
-}
-
-impl std::ops::Deref for CoreRef<'_> {
-    type Target = Core;
-
-    #[inline]
-    fn deref(&self) -> &Core {
-        match self {
-            CoreRef::Borrowed(core) => core,
-            CoreRef::Shared(core) => core,
-        }
+        self.word = Word::SETTLED;
     }
 }
 
@@ -675,6 +746,13 @@ impl fmt::Debug for Permit<'_> {
             .field("probe", &self.is_probe())
             .finish()
     }
+}
+
+/// Why admission failed (turned into an [`Error`] only when someone asks).
+#[derive(Debug, Clone, Copy)]
+struct Refusal {
+    reason: Reason,
+    retry_after: Option<Duration>,
 }
 
 /// A handle to one breaker. Cheap to clone; clones share the breaker.
@@ -703,7 +781,7 @@ impl Breaker {
     /// Asks for admission; report the outcome on the returned permit.
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Error> {
-        self.core.current().acquire("")
+        self.core.current().acquire(&"")
     }
 
     /// Runs `f` through the breaker; `is_failure` says which errors count.

@@ -16,9 +16,9 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use crate::breaker::{Breaker, Core, Permit, Snapshot};
+use crate::breaker::{Breaker, Core, Snapshot};
 use crate::clock::{Clock, ClockSource};
-use crate::error::{Error, Key};
+use crate::error::Key;
 use crate::observe::{Hooks, Transition};
 use crate::policy::{Policy, PolicyError};
 
@@ -189,25 +189,20 @@ impl Registry {
         }
     }
 
-    /// Admission for a dynamic key: one lock-free lookup, then the breaker's own admission.
+    /// The breaker of a dynamic key: one lock-free lookup (created on first use, within the cap).
     #[inline]
-    pub(crate) fn acquire_dynamic(
-        &self,
-        key: &str,
-        policy: Policy,
-        site: &'static str,
-    ) -> Result<Permit<'static>, Error> {
+    pub(crate) fn dynamic(&self, key: &str, policy: Policy) -> Breaker {
         {
             let map = self.map().pin();
             if let Some(found) = map.get(key) {
                 let core = found.core.current();
                 core.touch();
-                return core.acquire_owned(site);
+                return Breaker { core: core.clone() };
             }
         }
-        self.insert_dynamic(key, policy)
-            .current()
-            .acquire_owned(site)
+        Breaker {
+            core: self.insert_dynamic(key, policy),
+        }
     }
 
     #[cold]
@@ -462,17 +457,17 @@ mod tests {
         r.set_max_keys(3);
         let policy = Policy::new();
         for host in ["a", "b", "c"] {
-            r.acquire_dynamic(host, policy, "t").unwrap().success();
+            r.dynamic(host, policy).try_acquire().unwrap().success();
         }
         assert_eq!(r.len(), 3);
         // Full and everything was used since creation: the first sweep only clears the marks.
-        r.acquire_dynamic("d", policy, "t").unwrap().success();
+        r.dynamic("d", policy).try_acquire().unwrap().success();
         assert_eq!(r.len(), 3);
         assert!(r.get("d").is_none());
         assert_eq!(r.overflow_count(), 1);
         // `a` is used again; `b` and `c` stay idle and go at the next sweep.
-        r.acquire_dynamic("a", policy, "t").unwrap().success();
-        r.acquire_dynamic("e", policy, "t").unwrap().success();
+        r.dynamic("a", policy).try_acquire().unwrap().success();
+        r.dynamic("e", policy).try_acquire().unwrap().success();
         assert!(r.get("a").is_some() && r.get("e").is_some());
         assert!(r.get("b").is_none() && r.get("c").is_none());
         // Literal keys are never evicted.

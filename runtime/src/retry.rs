@@ -100,7 +100,7 @@ where
                 return Settled::Done(Err(error));
             }
             None => {
-                let timed_out = Error::new(permit.key().clone(), Reason::TimedOut, None);
+                let timed_out = Error::new(permit.key(), Reason::TimedOut, None);
                 permit.failure();
                 Settled::Refused(timed_out)
             }

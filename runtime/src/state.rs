@@ -73,6 +73,8 @@ const OPEN: u64 = 1;
 const HALF_OPEN: u64 = 2;
 const FORCED_OPEN: u64 = 3;
 const DISABLED: u64 = 4;
+/// Not a circuit state: marks permits that are settled or refused.
+const INERT: u64 = 7;
 
 const NANOS_PER_MS: u64 = 1_000_000;
 
@@ -87,6 +89,40 @@ impl Word {
     /// The word given to calls admitted in metrics-only mode: an open word, whose reports are ignored.
     pub(crate) const SHADOW: Word = Word(OPEN);
 
+    /// The word of a permit whose outcome was reported: its drop does nothing.
+    pub(crate) const SETTLED: Word = Word(INERT);
+
+    /// The word of a permit that was refused, with the reason (`1..=7`) in the bits above the mode.
+    pub(crate) const fn refused(reason: u64) -> Word {
+        Word(INERT | reason << MODE_BITS)
+    }
+
+    /// True for settled and refused permits: nothing left to report.
+    #[inline(always)]
+    pub(crate) fn inert(self) -> bool {
+        self.0 & MODE_MASK == INERT
+    }
+
+    /// The refusal reason code of a refused permit (0 for every other word).
+    #[inline(always)]
+    pub(crate) fn refusal(self) -> u64 {
+        if self.inert() { self.0 >> MODE_BITS } else { 0 }
+    }
+
+    /// True when the circuit admits calls without asking anything else (closed or disabled):
+    /// one bit test, since those are the two modes whose low two bits are zero.
+    #[inline(always)]
+    pub(crate) fn admits(self) -> bool {
+        self.0 & 0b011 == 0
+    }
+
+    /// True when outcomes are recorded into the window (closed or disabled).
+    #[inline(always)]
+    pub(crate) fn records(self) -> bool {
+        self.admits()
+    }
+
+    #[inline]
     pub(crate) fn state(self) -> State {
         match self.0 & MODE_MASK {
             CLOSED => State::Closed,
@@ -114,7 +150,7 @@ impl Word {
     }
 
     /// True when `other` has the same mode and generation (a permit of `self` may report to it).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn same_epoch(self, other: Word) -> bool {
         (self.0 ^ other.0) & EPOCH_MASK == 0
     }
@@ -223,6 +259,12 @@ mod tests {
     #[test]
     fn transitions_bump_the_generation_and_keep_fields_apart() {
         let w = Word::INITIAL;
+        assert!(w.admits() && w.to_disabled().admits());
+        assert!(
+            !w.to_open(0, 1).admits()
+                && !w.to_half_open(0).admits()
+                && !w.to_forced_open().admits()
+        );
         assert_eq!(w.state(), State::Closed);
         let open = w.to_open(5 * MS, 10 * MS);
         assert_eq!(open.state(), State::Open);

@@ -12,7 +12,7 @@
 //! buckets whose stamp lies within the window. Two writers racing on a bucket boundary may lose an
 //! increment; single-threaded sequences are exact.
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::policy::{Policy, TIME_BUCKETS, Window as WindowKind};
 
@@ -88,7 +88,7 @@ impl Window {
     }
 
     /// Records a fast success; returns nothing because a fast success never trips a circuit.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_fast_success(&self, now: u64) {
         match self {
             Window::Count(w) => w.record_fast_success(),
@@ -170,7 +170,7 @@ impl BitRing {
     }
 
     /// Clears a bit without reporting the total (the fast success path).
-    #[inline]
+    #[inline(always)]
     fn clear(&self, slot: u32) {
         let word = &self.bits[(slot / 64) as usize];
         let mask = 1u64 << (slot % 64);
@@ -200,10 +200,21 @@ impl BitRing {
 /// The last `len` outcomes.
 pub(crate) struct CountWindow {
     len: u32,
-    /// Low 32 bits: next slot; high 32 bits: filled slots (saturates at `len`).
-    cursor: AtomicU64,
+    /// Lemire's multiplier for `x % len` without a division.
+    magic: u64,
+    /// Slots claimed so far (wraps after 2^32 calls, which only reorders one slot).
+    head: AtomicU32,
+    /// Set once `len` slots were claimed since the last reset.
+    full: AtomicBool,
     failures: BitRing,
     slow: Option<BitRing>,
+}
+
+/// `a % d` for the `magic` of `d` (Lemire, Kaser & Kurz, "Faster remainder by direct computation").
+#[inline(always)]
+fn fastmod(a: u32, magic: u64, d: u32) -> u32 {
+    let low = magic.wrapping_mul(u64::from(a));
+    ((u128::from(low) * u128::from(d)) >> 64) as u32
 }
 
 impl CountWindow {
@@ -211,37 +222,31 @@ impl CountWindow {
         let len = len.max(1);
         CountWindow {
             len,
-            cursor: AtomicU64::new(0),
+            magic: (u64::MAX / u64::from(len)).wrapping_add(1),
+            head: AtomicU32::new(0),
+            full: AtomicBool::new(false),
             failures: BitRing::new(len),
             slow: track_slow.then(|| BitRing::new(len)),
         }
     }
 
     /// Claims the next slot; returns it and the number of filled slots after this one.
-    #[inline]
+    #[inline(always)]
     fn claim(&self) -> (u32, u32) {
-        let mut cur = self.cursor.load(Ordering::Relaxed);
-        loop {
-            let pos = cur as u32;
-            let filled = (cur >> 32) as u32;
-            let next_pos = if pos + 1 >= self.len { 0 } else { pos + 1 };
-            let next_filled = if filled < self.len {
-                filled + 1
-            } else {
-                filled
-            };
-            let next = u64::from(next_pos) | u64::from(next_filled) << 32;
-            match self
-                .cursor
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return (pos, next_filled),
-                Err(seen) => cur = seen,
+        let index = self.head.fetch_add(1, Ordering::AcqRel);
+        let slot = fastmod(index, self.magic, self.len);
+        let calls = if index.wrapping_add(1) >= self.len || self.full.load(Ordering::Relaxed) {
+            if !self.full.load(Ordering::Relaxed) {
+                self.full.store(true, Ordering::Relaxed);
             }
-        }
+            self.len
+        } else {
+            index + 1
+        };
+        (slot, calls)
     }
 
-    #[inline]
+    #[inline(always)]
     fn record_fast_success(&self) {
         let (slot, _) = self.claim();
         self.failures.clear(slot);
@@ -266,7 +271,11 @@ impl CountWindow {
     }
 
     fn counts(&self) -> Counts {
-        let calls = (self.cursor.load(Ordering::Acquire) >> 32) as u32;
+        let calls = if self.full.load(Ordering::Acquire) {
+            self.len
+        } else {
+            self.head.load(Ordering::Acquire).min(self.len)
+        };
         Counts {
             calls,
             failures: self.failures.count().min(calls),
@@ -279,7 +288,8 @@ impl CountWindow {
         if let Some(slow) = &self.slow {
             slow.reset();
         }
-        self.cursor.store(0, Ordering::Release);
+        self.full.store(false, Ordering::Release);
+        self.head.store(0, Ordering::Release);
     }
 
     fn heap_bytes(&self) -> usize {
@@ -469,6 +479,16 @@ mod tests {
         w.record(SLOW_OK);
         assert!(!w.counts().trips(&slow_policy));
         assert!(w.record(SLOW_OK).trips(&slow_policy));
+    }
+
+    #[test]
+    fn fastmod_matches_the_remainder() {
+        for d in [1u32, 2, 3, 7, 10, 64, 100, 1000, 999_983, 1_000_000] {
+            let magic = (u64::MAX / u64::from(d)).wrapping_add(1);
+            for a in [0u32, 1, 2, 99, 100, 101, 12_345, u32::MAX - 1, u32::MAX] {
+                assert_eq!(fastmod(a, magic, d), a % d, "{a} % {d}");
+            }
+        }
     }
 
     #[test]
