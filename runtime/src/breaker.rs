@@ -352,12 +352,15 @@ impl Core {
     #[inline(always)]
     fn finish(&self, permit: &Permit<'_>, outcome: Outcome) {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
-        // bulkhead. A success never causes a transition, so a reconfigured breaker may take it too.
+        // bulkhead.
         if self.plain && outcome == Outcome::Success && permit.word.records() {
-            if self.load().same_epoch(permit.word) {
+            let word = self.load();
+            if word.same_epoch(permit.word) {
                 #[cfg(feature = "metrics")]
                 self.meters.call(true, false);
-                self.window.record_fast_success(0);
+                if let Some(counts) = self.window.record_fast_success(0, self.policy.min_calls) {
+                    self.judge(word, counts, permit.site);
+                }
             }
             return;
         }
@@ -404,7 +407,9 @@ impl Core {
             if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
                 self.run.store(0, Ordering::Relaxed);
             }
-            self.window.record_fast_success(now);
+            if let Some(counts) = self.window.record_fast_success(now, self.policy.min_calls) {
+                self.judge(word, counts, permit.site);
+            }
             return;
         }
         let counts = self.window.record(now, Sample { failure, slow });
@@ -417,6 +422,14 @@ impl Core {
             };
         if word.state() == State::Closed && (run_tripped || counts.trips(&self.policy)) {
             self.trip(word, counts, permit.site);
+        }
+    }
+
+    /// Trips the circuit when `counts` reach a rate rule (a closed, not retired breaker only).
+    #[inline]
+    fn judge(&self, word: Word, counts: Counts, site: FnName) {
+        if word.state() == State::Closed && self.successor.get().is_none() && counts.trips(&self.policy) {
+            self.trip(word, counts, site);
         }
     }
 

@@ -87,20 +87,15 @@ impl Window {
         matches!(self, Window::Time(_))
     }
 
-    /// Records a fast success; returns nothing because a fast success never trips a circuit.
+    /// Records a success that was not slow. Returns the counts when they must be judged: a
+    /// success cannot raise a rate, but it can bring the window to `min_calls`, the moment the
+    /// rules start to apply (count windows judge exactly then; time windows, whose old buckets
+    /// expire, judge after every success).
     #[inline(always)]
-    pub(crate) fn record_fast_success(&self, now: u64) {
+    pub(crate) fn record_fast_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
         match self {
-            Window::Count(w) => w.record_fast_success(),
-            Window::Time(w) => {
-                w.record(
-                    now,
-                    Sample {
-                        failure: false,
-                        slow: false,
-                    },
-                );
-            }
+            Window::Count(w) => w.record_fast_success(min_calls),
+            Window::Time(w) => Some(w.record(now, Sample { failure: false, slow: false })),
         }
     }
 
@@ -247,12 +242,13 @@ impl CountWindow {
     }
 
     #[inline(always)]
-    fn record_fast_success(&self) {
-        let (slot, _) = self.claim();
+    fn record_fast_success(&self, min_calls: u32) -> Option<Counts> {
+        let (slot, calls) = self.claim();
         self.failures.clear(slot);
         if let Some(slow) = &self.slow {
             slow.clear(slot);
         }
+        (calls == min_calls).then(|| self.counts())
     }
 
     #[inline]
@@ -413,7 +409,7 @@ mod tests {
             w.record(FAIL);
         }
         for _ in 0..10 {
-            w.record_fast_success();
+            w.record_fast_success(u32::MAX);
         }
         assert_eq!(
             w.counts(),
