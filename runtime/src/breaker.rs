@@ -428,7 +428,10 @@ impl Core {
     /// Trips the circuit when `counts` reach a rate rule (a closed, not retired breaker only).
     #[inline]
     fn judge(&self, word: Word, counts: Counts, site: FnName) {
-        if word.state() == State::Closed && self.successor.get().is_none() && counts.trips(&self.policy) {
+        if word.state() == State::Closed
+            && self.successor.get().is_none()
+            && counts.trips(&self.policy)
+        {
             self.trip(word, counts, site);
         }
     }

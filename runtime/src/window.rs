@@ -95,7 +95,13 @@ impl Window {
     pub(crate) fn record_fast_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
         match self {
             Window::Count(w) => w.record_fast_success(min_calls),
-            Window::Time(w) => Some(w.record(now, Sample { failure: false, slow: false })),
+            Window::Time(w) => Some(w.record(
+                now,
+                Sample {
+                    failure: false,
+                    slow: false,
+                },
+            )),
         }
     }
 
@@ -349,11 +355,7 @@ impl TimeWindow {
         if sample.slow {
             bucket.slow.fetch_add(1, Ordering::AcqRel);
         }
-        if sample.failure || sample.slow {
-            self.counts(now)
-        } else {
-            Counts::default()
-        }
+        self.counts(now)
     }
 
     fn counts(&self, now: u64) -> Counts {
