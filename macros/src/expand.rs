@@ -213,17 +213,17 @@ fn expand(args: Args, function: Function) -> TokenStream {
             };
             let ok_any = at_output(quote!(#ok(_)));
             quote! {
-                match #permit.refusal() {
-                    ::core::option::Option::None => {
-                        let #result = #run;
-                        match &#result {
-                            #ok_any => #permit.success(),
-                            #report_error
-                        }
-                        #result
-                    }
-                    ::core::option::Option::Some(#refused) => #rejected,
+                // A refusal returns at once; its temporaries end here, so an admitted call's
+                // future holds nothing of it across the body's `.await`.
+                if let ::core::option::Option::Some(#refused) = #permit.refusal() {
+                    return #rejected;
                 }
+                let #result = #run;
+                match &#result {
+                    #ok_any => #permit.success(),
+                    #report_error
+                }
+                #result
             }
         }
         Some(fallback) => {
@@ -255,18 +255,16 @@ fn expand(args: Args, function: Function) -> TokenStream {
                 },
             };
             quote! {
-                match #permit.refusal() {
-                    ::core::option::Option::None => {
-                        let #result = #run;
-                        match #result {
-                            #ok_value => {
-                                #permit.success();
-                                #ok_value
-                            }
-                            #report_error
-                        }
+                if let ::core::option::Option::Some(#refused) = #permit.refusal() {
+                    return #on_refused;
+                }
+                let #result = #run;
+                match #result {
+                    #ok_value => {
+                        #permit.success();
+                        #ok_value
                     }
-                    ::core::option::Option::Some(#refused) => #on_refused,
+                    #report_error
                 }
             }
         }
