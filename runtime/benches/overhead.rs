@@ -6,14 +6,18 @@
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
+use std::sync::LazyLock;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use fusebox::{Policy, circuit_breaker};
+use fusebox::{Policy, Registry, circuit_breaker};
 
 #[derive(Debug)]
 enum BenchError {
     Timeout,
+    /// Carried like a real client would, never inspected here.
+    #[allow(dead_code)]
     Refused(fusebox::Error),
 }
 
@@ -62,6 +66,45 @@ fn guarded_sync(x: u64) -> Result<u64, BenchError> {
     }
 }
 
+const TIME_WINDOW: Policy = Policy::new().time_window(Duration::from_secs(30));
+const SLOW: Policy = Policy::new().slow(Duration::from_secs(2)).slow_rate(80);
+
+#[inline(never)]
+#[circuit_breaker(key = "bench-time", policy = TIME_WINDOW, failure = [Timeout])]
+async fn guarded_time_window(x: u64) -> Result<u64, BenchError> {
+    if x == u64::MAX {
+        Err(BenchError::Timeout)
+    } else {
+        Ok(x + 1)
+    }
+}
+
+#[inline(never)]
+#[circuit_breaker(key = "bench-slow", policy = SLOW, failure = [Timeout])]
+async fn guarded_slow(x: u64) -> Result<u64, BenchError> {
+    if x == u64::MAX {
+        Err(BenchError::Timeout)
+    } else {
+        Ok(x + 1)
+    }
+}
+
+static HOSTS: LazyLock<Registry> = LazyLock::new(|| {
+    let registry = Registry::new();
+    registry.set_max_keys(200_000);
+    registry
+});
+
+#[inline(never)]
+#[circuit_breaker(key = host, registry = HOSTS, failure = [Timeout])]
+async fn guarded_host(host: &str, x: u64) -> Result<u64, BenchError> {
+    if x == u64::MAX {
+        Err(BenchError::Timeout)
+    } else {
+        Ok(x + 1)
+    }
+}
+
 fn poll_once<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
     match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
@@ -101,6 +144,37 @@ fn overhead(c: &mut Criterion) {
             Err(e) => panic!("{e}"),
         })
     });
+    group.bench_function("annotated async fn, closed, time window 30s", |b| {
+        b.iter(|| poll_once(guarded_time_window(black_box(1))).is_ok())
+    });
+    group.bench_function("annotated async fn, closed, slow-call timing", |b| {
+        b.iter(|| poll_once(guarded_slow(black_box(1))).is_ok())
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("dynamic key");
+    let mut created = 0;
+    for keys in [1usize, 1_000, 100_000] {
+        let hosts: Vec<String> = (0..keys)
+            .map(|i| format!("host-{i}.internal:443"))
+            .collect();
+        for host in &hosts[created.min(keys)..] {
+            assert!(poll_once(guarded_host(host, 1)).is_ok());
+        }
+        created = keys;
+        assert_eq!(HOSTS.len(), keys);
+        // Visit the keys in a scattered order, as traffic to many hosts would.
+        let order: Vec<&str> = (0..4096)
+            .map(|i| hosts[(i * 7919) % keys].as_str())
+            .collect();
+        group.bench_function(format!("annotated async fn, {keys} keys"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & 4095;
+                poll_once(guarded_host(black_box(order[i]), black_box(1))).is_ok()
+            })
+        });
+    }
     group.finish();
 }
 
