@@ -1,7 +1,9 @@
 //! The arguments of `#[circuit_breaker(...)]`: parsed as `name = value` pairs, then checked one by
-//! one, each value keeping its span so an error points at the token that caused it.
+//! one, each value keeping its span so an error points at the token that caused it. Checks that
+//! involve two arguments (`slow_rate` needs `slow`, `open_max` is at least `open_for`, `backoff`
+//! needs `retry`, …) run once every argument is read.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use proc_macro2::{Span, TokenStream};
 use syn::ext::IdentExt;
@@ -12,32 +14,86 @@ use crate::duration::{self, DurationError, UNIT_LIST};
 use crate::errors::Errors;
 
 /// Every argument name the attribute accepts, in the order the error messages list them.
-pub(crate) const NAMES: [&str; 11] = [
+pub(crate) const NAMES: [&str; 23] = [
     "key",
     "failure",
     "fallback",
     "registry",
     "crate",
+    "policy",
     "window",
     "min_calls",
     "failure_rate",
+    "consecutive",
+    "slow",
+    "slow_rate",
     "open_for",
+    "open_backoff",
+    "open_max",
     "half_open",
-    "policy",
+    "half_open_lease",
+    "recovery",
+    "max_concurrent",
+    "timeout",
+    "retry",
+    "backoff",
+    "deadline",
 ];
+
+/// The arguments that bound or repeat attempts; they need an `async fn`.
+pub(crate) const ATTEMPT_NAMES: [&str; 4] = ["timeout", "retry", "backoff", "deadline"];
 
 /// The default count window of `fusebox::Policy`.
 pub(crate) const DEFAULT_WINDOW: u64 = 100;
 /// The default `min_calls` of `fusebox::Policy`.
 pub(crate) const DEFAULT_MIN_CALLS: u64 = 10;
-/// The largest count window (`fusebox::MAX_WINDOW`).
+/// The default `open_for` of `fusebox::Policy`, in nanoseconds.
+pub(crate) const DEFAULT_OPEN_FOR_NANOS: u64 = 10_000_000_000;
+/// The default `open_max` of `fusebox::Policy`, in nanoseconds.
+pub(crate) const DEFAULT_OPEN_MAX_NANOS: u64 = 5 * 60 * 1_000_000_000;
+/// The largest count window (`fusebox::MAX_WINDOW`), also the largest `consecutive` and
+/// `min_passes`.
 pub(crate) const MAX_WINDOW: u64 = 1_000_000;
 /// The most half-open probes (`fusebox::MAX_HALF_OPEN`).
 pub(crate) const MAX_HALF_OPEN: u64 = 127;
-/// The shortest `open_for`, in nanoseconds (`fusebox::MIN_OPEN_FOR`).
-pub(crate) const MIN_OPEN_FOR_NANOS: u128 = 1_000_000;
-/// The longest `open_for`, in nanoseconds (`fusebox::MAX_OPEN_FOR`).
-pub(crate) const MAX_OPEN_FOR_NANOS: u128 = 24 * 60 * 60 * 1_000_000_000;
+/// The most phases of progressive recovery (`fusebox::MAX_PHASES`).
+pub(crate) const MAX_PHASES: u64 = 100;
+/// The largest `open_backoff` factor (`fusebox::MAX_OPEN_BACKOFF`).
+pub(crate) const MAX_OPEN_BACKOFF: f64 = 100.0;
+/// The largest `max_concurrent`.
+pub(crate) const MAX_CONCURRENT: u64 = 1_000_000;
+/// The most attempts `retry` allows.
+pub(crate) const MAX_RETRY: u64 = 100;
+
+/// The allowed durations of one argument, in nanoseconds, and how messages spell the bounds.
+#[derive(Clone, Copy)]
+struct DurationRange {
+    min: u128,
+    max: u128,
+    text: &'static str,
+}
+
+/// `open_for`, `slow`, `open_max`, `half_open_lease`, `timeout`, `deadline`
+/// (`fusebox::MIN_OPEN_FOR..=fusebox::MAX_OPEN_FOR`).
+const MS_TO_DAY: DurationRange = DurationRange {
+    min: 1_000_000,
+    max: 24 * 60 * 60 * 1_000_000_000,
+    text: "from \"1ms\" to \"24h\"",
+};
+
+/// A time window (`fusebox::MIN_TIME_WINDOW..=fusebox::MAX_TIME_WINDOW`).
+const TIME_WINDOW: DurationRange = DurationRange {
+    min: 10_000_000,
+    max: 60 * 60 * 1_000_000_000,
+    text: "from \"10ms\" to \"1h\" for a time window",
+};
+
+/// The base delay of `backoff` (the longest single delay is `fusebox::MAX_BACKOFF`).
+const BACKOFF: DurationRange = DurationRange {
+    min: 1_000_000,
+    max: 30 * 1_000_000_000,
+    text: "from \"1ms\" to \"30s\"",
+};
 
 /// A checked value and the span of the token it was written as.
 #[derive(Debug, Clone, Copy)]
@@ -64,21 +120,82 @@ pub(crate) enum Variant {
     Path(Path),
 }
 
+/// `window = ...`.
+#[derive(Clone, Copy)]
+pub(crate) enum WindowArg {
+    /// `window = 100`: the last N calls.
+    Count(Spanned<u32>),
+    /// `window = "30s"`: the calls of the last span, in nanoseconds.
+    Time(Spanned<u64>),
+}
+
+/// `recovery = ...`.
+#[derive(Clone, Copy)]
+pub(crate) enum RecoveryArg {
+    /// `recovery = probes`: `half_open` probes, the default.
+    Probes,
+    /// `recovery = progressive(phases = 3, min_passes = 5)`.
+    Progressive {
+        /// `phases = N`.
+        phases: Spanned<u32>,
+        /// `min_passes = N`.
+        min_passes: Spanned<u32>,
+    },
+}
+
 /// The policy arguments; `None` keeps the base policy's value.
 #[derive(Default)]
 pub(crate) struct PolicyArgs {
     /// `policy = CONST`: the base the other knobs override.
     pub(crate) base: Option<Path>,
-    /// `window = N`.
-    pub(crate) window: Option<Spanned<u32>>,
+    /// `window = N` or `window = "30s"`.
+    pub(crate) window: Option<WindowArg>,
     /// `min_calls = N`.
     pub(crate) min_calls: Option<Spanned<u32>>,
     /// `failure_rate = N`, in percent.
     pub(crate) failure_rate: Option<Spanned<u8>>,
+    /// `consecutive = N`.
+    pub(crate) consecutive: Option<Spanned<u32>>,
+    /// `slow = "2s"`, in nanoseconds.
+    pub(crate) slow: Option<Spanned<u64>>,
+    /// `slow_rate = N`, in percent.
+    pub(crate) slow_rate: Option<Spanned<u8>>,
     /// `open_for = "10s"`, in nanoseconds.
     pub(crate) open_for: Option<Spanned<u64>>,
+    /// `open_backoff = 2` or `2.5`.
+    pub(crate) open_backoff: Option<Spanned<f64>>,
+    /// `open_max = "5m"`, in nanoseconds.
+    pub(crate) open_max: Option<Spanned<u64>>,
     /// `half_open = N`.
     pub(crate) half_open: Option<Spanned<u32>>,
+    /// `half_open_lease = "30s"`, in nanoseconds.
+    pub(crate) half_open_lease: Option<Spanned<u64>>,
+    /// `recovery = ...`.
+    pub(crate) recovery: Option<RecoveryArg>,
+    /// `max_concurrent = N`.
+    pub(crate) max_concurrent: Option<Spanned<u32>>,
+}
+
+/// The attempt arguments (`async fn` only).
+#[derive(Default)]
+pub(crate) struct AttemptArgs {
+    /// `timeout = "800ms"`, in nanoseconds.
+    pub(crate) timeout: Option<Spanned<u64>>,
+    /// `retry = N`: attempts in total.
+    pub(crate) retry: Option<Spanned<u32>>,
+    /// `backoff = "100ms"`, in nanoseconds.
+    pub(crate) backoff: Option<Spanned<u64>>,
+    /// `deadline = "2s"`, in nanoseconds.
+    pub(crate) deadline: Option<Spanned<u64>>,
+    /// The attempt arguments as written, for errors about the function they are put on.
+    pub(crate) written: Vec<Ident>,
+}
+
+impl AttemptArgs {
+    /// True when calls go through the attempt driver.
+    pub(crate) fn any(&self) -> bool {
+        !self.written.is_empty()
+    }
 }
 
 /// Which breaker a call goes through.
@@ -104,6 +221,8 @@ pub(crate) struct Args {
     pub(crate) krate: Option<Path>,
     /// The policy knobs.
     pub(crate) policy: PolicyArgs,
+    /// `timeout`, `retry`, `backoff`, `deadline`.
+    pub(crate) attempts: AttemptArgs,
 }
 
 /// One `name = value` pair as written.
@@ -116,6 +235,20 @@ struct RawArg {
 pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Args> {
     let raw = parse_raw.parse2(tokens)?;
     check(raw)
+}
+
+/// The attempt arguments written in `tokens`, whatever their values: used to check the function
+/// even when some argument is invalid.
+pub(crate) fn attempt_names(tokens: TokenStream) -> Vec<Ident> {
+    parse_raw
+        .parse2(tokens)
+        .map(|raw| {
+            raw.into_iter()
+                .map(|arg| arg.name)
+                .filter(|name| ATTEMPT_NAMES.contains(&name.to_string().as_str()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn parse_raw(input: ParseStream) -> syn::Result<Vec<RawArg>> {
@@ -144,14 +277,15 @@ fn parse_raw(input: ParseStream) -> syn::Result<Vec<RawArg>> {
 
 fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
     let mut errors = Errors::default();
-    let mut seen = HashSet::new();
+    // Every argument written, with the span of its name.
+    let mut seen: HashMap<String, Span> = HashMap::new();
     let mut key = None;
     let mut failure = None;
     let mut fallback = None;
     let mut registry = None;
     let mut krate = None;
     let mut policy = PolicyArgs::default();
-    let mut window_raw = None;
+    let mut attempts = AttemptArgs::default();
     let mut min_calls_raw = None;
 
     for RawArg { name, value } in raw {
@@ -160,12 +294,16 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
             errors.push(unknown_argument(&name));
             continue;
         }
-        if !seen.insert(text.clone()) {
+        if seen.contains_key(&text) {
             errors.push(syn::Error::new(
                 name.span(),
                 format!("duplicate argument `{name}`; remove one"),
             ));
             continue;
+        }
+        seen.insert(text.clone(), name.span());
+        if ATTEMPT_NAMES.contains(&text.as_str()) {
+            attempts.written.push(name.clone());
         }
         match text.as_str() {
             "key" => key = errors.ok(key_arg(value)),
@@ -194,9 +332,7 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
                     "`policy` takes the path of a `const` `fusebox::Policy`, like `policy = PAYMENT_POLICY`",
                 ))
             }
-            "window" => {
-                window_raw = errors.ok(int_in_range(&name, &value, "100", 1, MAX_WINDOW, "calls"))
-            }
+            "window" => policy.window = errors.ok(window_arg(&name, &value)),
             "min_calls" => {
                 min_calls_raw = errors.ok(int_in_range(
                     &name,
@@ -212,6 +348,31 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
                     .ok(int_in_range(&name, &value, "50", 1, 100, "percent"))
                     .map(narrow)
             }
+            "consecutive" => {
+                policy.consecutive = errors
+                    .ok(int_in_range(
+                        &name,
+                        &value,
+                        "5",
+                        1,
+                        MAX_WINDOW,
+                        "counted failures in a row",
+                    ))
+                    .map(narrow)
+            }
+            "slow" => policy.slow = errors.ok(duration_arg(&name, &value, "2s", MS_TO_DAY)),
+            "slow_rate" => {
+                policy.slow_rate = errors
+                    .ok(int_in_range(&name, &value, "80", 1, 100, "percent"))
+                    .map(narrow)
+            }
+            "open_for" => {
+                policy.open_for = errors.ok(duration_arg(&name, &value, "10s", MS_TO_DAY))
+            }
+            "open_backoff" => policy.open_backoff = errors.ok(open_backoff_arg(&name, &value)),
+            "open_max" => {
+                policy.open_max = errors.ok(duration_arg(&name, &value, "5m", MS_TO_DAY))
+            }
             "half_open" => {
                 policy.half_open = errors
                     .ok(int_in_range(
@@ -224,32 +385,52 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
                     ))
                     .map(narrow)
             }
-            "open_for" => policy.open_for = errors.ok(duration_arg(&name, &value)),
+            "half_open_lease" => {
+                policy.half_open_lease = errors.ok(duration_arg(&name, &value, "30s", MS_TO_DAY))
+            }
+            "recovery" => policy.recovery = errors.ok(recovery_arg(&value)),
+            "max_concurrent" => {
+                policy.max_concurrent = errors
+                    .ok(int_in_range(
+                        &name,
+                        &value,
+                        "10",
+                        1,
+                        MAX_CONCURRENT,
+                        "calls in flight",
+                    ))
+                    .map(narrow)
+            }
+            "timeout" => {
+                attempts.timeout = errors.ok(duration_arg(&name, &value, "800ms", MS_TO_DAY))
+            }
+            "retry" => {
+                attempts.retry = errors
+                    .ok(int_in_range(
+                        &name,
+                        &value,
+                        "3",
+                        1,
+                        MAX_RETRY,
+                        "attempts in total, the first one included",
+                    ))
+                    .map(narrow)
+            }
+            "backoff" => {
+                attempts.backoff = errors.ok(duration_arg(&name, &value, "100ms", BACKOFF))
+            }
+            "deadline" => {
+                attempts.deadline = errors.ok(duration_arg(&name, &value, "2s", MS_TO_DAY))
+            }
             // Every other name was reported as unknown above.
             _ => {}
         }
     }
 
-    if let Some(min_calls) = min_calls_raw {
-        let (window, which) = match (window_raw, &policy.base) {
-            (Some(window), _) => (Some(window.value), String::new()),
-            (None, None) => (Some(DEFAULT_WINDOW), ", the default".to_owned()),
-            // The window of a `policy = CONST` is only known when the program runs.
-            (None, Some(_)) => (None, String::new()),
-        };
-        if let Some(window) = window.filter(|&window| min_calls.value > window) {
-            errors.push(syn::Error::new(
-                min_calls.span,
-                format!(
-                    "`min_calls` ({}) is greater than `window` ({window}{which}); \
-                     lower `min_calls` or raise `window`",
-                    min_calls.value
-                ),
-            ));
-        }
-    }
-    policy.window = window_raw.map(narrow);
+    check_min_calls(&mut errors, &policy, min_calls_raw);
     policy.min_calls = min_calls_raw.map(narrow);
+    check_policy(&mut errors, &policy, &seen);
+    check_attempts(&mut errors, &attempts, &seen);
 
     let missing_key = || {
         syn::Error::new(
@@ -258,7 +439,7 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
              (calls with the same key share one circuit)",
         )
     };
-    if !seen.contains("key") {
+    if !seen.contains_key("key") {
         errors.push(missing_key());
     }
     errors.finish()?;
@@ -271,7 +452,120 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
         registry,
         krate,
         policy,
+        attempts,
     })
+}
+
+/// `min_calls` is at most a count window (a time window has no upper bound).
+fn check_min_calls(errors: &mut Errors, policy: &PolicyArgs, min_calls: Option<Spanned<u64>>) {
+    let Some(min_calls) = min_calls else { return };
+    let (window, which) = match (policy.window, &policy.base) {
+        (Some(WindowArg::Count(window)), _) => (Some(u64::from(window.value)), ""),
+        (Some(WindowArg::Time(_)), _) => (None, ""),
+        (None, None) => (Some(DEFAULT_WINDOW), ", the default"),
+        // The window of a `policy = CONST` is only known when the program runs.
+        (None, Some(_)) => (None, ""),
+    };
+    if let Some(window) = window.filter(|&window| min_calls.value > window) {
+        errors.push(syn::Error::new(
+            min_calls.span,
+            format!(
+                "`min_calls` ({}) is greater than `window` ({window}{which}); \
+                 lower `min_calls` or raise `window`",
+                min_calls.value
+            ),
+        ));
+    }
+}
+
+/// Checks between policy arguments. With `policy = CONST` the base's fields are only known when
+/// the program runs, so a check that needs one of them is left to the runtime's validation.
+fn check_policy(errors: &mut Errors, policy: &PolicyArgs, seen: &HashMap<String, Span>) {
+    let based = policy.base.is_some();
+    if let (Some(&span), false, false) = (seen.get("slow_rate"), seen.contains_key("slow"), based) {
+        errors.push(syn::Error::new(
+            span,
+            "`slow_rate` has no effect without `slow`; add `slow = \"2s\"` to say which calls \
+             are slow, or remove `slow_rate`",
+        ));
+    }
+    // The wait the circuit starts with: written, the default, or unknown (the base's).
+    let open_for = match (policy.open_for, based) {
+        (Some(open_for), _) => Some((open_for.value, "")),
+        (None, false) => Some((DEFAULT_OPEN_FOR_NANOS, ", the default")),
+        (None, true) => None,
+    };
+    if let (Some(open_max), Some((open_for, which))) = (policy.open_max, open_for)
+        && open_max.value < open_for
+    {
+        errors.push(syn::Error::new(
+            open_max.span,
+            format!(
+                "`open_max` ({}) is shorter than `open_for` ({}{which}); `open_max` caps the \
+                 wait that `open_backoff` grows from `open_for`: raise `open_max` or lower \
+                 `open_for`",
+                duration::show(open_max.value),
+                duration::show(open_for),
+            ),
+        ));
+    }
+    if let (Some(backoff), None, Some((open_for, _))) =
+        (policy.open_backoff, policy.open_max, open_for)
+        && open_for > DEFAULT_OPEN_MAX_NANOS
+    {
+        errors.push(syn::Error::new(
+            backoff.span,
+            format!(
+                "`open_backoff` grows the wait up to `open_max` (\"5m\", the default), which is \
+                 shorter than `open_for` ({}); add `open_max` of at least `open_for`",
+                duration::show(open_for),
+            ),
+        ));
+    }
+    if let (Some(&span), Some(RecoveryArg::Probes), true) =
+        (seen.get("recovery"), policy.recovery, based)
+    {
+        errors.push(syn::Error::new(
+            span,
+            "`recovery = probes` cannot override the recovery of `policy = …`; build the \
+             `const` policy without `.progressive(…)` instead",
+        ));
+    }
+}
+
+/// `backoff` and `deadline` only act between attempts, so they need `retry` above 1.
+fn check_attempts(errors: &mut Errors, attempts: &AttemptArgs, seen: &HashMap<String, Span>) {
+    let retried = match attempts.retry {
+        Some(retry) => retry.value > 1,
+        // `retry` was written but refused: already reported.
+        None => seen.contains_key("retry"),
+    };
+    if retried {
+        return;
+    }
+    let without = match attempts.retry {
+        Some(_) => "with `retry = 1`",
+        None => "without `retry`",
+    };
+    if let Some(&span) = seen.get("backoff") {
+        errors.push(syn::Error::new(
+            span,
+            format!(
+                "`backoff` has no effect {without}: it is the wait between attempts; add \
+                 `retry = 3` (attempts in total) or remove `backoff`"
+            ),
+        ));
+    }
+    if let Some(&span) = seen.get("deadline") {
+        errors.push(syn::Error::new(
+            span,
+            format!(
+                "`deadline` has no effect {without}: it is the budget checked before each \
+                 retry; add `retry = 3` (attempts in total), or bound the single attempt with \
+                 `timeout` instead"
+            ),
+        ));
+    }
 }
 
 /// Converts a value already checked to fit.
@@ -402,6 +696,28 @@ fn failure_arg(value: &Expr) -> syn::Result<Failure> {
     }
 }
 
+/// `window = 100` (a count window) or `window = "30s"` (a time window).
+fn window_arg(name: &Ident, value: &Expr) -> syn::Result<WindowArg> {
+    match literal(value) {
+        Some(Lit::Int(_)) => {
+            let calls = int_in_range(name, value, "100", 1, MAX_WINDOW, "calls")?;
+            Ok(WindowArg::Count(narrow(calls)))
+        }
+        Some(Lit::Str(_)) => Ok(WindowArg::Time(duration_arg(
+            name,
+            value,
+            "30s",
+            TIME_WINDOW,
+        )?)),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            "`window` takes an integer literal for a count window, like `window = 100`, or a \
+             duration string for a time window, like `window = \"30s\"`; to share settings \
+             between functions, use a `const` `fusebox::Policy` with `policy = NAME`",
+        )),
+    }
+}
+
 fn int_in_range(
     name: &Ident,
     value: &Expr,
@@ -438,11 +754,16 @@ fn int_in_range(
     })
 }
 
-fn duration_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<u64>> {
+fn duration_arg(
+    name: &Ident,
+    value: &Expr,
+    example: &str,
+    range: DurationRange,
+) -> syn::Result<Spanned<u64>> {
     let Some(Lit::Str(text)) = literal(value) else {
         return Err(syn::Error::new_spanned(
             value,
-            format!("`{name}` takes a duration string literal like `{name} = \"10s\"`"),
+            format!("`{name}` takes a duration string literal like `{name} = \"{example}\"`"),
         ));
     };
     let written = text.value();
@@ -454,12 +775,12 @@ fn duration_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<u64>> {
                 text.span(),
                 format!(
                     "invalid duration \"{written}\"; write an integer followed by one of the \
-                     units {UNIT_LIST}, like `{name} = \"30s\"` or `{name} = \"250ms\"`"
+                     units {UNIT_LIST}, like `{name} = \"{example}\"` or `{name} = \"250ms\"`"
                 ),
             ));
         }
     };
-    match nanos.filter(|nanos| (MIN_OPEN_FOR_NANOS..=MAX_OPEN_FOR_NANOS).contains(nanos)) {
+    match nanos.filter(|nanos| (range.min..=range.max).contains(nanos)) {
         Some(nanos) => Ok(Spanned {
             value: u64::try_from(nanos).unwrap_or(u64::MAX),
             span: text.span(),
@@ -467,9 +788,160 @@ fn duration_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<u64>> {
         None => Err(syn::Error::new(
             text.span(),
             format!(
-                "`{name} = \"{written}\"` is out of range; use a duration from \"1ms\" to \"24h\""
+                "`{name} = \"{written}\"` is out of range; use a duration {}",
+                range.text
             ),
         )),
+    }
+}
+
+/// `open_backoff = 2` or `open_backoff = 2.5`: a factor in 1..=100.
+fn open_backoff_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>> {
+    let (factor, digits, span) = match literal(value) {
+        Some(Lit::Int(int)) => (
+            int.base10_parse::<u64>().map(|n| n as f64).ok(),
+            int.base10_digits().to_owned(),
+            int.span(),
+        ),
+        Some(Lit::Float(float)) => (
+            float.base10_parse::<f64>().ok(),
+            float.base10_digits().to_owned(),
+            float.span(),
+        ),
+        _ => {
+            return Err(syn::Error::new_spanned(
+                value,
+                format!(
+                    "`{name}` takes a number literal like `{name} = 2` or `{name} = 1.5`: the \
+                     factor the open wait grows by after each failed recovery"
+                ),
+            ));
+        }
+    };
+    match factor {
+        Some(factor) if factor < 1.0 => Err(syn::Error::new(
+            span,
+            format!(
+                "`{name} = {digits}` is below 1: the open wait would shrink after each failed \
+                 recovery; use a factor from 1 (no backoff) to 100, like `{name} = 2`"
+            ),
+        )),
+        Some(factor) if factor <= MAX_OPEN_BACKOFF => Ok(Spanned {
+            value: factor,
+            span,
+        }),
+        _ => Err(syn::Error::new(
+            span,
+            format!(
+                "`{name} = {digits}` is out of range; use a factor from 1 (no backoff) to 100, \
+                 and cap the wait with `open_max`"
+            ),
+        )),
+    }
+}
+
+/// `recovery = probes` or `recovery = progressive(phases = 3, min_passes = 5)`.
+fn recovery_arg(value: &Expr) -> syn::Result<RecoveryArg> {
+    const SHAPE: &str = "`recovery` takes `probes` (the default: `half_open` probes) or \
+                         `progressive(phases = 3, min_passes = 5)`";
+    let (callee, args) = match value {
+        Expr::Path(path) if path.path.is_ident("probes") && path.attrs.is_empty() => {
+            return Ok(RecoveryArg::Probes);
+        }
+        Expr::Path(path) if path.path.is_ident("progressive") => {
+            return Err(syn::Error::new_spanned(
+                value,
+                "`progressive` needs its settings: write \
+                 `recovery = progressive(phases = 3, min_passes = 5)`",
+            ));
+        }
+        Expr::Call(call) if call.attrs.is_empty() => match &*call.func {
+            Expr::Path(path) if path.path.is_ident("progressive") => (path, &call.args),
+            _ => return Err(syn::Error::new_spanned(&call.func, SHAPE)),
+        },
+        _ => return Err(syn::Error::new_spanned(value, SHAPE)),
+    };
+    let mut errors = Errors::default();
+    let mut phases = None;
+    let mut min_passes = None;
+    let mut given = HashSet::new();
+    let mut malformed = false;
+    for arg in args {
+        let Expr::Assign(assign) = arg else {
+            errors.push(syn::Error::new_spanned(
+                arg,
+                "expected `phases = N` or `min_passes = N`, like \
+                 `progressive(phases = 3, min_passes = 5)`",
+            ));
+            malformed = true;
+            continue;
+        };
+        let name = match &*assign.left {
+            Expr::Path(path) if path.attrs.is_empty() => path.path.get_ident().cloned(),
+            _ => None,
+        };
+        let Some(name) = name else {
+            errors.push(syn::Error::new_spanned(
+                &assign.left,
+                "expected `phases = N` or `min_passes = N`",
+            ));
+            malformed = true;
+            continue;
+        };
+        let text = name.to_string();
+        if !given.insert(text.clone()) {
+            errors.push(syn::Error::new(
+                name.span(),
+                format!("duplicate `{name}` in `progressive(…)`; remove one"),
+            ));
+            continue;
+        }
+        match text.as_str() {
+            "phases" => {
+                phases = errors
+                    .ok(int_in_range(
+                        &name,
+                        &assign.right,
+                        "3",
+                        1,
+                        MAX_PHASES,
+                        "phases, the last one admits all traffic",
+                    ))
+                    .map(narrow)
+            }
+            "min_passes" => {
+                min_passes = errors
+                    .ok(int_in_range(
+                        &name,
+                        &assign.right,
+                        "5",
+                        1,
+                        MAX_WINDOW,
+                        "calls a phase records before it is judged",
+                    ))
+                    .map(narrow)
+            }
+            _ => errors.push(syn::Error::new(
+                name.span(),
+                format!(
+                    "unknown setting `{name}` of `progressive`; expected `phases` or `min_passes`"
+                ),
+            )),
+        }
+    }
+    for (missing, example) in [("phases", "3"), ("min_passes", "5")] {
+        if !malformed && !given.contains(missing) {
+            errors.push(syn::Error::new_spanned(
+                callee,
+                format!("`progressive` needs `{missing}`; add `{missing} = {example}`"),
+            ));
+        }
+    }
+    errors.finish()?;
+    match (phases, min_passes) {
+        (Some(phases), Some(min_passes)) => Ok(RecoveryArg::Progressive { phases, min_passes }),
+        // Both were given and checked: `finish` reported any refusal.
+        _ => Err(syn::Error::new_spanned(value, SHAPE)),
     }
 }
 
@@ -514,11 +986,307 @@ mod tests {
         assert!(parsed.fallback.is_some() && parsed.registry.is_some() && parsed.krate.is_some());
         let policy = &parsed.policy;
         assert!(policy.base.is_some());
-        assert_eq!(policy.window.map(|w| w.value), Some(20));
+        assert!(matches!(policy.window, Some(WindowArg::Count(w)) if w.value == 20));
         assert_eq!(policy.min_calls.map(|w| w.value), Some(5));
         assert_eq!(policy.failure_rate.map(|w| w.value), Some(40));
         assert_eq!(policy.open_for.map(|w| w.value), Some(30_000_000_000));
         assert_eq!(policy.half_open.map(|w| w.value), Some(3));
+    }
+
+    #[test]
+    fn every_new_argument() {
+        let parsed = args(quote!(
+            key = "k",
+            window = "30s",
+            min_calls = 500,
+            consecutive = 5,
+            slow = "2s",
+            slow_rate = 80,
+            open_backoff = 2.5,
+            open_max = "5m",
+            half_open_lease = "30s",
+            recovery = progressive(phases = 3, min_passes = 5),
+            max_concurrent = 10,
+            timeout = "800ms",
+            retry = 3,
+            backoff = "100ms",
+            deadline = "2s",
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let policy = &parsed.policy;
+        assert!(matches!(policy.window, Some(WindowArg::Time(w)) if w.value == 30_000_000_000));
+        assert_eq!(policy.min_calls.map(|w| w.value), Some(500));
+        assert_eq!(policy.consecutive.map(|w| w.value), Some(5));
+        assert_eq!(policy.slow.map(|w| w.value), Some(2_000_000_000));
+        assert_eq!(policy.slow_rate.map(|w| w.value), Some(80));
+        assert_eq!(policy.open_backoff.map(|w| w.value), Some(2.5));
+        assert_eq!(policy.open_max.map(|w| w.value), Some(300_000_000_000));
+        assert_eq!(
+            policy.half_open_lease.map(|w| w.value),
+            Some(30_000_000_000)
+        );
+        assert!(matches!(
+            policy.recovery,
+            Some(RecoveryArg::Progressive { phases, min_passes })
+                if phases.value == 3 && min_passes.value == 5
+        ));
+        assert_eq!(policy.max_concurrent.map(|w| w.value), Some(10));
+        let attempts = &parsed.attempts;
+        assert!(attempts.any());
+        assert_eq!(attempts.timeout.map(|w| w.value), Some(800_000_000));
+        assert_eq!(attempts.retry.map(|w| w.value), Some(3));
+        assert_eq!(attempts.backoff.map(|w| w.value), Some(100_000_000));
+        assert_eq!(attempts.deadline.map(|w| w.value), Some(2_000_000_000));
+        assert_eq!(attempts.written.len(), 4);
+        assert!(matches!(
+            args(quote!(key = "k", recovery = probes, open_backoff = 2))
+                .unwrap()
+                .policy,
+            PolicyArgs {
+                recovery: Some(RecoveryArg::Probes),
+                open_backoff: Some(Spanned { value: 2.0, .. }),
+                ..
+            }
+        ));
+        assert!(
+            !args(quote!(key = "k", max_concurrent = 1))
+                .unwrap()
+                .attempts
+                .any()
+        );
+        assert_eq!(
+            attempt_names(quote!(key = "k", retry = 0, timeout = x, window = 3))
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>(),
+            ["retry", "timeout"]
+        );
+    }
+
+    /// The single error of `tokens`, which must start with `expected`.
+    fn one_error(tokens: TokenStream, expected: &str) {
+        let found = messages(tokens.clone());
+        assert!(
+            found.len() == 1 && found[0].starts_with(expected),
+            "{tokens}: {found:?}"
+        );
+    }
+
+    #[test]
+    fn new_ranges() {
+        for (tokens, expected) in [
+            (
+                quote!(key = "k", window = "0s"),
+                "`window = \"0s\"` is out of range; use a duration from \"10ms\" to \"1h\" for a time window",
+            ),
+            (
+                quote!(key = "k", window = "2h"),
+                "`window = \"2h\"` is out of range",
+            ),
+            (
+                quote!(key = "k", window = 2.5),
+                "`window` takes an integer literal for a count window",
+            ),
+            (
+                quote!(key = "k", slow = "0ms"),
+                "`slow = \"0ms\"` is out of range",
+            ),
+            (
+                quote!(key = "k", slow = "2s", slow_rate = 0),
+                "`slow_rate = 0` is out of range",
+            ),
+            (
+                quote!(key = "k", slow = "2s", slow_rate = 101),
+                "`slow_rate = 101`",
+            ),
+            (
+                quote!(key = "k", consecutive = 0),
+                "`consecutive = 0` is out of range",
+            ),
+            (
+                quote!(key = "k", consecutive = 1000001),
+                "`consecutive = 1000001`",
+            ),
+            (
+                quote!(key = "k", open_backoff = 0.5),
+                "`open_backoff = 0.5` is below 1",
+            ),
+            (
+                quote!(key = "k", open_backoff = 0),
+                "`open_backoff = 0` is below 1",
+            ),
+            (
+                quote!(key = "k", open_backoff = 101),
+                "`open_backoff = 101` is out of range",
+            ),
+            (
+                quote!(key = "k", open_backoff = "2"),
+                "`open_backoff` takes a number literal",
+            ),
+            (
+                quote!(key = "k", open_max = "25h"),
+                "`open_max = \"25h\"` is out of range",
+            ),
+            (
+                quote!(key = "k", half_open_lease = "0s"),
+                "`half_open_lease = \"0s\"`",
+            ),
+            (
+                quote!(key = "k", max_concurrent = 0),
+                "`max_concurrent = 0` is out of range",
+            ),
+            (
+                quote!(key = "k", timeout = "0s"),
+                "`timeout = \"0s\"` is out of range",
+            ),
+            (
+                quote!(key = "k", timeout = 800),
+                "`timeout` takes a duration string literal",
+            ),
+            (
+                quote!(key = "k", retry = 0),
+                "`retry = 0` is out of range; use a value in 1..=100",
+            ),
+            (quote!(key = "k", retry = 101), "`retry = 101`"),
+            (
+                quote!(key = "k", retry = 3, backoff = "31s"),
+                "`backoff = \"31s\"` is out of range",
+            ),
+            (
+                quote!(key = "k", retry = 3, deadline = "0s"),
+                "`deadline = \"0s\"`",
+            ),
+        ] {
+            one_error(tokens, expected);
+        }
+        for ok in [
+            quote!(key = "k", window = "10ms"),
+            quote!(key = "k", window = "1h", min_calls = 5000),
+            quote!(key = "k", open_backoff = 1),
+            quote!(key = "k", open_backoff = 100.0),
+            quote!(key = "k", open_for = "1s", open_max = "1s"),
+            quote!(key = "k", retry = 1),
+            quote!(key = "k", timeout = "1ms"),
+            quote!(key = "k", retry = 100, backoff = "30s", deadline = "24h"),
+            quote!(key = "k", slow_rate = 50, policy = SLOW),
+            quote!(key = "k", open_max = "1s", policy = BASE),
+        ] {
+            assert!(args(ok.clone()).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn conflicts() {
+        for (tokens, expected) in [
+            (
+                quote!(key = "k", slow_rate = 80),
+                "`slow_rate` has no effect without `slow`; add `slow = \"2s\"`",
+            ),
+            (
+                quote!(key = "k", open_max = "5s"),
+                "`open_max` (\"5s\") is shorter than `open_for` (\"10s\", the default)",
+            ),
+            (
+                quote!(key = "k", open_for = "2m", open_max = "90s"),
+                "`open_max` (\"90s\") is shorter than `open_for` (\"2m\")",
+            ),
+            (
+                quote!(key = "k", open_for = "10m", open_backoff = 2),
+                "`open_backoff` grows the wait up to `open_max` (\"5m\", the default), which is \
+                 shorter than `open_for` (\"10m\")",
+            ),
+            (
+                quote!(key = "k", backoff = "100ms"),
+                "`backoff` has no effect without `retry`",
+            ),
+            (
+                quote!(key = "k", retry = 1, backoff = "100ms"),
+                "`backoff` has no effect with `retry = 1`",
+            ),
+            (
+                quote!(key = "k", timeout = "1s", deadline = "2s"),
+                "`deadline` has no effect without `retry`",
+            ),
+            (
+                quote!(key = "k", policy = BASE, recovery = probes),
+                "`recovery = probes` cannot override",
+            ),
+            (
+                quote!(key = "k", window = 10, min_calls = 11),
+                "`min_calls` (11)",
+            ),
+        ] {
+            one_error(tokens, expected);
+        }
+        // A time window sets no bound on `min_calls`; a refused `retry` is not reported twice.
+        assert!(args(quote!(key = "k", window = "1s", min_calls = 1000)).is_ok());
+        assert_eq!(
+            messages(quote!(key = "k", retry = 0, backoff = "1s")).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn recovery_shapes() {
+        for (tokens, expected) in [
+            (
+                quote!(
+                    key = "k",
+                    recovery = progressive(phases = 0, min_passes = 5)
+                ),
+                "`phases = 0` is out of range; use a value in 1..=100",
+            ),
+            (
+                quote!(
+                    key = "k",
+                    recovery = progressive(phases = 101, min_passes = 5)
+                ),
+                "`phases = 101` is out of range",
+            ),
+            (
+                quote!(
+                    key = "k",
+                    recovery = progressive(phases = 3, min_passes = 0)
+                ),
+                "`min_passes = 0` is out of range",
+            ),
+            (
+                quote!(key = "k", recovery = progressive(phases = 3)),
+                "`progressive` needs `min_passes`; add `min_passes = 5`",
+            ),
+            (
+                quote!(
+                    key = "k",
+                    recovery = progressive(phases = 3, min_passes = 5, phase = 2)
+                ),
+                "unknown setting `phase` of `progressive`; expected `phases` or `min_passes`",
+            ),
+            (
+                quote!(
+                    key = "k",
+                    recovery = progressive(phases = 3, phases = 4, min_passes = 5)
+                ),
+                "duplicate `phases`",
+            ),
+            (
+                quote!(key = "k", recovery = progressive(3)),
+                "expected `phases = N` or `min_passes = N`",
+            ),
+            (
+                quote!(key = "k", recovery = progressive),
+                "`progressive` needs its settings",
+            ),
+            (
+                quote!(key = "k", recovery = gradual(phases = 3)),
+                "`recovery` takes `probes`",
+            ),
+            (
+                quote!(key = "k", recovery = "probes"),
+                "`recovery` takes `probes`",
+            ),
+        ] {
+            one_error(tokens, expected);
+        }
     }
 
     #[test]
@@ -618,7 +1386,7 @@ mod tests {
         assert_eq!(found.len(), 5, "{found:?}");
         assert!(found[0].starts_with("unknown argument `falure`; expected one of `key`, "));
         assert!(found[0].ends_with("did you mean `failure`?"));
-        assert!(found[1].starts_with("`window` takes an integer literal like `window = 100`"));
+        assert!(found[1].starts_with("`window` takes an integer literal for a count window"));
         assert_eq!(found[2], "duplicate argument `window`; remove one");
         assert!(found[3].starts_with("`failure_rate = 0` is out of range"));
         assert!(found[4].starts_with("missing `key`"));
@@ -656,6 +1424,10 @@ mod tests {
         assert_eq!(closest("min_call"), Some("min_calls"));
         assert_eq!(closest("fallbak"), Some("fallback"));
         assert_eq!(closest("timeout"), None);
-        assert_eq!(closest("retry"), None);
+        assert_eq!(closest("retries"), None);
+        assert_eq!(closest("rety"), Some("retry"));
+        assert_eq!(closest("consecutiv"), Some("consecutive"));
+        assert_eq!(closest("max_concurent"), Some("max_concurrent"));
+        assert_eq!(closest("slow_rat"), Some("slow_rate"));
     }
 }

@@ -44,6 +44,21 @@ pub(crate) fn parse_nanos(text: &str) -> Result<u128, DurationError> {
     number.checked_mul(scale).ok_or(DurationError::Overflow)
 }
 
+/// `nanos` as a duration string, in the largest unit that divides it (`"90s"`, `"5m"`, `"1500us"`).
+pub(crate) fn show(nanos: u64) -> String {
+    if nanos == 0 {
+        return "\"0s\"".to_owned();
+    }
+    let nanos = u128::from(nanos);
+    let (name, scale) = UNITS
+        .iter()
+        .rev()
+        .find(|&&(_, scale)| nanos % scale == 0)
+        .copied()
+        .unwrap_or(UNITS[0]);
+    format!("\"{}{name}\"", nanos / scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +94,16 @@ mod tests {
         ] {
             assert_eq!(parse_nanos(text), Err(DurationError::Syntax), "{text:?}");
         }
+    }
+
+    #[test]
+    fn shows_in_the_largest_exact_unit() {
+        assert_eq!(show(0), "\"0s\"");
+        assert_eq!(show(10_000_000_000), "\"10s\"");
+        assert_eq!(show(300_000_000_000), "\"5m\"");
+        assert_eq!(show(90_000_000_000), "\"90s\"");
+        assert_eq!(show(1_500_000), "\"1500us\"");
+        assert_eq!(show(7), "\"7ns\"");
     }
 
     #[test]

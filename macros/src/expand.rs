@@ -2,6 +2,10 @@
 //! per-function `static` call site, the original body wrapped in a closure or an `async` block (so
 //! `return` and `?` stay inside it), classification of the outcome, the report on the permit, and
 //! the fallback.
+//!
+//! With `timeout`, `retry`, `backoff` or `deadline` the body instead becomes an attempt closure run
+//! by the runtime's attempt driver (see [`attempts_body`]); without them nothing of that machinery
+//! is generated.
 
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{ToTokens, TokenStreamExt, quote, quote_spanned};
@@ -9,7 +13,10 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned as _;
 use syn::{Expr, GenericArgument, Ident, Path, PathArguments, Stmt, Type, TypePath};
 
-use crate::args::{self, Args, DEFAULT_MIN_CALLS, Failure, Key, PolicyArgs, Spanned, Variant};
+use crate::args::{
+    self, Args, AttemptArgs, DEFAULT_MIN_CALLS, Failure, Key, PolicyArgs, RecoveryArg, Spanned,
+    Variant, WindowArg,
+};
 use crate::errors::Errors;
 use crate::function::{self, Function, Params};
 
@@ -17,9 +24,10 @@ use crate::function::{self, Function, Params};
 /// with every error appended.
 pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
+    let attempt_names = args::attempt_names(args.clone());
     let args = errors.ok(args::parse(args));
     let fallback = args.as_ref().is_some_and(|args| args.fallback.is_some());
-    let function = errors.ok(function::parse(item.clone(), fallback));
+    let function = errors.ok(function::parse(item.clone(), fallback, &attempt_names));
     match (args, function, errors.finish()) {
         (Some(args), Some(function), Ok(())) => expand(args, function),
         (_, _, result) => {
@@ -127,6 +135,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
         mut item,
         output,
         params,
+        borrowed,
     } = function;
     let krate = match &args.krate {
         Some(path) => path.to_token_stream(),
@@ -167,6 +176,31 @@ fn expand(args: Args, function: Function) -> TokenStream {
     item.block
         .brace_token
         .surround(&mut body, |tokens| tokens.append_all(&stmts));
+    let site = Ident::new("__FUSEBOX_SITE", Span::mixed_site());
+    let function_name = item.sig.ident.unraw().to_string();
+    let function_path = quote!(::core::concat!(::core::module_path!(), "::", #function_name));
+    let policy = policy(&args.policy, private);
+    let registry = match &args.registry {
+        Some(path) => {
+            let private = names.private_at(path.span());
+            quote_spanned!(path.span()=> #private::registry_of(&#path))
+        }
+        None => quote!(#private::global()),
+    };
+    if args.attempts.any() {
+        let attempt = Attempt {
+            site: &site,
+            function_path: &function_path,
+            policy: &policy,
+            registry: &registry,
+            params: &params,
+            borrowed: &borrowed,
+            body,
+        };
+        let new_body = attempts_body(&args, &names, attempt);
+        item.block.stmts = vec![Stmt::Expr(Expr::Verbatim(new_body), None)];
+        return item.into_token_stream();
+    }
     let capture = match args.fallback {
         Some(_) => TokenStream::new(),
         None => quote!(move),
@@ -180,16 +214,6 @@ fn expand(args: Args, function: Function) -> TokenStream {
         quote!(#wrap(#capture || #body))
     };
 
-    let site = Ident::new("__FUSEBOX_SITE", Span::mixed_site());
-    let function_name = item.sig.ident.unraw().to_string();
-    let policy = policy(&args.policy, private);
-    let registry = match &args.registry {
-        Some(path) => {
-            let private = names.private_at(path.span());
-            quote_spanned!(path.span()=> #private::registry_of(&#path))
-        }
-        None => quote!(#private::global()),
-    };
     let breaker = Ident::new("__fusebox_breaker", Span::mixed_site());
 
     // Patterns and values of the function's own `Result` are located at the return type: when the
@@ -275,7 +299,6 @@ fn expand(args: Args, function: Function) -> TokenStream {
             type #error_of<__R> = <__R as #private::Outcome>::Error;
         }
     });
-    let function_path = quote!(::core::concat!(::core::module_path!(), "::", #function_name));
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
@@ -388,33 +411,50 @@ fn fallback_call(
 /// applied on top.
 fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream {
     let mut expr = match &policy.base {
-        Some(base) => base.to_token_stream(),
+        Some(base) => {
+            // Bound to a `Policy` first, so anything else is a type mismatch reported at the path.
+            let span = base.span();
+            let ty = respan(quote!(#private::Policy), span);
+            let local = Ident::new("__fusebox_base", Span::mixed_site());
+            quote_spanned!(span=> {
+                let #local: #ty = #base;
+                #local
+            })
+        }
         None => quote!(#private::Policy::DEFAULT),
     };
-    if let Some(window) = policy.window {
-        let calls = literal(window, Literal::u32_unsuffixed);
-        expr = quote!(#expr.window(#calls));
-        // `min_calls` never exceeds `window`: when only `window` is written and it is below the
-        // base's `min_calls`, `min_calls` becomes `window` (so `window = 5` evaluates after 5 calls).
-        if policy.min_calls.is_none() {
-            match &policy.base {
-                None if u64::from(window.value) < DEFAULT_MIN_CALLS => {
-                    expr = quote!(#expr.min_calls(#calls));
-                }
-                None => {}
-                Some(_) => {
-                    let base = Ident::new("__fusebox_policy", Span::mixed_site());
-                    expr = quote!({
-                        let #base = #expr;
-                        if #base.min_calls_len() > #calls {
-                            #base.min_calls(#calls)
-                        } else {
-                            #base
-                        }
-                    });
+    match policy.window {
+        Some(WindowArg::Count(window)) => {
+            let calls = literal(window, Literal::u32_unsuffixed);
+            expr = quote!(#expr.window(#calls));
+            // `min_calls` never exceeds `window`: when only `window` is written and it is below
+            // the base's `min_calls`, `min_calls` becomes `window` (so `window = 5` evaluates after
+            // 5 calls).
+            if policy.min_calls.is_none() {
+                match &policy.base {
+                    None if u64::from(window.value) < DEFAULT_MIN_CALLS => {
+                        expr = quote!(#expr.min_calls(#calls));
+                    }
+                    None => {}
+                    Some(_) => {
+                        let base = Ident::new("__fusebox_policy", Span::mixed_site());
+                        expr = quote!({
+                            let #base = #expr;
+                            if #base.min_calls_len() > #calls {
+                                #base.min_calls(#calls)
+                            } else {
+                                #base
+                            }
+                        });
+                    }
                 }
             }
         }
+        Some(WindowArg::Time(span)) => {
+            let span = duration(span);
+            expr = quote!(#expr.time_window(#span));
+        }
+        None => {}
     }
     if let Some(min_calls) = policy.min_calls {
         let calls = literal(min_calls, Literal::u32_unsuffixed);
@@ -424,15 +464,238 @@ fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream {
         let percent = literal(rate, Literal::u8_unsuffixed);
         expr = quote!(#expr.failure_rate(#percent));
     }
+    if let Some(consecutive) = policy.consecutive {
+        let failures = literal(consecutive, Literal::u32_unsuffixed);
+        expr = quote!(#expr.consecutive(#failures));
+        // `consecutive` alone is the simple policy: N counted failures in a row open the circuit,
+        // and the failure-rate rule is off. With `failure_rate` written too, both rules apply and
+        // either may trip. A `policy = CONST` base keeps its own rate rule (on or off).
+        if policy.failure_rate.is_none() && policy.base.is_none() {
+            expr = quote!(#expr.rate_off());
+        }
+    }
+    if let Some(slow) = policy.slow {
+        let threshold = duration(slow);
+        expr = quote!(#expr.slow(#threshold));
+    }
+    if let Some(rate) = policy.slow_rate {
+        let percent = literal(rate, Literal::u8_unsuffixed);
+        expr = quote!(#expr.slow_rate(#percent));
+    }
     if let Some(open_for) = policy.open_for {
-        let nanos = literal(open_for, Literal::u64_unsuffixed);
-        expr = quote!(#expr.open_for(::core::time::Duration::from_nanos(#nanos)));
+        let wait = duration(open_for);
+        expr = quote!(#expr.open_for(#wait));
+    }
+    if let Some(factor) = policy.open_backoff {
+        let factor = literal(factor, Literal::f64_unsuffixed);
+        expr = quote!(#expr.open_backoff(#factor));
+    }
+    if let Some(open_max) = policy.open_max {
+        let wait = duration(open_max);
+        expr = quote!(#expr.open_max(#wait));
     }
     if let Some(probes) = policy.half_open {
         let probes = literal(probes, Literal::u32_unsuffixed);
         expr = quote!(#expr.half_open(#probes));
     }
+    if let Some(lease) = policy.half_open_lease {
+        let lease = duration(lease);
+        expr = quote!(#expr.half_open_lease(#lease));
+    }
+    // `recovery = probes` is the default; with a base it was refused while checking.
+    if let Some(RecoveryArg::Progressive { phases, min_passes }) = policy.recovery {
+        let phases = literal(phases, Literal::u32_unsuffixed);
+        let min_passes = literal(min_passes, Literal::u32_unsuffixed);
+        expr = quote!(#expr.progressive(#phases, #min_passes));
+    }
+    if let Some(calls) = policy.max_concurrent {
+        let calls = literal(calls, Literal::u32_unsuffixed);
+        expr = quote!(#expr.max_concurrent(#calls));
+    }
     expr
+}
+
+/// A `Duration` of the given nanoseconds, located where it was written.
+fn duration(nanos: Spanned<u64>) -> TokenStream {
+    let nanos = literal(nanos, Literal::u64_unsuffixed);
+    quote!(::core::time::Duration::from_nanos(#nanos))
+}
+
+/// The `Attempts` value of `timeout`, `retry`, `backoff` and `deadline`.
+fn attempts_value(attempts: &AttemptArgs, private: &TokenStream) -> TokenStream {
+    let optional = |value: Option<Spanned<u64>>| match value {
+        Some(nanos) => {
+            let nanos = duration(nanos);
+            quote!(::core::option::Option::Some(#nanos))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let timeout = optional(attempts.timeout);
+    let deadline = optional(attempts.deadline);
+    let retry = match attempts.retry {
+        Some(retry) => literal(retry, Literal::u32_unsuffixed),
+        None => Literal::u32_unsuffixed(1),
+    };
+    let backoff = match attempts.backoff {
+        Some(nanos) => duration(nanos),
+        None => quote!(::core::time::Duration::ZERO),
+    };
+    quote! {
+        #private::Attempts {
+            timeout: #timeout,
+            retry: #retry,
+            backoff: #backoff,
+            deadline: #deadline,
+        }
+    }
+}
+
+/// What [`attempts_body`] needs from [`expand`].
+struct Attempt<'a> {
+    site: &'a Ident,
+    function_path: &'a TokenStream,
+    policy: &'a TokenStream,
+    registry: &'a TokenStream,
+    params: &'a Params,
+    borrowed: &'a [Ident],
+    /// The original body, braces included.
+    body: TokenStream,
+}
+
+/// The body of an `async fn` with `timeout`, `retry`, `backoff` or `deadline`:
+///
+/// ```text
+/// static SITE: Site = Site::new(key, function, policy);      // or DynSite, and the breaker
+/// let admit = move || SITE.acquire(registry);                 // or `|| SITE.acquire(&breaker)`
+/// const ATTEMPTS: Attempts = Attempts { timeout, retry, backoff, deadline };
+/// let settled = {
+///     let order = &order;                                     // each owned parameter
+///     run_attempts(admit, &ATTEMPTS, move || async_body::<R, _>(async move { body }), is_failure)
+///         .await
+/// };
+/// match settled {
+///     Settled::Done(result) => result,
+///     Settled::Failed(error) => Err(error),                   // or fallback(…, Cause::Failed(error))
+///     Settled::Refused(refused) => Err(reject(refused)),      // or fallback(…, Cause::Rejected(refused))
+/// }
+/// ```
+///
+/// The driver calls the attempt closure once per attempt, so every attempt needs the arguments
+/// again: the closure holds only shared references (a parameter already taken as `&T`, and `&self`,
+/// is copied as is; every other one is re-bound as `&T` for the body). So with these arguments an
+/// owned parameter `order: Order` is seen by the body as `&Order`, a body that consumes an
+/// argument cannot be retried (it does not compile: clone what it needs), the arguments must be
+/// `Sync` for the future to be `Send`, and `&mut self`, `&mut T`, `self` by value and `mut`
+/// bindings are refused with an error at the parameter. The parameters stay owned outside the
+/// attempt block, so a fallback still receives them by value. The body keeps `return` and `?`:
+/// it is still an `async` block whose output is pinned to the function's return type.
+///
+/// A timed-out attempt arrives as `Settled::Refused` with reason `TimedOut`, so it reaches the
+/// caller through `From<fusebox::Error>` or the fallback's `Cause::Rejected`.
+fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStream {
+    let Names {
+        private,
+        output,
+        output_span,
+        error,
+        refused,
+        result,
+        error_of,
+        ..
+    } = names;
+    let Attempt {
+        site,
+        function_path,
+        policy,
+        registry,
+        params,
+        borrowed,
+        body,
+    } = attempt;
+    let local = |name: &str| Ident::new(name, Span::mixed_site());
+    let admit = local("__fusebox_admit");
+    let settled = local("__fusebox_settled");
+    let attempts = Ident::new("__FUSEBOX_ATTEMPTS", Span::mixed_site());
+    let registry_local = local("__fusebox_registry");
+    let breaker = local("__fusebox_breaker");
+
+    let admission = match &args.key {
+        Key::Literal(key) => quote! {
+            static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
+            let #registry_local = #registry;
+            let #admit = move || #site.acquire(#registry_local);
+        },
+        Key::Dynamic(key) => {
+            // Evaluated before the first attempt; the borrow ends with this statement.
+            let key_str = quote_spanned!(key.span()=>
+                ::core::convert::AsRef::<str>::as_ref(&(#key))
+            );
+            quote! {
+                static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
+                let #breaker = #site.breaker(#registry, #key_str);
+                let #admit = || #site.acquire(&#breaker);
+            }
+        }
+    };
+    let attempts_value = attempts_value(&args.attempts, private);
+
+    let private_at_output = names.private_at(*output_span);
+    let wrap = quote_spanned!(*output_span=> #private_at_output::async_body::<#output, _>);
+    // The attempt's `async` block is located at the body, so a body whose result no longer fits
+    // (an owned parameter is now borrowed) is reported there rather than at the attribute.
+    let body_span = body
+        .clone()
+        .into_iter()
+        .next()
+        .map_or_else(Span::call_site, |token| token.span());
+    let async_move = quote_spanned!(body_span=> async move);
+    let error_type = respan(
+        quote!(<#output as #private_at_output::Outcome>::Error),
+        *output_span,
+    );
+    let is_failure = match classify(args.failure.as_ref(), names, false) {
+        Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
+        None => quote!(|_: &#error_type| -> bool { true }),
+    };
+    let shadows = borrowed.iter().map(|name| quote!(let #name = &#name;));
+
+    let at_output = |tokens: TokenStream| respan(tokens, *output_span);
+    let err = quote!(::core::result::Result::Err);
+    let (on_failed, on_refused) = match &args.fallback {
+        None => (
+            at_output(quote!(#err(#error))),
+            at_output(quote!(#err(#private::reject(#refused)))),
+        ),
+        Some(fallback) => (
+            fallback_call(fallback, params, true, names, quote!(Failed(#error))),
+            fallback_call(fallback, params, true, names, quote!(Rejected(#refused))),
+        ),
+    };
+    let alias = (names.error_path.is_none() && uses_alias(args.failure.as_ref())).then(|| {
+        quote! {
+            type #error_of<__R> = <__R as #private::Outcome>::Error;
+        }
+    });
+    quote! {
+        #alias
+        #admission
+        const #attempts: #private::Attempts = #attempts_value;
+        let #settled = {
+            #(#shadows)*
+            #private::run_attempts(
+                #admit,
+                &#attempts,
+                move || #wrap(#async_move #body),
+                #is_failure,
+            )
+            .await
+        };
+        match #settled {
+            #private::Settled::Done(#result) => #result,
+            #private::Settled::Failed(#error) => #on_failed,
+            #private::Settled::Refused(#refused) => #on_refused,
+        }
+    }
 }
 
 /// An unsuffixed literal located where the value was written.

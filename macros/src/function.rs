@@ -1,7 +1,7 @@
 //! The annotated item: which functions the attribute accepts, and the parameters a fallback gets.
 
 use proc_macro2::{Span, TokenStream};
-use syn::{FnArg, Ident, Item, ItemFn, Pat, ReturnType, TraitItemFn, Type};
+use syn::{FnArg, Ident, Item, ItemFn, Pat, Receiver, ReceiverKind, ReturnType, TraitItemFn, Type};
 
 use crate::errors::Errors;
 
@@ -13,6 +13,9 @@ pub(crate) struct Function {
     pub(crate) output: Type,
     /// Its parameters, in order, when a fallback needs them.
     pub(crate) params: Params,
+    /// With `timeout`/`retry`/`backoff`/`deadline`: the parameters every attempt borrows, those
+    /// not already taken by shared reference.
+    pub(crate) borrowed: Vec<Ident>,
 }
 
 /// What a fallback call passes on.
@@ -26,8 +29,14 @@ pub(crate) struct Params {
 
 /// Parses the annotated item and checks that the attribute can go on it.
 ///
-/// `fallback` says whether the parameters must be plain names, to be passed to a fallback.
-pub(crate) fn parse(tokens: TokenStream, fallback: bool) -> syn::Result<Function> {
+/// `fallback` says whether the parameters must be plain names, to be passed to a fallback;
+/// `attempts` lists the attempt arguments written (`timeout`, `retry`, …), which need an
+/// `async fn` whose parameters every attempt can borrow again.
+pub(crate) fn parse(
+    tokens: TokenStream,
+    fallback: bool,
+    attempts: &[Ident],
+) -> syn::Result<Function> {
     let item: ItemFn = match syn::parse2(tokens.clone()) {
         Ok(item) => item,
         Err(_) => return Err(not_a_function(tokens)),
@@ -67,12 +76,30 @@ pub(crate) fn parse(tokens: TokenStream, fallback: bool) -> syn::Result<Function
     } else {
         Some(Params::default())
     };
+    let borrowed = match attempts.first() {
+        None => Some(Vec::new()),
+        Some(_) if sig.asyncness.is_none() => {
+            for name in attempts {
+                errors.push(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "`{name}` needs an `async fn`: retries wait between attempts and \
+                         timeouts need a timer, which a blocking call cannot give way to; make \
+                         the function `async`, or remove `{name}`"
+                    ),
+                ));
+            }
+            None
+        }
+        Some(first) => errors.ok(attempt_params(&item, first)),
+    };
     errors.finish()?;
-    match (output, params) {
-        (Some(output), Some(params)) => Ok(Function {
+    match (output, params, borrowed) {
+        (Some(output), Some(params), Some(borrowed)) => Ok(Function {
             item,
             output,
             params,
+            borrowed,
         }),
         // Both cases pushed an error, so `finish` returned it.
         _ => Err(syn::Error::new(Span::call_site(), "unsupported function")),
@@ -101,6 +128,108 @@ fn fallback_params(item: &ItemFn) -> syn::Result<Params> {
     }
     errors.finish()?;
     Ok(params)
+}
+
+/// The parameters an attempt closure borrows. Every attempt needs the arguments again, so each is
+/// borrowed (`let x = &x;`) rather than moved: a parameter taken by `&mut` or by value as `self`
+/// cannot be shared between attempts, and a pattern or `mut` binding would not mean what it says.
+/// `arg` is the attempt argument the messages name.
+fn attempt_params(item: &ItemFn, arg: &Ident) -> syn::Result<Vec<Ident>> {
+    let mut errors = Errors::default();
+    let mut borrowed = Vec::new();
+    let again = "retrying needs the arguments again for every attempt";
+    for input in &item.sig.inputs {
+        match input {
+            FnArg::Receiver(receiver) => {
+                if let Some(error) = receiver_error(receiver, arg, again) {
+                    errors.push(error);
+                }
+            }
+            FnArg::Typed(typed) => {
+                let binding = match &*typed.pat {
+                    Pat::Wild(_) => continue,
+                    Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
+                        binding
+                    }
+                    pattern => {
+                        errors.push(syn::Error::new_spanned(
+                            pattern,
+                            format!(
+                                "with `{arg}`, every parameter must be a plain name like \
+                                 `order: Order`, borrowed again by every attempt; take the \
+                                 value whole and bind the pattern inside the body"
+                            ),
+                        ));
+                        continue;
+                    }
+                };
+                if let Type::Reference(reference) = ungroup(&typed.ty) {
+                    if reference.mutability.is_some() {
+                        errors.push(syn::Error::new_spanned(
+                            input,
+                            format!(
+                                "{again}, and a `&mut` argument cannot be shared between \
+                                 attempts; take `&T` (with interior mutability for state) \
+                                 or remove `{arg}`"
+                            ),
+                        ));
+                    }
+                    // A shared reference is `Copy`: every attempt copies it.
+                    continue;
+                }
+                if let Some(mutability) = &binding.mutability {
+                    errors.push(syn::Error::new(
+                        mutability.span,
+                        format!(
+                            "with `{arg}`, every attempt borrows `{}` again, so the body cannot \
+                             change it; remove `mut` and work on a copy inside the body, like \
+                             `let mut {0} = {0}.clone();`",
+                            binding.ident
+                        ),
+                    ));
+                    continue;
+                }
+                borrowed.push(binding.ident.clone());
+            }
+        }
+    }
+    errors.finish()?;
+    Ok(borrowed)
+}
+
+/// Why `self` cannot be shared between attempts, if it cannot: only `&self` (or `self: &T`) can.
+fn receiver_error(receiver: &Receiver, arg: &Ident, again: &str) -> Option<syn::Error> {
+    let (written, mutable) = match &receiver.kind {
+        ReceiverKind::Reference(_, _, None) => return None,
+        ReceiverKind::Reference(_, _, Some(_)) => ("`&mut self`", true),
+        ReceiverKind::Typed(_, ty) => match ungroup(ty) {
+            Type::Reference(reference) if reference.mutability.is_none() => return None,
+            Type::Reference(_) => ("`&mut self`", true),
+            _ => ("`self` by value", false),
+        },
+        _ => ("`self` by value", false),
+    };
+    let why = if mutable {
+        "a `&mut` borrow cannot be shared between attempts"
+    } else {
+        "the body cannot consume it"
+    };
+    Some(syn::Error::new_spanned(
+        receiver,
+        format!(
+            "{again}, so {written} cannot be used with `{arg}`: {why}; take `&self` (with \
+             interior mutability for state) or remove `{arg}`"
+        ),
+    ))
+}
+
+/// A type without the invisible groups and parentheses macros wrap around it.
+fn ungroup(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(group) => ungroup(&group.elem),
+        Type::Paren(paren) => ungroup(&paren.elem),
+        other => other,
+    }
 }
 
 /// The error for an attribute on anything but a function with a body.
@@ -151,7 +280,7 @@ mod tests {
     use quote::quote;
 
     fn message(tokens: TokenStream, fallback: bool) -> String {
-        match parse(tokens, fallback) {
+        match parse(tokens, fallback, &[]) {
             Ok(_) => String::new(),
             Err(error) => error.to_string(),
         }
@@ -191,6 +320,7 @@ mod tests {
                 }
             ),
             true,
+            &[],
         )
         .unwrap();
         assert!(function.params.receiver.is_some());

@@ -27,9 +27,12 @@ use proc_macro::TokenStream;
 ///
 /// Arguments: `key` (required: a string literal, or an expression yielding `&str`/`String` for one
 /// breaker per value), `failure` (variants of the error type, or a
-/// predicate `fn(&E) -> bool`), `fallback`, `registry`, `crate`, and the policy knobs `window`,
-/// `min_calls`, `failure_rate`, `open_for`, `half_open` and `policy`. See the `fusebox` README for
-/// the full reference.
+/// predicate `fn(&E) -> bool`), `fallback`, `registry`, `crate`; the policy knobs `policy`,
+/// `window` (a count, or a duration for a time window), `min_calls`, `failure_rate`,
+/// `consecutive`, `slow`, `slow_rate`, `open_for`, `open_backoff`, `open_max`, `half_open`,
+/// `half_open_lease`, `recovery` and `max_concurrent`; and, on an `async fn`, the attempt
+/// settings `timeout`, `retry`, `backoff` and `deadline`. See the `fusebox` README for the full
+/// reference.
 #[proc_macro_attribute]
 pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::circuit_breaker(args.into(), item.into()).into()
