@@ -473,6 +473,157 @@ async fn dynamic_keys() {
     assert_eq!(per_host_sync("d", Kind::Ok), Ok(1));
 }
 
+// ---------------------------------------------------------------- every policy knob
+
+/// Every policy argument at once: the generated `const` policy must build and validate.
+#[circuit_breaker(
+    key = "every-knob",
+    registry = REGISTRY,
+    window = "30s",
+    min_calls = 5,
+    failure_rate = 40,
+    consecutive = 3,
+    slow = "2s",
+    slow_rate = 80,
+    open_for = "10s",
+    open_backoff = 2.5,
+    open_max = "5m",
+    half_open = 2,
+    half_open_lease = "30s",
+    recovery = progressive(phases = 3, min_passes = 5),
+    max_concurrent = 10,
+    failure = [Timeout]
+)]
+fn every_knob(kind: Kind) -> ApiResult<u32> {
+    respond(kind)
+}
+
+#[circuit_breaker(key = "consecutive-alone", registry = REGISTRY, consecutive = 5, recovery = probes)]
+fn consecutive_alone(kind: Kind) -> ApiResult<u32> {
+    respond(kind)
+}
+
+#[test]
+fn every_knob_reaches_the_policy() {
+    assert_eq!(every_knob(Kind::Ok), Ok(1));
+    let policy = snapshot(&REGISTRY, "every-knob").policy;
+    assert!(policy.validate().is_ok(), "{policy:?}");
+    let expected = Policy::new()
+        .time_window(Duration::from_secs(30))
+        .min_calls(5)
+        .failure_rate(40)
+        .consecutive(3)
+        .slow(Duration::from_secs(2))
+        .slow_rate(80)
+        .open_for(Duration::from_secs(10))
+        .open_backoff(2.5)
+        .open_max(Duration::from_secs(300))
+        .half_open(2)
+        .half_open_lease(Duration::from_secs(30))
+        .progressive(3, 5)
+        .max_concurrent(10);
+    assert_eq!(policy, expected);
+    assert_eq!(consecutive_alone(Kind::Ok), Ok(1));
+    let policy = snapshot(&REGISTRY, "consecutive-alone").policy;
+    assert_eq!(policy, Policy::new().consecutive(5).rate_off());
+}
+
+// ---------------------------------------------------------------- attempts
+
+/// With `retry`, owned parameters are borrowed by each attempt (`label` is a `&String` here);
+/// `?` and `return` still leave the attempt with the function's own error type.
+#[circuit_breaker(key = "attempts-free", registry = REGISTRY, window = 100, retry = 3, timeout = "5s", failure = [Timeout, Connect])]
+async fn attempts_free(label: String, kinds: &[Kind], _: u8) -> ApiResult<String> {
+    tokio::task::yield_now().await;
+    let attempt = ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::SeqCst) as usize;
+    let kind = kinds[attempt.min(kinds.len() - 1)];
+    if kind == Kind::Declined {
+        return Err(ApiError::Declined);
+    }
+    respond(kind)?;
+    Ok(format!("{label} after {}", attempt + 1))
+}
+
+static ATTEMPT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn is_connect(error: &ApiError) -> bool {
+    matches!(error, ApiError::Connect(_))
+}
+
+impl Client {
+    /// A `&self` method with attempts and a fallback that receives the parameters by value.
+    #[circuit_breaker(
+        key = "attempts-method",
+        registry = REGISTRY,
+        window = 100,
+        retry = 2,
+        backoff = "1ms",
+        deadline = "10s",
+        failure = is_connect,
+        fallback = attempts_fallback
+    )]
+    async fn attempts_method(&self, id: u32, kind: Kind) -> ApiResult<String> {
+        tokio::task::yield_now().await;
+        respond(*kind).map(|v| format!("{}:{}", self.name, v + id))
+    }
+
+    async fn attempts_fallback(
+        &self,
+        id: u32,
+        kind: Kind,
+        cause: Cause<ApiError>,
+    ) -> ApiResult<String> {
+        Ok(format!("{}:{id}:{kind:?}:{:?}", self.name, cause.failed()))
+    }
+}
+
+/// A dynamic key and a generic parameter with attempts; every error counts.
+#[circuit_breaker(key = host, registry = REGISTRY, retry = 2, timeout = "5s")]
+async fn attempts_generic<T: std::fmt::Display + Sync>(host: &str, value: T) -> ApiResult<String> {
+    tokio::task::yield_now().await;
+    Ok(format!("{host}={value}"))
+}
+
+#[tokio::test]
+async fn attempts() {
+    let kinds = [Kind::Timeout, Kind::Connect, Kind::Ok];
+    assert_eq!(
+        attempts_free("x".into(), &kinds, 0).await,
+        Ok("x after 3".into())
+    );
+    let counts = snapshot(&REGISTRY, "attempts-free");
+    assert_eq!((counts.calls, counts.failures), (3, 2));
+    ATTEMPT.store(0, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        attempts_free("x".into(), &[Kind::Declined], 0).await,
+        Err(ApiError::Declined)
+    );
+    assert_eq!(ATTEMPT.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    let client = Client {
+        calls: 0,
+        name: "c".to_owned(),
+    };
+    assert_eq!(client.attempts_method(1, Kind::Ok).await, Ok("c:2".into()));
+    assert_eq!(
+        client.attempts_method(1, Kind::Connect).await,
+        Ok("c:1:Connect:Some(Connect(503))".into())
+    );
+    // Not a counted failure for `is_connect`: returned as is, after one attempt.
+    assert_eq!(
+        client.attempts_method(1, Kind::Timeout).await,
+        Err(ApiError::Timeout)
+    );
+    let counts = snapshot(&REGISTRY, "attempts-method");
+    assert_eq!((counts.calls, counts.failures), (3, 2));
+
+    assert_eq!(
+        attempts_generic("attempts.example", 5u8).await,
+        Ok("attempts.example=5".into())
+    );
+    assert_eq!(state("attempts.example"), State::Closed);
+}
+
 // ---------------------------------------------------------------- Send
 
 fn assert_send<T: Send>(_: T) {}
@@ -488,4 +639,7 @@ fn generated_futures_are_send() {
     assert_send(client.fetch(1, Kind::Ok));
     assert_send(generic_error::<u8>(None));
     assert_send(per_host(String::new(), Kind::Ok));
+    assert_send(attempts_free(String::new(), &[], 0));
+    assert_send(client.attempts_method(1, Kind::Ok));
+    assert_send(attempts_generic("h", 1u8));
 }
