@@ -42,10 +42,25 @@ async fn backend() -> Result<u32, BackendError> {
     Err(BackendError::Timeout)
 }
 
-/// The same call through a breaker: a window of 5 calls that opens when 5 of them failed.
-#[fusebox::circuit_breaker(key = "backend", window = 5, min_calls = 5, failure_rate = 100, open_for = "30s", failure = [Timeout])]
+/// The same call through a breaker that opens when 5 of its last 5 calls failed, with the
+/// retries on the attribute: up to [`ATTEMPTS`] attempts, each one asking the breaker first and
+/// counted on its own. Once the circuit is open the next attempt is refused, and a refusal is never
+/// retried.
+#[fusebox::circuit_breaker(key = "backend", window = 5, min_calls = 5, failure_rate = 100, open_for = "30s", retry = 3, failure = [Timeout])]
 async fn guarded() -> Result<u32, BackendError> {
     backend().await
+}
+
+/// Retry alone: the loop every client writes, calling the backend up to [`ATTEMPTS`] times.
+async fn retry_alone() -> Result<u32, BackendError> {
+    let mut last = backend().await;
+    for _ in 1..ATTEMPTS {
+        if last.is_ok() {
+            break;
+        }
+        last = backend().await;
+    }
+    last
 }
 
 /// What one scenario cost.
@@ -63,10 +78,8 @@ pub struct Report {
     pub elapsed: Duration,
 }
 
-/// Sends the requests one after the other, retrying each up to [`ATTEMPTS`] times.
-///
-/// A refusal by the breaker is not retried: the circuit is open, so another attempt could only be
-/// refused again (or, worse, add load to a backend that is down).
+/// Sends the requests one after the other, each tried up to [`ATTEMPTS`] times: by a hand-written
+/// retry loop around the bare backend, or by `retry = 3` on the breaker's attribute.
 pub async fn run(with_breaker: bool) -> Report {
     if let Some(breaker) = fusebox::registry().get("backend") {
         breaker.reset();
@@ -75,25 +88,15 @@ pub async fn run(with_breaker: bool) -> Report {
     let (mut successes, mut fast_errors, mut timeouts) = (0, 0, 0);
     let start = Instant::now();
     for _ in 0..REQUESTS {
-        let mut last = None;
-        for _ in 0..ATTEMPTS {
-            let result = if with_breaker { guarded().await } else { backend().await };
-            match result {
-                Ok(_) => {
-                    last = Some(Ok(()));
-                    break;
-                }
-                Err(BackendError::Refused(e)) => {
-                    last = Some(Err(BackendError::Refused(e)));
-                    break;
-                }
-                Err(e) => last = Some(Err(e)),
-            }
-        }
-        match last {
-            Some(Ok(())) => successes += 1,
-            Some(Err(BackendError::Refused(_))) => fast_errors += 1,
-            _ => timeouts += 1,
+        let result = if with_breaker {
+            guarded().await
+        } else {
+            retry_alone().await
+        };
+        match result {
+            Ok(_) => successes += 1,
+            Err(BackendError::Refused(_)) => fast_errors += 1,
+            Err(BackendError::Timeout) => timeouts += 1,
         }
     }
     Report {
@@ -131,6 +134,12 @@ async fn main() {
     let retry = run(false).await;
     let breaker = run(true).await;
     print!("{}", table(&retry, &breaker));
-    let b = fusebox::registry().get("backend").expect("the breaker exists");
-    println!("\nbreaker `backend` is {} and refused {} calls", b.state(), b.snapshot().rejected);
+    let b = fusebox::registry()
+        .get("backend")
+        .expect("the breaker exists");
+    println!(
+        "\nbreaker `backend` is {} and refused {} calls",
+        b.state(),
+        b.snapshot().rejected
+    );
 }
