@@ -765,5 +765,49 @@ mod tests {
         );
         assert!(out.contains("__FuseboxErrorOf :: < ApiResult < u32 > > :: Timeout { .. }"));
         assert!(!out.contains("compile_error"));
+        assert!(
+            !out.contains("Attempts") && !out.contains("run_attempts"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn attempts_go_through_the_driver_with_borrowed_parameters() {
+        let out = circuit_breaker(
+            quote!(
+                key = "k",
+                timeout = "800ms",
+                retry = 3,
+                backoff = "100ms",
+                consecutive = 5
+            ),
+            quote!(
+                async fn f(&self, order: Order, id: &str) -> Result<u32, ApiError> {
+                    self.send(order, id).await
+                }
+            ),
+        )
+        .to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains("Policy :: DEFAULT . consecutive (5) . rate_off ()"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "Attempts { timeout : :: core :: option :: Option :: Some (:: core :: time :: \
+                 Duration :: from_nanos (800000000)) , retry : 3 , backoff : :: core :: time :: \
+                 Duration :: from_nanos (100000000) , deadline : :: core :: option :: Option :: None , }"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("let order = & order ;"), "{out}");
+        assert!(!out.contains("let id ="), "{out}");
+        assert!(!out.contains("let self"), "{out}");
+        assert!(out.contains("move || :: fusebox :: __private :: async_body :: < Result < u32 , ApiError > , _ > (async move { self . send (order , id) . await })"), "{out}");
+        assert!(
+            out.contains(":: fusebox :: __private :: Settled :: Refused"),
+            "{out}"
+        );
     }
 }

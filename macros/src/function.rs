@@ -425,4 +425,117 @@ mod tests {
             .starts_with("with `fallback`")
         );
     }
+
+    fn attempts(tokens: TokenStream) -> Result<Vec<String>, Vec<String>> {
+        let retry = [Ident::new("retry", Span::call_site())];
+        match parse(tokens, false, &retry) {
+            Ok(function) => Ok(function.borrowed.iter().map(|n| n.to_string()).collect()),
+            Err(error) => Err(error.into_iter().map(|e| e.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn attempts_borrow_owned_parameters_only() {
+        let borrowed = attempts(quote!(
+            async fn f(&self, a: A, b: &B, _: C, d: impl Into<u8>, e: &'static str) -> R {
+                x
+            }
+        ));
+        assert_eq!(borrowed, Ok(vec!["a".to_owned(), "d".to_owned()]));
+        assert_eq!(
+            attempts(quote!(
+                async fn f(self: &Self, a: (A)) -> R {
+                    x
+                }
+            )),
+            Ok(vec!["a".to_owned()])
+        );
+    }
+
+    #[test]
+    fn attempts_refuse_what_cannot_be_shared_between_attempts() {
+        let errors = |tokens| attempts(tokens).unwrap_err();
+        let sync = errors(quote!(
+            fn f(a: A) -> R {
+                x
+            }
+        ));
+        assert_eq!(sync.len(), 1);
+        assert!(
+            sync[0].starts_with("`retry` needs an `async fn`"),
+            "{sync:?}"
+        );
+        for (item, expected) in [
+            (
+                quote!(
+                    async fn f(&mut self) -> R {
+                        x
+                    }
+                ),
+                "retrying needs the arguments again for every attempt, so `&mut self` cannot",
+            ),
+            (
+                quote!(
+                    async fn f(self: &mut Self) -> R {
+                        x
+                    }
+                ),
+                "retrying needs the arguments again for every attempt, so `&mut self` cannot",
+            ),
+            (
+                quote!(
+                    async fn f(self) -> R {
+                        x
+                    }
+                ),
+                "retrying needs the arguments again for every attempt, so `self` by value",
+            ),
+            (
+                quote!(
+                    async fn f(self: Arc<Self>) -> R {
+                        x
+                    }
+                ),
+                "retrying needs the arguments again for every attempt, so `self` by value",
+            ),
+            (
+                quote!(
+                    async fn f(a: &mut A) -> R {
+                        x
+                    }
+                ),
+                "retrying needs the arguments again for every attempt, and a `&mut` argument",
+            ),
+            (
+                quote!(
+                    async fn f(mut a: A) -> R {
+                        x
+                    }
+                ),
+                "with `retry`, every attempt borrows `a` again",
+            ),
+            (
+                quote!(
+                    async fn f((a, b): (A, B)) -> R {
+                        x
+                    }
+                ),
+                "with `retry`, every parameter must be a plain name",
+            ),
+            (
+                quote!(
+                    async fn f(ref a: A) -> R {
+                        x
+                    }
+                ),
+                "with `retry`, every parameter must be a plain name",
+            ),
+        ] {
+            let found = errors(item.clone());
+            assert!(
+                found.len() == 1 && found[0].starts_with(expected),
+                "{item}: {found:?}"
+            );
+        }
+    }
 }
