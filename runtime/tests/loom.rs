@@ -1,0 +1,298 @@
+//! Model checks of the breaker's compare-and-swap transitions under every interleaving loom explores:
+//! open → half-open probe admission, half-open close/reopen races, concurrent recording at the trip
+//! point and a cancelled probe racing a new call. No transition is lost and no more probes than
+//! permitted are ever admitted.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg fusebox_loom" CARGO_TARGET_DIR=target/loom cargo test -p fusebox --test loom --release`
+//! (the cfg switches the breaker's atomics to loom's).
+#![cfg(fusebox_loom)]
+
+use std::time::Duration;
+
+use fusebox::clock::FakeClock;
+use fusebox::{Breaker, Policy, Reason, Registry, State};
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+
+const OPEN_FOR: Duration = Duration::from_millis(10);
+
+/// Transitions seen by the registry's hook, by kind.
+#[derive(Default)]
+struct Transitions {
+    opened: AtomicUsize,
+    half_opened: AtomicUsize,
+    closed: AtomicUsize,
+}
+
+impl Transitions {
+    fn get(&self) -> (usize, usize, usize) {
+        (
+            self.opened.load(Ordering::SeqCst),
+            self.half_opened.load(Ordering::SeqCst),
+            self.closed.load(Ordering::SeqCst),
+        )
+    }
+}
+
+/// A registry on a fake clock with a transition counter, and one breaker in it.
+fn setup(policy: Policy) -> (Registry, Breaker, FakeClock, Arc<Transitions>) {
+    let clock = FakeClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let seen = Arc::new(Transitions::default());
+    let hook = seen.clone();
+    registry.on_transition(move |t| {
+        let counter = match t.to {
+            State::Open => &hook.opened,
+            State::HalfOpen => &hook.half_opened,
+            State::Closed => &hook.closed,
+            _ => return,
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    let breaker = registry.breaker("loom", policy).unwrap();
+    (registry, breaker, clock, seen)
+}
+
+/// A breaker that opened on one failure and whose wait is over.
+fn open_and_waited(policy: Policy) -> (Registry, Breaker, FakeClock, Arc<Transitions>) {
+    let (registry, breaker, clock, seen) = setup(policy);
+    breaker.try_acquire().unwrap().failure();
+    assert_eq!(breaker.state(), State::Open);
+    clock.advance(OPEN_FOR);
+    (registry, breaker, clock, seen)
+}
+
+fn probes(half_open: u32) -> Policy {
+    Policy::new()
+        .window(1)
+        .min_calls(1)
+        .open_for(OPEN_FOR)
+        .half_open(half_open)
+}
+
+/// Explores every interleaving (the models are small enough to be exhaustive).
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    loom::model(f);
+}
+
+/// Three callers race after the open wait; each keeps its permit (never reports). Exactly
+/// `half_open` of them are admitted, as probes, through exactly one open → half-open transition.
+fn probe_admission(half_open: u32) {
+    model(move || {
+        let (_registry, breaker, _clock, seen) = open_and_waited(probes(half_open));
+        let admitted = Arc::new(AtomicUsize::new(0));
+        let call = {
+            let (breaker, admitted) = (breaker.clone(), admitted.clone());
+            move || match breaker.try_acquire() {
+                Ok(permit) => {
+                    assert!(permit.is_probe());
+                    admitted.fetch_add(1, Ordering::SeqCst);
+                    std::mem::forget(permit); // holds its slot for the rest of the model
+                }
+                Err(e) => assert_eq!(e.reason(), Reason::HalfOpenFull),
+            }
+        };
+        let threads: Vec<_> = (0..2).map(|_| thread::spawn(call.clone())).collect();
+        call();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(admitted.load(Ordering::SeqCst), half_open as usize);
+        let snap = breaker.snapshot();
+        assert_eq!(breaker.state(), State::HalfOpen);
+        assert_eq!(snap.probes_in_flight, half_open);
+        assert_eq!(seen.get(), (1, 1, 0), "(opened, half-opened, closed)");
+    });
+}
+
+#[test]
+fn one_probe_is_admitted_among_three_racing_callers() {
+    probe_admission(1);
+}
+
+#[test]
+fn two_probes_are_admitted_among_three_racing_callers() {
+    probe_admission(2);
+}
+
+/// Two callers race into half-open (2 probes) and report: both succeed → closed exactly once;
+/// one fails → open again (the other's success cannot close it), exactly one reopen.
+fn probes_report(second_fails: bool) {
+    model(move || {
+        let (_registry, breaker, _clock, seen) = open_and_waited(probes(2));
+        let spawn = |fail: bool| {
+            let breaker = breaker.clone();
+            thread::spawn(move || match breaker.try_acquire() {
+                Ok(permit) if fail => permit.failure(),
+                Ok(permit) => permit.success(),
+                // Only possible once the other probe failed and reopened the circuit.
+                Err(e) => assert_eq!(e.reason(), Reason::Open),
+            })
+        };
+        let a = spawn(false);
+        let b = spawn(second_fails);
+        a.join().unwrap();
+        b.join().unwrap();
+        let snap = breaker.snapshot();
+        if second_fails {
+            assert_eq!(breaker.state(), State::Open);
+            assert_eq!(snap.reopens, 1);
+            assert_eq!(seen.get(), (2, 1, 0), "(opened, half-opened, closed)");
+        } else {
+            assert_eq!(breaker.state(), State::Closed);
+            assert_eq!(snap.reopens, 0);
+            assert_eq!(seen.get(), (1, 1, 1), "(opened, half-opened, closed)");
+        }
+    });
+}
+
+#[test]
+fn two_successful_probes_close_exactly_once() {
+    probes_report(false);
+}
+
+#[test]
+fn a_failed_probe_reopens_even_when_the_other_succeeds() {
+    probes_report(true);
+}
+
+/// Two callers each report a counted failure; together they reach the threshold. Exactly one
+/// closed → open transition, and the circuit ends open.
+fn trip_point(policy: Policy) {
+    model(move || {
+        let (_registry, breaker, _clock, seen) = setup(policy);
+        let spawn = || {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.try_acquire().unwrap().failure())
+        };
+        let a = spawn();
+        let b = spawn();
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(breaker.state(), State::Open, "lost transition");
+        assert_eq!(seen.get(), (1, 0, 0), "(opened, half-opened, closed)");
+    });
+}
+
+#[test]
+fn two_failures_reaching_the_consecutive_threshold_trip_once() {
+    trip_point(
+        Policy::new()
+            .window(4)
+            .min_calls(4)
+            .rate_off()
+            .consecutive(2)
+            .open_for(OPEN_FOR),
+    );
+}
+
+/// Pins a lost transition: the count window reports each record's `calls` as of its slot claim but
+/// its `failures` as of its bit write, so with A claiming first and writing last, B sees
+/// 1 failure in 2 calls (50 %) and A sees 1 call (below `min_calls`): nobody trips a window that
+/// holds 2 failures in 2 calls.
+#[test]
+#[ignore = "bug: concurrent records at the trip point can both miss the threshold (window.rs CountWindow::record)"]
+fn two_failures_reaching_the_rate_threshold_trip_once() {
+    trip_point(
+        Policy::new()
+            .window(2)
+            .min_calls(2)
+            .failure_rate(100)
+            .open_for(OPEN_FOR),
+    );
+}
+
+/// One caller takes the only probe and cancels it while another asks for admission. The slot is
+/// never lost: afterwards a probe is in flight (the second caller's) or a new call gets the slot.
+#[test]
+fn a_cancelled_probe_gives_its_slot_back_to_a_racing_caller() {
+    model(|| {
+        let (_registry, breaker, _clock, seen) = open_and_waited(probes(1));
+        let cancelling = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                if let Ok(permit) = breaker.try_acquire() {
+                    assert!(permit.is_probe());
+                    drop(permit); // cancelled
+                }
+            })
+        };
+        let held = match breaker.try_acquire() {
+            Ok(permit) => {
+                assert!(permit.is_probe());
+                std::mem::forget(permit);
+                true
+            }
+            Err(e) => {
+                assert_eq!(e.reason(), Reason::HalfOpenFull);
+                false
+            }
+        };
+        cancelling.join().unwrap();
+        assert_eq!(breaker.state(), State::HalfOpen);
+        assert_eq!(breaker.snapshot().probes_in_flight, u32::from(held));
+        match breaker.try_acquire() {
+            Ok(permit) => {
+                assert!(!held, "two probes admitted with half_open = 1");
+                permit.success();
+                assert_eq!(breaker.state(), State::Closed);
+                assert_eq!(seen.get(), (1, 1, 1), "(opened, half-opened, closed)");
+            }
+            Err(e) => {
+                assert!(held, "the cancelled probe's slot was lost");
+                assert_eq!(e.reason(), Reason::HalfOpenFull);
+                assert_eq!(seen.get(), (1, 1, 0), "(opened, half-opened, closed)");
+            }
+        }
+    });
+}
+
+/// Progressive recovery, 2 phases of 2 calls at 50 %. A failure reported by a phase-1 call races
+/// with the success that completes phase 1: either it counts in phase 1 (which then fails and
+/// reopens), or it is stale and phase 2 starts from empty counters. It never counts in phase 2.
+#[test]
+#[ignore = "bug: a phase-1 report that passed the epoch check can land in phase 2's counters (breaker.rs report_phase)"]
+fn a_stale_phase_report_never_counts_in_the_next_phase() {
+    model(|| {
+        let policy = Policy::new()
+            .window(1)
+            .min_calls(1)
+            .failure_rate(50)
+            .open_for(OPEN_FOR)
+            .progressive(2, 2);
+        let (_registry, breaker, _clock, _seen) = open_and_waited(policy);
+        breaker.try_acquire().unwrap().success(); // opens phase 1; 1 of 2 calls recorded
+        let late = breaker.try_acquire().unwrap(); // admitted in phase 1 (1 call in 2)
+        assert_eq!(
+            breaker.try_acquire().unwrap_err().reason(),
+            Reason::Recovering
+        );
+        let completing = {
+            let breaker = breaker.clone();
+            // Admitted in phase 1 unless the late failure already reopened the circuit.
+            thread::spawn(move || match breaker.try_acquire() {
+                Ok(permit) => permit.success(),
+                Err(e) => assert_eq!(e.reason(), Reason::Open),
+            })
+        };
+        late.failure();
+        completing.join().unwrap();
+        match breaker.snapshot().phase {
+            None => assert_eq!(breaker.state(), State::Open),
+            Some(phase) => {
+                assert_eq!(phase, 2);
+                // Phase 2 is empty: one success is below min_passes, two close the circuit.
+                breaker.try_acquire().unwrap().success();
+                assert_eq!(breaker.snapshot().phase, Some(2), "a stale failure counted");
+                breaker.try_acquire().unwrap().success();
+                assert_eq!(
+                    breaker.state(),
+                    State::Closed,
+                    "phase 2 judged 2 successes as failing: a stale phase-1 failure counted"
+                );
+            }
+        }
+    });
+}
