@@ -37,8 +37,8 @@ pub(crate) struct Core {
     /// Failed recoveries in a row: the exponent of `open_backoff`.
     reopens: AtomicU32,
     /// Progressive recovery: calls, failures and admission sequence of the current phase.
-    phase_calls: AtomicU32,
-    phase_failures: AtomicU32,
+    /// Generation of the phase (low 16 bits), calls (next 24) and failures (top 24) it recorded.
+    phase: AtomicU64,
     phase_seq: AtomicU64,
     /// Calls in flight (only kept when `max_concurrent` is set).
     in_flight: AtomicU32,
@@ -79,8 +79,7 @@ impl Core {
             window: Window::new(&policy),
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),
-            phase_calls: AtomicU32::new(0),
-            phase_failures: AtomicU32::new(0),
+            phase: AtomicU64::new(0),
             phase_seq: AtomicU64::new(0),
             in_flight: AtomicU32::new(0),
             metrics_only: AtomicBool::new(false),
@@ -342,10 +341,41 @@ impl Core {
         }
     }
 
+    /// Starts a new half-open phase's admission sequence. (Its counts need no reset: they are
+    /// tagged with the phase's generation, see [`Core::count_in_phase`].)
     fn enter_phase(&self) {
-        self.phase_calls.store(0, Ordering::Release);
-        self.phase_failures.store(0, Ordering::Release);
         self.phase_seq.store(0, Ordering::Release);
+    }
+
+    /// Counts one outcome in the current progressive phase; returns the phase's (calls, failures),
+    /// or `None` when the report is stale. Counts carry the phase's generation: the first report of
+    /// a new phase replaces the old counts, and a late report from an older phase can never add to
+    /// the new one (it re-checks the state after reading the counts, before writing them).
+    fn count_in_phase(&self, issued: Word, failed: bool) -> Option<(u32, u32)> {
+        const FIELD: u64 = (1 << 24) - 1;
+        let tag = issued.generation();
+        let mut current = self.phase.load(Ordering::Acquire);
+        loop {
+            if !self.load().same_epoch(issued) {
+                return None;
+            }
+            let (calls, failures) = if current & 0xffff == tag {
+                (
+                    (current >> 16 & FIELD) + 1,
+                    (current >> 40 & FIELD) + u64::from(failed),
+                )
+            } else {
+                (1, u64::from(failed))
+            };
+            let next = tag | calls.min(FIELD) << 16 | failures.min(FIELD) << 40;
+            match self
+                .phase
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some((calls as u32, failures as u32)),
+                Err(seen) => current = seen,
+            }
+        }
     }
 
     /// Applies the outcome of a call admitted under `permit`.
@@ -494,11 +524,8 @@ impl Core {
         {
             return;
         }
-        let calls = self.phase_calls.fetch_add(1, Ordering::AcqRel) + 1;
-        let failures = if outcome == Outcome::Failure {
-            self.phase_failures.fetch_add(1, Ordering::AcqRel) + 1
-        } else {
-            self.phase_failures.load(Ordering::Acquire)
+        let Some((calls, failures)) = self.count_in_phase(word, outcome == Outcome::Failure) else {
+            return;
         };
         if calls < min_passes {
             return;

@@ -133,7 +133,8 @@ impl Word {
         }
     }
 
-    fn generation(self) -> u64 {
+    /// The generation (11 bits, wrapping).
+    pub(crate) fn generation(self) -> u64 {
         (self.0 >> GEN_SHIFT) & GEN_MASK
     }
 

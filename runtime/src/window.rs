@@ -259,12 +259,16 @@ impl CountWindow {
 
     #[inline]
     fn record(&self, sample: Sample) -> Counts {
-        let (slot, calls) = self.claim();
+        let (slot, _) = self.claim();
         let failures = self.failures.write(slot, sample.failure);
         let slow = match &self.slow {
             Some(ring) => ring.write(slot, sample.slow),
             None => 0,
         };
+        // Read the number of calls after writing: two writers that claimed slots in one order and
+        // wrote them in the other must not both judge a window that lacks the other's outcome. The
+        // last writer sees every claimed slot and every written bit.
+        let calls = self.filled();
         Counts {
             calls,
             failures: failures.min(calls),
@@ -272,12 +276,18 @@ impl CountWindow {
         }
     }
 
-    fn counts(&self) -> Counts {
-        let calls = if self.full.load(Ordering::Acquire) {
+    /// Slots filled since the last reset (at most `len`).
+    #[inline]
+    fn filled(&self) -> u32 {
+        if self.full.load(Ordering::Acquire) {
             self.len
         } else {
             self.head.load(Ordering::Acquire).min(self.len)
-        };
+        }
+    }
+
+    fn counts(&self) -> Counts {
+        let calls = self.filled();
         Counts {
             calls,
             failures: self.failures.count().min(calls),
