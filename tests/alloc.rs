@@ -62,7 +62,10 @@ fn closed_and_open_paths_allocate_nothing() {
     for _ in 0..10 {
         let _ = poll_once(call(true));
     }
-    assert_eq!(fusebox::registry().get("alloc").unwrap().state(), fusebox::State::Open);
+    assert_eq!(
+        fusebox::registry().get("alloc").unwrap().state(),
+        fusebox::State::Open
+    );
     let open = allocations_during(|| {
         for _ in 0..10_000 {
             let err = poll_once(call(false)).unwrap_err();

@@ -31,7 +31,11 @@ fn window_of_ten_at_half_opens_after_exactly_five_failures_despite_earlier_succe
         assert_eq!(breaker.state(), State::Closed, "closed after {n} failures");
     }
     assert_eq!(evict_call(true), Err(ApiError::Timeout));
-    assert_eq!(breaker.state(), State::Open, "the fifth failure in the last ten calls trips it");
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "the fifth failure in the last ten calls trips it"
+    );
 }
 
 // ---------------------------------------------------------------- business errors
@@ -80,8 +84,15 @@ async fn open_circuit_rejects_with_key_and_retry_after_without_calling_the_backe
     assert_eq!(refusal.key(), "payment");
     assert_eq!(refusal.reason(), Reason::Open);
     assert_eq!(refusal.retry_after(), Some(Duration::from_secs(20)));
-    assert_eq!(refusal.to_string(), "circuit `payment` is open; next probe in 20s");
-    assert_eq!(OPEN_BACKEND.load(Ordering::Relaxed), 4, "backend not called while open");
+    assert_eq!(
+        refusal.to_string(),
+        "circuit `payment` is open; next probe in 20s"
+    );
+    assert_eq!(
+        OPEN_BACKEND.load(Ordering::Relaxed),
+        4,
+        "backend not called while open"
+    );
     assert_eq!(OPEN.get("payment").unwrap().snapshot().rejected, 1);
 }
 
@@ -102,7 +113,8 @@ async fn probe_one(fail: bool) -> Result<(), ApiError> {
 }
 
 static PROBES3_ADMITTED: AtomicU32 = AtomicU32::new(0);
-static RELEASE3: LazyLock<tokio::sync::Semaphore> = LazyLock::new(|| tokio::sync::Semaphore::new(0));
+static RELEASE3: LazyLock<tokio::sync::Semaphore> =
+    LazyLock::new(|| tokio::sync::Semaphore::new(0));
 
 #[circuit_breaker(key = "probe-three", registry = PROBE, window = 2, min_calls = 1, open_for = "5s", half_open = 3, failure = [Timeout])]
 async fn probe_three(fail: bool) -> Result<(), ApiError> {
@@ -179,7 +191,9 @@ async fn wait_until(cond: impl Fn() -> bool) {
     panic!("condition not reached");
 }
 
-async fn join(handles: Vec<tokio::task::JoinHandle<Result<(), ApiError>>>) -> Vec<Result<(), ApiError>> {
+async fn join(
+    handles: Vec<tokio::task::JoinHandle<Result<(), ApiError>>>,
+) -> Vec<Result<(), ApiError>> {
     let mut out = Vec::new();
     for h in handles {
         out.push(h.await.expect("task did not panic"));
@@ -216,10 +230,22 @@ async fn a_cancelled_probe_gives_its_slot_back() {
     assert!(probe.as_mut().poll(&mut cx).is_pending());
     assert_eq!(breaker.state(), State::HalfOpen);
     assert_eq!(breaker.snapshot().probes_in_flight, 1);
-    assert_eq!(fast_backend().await.unwrap_err().refusal().unwrap().reason(), Reason::HalfOpenFull);
+    assert_eq!(
+        fast_backend()
+            .await
+            .unwrap_err()
+            .refusal()
+            .unwrap()
+            .reason(),
+        Reason::HalfOpenFull
+    );
     drop(probe);
     assert_eq!(breaker.state(), State::HalfOpen);
-    assert_eq!(breaker.snapshot().probes_in_flight, 0, "the cancelled probe released its slot");
+    assert_eq!(
+        breaker.snapshot().probes_in_flight,
+        0,
+        "the cancelled probe released its slot"
+    );
     // The very next call is admitted as the probe, and closes the circuit.
     assert_eq!(fast_backend().await, Ok(()));
     assert_eq!(breaker.state(), State::Closed);
@@ -248,10 +274,17 @@ fn a_panicking_call_counts_as_a_failure_and_the_panic_propagates() {
     let message = caught.expect_err("the panic propagates");
     assert_eq!(message.downcast_ref::<&str>(), Some(&"backend client bug"));
     let breaker = PANIC.get("panic").unwrap();
-    assert_eq!((breaker.snapshot().calls, breaker.snapshot().failures), (1, 1));
+    assert_eq!(
+        (breaker.snapshot().calls, breaker.snapshot().failures),
+        (1, 1)
+    );
     assert_eq!(explode(false), Ok(1));
     let _ = std::panic::catch_unwind(|| explode(true));
-    assert_eq!(breaker.state(), State::Open, "two panics in a window of two at 50%");
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "two panics in a window of two at 50%"
+    );
 }
 
 #[tokio::test]
@@ -300,7 +333,11 @@ fn keys_are_independent_and_one_key_is_one_breaker() {
 fake_registry!(FALLBACK_CLOCK, FALLBACK);
 static FALLBACK_CAUSES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-async fn queue_payment(order: &str, amount: u64, cause: Cause<ApiError>) -> Result<String, ApiError> {
+async fn queue_payment(
+    order: &str,
+    amount: u64,
+    cause: Cause<ApiError>,
+) -> Result<String, ApiError> {
     let why = match &cause {
         Cause::Rejected(e) => format!("rejected:{}:{:?}", e.key(), e.reason()),
         Cause::Failed(e) => format!("failed:{e:?}"),
@@ -321,10 +358,22 @@ async fn charge_card(order: &str, amount: u64) -> Result<String, ApiError> {
 #[tokio::test]
 async fn fallback_gets_the_right_cause_and_never_sees_business_errors() {
     assert_eq!(charge_card("a", 5).await, Ok("charged a".to_string()));
-    assert_eq!(charge_card("b", 0).await, Err(ApiError::Declined { code: 51 }));
-    assert!(FALLBACK_CAUSES.lock().unwrap().is_empty(), "business error passes through");
-    assert_eq!(charge_card("c", 500).await, Ok("queued c for 500".to_string()));
-    assert_eq!(charge_card("d", 500).await, Ok("queued d for 500".to_string()));
+    assert_eq!(
+        charge_card("b", 0).await,
+        Err(ApiError::Declined { code: 51 })
+    );
+    assert!(
+        FALLBACK_CAUSES.lock().unwrap().is_empty(),
+        "business error passes through"
+    );
+    assert_eq!(
+        charge_card("c", 500).await,
+        Ok("queued c for 500".to_string())
+    );
+    assert_eq!(
+        charge_card("d", 500).await,
+        Ok("queued d for 500".to_string())
+    );
     assert_eq!(FALLBACK.get("charge").unwrap().state(), State::Open);
     assert_eq!(charge_card("e", 5).await, Ok("queued e for 5".to_string()));
     assert_eq!(
@@ -346,7 +395,11 @@ impl Client {
     #[circuit_breaker(key = "client", registry = SHAPES, window = 2, min_calls = 2, failure_rate = 100, failure = [Timeout, Connect])]
     async fn get(&self, path: &str) -> Result<String, ApiError> {
         self.sent.fetch_add(1, Ordering::Relaxed);
-        if path.is_empty() { Err(ApiError::Connect(0)) } else { Ok(format!("{}{path}", self.base)) }
+        if path.is_empty() {
+            Err(ApiError::Connect(0))
+        } else {
+            Ok(format!("{}{path}", self.base))
+        }
     }
 
     #[circuit_breaker(key = "client-mut", registry = SHAPES)]
@@ -374,18 +427,28 @@ trait Inventory {
 impl Inventory for Client {
     #[circuit_breaker(key = "inventory", registry = SHAPES, window = 1, min_calls = 1, failure = [Unavailable])]
     fn stock(&self, sku: u32) -> Result<u32, ApiError> {
-        if sku == 0 { Err(ApiError::Unavailable { retry_in: 5 }) } else { Ok(sku * 2) }
+        if sku == 0 {
+            Err(ApiError::Unavailable { retry_in: 5 })
+        } else {
+            Ok(sku * 2)
+        }
     }
 }
 
 #[circuit_breaker(key = "generic", registry = SHAPES, window = 1, min_calls = 1, failure = [Timeout])]
 fn parse_all<T: std::str::FromStr>(items: &[&str]) -> Result<Vec<T>, ApiError> {
-    items.iter().map(|s| s.parse().map_err(|_| ApiError::Timeout)).collect()
+    items
+        .iter()
+        .map(|s| s.parse().map_err(|_| ApiError::Timeout))
+        .collect()
 }
 
 #[tokio::test]
 async fn methods_trait_methods_generic_and_sync_functions_all_go_through_their_breakers() {
-    let mut client = Client { base: "http://a/".into(), sent: AtomicU32::new(0) };
+    let mut client = Client {
+        base: "http://a/".into(),
+        sent: AtomicU32::new(0),
+    };
     assert_eq!(client.get("x").await, Ok("http://a/x".into()));
     assert_eq!(client.rebase("http://b/"), Ok(9));
     assert_eq!(client.get("").await, Err(ApiError::Connect(0)));
@@ -399,9 +462,15 @@ async fn methods_trait_methods_generic_and_sync_functions_all_go_through_their_b
 
     assert_eq!(client.stock(4), Ok(8));
     assert_eq!(client.stock(0), Err(ApiError::Unavailable { retry_in: 5 }));
-    assert_eq!(client.stock(4).unwrap_err().refusal().unwrap().key(), "inventory");
+    assert_eq!(
+        client.stock(4).unwrap_err().refusal().unwrap().key(),
+        "inventory"
+    );
 
     assert_eq!(parse_all::<u8>(&["1", "2"]), Ok(vec![1, 2]));
     assert_eq!(parse_all::<u8>(&["x"]), Err(ApiError::Timeout));
-    assert!(parse_all::<u16>(&["3"]).unwrap_err().refusal().is_some(), "one breaker for all instantiations");
+    assert!(
+        parse_all::<u16>(&["3"]).unwrap_err().refusal().is_some(),
+        "one breaker for all instantiations"
+    );
 }

@@ -24,7 +24,8 @@ struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
 impl Visit for Fields<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_string(), format!("{value:?}"));
+        self.0
+            .insert(field.name().to_string(), format!("{value:?}"));
     }
     fn record_str(&mut self, field: &Field, value: &str) {
         self.0.insert(field.name().to_string(), value.to_string());
@@ -35,7 +36,10 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
         let mut fields = BTreeMap::new();
         event.record(&mut Fields(&mut fields));
-        self.0.lock().unwrap().push(Captured { level: *event.metadata().level(), fields });
+        self.0.lock().unwrap().push(Captured {
+            level: *event.metadata().level(),
+            fields,
+        });
     }
 }
 
@@ -59,8 +63,14 @@ fn every_transition_emits_an_event_with_key_states_rate_calls_and_function() {
         backend(false).unwrap();
     });
     let events = capture.0.lock().unwrap().clone();
-    let names: Vec<&str> = events.iter().map(|e| e.fields["message"].as_str()).collect();
-    assert_eq!(names, ["circuit_opened", "circuit_half_open", "circuit_closed"]);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e.fields["message"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["circuit_opened", "circuit_half_open", "circuit_closed"]
+    );
     let opened = &events[0];
     assert_eq!(opened.level, tracing::Level::WARN);
     assert_eq!(opened.fields["key"], "events");
@@ -70,7 +80,19 @@ fn every_transition_emits_an_event_with_key_states_rate_calls_and_function() {
     assert_eq!(opened.fields["calls"], "4");
     assert_eq!(opened.fields["function"], "events::backend");
     assert_eq!(events[1].level, tracing::Level::INFO);
-    assert_eq!((events[1].fields["from"].as_str(), events[1].fields["to"].as_str()), ("open", "half_open"));
+    assert_eq!(
+        (
+            events[1].fields["from"].as_str(),
+            events[1].fields["to"].as_str()
+        ),
+        ("open", "half_open")
+    );
     assert_eq!(events[2].level, tracing::Level::INFO);
-    assert_eq!((events[2].fields["from"].as_str(), events[2].fields["to"].as_str()), ("half_open", "closed"));
+    assert_eq!(
+        (
+            events[2].fields["from"].as_str(),
+            events[2].fields["to"].as_str()
+        ),
+        ("half_open", "closed")
+    );
 }

@@ -29,8 +29,14 @@ async fn breaker_cuts_backend_calls_from_60_to_5_and_finishes_sooner() {
     assert_eq!(breaker.elapsed, TIMEOUT * 5);
     assert!(breaker.elapsed < retry.elapsed);
     let table = example::table(&retry, &breaker);
-    assert!(table.contains("| retry alone           |            60 |"), "{table}");
-    assert!(table.contains("| retry through breaker |             5 |"), "{table}");
+    assert!(
+        table.contains("| retry alone           |            60 |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| retry through breaker |             5 |"),
+        "{table}"
+    );
     let snapshot = fusebox::registry().get("backend").unwrap().snapshot();
     assert_eq!(snapshot.state, fusebox::State::Open);
     assert_eq!(snapshot.rejected, u64::from(REQUESTS - 1));
