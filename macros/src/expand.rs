@@ -228,11 +228,11 @@ fn expand(args: Args, function: Function) -> TokenStream {
             let rejected = at_output(quote!(#err(#private::reject(#refused))));
             let report_error = match classify(args.failure.as_ref(), &names, false) {
                 Some(counts) => quote! {
-                    #err_error => if #counts { #permit.failure() } else { #permit.ignore() },
+                    #err_error => if #counts { #permit.failed() } else { #permit.ignored() },
                 },
                 None => {
                     let err_any = at_output(quote!(#err(_)));
-                    quote!(#err_any => #permit.failure(),)
+                    quote!(#err_any => #permit.failed(),)
                 }
             };
             let ok_any = at_output(quote!(#ok(_)));
@@ -244,7 +244,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
                 }
                 let #result = #run;
                 match &#result {
-                    #ok_any => #permit.success(),
+                    #ok_any => #permit.succeeded(),
                     #report_error
                 }
                 #result
@@ -263,17 +263,17 @@ fn expand(args: Args, function: Function) -> TokenStream {
             let report_error = match classify(args.failure.as_ref(), &names, true) {
                 Some(counts) => quote! {
                     #err_error if #counts => {
-                        #permit.failure();
+                        #permit.failed();
                         #on_failure
                     }
                     #err_error => {
-                        #permit.ignore();
+                        #permit.ignored();
                         #err_error
                     }
                 },
                 None => quote! {
                     #err_error => {
-                        #permit.failure();
+                        #permit.failed();
                         #on_failure
                     }
                 },
@@ -285,7 +285,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
                 let #result = #run;
                 match #result {
                     #ok_value => {
-                        #permit.success();
+                        #permit.succeeded();
                         #ok_value
                     }
                     #report_error
@@ -302,7 +302,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
-            let #permit = #site.enter(#registry);
+            let mut #permit = #site.enter(#registry);
         },
         Key::Dynamic(key) => {
             // Evaluated before the body runs; the borrow ends with this statement.
@@ -312,7 +312,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
                 let #breaker = #site.breaker(#registry, #key_str);
-                let #permit = #site.enter(&#breaker);
+                let mut #permit = #site.enter(&#breaker);
             }
         }
     };

@@ -380,7 +380,7 @@ impl Core {
 
     /// Applies the outcome of a call admitted under `permit`.
     #[inline(always)]
-    fn finish(&self, permit: &Permit<'_>, outcome: Outcome) {
+    fn finish(&self, permit: Ticket, outcome: Outcome) {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
         // bulkhead.
         if self.plain && outcome == Outcome::Success && permit.word.records() {
@@ -398,7 +398,7 @@ impl Core {
     }
 
     #[inline(never)]
-    fn finish_general(&self, permit: &Permit<'_>, outcome: Outcome) {
+    fn finish_general(&self, permit: Ticket, outcome: Outcome) {
         if permit.word.inert() {
             return;
         }
@@ -419,7 +419,7 @@ impl Core {
     }
 
     #[inline]
-    fn report_closed(&self, permit: &Permit<'_>, outcome: Outcome) {
+    fn report_closed(&self, permit: Ticket, outcome: Outcome) {
         let word = self.load();
         if !word.same_epoch(permit.word) || outcome == Outcome::Released {
             return; // the circuit moved on, or the outcome does not count
@@ -477,7 +477,7 @@ impl Core {
     }
 
     #[cold]
-    fn report_probe(&self, permit: &Permit<'_>, outcome: Outcome) {
+    fn report_probe(&self, permit: Ticket, outcome: Outcome) {
         match self.policy.recovery {
             Recovery::Probes => self.report_single_probe(permit, outcome),
             Recovery::Progressive { phases, min_passes } => {
@@ -486,7 +486,7 @@ impl Core {
         }
     }
 
-    fn report_single_probe(&self, permit: &Permit<'_>, outcome: Outcome) {
+    fn report_single_probe(&self, permit: Ticket, outcome: Outcome) {
         let mut word = self.load();
         loop {
             if word.state() != State::HalfOpen || !word.same_epoch(permit.word) {
@@ -516,7 +516,7 @@ impl Core {
         }
     }
 
-    fn report_phase(&self, permit: &Permit<'_>, outcome: Outcome, phases: u32, min_passes: u32) {
+    fn report_phase(&self, permit: Ticket, outcome: Outcome, phases: u32, min_passes: u32) {
         let word = self.load();
         if word.state() != State::HalfOpen
             || !word.same_epoch(permit.word)
@@ -700,20 +700,54 @@ pub struct Permit<'a> {
 impl Permit<'_> {
     /// The call succeeded.
     #[inline(always)]
-    pub fn success(self) {
-        self.settle(Outcome::Success);
+    pub fn success(mut self) {
+        self.succeeded();
     }
 
     /// The call failed in a way that counts against the circuit.
     #[inline]
-    pub fn failure(self) {
-        self.settle(Outcome::Failure);
+    pub fn failure(mut self) {
+        self.failed();
     }
 
     /// The call ended in a way that must not affect the circuit (a business error).
     #[inline]
-    pub fn ignore(self) {
+    pub fn ignore(mut self) {
+        self.ignored();
+    }
+
+    /// [`success`](Permit::success) in place: the attribute's expansion reports through these, so
+    /// the permit is never moved (a move of a value just written costs a store-forwarding stall).
+    /// Reporting twice is harmless: the second report does nothing.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn succeeded(&mut self) {
+        self.settle(Outcome::Success);
+    }
+
+    /// [`failure`](Permit::failure) in place (see [`succeeded`](Permit::succeeded)).
+    #[doc(hidden)]
+    #[inline]
+    pub fn failed(&mut self) {
+        self.settle(Outcome::Failure);
+    }
+
+    /// [`ignore`](Permit::ignore) in place (see [`succeeded`](Permit::succeeded)).
+    #[doc(hidden)]
+    #[inline]
+    pub fn ignored(&mut self) {
         self.settle(Outcome::Released);
+    }
+
+    /// What the breaker needs back to account for the call, as plain values (the permit's own
+    /// address never escapes, so it stays in registers on the hot path).
+    #[inline(always)]
+    fn ticket(&self) -> Ticket {
+        Ticket {
+            word: self.word,
+            start: self.start,
+            site: self.site,
+        }
     }
 
     /// The key of the breaker that issued this permit.
@@ -753,9 +787,11 @@ impl Permit<'_> {
     }
 
     #[inline(always)]
-    fn settle(mut self, outcome: Outcome) {
-        self.core.finish(&self, outcome);
-        self.word = Word::SETTLED;
+    fn settle(&mut self, outcome: Outcome) {
+        if !self.word.inert() {
+            self.core.finish(self.ticket(), outcome);
+            self.word = Word::SETTLED;
+        }
     }
 }
 
@@ -777,7 +813,7 @@ impl Permit<'_> {
         } else {
             Outcome::Released
         };
-        self.core.finish(self, outcome);
+        self.core.finish(self.ticket(), outcome);
         self.word = Word::SETTLED;
     }
 }
@@ -789,6 +825,14 @@ impl fmt::Debug for Permit<'_> {
             .field("probe", &self.is_probe())
             .finish()
     }
+}
+
+/// A permit's admission, handed back when it reports.
+#[derive(Clone, Copy)]
+struct Ticket {
+    word: Word,
+    start: u64,
+    site: FnName,
 }
 
 /// Why admission failed (turned into an [`Error`] only when someone asks).
