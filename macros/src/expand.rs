@@ -159,7 +159,6 @@ fn expand(args: Args, function: Function) -> TokenStream {
         output,
         output_span,
         permit,
-        result,
         error,
         value,
         refused,
@@ -226,28 +225,36 @@ fn expand(args: Args, function: Function) -> TokenStream {
     let outcome = match &args.fallback {
         None => {
             let rejected = at_output(quote!(#err(#private::reject(#refused))));
-            let report_error = match classify(args.failure.as_ref(), &names, false) {
+            // The result is taken apart and rebuilt rather than inspected and returned: on the
+            // success path only the `Ok` value moves, never the whole `Result` (whose error type
+            // may be large), which keeps the hot path free of memory-to-memory copies.
+            let report_error = match classify(args.failure.as_ref(), &names, true) {
                 Some(counts) => quote! {
-                    #err_error => if #counts { #permit.failed() } else { #permit.ignored() },
+                    #err_error => {
+                        if #counts { #permit.failed() } else { #permit.ignored() }
+                        #err_error
+                    }
                 },
-                None => {
-                    let err_any = at_output(quote!(#err(_)));
-                    quote!(#err_any => #permit.failed(),)
-                }
+                None => quote! {
+                    #err_error => {
+                        #permit.failed();
+                        #err_error
+                    }
+                },
             };
-            let ok_any = at_output(quote!(#ok(_)));
             quote! {
                 // A refusal returns at once; its temporaries end here, so an admitted call's
                 // future holds nothing of it across the body's `.await`.
                 if let ::core::option::Option::Some(#refused) = #permit.refusal() {
                     return #rejected;
                 }
-                let #result = #run;
-                match &#result {
-                    #ok_any => #permit.succeeded(),
+                match #run {
+                    #ok_value => {
+                        #permit.succeeded();
+                        #ok_value
+                    }
                     #report_error
                 }
-                #result
             }
         }
         Some(fallback) => {
@@ -282,8 +289,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
                 if let ::core::option::Option::Some(#refused) = #permit.refusal() {
                     return #on_refused;
                 }
-                let #result = #run;
-                match #result {
+                match #run {
                     #ok_value => {
                         #permit.succeeded();
                         #ok_value
@@ -347,6 +353,7 @@ fn classify(failure: Option<&Failure>, names: &Names, owned: bool) -> Option<Tok
             let span = predicate.span();
             // Located at the predicate, so a wrong signature is reported there.
             let error = Ident::new("__fusebox_error", error.span().located_at(span));
+            let by_ref = owned.then(|| quote_spanned!(span=> &));
             Some(quote_spanned!(span=> #predicate(#by_ref #error)))
         }
         Failure::Variants(variants) => {

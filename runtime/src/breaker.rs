@@ -18,6 +18,19 @@ use crate::policy::{Policy, Recovery};
 use crate::state::{State, Word};
 use crate::window::{Counts, Sample, Window};
 
+/// A value alone on its cache line, so writes to it do not slow down readers of its neighbours.
+#[repr(align(64))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// The annotated function's path, as a thin pointer (keeps permits small).
 pub(crate) type FnName = &'static &'static str;
 
@@ -31,7 +44,8 @@ pub(crate) struct Core {
     clock: ClockSource,
     hooks: Arc<Hooks>,
     state: AtomicU64,
-    window: Window,
+    /// Written by every recorded call: kept off the cache line of `state`, which every call reads.
+    window: Padded<Window>,
     /// Counted failures in a row (only kept when `consecutive` is set).
     run: AtomicU32,
     /// Failed recoveries in a row: the exponent of `open_backoff`.
@@ -41,9 +55,10 @@ pub(crate) struct Core {
     phase: AtomicU64,
     phase_seq: AtomicU64,
     /// Calls in flight (only kept when `max_concurrent` is set).
-    in_flight: AtomicU32,
+    in_flight: Padded<AtomicU32>,
     metrics_only: AtomicBool,
-    rejected: AtomicU64,
+    /// Written by every refused call, on its own cache line.
+    rejected: Padded<AtomicU64>,
     /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
     used: AtomicBool,
     /// Never evicted: created by a static call site or by hand.
@@ -76,14 +91,14 @@ impl Core {
             clock,
             hooks,
             state: AtomicU64::new(Word::INITIAL.0),
-            window: Window::new(&policy),
+            window: Padded(Window::new(&policy)),
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),
             phase: AtomicU64::new(0),
             phase_seq: AtomicU64::new(0),
-            in_flight: AtomicU32::new(0),
+            in_flight: Padded(AtomicU32::new(0)),
             metrics_only: AtomicBool::new(false),
-            rejected: AtomicU64::new(0),
+            rejected: Padded(AtomicU64::new(0)),
             used: AtomicBool::new(true),
             pinned: AtomicBool::new(true),
             plain: matches!(policy.window, crate::policy::Window::Count(_))
@@ -772,7 +787,7 @@ impl Permit<'_> {
         }
     }
 
-    #[cold]
+    #[inline(always)]
     fn refusal_error(&self, code: u64) -> Error {
         let reason = match code - 1 {
             0 => Reason::Open,
