@@ -105,6 +105,7 @@ async fn guarded_host(host: &str, x: u64) -> Result<u64, BenchError> {
     }
 }
 
+#[inline(always)]
 fn poll_once<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
     match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {

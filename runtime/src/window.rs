@@ -321,6 +321,14 @@ struct Bucket {
 pub(crate) struct TimeWindow {
     slice_nanos: u64,
     buckets: Box<[Bucket]>,
+    /// The slice most recently seen, so most calls find theirs without a division.
+    current: AtomicU64,
+    /// The slice `prior_*` were summed for: the window's other slices, which do not change while
+    /// that slice lasts. A record then costs its own bucket plus three loads, not a full sum.
+    prior_for: AtomicU64,
+    prior_calls: AtomicU32,
+    prior_failures: AtomicU32,
+    prior_slow: AtomicU32,
 }
 
 impl TimeWindow {
@@ -335,12 +343,25 @@ impl TimeWindow {
                     slow: AtomicU32::new(0),
                 })
                 .collect(),
+            current: AtomicU64::new(0),
+            prior_for: AtomicU64::new(0),
+            prior_calls: AtomicU32::new(0),
+            prior_failures: AtomicU32::new(0),
+            prior_slow: AtomicU32::new(0),
         }
     }
 
+    /// The slice (1-based) that `now` falls in.
     #[inline]
     fn slice(&self, now: u64) -> u64 {
-        now / self.slice_nanos + 1
+        let cached = self.current.load(Ordering::Relaxed);
+        let start = cached.wrapping_sub(1).wrapping_mul(self.slice_nanos);
+        if cached != 0 && now >= start && now - start < self.slice_nanos {
+            return cached;
+        }
+        let slice = now / self.slice_nanos + 1;
+        self.current.store(slice, Ordering::Relaxed);
+        slice
     }
 
     #[inline]
@@ -358,23 +379,49 @@ impl TimeWindow {
             bucket.failures.store(0, Ordering::Release);
             bucket.slow.store(0, Ordering::Release);
         }
-        bucket.calls.fetch_add(1, Ordering::AcqRel);
-        if sample.failure {
-            bucket.failures.fetch_add(1, Ordering::AcqRel);
+        let calls = bucket.calls.fetch_add(1, Ordering::AcqRel) + 1;
+        let failures = if sample.failure {
+            bucket.failures.fetch_add(1, Ordering::AcqRel) + 1
+        } else {
+            bucket.failures.load(Ordering::Acquire)
+        };
+        let slow = if sample.slow {
+            bucket.slow.fetch_add(1, Ordering::AcqRel) + 1
+        } else {
+            bucket.slow.load(Ordering::Acquire)
+        };
+        let prior = self.prior(slice);
+        Counts {
+            calls: prior.calls + calls,
+            failures: prior.failures + failures,
+            slow: prior.slow + slow,
         }
-        if sample.slow {
-            bucket.slow.fetch_add(1, Ordering::AcqRel);
-        }
-        self.counts(now)
     }
 
-    fn counts(&self, now: u64) -> Counts {
-        let slice = self.slice(now);
-        let oldest = slice.saturating_sub(u64::from(TIME_BUCKETS) - 1);
+    /// The counts of the window's slices before `slice`.
+    #[inline]
+    fn prior(&self, slice: u64) -> Counts {
+        if self.prior_for.load(Ordering::Acquire) == slice {
+            return Counts {
+                calls: self.prior_calls.load(Ordering::Acquire),
+                failures: self.prior_failures.load(Ordering::Acquire),
+                slow: self.prior_slow.load(Ordering::Acquire),
+            };
+        }
+        let prior = self.sum(slice.saturating_sub(u64::from(TIME_BUCKETS) - 1), slice - 1);
+        self.prior_calls.store(prior.calls, Ordering::Release);
+        self.prior_failures.store(prior.failures, Ordering::Release);
+        self.prior_slow.store(prior.slow, Ordering::Release);
+        self.prior_for.store(slice, Ordering::Release);
+        prior
+    }
+
+    /// The counts of the buckets stamped with a slice in `oldest..=newest`.
+    fn sum(&self, oldest: u64, newest: u64) -> Counts {
         let mut total = Counts::default();
         for bucket in self.buckets.iter() {
             let stamp = bucket.stamp.load(Ordering::Acquire);
-            if stamp >= oldest && stamp <= slice {
+            if stamp >= oldest && stamp <= newest {
                 total.calls += bucket.calls.load(Ordering::Acquire);
                 total.failures += bucket.failures.load(Ordering::Acquire);
                 total.slow += bucket.slow.load(Ordering::Acquire);
@@ -383,7 +430,13 @@ impl TimeWindow {
         total
     }
 
+    fn counts(&self, now: u64) -> Counts {
+        let slice = self.slice(now);
+        self.sum(slice.saturating_sub(u64::from(TIME_BUCKETS) - 1), slice)
+    }
+
     fn reset(&self) {
+        self.prior_for.store(0, Ordering::Release);
         for bucket in self.buckets.iter() {
             bucket.stamp.store(0, Ordering::Release);
             bucket.calls.store(0, Ordering::Release);
