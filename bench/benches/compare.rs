@@ -11,8 +11,10 @@
 //! - `closed_success`: an admitted call that succeeds and is recorded;
 //! - `open_rejected`: a refused call (each open breaker is checked to refuse before it is timed);
 //! - `open_fallback`: a refused call turned into `0` (fusebox: `fallback = …`; the others: a `match`);
-//! - `two_threads`: `closed_success` from two threads at once on one shared breaker; the time
-//!   reported is wall time for all calls divided by their number.
+//! - `two_threads`, `two_threads_open`: `closed_success` and `open_rejected` from two threads at once
+//!   on one shared breaker; the time reported is wall time for all calls divided by their number;
+//! - `closed_success` also times fusebox with a 1 s time window and with slow-call timing on;
+//! - `dynamic_key`: fusebox's per-call key lookup (`key = host`) at 1, 1,000 and 100,000 keys.
 //!
 //! Run: `cargo bench -p fusebox-bench --bench compare`
 
@@ -172,6 +174,44 @@ mod fb {
     /// The fallback of [`fallback_sync`].
     pub fn zero_sync(_fail: bool, _cause: Cause<BenchError>) -> Result<u64, BenchError> {
         Ok(0)
+    }
+
+    /// Stays closed, over a time window like failsafe's (1 s).
+    #[fusebox::circuit_breaker(
+        key = "bench-closed-time-window",
+        window = "1s",
+        min_calls = 100,
+        failure_rate = 50,
+        open_for = "1h"
+    )]
+    pub async fn closed_time_window(fail: bool) -> Result<u64, BenchError> {
+        work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// Stays closed, timing every call against a slow-call threshold.
+    #[fusebox::circuit_breaker(
+        key = "bench-closed-slow",
+        window = 100,
+        failure_rate = 50,
+        slow = "1s",
+        slow_rate = 50,
+        open_for = "1h"
+    )]
+    pub async fn closed_slow(fail: bool) -> Result<u64, BenchError> {
+        work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// The registry of the dynamic-key case, with room for every key.
+    pub static HOSTS: std::sync::LazyLock<fusebox::Registry> = std::sync::LazyLock::new(|| {
+        let registry = fusebox::Registry::new();
+        registry.set_max_keys(200_000);
+        registry
+    });
+
+    /// One breaker per host, looked up per call.
+    #[fusebox::circuit_breaker(key = host, registry = HOSTS, window = 100, failure_rate = 50, open_for = "1h")]
+    pub async fn per_host(host: &str, fail: bool) -> Result<u64, BenchError> {
+        work_async(fail).await.map_err(BenchError::Inner)
     }
 
     /// One call through the manual API, with the sync inner work.
@@ -611,6 +651,40 @@ fn closed_success(c: &mut Criterion, s: &Subjects) {
     });
     one(&mut g, "recloser/sync", || rc_sync(&s.rc_closed));
     one(&mut g, "recloser/async", || rc_async(&s.rc_async_closed));
+    one(&mut g, "fusebox/attr-async-time-window", || {
+        poll_once(fb::closed_time_window(false))
+    });
+    one(&mut g, "fusebox/attr-async-slow-timing", || {
+        poll_once(fb::closed_slow(false))
+    });
+    g.finish();
+}
+
+/// One breaker per key: the per-call lookup at 1, 1,000 and 100,000 keys (fusebox only: the other
+/// crates have no registry), visiting 4,096 keys in a scattered order as traffic to many hosts would.
+fn dynamic_keys(c: &mut Criterion) {
+    let mut g = c.benchmark_group("dynamic_key");
+    let hosts: Vec<String> = (0..100_000)
+        .map(|i| format!("host-{i}.internal:443"))
+        .collect();
+    let mut created = 0;
+    for keys in [1usize, 1_000, 100_000] {
+        for host in &hosts[created..keys] {
+            assert!(poll_once(fb::per_host(host, false)).is_ok());
+        }
+        created = keys;
+        assert_eq!(fb::HOSTS.len(), keys);
+        let order: Vec<&str> = (0..4096)
+            .map(|i| hosts[(i * 7919) % keys].as_str())
+            .collect();
+        g.bench_function(format!("fusebox/attr-async/{keys}-keys"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & 4095;
+                black_box(poll_once(fb::per_host(black_box(order[i]), false)))
+            })
+        });
+    }
     g.finish();
 }
 
@@ -692,6 +766,24 @@ fn two_threads(c: &mut Criterion, s: &Subjects) {
     g.finish();
 }
 
+fn two_threads_open(c: &mut Criterion, s: &Subjects) {
+    s.check();
+    let mut g = c.benchmark_group("two_threads_open");
+    two(&mut g, "fusebox/attr-async", || {
+        poll_once(fb::open_async(false))
+    });
+    two(&mut g, "fusebox/attr-sync", || fb::open_sync(false));
+    two(&mut g, "failsafe-consecutive/sync", || {
+        fs_sync(&s.fs_cons_open)
+    });
+    two(&mut g, "failsafe-timewindow/sync", || {
+        fs_sync(&s.fs_time_open)
+    });
+    two(&mut g, "recloser/sync", || rc_sync(&s.rc_open));
+    two(&mut g, "recloser/async", || rc_async(&s.rc_async_open));
+    g.finish();
+}
+
 fn main() {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_millis(1_000))
@@ -704,6 +796,8 @@ fn main() {
     open_rejected(&mut c, &subjects);
     open_fallback(&mut c, &subjects);
     two_threads(&mut c, &subjects);
+    two_threads_open(&mut c, &subjects);
+    dynamic_keys(&mut c);
     subjects.check();
     c.final_summary();
 }
