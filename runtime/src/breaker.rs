@@ -201,7 +201,7 @@ impl Core {
 
     /// Counts a refusal.
     #[cold]
-    fn reject(&self, reason: Reason, retry_after: Option<Duration>) -> Refusal {
+    fn reject(&self, reason: Reason, retry_after: u64) -> Refusal {
         self.rejected.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.meters.rejected();
@@ -240,9 +240,7 @@ impl Core {
             Err(refusal) => Permit {
                 core: self,
                 word: Word::refused(refusal.reason as u64 + 1),
-                start: refusal
-                    .retry_after
-                    .map_or(u64::MAX, crate::clock::duration_to_nanos),
+                start: refusal.retry_after,
                 site,
             },
         }
@@ -262,7 +260,7 @@ impl Core {
         let bulkhead = self.policy.max_concurrent != 0;
         if bulkhead && self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
-            return Err(self.reject(Reason::BulkheadFull, None));
+            return Err(self.reject(Reason::BulkheadFull, NO_WAIT));
         }
         let word = self.load();
         let admitted = if word.admits() {
@@ -293,7 +291,7 @@ impl Core {
 
     /// A refusal, or in metrics-only mode an admission whose outcome is not recorded.
     #[cold]
-    fn refuse(&self, reason: Reason, retry_after: Option<Duration>) -> Result<Word, Refusal> {
+    fn refuse(&self, reason: Reason, retry_after: u64) -> Result<Word, Refusal> {
         let refusal = self.reject(reason, retry_after);
         if self.metrics_only.load(Ordering::Acquire) {
             Ok(Word::SHADOW)
@@ -307,12 +305,12 @@ impl Core {
         loop {
             let next = match word.state() {
                 State::Closed | State::Disabled => return Ok(word),
-                State::ForcedOpen => return self.refuse(Reason::ForcedOpen, None),
+                State::ForcedOpen => return self.refuse(Reason::ForcedOpen, NO_WAIT),
                 State::Open => {
                     let now = self.now();
-                    let remaining = word.open_remaining(now);
-                    if !remaining.is_zero() {
-                        return self.refuse(Reason::Open, Some(remaining));
+                    let remaining = word.open_remaining_nanos(now);
+                    if remaining != 0 {
+                        return self.refuse(Reason::Open, remaining);
                     }
                     match self.policy.recovery {
                         Recovery::Probes => word.to_half_open(now),
@@ -326,7 +324,7 @@ impl Core {
                         return if seq % u64::from(phases) < u64::from(word.passed()) {
                             Ok(word)
                         } else {
-                            self.refuse(Reason::Recovering, None)
+                            self.refuse(Reason::Recovering, NO_WAIT)
                         };
                     }
                     Recovery::Probes if word.issued() < self.policy.half_open => {
@@ -335,7 +333,7 @@ impl Core {
                     Recovery::Probes => {
                         let now = self.now();
                         if !word.lease_expired(now, self.policy.lease_nanos()) {
-                            return self.refuse(Reason::HalfOpenFull, None);
+                            return self.refuse(Reason::HalfOpenFull, NO_WAIT);
                         }
                         // The probes never reported within their lease: re-arm.
                         word.to_half_open(now)
@@ -797,7 +795,7 @@ impl Permit<'_> {
             4 => Reason::BulkheadFull,
             _ => Reason::TimedOut,
         };
-        let retry_after = (self.start != u64::MAX).then(|| Duration::from_nanos(self.start));
+        let retry_after = (self.start != NO_WAIT).then(|| Duration::from_nanos(self.start));
         Error::new(self.core.key.clone(), reason, retry_after)
     }
 
@@ -850,11 +848,15 @@ struct Ticket {
     site: FnName,
 }
 
+/// A refusal's `retry_after` when there is no probe to wait for.
+const NO_WAIT: u64 = u64::MAX;
+
 /// Why admission failed (turned into an [`Error`] only when someone asks).
 #[derive(Debug, Clone, Copy)]
 struct Refusal {
     reason: Reason,
-    retry_after: Option<Duration>,
+    /// Nanoseconds until the next probe; [`NO_WAIT`] when the reason has none.
+    retry_after: u64,
 }
 
 /// A handle to one breaker. Cheap to clone; clones share the breaker.

@@ -223,12 +223,17 @@ impl Word {
 
     /// Open: the time left before a probe is admitted; zero once the wait is over.
     pub(crate) fn open_remaining(self, now_nanos: u64) -> Duration {
+        Duration::from_nanos(self.open_remaining_nanos(now_nanos))
+    }
+
+    /// [`open_remaining`](Word::open_remaining) in nanoseconds.
+    #[inline]
+    pub(crate) fn open_remaining_nanos(self, now_nanos: u64) -> u64 {
         let since = self.since_ms(now_nanos);
         if since >= 0 {
-            Duration::ZERO
+            0
         } else {
-            let remaining_ms = since.unsigned_abs();
-            Duration::from_nanos(remaining_ms * NANOS_PER_MS - now_nanos % NANOS_PER_MS)
+            since.unsigned_abs() * NANOS_PER_MS - now_nanos % NANOS_PER_MS
         }
     }
 
