@@ -18,6 +18,12 @@ use crate::policy::{Policy, Recovery};
 use crate::state::{State, Word};
 use crate::window::{Counts, Sample, Window};
 
+/// Refusals since creation, and calls in flight (kept only with `max_concurrent`).
+struct Counters {
+    rejected: AtomicU64,
+    in_flight: AtomicU32,
+}
+
 /// A value alone on its cache line, so writes to it do not slow down readers of its neighbours.
 #[repr(align(64))]
 struct Padded<T>(T);
@@ -50,15 +56,14 @@ pub(crate) struct Core {
     run: AtomicU32,
     /// Failed recoveries in a row: the exponent of `open_backoff`.
     reopens: AtomicU32,
-    /// Progressive recovery: calls, failures and admission sequence of the current phase.
-    /// Generation of the phase (low 16 bits), calls (next 24) and failures (top 24) it recorded.
+    /// Progressive recovery: the phase's generation (low 16 bits), calls (next 24) and failures
+    /// (top 24) it recorded.
     phase: AtomicU64,
     phase_seq: AtomicU64,
     /// Calls in flight (only kept when `max_concurrent` is set).
-    in_flight: Padded<AtomicU32>,
     metrics_only: AtomicBool,
-    /// Written by every refused call, on its own cache line.
-    rejected: Padded<AtomicU64>,
+    /// Counters written by refused calls and by bulkhead calls, on their own cache line.
+    counters: Padded<Counters>,
     /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
     used: AtomicBool,
     /// Never evicted: created by a static call site or by hand.
@@ -96,9 +101,11 @@ impl Core {
             reopens: AtomicU32::new(0),
             phase: AtomicU64::new(0),
             phase_seq: AtomicU64::new(0),
-            in_flight: Padded(AtomicU32::new(0)),
             metrics_only: AtomicBool::new(false),
-            rejected: Padded(AtomicU64::new(0)),
+            counters: Padded(Counters {
+                rejected: AtomicU64::new(0),
+                in_flight: AtomicU32::new(0),
+            }),
             used: AtomicBool::new(true),
             pinned: AtomicBool::new(true),
             plain: matches!(policy.window, crate::policy::Window::Count(_))
@@ -129,8 +136,10 @@ impl Core {
         next.state.store(carried.0, Ordering::Release);
         next.metrics_only
             .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
-        next.rejected
-            .store(self.rejected.load(Ordering::Acquire), Ordering::Release);
+        next.counters.rejected.store(
+            self.counters.rejected.load(Ordering::Acquire),
+            Ordering::Release,
+        );
         next.reopens
             .store(self.reopens.load(Ordering::Acquire), Ordering::Release);
         next.pinned
@@ -171,7 +180,8 @@ impl Core {
         if self.pinned.load(Ordering::Acquire) || self.used.swap(false, Ordering::AcqRel) {
             return false;
         }
-        let busy = self.policy.max_concurrent != 0 && self.in_flight.load(Ordering::Acquire) != 0;
+        let busy =
+            self.policy.max_concurrent != 0 && self.counters.in_flight.load(Ordering::Acquire) != 0;
         self.load().state() == State::Closed && !busy
     }
 
@@ -202,7 +212,7 @@ impl Core {
     /// Counts a refusal.
     #[cold]
     fn reject(&self, reason: Reason, retry_after: u64) -> Refusal {
-        self.rejected.fetch_add(1, Ordering::Relaxed);
+        self.counters.rejected.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.meters.rejected();
         Refusal {
@@ -258,8 +268,10 @@ impl Core {
 
     fn admit_general(&self, site: FnName) -> Result<(Word, u64), Refusal> {
         let bulkhead = self.policy.max_concurrent != 0;
-        if bulkhead && self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if bulkhead
+            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent
+        {
+            self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
             return Err(self.reject(Reason::BulkheadFull, NO_WAIT));
         }
         let word = self.load();
@@ -282,7 +294,7 @@ impl Core {
             }
             Err(refusal) => {
                 if bulkhead {
-                    self.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
                 }
                 Err(refusal)
             }
@@ -416,7 +428,7 @@ impl Core {
             return;
         }
         if permit.start & BULKHEAD_BIT != 0 {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
         if self.successor.get().is_some() {
             return; // reconfigured: this breaker no longer decides anything
@@ -662,7 +674,7 @@ impl Core {
             failure_rate: counts.failure_rate(),
             slow_rate: counts.slow_rate(),
             consecutive_failures: self.run.load(Ordering::Acquire),
-            rejected: self.rejected.load(Ordering::Relaxed),
+            rejected: self.counters.rejected.load(Ordering::Relaxed),
             retry_after: (state == State::Open).then(|| word.open_remaining(now)),
             probes_in_flight: match (state, self.policy.recovery) {
                 (State::HalfOpen, Recovery::Probes) => word.issued().saturating_sub(word.passed()),
@@ -673,7 +685,7 @@ impl Core {
                 _ => None,
             },
             reopens: self.reopens.load(Ordering::Acquire),
-            in_flight: self.in_flight.load(Ordering::Acquire),
+            in_flight: self.counters.in_flight.load(Ordering::Acquire),
             metrics_only: self.metrics_only.load(Ordering::Acquire),
             policy: self.policy,
         }
