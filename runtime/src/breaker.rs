@@ -59,6 +59,7 @@ pub(crate) struct Core {
     /// Progressive recovery: the phase's generation (low 16 bits), calls (next 24) and failures
     /// (top 24) it recorded.
     phase: AtomicU64,
+    /// Progressive recovery: admissions asked for in the current phase (phase k admits k in n).
     phase_seq: AtomicU64,
     /// Calls in flight (only kept when `max_concurrent` is set).
     metrics_only: AtomicBool,
