@@ -123,7 +123,7 @@ pub fn table(retry: &Report, breaker: &Report) -> String {
             r.successes,
             r.fast_errors,
             r.timeouts,
-            format!("{:.0?}", r.elapsed)
+            format!("{} ms", r.elapsed.as_millis())
         ));
     }
     out
