@@ -34,7 +34,7 @@ impl Site {
     }
 
     /// This site's breaker in `registry` (resolved and cached on first use).
-    #[inline]
+    #[inline(always)]
     pub fn breaker(&'static self, registry: &'static Registry) -> &'static Breaker {
         match self.breaker.get() {
             Some(breaker) => breaker,
@@ -46,11 +46,7 @@ impl Site {
     /// whose [`Permit::refusal`] says why.
     #[inline(always)]
     pub fn enter(&'static self, registry: &'static Registry) -> Permit<'static> {
-        let breaker = match self.breaker.get() {
-            Some(breaker) => breaker,
-            None => self.resolve(registry),
-        };
-        let core: &'static crate::breaker::Core = breaker.core.current();
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
         core.enter(&self.function)
     }
 
