@@ -182,7 +182,7 @@ fn finished(handles: &[tokio::task::JoinHandle<Result<(), ApiError>>]) -> usize 
 
 async fn wait_until(cond: impl Fn() -> bool) {
     // Yields to the scheduler until the condition holds; bounded so a bug fails instead of hanging.
-    for _ in 0..100_000 {
+    for _ in 0..5_000_000 {
         if cond() {
             return;
         }
