@@ -236,6 +236,22 @@ impl Core {
                 site,
             };
         }
+        // The other common case: an open circuit whose wait is not over refuses without leaving
+        // this function (one clock read, one counter).
+        if self.plain && word.is_open() {
+            let remaining = word.open_remaining_nanos(self.now());
+            if remaining != 0 && !self.metrics_only.load(Ordering::Relaxed) {
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                #[cfg(feature = "metrics")]
+                self.meters.rejected();
+                return Permit {
+                    core: self,
+                    word: Word::refused(Reason::Open as u64 + 1),
+                    start: remaining,
+                    site,
+                };
+            }
+        }
         self.enter_general(site)
     }
 

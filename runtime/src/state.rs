@@ -97,6 +97,12 @@ impl Word {
         Word(INERT | reason << MODE_BITS)
     }
 
+    /// True when the circuit is open (waiting for its deadline).
+    #[inline(always)]
+    pub(crate) fn is_open(self) -> bool {
+        self.0 & MODE_MASK == OPEN
+    }
+
     /// True for settled and refused permits: nothing left to report.
     #[inline(always)]
     pub(crate) fn inert(self) -> bool {
