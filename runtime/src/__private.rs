@@ -53,11 +53,8 @@ impl Site {
     /// Asks this site's breaker in `registry` for admission; a refusal is an [`Error`].
     #[inline]
     pub fn acquire(&'static self, registry: &'static Registry) -> Result<Permit<'static>, Error> {
-        let permit = self.enter(registry);
-        match permit.refusal() {
-            None => Ok(permit),
-            Some(refused) => Err(refused),
-        }
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        core.acquire(&self.function)
     }
 
     #[cold]

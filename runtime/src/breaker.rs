@@ -792,6 +792,16 @@ impl Permit<'_> {
         }
     }
 
+    /// Reports `result`: `Ok` is a success, an error `is_failure` accepts a failure, any other
+    /// error does not count.
+    fn report<T, E>(self, result: &Result<T, E>, is_failure: impl FnOnce(&E) -> bool) {
+        match result {
+            Ok(_) => self.success(),
+            Err(e) if is_failure(e) => self.failure(),
+            Err(_) => self.ignore(),
+        }
+    }
+
     /// The key of the breaker that issued this permit.
     pub(crate) fn key(&self) -> Key {
         self.core.key.clone()
@@ -928,11 +938,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = f();
-        match &result {
-            Ok(_) => permit.success(),
-            Err(e) if is_failure(e) => permit.failure(),
-            Err(_) => permit.ignore(),
-        }
+        permit.report(&result, is_failure);
         Ok(result)
     }
 
@@ -945,11 +951,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = fut.await;
-        match &result {
-            Ok(_) => permit.success(),
-            Err(e) if is_failure(e) => permit.failure(),
-            Err(_) => permit.ignore(),
-        }
+        permit.report(&result, is_failure);
         Ok(result)
     }
 
