@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::clock::ClockSource;
 use crate::error::{Error, Key, Reason};
-use crate::observe::{Hooks, Transition};
+use crate::observe::{Hooks, Transition, Trigger};
 use crate::policy::{Policy, Recovery};
 use crate::state::{State, Word};
 use crate::window::{Counts, Sample, Window};
@@ -74,8 +74,31 @@ pub(crate) struct Core {
     /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
     /// reports still arriving here change nothing.
     successor: std::sync::OnceLock<Arc<Core>>,
+    /// The open episode: when the circuit last opened from closed (nanoseconds + 1; 0 when
+    /// closed), and whether `circuit_stuck_open` was reported for it.
+    episode: Episode,
+    /// The last transition, for snapshots (written on transitions only).
+    last: std::sync::Mutex<Option<Recorded>>,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
+}
+
+/// The open episode of a breaker (see [`Core::episode`]).
+#[derive(Default)]
+struct Episode {
+    since: AtomicU64,
+    reported: AtomicBool,
+}
+
+/// A transition as a snapshot keeps it.
+#[derive(Clone, Copy)]
+struct Recorded {
+    at: u64,
+    from: State,
+    to: State,
+    trigger: Trigger,
+    counts: Counts,
+    function: &'static str,
 }
 
 /// How a call ended, as far as the breaker is concerned.
@@ -114,6 +137,8 @@ impl Core {
                 && policy.consecutive == 0
                 && policy.max_concurrent == 0,
             successor: std::sync::OnceLock::new(),
+            episode: Episode::default(),
+            last: std::sync::Mutex::new(None),
             #[cfg(feature = "metrics")]
             meters: crate::observe::Meters::new(key_for_meters),
         }
@@ -145,6 +170,15 @@ impl Core {
             .store(self.reopens.load(Ordering::Acquire), Ordering::Release);
         next.pinned
             .store(self.pinned.load(Ordering::Acquire), Ordering::Release);
+        next.episode.since.store(
+            self.episode.since.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        next.episode.reported.store(
+            self.episode.reported.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        *next.last.lock().unwrap_or_else(|p| p.into_inner()) = self.last_recorded();
         next
     }
 
@@ -373,8 +407,15 @@ impl Core {
                 Ok(()) => {
                     if !next.same_epoch(word) {
                         self.enter_phase();
-                        let counts = self.window.counts(self.now());
-                        self.emit(word.state(), State::HalfOpen, counts, site);
+                        let now = self.now();
+                        let counts = self.window.counts(now);
+                        let trigger = if word.state() == State::HalfOpen {
+                            Trigger::LeaseExpired
+                        } else {
+                            Trigger::OpenWaitOver
+                        };
+                        self.emit(word.state(), State::HalfOpen, counts, site, trigger);
+                        self.check_stuck(now, site);
                     }
                     return Ok(next);
                 }
@@ -493,7 +534,12 @@ impl Core {
                 false
             };
         if word.state() == State::Closed && (run_tripped || counts.trips(&self.policy)) {
-            self.trip(word, counts, permit.site);
+            let trigger = if run_tripped {
+                Trigger::Consecutive
+            } else {
+                self.rate_rule(counts)
+            };
+            self.trip(word, counts, permit.site, trigger);
         }
     }
 
@@ -504,17 +550,32 @@ impl Core {
             && self.successor.get().is_none()
             && counts.trips(&self.policy)
         {
-            self.trip(word, counts, site);
+            self.trip(word, counts, site, self.rate_rule(counts));
+        }
+    }
+
+    /// Which rate rule `counts` reached: the failure rate when it did, else the slow-call rate.
+    fn rate_rule(&self, counts: Counts) -> Trigger {
+        let rate = u64::from(self.policy.failure_rate);
+        if rate != 0 && u64::from(counts.failures) * 100 >= rate * u64::from(counts.calls) {
+            Trigger::FailureRate
+        } else {
+            Trigger::SlowRate
         }
     }
 
     #[cold]
-    fn trip(&self, word: Word, counts: Counts, site: FnName) {
-        let next = word.to_open(self.now(), self.policy.open_wait_nanos(0));
+    fn trip(&self, word: Word, counts: Counts, site: FnName, trigger: Trigger) {
+        let now = self.now();
+        let next = word.to_open(now, self.policy.open_wait_nanos(0));
         if self.cas(word, next).is_ok() {
             self.window.reset();
             self.run.store(0, Ordering::Release);
-            self.emit(State::Closed, State::Open, counts, site);
+            self.episode
+                .since
+                .store(now.saturating_add(1), Ordering::Release);
+            self.episode.reported.store(false, Ordering::Release);
+            self.emit(State::Closed, State::Open, counts, site, trigger);
         }
     }
 
@@ -549,7 +610,12 @@ impl Core {
                             failures,
                             slow: 0,
                         };
-                        self.left_half_open(next, probes, permit.site);
+                        let trigger = if next.state() == State::Open {
+                            Trigger::ProbeFailed
+                        } else {
+                            Trigger::ProbesPassed
+                        };
+                        self.left_half_open(next, probes, permit.site, trigger);
                     }
                     return;
                 }
@@ -588,10 +654,16 @@ impl Core {
                 failures,
                 slow: 0,
             };
-            if next.state() == State::HalfOpen {
-                self.emit(State::HalfOpen, State::HalfOpen, probes, permit.site);
-            } else {
-                self.left_half_open(next, probes, permit.site);
+            match next.state() {
+                State::HalfOpen => self.emit(
+                    State::HalfOpen,
+                    State::HalfOpen,
+                    probes,
+                    permit.site,
+                    Trigger::PhasePassed,
+                ),
+                State::Open => self.left_half_open(next, probes, permit.site, Trigger::ProbeFailed),
+                _ => self.left_half_open(next, probes, permit.site, Trigger::ProbesPassed),
             }
         }
     }
@@ -602,15 +674,52 @@ impl Core {
         word.to_open(self.now(), self.policy.open_wait_nanos(reopens))
     }
 
-    fn left_half_open(&self, next: Word, probes: Counts, site: FnName) {
-        if next.state() == State::Open {
+    fn left_half_open(&self, next: Word, probes: Counts, site: FnName, trigger: Trigger) {
+        let reopened = next.state() == State::Open;
+        if reopened {
             self.reopens.fetch_add(1, Ordering::AcqRel);
         } else {
             self.reopens.store(0, Ordering::Release);
+            self.episode.since.store(0, Ordering::Release);
         }
         self.window.reset();
         self.run.store(0, Ordering::Release);
-        self.emit(State::HalfOpen, next.state(), probes, site);
+        self.emit(State::HalfOpen, next.state(), probes, site, trigger);
+        if reopened {
+            self.check_stuck(self.now(), site);
+        }
+    }
+
+    /// Emits `circuit_stuck_open` once per open episode, when recovery failed
+    /// `stuck_open` times in a row or the circuit has been open longer than its span. Checked
+    /// on recovery attempts (the first call after each wait) and failed recoveries: no timer.
+    #[cold]
+    fn check_stuck(&self, now: u64, site: FnName) {
+        let since = self.episode.since.load(Ordering::Acquire);
+        if since == 0 || self.episode.reported.load(Ordering::Acquire) {
+            return;
+        }
+        let open_nanos = now.saturating_sub(since - 1);
+        let failed = self.reopens.load(Ordering::Acquire);
+        let (max_failed, max_nanos) = (self.policy.stuck_reopens, self.policy.stuck_open_nanos);
+        let stuck = (max_failed != 0 && failed >= max_failed)
+            || (max_nanos != 0 && open_nanos >= max_nanos);
+        if stuck && !self.episode.reported.swap(true, Ordering::AcqRel) {
+            let function: &'static str = site;
+            let open_secs = Duration::from_nanos(open_nanos).as_secs_f64();
+            let key = self.key.as_str();
+            let _ = std::panic::catch_unwind(|| {
+                tracing::warn!(
+                    target: "fusebox",
+                    event = "circuit_stuck_open",
+                    key,
+                    failed_recoveries = failed,
+                    open_secs,
+                    function,
+                    "circuit_stuck_open"
+                )
+            });
+        }
     }
 
     /// Moves to `target` by operator action, whatever the current state.
@@ -625,9 +734,16 @@ impl Core {
                     self.window.reset();
                     self.run.store(0, Ordering::Release);
                     self.reopens.store(0, Ordering::Release);
+                    self.episode.since.store(0, Ordering::Release);
                     self.enter_phase();
                     if word.state() != next.state() {
-                        self.emit(word.state(), next.state(), counts, &"operator");
+                        self.emit(
+                            word.state(),
+                            next.state(),
+                            counts,
+                            &"operator",
+                            Trigger::Operator,
+                        );
                     }
                     return;
                 }
@@ -636,10 +752,34 @@ impl Core {
         }
     }
 
+    /// Records the transition for snapshots, then emits its event and runs the hooks. Nothing
+    /// that user code does here (a hook or a `tracing` subscriber that panics) unwinds into the
+    /// caller: the transition has been made and the caller's permit must still be settled.
     #[cold]
-    fn emit(&self, from: State, to: State, counts: Counts, function: FnName) {
+    fn emit(&self, from: State, to: State, counts: Counts, function: FnName, trigger: Trigger) {
         let function: &'static str = function;
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Recorded {
+            at: self.now(),
+            from,
+            to,
+            trigger,
+            counts,
+            function,
+        });
+        let announce = || self.announce(from, to, counts, function, trigger);
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(announce)) {
+            // A subscriber panicked; a second panic while reporting it is dropped too.
+            let message = crate::observe::panic_message(payload.as_ref()).to_owned();
+            let key = self.key.as_str();
+            let _ = std::panic::catch_unwind(
+                || tracing::error!(target: "fusebox", key, panic = message, "a panic while reporting a transition of `{key}` was caught; the transition stands"),
+            );
+        }
+    }
+
+    fn announce(&self, from: State, to: State, counts: Counts, function: &str, trigger: Trigger) {
         let key = self.key.as_str();
+        let rule = trigger.as_str();
         let failure_rate = counts.failure_rate();
         let slow_rate = counts.slow_rate();
         let calls = counts.calls;
@@ -648,19 +788,19 @@ impl Core {
             State::Open | State::ForcedOpen => tracing::warn!(
                 target: "fusebox",
                 event = "circuit_opened",
-                key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function,
+                key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule,
                 "circuit_opened"
             ),
             State::HalfOpen => tracing::info!(
                 target: "fusebox",
                 event = "circuit_half_open",
-                key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function,
+                key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule,
                 "circuit_half_open"
             ),
             State::Closed | State::Disabled => tracing::info!(
                 target: "fusebox",
                 event = "circuit_closed",
-                key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function,
+                key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule,
                 "circuit_closed"
             ),
         }
@@ -674,7 +814,12 @@ impl Core {
             slow_rate,
             calls,
             function,
+            trigger,
         });
+    }
+
+    fn last_recorded(&self) -> Option<Recorded> {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
@@ -705,6 +850,18 @@ impl Core {
             in_flight: self.counters.in_flight.load(Ordering::Acquire),
             metrics_only: self.metrics_only.load(Ordering::Acquire),
             policy: self.policy,
+            last_transition: self.last_recorded().map(|r| LastTransition {
+                from: r.from,
+                to: r.to,
+                trigger: r.trigger,
+                elapsed: Duration::from_nanos(now.saturating_sub(r.at)),
+                failure_rate: r.counts.failure_rate(),
+                slow_rate: r.counts.slow_rate(),
+                calls: r.counts.calls,
+                failures: r.counts.failures,
+                slow: r.counts.slow,
+                function: r.function,
+            }),
         }
     }
 
@@ -841,8 +998,11 @@ impl Permit<'_> {
     #[inline(always)]
     fn settle(&mut self, outcome: Outcome) {
         if !self.word.inert() {
-            self.core.finish(self.ticket(), outcome);
+            // Settled before the report runs: whatever unwinds out of it, the drop that follows
+            // does not report (or release a bulkhead slot) a second time.
+            let ticket = self.ticket();
             self.word = Word::SETTLED;
+            self.core.finish(ticket, outcome);
         }
     }
 }
@@ -865,8 +1025,9 @@ impl Permit<'_> {
         } else {
             Outcome::Released
         };
-        self.core.finish(self.ticket(), outcome);
+        let ticket = self.ticket();
         self.word = Word::SETTLED;
+        self.core.finish(ticket, outcome);
     }
 }
 
@@ -1054,6 +1215,36 @@ pub struct Snapshot {
     pub metrics_only: bool,
     /// The policy it runs.
     pub policy: Policy,
+    /// The last state change, with what caused it and the counts that decided it (`None` before
+    /// the first). A snapshot taken right after the circuit opens shows an empty window; this says
+    /// why it opened.
+    pub last_transition: Option<LastTransition>,
+}
+
+/// The last state change of a breaker, as kept in its [`Snapshot`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LastTransition {
+    /// The state it left.
+    pub from: State,
+    /// The state it entered.
+    pub to: State,
+    /// What caused it: the rule that tripped, the recovery step, or an operator.
+    pub trigger: Trigger,
+    /// Time since it happened, on the registry's clock.
+    pub elapsed: Duration,
+    /// Failure rate of the window (or of the probes) that decided, in percent.
+    pub failure_rate: f64,
+    /// Slow-call rate of that window, in percent.
+    pub slow_rate: f64,
+    /// Calls in that window (or probes).
+    pub calls: u32,
+    /// Failures among them.
+    pub failures: u32,
+    /// Slow calls among them.
+    pub slow: u32,
+    /// Path of the annotated function whose call caused it (`"operator"` for manual controls).
+    pub function: &'static str,
 }
 
 #[cfg(test)]
@@ -1330,6 +1521,41 @@ mod tests {
         );
         b.reset();
         assert!(!b.snapshot().metrics_only);
+    }
+
+    /// A clock that panics while `PANIC` is set: user code that can unwind out of a report.
+    struct PanickingClock(FakeClock, Arc<AtomicBool>);
+
+    impl crate::clock::Clock for PanickingClock {
+        fn now_nanos(&self) -> u64 {
+            if self.1.load(Ordering::Relaxed) {
+                panic!("clock panics");
+            }
+            self.0.now_nanos()
+        }
+    }
+
+    #[test]
+    fn a_report_that_unwinds_releases_its_bulkhead_slot_exactly_once() {
+        let panics = Arc::new(AtomicBool::new(false));
+        let core = Core::new(
+            Key::from_static("t"),
+            Policy::new().max_concurrent(2).slow(S),
+            ClockSource::Custom(Arc::new(PanickingClock(FakeClock::new(), panics.clone()))),
+            Arc::default(),
+        );
+        let b = Breaker {
+            core: Arc::new(core),
+        };
+        let permit = b.try_acquire().unwrap();
+        panics.store(true, Ordering::Relaxed);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| permit.success()));
+        panics.store(false, Ordering::Relaxed);
+        assert!(unwound.is_err());
+        assert_eq!(b.snapshot().in_flight, 0, "released once, not twice");
+        let held = (b.try_acquire().unwrap(), b.try_acquire().unwrap());
+        assert_eq!(b.try_acquire().unwrap_err().reason(), Reason::BulkheadFull);
+        drop(held);
     }
 
     #[test]

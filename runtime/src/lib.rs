@@ -46,9 +46,9 @@ mod window;
 #[doc(hidden)]
 pub mod __private;
 
-pub use breaker::{Breaker, Permit, Snapshot};
+pub use breaker::{Breaker, LastTransition, Permit, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
-pub use observe::Transition;
+pub use observe::{Transition, Trigger};
 pub use policy::{
     MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW,
     MIN_OPEN_FOR, MIN_TIME_WINDOW, Policy, PolicyError, Recovery, TIME_BUCKETS, Window,

@@ -1,8 +1,11 @@
 //! Watching breakers: transition hooks registered on a [`Registry`](crate::Registry).
 //!
 //! Hooks run on the thread that made the transition, after it is published and outside any lock, so
-//! a hook may read the breaker (or even trip another one) without deadlocking anything.
+//! a hook may read the breaker (or even trip another one) without deadlocking anything. A hook that
+//! panics is caught: the panic is reported as a `tracing` ERROR naming the key and the transition,
+//! the transition stands, and the other hooks still run.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -26,6 +29,58 @@ pub struct Transition<'a> {
     pub calls: u32,
     /// Path of the annotated function whose call caused it (`"operator"` for manual controls).
     pub function: &'a str,
+    /// What caused it.
+    pub trigger: Trigger,
+}
+
+/// What caused a transition: the rule that tripped, the recovery step, or an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Trigger {
+    /// Closed → open: failures reached `failure_rate` of the window.
+    FailureRate,
+    /// Closed → open: slow calls reached `slow_rate` of the window.
+    SlowRate,
+    /// Closed → open: `consecutive` counted failures in a row.
+    Consecutive,
+    /// Open → half-open: the open wait is over and a call arrived.
+    OpenWaitOver,
+    /// Half-open → half-open: the probes did not report within `half_open_lease`; re-armed.
+    LeaseExpired,
+    /// Half-open → open: a probe failed (or a progressive phase reached the failure rate).
+    ProbeFailed,
+    /// Half-open → closed: every probe (or the last progressive phase) passed.
+    ProbesPassed,
+    /// Half-open → half-open: a progressive phase passed and the next one began.
+    PhasePassed,
+    /// `force_open`, `disable` or `reset` by an operator.
+    Operator,
+    /// A new policy was applied to the breaker.
+    Reconfigured,
+}
+
+impl Trigger {
+    /// Lowercase name used in events (`failure_rate`, `probe_failed`, `operator`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Trigger::FailureRate => "failure_rate",
+            Trigger::SlowRate => "slow_rate",
+            Trigger::Consecutive => "consecutive",
+            Trigger::OpenWaitOver => "open_wait_over",
+            Trigger::LeaseExpired => "lease_expired",
+            Trigger::ProbeFailed => "probe_failed",
+            Trigger::ProbesPassed => "probes_passed",
+            Trigger::PhasePassed => "phase_passed",
+            Trigger::Operator => "operator",
+            Trigger::Reconfigured => "reconfigured",
+        }
+    }
+}
+
+impl std::fmt::Display for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 type Hook = Arc<dyn Fn(&Transition<'_>) + Send + Sync>;
@@ -53,9 +108,41 @@ impl Hooks {
         // Copy the list out so no lock is held while user code runs.
         let hooks: Vec<Hook> = self.list.read().unwrap_or_else(|p| p.into_inner()).clone();
         for hook in hooks {
-            hook(transition);
+            // A hook is user code: its panic must not unwind into the breaker (a permit being
+            // settled, an admission half done) nor out of a permit dropped during another panic.
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| hook(transition))) {
+                report_hook_panic(transition, payload.as_ref());
+            }
         }
     }
+}
+
+/// The text of a panic payload (`panic!` with a literal or a formatted message), when it has one.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "a non-string payload"
+    }
+}
+
+#[cold]
+fn report_hook_panic(transition: &Transition<'_>, payload: &(dyn std::any::Any + Send)) {
+    let message = panic_message(payload);
+    tracing::error!(
+        target: "fusebox",
+        event = "hook_panicked",
+        key = transition.key,
+        from = transition.from.as_str(),
+        to = transition.to.as_str(),
+        panic = message,
+        "an `on_transition` hook panicked on `{}` ({} -> {}): {message}; the transition stands and the breaker keeps working; catch the panic inside the hook",
+        transition.key,
+        transition.from,
+        transition.to,
+    );
 }
 
 /// `metrics` crate instruments of one breaker (feature `metrics`).

@@ -79,6 +79,7 @@ pub enum Recovery {
 /// | `half_open`, `half_open_lease` | 1 probe, = `open_for` | [`Policy::half_open`], [`Policy::half_open_lease`] |
 /// | `recovery` | probes | [`Policy::progressive`] |
 /// | `max_concurrent` | unlimited | [`Policy::max_concurrent`] |
+/// | `stuck_open` | 3 failed recoveries or 5 min | [`Policy::stuck_open`] (the `circuit_stuck_open` event) |
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     pub(crate) window: Window,
@@ -100,6 +101,10 @@ pub struct Policy {
     pub(crate) recovery: Recovery,
     /// 0: unlimited.
     pub(crate) max_concurrent: u32,
+    /// Failed recoveries in a row that make an open circuit "stuck"; 0: not by count.
+    pub(crate) stuck_reopens: u32,
+    /// Nanoseconds open (since it opened from closed) that make it "stuck"; 0: not by time.
+    pub(crate) stuck_open_nanos: u64,
 }
 
 impl Policy {
@@ -118,6 +123,8 @@ impl Policy {
         half_open_lease_nanos: 0,
         recovery: Recovery::Probes,
         max_concurrent: 0,
+        stuck_reopens: 3,
+        stuck_open_nanos: 5 * 60 * 1_000_000_000,
     };
 
     /// The default policy.
@@ -222,6 +229,26 @@ impl Policy {
     pub const fn max_concurrent(mut self, calls: u32) -> Self {
         self.max_concurrent = calls;
         self
+    }
+
+    /// When an open circuit counts as stuck: after `failed_recoveries` failed recoveries in a
+    /// row, or once it has been open for `open_longer_than` since it opened from closed, whichever
+    /// comes first. A stuck circuit emits one `circuit_stuck_open` WARN event per open episode (an
+    /// episode ends when the circuit closes or an operator changes its state). The time rule is
+    /// checked on recovery attempts (the first call after each open wait), since breakers run no
+    /// timers. `0` (or a zero duration) turns that rule off. Default: 3 failed recoveries or 5 min.
+    pub const fn stuck_open(mut self, failed_recoveries: u32, open_longer_than: Duration) -> Self {
+        self.stuck_reopens = failed_recoveries;
+        self.stuck_open_nanos = duration_to_nanos(open_longer_than);
+        self
+    }
+
+    /// The `stuck_open` rule: failed recoveries in a row (0: off) and the open span (zero: off).
+    pub const fn stuck_open_after(&self) -> (u32, Duration) {
+        (
+            self.stuck_reopens,
+            Duration::from_nanos(self.stuck_open_nanos),
+        )
     }
 
     /// The window.
@@ -451,6 +478,7 @@ impl fmt::Debug for Policy {
             .field("half_open_lease", &Duration::from_nanos(self.lease_nanos()))
             .field("recovery", &self.recovery)
             .field("max_concurrent", &self.concurrency_limit())
+            .field("stuck_open", &self.stuck_open_after())
             .finish()
     }
 }
