@@ -96,3 +96,164 @@ fn every_transition_emits_an_event_with_key_states_rate_calls_and_function() {
         ("half_open", "closed")
     );
 }
+
+/// Runs `f` with a capturing subscriber on this thread; returns the captured events.
+fn capture(f: impl FnOnce()) -> Vec<Captured> {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    tracing::subscriber::with_default(subscriber, f);
+    capture.0.lock().unwrap().clone()
+}
+
+fn named<'a>(events: &'a [Captured], name: &str) -> Vec<&'a Captured> {
+    events
+        .iter()
+        .filter(|e| e.fields.get("message").map(String::as_str) == Some(name))
+        .collect()
+}
+
+#[test]
+fn a_snapshot_right_after_opening_says_why_it_opened() {
+    use fusebox::{Policy, Registry, State, Trigger, clock::FakeClock};
+    let clock = FakeClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let b = registry
+        .breaker(
+            "why",
+            Policy::new()
+                .window(4)
+                .min_calls(4)
+                .open_for(Duration::from_secs(2)),
+        )
+        .unwrap();
+    assert_eq!(b.snapshot().last_transition, None);
+    let events = capture(|| {
+        b.try_acquire().unwrap().success();
+        for _ in 0..3 {
+            b.try_acquire().unwrap().failure();
+        }
+    });
+    clock.advance(Duration::from_millis(1500));
+    let snap = b.snapshot();
+    assert_eq!(
+        (snap.state, snap.calls, snap.failure_rate),
+        (State::Open, 0, 0.0)
+    );
+    let last = snap.last_transition.expect("the opening is kept");
+    assert_eq!(
+        (last.from, last.to, last.trigger),
+        (State::Closed, State::Open, Trigger::FailureRate)
+    );
+    assert_eq!((last.calls, last.failures, last.failure_rate), (4, 3, 75.0));
+    assert_eq!(last.elapsed, Duration::from_millis(1500));
+    assert_eq!(
+        named(&events, "circuit_opened")[0].fields["trigger"],
+        "failure_rate"
+    );
+
+    // A failed probe, then an operator.
+    clock.advance(Duration::from_millis(500));
+    b.try_acquire().unwrap().failure();
+    let last = b.snapshot().last_transition.unwrap();
+    assert_eq!(
+        (last.from, last.to, last.trigger),
+        (State::HalfOpen, State::Open, Trigger::ProbeFailed)
+    );
+    b.force_open();
+    let last = b.snapshot().last_transition.unwrap();
+    assert_eq!(
+        (last.to, last.trigger, last.function),
+        (State::ForcedOpen, Trigger::Operator, "operator")
+    );
+
+    // The consecutive rule names itself.
+    let run = registry
+        .breaker("run", Policy::new().rate_off().consecutive(2))
+        .unwrap();
+    run.try_acquire().unwrap().failure();
+    run.try_acquire().unwrap().failure();
+    let last = run.snapshot().last_transition.unwrap();
+    assert_eq!(
+        (last.to, last.trigger, last.calls),
+        (State::Open, Trigger::Consecutive, 2)
+    );
+}
+
+#[test]
+fn a_circuit_stuck_open_is_reported_once_per_episode() {
+    use fusebox::{Policy, Registry, State, clock::FakeClock};
+    const S: Duration = Duration::from_secs(1);
+    let clock = FakeClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let b = registry
+        .breaker(
+            "stuck",
+            Policy::new()
+                .window(1)
+                .min_calls(1)
+                .open_for(S)
+                .stuck_open(3, Duration::from_secs(3600)),
+        )
+        .unwrap();
+    let failed_recoveries = |n: usize| {
+        for _ in 0..n {
+            clock.advance(S);
+            b.try_acquire().expect("probe").failure();
+        }
+    };
+    let events = capture(|| {
+        b.try_acquire().unwrap().failure();
+        failed_recoveries(2);
+    });
+    assert!(
+        named(&events, "circuit_stuck_open").is_empty(),
+        "2 of 3 is not stuck"
+    );
+    let events = capture(|| failed_recoveries(3));
+    let stuck = named(&events, "circuit_stuck_open");
+    assert_eq!(stuck.len(), 1, "once per episode");
+    assert_eq!(stuck[0].level, tracing::Level::WARN);
+    assert_eq!(stuck[0].fields["key"], "stuck");
+    assert_eq!(stuck[0].fields["failed_recoveries"], "3");
+    assert_eq!(stuck[0].fields["open_secs"], "3.0");
+    // Recovery ends the episode; the next one is reported again.
+    clock.advance(S);
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::Closed);
+    let events = capture(|| {
+        b.try_acquire().unwrap().failure();
+        failed_recoveries(3);
+    });
+    assert_eq!(named(&events, "circuit_stuck_open").len(), 1);
+
+    // The time rule: open for 10 s with no failed recovery counted yet (a long open wait).
+    let slow = registry
+        .breaker(
+            "stuck-long",
+            Policy::new()
+                .window(1)
+                .min_calls(1)
+                .open_for(Duration::from_secs(10))
+                .stuck_open(0, Duration::from_secs(10)),
+        )
+        .unwrap();
+    let events = capture(|| {
+        slow.try_acquire().unwrap().failure();
+        clock.advance(Duration::from_secs(9));
+        assert!(slow.try_acquire().is_err());
+    });
+    assert!(named(&events, "circuit_stuck_open").is_empty());
+    let events = capture(|| {
+        clock.advance(Duration::from_secs(1));
+        // The recovery attempt after 10 s open reports it (and the probe then fails).
+        slow.try_acquire().unwrap().failure();
+        clock.advance(Duration::from_secs(10));
+        slow.try_acquire().unwrap().failure();
+    });
+    let stuck = named(&events, "circuit_stuck_open");
+    assert_eq!(stuck.len(), 1);
+    assert_eq!(stuck[0].fields["open_secs"], "10.0");
+    // An operator's reset ends the episode without an event.
+    slow.reset();
+    assert_eq!(slow.state(), State::Closed);
+}
