@@ -205,19 +205,46 @@ impl Core {
         }
     }
 
+    /// Clears the used mark: a new dynamic breaker counts as used once a second call finds it.
+    pub(crate) fn mark_unused(&self) {
+        self.used.store(false, Ordering::Relaxed);
+    }
+
     /// Marks a breaker as created for a dynamic key (evictable) or not.
     pub(crate) fn set_pinned(&self, pinned: bool) {
         self.pinned.store(pinned, Ordering::Release);
     }
 
-    /// The eviction sweep's question: may this breaker go? Clears the used mark as a second chance.
+    /// Pins a breaker made for a dynamic key (now claimed by a literal key or by hand); true when
+    /// it was not pinned before.
+    pub(crate) fn claim(&self) -> bool {
+        !self.pinned.swap(true, Ordering::AcqRel)
+    }
+
+    /// True when never evicted (see [`Core::claim`]).
+    pub(crate) fn is_pinned(&self) -> bool {
+        self.pinned.load(Ordering::Acquire)
+    }
+
+    /// The eviction sweep's question: may this breaker go? Nothing in flight, and either closed and
+    /// not used since the previous look (the used mark is cleared as a second chance), or open with
+    /// its wait over: it holds nothing the next probe would not find out again. An open circuit
+    /// within its wait, half-open probing, and the operators' states are never evicted.
     pub(crate) fn evictable(&self) -> bool {
-        if self.pinned.load(Ordering::Acquire) || self.used.swap(false, Ordering::AcqRel) {
+        if self.pinned.load(Ordering::Acquire) {
             return false;
         }
         let busy =
             self.policy.max_concurrent != 0 && self.counters.in_flight.load(Ordering::Acquire) != 0;
-        self.load().state() == State::Closed && !busy
+        if busy {
+            return false;
+        }
+        let word = self.load();
+        match word.state() {
+            State::Closed => !self.used.swap(false, Ordering::AcqRel),
+            State::Open => word.open_remaining_nanos(self.now()) == 0,
+            _ => false,
+        }
     }
 
     #[inline]

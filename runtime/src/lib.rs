@@ -53,7 +53,7 @@ pub use policy::{
     MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW,
     MIN_OPEN_FOR, MIN_TIME_WINDOW, Policy, PolicyError, Recovery, TIME_BUCKETS, Window,
 };
-pub use registry::{DEFAULT_MAX_KEYS, Registry, registry};
+pub use registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, Registry, SWEEP_STEP, registry};
 pub use retry::MAX_BACKOFF;
 pub use state::State;
 

@@ -5,13 +5,18 @@
 //! a lock-free concurrent map (`papaya`, chosen by the `keys` benchmark); reads take no lock.
 //!
 //! **Bounds.** Breakers created for dynamic keys are capped ([`Registry::set_max_keys`], default
-//! 10,000). When the cap is reached, creating one more sweeps the map once: dynamic breakers that are
-//! closed, idle (not used since the previous sweep) and have nothing in flight are evicted. If the
-//! sweep frees nothing, that call runs through a fresh, unregistered breaker (it is not protected)
-//! and a `tracing` warning names the key; memory never grows past the cap. Breakers of literal keys
-//! and those made with [`Registry::breaker`] are never evicted.
+//! 10,000). When the cap is reached, creating one more advances a clock hand over the dynamic keys
+//! in creation order, looking at no more than [`SWEEP_STEP`] of them: a breaker with nothing in
+//! flight goes when it is closed and idle (no call found it since it was created or since the hand
+//! last passed it) or open with its wait over (the next probe would find out again all it knows). An open breaker still within its
+//! wait is never evicted, so a flood of new keys cannot reset a tripped circuit. If the hand frees
+//! nothing, that call runs through a fresh, unregistered breaker (it is not protected) and a
+//! rate-limited `tracing` warning names the key; memory never grows past the cap. Breakers of
+//! literal keys and those made with [`Registry::breaker`] are never evicted and do not count
+//! against the cap, also when a dynamic key created them first. A dynamic key longer than
+//! [`MAX_KEY_LEN`] bytes is stored as a bounded form of itself (see [`MAX_KEY_LEN`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -26,6 +31,34 @@ type Map = papaya::HashMap<Key, Breaker, foldhash::fast::RandomState>;
 
 /// The default cap on breakers created for dynamic keys.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
+/// The longest dynamic key kept as it is, in bytes.
+///
+/// A longer dynamic key (`key = expr`) is stored as its first bytes (up to 239, cut at a character
+/// boundary), `#`, and 16 hex digits of a hash of the whole key: at most this many bytes. Each long
+/// key still gets its own breaker; events, snapshots and errors show the bounded form, and
+/// [`Registry::get`] accepts either form. So the registry's memory is bounded by the key cap
+/// whatever the keys' length.
+pub const MAX_KEY_LEN: usize = 256;
+
+/// The most dynamic breakers one creation looks at when the registry is full (the clock hand's
+/// step): eviction costs a bounded amount per miss, never a sweep of every key.
+pub const SWEEP_STEP: usize = 32;
+
+/// The bounded form of a dynamic key longer than [`MAX_KEY_LEN`] (`None` when it fits).
+fn bounded_key(key: &str) -> Option<String> {
+    use std::hash::{Hash, Hasher};
+    if key.len() <= MAX_KEY_LEN {
+        return None;
+    }
+    let mut cut = MAX_KEY_LEN - 17;
+    while !key.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut hasher = DefaultHasher::new();
+    key.hash(&mut hasher);
+    Some(format!("{}#{:016x}", &key[..cut], hasher.finish()))
+}
 
 /// An operator's override for one key: a whole policy, or a patch applied on top of the policy the
 /// code declares.
@@ -67,6 +100,9 @@ pub struct Registry {
     /// Serializes creation, eviction and reconfiguration (never taken by calls on known keys).
     write: Mutex<()>,
     dynamic: AtomicUsize,
+    /// Dynamic keys in creation order: the eviction clock hand walks it from the front (locked
+    /// only under `write`).
+    ring: Mutex<VecDeque<Key>>,
     max_keys: AtomicUsize,
     overflow: AtomicU64,
 }
@@ -90,6 +126,7 @@ impl Registry {
             overrides: RwLock::new(HashMap::with_hasher(BuildHasherDefault::new())),
             write: Mutex::new(()),
             dynamic: AtomicUsize::new(0),
+            ring: Mutex::new(VecDeque::new()),
             max_keys: AtomicUsize::new(DEFAULT_MAX_KEYS),
             overflow: AtomicU64::new(0),
         }
@@ -112,8 +149,13 @@ impl Registry {
     }
 
     /// The breaker registered under `key`, if any call or [`breaker`](Registry::breaker) made it.
+    /// A dynamic key longer than [`MAX_KEY_LEN`] is found by its full text or its bounded form.
     pub fn get(&self, key: &str) -> Option<Breaker> {
-        self.map().pin().get(key).cloned()
+        let map = self.map().pin();
+        match map.get(key) {
+            Some(found) => Some(found.clone()),
+            None => bounded_key(key).and_then(|bounded| map.get(bounded.as_str()).cloned()),
+        }
     }
 
     /// The breaker under `key`, created with `policy` if it does not exist yet.
@@ -134,14 +176,18 @@ impl Registry {
         policy: Policy,
         make_key: impl FnOnce() -> Key,
     ) -> Breaker {
-        if let Some(existing) = self.get(key) {
-            existing.core.set_pinned(true);
+        if let Some(existing) = self.get(key)
+            && existing.core.is_pinned()
+        {
             warn_if_different(&existing, policy);
             return existing;
         }
         let _write = self.lock();
         if let Some(existing) = self.get(key) {
-            existing.core.set_pinned(true);
+            // A breaker a dynamic key made: from now on it is never evicted and leaves the cap.
+            if existing.core.claim() {
+                self.dynamic.fetch_sub(1, Ordering::AcqRel);
+            }
             warn_if_different(&existing, policy);
             return existing;
         }
@@ -192,6 +238,9 @@ impl Registry {
     /// The breaker of a dynamic key: one lock-free lookup (created on first use, within the cap).
     #[inline]
     pub(crate) fn dynamic(&self, key: &str, policy: Policy) -> Breaker {
+        if key.len() > MAX_KEY_LEN {
+            return self.dynamic_long(key, policy);
+        }
         {
             let map = self.map().pin();
             if let Some(found) = map.get(key) {
@@ -205,17 +254,26 @@ impl Registry {
         }
     }
 
+    /// A dynamic key over [`MAX_KEY_LEN`] bytes: looked up by its bounded form.
+    #[cold]
+    #[inline(never)]
+    fn dynamic_long(&self, key: &str, policy: Policy) -> Breaker {
+        let bounded = bounded_key(key).unwrap_or_else(|| key.to_owned());
+        self.dynamic(&bounded, policy)
+    }
+
     #[cold]
     fn insert_dynamic(&self, key: &str, policy: Policy) -> Arc<Core> {
         let _write = self.lock();
-        if let Some(found) = self.get(key) {
-            return found.core;
+        if let Some(found) = self.map().pin().get(key) {
+            return found.core.current().clone();
         }
         if self.dynamic.load(Ordering::Acquire) >= self.max_keys.load(Ordering::Acquire) {
             self.sweep();
         }
         let breaker = self.create(Key::from(key), usable_policy(key, "", policy));
         breaker.core.set_pinned(false);
+        breaker.core.mark_unused();
         if self.dynamic.load(Ordering::Acquire) >= self.max_keys.load(Ordering::Acquire) {
             let overflow = self.overflow.fetch_add(1, Ordering::Relaxed) + 1;
             if overflow.is_power_of_two() {
@@ -230,23 +288,36 @@ impl Registry {
             return breaker.core;
         }
         self.dynamic.fetch_add(1, Ordering::AcqRel);
+        self.ring
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(breaker.core.key().clone());
         self.map()
             .pin()
             .insert(breaker.core.key().clone(), breaker.clone());
         breaker.core
     }
 
-    /// Evicts idle, closed, dynamic breakers (caller holds the write lock).
+    /// Advances the clock hand over at most [`SWEEP_STEP`] dynamic keys, evicting those that may
+    /// go (caller holds the write lock). Claimed keys leave the ring as the hand meets them.
     fn sweep(&self) {
         let map = self.map().pin();
-        let idle: Vec<Key> = map
-            .iter()
-            .filter(|(_, breaker)| breaker.core.current().evictable())
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in idle {
-            if map.remove(&key).is_some() {
-                self.dynamic.fetch_sub(1, Ordering::AcqRel);
+        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..SWEEP_STEP.min(ring.len()) {
+            let Some(key) = ring.pop_front() else { break };
+            let Some(breaker) = map.get(&key) else {
+                continue;
+            };
+            let core = breaker.core.current();
+            if core.is_pinned() {
+                continue; // claimed: no longer dynamic, already off the count
+            }
+            if core.evictable() {
+                if map.remove(&key).is_some() {
+                    self.dynamic.fetch_sub(1, Ordering::AcqRel);
+                }
+            } else {
+                ring.push_back(key);
             }
         }
     }
@@ -314,6 +385,12 @@ impl Registry {
     ///
     /// The hook runs on the thread that made the transition, after the new state is published and
     /// outside any lock: it may read breakers or call into the registry without deadlocking.
+    ///
+    /// A hook that panics is caught (`catch_unwind`): the panic is reported as a `tracing` ERROR
+    /// (`hook_panicked`, with the key and the transition), the transition stands, the other hooks
+    /// still run, and the call that made the transition carries on as if the hook had returned; no
+    /// count or permit is affected, and a hook panicking while a body's panic unwinds does not abort
+    /// the process.
     pub fn on_transition(&self, hook: impl Fn(&Transition<'_>) + Send + Sync + 'static) {
         self.hooks().add(Arc::new(hook));
     }
@@ -458,9 +535,10 @@ mod tests {
         let policy = Policy::new();
         for host in ["a", "b", "c"] {
             r.dynamic(host, policy).try_acquire().unwrap().success();
+            r.dynamic(host, policy); // found again: in use
         }
         assert_eq!(r.len(), 3);
-        // Full and everything was used since creation: the first sweep only clears the marks.
+        // Full and everything is in use: the hand only clears the marks.
         r.dynamic("d", policy).try_acquire().unwrap().success();
         assert_eq!(r.len(), 3);
         assert!(r.get("d").is_none());
@@ -473,5 +551,50 @@ mod tests {
         // Literal keys are never evicted.
         r.breaker("pinned", policy).unwrap();
         assert!(r.len() <= 3 + 1);
+    }
+
+    #[test]
+    fn the_clock_hand_looks_at_a_bounded_number_of_keys_per_miss() {
+        let clock = crate::clock::FakeClock::new();
+        let r = Registry::with_clock(clock.clone());
+        let n = 3 * SWEEP_STEP;
+        r.set_max_keys(n);
+        let tripping = Policy::new().window(1).min_calls(1);
+        for i in 0..n {
+            r.dynamic(&format!("k{i}"), tripping)
+                .try_acquire()
+                .unwrap()
+                .failure();
+        }
+        assert_eq!(r.get("k0").unwrap().state(), State::Open);
+        // Within their wait none may go; one miss looks at SWEEP_STEP of them, not all.
+        r.dynamic("x", tripping);
+        assert!(r.get("x").is_none());
+        let ring: Vec<String> = r
+            .ring
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().to_owned())
+            .collect();
+        assert_eq!(ring[0], format!("k{SWEEP_STEP}"), "the hand moved one step");
+        assert_eq!(ring.len(), n);
+        // Their wait is over: the next miss evicts what its step finds, and no more.
+        clock.advance(Duration::from_secs(10));
+        r.dynamic("y", tripping);
+        assert!(r.get("y").is_some());
+        assert_eq!(r.len(), n - SWEEP_STEP + 1);
+        assert!(r.get(&format!("k{SWEEP_STEP}")).is_none());
+        assert!(r.get("k0").is_some(), "outside this step");
+    }
+
+    #[test]
+    fn long_keys_have_a_bounded_stable_form() {
+        let long = "é".repeat(200); // 400 bytes, two per character
+        let bounded = bounded_key(&long).unwrap();
+        assert!(bounded.len() <= MAX_KEY_LEN);
+        assert_eq!(bounded, bounded_key(&long).unwrap(), "stable");
+        assert_ne!(bounded, bounded_key(&format!("{long}x")).unwrap());
+        assert!(bounded_key(&"a".repeat(MAX_KEY_LEN)).is_none());
     }
 }
