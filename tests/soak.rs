@@ -4,7 +4,8 @@
 //! bulkhead never exceeded, probes never above `half_open`, every transition continuous with the
 //! previous one, and no abort.
 //!
-//! Each test runs for 2 seconds (or `FUSEBOX_SOAK_SECS`), from a random seed (or
+//! `soak_threads` runs the same mix (without reloads and held calls) from four threads at once and
+//! checks the bulkhead from inside the body. Each test runs for 2 seconds (or `FUSEBOX_SOAK_SECS`), from a random seed (or
 //! `FUSEBOX_SOAK_SEED`); a failure prints the seed and the step. `soak` runs without reloads;
 //! `soak_with_reloads` adds them when [`RELOADS`] is on.
 
@@ -111,6 +112,18 @@ impl Future for Gate {
 #[circuit_breaker(key = key, registry = REGISTRY, policy = POLICY, failure = counts)]
 async fn held(key: &'static str, gate: Arc<AtomicU8>) -> Result<u32, ApiError> {
     Gate(gate).await.result()
+}
+
+static IN_BODY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static MOST_IN_BODY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+#[circuit_breaker(key = "soak-threads", registry = REGISTRY, policy = POLICY, failure = counts)]
+fn concurrent(end: End) -> Result<u32, ApiError> {
+    let now = IN_BODY.fetch_add(1, Ordering::SeqCst) + 1;
+    MOST_IN_BODY.fetch_max(now, Ordering::SeqCst);
+    std::thread::yield_now();
+    IN_BODY.fetch_sub(1, Ordering::SeqCst);
+    end.result()
 }
 
 type Held = (
@@ -329,4 +342,52 @@ fn run(key: &'static str, reloads: bool) {
     assert_eq!(snap.in_flight, 0, "seed {seed}: all released");
     eprintln!("{key}: seed {seed}, {step} steps, {transitions} transitions, actions {tally:?}");
     assert!(transitions > 0 && step > 100);
+}
+
+#[test]
+fn soak_threads() {
+    setup();
+    let secs: f64 = std::env::var("FUSEBOX_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2.0);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for t in 0..4u64 {
+            scope.spawn(move || {
+                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (t + 1));
+                while started.elapsed() < Duration::from_secs_f64(secs) {
+                    match rng.below(100) {
+                        0..=89 => {
+                            let end = [End::Ok, End::Ok, End::Timeout, End::Declined, End::Panic]
+                                [rng.below(5) as usize];
+                            let _ = catch_unwind(move || concurrent(end));
+                        }
+                        90..=94 => CLOCK.advance(Duration::from_millis(300)),
+                        _ => {
+                            if let Some(b) = REGISTRY.get("soak-threads") {
+                                match rng.below(3) {
+                                    0 => b.force_open(),
+                                    1 => b.disable(),
+                                    _ => b.reset(),
+                                }
+                            }
+                        }
+                    }
+                    let snap = REGISTRY.get("soak-threads").map(|b| b.snapshot());
+                    if let Some(snap) = snap {
+                        assert!(
+                            snap.in_flight <= MAX_CONCURRENT,
+                            "in_flight {}",
+                            snap.in_flight
+                        );
+                        assert!(snap.probes_in_flight <= HALF_OPEN);
+                    }
+                }
+            });
+        }
+    });
+    assert!(MOST_IN_BODY.load(Ordering::SeqCst) <= MAX_CONCURRENT);
+    let snap = REGISTRY.get("soak-threads").unwrap().snapshot();
+    assert_eq!(snap.in_flight, 0, "every permit released exactly once");
 }
