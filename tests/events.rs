@@ -257,3 +257,31 @@ fn a_circuit_stuck_open_is_reported_once_per_episode() {
     slow.reset();
     assert_eq!(slow.state(), State::Closed);
 }
+
+#[test]
+fn a_panicking_hook_is_reported_as_an_error_naming_key_and_transition() {
+    use fusebox::{Policy, Registry, State};
+    let registry = Registry::new();
+    registry.on_transition(|t| {
+        if t.to == State::ForcedOpen {
+            panic!("pager is down");
+        }
+    });
+    let b = registry.breaker("hooked", Policy::new()).unwrap();
+    let events = capture(|| b.force_open());
+    assert_eq!(b.state(), State::ForcedOpen, "the transition stands");
+    let reported: Vec<_> = events
+        .iter()
+        .filter(|e| e.fields.get("event").map(String::as_str) == Some("hook_panicked"))
+        .collect();
+    assert_eq!(reported.len(), 1);
+    let error = reported[0];
+    assert_eq!(error.level, tracing::Level::ERROR);
+    assert_eq!(error.fields["key"], "hooked");
+    assert_eq!(
+        (error.fields["from"].as_str(), error.fields["to"].as_str()),
+        ("closed", "forced_open")
+    );
+    assert_eq!(error.fields["panic"], "pager is down");
+    assert!(error.fields["message"].contains("`on_transition` hook panicked on `hooked`"));
+}
