@@ -8,10 +8,10 @@
 //! is generated.
 
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
-use quote::{ToTokens, TokenStreamExt, quote, quote_spanned};
+use quote::{ToTokens, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned as _;
-use syn::{Expr, GenericArgument, Ident, Path, PathArguments, Stmt, Type, TypePath};
+use syn::{GenericArgument, Ident, Path, PathArguments, Type, TypePath};
 
 use crate::args::{
     self, Args, AttemptArgs, DEFAULT_MIN_CALLS, Failure, Key, PolicyArgs, RecoveryArg, Spanned,
@@ -132,7 +132,7 @@ fn ungroup(ty: &Type) -> &Type {
 /// Rewrites a checked function.
 fn expand(args: Args, function: Function) -> TokenStream {
     let Function {
-        mut item,
+        item,
         output,
         params,
         borrowed,
@@ -170,11 +170,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
     // The original body, wrapped. Without a fallback it is moved into the wrapper, so the future
     // captures exactly what the original function captured. With one it only borrows the
     // parameters, which are then handed to the fallback.
-    let stmts = std::mem::take(&mut item.block.stmts);
-    let mut body = TokenStream::new();
-    item.block
-        .brace_token
-        .surround(&mut body, |tokens| tokens.append_all(&stmts));
+    let body = item.body.to_token_stream();
     let site = Ident::new("__FUSEBOX_SITE", Span::mixed_site());
     let function_name = item.sig.ident.unraw().to_string();
     let function_path = quote!(::core::concat!(::core::module_path!(), "::", #function_name));
@@ -197,8 +193,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
             body,
         };
         let new_body = attempts_body(&args, &names, attempt);
-        item.block.stmts = vec![Stmt::Expr(Expr::Verbatim(new_body), None)];
-        return item.into_token_stream();
+        return item.with_body(new_body);
     }
     let capture = match args.fallback {
         Some(_) => TokenStream::new(),
@@ -327,8 +322,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
         #admission
         #outcome
     };
-    item.block.stmts = vec![Stmt::Expr(Expr::Verbatim(new_body), None)];
-    item.into_token_stream()
+    item.with_body(new_body)
 }
 
 /// True when a bare variant name needs the error-type alias.

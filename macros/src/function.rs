@@ -1,14 +1,67 @@
 //! The annotated item: which functions the attribute accepts, and the parameters a fallback gets.
 
-use proc_macro2::{Span, TokenStream};
-use syn::{FnArg, Ident, Item, ItemFn, Pat, Receiver, ReceiverKind, ReturnType, TraitItemFn, Type};
+use proc_macro2::{Delimiter, Group, Span, TokenStream};
+use quote::{ToTokens, TokenStreamExt};
+use syn::parse::{Parse, ParseStream};
+use syn::{
+    Attribute, FnArg, Ident, Item, Pat, Receiver, ReceiverKind, ReturnType, Signature,
+    TraitItemFn, Type, Visibility,
+};
 
 use crate::errors::Errors;
+
+/// A function as written, with its body kept as raw tokens: only the signature is parsed, so a
+/// syntax error inside the body is left for rustc to report where it is.
+pub(crate) struct RawFn {
+    /// The outer attributes.
+    pub(crate) attrs: Vec<Attribute>,
+    /// The visibility.
+    pub(crate) vis: Visibility,
+    /// The signature.
+    pub(crate) sig: Signature,
+    /// The body, braces included, unparsed.
+    pub(crate) body: Group,
+}
+
+impl Parse for RawFn {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let attrs = input.call(Attribute::parse_outer)?;
+        let vis = input.parse()?;
+        let sig = input.parse()?;
+        let body: Group = input.parse()?;
+        if body.delimiter() != Delimiter::Brace {
+            return Err(syn::Error::new(body.span(), "expected the function body"));
+        }
+        if !input.is_empty() {
+            return Err(input.error("unexpected tokens after the function body"));
+        }
+        Ok(RawFn {
+            attrs,
+            vis,
+            sig,
+            body,
+        })
+    }
+}
+
+impl RawFn {
+    /// The function with `body` (the statements, without braces) as its body.
+    pub(crate) fn with_body(&self, body: TokenStream) -> TokenStream {
+        let mut tokens = TokenStream::new();
+        tokens.append_all(&self.attrs);
+        self.vis.to_tokens(&mut tokens);
+        self.sig.to_tokens(&mut tokens);
+        let mut group = Group::new(Delimiter::Brace, body);
+        group.set_span(self.body.span());
+        tokens.append(group);
+        tokens
+    }
+}
 
 /// A function the attribute can rewrite.
 pub(crate) struct Function {
     /// The function as written.
-    pub(crate) item: ItemFn,
+    pub(crate) item: RawFn,
     /// Its written return type.
     pub(crate) output: Type,
     /// Its parameters, in order, when a fallback needs them.
@@ -37,7 +90,7 @@ pub(crate) fn parse(
     fallback: bool,
     attempts: &[Ident],
 ) -> syn::Result<Function> {
-    let item: ItemFn = match syn::parse2(tokens.clone()) {
+    let item: RawFn = match syn::parse2(tokens.clone()) {
         Ok(item) => item,
         Err(_) => return Err(not_a_function(tokens)),
     };
@@ -107,7 +160,7 @@ pub(crate) fn parse(
 }
 
 /// The parameters handed to a fallback; each must be a plain name.
-fn fallback_params(item: &ItemFn) -> syn::Result<Params> {
+fn fallback_params(item: &RawFn) -> syn::Result<Params> {
     let mut errors = Errors::default();
     let mut params = Params::default();
     for input in &item.sig.inputs {
@@ -134,7 +187,7 @@ fn fallback_params(item: &ItemFn) -> syn::Result<Params> {
 /// borrowed (`let x = &x;`) rather than moved: a parameter taken by `&mut` or by value as `self`
 /// cannot be shared between attempts, and a pattern or `mut` binding would not mean what it says.
 /// `arg` is the attempt argument the messages name.
-fn attempt_params(item: &ItemFn, arg: &Ident) -> syn::Result<Vec<Ident>> {
+fn attempt_params(item: &RawFn, arg: &Ident) -> syn::Result<Vec<Ident>> {
     let mut errors = Errors::default();
     let mut borrowed = Vec::new();
     let again = "retrying needs the arguments again for every attempt";
