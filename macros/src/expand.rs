@@ -658,7 +658,48 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
         Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
         None => quote!(|_: &#error_type| -> bool { true }),
     };
-    let shadows = borrowed.iter().map(|name| quote!(let #name = &#name;));
+    // With `retry`, every attempt borrows the owned parameters again; the re-bindings are
+    // located at `retry`, so a body that no longer fits (it used an owned value) is reported
+    // against it too.
+    let retry_span = args.attempts.retry.map(|retry| retry.span);
+    let shadows = borrowed.iter().map(|name| {
+        let span = retry_span.unwrap_or_else(|| name.span());
+        let by_ref = quote_spanned!(span=> &);
+        let mut named = name.clone();
+        named.set_span(name.span().located_at(span));
+        quote_spanned!(span=> let #named = #by_ref #name;)
+    });
+    // Without `retry` the body runs once: it is moved into a one-shot closure (like the body of
+    // a function without these arguments), so the parameters keep their types and a body may
+    // consume them. With a fallback it borrows them instead, to hand them over afterwards.
+    // With `retry`, a body whose result no longer fits the return type is also reported at `retry`.
+    let done = match retry_span {
+        Some(span) => {
+            let mut result = result.clone();
+            result.set_span(result.span().located_at(span));
+            result.into_token_stream()
+        }
+        None => result.into_token_stream(),
+    };
+    let once = Ident::new("__fusebox_once", Span::mixed_site());
+    let attempt = match retry_span {
+        Some(_) => quote!(move || #wrap(#async_move #body)),
+        None => {
+            let (capture, async_block) = match args.fallback {
+                Some(_) => (TokenStream::new(), quote_spanned!(body_span=> async)),
+                None => (quote!(move), async_move.clone()),
+            };
+            quote!({
+                let mut #once = ::core::option::Option::Some(#capture || #wrap(#async_block #body));
+                move || match #once.take() {
+                    ::core::option::Option::Some(#once) => #once(),
+                    ::core::option::Option::None => ::core::unreachable!(
+                        "an attempt without `retry` runs once"
+                    ),
+                }
+            })
+        }
+    };
 
     let at_output = |tokens: TokenStream| respan(tokens, *output_span);
     let err = quote!(::core::result::Result::Err);
@@ -686,13 +727,13 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
             #private::run_attempts(
                 #admit,
                 &#attempts,
-                move || #wrap(#async_move #body),
+                #attempt,
                 #is_failure,
             )
             .await
         };
         match #settled {
-            #private::Settled::Done(#result) => #result,
+            #private::Settled::Done(#result) => #done,
             #private::Settled::Failed(#error) => #on_failed,
             #private::Settled::Refused(#refused) => #on_refused,
         }

@@ -111,7 +111,22 @@ pub(crate) fn parse(
         ));
     }
     let output = match &sig.output {
-        ReturnType::Type(_, ty) => Some((**ty).clone()),
+        ReturnType::Type(_, ty) => match not_a_result(ty) {
+            Some(what) => {
+                errors.push(syn::Error::new_spanned(
+                    ty,
+                    format!(
+                        "`#[circuit_breaker]` needs a function returning `Result<T, E>`, but `{}` \
+                         returns {what}; the breaker counts `Err` values, so return a \
+                         `Result` (or an alias of it) with this type as `T`, like \
+                         `-> Result<T, MyError>`",
+                        sig.ident,
+                    ),
+                ));
+                None
+            }
+            None => Some((**ty).clone()),
+        },
         ReturnType::Default => {
             errors.push(syn::Error::new(
                 sig.ident.span(),
@@ -144,7 +159,12 @@ pub(crate) fn parse(
             }
             None
         }
-        Some(first) => errors.ok(attempt_params(&item, first)),
+        // Only `retry` runs the body more than once; `timeout` alone leaves the parameters as
+        // they are.
+        Some(_) => match attempts.iter().find(|name| *name == "retry") {
+            Some(retry) => errors.ok(attempt_params(&item, retry)),
+            None => Some(Vec::new()),
+        },
     };
     errors.finish()?;
     match (output, params, borrowed) {
@@ -274,6 +294,42 @@ fn receiver_error(receiver: &Receiver, arg: &Ident, again: &str) -> Option<syn::
              interior mutability for state) or remove `{arg}`"
         ),
     ))
+}
+
+/// What the return type is, when it is visibly not a `Result`: a primitive, `String`, `Option`,
+/// `()`, a tuple, a reference, a pointer, an array, a slice, `!`, a function pointer, `impl Trait`
+/// or `dyn Trait`. A path that could name an alias of `Result` is not judged here.
+fn not_a_result(ty: &Type) -> Option<&'static str> {
+    const PRIMITIVES: [&str; 18] = [
+        "bool", "char", "str", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
+        "i64", "i128", "isize", "f32", "f64", "String",
+    ];
+    match ungroup(ty) {
+        Type::Tuple(tuple) if tuple.elems.is_empty() => Some("`()`"),
+        Type::Tuple(_) => Some("a tuple"),
+        Type::Reference(_) => Some("a reference"),
+        Type::Ptr(_) => Some("a raw pointer"),
+        Type::Array(_) => Some("an array"),
+        Type::Slice(_) => Some("a slice"),
+        Type::Never(_) => Some("`!`"),
+        Type::FnPtr(_) => Some("a function pointer"),
+        Type::ImplTrait(_) => Some("an `impl Trait`"),
+        Type::TraitObject(_) => Some("a trait object"),
+        Type::Path(path) if path.qself.is_none() => {
+            let last = path.path.segments.last()?;
+            if last.ident == "Option" {
+                Some("an `Option`")
+            } else if path.path.segments.len() == 1
+                && last.arguments.is_none()
+                && PRIMITIVES.iter().any(|name| last.ident == name)
+            {
+                Some("a plain value")
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
 }
 
 /// A type without the invisible groups and parentheses macros wrap around it.

@@ -164,9 +164,10 @@ pub fn sync_body<R: Outcome, F: FnOnce() -> R>(body: F) -> R {
 
 /// An error type that can carry a refused call.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot carry a refused call: implement `From<fusebox::Error>` for `{Self}`, or add `fallback = …` to `#[circuit_breaker]`",
-    label = "needs `From<fusebox::Error>`",
-    note = "when the circuit is open the call returns `Err(E::from(fusebox::Error))` unless a fallback handles it"
+    message = "`{Self}` cannot carry a refused call, and `#[circuit_breaker]` has no `fallback`",
+    label = "`{Self}` does not implement `From<fusebox::Error>`",
+    note = "when the circuit is open the call returns `Err(E::from(fusebox::Error))`, so the error type needs `From<fusebox::Error>`",
+    note = "fix it one of three ways: add `fallback = name` to `#[circuit_breaker]`; or, when `{Self}` is your own type, implement `From<fusebox::Error>` for it; or, when `{Self}` comes from another crate (the orphan rule forbids that impl), return your own error enum with one variant wrapping `{Self}` and one wrapping `fusebox::Error`"
 )]
 pub trait FromRejection {
     /// Converts the refusal.
@@ -188,9 +189,9 @@ pub fn reject<E: FromRejection>(error: Error) -> E {
 
 /// The value an async function's fallback returns: a future of the function's own return type.
 #[diagnostic::on_unimplemented(
-    message = "the fallback of an `async fn` must be an `async fn` returning `{R}`, but it returns `{Self}`",
-    label = "this fallback does not return a future of `{R}`",
-    note = "declare the fallback as `async fn name(<the function's parameters>, cause: fusebox::Cause<E>) -> {R}`"
+    message = "the fallback of an `async fn` must be an `async fn`, but this one returns `{Self}`, not a future",
+    label = "this fallback is not `async`",
+    note = "declare it as `async fn name(<the function's parameters>, cause: fusebox::Cause<E>) -> {R}`"
 )]
 pub trait AsyncFallback<R>: Future<Output = R> {}
 
