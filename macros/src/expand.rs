@@ -11,7 +11,9 @@ use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned as _;
-use syn::{GenericArgument, Ident, Path, PathArguments, Type, TypePath};
+use syn::{
+    Expr, ExprPath, FnArg, GenericArgument, Ident, Pat, Path, PathArguments, Type, TypePath,
+};
 
 use crate::args::{
     self, Args, AttemptArgs, DEFAULT_MIN_CALLS, Failure, Key, PolicyArgs, RecoveryArg, Spanned,
@@ -28,6 +30,11 @@ pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStre
     let args = errors.ok(args::parse(args));
     let fallback = args.as_ref().is_some_and(|args| args.fallback.is_some());
     let function = errors.ok(function::parse(item.clone(), fallback, &attempt_names));
+    if let (Some(args), Some(function)) = (&args, &function) {
+        if let Err(error) = check_key_name(&args.key, function) {
+            errors.push(error);
+        }
+    }
     match (args, function, errors.finish()) {
         (Some(args), Some(function), Ok(())) => expand(args, function),
         (_, _, result) => {
@@ -38,6 +45,47 @@ pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStre
             output
         }
     }
+}
+
+/// `key = payment`, a bare name that is no parameter of the function and not an upper-case
+/// `const` or `static`: most likely a literal key written without its quotes. Any other
+/// expression is a dynamic key, checked by rustc.
+fn check_key_name(key: &Key, function: &Function) -> syn::Result<()> {
+    let Key::Dynamic(Expr::Path(ExprPath {
+        qself: None, path, ..
+    })) = key
+    else {
+        return Ok(());
+    };
+    let Some(name) = path.get_ident() else {
+        return Ok(());
+    };
+    let mut params = Vec::new();
+    for input in &function.item.sig.inputs {
+        match input {
+            FnArg::Receiver(_) => {}
+            FnArg::Typed(typed) => match &*typed.pat {
+                Pat::Ident(binding) => params.push(&binding.ident),
+                // A pattern may bind the name: leave it to rustc.
+                _ => return Ok(()),
+            },
+        }
+    }
+    let written = name.to_string();
+    let upper = written.chars().all(|c| !c.is_lowercase());
+    if upper || params.iter().any(|param| *param == name) {
+        return Ok(());
+    }
+    Err(syn::Error::new(
+        name.span(),
+        format!(
+            "`{written}` is not a parameter of `{}`: a literal key is a string, write \
+             `key = \"{written}\"`; a dynamic key is an expression of the parameters, like \
+             `key = host` (a `const` or `static` key must be named in upper case, or by a path \
+             like `crate::{written}`)",
+            function.item.sig.ident
+        ),
+    ))
 }
 
 /// Names shared by the generated code.
@@ -174,6 +222,16 @@ fn expand(args: Args, function: Function) -> TokenStream {
     let site = Ident::new("__FUSEBOX_SITE", Span::mixed_site());
     let function_name = item.sig.ident.unraw().to_string();
     let function_path = quote!(::core::concat!(::core::module_path!(), "::", #function_name));
+    // A method's events name its type: `type_name::<Self>()` is only known in the body.
+    let method_name = is_method(&item.sig).then(|| {
+        let name = Ident::new("__FUSEBOX_NAME", Span::mixed_site());
+        let local = Ident::new("__fusebox_name", Span::mixed_site());
+        let declare = quote! {
+            static #name: #private::MethodName = #private::MethodName::new(#function_name);
+            let #local = #name.get(::core::any::type_name::<Self>);
+        };
+        (declare, local)
+    });
     let policy = policy(&args.policy, private);
     let registry = match &args.registry {
         Some(path) => {
@@ -190,6 +248,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
             registry: &registry,
             params: &params,
             borrowed: &borrowed,
+            method_name: method_name.clone(),
             body,
         };
         let new_body = attempts_body(&args, &names, attempt);
@@ -300,10 +359,15 @@ fn expand(args: Args, function: Function) -> TokenStream {
             type #error_of<__R> = <__R as #private::Outcome>::Error;
         }
     });
+    let (method_declare, enter, method_arg) = match &method_name {
+        Some((declare, local)) => (declare.clone(), quote!(enter_as), quote!(, #local)),
+        None => (TokenStream::new(), quote!(enter), TokenStream::new()),
+    };
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
-            let mut #permit = #site.enter(#registry);
+            #method_declare
+            let mut #permit = #site.#enter(#registry #method_arg);
         },
         Key::Dynamic(key) => {
             // Evaluated before the body runs; the borrow ends with this statement.
@@ -313,7 +377,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
                 let #breaker = #site.breaker(#registry, #key_str);
-                let mut #permit = #site.enter(&#breaker);
+                #method_declare
+                let mut #permit = #site.#enter(&#breaker #method_arg);
             }
         }
     };
@@ -323,6 +388,19 @@ fn expand(args: Args, function: Function) -> TokenStream {
         #outcome
     };
     item.with_body(new_body)
+}
+
+/// True for a method: a function with a receiver, or one whose signature names `Self` (an
+/// associated function of an impl).
+fn is_method(sig: &syn::Signature) -> bool {
+    fn names_self(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|token| match token {
+            TokenTree::Ident(ident) => ident == "Self",
+            TokenTree::Group(group) => names_self(group.stream()),
+            _ => false,
+        })
+    }
+    sig.receiver().is_some() || names_self(sig.to_token_stream())
 }
 
 /// True when a bare variant name needs the error-type alias.
@@ -559,6 +637,8 @@ struct Attempt<'a> {
     registry: &'a TokenStream,
     params: &'a Params,
     borrowed: &'a [Ident],
+    /// For a method: the declaration of its name and the local holding it.
+    method_name: Option<(TokenStream, Ident)>,
     /// The original body, braces included.
     body: TokenStream,
 }
@@ -611,6 +691,7 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
         registry,
         params,
         borrowed,
+        method_name,
         body,
     } = attempt;
     let local = |name: &str| Ident::new(name, Span::mixed_site());
@@ -620,11 +701,16 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
     let registry_local = local("__fusebox_registry");
     let breaker = local("__fusebox_breaker");
 
+    let (method_declare, acquire, method_arg) = match method_name {
+        Some((declare, local)) => (declare.clone(), quote!(acquire_as), quote!(, #local)),
+        None => (TokenStream::new(), quote!(acquire), TokenStream::new()),
+    };
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
             let #registry_local = #registry;
-            let #admit = move || #site.acquire(#registry_local);
+            #method_declare
+            let #admit = move || #site.#acquire(#registry_local #method_arg);
         },
         Key::Dynamic(key) => {
             // Evaluated before the first attempt; the borrow ends with this statement.
@@ -634,7 +720,8 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
                 let #breaker = #site.breaker(#registry, #key_str);
-                let #admit = || #site.acquire(&#breaker);
+                #method_declare
+                let #admit = || #site.#acquire(&#breaker #method_arg);
             }
         }
     };

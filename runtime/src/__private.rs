@@ -53,8 +53,29 @@ impl Site {
     /// Asks this site's breaker in `registry` for admission; a refusal is an [`Error`].
     #[inline]
     pub fn acquire(&'static self, registry: &'static Registry) -> Result<Permit<'static>, Error> {
+        self.acquire_as(registry, &self.function)
+    }
+
+    /// [`Site::enter`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[inline(always)]
+    pub fn enter_as(
+        &'static self,
+        registry: &'static Registry,
+        name: &'static &'static str,
+    ) -> Permit<'static> {
         let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.acquire(&self.function)
+        core.enter(name)
+    }
+
+    /// [`Site::acquire`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[inline]
+    pub fn acquire_as(
+        &'static self,
+        registry: &'static Registry,
+        name: &'static &'static str,
+    ) -> Result<Permit<'static>, Error> {
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        core.acquire(name)
     }
 
     #[cold]
@@ -96,6 +117,68 @@ impl DynSite {
     pub fn acquire<'b>(&'static self, breaker: &'b Breaker) -> Result<Permit<'b>, Error> {
         breaker.core.current().acquire(&self.function)
     }
+
+    /// [`DynSite::enter`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[inline(always)]
+    pub fn enter_as<'b>(&'static self, breaker: &'b Breaker, name: &'static &'static str) -> Permit<'b> {
+        breaker.core.current().enter(name)
+    }
+
+    /// [`DynSite::acquire`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[inline]
+    pub fn acquire_as<'b>(
+        &'static self,
+        breaker: &'b Breaker,
+        name: &'static &'static str,
+    ) -> Result<Permit<'b>, Error> {
+        breaker.core.current().acquire(name)
+    }
+}
+
+/// The name events give an annotated method: `path::to::Type::method`, built on the first call
+/// from `core::any::type_name::<Self>()` (a `static` cannot name `Self`), then kept.
+pub struct MethodName {
+    method: &'static str,
+    full: OnceLock<&'static str>,
+}
+
+impl MethodName {
+    /// The name of `method`, completed with its type on first use.
+    pub const fn new(method: &'static str) -> Self {
+        MethodName {
+            method,
+            full: OnceLock::new(),
+        }
+    }
+
+    /// `Type::method`, where `type_name` is `core::any::type_name::<Self>`.
+    #[inline(always)]
+    pub fn get(&'static self, type_name: fn() -> &'static str) -> &'static &'static str {
+        match self.full.get() {
+            Some(name) => name,
+            None => self.init(type_name),
+        }
+    }
+
+    #[cold]
+    fn init(&'static self, type_name: fn() -> &'static str) -> &'static &'static str {
+        self.full.get_or_init(|| {
+            let name = method_path(type_name(), self.method);
+            // Once per annotated method, for the life of the program.
+            Box::leak(name.into_boxed_str())
+        })
+    }
+}
+
+/// `Type::method` from a type's name: the generic arguments are left out, so every
+/// instantiation of a generic type shares one name (`app::Client::get`, not
+/// `app::Client<app::Json>::get`).
+fn method_path(type_name: &str, method: &str) -> String {
+    let base = match type_name.find('<') {
+        Some(0) | None => type_name,
+        Some(at) => &type_name[..at],
+    };
+    format!("{base}::{method}")
 }
 
 /// The global registry.
@@ -201,4 +284,20 @@ impl<R, F: Future<Output = R>> AsyncFallback<R> for F {}
 #[inline(always)]
 pub fn async_fallback<R, F: AsyncFallback<R>>(fallback: F) -> F {
     fallback
+}
+
+#[cfg(test)]
+mod tests {
+    use super::method_path;
+
+    #[test]
+    fn method_paths_leave_generic_arguments_out() {
+        assert_eq!(method_path("app::Client", "get"), "app::Client::get");
+        assert_eq!(
+            method_path("app::Client<app::Json, u8>", "get"),
+            "app::Client::get"
+        );
+        assert_eq!(method_path("&app::Client", "get"), "&app::Client::get");
+        assert_eq!(method_path("<weird>", "get"), "<weird>::get");
+    }
 }
