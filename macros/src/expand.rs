@@ -478,7 +478,20 @@ fn fallback_call(
         name.set_span(name.span().located_at(span));
         name
     });
-    let call = quote_spanned!(span=> #callee(#receiver #(#args,)* #private::Cause::#cause));
+    // Up to 12 arguments go as one tuple through `call_fallback`, so a fallback with the wrong
+    // parameters is one error showing both signatures; more are passed directly. The cause
+    // names the error type, so the refused and the failed call check the very same signature
+    // (reported once).
+    let count = usize::from(params.receiver.is_some()) + params.names.len() + 1;
+    let cause = quote!(#private::Cause::<<#output as #private::Outcome>::Error>::#cause);
+    let call = if count <= 12 {
+        let private_at = respan(private.clone(), span);
+        quote_spanned!(span=>
+            #private_at::call_fallback((#receiver #(#args,)* #cause,), #callee)
+        )
+    } else {
+        quote_spanned!(span=> #callee(#receiver #(#args,)* #cause))
+    };
     if is_async {
         quote_spanned!(span=> #private::async_fallback::<#output, _>(#call).await)
     } else {

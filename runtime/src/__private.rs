@@ -270,6 +270,59 @@ pub fn reject<E: FromRejection>(error: Error) -> E {
     E::from_rejection(error)
 }
 
+/// A fallback called with the annotated function's arguments and the cause, given as one tuple:
+/// a fallback whose parameters do not match is one error that shows both signatures.
+#[diagnostic::on_unimplemented(
+    message = "this fallback cannot be called with the function's arguments and the cause, `{Args}`",
+    label = "wrong parameters for a fallback",
+    note = "a fallback takes the function's own parameters, in order and of the same types, then `cause: fusebox::Cause<E>`"
+)]
+pub trait FallbackFn<Args, Returns> {
+    /// Calls the fallback.
+    fn call_with(self, args: Args) -> Returns;
+}
+
+macro_rules! fallback_fn {
+    ($($arg:ident)*) => {
+        impl<Fallback, Returns, $($arg,)*> FallbackFn<($($arg,)*), Returns> for Fallback
+        where
+            Fallback: FnOnce($($arg),*) -> Returns,
+        {
+            #[inline(always)]
+            #[allow(non_snake_case)]
+            fn call_with(self, ($($arg,)*): ($($arg,)*)) -> Returns {
+                self($($arg),*)
+            }
+        }
+    };
+}
+
+fallback_fn!(A1);
+fallback_fn!(A1 A2);
+fallback_fn!(A1 A2 A3);
+fallback_fn!(A1 A2 A3 A4);
+fallback_fn!(A1 A2 A3 A4 A5);
+fallback_fn!(A1 A2 A3 A4 A5 A6);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11 A12);
+
+/// The most arguments (cause included) [`call_fallback`] takes; longer lists are called directly.
+pub const MAX_FALLBACK_ARGS: usize = 12;
+
+/// Calls `fallback` with `args` (the function's arguments, then the cause). The arguments come
+/// first, so their types are known before the fallback is checked against them.
+#[inline(always)]
+pub fn call_fallback<Args, Returns, F: FallbackFn<Args, Returns>>(
+    args: Args,
+    fallback: F,
+) -> Returns {
+    fallback.call_with(args)
+}
+
 /// The value an async function's fallback returns: a future of the function's own return type.
 #[diagnostic::on_unimplemented(
     message = "the fallback of an `async fn` must be an `async fn`, but this one returns `{Self}`, not a future",
