@@ -484,19 +484,23 @@ fn fallback_call(
     // (reported once).
     let count = usize::from(params.receiver.is_some()) + params.names.len() + 1;
     let cause = quote!(#private::Cause::<<#output as #private::Outcome>::Error>::#cause);
+    let private_at = respan(private.clone(), span);
     let call = if count <= 12 {
-        let private_at = respan(private.clone(), span);
-        quote_spanned!(span=>
-            #private_at::call_fallback((#receiver #(#args,)* #cause,), #callee)
-        )
+        quote_spanned!(span=> #private_at::call_fallback((#receiver #(#args,)* #cause,), #callee))
     } else {
         quote_spanned!(span=> #callee(#receiver #(#args,)* #cause))
     };
-    if is_async {
-        quote_spanned!(span=> #private::async_fallback::<#output, _>(#call).await)
-    } else {
-        call
+    if !is_async {
+        return call;
     }
+    // What an async fallback returned is awaited through `FallbackReturn`: a future as is; a
+    // sync fallback's value is one error that says so (and a future of the right type, so the
+    // `.await` itself does not fail too).
+    quote_spanned!(span=> {
+        #[allow(unused_imports)]
+        use #private_at::{AwaitFallback as _, AwaitSyncFallback as _};
+        #private_at::FallbackReturn::<#output, _>::new(#call).fallback_future()
+    }.await)
 }
 
 /// The `Policy` expression: the base (`policy = CONST` or the default) with each written knob

@@ -323,20 +323,64 @@ pub fn call_fallback<Args, Returns, F: FallbackFn<Args, Returns>>(
     fallback.call_with(args)
 }
 
-/// The value an async function's fallback returns: a future of the function's own return type.
+/// The value an async function's fallback returns: a future (whose output must be the function's
+/// return type, checked where it is awaited).
 #[diagnostic::on_unimplemented(
     message = "the fallback of an `async fn` must be an `async fn`, but this one returns `{Self}`, not a future",
     label = "this fallback is not `async`",
     note = "declare it as `async fn name(<the function's parameters>, cause: fusebox::Cause<E>) -> {R}`"
 )]
-pub trait AsyncFallback<R>: Future<Output = R> {}
+pub trait AsyncFallback<R>: Future {}
 
-impl<R, F: Future<Output = R>> AsyncFallback<R> for F {}
+impl<R, F: Future> AsyncFallback<R> for F {}
 
-/// Checks that an async fallback returns a future of the function's return type.
-#[inline(always)]
-pub fn async_fallback<R, F: AsyncFallback<R>>(fallback: F) -> F {
-    fallback
+/// What the fallback of an `async fn` returned, to be awaited through
+/// [`AwaitFallback::fallback_future`]: a future is awaited as is; anything else (a sync
+/// fallback) is one error, from [`AsyncFallback`], and never a second one at the `.await`.
+pub struct FallbackReturn<R, T>(T, core::marker::PhantomData<fn() -> R>);
+
+impl<R, T> FallbackReturn<R, T> {
+    /// Wraps what the fallback returned; `R` is the function's return type.
+    #[inline(always)]
+    pub fn new(returned: T) -> Self {
+        FallbackReturn(returned, core::marker::PhantomData)
+    }
+}
+
+/// A fallback that returned a future: awaited as is (a future of another output than the
+/// function's return type is a type mismatch at the fallback).
+pub trait AwaitFallback<R> {
+    /// The fallback's future.
+    type Future: Future;
+    /// The fallback's future.
+    fn fallback_future(self) -> Self::Future;
+}
+
+impl<R, F: Future> AwaitFallback<R> for FallbackReturn<R, F> {
+    type Future = F;
+    #[inline(always)]
+    fn fallback_future(self) -> F {
+        self.0
+    }
+}
+
+/// A fallback that did not return a future (chosen only when [`AwaitFallback`] does not apply):
+/// a compile error that says so, with a future of the right type so nothing else fails.
+pub trait AwaitSyncFallback<R, T> {
+    /// Never returns: the bound cannot hold when this method is chosen.
+    fn fallback_future(self) -> core::future::Pending<R>
+    where
+        T: AsyncFallback<R>;
+}
+
+impl<R, T> AwaitSyncFallback<R, T> for &FallbackReturn<R, T> {
+    #[inline(always)]
+    fn fallback_future(self) -> core::future::Pending<R>
+    where
+        T: AsyncFallback<R>,
+    {
+        core::future::pending()
+    }
 }
 
 #[cfg(test)]
