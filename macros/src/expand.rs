@@ -183,7 +183,6 @@ fn expand(args: Args, function: Function) -> TokenStream {
         item,
         output,
         params,
-        borrowed,
     } = function;
     let krate = match &args.krate {
         Some(path) => path.to_token_stream(),
@@ -247,7 +246,6 @@ fn expand(args: Args, function: Function) -> TokenStream {
             policy: &policy,
             registry: &registry,
             params: &params,
-            borrowed: &borrowed,
             method_name: method_name.clone(),
             body,
         };
@@ -653,7 +651,6 @@ struct Attempt<'a> {
     policy: &'a TokenStream,
     registry: &'a TokenStream,
     params: &'a Params,
-    borrowed: &'a [Ident],
     /// For a method: the declaration of its name and the local holding it.
     method_name: Option<(TokenStream, Ident)>,
     /// The original body, braces included.
@@ -666,11 +663,7 @@ struct Attempt<'a> {
 /// static SITE: Site = Site::new(key, function, policy);      // or DynSite, and the breaker
 /// let admit = move || SITE.acquire(registry);                 // or `|| SITE.acquire(&breaker)`
 /// const ATTEMPTS: Attempts = Attempts { timeout, retry, backoff, deadline };
-/// let settled = {
-///     let order = &order;                                     // each owned parameter
-///     run_attempts(admit, &ATTEMPTS, move || async_body::<R, _>(async move { body }), is_failure)
-///         .await
-/// };
+/// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure).await;
 /// match settled {
 ///     Settled::Done(result) => result,
 ///     Settled::Failed(error) => Err(error),                   // or fallback(…, Cause::Failed(error))
@@ -678,15 +671,19 @@ struct Attempt<'a> {
 /// }
 /// ```
 ///
-/// The driver calls the attempt closure once per attempt, so every attempt needs the arguments
-/// again: the closure holds only shared references (a parameter already taken as `&T`, and `&self`,
-/// is copied as is; every other one is re-bound as `&T` for the body). So with these arguments an
-/// owned parameter `order: Order` is seen by the body as `&Order`, a body that consumes an
-/// argument cannot be retried (it does not compile: clone what it needs), the arguments must be
-/// `Sync` for the future to be `Send`, and `&mut self`, `&mut T`, `self` by value and `mut`
-/// bindings are refused with an error at the parameter. The parameters stay owned outside the
-/// attempt block, so a fallback still receives them by value. The body keeps `return` and `?`:
-/// it is still an `async` block whose output is pinned to the function's return type.
+/// With `retry`, `attempt` is `|| async_body::<R, _>(async { body })`: the driver calls it once
+/// per attempt, so it borrows the parameters (neither the closure nor the `async` block is
+/// `move`). The body sees every parameter with its written type and may use it by reference or
+/// copy it; a body that consumes one cannot be retried (rustc: "cannot move out of … a captured
+/// variable in an `FnMut` closure", the closure located at `retry`: clone what it needs). The
+/// arguments must be `Sync` for the future to be `Send`, and `&mut self`, `&mut T`, `self` by
+/// value and `mut` bindings are refused with an error at the parameter. The parameters stay
+/// owned outside the attempts, so a fallback still receives them by value.
+///
+/// Without `retry` the body runs once: `attempt` hands out, once, a closure that owns the
+/// parameters (`move`, like a function without these arguments), or borrows them when there is
+/// a fallback, which receives them afterwards. Either way the body keeps `return` and `?`: it is
+/// an `async` block whose output is pinned to the function's return type.
 ///
 /// A timed-out attempt arrives as `Settled::Refused` with reason `TimedOut`, so it reaches the
 /// caller through `From<fusebox::Error>` or the fallback's `Cause::Rejected`.
@@ -707,7 +704,6 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
         policy,
         registry,
         params,
-        borrowed,
         method_name,
         body,
     } = attempt;
@@ -746,8 +742,8 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
 
     let private_at_output = names.private_at(*output_span);
     let wrap = quote_spanned!(*output_span=> #private_at_output::async_body::<#output, _>);
-    // The attempt's `async` block is located at the body, so a body whose result no longer fits
-    // (an owned parameter is now borrowed) is reported there rather than at the attribute.
+    // The attempt's `async` block is located at the body, so an error about it is reported
+    // there rather than at the attribute.
     let body_span = body
         .clone()
         .into_iter()
@@ -762,41 +758,32 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
         Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
         None => quote!(|_: &#error_type| -> bool { true }),
     };
-    // With `retry`, every attempt borrows the owned parameters again; the re-bindings are
-    // located at `retry`, so a body that no longer fits (it used an owned value) is reported
-    // against it too.
     let retry_span = args.attempts.retry.map(|retry| retry.span);
-    let shadows = borrowed.iter().map(|name| {
-        let span = retry_span.unwrap_or_else(|| name.span());
-        let by_ref = quote_spanned!(span=> &);
-        let mut named = name.clone();
-        named.set_span(name.span().located_at(span));
-        quote_spanned!(span=> let #named = #by_ref #name;)
-    });
-    // Without `retry` the body runs once: it is moved into a one-shot closure (like the body of
-    // a function without these arguments), so the parameters keep their types and a body may
-    // consume them. With a fallback it borrows them instead, to hand them over afterwards.
-    // With `retry`, a body whose result no longer fits the return type is also reported at `retry`.
-    let done = match retry_span {
-        Some(span) => {
-            let mut result = result.clone();
-            result.set_span(result.span().located_at(span));
-            result.into_token_stream()
-        }
-        None => result.into_token_stream(),
-    };
+    // Without `retry` the body runs once: its future owns the parameters (like the body of a
+    // function without these arguments), so they keep their types and the body may consume
+    // them. With a fallback it borrows them instead, to hand them over afterwards.
     let once = Ident::new("__fusebox_once", Span::mixed_site());
     let attempt = match retry_span {
-        Some(_) => quote!(move || #wrap(#async_move #body)),
+        // With `retry` the body runs once per attempt: the attempt closure borrows the
+        // parameters (it is not `move`, nor is the body's `async` block), so the body sees them
+        // with their own types and can use them by reference or copy them, and a body that
+        // consumes one is rustc's "cannot move out of a captured variable in an `FnMut`
+        // closure", the closure located at `retry`.
+        Some(span) => {
+            let closure = quote_spanned!(span=> ||);
+            let async_block = quote_spanned!(body_span=> async);
+            quote!(#closure #wrap(#async_block #body))
+        }
         None => {
-            let (capture, async_block) = match args.fallback {
-                Some(_) => (TokenStream::new(), quote_spanned!(body_span=> async)),
-                None => (quote!(move), async_move.clone()),
+            let async_block = match args.fallback {
+                Some(_) => quote_spanned!(body_span=> async),
+                None => async_move.clone(),
             };
+            // The body's future is made here (it runs nothing until polled) and handed out once.
             quote!({
-                let mut #once = ::core::option::Option::Some(#capture || #wrap(#async_block #body));
+                let mut #once = ::core::option::Option::Some(#wrap(#async_block #body));
                 move || match #once.take() {
-                    ::core::option::Option::Some(#once) => #once(),
+                    ::core::option::Option::Some(#once) => #once,
                     ::core::option::Option::None => ::core::unreachable!(
                         "an attempt without `retry` runs once"
                     ),
@@ -827,7 +814,6 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
         #admission
         const #attempts: #private::Attempts = #attempts_value;
         let #settled = {
-            #(#shadows)*
             #private::run_attempts(
                 #admit,
                 &#attempts,
@@ -837,7 +823,7 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
             .await
         };
         match #settled {
-            #private::Settled::Done(#result) => #done,
+            #private::Settled::Done(#result) => #result,
             #private::Settled::Failed(#error) => #on_failed,
             #private::Settled::Refused(#refused) => #on_refused,
         }
@@ -918,7 +904,7 @@ mod tests {
     }
 
     #[test]
-    fn attempts_go_through_the_driver_with_borrowed_parameters() {
+    fn retried_attempts_go_through_the_driver_and_borrow_the_parameters() {
         let out = circuit_breaker(
             quote!(
                 key = "k",
@@ -947,10 +933,10 @@ mod tests {
             ),
             "{out}"
         );
-        assert!(out.contains("let order = & order ;"), "{out}");
-        assert!(!out.contains("let id ="), "{out}");
-        assert!(!out.contains("let self"), "{out}");
-        assert!(out.contains("move || :: fusebox :: __private :: async_body :: < Result < u32 , ApiError > , _ > (async move { self . send (order , id) . await })"), "{out}");
+        // With `retry` the attempt borrows the parameters: no `move`, no re-binding.
+        assert!(!out.contains("let order ="), "{out}");
+        assert!(out.contains("|| :: fusebox :: __private :: async_body :: < Result < u32 , ApiError > , _ > (async { self . send (order , id) . await })"), "{out}");
+        assert!(!out.contains("move || :: fusebox :: __private :: async_body"), "{out}");
         assert!(
             out.contains(":: fusebox :: __private :: Settled :: Refused"),
             "{out}"

@@ -66,9 +66,6 @@ pub(crate) struct Function {
     pub(crate) output: Type,
     /// Its parameters, in order, when a fallback needs them.
     pub(crate) params: Params,
-    /// With `timeout`/`retry`/`backoff`/`deadline`: the parameters every attempt borrows, those
-    /// not already taken by shared reference.
-    pub(crate) borrowed: Vec<Ident>,
 }
 
 /// What a fallback call passes on.
@@ -144,8 +141,8 @@ pub(crate) fn parse(
     } else {
         Some(Params::default())
     };
-    let borrowed = match attempts.first() {
-        None => Some(Vec::new()),
+    let attempts_ok = match attempts.first() {
+        None => Some(()),
         Some(_) if sig.asyncness.is_none() => {
             for name in attempts {
                 errors.push(syn::Error::new(
@@ -163,16 +160,15 @@ pub(crate) fn parse(
         // they are.
         Some(_) => match attempts.iter().find(|name| *name == "retry") {
             Some(retry) => errors.ok(attempt_params(&item, retry)),
-            None => Some(Vec::new()),
+            None => Some(()),
         },
     };
     errors.finish()?;
-    match (output, params, borrowed) {
-        (Some(output), Some(params), Some(borrowed)) => Ok(Function {
+    match (output, params, attempts_ok) {
+        (Some(output), Some(params), Some(())) => Ok(Function {
             item,
             output,
             params,
-            borrowed,
         }),
         // Both cases pushed an error, so `finish` returned it.
         _ => Err(syn::Error::new(Span::call_site(), "unsupported function")),
@@ -203,13 +199,12 @@ fn fallback_params(item: &RawFn) -> syn::Result<Params> {
     Ok(params)
 }
 
-/// The parameters an attempt closure borrows. Every attempt needs the arguments again, so each is
-/// borrowed (`let x = &x;`) rather than moved: a parameter taken by `&mut` or by value as `self`
-/// cannot be shared between attempts, and a pattern or `mut` binding would not mean what it says.
-/// `arg` is the attempt argument the messages name.
-fn attempt_params(item: &RawFn, arg: &Ident) -> syn::Result<Vec<Ident>> {
+/// Checks the parameters for `retry`. Every attempt needs the arguments again, so the attempt
+/// closure borrows them rather than moving them: a parameter taken by `&mut` or by value as
+/// `self` cannot be shared between attempts, and a pattern or `mut` binding would not mean what
+/// it says. `arg` is the attempt argument the messages name.
+fn attempt_params(item: &RawFn, arg: &Ident) -> syn::Result<()> {
     let mut errors = Errors::default();
-    let mut borrowed = Vec::new();
     let again = "retrying needs the arguments again for every attempt";
     for input in &item.sig.inputs {
         match input {
@@ -262,12 +257,10 @@ fn attempt_params(item: &RawFn, arg: &Ident) -> syn::Result<Vec<Ident>> {
                     ));
                     continue;
                 }
-                borrowed.push(binding.ident.clone());
             }
         }
     }
-    errors.finish()?;
-    Ok(borrowed)
+    errors.finish()
 }
 
 /// Why `self` cannot be shared between attempts, if it cannot: only `&self` (or `self: &T`) can.
@@ -535,30 +528,89 @@ mod tests {
         );
     }
 
-    fn attempts(tokens: TokenStream) -> Result<Vec<String>, Vec<String>> {
-        let retry = [Ident::new("retry", Span::call_site())];
-        match parse(tokens, false, &retry) {
-            Ok(function) => Ok(function.borrowed.iter().map(|n| n.to_string()).collect()),
+    fn attempts_with(tokens: TokenStream, name: &str) -> Result<(), Vec<String>> {
+        let names = [Ident::new(name, Span::call_site())];
+        match parse(tokens, false, &names) {
+            Ok(_) => Ok(()),
             Err(error) => Err(error.into_iter().map(|e| e.to_string()).collect()),
         }
     }
 
+    fn attempts(tokens: TokenStream) -> Result<(), Vec<String>> {
+        attempts_with(tokens, "retry")
+    }
+
     #[test]
-    fn attempts_borrow_owned_parameters_only() {
-        let borrowed = attempts(quote!(
-            async fn f(&self, a: A, b: &B, _: C, d: impl Into<u8>, e: &'static str) -> R {
-                x
-            }
-        ));
-        assert_eq!(borrowed, Ok(vec!["a".to_owned(), "d".to_owned()]));
+    fn retry_accepts_shared_and_owned_parameters() {
+        assert_eq!(
+            attempts(quote!(
+                async fn f(&self, a: A, b: &B, _: C, d: impl Into<u8>, e: &'static str) -> R {
+                    x
+                }
+            )),
+            Ok(())
+        );
         assert_eq!(
             attempts(quote!(
                 async fn f(self: &Self, a: (A)) -> R {
                     x
                 }
             )),
-            Ok(vec!["a".to_owned()])
+            Ok(())
         );
+    }
+
+    #[test]
+    fn timeout_alone_accepts_what_retry_refuses() {
+        // The body runs once: `&mut self`, `mut` bindings and patterns are fine.
+        let item = quote!(
+            async fn f(&mut self, mut a: A, (b, c): (B, C), d: &mut D) -> R {
+                x
+            }
+        );
+        assert_eq!(attempts_with(item.clone(), "timeout"), Ok(()));
+        assert_eq!(attempts_with(item, "retry").unwrap_err().len(), 4);
+    }
+
+    #[test]
+    fn a_visibly_non_result_return_type_is_refused_at_the_type() {
+        for (ty, what) in [
+            (quote!(u32), "returns a plain value"),
+            (quote!(Option<u32>), "returns an `Option`"),
+            (quote!(()), "returns `()`"),
+            (quote!((u8, bool)), "returns a tuple"),
+            (quote!(&'static str), "returns a reference"),
+        ] {
+            let found = message(quote!(fn f() -> #ty { x }), false);
+            assert!(
+                found.starts_with("`#[circuit_breaker]` needs a function returning `Result<T, E>`")
+                    && found.contains(what),
+                "{ty}: {found}"
+            );
+        }
+        for ty in [
+            quote!(ApiResult<u32>),
+            quote!(io::Result<u32>),
+            quote!(Result<u32, E>),
+            quote!(anyhow::Result<u32>),
+        ] {
+            assert_eq!(message(quote!(fn f() -> #ty { x }), false), "", "{ty}");
+        }
+    }
+
+    #[test]
+    fn a_body_is_kept_as_written_even_when_it_does_not_parse() {
+        let function = parse(
+            quote!(
+                fn f(a: u8) -> R {
+                    let b = a * ;
+                }
+            ),
+            false,
+            &[],
+        )
+        .expect("only the signature is parsed");
+        assert_eq!(function.item.body.stream().to_string(), "let b = a * ;");
     }
 
     #[test]
