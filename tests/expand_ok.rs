@@ -629,7 +629,9 @@ async fn timeout_alone_keeps_parameter_types() {
         Ok(3)
     );
     assert_eq!(
-        client.timeout_alone_mut(Kind::Connect, "ab".to_owned()).await,
+        client
+            .timeout_alone_mut(Kind::Connect, "ab".to_owned())
+            .await,
         Ok(1004)
     );
     assert_eq!(client.calls, 2);

@@ -30,11 +30,11 @@ pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStre
     let args = errors.ok(args::parse(args));
     let fallback = args.as_ref().is_some_and(|args| args.fallback.is_some());
     let function = errors.ok(function::parse(item.clone(), fallback, &attempt_names));
-    if let (Some(args), Some(function)) = (&args, &function) {
-        if let Err(error) = check_key_name(&args.key, function) {
-            errors.push(error);
-        }
-    }
+    let key_check = match (&args, &function) {
+        (Some(args), Some(function)) => check_key_name(&args.key, function),
+        _ => Ok(()),
+    };
+    errors.ok(key_check);
     match (args, function, errors.finish()) {
         (Some(args), Some(function), Ok(())) => expand(args, function),
         (_, _, result) => {
@@ -73,7 +73,7 @@ fn check_key_name(key: &Key, function: &Function) -> syn::Result<()> {
     }
     let written = name.to_string();
     let upper = written.chars().all(|c| !c.is_lowercase());
-    if upper || params.iter().any(|param| *param == name) {
+    if upper || params.contains(&name) {
         return Ok(());
     }
     Err(syn::Error::new(
@@ -876,6 +876,80 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_key_name_must_be_a_parameter_or_upper_case() {
+        let item = quote!(
+            fn charge(host: &str, (a, b): (u8, u8)) -> Result<u8, E> {
+                Ok(a + b)
+            }
+        );
+        let plain = quote!(
+            fn charge(host: &str) -> Result<u8, E> {
+                Ok(1)
+            }
+        );
+        let errors = |args, item| circuit_breaker(args, item).to_string();
+        let out = errors(quote!(key = payment), plain.clone());
+        assert!(
+            out.contains("`payment` is not a parameter of `charge`: a literal key is a string"),
+            "{out}"
+        );
+        for args in [
+            quote!(key = host),
+            quote!(key = KEY),
+            quote!(key = crate::payment),
+            quote!(key = host.to_owned()),
+        ] {
+            let out = errors(args.clone(), plain.clone());
+            assert!(!out.contains("compile_error"), "{args}: {out}");
+        }
+        // A pattern parameter may bind the name: rustc decides.
+        let out = errors(quote!(key = a), item);
+        assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
+    fn methods_name_their_type_and_free_functions_their_module() {
+        let method = circuit_breaker(
+            quote!(key = "k"),
+            quote!(
+                fn get(&self) -> Result<u8, E> {
+                    Ok(1)
+                }
+            ),
+        )
+        .to_string();
+        assert!(
+            method.contains("MethodName :: new (\"get\")")
+                && method.contains("type_name :: < Self >")
+                && method.contains("enter_as"),
+            "{method}"
+        );
+        let associated = circuit_breaker(
+            quote!(key = "k"),
+            quote!(
+                fn new() -> Result<Self, E> {
+                    todo!()
+                }
+            ),
+        )
+        .to_string();
+        assert!(associated.contains("type_name :: < Self >"), "{associated}");
+        let free = circuit_breaker(
+            quote!(key = "k"),
+            quote!(
+                fn get() -> Result<u8, E> {
+                    Ok(1)
+                }
+            ),
+        )
+        .to_string();
+        assert!(
+            !free.contains("MethodName") && !free.contains("Self"),
+            "{free}"
+        );
+    }
+
+    #[test]
     fn rewrites_the_body_only() {
         let out = circuit_breaker(
             quote!(key = "k", window = 4, failure = [Timeout]),
@@ -936,7 +1010,10 @@ mod tests {
         // With `retry` the attempt borrows the parameters: no `move`, no re-binding.
         assert!(!out.contains("let order ="), "{out}");
         assert!(out.contains("|| :: fusebox :: __private :: async_body :: < Result < u32 , ApiError > , _ > (async { self . send (order , id) . await })"), "{out}");
-        assert!(!out.contains("move || :: fusebox :: __private :: async_body"), "{out}");
+        assert!(
+            !out.contains("move || :: fusebox :: __private :: async_body"),
+            "{out}"
+        );
         assert!(
             out.contains(":: fusebox :: __private :: Settled :: Refused"),
             "{out}"

@@ -4,8 +4,8 @@ use proc_macro2::{Delimiter, Group, Span, TokenStream};
 use quote::{ToTokens, TokenStreamExt};
 use syn::parse::{Parse, ParseStream};
 use syn::{
-    Attribute, FnArg, Ident, Item, Pat, Receiver, ReceiverKind, ReturnType, Signature,
-    TraitItemFn, Type, Visibility,
+    Attribute, FnArg, Ident, Item, Pat, Receiver, ReceiverKind, ReturnType, Signature, TraitItemFn,
+    Type, Visibility,
 };
 
 use crate::errors::Errors;

@@ -120,7 +120,11 @@ impl DynSite {
 
     /// [`DynSite::enter`] for a method, whose events carry `name` (from [`MethodName::get`]).
     #[inline(always)]
-    pub fn enter_as<'b>(&'static self, breaker: &'b Breaker, name: &'static &'static str) -> Permit<'b> {
+    pub fn enter_as<'b>(
+        &'static self,
+        breaker: &'b Breaker,
+        name: &'static &'static str,
+    ) -> Permit<'b> {
         breaker.core.current().enter(name)
     }
 
