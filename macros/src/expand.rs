@@ -680,10 +680,11 @@ struct Attempt<'a> {
 /// value and `mut` bindings are refused with an error at the parameter. The parameters stay
 /// owned outside the attempts, so a fallback still receives them by value.
 ///
-/// Without `retry` the body runs once: `attempt` hands out, once, a closure that owns the
-/// parameters (`move`, like a function without these arguments), or borrows them when there is
-/// a fallback, which receives them afterwards. Either way the body keeps `return` and `?`: it is
-/// an `async` block whose output is pinned to the function's return type.
+/// Without `retry` the body runs once: its future is made before the driver runs (it runs
+/// nothing until polled) and `attempt` hands it out once. It owns the parameters (`async move`,
+/// like a function without these arguments), or borrows them when there is a fallback, which
+/// receives them afterwards; either way they keep their types. The body keeps `return` and `?`:
+/// it is an `async` block whose output is pinned to the function's return type.
 ///
 /// A timed-out attempt arrives as `Settled::Refused` with reason `TimedOut`, so it reaches the
 /// caller through `From<fusebox::Error>` or the fallback's `Cause::Rejected`.

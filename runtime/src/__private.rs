@@ -314,11 +314,9 @@ fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10);
 fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11);
 fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11 A12);
 
-/// The most arguments (cause included) [`call_fallback`] takes; longer lists are called directly.
-pub const MAX_FALLBACK_ARGS: usize = 12;
-
-/// Calls `fallback` with `args` (the function's arguments, then the cause). The arguments come
-/// first, so their types are known before the fallback is checked against them.
+/// Calls `fallback` with `args` (the function's arguments, then the cause; at most 12, the
+/// expansion calls longer lists directly). The arguments come first, so their types are known
+/// before the fallback is checked against them.
 #[inline(always)]
 pub fn call_fallback<Args, Returns, F: FallbackFn<Args, Returns>>(
     args: Args,
