@@ -88,7 +88,7 @@ static FLAKY_CALLS: AtomicU32 = AtomicU32::new(0);
 #[circuit_breaker(key = "flaky", registry = RETRY, window = 100, min_calls = 100, retry = 3, failure = [Timeout, Connect])]
 async fn flaky(fail_first: u32) -> Result<u32, ApiError> {
     let attempt = FLAKY_CALLS.fetch_add(1, Ordering::SeqCst) + 1;
-    if attempt <= *fail_first {
+    if attempt <= fail_first {
         return Err(ApiError::Connect(503));
     }
     Ok(attempt)
@@ -127,7 +127,7 @@ static DECLINED_CALLS: AtomicU32 = AtomicU32::new(0);
 #[circuit_breaker(key = "declining", registry = RETRY, retry = 3, backoff = "10ms", failure = [Timeout, Connect])]
 async fn declining(code: u32) -> Result<u32, ApiError> {
     DECLINED_CALLS.fetch_add(1, Ordering::SeqCst);
-    Err(ApiError::Declined { code: *code })
+    Err(ApiError::Declined { code })
 }
 
 #[tokio::test(start_paused = true)]
@@ -248,8 +248,8 @@ async fn held_retried(id: u32) -> Result<u32, ApiError> {
         .await
         .expect("open semaphore")
         .forget();
-    // With `retry`, owned parameters are borrowed by every attempt.
-    Ok(*id)
+    // With `retry`, every attempt borrows the parameters; they keep their types.
+    Ok(id)
 }
 
 #[tokio::test(start_paused = true)]
@@ -308,8 +308,8 @@ static CAUSES: LazyLock<Mutex<Vec<String>>> = LazyLock::new(|| Mutex::new(Vec::n
 
 #[circuit_breaker(key = "quotes", registry = FALLBACK, window = 10, min_calls = 10, timeout = "50ms", retry = 2, failure = [Timeout, Connect], fallback = cached_quote)]
 async fn quote(item: String, delay_ms: u64) -> Result<String, ApiError> {
-    tokio::time::sleep(Duration::from_millis(*delay_ms)).await;
-    if *delay_ms == 1 {
+    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+    if delay_ms == 1 {
         return Err(ApiError::Connect(503));
     }
     Ok(format!("fresh {item}"))

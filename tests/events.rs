@@ -285,3 +285,66 @@ fn a_panicking_hook_is_reported_as_an_error_naming_key_and_transition() {
     assert_eq!(error.fields["panic"], "pager is down");
     assert!(error.fields["message"].contains("`on_transition` hook panicked on `hooked`"));
 }
+
+/// The `function` field of every event emitted while `run` runs.
+fn functions_of(run: impl FnOnce()) -> Vec<String> {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    tracing::subscriber::with_default(subscriber, run);
+    let events = capture.0.lock().unwrap().clone();
+    events
+        .iter()
+        .map(|event| event.fields["function"].clone())
+        .collect()
+}
+
+mod clients {
+    use super::{ApiError, REGISTRY, circuit_breaker};
+
+    pub struct HostClient<T>(pub T);
+
+    impl<T> HostClient<T> {
+        #[circuit_breaker(key = "events-inherent", registry = REGISTRY, consecutive = 1, failure = [Timeout])]
+        pub fn authorize(&self, fail: bool) -> Result<(), ApiError> {
+            if fail { Err(ApiError::Timeout) } else { Ok(()) }
+        }
+
+        #[circuit_breaker(key = "events-timeout", registry = REGISTRY, consecutive = 1, timeout = "5s", failure = [Timeout])]
+        pub async fn capture(&self, fail: bool) -> Result<(), ApiError> {
+            if fail { Err(ApiError::Timeout) } else { Ok(()) }
+        }
+    }
+
+    pub trait Backend {
+        fn call(&self, host: &str, fail: bool) -> Result<(), ApiError>;
+    }
+
+    impl Backend for HostClient<u8> {
+        #[circuit_breaker(key = host, registry = REGISTRY, consecutive = 1, failure = [Timeout])]
+        fn call(&self, host: &str, fail: bool) -> Result<(), ApiError> {
+            if fail { Err(ApiError::Timeout) } else { Ok(()) }
+        }
+    }
+}
+
+#[test]
+fn a_method_s_events_name_its_type() {
+    use clients::{Backend, HostClient};
+    let client = HostClient(0_u8);
+    let inherent = functions_of(|| {
+        let _ = client.authorize(true);
+    });
+    assert_eq!(inherent, ["events::clients::HostClient::authorize"]);
+    let trait_impl = functions_of(|| {
+        let _ = client.call("events-trait", true);
+    });
+    assert_eq!(trait_impl, ["events::clients::HostClient::call"]);
+    let attempts = functions_of(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let _ = runtime.block_on(client.capture(true));
+    });
+    assert_eq!(attempts, ["events::clients::HostClient::capture"]);
+}

@@ -530,8 +530,9 @@ fn every_knob_reaches_the_policy() {
 
 // ---------------------------------------------------------------- attempts
 
-/// With `retry`, owned parameters are borrowed by each attempt (`label` is a `&String` here);
-/// `?` and `return` still leave the attempt with the function's own error type.
+/// With `retry`, each attempt borrows the parameters, which keep their types (`label` is a
+/// `String` used by reference); `?` and `return` still leave the attempt with the function's own
+/// error type.
 #[circuit_breaker(key = "attempts-free", registry = REGISTRY, window = 100, retry = 3, timeout = "5s", failure = [Timeout, Connect])]
 async fn attempts_free(label: String, kinds: &[Kind], _: u8) -> ApiResult<String> {
     tokio::task::yield_now().await;
@@ -564,7 +565,7 @@ impl Client {
     )]
     async fn attempts_method(&self, id: u32, kind: Kind) -> ApiResult<String> {
         tokio::task::yield_now().await;
-        respond(*kind).map(|v| format!("{}:{}", self.name, v + id))
+        respond(kind).map(|v| format!("{}:{}", self.name, v + id))
     }
 
     async fn attempts_fallback(
@@ -575,6 +576,66 @@ impl Client {
     ) -> ApiResult<String> {
         Ok(format!("{}:{id}:{kind:?}:{:?}", self.name, cause.failed()))
     }
+}
+
+/// `timeout` alone runs the body once: the parameters keep their types and the body may consume
+/// them (`label` is moved into the result, `amount` is a `u64`).
+#[circuit_breaker(key = "timeout-alone", registry = REGISTRY, timeout = "5s", failure = [Timeout])]
+async fn timeout_alone(label: String, amount: u64) -> ApiResult<(String, u64)> {
+    tokio::task::yield_now().await;
+    let doubled: u64 = amount * 2;
+    Ok((label, doubled))
+}
+
+impl Client {
+    /// `timeout` alone on a `&mut self` method with a fallback: the body borrows the
+    /// parameters (types unchanged) and the fallback receives them afterwards.
+    #[circuit_breaker(key = "timeout-alone-mut", registry = REGISTRY, window = 1, timeout = "5s", failure = [Connect], fallback = timeout_alone_fallback)]
+    async fn timeout_alone_mut(&mut self, kind: Kind, note: String) -> ApiResult<u32> {
+        self.calls += 1;
+        let owned: String = note.clone();
+        respond(kind).map(|v| v + owned.len() as u32)
+    }
+
+    async fn timeout_alone_fallback(
+        &mut self,
+        kind: Kind,
+        note: String,
+        cause: Cause<ApiError>,
+    ) -> ApiResult<u32> {
+        let _ = (kind, cause);
+        Ok(1000 + note.len() as u32 + self.calls)
+    }
+}
+
+/// With `retry`, a `Copy` parameter is returned as is (it is a `u64` in the body, not a `&u64`).
+#[circuit_breaker(key = "retry-copy", registry = REGISTRY, retry = 2, failure = [Timeout])]
+async fn retry_copy(amount: u64, note: String) -> ApiResult<u64> {
+    Ok(amount + note.len() as u64)
+}
+
+#[tokio::test]
+async fn timeout_alone_keeps_parameter_types() {
+    assert_eq!(
+        timeout_alone("t".to_owned(), 21).await,
+        Ok(("t".to_owned(), 42))
+    );
+    let mut client = Client {
+        calls: 0,
+        name: "c".to_owned(),
+    };
+    assert_eq!(
+        client.timeout_alone_mut(Kind::Ok, "ab".to_owned()).await,
+        Ok(3)
+    );
+    assert_eq!(
+        client
+            .timeout_alone_mut(Kind::Connect, "ab".to_owned())
+            .await,
+        Ok(1004)
+    );
+    assert_eq!(client.calls, 2);
+    assert_eq!(retry_copy(40, "ab".to_owned()).await, Ok(42));
 }
 
 /// A dynamic key and a generic parameter with attempts; every error counts.
@@ -632,6 +693,8 @@ fn assert_send<T: Send>(_: T) {}
 fn generated_futures_are_send() {
     assert_send(async_paths(Kind::Ok));
     assert_send(free_with_fallback(String::new(), Kind::Ok));
+    assert_send(timeout_alone(String::new(), 1));
+    assert_send(retry_copy(1, String::new()));
     let client = Client {
         calls: 0,
         name: String::new(),

@@ -8,10 +8,12 @@
 //! is generated.
 
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
-use quote::{ToTokens, TokenStreamExt, quote, quote_spanned};
+use quote::{ToTokens, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned as _;
-use syn::{Expr, GenericArgument, Ident, Path, PathArguments, Stmt, Type, TypePath};
+use syn::{
+    Expr, ExprPath, FnArg, GenericArgument, Ident, Pat, Path, PathArguments, Type, TypePath,
+};
 
 use crate::args::{
     self, Args, AttemptArgs, DEFAULT_MIN_CALLS, Failure, Key, PolicyArgs, RecoveryArg, Spanned,
@@ -28,6 +30,11 @@ pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStre
     let args = errors.ok(args::parse(args));
     let fallback = args.as_ref().is_some_and(|args| args.fallback.is_some());
     let function = errors.ok(function::parse(item.clone(), fallback, &attempt_names));
+    let key_check = match (&args, &function) {
+        (Some(args), Some(function)) => check_key_name(&args.key, function),
+        _ => Ok(()),
+    };
+    errors.ok(key_check);
     match (args, function, errors.finish()) {
         (Some(args), Some(function), Ok(())) => expand(args, function),
         (_, _, result) => {
@@ -38,6 +45,47 @@ pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStre
             output
         }
     }
+}
+
+/// `key = payment`, a bare name that is no parameter of the function and not an upper-case
+/// `const` or `static`: most likely a literal key written without its quotes. Any other
+/// expression is a dynamic key, checked by rustc.
+fn check_key_name(key: &Key, function: &Function) -> syn::Result<()> {
+    let Key::Dynamic(Expr::Path(ExprPath {
+        qself: None, path, ..
+    })) = key
+    else {
+        return Ok(());
+    };
+    let Some(name) = path.get_ident() else {
+        return Ok(());
+    };
+    let mut params = Vec::new();
+    for input in &function.item.sig.inputs {
+        match input {
+            FnArg::Receiver(_) => {}
+            FnArg::Typed(typed) => match &*typed.pat {
+                Pat::Ident(binding) => params.push(&binding.ident),
+                // A pattern may bind the name: leave it to rustc.
+                _ => return Ok(()),
+            },
+        }
+    }
+    let written = name.to_string();
+    let upper = written.chars().all(|c| !c.is_lowercase());
+    if upper || params.contains(&name) {
+        return Ok(());
+    }
+    Err(syn::Error::new(
+        name.span(),
+        format!(
+            "`{written}` is not a parameter of `{}`: a literal key is a string, write \
+             `key = \"{written}\"`; a dynamic key is an expression of the parameters, like \
+             `key = host` (a `const` or `static` key must be named in upper case, or by a path \
+             like `crate::{written}`)",
+            function.item.sig.ident
+        ),
+    ))
 }
 
 /// Names shared by the generated code.
@@ -132,10 +180,9 @@ fn ungroup(ty: &Type) -> &Type {
 /// Rewrites a checked function.
 fn expand(args: Args, function: Function) -> TokenStream {
     let Function {
-        mut item,
+        item,
         output,
         params,
-        borrowed,
     } = function;
     let krate = match &args.krate {
         Some(path) => path.to_token_stream(),
@@ -170,14 +217,20 @@ fn expand(args: Args, function: Function) -> TokenStream {
     // The original body, wrapped. Without a fallback it is moved into the wrapper, so the future
     // captures exactly what the original function captured. With one it only borrows the
     // parameters, which are then handed to the fallback.
-    let stmts = std::mem::take(&mut item.block.stmts);
-    let mut body = TokenStream::new();
-    item.block
-        .brace_token
-        .surround(&mut body, |tokens| tokens.append_all(&stmts));
+    let body = item.body.to_token_stream();
     let site = Ident::new("__FUSEBOX_SITE", Span::mixed_site());
     let function_name = item.sig.ident.unraw().to_string();
     let function_path = quote!(::core::concat!(::core::module_path!(), "::", #function_name));
+    // A method's events name its type: `type_name::<Self>()` is only known in the body.
+    let method_name = is_method(&item.sig).then(|| {
+        let name = Ident::new("__FUSEBOX_NAME", Span::mixed_site());
+        let local = Ident::new("__fusebox_name", Span::mixed_site());
+        let declare = quote! {
+            static #name: #private::MethodName = #private::MethodName::new(#function_name);
+            let #local = #name.get(::core::any::type_name::<Self>);
+        };
+        (declare, local)
+    });
     let policy = policy(&args.policy, private);
     let registry = match &args.registry {
         Some(path) => {
@@ -193,12 +246,11 @@ fn expand(args: Args, function: Function) -> TokenStream {
             policy: &policy,
             registry: &registry,
             params: &params,
-            borrowed: &borrowed,
+            method_name: method_name.clone(),
             body,
         };
         let new_body = attempts_body(&args, &names, attempt);
-        item.block.stmts = vec![Stmt::Expr(Expr::Verbatim(new_body), None)];
-        return item.into_token_stream();
+        return item.with_body(new_body);
     }
     let capture = match args.fallback {
         Some(_) => TokenStream::new(),
@@ -305,10 +357,15 @@ fn expand(args: Args, function: Function) -> TokenStream {
             type #error_of<__R> = <__R as #private::Outcome>::Error;
         }
     });
+    let (method_declare, enter, method_arg) = match &method_name {
+        Some((declare, local)) => (declare.clone(), quote!(enter_as), quote!(, #local)),
+        None => (TokenStream::new(), quote!(enter), TokenStream::new()),
+    };
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
-            let mut #permit = #site.enter(#registry);
+            #method_declare
+            let mut #permit = #site.#enter(#registry #method_arg);
         },
         Key::Dynamic(key) => {
             // Evaluated before the body runs; the borrow ends with this statement.
@@ -318,7 +375,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
                 let #breaker = #site.breaker(#registry, #key_str);
-                let mut #permit = #site.enter(&#breaker);
+                #method_declare
+                let mut #permit = #site.#enter(&#breaker #method_arg);
             }
         }
     };
@@ -327,8 +385,20 @@ fn expand(args: Args, function: Function) -> TokenStream {
         #admission
         #outcome
     };
-    item.block.stmts = vec![Stmt::Expr(Expr::Verbatim(new_body), None)];
-    item.into_token_stream()
+    item.with_body(new_body)
+}
+
+/// True for a method: a function with a receiver, or one whose signature names `Self` (an
+/// associated function of an impl).
+fn is_method(sig: &syn::Signature) -> bool {
+    fn names_self(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|token| match token {
+            TokenTree::Ident(ident) => ident == "Self",
+            TokenTree::Group(group) => names_self(group.stream()),
+            _ => false,
+        })
+    }
+    sig.receiver().is_some() || names_self(sig.to_token_stream())
 }
 
 /// True when a bare variant name needs the error-type alias.
@@ -406,12 +476,29 @@ fn fallback_call(
         name.set_span(name.span().located_at(span));
         name
     });
-    let call = quote_spanned!(span=> #callee(#receiver #(#args,)* #private::Cause::#cause));
-    if is_async {
-        quote_spanned!(span=> #private::async_fallback::<#output, _>(#call).await)
+    // Up to 12 arguments go as one tuple through `call_fallback`, so a fallback with the wrong
+    // parameters is one error showing both signatures; more are passed directly. The cause
+    // names the error type, so the refused and the failed call check the very same signature
+    // (reported once).
+    let count = usize::from(params.receiver.is_some()) + params.names.len() + 1;
+    let cause = quote!(#private::Cause::<<#output as #private::Outcome>::Error>::#cause);
+    let private_at = respan(private.clone(), span);
+    let call = if count <= 12 {
+        quote_spanned!(span=> #private_at::call_fallback((#receiver #(#args,)* #cause,), #callee))
     } else {
-        call
+        quote_spanned!(span=> #callee(#receiver #(#args,)* #cause))
+    };
+    if !is_async {
+        return call;
     }
+    // What an async fallback returned is awaited through `FallbackReturn`: a future as is; a
+    // sync fallback's value is one error that says so (and a future of the right type, so the
+    // `.await` itself does not fail too).
+    quote_spanned!(span=> {
+        #[allow(unused_imports)]
+        use #private_at::{AwaitFallback as _, AwaitSyncFallback as _};
+        #private_at::FallbackReturn::<#output, _>::new(#call).fallback_future()
+    }.await)
 }
 
 /// The `Policy` expression: the base (`policy = CONST` or the default) with each written knob
@@ -564,7 +651,8 @@ struct Attempt<'a> {
     policy: &'a TokenStream,
     registry: &'a TokenStream,
     params: &'a Params,
-    borrowed: &'a [Ident],
+    /// For a method: the declaration of its name and the local holding it.
+    method_name: Option<(TokenStream, Ident)>,
     /// The original body, braces included.
     body: TokenStream,
 }
@@ -575,11 +663,7 @@ struct Attempt<'a> {
 /// static SITE: Site = Site::new(key, function, policy);      // or DynSite, and the breaker
 /// let admit = move || SITE.acquire(registry);                 // or `|| SITE.acquire(&breaker)`
 /// const ATTEMPTS: Attempts = Attempts { timeout, retry, backoff, deadline };
-/// let settled = {
-///     let order = &order;                                     // each owned parameter
-///     run_attempts(admit, &ATTEMPTS, move || async_body::<R, _>(async move { body }), is_failure)
-///         .await
-/// };
+/// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure).await;
 /// match settled {
 ///     Settled::Done(result) => result,
 ///     Settled::Failed(error) => Err(error),                   // or fallback(…, Cause::Failed(error))
@@ -587,15 +671,20 @@ struct Attempt<'a> {
 /// }
 /// ```
 ///
-/// The driver calls the attempt closure once per attempt, so every attempt needs the arguments
-/// again: the closure holds only shared references (a parameter already taken as `&T`, and `&self`,
-/// is copied as is; every other one is re-bound as `&T` for the body). So with these arguments an
-/// owned parameter `order: Order` is seen by the body as `&Order`, a body that consumes an
-/// argument cannot be retried (it does not compile: clone what it needs), the arguments must be
-/// `Sync` for the future to be `Send`, and `&mut self`, `&mut T`, `self` by value and `mut`
-/// bindings are refused with an error at the parameter. The parameters stay owned outside the
-/// attempt block, so a fallback still receives them by value. The body keeps `return` and `?`:
-/// it is still an `async` block whose output is pinned to the function's return type.
+/// With `retry`, `attempt` is `|| async_body::<R, _>(async { body })`: the driver calls it once
+/// per attempt, so it borrows the parameters (neither the closure nor the `async` block is
+/// `move`). The body sees every parameter with its written type and may use it by reference or
+/// copy it; a body that consumes one cannot be retried (rustc: "cannot move out of … a captured
+/// variable in an `FnMut` closure", the closure located at `retry`: clone what it needs). The
+/// arguments must be `Sync` for the future to be `Send`, and `&mut self`, `&mut T`, `self` by
+/// value and `mut` bindings are refused with an error at the parameter. The parameters stay
+/// owned outside the attempts, so a fallback still receives them by value.
+///
+/// Without `retry` the body runs once: its future is made before the driver runs (it runs
+/// nothing until polled) and `attempt` hands it out once. It owns the parameters (`async move`,
+/// like a function without these arguments), or borrows them when there is a fallback, which
+/// receives them afterwards; either way they keep their types. The body keeps `return` and `?`:
+/// it is an `async` block whose output is pinned to the function's return type.
 ///
 /// A timed-out attempt arrives as `Settled::Refused` with reason `TimedOut`, so it reaches the
 /// caller through `From<fusebox::Error>` or the fallback's `Cause::Rejected`.
@@ -616,7 +705,7 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
         policy,
         registry,
         params,
-        borrowed,
+        method_name,
         body,
     } = attempt;
     let local = |name: &str| Ident::new(name, Span::mixed_site());
@@ -626,11 +715,16 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
     let registry_local = local("__fusebox_registry");
     let breaker = local("__fusebox_breaker");
 
+    let (method_declare, acquire, method_arg) = match method_name {
+        Some((declare, local)) => (declare.clone(), quote!(acquire_as), quote!(, #local)),
+        None => (TokenStream::new(), quote!(acquire), TokenStream::new()),
+    };
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
             let #registry_local = #registry;
-            let #admit = move || #site.acquire(#registry_local);
+            #method_declare
+            let #admit = move || #site.#acquire(#registry_local #method_arg);
         },
         Key::Dynamic(key) => {
             // Evaluated before the first attempt; the borrow ends with this statement.
@@ -640,7 +734,8 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
                 let #breaker = #site.breaker(#registry, #key_str);
-                let #admit = || #site.acquire(&#breaker);
+                #method_declare
+                let #admit = || #site.#acquire(&#breaker #method_arg);
             }
         }
     };
@@ -648,8 +743,8 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
 
     let private_at_output = names.private_at(*output_span);
     let wrap = quote_spanned!(*output_span=> #private_at_output::async_body::<#output, _>);
-    // The attempt's `async` block is located at the body, so a body whose result no longer fits
-    // (an owned parameter is now borrowed) is reported there rather than at the attribute.
+    // The attempt's `async` block is located at the body, so an error about it is reported
+    // there rather than at the attribute.
     let body_span = body
         .clone()
         .into_iter()
@@ -664,7 +759,39 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
         Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
         None => quote!(|_: &#error_type| -> bool { true }),
     };
-    let shadows = borrowed.iter().map(|name| quote!(let #name = &#name;));
+    let retry_span = args.attempts.retry.map(|retry| retry.span);
+    // Without `retry` the body runs once: its future owns the parameters (like the body of a
+    // function without these arguments), so they keep their types and the body may consume
+    // them. With a fallback it borrows them instead, to hand them over afterwards.
+    let once = Ident::new("__fusebox_once", Span::mixed_site());
+    let attempt = match retry_span {
+        // With `retry` the body runs once per attempt: the attempt closure borrows the
+        // parameters (it is not `move`, nor is the body's `async` block), so the body sees them
+        // with their own types and can use them by reference or copy them, and a body that
+        // consumes one is rustc's "cannot move out of a captured variable in an `FnMut`
+        // closure", the closure located at `retry`.
+        Some(span) => {
+            let closure = quote_spanned!(span=> ||);
+            let async_block = quote_spanned!(body_span=> async);
+            quote!(#closure #wrap(#async_block #body))
+        }
+        None => {
+            let async_block = match args.fallback {
+                Some(_) => quote_spanned!(body_span=> async),
+                None => async_move.clone(),
+            };
+            // The body's future is made here (it runs nothing until polled) and handed out once.
+            quote!({
+                let mut #once = ::core::option::Option::Some(#wrap(#async_block #body));
+                move || match #once.take() {
+                    ::core::option::Option::Some(#once) => #once,
+                    ::core::option::Option::None => ::core::unreachable!(
+                        "an attempt without `retry` runs once"
+                    ),
+                }
+            })
+        }
+    };
 
     let at_output = |tokens: TokenStream| respan(tokens, *output_span);
     let err = quote!(::core::result::Result::Err);
@@ -688,11 +815,10 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
         #admission
         const #attempts: #private::Attempts = #attempts_value;
         let #settled = {
-            #(#shadows)*
             #private::run_attempts(
                 #admit,
                 &#attempts,
-                move || #wrap(#async_move #body),
+                #attempt,
                 #is_failure,
             )
             .await
@@ -751,6 +877,80 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_key_name_must_be_a_parameter_or_upper_case() {
+        let item = quote!(
+            fn charge(host: &str, (a, b): (u8, u8)) -> Result<u8, E> {
+                Ok(a + b)
+            }
+        );
+        let plain = quote!(
+            fn charge(host: &str) -> Result<u8, E> {
+                Ok(1)
+            }
+        );
+        let errors = |args, item| circuit_breaker(args, item).to_string();
+        let out = errors(quote!(key = payment), plain.clone());
+        assert!(
+            out.contains("`payment` is not a parameter of `charge`: a literal key is a string"),
+            "{out}"
+        );
+        for args in [
+            quote!(key = host),
+            quote!(key = KEY),
+            quote!(key = crate::payment),
+            quote!(key = host.to_owned()),
+        ] {
+            let out = errors(args.clone(), plain.clone());
+            assert!(!out.contains("compile_error"), "{args}: {out}");
+        }
+        // A pattern parameter may bind the name: rustc decides.
+        let out = errors(quote!(key = a), item);
+        assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
+    fn methods_name_their_type_and_free_functions_their_module() {
+        let method = circuit_breaker(
+            quote!(key = "k"),
+            quote!(
+                fn get(&self) -> Result<u8, E> {
+                    Ok(1)
+                }
+            ),
+        )
+        .to_string();
+        assert!(
+            method.contains("MethodName :: new (\"get\")")
+                && method.contains("type_name :: < Self >")
+                && method.contains("enter_as"),
+            "{method}"
+        );
+        let associated = circuit_breaker(
+            quote!(key = "k"),
+            quote!(
+                fn new() -> Result<Self, E> {
+                    todo!()
+                }
+            ),
+        )
+        .to_string();
+        assert!(associated.contains("type_name :: < Self >"), "{associated}");
+        let free = circuit_breaker(
+            quote!(key = "k"),
+            quote!(
+                fn get() -> Result<u8, E> {
+                    Ok(1)
+                }
+            ),
+        )
+        .to_string();
+        assert!(
+            !free.contains("MethodName") && !free.contains("Self"),
+            "{free}"
+        );
+    }
+
+    #[test]
     fn rewrites_the_body_only() {
         let out = circuit_breaker(
             quote!(key = "k", window = 4, failure = [Timeout]),
@@ -779,7 +979,7 @@ mod tests {
     }
 
     #[test]
-    fn attempts_go_through_the_driver_with_borrowed_parameters() {
+    fn retried_attempts_go_through_the_driver_and_borrow_the_parameters() {
         let out = circuit_breaker(
             quote!(
                 key = "k",
@@ -808,10 +1008,13 @@ mod tests {
             ),
             "{out}"
         );
-        assert!(out.contains("let order = & order ;"), "{out}");
-        assert!(!out.contains("let id ="), "{out}");
-        assert!(!out.contains("let self"), "{out}");
-        assert!(out.contains("move || :: fusebox :: __private :: async_body :: < Result < u32 , ApiError > , _ > (async move { self . send (order , id) . await })"), "{out}");
+        // With `retry` the attempt borrows the parameters: no `move`, no re-binding.
+        assert!(!out.contains("let order ="), "{out}");
+        assert!(out.contains("|| :: fusebox :: __private :: async_body :: < Result < u32 , ApiError > , _ > (async { self . send (order , id) . await })"), "{out}");
+        assert!(
+            !out.contains("move || :: fusebox :: __private :: async_body"),
+            "{out}"
+        );
         assert!(
             out.contains(":: fusebox :: __private :: Settled :: Refused"),
             "{out}"

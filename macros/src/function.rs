@@ -1,21 +1,71 @@
 //! The annotated item: which functions the attribute accepts, and the parameters a fallback gets.
 
-use proc_macro2::{Span, TokenStream};
-use syn::{FnArg, Ident, Item, ItemFn, Pat, Receiver, ReceiverKind, ReturnType, TraitItemFn, Type};
+use proc_macro2::{Delimiter, Group, Span, TokenStream};
+use quote::{ToTokens, TokenStreamExt};
+use syn::parse::{Parse, ParseStream};
+use syn::{
+    Attribute, FnArg, Ident, Item, Pat, Receiver, ReceiverKind, ReturnType, Signature, TraitItemFn,
+    Type, Visibility,
+};
 
 use crate::errors::Errors;
+
+/// A function as written, with its body kept as raw tokens: only the signature is parsed, so a
+/// syntax error inside the body is left for rustc to report where it is.
+pub(crate) struct RawFn {
+    /// The outer attributes.
+    pub(crate) attrs: Vec<Attribute>,
+    /// The visibility.
+    pub(crate) vis: Visibility,
+    /// The signature.
+    pub(crate) sig: Signature,
+    /// The body, braces included, unparsed.
+    pub(crate) body: Group,
+}
+
+impl Parse for RawFn {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let attrs = input.call(Attribute::parse_outer)?;
+        let vis = input.parse()?;
+        let sig = input.parse()?;
+        let body: Group = input.parse()?;
+        if body.delimiter() != Delimiter::Brace {
+            return Err(syn::Error::new(body.span(), "expected the function body"));
+        }
+        if !input.is_empty() {
+            return Err(input.error("unexpected tokens after the function body"));
+        }
+        Ok(RawFn {
+            attrs,
+            vis,
+            sig,
+            body,
+        })
+    }
+}
+
+impl RawFn {
+    /// The function with `body` (the statements, without braces) as its body.
+    pub(crate) fn with_body(&self, body: TokenStream) -> TokenStream {
+        let mut tokens = TokenStream::new();
+        tokens.append_all(&self.attrs);
+        self.vis.to_tokens(&mut tokens);
+        self.sig.to_tokens(&mut tokens);
+        let mut group = Group::new(Delimiter::Brace, body);
+        group.set_span(self.body.span());
+        tokens.append(group);
+        tokens
+    }
+}
 
 /// A function the attribute can rewrite.
 pub(crate) struct Function {
     /// The function as written.
-    pub(crate) item: ItemFn,
+    pub(crate) item: RawFn,
     /// Its written return type.
     pub(crate) output: Type,
     /// Its parameters, in order, when a fallback needs them.
     pub(crate) params: Params,
-    /// With `timeout`/`retry`/`backoff`/`deadline`: the parameters every attempt borrows, those
-    /// not already taken by shared reference.
-    pub(crate) borrowed: Vec<Ident>,
 }
 
 /// What a fallback call passes on.
@@ -37,7 +87,7 @@ pub(crate) fn parse(
     fallback: bool,
     attempts: &[Ident],
 ) -> syn::Result<Function> {
-    let item: ItemFn = match syn::parse2(tokens.clone()) {
+    let item: RawFn = match syn::parse2(tokens.clone()) {
         Ok(item) => item,
         Err(_) => return Err(not_a_function(tokens)),
     };
@@ -58,7 +108,22 @@ pub(crate) fn parse(
         ));
     }
     let output = match &sig.output {
-        ReturnType::Type(_, ty) => Some((**ty).clone()),
+        ReturnType::Type(_, ty) => match not_a_result(ty) {
+            Some(what) => {
+                errors.push(syn::Error::new_spanned(
+                    ty,
+                    format!(
+                        "`#[circuit_breaker]` needs a function returning `Result<T, E>`, but `{}` \
+                         returns {what}; the breaker counts `Err` values, so return a \
+                         `Result` (or an alias of it) with this type as `T`, like \
+                         `-> Result<T, MyError>`",
+                        sig.ident,
+                    ),
+                ));
+                None
+            }
+            None => Some((**ty).clone()),
+        },
         ReturnType::Default => {
             errors.push(syn::Error::new(
                 sig.ident.span(),
@@ -76,8 +141,8 @@ pub(crate) fn parse(
     } else {
         Some(Params::default())
     };
-    let borrowed = match attempts.first() {
-        None => Some(Vec::new()),
+    let attempts_ok = match attempts.first() {
+        None => Some(()),
         Some(_) if sig.asyncness.is_none() => {
             for name in attempts {
                 errors.push(syn::Error::new(
@@ -91,15 +156,19 @@ pub(crate) fn parse(
             }
             None
         }
-        Some(first) => errors.ok(attempt_params(&item, first)),
+        // Only `retry` runs the body more than once; `timeout` alone leaves the parameters as
+        // they are.
+        Some(_) => match attempts.iter().find(|name| *name == "retry") {
+            Some(retry) => errors.ok(attempt_params(&item, retry)),
+            None => Some(()),
+        },
     };
     errors.finish()?;
-    match (output, params, borrowed) {
-        (Some(output), Some(params), Some(borrowed)) => Ok(Function {
+    match (output, params, attempts_ok) {
+        (Some(output), Some(params), Some(())) => Ok(Function {
             item,
             output,
             params,
-            borrowed,
         }),
         // Both cases pushed an error, so `finish` returned it.
         _ => Err(syn::Error::new(Span::call_site(), "unsupported function")),
@@ -107,7 +176,7 @@ pub(crate) fn parse(
 }
 
 /// The parameters handed to a fallback; each must be a plain name.
-fn fallback_params(item: &ItemFn) -> syn::Result<Params> {
+fn fallback_params(item: &RawFn) -> syn::Result<Params> {
     let mut errors = Errors::default();
     let mut params = Params::default();
     for input in &item.sig.inputs {
@@ -130,13 +199,12 @@ fn fallback_params(item: &ItemFn) -> syn::Result<Params> {
     Ok(params)
 }
 
-/// The parameters an attempt closure borrows. Every attempt needs the arguments again, so each is
-/// borrowed (`let x = &x;`) rather than moved: a parameter taken by `&mut` or by value as `self`
-/// cannot be shared between attempts, and a pattern or `mut` binding would not mean what it says.
-/// `arg` is the attempt argument the messages name.
-fn attempt_params(item: &ItemFn, arg: &Ident) -> syn::Result<Vec<Ident>> {
+/// Checks the parameters for `retry`. Every attempt needs the arguments again, so the attempt
+/// closure borrows them rather than moving them: a parameter taken by `&mut` or by value as
+/// `self` cannot be shared between attempts, and a pattern or `mut` binding would not mean what
+/// it says. `arg` is the attempt argument the messages name.
+fn attempt_params(item: &RawFn, arg: &Ident) -> syn::Result<()> {
     let mut errors = Errors::default();
-    let mut borrowed = Vec::new();
     let again = "retrying needs the arguments again for every attempt";
     for input in &item.sig.inputs {
         match input {
@@ -189,12 +257,10 @@ fn attempt_params(item: &ItemFn, arg: &Ident) -> syn::Result<Vec<Ident>> {
                     ));
                     continue;
                 }
-                borrowed.push(binding.ident.clone());
             }
         }
     }
-    errors.finish()?;
-    Ok(borrowed)
+    errors.finish()
 }
 
 /// Why `self` cannot be shared between attempts, if it cannot: only `&self` (or `self: &T`) can.
@@ -221,6 +287,42 @@ fn receiver_error(receiver: &Receiver, arg: &Ident, again: &str) -> Option<syn::
              interior mutability for state) or remove `{arg}`"
         ),
     ))
+}
+
+/// What the return type is, when it is visibly not a `Result`: a primitive, `String`, `Option`,
+/// `()`, a tuple, a reference, a pointer, an array, a slice, `!`, a function pointer, `impl Trait`
+/// or `dyn Trait`. A path that could name an alias of `Result` is not judged here.
+fn not_a_result(ty: &Type) -> Option<&'static str> {
+    const PRIMITIVES: [&str; 18] = [
+        "bool", "char", "str", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
+        "i64", "i128", "isize", "f32", "f64", "String",
+    ];
+    match ungroup(ty) {
+        Type::Tuple(tuple) if tuple.elems.is_empty() => Some("`()`"),
+        Type::Tuple(_) => Some("a tuple"),
+        Type::Reference(_) => Some("a reference"),
+        Type::Ptr(_) => Some("a raw pointer"),
+        Type::Array(_) => Some("an array"),
+        Type::Slice(_) => Some("a slice"),
+        Type::Never(_) => Some("`!`"),
+        Type::FnPtr(_) => Some("a function pointer"),
+        Type::ImplTrait(_) => Some("an `impl Trait`"),
+        Type::TraitObject(_) => Some("a trait object"),
+        Type::Path(path) if path.qself.is_none() => {
+            let last = path.path.segments.last()?;
+            if last.ident == "Option" {
+                Some("an `Option`")
+            } else if path.path.segments.len() == 1
+                && last.arguments.is_none()
+                && PRIMITIVES.iter().any(|name| last.ident == name)
+            {
+                Some("a plain value")
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
 }
 
 /// A type without the invisible groups and parentheses macros wrap around it.
@@ -426,30 +528,89 @@ mod tests {
         );
     }
 
-    fn attempts(tokens: TokenStream) -> Result<Vec<String>, Vec<String>> {
-        let retry = [Ident::new("retry", Span::call_site())];
-        match parse(tokens, false, &retry) {
-            Ok(function) => Ok(function.borrowed.iter().map(|n| n.to_string()).collect()),
+    fn attempts_with(tokens: TokenStream, name: &str) -> Result<(), Vec<String>> {
+        let names = [Ident::new(name, Span::call_site())];
+        match parse(tokens, false, &names) {
+            Ok(_) => Ok(()),
             Err(error) => Err(error.into_iter().map(|e| e.to_string()).collect()),
         }
     }
 
+    fn attempts(tokens: TokenStream) -> Result<(), Vec<String>> {
+        attempts_with(tokens, "retry")
+    }
+
     #[test]
-    fn attempts_borrow_owned_parameters_only() {
-        let borrowed = attempts(quote!(
-            async fn f(&self, a: A, b: &B, _: C, d: impl Into<u8>, e: &'static str) -> R {
-                x
-            }
-        ));
-        assert_eq!(borrowed, Ok(vec!["a".to_owned(), "d".to_owned()]));
+    fn retry_accepts_shared_and_owned_parameters() {
+        assert_eq!(
+            attempts(quote!(
+                async fn f(&self, a: A, b: &B, _: C, d: impl Into<u8>, e: &'static str) -> R {
+                    x
+                }
+            )),
+            Ok(())
+        );
         assert_eq!(
             attempts(quote!(
                 async fn f(self: &Self, a: (A)) -> R {
                     x
                 }
             )),
-            Ok(vec!["a".to_owned()])
+            Ok(())
         );
+    }
+
+    #[test]
+    fn timeout_alone_accepts_what_retry_refuses() {
+        // The body runs once: `&mut self`, `mut` bindings and patterns are fine.
+        let item = quote!(
+            async fn f(&mut self, mut a: A, (b, c): (B, C), d: &mut D) -> R {
+                x
+            }
+        );
+        assert_eq!(attempts_with(item.clone(), "timeout"), Ok(()));
+        assert_eq!(attempts_with(item, "retry").unwrap_err().len(), 4);
+    }
+
+    #[test]
+    fn a_visibly_non_result_return_type_is_refused_at_the_type() {
+        for (ty, what) in [
+            (quote!(u32), "returns a plain value"),
+            (quote!(Option<u32>), "returns an `Option`"),
+            (quote!(()), "returns `()`"),
+            (quote!((u8, bool)), "returns a tuple"),
+            (quote!(&'static str), "returns a reference"),
+        ] {
+            let found = message(quote!(fn f() -> #ty { x }), false);
+            assert!(
+                found.starts_with("`#[circuit_breaker]` needs a function returning `Result<T, E>`")
+                    && found.contains(what),
+                "{ty}: {found}"
+            );
+        }
+        for ty in [
+            quote!(ApiResult<u32>),
+            quote!(io::Result<u32>),
+            quote!(Result<u32, E>),
+            quote!(anyhow::Result<u32>),
+        ] {
+            assert_eq!(message(quote!(fn f() -> #ty { x }), false), "", "{ty}");
+        }
+    }
+
+    #[test]
+    fn a_body_is_kept_as_written_even_when_it_does_not_parse() {
+        let function = parse(
+            quote!(
+                fn f(a: u8) -> R {
+                    let b = a * ;
+                }
+            ),
+            false,
+            &[],
+        )
+        .expect("only the signature is parsed");
+        assert_eq!(function.item.body.stream().to_string(), "let b = a * ;");
     }
 
     #[test]

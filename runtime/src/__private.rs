@@ -53,8 +53,29 @@ impl Site {
     /// Asks this site's breaker in `registry` for admission; a refusal is an [`Error`].
     #[inline]
     pub fn acquire(&'static self, registry: &'static Registry) -> Result<Permit<'static>, Error> {
+        self.acquire_as(registry, &self.function)
+    }
+
+    /// [`Site::enter`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[inline(always)]
+    pub fn enter_as(
+        &'static self,
+        registry: &'static Registry,
+        name: &'static &'static str,
+    ) -> Permit<'static> {
         let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.acquire(&self.function)
+        core.enter(name)
+    }
+
+    /// [`Site::acquire`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[inline]
+    pub fn acquire_as(
+        &'static self,
+        registry: &'static Registry,
+        name: &'static &'static str,
+    ) -> Result<Permit<'static>, Error> {
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        core.acquire(name)
     }
 
     #[cold]
@@ -96,6 +117,72 @@ impl DynSite {
     pub fn acquire<'b>(&'static self, breaker: &'b Breaker) -> Result<Permit<'b>, Error> {
         breaker.core.current().acquire(&self.function)
     }
+
+    /// [`DynSite::enter`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[inline(always)]
+    pub fn enter_as<'b>(
+        &'static self,
+        breaker: &'b Breaker,
+        name: &'static &'static str,
+    ) -> Permit<'b> {
+        breaker.core.current().enter(name)
+    }
+
+    /// [`DynSite::acquire`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[inline]
+    pub fn acquire_as<'b>(
+        &'static self,
+        breaker: &'b Breaker,
+        name: &'static &'static str,
+    ) -> Result<Permit<'b>, Error> {
+        breaker.core.current().acquire(name)
+    }
+}
+
+/// The name events give an annotated method: `path::to::Type::method`, built on the first call
+/// from `core::any::type_name::<Self>()` (a `static` cannot name `Self`), then kept.
+pub struct MethodName {
+    method: &'static str,
+    full: OnceLock<&'static str>,
+}
+
+impl MethodName {
+    /// The name of `method`, completed with its type on first use.
+    pub const fn new(method: &'static str) -> Self {
+        MethodName {
+            method,
+            full: OnceLock::new(),
+        }
+    }
+
+    /// `Type::method`, where `type_name` is `core::any::type_name::<Self>`.
+    #[inline(always)]
+    pub fn get(&'static self, type_name: fn() -> &'static str) -> &'static &'static str {
+        match self.full.get() {
+            Some(name) => name,
+            None => self.init(type_name),
+        }
+    }
+
+    #[cold]
+    fn init(&'static self, type_name: fn() -> &'static str) -> &'static &'static str {
+        self.full.get_or_init(|| {
+            let name = method_path(type_name(), self.method);
+            // Once per annotated method, for the life of the program.
+            Box::leak(name.into_boxed_str())
+        })
+    }
+}
+
+/// `Type::method` from a type's name: the generic arguments are left out, so every
+/// instantiation of a generic type shares one name (`app::Client::get`, not
+/// `app::Client<app::Json>::get`).
+fn method_path(type_name: &str, method: &str) -> String {
+    let base = match type_name.find('<') {
+        Some(0) | None => type_name,
+        Some(at) => &type_name[..at],
+    };
+    format!("{base}::{method}")
 }
 
 /// The global registry.
@@ -164,9 +251,10 @@ pub fn sync_body<R: Outcome, F: FnOnce() -> R>(body: F) -> R {
 
 /// An error type that can carry a refused call.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot carry a refused call: implement `From<fusebox::Error>` for `{Self}`, or add `fallback = …` to `#[circuit_breaker]`",
-    label = "needs `From<fusebox::Error>`",
-    note = "when the circuit is open the call returns `Err(E::from(fusebox::Error))` unless a fallback handles it"
+    message = "`{Self}` cannot carry a refused call, and `#[circuit_breaker]` has no `fallback`",
+    label = "`{Self}` does not implement `From<fusebox::Error>`",
+    note = "when the circuit is open the call returns `Err(E::from(fusebox::Error))`, so the error type needs `From<fusebox::Error>`",
+    note = "fix it one of three ways: add `fallback = name` to `#[circuit_breaker]`; or, when `{Self}` is your own type, implement `From<fusebox::Error>` for it; or, when `{Self}` comes from another crate (the orphan rule forbids that impl), return your own error enum with one variant wrapping `{Self}` and one wrapping `fusebox::Error`"
 )]
 pub trait FromRejection {
     /// Converts the refusal.
@@ -186,18 +274,129 @@ pub fn reject<E: FromRejection>(error: Error) -> E {
     E::from_rejection(error)
 }
 
-/// The value an async function's fallback returns: a future of the function's own return type.
+/// A fallback called with the annotated function's arguments and the cause, given as one tuple:
+/// a fallback whose parameters do not match is one error that shows both signatures.
 #[diagnostic::on_unimplemented(
-    message = "the fallback of an `async fn` must be an `async fn` returning `{R}`, but it returns `{Self}`",
-    label = "this fallback does not return a future of `{R}`",
-    note = "declare the fallback as `async fn name(<the function's parameters>, cause: fusebox::Cause<E>) -> {R}`"
+    message = "this fallback cannot be called with the function's arguments and the cause, `{Args}`",
+    label = "wrong parameters for a fallback",
+    note = "a fallback takes the function's own parameters, in order and of the same types, then `cause: fusebox::Cause<E>`"
 )]
-pub trait AsyncFallback<R>: Future<Output = R> {}
+pub trait FallbackFn<Args, Returns> {
+    /// Calls the fallback.
+    fn call_with(self, args: Args) -> Returns;
+}
 
-impl<R, F: Future<Output = R>> AsyncFallback<R> for F {}
+macro_rules! fallback_fn {
+    ($($arg:ident)*) => {
+        impl<Fallback, Returns, $($arg,)*> FallbackFn<($($arg,)*), Returns> for Fallback
+        where
+            Fallback: FnOnce($($arg),*) -> Returns,
+        {
+            #[inline(always)]
+            #[allow(non_snake_case)]
+            fn call_with(self, ($($arg,)*): ($($arg,)*)) -> Returns {
+                self($($arg),*)
+            }
+        }
+    };
+}
 
-/// Checks that an async fallback returns a future of the function's return type.
+fallback_fn!(A1);
+fallback_fn!(A1 A2);
+fallback_fn!(A1 A2 A3);
+fallback_fn!(A1 A2 A3 A4);
+fallback_fn!(A1 A2 A3 A4 A5);
+fallback_fn!(A1 A2 A3 A4 A5 A6);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11);
+fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11 A12);
+
+/// Calls `fallback` with `args` (the function's arguments, then the cause; at most 12, the
+/// expansion calls longer lists directly). The arguments come first, so their types are known
+/// before the fallback is checked against them.
 #[inline(always)]
-pub fn async_fallback<R, F: AsyncFallback<R>>(fallback: F) -> F {
-    fallback
+pub fn call_fallback<Args, Returns, F: FallbackFn<Args, Returns>>(
+    args: Args,
+    fallback: F,
+) -> Returns {
+    fallback.call_with(args)
+}
+
+/// The value an async function's fallback returns: a future (whose output must be the function's
+/// return type, checked where it is awaited).
+#[diagnostic::on_unimplemented(
+    message = "the fallback of an `async fn` must be an `async fn`, but this one returns `{Self}`, not a future",
+    label = "this fallback is not `async`",
+    note = "declare it as `async fn name(<the function's parameters>, cause: fusebox::Cause<E>) -> {R}`"
+)]
+pub trait AsyncFallback<R>: Future {}
+
+impl<R, F: Future> AsyncFallback<R> for F {}
+
+/// What the fallback of an `async fn` returned, to be awaited through
+/// [`AwaitFallback::fallback_future`]: a future is awaited as is; anything else (a sync
+/// fallback) is one error, from [`AsyncFallback`], and never a second one at the `.await`.
+pub struct FallbackReturn<R, T>(T, core::marker::PhantomData<fn() -> R>);
+
+impl<R, T> FallbackReturn<R, T> {
+    /// Wraps what the fallback returned; `R` is the function's return type.
+    #[inline(always)]
+    pub fn new(returned: T) -> Self {
+        FallbackReturn(returned, core::marker::PhantomData)
+    }
+}
+
+/// A fallback that returned a future: awaited as is (a future of another output than the
+/// function's return type is a type mismatch at the fallback).
+pub trait AwaitFallback<R> {
+    /// The fallback's future.
+    type Future: Future;
+    /// The fallback's future.
+    fn fallback_future(self) -> Self::Future;
+}
+
+impl<R, F: Future> AwaitFallback<R> for FallbackReturn<R, F> {
+    type Future = F;
+    #[inline(always)]
+    fn fallback_future(self) -> F {
+        self.0
+    }
+}
+
+/// A fallback that did not return a future (chosen only when [`AwaitFallback`] does not apply):
+/// a compile error that says so, with a future of the right type so nothing else fails.
+pub trait AwaitSyncFallback<R, T> {
+    /// Never returns: the bound cannot hold when this method is chosen.
+    fn fallback_future(self) -> core::future::Pending<R>
+    where
+        T: AsyncFallback<R>;
+}
+
+impl<R, T> AwaitSyncFallback<R, T> for &FallbackReturn<R, T> {
+    #[inline(always)]
+    fn fallback_future(self) -> core::future::Pending<R>
+    where
+        T: AsyncFallback<R>,
+    {
+        core::future::pending()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::method_path;
+
+    #[test]
+    fn method_paths_leave_generic_arguments_out() {
+        assert_eq!(method_path("app::Client", "get"), "app::Client::get");
+        assert_eq!(
+            method_path("app::Client<app::Json, u8>", "get"),
+            "app::Client::get"
+        );
+        assert_eq!(method_path("&app::Client", "get"), "&app::Client::get");
+        assert_eq!(method_path("<weird>", "get"), "<weird>::get");
+    }
 }

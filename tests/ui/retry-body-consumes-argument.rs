@@ -20,7 +20,7 @@ fn submit(order: Order) -> Result<u64, ApiError> {
     Ok(order.amount)
 }
 
-/// With `retry`, every attempt borrows `order`: the body sees `&Order` and cannot consume it.
+/// With `retry`, every attempt borrows `order`: the body cannot consume it.
 #[fusebox::circuit_breaker(key = "payment", failure = [Timeout], retry = 3)]
 async fn charge(order: Order) -> Result<u64, ApiError> {
     submit(order)
