@@ -152,7 +152,7 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                     "--no-first-run", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync",
-                    "--window-size=1000,640",
+                    "--window-size=1000,460",
                     format!("--user-data-dir={}", profile.display()),
                 ],
             },
