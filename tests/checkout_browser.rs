@@ -107,6 +107,8 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
         addr: loopback,
         backend_addr: loopback,
         client_timeout: Duration::from_secs(2),
+        // not the policy's 10 s: applied through `Registry::configure`, as `CHECKOUT_OPEN_FOR` is
+        open_for: Duration::from_secs(30),
         ..app::Config::default()
     })
     .await
@@ -222,6 +224,19 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
             json!("1"),
         )
         .await;
+    // The breakers read a fake clock that does not move: the last event carried the whole wait,
+    // which the page counts down by itself.
+    assert_eq!(
+        session
+            .script("return document.querySelector('[data-key=checkout] .probe').dataset.retryAfterMs;")
+            .await,
+        "30000"
+    );
+    let shown = session
+        .script("return document.querySelector('[data-key=checkout] .probe').textContent;")
+        .await;
+    let shown = shown.as_str().unwrap();
+    assert!(shown.ends_with(" s") && shown.starts_with(['2', '3']), "{shown}");
     let why = session
         .script("return document.querySelector('[data-key=checkout] .why').textContent;")
         .await;

@@ -157,8 +157,38 @@ async fn five_failures_open_the_circuit_and_the_sixth_never_reaches_the_backend(
     assert_eq!(card["state"], "open");
     assert_eq!(card["rejected"].as_u64().unwrap() - rejected_before, 1);
     let why = card["opened_because"].as_str().unwrap();
-    assert!(why.starts_with("100% of 5 calls failed (in `"), "{why}");
+    assert!(why.starts_with("5 failures in a row (in `"), "{why}");
     assert!(why.ends_with("::charge`)"), "{why}");
+}
+
+#[tokio::test]
+async fn half_of_the_window_failing_opens_it_too() {
+    let demo = demo().await;
+    for i in 1..=10 {
+        let mode = if i % 2 == 0 { "always_fail" } else { "ok" };
+        let expected = if i % 2 == 0 { 502 } else { 200 };
+        assert_eq!(demo.order(mode).await.status, expected, "call {i}");
+    }
+    let card = demo.breaker("checkout").await;
+    assert_eq!(card["state"], "open");
+    let why = card["opened_because"].as_str().unwrap();
+    assert!(
+        why.starts_with("50% of the last 10 calls failed (in `"),
+        "{why}"
+    );
+    assert_eq!(demo.order("ok").await.status, 503);
+}
+
+#[test]
+fn open_for_accepts_seconds_milliseconds_and_minutes() {
+    assert_eq!(app::parse_duration("10s"), Some(Duration::from_secs(10)));
+    assert_eq!(app::parse_duration("7"), Some(Duration::from_secs(7)));
+    assert_eq!(app::parse_duration("500ms"), Some(Duration::from_millis(500)));
+    assert_eq!(app::parse_duration("2m"), Some(Duration::from_secs(120)));
+    assert_eq!(app::parse_duration("soon"), None);
+    assert_eq!(app::parse_duration("10h"), None);
+    assert_eq!(app::parse_duration(""), None);
+    assert_eq!(app::parse_duration("99999999999999999999m"), None);
 }
 
 #[tokio::test]

@@ -43,13 +43,21 @@ pub const REPLICA_HEADER: &str = "x-replica-id";
 /// The modes the backend understands.
 pub const MODES: [&str; 5] = ["ok", "always_fail", "business_error", "slow", "flaky"];
 
+/// Counted failures in a row that open a circuit.
+pub const CONSECUTIVE: u32 = 5;
+/// Calls in the window before the failure rate is looked at.
+pub const MIN_CALLS: u32 = 10;
+/// Failure rate (percent) of the window that opens a circuit.
+pub const FAILURE_RATE: u8 = 50;
+
 /// Policy of both breakers: open after 5 counted failures in a row, or when at least half of the
-/// last 20 calls failed (once 10 calls are in the window); one probe after `open_for`.
+/// last 20 calls failed (once 10 calls are in the window); one probe after `open_for`
+/// (10 s unless `CHECKOUT_OPEN_FOR` overrides it through `Registry::configure`).
 pub const POLICY: Policy = Policy::new()
     .window(20)
-    .min_calls(10)
-    .failure_rate(50)
-    .consecutive(5);
+    .min_calls(MIN_CALLS)
+    .failure_rate(FAILURE_RATE)
+    .consecutive(CONSECUTIVE);
 
 /// The clock of [`REGISTRY`] in a test build: tests advance it instead of sleeping.
 #[cfg(test)]
@@ -95,9 +103,15 @@ fn record_transition(t: &Transition<'_>) {
             "the recovery probe failed (in `{}`)",
             t.function
         )),
+        State::Open if t.calls >= MIN_CALLS && t.failure_rate >= f64::from(FAILURE_RATE) => {
+            Some(format!(
+                "{:.0}% of the last {} calls failed (in `{}`)",
+                t.failure_rate, t.calls, t.function
+            ))
+        }
         State::Open => Some(format!(
-            "{:.0}% of {} calls failed (in `{}`)",
-            t.failure_rate, t.calls, t.function
+            "{CONSECUTIVE} failures in a row (in `{}`)",
+            t.function
         )),
         _ => None,
     };
@@ -219,14 +233,18 @@ pub struct Running {
 
 /// Starts the backend and the checkout service on the current tokio runtime.
 ///
-/// Installs the Prometheus recorder (once per process) and registers both breakers with
-/// [`POLICY`] and `config.open_for`, so the dashboard shows them before the first call.
+/// Installs the Prometheus recorder (once per process), applies `config.open_for` to both keys as
+/// an operator override and registers both breakers, so the dashboard shows them before the first
+/// call.
 pub async fn start(config: Config) -> Result<Running, String> {
     let _ = prometheus();
     for key in KEYS {
-        REGISTRY
-            .breaker(key, POLICY.open_for(config.open_for))
-            .map_err(|e| e.to_string())?;
+        if config.open_for != POLICY.open_duration() {
+            REGISTRY
+                .configure(key, POLICY.open_for(config.open_for))
+                .map_err(|e| e.to_string())?;
+        }
+        REGISTRY.breaker(key, POLICY).map_err(|e| e.to_string())?;
     }
     let backend = Arc::new(Backend {
         pay_hits: AtomicU64::new(0),
