@@ -46,9 +46,7 @@ struct Session {
 
 impl Session {
     async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.url));
+        let mut request = self.http.request(method, format!("{}{path}", self.url));
         if let Some(body) = body {
             request = request.json(&body);
         }
@@ -95,12 +93,10 @@ const CARD_STATE: &str = "return [...document.querySelectorAll('.card')].map(c =
 
 #[tokio::test]
 async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
-    let chromium = find("chromium").unwrap_or_else(|| {
-        panic!("`chromium` is not installed; install it with `{INSTALL}`")
-    });
-    let chromedriver = find("chromedriver").unwrap_or_else(|| {
-        panic!("`chromedriver` is not installed; install it with `{INSTALL}`")
-    });
+    let chromium = find("chromium")
+        .unwrap_or_else(|| panic!("`chromium` is not installed; install it with `{INSTALL}`"));
+    let chromedriver = find("chromedriver")
+        .unwrap_or_else(|| panic!("`chromedriver` is not installed; install it with `{INSTALL}`"));
 
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let running = app::start(app::Config {
@@ -183,7 +179,9 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
     session
         .wait_for(CARD_STATE, json!("checkout=closed shipping=closed"))
         .await;
-    session.script("window.notReloaded = true; return null;").await;
+    session
+        .script("window.notReloaded = true; return null;")
+        .await;
 
     // Trip `checkout` through the API, one order at a time, and refuse one more.
     for _ in 0..5 {
@@ -228,7 +226,9 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
     // which the page counts down by itself.
     assert_eq!(
         session
-            .script("return document.querySelector('[data-key=checkout] .probe').dataset.retryAfterMs;")
+            .script(
+                "return document.querySelector('[data-key=checkout] .probe').dataset.retryAfterMs;"
+            )
             .await,
         "30000"
     );
@@ -236,14 +236,14 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
         .script("return document.querySelector('[data-key=checkout] .probe').textContent;")
         .await;
     let shown = shown.as_str().unwrap();
-    assert!(shown.ends_with(" s") && shown.starts_with(['2', '3']), "{shown}");
+    assert!(
+        shown.ends_with(" s") && shown.starts_with(['2', '3']),
+        "{shown}"
+    );
     let why = session
         .script("return document.querySelector('[data-key=checkout] .why').textContent;")
         .await;
-    assert!(
-        why.as_str().unwrap().starts_with("last opened: "),
-        "{why}"
-    );
+    assert!(why.as_str().unwrap().starts_with("last opened: "), "{why}");
 
     let png = session
         .command(reqwest::Method::GET, "/screenshot", None)

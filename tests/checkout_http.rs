@@ -183,12 +183,41 @@ async fn half_of_the_window_failing_opens_it_too() {
 fn open_for_accepts_seconds_milliseconds_and_minutes() {
     assert_eq!(app::parse_duration("10s"), Some(Duration::from_secs(10)));
     assert_eq!(app::parse_duration("7"), Some(Duration::from_secs(7)));
-    assert_eq!(app::parse_duration("500ms"), Some(Duration::from_millis(500)));
+    assert_eq!(
+        app::parse_duration("500ms"),
+        Some(Duration::from_millis(500))
+    );
     assert_eq!(app::parse_duration("2m"), Some(Duration::from_secs(120)));
     assert_eq!(app::parse_duration("soon"), None);
     assert_eq!(app::parse_duration("10h"), None);
     assert_eq!(app::parse_duration(""), None);
     assert_eq!(app::parse_duration("99999999999999999999m"), None);
+}
+
+#[test]
+fn replicas_beyond_one_say_what_is_missing() {
+    let args = |a: &[&str]| app::replicas(a.iter().map(|s| s.to_string()));
+    assert_eq!(args(&[]), Ok(1));
+    assert_eq!(args(&["--replicas", "1"]), Ok(1));
+    assert_eq!(args(&["--replicas", "2"]), Ok(2));
+    assert_eq!(
+        args(&["--replicas", "0"]),
+        Err("invalid `--replicas 0`; use a count such as 2".to_owned())
+    );
+    assert_eq!(
+        args(&["--replicas"]),
+        Err("`--replicas` needs a count, such as `--replicas 2`".to_owned())
+    );
+    assert_eq!(
+        args(&["--port"]),
+        Err("unknown argument `--port`; the only argument is `--replicas N`".to_owned())
+    );
+    assert_eq!(
+        app::replicas_unavailable(2),
+        "`--replicas 2` shares circuits between processes through the Redis store \
+         (`fusebox::redis`, feature `redis`), which this build of fusebox does not have; \
+         run `cargo run --example checkout` for one replica"
+    );
 }
 
 #[tokio::test]
@@ -237,7 +266,13 @@ async fn after_the_wait_an_ok_probe_closes_the_circuit() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| format!("{}->{}", t["from"].as_str().unwrap(), t["to"].as_str().unwrap()))
+        .map(|t| {
+            format!(
+                "{}->{}",
+                t["from"].as_str().unwrap(),
+                t["to"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(
         path,
@@ -345,6 +380,30 @@ async fn unknown_mode_is_refused_before_the_backend() {
 }
 
 #[tokio::test]
+async fn flaky_fails_the_given_percentage() {
+    let demo = demo().await;
+    let flaky = |percent: &str| {
+        demo.http
+            .post(format!("{}/orders/demo", demo.base))
+            .header("X-Demo-Backend-Mode", "flaky")
+            .header("X-Demo-Fail-Percent", percent)
+            .send()
+    };
+    for _ in 0..3 {
+        assert_eq!(flaky("0").await.unwrap().status(), 200);
+        assert_eq!(flaky("100").await.unwrap().status(), 502);
+    }
+    let bad = flaky("150").await.unwrap();
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.json().await.unwrap();
+    assert_eq!(
+        body["message"],
+        "invalid `X-Demo-Fail-Percent` `150`; use a whole number in 0..=100"
+    );
+    assert_eq!(demo.pay_hits().await, 6);
+}
+
+#[tokio::test]
 async fn metrics_are_prometheus_text() {
     let demo = demo().await;
     demo.order("ok").await;
@@ -358,7 +417,10 @@ async fn metrics_are_prometheus_text() {
         .text()
         .await
         .unwrap();
-    assert!(text.contains("# TYPE fusebox_calls_total counter"), "{text}");
+    assert!(
+        text.contains("# TYPE fusebox_calls_total counter"),
+        "{text}"
+    );
     let line = |outcome: &str| {
         text.lines()
             .find(|l| {
@@ -419,7 +481,11 @@ async fn next_board(events: &mut reqwest::Response, buffer: &mut String) -> Valu
             }
             continue; // a keep-alive comment
         }
-        let chunk = events.chunk().await.unwrap().expect("the stream stays open");
+        let chunk = events
+            .chunk()
+            .await
+            .unwrap()
+            .expect("the stream stays open");
         buffer.push_str(std::str::from_utf8(&chunk).unwrap());
     }
 }

@@ -99,10 +99,9 @@ fn now_ms() -> u64 {
 fn record_transition(t: &Transition<'_>) {
     let why = match t.to {
         State::ForcedOpen => Some("forced open by an operator".to_owned()),
-        State::Open if t.from == State::HalfOpen => Some(format!(
-            "the recovery probe failed (in `{}`)",
-            t.function
-        )),
+        State::Open if t.from == State::HalfOpen => {
+            Some(format!("the recovery probe failed (in `{}`)", t.function))
+        }
         State::Open if t.calls >= MIN_CALLS && t.failure_rate >= f64::from(FAILURE_RATE) => {
             Some(format!(
                 "{:.0}% of the last {} calls failed (in `{}`)",
@@ -220,6 +219,36 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         "m" => n.checked_mul(60).map(Duration::from_secs),
         _ => None,
     }
+}
+
+/// The replica count of the command line: `--replicas N` (default 1).
+pub fn replicas(args: impl IntoIterator<Item = String>) -> Result<u32, String> {
+    let mut args = args.into_iter();
+    let mut replicas = 1;
+    while let Some(arg) = args.next() {
+        if arg != "--replicas" {
+            return Err(format!(
+                "unknown argument `{arg}`; the only argument is `--replicas N`"
+            ));
+        }
+        let Some(n) = args.next() else {
+            return Err("`--replicas` needs a count, such as `--replicas 2`".to_owned());
+        };
+        replicas = match n.parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => return Err(format!("invalid `--replicas {n}`; use a count such as 2")),
+        };
+    }
+    Ok(replicas)
+}
+
+/// Why `--replicas N` with N > 1 does not run in this build.
+pub fn replicas_unavailable(n: u32) -> String {
+    format!(
+        "`--replicas {n}` shares circuits between processes through the Redis store \
+         (`fusebox::redis`, feature `redis`), which this build of fusebox does not have; \
+         run `cargo run --example checkout` for one replica"
+    )
 }
 
 /// A running service.
@@ -394,12 +423,11 @@ impl Demo {
             ));
         }
         let fail_percent = header_str(headers, FAIL_PERCENT_HEADER).map(str::to_owned);
-        if let Some(p) = &fail_percent {
-            if !p.parse::<u8>().is_ok_and(|p| p <= 100) {
-                return Err(format!(
-                    "invalid `X-Demo-Fail-Percent` `{p}`; use a whole number in 0..=100"
-                ));
-            }
+        let out_of_range = |p: &&str| !p.parse::<u8>().is_ok_and(|n| n <= 100);
+        if let Some(p) = fail_percent.as_deref().filter(out_of_range) {
+            return Err(format!(
+                "invalid `X-Demo-Fail-Percent` `{p}`; use a whole number in 0..=100"
+            ));
         }
         Ok(Demo {
             mode: mode.to_owned(),

@@ -17,43 +17,24 @@ use std::process::ExitCode;
 fn env_port(name: &str, default: u16) -> Result<u16, String> {
     match std::env::var(name) {
         Err(_) => Ok(default),
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map_err(|_| format!("invalid `{name}` = `{text}`; use a port number such as {default}")),
+        Ok(text) => text.trim().parse().map_err(|_| {
+            format!("invalid `{name}` = `{text}`; use a port number such as {default}")
+        }),
     }
 }
 
 fn config() -> Result<app::Config, String> {
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--replicas" => {
-                let n = args.next().unwrap_or_default();
-                match n.parse::<u32>() {
-                    Ok(1) => {}
-                    Ok(n) if n > 1 => {
-                        return Err(format!(
-                            "`--replicas {n}` shares circuits between processes through the Redis store \
-                             (`fusebox::redis`, feature `redis`), which this build of fusebox does not \
-                             have; run `cargo run --example checkout` for one replica"
-                        ));
-                    }
-                    _ => return Err(format!("invalid `--replicas {n}`; use a count such as 2")),
-                }
-            }
-            other => {
-                return Err(format!(
-                    "unknown argument `{other}`; the only argument is `--replicas N`"
-                ));
-            }
-        }
+    let replicas = app::replicas(std::env::args().skip(1))?;
+    if replicas > 1 {
+        return Err(app::replicas_unavailable(replicas));
     }
     let defaults = app::Config::default();
     let open_for = match std::env::var("CHECKOUT_OPEN_FOR") {
         Err(_) => defaults.open_for,
         Ok(text) => app::parse_duration(&text).ok_or_else(|| {
-            format!("invalid `CHECKOUT_OPEN_FOR` = `{text}`; use a duration such as `10s` or `500ms`")
+            format!(
+                "invalid `CHECKOUT_OPEN_FOR` = `{text}`; use a duration such as `10s` or `500ms`"
+            )
         })?,
     };
     Ok(app::Config {
