@@ -168,6 +168,18 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
         url: format!("{driver_url}/session/{id}"),
     };
 
+    // The scenario runs in its own task so that the browser is closed even when it fails.
+    let session = std::sync::Arc::new(session);
+    let outcome = tokio::spawn(scenario(session.clone(), http, base)).await;
+    session.command(reqwest::Method::DELETE, "", None).await;
+    let _ = std::fs::remove_dir_all(&profile);
+    if let Err(failed) = outcome {
+        std::panic::resume_unwind(failed.into_panic());
+    }
+}
+
+/// Loads the dashboard, trips `checkout` through the API and checks the page; saves a screenshot.
+async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base: String) {
     session
         .command(
             reqwest::Method::POST,
@@ -255,7 +267,4 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
     std::fs::create_dir_all(&target).unwrap();
     std::fs::write(target.join("checkout-dashboard.png"), &png).unwrap();
-
-    session.command(reqwest::Method::DELETE, "", None).await;
-    let _ = std::fs::remove_dir_all(&profile);
 }
