@@ -46,7 +46,7 @@ async fn demo() -> Demo {
     app::reset_all();
     Demo {
         base: format!("http://{}", running.addr),
-        backend: format!("http://{}", running.backend_addr),
+        backend: running.backend_url,
         http: reqwest::Client::new(),
         _serial: serial,
     }
@@ -217,6 +217,44 @@ fn replicas_beyond_one_say_what_is_missing() {
         "`--replicas 2` shares circuits between processes through the Redis store \
          (`fusebox::redis`, feature `redis`), which this build of fusebox does not have; \
          run `cargo run --example checkout` for one replica"
+    );
+}
+
+#[tokio::test]
+async fn a_second_instance_calls_the_same_backend_and_names_itself() {
+    let demo = demo().await;
+    let second = app::start(app::Config {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        backend_url: Some(demo.backend.clone()),
+        replica_id: Some("b".to_owned()),
+        client_timeout: Duration::from_secs(2),
+        ..app::Config::default()
+    })
+    .await
+    .expect("the second instance starts");
+    assert_eq!(second.backend_url, demo.backend);
+
+    let from_second = demo
+        .http
+        .post(format!("http://{}/orders/demo", second.addr))
+        .header("X-Demo-Backend-Mode", "ok")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(from_second.status(), 200);
+    assert_eq!(from_second.headers()["x-replica-id"], "b");
+    let from_first = demo
+        .http
+        .post(format!("{}/orders/demo", demo.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(from_first.status(), 200, "no mode header means `ok`");
+    assert!(from_first.headers().get("x-replica-id").is_none());
+    assert_eq!(
+        demo.pay_hits().await,
+        2,
+        "both went to the first one's backend"
     );
 }
 

@@ -182,6 +182,9 @@ pub struct Config {
     pub addr: SocketAddr,
     /// Address of the simulated backend (port 0 picks a free one).
     pub backend_addr: SocketAddr,
+    /// Base URL of a backend that is already running (another replica's): when set, no backend is
+    /// started and `backend_addr` is unused.
+    pub backend_url: Option<String>,
     /// How long an opened circuit refuses calls before one probe is let through.
     pub open_for: Duration,
     /// The HTTP client's timeout for one backend call.
@@ -197,6 +200,7 @@ impl Default for Config {
         Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 8081)),
             backend_addr: SocketAddr::from(([127, 0, 0, 1], 8082)),
+            backend_url: None,
             open_for: Duration::from_secs(10),
             client_timeout: Duration::from_secs(1),
             slow_for: Duration::from_secs(2),
@@ -252,12 +256,12 @@ pub fn replicas_unavailable(n: u32) -> String {
 }
 
 /// A running service.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Running {
     /// Where the checkout service listens.
     pub addr: SocketAddr,
-    /// Where the simulated backend listens.
-    pub backend_addr: SocketAddr,
+    /// Base URL of the backend it calls (`GET {backend_url}/hits` counts the calls).
+    pub backend_url: String,
 }
 
 /// Starts the backend and the checkout service on the current tokio runtime.
@@ -275,22 +279,13 @@ pub async fn start(config: Config) -> Result<Running, String> {
         }
         REGISTRY.breaker(key, POLICY).map_err(|e| e.to_string())?;
     }
-    let backend = Arc::new(Backend {
-        pay_hits: AtomicU64::new(0),
-        ship_hits: AtomicU64::new(0),
-        slow_for: config.slow_for,
-    });
-    let backend_listener = TcpListener::bind(config.backend_addr)
-        .await
-        .map_err(|e| format!("cannot listen on {} (backend): {e}", config.backend_addr))?;
-    let backend_addr = backend_listener.local_addr().map_err(|e| e.to_string())?;
-    let backend_routes = Router::new()
-        .route("/pay", post(backend_call))
-        .route("/ship", post(backend_call))
-        .route("/hits", get(backend_hits))
-        .with_state(backend.clone());
-    tokio::spawn(async move { axum::serve(backend_listener, backend_routes).await });
-
+    let (backend, backend_url) = match config.backend_url {
+        Some(url) => (None, url),
+        None => {
+            let (backend, addr) = start_backend(config.backend_addr, config.slow_for).await?;
+            (Some(backend), format!("http://{addr}"))
+        }
+    };
     let http = reqwest::Client::builder()
         .timeout(config.client_timeout)
         .build()
@@ -298,7 +293,7 @@ pub async fn start(config: Config) -> Result<Running, String> {
     let app = Arc::new(App {
         client: BackendClient {
             http,
-            base: format!("http://{backend_addr}"),
+            base: backend_url.clone(),
         },
         backend,
         replica_id: config.replica_id.clone(),
@@ -317,7 +312,30 @@ pub async fn start(config: Config) -> Result<Running, String> {
         .route("/metrics", get(metrics))
         .with_state(app);
     tokio::spawn(async move { axum::serve(listener, routes).await });
-    Ok(Running { addr, backend_addr })
+    Ok(Running { addr, backend_url })
+}
+
+/// Starts the simulated backend on `addr`.
+async fn start_backend(
+    addr: SocketAddr,
+    slow_for: Duration,
+) -> Result<(Arc<Backend>, SocketAddr), String> {
+    let backend = Arc::new(Backend {
+        pay_hits: AtomicU64::new(0),
+        ship_hits: AtomicU64::new(0),
+        slow_for,
+    });
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} (backend): {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let routes = Router::new()
+        .route("/pay", post(backend_call))
+        .route("/ship", post(backend_call))
+        .route("/hits", get(backend_hits))
+        .with_state(backend.clone());
+    tokio::spawn(async move { axum::serve(listener, routes).await });
+    Ok((backend, addr))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -502,7 +520,8 @@ async fn unavailable(
 
 struct App {
     client: BackendClient,
-    backend: Arc<Backend>,
+    /// The backend this process runs, if any (for the hit counts on the dashboard).
+    backend: Option<Arc<Backend>>,
     replica_id: Option<String>,
 }
 
@@ -627,10 +646,13 @@ async fn control(Path((key, action)): Path<(String, String)>) -> Response {
 /// The payload of one dashboard update: every breaker and the backend's hit counts.
 fn board(app: &App) -> String {
     let mut all = breakers_json();
-    all["backend_hits"] = json!({
-        "pay": app.backend.pay_hits.load(Ordering::Relaxed),
-        "ship": app.backend.ship_hits.load(Ordering::Relaxed),
-    });
+    all["backend_hits"] = match &app.backend {
+        Some(b) => json!({
+            "pay": b.pay_hits.load(Ordering::Relaxed),
+            "ship": b.ship_hits.load(Ordering::Relaxed),
+        }),
+        None => Value::Null,
+    };
     all["replica"] = json!(app.replica_id);
     all.to_string()
 }

@@ -70,7 +70,7 @@ async fn main() -> ExitCode {
     };
     let at = running.addr;
     println!("checkout on http://{at}/  (dashboard; open_for = {open_for:?})");
-    println!("backend  on http://{}/hits", running.backend_addr);
+    println!("backend  on {}/hits", running.backend_url);
     println!();
     println!("curl -i -X POST {at}/orders/demo -H 'X-Demo-Backend-Mode: ok'");
     println!("curl -i -X POST {at}/orders/demo -H 'X-Demo-Backend-Mode: always_fail'");
