@@ -1,0 +1,81 @@
+//! The checkout demo: a real HTTP service whose payment and shipping calls go through fusebox
+//! breakers, with a live dashboard.
+//!
+//! ```sh
+//! cargo run --example checkout            # http://127.0.0.1:8081/
+//! curl -i -X POST localhost:8081/orders/demo -H 'X-Demo-Backend-Mode: always_fail'
+//! ```
+//!
+//! Environment: `PORT` (default 8081), `BACKEND_PORT` (default 8082), `CHECKOUT_OPEN_FOR` (how long
+//! an opened circuit refuses calls, default `10s`; also `500ms`, `2m`).
+
+mod app;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+fn env_port(name: &str, default: u16) -> Result<u16, String> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(text) => text.trim().parse().map_err(|_| {
+            format!("invalid `{name}` = `{text}`; use a port number such as {default}")
+        }),
+    }
+}
+
+fn config() -> Result<app::Config, String> {
+    let replicas = app::replicas(std::env::args().skip(1))?;
+    if replicas > 1 {
+        return Err(app::replicas_unavailable(replicas));
+    }
+    let defaults = app::Config::default();
+    let open_for = match std::env::var("CHECKOUT_OPEN_FOR") {
+        Err(_) => defaults.open_for,
+        Ok(text) => app::parse_duration(&text).ok_or_else(|| {
+            format!(
+                "invalid `CHECKOUT_OPEN_FOR` = `{text}`; use a duration such as `10s` or `500ms`"
+            )
+        })?,
+    };
+    Ok(app::Config {
+        addr: SocketAddr::from(([127, 0, 0, 1], env_port("PORT", 8081)?)),
+        backend_addr: SocketAddr::from(([127, 0, 0, 1], env_port("BACKEND_PORT", 8082)?)),
+        open_for,
+        ..defaults
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "fusebox=info".into()),
+        )
+        .init();
+    let config = match config() {
+        Ok(c) => c,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let open_for = config.open_for;
+    let running = match app::start(config).await {
+        Ok(r) => r,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let at = running.addr;
+    println!("checkout on http://{at}/  (dashboard; open_for = {open_for:?})");
+    println!("backend  on {}/hits", running.backend_url);
+    println!();
+    println!("curl -i -X POST {at}/orders/demo -H 'X-Demo-Backend-Mode: ok'");
+    println!("curl -i -X POST {at}/orders/demo -H 'X-Demo-Backend-Mode: always_fail'");
+    println!("curl -s {at}/breakers");
+    println!("curl -X POST {at}/breakers/checkout/reset");
+    std::future::pending::<()>().await;
+    ExitCode::SUCCESS
+}

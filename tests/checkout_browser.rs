@@ -1,0 +1,270 @@
+//! The checkout dashboard in a real browser: headless Debian `chromium` driven through WebDriver
+//! (`chromedriver`, spoken to over its HTTP protocol). Loads `/`, trips `checkout` through the API,
+//! and checks that the page shows `checkout` open and `shipping` closed without a reload. Saves a
+//! screenshot to `target/checkout-dashboard.png`.
+//!
+//! Needs `chromium` and `chromedriver` on `PATH` (`apt-get install -y chromium chromium-driver`);
+//! without them this test fails and says so.
+
+#[allow(dead_code)]
+#[path = "../examples/checkout/app.rs"]
+mod app;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+const INSTALL: &str = "apt-get install -y chromium chromium-driver";
+
+/// The first file called `name` on `PATH`.
+fn find(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The `chromedriver` process; killed when dropped.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A WebDriver session.
+struct Session {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Session {
+    async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.http.request(method, format!("{}{path}", self.url));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("chromedriver answers");
+        let status = response.status();
+        let answer: Value = response.json().await.expect("a WebDriver JSON answer");
+        assert!(status.is_success(), "WebDriver `{path}` failed: {answer}");
+        answer["value"].clone()
+    }
+
+    async fn script(&self, source: &str) -> Value {
+        self.command(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({ "script": source, "args": [] })),
+        )
+        .await
+    }
+
+    /// Runs `source` until it returns `expected`, for at most 15 s (the page updates by itself).
+    async fn wait_for(&self, source: &str, expected: Value) {
+        let start = Instant::now();
+        let mut last = Value::Null;
+        while start.elapsed() < Duration::from_secs(15) {
+            last = self.script(source).await;
+            if last == expected {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("`{source}` returned {last}, expected {expected}");
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+const CARD_STATE: &str = "return [...document.querySelectorAll('.card')].map(c => c.dataset.key + '=' + c.querySelector('.state').textContent).join(' ');";
+
+#[tokio::test]
+async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
+    let chromium = find("chromium")
+        .unwrap_or_else(|| panic!("`chromium` is not installed; install it with `{INSTALL}`"));
+    let chromedriver = find("chromedriver")
+        .unwrap_or_else(|| panic!("`chromedriver` is not installed; install it with `{INSTALL}`"));
+
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let running = app::start(app::Config {
+        addr: loopback,
+        backend_addr: loopback,
+        client_timeout: Duration::from_secs(2),
+        // not the policy's 10 s: applied through `Registry::configure`, as `CHECKOUT_OPEN_FOR` is
+        open_for: Duration::from_secs(30),
+        ..app::Config::default()
+    })
+    .await
+    .expect("the service starts");
+    let base = format!("http://{}", running.addr);
+
+    let port = free_port();
+    let _driver = Driver(
+        Command::new(&chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", chromedriver.display())),
+    );
+    let http = reqwest::Client::new();
+    let driver_url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    loop {
+        let ready = http.get(format!("{driver_url}/status")).send().await;
+        if let Ok(r) = ready {
+            let status: Value = r.json().await.unwrap_or_default();
+            if status["value"]["ready"] == true {
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "`chromedriver` did not become ready on port {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let profile = std::env::temp_dir().join(format!("checkout-chromium-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&profile);
+    let created = http
+        .post(format!("{driver_url}/session"))
+        .json(&json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--window-size=1000,460",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+            },
+        }}}))
+        .send()
+        .await
+        .expect("chromedriver answers");
+    let created: Value = created.json().await.unwrap();
+    let id = created["value"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no WebDriver session: {created}"))
+        .to_owned();
+    let session = Session {
+        http: http.clone(),
+        url: format!("{driver_url}/session/{id}"),
+    };
+
+    // The scenario runs in its own task so that the browser is closed even when it fails.
+    let session = std::sync::Arc::new(session);
+    let outcome = tokio::spawn(scenario(session.clone(), http, base)).await;
+    session.command(reqwest::Method::DELETE, "", None).await;
+    let _ = std::fs::remove_dir_all(&profile);
+    if let Err(failed) = outcome {
+        std::panic::resume_unwind(failed.into_panic());
+    }
+}
+
+/// Loads the dashboard, trips `checkout` through the API and checks the page; saves a screenshot.
+async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base: String) {
+    session
+        .command(
+            reqwest::Method::POST,
+            "/url",
+            Some(json!({ "url": format!("{base}/") })),
+        )
+        .await;
+    // The cards exist only once the first server-sent event arrived.
+    session
+        .wait_for(CARD_STATE, json!("checkout=closed shipping=closed"))
+        .await;
+    session
+        .script("window.notReloaded = true; return null;")
+        .await;
+
+    // Trip `checkout` through the API, one order at a time, and refuse one more.
+    for _ in 0..5 {
+        let r = http
+            .post(format!("{base}/orders/demo"))
+            .header("X-Demo-Backend-Mode", "always_fail")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 502);
+    }
+    let refused = http
+        .post(format!("{base}/orders/demo"))
+        .header("X-Demo-Backend-Mode", "ok")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    let shipped = http
+        .post(format!("{base}/shipping/demo"))
+        .header("X-Demo-Backend-Mode", "ok")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shipped.status(), 200);
+
+    session
+        .wait_for(CARD_STATE, json!("checkout=open shipping=closed"))
+        .await;
+    assert_eq!(
+        session.script("return window.notReloaded === true;").await,
+        true,
+        "the page was reloaded"
+    );
+    session
+        .wait_for(
+            "return document.querySelector('[data-key=checkout] .rejected').textContent;",
+            json!("1"),
+        )
+        .await;
+    // The breakers read a fake clock that does not move: the last event carried the whole wait,
+    // which the page counts down by itself.
+    assert_eq!(
+        session
+            .script(
+                "return document.querySelector('[data-key=checkout] .probe').dataset.retryAfterMs;"
+            )
+            .await,
+        "30000"
+    );
+    let shown = session
+        .script("return document.querySelector('[data-key=checkout] .probe').textContent;")
+        .await;
+    let shown = shown.as_str().unwrap();
+    assert!(
+        shown.ends_with(" s") && shown.starts_with(['2', '3']),
+        "{shown}"
+    );
+    let why = session
+        .script("return document.querySelector('[data-key=checkout] .why').textContent;")
+        .await;
+    assert!(why.as_str().unwrap().starts_with("last opened: "), "{why}");
+
+    let png = session
+        .command(reqwest::Method::GET, "/screenshot", None)
+        .await;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(png.as_str().unwrap())
+        .unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("checkout-dashboard.png"), &png).unwrap();
+}
