@@ -6,10 +6,12 @@ use std::sync::{LazyLock, OnceLock};
 pub use ::core;
 
 pub use crate::breaker::{Breaker, Permit};
+pub use crate::declared::Declared;
 pub use crate::error::{Cause, Error, Key};
 pub use crate::policy::Policy;
 pub use crate::registry::Registry;
 pub use crate::retry::{Attempts, Settled, backoff_delay, run as run_attempts};
+pub use ::inventory;
 
 /// One annotated function: its key, policy and name, and the breaker it resolved to.
 ///
@@ -30,6 +32,19 @@ impl Site {
             function,
             policy,
             breaker: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// The declared policy as the breaker will run it (the default when it is invalid).
+    pub(crate) fn policy(&self) -> Policy {
+        if self.policy.validate().is_ok() {
+            self.policy
+        } else {
+            Policy::DEFAULT
         }
     }
 
@@ -104,6 +119,17 @@ pub fn global() -> &'static Registry {
     crate::registry::registry()
 }
 
+/// True for the global registry (the registration of a site without `registry = …`).
+pub fn in_global(registry: &Registry) -> bool {
+    std::ptr::eq(registry, global())
+}
+
+/// True when `registry` is the one `registry = path` names (the registration of its sites).
+/// Does not initialize a `LazyLock`: a registry still being built is not the one named.
+pub fn in_registry<R: RegistryRef + ?Sized>(named: &'static R, registry: &Registry) -> bool {
+    named.holds(registry)
+}
+
 /// What `registry = …` accepts: a `static` [`Registry`] or a `static LazyLock<Registry>`.
 #[diagnostic::on_unimplemented(
     message = "`registry = …` must name a `static` of type `fusebox::Registry`, found `{Self}`",
@@ -113,6 +139,13 @@ pub fn global() -> &'static Registry {
 pub trait RegistryRef {
     /// The registry.
     fn registry(&'static self) -> &'static Registry;
+
+    /// True when `registry` lives inside `self` (without initializing it).
+    fn holds(&'static self, registry: &Registry) -> bool {
+        let start = std::ptr::from_ref(self).cast::<u8>() as usize;
+        let end = start + std::mem::size_of_val(self);
+        (start..end).contains(&(std::ptr::from_ref(registry) as usize))
+    }
 }
 
 impl RegistryRef for Registry {

@@ -25,6 +25,25 @@ pub const MAX_OPEN_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 pub const MAX_OPEN_BACKOFF: f64 = 100.0;
 
 const DEFAULT_OPEN_MAX_NANOS: u64 = 5 * 60 * 1_000_000_000;
+const DEFAULT_MIN_CALLS: u32 = 10;
+const DEFAULT_FAILURE_RATE: u8 = 50;
+
+/// Bits of [`Policy::explicit`]: which setters were called.
+mod set {
+    pub(super) const WINDOW: u16 = 1 << 0;
+    pub(super) const MIN_CALLS: u16 = 1 << 1;
+    pub(super) const FAILURE_RATE: u16 = 1 << 2;
+    pub(super) const SLOW: u16 = 1 << 3;
+    pub(super) const SLOW_RATE: u16 = 1 << 4;
+    pub(super) const CONSECUTIVE: u16 = 1 << 5;
+    pub(super) const OPEN_FOR: u16 = 1 << 6;
+    pub(super) const OPEN_BACKOFF: u16 = 1 << 7;
+    pub(super) const OPEN_MAX: u16 = 1 << 8;
+    pub(super) const HALF_OPEN: u16 = 1 << 9;
+    pub(super) const HALF_OPEN_LEASE: u16 = 1 << 10;
+    pub(super) const RECOVERY: u16 = 1 << 11;
+    pub(super) const MAX_CONCURRENT: u16 = 1 << 12;
+}
 
 /// Which outcomes the failure and slow-call rates are computed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +98,22 @@ pub enum Recovery {
 /// | `half_open`, `half_open_lease` | 1 probe, = `open_for` | [`Policy::half_open`], [`Policy::half_open_lease`] |
 /// | `recovery` | probes | [`Policy::progressive`] |
 /// | `max_concurrent` | unlimited | [`Policy::max_concurrent`] |
-#[derive(Clone, Copy, PartialEq, Eq)]
+///
+/// Two rules connect fields, and they are decided here once for every way a policy is set (the
+/// attribute, this builder, [`Registry::configure`](crate::Registry::configure) and the
+/// configuration files all go through these setters):
+///
+/// - **`min_calls` follows a smaller window.** While `min_calls` is not set explicitly it is 10, or
+///   the count window when that is smaller: `Policy::new().window(5)` decides after 5 calls. An
+///   explicit `min_calls` above the count window is invalid.
+/// - **`consecutive` alone replaces the rate rule.** While `failure_rate` is not set explicitly
+///   (by [`Policy::failure_rate`] or [`Policy::rate_off`]) it is 50 %, or off when `consecutive` is
+///   set: `Policy::new().consecutive(5)` opens on 5 failures in a row only. With `failure_rate` set
+///   too, both rules apply and either may trip.
+///
+/// Each rule looks only at which setters were called, never at their order. Two policies are equal
+/// when every field has the same value, whichever fields were set explicitly.
+#[derive(Clone, Copy)]
 pub struct Policy {
     pub(crate) window: Window,
     pub(crate) min_calls: u32,
@@ -100,6 +134,8 @@ pub struct Policy {
     pub(crate) recovery: Recovery,
     /// 0: unlimited.
     pub(crate) max_concurrent: u32,
+    /// The fields whose setter was called (bits of `set`); the others follow the rules above.
+    pub(crate) explicit: u16,
 }
 
 impl Policy {
@@ -118,6 +154,7 @@ impl Policy {
         half_open_lease_nanos: 0,
         recovery: Recovery::Probes,
         max_concurrent: 0,
+        explicit: 0,
     };
 
     /// The default policy.
@@ -128,55 +165,55 @@ impl Policy {
     /// A count window: the last `calls` recorded outcomes (older ones are evicted).
     pub const fn window(mut self, calls: u32) -> Self {
         self.window = Window::Count(calls);
-        self
+        self.mark(set::WINDOW)
     }
 
     /// A time window: the outcomes recorded during the last `span`.
     pub const fn time_window(mut self, span: Duration) -> Self {
         self.window = Window::Time(span);
-        self
+        self.mark(set::WINDOW)
     }
 
     /// The number of recorded calls below which the circuit never opens on a rate.
     pub const fn min_calls(mut self, calls: u32) -> Self {
         self.min_calls = calls;
-        self
+        self.mark(set::MIN_CALLS)
     }
 
     /// The failure rate, in percent of the window, at which the circuit opens (1..=100).
     pub const fn failure_rate(mut self, percent: u8) -> Self {
         self.failure_rate = percent;
-        self
+        self.mark(set::FAILURE_RATE)
     }
 
     /// Turns the failure-rate rule off (for a policy that trips on `consecutive` or `slow` only).
     pub const fn rate_off(mut self) -> Self {
         self.failure_rate = 0;
-        self
+        self.mark(set::FAILURE_RATE)
     }
 
     /// A recorded call slower than `threshold` counts as slow (a slow success is slow, not failed).
     pub const fn slow(mut self, threshold: Duration) -> Self {
         self.slow_nanos = duration_to_nanos(threshold);
-        self
+        self.mark(set::SLOW)
     }
 
     /// The slow-call rate, in percent of the window, at which the circuit opens (1..=100; default 100).
     pub const fn slow_rate(mut self, percent: u8) -> Self {
         self.slow_rate = percent;
-        self
+        self.mark(set::SLOW_RATE)
     }
 
     /// Opens after `failures` counted failures in a row (any success resets the run).
     pub const fn consecutive(mut self, failures: u32) -> Self {
         self.consecutive = failures;
-        self
+        self.mark(set::CONSECUTIVE)
     }
 
     /// How long the circuit stays open before it admits probes.
     pub const fn open_for(mut self, wait: Duration) -> Self {
         self.open_for_nanos = duration_to_nanos(wait);
-        self
+        self.mark(set::OPEN_FOR)
     }
 
     /// Each consecutive re-open (a failed recovery) multiplies the wait by `factor` (≥ 1), up to
@@ -189,39 +226,70 @@ impl Policy {
         } else {
             (factor * 1000.0 + 0.5) as u32
         };
-        self
+        self.mark(set::OPEN_BACKOFF)
     }
 
     /// The longest wait `open_backoff` can grow to (default 5 minutes, never below `open_for`).
     pub const fn open_max(mut self, wait: Duration) -> Self {
         self.open_max_nanos = duration_to_nanos(wait);
-        self
+        self.mark(set::OPEN_MAX)
     }
 
     /// How many probes a half-open circuit admits; all must succeed to close it.
     pub const fn half_open(mut self, probes: u32) -> Self {
         self.half_open = probes;
-        self
+        self.mark(set::HALF_OPEN)
     }
 
     /// How long half-open probes may stay unreported before their slots are re-armed
     /// (default: `open_for`).
     pub const fn half_open_lease(mut self, lease: Duration) -> Self {
         self.half_open_lease_nanos = duration_to_nanos(lease);
-        self
+        self.mark(set::HALF_OPEN_LEASE)
     }
 
     /// Progressive recovery: see [`Recovery::Progressive`].
     pub const fn progressive(mut self, phases: u32, min_passes: u32) -> Self {
         self.recovery = Recovery::Progressive { phases, min_passes };
-        self
+        self.mark(set::RECOVERY)
     }
 
     /// At most `calls` calls in flight for this key; the next one is refused at once
     /// (reason [`BulkheadFull`](crate::Reason::BulkheadFull)) and not counted as a failure.
     pub const fn max_concurrent(mut self, calls: u32) -> Self {
         self.max_concurrent = calls;
+        self.mark(set::MAX_CONCURRENT)
+    }
+
+    /// Probe recovery (the default) or progressive recovery; see [`Recovery`].
+    pub const fn recovery(mut self, recovery: Recovery) -> Self {
+        self.recovery = recovery;
+        self.mark(set::RECOVERY)
+    }
+
+    /// Records that `field` was set explicitly and recomputes the fields that follow the rules in
+    /// the type's documentation.
+    const fn mark(mut self, field: u16) -> Self {
+        self.explicit |= field;
+        if self.explicit & set::MIN_CALLS == 0 {
+            self.min_calls = match self.window {
+                Window::Count(n) if n < DEFAULT_MIN_CALLS => n,
+                _ => DEFAULT_MIN_CALLS,
+            };
+        }
+        if self.explicit & set::FAILURE_RATE == 0 {
+            self.failure_rate = if self.consecutive != 0 {
+                0
+            } else {
+                DEFAULT_FAILURE_RATE
+            };
+        }
         self
+    }
+
+    /// True when `field` (a bit of `set`) was set explicitly.
+    pub(crate) const fn is_explicit(&self, field: u16) -> bool {
+        self.explicit & field != 0
     }
 
     /// The window.
@@ -342,7 +410,7 @@ impl Policy {
                 self.failure_rate.to_string(),
             );
         }
-        if self.slow_nanos != 0 && !in_ms_range(self.slow_nanos) {
+        if (self.slow_nanos != 0 || self.is_explicit(set::SLOW)) && !in_ms_range(self.slow_nanos) {
             return range(
                 "slow",
                 "\"1ms\"..=\"24h\"",
@@ -382,10 +450,10 @@ impl Policy {
                 format!("{}", f64::from(self.open_backoff_milli) / 1000.0),
             );
         }
-        if self.open_max_nanos > duration_to_nanos(MAX_OPEN_FOR) {
+        if !in_ms_range(self.open_max_nanos) {
             return range(
                 "open_max",
-                "`open_for`..=\"24h\"",
+                "\"1ms\"..=\"24h\" (and at least `open_for` with `open_backoff`)",
                 format!("{:?}", Duration::from_nanos(self.open_max_nanos)),
             );
         }
@@ -403,7 +471,9 @@ impl Policy {
                 self.half_open.to_string(),
             );
         }
-        if self.half_open_lease_nanos != 0 && !in_ms_range(self.half_open_lease_nanos) {
+        if (self.half_open_lease_nanos != 0 || self.is_explicit(set::HALF_OPEN_LEASE))
+            && !in_ms_range(self.half_open_lease_nanos)
+        {
             return range(
                 "half_open_lease",
                 "\"1ms\"..=\"24h\"",
@@ -429,6 +499,309 @@ impl Policy {
 impl Default for Policy {
     fn default() -> Self {
         Self::DEFAULT
+    }
+}
+
+impl PartialEq for Policy {
+    /// Equal when every field has the same value (which fields were set explicitly is not compared).
+    fn eq(&self, other: &Self) -> bool {
+        let Policy {
+            window,
+            min_calls,
+            failure_rate,
+            slow_nanos,
+            slow_rate,
+            consecutive,
+            open_for_nanos,
+            open_backoff_milli,
+            open_max_nanos,
+            half_open,
+            half_open_lease_nanos,
+            recovery,
+            max_concurrent,
+            explicit: _,
+        } = *self;
+        (
+            window,
+            min_calls,
+            failure_rate,
+            slow_nanos,
+            slow_rate,
+            consecutive,
+        ) == (
+            other.window,
+            other.min_calls,
+            other.failure_rate,
+            other.slow_nanos,
+            other.slow_rate,
+            other.consecutive,
+        ) && (
+            open_for_nanos,
+            open_backoff_milli,
+            open_max_nanos,
+            half_open,
+        ) == (
+            other.open_for_nanos,
+            other.open_backoff_milli,
+            other.open_max_nanos,
+            other.half_open,
+        ) && (half_open_lease_nanos, recovery, max_concurrent)
+            == (
+                other.half_open_lease_nanos,
+                other.recovery,
+                other.max_concurrent,
+            )
+    }
+}
+
+impl Eq for Policy {}
+
+/// Changes to some fields of a [`Policy`]: what an operator's override names, and nothing else.
+///
+/// It has the setters of [`Policy`]; [`apply`](PolicyPatch::apply) calls the same setters on a
+/// policy, so a field set through a patch follows the same rules as one set in code (see
+/// [`Policy`]). A [`Policy`] converts into the patch of the fields it set explicitly, so
+/// `registry.configure("payment", Policy::new().failure_rate(30))` changes `failure_rate` only.
+///
+/// ```
+/// use std::time::Duration;
+/// use fusebox::{Policy, PolicyPatch};
+///
+/// let declared = Policy::new().window(20).open_for(Duration::from_secs(30));
+/// let patched = PolicyPatch::new().failure_rate(30).apply(declared);
+/// assert_eq!(patched.failure_rate_percent(), Some(30));
+/// assert_eq!(patched.open_duration(), Duration::from_secs(30), "fields not named are kept");
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PolicyPatch {
+    window: Option<Window>,
+    min_calls: Option<u32>,
+    /// 0: [`Policy::rate_off`].
+    failure_rate: Option<u8>,
+    slow: Option<Duration>,
+    slow_rate: Option<u8>,
+    consecutive: Option<u32>,
+    open_for: Option<Duration>,
+    open_backoff: Option<f64>,
+    open_max: Option<Duration>,
+    half_open: Option<u32>,
+    half_open_lease: Option<Duration>,
+    recovery: Option<Recovery>,
+    max_concurrent: Option<u32>,
+}
+
+impl PolicyPatch {
+    /// A patch that changes nothing.
+    pub const fn new() -> Self {
+        PolicyPatch {
+            window: None,
+            min_calls: None,
+            failure_rate: None,
+            slow: None,
+            slow_rate: None,
+            consecutive: None,
+            open_for: None,
+            open_backoff: None,
+            open_max: None,
+            half_open: None,
+            half_open_lease: None,
+            recovery: None,
+            max_concurrent: None,
+        }
+    }
+
+    /// See [`Policy::window`].
+    pub const fn window(mut self, calls: u32) -> Self {
+        self.window = Some(Window::Count(calls));
+        self
+    }
+
+    /// See [`Policy::time_window`].
+    pub const fn time_window(mut self, span: Duration) -> Self {
+        self.window = Some(Window::Time(span));
+        self
+    }
+
+    /// See [`Policy::min_calls`].
+    pub const fn min_calls(mut self, calls: u32) -> Self {
+        self.min_calls = Some(calls);
+        self
+    }
+
+    /// See [`Policy::failure_rate`].
+    pub const fn failure_rate(mut self, percent: u8) -> Self {
+        self.failure_rate = Some(percent);
+        self
+    }
+
+    /// See [`Policy::rate_off`].
+    pub const fn rate_off(mut self) -> Self {
+        self.failure_rate = Some(0);
+        self
+    }
+
+    /// See [`Policy::slow`].
+    pub const fn slow(mut self, threshold: Duration) -> Self {
+        self.slow = Some(threshold);
+        self
+    }
+
+    /// See [`Policy::slow_rate`].
+    pub const fn slow_rate(mut self, percent: u8) -> Self {
+        self.slow_rate = Some(percent);
+        self
+    }
+
+    /// See [`Policy::consecutive`].
+    pub const fn consecutive(mut self, failures: u32) -> Self {
+        self.consecutive = Some(failures);
+        self
+    }
+
+    /// See [`Policy::open_for`].
+    pub const fn open_for(mut self, wait: Duration) -> Self {
+        self.open_for = Some(wait);
+        self
+    }
+
+    /// See [`Policy::open_backoff`].
+    pub const fn open_backoff(mut self, factor: f64) -> Self {
+        self.open_backoff = Some(factor);
+        self
+    }
+
+    /// See [`Policy::open_max`].
+    pub const fn open_max(mut self, wait: Duration) -> Self {
+        self.open_max = Some(wait);
+        self
+    }
+
+    /// See [`Policy::half_open`].
+    pub const fn half_open(mut self, probes: u32) -> Self {
+        self.half_open = Some(probes);
+        self
+    }
+
+    /// See [`Policy::half_open_lease`].
+    pub const fn half_open_lease(mut self, lease: Duration) -> Self {
+        self.half_open_lease = Some(lease);
+        self
+    }
+
+    /// See [`Policy::progressive`].
+    pub const fn progressive(mut self, phases: u32, min_passes: u32) -> Self {
+        self.recovery = Some(Recovery::Progressive { phases, min_passes });
+        self
+    }
+
+    /// See [`Policy::recovery`].
+    pub const fn recovery(mut self, recovery: Recovery) -> Self {
+        self.recovery = Some(recovery);
+        self
+    }
+
+    /// See [`Policy::max_concurrent`].
+    pub const fn max_concurrent(mut self, calls: u32) -> Self {
+        self.max_concurrent = Some(calls);
+        self
+    }
+
+    /// True when the patch names no field.
+    pub fn is_empty(&self) -> bool {
+        *self == PolicyPatch::new()
+    }
+
+    /// This patch with every field `later` names taken from `later`.
+    pub fn then(self, later: PolicyPatch) -> PolicyPatch {
+        PolicyPatch {
+            window: later.window.or(self.window),
+            min_calls: later.min_calls.or(self.min_calls),
+            failure_rate: later.failure_rate.or(self.failure_rate),
+            slow: later.slow.or(self.slow),
+            slow_rate: later.slow_rate.or(self.slow_rate),
+            consecutive: later.consecutive.or(self.consecutive),
+            open_for: later.open_for.or(self.open_for),
+            open_backoff: later.open_backoff.or(self.open_backoff),
+            open_max: later.open_max.or(self.open_max),
+            half_open: later.half_open.or(self.half_open),
+            half_open_lease: later.half_open_lease.or(self.half_open_lease),
+            recovery: later.recovery.or(self.recovery),
+            max_concurrent: later.max_concurrent.or(self.max_concurrent),
+        }
+    }
+
+    /// `policy` with each field this patch names set through its [`Policy`] setter.
+    pub fn apply(&self, policy: Policy) -> Policy {
+        let mut p = policy;
+        match self.window {
+            Some(Window::Count(n)) => p = p.window(n),
+            Some(Window::Time(span)) => p = p.time_window(span),
+            None => {}
+        }
+        if let Some(v) = self.min_calls {
+            p = p.min_calls(v);
+        }
+        match self.failure_rate {
+            Some(0) => p = p.rate_off(),
+            Some(v) => p = p.failure_rate(v),
+            None => {}
+        }
+        if let Some(v) = self.slow {
+            p = p.slow(v);
+        }
+        if let Some(v) = self.slow_rate {
+            p = p.slow_rate(v);
+        }
+        if let Some(v) = self.consecutive {
+            p = p.consecutive(v);
+        }
+        if let Some(v) = self.open_for {
+            p = p.open_for(v);
+        }
+        if let Some(v) = self.open_backoff {
+            p = p.open_backoff(v);
+        }
+        if let Some(v) = self.open_max {
+            p = p.open_max(v);
+        }
+        if let Some(v) = self.half_open {
+            p = p.half_open(v);
+        }
+        if let Some(v) = self.half_open_lease {
+            p = p.half_open_lease(v);
+        }
+        if let Some(v) = self.recovery {
+            p = p.recovery(v);
+        }
+        if let Some(v) = self.max_concurrent {
+            p = p.max_concurrent(v);
+        }
+        p
+    }
+}
+
+impl From<Policy> for PolicyPatch {
+    /// The fields `policy` set explicitly (see [`Policy`]).
+    fn from(policy: Policy) -> Self {
+        let named = |field: u16| policy.is_explicit(field);
+        let nanos = |nanos: u64| Duration::from_nanos(nanos);
+        PolicyPatch {
+            window: named(set::WINDOW).then_some(policy.window),
+            min_calls: named(set::MIN_CALLS).then_some(policy.min_calls),
+            failure_rate: named(set::FAILURE_RATE).then_some(policy.failure_rate),
+            slow: named(set::SLOW).then_some(nanos(policy.slow_nanos)),
+            slow_rate: named(set::SLOW_RATE).then_some(policy.slow_rate),
+            consecutive: named(set::CONSECUTIVE).then_some(policy.consecutive),
+            open_for: named(set::OPEN_FOR).then_some(nanos(policy.open_for_nanos)),
+            open_backoff: named(set::OPEN_BACKOFF)
+                .then_some(f64::from(policy.open_backoff_milli) / 1000.0),
+            open_max: named(set::OPEN_MAX).then_some(nanos(policy.open_max_nanos)),
+            half_open: named(set::HALF_OPEN).then_some(policy.half_open),
+            half_open_lease: named(set::HALF_OPEN_LEASE)
+                .then_some(nanos(policy.half_open_lease_nanos)),
+            recovery: named(set::RECOVERY).then_some(policy.recovery),
+            max_concurrent: named(set::MAX_CONCURRENT).then_some(policy.max_concurrent),
+        }
     }
 }
 
