@@ -754,10 +754,7 @@ mod tests {
         )
         .to_string();
         assert!(out.starts_with("# [inline] pub fn f (kind : Kind) -> ApiResult < u32 > {"));
-        assert!(
-            out.contains("Policy :: DEFAULT . window (4) . min_calls (4)"),
-            "{out}"
-        );
+        assert!(out.contains("Policy :: DEFAULT . window (4))"), "{out}");
         assert!(
             out.contains("sync_body :: < ApiResult < u32 > , _ > (move || { respond (kind) })")
         );
@@ -788,7 +785,7 @@ mod tests {
         .to_string();
         assert!(!out.contains("compile_error"), "{out}");
         assert!(
-            out.contains("Policy :: DEFAULT . consecutive (5) . rate_off ()"),
+            out.contains("Policy :: DEFAULT . consecutive (5))"),
             "{out}"
         );
         assert!(

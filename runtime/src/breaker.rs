@@ -185,11 +185,10 @@ impl Core {
     /// Emits the transition a reconfiguration made (half-open to open when the recovery mode
     /// changed), so the event stream stays continuous. `before` is the replaced breaker's state.
     pub(crate) fn announce_handover(&self, before: State) {
-        static RELOAD: &str = "fusebox::Registry::configure";
         let now = self.load().state();
         if before != now {
             let counts = self.window.counts(self.now());
-            self.emit(before, now, counts, &RELOAD);
+            self.emit(before, now, counts, &"operator");
         }
     }
 

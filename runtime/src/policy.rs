@@ -103,15 +103,17 @@ pub enum Recovery {
 /// attribute, this builder, [`Registry::configure`](crate::Registry::configure) and the
 /// configuration files all go through these setters):
 ///
-/// - **`min_calls` follows a smaller window.** While `min_calls` is not set explicitly it is 10, or
-///   the count window when that is smaller: `Policy::new().window(5)` decides after 5 calls. An
-///   explicit `min_calls` above the count window is invalid.
+/// - **`min_calls` never exceeds the count window.** While `min_calls` is not set explicitly it is
+///   10, or the count window when that is smaller: `Policy::new().window(5)` decides after 5 calls.
+///   Setting a count window lowers a larger explicit `min_calls` to it (`BASE.window(2)` of a
+///   `BASE` with `min_calls(4)` decides after 2 calls); setting `min_calls` above the window is
+///   invalid.
 /// - **`consecutive` alone replaces the rate rule.** While `failure_rate` is not set explicitly
 ///   (by [`Policy::failure_rate`] or [`Policy::rate_off`]) it is 50 %, or off when `consecutive` is
 ///   set: `Policy::new().consecutive(5)` opens on 5 failures in a row only. With `failure_rate` set
 ///   too, both rules apply and either may trip.
 ///
-/// Each rule looks only at which setters were called, never at their order. Two policies are equal
+/// Two policies are equal
 /// when every field has the same value, whichever fields were set explicitly.
 #[derive(Clone, Copy)]
 pub struct Policy {
@@ -163,8 +165,13 @@ impl Policy {
     }
 
     /// A count window: the last `calls` recorded outcomes (older ones are evicted).
+    ///
+    /// A `min_calls` above `calls` is lowered to it (see the rules in the type's documentation).
     pub const fn window(mut self, calls: u32) -> Self {
         self.window = Window::Count(calls);
+        if self.min_calls > calls {
+            self.min_calls = calls;
+        }
         self.mark(set::WINDOW)
     }
 
