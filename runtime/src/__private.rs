@@ -124,10 +124,14 @@ pub fn in_global(registry: &Registry) -> bool {
     std::ptr::eq(registry, global())
 }
 
-/// True when `registry` is the one `registry = path` names (the registration of its sites).
-/// Does not initialize a `LazyLock`: a registry still being built is not the one named.
-pub fn in_registry<R: RegistryRef + ?Sized>(named: &'static R, registry: &Registry) -> bool {
-    named.holds(registry)
+/// True when `registry` is the one `registry = path` names (the registration of its sites): it
+/// lies inside the `static` that `named` points to. Does not initialize a `LazyLock`, so a
+/// registry still being built is not the one named. No trait bound: a wrong `registry = …` is
+/// reported once, by [`registry_of`].
+pub fn in_registry<R: ?Sized>(named: &R, registry: &Registry) -> bool {
+    let start = std::ptr::from_ref(named).cast::<u8>() as usize;
+    let end = start + std::mem::size_of_val(named);
+    (start..end).contains(&(std::ptr::from_ref(registry) as usize))
 }
 
 /// What `registry = …` accepts: a `static` [`Registry`] or a `static LazyLock<Registry>`.
@@ -139,13 +143,6 @@ pub fn in_registry<R: RegistryRef + ?Sized>(named: &'static R, registry: &Regist
 pub trait RegistryRef {
     /// The registry.
     fn registry(&'static self) -> &'static Registry;
-
-    /// True when `registry` lives inside `self` (without initializing it).
-    fn holds(&'static self, registry: &Registry) -> bool {
-        let start = std::ptr::from_ref(self).cast::<u8>() as usize;
-        let end = start + std::mem::size_of_val(self);
-        (start..end).contains(&(std::ptr::from_ref(registry) as usize))
-    }
 }
 
 impl RegistryRef for Registry {
