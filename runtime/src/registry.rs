@@ -32,6 +32,7 @@ type Patches = HashMap<String, PolicyPatch, BuildHasherDefault<DefaultHasher>>;
 /// Where an override came from. Each load replaces everything the previous load from the same
 /// source set; the sources apply in this order, a later one winning on the fields it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg(feature = "config")]
 pub(crate) enum Source {
     /// `load_toml`.
     File,
@@ -56,6 +57,7 @@ impl Overrides {
             .fold(PolicyPatch::new(), PolicyPatch::then)
     }
 
+    #[cfg(feature = "config")]
     fn layer_mut(&mut self, source: Source) -> &mut Patches {
         match source {
             Source::File => &mut self.file,
@@ -407,6 +409,7 @@ impl Registry {
 
     /// Replaces every override loaded from `source` with `layer`, after validating each key it
     /// touches; returns how many keys `layer` configures.
+    #[cfg(feature = "config")]
     pub(crate) fn load_layer(&self, source: Source, layer: Patches) -> Result<usize, PolicyError> {
         let _write = self.lock();
         let mut next = self.overrides().clone();
