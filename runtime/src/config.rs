@@ -38,8 +38,13 @@ const ECHO: usize = 40;
 
 /// `text` cut to a few dozen characters for an error message.
 fn echo(text: &str) -> String {
+    cut(text, ECHO)
+}
+
+/// `text` cut to `max` characters, with `…` when something was left out.
+fn cut(text: &str, max: usize) -> String {
     let mut chars = text.chars();
-    let head: String = chars.by_ref().take(ECHO).collect();
+    let head: String = chars.by_ref().take(max).collect();
     if chars.next().is_some() {
         format!("{head}…")
     } else {
@@ -269,7 +274,7 @@ impl Registry {
     /// [`Registry::unknown_keys`].
     pub fn load_toml(&self, text: &str) -> Result<usize, ConfigError> {
         let mut document: toml::Table =
-            toml::from_str(text).map_err(|e| ConfigError::Syntax(echo(e.message())))?;
+            toml::from_str(text).map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?;
         let breakers = document.remove("breakers");
         if let Some(other) = document.keys().next() {
             return Err(ConfigError::Syntax(format!(
@@ -641,6 +646,8 @@ mod tests {
             r.load_toml(&format!("[breakers.\"{huge}\"]\nwindow = true\n"))
                 .unwrap_err(),
             r.load_toml(&format!("[breakers.a]\nwindow = \"{huge}\n"))
+                .unwrap_err(),
+            r.load_toml(&format!("[breakers.\"{huge}\"]\nwindow = 0\n"))
                 .unwrap_err(),
         ] {
             let message = err.to_string();

@@ -882,7 +882,11 @@ impl PolicyError {
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(key) = &self.key {
-            write!(f, "breaker `{key}`: ")?;
+            // A key can come from configuration: repeat a few dozen characters of it at most.
+            let mut chars = key.chars();
+            let head: String = chars.by_ref().take(40).collect();
+            let more = if chars.next().is_some() { "…" } else { "" };
+            write!(f, "breaker `{head}{more}`: ")?;
         }
         write!(
             f,

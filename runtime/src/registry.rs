@@ -77,7 +77,10 @@ pub struct UnknownKey {
 
 impl std::fmt::Display for UnknownKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "no breaker `{}` is declared", self.key)?;
+        let mut chars = self.key.chars();
+        let head: String = chars.by_ref().take(40).collect();
+        let more = if chars.next().is_some() { "…" } else { "" };
+        write!(f, "no breaker `{head}{more}` is declared")?;
         match self.closest.as_slice() {
             [] => write!(
                 f,
