@@ -49,8 +49,6 @@ const BULKHEAD_BIT: u64 = 1 << 63;
 pub(crate) struct Core {
     key: Key,
     policy: Policy,
-    /// The policy the code declared, before operator overrides (what a reload patches).
-    declared: Policy,
     clock: ClockSource,
     hooks: Arc<Hooks>,
     state: AtomicU64,
@@ -98,7 +96,6 @@ impl Core {
         Core {
             key,
             policy,
-            declared: policy,
             clock,
             hooks,
             state: AtomicU64::new(Word::INITIAL.0),
@@ -136,7 +133,6 @@ impl Core {
             self.clock.clone(),
             self.hooks.clone(),
         );
-        next.declared = self.declared;
         next.counters.0.in_flight = self.counters.in_flight.clone();
         let word = self.load();
         let carried = match word.state() {
@@ -170,16 +166,6 @@ impl Core {
         next.pinned
             .store(self.pinned.load(Ordering::Acquire), Ordering::Release);
         next
-    }
-
-    /// Sets the policy the code declared (the registry's overrides apply on top of it).
-    pub(crate) fn set_declared(&mut self, declared: Policy) {
-        self.declared = declared;
-    }
-
-    /// The policy the code declared, before overrides.
-    pub(crate) fn declared(&self) -> &Policy {
-        &self.declared
     }
 
     /// Emits the transition a reconfiguration made (half-open to open when the recovery mode

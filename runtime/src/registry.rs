@@ -112,6 +112,9 @@ pub struct Registry {
     hooks: OnceLock<Arc<Hooks>>,
     map: OnceLock<Map>,
     overrides: RwLock<Overrides>,
+    /// The declared policy of each breaker that runs an overridden one (what a reload patches;
+    /// a breaker not listed runs its declared policy). Written under `write`.
+    declared: RwLock<HashMap<String, Policy, BuildHasherDefault<DefaultHasher>>>,
     /// Serializes creation, eviction and reconfiguration (never taken by calls on known keys).
     write: Mutex<()>,
     dynamic: AtomicUsize,
@@ -140,6 +143,7 @@ impl Registry {
                 env: HashMap::with_hasher(BuildHasherDefault::new()),
                 configured: HashMap::with_hasher(BuildHasherDefault::new()),
             }),
+            declared: RwLock::new(HashMap::with_hasher(BuildHasherDefault::new())),
             write: Mutex::new(()),
             dynamic: AtomicUsize::new(0),
             max_keys: AtomicUsize::new(DEFAULT_MAX_KEYS),
@@ -198,13 +202,13 @@ impl Registry {
     ) -> Breaker {
         if let Some(existing) = self.lookup(key) {
             existing.core.set_pinned(true);
-            warn_if_different(&existing, policy);
+            warn_if_different(self, &existing, policy);
             return existing;
         }
         let _write = self.lock();
         if let Some(existing) = self.lookup(key) {
             existing.core.set_pinned(true);
-            warn_if_different(&existing, policy);
+            warn_if_different(self, &existing, policy);
             return existing;
         }
         let breaker = self.create(make_key(), policy);
@@ -241,10 +245,14 @@ impl Registry {
                 }
             }
         };
-        let mut core = Core::new(key, policy, self.clock.clone(), self.hooks().clone());
-        core.set_declared(declared);
+        self.set_declared(key.as_str(), declared, &policy);
         Breaker {
-            core: Arc::new(core),
+            core: Arc::new(Core::new(
+                key,
+                policy,
+                self.clock.clone(),
+                self.hooks().clone(),
+            )),
         }
     }
 
@@ -359,6 +367,28 @@ impl Registry {
         Ok(())
     }
 
+    /// Records the declared policy of `key`'s breaker, which runs `running` (caller holds the
+    /// write lock).
+    fn set_declared(&self, key: &str, declared: Policy, running: &Policy) {
+        let mut all = self.declared.write().unwrap_or_else(|p| p.into_inner());
+        // Equal values with other explicit fields still patch differently: keep those too.
+        if declared == *running && declared.explicit == running.explicit {
+            all.remove(key);
+        } else {
+            all.insert(key.to_owned(), declared);
+        }
+    }
+
+    /// The declared policy of `breaker` (before overrides).
+    fn declared_of(&self, breaker: &Core) -> Policy {
+        self.declared
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(breaker.key().as_str())
+            .copied()
+            .unwrap_or(*breaker.policy())
+    }
+
     fn overrides(&self) -> std::sync::RwLockReadGuard<'_, Overrides> {
         self.overrides.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -369,7 +399,7 @@ impl Registry {
         let patch = overrides.patch(key);
         let mut bases: Vec<Policy> = self
             .lookup(key)
-            .map(|b| *b.core.current().declared())
+            .map(|b| self.declared_of(b.core.current()))
             .into_iter()
             .collect();
         bases.extend(
@@ -397,10 +427,12 @@ impl Registry {
                 continue;
             };
             let old = existing.core.current();
-            let policy = overrides.patch(&key).apply(*old.declared());
+            let declared = self.declared_of(old);
+            let policy = overrides.patch(&key).apply(declared);
             if policy == *old.policy() {
                 continue; // unchanged: the breaker and its window stay as they are
             }
+            self.set_declared(&key, declared, &policy);
             let before = old.snapshot().state;
             let next = Arc::new(old.successor_with(policy));
             if old.retire(next.clone()).is_ok() {
@@ -516,8 +548,8 @@ pub(crate) fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy
 
 /// Warns when a second declaration of `existing`'s key declares another policy (an operator's
 /// override of the first does not count as a difference).
-fn warn_if_different(existing: &Breaker, wanted: Policy) {
-    if *existing.core.current().declared() != wanted {
+fn warn_if_different(registry: &Registry, existing: &Breaker, wanted: Policy) {
+    if registry.declared_of(existing.core.current()) != wanted {
         tracing::warn!(
             target: "fusebox",
             key = existing.key(),
