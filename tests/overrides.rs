@@ -411,3 +411,28 @@ fn loads_replace_the_previous_load_whether_or_not_the_breaker_existed() {
         "the file no longer sets `open_for`"
     );
 }
+
+#[test]
+fn a_hook_may_call_into_the_registry_during_a_reload() {
+    let clock = fusebox::clock::FakeClock::new();
+    let registry: &'static Registry = Box::leak(Box::new(Registry::with_clock(clock.clone())));
+    let breaker = registry
+        .breaker(
+            "r",
+            Policy::new().window(1).open_for(Duration::from_secs(1)),
+        )
+        .unwrap();
+    registry.on_transition(move |t| {
+        if t.function == "operator" {
+            // Creating a breaker takes the registry's lock: the reload must not hold it here.
+            registry.breaker("made-by-hook", Policy::new()).unwrap();
+        }
+    });
+    breaker.try_acquire().unwrap().failure();
+    clock.advance(Duration::from_secs(1));
+    let _probe = breaker.try_acquire().unwrap();
+    registry
+        .configure("r", PolicyPatch::new().progressive(2, 2))
+        .unwrap();
+    assert!(registry.get("made-by-hook").is_some());
+}

@@ -89,8 +89,8 @@ pub enum Recovery {
 /// | field | default | |
 /// |---|---|---|
 /// | `window` | 100 calls | [`Policy::window`], [`Policy::time_window`] |
-/// | `min_calls` | 10 | no decision below this many recorded calls |
-/// | `failure_rate` | 50 % | [`Policy::failure_rate`]; [`Policy::rate_off`] disables the rule |
+/// | `min_calls` | 10, or a smaller count window | no decision below this many recorded calls |
+/// | `failure_rate` | 50 %, off with `consecutive` alone | [`Policy::failure_rate`]; [`Policy::rate_off`] disables the rule |
 /// | `slow`, `slow_rate` | off, 100 % | [`Policy::slow`], [`Policy::slow_rate`] |
 /// | `consecutive` | off | [`Policy::consecutive`] |
 /// | `open_for` | 10 s | [`Policy::open_for`] |
@@ -181,13 +181,15 @@ impl Policy {
         self.mark(set::WINDOW)
     }
 
-    /// The number of recorded calls below which the circuit never opens on a rate.
+    /// The number of recorded calls below which the circuit never opens on a rate (at most a
+    /// count window; without this setter it is 10, or the count window when smaller).
     pub const fn min_calls(mut self, calls: u32) -> Self {
         self.min_calls = calls;
         self.mark(set::MIN_CALLS)
     }
 
-    /// The failure rate, in percent of the window, at which the circuit opens (1..=100).
+    /// The failure rate, in percent of the window, at which the circuit opens (1..=100). Set
+    /// explicitly, it stays on next to [`consecutive`](Policy::consecutive).
     pub const fn failure_rate(mut self, percent: u8) -> Self {
         self.failure_rate = percent;
         self.mark(set::FAILURE_RATE)
@@ -211,7 +213,9 @@ impl Policy {
         self.mark(set::SLOW_RATE)
     }
 
-    /// Opens after `failures` counted failures in a row (any success resets the run).
+    /// Opens after `failures` counted failures in a row (any success resets the run). Unless
+    /// [`failure_rate`](Policy::failure_rate) or [`rate_off`](Policy::rate_off) was called, this
+    /// turns the rate rule off (`consecutive(0)` turns it back on).
     pub const fn consecutive(mut self, failures: u32) -> Self {
         self.consecutive = failures;
         self.mark(set::CONSECUTIVE)

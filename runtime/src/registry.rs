@@ -21,6 +21,7 @@ use crate::clock::{Clock, ClockSource};
 use crate::error::Key;
 use crate::observe::{Hooks, Transition};
 use crate::policy::{Policy, PolicyError, PolicyPatch};
+use crate::state::State;
 
 type Map = papaya::HashMap<Key, Breaker, foldhash::fast::RandomState>;
 
@@ -351,7 +352,9 @@ impl Registry {
             .then(patch.into());
         next.configured.insert(key.to_owned(), merged);
         self.validate_key(&next, key)?;
-        self.commit(next, [key.to_owned()]);
+        let changed = self.commit(next, [key.to_owned()]);
+        drop(_write);
+        announce(changed);
         Ok(())
     }
 
@@ -363,7 +366,9 @@ impl Registry {
             return Ok(());
         }
         self.validate_key(&next, key)?;
-        self.commit(next, [key.to_owned()]);
+        let changed = self.commit(next, [key.to_owned()]);
+        drop(_write);
+        announce(changed);
         Ok(())
     }
 
@@ -417,8 +422,14 @@ impl Registry {
     }
 
     /// Installs `next` and brings the live breakers of `keys` to their new policies (caller holds
-    /// the write lock and validated `next`).
-    fn commit(&self, next: Overrides, keys: impl IntoIterator<Item = String>) {
+    /// the write lock and validated `next`). Returns the replacements and the state each replaced
+    /// breaker was in, for [`announce`] once the lock is released.
+    fn commit(
+        &self,
+        next: Overrides,
+        keys: impl IntoIterator<Item = String>,
+    ) -> Vec<(Arc<Core>, State)> {
+        let mut changed = Vec::new();
         *self.overrides.write().unwrap_or_else(|p| p.into_inner()) = next;
         let overrides = self.overrides();
         let map = self.map().pin();
@@ -437,9 +448,10 @@ impl Registry {
             let next = Arc::new(old.successor_with(policy));
             if old.retire(next.clone()).is_ok() {
                 map.insert(old.key().clone(), Breaker { core: next.clone() });
-                next.announce_handover(before);
+                changed.push((next, before));
             }
         }
+        changed
     }
 
     /// Replaces every override loaded from `source` with `layer`, after validating each key it
@@ -457,7 +469,9 @@ impl Registry {
             self.validate_key(&next, key)?;
         }
         let n = next.layer_mut(source).len();
-        self.commit(next, touched);
+        let changed = self.commit(next, touched);
+        drop(_write);
+        announce(changed);
         for unknown in self.unknown_keys() {
             tracing::warn!(target: "fusebox", key = unknown.key.as_str(), "{unknown}");
         }
@@ -523,6 +537,14 @@ impl Registry {
     /// True when no breaker exists yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Emits the transitions reconfiguration made, outside the registry's lock (hooks may call into
+/// the registry).
+fn announce(changed: Vec<(Arc<Core>, State)>) {
+    for (core, before) in changed {
+        core.announce_handover(before);
     }
 }
 
