@@ -980,4 +980,83 @@ mod tests {
             "no backoff by default"
         );
     }
+
+    #[test]
+    fn rules_between_fields_are_decided_here_whatever_the_order() {
+        let min_calls = |p: Policy| p.min_calls_len();
+        assert_eq!(min_calls(Policy::new().window(5)), 5);
+        assert_eq!(min_calls(Policy::new().window(5).window(50)), 10);
+        assert_eq!(min_calls(Policy::new().window(5).time_window(SECOND)), 10);
+        assert_eq!(min_calls(Policy::new().min_calls(20).window(10)), 10);
+        assert_eq!(
+            Policy::new()
+                .window(10)
+                .min_calls(20)
+                .validate()
+                .unwrap_err()
+                .field(),
+            "min_calls"
+        );
+        assert!(Policy::new().window(5).validate().is_ok());
+
+        let rate = |p: Policy| p.failure_rate_percent();
+        assert_eq!(rate(Policy::new().consecutive(5)), None);
+        assert_eq!(
+            rate(Policy::new().consecutive(5).failure_rate(40)),
+            Some(40)
+        );
+        assert_eq!(
+            rate(Policy::new().failure_rate(40).consecutive(5)),
+            Some(40)
+        );
+        assert_eq!(
+            rate(Policy::new().failure_rate(50).consecutive(5)),
+            Some(50)
+        );
+        assert_eq!(rate(Policy::new().consecutive(5).consecutive(0)), Some(50));
+        assert!(Policy::new().consecutive(5).validate().is_ok());
+
+        // Equality compares values, not which setters were called.
+        assert_eq!(
+            Policy::new().window(5),
+            Policy::new().window(5).min_calls(5)
+        );
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn zero_durations_set_explicitly_are_invalid() {
+        let field = |p: Policy| p.validate().unwrap_err().field();
+        assert_eq!(field(Policy::new().slow(Duration::ZERO)), "slow");
+        assert_eq!(
+            field(Policy::new().half_open_lease(Duration::ZERO)),
+            "half_open_lease"
+        );
+        assert_eq!(field(Policy::new().open_max(Duration::ZERO)), "open_max");
+        assert_eq!(
+            field(Policy::new().open_max(Duration::from_micros(999))),
+            "open_max"
+        );
+    }
+
+    #[test]
+    fn a_policy_is_the_patch_of_the_fields_it_set() {
+        let declared = Policy::new().window(20).open_for(Duration::from_secs(30));
+        let patched = PolicyPatch::from(Policy::new().failure_rate(30)).apply(declared);
+        assert_eq!(patched, declared.failure_rate(30));
+        assert_eq!(patched.open_duration(), Duration::from_secs(30));
+        assert!(PolicyPatch::from(Policy::new()).is_empty());
+        assert_eq!(
+            PolicyPatch::new()
+                .window(5)
+                .then(PolicyPatch::new().window(8).half_open(2)),
+            PolicyPatch::new().window(8).half_open(2)
+        );
+        // A patched field follows the same rules: a smaller window lowers `min_calls`.
+        assert_eq!(
+            PolicyPatch::new().window(5).apply(declared).min_calls_len(),
+            5
+        );
+    }
 }
