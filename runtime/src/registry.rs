@@ -473,7 +473,8 @@ impl Registry {
         drop(_write);
         announce(changed);
         for unknown in self.unknown_keys() {
-            tracing::warn!(target: "fusebox", key = unknown.key.as_str(), "{unknown}");
+            let key: String = unknown.key.chars().take(40).collect();
+            tracing::warn!(target: "fusebox", key, "{unknown}");
         }
         Ok(n)
     }
