@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Each field left out keeps the value the code declares; each field named goes through the
-//! [`Policy`] setter of the same name, so it follows the same rules as in code. Loading validates
+//! [`Policy`](crate::Policy) setter of the same name, so it follows the same rules as in code. Loading validates
 //! every key against the policy the program declares for it before applying any: an error names
 //! the key, the field and the allowed range, and nothing changes. Each `load_toml` replaces the
 //! overrides of the previous `load_toml` (a key it no longer names returns to its declared
