@@ -23,7 +23,35 @@ struct Counters {
     rejected: AtomicU64,
     /// Shared with the breakers that replace this one on reconfiguration, so calls admitted before
     /// a reload still count against the bulkhead after it.
-    in_flight: Arc<AtomicU32>,
+    in_flight: SharedCount,
+}
+
+/// A counter shared along a chain of reconfigured breakers, allocated on first use (a breaker
+/// without a bulkhead that is never reconfigured allocates nothing for it).
+#[derive(Default)]
+struct SharedCount(std::sync::OnceLock<Arc<AtomicU32>>);
+
+impl SharedCount {
+    fn cell(&self) -> &Arc<AtomicU32> {
+        self.0.get_or_init(|| Arc::new(AtomicU32::new(0)))
+    }
+
+    fn fetch_add(&self, n: u32, order: Ordering) -> u32 {
+        self.cell().fetch_add(n, order)
+    }
+
+    fn fetch_sub(&self, n: u32, order: Ordering) -> u32 {
+        self.cell().fetch_sub(n, order)
+    }
+
+    fn load(&self, order: Ordering) -> u32 {
+        self.0.get().map_or(0, |count| count.load(order))
+    }
+
+    /// A count sharing this one's value from now on.
+    fn share(&self) -> SharedCount {
+        SharedCount(std::sync::OnceLock::from(self.cell().clone()))
+    }
 }
 
 /// A value alone on its cache line, so writes to it do not slow down readers of its neighbours.
@@ -107,7 +135,7 @@ impl Core {
             metrics_only: AtomicBool::new(false),
             counters: Padded(Counters {
                 rejected: AtomicU64::new(0),
-                in_flight: Arc::new(AtomicU32::new(0)),
+                in_flight: SharedCount::default(),
             }),
             used: AtomicBool::new(true),
             pinned: AtomicBool::new(true),
@@ -133,7 +161,7 @@ impl Core {
             self.clock.clone(),
             self.hooks.clone(),
         );
-        next.counters.0.in_flight = self.counters.in_flight.clone();
+        next.counters.0.in_flight = self.counters.in_flight.share();
         let word = self.load();
         let carried = match word.state() {
             State::HalfOpen if policy.recovery != self.policy.recovery => {
