@@ -310,6 +310,28 @@ fn a_changed_reload_keeps_the_window_of_the_same_shape_and_the_state() {
 }
 
 #[test]
+fn a_changed_reload_keeps_a_time_window_and_its_ageing() {
+    let (clock, registry, breaker) = fixture(
+        Policy::new()
+            .time_window(Duration::from_secs(10))
+            .failure_rate(90),
+    );
+    for _ in 0..3 {
+        breaker.try_acquire().unwrap().failure();
+    }
+    clock.advance(Duration::from_secs(5));
+    breaker.try_acquire().unwrap().success();
+    registry
+        .load_toml("[breakers.r]\nopen_for = \"30s\"\n")
+        .unwrap();
+    assert_eq!(breaker.snapshot().calls, 4);
+    // The three failures still leave the window when their time is up, not later.
+    clock.advance(Duration::from_secs(6));
+    let snapshot = breaker.snapshot();
+    assert_eq!((snapshot.calls, snapshot.failures), (1, 0));
+}
+
+#[test]
 fn a_reload_keeps_calls_in_flight_against_the_bulkhead() {
     let (_clock, registry, breaker) = fixture(Policy::new().max_concurrent(2));
     let first = breaker.try_acquire().unwrap();
