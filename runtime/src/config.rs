@@ -110,7 +110,11 @@ impl Raw<'_> {
     fn shown(&self) -> String {
         match self {
             Raw::Toml(v) => echo(&v.to_string()),
-            Raw::Env(s) => echo(&format!("{s:?}")),
+            Raw::Env(s) => {
+                let head: String = s.chars().take(ECHO).collect();
+                let more = if head.len() < s.len() { "…" } else { "" };
+                format!("{head:?}{more}")
+            }
         }
     }
 }
