@@ -45,8 +45,6 @@ pub(crate) const ATTEMPT_NAMES: [&str; 4] = ["timeout", "retry", "backoff", "dea
 
 /// The default count window of `fusebox::Policy`.
 pub(crate) const DEFAULT_WINDOW: u64 = 100;
-/// The default `min_calls` of `fusebox::Policy`.
-pub(crate) const DEFAULT_MIN_CALLS: u64 = 10;
 /// The default `open_for` of `fusebox::Policy`, in nanoseconds.
 pub(crate) const DEFAULT_OPEN_FOR_NANOS: u64 = 10_000_000_000;
 /// The default `open_max` of `fusebox::Policy`, in nanoseconds.

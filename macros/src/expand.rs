@@ -16,8 +16,7 @@ use syn::{
 };
 
 use crate::args::{
-    self, Args, AttemptArgs, DEFAULT_MIN_CALLS, Failure, Key, PolicyArgs, RecoveryArg, Spanned,
-    Variant, WindowArg,
+    self, Args, AttemptArgs, Failure, Key, PolicyArgs, RecoveryArg, Spanned, Variant, WindowArg,
 };
 use crate::errors::Errors;
 use crate::function::{self, Function, Params};
@@ -239,6 +238,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
         }
         None => quote!(#private::global()),
     };
+    let declare = declare(&site, args.registry.as_ref(), private);
     if args.attempts.any() {
         let attempt = Attempt {
             site: &site,
@@ -364,6 +364,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
+            #declare
             #method_declare
             let mut #permit = #site.#enter(#registry #method_arg);
         },
@@ -502,7 +503,8 @@ fn fallback_call(
 }
 
 /// The `Policy` expression: the base (`policy = CONST` or the default) with each written knob
-/// applied on top.
+/// applied on top through its `Policy` setter. The rules between fields (`min_calls` following a
+/// small `window`, `consecutive` alone turning the rate rule off) are the setters' own.
 fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream {
     let mut expr = match &policy.base {
         Some(base) => {
@@ -521,28 +523,6 @@ fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream {
         Some(WindowArg::Count(window)) => {
             let calls = literal(window, Literal::u32_unsuffixed);
             expr = quote!(#expr.window(#calls));
-            // `min_calls` never exceeds `window`: when only `window` is written and it is below
-            // the base's `min_calls`, `min_calls` becomes `window` (so `window = 5` evaluates after
-            // 5 calls).
-            if policy.min_calls.is_none() {
-                match &policy.base {
-                    None if u64::from(window.value) < DEFAULT_MIN_CALLS => {
-                        expr = quote!(#expr.min_calls(#calls));
-                    }
-                    None => {}
-                    Some(_) => {
-                        let base = Ident::new("__fusebox_policy", Span::mixed_site());
-                        expr = quote!({
-                            let #base = #expr;
-                            if #base.min_calls_len() > #calls {
-                                #base.min_calls(#calls)
-                            } else {
-                                #base
-                            }
-                        });
-                    }
-                }
-            }
         }
         Some(WindowArg::Time(span)) => {
             let span = duration(span);
@@ -561,12 +541,6 @@ fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream {
     if let Some(consecutive) = policy.consecutive {
         let failures = literal(consecutive, Literal::u32_unsuffixed);
         expr = quote!(#expr.consecutive(#failures));
-        // `consecutive` alone is the simple policy: N counted failures in a row open the circuit,
-        // and the failure-rate rule is off. With `failure_rate` written too, both rules apply and
-        // either may trip. A `policy = CONST` base keeps its own rate rule (on or off).
-        if policy.failure_rate.is_none() && policy.base.is_none() {
-            expr = quote!(#expr.rate_off());
-        }
     }
     if let Some(slow) = policy.slow {
         let threshold = duration(slow);
@@ -607,6 +581,21 @@ fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream {
         expr = quote!(#expr.max_concurrent(#calls));
     }
     expr
+}
+
+/// Registers a literal-key site at link time, with a test for the registry it uses, so the
+/// registry knows the declared key and policy before the first call.
+fn declare(site: &Ident, registry: Option<&syn::Path>, private: &TokenStream) -> TokenStream {
+    let r = Ident::new("__fusebox_registry", Span::mixed_site());
+    let matcher = match registry {
+        Some(path) => quote!(|#r| #private::in_registry(&#path, #r)),
+        None => quote!(#private::in_global),
+    };
+    quote! {
+        #private::inventory::submit! {
+            #private::Declared::new(&#site, #matcher)
+        }
+    }
 }
 
 /// A `Duration` of the given nanoseconds, located where it was written.
@@ -712,6 +701,7 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
     let admit = local("__fusebox_admit");
     let settled = local("__fusebox_settled");
     let attempts = Ident::new("__FUSEBOX_ATTEMPTS", Span::mixed_site());
+    let declare = declare(site, args.registry.as_ref(), private);
     let registry_local = local("__fusebox_registry");
     let breaker = local("__fusebox_breaker");
 
@@ -722,6 +712,7 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
+            #declare
             let #registry_local = #registry;
             #method_declare
             let #admit = move || #site.#acquire(#registry_local #method_arg);
@@ -963,10 +954,7 @@ mod tests {
         )
         .to_string();
         assert!(out.starts_with("# [inline] pub fn f (kind : Kind) -> ApiResult < u32 > {"));
-        assert!(
-            out.contains("Policy :: DEFAULT . window (4) . min_calls (4)"),
-            "{out}"
-        );
+        assert!(out.contains("Policy :: DEFAULT . window (4))"), "{out}");
         assert!(
             out.contains("sync_body :: < ApiResult < u32 > , _ > (move || { respond (kind) })")
         );
@@ -997,7 +985,7 @@ mod tests {
         .to_string();
         assert!(!out.contains("compile_error"), "{out}");
         assert!(
-            out.contains("Policy :: DEFAULT . consecutive (5) . rate_off ()"),
+            out.contains("Policy :: DEFAULT . consecutive (5))"),
             "{out}"
         );
         assert!(

@@ -6,10 +6,12 @@ use std::sync::{LazyLock, OnceLock};
 pub use ::core;
 
 pub use crate::breaker::{Breaker, Permit};
+pub use crate::declared::Declared;
 pub use crate::error::{Cause, Error, Key};
 pub use crate::policy::Policy;
 pub use crate::registry::Registry;
 pub use crate::retry::{Attempts, Settled, backoff_delay, run as run_attempts};
+pub use ::inventory;
 
 /// One annotated function: its key, policy and name, and the breaker it resolved to.
 ///
@@ -30,6 +32,19 @@ impl Site {
             function,
             policy,
             breaker: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// The declared policy as the breaker will run it (the default when it is invalid).
+    pub(crate) fn policy(&self) -> Policy {
+        if self.policy.validate().is_ok() {
+            self.policy
+        } else {
+            Policy::DEFAULT
         }
     }
 
@@ -189,6 +204,21 @@ fn method_path(type_name: &str, method: &str) -> String {
 #[inline]
 pub fn global() -> &'static Registry {
     crate::registry::registry()
+}
+
+/// True for the global registry (the registration of a site without `registry = …`).
+pub fn in_global(registry: &Registry) -> bool {
+    std::ptr::eq(registry, global())
+}
+
+/// True when `registry` is the one `registry = path` names (the registration of its sites): it
+/// lies inside the `static` that `named` points to. Does not initialize a `LazyLock`, so a
+/// registry still being built is not the one named. No trait bound: a wrong `registry = …` is
+/// reported once, by [`registry_of`].
+pub fn in_registry<R: ?Sized>(named: &R, registry: &Registry) -> bool {
+    let start = std::ptr::from_ref(named).cast::<u8>() as usize;
+    let end = start + std::mem::size_of_val(named);
+    (start..end).contains(&(std::ptr::from_ref(registry) as usize))
 }
 
 /// What `registry = …` accepts: a `static` [`Registry`] or a `static LazyLock<Registry>`.

@@ -21,7 +21,37 @@ use crate::window::{Counts, Sample, Window};
 /// Refusals since creation, and calls in flight (kept only with `max_concurrent`).
 struct Counters {
     rejected: AtomicU64,
-    in_flight: AtomicU32,
+    /// Shared with the breakers that replace this one on reconfiguration, so calls admitted before
+    /// a reload still count against the bulkhead after it.
+    in_flight: SharedCount,
+}
+
+/// A counter shared along a chain of reconfigured breakers, allocated on first use (a breaker
+/// without a bulkhead that is never reconfigured allocates nothing for it).
+#[derive(Default)]
+struct SharedCount(std::sync::OnceLock<Arc<AtomicU32>>);
+
+impl SharedCount {
+    fn cell(&self) -> &Arc<AtomicU32> {
+        self.0.get_or_init(|| Arc::new(AtomicU32::new(0)))
+    }
+
+    fn fetch_add(&self, n: u32, order: Ordering) -> u32 {
+        self.cell().fetch_add(n, order)
+    }
+
+    fn fetch_sub(&self, n: u32, order: Ordering) -> u32 {
+        self.cell().fetch_sub(n, order)
+    }
+
+    fn load(&self, order: Ordering) -> u32 {
+        self.0.get().map_or(0, |count| count.load(order))
+    }
+
+    /// A count sharing this one's value from now on.
+    fn share(&self) -> SharedCount {
+        SharedCount(std::sync::OnceLock::from(self.cell().clone()))
+    }
 }
 
 /// A value alone on its cache line, so writes to it do not slow down readers of its neighbours.
@@ -128,7 +158,7 @@ impl Core {
             metrics_only: AtomicBool::new(false),
             counters: Padded(Counters {
                 rejected: AtomicU64::new(0),
-                in_flight: AtomicU32::new(0),
+                in_flight: SharedCount::default(),
             }),
             used: AtomicBool::new(true),
             pinned: AtomicBool::new(true),
@@ -144,21 +174,39 @@ impl Core {
         }
     }
 
-    /// A breaker for a new policy that continues this one's state: closed, open (same deadline),
-    /// forced open and disabled carry over; half-open becomes open with its wait already over, so
-    /// the next call probes under the new policy. The window starts empty.
+    /// A breaker for a new policy that continues this one's state: every state carries over
+    /// (open keeps its deadline; half-open keeps its probes, whose reports reach the successor),
+    /// except half-open under a different recovery mode, which becomes open with its wait already
+    /// over (see [`Core::announce_handover`]). The window's outcomes carry over when its kind and
+    /// size are unchanged, and calls in flight keep counting against the bulkhead.
     pub(crate) fn successor_with(&self, policy: Policy) -> Core {
-        let next = Core::new(
+        let mut next = Core::new(
             self.key.clone(),
             policy,
             self.clock.clone(),
             self.hooks.clone(),
         );
+        next.counters.0.in_flight = self.counters.in_flight.share();
         let word = self.load();
         let carried = match word.state() {
-            State::HalfOpen => word.to_open(self.now(), 0),
+            State::HalfOpen if policy.recovery != self.policy.recovery => {
+                word.to_open(self.now(), 0)
+            }
             _ => word,
         };
+        if policy.window == self.policy.window {
+            next.window.copy_from(&self.window);
+        }
+        if policy.consecutive != 0 && self.policy.consecutive != 0 {
+            next.run
+                .store(self.run.load(Ordering::Acquire), Ordering::Release);
+        }
+        if policy.recovery == self.policy.recovery {
+            next.phase
+                .store(self.phase.load(Ordering::Acquire), Ordering::Release);
+            next.phase_seq
+                .store(self.phase_seq.load(Ordering::Acquire), Ordering::Release);
+        }
         next.state.store(carried.0, Ordering::Release);
         next.metrics_only
             .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
@@ -180,6 +228,16 @@ impl Core {
         );
         *next.last.lock().unwrap_or_else(|p| p.into_inner()) = self.last_recorded();
         next
+    }
+
+    /// Emits the transition a reconfiguration made (half-open to open when the recovery mode
+    /// changed), so the event stream stays continuous. `before` is the replaced breaker's state.
+    pub(crate) fn announce_handover(&self, before: State) {
+        let now = self.load().state();
+        if before != now {
+            let counts = self.window.counts(self.now());
+            self.emit(before, now, counts, &"operator", Trigger::Reconfigured);
+        }
     }
 
     /// The newest breaker of this chain (itself unless reconfigured).
@@ -515,8 +573,18 @@ impl Core {
         if permit.start & BULKHEAD_BIT != 0 {
             self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
-        if self.successor.get().is_some() {
-            return; // reconfigured: this breaker no longer decides anything
+        if let Some(next) = self.successor.get() {
+            // Reconfigured: the newest breaker decides. The bulkhead slot, shared with it, was
+            // released above.
+            let mut newest = next;
+            while let Some(later) = newest.successor.get() {
+                newest = later;
+            }
+            let ticket = Ticket {
+                start: permit.start & !BULKHEAD_BIT,
+                ..permit
+            };
+            return newest.finish_general(ticket, outcome);
         }
         #[cfg(feature = "metrics")]
         self.meters

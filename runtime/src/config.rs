@@ -12,124 +12,70 @@
 //! recovery = { phases = 3, min_passes = 5 }
 //! ```
 //!
-//! Each field left out keeps the value the code declares. Loading validates every key before
-//! applying any: an error names the key, the field and the allowed range, and nothing changes.
-//! Environment variables `FUSEBOX__<KEY>__<FIELD>=<value>` say the same (the key and field are
-//! lowercased; keys with characters other than letters, digits and `_` need the TOML file).
+//! Each field left out keeps the value the code declares; each field named goes through the
+//! [`Policy`](crate::Policy) setter of the same name, so it follows the same rules as in code. Loading validates
+//! every key against the policy the program declares for it before applying any: an error names
+//! the key, the field and the allowed range, and nothing changes. Each `load_toml` replaces the
+//! overrides of the previous `load_toml` (a key it no longer names returns to its declared
+//! policy); each `load_env`/`load_vars` likewise replaces the previous environment load.
+//!
+//! Environment variables `FUSEBOX__<KEY>__<FIELD>=<value>` say the same (the prefix, key and
+//! field are read case-insensitively and lowercased; keys with characters other than letters,
+//! digits and `_` need the TOML file). Each value is one value, never a TOML document: an integer,
+//! a number, a duration such as `30s`, or for `recovery` an inline table
+//! `{ phases = 3, min_passes = 5 }`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
 
-use serde::Deserialize;
+use crate::policy::{PolicyError, PolicyPatch, Recovery};
+use crate::registry::{Registry, Source};
 
-use crate::policy::{Policy, PolicyError};
-use crate::registry::{Override, Registry};
+/// The longest piece of input an error message repeats.
+const ECHO: usize = 40;
 
-/// A window as written in configuration: an integer (count) or a duration string (time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum WindowSetting {
-    /// The last N calls.
-    Count(u32),
-    /// The calls of the last span, e.g. `"30s"`.
-    Time(#[serde(with = "humantime_serde")] Duration),
+/// `text` cut to a few dozen characters for an error message.
+fn echo(text: &str) -> String {
+    cut(text, ECHO)
 }
 
-/// Progressive recovery as written in configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecoverySetting {
-    /// Number of phases.
-    pub phases: u32,
-    /// Calls each phase must record before it is judged.
-    pub min_passes: u32,
-}
-
-/// The fields of a [`Policy`] an operator may override; each one left out keeps the declared value.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)] // each field is the `Policy` setter of the same name
-pub struct PolicyPatch {
-    pub window: Option<WindowSetting>,
-    pub min_calls: Option<u32>,
-    pub failure_rate: Option<u8>,
-    #[serde(default, with = "humantime_serde")]
-    pub slow: Option<Duration>,
-    pub slow_rate: Option<u8>,
-    pub consecutive: Option<u32>,
-    #[serde(default, with = "humantime_serde")]
-    pub open_for: Option<Duration>,
-    pub open_backoff: Option<f64>,
-    #[serde(default, with = "humantime_serde")]
-    pub open_max: Option<Duration>,
-    pub half_open: Option<u32>,
-    #[serde(default, with = "humantime_serde")]
-    pub half_open_lease: Option<Duration>,
-    pub recovery: Option<RecoverySetting>,
-    pub max_concurrent: Option<u32>,
-}
-
-impl PolicyPatch {
-    /// `declared` with this patch's fields written over it.
-    pub fn apply(&self, declared: Policy) -> Policy {
-        let mut p = declared;
-        match self.window {
-            Some(WindowSetting::Count(n)) => p = p.window(n),
-            Some(WindowSetting::Time(span)) => p = p.time_window(span),
-            None => {}
-        }
-        if let Some(v) = self.min_calls {
-            p = p.min_calls(v);
-        }
-        if let Some(v) = self.failure_rate {
-            p = p.failure_rate(v);
-        }
-        if let Some(v) = self.slow {
-            p = p.slow(v);
-        }
-        if let Some(v) = self.slow_rate {
-            p = p.slow_rate(v);
-        }
-        if let Some(v) = self.consecutive {
-            p = p.consecutive(v);
-        }
-        if let Some(v) = self.open_for {
-            p = p.open_for(v);
-        }
-        if let Some(v) = self.open_backoff {
-            p = p.open_backoff(v);
-        }
-        if let Some(v) = self.open_max {
-            p = p.open_max(v);
-        }
-        if let Some(v) = self.half_open {
-            p = p.half_open(v);
-        }
-        if let Some(v) = self.half_open_lease {
-            p = p.half_open_lease(v);
-        }
-        if let Some(r) = self.recovery {
-            p = p.progressive(r.phases, r.min_passes);
-        }
-        if let Some(v) = self.max_concurrent {
-            p = p.max_concurrent(v);
-        }
-        p
+/// `text` cut to `max` characters, with `…` when something was left out.
+fn cut(text: &str, max: usize) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(max).collect();
+    if chars.next().is_some() {
+        format!("{head}…")
+    } else {
+        head
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    #[serde(default)]
-    breakers: BTreeMap<String, toml::Table>,
-}
+/// The fields a key's table may set.
+const FIELDS: [&str; 15] = [
+    "window",
+    "min_calls",
+    "failure_rate",
+    "slow",
+    "slow_rate",
+    "consecutive",
+    "open_for",
+    "open_backoff",
+    "open_max",
+    "half_open",
+    "half_open_lease",
+    "recovery",
+    "max_concurrent",
+    "stuck_after_recoveries",
+    "stuck_after",
+];
 
 /// Configuration that could not be loaded; nothing was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
-    /// The text is not TOML of the expected shape (`[breakers.<key>]` tables).
+    /// The text is not TOML of the expected shape (`[breakers.<key>]` tables), or an environment
+    /// variable's name or encoding is wrong.
     Syntax(String),
     /// A key's table has an unknown field or a value of the wrong type.
     Field {
@@ -154,69 +100,315 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-fn patch_of(key: &str, table: toml::Table) -> Result<PolicyPatch, ConfigError> {
-    PolicyPatch::deserialize(toml::Value::Table(table)).map_err(|e| ConfigError::Field {
-        key: key.to_owned(),
-        message: e.to_string().trim().replace('\n', " "),
-    })
+/// One written value: from a TOML document, or an environment variable's text.
+#[derive(Clone, Copy)]
+enum Raw<'a> {
+    Toml(&'a toml::Value),
+    Env(&'a str),
 }
+
+impl Raw<'_> {
+    /// The value as written, cut short, for messages.
+    fn shown(&self) -> String {
+        match self {
+            Raw::Toml(v) => echo(&v.to_string()),
+            Raw::Env(s) => {
+                let head: String = s.chars().take(ECHO).collect();
+                let more = if head.len() < s.len() { "…" } else { "" };
+                format!("{head:?}{more}")
+            }
+        }
+    }
+}
+
+/// Reads one field of one key.
+struct Field<'a> {
+    key: &'a str,
+    name: &'a str,
+    raw: Raw<'a>,
+}
+
+impl Field<'_> {
+    fn wrong(&self, expected: &str) -> ConfigError {
+        ConfigError::Field {
+            key: echo(self.key),
+            message: format!("`{}` = {} is not {expected}", self.name, self.raw.shown()),
+        }
+    }
+
+    fn int<T: TryFrom<i64>>(&self, expected: &str) -> Result<T, ConfigError> {
+        let n = match self.raw {
+            Raw::Toml(toml::Value::Integer(n)) => Some(*n),
+            Raw::Toml(_) => None,
+            Raw::Env(s) => s.trim().parse::<i64>().ok(),
+        };
+        n.and_then(|n| T::try_from(n).ok())
+            .ok_or_else(|| self.wrong(expected))
+    }
+
+    fn duration(&self) -> Result<Duration, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(toml::Value::String(s)) => s.as_str(),
+            Raw::Toml(_) => return Err(self.wrong("a duration string like \"30s\" or \"800ms\"")),
+            Raw::Env(s) => s,
+        };
+        humantime::parse_duration(text.trim())
+            .map_err(|_| self.wrong("a duration like \"30s\" or \"800ms\""))
+    }
+
+    fn float(&self) -> Result<f64, ConfigError> {
+        let n = match self.raw {
+            Raw::Toml(toml::Value::Float(n)) => Some(*n),
+            Raw::Toml(toml::Value::Integer(n)) => Some(*n as f64),
+            Raw::Toml(_) => None,
+            Raw::Env(s) => s.trim().parse::<f64>().ok(),
+        };
+        n.filter(|n| n.is_finite())
+            .ok_or_else(|| self.wrong("a number like 2 or 1.5"))
+    }
+
+    fn window(&self) -> Result<PolicyPatch, ConfigError> {
+        const EXPECTED: &str = "a window: an integer number of calls (`window = 100`) or a duration string (`window = \"30s\"`)";
+        let as_count = match self.raw {
+            Raw::Toml(toml::Value::Integer(_)) => true,
+            Raw::Toml(toml::Value::String(_)) => false,
+            Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
+            Raw::Env(s) => s.trim().bytes().all(|b| b.is_ascii_digit()),
+        };
+        if as_count {
+            Ok(PolicyPatch::new().window(self.int(EXPECTED)?))
+        } else {
+            let span = self.duration().map_err(|_| self.wrong(EXPECTED))?;
+            Ok(PolicyPatch::new().time_window(span))
+        }
+    }
+
+    fn recovery(&self) -> Result<Recovery, ConfigError> {
+        const EXPECTED: &str = "a table `{ phases = 3, min_passes = 5 }`";
+        let parsed;
+        let table = match self.raw {
+            Raw::Toml(toml::Value::Table(t)) => t,
+            Raw::Toml(toml::Value::String(s)) if s == "probes" => return Ok(Recovery::Probes),
+            Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
+            Raw::Env(s) if s.trim() == "probes" => return Ok(Recovery::Probes),
+            Raw::Env(s) => {
+                // One inline table, never a document: no line breaks.
+                if s.contains(['\n', '\r']) {
+                    return Err(self.wrong(EXPECTED));
+                }
+                parsed = toml::from_str::<toml::Table>(&format!("v = {s}"))
+                    .ok()
+                    .and_then(|mut t| t.remove("v"))
+                    .and_then(|v| match v {
+                        toml::Value::Table(t) => Some(t),
+                        _ => None,
+                    })
+                    .ok_or_else(|| self.wrong(EXPECTED))?;
+                &parsed
+            }
+        };
+        let get = |name: &str| match table.get(name) {
+            Some(toml::Value::Integer(n)) => u32::try_from(*n).ok(),
+            _ => None,
+        };
+        match (get("phases"), get("min_passes"), table.len()) {
+            (Some(phases), Some(min_passes), 2) => Ok(Recovery::Progressive { phases, min_passes }),
+            _ => Err(self.wrong(EXPECTED)),
+        }
+    }
+
+    /// This field as a patch.
+    fn patch(&self) -> Result<PolicyPatch, ConfigError> {
+        let p = PolicyPatch::new();
+        const COUNT: &str = "a whole number";
+        const PERCENT: &str = "a whole number of percent (1..=100)";
+        Ok(match self.name {
+            "window" => self.window()?,
+            "min_calls" => p.min_calls(self.int(COUNT)?),
+            "failure_rate" => p.failure_rate(self.int(PERCENT)?),
+            "slow" => p.slow(self.duration()?),
+            "slow_rate" => p.slow_rate(self.int(PERCENT)?),
+            "consecutive" => p.consecutive(self.int(COUNT)?),
+            "open_for" => p.open_for(self.duration()?),
+            "open_backoff" => p.open_backoff(self.float()?),
+            "open_max" => p.open_max(self.duration()?),
+            "half_open" => p.half_open(self.int(COUNT)?),
+            "half_open_lease" => p.half_open_lease(self.duration()?),
+            "recovery" => p.recovery(self.recovery()?),
+            "max_concurrent" => p.max_concurrent(self.int(COUNT)?),
+            "stuck_after_recoveries" => p.stuck_after_recoveries(self.int(COUNT)?),
+            "stuck_after" => p.stuck_after(self.duration()?),
+            other => {
+                let hint = crate::declared::closest(other, FIELDS)
+                    .first()
+                    .map(|f| format!("did you mean `{f}`? "))
+                    .unwrap_or_default();
+                return Err(ConfigError::Field {
+                    key: echo(self.key),
+                    message: format!(
+                        "unknown field `{}`; {hint}expected one of {}",
+                        echo(other),
+                        FIELDS.map(|f| format!("`{f}`")).join(", ")
+                    ),
+                });
+            }
+        })
+    }
+}
+
+/// The patch of one key from its fields.
+fn patch_of<'a>(
+    key: &str,
+    fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
+) -> Result<PolicyPatch, ConfigError> {
+    let mut patch = PolicyPatch::new();
+    for (name, raw) in fields {
+        patch = patch.then(Field { key, name, raw }.patch()?);
+    }
+    Ok(patch)
+}
+
+type Layer = HashMap<String, PolicyPatch, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>;
+
+const PREFIX: &str = "FUSEBOX__";
 
 impl Registry {
     /// Loads `[breakers.<key>]` overrides from TOML text; returns how many keys were configured.
+    ///
+    /// Replaces every override the previous `load_toml` set (a key this text does not name
+    /// returns to its declared policy, with the environment's and `configure`'s overrides still
+    /// applied on top). A key no breaker declares is not an error (a dynamic key may claim it
+    /// later): it is reported with a `tracing` warning naming the closest declared keys, and by
+    /// [`Registry::unknown_keys`].
     pub fn load_toml(&self, text: &str) -> Result<usize, ConfigError> {
-        let file: File =
-            toml::from_str(text).map_err(|e| ConfigError::Syntax(e.message().to_owned()))?;
-        let mut all = Vec::new();
-        for (key, table) in file.breakers {
-            let patch = patch_of(&key, table)?;
-            all.push((key, Override::Patch(patch)));
+        let mut document: toml::Table =
+            toml::from_str(text).map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?;
+        let breakers = document.remove("breakers");
+        if let Some(other) = document.keys().next() {
+            return Err(ConfigError::Syntax(format!(
+                "unknown top-level table `{}`; overrides go in `[breakers.<key>]` tables",
+                echo(other)
+            )));
         }
-        self.apply_overrides(all).map_err(ConfigError::Range)
+        let breakers = match breakers {
+            None => toml::Table::new(),
+            Some(toml::Value::Table(t)) => t,
+            Some(_) => {
+                return Err(ConfigError::Syntax(
+                    "`breakers` must be tables: `[breakers.<key>]`".into(),
+                ));
+            }
+        };
+        let mut layer = Layer::default();
+        for (key, table) in &breakers {
+            let toml::Value::Table(table) = table else {
+                return Err(ConfigError::Field {
+                    key: echo(key),
+                    message: format!(
+                        "`breakers.{}` must be a table: `[breakers.{}]`",
+                        echo(key),
+                        echo(key)
+                    ),
+                });
+            };
+            let patch = patch_of(key, table.iter().map(|(f, v)| (f.as_str(), Raw::Toml(v))))?;
+            layer.insert(key.clone(), patch);
+        }
+        self.load_layer(Source::File, layer)
+            .map_err(ConfigError::Range)
     }
 
     /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` variables of this process's environment.
+    ///
+    /// Variables that are not valid Unicode are skipped, unless their name starts with the
+    /// prefix, which is an error. Replaces every override the previous environment load set.
     pub fn load_env(&self) -> Result<usize, ConfigError> {
-        self.load_vars(std::env::vars())
+        self.load_vars_os(std::env::vars_os())
+    }
+
+    fn load_vars_os(
+        &self,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Result<usize, ConfigError> {
+        let mut utf8 = Vec::new();
+        for (name, value) in vars {
+            let ours = name
+                .as_encoded_bytes()
+                .get(..PREFIX.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(PREFIX.as_bytes()));
+            match (name.into_string(), value.into_string()) {
+                (Ok(name), Ok(value)) => utf8.push((name, value)),
+                (name, _) if ours => {
+                    let name = name.unwrap_or_else(|n| n.to_string_lossy().into_owned());
+                    return Err(ConfigError::Syntax(format!(
+                        "`{}` is not valid Unicode; fusebox variables must be UTF-8",
+                        echo(&name)
+                    )));
+                }
+                _ => {}
+            }
+        }
+        self.load_vars(utf8)
     }
 
     /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` pairs (what [`load_env`](Registry::load_env)
-    /// reads from the environment).
+    /// reads from the environment). The prefix, key and field are case-insensitive; two names
+    /// that differ only in case are an error.
     pub fn load_vars(
         &self,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<usize, ConfigError> {
-        let mut tables: BTreeMap<String, toml::Table> = BTreeMap::new();
+        // key -> field -> (name as written, value)
+        let mut keys: BTreeMap<String, BTreeMap<String, (String, String)>> = BTreeMap::new();
         for (name, raw) in vars {
-            let Some(rest) = name.strip_prefix("FUSEBOX__") else {
+            let Some(rest) = name
+                .get(..PREFIX.len())
+                .filter(|p| p.eq_ignore_ascii_case(PREFIX))
+                .map(|_| &name[PREFIX.len()..])
+            else {
                 continue;
             };
-            let Some((key, field)) = rest.split_once("__") else {
+            let Some((key, field)) = rest
+                .split_once("__")
+                .filter(|(k, f)| !k.is_empty() && !f.is_empty())
+            else {
                 return Err(ConfigError::Syntax(format!(
-                    "`{name}` must be `FUSEBOX__<KEY>__<FIELD>`"
+                    "`{}` must be `FUSEBOX__<KEY>__<FIELD>`",
+                    echo(&name)
                 )));
             };
-            let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-                .ok()
-                .and_then(|mut t| t.remove("v"))
-                .unwrap_or(toml::Value::String(raw));
-            tables
-                .entry(key.to_lowercase())
-                .or_default()
-                .insert(field.to_lowercase(), value);
+            let (key, field) = (key.to_lowercase(), field.to_lowercase());
+            let fields = keys.entry(key.clone()).or_default();
+            if let Some((earlier, _)) = fields.get(&field) {
+                return Err(ConfigError::Syntax(format!(
+                    "`{}` and `{}` both set `{}` of breaker `{}` (names are case-insensitive); remove one",
+                    echo(earlier),
+                    echo(&name),
+                    echo(&field),
+                    echo(&key)
+                )));
+            }
+            fields.insert(field, (name, raw));
         }
-        let mut all = Vec::new();
-        for (key, table) in tables {
-            let patch = patch_of(&key, table)?;
-            all.push((key, Override::Patch(patch)));
+        let mut layer = Layer::default();
+        for (key, fields) in &keys {
+            let patch = patch_of(
+                key,
+                fields
+                    .iter()
+                    .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
+            )?;
+            layer.insert(key.clone(), patch);
         }
-        self.apply_overrides(all).map_err(ConfigError::Range)
+        self.load_layer(Source::Env, layer)
+            .map_err(ConfigError::Range)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Recovery, Window};
+    use crate::policy::{Policy, Window};
 
     #[test]
     fn toml_patches_apply_over_the_declared_policy() {
@@ -308,5 +500,171 @@ mod tests {
         let p = r.breaker("shipping", Policy::new()).unwrap().policy();
         assert_eq!(p.failure_rate_percent(), Some(25));
         assert_eq!(p.open_duration(), Duration::from_secs(120));
+    }
+
+    fn range_field(err: ConfigError) -> (Option<String>, &'static str) {
+        match err {
+            ConfigError::Range(e) => (e.key().map(str::to_owned), e.field()),
+            other => panic!("expected a range error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn zero_durations_are_out_of_range() {
+        let r = Registry::new();
+        for field in ["slow", "half_open_lease", "open_max"] {
+            let err = r
+                .load_toml(&format!("[breakers.a]\n{field} = \"0s\"\n"))
+                .unwrap_err();
+            assert_eq!(range_field(err), (Some("a".into()), field));
+            let err = r
+                .load_vars([(format!("FUSEBOX__A__{field}"), "0s".into())])
+                .unwrap_err();
+            assert_eq!(range_field(err), (Some("a".into()), field));
+        }
+        assert!(r.unknown_keys().is_empty(), "nothing was applied");
+    }
+
+    #[test]
+    fn an_env_value_is_one_value_not_a_document() {
+        let r = Registry::new();
+        let err = r
+            .load_vars([(
+                "FUSEBOX__X__FAILURE_RATE".into(),
+                "30\n[breakers.x]\nwindow = 0".into(),
+            )])
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "breaker `x`: `failure_rate` = \"30\\n[breakers.x]\\nwindow = 0\" is not"
+            ),
+            "{err}"
+        );
+        let err = r
+            .load_vars([(
+                "FUSEBOX__X__RECOVERY".into(),
+                "{ phases = 3, min_passes = 5 }\n[breakers.y]".into(),
+            )])
+            .unwrap_err();
+        assert!(err.to_string().contains("`recovery`"), "{err}");
+        assert_eq!(
+            r.load_vars([(
+                "FUSEBOX__X__RECOVERY".into(),
+                "{ phases = 3, min_passes = 5 }".into()
+            )])
+            .unwrap(),
+            1
+        );
+    }
+
+    #[test]
+    fn env_names_are_case_insensitive_and_case_twins_are_an_error() {
+        let r = Registry::new();
+        assert_eq!(
+            r.load_vars([("fusebox__shipping__failure_rate".into(), "25".into())])
+                .unwrap(),
+            1
+        );
+        let p = r.breaker("shipping", Policy::new()).unwrap().policy();
+        assert_eq!(p.failure_rate_percent(), Some(25));
+        let err = r
+            .load_vars([
+                ("FUSEBOX__SHIPPING__WINDOW".into(), "20".into()),
+                ("fusebox__shipping__window".into(), "30".into()),
+            ])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid fusebox configuration: `FUSEBOX__SHIPPING__WINDOW` and \
+             `fusebox__shipping__window` both set `window` of breaker `shipping` (names are \
+             case-insensitive); remove one"
+        );
+        assert_eq!(
+            r.get("shipping").unwrap().policy().window_len(),
+            Some(100),
+            "nothing applied"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn non_utf8_variables_are_skipped_or_reported() {
+        use std::os::unix::ffi::OsStringExt;
+        let r = Registry::new();
+        let bad = OsString::from_vec(vec![0xff, 0xfe]);
+        let vars = [
+            (OsString::from("LANG_X"), bad.clone()),
+            (bad.clone(), OsString::from("1")),
+            (
+                OsString::from("FUSEBOX__A__FAILURE_RATE"),
+                OsString::from("20"),
+            ),
+        ];
+        assert_eq!(r.load_vars_os(vars).unwrap(), 1);
+        let err = r
+            .load_vars_os([(OsString::from("FUSEBOX__A__WINDOW"), bad)])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid fusebox configuration: `FUSEBOX__A__WINDOW` is not valid Unicode; fusebox \
+             variables must be UTF-8"
+        );
+        // The real environment, whatever it holds, never panics.
+        let _ = r.load_env();
+    }
+
+    #[test]
+    fn a_wrong_typed_window_names_the_key_and_field() {
+        let r = Registry::new();
+        let err = r.load_toml("[breakers.a]\nwindow = true\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "breaker `a`: `window` = true is not a window: an integer number of calls \
+             (`window = 100`) or a duration string (`window = \"30s\"`)"
+        );
+        let err = r.load_toml("[breakers.a]\nwindow = -5\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("breaker `a`: `window` = -5 is not a window"),
+            "{err}"
+        );
+        let err = r
+            .load_vars([("FUSEBOX__A__WINDOW".into(), "ten".into())])
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("breaker `a`: `window` = \"ten\" is not a window"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn error_messages_cut_echoed_input() {
+        let r = Registry::new();
+        let huge = "9".repeat(10_000_000);
+        for err in [
+            r.load_toml(&format!("[breakers.a]\nopen_for = \"{huge}\"\n"))
+                .unwrap_err(),
+            r.load_vars([("FUSEBOX__A__WINDOW".into(), huge.clone())])
+                .unwrap_err(),
+            r.load_vars([(format!("FUSEBOX__{huge}"), "1".into())])
+                .unwrap_err(),
+            r.load_toml(&format!("[breakers.a]\n{huge}x = 1\n"))
+                .unwrap_err(),
+            r.load_toml(&format!("[breakers.\"{huge}\"]\nwindow = true\n"))
+                .unwrap_err(),
+            r.load_toml(&format!("[breakers.a]\nwindow = \"{huge}\n"))
+                .unwrap_err(),
+            r.load_toml(&format!("[breakers.\"{huge}\"]\nwindow = 0\n"))
+                .unwrap_err(),
+        ] {
+            let message = err.to_string();
+            assert!(
+                message.len() < 400,
+                "{} bytes: {}",
+                message.len(),
+                &message[..400]
+            );
+        }
     }
 }

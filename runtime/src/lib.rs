@@ -34,6 +34,7 @@ mod breaker;
 pub mod clock;
 #[cfg(feature = "config")]
 pub mod config;
+mod declared;
 mod error;
 mod observe;
 mod policy;
@@ -51,7 +52,8 @@ pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
 pub use policy::{
     MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW,
-    MIN_OPEN_FOR, MIN_TIME_WINDOW, Policy, PolicyError, Recovery, TIME_BUCKETS, Window,
+    MIN_OPEN_FOR, MIN_TIME_WINDOW, Policy, PolicyError, PolicyPatch, Recovery, TIME_BUCKETS,
+    Window,
 };
 pub use registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, Registry, SWEEP_STEP, registry};
 pub use retry::MAX_BACKOFF;

@@ -25,6 +25,26 @@ pub const MAX_OPEN_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 pub const MAX_OPEN_BACKOFF: f64 = 100.0;
 
 const DEFAULT_OPEN_MAX_NANOS: u64 = 5 * 60 * 1_000_000_000;
+const DEFAULT_MIN_CALLS: u32 = 10;
+const DEFAULT_FAILURE_RATE: u8 = 50;
+
+/// Bits of [`Policy::explicit`]: which setters were called.
+mod set {
+    pub(super) const WINDOW: u16 = 1 << 0;
+    pub(super) const MIN_CALLS: u16 = 1 << 1;
+    pub(super) const FAILURE_RATE: u16 = 1 << 2;
+    pub(super) const SLOW: u16 = 1 << 3;
+    pub(super) const SLOW_RATE: u16 = 1 << 4;
+    pub(super) const CONSECUTIVE: u16 = 1 << 5;
+    pub(super) const OPEN_FOR: u16 = 1 << 6;
+    pub(super) const OPEN_BACKOFF: u16 = 1 << 7;
+    pub(super) const OPEN_MAX: u16 = 1 << 8;
+    pub(super) const HALF_OPEN: u16 = 1 << 9;
+    pub(super) const HALF_OPEN_LEASE: u16 = 1 << 10;
+    pub(super) const RECOVERY: u16 = 1 << 11;
+    pub(super) const MAX_CONCURRENT: u16 = 1 << 12;
+    pub(super) const STUCK_OPEN: u16 = 1 << 13;
+}
 
 /// Which outcomes the failure and slow-call rates are computed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,8 +90,8 @@ pub enum Recovery {
 /// | field | default | |
 /// |---|---|---|
 /// | `window` | 100 calls | [`Policy::window`], [`Policy::time_window`] |
-/// | `min_calls` | 10 | no decision below this many recorded calls |
-/// | `failure_rate` | 50 % | [`Policy::failure_rate`]; [`Policy::rate_off`] disables the rule |
+/// | `min_calls` | 10, or a smaller count window | no decision below this many recorded calls |
+/// | `failure_rate` | 50 %, off with `consecutive` alone | [`Policy::failure_rate`]; [`Policy::rate_off`] disables the rule |
 /// | `slow`, `slow_rate` | off, 100 % | [`Policy::slow`], [`Policy::slow_rate`] |
 /// | `consecutive` | off | [`Policy::consecutive`] |
 /// | `open_for` | 10 s | [`Policy::open_for`] |
@@ -80,7 +100,24 @@ pub enum Recovery {
 /// | `recovery` | probes | [`Policy::progressive`] |
 /// | `max_concurrent` | unlimited | [`Policy::max_concurrent`] |
 /// | `stuck_open` | 3 failed recoveries or 5 min | [`Policy::stuck_open`] (the `circuit_stuck_open` event) |
-#[derive(Clone, Copy, PartialEq, Eq)]
+///
+/// Two rules connect fields, and they are decided here once for every way a policy is set (the
+/// attribute, this builder, [`Registry::configure`](crate::Registry::configure) and the
+/// configuration files all go through these setters):
+///
+/// - **`min_calls` never exceeds the count window.** While `min_calls` is not set explicitly it is
+///   10, or the count window when that is smaller: `Policy::new().window(5)` decides after 5 calls.
+///   Setting a count window lowers a larger explicit `min_calls` to it (`BASE.window(2)` of a
+///   `BASE` with `min_calls(4)` decides after 2 calls); setting `min_calls` above the window is
+///   invalid.
+/// - **`consecutive` alone replaces the rate rule.** While `failure_rate` is not set explicitly
+///   (by [`Policy::failure_rate`] or [`Policy::rate_off`]) it is 50 %, or off when `consecutive` is
+///   set: `Policy::new().consecutive(5)` opens on 5 failures in a row only. With `failure_rate` set
+///   too, both rules apply and either may trip.
+///
+/// Two policies are equal
+/// when every field has the same value, whichever fields were set explicitly.
+#[derive(Clone, Copy)]
 pub struct Policy {
     pub(crate) window: Window,
     pub(crate) min_calls: u32,
@@ -105,6 +142,8 @@ pub struct Policy {
     pub(crate) stuck_reopens: u32,
     /// Nanoseconds open (since it opened from closed) that make it "stuck"; 0: not by time.
     pub(crate) stuck_open_nanos: u64,
+    /// The fields whose setter was called (bits of `set`); the others follow the rules above.
+    pub(crate) explicit: u16,
 }
 
 impl Policy {
@@ -125,6 +164,7 @@ impl Policy {
         max_concurrent: 0,
         stuck_reopens: 3,
         stuck_open_nanos: 5 * 60 * 1_000_000_000,
+        explicit: 0,
     };
 
     /// The default policy.
@@ -133,57 +173,66 @@ impl Policy {
     }
 
     /// A count window: the last `calls` recorded outcomes (older ones are evicted).
+    ///
+    /// A `min_calls` above `calls` is lowered to it (see the rules in the type's documentation).
     pub const fn window(mut self, calls: u32) -> Self {
         self.window = Window::Count(calls);
-        self
+        if self.min_calls > calls {
+            self.min_calls = calls;
+        }
+        self.mark(set::WINDOW)
     }
 
     /// A time window: the outcomes recorded during the last `span`.
     pub const fn time_window(mut self, span: Duration) -> Self {
         self.window = Window::Time(span);
-        self
+        self.mark(set::WINDOW)
     }
 
-    /// The number of recorded calls below which the circuit never opens on a rate.
+    /// The number of recorded calls below which the circuit never opens on a rate (at most a
+    /// count window; without this setter it is 10, or the count window when smaller).
     pub const fn min_calls(mut self, calls: u32) -> Self {
         self.min_calls = calls;
-        self
+        self.mark(set::MIN_CALLS)
     }
 
-    /// The failure rate, in percent of the window, at which the circuit opens (1..=100).
+    /// The failure rate, in percent of the window, at which the circuit opens (1..=100). Set
+    /// explicitly, it stays on next to [`consecutive`](Policy::consecutive).
     pub const fn failure_rate(mut self, percent: u8) -> Self {
         self.failure_rate = percent;
-        self
+        self.mark(set::FAILURE_RATE)
     }
 
     /// Turns the failure-rate rule off (for a policy that trips on `consecutive` or `slow` only).
     pub const fn rate_off(mut self) -> Self {
         self.failure_rate = 0;
-        self
+        self.mark(set::FAILURE_RATE)
     }
 
     /// A recorded call slower than `threshold` counts as slow (a slow success is slow, not failed).
     pub const fn slow(mut self, threshold: Duration) -> Self {
         self.slow_nanos = duration_to_nanos(threshold);
-        self
+        self.mark(set::SLOW)
     }
 
     /// The slow-call rate, in percent of the window, at which the circuit opens (1..=100; default 100).
     pub const fn slow_rate(mut self, percent: u8) -> Self {
         self.slow_rate = percent;
-        self
+        self.mark(set::SLOW_RATE)
     }
 
-    /// Opens after `failures` counted failures in a row (any success resets the run).
+    /// Opens after `failures` counted failures in a row (any success resets the run). Unless
+    /// [`failure_rate`](Policy::failure_rate) or [`rate_off`](Policy::rate_off) was called, this
+    /// turns the rate rule off (`consecutive(0)` turns it back on).
     pub const fn consecutive(mut self, failures: u32) -> Self {
         self.consecutive = failures;
-        self
+        self.mark(set::CONSECUTIVE)
     }
 
     /// How long the circuit stays open before it admits probes.
     pub const fn open_for(mut self, wait: Duration) -> Self {
         self.open_for_nanos = duration_to_nanos(wait);
-        self
+        self.mark(set::OPEN_FOR)
     }
 
     /// Each consecutive re-open (a failed recovery) multiplies the wait by `factor` (≥ 1), up to
@@ -196,38 +245,64 @@ impl Policy {
         } else {
             (factor * 1000.0 + 0.5) as u32
         };
-        self
+        self.mark(set::OPEN_BACKOFF)
     }
 
     /// The longest wait `open_backoff` can grow to (default 5 minutes, never below `open_for`).
     pub const fn open_max(mut self, wait: Duration) -> Self {
         self.open_max_nanos = duration_to_nanos(wait);
-        self
+        self.mark(set::OPEN_MAX)
     }
 
     /// How many probes a half-open circuit admits; all must succeed to close it.
     pub const fn half_open(mut self, probes: u32) -> Self {
         self.half_open = probes;
-        self
+        self.mark(set::HALF_OPEN)
     }
 
     /// How long half-open probes may stay unreported before their slots are re-armed
     /// (default: `open_for`).
     pub const fn half_open_lease(mut self, lease: Duration) -> Self {
         self.half_open_lease_nanos = duration_to_nanos(lease);
-        self
+        self.mark(set::HALF_OPEN_LEASE)
     }
 
     /// Progressive recovery: see [`Recovery::Progressive`].
     pub const fn progressive(mut self, phases: u32, min_passes: u32) -> Self {
         self.recovery = Recovery::Progressive { phases, min_passes };
-        self
+        self.mark(set::RECOVERY)
     }
 
     /// At most `calls` calls in flight for this key; the next one is refused at once
     /// (reason [`BulkheadFull`](crate::Reason::BulkheadFull)) and not counted as a failure.
     pub const fn max_concurrent(mut self, calls: u32) -> Self {
         self.max_concurrent = calls;
+        self.mark(set::MAX_CONCURRENT)
+    }
+
+    /// Probe recovery (the default) or progressive recovery; see [`Recovery`].
+    pub const fn recovery(mut self, recovery: Recovery) -> Self {
+        self.recovery = recovery;
+        self.mark(set::RECOVERY)
+    }
+
+    /// Records that `field` was set explicitly and recomputes the fields that follow the rules in
+    /// the type's documentation.
+    const fn mark(mut self, field: u16) -> Self {
+        self.explicit |= field;
+        if self.explicit & set::MIN_CALLS == 0 {
+            self.min_calls = match self.window {
+                Window::Count(n) if n < DEFAULT_MIN_CALLS => n,
+                _ => DEFAULT_MIN_CALLS,
+            };
+        }
+        if self.explicit & set::FAILURE_RATE == 0 {
+            self.failure_rate = if self.consecutive != 0 {
+                0
+            } else {
+                DEFAULT_FAILURE_RATE
+            };
+        }
         self
     }
 
@@ -240,7 +315,7 @@ impl Policy {
     pub const fn stuck_open(mut self, failed_recoveries: u32, open_longer_than: Duration) -> Self {
         self.stuck_reopens = failed_recoveries;
         self.stuck_open_nanos = duration_to_nanos(open_longer_than);
-        self
+        self.mark(set::STUCK_OPEN)
     }
 
     /// The `stuck_open` rule: failed recoveries in a row (0: off) and the open span (zero: off).
@@ -249,6 +324,11 @@ impl Policy {
             self.stuck_reopens,
             Duration::from_nanos(self.stuck_open_nanos),
         )
+    }
+
+    /// True when `field` (a bit of `set`) was set explicitly.
+    pub(crate) const fn is_explicit(&self, field: u16) -> bool {
+        self.explicit & field != 0
     }
 
     /// The window.
@@ -369,7 +449,7 @@ impl Policy {
                 self.failure_rate.to_string(),
             );
         }
-        if self.slow_nanos != 0 && !in_ms_range(self.slow_nanos) {
+        if (self.slow_nanos != 0 || self.is_explicit(set::SLOW)) && !in_ms_range(self.slow_nanos) {
             return range(
                 "slow",
                 "\"1ms\"..=\"24h\"",
@@ -409,10 +489,10 @@ impl Policy {
                 format!("{}", f64::from(self.open_backoff_milli) / 1000.0),
             );
         }
-        if self.open_max_nanos > duration_to_nanos(MAX_OPEN_FOR) {
+        if !in_ms_range(self.open_max_nanos) {
             return range(
                 "open_max",
-                "`open_for`..=\"24h\"",
+                "\"1ms\"..=\"24h\" (and at least `open_for` with `open_backoff`)",
                 format!("{:?}", Duration::from_nanos(self.open_max_nanos)),
             );
         }
@@ -430,7 +510,9 @@ impl Policy {
                 self.half_open.to_string(),
             );
         }
-        if self.half_open_lease_nanos != 0 && !in_ms_range(self.half_open_lease_nanos) {
+        if (self.half_open_lease_nanos != 0 || self.is_explicit(set::HALF_OPEN_LEASE))
+            && !in_ms_range(self.half_open_lease_nanos)
+        {
             return range(
                 "half_open_lease",
                 "\"1ms\"..=\"24h\"",
@@ -456,6 +538,346 @@ impl Policy {
 impl Default for Policy {
     fn default() -> Self {
         Self::DEFAULT
+    }
+}
+
+impl PartialEq for Policy {
+    /// Equal when every field has the same value (which fields were set explicitly is not compared).
+    fn eq(&self, other: &Self) -> bool {
+        let Policy {
+            window,
+            min_calls,
+            failure_rate,
+            slow_nanos,
+            slow_rate,
+            consecutive,
+            open_for_nanos,
+            open_backoff_milli,
+            open_max_nanos,
+            half_open,
+            half_open_lease_nanos,
+            recovery,
+            max_concurrent,
+            stuck_reopens,
+            stuck_open_nanos,
+            explicit: _,
+        } = *self;
+        (
+            window,
+            min_calls,
+            failure_rate,
+            slow_nanos,
+            slow_rate,
+            consecutive,
+        ) == (
+            other.window,
+            other.min_calls,
+            other.failure_rate,
+            other.slow_nanos,
+            other.slow_rate,
+            other.consecutive,
+        ) && (
+            open_for_nanos,
+            open_backoff_milli,
+            open_max_nanos,
+            half_open,
+        ) == (
+            other.open_for_nanos,
+            other.open_backoff_milli,
+            other.open_max_nanos,
+            other.half_open,
+        ) && (half_open_lease_nanos, recovery, max_concurrent)
+            == (
+                other.half_open_lease_nanos,
+                other.recovery,
+                other.max_concurrent,
+            )
+            && (stuck_reopens, stuck_open_nanos) == (other.stuck_reopens, other.stuck_open_nanos)
+    }
+}
+
+impl Eq for Policy {}
+
+/// Changes to some fields of a [`Policy`]: what an operator's override names, and nothing else.
+///
+/// It has the setters of [`Policy`]; [`apply`](PolicyPatch::apply) calls the same setters on a
+/// policy, so a field set through a patch follows the same rules as one set in code (see
+/// [`Policy`]). A [`Policy`] converts into the patch of the fields it set explicitly, so
+/// `registry.configure("payment", Policy::new().failure_rate(30))` changes `failure_rate` only.
+///
+/// ```
+/// use std::time::Duration;
+/// use fusebox::{Policy, PolicyPatch};
+///
+/// let declared = Policy::new().window(20).open_for(Duration::from_secs(30));
+/// let patched = PolicyPatch::new().failure_rate(30).apply(declared);
+/// assert_eq!(patched.failure_rate_percent(), Some(30));
+/// assert_eq!(patched.open_duration(), Duration::from_secs(30), "fields not named are kept");
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PolicyPatch {
+    window: Option<Window>,
+    min_calls: Option<u32>,
+    /// 0: [`Policy::rate_off`].
+    failure_rate: Option<u8>,
+    slow: Option<Duration>,
+    slow_rate: Option<u8>,
+    consecutive: Option<u32>,
+    open_for: Option<Duration>,
+    open_backoff: Option<f64>,
+    open_max: Option<Duration>,
+    half_open: Option<u32>,
+    half_open_lease: Option<Duration>,
+    recovery: Option<Recovery>,
+    max_concurrent: Option<u32>,
+    stuck_after_recoveries: Option<u32>,
+    stuck_after: Option<Duration>,
+}
+
+impl PolicyPatch {
+    /// A patch that changes nothing.
+    pub const fn new() -> Self {
+        PolicyPatch {
+            window: None,
+            min_calls: None,
+            failure_rate: None,
+            slow: None,
+            slow_rate: None,
+            consecutive: None,
+            open_for: None,
+            open_backoff: None,
+            open_max: None,
+            half_open: None,
+            half_open_lease: None,
+            recovery: None,
+            max_concurrent: None,
+            stuck_after_recoveries: None,
+            stuck_after: None,
+        }
+    }
+
+    /// See [`Policy::stuck_open`] (both of its rules).
+    pub const fn stuck_open(mut self, failed_recoveries: u32, open_longer_than: Duration) -> Self {
+        self.stuck_after_recoveries = Some(failed_recoveries);
+        self.stuck_after = Some(open_longer_than);
+        self
+    }
+
+    /// The count rule of [`Policy::stuck_open`] alone: failed recoveries in a row (0: off).
+    pub const fn stuck_after_recoveries(mut self, failed_recoveries: u32) -> Self {
+        self.stuck_after_recoveries = Some(failed_recoveries);
+        self
+    }
+
+    /// The time rule of [`Policy::stuck_open`] alone: the open span (zero: off).
+    pub const fn stuck_after(mut self, open_longer_than: Duration) -> Self {
+        self.stuck_after = Some(open_longer_than);
+        self
+    }
+
+    /// See [`Policy::window`].
+    pub const fn window(mut self, calls: u32) -> Self {
+        self.window = Some(Window::Count(calls));
+        self
+    }
+
+    /// See [`Policy::time_window`].
+    pub const fn time_window(mut self, span: Duration) -> Self {
+        self.window = Some(Window::Time(span));
+        self
+    }
+
+    /// See [`Policy::min_calls`].
+    pub const fn min_calls(mut self, calls: u32) -> Self {
+        self.min_calls = Some(calls);
+        self
+    }
+
+    /// See [`Policy::failure_rate`].
+    pub const fn failure_rate(mut self, percent: u8) -> Self {
+        self.failure_rate = Some(percent);
+        self
+    }
+
+    /// See [`Policy::rate_off`].
+    pub const fn rate_off(mut self) -> Self {
+        self.failure_rate = Some(0);
+        self
+    }
+
+    /// See [`Policy::slow`].
+    pub const fn slow(mut self, threshold: Duration) -> Self {
+        self.slow = Some(threshold);
+        self
+    }
+
+    /// See [`Policy::slow_rate`].
+    pub const fn slow_rate(mut self, percent: u8) -> Self {
+        self.slow_rate = Some(percent);
+        self
+    }
+
+    /// See [`Policy::consecutive`].
+    pub const fn consecutive(mut self, failures: u32) -> Self {
+        self.consecutive = Some(failures);
+        self
+    }
+
+    /// See [`Policy::open_for`].
+    pub const fn open_for(mut self, wait: Duration) -> Self {
+        self.open_for = Some(wait);
+        self
+    }
+
+    /// See [`Policy::open_backoff`].
+    pub const fn open_backoff(mut self, factor: f64) -> Self {
+        self.open_backoff = Some(factor);
+        self
+    }
+
+    /// See [`Policy::open_max`].
+    pub const fn open_max(mut self, wait: Duration) -> Self {
+        self.open_max = Some(wait);
+        self
+    }
+
+    /// See [`Policy::half_open`].
+    pub const fn half_open(mut self, probes: u32) -> Self {
+        self.half_open = Some(probes);
+        self
+    }
+
+    /// See [`Policy::half_open_lease`].
+    pub const fn half_open_lease(mut self, lease: Duration) -> Self {
+        self.half_open_lease = Some(lease);
+        self
+    }
+
+    /// See [`Policy::progressive`].
+    pub const fn progressive(mut self, phases: u32, min_passes: u32) -> Self {
+        self.recovery = Some(Recovery::Progressive { phases, min_passes });
+        self
+    }
+
+    /// See [`Policy::recovery`].
+    pub const fn recovery(mut self, recovery: Recovery) -> Self {
+        self.recovery = Some(recovery);
+        self
+    }
+
+    /// See [`Policy::max_concurrent`].
+    pub const fn max_concurrent(mut self, calls: u32) -> Self {
+        self.max_concurrent = Some(calls);
+        self
+    }
+
+    /// True when the patch names no field.
+    pub fn is_empty(&self) -> bool {
+        *self == PolicyPatch::new()
+    }
+
+    /// This patch with every field `later` names taken from `later`.
+    pub fn then(self, later: PolicyPatch) -> PolicyPatch {
+        PolicyPatch {
+            window: later.window.or(self.window),
+            min_calls: later.min_calls.or(self.min_calls),
+            failure_rate: later.failure_rate.or(self.failure_rate),
+            slow: later.slow.or(self.slow),
+            slow_rate: later.slow_rate.or(self.slow_rate),
+            consecutive: later.consecutive.or(self.consecutive),
+            open_for: later.open_for.or(self.open_for),
+            open_backoff: later.open_backoff.or(self.open_backoff),
+            open_max: later.open_max.or(self.open_max),
+            half_open: later.half_open.or(self.half_open),
+            half_open_lease: later.half_open_lease.or(self.half_open_lease),
+            recovery: later.recovery.or(self.recovery),
+            max_concurrent: later.max_concurrent.or(self.max_concurrent),
+            stuck_after_recoveries: later.stuck_after_recoveries.or(self.stuck_after_recoveries),
+            stuck_after: later.stuck_after.or(self.stuck_after),
+        }
+    }
+
+    /// `policy` with each field this patch names set through its [`Policy`] setter.
+    pub fn apply(&self, policy: Policy) -> Policy {
+        let mut p = policy;
+        match self.window {
+            Some(Window::Count(n)) => p = p.window(n),
+            Some(Window::Time(span)) => p = p.time_window(span),
+            None => {}
+        }
+        if let Some(v) = self.min_calls {
+            p = p.min_calls(v);
+        }
+        match self.failure_rate {
+            Some(0) => p = p.rate_off(),
+            Some(v) => p = p.failure_rate(v),
+            None => {}
+        }
+        if let Some(v) = self.slow {
+            p = p.slow(v);
+        }
+        if let Some(v) = self.slow_rate {
+            p = p.slow_rate(v);
+        }
+        if let Some(v) = self.consecutive {
+            p = p.consecutive(v);
+        }
+        if let Some(v) = self.open_for {
+            p = p.open_for(v);
+        }
+        if let Some(v) = self.open_backoff {
+            p = p.open_backoff(v);
+        }
+        if let Some(v) = self.open_max {
+            p = p.open_max(v);
+        }
+        if let Some(v) = self.half_open {
+            p = p.half_open(v);
+        }
+        if let Some(v) = self.half_open_lease {
+            p = p.half_open_lease(v);
+        }
+        if let Some(v) = self.recovery {
+            p = p.recovery(v);
+        }
+        if let Some(v) = self.max_concurrent {
+            p = p.max_concurrent(v);
+        }
+        if self.stuck_after_recoveries.is_some() || self.stuck_after.is_some() {
+            let (reopens, open) = p.stuck_open_after();
+            p = p.stuck_open(
+                self.stuck_after_recoveries.unwrap_or(reopens),
+                self.stuck_after.unwrap_or(open),
+            );
+        }
+        p
+    }
+}
+
+impl From<Policy> for PolicyPatch {
+    /// The fields `policy` set explicitly (see [`Policy`]).
+    fn from(policy: Policy) -> Self {
+        let named = |field: u16| policy.is_explicit(field);
+        let nanos = |nanos: u64| Duration::from_nanos(nanos);
+        PolicyPatch {
+            window: named(set::WINDOW).then_some(policy.window),
+            min_calls: named(set::MIN_CALLS).then_some(policy.min_calls),
+            failure_rate: named(set::FAILURE_RATE).then_some(policy.failure_rate),
+            slow: named(set::SLOW).then_some(nanos(policy.slow_nanos)),
+            slow_rate: named(set::SLOW_RATE).then_some(policy.slow_rate),
+            consecutive: named(set::CONSECUTIVE).then_some(policy.consecutive),
+            open_for: named(set::OPEN_FOR).then_some(nanos(policy.open_for_nanos)),
+            open_backoff: named(set::OPEN_BACKOFF)
+                .then_some(f64::from(policy.open_backoff_milli) / 1000.0),
+            open_max: named(set::OPEN_MAX).then_some(nanos(policy.open_max_nanos)),
+            half_open: named(set::HALF_OPEN).then_some(policy.half_open),
+            half_open_lease: named(set::HALF_OPEN_LEASE)
+                .then_some(nanos(policy.half_open_lease_nanos)),
+            recovery: named(set::RECOVERY).then_some(policy.recovery),
+            max_concurrent: named(set::MAX_CONCURRENT).then_some(policy.max_concurrent),
+            stuck_after_recoveries: named(set::STUCK_OPEN).then_some(policy.stuck_reopens),
+            stuck_after: named(set::STUCK_OPEN).then_some(nanos(policy.stuck_open_nanos)),
+        }
     }
 }
 
@@ -530,7 +952,11 @@ impl PolicyError {
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(key) = &self.key {
-            write!(f, "breaker `{key}`: ")?;
+            // A key can come from configuration: repeat a few dozen characters of it at most.
+            let mut chars = key.chars();
+            let head: String = chars.by_ref().take(40).collect();
+            let more = if chars.next().is_some() { "…" } else { "" };
+            write!(f, "breaker `{head}{more}`: ")?;
         }
         write!(
             f,
@@ -618,6 +1044,85 @@ mod tests {
             Policy::new().open_wait_nanos(7),
             10_000_000_000,
             "no backoff by default"
+        );
+    }
+
+    #[test]
+    fn rules_between_fields_are_decided_here_whatever_the_order() {
+        let min_calls = |p: Policy| p.min_calls_len();
+        assert_eq!(min_calls(Policy::new().window(5)), 5);
+        assert_eq!(min_calls(Policy::new().window(5).window(50)), 10);
+        assert_eq!(min_calls(Policy::new().window(5).time_window(SECOND)), 10);
+        assert_eq!(min_calls(Policy::new().min_calls(20).window(10)), 10);
+        assert_eq!(
+            Policy::new()
+                .window(10)
+                .min_calls(20)
+                .validate()
+                .unwrap_err()
+                .field(),
+            "min_calls"
+        );
+        assert!(Policy::new().window(5).validate().is_ok());
+
+        let rate = |p: Policy| p.failure_rate_percent();
+        assert_eq!(rate(Policy::new().consecutive(5)), None);
+        assert_eq!(
+            rate(Policy::new().consecutive(5).failure_rate(40)),
+            Some(40)
+        );
+        assert_eq!(
+            rate(Policy::new().failure_rate(40).consecutive(5)),
+            Some(40)
+        );
+        assert_eq!(
+            rate(Policy::new().failure_rate(50).consecutive(5)),
+            Some(50)
+        );
+        assert_eq!(rate(Policy::new().consecutive(5).consecutive(0)), Some(50));
+        assert!(Policy::new().consecutive(5).validate().is_ok());
+
+        // Equality compares values, not which setters were called.
+        assert_eq!(
+            Policy::new().window(5),
+            Policy::new().window(5).min_calls(5)
+        );
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn zero_durations_set_explicitly_are_invalid() {
+        let field = |p: Policy| p.validate().unwrap_err().field();
+        assert_eq!(field(Policy::new().slow(Duration::ZERO)), "slow");
+        assert_eq!(
+            field(Policy::new().half_open_lease(Duration::ZERO)),
+            "half_open_lease"
+        );
+        assert_eq!(field(Policy::new().open_max(Duration::ZERO)), "open_max");
+        assert_eq!(
+            field(Policy::new().open_max(Duration::from_micros(999))),
+            "open_max"
+        );
+    }
+
+    #[test]
+    fn a_policy_is_the_patch_of_the_fields_it_set() {
+        let declared = Policy::new().window(20).open_for(Duration::from_secs(30));
+        let patched = PolicyPatch::from(Policy::new().failure_rate(30)).apply(declared);
+        assert_eq!(patched, declared.failure_rate(30));
+        assert_eq!(patched.open_duration(), Duration::from_secs(30));
+        assert!(PolicyPatch::from(Policy::new()).is_empty());
+        assert_eq!(
+            PolicyPatch::new()
+                .window(5)
+                .then(PolicyPatch::new().window(8).half_open(2)),
+            PolicyPatch::new().window(8).half_open(2)
+        );
+        // A patched field follows the same rules: a smaller window lowers `min_calls`.
+        assert_eq!(
+            PolicyPatch::new().window(5).apply(declared).min_calls_len(),
+            5
         );
     }
 }

@@ -16,7 +16,7 @@
 //! against the cap, also when a dynamic key created them first. A dynamic key longer than
 //! [`MAX_KEY_LEN`] bytes is stored as a bounded form of itself (see [`MAX_KEY_LEN`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -25,7 +25,8 @@ use crate::breaker::{Breaker, Core, Snapshot};
 use crate::clock::{Clock, ClockSource};
 use crate::error::Key;
 use crate::observe::{Hooks, Transition};
-use crate::policy::{Policy, PolicyError};
+use crate::policy::{Policy, PolicyError, PolicyPatch};
+use crate::state::State;
 
 type Map = papaya::HashMap<Key, Breaker, foldhash::fast::RandomState>;
 
@@ -60,21 +61,69 @@ fn bounded_key(key: &str) -> Option<String> {
     Some(format!("{}#{:016x}", &key[..cut], hasher.finish()))
 }
 
-/// An operator's override for one key: a whole policy, or a patch applied on top of the policy the
-/// code declares.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Override {
-    Whole(Policy),
-    #[cfg(feature = "config")]
-    Patch(crate::config::PolicyPatch),
+type Patches = HashMap<String, PolicyPatch, BuildHasherDefault<DefaultHasher>>;
+
+/// Where an override came from. Each load replaces everything the previous load from the same
+/// source set; the sources apply in this order, a later one winning on the fields it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg(feature = "config")]
+pub(crate) enum Source {
+    /// `load_toml`.
+    File,
+    /// `load_env` / `load_vars`.
+    Env,
 }
 
-impl Override {
-    fn apply(&self, declared: Policy) -> Policy {
-        match self {
-            Override::Whole(policy) => *policy,
-            #[cfg(feature = "config")]
-            Override::Patch(patch) => patch.apply(declared),
+/// Operators' overrides, by source. A breaker runs its declared policy with the file's patch,
+/// then the environment's, then `configure`'s applied on top.
+#[derive(Default, Clone)]
+struct Overrides {
+    file: Patches,
+    env: Patches,
+    configured: Patches,
+}
+
+impl Overrides {
+    fn patch(&self, key: &str) -> PolicyPatch {
+        [&self.file, &self.env, &self.configured]
+            .into_iter()
+            .filter_map(|layer| layer.get(key).copied())
+            .fold(PolicyPatch::new(), PolicyPatch::then)
+    }
+
+    #[cfg(feature = "config")]
+    fn layer_mut(&mut self, source: Source) -> &mut Patches {
+        match source {
+            Source::File => &mut self.file,
+            Source::Env => &mut self.env,
+        }
+    }
+}
+
+/// A configured key that no breaker of the registry declares, with the closest declared names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownKey {
+    /// The configured key.
+    pub key: String,
+    /// Declared keys close to it, best first (empty when none is close).
+    pub closest: Vec<String>,
+}
+
+impl std::fmt::Display for UnknownKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut chars = self.key.chars();
+        let head: String = chars.by_ref().take(40).collect();
+        let more = if chars.next().is_some() { "…" } else { "" };
+        write!(f, "no breaker `{head}{more}` is declared")?;
+        match self.closest.as_slice() {
+            [] => write!(
+                f,
+                "; the override applies if a breaker of that key is created later (a dynamic key or `Registry::breaker`)"
+            ),
+            names => {
+                let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+                write!(f, "; did you mean {}?", names.join(" or "))
+            }
         }
     }
 }
@@ -96,7 +145,10 @@ pub struct Registry {
     clock: ClockSource,
     hooks: OnceLock<Arc<Hooks>>,
     map: OnceLock<Map>,
-    overrides: RwLock<HashMap<String, Override, BuildHasherDefault<DefaultHasher>>>,
+    overrides: RwLock<Overrides>,
+    /// The declared policy of each breaker that runs an overridden one (what a reload patches;
+    /// a breaker not listed runs its declared policy). Written under `write`.
+    declared: RwLock<HashMap<String, Policy, BuildHasherDefault<DefaultHasher>>>,
     /// Serializes creation, eviction and reconfiguration (never taken by calls on known keys).
     write: Mutex<()>,
     dynamic: AtomicUsize,
@@ -123,7 +175,12 @@ impl Registry {
             clock,
             hooks: OnceLock::new(),
             map: OnceLock::new(),
-            overrides: RwLock::new(HashMap::with_hasher(BuildHasherDefault::new())),
+            overrides: RwLock::new(Overrides {
+                file: HashMap::with_hasher(BuildHasherDefault::new()),
+                env: HashMap::with_hasher(BuildHasherDefault::new()),
+                configured: HashMap::with_hasher(BuildHasherDefault::new()),
+            }),
+            declared: RwLock::new(HashMap::with_hasher(BuildHasherDefault::new())),
             write: Mutex::new(()),
             dynamic: AtomicUsize::new(0),
             ring: Mutex::new(VecDeque::new()),
@@ -148,9 +205,19 @@ impl Registry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The breaker registered under `key`, if any call or [`breaker`](Registry::breaker) made it.
-    /// A dynamic key longer than [`MAX_KEY_LEN`] is found by its full text or its bounded form.
+    /// The breaker registered under `key`: made by a call, by [`breaker`](Registry::breaker), or
+    /// declared by a `#[circuit_breaker]` with this literal key and this registry (created here
+    /// before its first call, with the declared policy). A dynamic key longer than
+    /// [`MAX_KEY_LEN`] is found by its full text or its bounded form.
     pub fn get(&self, key: &str) -> Option<Breaker> {
+        if let Some(found) = self.lookup(key) {
+            return Some(found);
+        }
+        let declared = crate::declared::of(self).find(|d| d.key == key)?;
+        Some(self.get_or_insert(key, declared.policy, || Key::from_static(declared.key)))
+    }
+
+    fn lookup(&self, key: &str) -> Option<Breaker> {
         let map = self.map().pin();
         match map.get(key) {
             Some(found) => Some(found.clone()),
@@ -176,19 +243,19 @@ impl Registry {
         policy: Policy,
         make_key: impl FnOnce() -> Key,
     ) -> Breaker {
-        if let Some(existing) = self.get(key)
+        if let Some(existing) = self.lookup(key)
             && existing.core.is_pinned()
         {
-            warn_if_different(&existing, policy);
+            warn_if_different(self, &existing, policy);
             return existing;
         }
         let _write = self.lock();
-        if let Some(existing) = self.get(key) {
+        if let Some(existing) = self.lookup(key) {
             // A breaker a dynamic key made: from now on it is never evicted and leaves the cap.
             if existing.core.claim() {
                 self.dynamic.fetch_sub(1, Ordering::AcqRel);
             }
-            warn_if_different(&existing, policy);
+            warn_if_different(self, &existing, policy);
             return existing;
         }
         let breaker = self.create(make_key(), policy);
@@ -200,14 +267,15 @@ impl Registry {
 
     /// A breaker made under the write lock, with the operator's override applied when valid.
     fn create(&self, key: Key, declared: Policy) -> Breaker {
-        let policy = match self
+        let patch = self
             .overrides
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(key.as_str())
-        {
-            Some(o) => {
-                let wanted = o.apply(declared);
+            .patch(key.as_str());
+        let policy = match patch.is_empty() {
+            true => declared,
+            false => {
+                let wanted = patch.apply(declared);
                 match wanted.validate() {
                     Ok(()) => wanted,
                     Err(error) => {
@@ -223,8 +291,8 @@ impl Registry {
                     }
                 }
             }
-            None => declared,
         };
+        self.set_declared(key.as_str(), declared, &policy);
         Breaker {
             core: Arc::new(Core::new(
                 key,
@@ -265,7 +333,7 @@ impl Registry {
     #[cold]
     fn insert_dynamic(&self, key: &str, policy: Policy) -> Arc<Core> {
         let _write = self.lock();
-        if let Some(found) = self.map().pin().get(key) {
+        if let Some(found) = self.lookup(key) {
             return found.core.current().clone();
         }
         if self.dynamic.load(Ordering::Acquire) >= self.max_keys.load(Ordering::Acquire) {
@@ -332,53 +400,181 @@ impl Registry {
         self.overflow.load(Ordering::Relaxed)
     }
 
-    /// Replaces the policy of `key`, before or after its first use.
+    /// Changes the fields `patch` names in the policy of `key`, before or after its first use;
+    /// every other field keeps its value. A [`Policy`] converts into the patch of the fields it set
+    /// explicitly, so `configure("payment", Policy::new().failure_rate(30))` changes
+    /// `failure_rate` only. Successive calls add up (a later one wins on the fields both name);
+    /// [`unconfigure`](Registry::unconfigure) forgets them.
     ///
-    /// Before: the breaker is created with `policy` instead of the declared one. After: the breaker is
-    /// replaced by one running `policy` that continues its state (closed, open with the same
-    /// deadline, forced open, disabled; half-open becomes open with its wait over, so the next call
-    /// probes); its window starts empty. Call sites pick the new breaker up on their next call.
-    /// An invalid policy is refused with an error naming the key, the field and the allowed range,
-    /// and nothing changes.
-    pub fn configure(&self, key: &str, policy: Policy) -> Result<(), PolicyError> {
-        policy.validate().map_err(|e| e.for_key(key))?;
+    /// The patched policy is validated against the policy the code declares for `key` (and the
+    /// live breaker's) first: an invalid one is refused with an error naming the key, the field
+    /// and the allowed range, and nothing changes. How a live breaker takes the change is
+    /// described in the README ("Operators"): an unchanged policy leaves it untouched; otherwise it
+    /// keeps its state, its calls in flight and, when the window's kind and size are unchanged,
+    /// its window.
+    pub fn configure(&self, key: &str, patch: impl Into<PolicyPatch>) -> Result<(), PolicyError> {
         let _write = self.lock();
-        self.apply_override(key, Override::Whole(policy));
+        let mut next = self.overrides().clone();
+        let merged = next
+            .configured
+            .get(key)
+            .copied()
+            .unwrap_or_default()
+            .then(patch.into());
+        next.configured.insert(key.to_owned(), merged);
+        self.validate_key(&next, key)?;
+        let changed = self.commit(next, [key.to_owned()]);
+        drop(_write);
+        announce(changed);
         Ok(())
     }
 
-    /// Records `value` for `key` and swaps the live breaker (caller holds the write lock).
-    pub(crate) fn apply_override(&self, key: &str, value: Override) {
-        self.overrides
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.to_owned(), value);
-        let map = self.map().pin();
-        if let Some(existing) = map.get(key) {
-            let old = existing.core.current();
-            let policy = value.apply(*old.policy());
-            let next = Arc::new(old.successor_with(policy));
-            if old.retire(next.clone()).is_ok() {
-                map.insert(old.key().clone(), Breaker { core: next });
-            }
+    /// Forgets what [`configure`](Registry::configure) set for `key` (loaded overrides stay).
+    pub fn unconfigure(&self, key: &str) -> Result<(), PolicyError> {
+        let _write = self.lock();
+        let mut next = self.overrides().clone();
+        if next.configured.remove(key).is_none() {
+            return Ok(());
+        }
+        self.validate_key(&next, key)?;
+        let changed = self.commit(next, [key.to_owned()]);
+        drop(_write);
+        announce(changed);
+        Ok(())
+    }
+
+    /// Records the declared policy of `key`'s breaker, which runs `running` (caller holds the
+    /// write lock).
+    fn set_declared(&self, key: &str, declared: Policy, running: &Policy) {
+        let mut all = self.declared.write().unwrap_or_else(|p| p.into_inner());
+        // Equal values with other explicit fields still patch differently: keep those too.
+        if declared == *running && declared.explicit == running.explicit {
+            all.remove(key);
+        } else {
+            all.insert(key.to_owned(), declared);
         }
     }
 
-    /// Validates every override first and applies them only if all are valid.
-    pub(crate) fn apply_overrides(
-        &self,
-        all: Vec<(String, Override)>,
-    ) -> Result<usize, PolicyError> {
-        let _write = self.lock();
-        for (key, value) in &all {
-            let base = self.get(key).map_or(Policy::DEFAULT, |b| b.policy());
-            value.apply(base).validate().map_err(|e| e.for_key(key))?;
+    /// The declared policy of `breaker` (before overrides).
+    fn declared_of(&self, breaker: &Core) -> Policy {
+        self.declared
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(breaker.key().as_str())
+            .copied()
+            .unwrap_or(*breaker.policy())
+    }
+
+    fn overrides(&self) -> std::sync::RwLockReadGuard<'_, Overrides> {
+        self.overrides.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Validates the policy `overrides` give `key` against every policy declared for it: the live
+    /// breaker's, the literal-key sites of this registry, or the default when nothing declares it.
+    fn validate_key(&self, overrides: &Overrides, key: &str) -> Result<(), PolicyError> {
+        let patch = overrides.patch(key);
+        let mut bases: Vec<Policy> = self
+            .lookup(key)
+            .map(|b| self.declared_of(b.core.current()))
+            .into_iter()
+            .collect();
+        bases.extend(
+            crate::declared::of(self)
+                .filter(|d| d.key == key)
+                .map(|d| d.policy),
+        );
+        if bases.is_empty() {
+            bases.push(Policy::DEFAULT);
         }
-        let n = all.len();
-        for (key, value) in all {
-            self.apply_override(&key, value);
+        for base in bases {
+            patch.apply(base).validate().map_err(|e| e.for_key(key))?;
+        }
+        Ok(())
+    }
+
+    /// Installs `next` and brings the live breakers of `keys` to their new policies (caller holds
+    /// the write lock and validated `next`). Returns the replacements and the state each replaced
+    /// breaker was in, for [`announce`] once the lock is released.
+    fn commit(
+        &self,
+        next: Overrides,
+        keys: impl IntoIterator<Item = String>,
+    ) -> Vec<(Arc<Core>, State)> {
+        let mut changed = Vec::new();
+        *self.overrides.write().unwrap_or_else(|p| p.into_inner()) = next;
+        let overrides = self.overrides();
+        let map = self.map().pin();
+        for key in keys {
+            let Some(existing) = map.get(key.as_str()) else {
+                continue;
+            };
+            let old = existing.core.current();
+            let declared = self.declared_of(old);
+            let policy = overrides.patch(&key).apply(declared);
+            if policy == *old.policy() {
+                continue; // unchanged: the breaker and its window stay as they are
+            }
+            self.set_declared(&key, declared, &policy);
+            let before = old.snapshot().state;
+            let next = Arc::new(old.successor_with(policy));
+            if old.retire(next.clone()).is_ok() {
+                map.insert(old.key().clone(), Breaker { core: next.clone() });
+                changed.push((next, before));
+            }
+        }
+        changed
+    }
+
+    /// Replaces every override loaded from `source` with `layer`, after validating each key it
+    /// touches; returns how many keys `layer` configures.
+    #[cfg(feature = "config")]
+    pub(crate) fn load_layer(&self, source: Source, layer: Patches) -> Result<usize, PolicyError> {
+        let _write = self.lock();
+        let mut next = self.overrides().clone();
+        let old = std::mem::replace(next.layer_mut(source), layer);
+        let touched: BTreeSet<String> = old
+            .into_keys()
+            .chain(next.layer_mut(source).keys().cloned())
+            .collect();
+        for key in &touched {
+            self.validate_key(&next, key)?;
+        }
+        let n = next.layer_mut(source).len();
+        let changed = self.commit(next, touched);
+        drop(_write);
+        announce(changed);
+        for unknown in self.unknown_keys() {
+            let key: String = unknown.key.chars().take(40).collect();
+            tracing::warn!(target: "fusebox", key, "{unknown}");
         }
         Ok(n)
+    }
+
+    /// The configured keys (loaded or set with [`configure`](Registry::configure)) that no
+    /// breaker of this registry declares and that no breaker exists for yet, each with the closest
+    /// declared names. Loading warns about each (a `tracing` WARN) rather than failing, because a
+    /// dynamic key or a breaker made with [`breaker`](Registry::breaker) may still claim it.
+    pub fn unknown_keys(&self) -> Vec<UnknownKey> {
+        let declared: BTreeSet<&'static str> = crate::declared::of(self).map(|d| d.key).collect();
+        let overrides = self.overrides();
+        let configured: BTreeSet<&String> = overrides
+            .file
+            .keys()
+            .chain(overrides.env.keys())
+            .chain(overrides.configured.keys())
+            .collect();
+        let map = self.map().pin();
+        configured
+            .into_iter()
+            .filter(|key| !declared.contains(key.as_str()) && !map.contains_key(key.as_str()))
+            .map(|key| UnknownKey {
+                key: key.clone(),
+                closest: crate::declared::closest(key, declared.iter().copied())
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
+            })
+            .collect()
     }
 
     /// Calls `hook` on every state change of every breaker of this registry, present or future.
@@ -395,8 +591,17 @@ impl Registry {
         self.hooks().add(Arc::new(hook));
     }
 
-    /// Snapshots of every breaker, sorted by key.
+    /// Snapshots of every breaker, sorted by key: those already used and every breaker declared
+    /// by a `#[circuit_breaker]` with a literal key and this registry (created here if no call made
+    /// it yet).
     pub fn snapshot(&self) -> Vec<Snapshot> {
+        for declared in crate::declared::of(self) {
+            if self.lookup(declared.key).is_none() {
+                self.get_or_insert(declared.key, declared.policy, || {
+                    Key::from_static(declared.key)
+                });
+            }
+        }
         let mut all: Vec<Snapshot> = self.map().pin().values().map(Breaker::snapshot).collect();
         all.sort_by(|a, b| a.key.cmp(&b.key));
         all
@@ -410,6 +615,14 @@ impl Registry {
     /// True when no breaker exists yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Emits the transitions reconfiguration made, outside the registry's lock (hooks may call into
+/// the registry).
+fn announce(changed: Vec<(Arc<Core>, State)>) {
+    for (core, before) in changed {
+        core.announce_handover(before);
     }
 }
 
@@ -433,8 +646,10 @@ pub(crate) fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy
     }
 }
 
-fn warn_if_different(existing: &Breaker, wanted: Policy) {
-    if existing.policy() != wanted {
+/// Warns when a second declaration of `existing`'s key declares another policy (an operator's
+/// override of the first does not count as a difference).
+fn warn_if_different(registry: &Registry, existing: &Breaker, wanted: Policy) {
+    if registry.declared_of(existing.core.current()) != wanted {
         tracing::warn!(
             target: "fusebox",
             key = existing.key(),

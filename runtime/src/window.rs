@@ -137,6 +137,48 @@ impl Window {
             Window::Time(w) => w.heap_bytes(),
         }
     }
+
+    /// Copies the outcomes of `from`, a window of the same kind and size, into this new window
+    /// (a reconfigured breaker keeps its window). Windows of another shape are left alone.
+    pub(crate) fn copy_from(&self, from: &Window) {
+        let copy32 = |to: &AtomicU32, from: &AtomicU32| {
+            to.store(from.load(Ordering::Acquire), Ordering::Release);
+        };
+        let copy64 = |to: &AtomicU64, from: &AtomicU64| {
+            to.store(from.load(Ordering::Acquire), Ordering::Release);
+        };
+        let ring = |to: &BitRing, from: &BitRing| {
+            for (to, from) in to.bits.iter().zip(from.bits.iter()) {
+                copy64(to, from);
+            }
+            copy32(&to.set, &from.set);
+        };
+        match (self, from) {
+            (Window::Count(to), Window::Count(from)) if to.len == from.len => {
+                copy32(&to.head, &from.head);
+                to.full
+                    .store(from.full.load(Ordering::Acquire), Ordering::Release);
+                ring(&to.failures, &from.failures);
+                if let (Some(to), Some(from)) = (&to.slow, &from.slow) {
+                    ring(to, from);
+                }
+            }
+            (Window::Time(to), Window::Time(from)) if to.slice_nanos == from.slice_nanos => {
+                for (to, from) in to.buckets.iter().zip(from.buckets.iter()) {
+                    copy64(&to.stamp, &from.stamp);
+                    copy32(&to.calls, &from.calls);
+                    copy32(&to.failures, &from.failures);
+                    copy32(&to.slow, &from.slow);
+                }
+                copy64(&to.current, &from.current);
+                copy64(&to.prior_for, &from.prior_for);
+                copy32(&to.prior_calls, &from.prior_calls);
+                copy32(&to.prior_failures, &from.prior_failures);
+                copy32(&to.prior_slow, &from.prior_slow);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A ring of bits with a running count of set bits.
