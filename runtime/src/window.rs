@@ -440,10 +440,11 @@ impl TimeWindow {
         };
         let (calls, failures) = split(tally);
         let prior = self.prior(slice);
+        // Wrapping: a slice's tally itself wraps after 2^32 calls.
         Counts {
-            calls: prior.calls.saturating_add(calls),
-            failures: prior.failures.saturating_add(failures),
-            slow: prior.slow.saturating_add(slow),
+            calls: prior.calls.wrapping_add(calls),
+            failures: prior.failures.wrapping_add(failures),
+            slow: prior.slow.wrapping_add(slow),
         }
     }
 
