@@ -419,7 +419,11 @@ async fn a_timed_out_call_reaches_the_fallback_as_timed_out_and_an_open_circuit_
         ],
         "(cause, backend calls so far)"
     );
-    assert_eq!(CHARGE_HITS.load(Ordering::SeqCst), 2, "the open circuit spared the backend");
+    assert_eq!(
+        CHARGE_HITS.load(Ordering::SeqCst),
+        2,
+        "the open circuit spared the backend"
+    );
 }
 
 fake_registry!(RETRIED_CLOCK, RETRIED);
@@ -433,7 +437,11 @@ async fn charge_retried(amount: u32) -> Result<u32, ApiError> {
 }
 
 async fn charge_retried_later(amount: u32, cause: Cause<ApiError>) -> Result<u32, ApiError> {
-    seen_by_fallback("charge-retried", &cause, RETRIED_HITS.load(Ordering::SeqCst));
+    seen_by_fallback(
+        "charge-retried",
+        &cause,
+        RETRIED_HITS.load(Ordering::SeqCst),
+    );
     Ok(amount)
 }
 
@@ -467,7 +475,11 @@ async fn refused_retry() -> Result<u32, ApiError> {
 }
 
 async fn refused_retry_later(cause: Cause<ApiError>) -> Result<u32, ApiError> {
-    seen_by_fallback("refused-retry", &cause, FAILED_FIRST_HITS.load(Ordering::SeqCst));
+    seen_by_fallback(
+        "refused-retry",
+        &cause,
+        FAILED_FIRST_HITS.load(Ordering::SeqCst),
+    );
     Ok(0)
 }
 

@@ -358,9 +358,15 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Cause::<Mine>::from_error(timed_out.clone()).into_error(), Mine::Timeout);
+        assert_eq!(
+            Cause::<Mine>::from_error(timed_out.clone()).into_error(),
+            Mine::Timeout
+        );
         let open = Error::new(Key::from_static("payment"), Reason::Open, None);
-        assert_eq!(Cause::<Mine>::from_error(open).into_error(), Mine::Unavailable);
+        assert_eq!(
+            Cause::<Mine>::from_error(open).into_error(),
+            Mine::Unavailable
+        );
 
         for reason in [
             Reason::Open,

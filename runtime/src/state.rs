@@ -261,7 +261,12 @@ impl Word {
 
     /// Half-open: true when the probes were armed at least `lease` ago (`time_ms` as for
     /// [`open_remaining`](Word::open_remaining); a stale word counts as expired).
-    pub(crate) fn lease_expired(self, now_nanos: u64, lease_nanos: u64, time_ms: Option<u64>) -> bool {
+    pub(crate) fn lease_expired(
+        self,
+        now_nanos: u64,
+        lease_nanos: u64,
+        time_ms: Option<u64>,
+    ) -> bool {
         match time_ms {
             Some(armed_ms) => {
                 (now_nanos / NANOS_PER_MS)
@@ -293,7 +298,8 @@ impl TimeStamp {
 
     /// Copies another breaker's stamp (a successor continuing its state).
     pub(crate) fn copy_from(&self, other: &TimeStamp) {
-        self.0.store(other.0.load(Ordering::Acquire), Ordering::Release);
+        self.0
+            .store(other.0.load(Ordering::Acquire), Ordering::Release);
     }
 
     /// The full-width time of `word` (read from the state just before): the stamp when it matches
@@ -394,9 +400,21 @@ mod tests {
         let day = 86_400_000 * MS;
         let wrap = (1u64 << TIME_BITS) * MS;
         let open = Word::INITIAL.to_open(day, 30_000 * MS);
-        for idle in [398 * day, 500 * day, 795 * day, 2_000 * day, wrap, wrap - 30_000 * MS, 2 * wrap] {
+        for idle in [
+            398 * day,
+            500 * day,
+            795 * day,
+            2_000 * day,
+            wrap,
+            wrap - 30_000 * MS,
+            2 * wrap,
+        ] {
             let now = day + idle;
-            assert_eq!(open.open_remaining(now, full(open, day, now)), Duration::ZERO, "idle {idle}");
+            assert_eq!(
+                open.open_remaining(now, full(open, day, now)),
+                Duration::ZERO,
+                "idle {idle}"
+            );
         }
         let half = Word::INITIAL.to_half_open(day);
         for idle in [398 * day, 795 * day, wrap, 2 * wrap + MS] {

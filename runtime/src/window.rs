@@ -84,12 +84,10 @@ impl Window {
     pub(crate) fn new(policy: &Policy) -> Self {
         match policy.window {
             WindowKind::Count(n) => Window::Count(CountWindow::new(n, policy.slow_nanos != 0)),
-            WindowKind::Time(span) => {
-                Window::Time(TimeWindow::new(
-                    crate::clock::duration_to_nanos(span),
-                    policy.slow_nanos != 0,
-                ))
-            }
+            WindowKind::Time(span) => Window::Time(TimeWindow::new(
+                crate::clock::duration_to_nanos(span),
+                policy.slow_nanos != 0,
+            )),
         }
     }
 
@@ -424,7 +422,10 @@ impl TimeWindow {
             self.rotate(bucket, stamp, slice);
         }
         let add = tally_of(sample.failure);
-        let mut tally = bucket.tally.fetch_add(add, Ordering::AcqRel).wrapping_add(add);
+        let mut tally = bucket
+            .tally
+            .fetch_add(add, Ordering::AcqRel)
+            .wrapping_add(add);
         let slow = if self.track_slow {
             let slow = if sample.slow {
                 bucket.slow.fetch_add(1, Ordering::AcqRel) + 1

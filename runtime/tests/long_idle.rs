@@ -39,7 +39,11 @@ fn an_open_circuit_idle_for_any_time_admits_a_probe() {
         breaker.try_acquire().unwrap().failure();
         assert_eq!(breaker.state(), State::Open);
         clock.advance(idle);
-        assert_eq!(breaker.snapshot().retry_after, Some(Duration::ZERO), "idle {idle:?}");
+        assert_eq!(
+            breaker.snapshot().retry_after,
+            Some(Duration::ZERO),
+            "idle {idle:?}"
+        );
         let probe = breaker
             .try_acquire()
             .unwrap_or_else(|e| panic!("idle {idle:?}: refused: {e}"));
@@ -61,7 +65,11 @@ fn a_reopened_circuit_after_a_long_idle_waits_its_own_wait_again() {
         assert_eq!(breaker.state(), State::Open);
         let refused = breaker.try_acquire().unwrap_err();
         assert_eq!(refused.reason(), Reason::Open);
-        assert_eq!(breaker.snapshot().retry_after, Some(OPEN_FOR), "idle {idle:?}");
+        assert_eq!(
+            breaker.snapshot().retry_after,
+            Some(OPEN_FOR),
+            "idle {idle:?}"
+        );
         clock.advance(OPEN_FOR);
         assert!(breaker.try_acquire().unwrap().is_probe(), "idle {idle:?}");
     }

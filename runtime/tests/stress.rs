@@ -331,7 +331,10 @@ fn a_time_window_never_opens_below_its_threshold_under_concurrency() {
         .min_calls(3)
         .failure_rate(60);
     let (opened, runs) = opened_below_threshold(policy);
-    assert_eq!(opened, 0, "opened in {opened} of {runs} runs at a 50 % failure rate");
+    assert_eq!(
+        opened, 0,
+        "opened in {opened} of {runs} runs at a 50 % failure rate"
+    );
 }
 
 #[test]
@@ -339,5 +342,8 @@ fn a_count_window_never_opens_below_its_threshold_under_concurrency() {
     // `min_calls` below the window: the success that brings the window to it judges the counts.
     let policy = Policy::new().window(2_000).min_calls(1).failure_rate(60);
     let (opened, runs) = opened_below_threshold(policy);
-    assert_eq!(opened, 0, "opened in {opened} of {runs} runs at a 50 % failure rate");
+    assert_eq!(
+        opened, 0,
+        "opened in {opened} of {runs} runs at a 50 % failure rate"
+    );
 }
