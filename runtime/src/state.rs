@@ -23,7 +23,9 @@
 
 use std::time::Duration;
 
-use crate::sync::{AtomicU64, Ordering};
+// `std`'s atomic even under loom: the stamp is a hint checked against the word (a stale or early
+// reading falls back to the field), so it adds no interleaving worth exploring.
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The state of a circuit as seen by callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
