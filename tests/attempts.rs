@@ -48,6 +48,7 @@ async fn a_backend_slower_than_timeout_trips_the_breaker_and_callers_get_timed_o
         let started = Instant::now();
         let error = refusal(slow_backend().await);
         assert_eq!(error.reason(), Reason::TimedOut, "call {n}");
+        assert!(!error.is_refusal(), "call {n} went out");
         assert_eq!(error.key(), "slow-backend");
         assert_eq!(
             started.elapsed(),
@@ -70,7 +71,9 @@ async fn a_backend_slower_than_timeout_trips_the_breaker_and_callers_get_timed_o
         "three timed-out calls count as three failures"
     );
     let started = Instant::now();
-    assert_eq!(refusal(slow_backend().await).reason(), Reason::Open);
+    let refused = refusal(slow_backend().await);
+    assert_eq!(refused.reason(), Reason::Open);
+    assert!(refused.is_refusal(), "never sent");
     assert_eq!(started.elapsed(), Duration::ZERO, "refused at once");
     assert_eq!(
         SLOW_CALLS.load(Ordering::SeqCst),
@@ -322,6 +325,7 @@ async fn cached_quote(
 ) -> Result<String, ApiError> {
     let seen = match &cause {
         Cause::Rejected(error) => format!("rejected {:?}", error.reason()),
+        Cause::TimedOut(error) => format!("timed out {:?}", error.reason()),
         Cause::Failed(error) => format!("failed {error:?}"),
     };
     CAUSES.lock().unwrap().push(seen);
@@ -347,8 +351,149 @@ async fn the_fallback_gets_its_arguments_and_the_cause_of_the_last_attempt() {
     );
     assert_eq!(
         *CAUSES.lock().unwrap(),
-        ["rejected TimedOut", "failed Connect(503)"]
+        ["timed out TimedOut", "failed Connect(503)"]
     );
     let snapshot = FALLBACK.get("quotes").unwrap().snapshot();
     assert_eq!((snapshot.calls, snapshot.failures), (5, 4));
+}
+
+// ---------------------------------------------------------------- a timeout is not a refusal
+
+/// What a fallback saw, and how many times the backend had been called by then.
+static SEEN: LazyLock<Mutex<Vec<(String, u32)>>> = LazyLock::new(|| Mutex::new(Vec::new()));
+
+fn seen_by_fallback(key: &str, cause: &Cause<ApiError>, hits: u32) {
+    let seen = match cause {
+        // The backend was never called: the only cause a fallback may safely re-queue.
+        Cause::Rejected(error) => format!("{key}: rejected {:?}", error.reason()),
+        // The call went out; its result is unknown.
+        Cause::TimedOut(error) => format!("{key}: timed out {:?}", error.reason()),
+        Cause::Failed(error) => format!("{key}: failed {error:?}"),
+    };
+    SEEN.lock().unwrap().push((seen, hits));
+}
+
+fn seen(key: &str) -> Vec<(String, u32)> {
+    SEEN.lock()
+        .unwrap()
+        .iter()
+        .filter(|(s, _)| s.starts_with(key))
+        .cloned()
+        .collect()
+}
+
+fake_registry!(CHARGE_CLOCK, CHARGE);
+static CHARGE_HITS: AtomicU32 = AtomicU32::new(0);
+
+#[circuit_breaker(key = "charge", registry = CHARGE, window = 2, min_calls = 2, failure_rate = 100, open_for = "30s", timeout = "300ms", failure = [Timeout, Connect], fallback = charge_later)]
+async fn charge(_amount: u32) -> Result<u32, ApiError> {
+    CHARGE_HITS.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(5)).await; // the backend is slow: every call times out
+    Ok(1)
+}
+
+/// Queues what was never sent (`Ok(0)`); a timed-out charge may have gone through and is not queued.
+async fn charge_later(_amount: u32, cause: Cause<ApiError>) -> Result<u32, ApiError> {
+    seen_by_fallback("charge", &cause, CHARGE_HITS.load(Ordering::SeqCst));
+    match cause {
+        Cause::Rejected(_) => Ok(0),
+        cause => Err(cause.into_error()),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_call_reaches_the_fallback_as_timed_out_and_an_open_circuit_as_rejected() {
+    for _ in 0..2 {
+        let error = charge(7).await.unwrap_err().refusal().cloned().unwrap();
+        assert_eq!(error.reason(), Reason::TimedOut);
+        assert!(!error.is_refusal(), "the call went out");
+    }
+    assert_eq!(CHARGE.get("charge").unwrap().state(), State::Open);
+    assert_eq!(charge(7).await.unwrap(), 0, "refused: queued");
+    assert_eq!(
+        seen("charge"),
+        [
+            ("charge: timed out TimedOut".to_owned(), 1),
+            ("charge: timed out TimedOut".to_owned(), 2),
+            ("charge: rejected Open".to_owned(), 2),
+        ],
+        "(cause, backend calls so far)"
+    );
+    assert_eq!(
+        CHARGE_HITS.load(Ordering::SeqCst),
+        2,
+        "the open circuit spared the backend"
+    );
+}
+
+fake_registry!(RETRIED_CLOCK, RETRIED);
+static RETRIED_HITS: AtomicU32 = AtomicU32::new(0);
+
+#[circuit_breaker(key = "charge-retried", registry = RETRIED, window = 4, min_calls = 4, failure_rate = 100, open_for = "30s", timeout = "300ms", retry = 3, failure = [Timeout, Connect], fallback = charge_retried_later)]
+async fn charge_retried(amount: u32) -> Result<u32, ApiError> {
+    RETRIED_HITS.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    Ok(amount)
+}
+
+async fn charge_retried_later(amount: u32, cause: Cause<ApiError>) -> Result<u32, ApiError> {
+    seen_by_fallback(
+        "charge-retried",
+        &cause,
+        RETRIED_HITS.load(Ordering::SeqCst),
+    );
+    Ok(amount)
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_retry_a_timeout_stays_a_timeout_even_when_the_retry_is_refused() {
+    // Three attempts, all timed out.
+    charge_retried(1).await.unwrap();
+    // One attempt times out and trips the circuit (4 failures of 4); the retry is refused, but
+    // the first attempt went out: the fallback must not hear "never called".
+    charge_retried(2).await.unwrap();
+    // Now open: refused before any attempt.
+    charge_retried(3).await.unwrap();
+    assert_eq!(
+        seen("charge-retried"),
+        [
+            ("charge-retried: timed out TimedOut".to_owned(), 3),
+            ("charge-retried: timed out TimedOut".to_owned(), 4),
+            ("charge-retried: rejected Open".to_owned(), 4),
+        ],
+        "(cause, backend calls so far)"
+    );
+}
+
+fake_registry!(FAILED_FIRST_CLOCK, FAILED_FIRST);
+static FAILED_FIRST_HITS: AtomicU32 = AtomicU32::new(0);
+
+#[circuit_breaker(key = "refused-retry", registry = FAILED_FIRST, window = 1, min_calls = 1, failure_rate = 100, retry = 3, failure = [Connect], fallback = refused_retry_later)]
+async fn refused_retry() -> Result<u32, ApiError> {
+    FAILED_FIRST_HITS.fetch_add(1, Ordering::SeqCst);
+    Err(ApiError::Connect(503))
+}
+
+async fn refused_retry_later(cause: Cause<ApiError>) -> Result<u32, ApiError> {
+    seen_by_fallback(
+        "refused-retry",
+        &cause,
+        FAILED_FIRST_HITS.load(Ordering::SeqCst),
+    );
+    Ok(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_refused_after_a_counted_failure_is_rejected() {
+    // The first attempt fails (its result is known) and trips the circuit; the retry is refused.
+    refused_retry().await.unwrap();
+    refused_retry().await.unwrap();
+    assert_eq!(
+        seen("refused-retry"),
+        [
+            ("refused-retry: rejected Open".to_owned(), 1),
+            ("refused-retry: rejected Open".to_owned(), 1),
+        ],
+        "(cause, backend calls so far)"
+    );
 }

@@ -340,6 +340,7 @@ async fn queue_payment(
 ) -> Result<String, ApiError> {
     let why = match &cause {
         Cause::Rejected(e) => format!("rejected:{}:{:?}", e.key(), e.reason()),
+        Cause::TimedOut(e) => format!("timed out:{}", e.key()),
         Cause::Failed(e) => format!("failed:{e:?}"),
     };
     FALLBACK_CAUSES.lock().unwrap().push(why);

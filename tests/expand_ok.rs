@@ -233,6 +233,7 @@ impl Client {
             Cause::Failed(ApiError::Timeout) => Ok(1000 + id + self.calls),
             Cause::Failed(other) => Err(other),
             Cause::Rejected(_) => Ok(2000 + id + self.calls),
+            Cause::TimedOut(error) => Err(error.into()),
         }
     }
 
@@ -354,6 +355,7 @@ async fn degrade(label: String, kind: Kind, cause: Cause<ApiError>) -> ApiResult
     match cause {
         Cause::Failed(error) => Ok(format!("{label}: failed {error:?} on {kind:?}")),
         Cause::Rejected(error) => Ok(format!("{label}: refused by {}", error.key())),
+        Cause::TimedOut(error) => Ok(format!("{label}: timed out in {}", error.key())),
     }
 }
 
@@ -448,6 +450,7 @@ fn per_host_fallback(prefix: &str, _kind: Kind, cause: Cause<ApiError>) -> ApiRe
             assert_eq!(refused.key(), format!("{prefix}-sync"));
             Ok(0)
         }
+        Cause::TimedOut(error) => Err(error.into()),
         Cause::Failed(error) => Err(error),
     }
 }

@@ -656,7 +656,7 @@ struct Attempt<'a> {
 /// match settled {
 ///     Settled::Done(result) => result,
 ///     Settled::Failed(error) => Err(error),                   // or fallback(…, Cause::Failed(error))
-///     Settled::Refused(refused) => Err(reject(refused)),      // or fallback(…, Cause::Rejected(refused))
+///     Settled::Refused(refused) => Err(reject(refused)),      // or fallback(…, Cause::from_error(refused))
 /// }
 /// ```
 ///
@@ -676,7 +676,8 @@ struct Attempt<'a> {
 /// it is an `async` block whose output is pinned to the function's return type.
 ///
 /// A timed-out attempt arrives as `Settled::Refused` with reason `TimedOut`, so it reaches the
-/// caller through `From<fusebox::Error>` or the fallback's `Cause::Rejected`.
+/// caller through `From<fusebox::Error>` or, by `Cause::from_error`, as the fallback's
+/// `Cause::TimedOut` (never `Cause::Rejected`, which means the backend was never called).
 fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStream {
     let Names {
         private,
@@ -793,7 +794,7 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
         ),
         Some(fallback) => (
             fallback_call(fallback, params, true, names, quote!(Failed(#error))),
-            fallback_call(fallback, params, true, names, quote!(Rejected(#refused))),
+            fallback_call(fallback, params, true, names, quote!(from_error(#refused))),
         ),
     };
     let alias = (names.error_path.is_none() && uses_alias(args.failure.as_ref())).then(|| {

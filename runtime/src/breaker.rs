@@ -15,7 +15,7 @@ use crate::clock::ClockSource;
 use crate::error::{Error, Key, Reason};
 use crate::observe::{Hooks, Transition, Trigger};
 use crate::policy::{Policy, Recovery};
-use crate::state::{State, Word};
+use crate::state::{State, TimeStamp, Word};
 use crate::window::{Counts, Sample, Window};
 
 /// Refusals since creation, and calls in flight (kept only with `max_concurrent`).
@@ -80,6 +80,8 @@ pub(crate) struct Core {
     clock: ClockSource,
     hooks: Arc<Hooks>,
     state: AtomicU64,
+    /// The full-width time of `state`'s open deadline or half-open arming (written on transitions).
+    time: TimeStamp,
     /// Written by every recorded call: kept off the cache line of `state`, which every call reads.
     window: Padded<Window>,
     /// Counted failures in a row (only kept when `consecutive` is set).
@@ -150,6 +152,7 @@ impl Core {
             clock,
             hooks,
             state: AtomicU64::new(Word::INITIAL.0),
+            time: TimeStamp::new(),
             window: Padded(Window::new(&policy)),
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),
@@ -206,6 +209,11 @@ impl Core {
                 .store(self.phase.load(Ordering::Acquire), Ordering::Release);
             next.phase_seq
                 .store(self.phase_seq.load(Ordering::Acquire), Ordering::Release);
+        }
+        if carried == word {
+            next.time.copy_from(&self.time);
+        } else {
+            next.time.set(carried, self.now());
         }
         next.state.store(carried.0, Ordering::Release);
         next.metrics_only
@@ -300,7 +308,12 @@ impl Core {
         let word = self.load();
         match word.state() {
             State::Closed => !self.used.swap(false, Ordering::AcqRel),
-            State::Open => word.open_remaining_nanos(self.now()) == 0,
+            State::Open => {
+                // A stale word (`None`) changed under us: not evictable this time.
+                let now = self.now();
+                self.time_of(word, now)
+                    .is_some_and(|t| word.open_remaining_nanos(now, Some(t)) == 0)
+            }
             _ => false,
         }
     }
@@ -314,8 +327,17 @@ impl Core {
     fn cas(&self, current: Word, new: Word) -> Result<(), Word> {
         self.state
             .compare_exchange(current.0, new.0, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-            .map_err(Word)
+            .map_err(Word)?;
+        if !new.same_epoch(current) {
+            self.time.set(new, self.now());
+        }
+        Ok(())
+    }
+
+    /// The full-width time of `word`'s field (`None` when `word` is no longer the state).
+    #[inline]
+    fn time_of(&self, word: Word, now: u64) -> Option<u64> {
+        self.time.time_of(word, now, || self.load())
     }
 
     #[inline]
@@ -358,7 +380,8 @@ impl Core {
         // The other common case: an open circuit whose wait is not over refuses without leaving
         // this function (one clock read, one counter).
         if self.plain && word.is_open() {
-            let remaining = word.open_remaining_nanos(self.now());
+            let now = self.now();
+            let remaining = word.open_remaining_nanos(now, self.time_of(word, now));
             if remaining != 0 && !self.metrics_only.load(Ordering::Relaxed) {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
                 #[cfg(feature = "metrics")]
@@ -456,7 +479,7 @@ impl Core {
                 State::ForcedOpen => return self.refuse(Reason::ForcedOpen, NO_WAIT),
                 State::Open => {
                     let now = self.now();
-                    let remaining = word.open_remaining_nanos(now);
+                    let remaining = word.open_remaining_nanos(now, self.time_of(word, now));
                     if remaining != 0 {
                         return self.refuse(Reason::Open, remaining);
                     }
@@ -480,7 +503,8 @@ impl Core {
                     }
                     Recovery::Probes => {
                         let now = self.now();
-                        if !word.lease_expired(now, self.policy.lease_nanos()) {
+                        let armed = self.time_of(word, now);
+                        if !word.lease_expired(now, self.policy.lease_nanos(), armed) {
                             return self.refuse(Reason::HalfOpenFull, NO_WAIT);
                         }
                         // The probes never reported within their lease: re-arm.
@@ -932,7 +956,8 @@ impl Core {
             slow_rate: counts.slow_rate(),
             consecutive_failures: self.run.load(Ordering::Acquire),
             rejected: self.counters.rejected.load(Ordering::Relaxed),
-            retry_after: (state == State::Open).then(|| word.open_remaining(now)),
+            retry_after: (state == State::Open)
+                .then(|| word.open_remaining(now, self.time_of(word, now))),
             probes_in_flight: match (state, self.policy.recovery) {
                 (State::HalfOpen, Recovery::Probes) => word.issued().saturating_sub(word.passed()),
                 _ => 0,

@@ -102,7 +102,8 @@ pub enum Reason {
     ForcedOpen,
     /// The per-key concurrency limit is reached.
     BulkheadFull,
-    /// The call took longer than its timeout.
+    /// The call took longer than its timeout (`timeout = "…"`, after every retry). Unlike every
+    /// other reason, the backend **was** called: the call went out and its result is unknown.
     TimedOut,
 }
 
@@ -119,10 +120,12 @@ impl fmt::Display for Reason {
     }
 }
 
-/// A call that the breaker refused (or, for [`Reason::TimedOut`], abandoned).
+/// A call that the breaker refused, or (for [`Reason::TimedOut`]) abandoned after it went out.
 ///
-/// The function's error type receives it through `From<fusebox::Error>`, or the fallback receives
-/// it as [`Cause::Rejected`]. It never allocates: building one on the rejection path is free.
+/// The function's error type receives it through `From<fusebox::Error>`; a fallback receives it as
+/// [`Cause::Rejected`] (refused: the backend was never called) or [`Cause::TimedOut`] (the call went
+/// out and its result is unknown). Without a fallback, [`Error::is_refusal`] makes the same
+/// distinction. It never allocates: building one on the rejection path is free.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Error {
     key: Key,
@@ -152,6 +155,13 @@ impl Error {
     /// When the circuit is open: how long until it admits a probe. `None` otherwise.
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
+    }
+
+    /// True when the breaker refused the call before it started: the backend was never called, so
+    /// queueing the call or sending it elsewhere cannot do the work twice. False only for
+    /// [`Reason::TimedOut`], where the call went out and may have done its work.
+    pub fn is_refusal(&self) -> bool {
+        self.reason != Reason::TimedOut
     }
 
     /// True when the call never reached the backend because the circuit is open or probing.
@@ -188,24 +198,62 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Why a fallback runs: the breaker refused the call, or the call failed with a counted failure.
+/// Why a fallback runs: the breaker refused the call, the call timed out, or it failed with a
+/// counted failure.
 ///
 /// A fallback takes the function's own parameters followed by a `Cause<E>`, where `E` is the
 /// function's error type. Errors that do not count as failures never reach the fallback.
+///
+/// The variants say what the backend saw, which decides what the fallback may safely do:
+///
+/// | variant | backend called? | result |
+/// |---|---|---|
+/// | [`Rejected`](Cause::Rejected) | no (with `retry`: no attempt whose result is unknown) | nothing happened: safe to queue or send elsewhere |
+/// | [`TimedOut`](Cause::TimedOut) | yes | unknown: the work may have been done |
+/// | [`Failed`](Cause::Failed) | yes | the last attempt failed with a counted failure |
+///
+/// The enum is deliberately exhaustive, so a `match` that forgets the timed-out case does not
+/// compile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cause<E> {
-    /// The call was refused before it started (the backend was not called).
+    /// The breaker refused the call before it started (open, half-open full, recovering, forced
+    /// open, bulkhead full): the backend was never called. With `retry`, the breaker refused the
+    /// first attempt, or refused a retry after attempts that failed with counted failures (whose
+    /// results are known); never after a timed-out attempt.
     Rejected(Error),
-    /// The call ran and failed with an error classified as a failure.
+    /// The call went out and ran out of time (`timeout`; with `retry`, the last attempt timed out,
+    /// or a retry was refused after one did): the backend was called and its result is unknown.
+    /// The error's reason is [`Reason::TimedOut`].
+    TimedOut(Error),
+    /// The call ran and failed with an error classified as a failure (with `retry`, the last
+    /// attempt's error; earlier attempts ran too, and one of them may have timed out).
     Failed(E),
 }
 
 impl<E> Cause<E> {
-    /// The refusal, when the call was refused.
+    /// The cause of a fusebox [`Error`]: [`Cause::TimedOut`] for [`Reason::TimedOut`],
+    /// [`Cause::Rejected`] for every refusal.
+    pub fn from_error(error: Error) -> Self {
+        if error.is_refusal() {
+            Cause::Rejected(error)
+        } else {
+            Cause::TimedOut(error)
+        }
+    }
+
+    /// The refusal, when the breaker refused the call (the backend was never called).
     pub fn rejected(&self) -> Option<&Error> {
         match self {
             Cause::Rejected(e) => Some(e),
-            Cause::Failed(_) => None,
+            Cause::TimedOut(_) | Cause::Failed(_) => None,
+        }
+    }
+
+    /// The timeout, when the call went out and ran out of time (its result is unknown).
+    pub fn timed_out(&self) -> Option<&Error> {
+        match self {
+            Cause::TimedOut(e) => Some(e),
+            Cause::Rejected(_) | Cause::Failed(_) => None,
         }
     }
 
@@ -213,17 +261,24 @@ impl<E> Cause<E> {
     pub fn failed(&self) -> Option<&E> {
         match self {
             Cause::Failed(e) => Some(e),
-            Cause::Rejected(_) => None,
+            Cause::Rejected(_) | Cause::TimedOut(_) => None,
         }
     }
 
-    /// Turns the cause back into the function's error, using `From<fusebox::Error>` for refusals.
+    /// True when the backend was called ([`TimedOut`](Cause::TimedOut) or
+    /// [`Failed`](Cause::Failed)); false only for [`Rejected`](Cause::Rejected).
+    pub fn went_out(&self) -> bool {
+        !matches!(self, Cause::Rejected(_))
+    }
+
+    /// Turns the cause back into the function's error, using `From<fusebox::Error>` for refusals
+    /// and timeouts (whose [`Error::reason`] tells them apart).
     pub fn into_error(self) -> E
     where
         E: From<Error>,
     {
         match self {
-            Cause::Rejected(e) => E::from(e),
+            Cause::Rejected(e) | Cause::TimedOut(e) => E::from(e),
             Cause::Failed(e) => e,
         }
     }
@@ -232,7 +287,7 @@ impl<E> Cause<E> {
 impl<E: fmt::Display> fmt::Display for Cause<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Cause::Rejected(e) => fmt::Display::fmt(e, f),
+            Cause::Rejected(e) | Cause::TimedOut(e) => fmt::Display::fmt(e, f),
             Cause::Failed(e) => write!(f, "call failed: {e}"),
         }
     }
@@ -275,6 +330,56 @@ mod tests {
     fn cause_accessors() {
         let c: Cause<u8> = Cause::Failed(3);
         assert_eq!(c.failed(), Some(&3));
-        assert!(c.rejected().is_none());
+        assert!(c.rejected().is_none() && c.timed_out().is_none() && c.went_out());
+        assert_eq!(c.to_string(), "call failed: 3");
+    }
+
+    #[test]
+    fn a_timeout_is_a_cause_of_its_own() {
+        let timed_out = Error::new(Key::from_static("payment"), Reason::TimedOut, None);
+        assert!(!timed_out.is_refusal());
+        let c: Cause<String> = Cause::from_error(timed_out.clone());
+        assert_eq!(c, Cause::TimedOut(timed_out.clone()));
+        assert_eq!(c.timed_out(), Some(&timed_out));
+        assert!(c.rejected().is_none() && c.failed().is_none() && c.went_out());
+        assert_eq!(c.to_string(), "call through circuit `payment` timed out");
+        /// A user's error enum with its own timeout variant.
+        #[derive(Debug, PartialEq)]
+        enum Mine {
+            Timeout,
+            Unavailable,
+        }
+        impl From<Error> for Mine {
+            fn from(e: Error) -> Self {
+                if e.reason() == Reason::TimedOut {
+                    Mine::Timeout
+                } else {
+                    Mine::Unavailable
+                }
+            }
+        }
+        assert_eq!(
+            Cause::<Mine>::from_error(timed_out.clone()).into_error(),
+            Mine::Timeout
+        );
+        let open = Error::new(Key::from_static("payment"), Reason::Open, None);
+        assert_eq!(
+            Cause::<Mine>::from_error(open).into_error(),
+            Mine::Unavailable
+        );
+
+        for reason in [
+            Reason::Open,
+            Reason::HalfOpenFull,
+            Reason::Recovering,
+            Reason::ForcedOpen,
+            Reason::BulkheadFull,
+        ] {
+            let refused = Error::new(Key::from_static("payment"), reason, None);
+            assert!(refused.is_refusal(), "{reason:?}");
+            let c: Cause<String> = Cause::from_error(refused.clone());
+            assert_eq!(c.rejected(), Some(&refused));
+            assert!(c.timed_out().is_none() && !c.went_out());
+        }
     }
 }

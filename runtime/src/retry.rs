@@ -3,6 +3,10 @@
 //! Order per attempt: bulkhead → breaker → timeout → call, inside the retry loop. Every attempt
 //! asks the breaker for admission and is reported on its own. No retry follows a refusal (the circuit
 //! is open, half-open full or the bulkhead is full) or an error that is not a counted failure.
+//!
+//! A timeout is never reported as a refusal: when a retry is refused after an attempt timed out,
+//! the call ends with that timeout (the backend was called, its result is unknown). A retry refused
+//! after counted failures ends with the refusal: no attempt's result is unknown.
 
 use std::future::Future;
 use std::time::Duration;
@@ -43,7 +47,10 @@ pub enum Settled<T, E> {
     Done(Result<T, E>),
     /// The last attempt failed with a counted failure.
     Failed(E),
-    /// The breaker refused an attempt, or the last attempt timed out.
+    /// The breaker refused an attempt (a reason other than `TimedOut`: no attempt's result is
+    /// unknown), or an attempt timed out and no later attempt succeeded (reason `TimedOut`: the
+    /// call went out). `Cause::from_error` makes it the fallback's `Cause::Rejected` or
+    /// `Cause::TimedOut`.
     Refused(Error),
 }
 
@@ -75,11 +82,15 @@ where
     let mut rng = fastrand::Rng::new();
     let attempts = cfg.retry.max(1);
     let mut n = 0;
+    // The timeout of an earlier attempt, if one timed out.
+    let mut timed_out: Option<Error> = None;
     loop {
         n += 1;
         let permit = match admit() {
             Ok(permit) => permit,
-            Err(refused) => return Settled::Refused(refused),
+            // A retry refused after a timed-out attempt: that attempt went out, so the call ends
+            // as timed out, never as refused.
+            Err(refused) => return Settled::Refused(timed_out.unwrap_or(refused)),
         };
         let result = match cfg.timeout {
             Some(limit) => tokio::time::timeout(limit, attempt()).await.ok(),
@@ -100,9 +111,10 @@ where
                 return Settled::Done(Err(error));
             }
             None => {
-                let timed_out = Error::new(permit.key(), Reason::TimedOut, None);
+                let error = Error::new(permit.key(), Reason::TimedOut, None);
                 permit.failure();
-                Settled::Refused(timed_out)
+                timed_out = Some(error.clone());
+                Settled::Refused(error)
             }
         };
         if n >= attempts {

@@ -11,11 +11,21 @@
 //! | 28..64 | time     | open: deadline; half-open: when probing was armed (ms, wraps)  |
 //!
 //! A permit remembers the word it was issued under; a report whose mode or generation no longer
-//! matches is stale and changes nothing, so a late result from an older state is harmless. Times are
-//! milliseconds modulo 2^36 (about 2.2 years) compared with wrapping arithmetic, which is exact for
-//! waits shorter than half that range; policies cap waits at one day.
+//! matches is stale and changes nothing, so a late result from an older state is harmless.
+//!
+//! The word's time is milliseconds modulo 2^36 (about 795 days). Beside the word, a [`TimeStamp`]
+//! keeps the same time at full width, written right after each transition that sets a time; a reader
+//! takes the full time from it when its low bits match the word's field, so a circuit left open or
+//! half-open for any length of time (a year, ten years) is judged by its true deadline. Only in the
+//! instant between a transition and its stamp does a reader rebuild the time from the field, as the
+//! time nearest to `now`: exact there, since the field was just set from `now` (policies cap waits at
+//! one day).
 
 use std::time::Duration;
+
+// `std`'s atomic even under loom: the stamp is a hint checked against the word (a stale or early
+// reading falls back to the field), so it adds no interleaving worth exploring.
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The state of a circuit as seen by callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -156,6 +166,20 @@ impl Word {
         self.0 >> TIME_SHIFT
     }
 
+    /// True for the modes whose time field means something (open, half-open).
+    fn has_time(self) -> bool {
+        matches!(self.0 & MODE_MASK, OPEN | HALF_OPEN)
+    }
+
+    /// The full-width millisecond nearest to `now` whose low 36 bits are the word's time field.
+    fn nearest_ms(self, now_nanos: u64) -> u64 {
+        let now_ms = now_nanos / NANOS_PER_MS;
+        let diff = self.time_ms().wrapping_sub(now_ms) & TIME_MASK;
+        // Sign-extend the 36-bit difference.
+        let diff = ((diff << (64 - TIME_BITS)) as i64) >> (64 - TIME_BITS);
+        now_ms.saturating_add_signed(diff)
+    }
+
     /// True when `other` has the same mode and generation (a permit of `self` may report to it).
     #[inline(always)]
     pub(crate) fn same_epoch(self, other: Word) -> bool {
@@ -219,34 +243,85 @@ impl Word {
         )
     }
 
-    /// Milliseconds from the stored time to `now` (negative when the stored time is ahead).
-    fn since_ms(self, now_nanos: u64) -> i64 {
-        let now_ms = (now_nanos / NANOS_PER_MS) & TIME_MASK;
-        let diff = now_ms.wrapping_sub(self.time_ms()) & TIME_MASK;
-        // Sign-extend the 36-bit difference.
-        ((diff << (64 - TIME_BITS)) as i64) >> (64 - TIME_BITS)
-    }
-
-    /// Open: the time left before a probe is admitted; zero once the wait is over.
-    pub(crate) fn open_remaining(self, now_nanos: u64) -> Duration {
-        Duration::from_nanos(self.open_remaining_nanos(now_nanos))
+    /// Open: the time left before a probe is admitted; zero once the wait is over. `time_ms` is
+    /// the word's full-width time from [`TimeStamp::time_of`] (`None`: the word is stale, and zero
+    /// sends the caller to a compare-and-swap that fails and re-reads the state).
+    pub(crate) fn open_remaining(self, now_nanos: u64, time_ms: Option<u64>) -> Duration {
+        Duration::from_nanos(self.open_remaining_nanos(now_nanos, time_ms))
     }
 
     /// [`open_remaining`](Word::open_remaining) in nanoseconds.
     #[inline]
-    pub(crate) fn open_remaining_nanos(self, now_nanos: u64) -> u64 {
-        let since = self.since_ms(now_nanos);
-        if since >= 0 {
-            0
-        } else {
-            since.unsigned_abs() * NANOS_PER_MS - now_nanos % NANOS_PER_MS
+    pub(crate) fn open_remaining_nanos(self, now_nanos: u64, time_ms: Option<u64>) -> u64 {
+        match time_ms {
+            Some(deadline_ms) => deadline_ms
+                .saturating_mul(NANOS_PER_MS)
+                .saturating_sub(now_nanos),
+            None => 0,
         }
     }
 
-    /// Half-open: true when the probes were armed at least `lease` ago.
-    pub(crate) fn lease_expired(self, now_nanos: u64, lease_nanos: u64) -> bool {
-        let since = self.since_ms(now_nanos);
-        since >= 0 && since.unsigned_abs() * NANOS_PER_MS >= lease_nanos
+    /// Half-open: true when the probes were armed at least `lease` ago (`time_ms` as for
+    /// [`open_remaining`](Word::open_remaining); a stale word counts as expired).
+    pub(crate) fn lease_expired(
+        self,
+        now_nanos: u64,
+        lease_nanos: u64,
+        time_ms: Option<u64>,
+    ) -> bool {
+        match time_ms {
+            Some(armed_ms) => {
+                (now_nanos / NANOS_PER_MS)
+                    .saturating_sub(armed_ms)
+                    .saturating_mul(NANOS_PER_MS)
+                    >= lease_nanos
+            }
+            None => true,
+        }
+    }
+}
+
+/// The full-width milliseconds of the state word's time field (see the module docs).
+pub(crate) struct TimeStamp(AtomicU64);
+
+impl TimeStamp {
+    pub(crate) fn new() -> Self {
+        TimeStamp(AtomicU64::new(0))
+    }
+
+    /// Records the time of `word`, just installed, from a clock reading taken at or after its
+    /// transition. Words without a time leave the stamp as it is.
+    #[inline]
+    pub(crate) fn set(&self, word: Word, now_nanos: u64) {
+        if word.has_time() {
+            self.0.store(word.nearest_ms(now_nanos), Ordering::Release);
+        }
+    }
+
+    /// Copies another breaker's stamp (a successor continuing its state).
+    pub(crate) fn copy_from(&self, other: &TimeStamp) {
+        self.0
+            .store(other.0.load(Ordering::Acquire), Ordering::Release);
+    }
+
+    /// The full-width time of `word` (read from the state just before): the stamp when it matches
+    /// the word's field; otherwise the word is either stale (`current()` differs: `None`) or so new
+    /// that its stamp is not written yet (the time nearest to `now`, exact for a time just set).
+    #[inline]
+    pub(crate) fn time_of(
+        &self,
+        word: Word,
+        now_nanos: u64,
+        current: impl FnOnce() -> Word,
+    ) -> Option<u64> {
+        let stamp = self.0.load(Ordering::Acquire);
+        if stamp & TIME_MASK == word.time_ms() {
+            Some(stamp)
+        } else if current() == word {
+            Some(word.nearest_ms(now_nanos))
+        } else {
+            None
+        }
     }
 }
 
@@ -290,34 +365,83 @@ mod tests {
         assert_eq!(w.to_disabled().state(), State::Disabled);
     }
 
+    /// The full time of `word` as a breaker would resolve it, with the stamp written at `set_at`.
+    fn full(word: Word, set_at: u64, now: u64) -> Option<u64> {
+        let stamp = TimeStamp::new();
+        stamp.set(word, set_at);
+        stamp.time_of(word, now, || word)
+    }
+
     #[test]
     fn open_deadline_is_rounded_up_and_counts_down() {
         let open = Word::INITIAL.to_open(MS / 2, 10 * MS);
+        let left = |now| open.open_remaining(now, full(open, MS / 2, now));
         // deadline = ceil(10.5 ms) = 11 ms
-        assert_eq!(
-            open.open_remaining(MS / 2),
-            Duration::from_nanos(10 * MS + MS / 2)
-        );
-        assert_eq!(open.open_remaining(11 * MS - 1), Duration::from_nanos(1));
-        assert_eq!(open.open_remaining(11 * MS), Duration::ZERO);
-        assert_eq!(open.open_remaining(1_000 * MS), Duration::ZERO);
+        assert_eq!(left(MS / 2), Duration::from_nanos(10 * MS + MS / 2));
+        assert_eq!(left(11 * MS - 1), Duration::from_nanos(1));
+        assert_eq!(left(11 * MS), Duration::ZERO);
+        assert_eq!(left(1_000 * MS), Duration::ZERO);
     }
 
     #[test]
     fn time_comparisons_survive_wrapping() {
         let wrap = (1u64 << TIME_BITS) * MS;
         let open = Word::INITIAL.to_open(wrap - 2 * MS, 5 * MS);
-        assert_eq!(open.open_remaining(wrap - 2 * MS), Duration::from_millis(5));
-        assert_eq!(open.open_remaining(wrap + 2 * MS), Duration::from_millis(1));
-        assert_eq!(open.open_remaining(wrap + 3 * MS), Duration::ZERO);
+        let left = |now| open.open_remaining(now, full(open, wrap - 2 * MS, now));
+        assert_eq!(left(wrap - 2 * MS), Duration::from_millis(5));
+        assert_eq!(left(wrap + 2 * MS), Duration::from_millis(1));
+        assert_eq!(left(wrap + 3 * MS), Duration::ZERO);
+        // Without its stamp (the instant after the transition) the field alone is read near `now`.
+        let bare = |now| open.open_remaining(now, TimeStamp::new().time_of(open, now, || open));
+        assert_eq!(bare(wrap - 2 * MS), Duration::from_millis(5));
+        assert_eq!(bare(wrap + 2 * MS), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_wait_over_long_ago_stays_over_whatever_the_idle() {
+        let day = 86_400_000 * MS;
+        let wrap = (1u64 << TIME_BITS) * MS;
+        let open = Word::INITIAL.to_open(day, 30_000 * MS);
+        for idle in [
+            398 * day,
+            500 * day,
+            795 * day,
+            2_000 * day,
+            wrap,
+            wrap - 30_000 * MS,
+            2 * wrap,
+        ] {
+            let now = day + idle;
+            assert_eq!(
+                open.open_remaining(now, full(open, day, now)),
+                Duration::ZERO,
+                "idle {idle}"
+            );
+        }
+        let half = Word::INITIAL.to_half_open(day);
+        for idle in [398 * day, 795 * day, wrap, 2 * wrap + MS] {
+            assert!(half.lease_expired(day + idle, 10_000 * MS, full(half, day, day + idle)));
+        }
+    }
+
+    #[test]
+    fn a_stale_word_resolves_to_none() {
+        let open = Word::INITIAL.to_open(0, 10 * MS);
+        let newer = open.to_half_open(20 * MS);
+        let stamp = TimeStamp::new();
+        stamp.set(newer, 20 * MS);
+        assert_eq!(stamp.time_of(open, 20 * MS, || newer), None);
+        assert_eq!(open.open_remaining(20 * MS, None), Duration::ZERO);
+        assert_eq!(stamp.time_of(newer, 20 * MS, || newer), Some(20));
     }
 
     #[test]
     fn lease_expiry() {
         let half = Word::INITIAL.to_half_open(100 * MS);
-        assert!(!half.lease_expired(100 * MS, 50 * MS));
-        assert!(!half.lease_expired(149 * MS, 50 * MS));
-        assert!(half.lease_expired(150 * MS, 50 * MS));
+        let expired = |now| half.lease_expired(now, 50 * MS, full(half, 100 * MS, now));
+        assert!(!expired(100 * MS));
+        assert!(!expired(149 * MS));
+        assert!(expired(150 * MS));
     }
 
     #[test]

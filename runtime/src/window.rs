@@ -6,11 +6,20 @@
 //! when the bit flips, so it always equals the number of set bits once writers finish. A success
 //! over a success slot — the common case — costs the cursor CAS and one load.
 //!
+//! A reader takes the failure (and slow) totals before the number of filled slots: every writer
+//! claims its slot before it sets a bit, so every failure a reader counts has its call counted too.
+//!
 //! **Time window.** [`TIME_BUCKETS`] buckets, each stamped with the index of the time slice it
 //! counts. A writer whose slice is newer than the bucket's stamp claims it by CAS and clears it, so
 //! rotation happens lazily on the request path and a long idle costs nothing extra: totals only sum
-//! buckets whose stamp lies within the window. Two writers racing on a bucket boundary may lose an
-//! increment; single-threaded sequences are exact.
+//! buckets whose stamp lies within the window. A bucket's calls and failures share one atomic word
+//! (calls in the low half, failures in the high half), so one `fetch_add` records both and every
+//! reading is a consistent pair: no reader ever sees a failure without its call, however many
+//! threads record at once. Slow calls, when tracked, have their own counter, read before the pair.
+//! When a bucket starts a new slice, the writer that claims it marks it while it clears the counters
+//! and the other writers of that slice wait for the clear (a few nanoseconds), so no outcome of the
+//! new slice is wiped. A writer whose clock reading is behind the bucket's slice (it read the time,
+//! then was preempted past the boundary) counts its outcome in the newer slice.
 
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -75,9 +84,10 @@ impl Window {
     pub(crate) fn new(policy: &Policy) -> Self {
         match policy.window {
             WindowKind::Count(n) => Window::Count(CountWindow::new(n, policy.slow_nanos != 0)),
-            WindowKind::Time(span) => {
-                Window::Time(TimeWindow::new(crate::clock::duration_to_nanos(span)))
-            }
+            WindowKind::Time(span) => Window::Time(TimeWindow::new(
+                crate::clock::duration_to_nanos(span),
+                policy.slow_nanos != 0,
+            )),
         }
     }
 
@@ -164,17 +174,20 @@ impl Window {
                 }
             }
             (Window::Time(to), Window::Time(from)) if to.slice_nanos == from.slice_nanos => {
+                let slow = to.track_slow && from.track_slow;
                 for (to, from) in to.buckets.iter().zip(from.buckets.iter()) {
                     copy64(&to.stamp, &from.stamp);
-                    copy32(&to.calls, &from.calls);
-                    copy32(&to.failures, &from.failures);
-                    copy32(&to.slow, &from.slow);
+                    copy64(&to.tally, &from.tally);
+                    if slow {
+                        copy32(&to.slow, &from.slow);
+                    }
                 }
                 copy64(&to.current, &from.current);
                 copy64(&to.prior_for, &from.prior_for);
-                copy32(&to.prior_calls, &from.prior_calls);
-                copy32(&to.prior_failures, &from.prior_failures);
-                copy32(&to.prior_slow, &from.prior_slow);
+                copy64(&to.prior_tally, &from.prior_tally);
+                if slow {
+                    copy32(&to.prior_slow, &from.prior_slow);
+                }
             }
             _ => {}
         }
@@ -329,11 +342,15 @@ impl CountWindow {
     }
 
     fn counts(&self) -> Counts {
+        // Totals first, calls last: a writer claims its slot before it sets its bit, so every
+        // failure counted here has its call among `calls`.
+        let slow = self.slow.as_ref().map_or(0, BitRing::count);
+        let failures = self.failures.count();
         let calls = self.filled();
         Counts {
             calls,
-            failures: self.failures.count().min(calls),
-            slow: self.slow.as_ref().map_or(0, BitRing::count).min(calls),
+            failures: failures.min(calls),
+            slow: slow.min(calls),
         }
     }
 
@@ -351,44 +368,79 @@ impl CountWindow {
     }
 }
 
+/// The stamp of a bucket whose counters are being cleared for a new slice (never a slice: slices
+/// are nanoseconds divided by at least one, plus one).
+const CLAIMING: u64 = u64::MAX;
+
+/// Waits for a bucket being cleared: a few spins, then yields the thread.
+#[inline]
+fn pause(waited: &mut u32) {
+    *waited += 1;
+    #[cfg(fusebox_loom)]
+    loom::thread::yield_now();
+    #[cfg(not(fusebox_loom))]
+    if *waited < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Calls in the low 32 bits of a tally, failures in the high 32.
+const FAILURE_ONE: u64 = 1 << 32;
+
+/// One call, and one failure when `failure`: what a record adds to a tally.
+#[inline(always)]
+fn tally_of(failure: bool) -> u64 {
+    1 | u64::from(failure) << 32
+}
+
+/// (calls, failures) of a tally.
+#[inline(always)]
+fn split(tally: u64) -> (u32, u32) {
+    (tally as u32, (tally / FAILURE_ONE) as u32)
+}
+
 struct Bucket {
     /// Index of the time slice counted here, plus one (0: never used).
     stamp: AtomicU64,
-    calls: AtomicU32,
-    failures: AtomicU32,
+    /// Calls (low half) and failures (high half), updated together.
+    tally: AtomicU64,
+    /// Slow calls (only written when slow calls are tracked).
     slow: AtomicU32,
 }
 
 /// The outcomes of the last `span`, in [`TIME_BUCKETS`] slices.
 pub(crate) struct TimeWindow {
     slice_nanos: u64,
+    /// Slow calls are tracked (the policy sets `slow`).
+    track_slow: bool,
     buckets: Box<[Bucket]>,
     /// The slice most recently seen, so most calls find theirs without a division.
     current: AtomicU64,
     /// The slice `prior_*` were summed for: the window's other slices, which do not change while
-    /// that slice lasts. A record then costs its own bucket plus three loads, not a full sum.
+    /// that slice lasts. A record then costs its own bucket plus two loads, not a full sum.
     prior_for: AtomicU64,
-    prior_calls: AtomicU32,
-    prior_failures: AtomicU32,
+    /// Calls and failures of the other slices, as one tally.
+    prior_tally: AtomicU64,
     prior_slow: AtomicU32,
 }
 
 impl TimeWindow {
-    pub(crate) fn new(span_nanos: u64) -> Self {
+    pub(crate) fn new(span_nanos: u64, track_slow: bool) -> Self {
         TimeWindow {
             slice_nanos: (span_nanos / u64::from(TIME_BUCKETS)).max(1),
+            track_slow,
             buckets: (0..TIME_BUCKETS)
                 .map(|_| Bucket {
                     stamp: AtomicU64::new(0),
-                    calls: AtomicU32::new(0),
-                    failures: AtomicU32::new(0),
+                    tally: AtomicU64::new(0),
                     slow: AtomicU32::new(0),
                 })
                 .collect(),
             current: AtomicU64::new(0),
             prior_for: AtomicU64::new(0),
-            prior_calls: AtomicU32::new(0),
-            prior_failures: AtomicU32::new(0),
+            prior_tally: AtomicU64::new(0),
             prior_slow: AtomicU32::new(0),
         }
     }
@@ -411,32 +463,67 @@ impl TimeWindow {
         let slice = self.slice(now);
         let bucket = &self.buckets[(slice % u64::from(TIME_BUCKETS)) as usize];
         let stamp = bucket.stamp.load(Ordering::Acquire);
-        if stamp < slice
-            && bucket
-                .stamp
-                .compare_exchange(stamp, slice, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
-            bucket.calls.store(0, Ordering::Release);
-            bucket.failures.store(0, Ordering::Release);
-            bucket.slow.store(0, Ordering::Release);
+        if stamp != slice {
+            self.rotate(bucket, stamp, slice);
         }
-        let calls = bucket.calls.fetch_add(1, Ordering::AcqRel) + 1;
-        let failures = if sample.failure {
-            bucket.failures.fetch_add(1, Ordering::AcqRel) + 1
+        let add = tally_of(sample.failure);
+        let mut tally = bucket
+            .tally
+            .fetch_add(add, Ordering::AcqRel)
+            .wrapping_add(add);
+        let slow = if self.track_slow {
+            let slow = if sample.slow {
+                bucket.slow.fetch_add(1, Ordering::AcqRel) + 1
+            } else {
+                bucket.slow.load(Ordering::Acquire)
+            };
+            // A writer counts its call before its slow mark: the tally read after the slow count
+            // holds the call of every slow mark in it.
+            tally = bucket.tally.load(Ordering::Acquire);
+            slow
         } else {
-            bucket.failures.load(Ordering::Acquire)
+            0
         };
-        let slow = if sample.slow {
-            bucket.slow.fetch_add(1, Ordering::AcqRel) + 1
-        } else {
-            bucket.slow.load(Ordering::Acquire)
-        };
+        let (calls, failures) = split(tally);
         let prior = self.prior(slice);
+        // Wrapping: a slice's tally itself wraps after 2^32 calls.
         Counts {
-            calls: prior.calls + calls,
-            failures: prior.failures + failures,
-            slow: prior.slow + slow,
+            calls: prior.calls.wrapping_add(calls),
+            failures: prior.failures.wrapping_add(failures),
+            slow: prior.slow.wrapping_add(slow),
+        }
+    }
+
+    /// Makes `bucket` count `slice` when it holds an older one. The writer that claims it marks it
+    /// [`CLAIMING`] while it clears the counters, and writers of the same slice wait for the clear:
+    /// an outcome recorded at the boundary is never wiped by the clear. (A writer whose time is
+    /// behind the bucket's slice counts in the newer slice.)
+    #[cold]
+    fn rotate(&self, bucket: &Bucket, mut stamp: u64, slice: u64) {
+        let mut waited = 0u32;
+        loop {
+            if stamp == CLAIMING {
+                pause(&mut waited);
+                stamp = bucket.stamp.load(Ordering::Acquire);
+                continue;
+            }
+            if stamp >= slice {
+                return;
+            }
+            match bucket.stamp.compare_exchange(
+                stamp,
+                CLAIMING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    bucket.tally.store(0, Ordering::Relaxed);
+                    bucket.slow.store(0, Ordering::Relaxed);
+                    bucket.stamp.store(slice, Ordering::Release);
+                    return;
+                }
+                Err(seen) => stamp = seen,
+            }
         }
     }
 
@@ -444,15 +531,19 @@ impl TimeWindow {
     #[inline]
     fn prior(&self, slice: u64) -> Counts {
         if self.prior_for.load(Ordering::Acquire) == slice {
+            let slow = self.prior_slow.load(Ordering::Acquire);
+            let (calls, failures) = split(self.prior_tally.load(Ordering::Acquire));
             return Counts {
-                calls: self.prior_calls.load(Ordering::Acquire),
-                failures: self.prior_failures.load(Ordering::Acquire),
-                slow: self.prior_slow.load(Ordering::Acquire),
+                calls,
+                failures,
+                slow,
             };
         }
         let prior = self.sum(slice.saturating_sub(u64::from(TIME_BUCKETS) - 1), slice - 1);
-        self.prior_calls.store(prior.calls, Ordering::Release);
-        self.prior_failures.store(prior.failures, Ordering::Release);
+        self.prior_tally.store(
+            u64::from(prior.calls) | u64::from(prior.failures) << 32,
+            Ordering::Release,
+        );
         self.prior_slow.store(prior.slow, Ordering::Release);
         self.prior_for.store(slice, Ordering::Release);
         prior
@@ -464,9 +555,11 @@ impl TimeWindow {
         for bucket in self.buckets.iter() {
             let stamp = bucket.stamp.load(Ordering::Acquire);
             if stamp >= oldest && stamp <= newest {
-                total.calls += bucket.calls.load(Ordering::Acquire);
-                total.failures += bucket.failures.load(Ordering::Acquire);
-                total.slow += bucket.slow.load(Ordering::Acquire);
+                let slow = bucket.slow.load(Ordering::Acquire);
+                let (calls, failures) = split(bucket.tally.load(Ordering::Acquire));
+                total.calls = total.calls.saturating_add(calls);
+                total.failures = total.failures.saturating_add(failures);
+                total.slow = total.slow.saturating_add(slow.min(calls));
             }
         }
         total
@@ -481,8 +574,7 @@ impl TimeWindow {
         self.prior_for.store(0, Ordering::Release);
         for bucket in self.buckets.iter() {
             bucket.stamp.store(0, Ordering::Release);
-            bucket.calls.store(0, Ordering::Release);
-            bucket.failures.store(0, Ordering::Release);
+            bucket.tally.store(0, Ordering::Release);
             bucket.slow.store(0, Ordering::Release);
         }
     }
@@ -597,7 +689,7 @@ mod tests {
     #[test]
     fn time_window_rotates_lazily_and_forgets_after_its_span() {
         let s = 1_000_000_000u64; // window of 10 s, buckets of 1 s
-        let w = TimeWindow::new(10 * s);
+        let w = TimeWindow::new(10 * s, false);
         for t in 0..10 {
             w.record(t * s, FAIL);
         }
@@ -632,5 +724,44 @@ mod tests {
         );
         w.reset();
         assert_eq!(w.counts(1_000 * s), Counts::default());
+    }
+
+    #[test]
+    fn time_window_tracks_slow_calls_only_when_asked() {
+        let s = 1_000_000_000u64;
+        let tracked = TimeWindow::new(10 * s, true);
+        let untracked = TimeWindow::new(10 * s, false);
+        for w in [&tracked, &untracked] {
+            w.record(0, SLOW_OK);
+            w.record(s, FAIL);
+            w.record(2 * s, SLOW_OK);
+        }
+        assert_eq!(
+            tracked.record(2 * s, OK),
+            Counts {
+                calls: 4,
+                failures: 1,
+                slow: 2
+            }
+        );
+        assert_eq!(tracked.counts(3 * s), tracked.counts(2 * s));
+        assert_eq!(
+            untracked.counts(2 * s),
+            Counts {
+                calls: 3,
+                failures: 1,
+                slow: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_tally_keeps_calls_and_failures_apart() {
+        let mut tally = 0u64;
+        for failure in [true, false, true, true] {
+            tally += tally_of(failure);
+        }
+        assert_eq!(split(tally), (4, 3));
+        assert_eq!(split(u64::from(u32::MAX) | 7 << 32), (u32::MAX, 7));
     }
 }

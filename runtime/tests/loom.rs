@@ -1,7 +1,8 @@
 //! Model checks of the breaker's compare-and-swap transitions under every interleaving loom explores:
 //! open → half-open probe admission, half-open close/reopen races, concurrent recording at the trip
-//! point and a cancelled probe racing a new call. No transition is lost and no more probes than
-//! permitted are ever admitted.
+//! point, a cancelled probe racing a new call, and windows judged while other callers record. No
+//! transition is lost, no more probes than permitted are ever admitted, and no window is judged
+//! with a failure whose call it does not count.
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg fusebox_loom" CARGO_TARGET_DIR=target/loom cargo test -p fusebox --test loom --release`
@@ -293,4 +294,51 @@ fn a_stale_phase_report_never_counts_in_the_next_phase() {
             }
         }
     });
+}
+
+/// Two callers each record a success, then a counted failure, on a window that judges from its
+/// first call (`min_calls = 1`) at 60 %. Every caller records its success before its failure, so
+/// the window never holds more failures than successes: no consistent reading reaches 60 %. A
+/// reading that takes a failure without its call (the calls counted before another caller's
+/// record, the failures after it) would see 1 failure in 1 call and open the circuit.
+///
+/// Explored with at most `preemptions` preemptions (`None`: exhaustively): a misreading needs one
+/// (a caller stopped between its two reads while the other records), and a time window's first
+/// records each sum ten buckets, too many interleavings for an exhaustive search.
+fn never_judges_a_failure_without_its_call(policy: Policy, preemptions: Option<usize>) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = preemptions;
+    builder.check(move || {
+        let (_registry, breaker, _clock, seen) = setup(policy.min_calls(1).failure_rate(60));
+        let spawn = || {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                breaker.try_acquire().unwrap().success();
+                if let Ok(permit) = breaker.try_acquire() {
+                    permit.failure();
+                }
+            })
+        };
+        let a = spawn();
+        let b = spawn();
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(breaker.state(), State::Closed, "opened below its threshold");
+        assert_eq!(seen.get(), (0, 0, 0), "(opened, half-opened, closed)");
+    });
+}
+
+#[test]
+fn a_count_window_never_judges_a_failure_without_its_call() {
+    never_judges_a_failure_without_its_call(Policy::new().window(4).open_for(OPEN_FOR), None);
+}
+
+#[test]
+fn a_time_window_never_judges_a_failure_without_its_call() {
+    never_judges_a_failure_without_its_call(
+        Policy::new()
+            .time_window(Duration::from_secs(30))
+            .open_for(OPEN_FOR),
+        Some(2),
+    );
 }

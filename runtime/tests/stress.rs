@@ -267,3 +267,83 @@ fn many_tasks_through_trips_and_recoveries() {
     breaker.try_acquire().unwrap().success();
     assert_eq!(breaker.state(), State::Closed);
 }
+
+/// Threads and calls per thread of the window-consistency runs.
+const WINDOW_THREADS: usize = 12;
+const WINDOW_CALLS: usize = 100;
+/// Wall-clock budget of each window-consistency test: repetitions stop when it is spent.
+const WINDOW_BUDGET: Duration = Duration::from_secs(3);
+/// Repetitions at most; `FUSEBOX_WINDOW_RUNS` raises it (the budget still applies unless raised too
+/// with `FUSEBOX_WINDOW_SECS`).
+const WINDOW_RUNS: usize = 2_000;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `WINDOW_THREADS` threads of `WINDOW_CALLS` calls on a fresh breaker of `policy`, each
+/// thread cycling success, counted failure, ignored error, with the clock standing still. Every
+/// thread records its success before its failure, so at any instant at most half of the recorded
+/// outcomes are failures: a 60 % rule can never be reached by a consistent reading of the window.
+/// Returns the number of runs in which the breaker opened anyway, and the number of runs.
+fn opened_below_threshold(policy: Policy) -> (usize, usize) {
+    let runs = env_or("FUSEBOX_WINDOW_RUNS", WINDOW_RUNS);
+    let budget = Duration::from_secs(env_or("FUSEBOX_WINDOW_SECS", WINDOW_BUDGET.as_secs()));
+    let started = Instant::now();
+    let mut opened = 0;
+    let mut done = 0;
+    while done < runs && started.elapsed() < budget {
+        let registry = Registry::with_clock(FakeClock::new());
+        let breaker = registry.breaker("window", policy).unwrap();
+        let barrier = std::sync::Barrier::new(WINDOW_THREADS);
+        std::thread::scope(|scope| {
+            for _ in 0..WINDOW_THREADS {
+                scope.spawn(|| {
+                    barrier.wait();
+                    for call in 0..WINDOW_CALLS {
+                        let Ok(permit) = breaker.try_acquire() else {
+                            continue;
+                        };
+                        match call % 3 {
+                            0 => permit.success(),
+                            1 => permit.failure(),
+                            _ => permit.ignore(),
+                        }
+                    }
+                });
+            }
+        });
+        if breaker.state() != State::Closed {
+            opened += 1;
+        }
+        done += 1;
+    }
+    (opened, done)
+}
+
+#[test]
+fn a_time_window_never_opens_below_its_threshold_under_concurrency() {
+    let policy = Policy::new()
+        .time_window(Duration::from_secs(30))
+        .min_calls(3)
+        .failure_rate(60);
+    let (opened, runs) = opened_below_threshold(policy);
+    assert_eq!(
+        opened, 0,
+        "opened in {opened} of {runs} runs at a 50 % failure rate"
+    );
+}
+
+#[test]
+fn a_count_window_never_opens_below_its_threshold_under_concurrency() {
+    // `min_calls` below the window: the success that brings the window to it judges the counts.
+    let policy = Policy::new().window(2_000).min_calls(1).failure_rate(60);
+    let (opened, runs) = opened_below_threshold(policy);
+    assert_eq!(
+        opened, 0,
+        "opened in {opened} of {runs} runs at a 50 % failure rate"
+    );
+}
