@@ -860,13 +860,84 @@ impl Permit<'_> {
     /// Dropped without a report: a panic counts as a failure, anything else is a cancellation.
     #[cold]
     fn abandon(&mut self) {
-        let outcome = if std::thread::panicking() {
-            Outcome::Failure
-        } else {
-            Outcome::Released
-        };
-        self.core.finish(self.ticket(), outcome);
+        self.core.finish(self.ticket(), abandoned());
         self.word = Word::SETTLED;
+    }
+}
+
+/// A [`Permit`] that holds its breaker, for futures that outlive the [`Breaker`] handle (the
+/// tower layer's response future). Reports and drops exactly like a [`Permit`]: dropped without a
+/// report, it counts as a failure when the thread is panicking and otherwise gives its slot back.
+#[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
+pub struct OwnedPermit {
+    core: Arc<Core>,
+    word: Word,
+    start: u64,
+    site: FnName,
+}
+
+impl OwnedPermit {
+    /// The call succeeded.
+    #[inline]
+    pub fn success(mut self) {
+        self.settle(Outcome::Success);
+    }
+
+    /// The call failed in a way that counts against the circuit.
+    #[inline]
+    pub fn failure(mut self) {
+        self.settle(Outcome::Failure);
+    }
+
+    /// The call ended in a way that must not affect the circuit (a business error).
+    #[inline]
+    pub fn ignore(mut self) {
+        self.settle(Outcome::Released);
+    }
+
+    /// True when this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.word.state() == State::HalfOpen && !self.word.inert()
+    }
+
+    #[inline]
+    fn settle(&mut self, outcome: Outcome) {
+        if !self.word.inert() {
+            let ticket = Ticket {
+                word: self.word,
+                start: self.start,
+                site: self.site,
+            };
+            self.core.finish(ticket, outcome);
+            self.word = Word::SETTLED;
+        }
+    }
+}
+
+impl Drop for OwnedPermit {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.word.inert() {
+            self.settle(abandoned());
+        }
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("key", &self.core.key)
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}
+
+/// How a permit dropped without a report ends: a panic is a failure, anything else a cancellation.
+fn abandoned() -> Outcome {
+    if std::thread::panicking() {
+        Outcome::Failure
+    } else {
+        Outcome::Released
     }
 }
 
@@ -953,6 +1024,29 @@ impl Breaker {
         let result = fut.await;
         permit.report(&result, is_failure);
         Ok(result)
+    }
+
+    /// Asks for admission like [`try_acquire`](Breaker::try_acquire); the permit holds the
+    /// breaker, so it can live in a `'static` future.
+    #[inline]
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Error> {
+        self.acquire_owned(&"")
+    }
+
+    /// [`try_acquire_owned`](Breaker::try_acquire_owned) on behalf of `site` (named in events).
+    #[inline]
+    pub(crate) fn acquire_owned(&self, site: FnName) -> Result<OwnedPermit, Error> {
+        let core = self.core.current();
+        let mut permit = core.acquire(site)?;
+        let owned = OwnedPermit {
+            core: core.clone(),
+            word: permit.word,
+            start: permit.start,
+            site,
+        };
+        // The owned permit now carries the report; the borrowed one must not.
+        permit.word = Word::SETTLED;
+        Ok(owned)
     }
 
     /// The current state. Does not move an open circuit to half-open (only calls do).
