@@ -155,3 +155,21 @@ async fn a_timeout_outside_the_breaker_cancels_the_call_and_counts_nothing() {
     assert_eq!((snap.calls, snap.failures), (0, 0), "five timeouts, nothing counted");
     assert_eq!(breaker.state(), State::Closed);
 }
+
+fn search_backend() -> impl Service<u32, Response = u32, Error = &'static str, Future: Send> + Clone
+{
+    slow()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_readme_order_counts_every_timed_out_attempt() {
+    let service = ServiceBuilder::new()
+        .layer(RetryLayer::new(Attempts(3))) // outermost: each attempt…
+        .layer(CircuitBreakerLayer::new("search")) // …is admitted and counted…
+        .layer(TimeoutLayer::new(Duration::from_secs(2))) // …and a timed-out one is a failure
+        .service(search_backend());
+    let err = service.oneshot(7).await.unwrap_err();
+    assert!(err.is::<tower::timeout::error::Elapsed>(), "{err}");
+    let snap = fusebox::registry().get("search").unwrap().snapshot();
+    assert_eq!((snap.calls, snap.failures), (3, 3));
+}

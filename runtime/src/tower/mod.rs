@@ -6,6 +6,22 @@
 //! one key is one circuit whichever way it is called. Admission, reporting, cancellation and panics
 //! go through the same [`Breaker`](crate::Breaker) code as the attribute.
 //!
+//! ```
+//! use fusebox::tower::{CircuitBreakerLayer, GrpcFailures, HttpFailures};
+//! use tower_layer::Layer;
+//! # let (http_client, grpc_channel) = ((), ());
+//!
+//! // one circuit for an HTTP client service: 5xx, 429 and transport errors count
+//! let inventory = CircuitBreakerLayer::new("inventory").failure(HttpFailures).layer(http_client);
+//! // a gRPC channel: UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED count
+//! let ledger = CircuitBreakerLayer::new("ledger").failure(GrpcFailures).layer(grpc_channel);
+//! // one circuit per host, bounded like the attribute's dynamic keys
+//! let per_host = CircuitBreakerLayer::new("upstream")
+//!     .failure(HttpFailures)
+//!     .key_fn(|req: &http::Request<String>| req.uri().host().unwrap_or("unknown").into());
+//! # let _ = (inventory, ledger, per_host);
+//! ```
+//!
 //! # Errors
 //!
 //! Following tower's convention, the wrapped service's error is a [`BoxError`]: a refused call is a
