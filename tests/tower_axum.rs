@@ -72,13 +72,25 @@ fn a_failing_route_opens_then_503s_without_the_handler_then_half_opens_and_close
             r#"{"error":"circuit_open","reason":"open","retry_after":30}"#
         );
     }
-    assert_eq!(HITS.load(Ordering::SeqCst), 3, "refused requests never reach the handler");
+    assert_eq!(
+        HITS.load(Ordering::SeqCst),
+        3,
+        "refused requests never reach the handler"
+    );
 
     FAIL.store(false, Ordering::SeqCst);
     CLOCK.advance(Duration::from_millis(29_500));
     let probe = http_get(addr, "/backend");
-    assert_eq!((probe.status, probe.body.as_str()), (200, "ok"), "the probe reaches the handler");
-    assert_eq!(breaker.state(), State::Closed, "one successful probe closes it");
+    assert_eq!(
+        (probe.status, probe.body.as_str()),
+        (200, "ok"),
+        "the probe reaches the handler"
+    );
+    assert_eq!(
+        breaker.state(),
+        State::Closed,
+        "one successful probe closes it"
+    );
     assert_eq!(http_get(addr, "/backend").status, 200);
     assert_eq!(HITS.load(Ordering::SeqCst), 5);
 }

@@ -93,7 +93,11 @@ async fn breaker_inside_retry_counts_every_attempt_and_a_refusal_stops_the_retri
 
     let err = svc.ready().await.unwrap().call(1).await.unwrap_err();
     assert!(err.downcast_ref::<fusebox::Error>().is_some());
-    assert_eq!(calls.load(Ordering::SeqCst), 3, "refused at once, not retried");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "refused at once, not retried"
+    );
 }
 
 #[tokio::test]
@@ -110,7 +114,11 @@ async fn breaker_outside_retry_counts_one_outcome_per_request() {
     svc.ready().await.unwrap().call(1).await.unwrap_err();
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     let snap = REGISTRY.get("retry-inside").unwrap().snapshot();
-    assert_eq!((snap.calls, snap.failures), (1, 1), "three attempts, one failure");
+    assert_eq!(
+        (snap.calls, snap.failures),
+        (1, 1),
+        "three attempts, one failure"
+    );
 }
 
 fn slow() -> impl Service<u32, Response = u32, Error = &'static str, Future: Send> + Clone {
@@ -152,7 +160,11 @@ async fn a_timeout_outside_the_breaker_cancels_the_call_and_counts_nothing() {
     }
     let breaker = REGISTRY.get("timeout-outside").unwrap();
     let snap = breaker.snapshot();
-    assert_eq!((snap.calls, snap.failures), (0, 0), "five timeouts, nothing counted");
+    assert_eq!(
+        (snap.calls, snap.failures),
+        (0, 0),
+        "five timeouts, nothing counted"
+    );
     assert_eq!(breaker.state(), State::Closed);
 }
 

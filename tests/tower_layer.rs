@@ -69,7 +69,11 @@ async fn opens_after_the_policy_failures_and_refuses_with_a_boxed_fusebox_error_
     assert_eq!(refused.key(), "refuse");
     assert_eq!(refused.reason(), Reason::Open);
     assert_eq!(refused.retry_after(), Some(Duration::from_secs(5)));
-    assert_eq!(calls.load(Ordering::SeqCst), 3, "the refused call never reached the service");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "the refused call never reached the service"
+    );
 }
 
 // ---------------------------------------------------------------- poll_ready
@@ -96,8 +100,16 @@ async fn poll_ready_takes_no_permit_even_when_a_probe_is_due() {
     }
     let breaker = READY.get("ready").unwrap();
     assert_eq!(breaker.state(), State::Open, "readiness moved nothing");
-    assert_eq!(breaker.snapshot().probes_in_flight, 0, "readiness took no probe slot");
-    assert_eq!(svc.call(7).await.unwrap(), 7, "the one probe is still there for `call`");
+    assert_eq!(
+        breaker.snapshot().probes_in_flight,
+        0,
+        "readiness took no probe slot"
+    );
+    assert_eq!(
+        svc.call(7).await.unwrap(),
+        7,
+        "the one probe is still there for `call`"
+    );
     assert_eq!(breaker.state(), State::Closed);
 }
 
@@ -131,12 +143,23 @@ fn dropping_the_response_future_of_a_half_open_probe_frees_the_probe_slot() {
         other => panic!("the only probe slot is taken, expected a refusal: {other:?}"),
     }
     drop(probe);
-    assert_eq!(breaker.snapshot().probes_in_flight, 0, "the dropped probe gave its slot back");
-    assert_eq!(breaker.state(), State::HalfOpen, "a cancellation counts nothing");
+    assert_eq!(
+        breaker.snapshot().probes_in_flight,
+        0,
+        "the dropped probe gave its slot back"
+    );
+    assert_eq!(
+        breaker.state(),
+        State::HalfOpen,
+        "a cancellation counts nothing"
+    );
     let snap = breaker.snapshot();
     let mut ok = layer.layer(service_fn(|n: u32| async move { Ok::<_, &str>(n) }));
     let mut next = pin!(ok.call(3));
-    assert!(matches!(poll_once(next.as_mut()), Poll::Ready(Ok(3))), "the next call probes");
+    assert!(
+        matches!(poll_once(next.as_mut()), Poll::Ready(Ok(3))),
+        "the next call probes"
+    );
     assert_eq!(breaker.state(), State::Closed);
     assert_eq!(snap.failures, breaker.snapshot().failures);
 }
@@ -170,10 +193,12 @@ fn a_panic_in_the_inner_services_call_counts_as_a_failure() {
     let layer = CircuitBreakerLayer::new("panic-call")
         .registry(&PANIC)
         .policy(TRIP_AT_3);
-    let mut svc = layer.layer(service_fn(|n: u32| -> std::future::Ready<Result<u32, &str>> {
-        assert!(n < 10, "bad request");
-        std::future::ready(Ok(n))
-    }));
+    let mut svc = layer.layer(service_fn(
+        |n: u32| -> std::future::Ready<Result<u32, &str>> {
+            assert!(n < 10, "bad request");
+            std::future::ready(Ok(n))
+        },
+    ));
     let caught = catch_unwind(AssertUnwindSafe(|| drop(svc.call(99))));
     assert!(caught.is_err());
     let snap = PANIC.get("panic-call").unwrap().snapshot();
@@ -203,12 +228,20 @@ async fn the_classifier_decides_what_counts_and_uncounted_errors_pass_through() 
     }
     let breaker = CLASSIFY.get("classify").unwrap();
     let snap = breaker.snapshot();
-    assert_eq!((snap.calls, snap.failures), (0, 0), "business errors are not recorded");
+    assert_eq!(
+        (snap.calls, snap.failures),
+        (0, 0),
+        "business errors are not recorded"
+    );
     svc.ready().await.unwrap().call(503).await.unwrap();
     svc.ready().await.unwrap().call(0).await.unwrap_err();
     svc.ready().await.unwrap().call(200).await.unwrap();
     let snap = breaker.snapshot();
-    assert_eq!((snap.calls, snap.failures), (3, 2), "an `Ok` the classifier accepts is a failure");
+    assert_eq!(
+        (snap.calls, snap.failures),
+        (3, 2),
+        "an `Ok` the classifier accepts is a failure"
+    );
 }
 
 // ---------------------------------------------------------------- per-request keys
@@ -227,12 +260,26 @@ async fn key_fn_gives_each_key_its_own_circuit() {
     for _ in 0..3 {
         let _ = svc.ready().await.unwrap().call(("a".into(), true)).await;
     }
-    let err = svc.ready().await.unwrap().call(("a".into(), false)).await.unwrap_err();
+    let err = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(("a".into(), false))
+        .await
+        .unwrap_err();
     assert_eq!(refusal(&err).key(), "a");
-    svc.ready().await.unwrap().call(("b".into(), false)).await.unwrap();
+    svc.ready()
+        .await
+        .unwrap()
+        .call(("b".into(), false))
+        .await
+        .unwrap();
     assert_eq!(KEYS.get("a").unwrap().state(), State::Open);
     assert_eq!(KEYS.get("b").unwrap().state(), State::Closed);
-    assert!(KEYS.get("unused").is_none(), "the fixed key is replaced, not registered");
+    assert!(
+        KEYS.get("unused").is_none(),
+        "the fixed key is replaced, not registered"
+    );
 }
 
 // ---------------------------------------------------------------- shared with the attribute

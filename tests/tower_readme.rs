@@ -53,18 +53,25 @@ fn every_readme_tower_snippet_is_compiled_somewhere() {
             let ours = dir.ends_with("tower") || name.starts_with("tower_");
             if ours && name.ends_with(".rs") && name != "tower_readme.rs" {
                 let text = std::fs::read_to_string(&path).unwrap();
-                let lines: Vec<String> =
-                    visible_lines(&text).into_iter().filter(|l| !l.is_empty()).collect();
+                let lines: Vec<String> = visible_lines(&text)
+                    .into_iter()
+                    .filter(|l| !l.is_empty())
+                    .collect();
                 sources.push((name, lines));
             }
         }
     }
     let found = snippets(&readme);
-    assert!(found.len() >= 4, "the section shows the layer, refusals, axum, reqwest and the order");
+    assert!(
+        found.len() >= 4,
+        "the section shows the layer, refusals, axum, reqwest and the order"
+    );
     for snippet in found {
-        let compiled = sources
-            .iter()
-            .any(|(_, lines)| lines.windows(snippet.len()).any(|w| w == snippet.as_slice()));
+        let compiled = sources.iter().any(|(_, lines)| {
+            lines
+                .windows(snippet.len())
+                .any(|w| w == snippet.as_slice())
+        });
         assert!(
             compiled,
             "README snippet not found in any doctest of `fusebox::tower` or tests/tower_*.rs; \

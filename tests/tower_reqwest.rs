@@ -57,15 +57,30 @@ async fn one_circuit_per_host_and_two_hosts_are_isolated() {
     );
     for _ in 0..3 {
         let response = client.get(format!("http://{down}/")).send().await.unwrap();
-        assert_eq!(response.status(), 503, "a 5xx response is returned as it is");
+        assert_eq!(
+            response.status(),
+            503,
+            "a 5xx response is returned as it is"
+        );
     }
     let down_key = format!("127.0.0.1:{}", down.port());
     assert_eq!(REGISTRY.get(&down_key).unwrap().state(), State::Open);
 
-    let err = client.get(format!("http://{down}/")).send().await.unwrap_err();
+    let err = client
+        .get(format!("http://{down}/"))
+        .send()
+        .await
+        .unwrap_err();
     let refused = refusal(&err).expect("a refusal carries a `fusebox::Error`");
-    assert_eq!((refused.key(), refused.reason()), (down_key.as_str(), Reason::Open));
-    assert_eq!(down_hits.load(Ordering::SeqCst), 3, "a refused request is not sent");
+    assert_eq!(
+        (refused.key(), refused.reason()),
+        (down_key.as_str(), Reason::Open)
+    );
+    assert_eq!(
+        down_hits.load(Ordering::SeqCst),
+        3,
+        "a refused request is not sent"
+    );
 
     for _ in 0..5 {
         let response = client.get(format!("http://{up}/")).send().await.unwrap();
@@ -87,7 +102,11 @@ async fn a_fixed_key_is_one_circuit_for_every_host_and_client_errors_do_not_coun
             .policy(TRIP_AT_3),
     );
     for _ in 0..10 {
-        let response = client.get(format!("http://{missing}/")).send().await.unwrap();
+        let response = client
+            .get(format!("http://{missing}/"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 404);
     }
     let breaker = REGISTRY.get("reqwest-fixed").unwrap();
@@ -96,7 +115,11 @@ async fn a_fixed_key_is_one_circuit_for_every_host_and_client_errors_do_not_coun
         client.get(format!("http://{down}/")).send().await.unwrap();
     }
     assert_eq!(breaker.state(), State::Open, "429 counts");
-    let err = client.get(format!("http://{up}/")).send().await.unwrap_err();
+    let err = client
+        .get(format!("http://{up}/"))
+        .send()
+        .await
+        .unwrap_err();
     assert_eq!(refusal(&err).map(|e| e.key()), Some("reqwest-fixed"));
     assert_eq!(up_hits.load(Ordering::SeqCst), 0);
 }
@@ -114,8 +137,15 @@ async fn a_transport_error_counts() {
             .policy(TRIP_AT_3),
     );
     for _ in 0..3 {
-        let err = client.get(format!("http://{closed}/")).send().await.unwrap_err();
-        assert!(refusal(&err).is_none(), "a connection error, not a refusal: {err}");
+        let err = client
+            .get(format!("http://{closed}/"))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(
+            refusal(&err).is_none(),
+            "a connection error, not a refusal: {err}"
+        );
     }
     assert_eq!(
         REGISTRY.get("reqwest-transport").unwrap().state(),

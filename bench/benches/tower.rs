@@ -86,7 +86,12 @@ async fn bare_async_fn(x: u64) -> Result<u64, AttrError> {
 }
 
 /// The same work under the attribute, with the same policy.
-#[fusebox::circuit_breaker(key = "bench-tower-attribute", window = 100, failure_rate = 50, open_for = "1h")]
+#[fusebox::circuit_breaker(
+    key = "bench-tower-attribute",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h"
+)]
 async fn attribute(x: u64) -> Result<u64, AttrError> {
     ready(Ok(x)).await
 }
@@ -148,9 +153,19 @@ fn main() {
     });
     group.finish();
 
-    for key in ["bench-tower-layer", "bench-tower-layer-key-fn", "bench-tower-attribute"] {
-        let breaker = fusebox::registry().get(key).expect("registered by its subject");
-        assert_eq!(breaker.state(), fusebox::State::Closed, "`{key}` stayed closed");
+    for key in [
+        "bench-tower-layer",
+        "bench-tower-layer-key-fn",
+        "bench-tower-attribute",
+    ] {
+        let breaker = fusebox::registry()
+            .get(key)
+            .expect("registered by its subject");
+        assert_eq!(
+            breaker.state(),
+            fusebox::State::Closed,
+            "`{key}` stayed closed"
+        );
     }
     c.final_summary();
 }

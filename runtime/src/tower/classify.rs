@@ -142,7 +142,10 @@ mod tests {
         // UNAUTHENTICATED
         for code in [0, 1, 2, 3, 5, 6, 7, 9, 10, 11, 12, 13, 15, 16] {
             assert!(!grpc_code_counts(code), "code {code}");
-            assert!(!GrpcFailures.is_failure(&grpc(&code.to_string())), "grpc-status {code}");
+            assert!(
+                !GrpcFailures.is_failure(&grpc(&code.to_string())),
+                "grpc-status {code}"
+            );
         }
     }
 
