@@ -80,7 +80,7 @@ pub(crate) struct Core {
 
 /// How a call ended, as far as the breaker is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
+pub(crate) enum Outcome {
     Success,
     Failure,
     /// Neither: a business error, or a call that was cancelled before it finished.
@@ -826,16 +826,7 @@ impl Permit<'_> {
 
     #[inline(always)]
     fn refusal_error(&self, code: u64) -> Error {
-        let reason = match code - 1 {
-            0 => Reason::Open,
-            1 => Reason::HalfOpenFull,
-            2 => Reason::Recovering,
-            3 => Reason::ForcedOpen,
-            4 => Reason::BulkheadFull,
-            _ => Reason::TimedOut,
-        };
-        let retry_after = (self.start != NO_WAIT).then(|| Duration::from_nanos(self.start));
-        Error::new(self.core.key.clone(), reason, retry_after)
+        refusal_error(&self.core.key, code, self.start)
     }
 
     #[inline(always)]
@@ -900,8 +891,30 @@ impl OwnedPermit {
         self.word.state() == State::HalfOpen && !self.word.inert()
     }
 
+    /// True when the breaker refused the call (see [`Breaker::enter_owned`]).
     #[inline]
-    fn settle(&mut self, outcome: Outcome) {
+    pub(crate) fn is_refused(&self) -> bool {
+        self.word.refusal() != 0
+    }
+
+    /// Why the call was refused, when it was (see [`Breaker::enter_owned`]).
+    #[inline]
+    pub(crate) fn refusal(&self) -> Option<Error> {
+        match self.word.refusal() {
+            0 => None,
+            code => Some(refusal_error(&self.core.key, code, self.start)),
+        }
+    }
+
+    /// Dropped unreported, in place: a failure when the thread is panicking, else a cancellation.
+    #[inline]
+    pub(crate) fn abandon(&mut self) {
+        self.settle(abandoned());
+    }
+
+    /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).
+    #[inline]
+    pub(crate) fn settle(&mut self, outcome: Outcome) {
         if !self.word.inert() {
             let ticket = Ticket {
                 word: self.word,
@@ -918,7 +931,7 @@ impl Drop for OwnedPermit {
     #[inline]
     fn drop(&mut self) {
         if !self.word.inert() {
-            self.settle(abandoned());
+            self.abandon();
         }
     }
 }
@@ -930,6 +943,22 @@ impl fmt::Debug for OwnedPermit {
             .field("probe", &self.is_probe())
             .finish()
     }
+}
+
+/// The error of a permit refused with `code` (see [`Word::refused`]); `start` is the wait before
+/// the next probe in nanoseconds, or [`NO_WAIT`].
+#[inline(always)]
+fn refusal_error(key: &Key, code: u64, start: u64) -> Error {
+    let reason = match code - 1 {
+        0 => Reason::Open,
+        1 => Reason::HalfOpenFull,
+        2 => Reason::Recovering,
+        3 => Reason::ForcedOpen,
+        4 => Reason::BulkheadFull,
+        _ => Reason::TimedOut,
+    };
+    let retry_after = (start != NO_WAIT).then(|| Duration::from_nanos(start));
+    Error::new(key.clone(), reason, retry_after)
 }
 
 /// How a permit dropped without a report ends: a panic is a failure, anything else a cancellation.
@@ -1036,8 +1065,19 @@ impl Breaker {
     /// [`try_acquire_owned`](Breaker::try_acquire_owned) on behalf of `site` (named in events).
     #[inline]
     pub(crate) fn acquire_owned(&self, site: FnName) -> Result<OwnedPermit, Error> {
+        let permit = self.enter_owned(site);
+        match permit.refusal() {
+            None => Ok(permit),
+            Some(refused) => Err(refused),
+        }
+    }
+
+    /// Asks for admission on behalf of `site`; a refused call gets an inert permit whose
+    /// [`OwnedPermit::refusal`] says why (like the attribute's admission, no `Result` to move).
+    #[inline(always)]
+    pub(crate) fn enter_owned(&self, site: FnName) -> OwnedPermit {
         let core = self.core.current();
-        let mut permit = core.acquire(site)?;
+        let mut permit = core.enter(site);
         let owned = OwnedPermit {
             core: core.clone(),
             word: permit.word,
@@ -1046,7 +1086,7 @@ impl Breaker {
         };
         // The owned permit now carries the report; the borrowed one must not.
         permit.word = Word::SETTLED;
-        Ok(owned)
+        owned
     }
 
     /// The current state. Does not move an open circuit to half-open (only calls do).

@@ -8,8 +8,7 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 
 use super::{BoxError, Classify};
-use crate::Error;
-use crate::breaker::OwnedPermit;
+use crate::breaker::{Outcome, OwnedPermit};
 
 pin_project! {
     /// The response future of a [`CircuitBreaker`](super::CircuitBreaker).
@@ -18,29 +17,19 @@ pin_project! {
     /// the permit back without counting anything; a panic while polling the inner future counts
     /// as a failure.
     pub struct ResponseFuture<F, C> {
+        // `None` when the call was refused (the permit says why), or once completed.
         #[pin]
         inner: Option<F>,
-        permit: Option<OwnedPermit>,
-        refused: Option<Error>,
+        permit: OwnedPermit,
         classifier: C,
     }
 }
 
 impl<F, C> ResponseFuture<F, C> {
-    pub(super) fn admitted(inner: F, permit: OwnedPermit, classifier: C) -> Self {
+    pub(super) fn new(inner: Option<F>, permit: OwnedPermit, classifier: C) -> Self {
         ResponseFuture {
-            inner: Some(inner),
-            permit: Some(permit),
-            refused: None,
-            classifier,
-        }
-    }
-
-    pub(super) fn refused(refused: Error, classifier: C) -> Self {
-        ResponseFuture {
-            inner: None,
-            permit: None,
-            refused: Some(refused),
+            inner,
+            permit,
             classifier,
         }
     }
@@ -49,13 +38,12 @@ impl<F, C> ResponseFuture<F, C> {
 /// Reports a failure if the inner future panics while polled (the permit lives in the response
 /// future, which is dropped only after the unwinding is over, when it would look like a
 /// cancellation).
-struct PanicGuard<'a>(&'a mut Option<OwnedPermit>);
+struct PanicGuard<'a>(&'a mut OwnedPermit);
 
 impl Drop for PanicGuard<'_> {
     fn drop(&mut self) {
-        // Only reached while unwinding: the normal path forgets the guard. Dropping the permit
-        // now, during the panic, counts it as a failure.
-        drop(self.0.take());
+        // Only reached while unwinding: the normal path forgets the guard.
+        self.0.abandon();
     }
 }
 
@@ -71,7 +59,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            return match this.refused.take() {
+            return match this.permit.refusal() {
                 Some(refused) => Poll::Ready(Err(Box::new(refused))),
                 // Polled again after completion: never resolves again, never panics.
                 None => Poll::Pending,
@@ -84,13 +72,12 @@ where
             return Poll::Pending;
         };
         this.inner.set(None);
-        if let Some(permit) = this.permit.take() {
-            match &result {
-                _ if this.classifier.is_failure(&result) => permit.failure(),
-                Ok(_) => permit.success(),
-                Err(_) => permit.ignore(),
-            }
-        }
+        let outcome = match &result {
+            _ if this.classifier.is_failure(&result) => Outcome::Failure,
+            Ok(_) => Outcome::Success,
+            Err(_) => Outcome::Released,
+        };
+        this.permit.settle(outcome);
         Poll::Ready(result.map_err(Into::into))
     }
 }
@@ -98,7 +85,6 @@ where
 impl<F, C> fmt::Debug for ResponseFuture<F, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
-            .field("refused", &self.refused)
             .field("permit", &self.permit)
             .finish_non_exhaustive()
     }

@@ -10,7 +10,7 @@ use super::future::ResponseFuture;
 use super::layer::KeyFn;
 use super::{BoxError, Classify, SITE};
 use crate::breaker::OwnedPermit;
-use crate::{Breaker, Error, Policy, Registry};
+use crate::{Breaker, Policy, Registry};
 
 /// A service wrapped in a circuit breaker. Made by
 /// [`CircuitBreakerLayer`](super::CircuitBreakerLayer).
@@ -55,14 +55,14 @@ impl<S, C, K> CircuitBreaker<S, C, K> {
 
 /// Where a [`CircuitBreaker`] finds the breaker of a request.
 pub trait Admission<Req> {
-    /// Asks the breaker of `req` for admission.
-    fn admit(&self, req: &Req) -> Result<OwnedPermit, Error>;
+    /// Asks the breaker of `req` for admission; a refused call gets an inert permit that says why.
+    fn admit(&self, req: &Req) -> OwnedPermit;
 }
 
 impl<Req> Admission<Req> for Breaker {
     #[inline]
-    fn admit(&self, _req: &Req) -> Result<OwnedPermit, Error> {
-        self.acquire_owned(&SITE)
+    fn admit(&self, _req: &Req) -> OwnedPermit {
+        self.enter_owned(&SITE)
     }
 }
 
@@ -80,11 +80,9 @@ where
     F: for<'r> Fn(&'r Req) -> Cow<'r, str>,
 {
     #[inline]
-    fn admit(&self, req: &Req) -> Result<OwnedPermit, Error> {
+    fn admit(&self, req: &Req) -> OwnedPermit {
         let key = (self.key.f)(req);
-        self.registry
-            .dynamic(&key, self.policy)
-            .acquire_owned(&SITE)
+        self.registry.dynamic(&key, self.policy).enter_owned(&SITE)
     }
 }
 
@@ -114,13 +112,14 @@ where
 
     #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
-        match self.key.admit(&req) {
+        let permit = self.key.admit(&req);
+        let inner = if permit.is_refused() {
+            None
+        } else {
             // A panic in `inner.call` drops `permit` while unwinding: counted as a failure.
-            Ok(permit) => {
-                ResponseFuture::admitted(self.inner.call(req), permit, self.classifier.clone())
-            }
-            Err(refused) => ResponseFuture::refused(refused, self.classifier.clone()),
-        }
+            Some(self.inner.call(req))
+        };
+        ResponseFuture::new(inner, permit, self.classifier.clone())
     }
 }
 
