@@ -892,6 +892,7 @@ impl OwnedPermit {
     }
 
     /// True when the breaker refused the call (see [`Breaker::enter_owned`]).
+    #[cfg(feature = "tower")]
     #[inline]
     pub(crate) fn is_refused(&self) -> bool {
         self.word.refusal() != 0
