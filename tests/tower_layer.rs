@@ -325,3 +325,33 @@ async fn tripping_a_key_through_the_layer_refuses_through_the_attribute() {
     let refused = annotated_b(false).unwrap_err();
     assert_eq!(refused.refusal().map(|e| e.key()), Some("shared-b"));
 }
+
+// ---------------------------------------------------------------- events
+
+fake_registry!(EVENTS_CLOCK, EVENTS);
+
+#[tokio::test]
+async fn transitions_name_the_layer_as_the_calling_function() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    EVENTS.on_transition(move |t| {
+        sink.lock()
+            .unwrap()
+            .push((t.key.to_owned(), t.to, t.function.to_owned()));
+    });
+    let mut svc = CircuitBreakerLayer::new("events")
+        .registry(&EVENTS)
+        .policy(TRIP_AT_3)
+        .layer(backend(Arc::default(), true));
+    for _ in 0..3 {
+        let _ = svc.ready().await.unwrap().call(1).await;
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(
+            "events".to_owned(),
+            State::Open,
+            "fusebox::tower::CircuitBreakerLayer".to_owned()
+        )]
+    );
+}
