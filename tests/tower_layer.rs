@@ -355,3 +355,17 @@ async fn transitions_name_the_layer_as_the_calling_function() {
         )]
     );
 }
+
+// ---------------------------------------------------------------- bad input
+
+fake_registry!(BAD_CLOCK, BAD);
+
+#[tokio::test]
+async fn an_invalid_policy_runs_the_default_instead_of_panicking() {
+    let mut svc = CircuitBreakerLayer::new("bad-policy")
+        .registry(&BAD)
+        .policy(Policy::new().window(0))
+        .layer(backend(Arc::default(), false));
+    assert_eq!(svc.ready().await.unwrap().call(4).await.unwrap(), 4);
+    assert_eq!(BAD.get("bad-policy").unwrap().policy(), Policy::DEFAULT);
+}
