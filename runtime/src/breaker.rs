@@ -1058,6 +1058,15 @@ impl Breaker {
 
     /// Asks for admission like [`try_acquire`](Breaker::try_acquire); the permit holds the
     /// breaker, so it can live in a `'static` future.
+    ///
+    /// ```
+    /// let registry = fusebox::Registry::new();
+    /// let breaker = registry.breaker("ledger", fusebox::Policy::new()).unwrap();
+    /// let permit = breaker.try_acquire_owned().unwrap();
+    /// let task = std::thread::spawn(move || permit.success());
+    /// task.join().unwrap();
+    /// assert_eq!(breaker.snapshot().calls, 1);
+    /// ```
     #[inline]
     pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Error> {
         self.acquire_owned(&"")
