@@ -16,7 +16,8 @@
 //! [`CircuitBreakerLayer::axum`] keeps the key, registry and policy; its classifier defaults to
 //! [`HttpFailures`] (a handler answering `5xx` or `429` counts, `4xx` does not), since an axum
 //! route never returns an `Err`. A refusal answers without running the handler (or any layer
-//! inside this one).
+//! inside this one). `Router::layer` also wraps the router's fallback (unknown paths share the
+//! circuit); `Router::route_layer` wraps the matched routes only.
 
 use std::convert::Infallible;
 use std::fmt;
