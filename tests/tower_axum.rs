@@ -77,6 +77,11 @@ fn a_failing_route_opens_then_503s_without_the_handler_then_half_opens_and_close
         3,
         "refused requests never reach the handler"
     );
+    assert_eq!(
+        http_get(addr, "/unknown").status,
+        503,
+        "`Router::layer` wraps the fallback too"
+    );
 
     FAIL.store(false, Ordering::SeqCst);
     CLOCK.advance(Duration::from_millis(29_500));
