@@ -135,7 +135,7 @@ struct Recorded {
 
 /// How a call ended, as far as the breaker is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
+pub(crate) enum Outcome {
     Success,
     Failure,
     /// Neither: a business error, or a call that was cancelled before it finished.
@@ -1103,16 +1103,7 @@ impl Permit<'_> {
 
     #[inline(always)]
     fn refusal_error(&self, code: u64) -> Error {
-        let reason = match code - 1 {
-            0 => Reason::Open,
-            1 => Reason::HalfOpenFull,
-            2 => Reason::Recovering,
-            3 => Reason::ForcedOpen,
-            4 => Reason::BulkheadFull,
-            _ => Reason::TimedOut,
-        };
-        let retry_after = (self.start != NO_WAIT).then(|| Duration::from_nanos(self.start));
-        Error::new(self.core.key.clone(), reason, retry_after)
+        refusal_error(&self.core.key, code, self.start)
     }
 
     #[inline(always)]
@@ -1140,14 +1131,125 @@ impl Permit<'_> {
     /// Dropped without a report: a panic counts as a failure, anything else is a cancellation.
     #[cold]
     fn abandon(&mut self) {
-        let outcome = if std::thread::panicking() {
-            Outcome::Failure
-        } else {
-            Outcome::Released
-        };
         let ticket = self.ticket();
         self.word = Word::SETTLED;
-        self.core.finish(ticket, outcome);
+        self.core.finish(ticket, abandoned());
+    }
+}
+
+/// A [`Permit`] that holds its breaker, for futures that outlive the [`Breaker`] handle (the
+/// tower layer's response future). Reports and drops exactly like a [`Permit`]: dropped without a
+/// report, it counts as a failure when the thread is panicking and otherwise gives its slot back.
+#[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
+pub struct OwnedPermit {
+    core: Arc<Core>,
+    word: Word,
+    start: u64,
+    site: FnName,
+}
+
+impl OwnedPermit {
+    /// The call succeeded.
+    #[inline]
+    pub fn success(mut self) {
+        self.settle(Outcome::Success);
+    }
+
+    /// The call failed in a way that counts against the circuit.
+    #[inline]
+    pub fn failure(mut self) {
+        self.settle(Outcome::Failure);
+    }
+
+    /// The call ended in a way that must not affect the circuit (a business error).
+    #[inline]
+    pub fn ignore(mut self) {
+        self.settle(Outcome::Released);
+    }
+
+    /// True when this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.word.state() == State::HalfOpen && !self.word.inert()
+    }
+
+    /// True when the breaker refused the call (see [`Breaker::enter_owned`]).
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn is_refused(&self) -> bool {
+        self.word.refusal() != 0
+    }
+
+    /// Why the call was refused, when it was (see [`Breaker::enter_owned`]).
+    #[inline]
+    pub(crate) fn refusal(&self) -> Option<Error> {
+        match self.word.refusal() {
+            0 => None,
+            code => Some(refusal_error(&self.core.key, code, self.start)),
+        }
+    }
+
+    /// Dropped unreported, in place: a failure when the thread is panicking, else a cancellation.
+    #[inline]
+    pub(crate) fn abandon(&mut self) {
+        self.settle(abandoned());
+    }
+
+    /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).
+    #[inline]
+    pub(crate) fn settle(&mut self, outcome: Outcome) {
+        if !self.word.inert() {
+            let ticket = Ticket {
+                word: self.word,
+                start: self.start,
+                site: self.site,
+            };
+            // Settled before the report runs, so nothing unwinding out of it releases twice.
+            self.word = Word::SETTLED;
+            self.core.finish(ticket, outcome);
+        }
+    }
+}
+
+impl Drop for OwnedPermit {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.word.inert() {
+            self.abandon();
+        }
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("key", &self.core.key)
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}
+
+/// The error of a permit refused with `code` (see [`Word::refused`]); `start` is the wait before
+/// the next probe in nanoseconds, or [`NO_WAIT`].
+#[inline(always)]
+fn refusal_error(key: &Key, code: u64, start: u64) -> Error {
+    let reason = match code - 1 {
+        0 => Reason::Open,
+        1 => Reason::HalfOpenFull,
+        2 => Reason::Recovering,
+        3 => Reason::ForcedOpen,
+        4 => Reason::BulkheadFull,
+        _ => Reason::TimedOut,
+    };
+    let retry_after = (start != NO_WAIT).then(|| Duration::from_nanos(start));
+    Error::new(key.clone(), reason, retry_after)
+}
+
+/// How a permit dropped without a report ends: a panic is a failure, anything else a cancellation.
+fn abandoned() -> Outcome {
+    if std::thread::panicking() {
+        Outcome::Failure
+    } else {
+        Outcome::Released
     }
 }
 
@@ -1234,6 +1336,49 @@ impl Breaker {
         let result = fut.await;
         permit.report(&result, is_failure);
         Ok(result)
+    }
+
+    /// Asks for admission like [`try_acquire`](Breaker::try_acquire); the permit holds the
+    /// breaker, so it can live in a `'static` future.
+    ///
+    /// ```
+    /// let registry = fusebox::Registry::new();
+    /// let breaker = registry.breaker("ledger", fusebox::Policy::new()).unwrap();
+    /// let permit = breaker.try_acquire_owned().unwrap();
+    /// let task = std::thread::spawn(move || permit.success());
+    /// task.join().unwrap();
+    /// assert_eq!(breaker.snapshot().calls, 1);
+    /// ```
+    #[inline]
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Error> {
+        self.acquire_owned(&"")
+    }
+
+    /// [`try_acquire_owned`](Breaker::try_acquire_owned) on behalf of `site` (named in events).
+    #[inline]
+    pub(crate) fn acquire_owned(&self, site: FnName) -> Result<OwnedPermit, Error> {
+        let permit = self.enter_owned(site);
+        match permit.refusal() {
+            None => Ok(permit),
+            Some(refused) => Err(refused),
+        }
+    }
+
+    /// Asks for admission on behalf of `site`; a refused call gets an inert permit whose
+    /// [`OwnedPermit::refusal`] says why (like the attribute's admission, no `Result` to move).
+    #[inline(always)]
+    pub(crate) fn enter_owned(&self, site: FnName) -> OwnedPermit {
+        let core = self.core.current();
+        let mut permit = core.enter(site);
+        let owned = OwnedPermit {
+            core: core.clone(),
+            word: permit.word,
+            start: permit.start,
+            site,
+        };
+        // The owned permit now carries the report; the borrowed one must not.
+        permit.word = Word::SETTLED;
+        owned
     }
 
     /// The current state. Does not move an open circuit to half-open (only calls do).

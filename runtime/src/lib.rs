@@ -42,12 +42,14 @@ mod registry;
 mod retry;
 mod state;
 mod sync;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod window;
 
 #[doc(hidden)]
 pub mod __private;
 
-pub use breaker::{Breaker, LastTransition, Permit, Snapshot};
+pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
 pub use policy::{

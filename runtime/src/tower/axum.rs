@@ -1,0 +1,237 @@
+//! axum (feature `axum`): a refused request becomes `503 Service Unavailable` with `Retry-After`
+//! and a small JSON body, with no error handler to write.
+//!
+//! ```
+//! use axum::{Router, routing::get, http::StatusCode};
+//! use fusebox::tower::CircuitBreakerLayer;
+//!
+//! async fn report() -> StatusCode { StatusCode::OK }
+//!
+//! let app: Router = Router::new()
+//!     .route("/report", get(report))
+//!     .layer(CircuitBreakerLayer::new("report").axum());
+//! # let _ = app;
+//! ```
+//!
+//! [`CircuitBreakerLayer::axum`] keeps the key, registry and policy; its classifier defaults to
+//! [`HttpFailures`] (a handler answering `5xx` or `429` counts, `4xx` does not), since an axum
+//! route never returns an `Err`. A refusal answers without running the handler (or any layer
+//! inside this one). `Router::layer` also wraps the router's fallback (unknown paths share the
+//! circuit); `Router::route_layer` wraps the matched routes only.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ::axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::{AnyError, BoxError, CircuitBreakerLayer, Classify, GrpcFailures, HttpFailures};
+use crate::{Error, Reason};
+
+/// A classifier for axum's `Result<Response, Infallible>`: [`AnyError`] (the layer's default)
+/// becomes [`HttpFailures`], any other classifier is kept.
+pub trait AxumClassifier {
+    /// The classifier the axum layer runs.
+    type Classifier: Classify<Response, Infallible> + Clone;
+
+    /// Converts into the classifier the axum layer runs.
+    fn into_classifier(self) -> Self::Classifier;
+}
+
+impl AxumClassifier for AnyError {
+    type Classifier = HttpFailures;
+
+    fn into_classifier(self) -> HttpFailures {
+        HttpFailures
+    }
+}
+
+impl AxumClassifier for HttpFailures {
+    type Classifier = HttpFailures;
+
+    fn into_classifier(self) -> HttpFailures {
+        self
+    }
+}
+
+impl AxumClassifier for GrpcFailures {
+    type Classifier = GrpcFailures;
+
+    fn into_classifier(self) -> GrpcFailures {
+        self
+    }
+}
+
+impl<F> AxumClassifier for F
+where
+    F: Fn(&Result<Response, Infallible>) -> bool + Clone,
+{
+    type Classifier = F;
+
+    fn into_classifier(self) -> F {
+        self
+    }
+}
+
+impl<C: AxumClassifier, K> CircuitBreakerLayer<C, K> {
+    /// The layer for axum's `Router::layer` / `route_layer`: a refusal becomes
+    /// `503 Service Unavailable` with `Retry-After` and a JSON body (see
+    /// [`IntoResponse for fusebox::Error`](crate::Error#impl-IntoResponse-for-Error)).
+    pub fn axum(self) -> AxumLayer<C::Classifier, K> {
+        AxumLayer(CircuitBreakerLayer {
+            registry: self.registry,
+            policy: self.policy,
+            classifier: self.classifier.into_classifier(),
+            key: self.key,
+        })
+    }
+}
+
+/// [`CircuitBreakerLayer`] for axum, made by [`CircuitBreakerLayer::axum`].
+#[derive(Clone, Debug)]
+pub struct AxumLayer<C, K>(CircuitBreakerLayer<C, K>);
+
+impl<S, C, K> Layer<S> for AxumLayer<C, K>
+where
+    CircuitBreakerLayer<C, K>: Layer<S>,
+{
+    type Service = RefusalResponse<<CircuitBreakerLayer<C, K> as Layer<S>>::Service>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RefusalResponse(self.0.layer(inner))
+    }
+}
+
+/// Turns a wrapped service's [`BoxError`] into a response: a [`fusebox::Error`](crate::Error)
+/// becomes its `503` response, any other error `500 Internal Server Error`. Its error type is
+/// [`Infallible`], as axum requires.
+#[derive(Clone, Debug)]
+pub struct RefusalResponse<S>(pub S);
+
+impl<S, Req> Service<Req> for RefusalResponse<S>
+where
+    S: Service<Req, Response = Response, Error = BoxError>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = RefusalFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // An inner readiness error cannot be answered here (there is no request yet); report ready
+        // and let `call` answer it. Route, the usual inner service, is always ready.
+        match self.0.poll_ready(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(_) => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        RefusalFuture {
+            inner: self.0.call(req),
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`RefusalResponse`].
+    pub struct RefusalFuture<F> {
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<F> Future for RefusalFuture<F>
+where
+    F: Future<Output = Result<Response, BoxError>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().inner.poll(cx).map(|result| {
+            Ok(match result {
+                Ok(response) => response,
+                Err(error) => match error.downcast::<Error>() {
+                    Ok(refused) => refused.into_response(),
+                    Err(_other) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                },
+            })
+        })
+    }
+}
+
+impl<F> fmt::Debug for RefusalFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RefusalFuture")
+    }
+}
+
+/// The `reason` field of the JSON body.
+fn reason_code(reason: Reason) -> &'static str {
+    match reason {
+        Reason::Open => "open",
+        Reason::HalfOpenFull => "half_open_full",
+        Reason::Recovering => "recovering",
+        Reason::ForcedOpen => "forced_open",
+        Reason::BulkheadFull => "bulkhead_full",
+        Reason::TimedOut => "timed_out",
+    }
+}
+
+/// Whole seconds to wait, rounded up, at least 1: what `Retry-After` carries.
+fn retry_after_secs(wait: Option<Duration>) -> u64 {
+    match wait {
+        Some(wait) => {
+            let secs = wait
+                .as_secs()
+                .saturating_add(u64::from(wait.subsec_nanos() != 0));
+            secs.max(1)
+        }
+        None => 1,
+    }
+}
+
+/// `503 Service Unavailable`, `Retry-After: <seconds>` (the wait until the next probe, rounded up;
+/// `1` when the refusal carries no wait) and the body
+/// `{"error":"circuit_open","reason":"open","retry_after":30}` (`content-type: application/json`;
+/// `reason` is one of `open`, `half_open_full`, `recovering`, `forced_open`, `bulkhead_full`,
+/// `timed_out`). The breaker's key is not in the response, so internal names do not leak to
+/// clients.
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let secs = retry_after_secs(self.retry_after());
+        let body = format!(
+            r#"{{"error":"circuit_open","reason":"{}","retry_after":{secs}}}"#,
+            reason_code(self.reason())
+        );
+        let mut response = (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_and_is_at_least_one_second() {
+        assert_eq!(retry_after_secs(None), 1);
+        assert_eq!(retry_after_secs(Some(Duration::ZERO)), 1);
+        assert_eq!(retry_after_secs(Some(Duration::from_millis(1))), 1);
+        assert_eq!(retry_after_secs(Some(Duration::from_millis(29_001))), 30);
+        assert_eq!(retry_after_secs(Some(Duration::from_secs(30))), 30);
+        assert_eq!(retry_after_secs(Some(Duration::MAX)), u64::MAX);
+    }
+}

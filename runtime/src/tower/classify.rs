@@ -1,0 +1,183 @@
+//! Classifiers: which outcomes of a wrapped service count as failures against the circuit.
+//!
+//! A classifier sees the inner service's `Result` before the layer boxes its error. An `Ok` that
+//! the classifier accepts as a failure (an HTTP 503, say) counts as one; an `Ok` it does not
+//! accept is a success; an `Err` it does not accept is a business error and is not counted at all,
+//! exactly like an error outside the attribute's `failure = […]`.
+
+/// Decides whether one outcome of a wrapped service counts as a failure.
+///
+/// Implemented by every `Fn(&Result<T, E>) -> bool` closure, by [`AnyError`] (the default),
+/// [`HttpFailures`] and [`GrpcFailures`].
+pub trait Classify<T, E> {
+    /// True when `outcome` counts as a failure against the circuit.
+    fn is_failure(&self, outcome: &Result<T, E>) -> bool;
+}
+
+impl<T, E, F> Classify<T, E> for F
+where
+    F: Fn(&Result<T, E>) -> bool,
+{
+    #[inline]
+    fn is_failure(&self, outcome: &Result<T, E>) -> bool {
+        self(outcome)
+    }
+}
+
+/// The default classifier: every `Err` of the inner service counts, every `Ok` is a success
+/// (like the attribute without `failure = […]`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnyError;
+
+impl<T, E> Classify<T, E> for AnyError {
+    #[inline]
+    fn is_failure(&self, outcome: &Result<T, E>) -> bool {
+        outcome.is_err()
+    }
+}
+
+/// HTTP: a `5xx` or `429 Too Many Requests` response counts, any other status (`4xx` included)
+/// does not, and a transport error (the inner service's `Err`) counts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HttpFailures;
+
+/// True for the statuses [`HttpFailures`] counts: `5xx` and `429 Too Many Requests`.
+pub fn http_status_counts(status: http::StatusCode) -> bool {
+    status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS
+}
+
+impl<B, E> Classify<http::Response<B>, E> for HttpFailures {
+    #[inline]
+    fn is_failure(&self, outcome: &Result<http::Response<B>, E>) -> bool {
+        match outcome {
+            Ok(response) => http_status_counts(response.status()),
+            Err(_) => true,
+        }
+    }
+}
+
+/// gRPC status `DEADLINE_EXCEEDED`.
+pub const GRPC_DEADLINE_EXCEEDED: i32 = 4;
+/// gRPC status `RESOURCE_EXHAUSTED`.
+pub const GRPC_RESOURCE_EXHAUSTED: i32 = 8;
+/// gRPC status `UNAVAILABLE`.
+pub const GRPC_UNAVAILABLE: i32 = 14;
+
+/// True for the gRPC status codes [`GrpcFailures`] counts: `UNAVAILABLE` (14),
+/// `DEADLINE_EXCEEDED` (4) and `RESOURCE_EXHAUSTED` (8). Every other code (`OK`, `NOT_FOUND`,
+/// `INVALID_ARGUMENT`, …) is the service answering and does not count.
+///
+/// Takes the numeric code, so it works with any gRPC stack; with tonic:
+/// `grpc_code_counts(status.code() as i32)`.
+pub fn grpc_code_counts(code: i32) -> bool {
+    matches!(
+        code,
+        GRPC_UNAVAILABLE | GRPC_DEADLINE_EXCEEDED | GRPC_RESOURCE_EXHAUSTED
+    )
+}
+
+/// The gRPC code carried by a `grpc-status` header value, if it is a valid one.
+pub fn grpc_status_code(value: &http::HeaderValue) -> Option<i32> {
+    let text = value.to_str().ok()?;
+    if text.is_empty() || text.len() > 2 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// gRPC over HTTP (a tonic `Channel` or any `Service<http::Request<_>>` speaking gRPC): counts a
+/// response whose `grpc-status` header is `UNAVAILABLE`, `DEADLINE_EXCEEDED` or
+/// `RESOURCE_EXHAUSTED` (see [`grpc_code_counts`]), a `5xx` or `429` HTTP status, and a
+/// transport error.
+///
+/// It reads the response *headers*: servers send an error status there when the call fails before
+/// any message ("trailers-only" responses, which is how tonic and grpc-go report a handler's
+/// error). A status sent in the trailers after streamed messages arrives after the response and
+/// is not seen; classify it in your own code with [`grpc_code_counts`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrpcFailures;
+
+impl<B, E> Classify<http::Response<B>, E> for GrpcFailures {
+    fn is_failure(&self, outcome: &Result<http::Response<B>, E>) -> bool {
+        match outcome {
+            Ok(response) => {
+                http_status_counts(response.status())
+                    || response
+                        .headers()
+                        .get("grpc-status")
+                        .and_then(grpc_status_code)
+                        .is_some_and(grpc_code_counts)
+            }
+            Err(_) => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grpc(status: &str) -> Result<http::Response<()>, ()> {
+        Ok(http::Response::builder()
+            .header("grpc-status", status)
+            .body(())
+            .unwrap())
+    }
+
+    fn http(status: u16) -> Result<http::Response<()>, ()> {
+        Ok(http::Response::builder().status(status).body(()).unwrap())
+    }
+
+    #[test]
+    fn grpc_unavailable_deadline_and_exhausted_count() {
+        for code in ["14", "4", "8"] {
+            assert!(GrpcFailures.is_failure(&grpc(code)), "grpc-status {code}");
+        }
+    }
+
+    #[test]
+    fn grpc_answers_of_the_service_do_not_count() {
+        // OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
+        // FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE, UNIMPLEMENTED, INTERNAL, DATA_LOSS,
+        // UNAUTHENTICATED
+        for code in [0, 1, 2, 3, 5, 6, 7, 9, 10, 11, 12, 13, 15, 16] {
+            assert!(!grpc_code_counts(code), "code {code}");
+            assert!(
+                !GrpcFailures.is_failure(&grpc(&code.to_string())),
+                "grpc-status {code}"
+            );
+        }
+    }
+
+    #[test]
+    fn grpc_status_header_garbage_does_not_count_and_does_not_panic() {
+        for bad in ["", "x", "+14", "014", "99999999999999999999", "-1", " 14"] {
+            assert!(!GrpcFailures.is_failure(&grpc(bad)), "{bad:?}");
+        }
+        let no_header = Ok::<_, ()>(http::Response::new(()));
+        assert!(!GrpcFailures.is_failure(&no_header));
+    }
+
+    #[test]
+    fn grpc_transport_errors_and_http_5xx_count() {
+        assert!(GrpcFailures.is_failure(&Err::<http::Response<()>, _>(())));
+        assert!(GrpcFailures.is_failure(&http(503)));
+    }
+
+    #[test]
+    fn http_5xx_and_429_count_and_4xx_do_not() {
+        for status in [500, 502, 503, 504, 599, 429] {
+            assert!(HttpFailures.is_failure(&http(status)), "{status}");
+        }
+        for status in [200, 204, 301, 400, 401, 403, 404, 409, 422, 428, 431] {
+            assert!(!HttpFailures.is_failure(&http(status)), "{status}");
+        }
+        assert!(HttpFailures.is_failure(&Err::<http::Response<()>, _>(())));
+    }
+
+    #[test]
+    fn any_error_counts_errors_only() {
+        assert!(AnyError.is_failure(&Err::<(), _>(())));
+        assert!(!AnyError.is_failure(&Ok::<_, ()>(())));
+    }
+}

@@ -1,0 +1,173 @@
+//! [`CircuitBreakerLayer`]: the builder that wraps services in a registry's circuit.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use tower_layer::Layer;
+
+use super::SITE;
+use super::classify::AnyError;
+use super::service::CircuitBreaker;
+use crate::registry::{Registry, usable_policy};
+use crate::{Breaker, Key, Policy};
+
+/// A tower [`Layer`] that routes every call of the wrapped service through a circuit breaker of a
+/// fusebox [`Registry`]: the same circuits, policies, events and operator controls as
+/// `#[fusebox::circuit_breaker]`. A key tripped by an annotated function is open for the layer,
+/// and the other way round.
+///
+/// ```
+/// use fusebox::tower::{CircuitBreakerLayer, HttpFailures};
+/// use fusebox::Policy;
+/// use std::time::Duration;
+///
+/// const POLICY: Policy = Policy::new().window(20).failure_rate(50).open_for(Duration::from_secs(30));
+/// let layer = CircuitBreakerLayer::new("payment").policy(POLICY).failure(HttpFailures);
+/// # let _ = layer;
+/// ```
+///
+/// - the key: [`new`](CircuitBreakerLayer::new) takes a fixed key;
+///   [`key_fn`](CircuitBreakerLayer::key_fn) takes one from each request (one circuit per host
+///   or route), looked up like the attribute's dynamic keys and bounded by the same
+///   [`Registry::set_max_keys`] cap;
+/// - [`registry`](CircuitBreakerLayer::registry): a `static` registry instead of the global one;
+/// - [`policy`](CircuitBreakerLayer::policy): the policy a breaker is created with (the first
+///   registration of a key fixes it, as for the attribute; an invalid policy is logged and the
+///   default runs);
+/// - [`failure`](CircuitBreakerLayer::failure): which outcomes count (default [`AnyError`]: every
+///   `Err` of the inner service).
+///
+/// The service's error type is [`BoxError`](super::BoxError): a refusal is a boxed
+/// [`fusebox::Error`](crate::Error) (`err.downcast_ref::<fusebox::Error>()`), any other error is
+/// the inner service's, boxed.
+#[derive(Clone)]
+pub struct CircuitBreakerLayer<C = AnyError, K = FixedKey> {
+    pub(super) registry: &'static Registry,
+    pub(super) policy: Policy,
+    pub(super) classifier: C,
+    pub(super) key: K,
+}
+
+/// The key of a [`CircuitBreakerLayer::new`] layer: one circuit for every request.
+#[derive(Debug, Clone)]
+pub struct FixedKey(Key);
+
+/// The key of a [`CircuitBreakerLayer::key_fn`] layer: taken from each request.
+pub struct KeyFn<F, Req> {
+    pub(super) f: F,
+    _req: PhantomData<fn(&Req)>,
+}
+
+impl<F: Clone, Req> Clone for KeyFn<F, Req> {
+    fn clone(&self) -> Self {
+        KeyFn {
+            f: self.f.clone(),
+            _req: PhantomData,
+        }
+    }
+}
+
+impl<F, Req> fmt::Debug for KeyFn<F, Req> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyFn")
+    }
+}
+
+impl CircuitBreakerLayer {
+    /// A layer for the circuit `key` of the global registry, with the default policy and
+    /// classifier.
+    pub fn new(key: impl Into<Key>) -> Self {
+        CircuitBreakerLayer {
+            registry: crate::registry(),
+            policy: Policy::DEFAULT,
+            classifier: AnyError,
+            key: FixedKey(key.into()),
+        }
+    }
+}
+
+impl<C, K> CircuitBreakerLayer<C, K> {
+    /// Uses `registry` (a `static`, or a `static LazyLock<Registry>`) instead of the global one.
+    pub fn registry(mut self, registry: &'static Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// The policy breakers are created with.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Which outcomes count as failures: a closure `|r: &Result<Response, Error>| -> bool`, or
+    /// [`HttpFailures`](super::HttpFailures), [`GrpcFailures`](super::GrpcFailures),
+    /// [`AnyError`]. `Error` here is the inner service's own error type.
+    pub fn failure<C2>(self, classifier: C2) -> CircuitBreakerLayer<C2, K> {
+        CircuitBreakerLayer {
+            registry: self.registry,
+            policy: self.policy,
+            classifier,
+            key: self.key,
+        }
+    }
+
+    /// Takes the key from each request: `|req: &Request<Body>| req.uri().path().into()`.
+    ///
+    /// Keys are looked up per call like the attribute's `key = expr`: created on first use, with
+    /// idle ones evicted and calls past the registry's cap running unprotected (see
+    /// [`Registry::set_max_keys`]), so a key taken from what a client sends cannot grow memory
+    /// without bound.
+    pub fn key_fn<Req, F>(self, f: F) -> CircuitBreakerLayer<C, KeyFn<F, Req>>
+    where
+        F: for<'r> Fn(&'r Req) -> Cow<'r, str>,
+    {
+        CircuitBreakerLayer {
+            registry: self.registry,
+            policy: self.policy,
+            classifier: self.classifier,
+            key: KeyFn {
+                f,
+                _req: PhantomData,
+            },
+        }
+    }
+}
+
+impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
+    type Service = CircuitBreaker<S, C, Breaker>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        let key = &self.key.0;
+        let policy = usable_policy(key.as_str(), SITE, self.policy);
+        let breaker = self
+            .registry
+            .get_or_insert(key.as_str(), policy, || key.clone());
+        CircuitBreaker::new(inner, self.classifier.clone(), breaker)
+    }
+}
+
+impl<S, C: Clone, F: Clone, Req> Layer<S> for CircuitBreakerLayer<C, KeyFn<F, Req>> {
+    type Service = CircuitBreaker<S, C, super::service::PerRequest<F, Req>>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CircuitBreaker::new(
+            inner,
+            self.classifier.clone(),
+            super::service::PerRequest {
+                key: self.key.clone(),
+                registry: self.registry,
+                policy: usable_policy("key_fn", SITE, self.policy),
+            },
+        )
+    }
+}
+
+impl<C, K: fmt::Debug> fmt::Debug for CircuitBreakerLayer<C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreakerLayer")
+            .field("key", &self.key)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,171 @@
+//! reqwest (feature `reqwest`): a `reqwest-middleware` middleware that sends every request of a
+//! `ClientWithMiddleware` through the registry's circuits, one per host or one fixed key.
+//!
+//! ```
+//! use fusebox::tower::reqwest::CircuitBreakerMiddleware;
+//!
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//!     .with(CircuitBreakerMiddleware::per_host())
+//!     .build();
+//! # let _ = client;
+//! ```
+//!
+//! Outcomes are classified with [`HttpFailures`]: a `5xx` or `429` response and a transport error
+//! count, any other response is a success. A refused request is not sent; it fails with
+//! `reqwest_middleware::Error::Middleware` wrapping a [`fusebox::Error`](crate::Error), which
+//! [`refusal`] finds:
+//!
+//! ```
+//! # async fn get(client: &reqwest_middleware::ClientWithMiddleware) {
+//! match client.get("http://inventory.internal/stock").send().await {
+//!     Ok(response) => { /* … */ }
+//!     Err(err) => match fusebox::tower::reqwest::refusal(&err) {
+//!         Some(refused) => println!("not sent: {refused}"),
+//!         None => println!("failed: {err}"),
+//!     },
+//! }
+//! # }
+//! ```
+
+use std::sync::OnceLock;
+
+use ::reqwest::{Request, Response, Url};
+use http::Extensions;
+use reqwest_middleware::{Middleware, Next};
+
+use super::{Classify, HttpFailures};
+use crate::registry::{Registry, usable_policy};
+use crate::{Breaker, Error, Key, Policy};
+
+/// Which circuit a request goes through.
+#[derive(Debug)]
+enum Keying {
+    /// `host:port` of the request's URL, looked up like the attribute's dynamic keys.
+    PerHost,
+    /// One key for every request, resolved on the first request.
+    Fixed(Key, OnceLock<Breaker>),
+}
+
+/// A `reqwest-middleware` middleware: one circuit per host ([`per_host`](Self::per_host)) or one
+/// fixed key ([`new`](Self::new)), in the global registry unless
+/// [`registry`](Self::registry) says otherwise.
+#[derive(Debug)]
+pub struct CircuitBreakerMiddleware {
+    registry: &'static Registry,
+    policy: Policy,
+    keying: Keying,
+}
+
+impl CircuitBreakerMiddleware {
+    /// Every request through the circuit `key`.
+    pub fn new(key: impl Into<Key>) -> Self {
+        CircuitBreakerMiddleware {
+            registry: crate::registry(),
+            policy: Policy::DEFAULT,
+            keying: Keying::Fixed(key.into(), OnceLock::new()),
+        }
+    }
+
+    /// One circuit per host: the key is the URL's `host:port` (`api.example.com:443`, the port
+    /// made explicit), so two ports of one host are two circuits. Keys are looked up like the
+    /// attribute's dynamic keys and bounded by [`Registry::set_max_keys`].
+    pub fn per_host() -> Self {
+        CircuitBreakerMiddleware {
+            registry: crate::registry(),
+            policy: Policy::DEFAULT,
+            keying: Keying::PerHost,
+        }
+    }
+
+    /// Uses `registry` (a `static`, or a `static LazyLock<Registry>`) instead of the global one.
+    pub fn registry(mut self, registry: &'static Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// The policy breakers are created with (an invalid one is logged and the default runs).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = usable_policy("reqwest", SITE_REQWEST, policy);
+        self
+    }
+
+    fn breaker(&self, url: &Url) -> Breaker {
+        match &self.keying {
+            Keying::Fixed(key, breaker) => breaker
+                .get_or_init(|| {
+                    let policy = usable_policy(key.as_str(), SITE_REQWEST, self.policy);
+                    self.registry
+                        .get_or_insert(key.as_str(), policy, || key.clone())
+                })
+                .clone(),
+            Keying::PerHost => self.registry.dynamic(&host_key(url), self.policy),
+        }
+    }
+}
+
+/// The function name the middleware's breakers report in events.
+const SITE_REQWEST: &str = "fusebox::tower::reqwest::CircuitBreakerMiddleware";
+
+/// `host:port` of `url` (`unknown` for a URL without a host).
+fn host_key(url: &Url) -> String {
+    let host = url.host_str().unwrap_or("unknown");
+    match url.port_or_known_default() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    }
+}
+
+/// The [`fusebox::Error`](crate::Error) inside `err` when the middleware refused the request.
+pub fn refusal(err: &reqwest_middleware::Error) -> Option<&Error> {
+    match err {
+        reqwest_middleware::Error::Middleware(inner) => inner.downcast_ref::<Error>(),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    }
+}
+
+impl Classify<Response, reqwest_middleware::Error> for HttpFailures {
+    fn is_failure(&self, outcome: &Result<Response, reqwest_middleware::Error>) -> bool {
+        match outcome {
+            Ok(response) => super::http_status_counts(response.status()),
+            Err(_) => true,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for CircuitBreakerMiddleware {
+    async fn handle(
+        &self,
+        req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let permit = self
+            .breaker(req.url())
+            .acquire_owned(&SITE_REQWEST)
+            .map_err(reqwest_middleware::Error::middleware)?;
+        // Dropped unreported if this future is cancelled (nothing counted) or a panic unwinds
+        // through it (a failure).
+        let result = next.run(req, extensions).await;
+        match &result {
+            _ if HttpFailures.is_failure(&result) => permit.failure(),
+            _ => permit.success(),
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_keys_name_host_and_port() {
+        let key = |s: &str| host_key(&Url::parse(s).unwrap());
+        assert_eq!(key("http://127.0.0.1:8080/a?b"), "127.0.0.1:8080");
+        assert_eq!(key("https://api.example.com/x"), "api.example.com:443");
+        assert_eq!(key("http://api.example.com/x"), "api.example.com:80");
+        assert_eq!(key("http://[::1]:9000/"), "[::1]:9000");
+        assert_eq!(key("data:text/plain,hi"), "unknown");
+    }
+}

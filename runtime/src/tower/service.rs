@@ -1,0 +1,133 @@
+//! [`CircuitBreaker`]: the service a [`CircuitBreakerLayer`](super::CircuitBreakerLayer) makes.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::task::{Context, Poll};
+
+use tower_service::Service;
+
+use super::future::ResponseFuture;
+use super::layer::KeyFn;
+use super::{BoxError, Classify, SITE};
+use crate::breaker::OwnedPermit;
+use crate::{Breaker, Policy, Registry};
+
+/// A service wrapped in a circuit breaker. Made by
+/// [`CircuitBreakerLayer`](super::CircuitBreakerLayer).
+///
+/// `poll_ready` is the inner service's readiness and takes no permit; `call` asks the circuit for
+/// admission and, when refused, answers with a boxed [`fusebox::Error`](crate::Error) without
+/// calling the inner service. An admitted call reports its outcome when its response future
+/// completes; dropping the future gives the permit back without counting anything (a cancelled
+/// half-open probe frees its slot), and a panic while calling or polling the inner service counts
+/// as a failure.
+#[derive(Clone)]
+pub struct CircuitBreaker<S, C, K> {
+    inner: S,
+    classifier: C,
+    key: K,
+}
+
+impl<S, C, K> CircuitBreaker<S, C, K> {
+    pub(super) fn new(inner: S, classifier: C, key: K) -> Self {
+        CircuitBreaker {
+            inner,
+            classifier,
+            key,
+        }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The wrapped service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+/// Where a [`CircuitBreaker`] finds the breaker of a request.
+pub trait Admission<Req> {
+    /// Asks the breaker of `req` for admission; a refused call gets an inert permit that says why.
+    fn admit(&self, req: &Req) -> OwnedPermit;
+}
+
+impl<Req> Admission<Req> for Breaker {
+    #[inline]
+    fn admit(&self, _req: &Req) -> OwnedPermit {
+        self.enter_owned(&SITE)
+    }
+}
+
+/// The per-request key of a [`CircuitBreakerLayer::key_fn`](super::CircuitBreakerLayer::key_fn)
+/// layer, with the registry and policy its breakers are created in.
+#[derive(Clone)]
+pub struct PerRequest<F, Req> {
+    pub(super) key: KeyFn<F, Req>,
+    pub(super) registry: &'static Registry,
+    pub(super) policy: Policy,
+}
+
+impl<F, Req> Admission<Req> for PerRequest<F, Req>
+where
+    F: for<'r> Fn(&'r Req) -> Cow<'r, str>,
+{
+    #[inline]
+    fn admit(&self, req: &Req) -> OwnedPermit {
+        let key = (self.key.f)(req);
+        self.registry.dynamic(&key, self.policy).enter_owned(&SITE)
+    }
+}
+
+impl<F, Req> fmt::Debug for PerRequest<F, Req> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PerRequest")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C, K, Req> Service<Req> for CircuitBreaker<S, C, K>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+    C: Classify<S::Response, S::Error> + Clone,
+    K: Admission<Req>,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future, C>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    #[inline]
+    fn call(&mut self, req: Req) -> Self::Future {
+        let permit = self.key.admit(&req);
+        let inner = if permit.is_refused() {
+            None
+        } else {
+            // A panic in `inner.call` drops `permit` while unwinding: counted as a failure.
+            Some(self.inner.call(req))
+        };
+        ResponseFuture::new(inner, permit, self.classifier.clone())
+    }
+}
+
+impl<S: fmt::Debug, C, K: fmt::Debug> fmt::Debug for CircuitBreaker<S, C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreaker")
+            .field("inner", &self.inner)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
