@@ -37,6 +37,7 @@ pub mod config;
 mod error;
 mod observe;
 mod policy;
+mod record;
 mod registry;
 mod retry;
 mod state;
@@ -53,6 +54,7 @@ pub use policy::{
     MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW,
     MIN_OPEN_FOR, MIN_TIME_WINDOW, Policy, PolicyError, Recovery, TIME_BUCKETS, Window,
 };
+pub use record::OUTCOME_TARGET;
 pub use registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, Registry, SWEEP_STEP, registry};
 pub use retry::MAX_BACKOFF;
 pub use state::State;
