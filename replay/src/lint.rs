@@ -64,7 +64,7 @@ pub fn lint(calls: &[&Call], candidate: &Candidate, run: &Run, outages: &[Outage
                 .max();
             (
                 Some((whole, during)),
-                format!("busiest {} of", humantime::format_duration(span)),
+                format!("busiest {} of", crate::policy::span_text(span)),
             )
         }
         Window::Count(_) => {

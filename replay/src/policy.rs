@@ -43,11 +43,31 @@ pub enum Setting {
     Off,
 }
 
+/// A duration as the attribute writes it: one integer and the largest unit that divides it
+/// (`1500ms`, `30s`, `2m`).
+pub fn span_text(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    const UNITS: [(&str, u128); 6] = [
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+        ("ns", 1),
+    ];
+    for (unit, size) in UNITS {
+        if nanos != 0 && nanos % size == 0 {
+            return format!("{}{unit}", nanos / size);
+        }
+    }
+    "0s".into()
+}
+
 impl Setting {
     fn text(&self) -> String {
         match self {
             Setting::Int(n) => n.to_string(),
-            Setting::Span(d) => humantime::format_duration(*d).to_string(),
+            Setting::Span(d) => span_text(*d),
             Setting::Factor(f) => f.to_string(),
             Setting::Off => "off".into(),
         }
@@ -280,6 +300,12 @@ fn build(
         }
         policy = (field.apply)(policy, setting);
     }
+    // As in the attribute: `consecutive` without `failure_rate` is the simple policy, with the
+    // failure-rate rule off.
+    let has = |name: &str| settings.iter().any(|(f, _)| *f == name);
+    if has("consecutive") && !has("failure_rate") {
+        policy = policy.rate_off();
+    }
     policy.validate().map_err(|e| PolicyError {
         place: place.to_owned(),
         field: Some(e.field().to_owned()),
@@ -293,7 +319,8 @@ fn build(
 }
 
 /// Reads a `--policy` string: `[name:] field=value, field=value, …`. Fields left out keep
-/// `fusebox::Policy::new()`'s defaults; `default_name` names it when no `name:` is given.
+/// `fusebox::Policy::new()`'s defaults, and, as in the attribute, `consecutive` without
+/// `failure_rate` turns the failure-rate rule off; `default_name` names it when no `name:` is given.
 pub fn parse_policy_arg(arg: &str, default_name: &str) -> Result<Candidate, PolicyError> {
     let place = format!("--policy \"{arg}\"");
     let (name, body) = match arg.split_once(':') {
@@ -440,6 +467,21 @@ mod tests {
             c.attribute_args(),
             "window = 20, failure_rate = 50, open_for = \"30s\""
         );
+    }
+
+    #[test]
+    fn consecutive_alone_turns_the_rate_rule_off_as_in_the_attribute() {
+        let alone = parse_policy_arg("consecutive=5", "p").unwrap();
+        assert_eq!(alone.policy.failure_rate_percent(), None);
+        let both = parse_policy_arg("consecutive=5,failure_rate=40", "p").unwrap();
+        assert_eq!(both.policy.failure_rate_percent(), Some(40));
+    }
+
+    #[test]
+    fn spans_print_as_the_attribute_writes_them() {
+        assert_eq!(span_text(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(span_text(Duration::from_secs(120)), "2m");
+        assert_eq!(span_text(Duration::from_secs(30)), "30s");
     }
 
     #[test]

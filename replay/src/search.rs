@@ -8,8 +8,9 @@ use crate::replay::{Outage, Run, replay};
 use crate::report::secs;
 use crate::trace::Call;
 
-/// The grid: `window` × `failure_rate` × `min_calls` × `open_for` × `consecutive`, skipping the
-/// combinations `fusebox` rejects (a `min_calls` above a count window).
+/// The grid: `consecutive` alone × `open_for`, then `window` × `failure_rate` × `min_calls` ×
+/// `open_for` × `consecutive`, skipping the combinations `fusebox` rejects (a `min_calls` above a
+/// count window).
 pub fn grid() -> Vec<Candidate> {
     let windows = ["20", "50", "100", "10s", "60s"];
     let rates = ["25", "50", "75"];
@@ -17,6 +18,18 @@ pub fn grid() -> Vec<Candidate> {
     let open_for = ["5s", "30s", "60s"];
     let consecutive = ["0", "5", "10"];
     let mut out = Vec::new();
+    let add = |line: String, out: &mut Vec<Candidate>| {
+        let name = format!("g{}", out.len() + 1);
+        if let Ok(candidate) = parse_policy_arg(&line, &name) {
+            out.push(candidate);
+        }
+    };
+    // `consecutive` alone (the failure-rate rule off).
+    for c in ["3", "5", "10"] {
+        for o in open_for {
+            add(format!("consecutive={c},open_for={o}"), &mut out);
+        }
+    }
     for w in windows {
         for r in rates {
             for m in min_calls {
@@ -27,10 +40,7 @@ pub fn grid() -> Vec<Candidate> {
                         if c != "0" {
                             line.push_str(&format!(",consecutive={c}"));
                         }
-                        let name = format!("g{}", out.len() + 1);
-                        if let Ok(candidate) = parse_policy_arg(&line, &name) {
-                            out.push(candidate);
-                        }
+                        add(line, &mut out);
                     }
                 }
             }

@@ -27,7 +27,7 @@ fn the_hard_outage_starts_at_60s_and_consecutive_5_detects_it_at_the_5th_failure
     assert_eq!(outages[0].start_ns, first.at_ns);
     assert_eq!(outages[0].failures, 300);
 
-    let candidate = parse_policy_arg("consecutive=5,failure_rate=off,open_for=10s", "c5").unwrap();
+    let candidate = parse_policy_arg("consecutive=5,open_for=10s", "c5").unwrap();
     let run = replay(&refs, &candidate, &outages);
     let fifth = calls
         .iter()

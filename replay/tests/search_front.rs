@@ -11,9 +11,9 @@ fn the_front_contains_the_dominating_policies_of_the_hard_outage() {
     let refs: Vec<_> = calls.iter().collect();
     let outages = find_outages(&refs, OutageRule::default());
     let candidates: Vec<_> = [
-        "quick: consecutive=5,failure_rate=off,open_for=5s",
+        "quick: consecutive=5,open_for=5s",
         // Same detection, waits longer before probing: refuses more calls after the outage.
-        "slow_probe: consecutive=5,failure_rate=off,open_for=60s",
+        "slow_probe: consecutive=5,open_for=60s",
         // Never opens: refuses nothing, detects nothing.
         "numb: window=1s,min_calls=50",
         // Slower to detect than `quick` and refuses more.
