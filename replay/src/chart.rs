@@ -80,7 +80,7 @@ pub fn render(calls: &[&Call], runs: &[Run], outages: &[Outage]) -> Result<Strin
             .set_secondary_coord(0f64..end_s, 0f64..max_latency);
         chart
             .configure_mesh()
-            .x_desc("seconds")
+            .x_desc("seconds from the first call")
             .y_desc("failure rate %")
             .disable_x_mesh()
             .draw()

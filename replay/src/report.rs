@@ -47,7 +47,11 @@ pub fn detection_cell(run: &Run) -> String {
 /// The markdown table of `runs` on a trace of `calls` calls starting at `t0` with `outages`.
 pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{calls} calls, {} outage(s):", outages.len());
+    let _ = writeln!(
+        out,
+        "{calls} calls, {} outage(s) (times from the first call):",
+        outages.len()
+    );
     for o in outages {
         let _ = writeln!(
             out,
