@@ -81,17 +81,15 @@ pub fn lint(calls: &[&Call], candidate: &Candidate, run: &Run, outages: &[Outage
     } else {
         String::new()
     };
-    if rate {
-        if let Some((whole, during)) = limit {
-            if whole < min_calls {
-                warnings.push(format!(
-                    "`{name}` cannot trip on a rate with this traffic{other}: the {what} the trace has {whole} calls, fewer than `min_calls` = {min_calls}; lower `min_calls` or widen `window`"
-                ));
-            } else if let Some(during) = during.filter(|d| *d < min_calls) {
-                warnings.push(format!(
-                    "`{name}` cannot trip on a rate during the trace's outages{other}: the {what} an outage has at most {during} calls, fewer than `min_calls` = {min_calls}; lower `min_calls` or widen `window`"
-                ));
-            }
+    if let (true, Some((whole, during))) = (rate, limit) {
+        if whole < min_calls {
+            warnings.push(format!(
+                "`{name}` cannot trip on a rate with this traffic{other}: the {what} the trace has {whole} calls, fewer than `min_calls` = {min_calls}; lower `min_calls` or widen `window`"
+            ));
+        } else if let Some(during) = during.filter(|d| *d < min_calls) {
+            warnings.push(format!(
+                "`{name}` cannot trip on a rate during the trace's outages{other}: the {what} an outage has at most {during} calls, fewer than `min_calls` = {min_calls}; lower `min_calls` or widen `window`"
+            ));
         }
     }
     if run.false_openings > 0 {

@@ -56,7 +56,7 @@ pub fn span_text(d: Duration) -> String {
         ("ns", 1),
     ];
     for (unit, size) in UNITS {
-        if nanos != 0 && nanos % size == 0 {
+        if nanos != 0 && nanos.is_multiple_of(size) {
             return format!("{}{unit}", nanos / size);
         }
     }
@@ -442,12 +442,11 @@ fn find_field_line(text: &str, name: &str, field: &str) -> Option<usize> {
                 header == format!("policies.{name}") || header == format!("policies.\"{name}\"");
             continue;
         }
-        if inside {
-            if let Some((k, _)) = t.split_once('=') {
-                if k.trim().trim_matches('"') == field {
-                    return Some(i + 1);
-                }
-            }
+        if inside
+            && t.split_once('=')
+                .is_some_and(|(k, _)| k.trim().trim_matches('"') == field)
+        {
+            return Some(i + 1);
         }
     }
     None

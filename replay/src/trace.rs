@@ -242,15 +242,13 @@ pub fn parse_line(raw: &str, line: usize) -> Result<Call, TraceError> {
         )
     })?;
     let latency_ns = nanos("latency_ns")?;
-    if let Some(latency) = latency_ns {
-        if latency > at_ns {
-            return Err(err(
-                Some("latency_ns"),
-                format!(
-                    "{latency} is longer than the time since the clock's origin ({at_ns}); the call would start before time 0"
-                ),
-            ));
-        }
+    if let Some(latency) = latency_ns.filter(|l| *l > at_ns) {
+        return Err(err(
+            Some("latency_ns"),
+            format!(
+                "{latency} is longer than the time since the clock's origin ({at_ns}); the call would start before time 0"
+            ),
+        ));
     }
     Ok(Call {
         at_ns,
