@@ -128,3 +128,57 @@ fn metrics_only_records_real_outcomes_that_a_replay_then_judges() {
         "it refuses successes after the outage"
     );
 }
+
+/// A clock that counts its reads.
+#[derive(Clone, Default)]
+struct Counting(Arc<std::sync::atomic::AtomicU64>);
+
+impl fusebox::clock::Clock for Counting {
+    fn now_nanos(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        0
+    }
+}
+
+#[test]
+fn with_nothing_recording_the_closed_path_reads_no_clock() {
+    let clock = Counting::default();
+    let registry = Registry::with_clock(clock.clone());
+    let breaker = registry.breaker("quiet", Policy::new()).unwrap();
+    for i in 0..1_000 {
+        let permit = breaker.try_acquire().unwrap();
+        if i % 10 == 0 {
+            permit.failure();
+        } else {
+            permit.success();
+        }
+    }
+    assert_eq!(clock.0.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+#[test]
+fn calls_reaching_the_writer_out_of_order_are_written_in_time_order() {
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let writer = Gated {
+        gate: None,
+        out: out.clone(),
+    };
+    let (layer, recorder) = RecordLayer::new(writer, 16);
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::registry().with(layer.with_filter(outcomes())),
+    );
+    let s = 1_000_000_000u64;
+    for at_ns in [2 * s, 3 * s / 2, 3 * s, s / 2] {
+        tracing::trace!(target: "fusebox::outcome", key = "k", at_ns, outcome = "success", "call_outcome");
+    }
+    recorder.flush().unwrap();
+    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+    let times: Vec<u64> = trace::parse(&text)
+        .unwrap()
+        .iter()
+        .map(|c| c.at_ns)
+        .collect();
+    // 1.5 s and 2 s are put in order; 0.5 s came more than a second late and takes the time of
+    // the line before it.
+    assert_eq!(times, [3 * s / 2, 2 * s, 2 * s, 3 * s]);
+}
