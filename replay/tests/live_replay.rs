@@ -133,3 +133,63 @@ fn replaying_a_recorded_run_gives_the_live_transitions() {
     assert_eq!(run.refused as usize, refused);
     assert_eq!(run.assumed, 0);
 }
+
+#[test]
+fn a_time_window_with_slow_calls_replays_exactly_too() {
+    let memory = Memory::default();
+    let (layer, recorder) = RecordLayer::new(memory.clone(), 100_000);
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::registry().with(layer.with_filter(outcomes())),
+    );
+    let clock = FakeClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let live = Arc::new(Mutex::new(Vec::new()));
+    {
+        let live = live.clone();
+        let clock = clock.clone();
+        registry
+            .on_transition(move |t| live.lock().unwrap().push((clock.now_nanos(), t.from, t.to)));
+    }
+    let line =
+        "window=2s,min_calls=5,failure_rate=50,slow=20ms,slow_rate=60,open_for=1s,half_open=2";
+    let candidate = parse_policy_arg(line, "timed").unwrap();
+    let breaker = registry.breaker("timed", candidate.policy).unwrap();
+    let mut rng = fastrand::Rng::with_seed(3);
+    for step in 0..800u64 {
+        clock.advance(Duration::from_millis(rng.u64(5..60)));
+        let Ok(permit) = breaker.try_acquire() else {
+            continue;
+        };
+        let slow_phase = (200..320).contains(&step);
+        let failing = (500..560).contains(&step);
+        let latency = if slow_phase {
+            rng.u64(10..40)
+        } else {
+            rng.u64(1..15)
+        };
+        clock.advance(Duration::from_millis(latency));
+        match rng.u32(0..100) {
+            r if failing && r < 80 => permit.failure(),
+            r if r < 2 => permit.failure(),
+            r if r < 4 => permit.ignore(),
+            _ => permit.success(),
+        }
+    }
+    recorder.flush().unwrap();
+    let text = String::from_utf8(memory.0.lock().unwrap().clone()).unwrap();
+    let calls = trace::parse(&text).unwrap();
+    let live = live.lock().unwrap().clone();
+    assert!(live.len() >= 4, "{live:?}");
+    let refs: Vec<_> = calls.iter().collect();
+    let run = replay(
+        &refs,
+        &candidate,
+        &find_outages(&refs, OutageRule::default()),
+    );
+    let replayed: Vec<_> = run
+        .changes
+        .iter()
+        .map(|c| (c.at_ns, c.from, c.to))
+        .collect();
+    assert_eq!(replayed, live);
+}
