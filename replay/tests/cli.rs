@@ -80,3 +80,38 @@ fn an_unknown_scenario_is_an_error_listing_the_scenarios() {
         "error: unknown scenario `meltdown`; expected one of `hard-outage`, `brownout`, `latency-spike`, `flapping`, `low-traffic`"
     );
 }
+
+#[test]
+fn a_trace_with_several_keys_needs_key() {
+    let dir = std::env::temp_dir().join(format!("fusebox-replay-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("two.jsonl");
+    let mut text = String::new();
+    for i in 1..=20u64 {
+        let key = if i % 2 == 0 { "a" } else { "b" };
+        text.push_str(&format!(
+            "{{\"at_ns\":{},\"key\":\"{key}\",\"outcome\":\"failure\"}}\n",
+            i * 1_000_000
+        ));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let out = bin()
+        .arg(&trace)
+        .args(["--policy", "consecutive=3", "--no-chart"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "error: the trace has several keys (`a`, `b`); choose one with `--key`"
+    );
+    let out = bin()
+        .arg(&trace)
+        .args(["--key", "a", "--policy", "consecutive=3", "--no-chart"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.starts_with("10 calls, 1 outage(s)"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
