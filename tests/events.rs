@@ -14,6 +14,7 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 #[derive(Debug, Clone)]
 struct Captured {
     level: tracing::Level,
+    target: String,
     fields: BTreeMap<String, String>,
 }
 
@@ -38,6 +39,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
         event.record(&mut Fields(&mut fields));
         self.0.lock().unwrap().push(Captured {
             level: *event.metadata().level(),
+            target: event.metadata().target().to_string(),
             fields,
         });
     }
@@ -62,7 +64,9 @@ fn every_transition_emits_an_event_with_key_states_rate_calls_and_function() {
         CLOCK.advance(Duration::from_secs(2));
         backend(false).unwrap();
     });
-    let events = capture.0.lock().unwrap().clone();
+    let all = capture.0.lock().unwrap().clone();
+    // Per-call outcome events (target `fusebox::outcome`) are covered below.
+    let events: Vec<Captured> = all.into_iter().filter(|e| e.target == "fusebox").collect();
     let names: Vec<&str> = events
         .iter()
         .map(|e| e.fields["message"].as_str())
@@ -294,6 +298,7 @@ fn functions_of(run: impl FnOnce()) -> Vec<String> {
     let events = capture.0.lock().unwrap().clone();
     events
         .iter()
+        .filter(|event| event.target == "fusebox")
         .map(|event| event.fields["function"].clone())
         .collect()
 }
@@ -347,4 +352,61 @@ fn a_method_s_events_name_its_type() {
         let _ = runtime.block_on(client.capture(true));
     });
     assert_eq!(attempts, ["events::clients::HostClient::capture"]);
+}
+
+#[test]
+fn every_call_emits_a_trace_outcome_event_with_key_time_latency_and_outcome() {
+    use fusebox::{Policy, Registry, clock::FakeClock};
+    let ms = Duration::from_millis;
+    let clock = FakeClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let b = registry
+        .breaker(
+            "rec",
+            Policy::new().window(4).min_calls(3).open_for(ms(1_000)),
+        )
+        .unwrap();
+    let events = capture(|| {
+        clock.advance(ms(5));
+        let p = b.try_acquire().unwrap();
+        clock.advance(ms(7));
+        p.success();
+        b.try_acquire().unwrap().ignore();
+        b.try_acquire().unwrap().failure();
+        b.try_acquire().unwrap().failure(); // opens
+        let _ = b.try_acquire(); // refused
+    });
+    let outcomes: Vec<&Captured> = events
+        .iter()
+        .filter(|e| e.target == fusebox::OUTCOME_TARGET)
+        .collect();
+    let field = |i: usize, name: &str| outcomes[i].fields.get(name).map(String::as_str);
+    let kinds: Vec<_> = (0..outcomes.len()).map(|i| field(i, "outcome")).collect();
+    assert_eq!(
+        kinds,
+        ["success", "ignored", "failure", "failure", "refused"].map(Some)
+    );
+    for (i, e) in outcomes.iter().enumerate() {
+        assert_eq!(e.level, tracing::Level::TRACE);
+        assert_eq!(field(i, "message"), Some("call_outcome"));
+        assert_eq!(field(i, "key"), Some("rec"));
+        assert_eq!(
+            field(i, "at_ns"),
+            Some("12000000"),
+            "the registry clock's time"
+        );
+    }
+    assert_eq!(field(0, "latency_ns"), Some("7000000"));
+    assert_eq!(field(1, "latency_ns"), Some("0"));
+    assert_eq!(
+        (field(4, "latency_ns"), field(4, "reason")),
+        (None, Some("open"))
+    );
+    // The outcome that trips the circuit is emitted before the transition it causes.
+    let order: Vec<_> = events
+        .iter()
+        .map(|e| e.fields.get("message").map(String::as_str).unwrap_or(""))
+        .collect();
+    let opened = order.iter().position(|m| *m == "circuit_opened").unwrap();
+    assert_eq!(opened, 4, "{order:?}");
 }

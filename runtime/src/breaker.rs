@@ -373,7 +373,11 @@ impl Core {
             return Permit {
                 core: self,
                 word,
-                start: 0,
+                start: if crate::record::enabled() {
+                    self.now().max(1)
+                } else {
+                    0
+                },
                 site,
             };
         }
@@ -386,6 +390,7 @@ impl Core {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
                 #[cfg(feature = "metrics")]
                 self.meters.rejected();
+                self.record_refusal(Reason::Open, site);
                 return Permit {
                     core: self,
                     word: Word::refused(Reason::Open as u64 + 1),
@@ -406,13 +411,38 @@ impl Core {
                 start,
                 site,
             },
-            Err(refusal) => Permit {
-                core: self,
-                word: Word::refused(refusal.reason as u64 + 1),
-                start: refusal.retry_after,
-                site,
-            },
+            Err(refusal) => {
+                self.record_refusal(refusal.reason, site);
+                Permit {
+                    core: self,
+                    word: Word::refused(refusal.reason as u64 + 1),
+                    start: refusal.retry_after,
+                    site,
+                }
+            }
         }
+    }
+
+    /// Emits the outcome event of a refused call, when a subscriber wants it.
+    #[inline(always)]
+    fn record_refusal(&self, reason: Reason, site: FnName) {
+        if crate::record::enabled() {
+            let outcome = crate::record::Recorded::Refused(reason);
+            crate::record::emit(self.key.as_str(), self.now(), None, outcome, site);
+        }
+    }
+
+    /// Emits the outcome event of a reported call admitted at `permit.start` (see [`Core::enter`]).
+    #[cold]
+    fn record_outcome(&self, permit: Ticket, outcome: Outcome) {
+        let now = self.now();
+        let latency = now.saturating_sub(permit.start & !BULKHEAD_BIT);
+        let outcome = match outcome {
+            Outcome::Success => crate::record::Recorded::Success,
+            Outcome::Failure => crate::record::Recorded::Failure,
+            Outcome::Released => crate::record::Recorded::Ignored,
+        };
+        crate::record::emit(self.key.as_str(), now, Some(latency), outcome, permit.site);
     }
 
     /// Asks for admission; a refusal is an [`Error`].
@@ -441,7 +471,13 @@ impl Core {
         };
         match admitted {
             Ok(word) => {
-                let start = if self.timed() { self.now() } else { 0 };
+                let start = if self.timed() {
+                    self.now()
+                } else if crate::record::enabled() {
+                    self.now().max(1)
+                } else {
+                    0
+                };
                 Ok((
                     word,
                     if bulkhead {
@@ -576,6 +612,10 @@ impl Core {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
         // bulkhead.
         if self.plain && outcome == Outcome::Success && permit.word.records() {
+            if permit.start != 0 {
+                // Admitted while outcome events were wanted (see `Core::enter`).
+                self.record_outcome(permit, outcome);
+            }
             let word = self.load();
             if word.same_epoch(permit.word) {
                 #[cfg(feature = "metrics")]
@@ -593,6 +633,15 @@ impl Core {
     fn finish_general(&self, permit: Ticket, outcome: Outcome) {
         if permit.word.inert() {
             return;
+        }
+        // Untimed calls carry an admission time only when outcome events were wanted then.
+        let recorded = if self.timed() {
+            crate::record::enabled()
+        } else {
+            permit.start & !BULKHEAD_BIT != 0
+        };
+        if recorded {
+            self.record_outcome(permit, outcome);
         }
         if permit.start & BULKHEAD_BIT != 0 {
             self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);

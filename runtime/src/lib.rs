@@ -38,6 +38,7 @@ mod declared;
 mod error;
 mod observe;
 mod policy;
+mod record;
 mod registry;
 mod retry;
 mod state;
@@ -57,6 +58,7 @@ pub use policy::{
     MIN_OPEN_FOR, MIN_TIME_WINDOW, Policy, PolicyError, PolicyPatch, Recovery, TIME_BUCKETS,
     Window,
 };
+pub use record::OUTCOME_TARGET;
 pub use registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, Registry, SWEEP_STEP, registry};
 pub use retry::MAX_BACKOFF;
 pub use state::State;

@@ -1,0 +1,24 @@
+//! fusebox-replay: tune circuit-breaker policies on recorded traffic.
+//!
+//! - [`record`]: a `tracing-subscriber` layer that writes fusebox's per-call outcome events as a
+//!   trace (JSON lines, [`trace`]) off the call path.
+//! - [`replay`]: runs a trace through real `fusebox` breakers on a fake clock, once per candidate
+//!   policy ([`policy`]), and scores each: time to detect each outage, calls wrongly refused,
+//!   failures let through, openings, flaps, time open, probes.
+//! - [`search`], [`lint`], [`generate`], [`report`] and (feature `cli`) [`chart`]: the command
+//!   line's parts.
+//!
+//! Using only the recording layer? Depend on it with `default-features = false`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "cli")]
+pub mod chart;
+pub mod generate;
+pub mod lint;
+pub mod policy;
+pub mod record;
+pub mod replay;
+pub mod report;
+pub mod search;
+pub mod trace;

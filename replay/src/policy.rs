@@ -1,0 +1,491 @@
+//! Candidate policies: `--policy "window=100,failure_rate=50,open_for=30s"` strings and TOML files
+//! of named candidates, both read through one table of fields that mirrors the attribute's policy
+//! arguments and the runtime's `[breakers.<key>]` configuration.
+//!
+//! ```toml
+//! [policies.fast]
+//! window = 20
+//! failure_rate = 50
+//! open_for = "10s"
+//!
+//! [policies.careful]
+//! window = "30s"        # a string is a time window, an integer a count window
+//! min_calls = 20
+//! consecutive = 10
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use fusebox::Policy;
+
+/// A policy to replay, with the settings it was written with (to print it back).
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// Its name (`p1`, `p2`, … for `--policy` strings without a `name:` prefix).
+    pub name: String,
+    /// The policy.
+    pub policy: Policy,
+    /// The settings as written, in order: `(field, value)`.
+    pub settings: Vec<(&'static str, Setting)>,
+}
+
+/// One field's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Setting {
+    /// A whole number (a count window, a percentage, a number of calls).
+    Int(u32),
+    /// A duration (a time window, a wait).
+    Span(Duration),
+    /// A factor (`open_backoff`).
+    Factor(f64),
+    /// `off` (`failure_rate = off`).
+    Off,
+}
+
+/// A duration as the attribute writes it: one integer and the largest unit that divides it
+/// (`1500ms`, `30s`, `2m`).
+pub fn span_text(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    const UNITS: [(&str, u128); 6] = [
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+        ("ns", 1),
+    ];
+    for (unit, size) in UNITS {
+        if nanos != 0 && nanos.is_multiple_of(size) {
+            return format!("{}{unit}", nanos / size);
+        }
+    }
+    "0s".into()
+}
+
+impl Setting {
+    fn text(&self) -> String {
+        match self {
+            Setting::Int(n) => n.to_string(),
+            Setting::Span(d) => span_text(*d),
+            Setting::Factor(f) => f.to_string(),
+            Setting::Off => "off".into(),
+        }
+    }
+
+    /// The value as the attribute or a TOML file writes it (durations quoted).
+    fn literal(&self) -> String {
+        match self {
+            Setting::Span(_) | Setting::Off => format!("\"{}\"", self.text()),
+            _ => self.text(),
+        }
+    }
+}
+
+impl Candidate {
+    /// The candidate as a `--policy` string: `window=100,failure_rate=50,open_for=30s`.
+    pub fn policy_arg(&self) -> String {
+        let fields: Vec<String> = self
+            .settings
+            .iter()
+            .map(|(f, v)| format!("{f}={}", v.text()))
+            .collect();
+        fields.join(",")
+    }
+
+    /// The candidate as attribute arguments: `window = 100, failure_rate = 50, open_for = "30s"`.
+    pub fn attribute_args(&self) -> String {
+        let fields: Vec<String> = self
+            .settings
+            .iter()
+            .filter(|(_, v)| *v != Setting::Off)
+            .map(|(f, v)| format!("{f} = {}", v.literal()))
+            .collect();
+        fields.join(", ")
+    }
+}
+
+/// A policy that could not be read: where, which field, and what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    /// Where: `--policy "…"`, or `file.toml line 4`.
+    pub place: String,
+    /// The field at fault, when one is.
+    pub field: Option<String>,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{}: field `{field}`: {}", self.place, self.message),
+            None => write!(f, "{}: {}", self.place, self.message),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// What a field accepts.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A count (integer) or a span (duration).
+    CountOrSpan,
+    Count,
+    Percent,
+    /// A percentage or `off`.
+    PercentOrOff,
+    Span,
+    Factor,
+}
+
+/// One policy field: its name, what it accepts and the `Policy` builder call it becomes.
+struct Field {
+    name: &'static str,
+    kind: Kind,
+    apply: fn(Policy, Setting) -> Policy,
+}
+
+fn int(s: Setting) -> u32 {
+    match s {
+        Setting::Int(n) => n,
+        _ => 0,
+    }
+}
+
+fn span(s: Setting) -> Duration {
+    match s {
+        Setting::Span(d) => d,
+        _ => Duration::ZERO,
+    }
+}
+
+/// The fields a candidate may set, each the `fusebox::Policy` builder method of the same name.
+const FIELDS: &[Field] = &[
+    Field {
+        name: "window",
+        kind: Kind::CountOrSpan,
+        apply: |p, s| match s {
+            Setting::Span(d) => p.time_window(d),
+            s => p.window(int(s)),
+        },
+    },
+    Field {
+        name: "min_calls",
+        kind: Kind::Count,
+        apply: |p, s| p.min_calls(int(s)),
+    },
+    Field {
+        name: "failure_rate",
+        kind: Kind::PercentOrOff,
+        apply: |p, s| match s {
+            Setting::Off => p.rate_off(),
+            s => p.failure_rate(int(s) as u8),
+        },
+    },
+    Field {
+        name: "consecutive",
+        kind: Kind::Count,
+        apply: |p, s| p.consecutive(int(s)),
+    },
+    Field {
+        name: "slow",
+        kind: Kind::Span,
+        apply: |p, s| p.slow(span(s)),
+    },
+    Field {
+        name: "slow_rate",
+        kind: Kind::Percent,
+        apply: |p, s| p.slow_rate(int(s) as u8),
+    },
+    Field {
+        name: "open_for",
+        kind: Kind::Span,
+        apply: |p, s| p.open_for(span(s)),
+    },
+    Field {
+        name: "open_backoff",
+        kind: Kind::Factor,
+        apply: |p, s| match s {
+            Setting::Factor(f) => p.open_backoff(f),
+            _ => p,
+        },
+    },
+    Field {
+        name: "open_max",
+        kind: Kind::Span,
+        apply: |p, s| p.open_max(span(s)),
+    },
+    Field {
+        name: "half_open",
+        kind: Kind::Count,
+        apply: |p, s| p.half_open(int(s)),
+    },
+    Field {
+        name: "half_open_lease",
+        kind: Kind::Span,
+        apply: |p, s| p.half_open_lease(span(s)),
+    },
+    Field {
+        name: "max_concurrent",
+        kind: Kind::Count,
+        apply: |p, s| p.max_concurrent(int(s)),
+    },
+];
+
+fn field_names() -> String {
+    let names: Vec<String> = FIELDS.iter().map(|f| format!("`{}`", f.name)).collect();
+    names.join(", ")
+}
+
+/// Reads one field's value (`raw` as written, without quotes).
+fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
+    let raw = raw.trim();
+    let as_int = || raw.parse::<u32>().ok();
+    let as_span = || humantime::parse_duration(raw).ok();
+    let setting = match field.kind {
+        Kind::CountOrSpan => as_int()
+            .map(Setting::Int)
+            .or_else(|| as_span().map(Setting::Span)),
+        Kind::Count => as_int().map(Setting::Int),
+        Kind::Percent => as_int().filter(|n| *n <= 100).map(Setting::Int),
+        Kind::PercentOrOff if raw == "off" => Some(Setting::Off),
+        Kind::PercentOrOff => as_int().filter(|n| *n <= 100).map(Setting::Int),
+        Kind::Span => as_span().map(Setting::Span),
+        Kind::Factor => raw
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(Setting::Factor),
+    };
+    setting.ok_or_else(|| {
+        let expected = match field.kind {
+            Kind::CountOrSpan => "a number of calls (`100`) or a span (`30s`)",
+            Kind::Count => "a whole number",
+            Kind::Percent => "a percentage from 0 to 100",
+            Kind::PercentOrOff => "a percentage from 0 to 100, or `off`",
+            Kind::Span => "a duration such as `500ms`, `30s` or `2m`",
+            Kind::Factor => "a number such as `2.0`",
+        };
+        format!("invalid value `{raw}`; expected {expected}")
+    })
+}
+
+/// Builds a candidate from `(field, raw value, place)` triples; `place` names where each was written.
+fn build(
+    name: &str,
+    fields: &[(String, String, String)],
+    place: &str,
+) -> Result<Candidate, PolicyError> {
+    let mut policy = Policy::new();
+    let mut settings = Vec::new();
+    for (field_name, raw, at) in fields {
+        let Some(field) = FIELDS.iter().find(|f| f.name == field_name) else {
+            return Err(PolicyError {
+                place: at.clone(),
+                field: Some(field_name.clone()),
+                message: format!("unknown policy field; expected one of {}", field_names()),
+            });
+        };
+        let setting = read_value(field, raw).map_err(|message| PolicyError {
+            place: at.clone(),
+            field: Some(field_name.clone()),
+            message,
+        })?;
+        if let Some(slot) = settings.iter_mut().find(|(f, _)| *f == field.name) {
+            slot.1 = setting;
+        } else {
+            settings.push((field.name, setting));
+        }
+        policy = (field.apply)(policy, setting);
+    }
+    // As in the attribute: `consecutive` without `failure_rate` is the simple policy, with the
+    // failure-rate rule off.
+    let has = |name: &str| settings.iter().any(|(f, _)| *f == name);
+    if has("consecutive") && !has("failure_rate") {
+        policy = policy.rate_off();
+    }
+    policy.validate().map_err(|e| PolicyError {
+        place: place.to_owned(),
+        field: Some(e.field().to_owned()),
+        message: format!("{e}"),
+    })?;
+    Ok(Candidate {
+        name: name.to_owned(),
+        policy,
+        settings,
+    })
+}
+
+/// Reads a `--policy` string: `[name:] field=value, field=value, …`. Fields left out keep
+/// `fusebox::Policy::new()`'s defaults, and, as in the attribute, `consecutive` without
+/// `failure_rate` turns the failure-rate rule off; `default_name` names it when no `name:` is given.
+pub fn parse_policy_arg(arg: &str, default_name: &str) -> Result<Candidate, PolicyError> {
+    let place = format!("--policy \"{arg}\"");
+    let (name, body) = match arg.split_once(':') {
+        Some((name, body)) if !name.contains('=') => (name.trim(), body),
+        _ => (default_name, arg),
+    };
+    let mut fields = Vec::new();
+    for part in body.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((field, value)) = part.split_once('=') else {
+            return Err(PolicyError {
+                place,
+                field: Some(part.to_owned()),
+                message: "expected `field=value`, e.g. `window=100`".into(),
+            });
+        };
+        fields.push((
+            field.trim().to_owned(),
+            value.trim().trim_matches('"').to_owned(),
+            place.clone(),
+        ));
+    }
+    build(name, &fields, &place)
+}
+
+/// Reads a TOML file of named candidates (`[policies.<name>]` tables); `file` names it in errors.
+pub fn parse_policy_file(text: &str, file: &str) -> Result<Vec<Candidate>, PolicyError> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| PolicyError {
+        place: format!("{file}{}", line_of_span(text, e.span())),
+        field: None,
+        message: format!("not valid TOML: {}", e.message()),
+    })?;
+    let whole = |message: String| PolicyError {
+        place: file.to_owned(),
+        field: None,
+        message,
+    };
+    let policies = match table.get("policies") {
+        Some(toml::Value::Table(t)) => t,
+        _ => {
+            return Err(whole(
+                "no `[policies.<name>]` tables; write one per candidate, e.g. `[policies.fast]` then `window = 20`".into(),
+            ));
+        }
+    };
+    if let Some(other) = table.keys().find(|k| *k != "policies") {
+        return Err(whole(format!(
+            "unknown top-level entry `{other}`; candidates go in `[policies.<name>]` tables"
+        )));
+    }
+    let mut out = Vec::new();
+    for (name, body) in policies {
+        let toml::Value::Table(body) = body else {
+            return Err(whole(format!(
+                "`policies.{name}` must be a table: `[policies.{name}]`"
+            )));
+        };
+        let mut fields = Vec::new();
+        for (field, value) in body {
+            let raw = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                other => other.to_string(),
+            };
+            let line = find_field_line(text, name, field);
+            let at = match line {
+                Some(line) => format!("{file} line {line} (`policies.{name}`)"),
+                None => format!("{file} (`policies.{name}`)"),
+            };
+            fields.push((line.unwrap_or(usize::MAX), field.clone(), raw, at));
+        }
+        // Tables come sorted by name: keep the order the file wrote them in.
+        fields.sort_by_key(|f| f.0);
+        let fields: Vec<_> = fields.into_iter().map(|(_, f, r, a)| (f, r, a)).collect();
+        let header = find_header_line(text, name).unwrap_or(usize::MAX);
+        out.push((
+            header,
+            build(name, &fields, &format!("{file} (`policies.{name}`)"))?,
+        ));
+    }
+    out.sort_by_key(|c| c.0);
+    let out: Vec<Candidate> = out.into_iter().map(|(_, c)| c).collect();
+    if out.is_empty() {
+        return Err(whole("no candidates in `[policies]`".into()));
+    }
+    Ok(out)
+}
+
+fn line_of_span(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!(" line {line}")
+        }
+        None => String::new(),
+    }
+}
+
+/// The 1-based line of the `[policies.<name>]` header.
+fn find_header_line(text: &str, name: &str) -> Option<usize> {
+    text.lines()
+        .position(|line| {
+            let header = line.trim().trim_matches(|c| c == '[' || c == ']').trim();
+            line.trim().starts_with('[')
+                && (header == format!("policies.{name}")
+                    || header == format!("policies.\"{name}\""))
+        })
+        .map(|i| i + 1)
+}
+
+/// The 1-based line of `field = …` inside `[policies.<name>]`, found by scanning the text.
+fn find_field_line(text: &str, name: &str, field: &str) -> Option<usize> {
+    let mut inside = false;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            let header = t.trim_matches(|c| c == '[' || c == ']').trim();
+            inside =
+                header == format!("policies.{name}") || header == format!("policies.\"{name}\"");
+            continue;
+        }
+        if inside
+            && t.split_once('=')
+                .is_some_and(|(k, _)| k.trim().trim_matches('"') == field)
+        {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_string_becomes_builder_calls() {
+        let c = parse_policy_arg("window=20, failure_rate=50, open_for=30s", "p1").unwrap();
+        assert_eq!(c.policy.window_len(), Some(20));
+        assert_eq!(c.policy.open_duration(), Duration::from_secs(30));
+        assert_eq!(c.policy_arg(), "window=20,failure_rate=50,open_for=30s");
+        assert_eq!(
+            c.attribute_args(),
+            "window = 20, failure_rate = 50, open_for = \"30s\""
+        );
+    }
+
+    #[test]
+    fn consecutive_alone_turns_the_rate_rule_off_as_in_the_attribute() {
+        let alone = parse_policy_arg("consecutive=5", "p").unwrap();
+        assert_eq!(alone.policy.failure_rate_percent(), None);
+        let both = parse_policy_arg("consecutive=5,failure_rate=40", "p").unwrap();
+        assert_eq!(both.policy.failure_rate_percent(), Some(40));
+    }
+
+    #[test]
+    fn spans_print_as_the_attribute_writes_them() {
+        assert_eq!(span_text(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(span_text(Duration::from_secs(120)), "2m");
+        assert_eq!(span_text(Duration::from_secs(30)), "30s");
+    }
+
+    #[test]
+    fn a_named_string_keeps_its_name() {
+        let c = parse_policy_arg("fast: consecutive=5", "p1").unwrap();
+        assert_eq!(c.name, "fast");
+    }
+}

@@ -1,0 +1,358 @@
+//! Replaying a trace through real `fusebox` breakers on a fake clock, and scoring the result.
+//!
+//! Each call of the trace is admitted at `at_ns - latency_ns` and reported at `at_ns`, in time
+//! order, through `fusebox::Breaker`'s manual API on a `Registry::with_clock(FakeClock)`: the same
+//! code that decides in production decides here. What a replay cannot know (its counterfactual
+//! limits, also printed under every table):
+//!
+//! - A call the candidate refuses never reaches the backend in the replay, but it did in the
+//!   recording: the backend's load, and so its recovery, is the recording's, not what the
+//!   candidate would have caused. A breaker that sheds load may let a backend recover sooner.
+//! - A call the recording refused has no known outcome. If the candidate admits it, the replay
+//!   assumes the outcome of the last call of that key whose outcome is known (counted in
+//!   `assumed`); record with `metrics_only` to have none.
+//! - Latencies are the recorded ones, also for calls the candidate would have timed out.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fusebox::clock::{Clock, FakeClock};
+use fusebox::{Registry, State};
+
+use crate::policy::Candidate;
+use crate::trace::{Call, Outcome};
+
+/// A period of the trace when the backend was failing (see [`find_outages`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outage {
+    /// The first failure of the period.
+    pub start_ns: u64,
+    /// The last failure of the period.
+    pub end_ns: u64,
+    /// Counted failures in it.
+    pub failures: u64,
+}
+
+impl Outage {
+    /// True when `at_ns` falls in the outage.
+    pub fn contains(&self, at_ns: u64) -> bool {
+        (self.start_ns..=self.end_ns).contains(&at_ns)
+    }
+}
+
+/// How outages are found in a trace.
+#[derive(Debug, Clone, Copy)]
+pub struct OutageRule {
+    /// Width of the buckets the trace is cut into.
+    pub bucket: Duration,
+    /// A bucket is bad when at least this percentage of its successes and failures failed.
+    pub failure_rate: u32,
+    /// An outage has at least this many failures.
+    pub min_failures: u64,
+    /// Two bad periods this close together are one outage (a brownout's rate wobbles).
+    pub merge_gap: Duration,
+}
+
+impl Default for OutageRule {
+    /// 1-second buckets, 25 % failures, at least 3 failures, merged across gaps of up to 5 s.
+    fn default() -> Self {
+        OutageRule {
+            bucket: Duration::from_secs(1),
+            failure_rate: 25,
+            min_failures: 3,
+            merge_gap: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The outages of `calls` (one key's calls, in trace order): maximal runs of bad buckets (empty
+/// buckets in between do not break a run), stretched to the run of failures around them, merged
+/// across gaps of up to `merge_gap`, with at least `min_failures` failures. An outage starts at its first failure and ends at its last.
+pub fn find_outages(calls: &[&Call], rule: OutageRule) -> Vec<Outage> {
+    let known: Vec<&Call> = calls
+        .iter()
+        .copied()
+        .filter(|c| matches!(c.outcome, Outcome::Success | Outcome::Failure))
+        .collect();
+    let Some(first) = known.first() else {
+        return Vec::new();
+    };
+    let width = rule.bucket.as_nanos().max(1) as u64;
+    let t0 = first.at_ns;
+    let bucket = |c: &Call| (c.at_ns - t0) / width;
+    let n = bucket(known[known.len() - 1]) as usize + 1;
+    let mut totals = vec![(0u64, 0u64); n];
+    for c in &known {
+        let b = &mut totals[bucket(c) as usize];
+        b.0 += 1;
+        b.1 += u64::from(c.outcome == Outcome::Failure);
+    }
+    let bad = |b: usize| {
+        let (calls, failures) = totals[b];
+        calls > 0 && failures * 100 >= u64::from(rule.failure_rate) * calls
+    };
+    // Runs of bad buckets; empty buckets between two bad ones do not break a run.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for b in (0..n).filter(|&b| bad(b)) {
+        match runs.last_mut() {
+            Some(run) if (run.1 + 1..b).all(|k| totals[k].0 == 0) => run.1 = b,
+            _ => runs.push((b, b)),
+        }
+    }
+    let mut periods: Vec<(usize, usize)> = Vec::new();
+    for (first_bucket, last_bucket) in runs {
+        let lo = known.partition_point(|c| (bucket(c) as usize) < first_bucket);
+        let hi = known.partition_point(|c| (bucket(c) as usize) <= last_bucket);
+        let failed = |i: usize| known[i].outcome == Outcome::Failure;
+        let Some(mut start) = (lo..hi).find(|&i| failed(i)) else {
+            continue;
+        };
+        let mut end = (lo..hi).rev().find(|&i| failed(i)).unwrap_or(start);
+        // Stretch to the unbroken run of failures on either side.
+        while start > 0 && failed(start - 1) {
+            start -= 1;
+        }
+        while end + 1 < known.len() && failed(end + 1) {
+            end += 1;
+        }
+        periods.push((start, end));
+    }
+    // Merge periods that touch or lie within `merge_gap` of each other, then keep the outages
+    // with enough failures.
+    let gap = rule.merge_gap.as_nanos() as u64;
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (start, end) in periods {
+        match merged.last_mut() {
+            Some(last) if known[last.1].at_ns.saturating_add(gap) >= known[start].at_ns => {
+                last.1 = last.1.max(end);
+            }
+            _ => merged.push((start, end)),
+        }
+    }
+    let failed = |i: usize| known[i].outcome == Outcome::Failure;
+    let mut outages: Vec<Outage> = Vec::new();
+    for (start, end) in merged {
+        let failures = (start..=end).filter(|&i| failed(i)).count() as u64;
+        if failures >= rule.min_failures {
+            outages.push(Outage {
+                start_ns: known[start].at_ns,
+                end_ns: known[end].at_ns,
+                failures,
+            });
+        }
+    }
+    outages
+}
+
+/// One state change of a replayed breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// When, on the trace's clock.
+    pub at_ns: u64,
+    /// The state it left.
+    pub from: State,
+    /// The state it entered.
+    pub to: State,
+}
+
+/// What one candidate did on one trace.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The candidate's name.
+    pub name: String,
+    /// Its state changes, in order.
+    pub changes: Vec<Change>,
+    /// Per outage: time from its start until the circuit was open (zero when it already was),
+    /// `None` when it never opened during the outage.
+    pub detection: Vec<Option<u64>>,
+    /// Calls refused whose recorded outcome was a success.
+    pub wrongly_refused: u64,
+    /// Calls refused in all.
+    pub refused: u64,
+    /// Calls admitted during an outage whose recorded outcome was a failure.
+    pub failures_let_through: u64,
+    /// Closed → open transitions.
+    pub openings: u64,
+    /// Openings within [`FLAP_WINDOW`] of the circuit's previous closing.
+    pub flaps: u64,
+    /// Openings outside every outage.
+    pub false_openings: u64,
+    /// Time spent open or half-open, up to the trace's last call.
+    pub open_ns: u64,
+    /// Half-open probes admitted.
+    pub probes: u64,
+    /// Admitted calls that the recording had refused: their outcome was assumed.
+    pub assumed: u64,
+}
+
+/// An opening this soon after the previous closing counts as a flap.
+pub const FLAP_WINDOW: Duration = Duration::from_secs(60);
+
+/// Replays `calls` (one key's calls, in trace order) through a breaker running `candidate`,
+/// scoring it against `outages`.
+pub fn replay(calls: &[&Call], candidate: &Candidate, outages: &[Outage]) -> Run {
+    let key = calls.first().map_or("replay", |c| c.key.as_str());
+    let clock = FakeClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let changes = Arc::new(Mutex::new(Vec::new()));
+    {
+        let changes = changes.clone();
+        let clock = clock.clone();
+        registry.on_transition(move |t| {
+            changes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Change {
+                    at_ns: clock.now_nanos(),
+                    from: t.from,
+                    to: t.to,
+                });
+        });
+    }
+    let breaker = registry
+        .breaker(key, candidate.policy)
+        .expect("candidates are validated when they are read");
+
+    // Admissions and reports in time order; at equal times, in trace order, admission first.
+    let mut steps: Vec<(u64, usize, u8)> = Vec::with_capacity(calls.len() * 2);
+    for (i, c) in calls.iter().enumerate() {
+        steps.push((c.admitted_ns(), i, 0));
+        steps.push((c.at_ns, i, 1));
+    }
+    steps.sort_unstable();
+
+    let mut run = Run {
+        name: candidate.name.clone(),
+        changes: Vec::new(),
+        detection: Vec::new(),
+        wrongly_refused: 0,
+        refused: 0,
+        failures_let_through: 0,
+        openings: 0,
+        flaps: 0,
+        false_openings: 0,
+        open_ns: 0,
+        probes: 0,
+        assumed: 0,
+    };
+    // The outcome each call reports (refusals recorded live take the last known outcome).
+    let mut last_known = Outcome::Success;
+    let mut outcome_of = Vec::with_capacity(calls.len());
+    for c in calls {
+        match c.outcome {
+            Outcome::Refused => outcome_of.push(last_known),
+            o => {
+                if o != Outcome::Ignored {
+                    last_known = o;
+                }
+                outcome_of.push(o)
+            }
+        }
+    }
+    let mut permits: Vec<Option<fusebox::Permit<'_>>> = (0..calls.len()).map(|_| None).collect();
+    let mut now = 0u64;
+    for (at, i, kind) in steps {
+        if at > now {
+            clock.advance(Duration::from_nanos(at - now));
+            now = at;
+        }
+        let call = calls[i];
+        if kind == 0 {
+            match breaker.try_acquire() {
+                Ok(permit) => {
+                    run.probes += u64::from(permit.is_probe());
+                    run.assumed += u64::from(call.outcome == Outcome::Refused);
+                    if call.outcome != Outcome::Refused
+                        && outcome_of[i] == Outcome::Failure
+                        && outages.iter().any(|o| o.contains(call.at_ns))
+                    {
+                        run.failures_let_through += 1;
+                    }
+                    permits[i] = Some(permit);
+                }
+                Err(_) => {
+                    run.refused += 1;
+                    run.wrongly_refused += u64::from(call.outcome == Outcome::Success);
+                }
+            }
+        } else if let Some(permit) = permits[i].take() {
+            match outcome_of[i] {
+                Outcome::Success => permit.success(),
+                Outcome::Failure => permit.failure(),
+                _ => permit.ignore(),
+            }
+        }
+    }
+    let end_ns = calls.last().map_or(0, |c| c.at_ns);
+    run.changes = std::mem::take(&mut *changes.lock().unwrap_or_else(|p| p.into_inner()));
+    score(&mut run, outages, end_ns);
+    run
+}
+
+/// True for the states in which a circuit refuses (some) calls.
+fn tripped(state: State) -> bool {
+    matches!(state, State::Open | State::HalfOpen | State::ForcedOpen)
+}
+
+/// The state of `changes` at `at_ns` (closed before the first change).
+pub fn state_at(changes: &[Change], at_ns: u64) -> State {
+    changes
+        .iter()
+        .take_while(|c| c.at_ns <= at_ns)
+        .last()
+        .map_or(State::Closed, |c| c.to)
+}
+
+fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
+    let mut last_close: Option<u64> = None;
+    let mut open_since: Option<u64> = None;
+    for c in &run.changes {
+        if c.from == State::Closed && c.to == State::Open {
+            run.openings += 1;
+            if last_close.is_some_and(|t| c.at_ns - t <= FLAP_WINDOW.as_nanos() as u64) {
+                run.flaps += 1;
+            }
+            if !outages.iter().any(|o| o.contains(c.at_ns)) {
+                run.false_openings += 1;
+            }
+        }
+        if c.to == State::Closed {
+            last_close = Some(c.at_ns);
+        }
+        match (tripped(c.from), tripped(c.to)) {
+            (false, true) => open_since = Some(c.at_ns),
+            (true, false) => {
+                if let Some(since) = open_since.take() {
+                    run.open_ns += c.at_ns - since;
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(since) = open_since {
+        run.open_ns += end_ns.saturating_sub(since);
+    }
+    run.detection = outages
+        .iter()
+        .map(|o| {
+            if tripped(state_at(&run.changes, o.start_ns)) {
+                return Some(0);
+            }
+            run.changes
+                .iter()
+                .find(|c| c.to == State::Open && o.contains(c.at_ns))
+                .map(|c| c.at_ns - o.start_ns)
+        })
+        .collect();
+}
+
+impl Run {
+    /// Total detection time, counting a missed outage as its whole length (the search's score).
+    pub fn detection_cost(&self, outages: &[Outage]) -> u64 {
+        self.detection
+            .iter()
+            .zip(outages)
+            .map(|(d, o)| d.unwrap_or(o.end_ns - o.start_ns + 1))
+            .sum()
+    }
+}

@@ -1,0 +1,93 @@
+//! The markdown report: one row per candidate, the outages found, and the replay's limits.
+
+use std::fmt::Write;
+
+use crate::replay::{Outage, Run};
+
+/// Nanoseconds as seconds with two decimals: `1.25s`.
+pub fn secs(ns: u64) -> String {
+    format!("{:.2}s", ns as f64 / 1e9)
+}
+
+/// What every report says about what a replay cannot know.
+pub const LIMITS: &str = "\
+Counterfactual limits: a call a candidate refuses still reached the backend in the recording, so \
+the backend's load and recovery are the recording's (shedding load may let it recover sooner than \
+shown); a call the recording refused has no known outcome, and a candidate that admits it is given \
+the outcome of the last known call (counted in `assumed`); latencies are the recorded ones.";
+
+/// The detection column: one entry per outage, `missed` when the circuit never opened.
+pub fn detection_cell(run: &Run) -> String {
+    if run.detection.is_empty() {
+        return "no outage".into();
+    }
+    let cells: Vec<String> = run
+        .detection
+        .iter()
+        .map(|d| d.map_or("missed".into(), secs))
+        .collect();
+    if cells.len() <= 4 {
+        cells.join(" / ")
+    } else {
+        let found: Vec<u64> = run.detection.iter().flatten().copied().collect();
+        let mean = if found.is_empty() {
+            0
+        } else {
+            found.iter().sum::<u64>() / found.len() as u64
+        };
+        format!(
+            "{}/{} found, mean {}",
+            found.len(),
+            run.detection.len(),
+            secs(mean)
+        )
+    }
+}
+
+/// The markdown table of `runs` on a trace of `calls` calls starting at `t0` with `outages`.
+pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{calls} calls, {} outage(s) (times from the first call):",
+        outages.len()
+    );
+    for o in outages {
+        let _ = writeln!(
+            out,
+            "- {} to {} ({} failures)",
+            secs(o.start_ns - t0),
+            secs(o.end_ns - t0),
+            o.failures
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "| policy | time to detect | wrongly refused | failures let through | openings | flaps | false openings | time open | probes | refused | assumed |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for r in runs {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.name,
+            detection_cell(r),
+            r.wrongly_refused,
+            r.failures_let_through,
+            r.openings,
+            r.flaps,
+            r.false_openings,
+            secs(r.open_ns),
+            r.probes,
+            r.refused,
+            r.assumed
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{LIMITS}");
+    out
+}

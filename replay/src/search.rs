@@ -1,0 +1,125 @@
+//! `--search`: replays a grid of the main knobs and keeps the Pareto front of time to detect
+//! outages against calls wrongly refused.
+
+use std::fmt::Write;
+
+use crate::policy::{Candidate, parse_policy_arg};
+use crate::replay::{Outage, Run, replay};
+use crate::report::secs;
+use crate::trace::Call;
+
+/// The grid: `consecutive` alone × `open_for`, then `window` × `failure_rate` × `min_calls` ×
+/// `open_for` × `consecutive`, skipping the combinations `fusebox` rejects (a `min_calls` above a
+/// count window).
+pub fn grid() -> Vec<Candidate> {
+    let windows = ["20", "50", "100", "10s", "60s"];
+    let rates = ["25", "50", "75"];
+    let min_calls = ["5", "10", "20"];
+    let open_for = ["5s", "30s", "60s"];
+    let consecutive = ["0", "5", "10"];
+    let mut out = Vec::new();
+    let add = |line: String, out: &mut Vec<Candidate>| {
+        let name = format!("g{}", out.len() + 1);
+        if let Ok(candidate) = parse_policy_arg(&line, &name) {
+            out.push(candidate);
+        }
+    };
+    // `consecutive` alone (the failure-rate rule off).
+    for c in ["3", "5", "10"] {
+        for o in open_for {
+            add(format!("consecutive={c},open_for={o}"), &mut out);
+        }
+    }
+    for w in windows {
+        for r in rates {
+            for m in min_calls {
+                for o in open_for {
+                    for c in consecutive {
+                        let mut line =
+                            format!("window={w},failure_rate={r},min_calls={m},open_for={o}");
+                        if c != "0" {
+                            line.push_str(&format!(",consecutive={c}"));
+                        }
+                        add(line, &mut out);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The indices of the runs on the Pareto front of (detection cost, wrongly refused calls): no
+/// other run is at least as good on both and better on one. Of runs equal on both, the first is
+/// kept. Sorted by detection cost.
+pub fn pareto(runs: &[Run], outages: &[Outage]) -> Vec<usize> {
+    let score: Vec<(u64, u64)> = runs
+        .iter()
+        .map(|r| (r.detection_cost(outages), r.wrongly_refused))
+        .collect();
+    let mut front: Vec<usize> = (0..runs.len())
+        .filter(|&i| {
+            let (d, w) = score[i];
+            !score.iter().enumerate().any(|(j, &(dj, wj))| {
+                let dominates = dj <= d && wj <= w && (dj < d || wj < w);
+                let earlier_twin = j < i && dj == d && wj == w;
+                dominates || earlier_twin
+            })
+        })
+        .collect();
+    front.sort_by_key(|&i| score[i]);
+    front
+}
+
+/// Replays every candidate of `candidates` and returns the runs with the front's indices.
+pub fn search(
+    calls: &[&Call],
+    candidates: &[Candidate],
+    outages: &[Outage],
+) -> (Vec<Run>, Vec<usize>) {
+    let runs: Vec<Run> = candidates
+        .iter()
+        .map(|c| replay(calls, c, outages))
+        .collect();
+    let front = pareto(&runs, outages);
+    (runs, front)
+}
+
+/// The front as markdown, each row with the line to paste.
+pub fn front_table(
+    candidates: &[Candidate],
+    runs: &[Run],
+    front: &[usize],
+    outages: &[Outage],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Pareto front of {} policies: time to detect (a missed outage counts as its whole length) against calls wrongly refused.\n",
+        candidates.len()
+    );
+    let _ = writeln!(
+        out,
+        "| time to detect (total) | missed | wrongly refused | failures let through | openings | paste into the attribute |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---|");
+    for &i in front {
+        let r = &runs[i];
+        let missed = r.detection.iter().filter(|d| d.is_none()).count();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | `{}` |",
+            secs(r.detection_cost(outages)),
+            missed,
+            r.wrongly_refused,
+            r.failures_let_through,
+            r.openings,
+            candidates[i].attribute_args()
+        );
+    }
+    let _ = writeln!(out, "\nAs `--policy` strings:\n");
+    for &i in front {
+        let _ = writeln!(out, "    --policy \"{}\"", candidates[i].policy_arg());
+    }
+    out
+}
