@@ -242,12 +242,9 @@ fn expand(args: Args, function: Function) -> TokenStream {
                     }
                 },
             };
-            quote! {
-                // A refusal returns at once; its temporaries end here, so an admitted call's
-                // future holds nothing of it across the body's `.await`.
-                if let ::core::option::Option::Some(#refused) = #permit.refusal() {
-                    return #rejected;
-                }
+            // A refusal returns at once; its temporaries end here, so an admitted call's
+            // future holds nothing of it across the body's `.await`.
+            let matched = quote! {
                 match #run {
                     #ok_value => {
                         #permit.succeeded();
@@ -255,7 +252,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
                     }
                     #report_error
                 }
-            }
+            };
+            shared_store(is_async, &names, quote!(return #rejected;), matched)
         }
         Some(fallback) => {
             let on_refused = fallback_call(
@@ -285,10 +283,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
                     }
                 },
             };
-            quote! {
-                if let ::core::option::Option::Some(#refused) = #permit.refusal() {
-                    return #on_refused;
-                }
+            let matched = quote! {
                 match #run {
                     #ok_value => {
                         #permit.succeeded();
@@ -296,7 +291,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
                     }
                     #report_error
                 }
-            }
+            };
+            shared_store(is_async, &names, quote!(return #on_refused;), matched)
         }
     };
 
@@ -305,10 +301,18 @@ fn expand(args: Args, function: Function) -> TokenStream {
             type #error_of<__R> = <__R as #private::Outcome>::Error;
         }
     });
+    let enter = Ident::new(
+        if cfg!(feature = "redis") && is_async {
+            "enter_async"
+        } else {
+            "enter"
+        },
+        Span::call_site(),
+    );
     let admission = match &args.key {
         Key::Literal(key) => quote! {
             static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
-            let mut #permit = #site.enter(#registry);
+            let mut #permit = #site.#enter(#registry);
         },
         Key::Dynamic(key) => {
             // Evaluated before the body runs; the borrow ends with this statement.
@@ -318,7 +322,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
                 let #breaker = #site.breaker(#registry, #key_str);
-                let mut #permit = #site.enter(&#breaker);
+                let mut #permit = #site.#enter(&#breaker);
             }
         }
     };
@@ -329,6 +333,45 @@ fn expand(args: Args, function: Function) -> TokenStream {
     };
     item.block.stmts = vec![Stmt::Expr(Expr::Verbatim(new_body), None)];
     item.into_token_stream()
+}
+
+/// The refusal check and the call. With the `redis` feature, an `async fn` on a shared registry
+/// awaits the store's admission in the (cold) refusal branch and the recording of its outcome
+/// after the call; without it, or for a sync function, the expansion is unchanged.
+fn shared_store(
+    is_async: bool,
+    names: &Names,
+    on_refused: TokenStream,
+    matched: TokenStream,
+) -> TokenStream {
+    let Names {
+        private,
+        permit,
+        refused,
+        ..
+    } = names;
+    if cfg!(feature = "redis") && is_async {
+        let out = Ident::new("__fusebox_out", Span::mixed_site());
+        quote! {
+            if let ::core::option::Option::Some(#refused) = #permit.refusal() {
+                if let ::core::option::Option::Some(#refused) =
+                    #private::admit_shared(&mut #permit, #refused).await
+                {
+                    #on_refused
+                }
+            }
+            let #out = #matched;
+            #private::flush_shared(&#permit).await;
+            #out
+        }
+    } else {
+        quote! {
+            if let ::core::option::Option::Some(#refused) = #permit.refusal() {
+                #on_refused
+            }
+            #matched
+        }
+    }
 }
 
 /// True when a bare variant name needs the error-type alias.

@@ -50,6 +50,15 @@ impl Site {
         core.enter(&self.function)
     }
 
+    /// [`Site::enter`] for an `async fn`: on a shared registry the permit asks the store, and
+    /// [`admit_shared`] awaits its answer.
+    #[cfg(feature = "redis")]
+    #[inline(always)]
+    pub fn enter_async(&'static self, registry: &'static Registry) -> Permit<'static> {
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        core.enter_with::<true>(&self.function)
+    }
+
     /// Asks this site's breaker in `registry` for admission; a refusal is an [`Error`].
     #[inline]
     pub fn acquire(&'static self, registry: &'static Registry) -> Result<Permit<'static>, Error> {
@@ -91,12 +100,22 @@ impl DynSite {
         breaker.core.current().enter(&self.function)
     }
 
+    /// [`DynSite::enter`] for an `async fn` (see [`Site::enter_async`]).
+    #[cfg(feature = "redis")]
+    #[inline(always)]
+    pub fn enter_async<'b>(&'static self, breaker: &'b Breaker) -> Permit<'b> {
+        breaker.core.current().enter_with::<true>(&self.function)
+    }
+
     /// Asks `breaker` for admission; a refusal is an [`Error`].
     #[inline]
     pub fn acquire<'b>(&'static self, breaker: &'b Breaker) -> Result<Permit<'b>, Error> {
         breaker.core.current().acquire(&self.function)
     }
 }
+
+#[cfg(feature = "redis")]
+pub use crate::redis::{admit_shared, flush_shared};
 
 /// The global registry.
 #[inline]

@@ -37,6 +37,8 @@ pub mod config;
 mod error;
 mod observe;
 mod policy;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod registry;
 mod retry;
 mod state;
