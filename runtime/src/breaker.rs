@@ -781,7 +781,9 @@ impl Core {
         retry_after: Option<Duration>,
         site: FnName,
     ) -> Permit<'_> {
-        let retry_after = retry_after.map_or(NO_WAIT, |d| d.as_nanos().min(u128::from(u64::MAX - 1)) as u64);
+        let retry_after = retry_after.map_or(NO_WAIT, |d| {
+            d.as_nanos().min(u128::from(u64::MAX - 1)) as u64
+        });
         let refusal = self.reject(reason, retry_after);
         Permit {
             core: self,
@@ -822,7 +824,14 @@ impl Core {
     }
 
     /// Announces a transition this replica committed in the store.
-    pub(crate) fn emit_committed(&self, from: State, to: State, calls: u32, failures: u32, site: FnName) {
+    pub(crate) fn emit_committed(
+        &self,
+        from: State,
+        to: State,
+        calls: u32,
+        failures: u32,
+        site: FnName,
+    ) {
         let counts = Counts {
             calls,
             failures,

@@ -567,13 +567,7 @@ struct Report {
 }
 
 /// Sends the outcome of a call the store admitted (called when its permit settles).
-pub(crate) fn report(
-    core: &Core,
-    word: Word,
-    start: u64,
-    site: FnName,
-    failure: Option<bool>,
-) {
+pub(crate) fn report(core: &Core, word: Word, start: u64, site: FnName, failure: Option<bool>) {
     let Some(link) = core.store.as_ref() else {
         return;
     };
