@@ -352,16 +352,28 @@ fn shared_store(
     } = names;
     if cfg!(feature = "redis") && is_async {
         let out = Ident::new("__fusebox_out", Span::mixed_site());
+        let asked = Ident::new("__fusebox_asked", Span::mixed_site());
         quote! {
-            if let ::core::option::Option::Some(#refused) = #permit.refusal() {
+            // The refusal is dropped before the store is awaited, so the function's future
+            // holds nothing of it.
+            let #asked = match #permit.refusal() {
+                ::core::option::Option::Some(#refused) if !#private::asks_store(&#permit) => {
+                    #on_refused
+                }
+                ::core::option::Option::Some(_) => true,
+                ::core::option::Option::None => false,
+            };
+            if #asked {
                 if let ::core::option::Option::Some(#refused) =
-                    #private::admit_shared(&mut #permit, #refused).await
+                    #private::admit_shared(&mut #permit).await
                 {
                     #on_refused
                 }
             }
             let #out = #matched;
-            #private::flush_shared(&#permit).await;
+            if #private::reports_to_store(&#permit) {
+                #private::flush_shared(&#permit).await;
+            }
             #out
         }
     } else {

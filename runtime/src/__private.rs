@@ -115,7 +115,7 @@ impl DynSite {
 }
 
 #[cfg(feature = "redis")]
-pub use crate::redis::{admit_shared, flush_shared};
+pub use crate::redis::{admit_shared, asks_store, flush_shared, reports_to_store};
 
 /// The global registry.
 #[inline]

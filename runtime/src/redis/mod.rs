@@ -501,59 +501,77 @@ fn apply(core: &Core, answer: &Answer, site: FnName) {
     }
 }
 
-/// Completes the admission of an `async fn` call on a shared registry: when `permit` asks the
-/// store, awaits the script's answer and turns `permit` into it. Returns the refusal, if any.
-pub async fn admit_shared(permit: &mut Permit<'_>, refused: Error) -> Option<Error> {
-    let Some(core) = permit.asks_store() else {
-        return Some(refused);
-    };
-    let link = core.store.as_ref()?;
-    let site = permit.site();
-    let client = &link.store.client;
-    let answer = match call(client, link, "admit", &[]).await {
-        Ok(answer) => answer,
-        Err(()) => {
-            let local = match client.degrade {
-                Degrade::Local => core.enter_general::<false>(site),
-                Degrade::FailOpen => core.store_permit(Word::SETTLED, site),
-                Degrade::FailClosed => core.store_refusal(Reason::Open, None, site),
-            };
-            permit.replace(local);
-            return permit.refusal();
-        }
-    };
-    apply(core, &answer, site);
-    let answered = match answer.code {
-        1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
-        3 => core.store_refusal(Reason::HalfOpenFull, None, site),
-        4 => core.store_refusal(Reason::ForcedOpen, None, site),
-        _ => core.store_refusal(
-            Reason::Open,
-            Some(Duration::from_millis(answer.remaining_ms)),
-            site,
-        ),
-    };
-    permit.replace(answered);
-    permit.refusal()
+/// True when `permit` (refused) asks the store for admission: its breaker is shared.
+#[inline(always)]
+pub fn asks_store(permit: &Permit<'_>) -> bool {
+    permit.asks_store().is_some()
+}
+
+/// True when `permit`'s breaker is shared: its outcome goes to the store.
+#[inline(always)]
+pub fn reports_to_store(permit: &Permit<'_>) -> bool {
+    permit.core().store.is_some()
+}
+
+/// A boxed future: keeps the annotated function's own future small on a local key's path.
+type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Completes the admission of an `async fn` call on a shared registry: awaits the script's answer
+/// and turns `permit` into it. Returns the refusal, if any.
+pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Error>> {
+    Box::pin(async move {
+        let core = permit.asks_store()?;
+        let link = core.store.as_ref()?;
+        let site = permit.site();
+        let client = &link.store.client;
+        let answer = match call(client, link, "admit", &[]).await {
+            Ok(answer) => answer,
+            Err(()) => {
+                let local = match client.degrade {
+                    Degrade::Local => core.enter_general::<false>(site),
+                    Degrade::FailOpen => core.store_permit(Word::SETTLED, site),
+                    Degrade::FailClosed => core.store_refusal(Reason::Open, None, site),
+                };
+                permit.replace(local);
+                return permit.refusal();
+            }
+        };
+        apply(core, &answer, site);
+        let answered = match answer.code {
+            1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
+            3 => core.store_refusal(Reason::HalfOpenFull, None, site),
+            4 => core.store_refusal(Reason::ForcedOpen, None, site),
+            _ => core.store_refusal(
+                Reason::Open,
+                Some(Duration::from_millis(answer.remaining_ms)),
+                site,
+            ),
+        };
+        permit.replace(answered);
+        permit.refusal()
+    })
 }
 
 /// Waits until the outcome reported on `permit` is recorded in the store (strict mode), bounded
-/// by the store's timeout. Does nothing for a permit of a local breaker.
-pub async fn flush_shared(permit: &Permit<'_>) {
-    let Some(link) = permit.core().store.as_ref() else {
-        return;
-    };
-    let target = link.pending.load(Ordering::Acquire);
-    let wait = async {
-        loop {
-            let notified = link.done.notified();
-            if link.applied.load(Ordering::Acquire) >= target {
-                return;
+/// by the store's timeout.
+pub fn flush_shared<'p>(permit: &'p Permit<'_>) -> Boxed<'p, ()> {
+    let core = permit.core();
+    Box::pin(async move {
+        let Some(link) = core.store.as_ref() else {
+            return;
+        };
+        let target = link.pending.load(Ordering::Acquire);
+        let wait = async {
+            loop {
+                let notified = link.done.notified();
+                if link.applied.load(Ordering::Acquire) >= target {
+                    return;
+                }
+                notified.await;
             }
-            notified.await;
-        }
-    };
-    let _ = tokio::time::timeout(link.store.client.timeout * 2, wait).await;
+        };
+        let _ = tokio::time::timeout(link.store.client.timeout * 2, wait).await;
+    })
 }
 
 /// An outcome on its way to the store.

@@ -1,0 +1,83 @@
+//! Sync functions on a shared registry: they run on the local breaker, which the store's answers
+//! seed with the shared state; their outcomes are not sent to Redis.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::sync::LazyLock;
+
+use fusebox::redis::RedisStore;
+use fusebox::{Reason, Registry, State, circuit_breaker};
+use redis_harness::RedisServer;
+
+#[derive(Debug)]
+enum BackendError {
+    Down,
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for BackendError {
+    fn from(e: fusebox::Error) -> Self {
+        BackendError::Refused(e)
+    }
+}
+
+static SYNC_ONLY: LazyLock<Registry> = LazyLock::new(Registry::new);
+static MIXED: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+#[circuit_breaker(key = "sync", registry = SYNC_ONLY, window = 5, min_calls = 5, open_for = "60s")]
+fn sync_only() -> Result<(), BackendError> {
+    Err(BackendError::Down)
+}
+
+#[circuit_breaker(key = "mixed", registry = MIXED, window = 5, min_calls = 5, open_for = "60s")]
+async fn mixed_async() -> Result<(), BackendError> {
+    Err(BackendError::Down)
+}
+
+#[circuit_breaker(key = "mixed", registry = MIXED, window = 5, min_calls = 5, open_for = "60s")]
+fn mixed_sync() -> Result<(), BackendError> {
+    Ok(())
+}
+
+fn reason(result: Result<(), BackendError>) -> Option<Reason> {
+    match result {
+        Err(BackendError::Refused(e)) => Some(e.reason()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn sync_calls_run_on_the_local_breaker_and_send_nothing() {
+    let server = RedisServer::start();
+    SYNC_ONLY.share(RedisStore::connect(&server.url()).await.unwrap());
+    for _ in 0..5 {
+        assert!(matches!(sync_only(), Err(BackendError::Down)));
+    }
+    assert_eq!(
+        reason(sync_only()),
+        Some(Reason::Open),
+        "the local breaker tripped"
+    );
+    assert_eq!(
+        server.command(&["EXISTS", "{fusebox:sync}"]),
+        ":0",
+        "nothing sent to redis"
+    );
+}
+
+#[tokio::test]
+async fn sync_calls_see_the_shared_state_async_calls_brought_back() {
+    let server = RedisServer::start();
+    MIXED.share(RedisStore::connect(&server.url()).await.unwrap());
+    assert!(mixed_sync().is_ok());
+    for _ in 0..5 {
+        assert!(matches!(mixed_async().await, Err(BackendError::Down)));
+    }
+    assert_eq!(MIXED.get("mixed").unwrap().state(), State::Open);
+    assert_eq!(
+        reason(mixed_sync()),
+        Some(Reason::Open),
+        "seeded with the shared OPEN"
+    );
+}
