@@ -4,7 +4,7 @@
 mod redis_harness;
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use fusebox::redis::RedisStore;
@@ -79,10 +79,16 @@ async fn kill_9_keeps_answering_from_local_state_and_an_open_circuit_stays_open(
     assert_eq!(KILLED.get("payments").unwrap().state(), State::Open);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Current-thread: the store's reporting task runs on this thread too, so its events are captured.
+#[tokio::test]
 async fn a_hung_redis_is_bounded_by_the_timeout() {
     let server = RedisServer::start();
-    HUNG.share(RedisStore::connect(&server.url()).await.unwrap());
+    events();
+    let store = RedisStore::builder(&server.url())
+        .prefix("hung")
+        .connect()
+        .await;
+    HUNG.share(store.unwrap());
     assert!(hung_call(false).await.is_ok());
     server.signal("-STOP");
     for _ in 0..3 {
@@ -92,7 +98,24 @@ async fn a_hung_redis_is_bounded_by_the_timeout() {
         assert!(took < BOUND, "answered in {took:?}");
     }
     server.signal("-CONT");
-    assert_eq!(HUNG_CALLS.load(Ordering::SeqCst), 4);
+    // Back: the next answer ends the degradation.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !events_of("{hung:payments}")
+        .iter()
+        .any(|e| e.starts_with("INFO") && e.contains("answers again"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no recovery event: {:?}",
+            events_of("{hung:payments}")
+        );
+        let _ = hung_call(false).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let events = events_of("{hung:payments}");
+    let warnings: Vec<_> = events.iter().filter(|e| e.starts_with("WARN")).collect();
+    assert!(!warnings.is_empty(), "a WARN on degrading: {events:?}");
+    assert!(warnings[0].contains("unavailable"), "{warnings:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,56 +141,94 @@ async fn a_restart_on_the_same_port_reloads_the_script() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn garbage_under_a_key_is_reset_with_an_error_event_never_a_panic() {
     let server = RedisServer::start();
-    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
-    let _guard = capture_errors(errors.clone());
-    GARBAGE.share(RedisStore::connect(&server.url()).await.unwrap());
+    events();
+    let store = RedisStore::builder(&server.url())
+        .prefix("garbage")
+        .connect()
+        .await;
+    GARBAGE.share(store.unwrap());
     // Not a hash at all.
     assert_eq!(
-        server.command(&["SET", "{fusebox:payments}", "garbage"]),
+        server.command(&["SET", "{garbage:payments}", "garbage"]),
         "+OK"
     );
     assert!(garbage_call(false).await.is_ok());
     // A hash with fields fusebox did not write.
-    server.command(&["DEL", "{fusebox:payments}"]);
-    server.command(&["HSET", "{fusebox:payments}", "v", "fb1", "st", "banana"]);
+    server.command(&["DEL", "{garbage:payments}"]);
+    server.command(&["HSET", "{garbage:payments}", "v", "fb1", "st", "banana"]);
     assert!(garbage_call(false).await.is_ok());
-    let errors = errors.lock().unwrap();
+    let errors: Vec<String> = events_of("{garbage:payments}")
+        .into_iter()
+        .filter(|e| e.starts_with("ERROR"))
+        .collect();
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(errors[0].contains("did not write"), "{errors:?}");
-    assert_eq!(server.command(&["TYPE", "{fusebox:payments}"]), "+hash");
+    assert!(errors[1].contains("did not write"), "{errors:?}");
+    assert_eq!(server.command(&["TYPE", "{garbage:payments}"]), "+hash");
 }
 
-/// Collects the messages of ERROR events from `fusebox` while the guard lives.
-fn capture_errors(into: Arc<Mutex<Vec<String>>>) -> tracing::subscriber::DefaultGuard {
+/// `LEVEL key message` of every `fusebox` event of this test binary (a global subscriber: a
+/// thread-local one misses events whose callsite another thread registered first).
+fn events() -> &'static Mutex<Vec<String>> {
     use tracing_subscriber::layer::SubscriberExt;
-    struct Collect(Arc<Mutex<Vec<String>>>);
-    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Collect {
-        fn on_event(
-            &self,
-            event: &tracing::Event<'_>,
-            _: tracing_subscriber::layer::Context<'_, S>,
-        ) {
-            if *event.metadata().level() == tracing::Level::ERROR {
-                struct Message(String);
-                impl tracing::field::Visit for Message {
+    static EVENTS: LazyLock<&'static Mutex<Vec<String>>> = LazyLock::new(|| {
+        let events: &'static Mutex<Vec<String>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        struct Collect(&'static Mutex<Vec<String>>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Collect {
+            fn on_event(
+                &self,
+                event: &tracing::Event<'_>,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                let meta = event.metadata();
+                if meta.target() != "fusebox" {
+                    return;
+                }
+                #[derive(Default)]
+                struct Fields(String, String);
+                impl tracing::field::Visit for Fields {
+                    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                        if field.name() == "key" {
+                            self.0 = value.to_owned();
+                        }
+                    }
                     fn record_debug(
                         &mut self,
                         field: &tracing::field::Field,
                         value: &dyn std::fmt::Debug,
                     ) {
                         if field.name() == "message" {
-                            self.0 = format!("{value:?}");
+                            self.1 = format!("{value:?}");
                         }
                     }
                 }
-                let mut message = Message(String::new());
-                event.record(&mut message);
-                self.0.lock().unwrap().push(message.0);
+                let mut fields = Fields::default();
+                event.record(&mut fields);
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push(format!("{} {} {}", meta.level(), fields.0, fields.1));
             }
         }
-    }
-    tracing::subscriber::set_default(tracing_subscriber::registry().with(Collect(into)))
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(Collect(events)),
+        )
+        .expect("the only global subscriber of this test binary");
+        events
+    });
+    *EVENTS
+}
+
+/// The events of Redis key `key`.
+fn events_of(key: &str) -> Vec<String> {
+    events()
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.split(' ').nth(1) == Some(key))
+        .cloned()
+        .collect()
 }
