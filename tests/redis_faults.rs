@@ -119,17 +119,25 @@ async fn a_hung_redis_is_bounded_by_the_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restart_on_the_same_port_reloads_the_script() {
+async fn a_restart_on_the_same_port_reloads_the_script_and_pushes_the_open_state_back() {
     let server = RedisServer::start();
     RESTART.share(RedisStore::connect(&server.url()).await.unwrap());
-    assert!(restart_call(true).await.is_err());
+    for _ in 0..5 {
+        assert!(matches!(restart_call(true).await, Err(BackendError::Down)));
+    }
+    assert_eq!(refusal(&restart_call(true).await), Some(Reason::Open));
     let port = server.kill();
     let server = RedisServer::start_on(port);
+    assert_eq!(
+        server.command(&["EXISTS", "{fusebox:payments}"]),
+        ":0",
+        "state lost"
+    );
     // The first calls may still find the old connection broken; the store reconnects and, on
-    // `NOSCRIPT`, loads the script again.
+    // `NOSCRIPT`, loads the script again. Every call meanwhile is refused: the circuit stays open.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let _ = restart_call(true).await;
+        assert_eq!(refusal(&restart_call(true).await), Some(Reason::Open));
         if server.command(&["EXISTS", "{fusebox:payments}"]) == ":1" {
             break;
         }
@@ -139,6 +147,9 @@ async fn a_restart_on_the_same_port_reloads_the_script() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The open state was pushed back, with its remaining wait.
+    assert_eq!(server.command(&["HGET", "{fusebox:payments}", "st"]), "$1");
+    assert_eq!(RESTART_CALLS.load(Ordering::SeqCst), 5);
 }
 
 #[tokio::test]

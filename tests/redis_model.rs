@@ -19,7 +19,7 @@ use redis_harness::RedisServer;
 #[derive(Debug)]
 enum BackendError {
     Down,
-    Refused(fusebox::Error),
+    Refused(#[allow(dead_code)] fusebox::Error),
 }
 
 impl From<fusebox::Error> for BackendError {

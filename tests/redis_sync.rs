@@ -24,6 +24,12 @@ impl From<fusebox::Error> for BackendError {
 
 static SYNC_ONLY: LazyLock<Registry> = LazyLock::new(Registry::new);
 static MIXED: LazyLock<Registry> = LazyLock::new(Registry::new);
+static LATE: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+#[circuit_breaker(key = "late", registry = LATE, window = 5, min_calls = 5, open_for = "60s")]
+async fn late() -> Result<(), BackendError> {
+    Err(BackendError::Down)
+}
 
 #[circuit_breaker(key = "sync", registry = SYNC_ONLY, window = 5, min_calls = 5, open_for = "60s")]
 fn sync_only() -> Result<(), BackendError> {
@@ -79,5 +85,30 @@ async fn sync_calls_see_the_shared_state_async_calls_brought_back() {
         reason(mixed_sync()),
         Some(Reason::Open),
         "seeded with the shared OPEN"
+    );
+}
+
+#[tokio::test]
+async fn a_breaker_used_before_share_continues_its_state() {
+    let server = RedisServer::start();
+    for _ in 0..5 {
+        assert!(matches!(late().await, Err(BackendError::Down)));
+    }
+    assert_eq!(LATE.get("late").unwrap().state(), State::Open);
+    LATE.share(RedisStore::connect(&server.url()).await.unwrap());
+    assert_eq!(
+        reason(late().await),
+        Some(Reason::Open),
+        "still open once shared"
+    );
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let shared = store
+        .state("late", LATE.get("late").unwrap().policy())
+        .await
+        .unwrap();
+    assert_eq!(
+        shared.state,
+        State::Open,
+        "the open state was pushed to redis"
     );
 }

@@ -793,6 +793,17 @@ impl Core {
         }
     }
 
+    /// The local state as the script's seed: (state code, open remaining in ms).
+    pub(crate) fn seed(&self) -> (u64, u64) {
+        let word = self.load();
+        match word.state() {
+            State::Open => (1, word.open_remaining_nanos(self.now()).div_ceil(1_000_000)),
+            State::ForcedOpen => (3, 0),
+            State::Disabled => (4, 0),
+            _ => (0, 0),
+        }
+    }
+
     /// Elapsed nanoseconds since `start` (a permit's admission time), for slow-call timing.
     pub(crate) fn slow_since(&self, start: u64) -> bool {
         self.timed() && self.now().saturating_sub(start & !BULKHEAD_BIT) >= self.policy.slow_nanos

@@ -9,6 +9,9 @@
 -- ARGV[12] half-open probes    ARGV[13] probe lease (ms)
 -- report:  ARGV[14] generation  ARGV[15] outcome (0 released, 1 success, 2 failure)  ARGV[16] slow (0/1)
 -- force:   ARGV[14] target state
+-- admit:   ARGV[14] the replica's local state, ARGV[15] its open remaining (ms): used only when
+--          the key does not exist (first share of a breaker already in use, or Redis restarted
+--          and lost the state), so an open circuit stays open
 --
 -- Returns {code, state, generation, open remaining (ms), committed-from (-1: no transition),
 --          calls, failures, reset (1: malformed data was found and the key reset)}
@@ -63,6 +66,11 @@ else
   -- A new key: generations start at the current second, so they do not go backwards across a
   -- restart that lost the state, and a result admitted before the loss stays stale.
   b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w}
+  local seed = op == 'admit' and tonumber(ARGV[14]) or 0
+  if seed == 1 or seed == 3 or seed == 4 then
+    b.st = seed
+    if seed == 1 then b.dl = now + (tonumber(ARGV[15]) or open_for) end
+  end
 end
 if b.w ~= w or b.cur >= w then
   -- The window length changed: start an empty window.

@@ -35,7 +35,10 @@
 //! **Redis slow or down.** Every store call is bounded by [`RedisStoreBuilder::timeout`]
 //! (default 50 ms). When it fails, the call degrades per [`Degrade`] (default
 //! [`Degrade::Local`]: the local breaker, seeded with the last state Redis reported, so an open
-//! circuit stays open), with a WARN event on degrading and an INFO event on recovery. Data under a
+//! circuit stays open), with a WARN event on degrading and an INFO event on recovery. Every
+//! admission sends the local state along; the script uses it only when the key does not exist, so
+//! after a Redis restart that lost the state (or when a breaker already in use is first shared)
+//! an open, forced-open or disabled circuit is pushed back with its remaining wait. Data under a
 //! breaker's key that the script did not write is reset by the script, with an ERROR event.
 //!
 //! **Tests and time.** [`RedisStoreBuilder::time_from`] makes the script take time from a
@@ -524,7 +527,8 @@ pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Erro
         let link = core.store.as_ref()?;
         let site = permit.site();
         let client = &link.store.client;
-        let answer = match call(client, link, "admit", &[]).await {
+        let (seed, remaining) = core.seed();
+        let answer = match call(client, link, "admit", &[seed, remaining]).await {
             Ok(answer) => answer,
             Err(()) => {
                 let local = match client.degrade {
