@@ -57,7 +57,7 @@ fn main() {
         let r = (call - 1) % 2;
         writeln!(replicas[r].0.stdin.as_mut().unwrap(), "call").unwrap();
         let line = replicas[r].1.next().expect("replica answered").unwrap();
-        let mut parts = line.splitn(3, ' ');
+        let mut parts = line.splitn(3, '\t');
         let reached = parts.next().unwrap_or("");
         let outcome = parts.next().unwrap_or("");
         let state = parts.next().unwrap_or("");
@@ -119,14 +119,14 @@ fn replica(url: &str) {
             let outcome = match result {
                 Err(BackendError::Down) => "failed".to_owned(),
                 Err(BackendError::Refused(e)) => {
-                    format!("refused ({})", e.reason()).replace(' ', "_")
+                    format!("refused ({})", e.reason())
                 }
                 Ok(()) => "ok".to_owned(),
             };
             let state = REGISTRY
                 .get("payments")
                 .map_or("-".into(), |b| b.state().to_string());
-            writeln!(out, "{reached} {outcome} {state}").unwrap();
+            writeln!(out, "{reached}\t{outcome}\t{state}").unwrap();
             out.flush().unwrap();
         }
     });
