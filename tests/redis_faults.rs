@@ -43,6 +43,8 @@ backend!(KILLED, killed_call, KILLED_CALLS);
 backend!(HUNG, hung_call, HUNG_CALLS);
 backend!(GARBAGE, garbage_call, GARBAGE_CALLS);
 backend!(RESTART, restart_call, RESTART_CALLS);
+backend!(OPENS, fail_open_call, FAIL_OPEN_CALLS);
+backend!(CLOSES, fail_closed_call, FAIL_CLOSED_CALLS);
 
 async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, Duration) {
     let start = Instant::now();
@@ -179,6 +181,29 @@ async fn garbage_under_a_key_is_reset_with_an_error_event_never_a_panic() {
     assert!(errors[0].contains("did not write"), "{errors:?}");
     assert!(errors[1].contains("did not write"), "{errors:?}");
     assert_eq!(server.command(&["TYPE", "{garbage:payments}"]), "+hash");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_and_fail_closed_when_redis_is_down() {
+    let server = RedisServer::start();
+    let open = RedisStore::builder(&server.url()).degrade(fusebox::redis::Degrade::FailOpen);
+    OPENS.share(open.connect().await.unwrap());
+    let closed = RedisStore::builder(&server.url()).degrade(fusebox::redis::Degrade::FailClosed);
+    CLOSES.share(closed.connect().await.unwrap());
+    server.kill();
+    for _ in 0..6 {
+        let (result, took) = timed(fail_open_call(true)).await;
+        assert!(
+            matches!(result, Err(BackendError::Down)),
+            "fail open admits: {result:?}"
+        );
+        assert!(took < BOUND);
+        let (result, took) = timed(fail_closed_call(false)).await;
+        assert_eq!(refusal(&result), Some(Reason::Open), "fail closed refuses");
+        assert!(took < BOUND);
+    }
+    assert_eq!(FAIL_OPEN_CALLS.load(Ordering::SeqCst), 6);
+    assert_eq!(FAIL_CLOSED_CALLS.load(Ordering::SeqCst), 0);
 }
 
 /// `LEVEL key message` of every `fusebox` event of this test binary (a global subscriber: a

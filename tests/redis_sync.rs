@@ -25,6 +25,18 @@ impl From<fusebox::Error> for BackendError {
 static SYNC_ONLY: LazyLock<Registry> = LazyLock::new(Registry::new);
 static MIXED: LazyLock<Registry> = LazyLock::new(Registry::new);
 static LATE: LazyLock<Registry> = LazyLock::new(Registry::new);
+static UNSUPPORTED: LazyLock<Registry> = LazyLock::new(Registry::new);
+static FORCED: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+#[circuit_breaker(key = "timed", registry = UNSUPPORTED, window = "10s", min_calls = 2, open_for = "60s")]
+async fn timed() -> Result<(), BackendError> {
+    Err(BackendError::Down)
+}
+
+#[circuit_breaker(key = "forced", registry = FORCED)]
+async fn forced() -> Result<(), BackendError> {
+    Ok(())
+}
 
 #[circuit_breaker(key = "late", registry = LATE, window = 5, min_calls = 5, open_for = "60s")]
 async fn late() -> Result<(), BackendError> {
@@ -111,4 +123,42 @@ async fn a_breaker_used_before_share_continues_its_state() {
         State::Open,
         "the open state was pushed to redis"
     );
+}
+
+#[tokio::test]
+async fn a_policy_the_script_does_not_share_stays_local() {
+    let server = RedisServer::start();
+    UNSUPPORTED.share(RedisStore::connect(&server.url()).await.unwrap());
+    for _ in 0..2 {
+        assert!(matches!(timed().await, Err(BackendError::Down)));
+    }
+    assert_eq!(
+        reason(timed().await),
+        Some(Reason::Open),
+        "the local breaker decides"
+    );
+    assert_eq!(
+        server.command(&["EXISTS", "{fusebox:timed}"]),
+        ":0",
+        "nothing sent to redis"
+    );
+}
+
+#[tokio::test]
+async fn force_moves_every_replica() {
+    let server = RedisServer::start();
+    FORCED.share(RedisStore::connect(&server.url()).await.unwrap());
+    assert!(forced().await.is_ok());
+    let operator = RedisStore::connect(&server.url()).await.unwrap();
+    let policy = FORCED.get("forced").unwrap().policy();
+    operator
+        .force("forced", policy, State::ForcedOpen)
+        .await
+        .unwrap();
+    assert_eq!(reason(forced().await), Some(Reason::ForcedOpen));
+    operator
+        .force("forced", policy, State::Closed)
+        .await
+        .unwrap();
+    assert!(forced().await.is_ok());
 }
