@@ -78,6 +78,8 @@ if b.w ~= w or b.cur >= w then
   b.n, b.f, b.s, b.cur, b.w = 0, 0, 0, 0, w
 end
 local dirty = not h[1]
+-- Set when only the window moved: the write is limited to the window's fields.
+local counted = false
 local from = -1
 
 local function open_wait(reopens)
@@ -165,7 +167,7 @@ elseif op == 'report' then
       b.f = b.f + failure
       b.s = b.s + slow
       if failure == 1 then b.run = b.run + 1 else b.run = 0 end
-      dirty = true
+      counted = true
       if b.st == 0 then
         local trips = (consecutive > 0 and b.run >= consecutive)
           or (b.n >= min_calls and ((rate > 0 and b.f * 100 >= rate * b.n)
@@ -209,8 +211,11 @@ end
 if dirty then
   redis.call('HSET', k, 'v', 'fb1', 'st', b.st, 'g', b.g, 'dl', b.dl, 'iss', b.iss, 'pas', b.pas,
     'arm', b.arm, 'n', b.n, 'f', b.f, 's', b.s, 'cur', b.cur, 'run', b.run, 'ro', b.ro, 'w', b.w)
+elseif counted then
+  redis.call('HSET', k, 'n', b.n, 'f', b.f, 's', b.s, 'cur', b.cur, 'run', b.run)
 end
-if h[1] or dirty then
+-- The idle TTL restarts on every write (an admission on a closed circuit writes nothing).
+if dirty or counted then
   redis.call('PEXPIRE', k, ttl)
 end
 return {code, b.st, b.g, remaining(), from, calls, failures, reset}
