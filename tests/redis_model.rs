@@ -50,6 +50,26 @@ async fn in_redis(fail: bool) -> Result<(), BackendError> {
     }
 }
 
+/// The second policy: `consecutive` (the rate rule needs 10 failures in 10), and a backoff of
+/// the open wait.
+#[circuit_breaker(key = "model-run", registry = MEMORY, window = 10, min_calls = 10, failure_rate = 100, consecutive = 3, open_for = "100ms", open_backoff = 2.0, open_max = "400ms")]
+async fn run_in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-run", registry = SHARED, window = 10, min_calls = 10, failure_rate = 100, consecutive = 3, open_for = "100ms", open_backoff = 2.0, open_max = "400ms")]
+async fn run_in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
 fn admitted(result: &Result<(), BackendError>) -> bool {
     !matches!(result, Err(BackendError::Refused(_)))
 }
@@ -65,6 +85,13 @@ async fn random_sequences_reach_the_same_states_and_counts() {
     SHARED.share(store.clone());
     // Start the clock where a real one could be, far from zero.
     CLOCK.advance(Duration::from_secs(1_000));
+    // Half-open is seen between the two probes of the first policy; the second has one probe.
+    run_model(&store, "model", false, 3).await;
+    run_model(&store, "model-run", true, 2).await;
+}
+
+async fn run_model(store: &RedisStore, key: &str, consecutive: bool, states: usize) {
+    let mut reopens = 0;
     let mut seed: u64 = 0x5eed_f00d;
     let mut next = move |n: u64| {
         seed = seed
@@ -78,8 +105,11 @@ async fn random_sequences_reach_the_same_states_and_counts() {
         let op = next(10);
         if op < 7 {
             let fail = next(100) < 55;
-            let memory = in_memory(fail).await;
-            let redis = in_redis(fail).await;
+            let (memory, redis) = if consecutive {
+                (run_in_memory(fail).await, run_in_redis(fail).await)
+            } else {
+                (in_memory(fail).await, in_redis(fail).await)
+            };
             trace.push(format!(
                 "{step}: call fail={fail} memory={} redis={}",
                 admitted(&memory),
@@ -91,9 +121,9 @@ async fn random_sequences_reach_the_same_states_and_counts() {
             CLOCK.advance(Duration::from_millis(ms));
             trace.push(format!("{step}: advance {ms} ms"));
         }
-        let breaker = MEMORY.get("model").unwrap();
+        let breaker = MEMORY.get(key).unwrap();
         let memory = breaker.snapshot();
-        let shared = store.state("model", breaker.policy()).await.unwrap();
+        let shared = store.state(key, breaker.policy()).await.unwrap();
         // The in-memory breaker moves from open to half-open on the first call after the wait;
         // so does the script: both report the state the last call left.
         assert_eq!(memory.state, shared.state, "{}", trace.join("\n"));
@@ -106,7 +136,10 @@ async fn random_sequences_reach_the_same_states_and_counts() {
             );
         }
         states_seen.insert(format!("{:?}", memory.state));
+        reopens = reopens.max(memory.reopens);
     }
     // The sequence visited every state the policy has.
-    assert_eq!(states_seen.len(), 3, "{states_seen:?}");
+    assert_eq!(states_seen.len(), states, "{states_seen:?}");
+    // Failed recoveries in a row happened, so the backoff's longer waits were compared too.
+    assert!(reopens >= 2, "{reopens}");
 }
