@@ -96,3 +96,36 @@ async fn a_probe_lease_re_arms_the_probe_of_a_dead_replica() {
         State::Closed
     );
 }
+
+static SLOW_CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
+static SLOW: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(SLOW_CLOCK.clone()));
+
+/// Every call takes `took` ms of fake time; `slow = "10ms"`, half of the calls slow opens.
+#[circuit_breaker(key = "slow", registry = SLOW, window = 4, min_calls = 2, slow = "10ms", slow_rate = 50, open_for = "1s")]
+async fn slow_call(took: u64) -> Result<(), BackendError> {
+    SLOW_CLOCK.advance(Duration::from_millis(took));
+    Ok(())
+}
+
+#[tokio::test]
+async fn slow_calls_are_timed_locally_and_counted_in_redis() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(&server.url()).time_from(SLOW_CLOCK.clone());
+    SLOW.share(store.connect().await.unwrap());
+    assert!(slow_call(1).await.is_ok());
+    assert!(slow_call(2).await.is_ok());
+    let operator = RedisStore::connect(&server.url()).await.unwrap();
+    let policy = SLOW.get("slow").unwrap().policy();
+    assert_eq!(
+        operator.state("slow", policy).await.unwrap().state,
+        State::Closed
+    );
+    assert!(slow_call(10).await.is_ok(), "slow, but a success");
+    assert!(slow_call(25).await.is_ok());
+    // 2 slow of 4 calls: 50 % reaches `slow_rate`.
+    assert_eq!(
+        operator.state("slow", policy).await.unwrap().state,
+        State::Open
+    );
+    assert_eq!(reason(slow_call(1).await), Some(Reason::Open));
+}
