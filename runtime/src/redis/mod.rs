@@ -24,6 +24,12 @@
 //! the local breaker, which each answer of the store seeds with the shared state (open with the
 //! same remaining wait, or closed), and their outcomes are not sent to Redis.
 //!
+//! **Operators.** [`RedisStore::force`] moves a shared key for every replica and
+//! [`RedisStore::state`] reads it; [`Breaker::force_open`](crate::Breaker::force_open) and the
+//! other manual states of a handle act on the local breaker only (sync calls, degraded calls).
+//! A shared breaker's [`Breaker::state`](crate::Breaker::state) and snapshot show its local
+//! breaker, which mirrors Redis's open and closed states (not half-open).
+//!
 //! **Supported by the script:** count windows with `failure_rate`, `slow_rate` and `min_calls`,
 //! `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
 //! `half_open_lease`, and the forced states through [`RedisStore::force`]. **Not supported:**
