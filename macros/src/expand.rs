@@ -294,12 +294,9 @@ fn expand(args: Args, function: Function) -> TokenStream {
                     }
                 },
             };
-            quote! {
-                // A refusal returns at once; its temporaries end here, so an admitted call's
-                // future holds nothing of it across the body's `.await`.
-                if let ::core::option::Option::Some(#refused) = #permit.refusal() {
-                    return #rejected;
-                }
+            // A refusal returns at once; its temporaries end here, so an admitted call's
+            // future holds nothing of it across the body's `.await`.
+            let matched = quote! {
                 match #run {
                     #ok_value => {
                         #permit.succeeded();
@@ -307,7 +304,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
                     }
                     #report_error
                 }
-            }
+            };
+            shared_store(is_async, output, &names, quote!(return #rejected;), matched)
         }
         Some(fallback) => {
             let on_refused = fallback_call(
@@ -337,10 +335,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
                     }
                 },
             };
-            quote! {
-                if let ::core::option::Option::Some(#refused) = #permit.refusal() {
-                    return #on_refused;
-                }
+            let matched = quote! {
                 match #run {
                     #ok_value => {
                         #permit.succeeded();
@@ -348,7 +343,14 @@ fn expand(args: Args, function: Function) -> TokenStream {
                     }
                     #report_error
                 }
-            }
+            };
+            shared_store(
+                is_async,
+                output,
+                &names,
+                quote!(return #on_refused;),
+                matched,
+            )
         }
     };
 
@@ -357,9 +359,26 @@ fn expand(args: Args, function: Function) -> TokenStream {
             type #error_of<__R> = <__R as #private::Outcome>::Error;
         }
     });
+    let shared_async = cfg!(feature = "redis") && is_async;
     let (method_declare, enter, method_arg) = match &method_name {
-        Some((declare, local)) => (declare.clone(), quote!(enter_as), quote!(, #local)),
-        None => (TokenStream::new(), quote!(enter), TokenStream::new()),
+        Some((declare, local)) => (
+            declare.clone(),
+            if shared_async {
+                quote!(enter_async_as)
+            } else {
+                quote!(enter_as)
+            },
+            quote!(, #local),
+        ),
+        None => (
+            TokenStream::new(),
+            if shared_async {
+                quote!(enter_async)
+            } else {
+                quote!(enter)
+            },
+            TokenStream::new(),
+        ),
     };
     let admission = match &args.key {
         Key::Literal(key) => quote! {
@@ -400,6 +419,51 @@ fn is_method(sig: &syn::Signature) -> bool {
         })
     }
     sig.receiver().is_some() || names_self(sig.to_token_stream())
+}
+
+/// The refusal check and the call. With the `redis` feature, an `async fn` on a shared registry
+/// awaits the store's admission in the (cold) refusal branch and the recording of its outcome
+/// after the call; without it, or for a sync function, the expansion is unchanged.
+fn shared_store(
+    is_async: bool,
+    output: &Type,
+    names: &Names,
+    on_refused: TokenStream,
+    matched: TokenStream,
+) -> TokenStream {
+    let Names {
+        private,
+        permit,
+        refused,
+        ..
+    } = names;
+    if cfg!(feature = "redis") && is_async {
+        let out = Ident::new("__fusebox_out", Span::mixed_site());
+        quote! {
+            // One refusal check (so the fallback call is written once); the refusal lives only in
+            // this statement, so the function's future holds nothing of it across the body.
+            if let ::core::option::Option::Some(#refused) = if #private::asks_store(&#permit) {
+                #private::admit_shared(&mut #permit).await
+            } else {
+                #permit.refusal()
+            } {
+                #on_refused
+            }
+            // Typed as the function's output, so a wrong fallback is one mismatch, not two.
+            let #out: #output = #matched;
+            if #private::reports_to_store(&#permit) {
+                #private::flush_shared(&#permit).await;
+            }
+            #out
+        }
+    } else {
+        quote! {
+            if let ::core::option::Option::Some(#refused) = #permit.refusal() {
+                #on_refused
+            }
+            #matched
+        }
+    }
 }
 
 /// True when a bare variant name needs the error-type alias.

@@ -65,6 +65,27 @@ impl Site {
         core.enter(&self.function)
     }
 
+    /// [`Site::enter`] for an `async fn`: on a shared registry the permit asks the store, and
+    /// [`admit_shared`] awaits its answer.
+    #[cfg(feature = "redis")]
+    #[inline(always)]
+    pub fn enter_async(&'static self, registry: &'static Registry) -> Permit<'static> {
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        core.enter_with::<true>(&self.function)
+    }
+
+    /// [`Site::enter_async`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[cfg(feature = "redis")]
+    #[inline(always)]
+    pub fn enter_async_as(
+        &'static self,
+        registry: &'static Registry,
+        name: &'static &'static str,
+    ) -> Permit<'static> {
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        core.enter_with::<true>(name)
+    }
+
     /// Asks this site's breaker in `registry` for admission; a refusal is an [`Error`].
     #[inline]
     pub fn acquire(&'static self, registry: &'static Registry) -> Result<Permit<'static>, Error> {
@@ -125,6 +146,24 @@ impl DynSite {
     #[inline(always)]
     pub fn enter<'b>(&'static self, breaker: &'b Breaker) -> Permit<'b> {
         breaker.core.current().enter(&self.function)
+    }
+
+    /// [`DynSite::enter`] for an `async fn` (see [`Site::enter_async`]).
+    #[cfg(feature = "redis")]
+    #[inline(always)]
+    pub fn enter_async<'b>(&'static self, breaker: &'b Breaker) -> Permit<'b> {
+        breaker.core.current().enter_with::<true>(&self.function)
+    }
+
+    /// [`DynSite::enter_async`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    #[cfg(feature = "redis")]
+    #[inline(always)]
+    pub fn enter_async_as<'b>(
+        &'static self,
+        breaker: &'b Breaker,
+        name: &'static &'static str,
+    ) -> Permit<'b> {
+        breaker.core.current().enter_with::<true>(name)
     }
 
     /// Asks `breaker` for admission; a refusal is an [`Error`].
@@ -199,6 +238,9 @@ fn method_path(type_name: &str, method: &str) -> String {
     };
     format!("{base}::{method}")
 }
+
+#[cfg(feature = "redis")]
+pub use crate::redis::{admit_shared, asks_store, flush_shared, reports_to_store};
 
 /// The global registry.
 #[inline]

@@ -113,6 +113,9 @@ pub(crate) struct Core {
     last: std::sync::Mutex<Option<Recorded>>,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
+    /// The store this breaker's state is shared through (only on a shared registry's keys).
+    #[cfg(feature = "redis")]
+    pub(crate) store: Option<Arc<crate::redis::Link>>,
 }
 
 /// The open episode of a breaker (see [`Core::episode`]).
@@ -174,7 +177,17 @@ impl Core {
             last: std::sync::Mutex::new(None),
             #[cfg(feature = "metrics")]
             meters: crate::observe::Meters::new(key_for_meters),
+            #[cfg(feature = "redis")]
+            store: None,
         }
+    }
+
+    /// This breaker, sharing its state through `link`: its calls leave the local fast paths.
+    #[cfg(feature = "redis")]
+    pub(crate) fn with_store(mut self, link: Arc<crate::redis::Link>) -> Core {
+        self.plain = false;
+        self.store = Some(link);
+        self
     }
 
     /// A breaker for a new policy that continues this one's state: every state carries over
@@ -368,6 +381,13 @@ impl Core {
     /// why ([`Permit::refusal`]), so the admitted path moves no `Result` around.
     #[inline(always)]
     pub(crate) fn enter(&self, site: FnName) -> Permit<'_> {
+        self.enter_with::<false>(site)
+    }
+
+    /// [`Core::enter`]; with `ASK_STORE`, a breaker shared through a store answers with a permit
+    /// that asks the store (`crate::redis`), which an `async` caller then awaits.
+    #[inline(always)]
+    pub(crate) fn enter_with<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
         let word = self.load();
         if self.plain && word.admits() {
             return Permit {
@@ -399,11 +419,20 @@ impl Core {
                 };
             }
         }
-        self.enter_general(site)
+        self.enter_general::<ASK_STORE>(site)
     }
 
     #[inline(never)]
-    fn enter_general(&self, site: FnName) -> Permit<'_> {
+    pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
+        #[cfg(feature = "redis")]
+        if ASK_STORE && self.store.is_some() {
+            return Permit {
+                core: self,
+                word: Word::refused(crate::redis::ASK_STORE),
+                start: NO_WAIT,
+                site,
+            };
+        }
         match self.admit_general(site) {
             Ok((word, start)) => Permit {
                 core: self,
@@ -633,6 +662,15 @@ impl Core {
     fn finish_general(&self, permit: Ticket, outcome: Outcome) {
         if permit.word.inert() {
             return;
+        }
+        #[cfg(feature = "redis")]
+        if crate::redis::is_shared(permit.word) {
+            let outcome = match outcome {
+                Outcome::Success => Some(false),
+                Outcome::Failure => Some(true),
+                Outcome::Released => None,
+            };
+            return crate::redis::report(self, permit.word, permit.start, permit.site, outcome);
         }
         // Untimed calls carry an admission time only when outcome events were wanted then.
         let recorded = if self.timed() {
@@ -1045,6 +1083,158 @@ impl Core {
     /// Bytes this breaker occupies: the shared struct and the window.
     pub(crate) fn footprint(&self) -> usize {
         std::mem::size_of::<Self>() + self.window.heap_bytes()
+    }
+}
+
+/// What the store (`crate::redis`) needs of a breaker; nothing here is on a local key's path.
+#[cfg(feature = "redis")]
+impl Core {
+    /// An admitted permit carrying the store's `word` (see `crate::redis`).
+    pub(crate) fn store_permit(&self, word: Word, site: FnName) -> Permit<'_> {
+        let start = if self.timed() { self.now() } else { 0 };
+        Permit {
+            core: self,
+            word,
+            start,
+            site,
+        }
+    }
+
+    /// A refused permit with `reason` and the wait before the next probe.
+    pub(crate) fn store_refusal(
+        &self,
+        reason: Reason,
+        retry_after: Option<Duration>,
+        site: FnName,
+    ) -> Permit<'_> {
+        let retry_after = retry_after.map_or(NO_WAIT, |d| {
+            d.as_nanos().min(u128::from(u64::MAX - 1)) as u64
+        });
+        let refusal = self.reject(reason, retry_after);
+        Permit {
+            core: self,
+            word: Word::refused(refusal.reason as u64 + 1),
+            start: refusal.retry_after,
+            site,
+        }
+    }
+
+    /// The local state as the script's seed: (state code, open remaining in ms).
+    pub(crate) fn seed(&self) -> (u64, u64) {
+        let word = self.load();
+        match word.state() {
+            State::Open => {
+                let now = self.now();
+                let remaining = word.open_remaining_nanos(now, self.time_of(word, now));
+                (1, remaining.div_ceil(1_000_000))
+            }
+            State::ForcedOpen => (3, 0),
+            State::Disabled => (4, 0),
+            _ => (0, 0),
+        }
+    }
+
+    /// Elapsed nanoseconds since `start` (a permit's admission time), for slow-call timing.
+    pub(crate) fn slow_since(&self, start: u64) -> bool {
+        self.timed() && self.now().saturating_sub(start & !BULKHEAD_BIT) >= self.policy.slow_nanos
+    }
+
+    /// Seeds the local breaker with the state the store reported (no event: the transition was
+    /// committed, and announced, by whichever replica made it).
+    pub(crate) fn mirror(&self, state: State, open_remaining: Duration) {
+        let mut word = self.load();
+        loop {
+            let next = match (state, word.state()) {
+                (State::Open, State::Open) | (State::Closed, State::Closed) => return,
+                (State::Open, _) => word.to_open(
+                    self.now(),
+                    u64::try_from(open_remaining.as_nanos()).unwrap_or(u64::MAX),
+                ),
+                (State::Closed, State::Open | State::HalfOpen) => word.to_closed(),
+                _ => return,
+            };
+            match self.cas(word, next) {
+                Ok(()) => {
+                    self.window.reset();
+                    self.run.store(0, Ordering::Release);
+                    return;
+                }
+                Err(seen) => word = seen,
+            }
+        }
+    }
+
+    /// Announces a transition this replica committed in the store.
+    pub(crate) fn emit_committed(
+        &self,
+        from: State,
+        to: State,
+        calls: u32,
+        failures: u32,
+        site: FnName,
+    ) {
+        let counts = Counts {
+            calls,
+            failures,
+            slow: 0,
+        };
+        // The script reports the states, not the rule: the trigger is read off the states (a
+        // closed circuit that opened is reported as tripped by its failure rate).
+        let trigger = match (from, to) {
+            (State::Closed, State::Open) => Trigger::FailureRate,
+            (State::HalfOpen, State::Open) => Trigger::ProbeFailed,
+            (State::Open, State::HalfOpen) => Trigger::OpenWaitOver,
+            (State::HalfOpen, State::Closed) => Trigger::ProbesPassed,
+            _ => Trigger::Operator,
+        };
+        self.emit(from, to, counts, site, trigger);
+    }
+
+    /// Applies an outcome to the local breaker (the store could not be reached): as a call admitted
+    /// under the current local state.
+    pub(crate) fn report_locally(&self, failure: Option<bool>, site: FnName) {
+        let outcome = match failure {
+            Some(true) => Outcome::Failure,
+            Some(false) => Outcome::Success,
+            None => return,
+        };
+        let word = self.load();
+        if word.records() {
+            self.report_closed(
+                Ticket {
+                    word,
+                    start: self.now(),
+                    site,
+                },
+                outcome,
+            );
+        }
+    }
+}
+
+#[cfg(feature = "redis")]
+impl<'a> Permit<'a> {
+    /// The breaker, when this permit asks its store for admission.
+    pub(crate) fn asks_store(&self) -> Option<&'a Core> {
+        (self.word.refusal() == crate::redis::ASK_STORE).then_some(self.core)
+    }
+
+    /// The breaker that issued this permit.
+    pub(crate) fn core(&self) -> &'a Core {
+        self.core
+    }
+
+    /// The annotated function's path.
+    pub(crate) fn site(&self) -> FnName {
+        self.site
+    }
+
+    /// Replaces a permit that asked the store with the store's answer.
+    pub(crate) fn replace(&mut self, answer: Permit<'a>) {
+        let mut answer = answer;
+        self.word = answer.word;
+        self.start = answer.start;
+        answer.word = Word::SETTLED;
     }
 }
 

@@ -39,6 +39,8 @@ mod error;
 mod observe;
 mod policy;
 mod record;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod registry;
 mod retry;
 mod state;

@@ -157,6 +157,9 @@ pub struct Registry {
     ring: Mutex<VecDeque<Key>>,
     max_keys: AtomicUsize,
     overflow: AtomicU64,
+    /// The store every breaker of this registry shares its state through ([`Registry::share`]).
+    #[cfg(feature = "redis")]
+    store: OnceLock<crate::redis::RedisStore>,
 }
 
 impl Registry {
@@ -186,6 +189,8 @@ impl Registry {
             ring: Mutex::new(VecDeque::new()),
             max_keys: AtomicUsize::new(DEFAULT_MAX_KEYS),
             overflow: AtomicU64::new(0),
+            #[cfg(feature = "redis")]
+            store: OnceLock::new(),
         }
     }
 
@@ -293,14 +298,41 @@ impl Registry {
             }
         };
         self.set_declared(key.as_str(), declared, &policy);
-        Breaker {
-            core: Arc::new(Core::new(
-                key,
-                policy,
-                self.clock.clone(),
-                self.hooks().clone(),
-            )),
+        let core = Core::new(key, policy, self.clock.clone(), self.hooks().clone());
+        #[cfg(feature = "redis")]
+        let core = crate::redis::attach(self.store.get(), core);
+        #[cfg(not(feature = "redis"))]
+        let core = Arc::new(core);
+        Breaker { core }
+    }
+
+    /// Makes every breaker of this registry, present and future, one circuit across the processes
+    /// that share `store` (keys the store keeps local aside). Breakers already in use continue
+    /// their state locally and take the shared state from their next call on. Sharing is set once:
+    /// a second call returns `false` and changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), fusebox::redis::StoreError> {
+    /// let store = fusebox::redis::RedisStore::connect("redis://127.0.0.1:6379/").await?;
+    /// fusebox::registry().share(store);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "redis")]
+    pub fn share(&self, store: crate::redis::RedisStore) -> bool {
+        let _write = self.lock();
+        if self.store.set(store).is_err() {
+            return false;
         }
+        let map = self.map().pin();
+        let existing: Vec<Breaker> = map.values().cloned().collect();
+        for breaker in existing {
+            let old = breaker.core.current();
+            let next = crate::redis::attach(self.store.get(), old.successor_with(*old.policy()));
+            if old.retire(next.clone()).is_ok() {
+                map.insert(old.key().clone(), Breaker { core: next });
+            }
+        }
+        true
     }
 
     /// The breaker of a dynamic key: one lock-free lookup (created on first use, within the cap).

@@ -1,0 +1,221 @@
+-- fusebox: one circuit breaker in one Redis hash. Admission and outcome recording, atomically.
+--
+-- KEYS[1]  the breaker's hash, `{prefix:key}`
+-- ARGV[1]  op: `admit`, `report`, `force` or `state`
+-- ARGV[2]  time in milliseconds supplied by a test clock, or '' to read Redis `TIME`
+-- ARGV[3]  idle TTL (ms)      ARGV[4]  count window (calls)   ARGV[5]  min_calls
+-- ARGV[6]  failure rate (%, 0 = off)   ARGV[7]  slow rate (%, 0 = off)   ARGV[8]  consecutive (0 = off)
+-- ARGV[9]  open_for (ms)       ARGV[10] open_backoff (factor x 1000)     ARGV[11] open_max (ms)
+-- ARGV[12] half-open probes    ARGV[13] probe lease (ms)
+-- report:  ARGV[14] generation  ARGV[15] outcome (0 released, 1 success, 2 failure)  ARGV[16] slow (0/1)
+-- force:   ARGV[14] target state
+-- admit:   ARGV[14] the replica's local state, ARGV[15] its open remaining (ms): used only when
+--          the key does not exist (first share of a breaker already in use, or Redis restarted
+--          and lost the state), so an open circuit stays open
+--
+-- Returns {code, state, generation, open remaining (ms), committed-from (-1: no transition),
+--          calls, failures, reset (1: malformed data was found and the key reset)}
+-- admit codes: 0 refused (open), 1 admitted, 2 admitted as a probe, 3 refused (probes taken),
+--              4 refused (forced open).   report codes: 0 stale (changes nothing), 1 applied.
+-- States: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
+--
+-- The count window is a ring of `w` slots `r0..r{w-1}` with running totals, so every call is O(1)
+-- in the window size. A slot holds `generation * 8 + code`; slots of an older generation count as
+-- empty, so a transition clears the window without touching it.
+local k = KEYS[1]
+local op = ARGV[1]
+local now
+if ARGV[2] ~= '' then
+  now = tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local ttl = tonumber(ARGV[3])
+local w = tonumber(ARGV[4])
+local min_calls = tonumber(ARGV[5])
+local rate = tonumber(ARGV[6])
+local slow_rate = tonumber(ARGV[7])
+local consecutive = tonumber(ARGV[8])
+local open_for = tonumber(ARGV[9])
+local backoff = tonumber(ARGV[10])
+local open_max = tonumber(ARGV[11])
+local probes = tonumber(ARGV[12])
+local lease = tonumber(ARGV[13])
+
+local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w'}
+local reset = 0
+local h = redis.pcall('HMGET', k, unpack(FIELDS))
+local ok = type(h) == 'table' and h.err == nil
+if ok and h[1] then
+  if h[1] ~= 'fb1' then ok = false end
+  for i = 2, #FIELDS do
+    if ok and tonumber(h[i]) == nil then ok = false end
+  end
+end
+if not ok then
+  -- Not ours, or not readable: reset the key (the caller reports it).
+  redis.call('DEL', k)
+  reset = 1
+  h = {}
+end
+local b = {}
+if h[1] then
+  for i = 2, #FIELDS do b[FIELDS[i]] = tonumber(h[i]) end
+else
+  -- A new key: generations start at the current second, so they do not go backwards across a
+  -- restart that lost the state, and a result admitted before the loss stays stale.
+  b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w}
+  local seed = op == 'admit' and tonumber(ARGV[14]) or 0
+  if seed == 1 or seed == 3 or seed == 4 then
+    b.st = seed
+    if seed == 1 then b.dl = now + (tonumber(ARGV[15]) or open_for) end
+  end
+end
+if b.w ~= w or b.cur >= w then
+  -- The window length changed: start an empty window.
+  b.g = b.g + 1
+  b.n, b.f, b.s, b.cur, b.w = 0, 0, 0, 0, w
+end
+local dirty = not h[1]
+-- Set when only the window moved: the write is limited to the window's fields.
+local counted = false
+local from = -1
+
+local function open_wait(reopens)
+  if reopens == 0 or backoff <= 1000 then return open_for end
+  local cap = math.max(open_max, open_for)
+  local wait = open_for * (backoff / 1000) ^ math.min(reopens, 4096)
+  if wait >= cap then return cap end
+  return math.floor(wait)
+end
+
+local function move(state)
+  from = b.st
+  b.st = state
+  b.g = b.g + 1
+  b.iss, b.pas, b.arm = 0, 0, 0
+  b.n, b.f, b.s, b.run = 0, 0, 0, 0
+  dirty = true
+end
+
+local function open(reopens)
+  b.ro = reopens
+  local calls, failures = b.n, b.f
+  move(1)
+  b.dl = now + open_wait(reopens)
+  return calls, failures
+end
+
+local function remaining()
+  if b.st == 1 and b.dl > now then return b.dl - now end
+  return 0
+end
+
+local code = 0
+local calls, failures = 0, 0
+if op == 'admit' then
+  if b.st == 0 or b.st == 4 then
+    code = 1
+  elseif b.st == 3 then
+    code = 4
+  elseif b.st == 1 then
+    if now < b.dl then
+      code = 0
+    else
+      move(2)
+      b.iss, b.arm = 1, now
+      code = 2
+    end
+  elseif b.st == 2 then
+    if b.iss < probes then
+      b.iss = b.iss + 1
+      dirty = true
+      code = 2
+    elseif now - b.arm >= lease then
+      -- The probes never reported within their lease (their replica died): re-arm.
+      local ro = b.ro
+      move(2)
+      b.ro = ro
+      b.iss, b.arm = 1, now
+      code = 2
+    else
+      code = 3
+    end
+  end
+elseif op == 'report' then
+  local gen = tonumber(ARGV[14])
+  local outcome = tonumber(ARGV[15])
+  local slow = tonumber(ARGV[16])
+  if gen ~= b.g then
+    code = 0
+  elseif b.st == 0 or b.st == 4 then
+    code = 1
+    if outcome ~= 0 then
+      local failure = outcome == 2 and 1 or 0
+      local field = 'r' .. b.cur
+      local old = tonumber(redis.call('HGET', k, field) or '0') or 0
+      if old > 0 and math.floor(old / 8) == b.g then
+        local c = old % 8 - 1
+        b.n = b.n - 1
+        b.f = b.f - c % 2
+        b.s = b.s - math.floor(c / 2)
+      end
+      redis.call('HSET', k, field, b.g * 8 + 1 + failure + 2 * slow)
+      b.cur = (b.cur + 1) % w
+      b.n = b.n + 1
+      b.f = b.f + failure
+      b.s = b.s + slow
+      if failure == 1 then b.run = b.run + 1 else b.run = 0 end
+      counted = true
+      if b.st == 0 then
+        local trips = (consecutive > 0 and b.run >= consecutive)
+          or (b.n >= min_calls and ((rate > 0 and b.f * 100 >= rate * b.n)
+            or (slow_rate > 0 and b.s * 100 >= slow_rate * b.n)))
+        if trips then calls, failures = open(0) end
+      end
+    end
+  elseif b.st == 2 then
+    code = 1
+    if outcome == 1 then
+      b.pas = b.pas + 1
+      dirty = true
+      if b.pas >= probes then
+        calls = b.pas
+        move(0)
+        b.ro = 0
+      end
+    elseif outcome == 2 then
+      calls, failures = b.pas + 1, 1
+      open(b.ro + 1)
+    else
+      if b.iss > 0 then b.iss = b.iss - 1 end
+      dirty = true
+    end
+  else
+    code = 0
+  end
+elseif op == 'force' then
+  local target = tonumber(ARGV[14])
+  calls, failures = b.n, b.f
+  if target ~= b.st then move(target) else b.g = b.g + 1; b.n, b.f, b.s, b.run = 0, 0, 0, 0; dirty = true end
+  b.ro = 0
+  code = 1
+elseif op == 'state' then
+  code = 1
+  calls, failures = b.n, b.f
+else
+  return redis.error_reply('fusebox: unknown op ' .. tostring(op))
+end
+
+if dirty then
+  redis.call('HSET', k, 'v', 'fb1', 'st', b.st, 'g', b.g, 'dl', b.dl, 'iss', b.iss, 'pas', b.pas,
+    'arm', b.arm, 'n', b.n, 'f', b.f, 's', b.s, 'cur', b.cur, 'run', b.run, 'ro', b.ro, 'w', b.w)
+elseif counted then
+  redis.call('HSET', k, 'n', b.n, 'f', b.f, 's', b.s, 'cur', b.cur, 'run', b.run)
+end
+-- The idle TTL restarts on every write (an admission on a closed circuit writes nothing).
+if dirty or counted then
+  redis.call('PEXPIRE', k, ttl)
+end
+return {code, b.st, b.g, remaining(), from, calls, failures, reset}

@@ -1,0 +1,649 @@
+//! One circuit across replicas: breakers that share their state through Redis (feature `redis`).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), fusebox::redis::StoreError> {
+//! let store = fusebox::redis::RedisStore::connect("redis://127.0.0.1:6379/").await?;
+//! fusebox::registry().share(store); // every breaker of the registry is now one circuit across replicas
+//! # Ok(()) }
+//! ```
+//!
+//! **How.** Each breaker key is one Redis hash, `{prefix:key}` (hash-tagged, so it works on Redis
+//! Cluster), expiring after an idle TTL. One Lua script, loaded once and run with `EVALSHA`
+//! (reloaded when Redis answers `NOSCRIPT`), does admission and outcome recording atomically on
+//! it, with time from Redis `TIME`. Every transition bumps a generation; a result admitted under an
+//! older generation changes nothing. Half-open probe permits are taken inside the script, so the
+//! number of probes is exact across replicas, and a probe lease re-arms the probes of a replica
+//! that died. Every script call is O(1) in the window size (the count window is a ring of slots in
+//! the hash, with running totals).
+//!
+//! **Which calls go to Redis (strict mode).** An annotated `async fn` (without `timeout`,
+//! `retry`, `backoff` or `deadline`) awaits admission from the script before its body runs, and
+//! awaits its outcome's recording before it returns: in this mode no call is admitted after a
+//! replica committed OPEN. Sync functions, the attempt driver (`timeout`/`retry`/…) and
+//! [`Breaker::try_acquire`](crate::Breaker::try_acquire) cannot await: on a shared key they run on
+//! the local breaker, which each answer of the store seeds with the shared state (open with the
+//! same remaining wait, or closed), and their outcomes are not sent to Redis.
+//!
+//! **Operators.** [`RedisStore::force`] moves a shared key for every replica and
+//! [`RedisStore::state`] reads it; [`Breaker::force_open`](crate::Breaker::force_open) and the
+//! other manual states of a handle act on the local breaker only (sync calls, degraded calls).
+//! A shared breaker's [`Breaker::state`](crate::Breaker::state) and snapshot show its local
+//! breaker, which mirrors Redis's open and closed states (not half-open).
+//!
+//! **Supported by the script:** count windows with `failure_rate`, `slow_rate` and `min_calls`,
+//! `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
+//! `half_open_lease`, and the forced states through [`RedisStore::force`]. **Not supported:**
+//! time windows (`time_window`) and progressive recovery: a key with either stays local (with an
+//! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`]. Cached mode
+//! (local closed-state admission, pub/sub transitions) is not implemented; every shared call is
+//! strict.
+//!
+//! **Redis slow or down.** Every store call is bounded by [`RedisStoreBuilder::timeout`]
+//! (default 50 ms). When it fails, the call degrades per [`Degrade`] (default
+//! [`Degrade::Local`]: the local breaker, seeded with the last state Redis reported, so an open
+//! circuit stays open), with a WARN event on degrading and an INFO event on recovery. Every
+//! admission sends the local state along; the script uses it only when the key does not exist, so
+//! after a Redis restart that lost the state (or when a breaker already in use is first shared)
+//! an open, forced-open or disabled circuit is pushed back with its remaining wait. Data under a
+//! breaker's key that the script did not write is reset by the script, with an ERROR event.
+//!
+//! **Tests and time.** [`RedisStoreBuilder::time_from`] makes the script take time from a
+//! [`Clock`](crate::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time
+//! with a [`FakeClock`](crate::clock::FakeClock), and production code never needs it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+
+use crate::breaker::{Core, FnName, Permit};
+use crate::clock::Clock;
+use crate::error::{Error, Reason};
+use crate::policy::{Policy, Recovery, Window};
+use crate::state::{State, Word};
+
+/// The refusal code of a permit that asks the store (beyond every [`Reason`]'s code).
+pub(crate) const ASK_STORE: u64 = 15;
+
+/// Mode bits of a permit admitted by the store: bit 3 marks a probe, bits 4.. hold the generation.
+const SHARED_MODE: u64 = 5;
+
+/// True for the word of a permit admitted by the store.
+#[inline]
+pub(crate) fn is_shared(word: Word) -> bool {
+    word.0 & 0b111 == SHARED_MODE
+}
+
+fn shared_word(generation: u64, probe: bool) -> Word {
+    Word(SHARED_MODE | u64::from(probe) << 3 | generation << 4)
+}
+
+/// The default bound on each store call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+/// The default idle time after which Redis forgets a breaker's key.
+pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// What a shared breaker does when Redis does not answer within the timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Degrade {
+    /// Continue on the local breaker, seeded with the last state Redis reported.
+    #[default]
+    Local,
+    /// Admit every call (outcomes are not recorded anywhere).
+    FailOpen,
+    /// Refuse every call (reason [`Reason::Open`], no `retry_after`).
+    FailClosed,
+}
+
+/// The store could not be set up.
+#[derive(Debug)]
+pub struct StoreError {
+    message: String,
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Settings of a [`RedisStore`]; start with [`RedisStore::builder`].
+pub struct RedisStoreBuilder {
+    url: String,
+    timeout: Duration,
+    prefix: String,
+    degrade: Degrade,
+    idle_ttl: Duration,
+    local: Vec<String>,
+    time: Option<Arc<dyn Clock>>,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("timeout", &self.timeout)
+            .field("prefix", &self.prefix)
+            .field("degrade", &self.degrade)
+            .finish()
+    }
+}
+
+impl RedisStoreBuilder {
+    /// Bound on every store call (default [`DEFAULT_TIMEOUT`]).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Prefix of the Redis key names, `{prefix:key}` (default `fusebox`).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// What to do when Redis does not answer (default [`Degrade::Local`]).
+    pub fn degrade(mut self, degrade: Degrade) -> Self {
+        self.degrade = degrade;
+        self
+    }
+
+    /// Idle time after which Redis forgets a breaker's key (default [`DEFAULT_IDLE_TTL`]).
+    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
+        self.idle_ttl = ttl;
+        self
+    }
+
+    /// Keeps `key` local: its breaker is not shared (per-host dynamic keys, for instance).
+    pub fn local_key(mut self, key: impl Into<String>) -> Self {
+        self.local.push(key.into());
+        self
+    }
+
+    /// For tests: the script takes time from `clock` instead of Redis `TIME`.
+    pub fn time_from(mut self, clock: impl Clock) -> Self {
+        self.time = Some(Arc::new(clock));
+        self
+    }
+
+    /// Connects (bounded by the timeout, at least one second) and checks that Redis answers.
+    pub async fn connect(self) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(self.url.as_str()).map_err(|e| StoreError {
+            message: format!(
+                "invalid redis url `{}`: {e}; expected `redis://host:port/`",
+                self.url
+            ),
+        })?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout.max(Duration::from_secs(1))))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(self.timeout);
+        let unreachable = |e: &dyn fmt::Display| StoreError {
+            message: format!(
+                "cannot reach redis at `{}`: {e}; start it or fix the url",
+                self.url
+            ),
+        };
+        let conn = tokio::time::timeout(
+            self.timeout.max(Duration::from_secs(1)),
+            client.get_connection_manager_with_config(config),
+        )
+        .await
+        .map_err(|e| unreachable(&e))?
+        .map_err(|e| unreachable(&e))?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = Arc::new(Client {
+            conn,
+            script: redis::Script::new(include_str!("breaker.lua")),
+            timeout: self.timeout,
+            degrade: self.degrade,
+            healthy: AtomicBool::new(true),
+            time: self.time,
+        });
+        tokio::spawn(worker(client.clone(), rx));
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                client,
+                prefix: self.prefix,
+                ttl_ms: self.idle_ttl.as_millis().max(1) as u64,
+                local: self.local,
+                reports: tx,
+            }),
+        })
+    }
+}
+
+/// The connection and the script, shared by the store and its reporting task.
+struct Client {
+    conn: ConnectionManager,
+    script: redis::Script,
+    timeout: Duration,
+    degrade: Degrade,
+    healthy: AtomicBool,
+    time: Option<Arc<dyn Clock>>,
+}
+
+struct Inner {
+    client: Arc<Client>,
+    prefix: String,
+    ttl_ms: u64,
+    local: Vec<String>,
+    reports: tokio::sync::mpsc::UnboundedSender<Report>,
+}
+
+/// A Redis store shared by the replicas of a service; hand it to [`Registry::share`](crate::Registry::share).
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.inner.prefix)
+            .field("timeout", &self.inner.client.timeout)
+            .finish()
+    }
+}
+
+impl RedisStore {
+    /// Connects to the Redis at `url` (`redis://host:port/`) with the default settings.
+    pub async fn connect(url: &str) -> Result<RedisStore, StoreError> {
+        Self::builder(url).connect().await
+    }
+
+    /// Settings for a store at `url`.
+    pub fn builder(url: &str) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            prefix: "fusebox".to_owned(),
+            degrade: Degrade::Local,
+            idle_ttl: DEFAULT_IDLE_TTL,
+            local: Vec::new(),
+            time: None,
+        }
+    }
+
+    /// The Redis key name of breaker `key`.
+    pub fn redis_key(&self, key: &str) -> String {
+        format!("{{{}:{}}}", self.inner.prefix, key)
+    }
+
+    /// The shared state of breaker `key` under `policy`, as Redis holds it.
+    pub async fn state(&self, key: &str, policy: Policy) -> Result<SharedState, Error> {
+        let link = self.link(key, policy);
+        let answer = call(&self.inner.client, &link, "state", &[])
+            .await
+            .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
+        Ok(SharedState {
+            state: state_of(answer.state),
+            generation: answer.generation,
+            calls: answer.calls as u32,
+            failures: answer.failures as u32,
+        })
+    }
+
+    /// Moves breaker `key` to `state` in Redis for every replica (operator action): `Closed`
+    /// resets, `ForcedOpen` refuses every call, `Disabled` admits every call and never opens.
+    pub async fn force(&self, key: &str, policy: Policy, state: State) -> Result<(), Error> {
+        let target = match state {
+            State::Closed => 0,
+            State::ForcedOpen => 3,
+            State::Disabled => 4,
+            _ => 0,
+        };
+        let link = self.link(key, policy);
+        call(&self.inner.client, &link, "force", &[target])
+            .await
+            .map(|_| ())
+            .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))
+    }
+
+    fn link(&self, key: &str, policy: Policy) -> Link {
+        let open_max = policy.open_max_nanos.max(policy.open_for_nanos);
+        let ms = |nanos: u64| nanos.div_ceil(1_000_000).max(1);
+        let args = [
+            self.inner.ttl_ms,
+            u64::from(policy.window_len().unwrap_or(1)),
+            u64::from(policy.min_calls),
+            u64::from(policy.failure_rate),
+            if policy.slow_nanos != 0 {
+                u64::from(policy.slow_rate)
+            } else {
+                0
+            },
+            u64::from(policy.consecutive),
+            ms(policy.open_for_nanos),
+            u64::from(policy.open_backoff_milli),
+            ms(open_max),
+            u64::from(policy.half_open),
+            ms(policy.lease_nanos()),
+        ];
+        Link {
+            hash: self.redis_key(key),
+            args,
+            store: self.inner.clone(),
+            pending: AtomicU64::new(0),
+            applied: AtomicU64::new(0),
+            done: tokio::sync::Notify::new(),
+            core: std::sync::Weak::new(),
+        }
+    }
+}
+
+/// A breaker's state as Redis holds it ([`RedisStore::state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SharedState {
+    /// The shared state.
+    pub state: State,
+    /// The generation, bumped by every transition.
+    pub generation: u64,
+    /// Outcomes in the current window.
+    pub calls: u32,
+    /// Failures among them.
+    pub failures: u32,
+}
+
+/// One breaker's connection to the store.
+pub(crate) struct Link {
+    hash: String,
+    args: [u64; 11],
+    store: Arc<Inner>,
+    /// Reports handed to the reporting task, and reports it has finished.
+    pending: AtomicU64,
+    applied: AtomicU64,
+    done: tokio::sync::Notify,
+    /// The breaker, for the reporting task to seed and to announce transitions on.
+    core: std::sync::Weak<Core>,
+}
+
+/// Shares `core` through `store` when there is one and the key and policy allow it.
+pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
+    let Some(store) = store else {
+        return Arc::new(core);
+    };
+    let key = core.key().as_str();
+    if store.inner.local.iter().any(|k| k == key) {
+        return Arc::new(core);
+    }
+    let policy = *core.policy();
+    let unsupported = if matches!(policy.window, Window::Time(_)) {
+        Some("time_window")
+    } else if matches!(policy.recovery, Recovery::Progressive { .. }) {
+        Some("progressive")
+    } else {
+        None
+    };
+    if let Some(field) = unsupported {
+        tracing::error!(
+            target: "fusebox",
+            key,
+            field,
+            "breaker `{key}` uses `{field}`, which the redis store does not share; it stays local (use a count window and probes to share it)"
+        );
+        return Arc::new(core);
+    }
+    let mut link = store.link(key, policy);
+    Arc::new_cyclic(|me| {
+        link.core = me.clone();
+        core.with_store(Arc::new(link))
+    })
+}
+
+/// One answer of the script.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    code: i64,
+    state: i64,
+    generation: u64,
+    remaining_ms: u64,
+    committed_from: i64,
+    calls: i64,
+    failures: i64,
+}
+
+fn state_of(code: i64) -> State {
+    match code {
+        1 => State::Open,
+        2 => State::HalfOpen,
+        3 => State::ForcedOpen,
+        4 => State::Disabled,
+        _ => State::Closed,
+    }
+}
+
+/// Runs the script for `link`, bounded by the store's timeout.
+async fn call(client: &Client, link: &Link, op: &str, extra: &[u64]) -> Result<Answer, ()> {
+    let mut invocation = client.script.key(&link.hash);
+    invocation.arg(op);
+    match &client.time {
+        Some(clock) => invocation.arg(clock.now_nanos() / 1_000_000),
+        None => invocation.arg(""),
+    };
+    for value in link.args.iter().chain(extra) {
+        invocation.arg(*value);
+    }
+    let mut conn = client.conn.clone();
+    let result: Result<redis::RedisResult<Vec<i64>>, _> =
+        tokio::time::timeout(client.timeout, invocation.invoke_async(&mut conn)).await;
+    let values = match result {
+        Ok(Ok(values)) if values.len() == 8 => values,
+        Ok(Ok(values)) => {
+            degrade_event(client, link, &format!("unexpected answer {values:?}"));
+            return Err(());
+        }
+        Ok(Err(error)) => {
+            degrade_event(client, link, &error.to_string());
+            return Err(());
+        }
+        Err(_) => {
+            degrade_event(
+                client,
+                link,
+                &format!("no answer within {:?}", client.timeout),
+            );
+            return Err(());
+        }
+    };
+    if !client.healthy.swap(true, Ordering::AcqRel) {
+        tracing::info!(
+            target: "fusebox",
+            key = link.hash.as_str(),
+            "redis store answers again; shared breakers use it from this call on"
+        );
+    }
+    if values[7] == 1 {
+        tracing::error!(
+            target: "fusebox",
+            key = link.hash.as_str(),
+            "redis key `{}` held data fusebox did not write; the key was reset (keep other data out of the `{}` prefix)",
+            link.hash,
+            link.store.prefix
+        );
+    }
+    Ok(Answer {
+        code: values[0],
+        state: values[1],
+        generation: values[2].max(0) as u64,
+        remaining_ms: values[3].max(0) as u64,
+        committed_from: values[4],
+        calls: values[5],
+        failures: values[6],
+    })
+}
+
+fn degrade_event(client: &Client, link: &Link, why: &str) {
+    if client.healthy.swap(false, Ordering::AcqRel) {
+        tracing::warn!(
+            target: "fusebox",
+            key = link.hash.as_str(),
+            degrade = ?client.degrade,
+            "redis store unavailable ({why}); shared breakers degrade to {:?} until it answers",
+            client.degrade
+        );
+    }
+}
+
+/// Applies an answer: seeds the local breaker and announces a transition this replica committed.
+fn apply(core: &Core, answer: &Answer, site: FnName) {
+    let state = state_of(answer.state);
+    match state {
+        State::Open => core.mirror(State::Open, Duration::from_millis(answer.remaining_ms)),
+        State::Closed => core.mirror(State::Closed, Duration::ZERO),
+        _ => {}
+    }
+    if answer.committed_from >= 0 {
+        core.emit_committed(
+            state_of(answer.committed_from),
+            state,
+            answer.calls as u32,
+            answer.failures as u32,
+            site,
+        );
+    }
+}
+
+/// True when `permit` (refused) asks the store for admission: its breaker is shared.
+#[inline(always)]
+pub fn asks_store(permit: &Permit<'_>) -> bool {
+    permit.asks_store().is_some()
+}
+
+/// True when `permit`'s breaker is shared: its outcome goes to the store.
+#[inline(always)]
+pub fn reports_to_store(permit: &Permit<'_>) -> bool {
+    permit.core().store.is_some()
+}
+
+/// A boxed future: keeps the annotated function's own future small on a local key's path.
+type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Completes the admission of an `async fn` call on a shared registry: awaits the script's answer
+/// and turns `permit` into it. Returns the refusal, if any.
+pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Error>> {
+    Box::pin(async move {
+        let core = permit.asks_store()?;
+        let link = core.store.as_ref()?;
+        let site = permit.site();
+        let client = &link.store.client;
+        let (seed, remaining) = core.seed();
+        let answer = match call(client, link, "admit", &[seed, remaining]).await {
+            Ok(answer) => answer,
+            Err(()) => {
+                let local = match client.degrade {
+                    Degrade::Local => core.enter_general::<false>(site),
+                    Degrade::FailOpen => core.store_permit(Word::SETTLED, site),
+                    Degrade::FailClosed => core.store_refusal(Reason::Open, None, site),
+                };
+                permit.replace(local);
+                return permit.refusal();
+            }
+        };
+        apply(core, &answer, site);
+        let answered = match answer.code {
+            1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
+            3 => core.store_refusal(Reason::HalfOpenFull, None, site),
+            4 => core.store_refusal(Reason::ForcedOpen, None, site),
+            _ => core.store_refusal(
+                Reason::Open,
+                Some(Duration::from_millis(answer.remaining_ms)),
+                site,
+            ),
+        };
+        permit.replace(answered);
+        permit.refusal()
+    })
+}
+
+/// Waits until the outcome reported on `permit` is recorded in the store (strict mode), bounded
+/// by the store's timeout.
+pub fn flush_shared<'p>(permit: &'p Permit<'_>) -> Boxed<'p, ()> {
+    let core = permit.core();
+    Box::pin(async move {
+        let Some(link) = core.store.as_ref() else {
+            return;
+        };
+        let target = link.pending.load(Ordering::Acquire);
+        let wait = async {
+            loop {
+                let notified = link.done.notified();
+                if link.applied.load(Ordering::Acquire) >= target {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(link.store.client.timeout * 2, wait).await;
+    })
+}
+
+/// An outcome on its way to the store.
+struct Report {
+    link: Arc<Link>,
+    core: Arc<Core>,
+    generation: u64,
+    outcome: u64,
+    slow: u64,
+    site: FnName,
+}
+
+/// Sends the outcome of a call the store admitted (called when its permit settles).
+pub(crate) fn report(core: &Core, word: Word, start: u64, site: FnName, failure: Option<bool>) {
+    let Some(link) = core.store.as_ref() else {
+        return;
+    };
+    let outcome = match failure {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
+    };
+    let slow = u64::from(failure.is_some() && core.slow_since(start));
+    link.pending.fetch_add(1, Ordering::AcqRel);
+    let Some(owner) = link.core.upgrade() else {
+        link.applied.fetch_add(1, Ordering::AcqRel);
+        return;
+    };
+    let job = Report {
+        link: link.clone(),
+        core: owner,
+        generation: word.0 >> 4,
+        outcome,
+        slow,
+        site,
+    };
+    if let Err(failed) = link.store.reports.send(job) {
+        let job = failed.0;
+        job.core.report_locally(failure, site);
+        job.link.applied.fetch_add(1, Ordering::AcqRel);
+        job.link.done.notify_waiters();
+    }
+}
+
+/// Sends reports in order, one script call each.
+async fn worker(client: Arc<Client>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Report>) {
+    while let Some(job) = rx.recv().await {
+        let extra = [job.generation, job.outcome, job.slow];
+        match call(&client, &job.link, "report", &extra).await {
+            Ok(answer) => apply(&job.core, &answer, job.site),
+            Err(()) => {
+                if client.degrade == Degrade::Local {
+                    let failure = match job.outcome {
+                        1 => Some(false),
+                        2 => Some(true),
+                        _ => None,
+                    };
+                    job.core.report_locally(failure, job.site);
+                }
+            }
+        }
+        job.link.applied.fetch_add(1, Ordering::AcqRel);
+        job.link.done.notify_waiters();
+    }
+}

@@ -1,0 +1,142 @@
+//! A `redis-server` of the test's own: a free loopback port, persistence off, killed on drop.
+//!
+//! When the binary is missing the test fails with the install line; it never skips.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The install line printed when `redis-server` is missing.
+pub const INSTALL: &str = "apt-get install -y redis-server";
+
+/// A running `redis-server`.
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+}
+
+/// The `redis-server` binary: `$REDIS_SERVER`, then `PATH`, then `/usr/bin`.
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("REDIS_SERVER") {
+        return PathBuf::from(path);
+    }
+    let on_path = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for dir in on_path
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([std::path::Path::new("/usr/bin")])
+    {
+        let candidate = dir.join("redis-server");
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!(
+        "`redis-server` not found on PATH or in /usr/bin: the redis tests need a real Redis; install it with `{INSTALL}` (or run `cargo xtask test`, which does), or point `REDIS_SERVER` at the binary"
+    );
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port and waits until it answers `PING`.
+    pub fn start() -> RedisServer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        Self::start_on(port)
+    }
+
+    /// Starts a server on `port` (a restart on the same port).
+    pub fn start_on(port: u16) -> RedisServer {
+        let child = Command::new(binary())
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start `redis-server`: {e}; install it with `{INSTALL}`")
+            });
+        let server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !server.pings() {
+            assert!(
+                Instant::now() < deadline,
+                "`redis-server` on port {port} never answered PING"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// True when the server answers `PING` with `PONG`.
+    pub fn pings(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+        if stream.write_all(b"*1\r\n$4\r\nPING\r\n").is_err() {
+            return false;
+        }
+        let mut buf = [0u8; 7];
+        stream.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    /// Sends one command (arguments as given) and returns the raw reply's first line.
+    pub fn command(&self, args: &[&str]) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut out = format!("*{}\r\n", args.len());
+        for a in args {
+            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        stream.write_all(out.as_bytes()).unwrap();
+        let mut reply = Vec::new();
+        let mut byte = [0u8; 1];
+        while stream.read_exact(&mut byte).is_ok() {
+            reply.push(byte[0]);
+            if reply.ends_with(b"\r\n") {
+                break;
+            }
+        }
+        String::from_utf8_lossy(&reply).trim_end().to_owned()
+    }
+
+    /// Sends `signal` (`-9`, `-STOP`, `-CONT`) to the server.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// `kill -9` and reap.
+    pub fn kill(mut self) -> u16 {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.port
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,145 @@
+//! Same behaviour as in memory: random sequences of calls and clock steps, run one at a time
+//! against an in-memory breaker and a Redis-backed one on the same policy and the same fake time,
+//! reach the same admissions, states and window counts at every step.
+//!
+//! The script normally reads Redis `TIME`; here the store is built with
+//! `RedisStoreBuilder::time_from`, so both breakers read the same `FakeClock`.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use fusebox::clock::FakeClock;
+use fusebox::redis::RedisStore;
+use fusebox::{Registry, State, circuit_breaker};
+use redis_harness::RedisServer;
+
+#[derive(Debug)]
+enum BackendError {
+    Down,
+    Refused(#[allow(dead_code)] fusebox::Error),
+}
+
+impl From<fusebox::Error> for BackendError {
+    fn from(e: fusebox::Error) -> Self {
+        BackendError::Refused(e)
+    }
+}
+
+static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
+static MEMORY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
+static SHARED: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
+
+#[circuit_breaker(key = "model", registry = MEMORY, window = 4, min_calls = 2, failure_rate = 50, open_for = "100ms", half_open = 2)]
+async fn in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model", registry = SHARED, window = 4, min_calls = 2, failure_rate = 50, open_for = "100ms", half_open = 2)]
+async fn in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+/// The second policy: `consecutive` (the rate rule needs 10 failures in 10), and a backoff of
+/// the open wait.
+#[circuit_breaker(key = "model-run", registry = MEMORY, window = 10, min_calls = 10, failure_rate = 100, consecutive = 3, open_for = "100ms", open_backoff = 2.0, open_max = "400ms")]
+async fn run_in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-run", registry = SHARED, window = 10, min_calls = 10, failure_rate = 100, consecutive = 3, open_for = "100ms", open_backoff = 2.0, open_max = "400ms")]
+async fn run_in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+fn admitted(result: &Result<(), BackendError>) -> bool {
+    !matches!(result, Err(BackendError::Refused(_)))
+}
+
+#[tokio::test]
+async fn random_sequences_reach_the_same_states_and_counts() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(&server.url())
+        .time_from(CLOCK.clone())
+        .connect()
+        .await
+        .unwrap();
+    SHARED.share(store.clone());
+    // Start the clock where a real one could be, far from zero.
+    CLOCK.advance(Duration::from_secs(1_000));
+    // Half-open is seen between the two probes of the first policy; the second has one probe.
+    run_model(&store, "model", false, 3).await;
+    run_model(&store, "model-run", true, 2).await;
+}
+
+async fn run_model(store: &RedisStore, key: &str, consecutive: bool, states: usize) {
+    let mut reopens = 0;
+    let mut seed: u64 = 0x5eed_f00d;
+    let mut next = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut trace = Vec::new();
+    let mut states_seen = std::collections::HashSet::new();
+    for step in 0..600 {
+        let op = next(10);
+        if op < 7 {
+            let fail = next(100) < 55;
+            let (memory, redis) = if consecutive {
+                (run_in_memory(fail).await, run_in_redis(fail).await)
+            } else {
+                (in_memory(fail).await, in_redis(fail).await)
+            };
+            trace.push(format!(
+                "{step}: call fail={fail} memory={} redis={}",
+                admitted(&memory),
+                admitted(&redis)
+            ));
+            assert_eq!(admitted(&memory), admitted(&redis), "{}", trace.join("\n"));
+        } else {
+            let ms = [1, 10, 50, 99, 100, 150][next(6) as usize];
+            CLOCK.advance(Duration::from_millis(ms));
+            trace.push(format!("{step}: advance {ms} ms"));
+        }
+        let breaker = MEMORY.get(key).unwrap();
+        let memory = breaker.snapshot();
+        let shared = store.state(key, breaker.policy()).await.unwrap();
+        // The in-memory breaker moves from open to half-open on the first call after the wait;
+        // so does the script: both report the state the last call left.
+        assert_eq!(memory.state, shared.state, "{}", trace.join("\n"));
+        if memory.state == State::Closed {
+            assert_eq!(
+                (memory.calls, memory.failures),
+                (shared.calls, shared.failures),
+                "{}",
+                trace.join("\n")
+            );
+        }
+        states_seen.insert(format!("{:?}", memory.state));
+        reopens = reopens.max(memory.reopens);
+    }
+    // The sequence visited every state the policy has.
+    assert_eq!(states_seen.len(), states, "{states_seen:?}");
+    // Failed recoveries in a row happened, so the backoff's longer waits were compared too.
+    assert!(reopens >= 2, "{reopens}");
+}

@@ -1,0 +1,274 @@
+//! One circuit across replicas: real `redis-server`, separate processes and separate connections.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use fusebox::redis::RedisStore;
+use fusebox::{Registry, State, circuit_breaker};
+use redis_harness::RedisServer;
+
+#[derive(Debug)]
+enum BackendError {
+    Down,
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for BackendError {
+    fn from(e: fusebox::Error) -> Self {
+        BackendError::Refused(e)
+    }
+}
+
+static REPLICA: LazyLock<Registry> = LazyLock::new(Registry::new);
+static BACKEND_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// "5 failures open": a window of five calls, all five needed before the rate is judged.
+#[circuit_breaker(key = "payments", registry = REPLICA, window = 5, min_calls = 5, open_for = "60s")]
+async fn pay() -> Result<(), BackendError> {
+    BACKEND_CALLS.fetch_add(1, Ordering::SeqCst);
+    Err(BackendError::Down)
+}
+
+/// The replica process: runs only when re-invoked by `replicas_table_across_two_processes`.
+#[test]
+fn replica_process() {
+    let Ok(url) = std::env::var("FUSEBOX_REPLICA_URL") else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let store = RedisStore::connect(&url).await.expect("connect");
+        assert!(REPLICA.share(store));
+        let stdin = std::io::stdin();
+        let mut out = std::io::stdout();
+        for line in stdin.lock().lines() {
+            let line = line.unwrap();
+            if line != "call" {
+                break;
+            }
+            let before = BACKEND_CALLS.load(Ordering::SeqCst);
+            let result = pay().await;
+            let reached = BACKEND_CALLS.load(Ordering::SeqCst) > before;
+            let what = match result {
+                Err(BackendError::Down) => "failed".to_owned(),
+                Err(BackendError::Refused(e)) => format!("refused:{:?}", e.reason()),
+                Ok(()) => "ok".to_owned(),
+            };
+            let state = REPLICA.get("payments").map(|b| b.state());
+            writeln!(out, "REPLICA {reached} {what} {state:?}").unwrap();
+            out.flush().unwrap();
+        }
+    });
+}
+
+struct Replica {
+    child: std::process::Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Replica {
+    fn spawn(url: &str) -> Replica {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "replica_process",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("FUSEBOX_REPLICA_URL", url)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Replica { child, lines }
+    }
+
+    /// One call; returns (reached the backend, outcome).
+    fn call(&mut self) -> (bool, String) {
+        writeln!(self.child.stdin.as_mut().unwrap(), "call").unwrap();
+        loop {
+            let line = self.lines.next().expect("replica answered").unwrap();
+            // libtest may have written `test replica_process ... ` on the same line first.
+            if let Some(at) = line.find("REPLICA ") {
+                let rest = &line[at + "REPLICA ".len()..];
+                let mut parts = rest.splitn(3, ' ');
+                let reached = parts.next().unwrap() == "true";
+                return (reached, parts.next().unwrap().to_owned());
+            }
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn replicas_table_across_two_processes() {
+    let server = RedisServer::start();
+    let mut replicas = [Replica::spawn(&server.url()), Replica::spawn(&server.url())];
+    let mut table = Vec::new();
+    for call in 1..=12 {
+        let replica = (call - 1) % 2;
+        let (reached, outcome) = replicas[replica].call();
+        table.push(format!(
+            "call {call:>2} replica {replica}: reached={reached} {outcome}"
+        ));
+        if call <= 5 {
+            assert!(reached && outcome == "failed", "{}", table.join("\n"));
+        } else {
+            assert!(
+                !reached && outcome == "refused:Open",
+                "{}",
+                table.join("\n")
+            );
+        }
+    }
+}
+
+/// Four replicas in one process, each a registry with its own connection, and an annotated
+/// `async fn` per replica (the expansion's own path to the store).
+macro_rules! replicas {
+    ($($registry:ident $call:ident),*) => {$(
+        static $registry: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+        #[circuit_breaker(key = "exact", registry = $registry, window = 20, min_calls = 20, failure_rate = 50, open_for = "300ms", half_open = 3)]
+        async fn $call(admitted: &AtomicUsize, hold: bool) -> Result<(), BackendError> {
+            admitted.fetch_add(1, Ordering::SeqCst);
+            if hold {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(BackendError::Down)
+        }
+    )*};
+}
+
+replicas!(R0 call0, R1 call1, R2 call2, R3 call3, R4 call4, R5 call5);
+
+async fn call_on(replica: usize, admitted: &AtomicUsize, hold: bool) {
+    let _ = match replica {
+        0 => call0(admitted, hold).await,
+        1 => call1(admitted, hold).await,
+        2 => call2(admitted, hold).await,
+        3 => call3(admitted, hold).await,
+        4 => call4(admitted, hold).await,
+        _ => call5(admitted, hold).await,
+    };
+}
+
+fn registry_of(replica: usize) -> &'static Registry {
+    [&R0, &R1, &R2, &R3, &R4, &R5][replica]
+}
+
+const PROBES: usize = 3;
+
+async fn exactness(replicas: &'static [usize], prefix: &str) {
+    let server = RedisServer::start();
+    let committed = Arc::new(Mutex::new(Vec::new()));
+    for &r in replicas {
+        let store = RedisStore::builder(&server.url())
+            .prefix(prefix)
+            .connect()
+            .await
+            .unwrap();
+        let registry = registry_of(r);
+        assert!(registry.share(store));
+        let committed = committed.clone();
+        registry.on_transition(move |t| {
+            committed
+                .lock()
+                .unwrap()
+                .push((r, t.from, t.to, t.calls, t.failure_rate))
+        });
+    }
+    // 64 concurrent callers on a brand-new key, every call failing.
+    let admitted = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for caller in 0..64 {
+        let admitted = admitted.clone();
+        tasks.push(tokio::spawn(async move {
+            call_on(replicas[caller % replicas.len()], &admitted, false).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let opened: Vec<_> = committed
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|t| t.2 == State::Open)
+        .cloned()
+        .collect();
+    assert_eq!(
+        opened.len(),
+        1,
+        "exactly one replica reports committing OPEN: {opened:?}"
+    );
+    // The report that reached the threshold committed it: 20 calls, 20 failures counted in Redis,
+    // none lost to a concurrent write.
+    assert_eq!(
+        (opened[0].3, opened[0].4),
+        (20, 100.0),
+        "calls and failure rate at the trip"
+    );
+    assert!(admitted.load(Ordering::SeqCst) >= 20);
+    // Every report after the trip was made under the older generation: it changed nothing (the
+    // new generation's window is empty).
+    let policy = registry_of(replicas[0]).get("exact").unwrap().policy();
+    let store = RedisStore::builder(&server.url())
+        .prefix(prefix)
+        .connect()
+        .await
+        .unwrap();
+    let shared = store.state("exact", policy).await.unwrap();
+    assert_eq!(
+        (shared.state, shared.calls, shared.failures),
+        (State::Open, 0, 0)
+    );
+    // Strict mode: once OPEN is committed, no replica admits a call.
+    let late = Arc::new(AtomicUsize::new(0));
+    for caller in 0..64 {
+        call_on(replicas[caller % replicas.len()], &late, false).await;
+    }
+    assert_eq!(
+        late.load(Ordering::SeqCst),
+        0,
+        "calls admitted after OPEN was committed"
+    );
+
+    // After the wait, exactly N probes are admitted across all replicas.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let probes = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for caller in 0..64 {
+        let probes = probes.clone();
+        tasks.push(tokio::spawn(async move {
+            call_on(replicas[caller % replicas.len()], &probes, true).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        probes.load(Ordering::SeqCst),
+        PROBES,
+        "probes admitted across replicas"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_across_two_and_four_replicas() {
+    // Each registry is a `static`, shared once: two of them, then four others.
+    exactness(&[4, 5], "two").await;
+    exactness(&[0, 1, 2, 3], "four").await;
+}

@@ -1,0 +1,164 @@
+//! Sync functions on a shared registry: they run on the local breaker, which the store's answers
+//! seed with the shared state; their outcomes are not sent to Redis.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::sync::LazyLock;
+
+use fusebox::redis::RedisStore;
+use fusebox::{Reason, Registry, State, circuit_breaker};
+use redis_harness::RedisServer;
+
+#[derive(Debug)]
+enum BackendError {
+    Down,
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for BackendError {
+    fn from(e: fusebox::Error) -> Self {
+        BackendError::Refused(e)
+    }
+}
+
+static SYNC_ONLY: LazyLock<Registry> = LazyLock::new(Registry::new);
+static MIXED: LazyLock<Registry> = LazyLock::new(Registry::new);
+static LATE: LazyLock<Registry> = LazyLock::new(Registry::new);
+static UNSUPPORTED: LazyLock<Registry> = LazyLock::new(Registry::new);
+static FORCED: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+#[circuit_breaker(key = "timed", registry = UNSUPPORTED, window = "10s", min_calls = 2, open_for = "60s")]
+async fn timed() -> Result<(), BackendError> {
+    Err(BackendError::Down)
+}
+
+#[circuit_breaker(key = "forced", registry = FORCED)]
+async fn forced() -> Result<(), BackendError> {
+    Ok(())
+}
+
+#[circuit_breaker(key = "late", registry = LATE, window = 5, min_calls = 5, open_for = "60s")]
+async fn late() -> Result<(), BackendError> {
+    Err(BackendError::Down)
+}
+
+#[circuit_breaker(key = "sync", registry = SYNC_ONLY, window = 5, min_calls = 5, open_for = "60s")]
+fn sync_only() -> Result<(), BackendError> {
+    Err(BackendError::Down)
+}
+
+#[circuit_breaker(key = "mixed", registry = MIXED, window = 5, min_calls = 5, open_for = "60s")]
+async fn mixed_async() -> Result<(), BackendError> {
+    Err(BackendError::Down)
+}
+
+#[circuit_breaker(key = "mixed", registry = MIXED, window = 5, min_calls = 5, open_for = "60s")]
+fn mixed_sync() -> Result<(), BackendError> {
+    Ok(())
+}
+
+fn reason(result: Result<(), BackendError>) -> Option<Reason> {
+    match result {
+        Err(BackendError::Refused(e)) => Some(e.reason()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn sync_calls_run_on_the_local_breaker_and_send_nothing() {
+    let server = RedisServer::start();
+    SYNC_ONLY.share(RedisStore::connect(&server.url()).await.unwrap());
+    for _ in 0..5 {
+        assert!(matches!(sync_only(), Err(BackendError::Down)));
+    }
+    assert_eq!(
+        reason(sync_only()),
+        Some(Reason::Open),
+        "the local breaker tripped"
+    );
+    assert_eq!(
+        server.command(&["EXISTS", "{fusebox:sync}"]),
+        ":0",
+        "nothing sent to redis"
+    );
+}
+
+#[tokio::test]
+async fn sync_calls_see_the_shared_state_async_calls_brought_back() {
+    let server = RedisServer::start();
+    MIXED.share(RedisStore::connect(&server.url()).await.unwrap());
+    assert!(mixed_sync().is_ok());
+    for _ in 0..5 {
+        assert!(matches!(mixed_async().await, Err(BackendError::Down)));
+    }
+    assert_eq!(MIXED.get("mixed").unwrap().state(), State::Open);
+    assert_eq!(
+        reason(mixed_sync()),
+        Some(Reason::Open),
+        "seeded with the shared OPEN"
+    );
+}
+
+#[tokio::test]
+async fn a_breaker_used_before_share_continues_its_state() {
+    let server = RedisServer::start();
+    for _ in 0..5 {
+        assert!(matches!(late().await, Err(BackendError::Down)));
+    }
+    assert_eq!(LATE.get("late").unwrap().state(), State::Open);
+    LATE.share(RedisStore::connect(&server.url()).await.unwrap());
+    assert_eq!(
+        reason(late().await),
+        Some(Reason::Open),
+        "still open once shared"
+    );
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let shared = store
+        .state("late", LATE.get("late").unwrap().policy())
+        .await
+        .unwrap();
+    assert_eq!(
+        shared.state,
+        State::Open,
+        "the open state was pushed to redis"
+    );
+}
+
+#[tokio::test]
+async fn a_policy_the_script_does_not_share_stays_local() {
+    let server = RedisServer::start();
+    UNSUPPORTED.share(RedisStore::connect(&server.url()).await.unwrap());
+    for _ in 0..2 {
+        assert!(matches!(timed().await, Err(BackendError::Down)));
+    }
+    assert_eq!(
+        reason(timed().await),
+        Some(Reason::Open),
+        "the local breaker decides"
+    );
+    assert_eq!(
+        server.command(&["EXISTS", "{fusebox:timed}"]),
+        ":0",
+        "nothing sent to redis"
+    );
+}
+
+#[tokio::test]
+async fn force_moves_every_replica() {
+    let server = RedisServer::start();
+    FORCED.share(RedisStore::connect(&server.url()).await.unwrap());
+    assert!(forced().await.is_ok());
+    let operator = RedisStore::connect(&server.url()).await.unwrap();
+    let policy = FORCED.get("forced").unwrap().policy();
+    operator
+        .force("forced", policy, State::ForcedOpen)
+        .await
+        .unwrap();
+    assert_eq!(reason(forced().await), Some(Reason::ForcedOpen));
+    operator
+        .force("forced", policy, State::Closed)
+        .await
+        .unwrap();
+    assert!(forced().await.is_ok());
+}

@@ -1,0 +1,131 @@
+//! `cargo xtask test`: installs what the test suite needs (`redis-server`, `chromium`,
+//! `chromium-driver`) and runs the suite the way CI does: every crate with every feature, then the
+//! loom model check.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// What the suite needs from Debian's packages: (binary, package, used by).
+const NEEDS: [(&str, &str, &str); 3] = [
+    ("redis-server", "redis-server", "tests/redis_*.rs"),
+    ("chromium", "chromium", "tests/checkout_browser.rs"),
+    (
+        "chromedriver",
+        "chromium-driver",
+        "tests/checkout_browser.rs",
+    ),
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask test [extra `cargo test` arguments]");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn test(extra: &[String]) -> ExitCode {
+    if let Err(message) = ensure_packages() {
+        eprintln!("error: {message}");
+        return ExitCode::FAILURE;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    println!("== tests: cargo test --workspace --all-features");
+    let tests = Command::new(&cargo)
+        .current_dir(root)
+        .args(["test", "--workspace", "--all-features"])
+        .args(extra)
+        .status();
+    if !matches!(tests, Ok(s) if s.success()) {
+        return ExitCode::FAILURE;
+    }
+    println!("== loom model check of the breaker's compare-and-swap transitions");
+    let loom = Command::new(&cargo)
+        .current_dir(root)
+        .env("RUSTFLAGS", "--cfg fusebox_loom")
+        .env("CARGO_TARGET_DIR", root.join("target/loom"))
+        .args(["test", "-p", "fusebox", "--test", "loom", "--release"])
+        .status();
+    if matches!(loom, Ok(s) if s.success()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Every binary of [`NEEDS`] on `PATH` or in `/usr/bin`, installed now with apt when missing and
+/// this user can.
+fn ensure_packages() -> Result<(), String> {
+    let missing: Vec<&str> = NEEDS
+        .iter()
+        .filter(|(binary, _, _)| find(binary).is_none())
+        .map(|(_, package, _)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let install = format!("apt-get install -y {}", missing.join(" "));
+    let used_by: Vec<String> = NEEDS
+        .iter()
+        .filter(|(_, package, _)| missing.contains(package))
+        .map(|(binary, _, test)| format!("`{binary}` ({test})"))
+        .collect();
+    println!("== installing {} ({install})", used_by.join(", "));
+    let (program, prefix): (&str, &[&str]) = if is_root() {
+        ("apt-get", &[])
+    } else if which("sudo").is_some() {
+        ("sudo", &["-n", "apt-get"])
+    } else {
+        return Err(format!(
+            "{} missing and cannot be installed without root; install with `{install}` and run `cargo xtask test` again",
+            used_by.join(", ")
+        ));
+    };
+    let apt = |args: &[&str]| {
+        Command::new(program)
+            .args(prefix)
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let _ = apt(&["update", "-qq"]);
+    let mut args = vec!["install", "-y", "-qq"];
+    args.extend(missing.iter().copied());
+    if apt(&args) && NEEDS.iter().all(|(binary, _, _)| find(binary).is_some()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} missing and `{install}` failed; install by hand with `{install}` and run `cargo xtask test` again",
+            used_by.join(", ")
+        ))
+    }
+}
+
+/// `name` on `PATH`, or in `/usr/bin`.
+fn find(name: &str) -> Option<PathBuf> {
+    which(name).or_else(|| {
+        let usr = Path::new("/usr/bin").join(name);
+        usr.is_file().then_some(usr)
+    })
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
