@@ -10,6 +10,8 @@ use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token};
 
+use fusebox_policy::{Policy, Window, limits};
+
 use crate::duration::{self, DurationError, UNIT_LIST};
 use crate::errors::Errors;
 
@@ -43,21 +45,26 @@ pub(crate) const NAMES: [&str; 23] = [
 /// The arguments that bound or repeat attempts; they need an `async fn`.
 pub(crate) const ATTEMPT_NAMES: [&str; 4] = ["timeout", "retry", "backoff", "deadline"];
 
+// The defaults and limits below are read from `fusebox-policy`, the crate whose validation the
+// runtime runs: they cannot drift apart.
+
 /// The default count window of `fusebox::Policy`.
-pub(crate) const DEFAULT_WINDOW: u64 = 100;
+pub(crate) const DEFAULT_WINDOW: u64 = match Policy::DEFAULT.get_window() {
+    Window::Count(n) => n as u64,
+    Window::Time(_) => 0,
+};
 /// The default `open_for` of `fusebox::Policy`, in nanoseconds.
-pub(crate) const DEFAULT_OPEN_FOR_NANOS: u64 = 10_000_000_000;
+pub(crate) const DEFAULT_OPEN_FOR_NANOS: u64 = Policy::DEFAULT.get_open_for().as_nanos() as u64;
 /// The default `open_max` of `fusebox::Policy`, in nanoseconds.
-pub(crate) const DEFAULT_OPEN_MAX_NANOS: u64 = 5 * 60 * 1_000_000_000;
-/// The largest count window (`fusebox::MAX_WINDOW`), also the largest `consecutive` and
-/// `min_passes`.
-pub(crate) const MAX_WINDOW: u64 = 1_000_000;
-/// The most half-open probes (`fusebox::MAX_HALF_OPEN`).
-pub(crate) const MAX_HALF_OPEN: u64 = 127;
-/// The most phases of progressive recovery (`fusebox::MAX_PHASES`).
-pub(crate) const MAX_PHASES: u64 = 100;
-/// The largest `open_backoff` factor (`fusebox::MAX_OPEN_BACKOFF`).
-pub(crate) const MAX_OPEN_BACKOFF: f64 = 100.0;
+pub(crate) const DEFAULT_OPEN_MAX_NANOS: u64 = Policy::DEFAULT.get_open_max().as_nanos() as u64;
+/// The largest count window, also the largest `consecutive` and `min_passes`.
+pub(crate) const MAX_WINDOW: u64 = limits::MAX_WINDOW as u64;
+/// The most half-open probes.
+pub(crate) const MAX_HALF_OPEN: u64 = limits::MAX_HALF_OPEN as u64;
+/// The most phases of progressive recovery.
+pub(crate) const MAX_PHASES: u64 = limits::MAX_PHASES as u64;
+/// The largest `open_backoff` factor.
+pub(crate) const MAX_OPEN_BACKOFF: f64 = limits::MAX_OPEN_BACKOFF;
 /// The largest `max_concurrent`.
 pub(crate) const MAX_CONCURRENT: u64 = 1_000_000;
 /// The most attempts `retry` allows.
@@ -72,21 +79,21 @@ struct DurationRange {
 }
 
 /// `open_for`, `slow`, `open_max`, `half_open_lease`, `timeout`, `deadline`
-/// (`fusebox::MIN_OPEN_FOR..=fusebox::MAX_OPEN_FOR`).
+/// (`fusebox::limits::MIN_OPEN_FOR..=fusebox::limits::MAX_OPEN_FOR`).
 const MS_TO_DAY: DurationRange = DurationRange {
-    min: 1_000_000,
-    max: 24 * 60 * 60 * 1_000_000_000,
+    min: limits::MIN_OPEN_FOR.as_nanos(),
+    max: limits::MAX_OPEN_FOR.as_nanos(),
     text: "from \"1ms\" to \"24h\"",
 };
 
-/// A time window (`fusebox::MIN_TIME_WINDOW..=fusebox::MAX_TIME_WINDOW`).
+/// A time window (`fusebox::limits::MIN_TIME_WINDOW..=fusebox::limits::MAX_TIME_WINDOW`).
 const TIME_WINDOW: DurationRange = DurationRange {
-    min: 10_000_000,
-    max: 60 * 60 * 1_000_000_000,
+    min: limits::MIN_TIME_WINDOW.as_nanos(),
+    max: limits::MAX_TIME_WINDOW.as_nanos(),
     text: "from \"10ms\" to \"1h\" for a time window",
 };
 
-/// The base delay of `backoff` (the longest single delay is `fusebox::MAX_BACKOFF`).
+/// The base delay of `backoff` (the longest single delay is `fusebox::limits::MAX_BACKOFF`).
 const BACKOFF: DurationRange = DurationRange {
     min: 1_000_000,
     max: 30 * 1_000_000_000,
@@ -429,6 +436,19 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
     policy.min_calls = min_calls_raw.map(narrow);
     check_policy(&mut errors, &policy, &seen);
     check_attempts(&mut errors, &attempts, &seen);
+    // What the checks above let through is judged by the runtime's own validation.
+    let mut errors = match errors.finish() {
+        Ok(()) => {
+            let mut errors = Errors::default();
+            errors.ok(crate::validate::check(&policy));
+            errors
+        }
+        Err(reported) => {
+            let mut errors = Errors::default();
+            errors.push(reported);
+            errors
+        }
+    };
 
     let missing_key = || {
         syn::Error::new(
@@ -957,6 +977,38 @@ mod tests {
             Ok(_) => Vec::new(),
             Err(error) => error.into_iter().map(|e| e.to_string()).collect(),
         }
+    }
+
+    /// The knobs the attribute does not take, and why.
+    const NOT_ARGUMENTS: [&str; 1] = [
+        // Set it on a `const` policy named with `policy = …` (`Policy::stuck_open`).
+        "stuck_open",
+    ];
+
+    /// Adding a knob to `fusebox-policy` without an argument here fails this test.
+    #[test]
+    fn every_knob_is_an_argument() {
+        for knob in fusebox_policy::KNOBS {
+            assert!(
+                NAMES.contains(&knob) || NOT_ARGUMENTS.contains(&knob),
+                "knob `{knob}` of fusebox-policy is no attribute argument: add it to `NAMES` \
+                 and `check`, or to `NOT_ARGUMENTS` with the reason"
+            );
+        }
+    }
+
+    /// A policy the argument checks let through is still judged by `Policy::validate`, at the
+    /// token of the argument that set the refused field.
+    #[test]
+    fn the_runtime_validation_runs_on_the_arguments() {
+        let plain = args(quote!(key = "k", window = 10, consecutive = 5)).unwrap();
+        let policy = crate::validate::policy_of(&plain.policy).unwrap();
+        assert_eq!(policy.get_window(), Window::Count(10));
+        assert_eq!(policy.get_consecutive(), Some(5));
+        assert_eq!(policy.get_failure_rate(), None);
+        assert!(crate::validate::check(&plain.policy).is_ok());
+        let base = args(quote!(key = "k", policy = BASE, window = 10)).unwrap();
+        assert!(crate::validate::policy_of(&base.policy).is_none());
     }
 
     #[test]

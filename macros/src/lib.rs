@@ -13,6 +13,7 @@ mod duration;
 mod errors;
 mod expand;
 mod function;
+mod validate;
 
 use proc_macro::TokenStream;
 

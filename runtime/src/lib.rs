@@ -53,15 +53,18 @@ pub mod __private;
 pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
-pub use policy::{
-    MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW,
-    MIN_OPEN_FOR, MIN_TIME_WINDOW, Policy, PolicyError, PolicyPatch, Recovery, TIME_BUCKETS,
-    Window,
-};
+pub use policy::{Policy, PolicyError, PolicyPatch, Recovery, Window};
 pub use record::OUTCOME_TARGET;
-pub use registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, Registry, SWEEP_STEP, registry};
-pub use retry::MAX_BACKOFF;
+pub use registry::{Registry, SWEEP_STEP, registry};
 pub use state::State;
+
+/// The bounds fusebox checks: the policy limits [`Policy::validate`] enforces, the key and
+/// registry limits, and the longest retry delay.
+pub mod limits {
+    pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN};
+    pub use crate::retry::MAX_BACKOFF;
+    pub use fusebox_policy::limits::*;
+}
 
 /// Routes every call of the annotated function through a circuit breaker.
 ///
