@@ -87,9 +87,21 @@ fn check_key_name(key: &Key, function: &Function) -> syn::Result<()> {
     ))
 }
 
+/// The runtime's module of items for the expansion, named with this crate's version
+/// (`__private_0_1_0`): `fusebox` pins `fusebox-macros` to its own version, and a macro paired
+/// with another runtime fails to compile with "could not find `__private_…` in `fusebox`"
+/// instead of misusing items whose shape changed.
+pub(crate) fn private_module() -> Ident {
+    let version: String = env!("CARGO_PKG_VERSION")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    Ident::new(&format!("__private_{version}"), Span::call_site())
+}
+
 /// Names shared by the generated code.
 struct Names {
-    /// `::fusebox::__private`, or `<crate = path>::__private`.
+    /// `::fusebox::__private_<version>`, or `<crate = path>::__private_<version>`.
     private: TokenStream,
     /// The written return type.
     output: Type,
@@ -189,7 +201,10 @@ fn expand(args: Args, function: Function) -> TokenStream {
     };
     let local = |name: &str| Ident::new(name, Span::mixed_site());
     let names = Names {
-        private: quote!(#krate::__private),
+        private: {
+            let private = private_module();
+            quote!(#krate::#private)
+        },
         output_span: output.span(),
         error_path: error_path(&output),
         output,
@@ -999,13 +1014,13 @@ mod tests {
         );
         // With `retry` the attempt borrows the parameters: no `move`, no re-binding.
         assert!(!out.contains("let order ="), "{out}");
-        assert!(out.contains("|| :: fusebox :: __private :: async_body :: < Result < u32 , ApiError > , _ > (async { self . send (order , id) . await })"), "{out}");
+        assert!(out.contains("|| :: fusebox :: __private_0_1_0 :: async_body :: < Result < u32 , ApiError > , _ > (async { self . send (order , id) . await })"), "{out}");
         assert!(
-            !out.contains("move || :: fusebox :: __private :: async_body"),
+            !out.contains("move || :: fusebox :: __private_0_1_0 :: async_body"),
             "{out}"
         );
         assert!(
-            out.contains(":: fusebox :: __private :: Settled :: Refused"),
+            out.contains(":: fusebox :: __private_0_1_0 :: Settled :: Refused"),
             "{out}"
         );
     }

@@ -47,8 +47,13 @@ mod sync;
 pub mod tower;
 mod window;
 
+/// The items the `#[circuit_breaker]` expansion names. Its name carries the version of
+/// `fusebox-macros` this runtime is built for (the dependency is pinned with `=`), so an
+/// expansion by another version fails with "could not find `__private_…` in `fusebox`".
 #[doc(hidden)]
-pub mod __private;
+#[path = "__private.rs"]
+pub mod __private_0_1_0;
+pub(crate) use __private_0_1_0 as __private;
 
 pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
@@ -70,3 +75,20 @@ pub mod limits {
 ///
 /// See the crate README for the arguments; misuse is a compile error at the offending token.
 pub use fusebox_macros::circuit_breaker;
+
+#[cfg(test)]
+mod tests {
+    /// The private module is named after the version the macro is pinned to (the workspace's).
+    #[test]
+    fn the_private_module_carries_the_version() {
+        let version: String = env!("CARGO_PKG_VERSION")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let declared = format!("pub mod __private_{version};");
+        assert!(
+            include_str!("lib.rs").contains(&declared),
+            "rename the private module of lib.rs to `__private_{version}`"
+        );
+    }
+}
