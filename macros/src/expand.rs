@@ -25,8 +25,11 @@ use crate::function::{self, Function, Params};
 /// with every error appended.
 pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
-    let attempt_names = args::attempt_names(args.clone());
-    let args = errors.ok(args::parse(args));
+    let args::Parsed {
+        attempt_names,
+        args,
+    } = args::parse(args);
+    let args = errors.ok(args);
     let fallback = args.as_ref().is_some_and(|args| args.fallback.is_some());
     let function = errors.ok(function::parse(item.clone(), fallback, &attempt_names));
     let key_check = match (&args, &function) {

@@ -24,7 +24,7 @@ pub(crate) struct RawFn {
 }
 
 impl Parse for RawFn {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let attrs = input.call(Attribute::parse_outer)?;
         let vis = input.parse()?;
         let sig = input.parse()?;
