@@ -13,6 +13,8 @@ mod duration;
 mod errors;
 mod expand;
 mod function;
+#[cfg(test)]
+mod snapshots;
 mod validate;
 
 use proc_macro::TokenStream;
