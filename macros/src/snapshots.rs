@@ -3,7 +3,7 @@
 //! shows what a change does to the generated code. `FUSEBOX_SNAPSHOTS=overwrite cargo test -p
 //! fusebox-macros snapshots` rewrites the files; read the diff before committing it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -23,19 +23,37 @@ fn pretty(args: TokenStream, item: TokenStream, method: bool) -> String {
     prettyplease::unparse(&file)
 }
 
-/// Compares `actual` with the snapshot `name`, or writes it with `FUSEBOX_SNAPSHOTS=overwrite`.
+/// Snapshots also shown elsewhere: the "Expands to" section of the `circuit_breaker` rustdoc
+/// in the runtime crate includes this copy (a file inside that crate, so it is packaged with it).
+const COPIES: [(&str, &str); 1] = [("literal_key", "../runtime/doc/expands_to.rs")];
+
+/// Compares `actual` with the snapshot `name` (and its copies), or writes them with
+/// `FUSEBOX_SNAPSHOTS=overwrite`.
 fn check(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots")
-        .join(format!("{name}.rs"));
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let copies = COPIES
+        .iter()
+        .filter(|(snapshot, _)| *snapshot == name)
+        .map(|(_, copy)| dir.join(copy));
+    for path in
+        std::iter::once(dir.join("tests/snapshots").join(format!("{name}.rs"))).chain(copies)
+    {
+        compare(&path, name, actual);
+    }
+}
+
+/// Compares `actual` with the file at `path`, or writes it with `FUSEBOX_SNAPSHOTS=overwrite`.
+fn compare(path: &Path, name: &str, actual: &str) {
     let header = "// The expansion of one representative function (macros/src/snapshots.rs).\n\
                   // Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.\n\n";
     let actual = format!("{header}{actual}");
     if std::env::var("FUSEBOX_SNAPSHOTS").as_deref() == Ok("overwrite") {
-        std::fs::write(&path, &actual).expect("snapshot written");
+        std::fs::create_dir_all(path.parent().expect("a snapshot has a folder"))
+            .expect("snapshot folder created");
+        std::fs::write(path, &actual).expect("snapshot written");
         return;
     }
-    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    let expected = std::fs::read_to_string(path).unwrap_or_default();
     assert!(
         expected == actual,
         "the expansion `{name}` differs from {}; if the change is intended, run \
