@@ -13,6 +13,7 @@ mod duration;
 mod errors;
 mod expand;
 mod function;
+mod setters;
 #[cfg(test)]
 mod snapshots;
 mod validate;

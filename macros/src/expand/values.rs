@@ -8,7 +8,8 @@ use syn::Ident;
 use syn::spanned::Spanned as _;
 
 use super::respan;
-use crate::args::{AttemptArgs, PolicyArgs, RecoveryArg, Spanned, WindowArg};
+use crate::args::{AttemptArgs, PolicyArgs, Spanned};
+use crate::setters::{duration, literal, setters};
 
 /// The `Policy` expression: the base (`policy = CONST` or the default) with each written knob
 /// applied on top through its `Policy` setter. The rules between fields (`min_calls` following a
@@ -27,66 +28,9 @@ pub(super) fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream 
         }
         None => quote!(#private::Policy::DEFAULT),
     };
-    match policy.window {
-        Some(WindowArg::Count(window)) => {
-            let calls = literal(window, Literal::u32_unsuffixed);
-            expr = quote!(#expr.window(#calls));
-        }
-        Some(WindowArg::Time(span)) => {
-            let span = duration(span);
-            expr = quote!(#expr.time_window(#span));
-        }
-        None => {}
-    }
-    if let Some(min_calls) = policy.min_calls {
-        let calls = literal(min_calls, Literal::u32_unsuffixed);
-        expr = quote!(#expr.min_calls(#calls));
-    }
-    if let Some(rate) = policy.failure_rate {
-        let percent = literal(rate, Literal::u8_unsuffixed);
-        expr = quote!(#expr.failure_rate(#percent));
-    }
-    if let Some(consecutive) = policy.consecutive {
-        let failures = literal(consecutive, Literal::u32_unsuffixed);
-        expr = quote!(#expr.consecutive(#failures));
-    }
-    if let Some(slow) = policy.slow {
-        let threshold = duration(slow);
-        expr = quote!(#expr.slow(#threshold));
-    }
-    if let Some(rate) = policy.slow_rate {
-        let percent = literal(rate, Literal::u8_unsuffixed);
-        expr = quote!(#expr.slow_rate(#percent));
-    }
-    if let Some(open_for) = policy.open_for {
-        let wait = duration(open_for);
-        expr = quote!(#expr.open_for(#wait));
-    }
-    if let Some(factor) = policy.open_backoff {
-        let factor = literal(factor, Literal::f64_unsuffixed);
-        expr = quote!(#expr.open_backoff(#factor));
-    }
-    if let Some(open_max) = policy.open_max {
-        let wait = duration(open_max);
-        expr = quote!(#expr.open_max(#wait));
-    }
-    if let Some(probes) = policy.half_open {
-        let probes = literal(probes, Literal::u32_unsuffixed);
-        expr = quote!(#expr.half_open(#probes));
-    }
-    if let Some(lease) = policy.half_open_lease {
-        let lease = duration(lease);
-        expr = quote!(#expr.half_open_lease(#lease));
-    }
-    // `recovery = probes` is the default; with a base it was refused while checking.
-    if let Some(RecoveryArg::Progressive { phases, min_passes }) = policy.recovery {
-        let phases = literal(phases, Literal::u32_unsuffixed);
-        let min_passes = literal(min_passes, Literal::u32_unsuffixed);
-        expr = quote!(#expr.progressive(#phases, #min_passes));
-    }
-    if let Some(calls) = policy.max_concurrent {
-        let calls = literal(calls, Literal::u32_unsuffixed);
-        expr = quote!(#expr.max_concurrent(#calls));
+    for setter in setters(policy) {
+        let call = setter.tokens();
+        expr = quote!(#expr #call);
     }
     expr
 }
@@ -108,12 +52,6 @@ pub(super) fn declare(
             #private::Declared::new(&#site, #matcher)
         }
     }
-}
-
-/// A `Duration` of the given nanoseconds, located where it was written.
-pub(super) fn duration(nanos: Spanned<u64>) -> TokenStream {
-    let nanos = literal(nanos, Literal::u64_unsuffixed);
-    quote!(::core::time::Duration::from_nanos(#nanos))
 }
 
 /// The `Attempts` value of `timeout`, `retry`, `backoff` and `deadline`.
@@ -143,11 +81,4 @@ pub(super) fn attempts_value(attempts: &AttemptArgs, private: &TokenStream) -> T
             deadline: #deadline,
         }
     }
-}
-
-/// An unsuffixed literal located where the value was written.
-pub(super) fn literal<T>(value: Spanned<T>, make: fn(T) -> Literal) -> Literal {
-    let mut literal = make(value.value);
-    literal.set_span(value.span);
-    literal
 }
