@@ -394,23 +394,29 @@ impl Policy {
 
     /// True when `field` (a bit of `set`) was set explicitly.
     #[doc(hidden)]
+    #[inline]
     pub const fn is_explicit(&self, field: u16) -> bool {
         self.explicit & field != 0
     }
 
-    // One getter per knob, named `get_` + the knob (the plain names are the setters).
+    // One getter per knob, named `get_` + the knob (the plain names are the setters). The getters
+    // and the hidden helpers below are `#[inline]`: the runtime calls them across the crate
+    // boundary on its request path, where they were same-crate calls before this crate existed.
 
     /// `window`: a count or a time window.
+    #[inline]
     pub const fn get_window(&self) -> Window {
         self.window
     }
 
     /// `min_calls`: the number of recorded calls below which the rates are not evaluated.
+    #[inline]
     pub const fn get_min_calls(&self) -> u32 {
         self.min_calls
     }
 
     /// `failure_rate`: the threshold in percent, or `None` when the rule is off.
+    #[inline]
     pub const fn get_failure_rate(&self) -> Option<u8> {
         if self.failure_rate == 0 {
             None
@@ -420,6 +426,7 @@ impl Policy {
     }
 
     /// `slow`: the slow-call threshold, or `None` when slow calls are not tracked.
+    #[inline]
     pub const fn get_slow(&self) -> Option<Duration> {
         if self.slow_nanos == 0 {
             None
@@ -429,12 +436,14 @@ impl Policy {
     }
 
     /// `slow_rate`: the slow-call rate threshold in percent (it applies with `slow` only).
+    #[inline]
     pub const fn get_slow_rate(&self) -> u8 {
         self.slow_rate
     }
 
     /// `consecutive`: the counted failures in a row that open the circuit, or `None` when the
     /// rule is off.
+    #[inline]
     pub const fn get_consecutive(&self) -> Option<u32> {
         if self.consecutive == 0 {
             None
@@ -444,36 +453,43 @@ impl Policy {
     }
 
     /// `open_for`: the open wait (before any backoff).
+    #[inline]
     pub const fn get_open_for(&self) -> Duration {
         Duration::from_nanos(self.open_for_nanos)
     }
 
     /// `open_backoff`: the multiplier of the wait per failed recovery (1: no backoff).
+    #[inline]
     pub fn get_open_backoff(&self) -> f64 {
         f64::from(self.open_backoff_milli) / 1000.0
     }
 
     /// `open_max`: the longest wait `open_backoff` grows to.
+    #[inline]
     pub const fn get_open_max(&self) -> Duration {
         Duration::from_nanos(self.open_max_nanos)
     }
 
     /// `half_open`: the number of half-open probes.
+    #[inline]
     pub const fn get_half_open(&self) -> u32 {
         self.half_open
     }
 
     /// `half_open_lease`: how long a probe may stay unreported (`open_for` unless set).
+    #[inline]
     pub const fn get_half_open_lease(&self) -> Duration {
         Duration::from_nanos(self.lease_nanos())
     }
 
     /// `recovery`: probes or progressive recovery.
+    #[inline]
     pub const fn get_recovery(&self) -> Recovery {
         self.recovery
     }
 
     /// `max_concurrent`: the bulkhead limit, or `None` when calls in flight are unlimited.
+    #[inline]
     pub const fn get_max_concurrent(&self) -> Option<u32> {
         if self.max_concurrent == 0 {
             None
@@ -483,6 +499,7 @@ impl Policy {
     }
 
     /// `stuck_open`: failed recoveries in a row (0: off) and the open span (zero: off).
+    #[inline]
     pub const fn get_stuck_open(&self) -> (u32, Duration) {
         (
             self.stuck_reopens,
@@ -492,6 +509,7 @@ impl Policy {
 
     /// The half-open lease in nanoseconds (`open_for` unless set).
     #[doc(hidden)]
+    #[inline]
     pub const fn lease_nanos(&self) -> u64 {
         if self.half_open_lease_nanos == 0 {
             self.open_for_nanos
@@ -502,6 +520,7 @@ impl Policy {
 
     /// The open wait after `reopens` consecutive failed recoveries.
     #[doc(hidden)]
+    #[inline]
     pub fn open_wait_nanos(&self, reopens: u32) -> u64 {
         if reopens == 0 || self.open_backoff_milli <= 1000 {
             return self.open_for_nanos;
