@@ -3,8 +3,9 @@
 //!
 //! This file holds the argument table, the checked types and the reading loop; the value parsers
 //! are in `args/values.rs`, the checks between arguments (`slow_rate` needs `slow`, `open_max` is
-//! at least `open_for`, `backoff` needs `retry`, …, then the runtime's own `Policy::validate`) in
-//! `args/rules.rs`, the suggestions for misspelled names in `args/suggest.rs`.
+//! at least `open_for`, `backoff` needs `retry`, …) in `args/rules.rs`, the suggestions for
+//! misspelled names in `args/suggest.rs`. The runtime's own `Policy::validate` then judges the
+//! policy the arguments build (`validate.rs`, called by `expand`).
 
 mod rules;
 mod suggest;
@@ -295,7 +296,7 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
     } = reading;
     rules::check_min_calls(&mut errors, &policy, min_calls);
     policy.min_calls = min_calls.map(narrow);
-    let mut errors = rules::check_all(errors, &policy, &attempts, &seen);
+    rules::check_all(&mut errors, &policy, &attempts, &seen);
 
     let missing_key = || {
         syn::Error::new(

@@ -33,6 +33,7 @@ use values::{declare, policy};
 use crate::args::{self, Args, Key};
 use crate::errors::Errors;
 use crate::function::{self, Function, Params};
+use crate::validate;
 
 /// The whole attribute: parse, check, then rewrite; on any error the item is returned unchanged
 /// with every error appended.
@@ -42,7 +43,8 @@ pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStre
         attempt_names,
         args,
     } = args::parse(args);
-    let args = errors.ok(args);
+    // What the argument checks let through is judged by the runtime's own validation.
+    let args = errors.ok(args.and_then(|args| validate::check(&args.policy).map(|()| args)));
     let fallback = args.as_ref().is_some_and(|args| args.fallback.is_some());
     let function = errors.ok(function::parse(item.clone(), fallback, &attempt_names));
     let key_check = match (&args, &function) {

@@ -1,6 +1,7 @@
 //! Checks between arguments, run once every argument is read: `min_calls` within the window,
 //! `slow_rate` needs `slow`, `open_max` at least `open_for`, `backoff` and `deadline` need
-//! `retry`; then what they let through is judged by the runtime's own `Policy::validate`.
+//! `retry`. What they let through is then judged by the runtime's own `Policy::validate`
+//! (`validate.rs`).
 
 use std::collections::HashMap;
 
@@ -11,23 +12,15 @@ use super::{AttemptArgs, PolicyArgs, RecoveryArg, Spanned, WindowArg};
 use crate::duration;
 use crate::errors::Errors;
 
-/// The rules between arguments; when none fails, the runtime's validation of the policy.
+/// The rules between arguments.
 pub(super) fn check_all(
-    mut errors: Errors,
+    errors: &mut Errors,
     policy: &PolicyArgs,
     attempts: &AttemptArgs,
     seen: &HashMap<String, Span>,
-) -> Errors {
-    check_policy(&mut errors, policy, seen);
-    check_attempts(&mut errors, attempts, seen);
-    let mut all = Errors::default();
-    match errors.finish() {
-        Ok(()) => {
-            all.ok(crate::validate::check(policy));
-        }
-        Err(reported) => all.push(reported),
-    }
-    all
+) {
+    check_policy(errors, policy, seen);
+    check_attempts(errors, attempts, seen);
 }
 
 /// `min_calls` is at most a count window (a time window has no upper bound).
