@@ -141,6 +141,31 @@ mod tests {
         }
     }
 
+    /// The argument table of the `circuit_breaker` rustdoc and the README's attribute reference
+    /// name the same arguments with the same defaults, in the same order.
+    #[test]
+    fn the_attribute_reference_matches_the_readme() {
+        let heads = |text: &str, prefix: &str| -> Vec<String> {
+            text.lines()
+                .filter_map(|line| line.strip_prefix(prefix))
+                .filter(|row| row.starts_with("| `"))
+                .map(|row| {
+                    let cells: Vec<&str> = row.split('|').skip(1).take(2).map(str::trim).collect();
+                    cells.join(" | ")
+                })
+                .collect()
+        };
+        let rustdoc = heads(include_str!("lib.rs"), "/// ");
+        let readme = heads(include_str!("../../README.md"), "");
+        let reference: Vec<String> = readme
+            .into_iter()
+            .skip_while(|row| !row.starts_with("`key = \"payment\"`"))
+            .take(rustdoc.len())
+            .collect();
+        assert!(!rustdoc.is_empty());
+        assert_eq!(rustdoc, reference);
+    }
+
     /// The private module is named after the version the macro is pinned to (the workspace's).
     #[test]
     fn the_private_module_carries_the_version() {
