@@ -325,7 +325,10 @@ fn keys_are_independent_and_one_key_is_one_breaker() {
     assert_eq!(KEYS.get("search").unwrap().state(), State::Closed);
     assert_eq!(KEYS.len(), 2);
     // The first registration fixed the policy of `shipping`.
-    assert_eq!(KEYS.get("shipping").unwrap().policy().window_len(), Some(2));
+    assert_eq!(
+        KEYS.get("shipping").unwrap().policy().get_window(),
+        fusebox::Window::Count(2)
+    );
 }
 
 // ---------------------------------------------------------------- fallbacks

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::ApiError;
-use fusebox::{MAX_KEY_LEN, Policy, Reason, State, circuit_breaker};
+use fusebox::limits::MAX_KEY_LEN;
+use fusebox::{Policy, Reason, State, circuit_breaker};
 
 const CAP: usize = 100;
 

@@ -150,7 +150,7 @@ pub fn card(s: &Snapshot) -> Value {
         "rejected": s.rejected,
         "retry_after_ms": s.retry_after.map(|d| d.as_millis() as u64),
         "probes_in_flight": s.probes_in_flight,
-        "open_for_ms": s.policy.open_duration().as_millis() as u64,
+        "open_for_ms": s.policy.get_open_for().as_millis() as u64,
         "opened_because": history.and_then(|h| h.opened_because.clone()),
         "transitions": history.map_or(Vec::new(), |h| h.log.iter().cloned().collect()),
     })
@@ -272,7 +272,7 @@ pub struct Running {
 pub async fn start(config: Config) -> Result<Running, String> {
     let _ = prometheus();
     for key in KEYS {
-        if config.open_for != POLICY.open_duration() {
+        if config.open_for != POLICY.get_open_for() {
             REGISTRY
                 .configure(key, POLICY.open_for(config.open_for))
                 .map_err(|e| e.to_string())?;

@@ -13,6 +13,10 @@ mod duration;
 mod errors;
 mod expand;
 mod function;
+mod setters;
+#[cfg(test)]
+mod snapshots;
+mod validate;
 
 use proc_macro::TokenStream;
 

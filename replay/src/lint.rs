@@ -44,7 +44,7 @@ pub fn lint(calls: &[&Call], candidate: &Candidate, run: &Run, outages: &[Outage
     let policy = &candidate.policy;
     let name = &candidate.name;
     let mut warnings = Vec::new();
-    let rate = policy.failure_rate_percent().is_some() || policy.slow_threshold().is_some();
+    let rate = policy.get_failure_rate().is_some() || policy.get_slow().is_some();
     let run_rule = consecutive(candidate);
     if !rate && run_rule == 0 {
         warnings.push(format!(
@@ -52,9 +52,9 @@ pub fn lint(calls: &[&Call], candidate: &Candidate, run: &Run, outages: &[Outage
         ));
         return warnings;
     }
-    let min_calls = policy.min_calls_len() as usize;
+    let min_calls = policy.get_min_calls() as usize;
     let end = calls.last().map_or(0, |c| c.at_ns);
-    let (limit, what) = match policy.window_kind() {
+    let (limit, what) = match policy.get_window() {
         Window::Time(span) => {
             let span_ns = span.as_nanos() as u64;
             let whole = busiest(calls, span_ns, (0, end));

@@ -459,8 +459,8 @@ mod tests {
     #[test]
     fn a_policy_string_becomes_builder_calls() {
         let c = parse_policy_arg("window=20, failure_rate=50, open_for=30s", "p1").unwrap();
-        assert_eq!(c.policy.window_len(), Some(20));
-        assert_eq!(c.policy.open_duration(), Duration::from_secs(30));
+        assert_eq!(c.policy.get_window(), fusebox::Window::Count(20));
+        assert_eq!(c.policy.get_open_for(), Duration::from_secs(30));
         assert_eq!(c.policy_arg(), "window=20,failure_rate=50,open_for=30s");
         assert_eq!(
             c.attribute_args(),
@@ -471,9 +471,9 @@ mod tests {
     #[test]
     fn consecutive_alone_turns_the_rate_rule_off_as_in_the_attribute() {
         let alone = parse_policy_arg("consecutive=5", "p").unwrap();
-        assert_eq!(alone.policy.failure_rate_percent(), None);
+        assert_eq!(alone.policy.get_failure_rate(), None);
         let both = parse_policy_arg("consecutive=5,failure_rate=40", "p").unwrap();
-        assert_eq!(both.policy.failure_rate_percent(), Some(40));
+        assert_eq!(both.policy.get_failure_rate(), Some(40));
     }
 
     #[test]

@@ -844,7 +844,7 @@ impl Core {
         if calls < min_passes {
             return;
         }
-        let threshold = u64::from(self.policy.failure_rate_percent().unwrap_or(50));
+        let threshold = u64::from(self.policy.get_failure_rate().unwrap_or(50));
         let phase = word.passed();
         let next = if u64::from(failures) * 100 >= threshold * u64::from(calls) {
             self.reopen(word)

@@ -52,7 +52,8 @@ fn cut(text: &str, max: usize) -> String {
     }
 }
 
-/// The fields a key's table may set.
+/// The fields a key's table may set: one per knob of [`fusebox_policy::KNOBS`], except
+/// `stuck_open`, whose two rules are set one by one (see `SPLIT_KNOBS`).
 const FIELDS: [&str; 15] = [
     "window",
     "min_calls",
@@ -70,6 +71,11 @@ const FIELDS: [&str; 15] = [
     "stuck_after_recoveries",
     "stuck_after",
 ];
+
+/// The knobs set through more than one field, with their fields (checked by a test).
+#[cfg(test)]
+const SPLIT_KNOBS: [(&str, [&str; 2]); 1] =
+    [("stuck_open", ["stuck_after_recoveries", "stuck_after"])];
 
 /// Configuration that could not be loaded; nothing was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -410,6 +416,37 @@ mod tests {
     use super::*;
     use crate::policy::{Policy, Window};
 
+    /// Adding a knob to `fusebox-policy` without a field here (or a field without its arm in
+    /// `Field::patch`) fails this test.
+    #[test]
+    fn every_knob_has_a_field_and_every_field_a_patch() {
+        for knob in fusebox_policy::KNOBS {
+            let fields: Vec<&str> = match SPLIT_KNOBS.iter().find(|(k, _)| *k == knob) {
+                Some((_, fields)) => fields.to_vec(),
+                None => vec![knob],
+            };
+            for field in fields {
+                assert!(FIELDS.contains(&field), "knob `{knob}`: no field `{field}`");
+            }
+        }
+        let odd = toml::Value::String("?".into());
+        for name in FIELDS {
+            let field = Field {
+                key: "k",
+                name,
+                raw: Raw::Toml(&odd),
+            };
+            let message = match field.patch() {
+                Ok(_) => String::new(),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                !message.contains("unknown field"),
+                "field `{name}` has no arm in `Field::patch`: {message}"
+            );
+        }
+    }
+
     #[test]
     fn toml_patches_apply_over_the_declared_policy() {
         let r = Registry::new();
@@ -433,15 +470,15 @@ mod tests {
             .unwrap();
         assert_eq!(n, 2);
         let p = live.policy();
-        assert_eq!(p.window_kind(), Window::Time(Duration::from_secs(60)));
+        assert_eq!(p.get_window(), Window::Time(Duration::from_secs(60)));
         assert_eq!(
-            p.min_calls_len(),
+            p.get_min_calls(),
             5,
             "fields left out keep the declared value"
         );
-        assert_eq!(p.slow_threshold(), Some(Duration::from_millis(800)));
+        assert_eq!(p.get_slow(), Some(Duration::from_millis(800)));
         assert_eq!(
-            p.recovery_mode(),
+            p.get_recovery(),
             Recovery::Progressive {
                 phases: 3,
                 min_passes: 5
@@ -452,10 +489,10 @@ mod tests {
             .unwrap()
             .policy();
         assert_eq!(
-            (payment.failure_rate_percent(), payment.window_len()),
-            (Some(30), Some(50))
+            (payment.get_failure_rate(), payment.get_window()),
+            (Some(30), Window::Count(50))
         );
-        assert_eq!(payment.open_duration(), Duration::from_secs(30));
+        assert_eq!(payment.get_open_for(), Duration::from_secs(30));
     }
 
     #[test]
@@ -472,7 +509,7 @@ mod tests {
             "breaker `b`: invalid `min_calls` = 500; use a value in 1..=100 (at most `window`)"
         );
         assert_eq!(
-            b.policy().failure_rate_percent(),
+            b.policy().get_failure_rate(),
             Some(50),
             "`a` was not half-applied"
         );
@@ -498,8 +535,8 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         assert_eq!(r.load_vars(vars).unwrap(), 1);
         let p = r.breaker("shipping", Policy::new()).unwrap().policy();
-        assert_eq!(p.failure_rate_percent(), Some(25));
-        assert_eq!(p.open_duration(), Duration::from_secs(120));
+        assert_eq!(p.get_failure_rate(), Some(25));
+        assert_eq!(p.get_open_for(), Duration::from_secs(120));
     }
 
     fn range_field(err: ConfigError) -> (Option<String>, &'static str) {
@@ -566,7 +603,7 @@ mod tests {
             1
         );
         let p = r.breaker("shipping", Policy::new()).unwrap().policy();
-        assert_eq!(p.failure_rate_percent(), Some(25));
+        assert_eq!(p.get_failure_rate(), Some(25));
         let err = r
             .load_vars([
                 ("FUSEBOX__SHIPPING__WINDOW".into(), "20".into()),
@@ -580,8 +617,8 @@ mod tests {
              case-insensitive); remove one"
         );
         assert_eq!(
-            r.get("shipping").unwrap().policy().window_len(),
-            Some(100),
+            r.get("shipping").unwrap().policy().get_window(),
+            crate::Window::Count(100),
             "nothing applied"
         );
     }

@@ -310,7 +310,10 @@ impl RedisStore {
         let ms = |nanos: u64| nanos.div_ceil(1_000_000).max(1);
         let args = [
             self.inner.ttl_ms,
-            u64::from(policy.window_len().unwrap_or(1)),
+            match policy.get_window() {
+                Window::Count(n) => u64::from(n),
+                Window::Time(_) => 1,
+            },
             u64::from(policy.min_calls),
             u64::from(policy.failure_rate),
             if policy.slow_nanos != 0 {

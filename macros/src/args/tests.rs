@@ -1,0 +1,522 @@
+//! Unit tests of argument parsing and checking: every argument, ranges, conflicts, shapes and
+//! suggestions.
+
+use super::*;
+use quote::quote;
+
+use super::suggest::closest;
+use fusebox_policy::Window;
+
+fn args(tokens: TokenStream) -> syn::Result<Args> {
+    parse(tokens).args
+}
+
+fn messages(tokens: TokenStream) -> Vec<String> {
+    match args(tokens) {
+        Ok(_) => Vec::new(),
+        Err(error) => error.into_iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+/// The knobs the attribute does not take, and why.
+const NOT_ARGUMENTS: [&str; 1] = [
+    // Set it on a `const` policy named with `policy = …` (`Policy::stuck_open`).
+    "stuck_open",
+];
+
+/// Adding a knob to `fusebox-policy` without an argument here fails this test.
+#[test]
+fn every_knob_is_an_argument() {
+    for knob in fusebox_policy::KNOBS {
+        assert!(
+            NAMES.contains(&knob) || NOT_ARGUMENTS.contains(&knob),
+            "knob `{knob}` of fusebox-policy is no attribute argument: add it to `NAMES` \
+             and `check`, or to `NOT_ARGUMENTS` with the reason"
+        );
+    }
+}
+
+/// A policy the argument checks let through is still judged by `Policy::validate`, at the
+/// token of the argument that set the refused field.
+#[test]
+fn the_runtime_validation_runs_on_the_arguments() {
+    let plain = args(quote!(key = "k", window = 10, consecutive = 5)).unwrap();
+    let policy = crate::validate::policy_of(&plain.policy).unwrap();
+    assert_eq!(policy.get_window(), Window::Count(10));
+    assert_eq!(policy.get_consecutive(), Some(5));
+    assert_eq!(policy.get_failure_rate(), None);
+    assert!(crate::validate::check(&plain.policy).is_ok());
+    let base = args(quote!(key = "k", policy = BASE, window = 10)).unwrap();
+    assert!(crate::validate::policy_of(&base.policy).is_none());
+}
+
+#[test]
+fn every_argument() {
+    let parsed = args(quote!(
+        key = "payment",
+        failure = [Timeout, PaymentError::Connect],
+        fallback = Self::cached,
+        registry = crate::REGISTRY,
+        crate = ::fusebox,
+        window = 20,
+        min_calls = 5,
+        failure_rate = 40,
+        open_for = "30s",
+        half_open = 3,
+        policy = BASE,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(&parsed.key, Key::Literal(key) if key.value() == "payment"));
+    let Some(Failure::Variants(variants)) = &parsed.failure else {
+        panic!("variants")
+    };
+    assert!(matches!(&variants[0], Variant::Bare(id) if id == "Timeout"));
+    assert!(matches!(&variants[1], Variant::Path(_)));
+    assert!(parsed.fallback.is_some() && parsed.registry.is_some() && parsed.krate.is_some());
+    let policy = &parsed.policy;
+    assert!(policy.base.is_some());
+    assert!(matches!(policy.window, Some(WindowArg::Count(w)) if w.value == 20));
+    assert_eq!(policy.min_calls.map(|w| w.value), Some(5));
+    assert_eq!(policy.failure_rate.map(|w| w.value), Some(40));
+    assert_eq!(policy.open_for.map(|w| w.value), Some(30_000_000_000));
+    assert_eq!(policy.half_open.map(|w| w.value), Some(3));
+}
+
+#[test]
+fn every_new_argument() {
+    let parsed = args(quote!(
+        key = "k",
+        window = "30s",
+        min_calls = 500,
+        consecutive = 5,
+        slow = "2s",
+        slow_rate = 80,
+        open_backoff = 2.5,
+        open_max = "5m",
+        half_open_lease = "30s",
+        recovery = progressive(phases = 3, min_passes = 5),
+        max_concurrent = 10,
+        timeout = "800ms",
+        retry = 3,
+        backoff = "100ms",
+        deadline = "2s",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let policy = &parsed.policy;
+    assert!(matches!(policy.window, Some(WindowArg::Time(w)) if w.value == 30_000_000_000));
+    assert_eq!(policy.min_calls.map(|w| w.value), Some(500));
+    assert_eq!(policy.consecutive.map(|w| w.value), Some(5));
+    assert_eq!(policy.slow.map(|w| w.value), Some(2_000_000_000));
+    assert_eq!(policy.slow_rate.map(|w| w.value), Some(80));
+    assert_eq!(policy.open_backoff.map(|w| w.value), Some(2.5));
+    assert_eq!(policy.open_max.map(|w| w.value), Some(300_000_000_000));
+    assert_eq!(
+        policy.half_open_lease.map(|w| w.value),
+        Some(30_000_000_000)
+    );
+    assert!(matches!(
+        policy.recovery,
+        Some(RecoveryArg::Progressive { phases, min_passes })
+            if phases.value == 3 && min_passes.value == 5
+    ));
+    assert_eq!(policy.max_concurrent.map(|w| w.value), Some(10));
+    let attempts = &parsed.attempts;
+    assert!(attempts.any());
+    assert_eq!(attempts.timeout.map(|w| w.value), Some(800_000_000));
+    assert_eq!(attempts.retry.map(|w| w.value), Some(3));
+    assert_eq!(attempts.backoff.map(|w| w.value), Some(100_000_000));
+    assert_eq!(attempts.deadline.map(|w| w.value), Some(2_000_000_000));
+    assert_eq!(attempts.written.len(), 4);
+    assert!(matches!(
+        args(quote!(key = "k", recovery = probes, open_backoff = 2))
+            .unwrap()
+            .policy,
+        PolicyArgs {
+            recovery: Some(RecoveryArg::Probes),
+            open_backoff: Some(Spanned { value: 2.0, .. }),
+            ..
+        }
+    ));
+    assert!(
+        !args(quote!(key = "k", max_concurrent = 1))
+            .unwrap()
+            .attempts
+            .any()
+    );
+    assert_eq!(
+        parse(quote!(key = "k", retry = 0, timeout = x, window = 3))
+            .attempt_names
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>(),
+        ["retry", "timeout"]
+    );
+}
+
+/// The single error of `tokens`, which must start with `expected`.
+fn one_error(tokens: TokenStream, expected: &str) {
+    let found = messages(tokens.clone());
+    assert!(
+        found.len() == 1 && found[0].starts_with(expected),
+        "{tokens}: {found:?}"
+    );
+}
+
+#[test]
+fn new_ranges() {
+    for (tokens, expected) in [
+        (
+            quote!(key = "k", window = "0s"),
+            "`window = \"0s\"` is out of range; use a duration from \"10ms\" to \"1h\" for a time window",
+        ),
+        (
+            quote!(key = "k", window = "2h"),
+            "`window = \"2h\"` is out of range",
+        ),
+        (
+            quote!(key = "k", window = 2.5),
+            "`window` takes an integer literal for a count window",
+        ),
+        (
+            quote!(key = "k", slow = "0ms"),
+            "`slow = \"0ms\"` is out of range",
+        ),
+        (
+            quote!(key = "k", slow = "2s", slow_rate = 0),
+            "`slow_rate = 0` is out of range",
+        ),
+        (
+            quote!(key = "k", slow = "2s", slow_rate = 101),
+            "`slow_rate = 101`",
+        ),
+        (
+            quote!(key = "k", consecutive = 0),
+            "`consecutive = 0` is out of range",
+        ),
+        (
+            quote!(key = "k", consecutive = 1000001),
+            "`consecutive = 1000001`",
+        ),
+        (
+            quote!(key = "k", open_backoff = 0.5),
+            "`open_backoff = 0.5` is below 1",
+        ),
+        (
+            quote!(key = "k", open_backoff = 0),
+            "`open_backoff = 0` is below 1",
+        ),
+        (
+            quote!(key = "k", open_backoff = 101),
+            "`open_backoff = 101` is out of range",
+        ),
+        (
+            quote!(key = "k", open_backoff = "2"),
+            "`open_backoff` takes a number literal",
+        ),
+        (
+            quote!(key = "k", open_max = "25h"),
+            "`open_max = \"25h\"` is out of range",
+        ),
+        (
+            quote!(key = "k", half_open_lease = "0s"),
+            "`half_open_lease = \"0s\"`",
+        ),
+        (
+            quote!(key = "k", max_concurrent = 0),
+            "`max_concurrent = 0` is out of range",
+        ),
+        (
+            quote!(key = "k", timeout = "0s"),
+            "`timeout = \"0s\"` is out of range",
+        ),
+        (
+            quote!(key = "k", timeout = 800),
+            "`timeout` takes a duration string literal",
+        ),
+        (
+            quote!(key = "k", retry = 0),
+            "`retry = 0` is out of range; use a value in 1..=100",
+        ),
+        (quote!(key = "k", retry = 101), "`retry = 101`"),
+        (
+            quote!(key = "k", retry = 3, backoff = "31s"),
+            "`backoff = \"31s\"` is out of range",
+        ),
+        (
+            quote!(key = "k", retry = 3, deadline = "0s"),
+            "`deadline = \"0s\"`",
+        ),
+    ] {
+        one_error(tokens, expected);
+    }
+    for ok in [
+        quote!(key = "k", window = "10ms"),
+        quote!(key = "k", window = "1h", min_calls = 5000),
+        quote!(key = "k", open_backoff = 1),
+        quote!(key = "k", open_backoff = 100.0),
+        quote!(key = "k", open_for = "1s", open_max = "1s"),
+        quote!(key = "k", retry = 1),
+        quote!(key = "k", timeout = "1ms"),
+        quote!(key = "k", retry = 100, backoff = "30s", deadline = "24h"),
+        quote!(key = "k", slow_rate = 50, policy = SLOW),
+        quote!(key = "k", open_max = "1s", policy = BASE),
+    ] {
+        assert!(args(ok.clone()).is_ok(), "{ok}");
+    }
+}
+
+#[test]
+fn conflicts() {
+    for (tokens, expected) in [
+        (
+            quote!(key = "k", slow_rate = 80),
+            "`slow_rate` has no effect without `slow`; add `slow = \"2s\"`",
+        ),
+        (
+            quote!(key = "k", open_max = "5s"),
+            "`open_max` (\"5s\") is shorter than `open_for` (\"10s\", the default)",
+        ),
+        (
+            quote!(key = "k", open_for = "2m", open_max = "90s"),
+            "`open_max` (\"90s\") is shorter than `open_for` (\"2m\")",
+        ),
+        (
+            quote!(key = "k", open_for = "10m", open_backoff = 2),
+            "`open_backoff` grows the wait up to `open_max` (\"5m\", the default), which is \
+             shorter than `open_for` (\"10m\")",
+        ),
+        (
+            quote!(key = "k", backoff = "100ms"),
+            "`backoff` has no effect without `retry`",
+        ),
+        (
+            quote!(key = "k", retry = 1, backoff = "100ms"),
+            "`backoff` has no effect with `retry = 1`",
+        ),
+        (
+            quote!(key = "k", timeout = "1s", deadline = "2s"),
+            "`deadline` has no effect without `retry`",
+        ),
+        (
+            quote!(key = "k", policy = BASE, recovery = probes),
+            "`recovery = probes` cannot override",
+        ),
+        (
+            quote!(key = "k", window = 10, min_calls = 11),
+            "`min_calls` (11)",
+        ),
+    ] {
+        one_error(tokens, expected);
+    }
+    // A time window sets no bound on `min_calls`; a refused `retry` is not reported twice.
+    assert!(args(quote!(key = "k", window = "1s", min_calls = 1000)).is_ok());
+    assert_eq!(
+        messages(quote!(key = "k", retry = 0, backoff = "1s")).len(),
+        1
+    );
+}
+
+#[test]
+fn recovery_shapes() {
+    for (tokens, expected) in [
+        (
+            quote!(
+                key = "k",
+                recovery = progressive(phases = 0, min_passes = 5)
+            ),
+            "`phases = 0` is out of range; use a value in 1..=100",
+        ),
+        (
+            quote!(
+                key = "k",
+                recovery = progressive(phases = 101, min_passes = 5)
+            ),
+            "`phases = 101` is out of range",
+        ),
+        (
+            quote!(
+                key = "k",
+                recovery = progressive(phases = 3, min_passes = 0)
+            ),
+            "`min_passes = 0` is out of range",
+        ),
+        (
+            quote!(key = "k", recovery = progressive(phases = 3)),
+            "`progressive` needs `min_passes`; add `min_passes = 5`",
+        ),
+        (
+            quote!(
+                key = "k",
+                recovery = progressive(phases = 3, min_passes = 5, phase = 2)
+            ),
+            "unknown setting `phase` of `progressive`; expected `phases` or `min_passes`",
+        ),
+        (
+            quote!(
+                key = "k",
+                recovery = progressive(phases = 3, phases = 4, min_passes = 5)
+            ),
+            "duplicate `phases`",
+        ),
+        (
+            quote!(key = "k", recovery = progressive(3)),
+            "expected `phases = N` or `min_passes = N`",
+        ),
+        (
+            quote!(key = "k", recovery = progressive),
+            "`progressive` needs its settings",
+        ),
+        (
+            quote!(key = "k", recovery = gradual(phases = 3)),
+            "`recovery` takes `probes`",
+        ),
+        (
+            quote!(key = "k", recovery = "probes"),
+            "`recovery` takes `probes`",
+        ),
+    ] {
+        one_error(tokens, expected);
+    }
+}
+
+#[test]
+fn predicate() {
+    let parsed = args(quote!(key = "k", failure = errors::is_transient)).unwrap();
+    assert!(matches!(parsed.failure, Some(Failure::Predicate(_))));
+}
+
+#[test]
+fn ranges() {
+    for (tokens, expected) in [
+        (
+            quote!(key = "k", window = 0),
+            "`window = 0` is out of range",
+        ),
+        (quote!(key = "k", window = 1000001), "`window = 1000001`"),
+        (quote!(key = "k", failure_rate = 0), "`failure_rate = 0`"),
+        (
+            quote!(key = "k", failure_rate = 150),
+            "`failure_rate = 150`",
+        ),
+        (
+            quote!(key = "k", failure_rate = 100000),
+            "`failure_rate = 100000`",
+        ),
+        (quote!(key = "k", half_open = 0), "`half_open = 0`"),
+        (quote!(key = "k", half_open = 128), "`half_open = 128`"),
+        (quote!(key = "k", min_calls = 0), "`min_calls = 0`"),
+        (
+            quote!(key = "k", window = 10, min_calls = 11),
+            "`min_calls` (11) is greater than `window` (10)",
+        ),
+        (
+            quote!(key = "k", min_calls = 101),
+            "`min_calls` (101) is greater than `window` (100, the default)",
+        ),
+    ] {
+        let found = messages(tokens.clone());
+        assert!(
+            found.len() == 1 && found[0].starts_with(expected),
+            "{tokens}: {found:?}"
+        );
+    }
+    for ok in [
+        quote!(key = "k", window = 1),
+        quote!(key = "k", window = 1000000, min_calls = 1000000),
+        quote!(key = "k", failure_rate = 100, half_open = 127),
+        quote!(key = "k", min_calls = 500, policy = BIG),
+    ] {
+        assert!(args(ok.clone()).is_ok(), "{ok}");
+    }
+}
+
+#[test]
+fn durations() {
+    let nanos = |tokens| args(tokens).unwrap().policy.open_for.unwrap().value;
+    assert_eq!(nanos(quote!(key = "k", open_for = "1ms")), 1_000_000);
+    assert_eq!(nanos(quote!(key = "k", open_for = "1500us")), 1_500_000);
+    assert_eq!(
+        nanos(quote!(key = "k", open_for = "24h")),
+        86_400_000_000_000
+    );
+    for (tokens, expected) in [
+        (
+            quote!(key = "k", open_for = "10 parsecs"),
+            "invalid duration \"10 parsecs\"",
+        ),
+        (
+            quote!(key = "k", open_for = "999us"),
+            "`open_for = \"999us\"` is out of range",
+        ),
+        (
+            quote!(key = "k", open_for = "25h"),
+            "`open_for = \"25h\"` is out of range",
+        ),
+        (
+            quote!(key = "k", open_for = 10),
+            "`open_for` takes a duration string",
+        ),
+    ] {
+        let found = messages(tokens.clone());
+        assert!(
+            found.len() == 1 && found[0].starts_with(expected),
+            "{tokens}: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn collects_every_error() {
+    let found = messages(quote!(
+        falure = [Timeout],
+        window = SIZE,
+        window = 10,
+        failure_rate = 0,
+    ));
+    assert_eq!(found.len(), 5, "{found:?}");
+    assert!(found[0].starts_with("unknown argument `falure`; expected one of `key`, "));
+    assert!(found[0].ends_with("did you mean `failure`?"));
+    assert!(found[1].starts_with("`window` takes an integer literal for a count window"));
+    assert_eq!(found[2], "duplicate argument `window`; remove one");
+    assert!(found[3].starts_with("`failure_rate = 0` is out of range"));
+    assert!(found[4].starts_with("missing `key`"));
+}
+
+#[test]
+fn key_shapes() {
+    assert!(matches!(
+        args(quote!(key = url.host())).unwrap().key,
+        Key::Dynamic(_)
+    ));
+    assert!(messages(quote!(key = 42))[0].starts_with("`key` takes a string literal"));
+    assert!(messages(quote!(key = ""))[0].starts_with("`key` must not be empty"));
+    assert!(messages(quote!(key))[0].starts_with("expected `=` after `key`"));
+}
+
+#[test]
+fn failure_shapes() {
+    assert!(messages(quote!(key = "k", failure = []))[0].starts_with("`failure = []`"));
+    assert!(
+        messages(quote!(key = "k", failure = [Timeout, Timeout]))[0]
+            .starts_with("`Timeout` is listed twice")
+    );
+    assert!(
+        messages(quote!(key = "k", failure = [Timeout(_)]))[0]
+            .starts_with("expected a variant name")
+    );
+    assert!(messages(quote!(key = "k", failure = "Timeout"))[0].starts_with("`failure` takes"));
+}
+
+#[test]
+fn suggestions() {
+    assert_eq!(closest("falure"), Some("failure"));
+    assert_eq!(closest("windw"), Some("window"));
+    assert_eq!(closest("min_call"), Some("min_calls"));
+    assert_eq!(closest("fallbak"), Some("fallback"));
+    assert_eq!(closest("timeout"), None);
+    assert_eq!(closest("retries"), None);
+    assert_eq!(closest("rety"), Some("retry"));
+    assert_eq!(closest("consecutiv"), Some("consecutive"));
+    assert_eq!(closest("max_concurent"), Some("max_concurrent"));
+    assert_eq!(closest("slow_rat"), Some("slow_rate"));
+}

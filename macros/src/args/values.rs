@@ -1,0 +1,405 @@
+//! Parsing of one argument's value: integers and durations within their ranges, the key, paths,
+//! `failure = [...]`, `window`, `open_backoff` and `recovery = progressive(...)`. The defaults
+//! and limits are read from `fusebox-policy`, the crate whose validation the runtime runs: they
+//! cannot drift apart.
+
+use std::collections::HashSet;
+
+use syn::{Expr, ExprLit, Ident, Lit, Path};
+
+use fusebox_policy::{Policy, Window, limits};
+
+use super::{Failure, Key, RecoveryArg, Spanned, Variant, WindowArg};
+use crate::duration::{self, DurationError, UNIT_LIST};
+use crate::errors::Errors;
+
+/// The default count window of `fusebox::Policy`.
+pub(super) const DEFAULT_WINDOW: u64 = match Policy::DEFAULT.get_window() {
+    Window::Count(n) => n as u64,
+    Window::Time(_) => 0,
+};
+/// The default `open_for` of `fusebox::Policy`, in nanoseconds.
+pub(super) const DEFAULT_OPEN_FOR_NANOS: u64 = Policy::DEFAULT.get_open_for().as_nanos() as u64;
+/// The default `open_max` of `fusebox::Policy`, in nanoseconds.
+pub(super) const DEFAULT_OPEN_MAX_NANOS: u64 = Policy::DEFAULT.get_open_max().as_nanos() as u64;
+/// The largest count window, also the largest `consecutive` and `min_passes`.
+pub(super) const MAX_WINDOW: u64 = limits::MAX_WINDOW as u64;
+/// The most half-open probes.
+pub(super) const MAX_HALF_OPEN: u64 = limits::MAX_HALF_OPEN as u64;
+/// The most phases of progressive recovery.
+pub(super) const MAX_PHASES: u64 = limits::MAX_PHASES as u64;
+/// The largest `open_backoff` factor.
+pub(super) const MAX_OPEN_BACKOFF: f64 = limits::MAX_OPEN_BACKOFF;
+/// The largest `max_concurrent`.
+pub(super) const MAX_CONCURRENT: u64 = 1_000_000;
+/// The most attempts `retry` allows.
+pub(super) const MAX_RETRY: u64 = 100;
+
+/// The allowed durations of one argument, in nanoseconds, and how messages spell the bounds.
+#[derive(Clone, Copy)]
+pub(super) struct DurationRange {
+    min: u128,
+    max: u128,
+    text: &'static str,
+}
+
+/// `open_for`, `slow`, `open_max`, `half_open_lease`, `timeout`, `deadline`
+/// (`fusebox::limits::MIN_OPEN_FOR..=fusebox::limits::MAX_OPEN_FOR`).
+pub(super) const MS_TO_DAY: DurationRange = DurationRange {
+    min: limits::MIN_OPEN_FOR.as_nanos(),
+    max: limits::MAX_OPEN_FOR.as_nanos(),
+    text: "from \"1ms\" to \"24h\"",
+};
+
+/// A time window (`fusebox::limits::MIN_TIME_WINDOW..=fusebox::limits::MAX_TIME_WINDOW`).
+pub(super) const TIME_WINDOW: DurationRange = DurationRange {
+    min: limits::MIN_TIME_WINDOW.as_nanos(),
+    max: limits::MAX_TIME_WINDOW.as_nanos(),
+    text: "from \"10ms\" to \"1h\" for a time window",
+};
+
+/// The base delay of `backoff` (the longest single delay is `fusebox::limits::MAX_BACKOFF`).
+pub(super) const BACKOFF: DurationRange = DurationRange {
+    min: 1_000_000,
+    max: 30 * 1_000_000_000,
+    text: "from \"1ms\" to \"30s\"",
+};
+
+/// Converts a value already checked to fit.
+pub(super) fn narrow<T: TryFrom<u64> + Default>(value: Spanned<u64>) -> Spanned<T> {
+    Spanned {
+        value: T::try_from(value.value).unwrap_or_default(),
+        span: value.span,
+    }
+}
+
+/// The literal of `value` when it is a plain literal expression.
+pub(super) fn literal(value: &Expr) -> Option<&Lit> {
+    match value {
+        Expr::Lit(ExprLit { attrs, lit }) if attrs.is_empty() => Some(lit),
+        _ => None,
+    }
+}
+
+pub(super) fn key_arg(value: Expr) -> syn::Result<Key> {
+    match literal(&value) {
+        Some(Lit::Str(key)) if key.value().is_empty() => Err(syn::Error::new(
+            key.span(),
+            "`key` must not be empty; name the dependency, like `key = \"payment\"`",
+        )),
+        Some(Lit::Str(key)) => Ok(Key::Literal(key.clone())),
+        Some(_) => Err(syn::Error::new_spanned(
+            &value,
+            "`key` takes a string literal like `key = \"payment\"`, or an expression that \
+             yields a `&str` or `String`, like `key = host`",
+        )),
+        None => Ok(Key::Dynamic(value)),
+    }
+}
+
+pub(super) fn path_arg(value: &Expr, message: &str) -> syn::Result<Path> {
+    match value {
+        Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => Ok(path.path.clone()),
+        _ => Err(syn::Error::new_spanned(value, message)),
+    }
+}
+
+pub(super) fn failure_arg(value: &Expr) -> syn::Result<Failure> {
+    const SHAPE: &str = "`failure` takes a list of variants of the error type, like \
+                         `failure = [Timeout, Connect]`, or a predicate `fn(&E) -> bool`, like \
+                         `failure = is_transient`";
+    match value {
+        Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => {
+            Ok(Failure::Predicate(path.path.clone()))
+        }
+        Expr::Array(array) if array.attrs.is_empty() => {
+            if array.elems.is_empty() {
+                return Err(syn::Error::new(
+                    array.bracket_token.span.join(),
+                    "`failure = []` lists no variant; list the ones that count, like \
+                     `failure = [Timeout]`, or remove `failure` to count every error",
+                ));
+            }
+            let mut errors = Errors::default();
+            let mut variants = Vec::new();
+            let mut listed = HashSet::new();
+            for element in &array.elems {
+                let path = match element {
+                    Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => &path.path,
+                    _ => {
+                        errors.push(syn::Error::new_spanned(
+                            element,
+                            "expected a variant name like `Timeout` or a path like \
+                             `MyError::Timeout`; write the name only, without fields",
+                        ));
+                        continue;
+                    }
+                };
+                let written = quote::ToTokens::to_token_stream(path).to_string();
+                if !listed.insert(written.clone()) {
+                    errors.push(syn::Error::new_spanned(
+                        path,
+                        format!("`{written}` is listed twice in `failure`; remove one"),
+                    ));
+                    continue;
+                }
+                variants.push(match path.get_ident() {
+                    Some(ident) if path.leading_colon.is_none() => Variant::Bare(ident.clone()),
+                    _ => Variant::Path(path.clone()),
+                });
+            }
+            errors.finish()?;
+            Ok(Failure::Variants(variants))
+        }
+        _ => Err(syn::Error::new_spanned(value, SHAPE)),
+    }
+}
+
+/// `window = 100` (a count window) or `window = "30s"` (a time window).
+pub(super) fn window_arg(name: &Ident, value: &Expr) -> syn::Result<WindowArg> {
+    match literal(value) {
+        Some(Lit::Int(_)) => {
+            let calls = int_in_range(name, value, "100", 1, MAX_WINDOW, "calls")?;
+            Ok(WindowArg::Count(narrow(calls)))
+        }
+        Some(Lit::Str(_)) => Ok(WindowArg::Time(duration_arg(
+            name,
+            value,
+            "30s",
+            TIME_WINDOW,
+        )?)),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            "`window` takes an integer literal for a count window, like `window = 100`, or a \
+             duration string for a time window, like `window = \"30s\"`; to share settings \
+             between functions, use a `const` `fusebox::Policy` with `policy = NAME`",
+        )),
+    }
+}
+
+pub(super) fn int_in_range(
+    name: &Ident,
+    value: &Expr,
+    example: &str,
+    min: u64,
+    max: u64,
+    unit: &str,
+) -> syn::Result<Spanned<u64>> {
+    let Some(Lit::Int(int)) = literal(value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "`{name}` takes an integer literal like `{name} = {example}`; to share settings \
+                 between functions, use a `const` `fusebox::Policy` with `policy = NAME`"
+            ),
+        ));
+    };
+    let out_of_range = || {
+        syn::Error::new(
+            int.span(),
+            format!(
+                "`{name} = {}` is out of range; use a value in {min}..={max} ({unit})",
+                int.base10_digits()
+            ),
+        )
+    };
+    let parsed: u64 = int.base10_parse().map_err(|_| out_of_range())?;
+    if !(min..=max).contains(&parsed) {
+        return Err(out_of_range());
+    }
+    Ok(Spanned {
+        value: parsed,
+        span: int.span(),
+    })
+}
+
+pub(super) fn duration_arg(
+    name: &Ident,
+    value: &Expr,
+    example: &str,
+    range: DurationRange,
+) -> syn::Result<Spanned<u64>> {
+    let Some(Lit::Str(text)) = literal(value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            format!("`{name}` takes a duration string literal like `{name} = \"{example}\"`"),
+        ));
+    };
+    let written = text.value();
+    let nanos = match duration::parse_nanos(&written) {
+        Ok(nanos) => Some(nanos),
+        Err(DurationError::Overflow) => None,
+        Err(DurationError::Syntax) => {
+            return Err(syn::Error::new(
+                text.span(),
+                format!(
+                    "invalid duration \"{written}\"; write an integer followed by one of the \
+                     units {UNIT_LIST}, like `{name} = \"{example}\"` or `{name} = \"250ms\"`"
+                ),
+            ));
+        }
+    };
+    match nanos.filter(|nanos| (range.min..=range.max).contains(nanos)) {
+        Some(nanos) => Ok(Spanned {
+            value: u64::try_from(nanos).unwrap_or(u64::MAX),
+            span: text.span(),
+        }),
+        None => Err(syn::Error::new(
+            text.span(),
+            format!(
+                "`{name} = \"{written}\"` is out of range; use a duration {}",
+                range.text
+            ),
+        )),
+    }
+}
+
+/// `open_backoff = 2` or `open_backoff = 2.5`: a factor in 1..=100.
+pub(super) fn open_backoff_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>> {
+    let (factor, digits, span) = match literal(value) {
+        Some(Lit::Int(int)) => (
+            int.base10_parse::<u64>().map(|n| n as f64).ok(),
+            int.base10_digits().to_owned(),
+            int.span(),
+        ),
+        Some(Lit::Float(float)) => (
+            float.base10_parse::<f64>().ok(),
+            float.base10_digits().to_owned(),
+            float.span(),
+        ),
+        _ => {
+            return Err(syn::Error::new_spanned(
+                value,
+                format!(
+                    "`{name}` takes a number literal like `{name} = 2` or `{name} = 1.5`: the \
+                     factor the open wait grows by after each failed recovery"
+                ),
+            ));
+        }
+    };
+    match factor {
+        Some(factor) if factor < 1.0 => Err(syn::Error::new(
+            span,
+            format!(
+                "`{name} = {digits}` is below 1: the open wait would shrink after each failed \
+                 recovery; use a factor from 1 (no backoff) to 100, like `{name} = 2`"
+            ),
+        )),
+        Some(factor) if factor <= MAX_OPEN_BACKOFF => Ok(Spanned {
+            value: factor,
+            span,
+        }),
+        _ => Err(syn::Error::new(
+            span,
+            format!(
+                "`{name} = {digits}` is out of range; use a factor from 1 (no backoff) to 100, \
+                 and cap the wait with `open_max`"
+            ),
+        )),
+    }
+}
+
+/// `recovery = probes` or `recovery = progressive(phases = 3, min_passes = 5)`.
+pub(super) fn recovery_arg(value: &Expr) -> syn::Result<RecoveryArg> {
+    const SHAPE: &str = "`recovery` takes `probes` (the default: `half_open` probes) or \
+                         `progressive(phases = 3, min_passes = 5)`";
+    let (callee, args) = match value {
+        Expr::Path(path) if path.path.is_ident("probes") && path.attrs.is_empty() => {
+            return Ok(RecoveryArg::Probes);
+        }
+        Expr::Path(path) if path.path.is_ident("progressive") => {
+            return Err(syn::Error::new_spanned(
+                value,
+                "`progressive` needs its settings: write \
+                 `recovery = progressive(phases = 3, min_passes = 5)`",
+            ));
+        }
+        Expr::Call(call) if call.attrs.is_empty() => match &*call.func {
+            Expr::Path(path) if path.path.is_ident("progressive") => (path, &call.args),
+            _ => return Err(syn::Error::new_spanned(&call.func, SHAPE)),
+        },
+        _ => return Err(syn::Error::new_spanned(value, SHAPE)),
+    };
+    let mut errors = Errors::default();
+    let mut phases = None;
+    let mut min_passes = None;
+    let mut given = HashSet::new();
+    let mut malformed = false;
+    for arg in args {
+        let Expr::Assign(assign) = arg else {
+            errors.push(syn::Error::new_spanned(
+                arg,
+                "expected `phases = N` or `min_passes = N`, like \
+                 `progressive(phases = 3, min_passes = 5)`",
+            ));
+            malformed = true;
+            continue;
+        };
+        let name = match &*assign.left {
+            Expr::Path(path) if path.attrs.is_empty() => path.path.get_ident().cloned(),
+            _ => None,
+        };
+        let Some(name) = name else {
+            errors.push(syn::Error::new_spanned(
+                &assign.left,
+                "expected `phases = N` or `min_passes = N`",
+            ));
+            malformed = true;
+            continue;
+        };
+        let text = name.to_string();
+        if !given.insert(text.clone()) {
+            errors.push(syn::Error::new(
+                name.span(),
+                format!("duplicate `{name}` in `progressive(…)`; remove one"),
+            ));
+            continue;
+        }
+        match text.as_str() {
+            "phases" => {
+                phases = errors
+                    .ok(int_in_range(
+                        &name,
+                        &assign.right,
+                        "3",
+                        1,
+                        MAX_PHASES,
+                        "phases, the last one admits all traffic",
+                    ))
+                    .map(narrow)
+            }
+            "min_passes" => {
+                min_passes = errors
+                    .ok(int_in_range(
+                        &name,
+                        &assign.right,
+                        "5",
+                        1,
+                        MAX_WINDOW,
+                        "calls a phase records before it is judged",
+                    ))
+                    .map(narrow)
+            }
+            _ => errors.push(syn::Error::new(
+                name.span(),
+                format!(
+                    "unknown setting `{name}` of `progressive`; expected `phases` or `min_passes`"
+                ),
+            )),
+        }
+    }
+    for (missing, example) in [("phases", "3"), ("min_passes", "5")] {
+        if !malformed && !given.contains(missing) {
+            errors.push(syn::Error::new_spanned(
+                callee,
+                format!("`progressive` needs `{missing}`; add `{missing} = {example}`"),
+            ));
+        }
+    }
+    errors.finish()?;
+    match (phases, min_passes) {
+        (Some(phases), Some(min_passes)) => Ok(RecoveryArg::Progressive { phases, min_passes }),
+        // Both were given and checked: `finish` reported any refusal.
+        _ => Err(syn::Error::new_spanned(value, SHAPE)),
+    }
+}

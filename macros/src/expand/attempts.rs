@@ -1,0 +1,151 @@
+//! The body of an `async fn` with `timeout`, `retry`, `backoff` or `deadline`: an attempt
+//! closure run by the runtime's attempt driver.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::Ident;
+
+use super::classify::classify;
+use super::values::attempts_value;
+use super::{Admit, Names, Site, admission, error_alias, respan, settle};
+use crate::args::Args;
+use crate::function::Params;
+
+/// What [`attempts_body`] needs from the expansion.
+pub(super) struct Attempt<'a> {
+    /// The call site.
+    pub(super) site: &'a Site,
+    /// The function's parameters, for the fallback.
+    pub(super) params: &'a Params,
+    /// The original body, braces included.
+    pub(super) body: TokenStream,
+}
+
+/// The body of an `async fn` with `timeout`, `retry`, `backoff` or `deadline`:
+///
+/// ```text
+/// static SITE: Site = Site::new(key, function, policy);      // or DynSite, and the breaker
+/// let admit = move || SITE.acquire(registry);                 // or `|| SITE.acquire(&breaker)`
+/// const ATTEMPTS: Attempts = Attempts { timeout, retry, backoff, deadline };
+/// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure).await;
+/// match settled {
+///     Settled::Done(result) => result,
+///     Settled::Failed(error) => Err(error),                   // or fallback(…, Cause::Failed(error))
+///     Settled::Refused(refused) => Err(reject(refused)),      // or fallback(…, Cause::from_error(refused))
+/// }
+/// ```
+///
+/// With `retry`, `attempt` is `|| async_body::<R, _>(async { body })`: the driver calls it once
+/// per attempt, so it borrows the parameters (neither the closure nor the `async` block is
+/// `move`). The body sees every parameter with its written type and may use it by reference or
+/// copy it; a body that consumes one cannot be retried (rustc: "cannot move out of … a captured
+/// variable in an `FnMut` closure", the closure located at `retry`: clone what it needs). The
+/// arguments must be `Sync` for the future to be `Send`, and `&mut self`, `&mut T`, `self` by
+/// value and `mut` bindings are refused with an error at the parameter. The parameters stay
+/// owned outside the attempts, so a fallback still receives them by value.
+///
+/// Without `retry` the body runs once: its future is made before the driver runs (it runs
+/// nothing until polled) and `attempt` hands it out once. It owns the parameters (`async move`,
+/// like a function without these arguments), or borrows them when there is a fallback, which
+/// receives them afterwards; either way they keep their types. The body keeps `return` and `?`:
+/// it is an `async` block whose output is pinned to the function's return type.
+///
+/// A timed-out attempt arrives as `Settled::Refused` with reason `TimedOut`, so it reaches the
+/// caller through `From<fusebox::Error>` or, by `Cause::from_error`, as the fallback's
+/// `Cause::TimedOut` (never `Cause::Rejected`, which means the backend was never called).
+pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStream {
+    let Names {
+        private,
+        output,
+        output_span,
+        error,
+        refused,
+        result,
+        ..
+    } = names;
+    let Attempt { site, params, body } = attempt;
+    let local = |name: &str| Ident::new(name, Span::mixed_site());
+    let admit = local("__fusebox_admit");
+    let settled = local("__fusebox_settled");
+    let attempts = Ident::new("__FUSEBOX_ATTEMPTS", Span::mixed_site());
+    let admission = admission(args, names, site, Admit::Closure);
+    let attempts_value = attempts_value(&args.attempts, private);
+    let attempt = attempt_closure(args, names, body);
+    let error_type = respan(quote!(<#output as #private::Outcome>::Error), *output_span);
+    let is_failure = match classify(args.failure.as_ref(), names, false) {
+        Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
+        None => quote!(|_: &#error_type| -> bool { true }),
+    };
+    let (on_failed, on_refused) = settle(args, names, params, true, quote!(from_error(#refused)));
+    let alias = error_alias(args, names);
+    quote! {
+        #alias
+        #admission
+        const #attempts: #private::Attempts = #attempts_value;
+        let #settled = {
+            #private::run_attempts(
+                #admit,
+                &#attempts,
+                #attempt,
+                #is_failure,
+            )
+            .await
+        };
+        match #settled {
+            #private::Settled::Done(#result) => #result,
+            #private::Settled::Failed(#error) => #on_failed,
+            #private::Settled::Refused(#refused) => #on_refused,
+        }
+    }
+}
+
+/// The attempt closure the driver calls: once per attempt with `retry`, once otherwise.
+fn attempt_closure(args: &Args, names: &Names, body: TokenStream) -> TokenStream {
+    let Names {
+        output,
+        output_span,
+        ..
+    } = names;
+    let private_at_output = names.private_at(*output_span);
+    let wrap = quote_spanned!(*output_span=> #private_at_output::async_body::<#output, _>);
+    // The attempt's `async` block is located at the body, so an error about it is reported
+    // there rather than at the attribute.
+    let body_span = body
+        .clone()
+        .into_iter()
+        .next()
+        .map_or_else(Span::call_site, |token| token.span());
+    let retry_span = args.attempts.retry.map(|retry| retry.span);
+    // Without `retry` the body runs once: its future owns the parameters (like the body of a
+    // function without these arguments), so they keep their types and the body may consume
+    // them. With a fallback it borrows them instead, to hand them over afterwards.
+    let once = Ident::new("__fusebox_once", Span::mixed_site());
+    match retry_span {
+        // With `retry` the body runs once per attempt: the attempt closure borrows the
+        // parameters (it is not `move`, nor is the body's `async` block), so the body sees them
+        // with their own types and can use them by reference or copy them, and a body that
+        // consumes one is rustc's "cannot move out of a captured variable in an `FnMut`
+        // closure", the closure located at `retry`.
+        Some(span) => {
+            let closure = quote_spanned!(span=> ||);
+            let async_block = quote_spanned!(body_span=> async);
+            quote!(#closure #wrap(#async_block #body))
+        }
+        None => {
+            let async_block = match args.fallback {
+                Some(_) => quote_spanned!(body_span=> async),
+                None => quote_spanned!(body_span=> async move),
+            };
+            // The body's future is made here (it runs nothing until polled) and handed out once.
+            quote!({
+                let mut #once = ::core::option::Option::Some(#wrap(#async_block #body));
+                move || match #once.take() {
+                    ::core::option::Option::Some(#once) => #once,
+                    ::core::option::Option::None => ::core::unreachable!(
+                        "an attempt without `retry` runs once"
+                    ),
+                }
+            })
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Classification and the fallback: the `bool` test of whether an error counts as a failure
+//! (`failure = [...]` or a predicate), whether a bare variant needs the error-type alias, and
+//! the call of the fallback with the function's parameters and the cause.
+
+use proc_macro2::TokenStream;
+use quote::{ToTokens, quote, quote_spanned};
+use syn::spanned::Spanned as _;
+use syn::{Ident, Path};
+
+use super::{Names, respan};
+use crate::args::{Failure, Variant};
+use crate::function::Params;
+
+/// True when a bare variant name needs the error-type alias.
+pub(super) fn uses_alias(failure: Option<&Failure>) -> bool {
+    matches!(failure, Some(Failure::Variants(variants))
+        if variants.iter().any(|variant| matches!(variant, Variant::Bare(_))))
+}
+
+/// A `bool` expression: does the error count as a failure? The error is the local `error` of
+/// [`Names`], a `&E` or, when `owned`, an `E`. `None` when every error counts.
+pub(super) fn classify(
+    failure: Option<&Failure>,
+    names: &Names,
+    owned: bool,
+) -> Option<TokenStream> {
+    let Names {
+        output,
+        error,
+        error_of,
+        error_path,
+        ..
+    } = names;
+    let by_ref = owned.then(|| quote!(&));
+    match failure? {
+        Failure::Predicate(predicate) => {
+            let span = predicate.span();
+            // Located at the predicate, so a wrong signature is reported there.
+            let error = Ident::new("__fusebox_error", error.span().located_at(span));
+            let by_ref = owned.then(|| quote_spanned!(span=> &));
+            Some(quote_spanned!(span=> #predicate(#by_ref #error)))
+        }
+        Failure::Variants(variants) => {
+            let patterns = variants.iter().map(|variant| match variant {
+                Variant::Bare(name) => {
+                    let span = name.span();
+                    let rest = quote_spanned!(span=> { .. });
+                    let error_type = match error_path {
+                        Some(path) => path.to_token_stream(),
+                        None => quote!(#error_of::<#output>),
+                    };
+                    let error_type = respan(error_type, span);
+                    quote!(#error_type::#name #rest)
+                }
+                Variant::Path(path) => {
+                    let rest = quote_spanned!(path.span()=> { .. });
+                    quote!(#path #rest)
+                }
+            });
+            Some(quote!(::core::matches!(#by_ref #error, #(#patterns)|*)))
+        }
+    }
+}
+
+/// The call of the fallback with the function's parameters and `Cause::<cause>`, spanned at the
+/// fallback's name so a wrong signature is reported there.
+pub(super) fn fallback_call(
+    fallback: &Path,
+    params: &Params,
+    is_async: bool,
+    names: &Names,
+    cause: TokenStream,
+) -> TokenStream {
+    let Names {
+        private, output, ..
+    } = names;
+    let span = fallback.span();
+    let callee = match (params.receiver, fallback.get_ident()) {
+        (Some(_), Some(name)) => quote_spanned!(span=> Self::#name),
+        _ => fallback.to_token_stream(),
+    };
+    // Each name keeps its own hygiene (it must resolve to the parameter) but is located at the
+    // fallback, where a type mismatch is reported.
+    let receiver = params.receiver.map(|self_span| {
+        let self_token = Ident::new("self", self_span.located_at(span));
+        quote_spanned!(span=> #self_token,)
+    });
+    let args = params.names.iter().map(|name| {
+        let mut name = name.clone();
+        name.set_span(name.span().located_at(span));
+        name
+    });
+    // Up to 12 arguments go as one tuple through `call_fallback`, so a fallback with the wrong
+    // parameters is one error showing both signatures; more are passed directly. The cause
+    // names the error type, so the refused and the failed call check the very same signature
+    // (reported once).
+    let count = usize::from(params.receiver.is_some()) + params.names.len() + 1;
+    let cause = quote!(#private::Cause::<<#output as #private::Outcome>::Error>::#cause);
+    let private_at = respan(private.clone(), span);
+    let call = if count <= 12 {
+        quote_spanned!(span=> #private_at::call_fallback((#receiver #(#args,)* #cause,), #callee))
+    } else {
+        quote_spanned!(span=> #callee(#receiver #(#args,)* #cause))
+    };
+    if !is_async {
+        return call;
+    }
+    // What an async fallback returned is awaited through `FallbackReturn`: a future as is; a
+    // sync fallback's value is one error that says so (and a future of the right type, so the
+    // `.await` itself does not fail too).
+    quote_spanned!(span=> {
+        #[allow(unused_imports)]
+        use #private_at::{AwaitFallback as _, AwaitSyncFallback as _};
+        #private_at::FallbackReturn::<#output, _>::new(#call).fallback_future()
+    }.await)
+}

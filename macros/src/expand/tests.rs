@@ -1,0 +1,112 @@
+//! Unit tests of code generation details the snapshots do not show: the error path, the
+//! unchanged item on error, the key-name check and method detection.
+
+use super::{circuit_breaker, error_path};
+use quote::{ToTokens, quote};
+
+#[test]
+fn error_type_of_a_written_result() {
+    let path = |ty: proc_macro2::TokenStream| {
+        error_path(&syn::parse2(ty).unwrap()).map(|p| p.to_token_stream().to_string())
+    };
+    assert_eq!(
+        path(quote!(Result<u8, ApiError>)).as_deref(),
+        Some("ApiError")
+    );
+    assert_eq!(
+        path(quote!(std::result::Result<(), errors::Wrapped<T>>)).as_deref(),
+        Some("errors :: Wrapped :: < T >")
+    );
+    assert_eq!(path(quote!(Result<u8, Self>)).as_deref(), Some("Self"));
+    assert_eq!(path(quote!(ApiResult<u8>)), None);
+    assert_eq!(path(quote!(io::Result<u8>)), None);
+    assert_eq!(path(quote!(Result<u8, (A, B)>)), None);
+    assert_eq!(path(quote!(u8)), None);
+}
+
+#[test]
+fn on_error_the_item_is_unchanged() {
+    let item = quote!(
+        fn f(kind: Kind) -> ApiResult<u32> {
+            respond(kind)
+        }
+    );
+    let out = circuit_breaker(quote!(key = "k", window = 0, falure = []), item.clone());
+    let out = out.to_string();
+    assert!(out.starts_with(&item.to_string()), "{out}");
+    assert_eq!(out.matches("compile_error").count(), 2, "{out}");
+}
+
+#[test]
+fn a_bare_key_name_must_be_a_parameter_or_upper_case() {
+    let item = quote!(
+        fn charge(host: &str, (a, b): (u8, u8)) -> Result<u8, E> {
+            Ok(a + b)
+        }
+    );
+    let plain = quote!(
+        fn charge(host: &str) -> Result<u8, E> {
+            Ok(1)
+        }
+    );
+    let errors = |args, item| circuit_breaker(args, item).to_string();
+    let out = errors(quote!(key = payment), plain.clone());
+    assert!(
+        out.contains("`payment` is not a parameter of `charge`: a literal key is a string"),
+        "{out}"
+    );
+    for args in [
+        quote!(key = host),
+        quote!(key = KEY),
+        quote!(key = crate::payment),
+        quote!(key = host.to_owned()),
+    ] {
+        let out = errors(args.clone(), plain.clone());
+        assert!(!out.contains("compile_error"), "{args}: {out}");
+    }
+    // A pattern parameter may bind the name: rustc decides.
+    let out = errors(quote!(key = a), item);
+    assert!(!out.contains("compile_error"), "{out}");
+}
+
+#[test]
+fn methods_name_their_type_and_free_functions_their_module() {
+    let method = circuit_breaker(
+        quote!(key = "k"),
+        quote!(
+            fn get(&self) -> Result<u8, E> {
+                Ok(1)
+            }
+        ),
+    )
+    .to_string();
+    assert!(
+        method.contains("MethodName :: new (\"get\")")
+            && method.contains("type_name :: < Self >")
+            && method.contains("enter_as"),
+        "{method}"
+    );
+    let associated = circuit_breaker(
+        quote!(key = "k"),
+        quote!(
+            fn new() -> Result<Self, E> {
+                todo!()
+            }
+        ),
+    )
+    .to_string();
+    assert!(associated.contains("type_name :: < Self >"), "{associated}");
+    let free = circuit_breaker(
+        quote!(key = "k"),
+        quote!(
+            fn get() -> Result<u8, E> {
+                Ok(1)
+            }
+        ),
+    )
+    .to_string();
+    assert!(
+        !free.contains("MethodName") && !free.contains("Self"),
+        "{free}"
+    );
+}

@@ -1,0 +1,62 @@
+// The expansion of one representative function (macros/src/snapshots.rs).
+// Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
+
+impl Client {
+    async fn send(&self, order: Order, id: &str) -> Result<u32, ApiError> {
+        static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
+            "search",
+            ::core::concat!(::core::module_path!(), "::", "send"),
+            ::fusebox::__private_0_1_0::Policy::DEFAULT.consecutive(5),
+        );
+        ::fusebox::__private_0_1_0::inventory::submit! {
+            ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
+            ::fusebox::__private_0_1_0::in_global)
+        }
+        let __fusebox_registry = ::fusebox::__private_0_1_0::global();
+        static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
+            "send",
+        );
+        let __fusebox_name = __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
+        let __fusebox_admit = move || {
+            __FUSEBOX_SITE.acquire_as(__fusebox_registry, __fusebox_name)
+        };
+        const __FUSEBOX_ATTEMPTS: ::fusebox::__private_0_1_0::Attempts = ::fusebox::__private_0_1_0::Attempts {
+            timeout: ::core::option::Option::Some(
+                ::core::time::Duration::from_nanos(800000000),
+            ),
+            retry: 3,
+            backoff: ::core::time::Duration::from_nanos(100000000),
+            deadline: ::core::option::Option::None,
+        };
+        let __fusebox_settled = {
+            ::fusebox::__private_0_1_0::run_attempts(
+                    __fusebox_admit,
+                    &__FUSEBOX_ATTEMPTS,
+                    || ::fusebox::__private_0_1_0::async_body::<
+                        Result<u32, ApiError>,
+                        _,
+                    >(async { self.transport.send(order, id).await }),
+                    |
+                        _: &<Result<
+                            u32,
+                            ApiError,
+                        > as ::fusebox::__private_0_1_0::Outcome>::Error,
+                    | -> bool { true },
+                )
+                .await
+        };
+        match __fusebox_settled {
+            ::fusebox::__private_0_1_0::Settled::Done(__fusebox_result) => {
+                __fusebox_result
+            }
+            ::fusebox::__private_0_1_0::Settled::Failed(__fusebox_error) => {
+                ::core::result::Result::Err(__fusebox_error)
+            }
+            ::fusebox::__private_0_1_0::Settled::Refused(__fusebox_refused) => {
+                ::core::result::Result::Err(
+                    ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,43 @@
+// The expansion of one representative function (macros/src/snapshots.rs).
+// Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
+
+#[inline]
+pub fn f(kind: Kind) -> ApiResult<u32> {
+    type __FuseboxErrorOf<__R> = <__R as ::fusebox::__private_0_1_0::Outcome>::Error;
+    static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
+        "k",
+        ::core::concat!(::core::module_path!(), "::", "f"),
+        ::fusebox::__private_0_1_0::Policy::DEFAULT.window(4),
+    );
+    ::fusebox::__private_0_1_0::inventory::submit! {
+        ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
+        ::fusebox::__private_0_1_0::in_global)
+    }
+    let mut __fusebox_permit = __FUSEBOX_SITE
+        .enter(::fusebox::__private_0_1_0::global());
+    if let ::core::option::Option::Some(__fusebox_refused) = __fusebox_permit.refusal() {
+        return ::core::result::Result::Err(
+            ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+        );
+    }
+    match ::fusebox::__private_0_1_0::sync_body::<
+        ApiResult<u32>,
+        _,
+    >(move || { respond(kind) }) {
+        ::core::result::Result::Ok(__fusebox_value) => {
+            __fusebox_permit.succeeded();
+            ::core::result::Result::Ok(__fusebox_value)
+        }
+        ::core::result::Result::Err(__fusebox_error) => {
+            if ::core::matches!(
+                & __fusebox_error, __FuseboxErrorOf:: < ApiResult < u32 > > ::Timeout {
+                .. }
+            ) {
+                __fusebox_permit.failed()
+            } else {
+                __fusebox_permit.ignored()
+            }
+            ::core::result::Result::Err(__fusebox_error)
+        }
+    }
+}

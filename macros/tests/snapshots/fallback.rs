@@ -1,0 +1,63 @@
+// The expansion of one representative function (macros/src/snapshots.rs).
+// Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
+
+fn stock(sku: u32) -> Result<u32, StockError> {
+    static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
+        "stock",
+        ::core::concat!(::core::module_path!(), "::", "stock"),
+        ::fusebox::__private_0_1_0::Policy::DEFAULT,
+    );
+    ::fusebox::__private_0_1_0::inventory::submit! {
+        ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
+        ::fusebox::__private_0_1_0::in_global)
+    }
+    let mut __fusebox_permit = __FUSEBOX_SITE
+        .enter(::fusebox::__private_0_1_0::global());
+    if let ::core::option::Option::Some(__fusebox_refused) = __fusebox_permit.refusal() {
+        return ::fusebox::__private_0_1_0::call_fallback(
+            (
+                sku,
+                ::fusebox::__private_0_1_0::Cause::<
+                    <Result<
+                        u32,
+                        StockError,
+                    > as ::fusebox::__private_0_1_0::Outcome>::Error,
+                >::Rejected(__fusebox_refused),
+            ),
+            cached_stock,
+        );
+    }
+    match ::fusebox::__private_0_1_0::sync_body::<
+        Result<u32, StockError>,
+        _,
+    >(|| { inventory::count(sku) }) {
+        ::core::result::Result::Ok(__fusebox_value) => {
+            __fusebox_permit.succeeded();
+            ::core::result::Result::Ok(__fusebox_value)
+        }
+        ::core::result::Result::Err(
+            __fusebox_error,
+        ) if ::core::matches!(
+            & __fusebox_error, StockError::Timeout { .. } | StockError::Unavailable { ..
+            }
+        ) => {
+            __fusebox_permit.failed();
+            ::fusebox::__private_0_1_0::call_fallback(
+                (
+                    sku,
+                    ::fusebox::__private_0_1_0::Cause::<
+                        <Result<
+                            u32,
+                            StockError,
+                        > as ::fusebox::__private_0_1_0::Outcome>::Error,
+                    >::Failed(__fusebox_error),
+                ),
+                cached_stock,
+            )
+        }
+        ::core::result::Result::Err(__fusebox_error) => {
+            __fusebox_permit.ignored();
+            ::core::result::Result::Err(__fusebox_error)
+        }
+    }
+}

@@ -1,0 +1,40 @@
+// The expansion of one representative function (macros/src/snapshots.rs).
+// Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
+
+fn authorize(amount: u64) -> Result<u64, PaymentError> {
+    static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
+        "payment",
+        ::core::concat!(::core::module_path!(), "::", "authorize"),
+        ::fusebox::__private_0_1_0::Policy::DEFAULT
+            .window(20)
+            .open_for(::core::time::Duration::from_nanos(30000000000)),
+    );
+    ::fusebox::__private_0_1_0::inventory::submit! {
+        ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
+        ::fusebox::__private_0_1_0::in_global)
+    }
+    let mut __fusebox_permit = __FUSEBOX_SITE
+        .enter(::fusebox::__private_0_1_0::global());
+    if let ::core::option::Option::Some(__fusebox_refused) = __fusebox_permit.refusal() {
+        return ::core::result::Result::Err(
+            ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+        );
+    }
+    match ::fusebox::__private_0_1_0::sync_body::<
+        Result<u64, PaymentError>,
+        _,
+    >(move || { gateway::authorize(amount) }) {
+        ::core::result::Result::Ok(__fusebox_value) => {
+            __fusebox_permit.succeeded();
+            ::core::result::Result::Ok(__fusebox_value)
+        }
+        ::core::result::Result::Err(__fusebox_error) => {
+            if ::core::matches!(& __fusebox_error, PaymentError::Timeout { .. }) {
+                __fusebox_permit.failed()
+            } else {
+                __fusebox_permit.ignored()
+            }
+            ::core::result::Result::Err(__fusebox_error)
+        }
+    }
+}

@@ -1,0 +1,56 @@
+// The expansion of one representative function (macros/src/snapshots.rs).
+// Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
+
+impl Client {
+    async fn send(&self, order: u64) -> Result<u32, ApiError> {
+        static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
+            "send",
+            ::core::concat!(::core::module_path!(), "::", "send"),
+            {
+                let __fusebox_base: ::fusebox::__private_0_1_0::Policy = SEND_POLICY;
+                __fusebox_base
+            }
+                .max_concurrent(8),
+        );
+        ::fusebox::__private_0_1_0::inventory::submit! {
+            ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
+            ::fusebox::__private_0_1_0::in_global)
+        }
+        static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
+            "send",
+        );
+        let __fusebox_name = __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
+        let mut __fusebox_permit = __FUSEBOX_SITE
+            .enter_async_as(::fusebox::__private_0_1_0::global(), __fusebox_name);
+        if let ::core::option::Option::Some(__fusebox_refused) = if ::fusebox::__private_0_1_0::asks_store(
+            &__fusebox_permit,
+        ) {
+            ::fusebox::__private_0_1_0::admit_shared(&mut __fusebox_permit).await
+        } else {
+            __fusebox_permit.refusal()
+        } {
+            return ::core::result::Result::Err(
+                ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+            );
+        }
+        let __fusebox_out: Result<u32, ApiError> = match ::fusebox::__private_0_1_0::async_body::<
+            Result<u32, ApiError>,
+            _,
+        >(async move { self.transport.send(order).await })
+            .await
+        {
+            ::core::result::Result::Ok(__fusebox_value) => {
+                __fusebox_permit.succeeded();
+                ::core::result::Result::Ok(__fusebox_value)
+            }
+            ::core::result::Result::Err(__fusebox_error) => {
+                __fusebox_permit.failed();
+                ::core::result::Result::Err(__fusebox_error)
+            }
+        };
+        if ::fusebox::__private_0_1_0::reports_to_store(&__fusebox_permit) {
+            ::fusebox::__private_0_1_0::flush_shared(&__fusebox_permit).await;
+        }
+        __fusebox_out
+    }
+}

@@ -1,0 +1,64 @@
+//! [`PolicyError`]: a policy field outside its allowed range.
+
+use std::fmt;
+
+/// A policy field outside its allowed range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    key: Option<String>,
+    field: &'static str,
+    allowed: String,
+    found: String,
+}
+
+impl PolicyError {
+    #[doc(hidden)]
+    pub fn new(field: &'static str, allowed: impl Into<String>, found: impl fmt::Display) -> Self {
+        PolicyError {
+            key: None,
+            field,
+            allowed: allowed.into(),
+            found: found.to_string(),
+        }
+    }
+
+    #[doc(hidden)]
+    pub fn for_key(mut self, key: &str) -> Self {
+        self.key = Some(key.to_owned());
+        self
+    }
+
+    /// The breaker key the policy was meant for, when known.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    /// The offending field, as spelled in the attribute.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// The allowed range.
+    pub fn allowed(&self) -> &str {
+        &self.allowed
+    }
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(key) = &self.key {
+            // A key can come from configuration: repeat a few dozen characters of it at most.
+            let mut chars = key.chars();
+            let head: String = chars.by_ref().take(40).collect();
+            let more = if chars.next().is_some() { "…" } else { "" };
+            write!(f, "breaker `{head}{more}`: ")?;
+        }
+        write!(
+            f,
+            "invalid `{}` = {}; use a value in {}",
+            self.field, self.found, self.allowed
+        )
+    }
+}
+
+impl std::error::Error for PolicyError {}

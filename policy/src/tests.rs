@@ -1,0 +1,157 @@
+//! Unit tests of the policy rules, validation and patches.
+
+use super::*;
+
+#[test]
+fn defaults() {
+    let p = Policy::new();
+    assert_eq!(p.get_window(), Window::Count(100));
+    assert_eq!(p.get_min_calls(), 10);
+    assert_eq!(p.get_failure_rate(), Some(50));
+    assert_eq!(p.get_open_for(), Duration::from_secs(10));
+    assert_eq!(p.get_half_open(), 1);
+    assert_eq!(p.get_recovery(), Recovery::Probes);
+    assert!(p.validate().is_ok());
+}
+
+#[test]
+fn validation_names_the_field_and_range() {
+    let e = Policy::new()
+        .window(10)
+        .min_calls(11)
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.field(), "min_calls");
+    assert_eq!(
+        e.to_string(),
+        "invalid `min_calls` = 11; use a value in 1..=10 (at most `window`)"
+    );
+    let field = |p: Policy| p.validate().unwrap_err().field();
+    assert_eq!(field(Policy::new().failure_rate(150)), "failure_rate");
+    assert_eq!(field(Policy::new().window(0)), "window");
+    assert_eq!(field(Policy::new().time_window(Duration::ZERO)), "window");
+    assert_eq!(field(Policy::new().half_open(0)), "half_open");
+    assert_eq!(field(Policy::new().open_for(Duration::ZERO)), "open_for");
+    assert_eq!(
+        field(Policy::new().slow(Duration::from_secs(1)).slow_rate(0)),
+        "slow_rate"
+    );
+    assert_eq!(field(Policy::new().open_backoff(0.5)), "open_backoff");
+    assert_eq!(
+        field(
+            Policy::new()
+                .open_backoff(2.0)
+                .open_for(Duration::from_secs(60))
+                .open_max(Duration::from_secs(1))
+        ),
+        "open_max"
+    );
+    assert_eq!(field(Policy::new().progressive(0, 5)), "phases");
+    assert_eq!(field(Policy::new().progressive(3, 0)), "min_passes");
+    assert_eq!(field(Policy::new().rate_off()), "failure_rate");
+    assert!(Policy::new().rate_off().consecutive(5).validate().is_ok());
+    assert!(
+        Policy::new()
+            .time_window(Duration::from_secs(30))
+            .min_calls(500)
+            .validate()
+            .is_ok()
+    );
+}
+
+#[test]
+fn backoff_multiplies_and_caps() {
+    let p = Policy::new()
+        .open_for(Duration::from_secs(10))
+        .open_backoff(2.0)
+        .open_max(Duration::from_secs(60));
+    let secs = |n| Duration::from_nanos(p.open_wait_nanos(n)).as_secs();
+    assert_eq!(
+        [secs(0), secs(1), secs(2), secs(3), secs(100)],
+        [10, 20, 40, 60, 60]
+    );
+    assert_eq!(
+        Policy::new().open_wait_nanos(7),
+        10_000_000_000,
+        "no backoff by default"
+    );
+}
+
+#[test]
+fn rules_between_fields_are_decided_here_whatever_the_order() {
+    let min_calls = |p: Policy| p.get_min_calls();
+    assert_eq!(min_calls(Policy::new().window(5)), 5);
+    assert_eq!(min_calls(Policy::new().window(5).window(50)), 10);
+    assert_eq!(min_calls(Policy::new().window(5).time_window(SECOND)), 10);
+    assert_eq!(min_calls(Policy::new().min_calls(20).window(10)), 10);
+    assert_eq!(
+        Policy::new()
+            .window(10)
+            .min_calls(20)
+            .validate()
+            .unwrap_err()
+            .field(),
+        "min_calls"
+    );
+    assert!(Policy::new().window(5).validate().is_ok());
+
+    let rate = |p: Policy| p.get_failure_rate();
+    assert_eq!(rate(Policy::new().consecutive(5)), None);
+    assert_eq!(
+        rate(Policy::new().consecutive(5).failure_rate(40)),
+        Some(40)
+    );
+    assert_eq!(
+        rate(Policy::new().failure_rate(40).consecutive(5)),
+        Some(40)
+    );
+    assert_eq!(
+        rate(Policy::new().failure_rate(50).consecutive(5)),
+        Some(50)
+    );
+    assert_eq!(rate(Policy::new().consecutive(5).consecutive(0)), Some(50));
+    assert!(Policy::new().consecutive(5).validate().is_ok());
+
+    // Equality compares values, not which setters were called.
+    assert_eq!(
+        Policy::new().window(5),
+        Policy::new().window(5).min_calls(5)
+    );
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[test]
+fn zero_durations_set_explicitly_are_invalid() {
+    let field = |p: Policy| p.validate().unwrap_err().field();
+    assert_eq!(field(Policy::new().slow(Duration::ZERO)), "slow");
+    assert_eq!(
+        field(Policy::new().half_open_lease(Duration::ZERO)),
+        "half_open_lease"
+    );
+    assert_eq!(field(Policy::new().open_max(Duration::ZERO)), "open_max");
+    assert_eq!(
+        field(Policy::new().open_max(Duration::from_micros(999))),
+        "open_max"
+    );
+}
+
+#[test]
+fn a_policy_is_the_patch_of_the_fields_it_set() {
+    let declared = Policy::new().window(20).open_for(Duration::from_secs(30));
+    let patched = PolicyPatch::from(Policy::new().failure_rate(30)).apply(declared);
+    assert_eq!(patched, declared.failure_rate(30));
+    assert_eq!(patched.get_open_for(), Duration::from_secs(30));
+    assert!(PolicyPatch::from(Policy::new()).is_empty());
+    assert_eq!(
+        PolicyPatch::new()
+            .window(5)
+            .then(PolicyPatch::new().window(8).half_open(2)),
+        PolicyPatch::new().window(8).half_open(2)
+    );
+    // A patched field follows the same rules: a smaller window lowers `min_calls`.
+    assert_eq!(
+        PolicyPatch::new().window(5).apply(declared).get_min_calls(),
+        5
+    );
+}

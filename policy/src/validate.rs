@@ -1,0 +1,156 @@
+//! [`Policy::validate`]: every field within its limits, and the rules between fields.
+
+use std::time::Duration;
+
+use crate::limits::{
+    MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
+};
+use crate::{Policy, PolicyError, Recovery, Window, in_ms_range, set};
+
+impl Policy {
+    /// Checks every field; the first invalid one is reported with its allowed range.
+    ///
+    /// # Errors
+    ///
+    /// The first field outside its allowed range, in the order of the type's table.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        self.validate_rates()?;
+        self.validate_open()?;
+        self.validate_recovery()
+    }
+
+    /// `window`, `min_calls`, `failure_rate`, `slow`, `slow_rate`, `consecutive`.
+    fn validate_rates(&self) -> Result<(), PolicyError> {
+        let range =
+            |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
+        match self.window {
+            Window::Count(n) if n == 0 || n > MAX_WINDOW => {
+                return range("window", &format!("1..={MAX_WINDOW} calls"), n.to_string());
+            }
+            Window::Time(span) if span < MIN_TIME_WINDOW || span > MAX_TIME_WINDOW => {
+                return range(
+                    "window",
+                    "\"10ms\"..=\"1h\" for a time window",
+                    format!("{span:?}"),
+                );
+            }
+            _ => {}
+        }
+        if let Window::Count(n) = self.window
+            && (self.min_calls == 0 || self.min_calls > n)
+        {
+            return range(
+                "min_calls",
+                &format!("1..={n} (at most `window`)"),
+                self.min_calls.to_string(),
+            );
+        }
+        if self.min_calls == 0 {
+            return range("min_calls", "at least 1", "0".into());
+        }
+        if self.failure_rate > 100 {
+            return range(
+                "failure_rate",
+                "1..=100 percent",
+                self.failure_rate.to_string(),
+            );
+        }
+        if (self.slow_nanos != 0 || self.is_explicit(set::SLOW)) && !in_ms_range(self.slow_nanos) {
+            return range(
+                "slow",
+                "\"1ms\"..=\"24h\"",
+                format!("{:?}", Duration::from_nanos(self.slow_nanos)),
+            );
+        }
+        if self.slow_rate == 0 || self.slow_rate > 100 {
+            return range("slow_rate", "1..=100 percent", self.slow_rate.to_string());
+        }
+        if self.consecutive > MAX_WINDOW {
+            return range(
+                "consecutive",
+                &format!("1..={MAX_WINDOW} failures"),
+                self.consecutive.to_string(),
+            );
+        }
+        if self.failure_rate == 0 && self.consecutive == 0 && self.slow_nanos == 0 {
+            return range(
+                "failure_rate",
+                "1..=100 percent (or set `consecutive` or `slow`: a policy needs a rule that trips)",
+                "off".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// `open_for`, `open_backoff`, `open_max`.
+    fn validate_open(&self) -> Result<(), PolicyError> {
+        let range =
+            |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
+        if !in_ms_range(self.open_for_nanos) {
+            return range(
+                "open_for",
+                "\"1ms\"..=\"24h\"",
+                format!("{:?}", self.get_open_for()),
+            );
+        }
+        if self.open_backoff_milli < 1000
+            || f64::from(self.open_backoff_milli) > MAX_OPEN_BACKOFF * 1000.0
+        {
+            return range(
+                "open_backoff",
+                "1..=100 (a multiplier; 1 means no backoff)",
+                format!("{}", f64::from(self.open_backoff_milli) / 1000.0),
+            );
+        }
+        if !in_ms_range(self.open_max_nanos) {
+            return range(
+                "open_max",
+                "\"1ms\"..=\"24h\" (and at least `open_for` with `open_backoff`)",
+                format!("{:?}", Duration::from_nanos(self.open_max_nanos)),
+            );
+        }
+        if self.open_backoff_milli > 1000 && self.open_max_nanos < self.open_for_nanos {
+            return range(
+                "open_max",
+                &format!("at least `open_for` ({:?})", self.get_open_for()),
+                format!("{:?}", Duration::from_nanos(self.open_max_nanos)),
+            );
+        }
+        Ok(())
+    }
+
+    /// `half_open`, `half_open_lease`, `recovery`.
+    fn validate_recovery(&self) -> Result<(), PolicyError> {
+        let range =
+            |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
+        if self.half_open == 0 || self.half_open > MAX_HALF_OPEN {
+            return range(
+                "half_open",
+                &format!("1..={MAX_HALF_OPEN} probes"),
+                self.half_open.to_string(),
+            );
+        }
+        if (self.half_open_lease_nanos != 0 || self.is_explicit(set::HALF_OPEN_LEASE))
+            && !in_ms_range(self.half_open_lease_nanos)
+        {
+            return range(
+                "half_open_lease",
+                "\"1ms\"..=\"24h\"",
+                format!("{:?}", Duration::from_nanos(self.half_open_lease_nanos)),
+            );
+        }
+        if let Recovery::Progressive { phases, min_passes } = self.recovery {
+            if phases == 0 || phases > MAX_PHASES {
+                return range("phases", &format!("1..={MAX_PHASES}"), phases.to_string());
+            }
+            if min_passes == 0 || min_passes > MAX_WINDOW {
+                return range(
+                    "min_passes",
+                    &format!("1..={MAX_WINDOW}"),
+                    min_passes.to_string(),
+                );
+            }
+        }
+        Ok(())
+    }
+}
