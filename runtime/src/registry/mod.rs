@@ -28,6 +28,9 @@ use crate::observe::{Hooks, Transition};
 use crate::policy::{Policy, PolicyError, PolicyPatch};
 use crate::state::State;
 
+#[cfg(feature = "config")]
+mod load;
+
 type Map = papaya::HashMap<Key, Breaker, foldhash::fast::RandomState>;
 
 /// The default cap on breakers created for dynamic keys.
