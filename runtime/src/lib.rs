@@ -36,11 +36,13 @@ pub mod clock;
 pub mod config;
 mod declared;
 mod error;
+mod key;
 mod observe;
 mod policy;
 mod record;
 mod registry;
 mod retry;
+mod site;
 mod state;
 mod sync;
 #[cfg(feature = "tower")]

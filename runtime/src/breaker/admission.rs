@@ -1,0 +1,212 @@
+//! Admission: the bulkhead, then the circuit. A closed plain circuit admits with one atomic load;
+//! every other state goes through [`Core::admit_general`], which decides with the pure functions of
+//! `state` and publishes the decision with one compare-and-swap.
+
+use super::*;
+
+impl Core {
+    /// Counts a refusal.
+    #[cold]
+    pub(super) fn reject(&self, reason: Reason, retry_after: u64) -> Refusal {
+        self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.meters.rejected();
+        Refusal {
+            reason,
+            retry_after,
+        }
+    }
+
+    /// Asks for admission: bulkhead first, then the circuit. Reads the clock only when the circuit
+    /// is not closed or calls are timed. Never fails: a refused call gets an inert permit that says
+    /// why ([`Permit::refusal`]), so the admitted path moves no `Result` around.
+    #[inline(always)]
+    pub(crate) fn enter(&self, site: FnName) -> Permit<'_> {
+        let word = self.load();
+        if self.plain && word.admits() {
+            return Permit {
+                core: self,
+                word,
+                start: if crate::record::enabled() {
+                    self.now().max(1)
+                } else {
+                    0
+                },
+                site,
+            };
+        }
+        // The other common case: an open circuit whose wait is not over refuses without leaving
+        // this function (one clock read, one counter).
+        if self.plain && word.is_open() {
+            let now = self.now();
+            let remaining = word.open_remaining_nanos(now, self.time_of(word, now));
+            if remaining != 0 && !self.metrics_only.load(Ordering::Relaxed) {
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                #[cfg(feature = "metrics")]
+                self.meters.rejected();
+                self.record_refusal(Reason::Open, site);
+                return Permit {
+                    core: self,
+                    word: Word::refused(Reason::Open as u64 + 1),
+                    start: remaining,
+                    site,
+                };
+            }
+        }
+        self.enter_general(site)
+    }
+
+    #[inline(never)]
+    pub(super) fn enter_general(&self, site: FnName) -> Permit<'_> {
+        match self.admit_general(site) {
+            Ok((word, start)) => Permit {
+                core: self,
+                word,
+                start,
+                site,
+            },
+            Err(refusal) => {
+                self.record_refusal(refusal.reason, site);
+                Permit {
+                    core: self,
+                    word: Word::refused(refusal.reason as u64 + 1),
+                    start: refusal.retry_after,
+                    site,
+                }
+            }
+        }
+    }
+
+    /// Emits the outcome event of a refused call, when a subscriber wants it.
+    #[inline(always)]
+    pub(super) fn record_refusal(&self, reason: Reason, site: FnName) {
+        if crate::record::enabled() {
+            let outcome = crate::record::Recorded::Refused(reason);
+            crate::record::emit(self.key.as_str(), self.now(), None, outcome, site);
+        }
+    }
+
+    /// Asks for admission; a refusal is an [`Error`].
+    #[inline]
+    pub(crate) fn acquire(&self, site: FnName) -> Result<Permit<'_>, Error> {
+        let permit = self.enter(site);
+        match permit.refusal() {
+            None => Ok(permit),
+            Some(refused) => Err(refused),
+        }
+    }
+
+    pub(super) fn admit_general(&self, site: FnName) -> Result<(Word, u64), Refusal> {
+        let bulkhead = self.policy.max_concurrent != 0;
+        if bulkhead
+            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent
+        {
+            self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(self.reject(Reason::BulkheadFull, NO_WAIT));
+        }
+        let word = self.load();
+        let admitted = if word.admits() {
+            Ok(word)
+        } else {
+            self.acquire_slow(word, site)
+        };
+        match admitted {
+            Ok(word) => {
+                let start = if self.timed() {
+                    self.now()
+                } else if crate::record::enabled() {
+                    self.now().max(1)
+                } else {
+                    0
+                };
+                Ok((
+                    word,
+                    if bulkhead {
+                        start | BULKHEAD_BIT
+                    } else {
+                        start
+                    },
+                ))
+            }
+            Err(refusal) => {
+                if bulkhead {
+                    self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+                }
+                Err(refusal)
+            }
+        }
+    }
+
+    /// A refusal, or in metrics-only mode an admission whose outcome is not recorded.
+    #[cold]
+    pub(super) fn refuse(&self, reason: Reason, retry_after: u64) -> Result<Word, Refusal> {
+        let refusal = self.reject(reason, retry_after);
+        if self.metrics_only.load(Ordering::Acquire) {
+            Ok(Word::SHADOW)
+        } else {
+            Err(refusal)
+        }
+    }
+
+    #[cold]
+    pub(super) fn acquire_slow(&self, mut word: Word, site: FnName) -> Result<Word, Refusal> {
+        loop {
+            let next = match word.state() {
+                State::Closed | State::Disabled => return Ok(word),
+                State::ForcedOpen => return self.refuse(Reason::ForcedOpen, NO_WAIT),
+                State::Open => {
+                    let now = self.now();
+                    let remaining = word.open_remaining_nanos(now, self.time_of(word, now));
+                    if remaining != 0 {
+                        return self.refuse(Reason::Open, remaining);
+                    }
+                    match self.policy.recovery {
+                        Recovery::Probes => word.to_half_open(now),
+                        Recovery::Progressive { .. } => word.to_phase(1, now),
+                    }
+                }
+                State::HalfOpen => match self.policy.recovery {
+                    Recovery::Progressive { phases, .. } => {
+                        // Phase k of n admits k out of every n calls.
+                        let seq = self.phase_seq.fetch_add(1, Ordering::AcqRel);
+                        return if seq % u64::from(phases) < u64::from(word.passed()) {
+                            Ok(word)
+                        } else {
+                            self.refuse(Reason::Recovering, NO_WAIT)
+                        };
+                    }
+                    Recovery::Probes if word.issued() < self.policy.half_open => {
+                        word.with_issued(word.issued() + 1)
+                    }
+                    Recovery::Probes => {
+                        let now = self.now();
+                        let armed = self.time_of(word, now);
+                        if !word.lease_expired(now, self.policy.lease_nanos(), armed) {
+                            return self.refuse(Reason::HalfOpenFull, NO_WAIT);
+                        }
+                        // The probes never reported within their lease: re-arm.
+                        word.to_half_open(now)
+                    }
+                },
+            };
+            match self.cas(word, next) {
+                Ok(()) => {
+                    if !next.same_epoch(word) {
+                        self.enter_phase();
+                        let now = self.now();
+                        let counts = self.window.counts(now);
+                        let trigger = if word.state() == State::HalfOpen {
+                            Trigger::LeaseExpired
+                        } else {
+                            Trigger::OpenWaitOver
+                        };
+                        self.emit(word.state(), State::HalfOpen, counts, site, trigger);
+                        self.check_stuck(now, site);
+                    }
+                    return Ok(next);
+                }
+                Err(seen) => word = seen,
+            }
+        }
+    }
+}

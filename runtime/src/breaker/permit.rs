@@ -1,0 +1,286 @@
+//! Permits: the proof of admission a call carries until it reports ([`Permit`], [`OwnedPermit`]),
+//! and what a refused admission hands back.
+
+use super::*;
+
+/// Permission to make one call, obtained from [`Breaker::try_acquire`].
+///
+/// Report how the call ended with [`success`](Permit::success), [`failure`](Permit::failure) or
+/// [`ignore`](Permit::ignore). A permit dropped without a report counts as a failure when the thread
+/// is panicking, and otherwise as a cancellation: its slot is given back and nothing is counted, so a
+/// cancelled half-open probe never leaves the circuit stuck.
+#[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
+pub struct Permit<'a> {
+    pub(super) core: &'a Core,
+    /// The state word it was admitted under; inert once settled (or when refused).
+    pub(super) word: Word,
+    /// Admission time when calls are timed, and [`BULKHEAD_BIT`] when the call holds a slot; for a
+    /// refused permit, the wait before the next probe in nanoseconds (`u64::MAX`: none).
+    pub(super) start: u64,
+    pub(super) site: FnName,
+}
+
+impl Permit<'_> {
+    /// The call succeeded.
+    #[inline(always)]
+    pub fn success(mut self) {
+        self.succeeded();
+    }
+
+    /// The call failed in a way that counts against the circuit.
+    #[inline]
+    pub fn failure(mut self) {
+        self.failed();
+    }
+
+    /// The call ended in a way that must not affect the circuit (a business error).
+    #[inline]
+    pub fn ignore(mut self) {
+        self.ignored();
+    }
+
+    /// [`success`](Permit::success) in place: the attribute's expansion reports through these, so
+    /// the permit is never moved (a move of a value just written costs a store-forwarding stall).
+    /// Reporting twice is harmless: the second report does nothing.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn succeeded(&mut self) {
+        self.settle(Outcome::Success);
+    }
+
+    /// [`failure`](Permit::failure) in place (see [`succeeded`](Permit::succeeded)).
+    #[doc(hidden)]
+    #[inline]
+    pub fn failed(&mut self) {
+        self.settle(Outcome::Failure);
+    }
+
+    /// [`ignore`](Permit::ignore) in place (see [`succeeded`](Permit::succeeded)).
+    #[doc(hidden)]
+    #[inline]
+    pub fn ignored(&mut self) {
+        self.settle(Outcome::Released);
+    }
+
+    /// What the breaker needs back to account for the call, as plain values (the permit's own
+    /// address never escapes, so it stays in registers on the hot path).
+    #[inline(always)]
+    pub(super) fn ticket(&self) -> Ticket {
+        Ticket {
+            word: self.word,
+            start: self.start,
+            site: self.site,
+        }
+    }
+
+    /// Reports `result`: `Ok` is a success, an error `is_failure` accepts a failure, any other
+    /// error does not count.
+    pub(super) fn report<T, E>(self, result: &Result<T, E>, is_failure: impl FnOnce(&E) -> bool) {
+        match result {
+            Ok(_) => self.success(),
+            Err(e) if is_failure(e) => self.failure(),
+            Err(_) => self.ignore(),
+        }
+    }
+
+    /// The key of the breaker that issued this permit.
+    pub(crate) fn key(&self) -> Key {
+        self.core.key.clone()
+    }
+
+    /// True when this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.word.state() == State::HalfOpen && !self.word.inert()
+    }
+
+    /// Why the call was refused, when it was. Permits handed out by
+    /// [`Breaker::try_acquire`] are never refused; the attribute's expansion asks this instead of
+    /// matching a `Result`, which keeps the admitted path free of moves.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn refusal(&self) -> Option<Error> {
+        match self.word.refusal() {
+            0 => None,
+            code => Some(self.refusal_error(code)),
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn refusal_error(&self, code: u64) -> Error {
+        refusal_error(&self.core.key, code, self.start)
+    }
+
+    #[inline(always)]
+    pub(super) fn settle(&mut self, outcome: Outcome) {
+        if !self.word.inert() {
+            // Settled before the report runs: whatever unwinds out of it, the drop that follows
+            // does not report (or release a bulkhead slot) a second time.
+            let ticket = self.ticket();
+            self.word = Word::SETTLED;
+            self.core.finish(ticket, outcome);
+        }
+    }
+}
+
+impl Drop for Permit<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if !self.word.inert() {
+            self.abandon();
+        }
+    }
+}
+
+impl Permit<'_> {
+    /// Dropped without a report: a panic counts as a failure, anything else is a cancellation.
+    #[cold]
+    pub(super) fn abandon(&mut self) {
+        let ticket = self.ticket();
+        self.word = Word::SETTLED;
+        self.core.finish(ticket, abandoned());
+    }
+}
+
+/// A [`Permit`] that holds its breaker, for futures that outlive the [`Breaker`] handle (the
+/// tower layer's response future). Reports and drops exactly like a [`Permit`]: dropped without a
+/// report, it counts as a failure when the thread is panicking and otherwise gives its slot back.
+#[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
+pub struct OwnedPermit {
+    pub(super) core: Arc<Core>,
+    pub(super) word: Word,
+    pub(super) start: u64,
+    pub(super) site: FnName,
+}
+
+impl OwnedPermit {
+    /// The call succeeded.
+    #[inline]
+    pub fn success(mut self) {
+        self.settle(Outcome::Success);
+    }
+
+    /// The call failed in a way that counts against the circuit.
+    #[inline]
+    pub fn failure(mut self) {
+        self.settle(Outcome::Failure);
+    }
+
+    /// The call ended in a way that must not affect the circuit (a business error).
+    #[inline]
+    pub fn ignore(mut self) {
+        self.settle(Outcome::Released);
+    }
+
+    /// True when this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.word.state() == State::HalfOpen && !self.word.inert()
+    }
+
+    /// True when the breaker refused the call (see [`Breaker::enter_owned`]).
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn is_refused(&self) -> bool {
+        self.word.refusal() != 0
+    }
+
+    /// Why the call was refused, when it was (see [`Breaker::enter_owned`]).
+    #[inline]
+    pub(crate) fn refusal(&self) -> Option<Error> {
+        match self.word.refusal() {
+            0 => None,
+            code => Some(refusal_error(&self.core.key, code, self.start)),
+        }
+    }
+
+    /// Dropped unreported, in place: a failure when the thread is panicking, else a cancellation.
+    #[inline]
+    pub(crate) fn abandon(&mut self) {
+        self.settle(abandoned());
+    }
+
+    /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).
+    #[inline]
+    pub(crate) fn settle(&mut self, outcome: Outcome) {
+        if !self.word.inert() {
+            let ticket = Ticket {
+                word: self.word,
+                start: self.start,
+                site: self.site,
+            };
+            // Settled before the report runs, so nothing unwinding out of it releases twice.
+            self.word = Word::SETTLED;
+            self.core.finish(ticket, outcome);
+        }
+    }
+}
+
+impl Drop for OwnedPermit {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.word.inert() {
+            self.abandon();
+        }
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("key", &self.core.key)
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}
+
+/// The error of a permit refused with `code` (see [`Word::refused`]); `start` is the wait before
+/// the next probe in nanoseconds, or [`NO_WAIT`].
+#[inline(always)]
+pub(super) fn refusal_error(key: &Key, code: u64, start: u64) -> Error {
+    let reason = match code - 1 {
+        0 => Reason::Open,
+        1 => Reason::HalfOpenFull,
+        2 => Reason::Recovering,
+        3 => Reason::ForcedOpen,
+        4 => Reason::BulkheadFull,
+        _ => Reason::TimedOut,
+    };
+    let retry_after = (start != NO_WAIT).then(|| Duration::from_nanos(start));
+    Error::new(key.clone(), reason, retry_after)
+}
+
+/// How a permit dropped without a report ends: a panic is a failure, anything else a cancellation.
+pub(super) fn abandoned() -> Outcome {
+    if std::thread::panicking() {
+        Outcome::Failure
+    } else {
+        Outcome::Released
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("key", &self.core.key)
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}
+
+/// A permit's admission, handed back when it reports.
+#[derive(Clone, Copy)]
+pub(super) struct Ticket {
+    pub(super) word: Word,
+    pub(super) start: u64,
+    pub(super) site: FnName,
+}
+
+/// A refusal's `retry_after` when there is no probe to wait for.
+pub(super) const NO_WAIT: u64 = u64::MAX;
+
+/// Why admission failed (turned into an [`Error`] only when someone asks).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Refusal {
+    pub(super) reason: Reason,
+    /// Nanoseconds until the next probe; [`NO_WAIT`] when the reason has none.
+    pub(super) retry_after: u64,
+}
