@@ -24,6 +24,36 @@ pub enum Reason {
     TimedOut,
 }
 
+impl Reason {
+    /// The reason's code in a refused permit's word: `1..=6`, never 0 (which means "not refused").
+    /// Explicit so reordering the variants cannot change what a stored code means.
+    #[inline(always)]
+    pub(crate) const fn code(self) -> u64 {
+        match self {
+            Reason::Open => 1,
+            Reason::HalfOpenFull => 2,
+            Reason::Recovering => 3,
+            Reason::ForcedOpen => 4,
+            Reason::BulkheadFull => 5,
+            Reason::TimedOut => 6,
+        }
+    }
+
+    /// The reason of a code made by [`Reason::code`] (`None` for any other number).
+    #[inline(always)]
+    pub(crate) const fn from_code(code: u64) -> Option<Reason> {
+        Some(match code {
+            1 => Reason::Open,
+            2 => Reason::HalfOpenFull,
+            3 => Reason::Recovering,
+            4 => Reason::ForcedOpen,
+            5 => Reason::BulkheadFull,
+            6 => Reason::TimedOut,
+            _ => return None,
+        })
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -212,6 +242,24 @@ impl<E: fmt::Display> fmt::Display for Cause<E> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn reason_codes_round_trip_and_zero_is_no_reason() {
+        let all = [
+            Reason::Open,
+            Reason::HalfOpenFull,
+            Reason::Recovering,
+            Reason::ForcedOpen,
+            Reason::BulkheadFull,
+            Reason::TimedOut,
+        ];
+        for (i, reason) in all.into_iter().enumerate() {
+            assert_eq!(reason.code(), i as u64 + 1, "{reason:?}");
+            assert_eq!(Reason::from_code(reason.code()), Some(reason));
+        }
+        assert_eq!(Reason::from_code(0), None);
+        assert_eq!(Reason::from_code(7), None);
+    }
+
     use super::*;
 
     #[test]

@@ -3,6 +3,7 @@
 //! `state` and publishes the decision with one compare-and-swap.
 
 use super::*;
+use crate::state::{self, Admission};
 
 impl Core {
     /// Counts a refusal.
@@ -47,7 +48,7 @@ impl Core {
                 self.record_refusal(Reason::Open, site);
                 return Permit {
                     core: self,
-                    word: Word::refused(Reason::Open as u64 + 1),
+                    word: Word::refused(Reason::Open.code()),
                     start: remaining,
                     site,
                 };
@@ -69,7 +70,7 @@ impl Core {
                 self.record_refusal(refusal.reason, site);
                 Permit {
                     core: self,
-                    word: Word::refused(refusal.reason as u64 + 1),
+                    word: Word::refused(refusal.reason.code()),
                     start: refusal.retry_after,
                     site,
                 }
@@ -148,64 +149,49 @@ impl Core {
         }
     }
 
+    /// Admission in a state that does not simply admit: the decision is [`state::admission`],
+    /// published with one compare-and-swap by [`Core::update`].
     #[cold]
-    pub(super) fn acquire_slow(&self, mut word: Word, site: FnName) -> Result<Word, Refusal> {
-        loop {
-            let next = match word.state() {
-                State::Closed | State::Disabled => return Ok(word),
-                State::ForcedOpen => return self.refuse(Reason::ForcedOpen, NO_WAIT),
-                State::Open => {
+    pub(super) fn acquire_slow(&self, word: Word, site: FnName) -> Result<Word, Refusal> {
+        let policy = &self.policy;
+        let time = |word: Word| {
+            let now = self.now();
+            (now, self.time_of(word, now))
+        };
+        let decided = self.update(word, |word| {
+            state::admission(
+                word,
+                policy.recovery,
+                policy.half_open,
+                policy.lease_nanos(),
+                time,
+            )
+        });
+        match decided {
+            Ok((word, next)) => {
+                if !next.same_epoch(word) {
+                    self.enter_phase();
                     let now = self.now();
-                    let remaining = word.open_remaining_nanos(now, self.time_of(word, now));
-                    if remaining != 0 {
-                        return self.refuse(Reason::Open, remaining);
-                    }
-                    match self.policy.recovery {
-                        Recovery::Probes => word.to_half_open(now),
-                        Recovery::Progressive { .. } => word.to_phase(1, now),
-                    }
+                    let counts = self.window.counts(now);
+                    let trigger = if word.state() == State::HalfOpen {
+                        Trigger::LeaseExpired
+                    } else {
+                        Trigger::OpenWaitOver
+                    };
+                    self.emit(word.state(), State::HalfOpen, counts, site, trigger);
+                    self.check_stuck(now, site);
                 }
-                State::HalfOpen => match self.policy.recovery {
-                    Recovery::Progressive { phases, .. } => {
-                        // Phase k of n admits k out of every n calls.
-                        let seq = self.phase_seq.fetch_add(1, Ordering::AcqRel);
-                        return if seq % u64::from(phases) < u64::from(word.passed()) {
-                            Ok(word)
-                        } else {
-                            self.refuse(Reason::Recovering, NO_WAIT)
-                        };
-                    }
-                    Recovery::Probes if word.issued() < self.policy.half_open => {
-                        word.with_issued(word.issued() + 1)
-                    }
-                    Recovery::Probes => {
-                        let now = self.now();
-                        let armed = self.time_of(word, now);
-                        if !word.lease_expired(now, self.policy.lease_nanos(), armed) {
-                            return self.refuse(Reason::HalfOpenFull, NO_WAIT);
-                        }
-                        // The probes never reported within their lease: re-arm.
-                        word.to_half_open(now)
-                    }
-                },
-            };
-            match self.cas(word, next) {
-                Ok(()) => {
-                    if !next.same_epoch(word) {
-                        self.enter_phase();
-                        let now = self.now();
-                        let counts = self.window.counts(now);
-                        let trigger = if word.state() == State::HalfOpen {
-                            Trigger::LeaseExpired
-                        } else {
-                            Trigger::OpenWaitOver
-                        };
-                        self.emit(word.state(), State::HalfOpen, counts, site, trigger);
-                        self.check_stuck(now, site);
-                    }
-                    return Ok(next);
+                Ok(next)
+            }
+            Err((word, Admission::Admit)) => Ok(word),
+            Err((_, Admission::Refuse(reason, wait))) => self.refuse(reason, wait),
+            Err((word, Admission::Share(phases))) => {
+                let seq = self.phase_seq.fetch_add(1, Ordering::AcqRel);
+                if word.in_share(seq, phases) {
+                    Ok(word)
+                } else {
+                    self.refuse(Reason::Recovering, NO_WAIT)
                 }
-                Err(seen) => word = seen,
             }
         }
     }

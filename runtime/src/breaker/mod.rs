@@ -15,7 +15,8 @@ use crate::clock::ClockSource;
 use crate::error::{Error, Key, Reason};
 use crate::observe::{Hooks, Trigger};
 use crate::policy::{Policy, Recovery};
-use crate::state::{State, TimeStamp, Word};
+pub(crate) use crate::state::Verdict;
+use crate::state::{NO_WAIT, State, Step, TimeStamp, Word};
 use crate::window::{Counts, Sample, Window};
 
 mod admission;
@@ -27,8 +28,8 @@ mod snapshot;
 #[cfg(test)]
 mod tests;
 
-use permit::{NO_WAIT, Refusal, Ticket};
 pub use permit::{OwnedPermit, Permit};
+use permit::{Refusal, Ticket};
 pub use snapshot::{LastTransition, Snapshot};
 
 /// Refusals since creation, and calls in flight (kept only with `max_concurrent`).
@@ -133,15 +134,6 @@ pub(super) struct Recorded {
     function: &'static str,
 }
 
-/// How a call ended, as far as the breaker is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Success,
-    Failure,
-    /// Neither: a business error, or a call that was cancelled before it finished.
-    Released,
-}
-
 impl Core {
     #[inline]
     fn load(&self) -> Word {
@@ -157,6 +149,29 @@ impl Core {
             self.time.set(new, self.now());
         }
         Ok(())
+    }
+
+    /// Replaces the state word by what `decide` makes of it, starting from `word` (a recent load).
+    ///
+    /// `decide` sees the current word and either keeps it (`Err((word, result))`) or names its
+    /// successor; the first compare-and-swap from the word it was shown to that successor wins
+    /// (`Ok((from, to))`), and on contention it decides again on the word it lost to. So `decide`
+    /// must only read: it can run several times, and the winning transition is exactly one.
+    #[inline(always)]
+    fn update<T>(
+        &self,
+        mut word: Word,
+        mut decide: impl FnMut(Word) -> Step<T>,
+    ) -> Result<(Word, Word), (Word, T)> {
+        loop {
+            match decide(word) {
+                Step::Keep(kept) => return Err((word, kept)),
+                Step::Replace(next) => match self.cas(word, next) {
+                    Ok(()) => return Ok((word, next)),
+                    Err(seen) => word = seen,
+                },
+            }
+        }
     }
 
     /// The full-width time of `word`'s field (`None` when `word` is no longer the state).

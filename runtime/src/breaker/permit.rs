@@ -45,21 +45,21 @@ impl Permit<'_> {
     #[doc(hidden)]
     #[inline(always)]
     pub fn succeeded(&mut self) {
-        self.settle(Outcome::Success);
+        self.settle(Verdict::Success);
     }
 
     /// [`failure`](Permit::failure) in place (see [`succeeded`](Permit::succeeded)).
     #[doc(hidden)]
     #[inline]
     pub fn failed(&mut self) {
-        self.settle(Outcome::Failure);
+        self.settle(Verdict::Failure);
     }
 
     /// [`ignore`](Permit::ignore) in place (see [`succeeded`](Permit::succeeded)).
     #[doc(hidden)]
     #[inline]
     pub fn ignored(&mut self) {
-        self.settle(Outcome::Released);
+        self.settle(Verdict::Released);
     }
 
     /// What the breaker needs back to account for the call, as plain values (the permit's own
@@ -111,7 +111,7 @@ impl Permit<'_> {
     }
 
     #[inline(always)]
-    pub(super) fn settle(&mut self, outcome: Outcome) {
+    pub(super) fn settle(&mut self, outcome: Verdict) {
         if !self.word.inert() {
             // Settled before the report runs: whatever unwinds out of it, the drop that follows
             // does not report (or release a bulkhead slot) a second time.
@@ -156,19 +156,19 @@ impl OwnedPermit {
     /// The call succeeded.
     #[inline]
     pub fn success(mut self) {
-        self.settle(Outcome::Success);
+        self.settle(Verdict::Success);
     }
 
     /// The call failed in a way that counts against the circuit.
     #[inline]
     pub fn failure(mut self) {
-        self.settle(Outcome::Failure);
+        self.settle(Verdict::Failure);
     }
 
     /// The call ended in a way that must not affect the circuit (a business error).
     #[inline]
     pub fn ignore(mut self) {
-        self.settle(Outcome::Released);
+        self.settle(Verdict::Released);
     }
 
     /// True when this call is a half-open probe.
@@ -200,7 +200,7 @@ impl OwnedPermit {
 
     /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).
     #[inline]
-    pub(crate) fn settle(&mut self, outcome: Outcome) {
+    pub(crate) fn settle(&mut self, outcome: Verdict) {
         if !self.word.inert() {
             let ticket = Ticket {
                 word: self.word,
@@ -236,24 +236,18 @@ impl fmt::Debug for OwnedPermit {
 /// the next probe in nanoseconds, or [`NO_WAIT`].
 #[inline(always)]
 pub(super) fn refusal_error(key: &Key, code: u64, start: u64) -> Error {
-    let reason = match code - 1 {
-        0 => Reason::Open,
-        1 => Reason::HalfOpenFull,
-        2 => Reason::Recovering,
-        3 => Reason::ForcedOpen,
-        4 => Reason::BulkheadFull,
-        _ => Reason::TimedOut,
-    };
+    // Only `Word::refused(reason.code())` makes a refused word, so the fallback never runs.
+    let reason = Reason::from_code(code).unwrap_or(Reason::TimedOut);
     let retry_after = (start != NO_WAIT).then(|| Duration::from_nanos(start));
     Error::new(key.clone(), reason, retry_after)
 }
 
 /// How a permit dropped without a report ends: a panic is a failure, anything else a cancellation.
-pub(super) fn abandoned() -> Outcome {
+pub(super) fn abandoned() -> Verdict {
     if std::thread::panicking() {
-        Outcome::Failure
+        Verdict::Failure
     } else {
-        Outcome::Released
+        Verdict::Released
     }
 }
 
@@ -273,9 +267,6 @@ pub(super) struct Ticket {
     pub(super) start: u64,
     pub(super) site: FnName,
 }
-
-/// A refusal's `retry_after` when there is no probe to wait for.
-pub(super) const NO_WAIT: u64 = u64::MAX;
 
 /// Why admission failed (turned into an [`Error`] only when someone asks).
 #[derive(Debug, Clone, Copy)]

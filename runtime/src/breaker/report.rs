@@ -2,17 +2,18 @@
 //! count (progressive recovery), and may trip, reopen or close the circuit.
 
 use super::*;
+use crate::state;
 
 impl Core {
     /// Emits the outcome event of a reported call admitted at `permit.start` (see [`Core::enter`]).
     #[cold]
-    pub(super) fn record_outcome(&self, permit: Ticket, outcome: Outcome) {
+    pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
         let now = self.now();
         let latency = now.saturating_sub(permit.start & !BULKHEAD_BIT);
         let outcome = match outcome {
-            Outcome::Success => crate::record::Recorded::Success,
-            Outcome::Failure => crate::record::Recorded::Failure,
-            Outcome::Released => crate::record::Recorded::Ignored,
+            Verdict::Success => crate::record::Recorded::Success,
+            Verdict::Failure => crate::record::Recorded::Failure,
+            Verdict::Released => crate::record::Recorded::Ignored,
         };
         crate::record::emit(self.key.as_str(), now, Some(latency), outcome, permit.site);
     }
@@ -56,10 +57,10 @@ impl Core {
 
     /// Applies the outcome of a call admitted under `permit`.
     #[inline(always)]
-    pub(super) fn finish(&self, permit: Ticket, outcome: Outcome) {
+    pub(super) fn finish(&self, permit: Ticket, outcome: Verdict) {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
         // bulkhead.
-        if self.plain && outcome == Outcome::Success && permit.word.records() {
+        if self.plain && outcome == Verdict::Success && permit.word.records() {
             if permit.start != 0 {
                 // Admitted while outcome events were wanted (see `Core::enter`).
                 self.record_outcome(permit, outcome);
@@ -78,7 +79,7 @@ impl Core {
     }
 
     #[inline(never)]
-    pub(super) fn finish_general(&self, permit: Ticket, outcome: Outcome) {
+    pub(super) fn finish_general(&self, permit: Ticket, outcome: Verdict) {
         if permit.word.inert() {
             return;
         }
@@ -109,7 +110,7 @@ impl Core {
         }
         #[cfg(feature = "metrics")]
         self.meters
-            .call(outcome == Outcome::Success, outcome == Outcome::Failure);
+            .call(outcome == Verdict::Success, outcome == Verdict::Failure);
         match permit.word.state() {
             State::Closed | State::Disabled => self.report_closed(permit, outcome),
             State::HalfOpen => self.report_probe(permit, outcome),
@@ -118,9 +119,9 @@ impl Core {
     }
 
     #[inline]
-    pub(super) fn report_closed(&self, permit: Ticket, outcome: Outcome) {
+    pub(super) fn report_closed(&self, permit: Ticket, outcome: Verdict) {
         let word = self.load();
-        if !word.same_epoch(permit.word) || outcome == Outcome::Released {
+        if !word.same_epoch(permit.word) || outcome == Verdict::Released {
             return; // the circuit moved on, or the outcome does not count
         }
         let now = if self.timed() || self.window.needs_time() {
@@ -130,7 +131,7 @@ impl Core {
         };
         let slow = self.timed()
             && now.saturating_sub(permit.start & !BULKHEAD_BIT) >= self.policy.slow_nanos;
-        let failure = outcome == Outcome::Failure;
+        let failure = outcome == Verdict::Failure;
         let consecutive = self.policy.consecutive;
         if !failure && !slow {
             if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
@@ -196,7 +197,7 @@ impl Core {
     }
 
     #[cold]
-    pub(super) fn report_probe(&self, permit: Ticket, outcome: Outcome) {
+    pub(super) fn report_probe(&self, permit: Ticket, outcome: Verdict) {
         match self.policy.recovery {
             Recovery::Probes => self.report_single_probe(permit, outcome),
             Recovery::Progressive { phases, min_passes } => {
@@ -205,56 +206,44 @@ impl Core {
         }
     }
 
-    pub(super) fn report_single_probe(&self, permit: Ticket, outcome: Outcome) {
-        let mut word = self.load();
-        loop {
-            if word.state() != State::HalfOpen || !word.same_epoch(permit.word) {
-                return;
-            }
-            let next = match outcome {
-                Outcome::Success if word.passed() + 1 >= self.policy.half_open => word.to_closed(),
-                Outcome::Success => word.with_passed(word.passed() + 1),
-                Outcome::Failure => self.reopen(word),
-                Outcome::Released => word.with_issued(word.issued().saturating_sub(1)),
+    /// A probe's report under probe recovery: the decision is [`state::after_probe`].
+    pub(super) fn report_single_probe(&self, permit: Ticket, outcome: Verdict) {
+        let half_open = self.policy.half_open;
+        let decided = self.update(self.load(), |word| {
+            state::after_probe(word, permit.word, outcome, half_open, |w| self.reopen(w))
+        });
+        let Ok((word, next)) = decided else { return };
+        if !next.same_epoch(word) {
+            let failures = u32::from(outcome == Verdict::Failure);
+            let probes = Counts {
+                calls: word.passed() + 1,
+                failures,
+                slow: 0,
             };
-            match self.cas(word, next) {
-                Ok(()) => {
-                    if !next.same_epoch(word) {
-                        let failures = u32::from(outcome == Outcome::Failure);
-                        let probes = Counts {
-                            calls: word.passed() + 1,
-                            failures,
-                            slow: 0,
-                        };
-                        let trigger = if next.state() == State::Open {
-                            Trigger::ProbeFailed
-                        } else {
-                            Trigger::ProbesPassed
-                        };
-                        self.left_half_open(next, probes, permit.site, trigger);
-                    }
-                    return;
-                }
-                Err(seen) => word = seen,
-            }
+            let trigger = if next.state() == State::Open {
+                Trigger::ProbeFailed
+            } else {
+                Trigger::ProbesPassed
+            };
+            self.left_half_open(next, probes, permit.site, trigger);
         }
     }
 
     pub(super) fn report_phase(
         &self,
         permit: Ticket,
-        outcome: Outcome,
+        outcome: Verdict,
         phases: u32,
         min_passes: u32,
     ) {
         let word = self.load();
         if word.state() != State::HalfOpen
             || !word.same_epoch(permit.word)
-            || outcome == Outcome::Released
+            || outcome == Verdict::Released
         {
             return;
         }
-        let Some((calls, failures)) = self.count_in_phase(word, outcome == Outcome::Failure) else {
+        let Some((calls, failures)) = self.count_in_phase(word, outcome == Verdict::Failure) else {
             return;
         };
         if calls < min_passes {
