@@ -276,7 +276,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
     let err_error = at_output(quote!(#err(#error)));
     let outcome = match &args.fallback {
         None => {
-            let rejected = at_output(quote!(#err(#private::reject(#refused))));
+            let rejected = at_output(quote!(#err(#private::error_from_refusal(#refused))));
             // The result is taken apart and rebuilt rather than inspected and returned: on the
             // success path only the `Ok` value moves, never the whole `Result` (whose error type
             // may be large), which keeps the hot path free of memory-to-memory copies.
@@ -656,7 +656,7 @@ struct Attempt<'a> {
 /// match settled {
 ///     Settled::Done(result) => result,
 ///     Settled::Failed(error) => Err(error),                   // or fallback(…, Cause::Failed(error))
-///     Settled::Refused(refused) => Err(reject(refused)),      // or fallback(…, Cause::from_error(refused))
+///     Settled::Refused(refused) => Err(error_from_refusal(refused)),      // or fallback(…, Cause::from_error(refused))
 /// }
 /// ```
 ///
@@ -790,7 +790,7 @@ fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStrea
     let (on_failed, on_refused) = match &args.fallback {
         None => (
             at_output(quote!(#err(#error))),
-            at_output(quote!(#err(#private::reject(#refused)))),
+            at_output(quote!(#err(#private::error_from_refusal(#refused)))),
         ),
         Some(fallback) => (
             fallback_call(fallback, params, true, names, quote!(Failed(#error))),

@@ -5,12 +5,12 @@ use std::sync::LazyLock;
 
 pub use ::core;
 
+pub use crate::attempts::{Attempts, Settled, backoff_delay, run as run_attempts};
 pub use crate::breaker::{Breaker, Permit};
 pub use crate::declared::Declared;
 pub use crate::error::{Cause, Error, Key};
 pub use crate::policy::Policy;
 pub use crate::registry::Registry;
-pub use crate::retry::{Attempts, Settled, backoff_delay, run as run_attempts};
 pub use ::inventory;
 
 pub use crate::site::{DynSite, MethodName, Site};
@@ -115,7 +115,7 @@ impl<E: From<Error>> FromRejection for E {
 
 /// Converts a refusal into the function's error type.
 #[inline]
-pub fn reject<E: FromRejection>(error: Error) -> E {
+pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
     E::from_rejection(error)
 }
 

@@ -30,6 +30,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod attempts;
 mod breaker;
 pub mod clock;
 #[cfg(feature = "config")]
@@ -41,7 +42,6 @@ mod observe;
 mod policy;
 mod record;
 mod registry;
-mod retry;
 mod site;
 mod state;
 mod sync;
@@ -52,6 +52,7 @@ mod window;
 #[doc(hidden)]
 pub mod __private;
 
+pub use attempts::MAX_BACKOFF;
 pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
@@ -62,7 +63,6 @@ pub use policy::{
 };
 pub use record::OUTCOME_TARGET;
 pub use registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, Registry, SWEEP_STEP, registry};
-pub use retry::MAX_BACKOFF;
 pub use state::State;
 
 /// Routes every call of the annotated function through a circuit breaker.

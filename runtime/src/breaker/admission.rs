@@ -8,7 +8,7 @@ use crate::state::{self, Admission};
 impl Core {
     /// Counts a refusal.
     #[cold]
-    pub(super) fn reject(&self, reason: Reason, retry_after: u64) -> Refusal {
+    pub(super) fn count_refusal(&self, reason: Reason, retry_after: u64) -> Refusal {
         self.counters.rejected.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.meters.rejected();
@@ -28,7 +28,7 @@ impl Core {
             return Permit {
                 core: self,
                 word,
-                start: if crate::record::enabled() {
+                stamp: if crate::record::enabled() {
                     self.now().max(1)
                 } else {
                     0
@@ -49,7 +49,7 @@ impl Core {
                 return Permit {
                     core: self,
                     word: Word::refused(Reason::Open.code()),
-                    start: remaining,
+                    stamp: remaining,
                     site,
                 };
             }
@@ -60,10 +60,10 @@ impl Core {
     #[inline(never)]
     pub(super) fn enter_general(&self, site: FnName) -> Permit<'_> {
         match self.admit_general(site) {
-            Ok((word, start)) => Permit {
+            Ok((word, stamp)) => Permit {
                 core: self,
                 word,
-                start,
+                stamp,
                 site,
             },
             Err(refusal) => {
@@ -71,7 +71,7 @@ impl Core {
                 Permit {
                     core: self,
                     word: Word::refused(refusal.reason.code()),
-                    start: refusal.retry_after,
+                    stamp: refusal.retry_after,
                     site,
                 }
             }
@@ -103,7 +103,7 @@ impl Core {
             && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent
         {
             self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
-            return Err(self.reject(Reason::BulkheadFull, NO_WAIT));
+            return Err(self.count_refusal(Reason::BulkheadFull, NO_WAIT));
         }
         let word = self.load();
         let admitted = if word.admits() {
@@ -140,8 +140,12 @@ impl Core {
 
     /// A refusal, or in metrics-only mode an admission whose outcome is not recorded.
     #[cold]
-    pub(super) fn refuse(&self, reason: Reason, retry_after: u64) -> Result<Word, Refusal> {
-        let refusal = self.reject(reason, retry_after);
+    pub(super) fn refuse_or_shadow(
+        &self,
+        reason: Reason,
+        retry_after: u64,
+    ) -> Result<Word, Refusal> {
+        let refusal = self.count_refusal(reason, retry_after);
         if self.metrics_only.load(Ordering::Acquire) {
             Ok(Word::SHADOW)
         } else {
@@ -184,13 +188,13 @@ impl Core {
                 Ok(next)
             }
             Err((word, Admission::Admit)) => Ok(word),
-            Err((_, Admission::Refuse(reason, wait))) => self.refuse(reason, wait),
+            Err((_, Admission::Refuse(reason, wait))) => self.refuse_or_shadow(reason, wait),
             Err((word, Admission::Share(phases))) => {
                 let seq = self.phase_seq.fetch_add(1, Ordering::AcqRel);
                 if word.in_share(seq, phases) {
                     Ok(word)
                 } else {
-                    self.refuse(Reason::Recovering, NO_WAIT)
+                    self.refuse_or_shadow(Reason::Recovering, NO_WAIT)
                 }
             }
         }

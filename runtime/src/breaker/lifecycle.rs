@@ -14,7 +14,7 @@ impl Core {
             hooks,
             state: AtomicU64::new(Word::INITIAL.0),
             time: TimeStamp::new(),
-            window: Padded(Window::new(&policy)),
+            window: Padded(Outcomes::new(&policy)),
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),
             phase: AtomicU64::new(0),

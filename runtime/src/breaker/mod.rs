@@ -17,7 +17,7 @@ use crate::observe::{Hooks, Trigger};
 use crate::policy::{Policy, Recovery};
 pub(crate) use crate::state::Verdict;
 use crate::state::{NO_WAIT, State, Step, TimeStamp, Word};
-use crate::window::{Counts, Sample, Window};
+use crate::window::{Counts, Outcomes, Sample};
 
 mod admission;
 mod controls;
@@ -71,7 +71,7 @@ impl SharedCount {
 /// The annotated function's path, as a thin pointer (keeps permits small).
 pub(crate) type FnName = &'static &'static str;
 
-/// Bit 63 of a ticket's `start`: the call holds a bulkhead slot (times stay far below it).
+/// Bit 63 of a permit's `stamp`: the call holds a bulkhead slot (times stay far below it).
 pub(super) const BULKHEAD_BIT: u64 = 1 << 63;
 
 /// The shared body of a breaker.
@@ -84,7 +84,7 @@ pub(crate) struct Core {
     /// The full-width time of `state`'s open deadline or half-open arming (written on transitions).
     time: TimeStamp,
     /// Written by every recorded call: kept off the cache line of `state`, which every call reads.
-    window: Padded<Window>,
+    window: Padded<Outcomes>,
     /// Counted failures in a row (only kept when `consecutive` is set).
     run: AtomicU32,
     /// Failed recoveries in a row: the exponent of `open_backoff`.
@@ -94,7 +94,8 @@ pub(crate) struct Core {
     phase: AtomicU64,
     /// Progressive recovery: admissions asked for in the current phase (phase k admits k in n).
     phase_seq: AtomicU64,
-    /// Calls in flight (only kept when `max_concurrent` is set).
+    /// Metrics-only mode: calls it would refuse are admitted (and counted in `rejected`), and
+    /// their outcomes are not recorded.
     metrics_only: AtomicBool,
     /// Counters written by refused calls and by bulkhead calls, on their own cache line.
     counters: Padded<Counters>,
@@ -319,7 +320,7 @@ impl Breaker {
         let owned = OwnedPermit {
             core: core.clone(),
             word: permit.word,
-            start: permit.start,
+            stamp: permit.stamp,
             site,
         };
         // The owned permit now carries the report; the borrowed one must not.

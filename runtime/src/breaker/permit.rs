@@ -14,9 +14,12 @@ pub struct Permit<'a> {
     pub(super) core: &'a Core,
     /// The state word it was admitted under; inert once settled (or when refused).
     pub(super) word: Word,
-    /// Admission time when calls are timed, and [`BULKHEAD_BIT`] when the call holds a slot; for a
-    /// refused permit, the wait before the next probe in nanoseconds (`u64::MAX`: none).
-    pub(super) start: u64,
+    /// One word read two ways (kept as one so a permit stays three words). Admitted: the admission
+    /// time in nanoseconds when calls are timed or outcome events are wanted (0 otherwise), with
+    /// [`BULKHEAD_BIT`] set when the call holds a bulkhead slot; read it through
+    /// [`Ticket::admitted_at`] and [`Ticket::holds_slot`]. Refused: the wait before the next probe
+    /// in nanoseconds ([`NO_WAIT`]: none), read by [`refusal_error`].
+    pub(super) stamp: u64,
     pub(super) site: FnName,
 }
 
@@ -68,7 +71,7 @@ impl Permit<'_> {
     pub(super) fn ticket(&self) -> Ticket {
         Ticket {
             word: self.word,
-            start: self.start,
+            stamp: self.stamp,
             site: self.site,
         }
     }
@@ -107,7 +110,7 @@ impl Permit<'_> {
 
     #[inline(always)]
     pub(super) fn refusal_error(&self, code: u64) -> Error {
-        refusal_error(&self.core.key, code, self.start)
+        refusal_error(&self.core.key, code, self.stamp)
     }
 
     #[inline(always)]
@@ -148,7 +151,7 @@ impl Permit<'_> {
 pub struct OwnedPermit {
     pub(super) core: Arc<Core>,
     pub(super) word: Word,
-    pub(super) start: u64,
+    pub(super) stamp: u64,
     pub(super) site: FnName,
 }
 
@@ -188,7 +191,7 @@ impl OwnedPermit {
     pub(crate) fn refusal(&self) -> Option<Error> {
         match self.word.refusal() {
             0 => None,
-            code => Some(refusal_error(&self.core.key, code, self.start)),
+            code => Some(refusal_error(&self.core.key, code, self.stamp)),
         }
     }
 
@@ -204,7 +207,7 @@ impl OwnedPermit {
         if !self.word.inert() {
             let ticket = Ticket {
                 word: self.word,
-                start: self.start,
+                stamp: self.stamp,
                 site: self.site,
             };
             // Settled before the report runs, so nothing unwinding out of it releases twice.
@@ -232,13 +235,13 @@ impl fmt::Debug for OwnedPermit {
     }
 }
 
-/// The error of a permit refused with `code` (see [`Word::refused`]); `start` is the wait before
+/// The error of a permit refused with `code` (see [`Word::refused`]); `stamp` is the wait before
 /// the next probe in nanoseconds, or [`NO_WAIT`].
 #[inline(always)]
-pub(super) fn refusal_error(key: &Key, code: u64, start: u64) -> Error {
+pub(super) fn refusal_error(key: &Key, code: u64, stamp: u64) -> Error {
     // Only `Word::refused(reason.code())` makes a refused word, so the fallback never runs.
     let reason = Reason::from_code(code).unwrap_or(Reason::TimedOut);
-    let retry_after = (start != NO_WAIT).then(|| Duration::from_nanos(start));
+    let retry_after = (stamp != NO_WAIT).then(|| Duration::from_nanos(stamp));
     Error::new(key.clone(), reason, retry_after)
 }
 
@@ -264,8 +267,23 @@ impl fmt::Debug for Permit<'_> {
 #[derive(Clone, Copy)]
 pub(super) struct Ticket {
     pub(super) word: Word,
-    pub(super) start: u64,
+    /// The permit's `stamp` (see [`Permit`]): admission time and bulkhead bit.
+    pub(super) stamp: u64,
     pub(super) site: FnName,
+}
+
+impl Ticket {
+    /// When the call was admitted, in nanoseconds of the breaker's clock (0: not timed).
+    #[inline(always)]
+    pub(super) fn admitted_at(self) -> u64 {
+        self.stamp & !BULKHEAD_BIT
+    }
+
+    /// True when the call holds a bulkhead slot, to give back when it reports.
+    #[inline(always)]
+    pub(super) fn holds_slot(self) -> bool {
+        self.stamp & BULKHEAD_BIT != 0
+    }
 }
 
 /// Why admission failed (turned into an [`Error`] only when someone asks).

@@ -5,11 +5,11 @@ use super::*;
 use crate::state;
 
 impl Core {
-    /// Emits the outcome event of a reported call admitted at `permit.start` (see [`Core::enter`]).
+    /// Emits the outcome event of a reported call admitted at [`Ticket::admitted_at`] (see [`Core::enter`]).
     #[cold]
     pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
         let now = self.now();
-        let latency = now.saturating_sub(permit.start & !BULKHEAD_BIT);
+        let latency = now.saturating_sub(permit.admitted_at());
         let outcome = match outcome {
             Verdict::Success => crate::record::Recorded::Success,
             Verdict::Failure => crate::record::Recorded::Failure,
@@ -61,7 +61,8 @@ impl Core {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
         // bulkhead.
         if self.plain && outcome == Verdict::Success && permit.word.records() {
-            if permit.start != 0 {
+            // A plain circuit has no bulkhead, so the stamp is the admission time alone.
+            if permit.stamp != 0 {
                 // Admitted while outcome events were wanted (see `Core::enter`).
                 self.record_outcome(permit, outcome);
             }
@@ -87,12 +88,12 @@ impl Core {
         let recorded = if self.timed() {
             crate::record::enabled()
         } else {
-            permit.start & !BULKHEAD_BIT != 0
+            permit.admitted_at() != 0
         };
         if recorded {
             self.record_outcome(permit, outcome);
         }
-        if permit.start & BULKHEAD_BIT != 0 {
+        if permit.holds_slot() {
             self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
         if let Some(next) = self.successor.get() {
@@ -103,7 +104,7 @@ impl Core {
                 newest = later;
             }
             let ticket = Ticket {
-                start: permit.start & !BULKHEAD_BIT,
+                stamp: permit.admitted_at(),
                 ..permit
             };
             return newest.finish_general(ticket, outcome);
@@ -129,8 +130,8 @@ impl Core {
         } else {
             0
         };
-        let slow = self.timed()
-            && now.saturating_sub(permit.start & !BULKHEAD_BIT) >= self.policy.slow_nanos;
+        let slow =
+            self.timed() && now.saturating_sub(permit.admitted_at()) >= self.policy.slow_nanos;
         let failure = outcome == Verdict::Failure;
         let consecutive = self.policy.consecutive;
         if !failure && !slow {
