@@ -283,13 +283,13 @@ fn expand(args: Args, function: Function) -> TokenStream {
             let report_error = match classify(args.failure.as_ref(), &names, true) {
                 Some(counts) => quote! {
                     #err_error => {
-                        if #counts { #permit.failed() } else { #permit.ignored() }
+                        if #counts { #private::permit_failed(&mut #permit) } else { #private::permit_ignored(&mut #permit) }
                         #err_error
                     }
                 },
                 None => quote! {
                     #err_error => {
-                        #permit.failed();
+                        #private::permit_failed(&mut #permit);
                         #err_error
                     }
                 },
@@ -297,12 +297,12 @@ fn expand(args: Args, function: Function) -> TokenStream {
             quote! {
                 // A refusal returns at once; its temporaries end here, so an admitted call's
                 // future holds nothing of it across the body's `.await`.
-                if let ::core::option::Option::Some(#refused) = #permit.refusal() {
+                if let ::core::option::Option::Some(#refused) = #private::permit_refusal(&#permit) {
                     return #rejected;
                 }
                 match #run {
                     #ok_value => {
-                        #permit.succeeded();
+                        #private::permit_succeeded(&mut #permit);
                         #ok_value
                     }
                     #report_error
@@ -322,28 +322,28 @@ fn expand(args: Args, function: Function) -> TokenStream {
             let report_error = match classify(args.failure.as_ref(), &names, true) {
                 Some(counts) => quote! {
                     #err_error if #counts => {
-                        #permit.failed();
+                        #private::permit_failed(&mut #permit);
                         #on_failure
                     }
                     #err_error => {
-                        #permit.ignored();
+                        #private::permit_ignored(&mut #permit);
                         #err_error
                     }
                 },
                 None => quote! {
                     #err_error => {
-                        #permit.failed();
+                        #private::permit_failed(&mut #permit);
                         #on_failure
                     }
                 },
             };
             quote! {
-                if let ::core::option::Option::Some(#refused) = #permit.refusal() {
+                if let ::core::option::Option::Some(#refused) = #private::permit_refusal(&#permit) {
                     return #on_refused;
                 }
                 match #run {
                     #ok_value => {
-                        #permit.succeeded();
+                        #private::permit_succeeded(&mut #permit);
                         #ok_value
                     }
                     #report_error

@@ -15,6 +15,30 @@ pub use ::inventory;
 
 pub use crate::site::{DynSite, MethodName, Site};
 
+/// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`]).
+#[inline(always)]
+pub fn permit_succeeded(permit: &mut Permit<'_>) {
+    permit.succeeded();
+}
+
+/// Reports the call `permit` admitted as a counted failure.
+#[inline]
+pub fn permit_failed(permit: &mut Permit<'_>) {
+    permit.failed();
+}
+
+/// Reports the call `permit` admitted as neither success nor failure (a business error).
+#[inline]
+pub fn permit_ignored(permit: &mut Permit<'_>) {
+    permit.ignored();
+}
+
+/// The error of a refused permit (`None` when it was admitted).
+#[inline(always)]
+pub fn permit_refusal(permit: &Permit<'_>) -> Option<Error> {
+    permit.refusal()
+}
+
 /// The global registry.
 #[inline]
 pub fn global() -> &'static Registry {
@@ -184,6 +208,7 @@ impl<R, F: Future> AsyncFallback<R> for F {}
 /// What the fallback of an `async fn` returned, to be awaited through
 /// [`AwaitFallback::fallback_future`]: a future is awaited as is; anything else (a sync
 /// fallback) is one error, from [`AsyncFallback`], and never a second one at the `.await`.
+#[derive(Debug)]
 pub struct FallbackReturn<R, T>(T, core::marker::PhantomData<fn() -> R>);
 
 impl<R, T> FallbackReturn<R, T> {

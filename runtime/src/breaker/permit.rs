@@ -45,23 +45,20 @@ impl Permit<'_> {
     /// [`success`](Permit::success) in place: the attribute's expansion reports through these, so
     /// the permit is never moved (a move of a value just written costs a store-forwarding stall).
     /// Reporting twice is harmless: the second report does nothing.
-    #[doc(hidden)]
     #[inline(always)]
-    pub fn succeeded(&mut self) {
+    pub(crate) fn succeeded(&mut self) {
         self.settle(Verdict::Success);
     }
 
     /// [`failure`](Permit::failure) in place (see [`succeeded`](Permit::succeeded)).
-    #[doc(hidden)]
     #[inline]
-    pub fn failed(&mut self) {
+    pub(crate) fn failed(&mut self) {
         self.settle(Verdict::Failure);
     }
 
     /// [`ignore`](Permit::ignore) in place (see [`succeeded`](Permit::succeeded)).
-    #[doc(hidden)]
     #[inline]
-    pub fn ignored(&mut self) {
+    pub(crate) fn ignored(&mut self) {
         self.settle(Verdict::Released);
     }
 
@@ -99,9 +96,8 @@ impl Permit<'_> {
     /// Why the call was refused, when it was. Permits handed out by
     /// [`Breaker::try_acquire`] are never refused; the attribute's expansion asks this instead of
     /// matching a `Result`, which keeps the admitted path free of moves.
-    #[doc(hidden)]
     #[inline(always)]
-    pub fn refusal(&self) -> Option<Error> {
+    pub(crate) fn refusal(&self) -> Option<Error> {
         match self.word.refusal() {
             0 => None,
             code => Some(self.refusal_error(code)),
