@@ -1,6 +1,8 @@
-//! Shared test fixtures: an error type with infrastructure and business variants, and a helper
-//! that declares a registry driven by its own fake clock.
+//! Shared test fixtures: an error type with infrastructure and business variants, a helper that
+//! declares a registry driven by its own fake clock, and an event capture layer ([`capture`]).
 #![allow(dead_code)]
+
+pub mod capture;
 
 /// An error type shaped like a real client's: infrastructure failures and business errors.
 #[derive(Debug, Clone, PartialEq)]
