@@ -411,6 +411,10 @@ impl Policy {
     }
 
     /// Checks every field; the first invalid one is reported with its allowed range.
+    ///
+    /// # Errors
+    ///
+    /// The first invalid field, as a [`PolicyError`] naming it and its allowed range.
     pub fn validate(&self) -> Result<(), PolicyError> {
         let range =
             |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));

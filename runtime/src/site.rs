@@ -13,6 +13,7 @@ use crate::registry::Registry;
 ///
 /// Lives in a `static` inside the generated function body, so after the first call admission is
 /// one atomic load of the cached breaker: no hashing, no lock.
+#[derive(Debug)]
 pub struct Site {
     key: &'static str,
     function: &'static str,
@@ -62,6 +63,10 @@ impl Site {
     }
 
     /// Asks this site's breaker in `registry` for admission; a refusal is an [`Error`].
+    ///
+    /// # Errors
+    ///
+    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
     #[inline]
     pub fn acquire(&'static self, registry: &'static Registry) -> Result<Permit<'static>, Error> {
         self.acquire_as(registry, &self.function)
@@ -79,6 +84,10 @@ impl Site {
     }
 
     /// [`Site::acquire`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    ///
+    /// # Errors
+    ///
+    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
     #[inline]
     pub fn acquire_as(
         &'static self,
@@ -100,6 +109,7 @@ impl Site {
 
 /// A call site with a dynamic key (`key = expr`): its policy and name; the breaker is looked up per
 /// call, without a lock, in the registry's concurrent map.
+#[derive(Debug)]
 pub struct DynSite {
     function: &'static str,
     policy: Policy,
@@ -124,6 +134,10 @@ impl DynSite {
     }
 
     /// Asks `breaker` for admission; a refusal is an [`Error`].
+    ///
+    /// # Errors
+    ///
+    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
     #[inline]
     pub fn acquire<'b>(&'static self, breaker: &'b Breaker) -> Result<Permit<'b>, Error> {
         breaker.core.current().acquire(&self.function)
@@ -140,6 +154,10 @@ impl DynSite {
     }
 
     /// [`DynSite::acquire`] for a method, whose events carry `name` (from [`MethodName::get`]).
+    ///
+    /// # Errors
+    ///
+    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
     #[inline]
     pub fn acquire_as<'b>(
         &'static self,
@@ -152,6 +170,7 @@ impl DynSite {
 
 /// The name events give an annotated method: `path::to::Type::method`, built on the first call
 /// from `core::any::type_name::<Self>()` (a `static` cannot name `Self`), then kept.
+#[derive(Debug)]
 pub struct MethodName {
     method: &'static str,
     full: OnceLock<&'static str>,

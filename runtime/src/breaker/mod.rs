@@ -252,6 +252,11 @@ pub struct Breaker {
 
 impl Breaker {
     /// Asks for admission; report the outcome on the returned permit.
+    ///
+    /// # Errors
+    ///
+    /// The refusal, an [`Error`] with its [`Reason`](crate::Reason), when the circuit or the bulkhead
+    /// refuses the call.
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Error> {
         self.core.current().acquire(&"")
@@ -261,6 +266,11 @@ impl Breaker {
     ///
     /// Returns `Err(refusal)` without calling `f` when the circuit refuses the call, and
     /// `Ok(f's result)` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call (`f` is
+    /// not called then).
     pub fn call<T, E>(
         &self,
         f: impl FnOnce() -> Result<T, E>,
@@ -274,6 +284,11 @@ impl Breaker {
 
     /// Awaits `fut` through the breaker; `is_failure` says which errors count. Cancelling the
     /// returned future gives the permit back without counting anything.
+    ///
+    /// # Errors
+    ///
+    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call (`fut` is
+    /// not polled then).
     pub async fn call_async<T, E>(
         &self,
         fut: impl Future<Output = Result<T, E>>,
@@ -296,6 +311,10 @@ impl Breaker {
     /// task.join().unwrap();
     /// assert_eq!(breaker.snapshot().calls, 1);
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Breaker::try_acquire).
     #[inline]
     pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Error> {
         self.acquire_owned(&"")
