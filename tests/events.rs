@@ -247,21 +247,21 @@ fn functions_of(run: impl FnOnce()) -> Vec<String> {
 mod clients {
     use super::{ApiError, REGISTRY, circuit_breaker};
 
-    pub struct HostClient<T>(pub T);
+    pub(crate) struct HostClient<T>(pub T);
 
     impl<T> HostClient<T> {
         #[circuit_breaker(key = "events-inherent", registry = REGISTRY, consecutive = 1, failure = [Timeout])]
-        pub fn authorize(&self, fail: bool) -> Result<(), ApiError> {
+        pub(crate) fn authorize(&self, fail: bool) -> Result<(), ApiError> {
             if fail { Err(ApiError::Timeout) } else { Ok(()) }
         }
 
         #[circuit_breaker(key = "events-timeout", registry = REGISTRY, consecutive = 1, timeout = "5s", failure = [Timeout])]
-        pub async fn capture(&self, fail: bool) -> Result<(), ApiError> {
+        pub(crate) async fn capture(&self, fail: bool) -> Result<(), ApiError> {
             if fail { Err(ApiError::Timeout) } else { Ok(()) }
         }
     }
 
-    pub trait Backend {
+    pub(crate) trait Backend {
         fn call(&self, host: &str, fail: bool) -> Result<(), ApiError>;
     }
 

@@ -415,6 +415,7 @@ impl Policy {
     /// # Errors
     ///
     /// The first invalid field, as a [`PolicyError`] naming it and its allowed range.
+    #[allow(clippy::too_many_lines)] // one check per field, in field order; not on a call path
     pub fn validate(&self) -> Result<(), PolicyError> {
         let range =
             |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));

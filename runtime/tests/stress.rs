@@ -58,6 +58,7 @@ fn load(a: &AtomicU64) -> u64 {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one stress scenario, phase after phase; a test, not a call path
 fn many_tasks_through_trips_and_recoveries() {
     let started = Instant::now();
     let clock = FakeClock::new();

@@ -9,7 +9,7 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 
 /// One captured event.
 #[derive(Debug, Clone)]
-pub struct Captured {
+pub(crate) struct Captured {
     pub level: tracing::Level,
     pub target: String,
     /// Every field by name, `message` included, formatted with `Debug` (strings as written).
@@ -18,14 +18,14 @@ pub struct Captured {
 
 impl Captured {
     /// The event's message (empty when it has none).
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         self.fields.get("message").map_or("", String::as_str)
     }
 }
 
 /// The capturing layer; clones share the captured events.
 #[derive(Clone, Default)]
-pub struct Capture(pub Arc<Mutex<Vec<Captured>>>);
+pub(crate) struct Capture(pub Arc<Mutex<Vec<Captured>>>);
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
@@ -52,7 +52,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
 }
 
 /// Runs `f` with a capturing subscriber on this thread; returns the captured events.
-pub fn capture(f: impl FnOnce()) -> Vec<Captured> {
+pub(crate) fn capture(f: impl FnOnce()) -> Vec<Captured> {
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
     tracing::subscriber::with_default(subscriber, f);
@@ -60,6 +60,6 @@ pub fn capture(f: impl FnOnce()) -> Vec<Captured> {
 }
 
 /// The events whose message is `name`.
-pub fn named<'a>(events: &'a [Captured], name: &str) -> Vec<&'a Captured> {
+pub(crate) fn named<'a>(events: &'a [Captured], name: &str) -> Vec<&'a Captured> {
     events.iter().filter(|e| e.message() == name).collect()
 }

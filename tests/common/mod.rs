@@ -2,11 +2,11 @@
 //! declares a registry driven by its own fake clock, and an event capture layer ([`capture`]).
 #![allow(dead_code)]
 
-pub mod capture;
+pub(crate) mod capture;
 
 /// An error type shaped like a real client's: infrastructure failures and business errors.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     Timeout,
     Connect(u16),
     Unavailable { retry_in: u32 },
@@ -21,7 +21,7 @@ impl From<fusebox::Error> for ApiError {
 }
 
 impl ApiError {
-    pub fn refusal(&self) -> Option<&fusebox::Error> {
+    pub(crate) fn refusal(&self) -> Option<&fusebox::Error> {
         match self {
             ApiError::Refused(e) => Some(e),
             _ => None,
