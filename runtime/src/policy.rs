@@ -1,4 +1,7 @@
 //! Trip and recovery rules: the [`Policy`] of a breaker, built in `const` context and validated.
+//!
+//! One concept, kept in one file though it passes 600 lines: the policy, its limits, its validation
+//! and its patch are one table of knobs, and a knob added in one place must be added in all.
 
 use std::fmt;
 use std::time::Duration;

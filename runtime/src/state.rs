@@ -20,6 +20,9 @@
 //! instant between a transition and its stamp does a reader rebuild the time from the field, as the
 //! time nearest to `now`: exact there, since the field was just set from `now` (policies cap waits at
 //! one day).
+//!
+//! One concept, kept in one file though it passes 600 lines: the word's layout and every decision
+//! made on it, with the unit tests that call those decisions directly.
 
 use std::time::Duration;
 

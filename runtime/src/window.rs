@@ -20,6 +20,9 @@
 //! and the other writers of that slice wait for the clear (a few nanoseconds), so no outcome of the
 //! new slice is wiped. A writer whose clock reading is behind the bucket's slice (it read the time,
 //! then was preempted past the boundary) counts its outcome in the newer slice.
+//!
+//! One concept, kept in one file though it passes 600 lines: the two window shapes share one
+//! interface (`Outcomes`) and the copy between them on reload.
 
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
