@@ -12,19 +12,19 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// How long the struggling backend takes before the client gives up on a call.
-pub const TIMEOUT: Duration = Duration::from_millis(25);
+pub(crate) const TIMEOUT: Duration = Duration::from_millis(25);
 /// Requests sent by the checkout.
-pub const REQUESTS: u32 = 20;
+pub(crate) const REQUESTS: u32 = 20;
 /// Attempts per request (the first try and two retries).
-pub const ATTEMPTS: u32 = 3;
+pub(crate) const ATTEMPTS: u32 = 3;
 
 /// The client's error type.
 #[derive(Debug)]
-pub enum BackendError {
+pub(crate) enum BackendError {
     /// The call did not answer within [`TIMEOUT`]: an infrastructure failure.
     Timeout,
     /// The breaker refused the call without calling the backend.
-    Refused(fusebox::Error),
+    Refused(#[allow(dead_code)] /* shown through `Debug` */ fusebox::Error),
 }
 
 impl From<fusebox::Error> for BackendError {
@@ -65,7 +65,7 @@ async fn retry_alone() -> Result<u32, BackendError> {
 
 /// What one scenario cost.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Report {
+pub(crate) struct Report {
     /// Calls that reached the backend.
     pub backend_calls: u32,
     /// Requests that succeeded.
@@ -80,7 +80,7 @@ pub struct Report {
 
 /// Sends the requests one after the other, each tried up to [`ATTEMPTS`] times: by a hand-written
 /// retry loop around the bare backend, or by `retry = 3` on the breaker's attribute.
-pub async fn run(with_breaker: bool) -> Report {
+pub(crate) async fn run(with_breaker: bool) -> Report {
     if let Some(breaker) = fusebox::registry().get("backend") {
         breaker.reset();
     }
@@ -109,7 +109,7 @@ pub async fn run(with_breaker: bool) -> Report {
 }
 
 /// Renders both reports as a table.
-pub fn table(retry: &Report, breaker: &Report) -> String {
+pub(crate) fn table(retry: &Report, breaker: &Report) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "{REQUESTS} requests, up to {ATTEMPTS} attempts each, backend timing out after {TIMEOUT:?} on every call\n\n"

@@ -2,48 +2,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::ApiError;
+use common::capture::{Captured, capture, named};
 use fusebox::circuit_breaker;
-use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::{Context, SubscriberExt};
-
-#[derive(Debug, Clone)]
-struct Captured {
-    level: tracing::Level,
-    target: String,
-    fields: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<Captured>>>);
-
-struct Fields<'a>(&'a mut BTreeMap<String, String>);
-
-impl Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0
-            .insert(field.name().to_string(), format!("{value:?}"));
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_string(), value.to_string());
-    }
-}
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
-    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
-        let mut fields = BTreeMap::new();
-        event.record(&mut Fields(&mut fields));
-        self.0.lock().unwrap().push(Captured {
-            level: *event.metadata().level(),
-            target: event.metadata().target().to_string(),
-            fields,
-        });
-    }
-}
 
 fake_registry!(CLOCK, REGISTRY);
 
@@ -54,9 +17,7 @@ fn backend(fail: bool) -> Result<(), ApiError> {
 
 #[test]
 fn every_transition_emits_an_event_with_key_states_rate_calls_and_function() {
-    let capture = Capture::default();
-    let subscriber = tracing_subscriber::registry().with(capture.clone());
-    tracing::subscriber::with_default(subscriber, || {
+    let all = capture(|| {
         backend(false).unwrap();
         for _ in 0..3 {
             let _ = backend(true);
@@ -64,7 +25,6 @@ fn every_transition_emits_an_event_with_key_states_rate_calls_and_function() {
         CLOCK.advance(Duration::from_secs(2));
         backend(false).unwrap();
     });
-    let all = capture.0.lock().unwrap().clone();
     // Per-call outcome events (target `fusebox::outcome`) are covered below.
     let events: Vec<Captured> = all.into_iter().filter(|e| e.target == "fusebox").collect();
     let names: Vec<&str> = events
@@ -99,21 +59,6 @@ fn every_transition_emits_an_event_with_key_states_rate_calls_and_function() {
         ),
         ("half_open", "closed")
     );
-}
-
-/// Runs `f` with a capturing subscriber on this thread; returns the captured events.
-fn capture(f: impl FnOnce()) -> Vec<Captured> {
-    let capture = Capture::default();
-    let subscriber = tracing_subscriber::registry().with(capture.clone());
-    tracing::subscriber::with_default(subscriber, f);
-    capture.0.lock().unwrap().clone()
-}
-
-fn named<'a>(events: &'a [Captured], name: &str) -> Vec<&'a Captured> {
-    events
-        .iter()
-        .filter(|e| e.fields.get("message").map(String::as_str) == Some(name))
-        .collect()
 }
 
 #[test]
@@ -292,11 +237,7 @@ fn a_panicking_hook_is_reported_as_an_error_naming_key_and_transition() {
 
 /// The `function` field of every event emitted while `run` runs.
 fn functions_of(run: impl FnOnce()) -> Vec<String> {
-    let capture = Capture::default();
-    let subscriber = tracing_subscriber::registry().with(capture.clone());
-    tracing::subscriber::with_default(subscriber, run);
-    let events = capture.0.lock().unwrap().clone();
-    events
+    capture(run)
         .iter()
         .filter(|event| event.target == "fusebox")
         .map(|event| event.fields["function"].clone())
@@ -306,21 +247,21 @@ fn functions_of(run: impl FnOnce()) -> Vec<String> {
 mod clients {
     use super::{ApiError, REGISTRY, circuit_breaker};
 
-    pub struct HostClient<T>(pub T);
+    pub(crate) struct HostClient<T>(pub T);
 
     impl<T> HostClient<T> {
         #[circuit_breaker(key = "events-inherent", registry = REGISTRY, consecutive = 1, failure = [Timeout])]
-        pub fn authorize(&self, fail: bool) -> Result<(), ApiError> {
+        pub(crate) fn authorize(&self, fail: bool) -> Result<(), ApiError> {
             if fail { Err(ApiError::Timeout) } else { Ok(()) }
         }
 
         #[circuit_breaker(key = "events-timeout", registry = REGISTRY, consecutive = 1, timeout = "5s", failure = [Timeout])]
-        pub async fn capture(&self, fail: bool) -> Result<(), ApiError> {
+        pub(crate) async fn capture(&self, fail: bool) -> Result<(), ApiError> {
             if fail { Err(ApiError::Timeout) } else { Ok(()) }
         }
     }
 
-    pub trait Backend {
+    pub(crate) trait Backend {
         fn call(&self, host: &str, fail: bool) -> Result<(), ApiError>;
     }
 

@@ -216,45 +216,21 @@ fn the_snapshot_lists_every_declared_breaker_before_its_first_call() {
     let _ = listed(false);
 }
 
-/// Captures the messages of every `tracing` event at WARN or above.
-#[derive(Clone, Default)]
-struct Warnings(Arc<Mutex<Vec<String>>>);
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
-    fn on_event(
-        &self,
-        event: &tracing::Event<'_>,
-        _ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        struct Message<'a>(&'a mut String);
-        impl tracing::field::Visit for Message<'_> {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" {
-                    *self.0 = format!("{value:?}");
-                }
-            }
-        }
-        if *event.metadata().level() <= tracing::Level::WARN {
-            let mut message = String::new();
-            event.record(&mut Message(&mut message));
-            self.0.lock().unwrap().push(message);
-        }
-    }
-}
-
 #[test]
 fn identical_declarations_after_an_override_do_not_warn() {
-    use tracing_subscriber::layer::SubscriberExt;
-    let warnings = Warnings::default();
-    let subscriber = tracing_subscriber::registry().with(warnings.clone());
-    tracing::subscriber::with_default(subscriber, || {
+    let events = common::capture::capture(|| {
         LISTED
             .load_toml("[breakers.twin]\nfailure_rate = 25\n")
             .unwrap();
         twin_a(false).unwrap();
         twin_b(false).unwrap();
     });
-    assert_eq!(*warnings.0.lock().unwrap(), Vec::<String>::new());
+    let warnings: Vec<&str> = events
+        .iter()
+        .filter(|e| e.level <= tracing::Level::WARN)
+        .map(common::capture::Captured::message)
+        .collect();
+    assert_eq!(warnings, Vec::<&str>::new());
     assert_eq!(
         LISTED.get("twin").unwrap().policy().get_failure_rate(),
         Some(25)

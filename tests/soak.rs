@@ -193,6 +193,7 @@ fn soak_with_reloads() {
     run("soak-reloads", RELOADS);
 }
 
+#[allow(clippy::too_many_lines)] // one soak scenario, phase after phase; a test, not a call path
 fn run(key: &'static str, reloads: bool) {
     setup();
     let secs = std::env::var("FUSEBOX_SOAK_SECS")

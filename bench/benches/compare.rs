@@ -60,7 +60,7 @@ mod fb {
     /// The error type of the annotated functions: the inner `u64` error, or a refused call
     /// (`#[circuit_breaker]` without a fallback needs `From<fusebox::Error>`).
     #[derive(Debug)]
-    pub enum BenchError {
+    pub(crate) enum BenchError {
         /// The inner work failed.
         Inner(u64),
         /// The breaker refused the call.
@@ -83,7 +83,7 @@ mod fb {
     }
 
     /// The policy the attributes below spell out, for the manual API.
-    pub const POLICY: Policy = Policy::new()
+    pub(crate) const POLICY: Policy = Policy::new()
         .window(100)
         .failure_rate(50)
         .open_for(super::OPEN_WAIT);
@@ -101,12 +101,12 @@ mod fb {
     }
 
     /// The same body as the annotated async functions, without the attribute.
-    pub async fn bare_async(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) async fn bare_async(fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
     }
 
     /// The same body as the annotated sync functions, without the attribute.
-    pub fn bare_sync(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) fn bare_sync(fail: bool) -> Result<u64, BenchError> {
         work_sync(fail).map_err(BenchError::Inner)
     }
 
@@ -117,7 +117,7 @@ mod fb {
         failure_rate = 50,
         open_for = "1h"
     )]
-    pub async fn closed_async(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) async fn closed_async(fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
     }
 
@@ -128,7 +128,7 @@ mod fb {
         failure_rate = 50,
         open_for = "1h"
     )]
-    pub fn closed_sync(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) fn closed_sync(fail: bool) -> Result<u64, BenchError> {
         work_sync(fail).map_err(BenchError::Inner)
     }
 
@@ -139,7 +139,7 @@ mod fb {
         failure_rate = 50,
         open_for = "1h"
     )]
-    pub async fn open_async(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) async fn open_async(fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
     }
 
@@ -150,29 +150,32 @@ mod fb {
         failure_rate = 50,
         open_for = "1h"
     )]
-    pub fn open_sync(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) fn open_sync(fail: bool) -> Result<u64, BenchError> {
         work_sync(fail).map_err(BenchError::Inner)
     }
 
     /// Opened with failures before it is measured; failed and refused calls go to [`zero_async`].
     #[fusebox::circuit_breaker(key = "bench-fallback-async", window = 100, failure_rate = 50, open_for = "1h", fallback = zero_async)]
-    pub async fn fallback_async(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) async fn fallback_async(fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
     }
 
     /// Opened with failures before it is measured; failed and refused calls go to [`zero_sync`].
     #[fusebox::circuit_breaker(key = "bench-fallback-sync", window = 100, failure_rate = 50, open_for = "1h", fallback = zero_sync)]
-    pub fn fallback_sync(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) fn fallback_sync(fail: bool) -> Result<u64, BenchError> {
         work_sync(fail).map_err(BenchError::Inner)
     }
 
     /// The fallback of [`fallback_async`].
-    pub async fn zero_async(_fail: bool, _cause: Cause<BenchError>) -> Result<u64, BenchError> {
+    pub(crate) async fn zero_async(
+        _fail: bool,
+        _cause: Cause<BenchError>,
+    ) -> Result<u64, BenchError> {
         Ok(0)
     }
 
     /// The fallback of [`fallback_sync`].
-    pub fn zero_sync(_fail: bool, _cause: Cause<BenchError>) -> Result<u64, BenchError> {
+    pub(crate) fn zero_sync(_fail: bool, _cause: Cause<BenchError>) -> Result<u64, BenchError> {
         Ok(0)
     }
 
@@ -184,7 +187,7 @@ mod fb {
         failure_rate = 50,
         open_for = "1h"
     )]
-    pub async fn closed_time_window(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) async fn closed_time_window(fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
     }
 
@@ -197,26 +200,27 @@ mod fb {
         slow_rate = 50,
         open_for = "1h"
     )]
-    pub async fn closed_slow(fail: bool) -> Result<u64, BenchError> {
+    pub(crate) async fn closed_slow(fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
     }
 
     /// The registry of the dynamic-key case, with room for every key.
-    pub static HOSTS: std::sync::LazyLock<fusebox::Registry> = std::sync::LazyLock::new(|| {
-        let registry = fusebox::Registry::new();
-        registry.set_max_keys(200_000);
-        registry
-    });
+    pub(crate) static HOSTS: std::sync::LazyLock<fusebox::Registry> =
+        std::sync::LazyLock::new(|| {
+            let registry = fusebox::Registry::new();
+            registry.set_max_keys(200_000);
+            registry
+        });
 
     /// One breaker per host, looked up per call.
     #[fusebox::circuit_breaker(key = host, registry = HOSTS, window = 100, failure_rate = 50, open_for = "1h")]
-    pub async fn per_host(host: &str, fail: bool) -> Result<u64, BenchError> {
+    pub(crate) async fn per_host(host: &str, fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
     }
 
     /// One call through the manual API, with the sync inner work.
     #[inline(always)]
-    pub fn manual(breaker: &Breaker) -> Result<u64, BenchError> {
+    pub(crate) fn manual(breaker: &Breaker) -> Result<u64, BenchError> {
         let permit = breaker.try_acquire()?;
         let result = super::sync_work();
         match result {
@@ -227,14 +231,14 @@ mod fb {
     }
 
     /// A manual-API breaker under `key`.
-    pub fn manual_breaker(key: &str) -> Breaker {
+    pub(crate) fn manual_breaker(key: &str) -> Breaker {
         fusebox::registry()
             .breaker(key, POLICY)
             .expect("valid policy")
     }
 
     /// Reports failures on a manual-API breaker until it opens.
-    pub fn open_manual(breaker: &Breaker) {
+    pub(crate) fn open_manual(breaker: &Breaker) {
         for _ in 0..1_000 {
             if breaker.state() == State::Open {
                 return;
@@ -248,7 +252,7 @@ mod fb {
     }
 
     /// The global registry's view of the breaker under `key` (found by scanning the snapshots).
-    pub fn snapshot(key: &str) -> Snapshot {
+    pub(crate) fn snapshot(key: &str) -> Snapshot {
         fusebox::registry()
             .snapshot()
             .into_iter()
@@ -260,7 +264,7 @@ mod fb {
 
     /// Calls `fail_once` (an annotated function called with `fail = true`) until the breaker
     /// under `key` is open, and checks that it runs the same policy as the manual API.
-    pub fn open_site(key: &str, mut fail_once: impl FnMut()) {
+    pub(crate) fn open_site(key: &str, mut fail_once: impl FnMut()) {
         for _ in 0..1_000 {
             fail_once();
             let snapshot = snapshot(key);
@@ -276,7 +280,7 @@ mod fb {
     }
 
     /// True for a call refused because the circuit is open.
-    pub fn refused<T>(r: &Result<T, BenchError>) -> bool {
+    pub(crate) fn refused<T>(r: &Result<T, BenchError>) -> bool {
         matches!(r, Err(BenchError::Refused(e)) if e.reason() == Reason::Open)
     }
 }
@@ -293,15 +297,15 @@ mod fs {
     use failsafe::{Config, StateMachine};
 
     /// A breaker that opens after 50 consecutive failures (50 % of a 100-call window).
-    pub type Consecutive = StateMachine<ConsecutiveFailures<Constant>, ()>;
+    pub(crate) type Consecutive = StateMachine<ConsecutiveFailures<Constant>, ()>;
     /// A breaker that opens below a 50 % success rate over at least 100 calls in a time window.
-    pub type TimeWindow = StateMachine<SuccessRateOverTimeWindow<Constant>, ()>;
+    pub(crate) type TimeWindow = StateMachine<SuccessRateOverTimeWindow<Constant>, ()>;
 
     /// failsafe's time window: its shortest (the policy truncates it to whole seconds).
-    pub const TIME_WINDOW: Duration = Duration::from_secs(1);
+    pub(crate) const TIME_WINDOW: Duration = Duration::from_secs(1);
 
     /// A closed consecutive-failures breaker.
-    pub fn consecutive() -> Consecutive {
+    pub(crate) fn consecutive() -> Consecutive {
         Config::new()
             .failure_policy(consecutive_failures(
                 50,
@@ -311,7 +315,7 @@ mod fs {
     }
 
     /// A closed success-rate breaker (it cannot open before [`TIME_WINDOW`] has passed).
-    pub fn time_window() -> TimeWindow {
+    pub(crate) fn time_window() -> TimeWindow {
         Config::new()
             .failure_policy(success_rate_over_time_window(
                 0.5,
@@ -323,7 +327,7 @@ mod fs {
     }
 
     /// Sync failures until `cb` refuses.
-    pub fn open<P, I>(cb: &StateMachine<P, I>)
+    pub(crate) fn open<P, I>(cb: &StateMachine<P, I>)
     where
         P: failsafe::FailurePolicy,
         I: failsafe::Instrument,
@@ -338,7 +342,7 @@ mod fs {
     }
 
     /// Async failures (through the futures API) until `cb` refuses.
-    pub fn open_async<P, I>(cb: &StateMachine<P, I>)
+    pub(crate) fn open_async<P, I>(cb: &StateMachine<P, I>)
     where
         P: failsafe::FailurePolicy + Send + Sync,
         I: failsafe::Instrument + Send + Sync,
@@ -361,7 +365,7 @@ mod rc {
     use recloser::{AsyncRecloser, Recloser};
 
     /// A closed recloser: 50 % over a 100-call ring.
-    pub fn sync() -> Recloser {
+    pub(crate) fn sync() -> Recloser {
         Recloser::custom()
             .error_rate(0.5)
             .closed_len(100)
@@ -370,12 +374,12 @@ mod rc {
     }
 
     /// The async wrapper of a closed recloser with the same settings.
-    pub fn async_() -> AsyncRecloser {
+    pub(crate) fn async_() -> AsyncRecloser {
         AsyncRecloser::from(sync())
     }
 
     /// Sync failures until `r` refuses.
-    pub fn open(r: &Recloser) {
+    pub(crate) fn open(r: &Recloser) {
         for _ in 0..1_000 {
             if matches!(r.call(|| Ok::<u64, u64>(1)), Err(recloser::Error::Rejected)) {
                 return;
@@ -386,7 +390,7 @@ mod rc {
     }
 
     /// Async failures until `r` refuses.
-    pub fn open_async(r: &AsyncRecloser) {
+    pub(crate) fn open_async(r: &AsyncRecloser) {
         for _ in 0..1_000 {
             let probe = super::poll_once(r.call(std::future::ready(Ok::<u64, u64>(1))));
             if matches!(probe, Err(recloser::Error::Rejected)) {

@@ -188,3 +188,43 @@ fn attribute_closed_and_open_paths_do_not_allocate() {
     let n = allocations(|| assert_eq!(fallback_sync(false).unwrap(), 0));
     assert_eq!(n, 0, "open sync path with fallback allocated {n} times");
 }
+
+#[derive(Debug)]
+enum ApiError {
+    Timeout,
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for ApiError {
+    fn from(e: fusebox::Error) -> Self {
+        ApiError::Refused(e)
+    }
+}
+
+#[fusebox::circuit_breaker(
+    key = "zero-alloc-variants",
+    window = 10,
+    min_calls = 10,
+    open_for = "1h",
+    failure = [Timeout]
+)]
+async fn by_variant(fail: bool) -> Result<u64, ApiError> {
+    if fail { Err(ApiError::Timeout) } else { Ok(1) }
+}
+
+#[test]
+fn failure_variant_lists_classify_without_allocating() {
+    let closed = allocations(|| assert_eq!(poll_once(by_variant(false)).unwrap(), 1));
+    assert_eq!(closed, 0, "closed path with `failure = [..]` allocated");
+    open_site("zero-alloc-variants", || {
+        let _ = poll_once(by_variant(true));
+    });
+    let open = allocations(|| {
+        let refused = poll_once(by_variant(false)).unwrap_err();
+        assert!(
+            matches!(&refused, ApiError::Refused(e) if e.reason() == fusebox::Reason::Open),
+            "{refused:?}"
+        );
+    });
+    assert_eq!(open, 0, "refused path with `failure = [..]` allocated");
+}

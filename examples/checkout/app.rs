@@ -28,32 +28,32 @@ use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::{Stream, StreamExt};
 
 /// Key of the payment breaker (`POST /orders/demo`).
-pub const CHECKOUT: &str = "checkout";
+pub(crate) const CHECKOUT: &str = "checkout";
 /// Key of the shipping breaker (`POST /shipping/demo`).
-pub const SHIPPING: &str = "shipping";
+pub(crate) const SHIPPING: &str = "shipping";
 /// Every key the service declares, in dashboard order.
-pub const KEYS: [&str; 2] = [CHECKOUT, SHIPPING];
+pub(crate) const KEYS: [&str; 2] = [CHECKOUT, SHIPPING];
 
 /// Header that picks the backend's behaviour; forwarded unchanged.
-pub const MODE_HEADER: &str = "x-demo-backend-mode";
+pub(crate) const MODE_HEADER: &str = "x-demo-backend-mode";
 /// Header giving the failure percentage of the `flaky` mode (0..=100, default 50).
-pub const FAIL_PERCENT_HEADER: &str = "x-demo-fail-percent";
+pub(crate) const FAIL_PERCENT_HEADER: &str = "x-demo-fail-percent";
 /// Header naming the replica that answered.
-pub const REPLICA_HEADER: &str = "x-replica-id";
+pub(crate) const REPLICA_HEADER: &str = "x-replica-id";
 /// The modes the backend understands.
-pub const MODES: [&str; 5] = ["ok", "always_fail", "business_error", "slow", "flaky"];
+pub(crate) const MODES: [&str; 5] = ["ok", "always_fail", "business_error", "slow", "flaky"];
 
 /// Counted failures in a row that open a circuit.
-pub const CONSECUTIVE: u32 = 5;
+pub(crate) const CONSECUTIVE: u32 = 5;
 /// Calls in the window before the failure rate is looked at.
-pub const MIN_CALLS: u32 = 10;
+pub(crate) const MIN_CALLS: u32 = 10;
 /// Failure rate (percent) of the window that opens a circuit.
-pub const FAILURE_RATE: u8 = 50;
+pub(crate) const FAILURE_RATE: u8 = 50;
 
 /// Policy of both breakers: open after 5 counted failures in a row, or when at least half of the
 /// last 20 calls failed (once 10 calls are in the window); one probe after `open_for`
 /// (10 s unless `CHECKOUT_OPEN_FOR` overrides it through `Registry::configure`).
-pub const POLICY: Policy = Policy::new()
+pub(crate) const POLICY: Policy = Policy::new()
     .window(20)
     .min_calls(MIN_CALLS)
     .failure_rate(FAILURE_RATE)
@@ -61,11 +61,11 @@ pub const POLICY: Policy = Policy::new()
 
 /// The clock of [`REGISTRY`] in a test build: tests advance it instead of sleeping.
 #[cfg(test)]
-pub static CLOCK: LazyLock<fusebox::clock::FakeClock> =
+pub(crate) static CLOCK: LazyLock<fusebox::clock::FakeClock> =
     LazyLock::new(fusebox::clock::FakeClock::new);
 
 /// The registry holding the service's breakers; every transition feeds the dashboard.
-pub static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+pub(crate) static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     #[cfg(test)]
     let registry = Registry::with_clock(CLOCK.clone());
     #[cfg(not(test))]
@@ -136,7 +136,7 @@ fn record_transition(t: &Transition<'_>) {
 }
 
 /// The JSON card of one breaker: its snapshot plus why it last opened and its transition log.
-pub fn card(s: &Snapshot) -> Value {
+pub(crate) fn card(s: &Snapshot) -> Value {
     let all = HISTORY.lock().unwrap_or_else(|p| p.into_inner());
     let history = all.get(s.key.as_str());
     json!({
@@ -157,7 +157,7 @@ pub fn card(s: &Snapshot) -> Value {
 }
 
 /// Snapshot of every breaker of [`REGISTRY`], as served by `GET /breakers`.
-pub fn breakers_json() -> Value {
+pub(crate) fn breakers_json() -> Value {
     let cards: Vec<Value> = REGISTRY.snapshot().iter().map(card).collect();
     json!({ "breakers": cards })
 }
@@ -165,7 +165,7 @@ pub fn breakers_json() -> Value {
 /// Puts every breaker back to closed with an empty window and forgets the dashboard history
 /// (tests start each scenario from here).
 #[cfg_attr(not(test), allow(dead_code))]
-pub fn reset_all() {
+pub(crate) fn reset_all() {
     for key in KEYS {
         if let Some(b) = REGISTRY.get(key) {
             b.reset();
@@ -177,7 +177,7 @@ pub fn reset_all() {
 
 /// How the service is started.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub(crate) struct Config {
     /// Address of the checkout service (port 0 picks a free one).
     pub addr: SocketAddr,
     /// Address of the simulated backend (port 0 picks a free one).
@@ -210,7 +210,7 @@ impl Default for Config {
 }
 
 /// Parses a duration such as `10s`, `500ms`, `2m` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Option<Duration> {
+pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -226,7 +226,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 }
 
 /// The replica count of the command line: `--replicas N` (default 1).
-pub fn replicas(args: impl IntoIterator<Item = String>) -> Result<u32, String> {
+pub(crate) fn replicas(args: impl IntoIterator<Item = String>) -> Result<u32, String> {
     let mut args = args.into_iter();
     let mut replicas = 1;
     while let Some(arg) = args.next() {
@@ -247,7 +247,7 @@ pub fn replicas(args: impl IntoIterator<Item = String>) -> Result<u32, String> {
 }
 
 /// Why `--replicas N` with N > 1 does not run in this build.
-pub fn replicas_unavailable(n: u32) -> String {
+pub(crate) fn replicas_unavailable(n: u32) -> String {
     format!(
         "`--replicas {n}` shares circuits between processes through the Redis store \
          (`fusebox::redis`, feature `redis`), which this build of fusebox does not have; \
@@ -257,7 +257,7 @@ pub fn replicas_unavailable(n: u32) -> String {
 
 /// A running service.
 #[derive(Debug, Clone)]
-pub struct Running {
+pub(crate) struct Running {
     /// Where the checkout service listens.
     pub addr: SocketAddr,
     /// Base URL of the backend it calls (`GET {backend_url}/hits` counts the calls).
@@ -269,7 +269,7 @@ pub struct Running {
 /// Installs the Prometheus recorder (once per process), applies `config.open_for` to both keys as
 /// an operator override and registers both breakers, so the dashboard shows them before the first
 /// call.
-pub async fn start(config: Config) -> Result<Running, String> {
+pub(crate) async fn start(config: Config) -> Result<Running, String> {
     let _ = prometheus();
     for key in KEYS {
         if config.open_for != POLICY.get_open_for() {
@@ -405,7 +405,7 @@ async fn backend_hits(Shared(backend): Shared<Arc<Backend>>) -> Json<Value> {
 
 /// How a backend call went wrong.
 #[derive(Debug)]
-pub enum PayError {
+pub(crate) enum PayError {
     /// No answer within the client's timeout: counted.
     Timeout,
     /// The backend could not be reached: counted.
@@ -426,7 +426,7 @@ impl From<fusebox::Error> for PayError {
 
 /// What the caller asked the backend to do.
 #[derive(Debug, Clone)]
-pub struct Demo {
+pub(crate) struct Demo {
     mode: String,
     fail_percent: Option<String>,
 }

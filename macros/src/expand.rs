@@ -447,7 +447,10 @@ fn settle(
     match &args.fallback {
         None => (
             respan(quote!(#err(#error)), *output_span),
-            respan(quote!(#err(#private::reject(#refused))), *output_span),
+            respan(
+                quote!(#err(#private::error_from_refusal(#refused))),
+                *output_span,
+            ),
         ),
         Some(fallback) => (
             fallback_call(fallback, params, is_async, names, quote!(Failed(#error))),
@@ -466,6 +469,7 @@ fn outcome(
     run: &TokenStream,
 ) -> TokenStream {
     let Names {
+        private,
         output_span,
         permit,
         error,
@@ -485,23 +489,23 @@ fn outcome(
     let report_error = match (classify(args.failure.as_ref(), names, true), &args.fallback) {
         (Some(counts), None) => quote! {
             #err_error => {
-                if #counts { #permit.failed() } else { #permit.ignored() }
+                if #counts { #private::permit_failed(&mut #permit) } else { #private::permit_ignored(&mut #permit) }
                 #on_failed
             }
         },
         (Some(counts), Some(_)) => quote! {
             #err_error if #counts => {
-                #permit.failed();
+                #private::permit_failed(&mut #permit);
                 #on_failed
             }
             #err_error => {
-                #permit.ignored();
+                #private::permit_ignored(&mut #permit);
                 #err_error
             }
         },
         (None, _) => quote! {
             #err_error => {
-                #permit.failed();
+                #private::permit_failed(&mut #permit);
                 #on_failed
             }
         },
@@ -509,7 +513,7 @@ fn outcome(
     let matched = quote! {
         match #run {
             #ok_value => {
-                #permit.succeeded();
+                #private::permit_succeeded(&mut #permit);
                 #ok_value
             }
             #report_error
@@ -542,7 +546,7 @@ fn shared_store(
             if let ::core::option::Option::Some(#refused) = if #private::asks_store(&#permit) {
                 #private::admit_shared(&mut #permit).await
             } else {
-                #permit.refusal()
+                #private::permit_refusal(&#permit)
             } {
                 #on_refused
             }
@@ -557,7 +561,7 @@ fn shared_store(
         quote! {
             // A refusal returns at once; its temporaries end here, so an admitted call's future
             // holds nothing of it across the body's `.await`.
-            if let ::core::option::Option::Some(#refused) = #permit.refusal() {
+            if let ::core::option::Option::Some(#refused) = #private::permit_refusal(&#permit) {
                 #on_refused
             }
             #matched

@@ -48,6 +48,11 @@ fn buckets(calls: &[&Call], t0: u64, width_ns: u64) -> Vec<(f64, f64, Option<f64
 }
 
 /// Draws the chart of `calls` (one key's calls) with one lane per run; returns the SVG text.
+///
+/// # Errors
+///
+/// The drawing backend's message when `plotters` fails to draw.
+#[allow(clippy::too_many_lines)] // one chart drawn top to bottom; not on a call path
 pub fn render(calls: &[&Call], runs: &[Run], outages: &[Outage]) -> Result<String, String> {
     let t0 = calls.first().map_or(0, |c| c.at_ns);
     let end_ns = calls

@@ -321,6 +321,11 @@ fn build(
 /// Reads a `--policy` string: `[name:] field=value, field=value, …`. Fields left out keep
 /// `fusebox::Policy::new()`'s defaults, and, as in the attribute, `consecutive` without
 /// `failure_rate` turns the failure-rate rule off; `default_name` names it when no `name:` is given.
+///
+/// # Errors
+///
+/// A [`PolicyError`] naming the field when a field is unknown, a value does not parse, or the
+/// policy is invalid.
 pub fn parse_policy_arg(arg: &str, default_name: &str) -> Result<Candidate, PolicyError> {
     let place = format!("--policy \"{arg}\"");
     let (name, body) = match arg.split_once(':') {
@@ -346,6 +351,11 @@ pub fn parse_policy_arg(arg: &str, default_name: &str) -> Result<Candidate, Poli
 }
 
 /// Reads a TOML file of named candidates (`[policies.<name>]` tables); `file` names it in errors.
+///
+/// # Errors
+///
+/// A [`PolicyError`] naming the file, the candidate and the field when the TOML does not
+/// parse, a field is unknown or a policy is invalid.
 pub fn parse_policy_file(text: &str, file: &str) -> Result<Vec<Candidate>, PolicyError> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| PolicyError {
         place: format!("{file}{}", line_of_span(text, e.span())),

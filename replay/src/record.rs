@@ -53,11 +53,23 @@ pub struct RecordLayer {
     shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for RecordLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordLayer").finish_non_exhaustive()
+    }
+}
+
 /// The handle that tells how recording went: calls written, calls dropped, write errors.
 #[derive(Clone)]
 pub struct Recorder {
     sender: SyncSender<Message>,
     shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").finish_non_exhaustive()
+    }
 }
 
 /// The per-layer filter that lets only fusebox's outcome events through, at `TRACE` level.
@@ -68,6 +80,10 @@ pub fn outcomes() -> Targets {
 impl RecordLayer {
     /// A layer writing trace lines to `writer` from a thread of its own, with room for `capacity`
     /// calls between the calling threads and the writer (at least 1).
+    ///
+    /// # Panics
+    ///
+    /// When the operating system refuses to start the writer thread.
     pub fn new<W: Write + Send + 'static>(writer: W, capacity: usize) -> (RecordLayer, Recorder) {
         let (sender, receiver) = sync_channel(capacity.max(1));
         let shared = Arc::new(Shared::default());
@@ -175,6 +191,10 @@ impl Recorder {
 
     /// Waits until every call sent before this one is written and flushed; returns the last write
     /// error, if any. (Waits for room in the channel: call it off the hot path, e.g. at shutdown.)
+    ///
+    /// # Errors
+    ///
+    /// The last error the writer thread met, if any.
     pub fn flush(&self) -> io::Result<()> {
         let (done, wait) = sync_channel(1);
         if self.sender.send(Message::Flush(done)).is_ok() {

@@ -190,6 +190,10 @@ pub const FLAP_WINDOW: Duration = Duration::from_secs(60);
 
 /// Replays `calls` (one key's calls, in trace order) through a breaker running `candidate`,
 /// scoring it against `outages`.
+///
+/// # Panics
+///
+/// Only if `candidate.policy` is invalid: candidates are validated when parsed.
 pub fn replay(calls: &[&Call], candidate: &Candidate, outages: &[Outage]) -> Run {
     let key = calls.first().map_or("replay", |c| c.key.as_str());
     let clock = FakeClock::new();

@@ -148,6 +148,10 @@ const FIELDS: [&str; 6] = [
 ];
 
 /// Reads a whole trace. Every line must parse and times must never decrease.
+///
+/// # Errors
+///
+/// A [`TraceError`] naming the first line that does not parse, or whose time goes back.
 pub fn parse(text: &str) -> Result<Vec<Call>, TraceError> {
     let mut calls = Vec::new();
     let mut last = 0u64;
@@ -174,6 +178,10 @@ pub fn parse(text: &str) -> Result<Vec<Call>, TraceError> {
 }
 
 /// Reads one line (`line` is its 1-based number, for errors).
+///
+/// # Errors
+///
+/// A [`TraceError`] naming the line and the field that does not parse.
 pub fn parse_line(raw: &str, line: usize) -> Result<Call, TraceError> {
     let err = |field: Option<&'static str>, message: String| TraceError {
         line,

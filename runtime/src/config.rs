@@ -31,7 +31,6 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::policy::{PolicyError, PolicyPatch, Recovery};
-use crate::registry::{Registry, Source};
 
 /// The longest piece of input an error message repeats.
 const ECHO: usize = 40;
@@ -274,147 +273,132 @@ fn patch_of<'a>(
     Ok(patch)
 }
 
-type Layer = HashMap<String, PolicyPatch, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>;
+/// Patches by key, as one load brings them.
+pub(crate) type Layer =
+    HashMap<String, PolicyPatch, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>;
 
 const PREFIX: &str = "FUSEBOX__";
 
-impl Registry {
-    /// Loads `[breakers.<key>]` overrides from TOML text; returns how many keys were configured.
-    ///
-    /// Replaces every override the previous `load_toml` set (a key this text does not name
-    /// returns to its declared policy, with the environment's and `configure`'s overrides still
-    /// applied on top). A key no breaker declares is not an error (a dynamic key may claim it
-    /// later): it is reported with a `tracing` warning naming the closest declared keys, and by
-    /// [`Registry::unknown_keys`].
-    pub fn load_toml(&self, text: &str) -> Result<usize, ConfigError> {
-        let mut document: toml::Table =
-            toml::from_str(text).map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?;
-        let breakers = document.remove("breakers");
-        if let Some(other) = document.keys().next() {
-            return Err(ConfigError::Syntax(format!(
-                "unknown top-level table `{}`; overrides go in `[breakers.<key>]` tables",
-                echo(other)
-            )));
+/// The overrides of a TOML document, one patch per key (what
+/// [`Registry::load_toml`](crate::Registry::load_toml) applies).
+pub(crate) fn toml_layer(text: &str) -> Result<Layer, ConfigError> {
+    let mut document: toml::Table =
+        toml::from_str(text).map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?;
+    let breakers = document.remove("breakers");
+    if let Some(other) = document.keys().next() {
+        return Err(ConfigError::Syntax(format!(
+            "unknown top-level table `{}`; overrides go in `[breakers.<key>]` tables",
+            echo(other)
+        )));
+    }
+    let breakers = match breakers {
+        None => toml::Table::new(),
+        Some(toml::Value::Table(t)) => t,
+        Some(_) => {
+            return Err(ConfigError::Syntax(
+                "`breakers` must be tables: `[breakers.<key>]`".into(),
+            ));
         }
-        let breakers = match breakers {
-            None => toml::Table::new(),
-            Some(toml::Value::Table(t)) => t,
-            Some(_) => {
-                return Err(ConfigError::Syntax(
-                    "`breakers` must be tables: `[breakers.<key>]`".into(),
-                ));
-            }
+    };
+    let mut layer = Layer::default();
+    for (key, table) in &breakers {
+        let toml::Value::Table(table) = table else {
+            return Err(ConfigError::Field {
+                key: echo(key),
+                message: format!(
+                    "`breakers.{}` must be a table: `[breakers.{}]`",
+                    echo(key),
+                    echo(key)
+                ),
+            });
         };
-        let mut layer = Layer::default();
-        for (key, table) in &breakers {
-            let toml::Value::Table(table) = table else {
-                return Err(ConfigError::Field {
-                    key: echo(key),
-                    message: format!(
-                        "`breakers.{}` must be a table: `[breakers.{}]`",
-                        echo(key),
-                        echo(key)
-                    ),
-                });
-            };
-            let patch = patch_of(key, table.iter().map(|(f, v)| (f.as_str(), Raw::Toml(v))))?;
-            layer.insert(key.clone(), patch);
-        }
-        self.load_layer(Source::File, layer)
-            .map_err(ConfigError::Range)
+        let patch = patch_of(key, table.iter().map(|(f, v)| (f.as_str(), Raw::Toml(v))))?;
+        layer.insert(key.clone(), patch);
     }
+    Ok(layer)
+}
 
-    /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` variables of this process's environment.
-    ///
-    /// Variables that are not valid Unicode are skipped, unless their name starts with the
-    /// prefix, which is an error. Replaces every override the previous environment load set.
-    pub fn load_env(&self) -> Result<usize, ConfigError> {
-        self.load_vars_os(std::env::vars_os())
-    }
-
-    fn load_vars_os(
-        &self,
-        vars: impl IntoIterator<Item = (OsString, OsString)>,
-    ) -> Result<usize, ConfigError> {
-        let mut utf8 = Vec::new();
-        for (name, value) in vars {
-            let ours = name
-                .as_encoded_bytes()
-                .get(..PREFIX.len())
-                .is_some_and(|p| p.eq_ignore_ascii_case(PREFIX.as_bytes()));
-            match (name.into_string(), value.into_string()) {
-                (Ok(name), Ok(value)) => utf8.push((name, value)),
-                (name, _) if ours => {
-                    let name = name.unwrap_or_else(|n| n.to_string_lossy().into_owned());
-                    return Err(ConfigError::Syntax(format!(
-                        "`{}` is not valid Unicode; fusebox variables must be UTF-8",
-                        echo(&name)
-                    )));
-                }
-                _ => {}
-            }
-        }
-        self.load_vars(utf8)
-    }
-
-    /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` pairs (what [`load_env`](Registry::load_env)
-    /// reads from the environment). The prefix, key and field are case-insensitive; two names
-    /// that differ only in case are an error.
-    pub fn load_vars(
-        &self,
-        vars: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<usize, ConfigError> {
-        // key -> field -> (name as written, value)
-        let mut keys: BTreeMap<String, BTreeMap<String, (String, String)>> = BTreeMap::new();
-        for (name, raw) in vars {
-            let Some(rest) = name
-                .get(..PREFIX.len())
-                .filter(|p| p.eq_ignore_ascii_case(PREFIX))
-                .map(|_| &name[PREFIX.len()..])
-            else {
-                continue;
-            };
-            let Some((key, field)) = rest
-                .split_once("__")
-                .filter(|(k, f)| !k.is_empty() && !f.is_empty())
-            else {
+/// The overrides of environment variables that may not be Unicode: the non-Unicode ones are
+/// skipped, unless their name starts with the prefix, which is an error.
+pub(crate) fn vars_os_layer(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Result<Layer, ConfigError> {
+    let mut utf8 = Vec::new();
+    for (name, value) in vars {
+        let ours = name
+            .as_encoded_bytes()
+            .get(..PREFIX.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(PREFIX.as_bytes()));
+        match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => utf8.push((name, value)),
+            (name, _) if ours => {
+                let name = name.unwrap_or_else(|n| n.to_string_lossy().into_owned());
                 return Err(ConfigError::Syntax(format!(
-                    "`{}` must be `FUSEBOX__<KEY>__<FIELD>`",
+                    "`{}` is not valid Unicode; fusebox variables must be UTF-8",
                     echo(&name)
                 )));
-            };
-            let (key, field) = (key.to_lowercase(), field.to_lowercase());
-            let fields = keys.entry(key.clone()).or_default();
-            if let Some((earlier, _)) = fields.get(&field) {
-                return Err(ConfigError::Syntax(format!(
-                    "`{}` and `{}` both set `{}` of breaker `{}` (names are case-insensitive); remove one",
-                    echo(earlier),
-                    echo(&name),
-                    echo(&field),
-                    echo(&key)
-                )));
             }
-            fields.insert(field, (name, raw));
+            _ => {}
         }
-        let mut layer = Layer::default();
-        for (key, fields) in &keys {
-            let patch = patch_of(
-                key,
-                fields
-                    .iter()
-                    .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
-            )?;
-            layer.insert(key.clone(), patch);
-        }
-        self.load_layer(Source::Env, layer)
-            .map_err(ConfigError::Range)
     }
+    vars_layer(utf8)
+}
+
+/// The overrides of `FUSEBOX__<KEY>__<FIELD>` pairs, one patch per key (what
+/// [`Registry::load_vars`](crate::Registry::load_vars) applies).
+pub(crate) fn vars_layer(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Layer, ConfigError> {
+    // key -> field -> (name as written, value)
+    let mut keys: BTreeMap<String, BTreeMap<String, (String, String)>> = BTreeMap::new();
+    for (name, raw) in vars {
+        let Some(rest) = name
+            .get(..PREFIX.len())
+            .filter(|p| p.eq_ignore_ascii_case(PREFIX))
+            .map(|_| &name[PREFIX.len()..])
+        else {
+            continue;
+        };
+        let Some((key, field)) = rest
+            .split_once("__")
+            .filter(|(k, f)| !k.is_empty() && !f.is_empty())
+        else {
+            return Err(ConfigError::Syntax(format!(
+                "`{}` must be `FUSEBOX__<KEY>__<FIELD>`",
+                echo(&name)
+            )));
+        };
+        let (key, field) = (key.to_lowercase(), field.to_lowercase());
+        let fields = keys.entry(key.clone()).or_default();
+        if let Some((earlier, _)) = fields.get(&field) {
+            return Err(ConfigError::Syntax(format!(
+                "`{}` and `{}` both set `{}` of breaker `{}` (names are case-insensitive); remove one",
+                echo(earlier),
+                echo(&name),
+                echo(&field),
+                echo(&key)
+            )));
+        }
+        fields.insert(field, (name, raw));
+    }
+    let mut layer = Layer::default();
+    for (key, fields) in &keys {
+        let patch = patch_of(
+            key,
+            fields
+                .iter()
+                .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
+        )?;
+        layer.insert(key.clone(), patch);
+    }
+    Ok(layer)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::{Policy, Window};
+    use crate::registry::Registry;
 
     /// Adding a knob to `fusebox-policy` without a field here (or a field without its arm in
     /// `Field::patch`) fails this test.

@@ -3,11 +3,12 @@
 //! first call. Overrides are validated against them when loaded, a configured key that nothing
 //! declares is reported with the closest declared names, and snapshots list every declared breaker.
 
-use crate::__private::Site;
 use crate::policy::Policy;
 use crate::registry::Registry;
+use crate::site::Site;
 
 /// One annotated call site with a literal key, and which registry it uses.
+#[derive(Debug)]
 pub struct Declared {
     site: &'static Site,
     registry: fn(&Registry) -> bool,

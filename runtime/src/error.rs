@@ -1,92 +1,9 @@
 //! What a refused call becomes ([`Error`]) and why a fallback runs ([`Cause`]).
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-/// A breaker key: borrowed for keys written in the attribute, shared for keys made at run time.
-///
-/// Cloning never allocates. Equality, ordering and hashing are those of the string, so a map keyed
-/// by `Key` can be searched with a `&str`.
-#[derive(Clone)]
-pub struct Key(KeyRepr);
-
-#[derive(Clone)]
-enum KeyRepr {
-    Static(&'static str),
-    Shared(Arc<str>),
-}
-
-impl Key {
-    /// A key from a string literal; never allocates.
-    pub const fn from_static(key: &'static str) -> Self {
-        Key(KeyRepr::Static(key))
-    }
-
-    /// The key as a string.
-    pub fn as_str(&self) -> &str {
-        match &self.0 {
-            KeyRepr::Static(s) => s,
-            KeyRepr::Shared(s) => s,
-        }
-    }
-}
-
-impl From<&str> for Key {
-    fn from(key: &str) -> Self {
-        Key(KeyRepr::Shared(Arc::from(key)))
-    }
-}
-
-impl From<String> for Key {
-    fn from(key: String) -> Self {
-        Key(KeyRepr::Shared(Arc::from(key)))
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for Key {}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Key {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.as_str().cmp(other.as_str())
-    }
-}
-
-impl std::hash::Hash for Key {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl std::borrow::Borrow<str> for Key {
-    fn borrow(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl fmt::Debug for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl fmt::Display for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::key::Key;
 
 /// Why a call was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,6 +22,36 @@ pub enum Reason {
     /// The call took longer than its timeout (`timeout = "…"`, after every retry). Unlike every
     /// other reason, the backend **was** called: the call went out and its result is unknown.
     TimedOut,
+}
+
+impl Reason {
+    /// The reason's code in a refused permit's word: `1..=6`, never 0 (which means "not refused").
+    /// Explicit so reordering the variants cannot change what a stored code means.
+    #[inline(always)]
+    pub(crate) const fn code(self) -> u64 {
+        match self {
+            Reason::Open => 1,
+            Reason::HalfOpenFull => 2,
+            Reason::Recovering => 3,
+            Reason::ForcedOpen => 4,
+            Reason::BulkheadFull => 5,
+            Reason::TimedOut => 6,
+        }
+    }
+
+    /// The reason of a code made by [`Reason::code`] (`None` for any other number).
+    #[inline(always)]
+    pub(crate) const fn from_code(code: u64) -> Option<Reason> {
+        Some(match code {
+            1 => Reason::Open,
+            2 => Reason::HalfOpenFull,
+            3 => Reason::Recovering,
+            4 => Reason::ForcedOpen,
+            5 => Reason::BulkheadFull,
+            6 => Reason::TimedOut,
+            _ => return None,
+        })
+    }
 }
 
 impl fmt::Display for Reason {
@@ -295,6 +242,24 @@ impl<E: fmt::Display> fmt::Display for Cause<E> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn reason_codes_round_trip_and_zero_is_no_reason() {
+        let all = [
+            Reason::Open,
+            Reason::HalfOpenFull,
+            Reason::Recovering,
+            Reason::ForcedOpen,
+            Reason::BulkheadFull,
+            Reason::TimedOut,
+        ];
+        for (i, reason) in all.into_iter().enumerate() {
+            assert_eq!(reason.code(), i as u64 + 1, "{reason:?}");
+            assert_eq!(Reason::from_code(reason.code()), Some(reason));
+        }
+        assert_eq!(Reason::from_code(0), None);
+        assert_eq!(Reason::from_code(7), None);
+    }
+
     use super::*;
 
     #[test]

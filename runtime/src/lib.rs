@@ -30,19 +30,21 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod attempts;
 mod breaker;
 pub mod clock;
 #[cfg(feature = "config")]
 pub mod config;
 mod declared;
 mod error;
+mod key;
 mod observe;
 mod policy;
 mod record;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod registry;
-mod retry;
+mod site;
 mod state;
 mod sync;
 #[cfg(feature = "tower")]
@@ -55,7 +57,6 @@ mod window;
 #[doc(hidden)]
 #[path = "__private.rs"]
 pub mod __private_0_1_0;
-pub(crate) use __private_0_1_0 as __private;
 
 pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
@@ -68,8 +69,8 @@ pub use state::State;
 /// The bounds fusebox checks: the policy limits [`Policy::validate`] enforces, the key and
 /// registry limits, and the longest retry delay.
 pub mod limits {
+    pub use crate::attempts::MAX_BACKOFF;
     pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN};
-    pub use crate::retry::MAX_BACKOFF;
     pub use fusebox_policy::limits::*;
 }
 

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::state::State;
+use crate::window::Counts;
 
 /// One state change of one breaker.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +116,80 @@ impl Hooks {
             }
         }
     }
+}
+
+/// Announces a transition: its `tracing` event, its metrics and the hooks. Nothing that user code
+/// does here (a hook or a `tracing` subscriber that panics) unwinds into the caller: the transition
+/// has been made and the caller's permit must still be settled.
+#[cold]
+#[allow(clippy::too_many_arguments)] // one argument per field of the event
+pub(crate) fn emit(
+    hooks: &Hooks,
+    key: &str,
+    from: State,
+    to: State,
+    counts: Counts,
+    function: &'static str,
+    trigger: Trigger,
+) {
+    let announce = || announce(hooks, key, from, to, counts, function, trigger);
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(announce)) {
+        // A subscriber panicked; a second panic while reporting it is dropped too.
+        let message = panic_message(payload.as_ref()).to_owned();
+        let _ = catch_unwind(
+            || tracing::error!(target: "fusebox", key, panic = message, "a panic while reporting a transition of `{key}` was caught; the transition stands"),
+        );
+    }
+}
+
+/// The `tracing` event, metrics and hooks of one transition.
+#[allow(clippy::too_many_arguments)] // one argument per field of the event
+fn announce(
+    hooks: &Hooks,
+    key: &str,
+    from: State,
+    to: State,
+    counts: Counts,
+    function: &str,
+    trigger: Trigger,
+) {
+    let rule = trigger.as_str();
+    let failure_rate = counts.failure_rate();
+    let slow_rate = counts.slow_rate();
+    let calls = counts.calls;
+    let (from_name, to_name) = (from.as_str(), to.as_str());
+    match to {
+        State::Open | State::ForcedOpen => tracing::warn!(
+            target: "fusebox",
+            event = "circuit_opened",
+            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule,
+            "circuit_opened"
+        ),
+        State::HalfOpen => tracing::info!(
+            target: "fusebox",
+            event = "circuit_half_open",
+            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule,
+            "circuit_half_open"
+        ),
+        State::Closed | State::Disabled => tracing::info!(
+            target: "fusebox",
+            event = "circuit_closed",
+            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule,
+            "circuit_closed"
+        ),
+    }
+    #[cfg(feature = "metrics")]
+    crate::observe::Meters::transition(key, from, to);
+    hooks.call(&Transition {
+        key,
+        from,
+        to,
+        failure_rate,
+        slow_rate,
+        calls,
+        function,
+        trigger,
+    });
 }
 
 /// The text of a panic payload (`panic!` with a literal or a formatted message), when it has one.

@@ -20,12 +20,117 @@
 //! instant between a transition and its stamp does a reader rebuild the time from the field, as the
 //! time nearest to `now`: exact there, since the field was just set from `now` (policies cap waits at
 //! one day).
+//!
+//! One concept, kept in one file though it passes 600 lines: the word's layout and every decision
+//! made on it, with the unit tests that call those decisions directly.
 
 use std::time::Duration;
 
 // `std`'s atomic even under loom: the stamp is a hint checked against the word (a stale or early
 // reading falls back to the field), so it adds no interleaving worth exploring.
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::Reason;
+use crate::policy::Recovery;
+
+/// A refusal's wait (in nanoseconds) when there is no probe to wait for.
+pub(crate) const NO_WAIT: u64 = u64::MAX;
+
+/// How a call ended, as far as the breaker is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Success,
+    Failure,
+    /// Neither: a business error, or a call that was cancelled before it finished.
+    Released,
+}
+
+/// What a decision makes of the state word it was shown (see `Core::update`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step<T> {
+    /// Leave the word as it is; the caller gets `T`.
+    Keep(T),
+    /// Replace the word with this one, unless another thread changed it first.
+    Replace(Word),
+}
+
+/// What admission does with a word it keeps (see [`admission`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Admit under the word as it is.
+    Admit,
+    /// Refuse, with the wait before the next probe in nanoseconds ([`NO_WAIT`]: none).
+    Refuse(Reason, u64),
+    /// Progressive recovery in a phase of `phases`: admit when the call's place in the phase's
+    /// sequence falls in the admitted share ([`Word::in_share`]).
+    Share(u32),
+}
+
+/// The admission decision on `word` for a circuit with this recovery, probe limit and probe lease.
+///
+/// `time` gives the clock's now and the full-width time of the word's field (its open deadline or
+/// its arming); it is asked only where the decision depends on time: open, and half-open with every
+/// probe slot taken.
+pub(crate) fn admission(
+    word: Word,
+    recovery: Recovery,
+    half_open: u32,
+    lease_nanos: u64,
+    time: impl Fn(Word) -> (u64, Option<u64>),
+) -> Step<Admission> {
+    match word.state() {
+        State::Closed | State::Disabled => Step::Keep(Admission::Admit),
+        State::ForcedOpen => Step::Keep(Admission::Refuse(Reason::ForcedOpen, NO_WAIT)),
+        State::Open => {
+            let (now, deadline) = time(word);
+            let remaining = word.open_remaining_nanos(now, deadline);
+            if remaining != 0 {
+                return Step::Keep(Admission::Refuse(Reason::Open, remaining));
+            }
+            Step::Replace(match recovery {
+                Recovery::Probes => word.to_half_open(now),
+                Recovery::Progressive { .. } => word.to_phase(1, now),
+            })
+        }
+        State::HalfOpen => match recovery {
+            Recovery::Progressive { phases, .. } => Step::Keep(Admission::Share(phases)),
+            Recovery::Probes if word.issued() < half_open => {
+                Step::Replace(word.with_issued(word.issued() + 1))
+            }
+            Recovery::Probes => {
+                let (now, armed) = time(word);
+                if word.lease_expired(now, lease_nanos, armed) {
+                    // The probes never reported within their lease: re-arm.
+                    Step::Replace(word.to_half_open(now))
+                } else {
+                    Step::Keep(Admission::Refuse(Reason::HalfOpenFull, NO_WAIT))
+                }
+            }
+        },
+    }
+}
+
+/// The next word after a probe admitted under `issued` reports `verdict` (probe recovery with
+/// `half_open` probes): `Keep` when the report is stale (the circuit left that half-open state),
+/// else the word with the probe counted, closed after `half_open` passes, or `reopen(word)` after
+/// a failure.
+pub(crate) fn after_probe(
+    word: Word,
+    issued: Word,
+    verdict: Verdict,
+    half_open: u32,
+    reopen: impl FnOnce(Word) -> Word,
+) -> Step<()> {
+    if word.state() != State::HalfOpen || !word.same_epoch(issued) {
+        return Step::Keep(());
+    }
+    Step::Replace(match verdict {
+        Verdict::Success if word.passed() + 1 >= half_open => word.to_closed(),
+        Verdict::Success => word.with_passed(word.passed() + 1),
+        Verdict::Failure => reopen(word),
+        Verdict::Released => word.with_issued(word.issued().saturating_sub(1)),
+    })
+}
 
 /// The state of a circuit as seen by callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,9 +207,16 @@ impl Word {
     /// The word of a permit whose outcome was reported: its drop does nothing.
     pub(crate) const SETTLED: Word = Word(INERT);
 
-    /// The word of a permit that was refused, with the reason (`1..=7`) in the bits above the mode.
+    /// The word of a permit that was refused, with the reason's code ([`Reason::code`](crate::Reason),
+    /// never 0) in the bits above the mode.
     pub(crate) const fn refused(reason: u64) -> Word {
         Word(INERT | reason << MODE_BITS)
+    }
+
+    /// Progressive recovery: whether the call numbered `seq` in this phase falls in the share the
+    /// phase admits (phase k of `phases` admits k out of every `phases` calls).
+    pub(crate) fn in_share(self, seq: u64, phases: u32) -> bool {
+        seq % u64::from(phases) < u64::from(self.passed())
     }
 
     /// True when the circuit is open (waiting for its deadline).
@@ -342,6 +454,106 @@ mod tests {
     use super::*;
 
     const MS: u64 = NANOS_PER_MS;
+
+    /// The clock at `now`, with the word's field read back at full width as the breaker would.
+    fn at(now: u64) -> impl Fn(Word) -> (u64, Option<u64>) {
+        move |word: Word| (now, Some(word.time_ms()))
+    }
+
+    #[test]
+    fn admission_refuses_open_until_the_deadline_then_arms_a_probe() {
+        let open = Word::INITIAL.to_open(0, 100 * MS);
+        let decide = |now| admission(open, Recovery::Probes, 2, 10 * MS, at(now));
+        assert_eq!(
+            decide(40 * MS),
+            Step::Keep(Admission::Refuse(Reason::Open, 60 * MS))
+        );
+        let Step::Replace(next) = decide(100 * MS) else {
+            panic!("the wait is over: the word must move");
+        };
+        assert_eq!((next.state(), next.issued()), (State::HalfOpen, 1));
+        let progressive = Recovery::Progressive {
+            phases: 4,
+            min_passes: 1,
+        };
+        let Step::Replace(next) = admission(open, progressive, 2, 10 * MS, at(100 * MS)) else {
+            panic!("the wait is over: the word must move");
+        };
+        assert_eq!((next.state(), next.passed()), (State::HalfOpen, 1));
+        assert_eq!(
+            admission(next, progressive, 2, 10 * MS, at(100 * MS)),
+            Step::Keep(Admission::Share(4))
+        );
+    }
+
+    #[test]
+    fn admission_in_half_open_takes_free_slots_then_refuses_until_the_lease_ends() {
+        let armed = Word::INITIAL.to_half_open(0);
+        let no_clock = |_: Word| -> (u64, Option<u64>) { panic!("a free slot needs no clock") };
+        let Step::Replace(second) = admission(armed, Recovery::Probes, 2, 10 * MS, no_clock) else {
+            panic!("a free probe slot is taken by moving the word");
+        };
+        assert_eq!(second.issued(), 2);
+        assert_eq!(
+            admission(second, Recovery::Probes, 2, 10 * MS, at(5 * MS)),
+            Step::Keep(Admission::Refuse(Reason::HalfOpenFull, NO_WAIT))
+        );
+        let Step::Replace(rearmed) = admission(second, Recovery::Probes, 2, 10 * MS, at(20 * MS))
+        else {
+            panic!("the lease is over: the probes are re-armed");
+        };
+        assert_eq!((rearmed.state(), rearmed.issued()), (State::HalfOpen, 1));
+        for word in [Word::INITIAL, Word::INITIAL.to_disabled()] {
+            assert_eq!(
+                admission(word, Recovery::Probes, 2, 10 * MS, no_clock),
+                Step::Keep(Admission::Admit)
+            );
+        }
+        assert_eq!(
+            admission(
+                Word::INITIAL.to_forced_open(),
+                Recovery::Probes,
+                2,
+                10 * MS,
+                no_clock
+            ),
+            Step::Keep(Admission::Refuse(Reason::ForcedOpen, NO_WAIT))
+        );
+    }
+
+    #[test]
+    fn after_probe_counts_closes_reopens_releases_and_ignores_stale_reports() {
+        let issued = Word::INITIAL.to_half_open(0);
+        let reopen = |w: Word| w.to_open(0, 50 * MS);
+        let pass = after_probe(issued, issued, Verdict::Success, 2, reopen);
+        assert_eq!(pass, Step::Replace(issued.with_passed(1)));
+        let second = issued.with_passed(1);
+        assert_eq!(
+            after_probe(second, issued, Verdict::Success, 2, reopen),
+            Step::Replace(second.to_closed())
+        );
+        let Step::Replace(failed) = after_probe(issued, issued, Verdict::Failure, 2, reopen) else {
+            panic!("a failed probe reopens");
+        };
+        assert_eq!(failed.state(), State::Open);
+        assert_eq!(
+            after_probe(issued, issued, Verdict::Released, 2, reopen),
+            Step::Replace(issued.with_issued(0))
+        );
+        let later = issued.to_open(0, MS).to_half_open(MS);
+        assert_eq!(
+            after_probe(later, issued, Verdict::Success, 2, reopen),
+            Step::Keep(()),
+            "a report from an earlier half-open state is stale"
+        );
+    }
+
+    #[test]
+    fn phase_k_of_n_admits_k_in_every_n_calls() {
+        let phase2 = Word::INITIAL.to_phase(2, 0);
+        let admitted = (0..8).filter(|&seq| phase2.in_share(seq, 4)).count();
+        assert_eq!(admitted, 4);
+    }
 
     #[test]
     fn transitions_bump_the_generation_and_keep_fields_apart() {

@@ -20,6 +20,9 @@
 //! and the other writers of that slice wait for the clear (a few nanoseconds), so no outcome of the
 //! new slice is wiped. A writer whose clock reading is behind the bucket's slice (it read the time,
 //! then was preempted past the boundary) counts its outcome in the newer slice.
+//!
+//! One concept, kept in one file though it passes 600 lines: the two window shapes share one
+//! interface (`Outcomes`) and the copy between them on reload.
 
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -75,16 +78,16 @@ pub(crate) struct Sample {
 }
 
 /// The window of one breaker.
-pub(crate) enum Window {
+pub(crate) enum Outcomes {
     Count(CountWindow),
     Time(TimeWindow),
 }
 
-impl Window {
+impl Outcomes {
     pub(crate) fn new(policy: &Policy) -> Self {
         match policy.window {
-            WindowKind::Count(n) => Window::Count(CountWindow::new(n, policy.slow_nanos != 0)),
-            WindowKind::Time(span) => Window::Time(TimeWindow::new(
+            WindowKind::Count(n) => Outcomes::Count(CountWindow::new(n, policy.slow_nanos != 0)),
+            WindowKind::Time(span) => Outcomes::Time(TimeWindow::new(
                 crate::clock::duration_to_nanos(span),
                 policy.slow_nanos != 0,
             )),
@@ -94,7 +97,7 @@ impl Window {
     /// True when recording needs the current time.
     #[inline]
     pub(crate) fn needs_time(&self) -> bool {
-        matches!(self, Window::Time(_))
+        matches!(self, Outcomes::Time(_))
     }
 
     /// Records a success that was not slow. Returns the counts when they must be judged: a
@@ -104,8 +107,8 @@ impl Window {
     #[inline(always)]
     pub(crate) fn record_fast_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
         match self {
-            Window::Count(w) => w.record_fast_success(min_calls),
-            Window::Time(w) => Some(w.record(
+            Outcomes::Count(w) => w.record_fast_success(min_calls),
+            Outcomes::Time(w) => Some(w.record(
                 now,
                 Sample {
                     failure: false,
@@ -119,38 +122,38 @@ impl Window {
     #[inline]
     pub(crate) fn record(&self, now: u64, sample: Sample) -> Counts {
         match self {
-            Window::Count(w) => w.record(sample),
-            Window::Time(w) => w.record(now, sample),
+            Outcomes::Count(w) => w.record(sample),
+            Outcomes::Time(w) => w.record(now, sample),
         }
     }
 
     /// The current counts (`now` is only read by time windows).
     pub(crate) fn counts(&self, now: u64) -> Counts {
         match self {
-            Window::Count(w) => w.counts(),
-            Window::Time(w) => w.counts(now),
+            Outcomes::Count(w) => w.counts(),
+            Outcomes::Time(w) => w.counts(now),
         }
     }
 
     /// Empties the window.
     pub(crate) fn reset(&self) {
         match self {
-            Window::Count(w) => w.reset(),
-            Window::Time(w) => w.reset(),
+            Outcomes::Count(w) => w.reset(),
+            Outcomes::Time(w) => w.reset(),
         }
     }
 
     /// Heap bytes owned by the window.
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {
-            Window::Count(w) => w.heap_bytes(),
-            Window::Time(w) => w.heap_bytes(),
+            Outcomes::Count(w) => w.heap_bytes(),
+            Outcomes::Time(w) => w.heap_bytes(),
         }
     }
 
     /// Copies the outcomes of `from`, a window of the same kind and size, into this new window
     /// (a reconfigured breaker keeps its window). Windows of another shape are left alone.
-    pub(crate) fn copy_from(&self, from: &Window) {
+    pub(crate) fn copy_from(&self, from: &Outcomes) {
         let copy32 = |to: &AtomicU32, from: &AtomicU32| {
             to.store(from.load(Ordering::Acquire), Ordering::Release);
         };
@@ -164,7 +167,7 @@ impl Window {
             copy32(&to.set, &from.set);
         };
         match (self, from) {
-            (Window::Count(to), Window::Count(from)) if to.len == from.len => {
+            (Outcomes::Count(to), Outcomes::Count(from)) if to.len == from.len => {
                 copy32(&to.head, &from.head);
                 to.full
                     .store(from.full.load(Ordering::Acquire), Ordering::Release);
@@ -173,7 +176,7 @@ impl Window {
                     ring(to, from);
                 }
             }
-            (Window::Time(to), Window::Time(from)) if to.slice_nanos == from.slice_nanos => {
+            (Outcomes::Time(to), Outcomes::Time(from)) if to.slice_nanos == from.slice_nanos => {
                 let slow = to.track_slow && from.track_slow;
                 for (to, from) in to.buckets.iter().zip(from.buckets.iter()) {
                     copy64(&to.stamp, &from.stamp);

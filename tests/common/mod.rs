@@ -1,10 +1,12 @@
-//! Shared test fixtures: an error type with infrastructure and business variants, and a helper
-//! that declares a registry driven by its own fake clock.
+//! Shared test fixtures: an error type with infrastructure and business variants, a helper that
+//! declares a registry driven by its own fake clock, and an event capture layer ([`capture`]).
 #![allow(dead_code)]
+
+pub(crate) mod capture;
 
 /// An error type shaped like a real client's: infrastructure failures and business errors.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     Timeout,
     Connect(u16),
     Unavailable { retry_in: u32 },
@@ -19,7 +21,7 @@ impl From<fusebox::Error> for ApiError {
 }
 
 impl ApiError {
-    pub fn refusal(&self) -> Option<&fusebox::Error> {
+    pub(crate) fn refusal(&self) -> Option<&fusebox::Error> {
         match self {
             ApiError::Refused(e) => Some(e),
             _ => None,

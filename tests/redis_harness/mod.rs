@@ -10,16 +10,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The install line printed when `redis-server` is missing.
-pub const INSTALL: &str = "apt-get install -y redis-server";
+pub(crate) const INSTALL: &str = "apt-get install -y redis-server";
 
 /// A running `redis-server`.
-pub struct RedisServer {
+pub(crate) struct RedisServer {
     child: Child,
     pub port: u16,
 }
 
 /// The `redis-server` binary: `$REDIS_SERVER`, then `PATH`, then `/usr/bin`.
-pub fn binary() -> PathBuf {
+pub(crate) fn binary() -> PathBuf {
     if let Some(path) = std::env::var_os("REDIS_SERVER") {
         return PathBuf::from(path);
     }
@@ -43,7 +43,7 @@ pub fn binary() -> PathBuf {
 
 impl RedisServer {
     /// Starts a server on a free loopback port and waits until it answers `PING`.
-    pub fn start() -> RedisServer {
+    pub(crate) fn start() -> RedisServer {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")
@@ -52,7 +52,7 @@ impl RedisServer {
     }
 
     /// Starts a server on `port` (a restart on the same port).
-    pub fn start_on(port: u16) -> RedisServer {
+    pub(crate) fn start_on(port: u16) -> RedisServer {
         let child = Command::new(binary())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -75,12 +75,12 @@ impl RedisServer {
     }
 
     /// The server's URL.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
     /// True when the server answers `PING` with `PONG`.
-    pub fn pings(&self) -> bool {
+    pub(crate) fn pings(&self) -> bool {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
@@ -93,7 +93,7 @@ impl RedisServer {
     }
 
     /// Sends one command (arguments as given) and returns the raw reply's first line.
-    pub fn command(&self, args: &[&str]) -> String {
+    pub(crate) fn command(&self, args: &[&str]) -> String {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))
@@ -115,7 +115,7 @@ impl RedisServer {
     }
 
     /// Sends `signal` (`-9`, `-STOP`, `-CONT`) to the server.
-    pub fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([signal, &self.child.id().to_string()])
             .status()
@@ -124,7 +124,7 @@ impl RedisServer {
     }
 
     /// `kill -9` and reap.
-    pub fn kill(mut self) -> u16 {
+    pub(crate) fn kill(mut self) -> u16 {
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.port

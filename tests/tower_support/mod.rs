@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 /// Serves `app` on `127.0.0.1:0` from a background thread; returns the bound address.
-pub fn serve(app: axum::Router) -> SocketAddr {
+pub(crate) fn serve(app: axum::Router) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -29,7 +29,7 @@ pub fn serve(app: axum::Router) -> SocketAddr {
 
 /// One response as received.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     /// Header names in lowercase.
     pub headers: HashMap<String, String>,
@@ -37,7 +37,7 @@ pub struct Reply {
 }
 
 /// `GET path` over a fresh connection (`Connection: close`), read to the end.
-pub fn get(addr: SocketAddr, path: &str) -> Reply {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> Reply {
     let mut stream = TcpStream::connect(addr).expect("connect to the test server");
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))

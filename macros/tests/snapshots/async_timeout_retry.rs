@@ -54,7 +54,7 @@ impl Client {
             }
             ::fusebox::__private_0_1_0::Settled::Refused(__fusebox_refused) => {
                 ::core::result::Result::Err(
-                    ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+                    ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
                 )
             }
         }

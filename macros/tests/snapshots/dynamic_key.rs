@@ -12,9 +12,11 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
             ::core::convert::AsRef::<str>::as_ref(&(host)),
         );
     let mut __fusebox_permit = __FUSEBOX_SITE.enter(&__fusebox_breaker);
-    if let ::core::option::Option::Some(__fusebox_refused) = __fusebox_permit.refusal() {
+    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
+        &__fusebox_permit,
+    ) {
         return ::core::result::Result::Err(
-            ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+            ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
         );
     }
     match ::fusebox::__private_0_1_0::sync_body::<
@@ -22,14 +24,14 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
         _,
     >(move || { http::get(host, path) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
-            __fusebox_permit.succeeded();
+            ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
             ::core::result::Result::Ok(__fusebox_value)
         }
         ::core::result::Result::Err(__fusebox_error) => {
             if is_transient(&__fusebox_error) {
-                __fusebox_permit.failed()
+                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
             } else {
-                __fusebox_permit.ignored()
+                ::fusebox::__private_0_1_0::permit_ignored(&mut __fusebox_permit)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

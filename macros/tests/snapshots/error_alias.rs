@@ -15,9 +15,11 @@ pub fn f(kind: Kind) -> ApiResult<u32> {
     }
     let mut __fusebox_permit = __FUSEBOX_SITE
         .enter(::fusebox::__private_0_1_0::global());
-    if let ::core::option::Option::Some(__fusebox_refused) = __fusebox_permit.refusal() {
+    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
+        &__fusebox_permit,
+    ) {
         return ::core::result::Result::Err(
-            ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+            ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
         );
     }
     match ::fusebox::__private_0_1_0::sync_body::<
@@ -25,7 +27,7 @@ pub fn f(kind: Kind) -> ApiResult<u32> {
         _,
     >(move || { respond(kind) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
-            __fusebox_permit.succeeded();
+            ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
             ::core::result::Result::Ok(__fusebox_value)
         }
         ::core::result::Result::Err(__fusebox_error) => {
@@ -33,9 +35,9 @@ pub fn f(kind: Kind) -> ApiResult<u32> {
                 & __fusebox_error, __FuseboxErrorOf:: < ApiResult < u32 > > ::Timeout {
                 .. }
             ) {
-                __fusebox_permit.failed()
+                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
             } else {
-                __fusebox_permit.ignored()
+                ::fusebox::__private_0_1_0::permit_ignored(&mut __fusebox_permit)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

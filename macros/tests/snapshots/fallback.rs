@@ -13,7 +13,9 @@ fn stock(sku: u32) -> Result<u32, StockError> {
     }
     let mut __fusebox_permit = __FUSEBOX_SITE
         .enter(::fusebox::__private_0_1_0::global());
-    if let ::core::option::Option::Some(__fusebox_refused) = __fusebox_permit.refusal() {
+    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
+        &__fusebox_permit,
+    ) {
         return ::fusebox::__private_0_1_0::call_fallback(
             (
                 sku,
@@ -32,7 +34,7 @@ fn stock(sku: u32) -> Result<u32, StockError> {
         _,
     >(|| { inventory::count(sku) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
-            __fusebox_permit.succeeded();
+            ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
             ::core::result::Result::Ok(__fusebox_value)
         }
         ::core::result::Result::Err(
@@ -41,7 +43,7 @@ fn stock(sku: u32) -> Result<u32, StockError> {
             & __fusebox_error, StockError::Timeout { .. } | StockError::Unavailable { ..
             }
         ) => {
-            __fusebox_permit.failed();
+            ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit);
             ::fusebox::__private_0_1_0::call_fallback(
                 (
                     sku,
@@ -56,7 +58,7 @@ fn stock(sku: u32) -> Result<u32, StockError> {
             )
         }
         ::core::result::Result::Err(__fusebox_error) => {
-            __fusebox_permit.ignored();
+            ::fusebox::__private_0_1_0::permit_ignored(&mut __fusebox_permit);
             ::core::result::Result::Err(__fusebox_error)
         }
     }

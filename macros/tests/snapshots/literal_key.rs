@@ -15,9 +15,11 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
     }
     let mut __fusebox_permit = __FUSEBOX_SITE
         .enter(::fusebox::__private_0_1_0::global());
-    if let ::core::option::Option::Some(__fusebox_refused) = __fusebox_permit.refusal() {
+    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
+        &__fusebox_permit,
+    ) {
         return ::core::result::Result::Err(
-            ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+            ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
         );
     }
     match ::fusebox::__private_0_1_0::sync_body::<
@@ -25,14 +27,14 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
         _,
     >(move || { gateway::authorize(amount) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
-            __fusebox_permit.succeeded();
+            ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
             ::core::result::Result::Ok(__fusebox_value)
         }
         ::core::result::Result::Err(__fusebox_error) => {
             if ::core::matches!(& __fusebox_error, PaymentError::Timeout { .. }) {
-                __fusebox_permit.failed()
+                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
             } else {
-                __fusebox_permit.ignored()
+                ::fusebox::__private_0_1_0::permit_ignored(&mut __fusebox_permit)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

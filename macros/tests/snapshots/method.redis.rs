@@ -27,10 +27,10 @@ impl Client {
         ) {
             ::fusebox::__private_0_1_0::admit_shared(&mut __fusebox_permit).await
         } else {
-            __fusebox_permit.refusal()
+            ::fusebox::__private_0_1_0::permit_refusal(&__fusebox_permit)
         } {
             return ::core::result::Result::Err(
-                ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+                ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
             );
         }
         let __fusebox_out: Result<u32, ApiError> = match ::fusebox::__private_0_1_0::async_body::<
@@ -40,11 +40,11 @@ impl Client {
             .await
         {
             ::core::result::Result::Ok(__fusebox_value) => {
-                __fusebox_permit.succeeded();
+                ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
                 ::core::result::Result::Ok(__fusebox_value)
             }
             ::core::result::Result::Err(__fusebox_error) => {
-                __fusebox_permit.failed();
+                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit);
                 ::core::result::Result::Err(__fusebox_error)
             }
         };

@@ -22,11 +22,11 @@ impl Client {
         let __fusebox_name = __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
         let mut __fusebox_permit = __FUSEBOX_SITE
             .enter_as(::fusebox::__private_0_1_0::global(), __fusebox_name);
-        if let ::core::option::Option::Some(__fusebox_refused) = __fusebox_permit
-            .refusal()
-        {
+        if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
+            &__fusebox_permit,
+        ) {
             return ::core::result::Result::Err(
-                ::fusebox::__private_0_1_0::reject(__fusebox_refused),
+                ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
             );
         }
         match ::fusebox::__private_0_1_0::async_body::<
@@ -36,11 +36,11 @@ impl Client {
             .await
         {
             ::core::result::Result::Ok(__fusebox_value) => {
-                __fusebox_permit.succeeded();
+                ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
                 ::core::result::Result::Ok(__fusebox_value)
             }
             ::core::result::Result::Err(__fusebox_error) => {
-                __fusebox_permit.failed();
+                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit);
                 ::core::result::Result::Err(__fusebox_error)
             }
         }

@@ -171,6 +171,11 @@ impl RedisStoreBuilder {
     }
 
     /// Connects (bounded by the timeout, at least one second) and checks that Redis answers.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when the URL is invalid, or Redis does not answer in time or refuses the
+    /// script.
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
         let client = redis::Client::open(self.url.as_str()).map_err(|e| StoreError {
             message: format!(
@@ -253,6 +258,10 @@ impl fmt::Debug for RedisStore {
 
 impl RedisStore {
     /// Connects to the Redis at `url` (`redis://host:port/`) with the default settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisStoreBuilder::connect`].
     pub async fn connect(url: &str) -> Result<RedisStore, StoreError> {
         Self::builder(url).connect().await
     }
@@ -276,6 +285,10 @@ impl RedisStore {
     }
 
     /// The shared state of breaker `key` under `policy`, as Redis holds it.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] with reason `TimedOut` when Redis does not answer within the store timeout.
     pub async fn state(&self, key: &str, policy: Policy) -> Result<SharedState, Error> {
         let link = self.link(key, policy);
         let answer = call(&self.inner.client, &link, "state", &[])
@@ -291,6 +304,10 @@ impl RedisStore {
 
     /// Moves breaker `key` to `state` in Redis for every replica (operator action): `Closed`
     /// resets, `ForcedOpen` refuses every call, `Disabled` admits every call and never opens.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] with reason `TimedOut` when Redis does not answer within the store timeout.
     pub async fn force(&self, key: &str, policy: Policy, state: State) -> Result<(), Error> {
         let target = match state {
             State::Closed => 0,

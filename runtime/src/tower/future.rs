@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 
 use super::{BoxError, Classify};
-use crate::breaker::{Outcome, OwnedPermit};
+use crate::breaker::{OwnedPermit, Verdict};
 
 pin_project! {
     /// The response future of a [`CircuitBreaker`](super::CircuitBreaker).
@@ -73,9 +73,9 @@ where
         };
         this.inner.set(None);
         let outcome = match &result {
-            _ if this.classifier.is_failure(&result) => Outcome::Failure,
-            Ok(_) => Outcome::Success,
-            Err(_) => Outcome::Released,
+            _ if this.classifier.is_failure(&result) => Verdict::Failure,
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::Released,
         };
         this.permit.settle(outcome);
         Poll::Ready(result.map_err(Into::into))

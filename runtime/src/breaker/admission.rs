@@ -1,0 +1,218 @@
+//! Admission: the bulkhead, then the circuit. A closed plain circuit admits with one atomic load;
+//! every other state goes through [`Core::admit_general`], which decides with the pure functions of
+//! `state` and publishes the decision with one compare-and-swap.
+
+use super::*;
+use crate::state::{self, Admission};
+
+impl Core {
+    /// Counts a refusal.
+    #[cold]
+    pub(super) fn count_refusal(&self, reason: Reason, retry_after: u64) -> Refusal {
+        self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.meters.rejected();
+        Refusal {
+            reason,
+            retry_after,
+        }
+    }
+
+    /// Asks for admission: bulkhead first, then the circuit. Reads the clock only when the circuit
+    /// is not closed or calls are timed. Never fails: a refused call gets an inert permit that says
+    /// why ([`Permit::refusal`]), so the admitted path moves no `Result` around.
+    #[inline(always)]
+    pub(crate) fn enter(&self, site: FnName) -> Permit<'_> {
+        self.enter_with::<false>(site)
+    }
+
+    /// [`Core::enter`]; with `ASK_STORE`, a breaker shared through a store answers with a permit
+    /// that asks the store (`crate::redis`), which an `async` caller then awaits.
+    #[inline(always)]
+    pub(crate) fn enter_with<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
+        let word = self.load();
+        if self.plain && word.admits() {
+            return Permit {
+                core: self,
+                word,
+                stamp: if crate::record::enabled() {
+                    self.now().max(1)
+                } else {
+                    0
+                },
+                site,
+            };
+        }
+        // The other common case: an open circuit whose wait is not over refuses without leaving
+        // this function (one clock read, one counter).
+        if self.plain && word.is_open() {
+            let now = self.now();
+            let remaining = word.open_remaining_nanos(now, self.time_of(word, now));
+            if remaining != 0 && !self.metrics_only.load(Ordering::Relaxed) {
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                #[cfg(feature = "metrics")]
+                self.meters.rejected();
+                self.record_refusal(Reason::Open, site);
+                return Permit {
+                    core: self,
+                    word: Word::refused(Reason::Open.code()),
+                    stamp: remaining,
+                    site,
+                };
+            }
+        }
+        self.enter_general::<ASK_STORE>(site)
+    }
+
+    #[inline(never)]
+    pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
+        #[cfg(feature = "redis")]
+        if ASK_STORE && self.store.is_some() {
+            return Permit {
+                core: self,
+                word: Word::refused(crate::redis::ASK_STORE),
+                stamp: NO_WAIT,
+                site,
+            };
+        }
+        match self.admit_general(site) {
+            Ok((word, stamp)) => Permit {
+                core: self,
+                word,
+                stamp,
+                site,
+            },
+            Err(refusal) => {
+                self.record_refusal(refusal.reason, site);
+                Permit {
+                    core: self,
+                    word: Word::refused(refusal.reason.code()),
+                    stamp: refusal.retry_after,
+                    site,
+                }
+            }
+        }
+    }
+
+    /// Emits the outcome event of a refused call, when a subscriber wants it.
+    #[inline(always)]
+    pub(super) fn record_refusal(&self, reason: Reason, site: FnName) {
+        if crate::record::enabled() {
+            let outcome = crate::record::Recorded::Refused(reason);
+            crate::record::emit(self.key.as_str(), self.now(), None, outcome, site);
+        }
+    }
+
+    /// Asks for admission; a refusal is an [`Error`].
+    #[inline]
+    pub(crate) fn acquire(&self, site: FnName) -> Result<Permit<'_>, Error> {
+        let permit = self.enter(site);
+        match permit.refusal() {
+            None => Ok(permit),
+            Some(refused) => Err(refused),
+        }
+    }
+
+    pub(super) fn admit_general(&self, site: FnName) -> Result<(Word, u64), Refusal> {
+        let bulkhead = self.policy.max_concurrent != 0;
+        if bulkhead
+            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent
+        {
+            self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(self.count_refusal(Reason::BulkheadFull, NO_WAIT));
+        }
+        let word = self.load();
+        let admitted = if word.admits() {
+            Ok(word)
+        } else {
+            self.acquire_slow(word, site)
+        };
+        match admitted {
+            Ok(word) => {
+                let start = if self.timed() {
+                    self.now()
+                } else if crate::record::enabled() {
+                    self.now().max(1)
+                } else {
+                    0
+                };
+                Ok((
+                    word,
+                    if bulkhead {
+                        start | BULKHEAD_BIT
+                    } else {
+                        start
+                    },
+                ))
+            }
+            Err(refusal) => {
+                if bulkhead {
+                    self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+                }
+                Err(refusal)
+            }
+        }
+    }
+
+    /// A refusal, or in metrics-only mode an admission whose outcome is not recorded.
+    #[cold]
+    pub(super) fn refuse_or_shadow(
+        &self,
+        reason: Reason,
+        retry_after: u64,
+    ) -> Result<Word, Refusal> {
+        let refusal = self.count_refusal(reason, retry_after);
+        if self.metrics_only.load(Ordering::Acquire) {
+            Ok(Word::SHADOW)
+        } else {
+            Err(refusal)
+        }
+    }
+
+    /// Admission in a state that does not simply admit: the decision is [`state::admission`],
+    /// published with one compare-and-swap by [`Core::update`].
+    #[cold]
+    pub(super) fn acquire_slow(&self, word: Word, site: FnName) -> Result<Word, Refusal> {
+        let policy = &self.policy;
+        let time = |word: Word| {
+            let now = self.now();
+            (now, self.time_of(word, now))
+        };
+        let decided = self.update(word, |word| {
+            state::admission(
+                word,
+                policy.recovery,
+                policy.half_open,
+                policy.lease_nanos(),
+                time,
+            )
+        });
+        match decided {
+            Ok((word, next)) => {
+                if !next.same_epoch(word) {
+                    self.enter_phase();
+                    let now = self.now();
+                    let counts = self.window.counts(now);
+                    let trigger = if word.state() == State::HalfOpen {
+                        Trigger::LeaseExpired
+                    } else {
+                        Trigger::OpenWaitOver
+                    };
+                    self.emit(word.state(), State::HalfOpen, counts, site, trigger);
+                    self.check_stuck(now, site);
+                }
+                Ok(next)
+            }
+            Err((word, Admission::Admit)) => Ok(word),
+            Err((_, Admission::Refuse(reason, wait))) => self.refuse_or_shadow(reason, wait),
+            Err((word, Admission::Share(phases))) => {
+                let seq = self.phase_seq.fetch_add(1, Ordering::AcqRel);
+                if word.in_share(seq, phases) {
+                    Ok(word)
+                } else {
+                    self.refuse_or_shadow(Reason::Recovering, NO_WAIT)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! A breaker's life: creation, the successor that replaces it on reconfiguration, and the
+//! marks the registry's eviction sweep reads (used, pinned, evictable).
+
+use super::*;
+
+impl Core {
+    pub(crate) fn new(key: Key, policy: Policy, clock: ClockSource, hooks: Arc<Hooks>) -> Self {
+        #[cfg(feature = "metrics")]
+        let key_for_meters = &key.as_str().to_owned();
+        Core {
+            key,
+            policy,
+            clock,
+            hooks,
+            state: AtomicU64::new(Word::INITIAL.0),
+            time: TimeStamp::new(),
+            window: Padded(Outcomes::new(&policy)),
+            run: AtomicU32::new(0),
+            reopens: AtomicU32::new(0),
+            phase: AtomicU64::new(0),
+            phase_seq: AtomicU64::new(0),
+            metrics_only: AtomicBool::new(false),
+            counters: Padded(Counters {
+                rejected: AtomicU64::new(0),
+                in_flight: SharedCount::default(),
+            }),
+            used: AtomicBool::new(true),
+            pinned: AtomicBool::new(true),
+            plain: matches!(policy.window, crate::policy::Window::Count(_))
+                && policy.slow_nanos == 0
+                && policy.consecutive == 0
+                && policy.max_concurrent == 0,
+            successor: std::sync::OnceLock::new(),
+            episode: Episode::default(),
+            last: std::sync::Mutex::new(None),
+            #[cfg(feature = "metrics")]
+            meters: crate::observe::Meters::new(key_for_meters),
+            #[cfg(feature = "redis")]
+            store: None,
+        }
+    }
+
+    /// This breaker, sharing its state through `link`: its calls leave the local fast paths.
+    #[cfg(feature = "redis")]
+    pub(crate) fn with_store(mut self, link: Arc<crate::redis::Link>) -> Core {
+        self.plain = false;
+        self.store = Some(link);
+        self
+    }
+
+    /// A breaker for a new policy that continues this one's state: every state carries over
+    /// (open keeps its deadline; half-open keeps its probes, whose reports reach the successor),
+    /// except half-open under a different recovery mode, which becomes open with its wait already
+    /// over (see [`Core::announce_handover`]). The window's outcomes carry over when its kind and
+    /// size are unchanged, and calls in flight keep counting against the bulkhead.
+    pub(crate) fn successor_with(&self, policy: Policy) -> Core {
+        let mut next = Core::new(
+            self.key.clone(),
+            policy,
+            self.clock.clone(),
+            self.hooks.clone(),
+        );
+        next.counters.0.in_flight = self.counters.in_flight.share();
+        let word = self.load();
+        let carried = match word.state() {
+            State::HalfOpen if policy.recovery != self.policy.recovery => {
+                word.to_open(self.now(), 0)
+            }
+            _ => word,
+        };
+        if policy.window == self.policy.window {
+            next.window.copy_from(&self.window);
+        }
+        if policy.consecutive != 0 && self.policy.consecutive != 0 {
+            next.run
+                .store(self.run.load(Ordering::Acquire), Ordering::Release);
+        }
+        if policy.recovery == self.policy.recovery {
+            next.phase
+                .store(self.phase.load(Ordering::Acquire), Ordering::Release);
+            next.phase_seq
+                .store(self.phase_seq.load(Ordering::Acquire), Ordering::Release);
+        }
+        if carried == word {
+            next.time.copy_from(&self.time);
+        } else {
+            next.time.set(carried, self.now());
+        }
+        next.state.store(carried.0, Ordering::Release);
+        next.metrics_only
+            .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
+        next.counters.rejected.store(
+            self.counters.rejected.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        next.reopens
+            .store(self.reopens.load(Ordering::Acquire), Ordering::Release);
+        next.pinned
+            .store(self.pinned.load(Ordering::Acquire), Ordering::Release);
+        next.episode.since.store(
+            self.episode.since.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        next.episode.reported.store(
+            self.episode.reported.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        *next.last.lock().unwrap_or_else(|p| p.into_inner()) = self.last_recorded();
+        next
+    }
+
+    /// Emits the transition a reconfiguration made (half-open to open when the recovery mode
+    /// changed), so the event stream stays continuous. `before` is the replaced breaker's state.
+    pub(crate) fn announce_handover(&self, before: State) {
+        let now = self.load().state();
+        if before != now {
+            let counts = self.window.counts(self.now());
+            self.emit(before, now, counts, &"operator", Trigger::Reconfigured);
+        }
+    }
+
+    /// The newest breaker of this chain (itself unless reconfigured).
+    #[inline]
+    pub(crate) fn current(self: &Arc<Core>) -> &Arc<Core> {
+        let mut core = self;
+        while let Some(next) = core.successor.get() {
+            core = next;
+        }
+        core
+    }
+
+    /// Retires this breaker in favour of `next`.
+    pub(crate) fn retire(&self, next: Arc<Core>) -> Result<(), Arc<Core>> {
+        self.successor.set(next)
+    }
+
+    /// Marks a dynamic breaker as used since the last sweep.
+    #[inline]
+    pub(crate) fn touch(&self) {
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Clears the used mark: a new dynamic breaker counts as used once a second call finds it.
+    pub(crate) fn mark_unused(&self) {
+        self.used.store(false, Ordering::Relaxed);
+    }
+
+    /// Marks a breaker as created for a dynamic key (evictable) or not.
+    pub(crate) fn set_pinned(&self, pinned: bool) {
+        self.pinned.store(pinned, Ordering::Release);
+    }
+
+    /// Pins a breaker made for a dynamic key (now claimed by a literal key or by hand); true when
+    /// it was not pinned before.
+    pub(crate) fn claim(&self) -> bool {
+        !self.pinned.swap(true, Ordering::AcqRel)
+    }
+
+    /// True when never evicted (see [`Core::claim`]).
+    pub(crate) fn is_pinned(&self) -> bool {
+        self.pinned.load(Ordering::Acquire)
+    }
+
+    /// The eviction sweep's question: may this breaker go? Nothing in flight, and either closed and
+    /// not used since the previous look (the used mark is cleared as a second chance), or open with
+    /// its wait over: it holds nothing the next probe would not find out again. An open circuit
+    /// within its wait, half-open probing, and the operators' states are never evicted.
+    pub(crate) fn evictable(&self) -> bool {
+        if self.pinned.load(Ordering::Acquire) {
+            return false;
+        }
+        let busy =
+            self.policy.max_concurrent != 0 && self.counters.in_flight.load(Ordering::Acquire) != 0;
+        if busy {
+            return false;
+        }
+        let word = self.load();
+        match word.state() {
+            State::Closed => !self.used.swap(false, Ordering::AcqRel),
+            State::Open => {
+                // A stale word (`None`) changed under us: not evictable this time.
+                let now = self.now();
+                self.time_of(word, now)
+                    .is_some_and(|t| word.open_remaining_nanos(now, Some(t)) == 0)
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! A circuit breaker: admission, outcome reporting, transitions and the handle operators use.
+//!
+//! All state is in atomics: the packed [`Word`](crate::state) and the count window. Admission on a
+//! closed circuit is one atomic load and reads no clock; a report is one compare-and-swap on the
+//! window cursor. Transitions are compare-and-swap loops around the pure functions of `state`, so
+//! exactly one caller wins each transition and exactly the permitted number of probes get through.
+
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering, Padded};
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::ClockSource;
+use crate::error::{Error, Key, Reason};
+use crate::observe::{Hooks, Trigger};
+use crate::policy::{Policy, Recovery};
+pub(crate) use crate::state::Verdict;
+use crate::state::{NO_WAIT, State, Step, TimeStamp, Word};
+use crate::window::{Counts, Outcomes, Sample};
+
+mod admission;
+mod controls;
+mod lifecycle;
+mod permit;
+mod report;
+mod snapshot;
+#[cfg(feature = "redis")]
+mod store;
+#[cfg(test)]
+mod tests;
+
+pub use permit::{OwnedPermit, Permit};
+use permit::{Refusal, Ticket};
+pub use snapshot::{LastTransition, Snapshot};
+
+/// Refusals since creation, and calls in flight (kept only with `max_concurrent`).
+pub(super) struct Counters {
+    rejected: AtomicU64,
+    /// Shared with the breakers that replace this one on reconfiguration, so calls admitted before
+    /// a reload still count against the bulkhead after it.
+    in_flight: SharedCount,
+}
+
+/// A counter shared along a chain of reconfigured breakers, allocated on first use (a breaker
+/// without a bulkhead that is never reconfigured allocates nothing for it).
+#[derive(Default)]
+pub(super) struct SharedCount(std::sync::OnceLock<Arc<AtomicU32>>);
+
+impl SharedCount {
+    fn cell(&self) -> &Arc<AtomicU32> {
+        self.0.get_or_init(|| Arc::new(AtomicU32::new(0)))
+    }
+
+    fn fetch_add(&self, n: u32, order: Ordering) -> u32 {
+        self.cell().fetch_add(n, order)
+    }
+
+    fn fetch_sub(&self, n: u32, order: Ordering) -> u32 {
+        self.cell().fetch_sub(n, order)
+    }
+
+    fn load(&self, order: Ordering) -> u32 {
+        self.0.get().map_or(0, |count| count.load(order))
+    }
+
+    /// A count sharing this one's value from now on.
+    fn share(&self) -> SharedCount {
+        SharedCount(std::sync::OnceLock::from(self.cell().clone()))
+    }
+}
+
+/// The annotated function's path, as a thin pointer (keeps permits small).
+pub(crate) type FnName = &'static &'static str;
+
+/// Bit 63 of a permit's `stamp`: the call holds a bulkhead slot (times stay far below it).
+pub(super) const BULKHEAD_BIT: u64 = 1 << 63;
+
+/// The shared body of a breaker.
+pub(crate) struct Core {
+    key: Key,
+    policy: Policy,
+    clock: ClockSource,
+    hooks: Arc<Hooks>,
+    state: AtomicU64,
+    /// The full-width time of `state`'s open deadline or half-open arming (written on transitions).
+    time: TimeStamp,
+    /// Written by every recorded call: kept off the cache line of `state`, which every call reads.
+    window: Padded<Outcomes>,
+    /// Counted failures in a row (only kept when `consecutive` is set).
+    run: AtomicU32,
+    /// Failed recoveries in a row: the exponent of `open_backoff`.
+    reopens: AtomicU32,
+    /// Progressive recovery: the phase's generation (low 16 bits), calls (next 24) and failures
+    /// (top 24) it recorded.
+    phase: AtomicU64,
+    /// Progressive recovery: admissions asked for in the current phase (phase k admits k in n).
+    phase_seq: AtomicU64,
+    /// Metrics-only mode: calls it would refuse are admitted (and counted in `rejected`), and
+    /// their outcomes are not recorded.
+    metrics_only: AtomicBool,
+    /// Counters written by refused calls and by bulkhead calls, on their own cache line.
+    counters: Padded<Counters>,
+    /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
+    used: AtomicBool,
+    /// Never evicted: created by a static call site or by hand.
+    pinned: AtomicBool,
+    /// Count window, no slow-call timing, no consecutive rule, no bulkhead: the fast paths apply.
+    plain: bool,
+    /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
+    /// reports still arriving here change nothing.
+    successor: std::sync::OnceLock<Arc<Core>>,
+    /// The open episode: when the circuit last opened from closed (nanoseconds + 1; 0 when
+    /// closed), and whether `circuit_stuck_open` was reported for it.
+    episode: Episode,
+    /// The last transition, for snapshots (written on transitions only).
+    last: std::sync::Mutex<Option<Recorded>>,
+    #[cfg(feature = "metrics")]
+    meters: crate::observe::Meters,
+    /// The store this breaker's state is shared through (only on a shared registry's keys).
+    #[cfg(feature = "redis")]
+    pub(crate) store: Option<Arc<crate::redis::Link>>,
+}
+
+/// The open episode of a breaker (see [`Core::episode`]).
+#[derive(Default)]
+pub(super) struct Episode {
+    since: AtomicU64,
+    reported: AtomicBool,
+}
+
+/// A transition as a snapshot keeps it.
+#[derive(Clone, Copy)]
+pub(super) struct Recorded {
+    at: u64,
+    from: State,
+    to: State,
+    trigger: Trigger,
+    counts: Counts,
+    function: &'static str,
+}
+
+impl Core {
+    #[inline]
+    fn load(&self) -> Word {
+        Word(self.state.load(Ordering::Acquire))
+    }
+
+    #[inline]
+    fn cas(&self, current: Word, new: Word) -> Result<(), Word> {
+        self.state
+            .compare_exchange(current.0, new.0, Ordering::AcqRel, Ordering::Acquire)
+            .map_err(Word)?;
+        if !new.same_epoch(current) {
+            self.time.set(new, self.now());
+        }
+        Ok(())
+    }
+
+    /// Replaces the state word by what `decide` makes of it, starting from `word` (a recent load).
+    ///
+    /// `decide` sees the current word and either keeps it (`Err((word, result))`) or names its
+    /// successor; the first compare-and-swap from the word it was shown to that successor wins
+    /// (`Ok((from, to))`), and on contention it decides again on the word it lost to. So `decide`
+    /// must only read: it can run several times, and the winning transition is exactly one.
+    #[inline(always)]
+    fn update<T>(
+        &self,
+        mut word: Word,
+        mut decide: impl FnMut(Word) -> Step<T>,
+    ) -> Result<(Word, Word), (Word, T)> {
+        loop {
+            match decide(word) {
+                Step::Keep(kept) => return Err((word, kept)),
+                Step::Replace(next) => match self.cas(word, next) {
+                    Ok(()) => return Ok((word, next)),
+                    Err(seen) => word = seen,
+                },
+            }
+        }
+    }
+
+    /// The full-width time of `word`'s field (`None` when `word` is no longer the state).
+    #[inline]
+    fn time_of(&self, word: Word, now: u64) -> Option<u64> {
+        self.time.time_of(word, now, || self.load())
+    }
+
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.now_nanos()
+    }
+
+    /// True when calls are timed (slow-call tracking).
+    #[inline]
+    fn timed(&self) -> bool {
+        self.policy.slow_nanos != 0
+    }
+
+    /// Records the transition for snapshots, then announces it (see [`crate::observe::emit`]).
+    #[cold]
+    fn emit(&self, from: State, to: State, counts: Counts, function: FnName, trigger: Trigger) {
+        let function: &'static str = function;
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Recorded {
+            at: self.now(),
+            from,
+            to,
+            trigger,
+            counts,
+            function,
+        });
+        crate::observe::emit(
+            &self.hooks,
+            self.key.as_str(),
+            from,
+            to,
+            counts,
+            function,
+            trigger,
+        );
+    }
+
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    pub(crate) fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// Bytes this breaker occupies: the shared struct and the window.
+    pub(crate) fn footprint(&self) -> usize {
+        std::mem::size_of::<Self>() + self.window.heap_bytes()
+    }
+}
+
+///
+/// Get one from [`Registry::breaker`](crate::Registry::breaker) or
+/// [`Registry::get`](crate::Registry::get). Use it without the attribute through
+/// [`call`](Breaker::call), [`call_async`](Breaker::call_async) or
+/// [`try_acquire`](Breaker::try_acquire):
+///
+/// ```
+/// use fusebox::{Registry, Policy};
+///
+/// let registry = Registry::new();
+/// let breaker = registry.breaker("inventory", Policy::new()).unwrap();
+/// let stock: Result<u32, fusebox::Error> = breaker
+///     .call(|| Ok::<u32, fusebox::Error>(7), |_err| true)
+///     .unwrap_or_else(|refused| Err(refused));
+/// assert_eq!(stock, Ok(7));
+/// ```
+#[derive(Clone)]
+pub struct Breaker {
+    pub(crate) core: Arc<Core>,
+}
+
+impl Breaker {
+    /// Asks for admission; report the outcome on the returned permit.
+    ///
+    /// # Errors
+    ///
+    /// The refusal, an [`Error`] with its [`Reason`](crate::Reason), when the circuit or the bulkhead
+    /// refuses the call.
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_>, Error> {
+        self.core.current().acquire(&"")
+    }
+
+    /// Runs `f` through the breaker; `is_failure` says which errors count.
+    ///
+    /// Returns `Err(refusal)` without calling `f` when the circuit refuses the call, and
+    /// `Ok(f's result)` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call (`f` is
+    /// not called then).
+    pub fn call<T, E>(
+        &self,
+        f: impl FnOnce() -> Result<T, E>,
+        is_failure: impl FnOnce(&E) -> bool,
+    ) -> Result<Result<T, E>, Error> {
+        let permit = self.try_acquire()?;
+        let result = f();
+        permit.report(&result, is_failure);
+        Ok(result)
+    }
+
+    /// Awaits `fut` through the breaker; `is_failure` says which errors count. Cancelling the
+    /// returned future gives the permit back without counting anything.
+    ///
+    /// # Errors
+    ///
+    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call (`fut` is
+    /// not polled then).
+    pub async fn call_async<T, E>(
+        &self,
+        fut: impl Future<Output = Result<T, E>>,
+        is_failure: impl FnOnce(&E) -> bool,
+    ) -> Result<Result<T, E>, Error> {
+        let permit = self.try_acquire()?;
+        let result = fut.await;
+        permit.report(&result, is_failure);
+        Ok(result)
+    }
+
+    /// Asks for admission like [`try_acquire`](Breaker::try_acquire); the permit holds the
+    /// breaker, so it can live in a `'static` future.
+    ///
+    /// ```
+    /// let registry = fusebox::Registry::new();
+    /// let breaker = registry.breaker("ledger", fusebox::Policy::new()).unwrap();
+    /// let permit = breaker.try_acquire_owned().unwrap();
+    /// let task = std::thread::spawn(move || permit.success());
+    /// task.join().unwrap();
+    /// assert_eq!(breaker.snapshot().calls, 1);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Breaker::try_acquire).
+    #[inline]
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Error> {
+        self.acquire_owned(&"")
+    }
+
+    /// [`try_acquire_owned`](Breaker::try_acquire_owned) on behalf of `site` (named in events).
+    #[inline]
+    pub(crate) fn acquire_owned(&self, site: FnName) -> Result<OwnedPermit, Error> {
+        let permit = self.enter_owned(site);
+        match permit.refusal() {
+            None => Ok(permit),
+            Some(refused) => Err(refused),
+        }
+    }
+
+    /// Asks for admission on behalf of `site`; a refused call gets an inert permit whose
+    /// [`OwnedPermit::refusal`] says why (like the attribute's admission, no `Result` to move).
+    #[inline(always)]
+    pub(crate) fn enter_owned(&self, site: FnName) -> OwnedPermit {
+        let core = self.core.current();
+        let mut permit = core.enter(site);
+        let owned = OwnedPermit {
+            core: core.clone(),
+            word: permit.word,
+            stamp: permit.stamp,
+            site,
+        };
+        // The owned permit now carries the report; the borrowed one must not.
+        permit.word = Word::SETTLED;
+        owned
+    }
+
+    /// The current state. Does not move an open circuit to half-open (only calls do).
+    pub fn state(&self) -> State {
+        self.core.current().load().state()
+    }
+
+    /// A consistent-enough view of the breaker's counters.
+    pub fn snapshot(&self) -> Snapshot {
+        self.core.current().snapshot()
+    }
+
+    /// The breaker's key.
+    pub fn key(&self) -> &str {
+        self.core.current().key().as_str()
+    }
+
+    /// The policy the breaker runs.
+    pub fn policy(&self) -> Policy {
+        *self.core.current().policy()
+    }
+
+    /// Refuses every call until [`reset`](Breaker::reset) (reason [`Reason::ForcedOpen`]).
+    /// Clears metrics-only mode.
+    pub fn force_open(&self) {
+        self.core.current().force(Word::to_forced_open);
+    }
+
+    /// Admits every call and keeps recording, but never opens, until [`reset`](Breaker::reset).
+    /// Clears metrics-only mode.
+    pub fn disable(&self) {
+        self.core.current().force(Word::to_disabled);
+    }
+
+    /// Back to closed with an empty window and no backoff, from any state; clears metrics-only mode.
+    pub fn reset(&self) {
+        self.core.current().force(Word::to_closed);
+    }
+
+    /// Metrics-only mode: the circuit keeps recording, deciding and emitting events, but a call it
+    /// would refuse is admitted instead (and counted in `rejected`, its outcome not recorded). For
+    /// trying a policy on live traffic. Ended by [`reset`](Breaker::reset), [`force_open`](Breaker::force_open)
+    /// or [`disable`](Breaker::disable).
+    pub fn metrics_only(&self) {
+        self.core
+            .current()
+            .metrics_only
+            .store(true, Ordering::Release);
+    }
+
+    /// Bytes this breaker occupies in memory (struct and window).
+    pub fn footprint(&self) -> usize {
+        self.core.current().footprint()
+    }
+}
+
+impl fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("key", self.core.key())
+            .field("state", &self.state())
+            .finish()
+    }
+}

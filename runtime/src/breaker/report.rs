@@ -1,0 +1,351 @@
+//! Reporting: an outcome goes into the window (closed), the probe count (half-open) or the phase
+//! count (progressive recovery), and may trip, reopen or close the circuit.
+
+use super::*;
+use crate::state;
+
+impl Core {
+    /// Emits the outcome event of a reported call admitted at [`Ticket::admitted_at`] (see [`Core::enter`]).
+    #[cold]
+    pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
+        let now = self.now();
+        let latency = now.saturating_sub(permit.admitted_at());
+        let outcome = match outcome {
+            Verdict::Success => crate::record::Recorded::Success,
+            Verdict::Failure => crate::record::Recorded::Failure,
+            Verdict::Released => crate::record::Recorded::Ignored,
+        };
+        crate::record::emit(self.key.as_str(), now, Some(latency), outcome, permit.site);
+    }
+
+    /// Starts a new half-open phase's admission sequence. (Its counts need no reset: they are
+    /// tagged with the phase's generation, see [`Core::count_in_phase`].)
+    pub(super) fn enter_phase(&self) {
+        self.phase_seq.store(0, Ordering::Release);
+    }
+
+    /// Counts one outcome in the current progressive phase; returns the phase's (calls, failures),
+    /// or `None` when the report is stale. Counts carry the phase's generation: the first report of
+    /// a new phase replaces the old counts, and a late report from an older phase can never add to
+    /// the new one (it re-checks the state after reading the counts, before writing them).
+    pub(super) fn count_in_phase(&self, issued: Word, failed: bool) -> Option<(u32, u32)> {
+        const FIELD: u64 = (1 << 24) - 1;
+        let tag = issued.generation();
+        let mut current = self.phase.load(Ordering::Acquire);
+        loop {
+            if !self.load().same_epoch(issued) {
+                return None;
+            }
+            let (calls, failures) = if current & 0xffff == tag {
+                (
+                    (current >> 16 & FIELD) + 1,
+                    (current >> 40 & FIELD) + u64::from(failed),
+                )
+            } else {
+                (1, u64::from(failed))
+            };
+            let next = tag | calls.min(FIELD) << 16 | failures.min(FIELD) << 40;
+            match self
+                .phase
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some((calls as u32, failures as u32)),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Applies the outcome of a call admitted under `permit`.
+    #[inline(always)]
+    pub(super) fn finish(&self, permit: Ticket, outcome: Verdict) {
+        // The common case: a success on a closed circuit whose policy needs no timing, run or
+        // bulkhead.
+        if self.plain && outcome == Verdict::Success && permit.word.records() {
+            // A plain circuit has no bulkhead, so the stamp is the admission time alone.
+            if permit.stamp != 0 {
+                // Admitted while outcome events were wanted (see `Core::enter`).
+                self.record_outcome(permit, outcome);
+            }
+            let word = self.load();
+            if word.same_epoch(permit.word) {
+                #[cfg(feature = "metrics")]
+                self.meters.call(true, false);
+                if let Some(counts) = self.window.record_fast_success(0, self.policy.min_calls) {
+                    self.judge(word, counts, permit.site);
+                }
+            }
+            return;
+        }
+        self.finish_general(permit, outcome);
+    }
+
+    #[inline(never)]
+    pub(super) fn finish_general(&self, permit: Ticket, outcome: Verdict) {
+        if permit.word.inert() {
+            return;
+        }
+        #[cfg(feature = "redis")]
+        if crate::redis::is_shared(permit.word) {
+            let outcome = match outcome {
+                Verdict::Success => Some(false),
+                Verdict::Failure => Some(true),
+                Verdict::Released => None,
+            };
+            return crate::redis::report(self, permit.word, permit.stamp, permit.site, outcome);
+        }
+        // Untimed calls carry an admission time only when outcome events were wanted then.
+        let recorded = if self.timed() {
+            crate::record::enabled()
+        } else {
+            permit.admitted_at() != 0
+        };
+        if recorded {
+            self.record_outcome(permit, outcome);
+        }
+        if permit.holds_slot() {
+            self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Some(next) = self.successor.get() {
+            // Reconfigured: the newest breaker decides. The bulkhead slot, shared with it, was
+            // released above.
+            let mut newest = next;
+            while let Some(later) = newest.successor.get() {
+                newest = later;
+            }
+            let ticket = Ticket {
+                stamp: permit.admitted_at(),
+                ..permit
+            };
+            return newest.finish_general(ticket, outcome);
+        }
+        #[cfg(feature = "metrics")]
+        self.meters
+            .call(outcome == Verdict::Success, outcome == Verdict::Failure);
+        match permit.word.state() {
+            State::Closed | State::Disabled => self.report_closed(permit, outcome),
+            State::HalfOpen => self.report_probe(permit, outcome),
+            State::Open | State::ForcedOpen => {}
+        }
+    }
+
+    #[inline]
+    pub(super) fn report_closed(&self, permit: Ticket, outcome: Verdict) {
+        let word = self.load();
+        if !word.same_epoch(permit.word) || outcome == Verdict::Released {
+            return; // the circuit moved on, or the outcome does not count
+        }
+        let now = if self.timed() || self.window.needs_time() {
+            self.now()
+        } else {
+            0
+        };
+        let slow =
+            self.timed() && now.saturating_sub(permit.admitted_at()) >= self.policy.slow_nanos;
+        let failure = outcome == Verdict::Failure;
+        let consecutive = self.policy.consecutive;
+        if !failure && !slow {
+            if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
+                self.run.store(0, Ordering::Relaxed);
+            }
+            if let Some(counts) = self.window.record_fast_success(now, self.policy.min_calls) {
+                self.judge(word, counts, permit.site);
+            }
+            return;
+        }
+        let counts = self.window.record(now, Sample { failure, slow });
+        let run_tripped = consecutive != 0
+            && if failure {
+                self.run.fetch_add(1, Ordering::AcqRel) + 1 >= consecutive
+            } else {
+                self.run.store(0, Ordering::Relaxed);
+                false
+            };
+        if word.state() == State::Closed && (run_tripped || counts.trips(&self.policy)) {
+            let trigger = if run_tripped {
+                Trigger::Consecutive
+            } else {
+                self.rate_rule(counts)
+            };
+            self.trip(word, counts, permit.site, trigger);
+        }
+    }
+
+    /// Trips the circuit when `counts` reach a rate rule (a closed, not retired breaker only).
+    #[inline]
+    pub(super) fn judge(&self, word: Word, counts: Counts, site: FnName) {
+        if word.state() == State::Closed
+            && self.successor.get().is_none()
+            && counts.trips(&self.policy)
+        {
+            self.trip(word, counts, site, self.rate_rule(counts));
+        }
+    }
+
+    /// Which rate rule `counts` reached: the failure rate when it did, else the slow-call rate.
+    pub(super) fn rate_rule(&self, counts: Counts) -> Trigger {
+        let rate = u64::from(self.policy.failure_rate);
+        if rate != 0 && u64::from(counts.failures) * 100 >= rate * u64::from(counts.calls) {
+            Trigger::FailureRate
+        } else {
+            Trigger::SlowRate
+        }
+    }
+
+    #[cold]
+    pub(super) fn trip(&self, word: Word, counts: Counts, site: FnName, trigger: Trigger) {
+        let now = self.now();
+        let next = word.to_open(now, self.policy.open_wait_nanos(0));
+        if self.cas(word, next).is_ok() {
+            self.window.reset();
+            self.run.store(0, Ordering::Release);
+            self.episode
+                .since
+                .store(now.saturating_add(1), Ordering::Release);
+            self.episode.reported.store(false, Ordering::Release);
+            self.emit(State::Closed, State::Open, counts, site, trigger);
+        }
+    }
+
+    #[cold]
+    pub(super) fn report_probe(&self, permit: Ticket, outcome: Verdict) {
+        match self.policy.recovery {
+            Recovery::Probes => self.report_single_probe(permit, outcome),
+            Recovery::Progressive { phases, min_passes } => {
+                self.report_phase(permit, outcome, phases, min_passes)
+            }
+        }
+    }
+
+    /// A probe's report under probe recovery: the decision is [`state::after_probe`].
+    pub(super) fn report_single_probe(&self, permit: Ticket, outcome: Verdict) {
+        let half_open = self.policy.half_open;
+        let decided = self.update(self.load(), |word| {
+            state::after_probe(word, permit.word, outcome, half_open, |w| self.reopen(w))
+        });
+        let Ok((word, next)) = decided else { return };
+        if !next.same_epoch(word) {
+            let failures = u32::from(outcome == Verdict::Failure);
+            let probes = Counts {
+                calls: word.passed() + 1,
+                failures,
+                slow: 0,
+            };
+            let trigger = if next.state() == State::Open {
+                Trigger::ProbeFailed
+            } else {
+                Trigger::ProbesPassed
+            };
+            self.left_half_open(next, probes, permit.site, trigger);
+        }
+    }
+
+    pub(super) fn report_phase(
+        &self,
+        permit: Ticket,
+        outcome: Verdict,
+        phases: u32,
+        min_passes: u32,
+    ) {
+        let word = self.load();
+        if word.state() != State::HalfOpen
+            || !word.same_epoch(permit.word)
+            || outcome == Verdict::Released
+        {
+            return;
+        }
+        let Some((calls, failures)) = self.count_in_phase(word, outcome == Verdict::Failure) else {
+            return;
+        };
+        if calls < min_passes {
+            return;
+        }
+        let threshold = u64::from(self.policy.get_failure_rate().unwrap_or(50));
+        let phase = word.passed();
+        let next = if u64::from(failures) * 100 >= threshold * u64::from(calls) {
+            self.reopen(word)
+        } else if phase >= phases {
+            word.to_closed()
+        } else {
+            word.to_phase(phase + 1, self.now())
+        };
+        if self.cas(word, next).is_ok() {
+            self.enter_phase();
+            let probes = Counts {
+                calls,
+                failures,
+                slow: 0,
+            };
+            match next.state() {
+                State::HalfOpen => self.emit(
+                    State::HalfOpen,
+                    State::HalfOpen,
+                    probes,
+                    permit.site,
+                    Trigger::PhasePassed,
+                ),
+                State::Open => self.left_half_open(next, probes, permit.site, Trigger::ProbeFailed),
+                _ => self.left_half_open(next, probes, permit.site, Trigger::ProbesPassed),
+            }
+        }
+    }
+
+    /// The word of a failed recovery: open again, for a wait grown by `open_backoff`.
+    pub(super) fn reopen(&self, word: Word) -> Word {
+        let reopens = self.reopens.load(Ordering::Acquire).saturating_add(1);
+        word.to_open(self.now(), self.policy.open_wait_nanos(reopens))
+    }
+
+    pub(super) fn left_half_open(
+        &self,
+        next: Word,
+        probes: Counts,
+        site: FnName,
+        trigger: Trigger,
+    ) {
+        let reopened = next.state() == State::Open;
+        if reopened {
+            self.reopens.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.reopens.store(0, Ordering::Release);
+            self.episode.since.store(0, Ordering::Release);
+        }
+        self.window.reset();
+        self.run.store(0, Ordering::Release);
+        self.emit(State::HalfOpen, next.state(), probes, site, trigger);
+        if reopened {
+            self.check_stuck(self.now(), site);
+        }
+    }
+
+    /// Emits `circuit_stuck_open` once per open episode, when recovery failed
+    /// `stuck_open` times in a row or the circuit has been open longer than its span. Checked
+    /// on recovery attempts (the first call after each wait) and failed recoveries: no timer.
+    #[cold]
+    pub(super) fn check_stuck(&self, now: u64, site: FnName) {
+        let since = self.episode.since.load(Ordering::Acquire);
+        if since == 0 || self.episode.reported.load(Ordering::Acquire) {
+            return;
+        }
+        let open_nanos = now.saturating_sub(since - 1);
+        let failed = self.reopens.load(Ordering::Acquire);
+        let (max_failed, max_nanos) = (self.policy.stuck_reopens, self.policy.stuck_open_nanos);
+        let stuck = (max_failed != 0 && failed >= max_failed)
+            || (max_nanos != 0 && open_nanos >= max_nanos);
+        if stuck && !self.episode.reported.swap(true, Ordering::AcqRel) {
+            let function: &'static str = site;
+            let open_secs = Duration::from_nanos(open_nanos).as_secs_f64();
+            let key = self.key.as_str();
+            let _ = std::panic::catch_unwind(|| {
+                tracing::warn!(
+                    target: "fusebox",
+                    event = "circuit_stuck_open",
+                    key,
+                    failed_recoveries = failed,
+                    open_secs,
+                    function,
+                    "circuit_stuck_open"
+                )
+            });
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! Unit tests of the breaker's transitions on a fake clock.
+
+use super::*;
+use crate::clock::FakeClock;
+
+fn breaker(policy: Policy) -> (Breaker, FakeClock) {
+    let clock = FakeClock::new();
+    let core = Core::new(
+        Key::from_static("t"),
+        policy,
+        ClockSource::Custom(Arc::new(clock.clone())),
+        Arc::default(),
+    );
+    (
+        Breaker {
+            core: Arc::new(core),
+        },
+        clock,
+    )
+}
+
+#[test]
+fn closed_open_half_open_closed() {
+    let (b, clock) = breaker(
+        Policy::new()
+            .window(4)
+            .min_calls(4)
+            .open_for(Duration::from_secs(1)),
+    );
+    for _ in 0..2 {
+        b.try_acquire().unwrap().success();
+    }
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Closed);
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Open);
+    let err = b.try_acquire().unwrap_err();
+    assert_eq!(err.reason(), Reason::Open);
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
+    clock.advance(Duration::from_millis(999));
+    assert!(b.try_acquire().is_err());
+    clock.advance(Duration::from_millis(1));
+    let probe = b.try_acquire().unwrap();
+    assert!(probe.is_probe());
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(b.try_acquire().unwrap_err().reason(), Reason::HalfOpenFull);
+    probe.success();
+    assert_eq!(b.state(), State::Closed);
+    let snap = b.snapshot();
+    assert_eq!((snap.calls, snap.failures, snap.rejected), (0, 0, 3));
+}
+
+#[test]
+fn failed_probe_reopens_and_cancelled_probe_frees_its_slot() {
+    let (b, clock) = breaker(
+        Policy::new()
+            .window(2)
+            .min_calls(1)
+            .open_for(Duration::from_secs(1)),
+    );
+    b.try_acquire().unwrap().failure();
+    clock.advance(Duration::from_secs(1));
+    drop(b.try_acquire().unwrap()); // cancelled probe
+    assert_eq!(b.state(), State::HalfOpen);
+    let probe = b.try_acquire().expect("slot given back");
+    probe.failure();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.snapshot().retry_after, Some(Duration::from_secs(1)));
+}
+
+#[test]
+fn stale_reports_change_nothing() {
+    let (b, _clock) = breaker(Policy::new().window(2).min_calls(1));
+    let old = b.try_acquire().unwrap();
+    b.force_open();
+    b.reset();
+    old.failure();
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.snapshot().failures, 0);
+}
+
+#[test]
+fn unreported_probes_are_rearmed_after_the_lease() {
+    let (b, clock) = breaker(
+        Policy::new()
+            .window(2)
+            .min_calls(1)
+            .open_for(Duration::from_secs(1)),
+    );
+    b.try_acquire().unwrap().failure();
+    clock.advance(Duration::from_secs(1));
+    let stuck = b.try_acquire().unwrap();
+    std::mem::forget(stuck); // never reports, never drops
+    assert!(b.try_acquire().is_err());
+    clock.advance(Duration::from_secs(1));
+    b.try_acquire().expect("re-armed").success();
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn manual_states() {
+    let (b, _clock) = breaker(Policy::new().window(2).min_calls(1));
+    b.force_open();
+    assert_eq!(b.try_acquire().unwrap_err().reason(), Reason::ForcedOpen);
+    b.disable();
+    for _ in 0..10 {
+        b.try_acquire().unwrap().failure();
+    }
+    assert_eq!(b.state(), State::Disabled);
+    assert_eq!(b.snapshot().failures, 2);
+    b.reset();
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn business_errors_never_count() {
+    let (b, _clock) = breaker(Policy::new().window(4).min_calls(1));
+    for _ in 0..100 {
+        let r = b.call(|| Err::<(), u8>(1), |_| false).unwrap();
+        assert_eq!(r, Err(1));
+    }
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.snapshot().calls, 0);
+}
+
+const S: Duration = Duration::from_secs(1);
+
+#[test]
+fn consecutive_failures_trip_and_a_success_resets_the_run() {
+    let (b, _clock) = breaker(Policy::new().rate_off().consecutive(3));
+    for _ in 0..2 {
+        b.try_acquire().unwrap().failure();
+    }
+    b.try_acquire().unwrap().success();
+    for _ in 0..2 {
+        b.try_acquire().unwrap().failure();
+    }
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.snapshot().consecutive_failures, 2);
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn slow_successes_count_as_slow_not_failed() {
+    let policy = Policy::new()
+        .window(4)
+        .min_calls(4)
+        .rate_off()
+        .slow(2 * S)
+        .slow_rate(50);
+    let (b, clock) = breaker(policy);
+    for slow in [false, true, false] {
+        let p = b.try_acquire().unwrap();
+        if slow {
+            clock.advance(2 * S);
+        }
+        p.success();
+    }
+    let snap = b.snapshot();
+    assert_eq!((snap.calls, snap.failures, snap.slow), (3, 0, 1));
+    let p = b.try_acquire().unwrap();
+    clock.advance(3 * S);
+    p.success();
+    assert_eq!(b.state(), State::Open, "2 slow of 4 reaches 50 %");
+}
+
+#[test]
+fn time_window_trips_on_recent_failures_only() {
+    let policy = Policy::new()
+        .time_window(10 * S)
+        .min_calls(4)
+        .failure_rate(50);
+    let (b, clock) = breaker(policy);
+    for _ in 0..3 {
+        b.try_acquire().unwrap().failure();
+    }
+    clock.advance(11 * S); // those failures left the window
+    b.try_acquire().unwrap().success();
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.snapshot().calls, 2);
+    b.try_acquire().unwrap().failure();
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn open_backoff_grows_per_failed_recovery_and_resets_on_close() {
+    let policy = Policy::new()
+        .window(1)
+        .min_calls(1)
+        .open_for(S)
+        .open_backoff(2.0)
+        .open_max(3 * S);
+    let (b, clock) = breaker(policy);
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.snapshot().retry_after, Some(S));
+    for expected in [2 * S, 3 * S, 3 * S] {
+        clock.advance(b.snapshot().retry_after.unwrap());
+        b.try_acquire().unwrap().failure(); // failed probe
+        assert_eq!(b.snapshot().retry_after, Some(expected));
+    }
+    clock.advance(3 * S);
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.snapshot().reopens, 0);
+    b.try_acquire().unwrap().failure();
+    assert_eq!(
+        b.snapshot().retry_after,
+        Some(S),
+        "a close resets the backoff"
+    );
+}
+
+#[test]
+fn progressive_recovery_admits_a_growing_share() {
+    let policy = Policy::new()
+        .window(1)
+        .min_calls(1)
+        .open_for(S)
+        .progressive(2, 4);
+    let (b, clock) = breaker(policy);
+    b.try_acquire().unwrap().failure();
+    clock.advance(S);
+    // Phase 1 of 2: the call that starts it, then one call in two, until 4 were recorded.
+    let mut admitted = 0;
+    let mut refused = 0;
+    while b.snapshot().phase == Some(1) || b.state() == State::Open {
+        match b.try_acquire() {
+            Ok(p) => {
+                admitted += 1;
+                p.success();
+            }
+            Err(e) => {
+                assert_eq!(e.reason(), Reason::Recovering);
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((admitted, refused), (4, 2));
+    assert_eq!(b.snapshot().phase, Some(2));
+    // Phase 2 of 2 admits everything; a failing phase reopens.
+    for _ in 0..4 {
+        b.try_acquire().unwrap().failure();
+    }
+    assert_eq!(b.state(), State::Open);
+    clock.advance(S);
+    for _ in 0..8 {
+        if let Ok(p) = b.try_acquire() {
+            p.success();
+        }
+    }
+    for _ in 0..4 {
+        b.try_acquire().unwrap().success();
+    }
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn metrics_only_admits_what_it_would_refuse() {
+    let (b, _clock) = breaker(Policy::new().window(1).min_calls(1));
+    b.metrics_only();
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Open);
+    let shadow = b.try_acquire().expect("metrics-only never refuses");
+    shadow.failure();
+    let snap = b.snapshot();
+    assert_eq!(
+        (snap.rejected, snap.metrics_only, snap.state),
+        (1, true, State::Open)
+    );
+    b.reset();
+    assert!(!b.snapshot().metrics_only);
+}
+
+/// A clock that panics while `PANIC` is set: user code that can unwind out of a report.
+struct PanickingClock(FakeClock, Arc<AtomicBool>);
+
+impl crate::clock::Clock for PanickingClock {
+    fn now_nanos(&self) -> u64 {
+        if self.1.load(Ordering::Relaxed) {
+            panic!("clock panics");
+        }
+        self.0.now_nanos()
+    }
+}
+
+#[test]
+fn a_report_that_unwinds_releases_its_bulkhead_slot_exactly_once() {
+    let panics = Arc::new(AtomicBool::new(false));
+    let core = Core::new(
+        Key::from_static("t"),
+        Policy::new().max_concurrent(2).slow(S),
+        ClockSource::Custom(Arc::new(PanickingClock(FakeClock::new(), panics.clone()))),
+        Arc::default(),
+    );
+    let b = Breaker {
+        core: Arc::new(core),
+    };
+    let permit = b.try_acquire().unwrap();
+    panics.store(true, Ordering::Relaxed);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| permit.success()));
+    panics.store(false, Ordering::Relaxed);
+    assert!(unwound.is_err());
+    assert_eq!(b.snapshot().in_flight, 0, "released once, not twice");
+    let held = (b.try_acquire().unwrap(), b.try_acquire().unwrap());
+    assert_eq!(b.try_acquire().unwrap_err().reason(), Reason::BulkheadFull);
+    drop(held);
+}
+
+#[test]
+fn bulkhead_refuses_over_the_limit_and_frees_slots() {
+    let (b, _clock) = breaker(Policy::new().max_concurrent(2));
+    let first = b.try_acquire().unwrap();
+    let second = b.try_acquire().unwrap();
+    assert_eq!(b.try_acquire().unwrap_err().reason(), Reason::BulkheadFull);
+    assert_eq!(b.snapshot().in_flight, 2);
+    first.success();
+    drop(second); // cancelled
+    assert_eq!(b.snapshot().in_flight, 0);
+    let (a, c) = (b.try_acquire().unwrap(), b.try_acquire().unwrap());
+    a.failure();
+    c.ignore();
+    let snap = b.snapshot();
+    assert_eq!(
+        (snap.calls, snap.failures, snap.rejected),
+        (2, 1, 1),
+        "refusal not recorded"
+    );
+}

@@ -1,0 +1,379 @@
+//! The fuse box: breakers by key, sharing one clock, with bounded dynamic keys and live overrides.
+//!
+//! Attribute call sites with a literal key resolve their breaker once and cache it in a per-site
+//! `static`, so the map is off their hot path. Dynamic keys (`key = expr`) are looked up per call in
+//! a lock-free concurrent map (`papaya`, chosen by the `keys` benchmark); reads take no lock.
+//!
+//! **Bounds.** Breakers created for dynamic keys are capped ([`Registry::set_max_keys`], default
+//! 10,000). When the cap is reached, creating one more advances a clock hand over the dynamic keys
+//! in creation order, looking at no more than [`SWEEP_STEP`] of them: a breaker with nothing in
+//! flight goes when it is closed and idle (no call found it since it was created or since the hand
+//! last passed it) or open with its wait over (the next probe would find out again all it knows). An open breaker still within its
+//! wait is never evicted, so a flood of new keys cannot reset a tripped circuit. If the hand frees
+//! nothing, that call runs through a fresh, unregistered breaker (it is not protected) and a
+//! rate-limited `tracing` warning names the key; memory never grows past the cap. Breakers of
+//! literal keys and those made with [`Registry::breaker`] are never evicted and do not count
+//! against the cap, also when a dynamic key created them first. A dynamic key longer than
+//! [`MAX_KEY_LEN`] bytes is stored as a bounded form of itself (see [`MAX_KEY_LEN`]).
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, DefaultHasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use crate::breaker::{Breaker, Core, Snapshot};
+use crate::clock::{Clock, ClockSource};
+use crate::error::Key;
+use crate::observe::{Hooks, Transition};
+use crate::policy::{Policy, PolicyError, PolicyPatch};
+use crate::state::State;
+
+mod dynamic;
+#[cfg(feature = "config")]
+mod load;
+mod overrides;
+#[cfg(test)]
+mod tests;
+
+use dynamic::bounded_key;
+use overrides::Overrides;
+
+type Map = papaya::HashMap<Key, Breaker, foldhash::fast::RandomState>;
+
+/// The default cap on breakers created for dynamic keys.
+pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
+/// The longest dynamic key kept as it is, in bytes.
+///
+/// A longer dynamic key (`key = expr`) is stored as its first bytes (up to 239, cut at a character
+/// boundary), `#`, and 16 hex digits of a hash of the whole key: at most this many bytes. Each long
+/// key still gets its own breaker; events, snapshots and errors show the bounded form, and
+/// [`Registry::get`] accepts either form. So the registry's memory is bounded by the key cap
+/// whatever the keys' length.
+pub const MAX_KEY_LEN: usize = 256;
+
+/// The most dynamic breakers one creation looks at when the registry is full (the clock hand's
+/// step): eviction costs a bounded amount per miss, never a sweep of every key.
+pub const SWEEP_STEP: usize = 32;
+
+type Patches = HashMap<String, PolicyPatch, BuildHasherDefault<DefaultHasher>>;
+
+/// Where an override came from. Each load replaces everything the previous load from the same
+/// source set; the sources apply in this order, a later one winning on the fields it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg(feature = "config")]
+pub(crate) enum Source {
+    /// `load_toml`.
+    File,
+    /// `load_env` / `load_vars`.
+    Env,
+}
+
+/// Breakers by key, and the clock they read.
+///
+/// `Registry::new()` is `const`, so a registry can be a plain `static`; tests use
+/// [`Registry::with_clock`] in a `LazyLock` to drive time by hand:
+///
+/// ```
+/// use std::sync::LazyLock;
+/// use fusebox::{clock::FakeClock, Registry};
+///
+/// static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
+/// static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
+/// # assert!(REGISTRY.get("none").is_none());
+/// ```
+pub struct Registry {
+    clock: ClockSource,
+    hooks: OnceLock<Arc<Hooks>>,
+    map: OnceLock<Map>,
+    overrides: RwLock<Overrides>,
+    /// The declared policy of each breaker that runs an overridden one (what a reload patches;
+    /// a breaker not listed runs its declared policy). Written under `write`.
+    declared: RwLock<HashMap<String, Policy, BuildHasherDefault<DefaultHasher>>>,
+    /// Serializes creation, eviction and reconfiguration (never taken by calls on known keys).
+    write: Mutex<()>,
+    dynamic: AtomicUsize,
+    /// Dynamic keys in creation order: the eviction clock hand walks it from the front (locked
+    /// only under `write`).
+    ring: Mutex<VecDeque<Key>>,
+    max_keys: AtomicUsize,
+    overflow: AtomicU64,
+    /// The store every breaker of this registry shares its state through ([`Registry::share`]).
+    #[cfg(feature = "redis")]
+    store: OnceLock<crate::redis::RedisStore>,
+}
+
+impl Registry {
+    /// An empty registry on the real monotonic clock.
+    pub const fn new() -> Self {
+        Self::build(ClockSource::Monotonic)
+    }
+
+    /// An empty registry reading `clock` (a [`FakeClock`](crate::clock::FakeClock) in tests).
+    pub fn with_clock(clock: impl Clock) -> Self {
+        Self::build(ClockSource::Custom(Arc::new(clock)))
+    }
+
+    const fn build(clock: ClockSource) -> Self {
+        Registry {
+            clock,
+            hooks: OnceLock::new(),
+            map: OnceLock::new(),
+            overrides: RwLock::new(Overrides {
+                file: HashMap::with_hasher(BuildHasherDefault::new()),
+                env: HashMap::with_hasher(BuildHasherDefault::new()),
+                configured: HashMap::with_hasher(BuildHasherDefault::new()),
+            }),
+            declared: RwLock::new(HashMap::with_hasher(BuildHasherDefault::new())),
+            write: Mutex::new(()),
+            dynamic: AtomicUsize::new(0),
+            ring: Mutex::new(VecDeque::new()),
+            max_keys: AtomicUsize::new(DEFAULT_MAX_KEYS),
+            overflow: AtomicU64::new(0),
+            #[cfg(feature = "redis")]
+            store: OnceLock::new(),
+        }
+    }
+
+    #[inline]
+    pub(super) fn map(&self) -> &Map {
+        self.map
+            .get_or_init(|| papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()))
+    }
+
+    pub(super) fn hooks(&self) -> &Arc<Hooks> {
+        self.hooks.get_or_init(Arc::default)
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.write
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The breaker registered under `key`: made by a call, by [`breaker`](Registry::breaker), or
+    /// declared by a `#[circuit_breaker]` with this literal key and this registry (created here
+    /// before its first call, with the declared policy). A dynamic key longer than
+    /// [`MAX_KEY_LEN`] is found by its full text or its bounded form.
+    pub fn get(&self, key: &str) -> Option<Breaker> {
+        if let Some(found) = self.lookup(key) {
+            return Some(found);
+        }
+        let declared = crate::declared::of(self).find(|d| d.key == key)?;
+        Some(self.get_or_insert(key, declared.policy, || Key::from_static(declared.key)))
+    }
+
+    pub(super) fn lookup(&self, key: &str) -> Option<Breaker> {
+        let map = self.map().pin();
+        match map.get(key) {
+            Some(found) => Some(found.clone()),
+            None => bounded_key(key).and_then(|bounded| map.get(bounded.as_str()).cloned()),
+        }
+    }
+
+    /// The breaker under `key`, created with `policy` if it does not exist yet.
+    ///
+    /// The first registration fixes the policy (an operator's [`configure`](Registry::configure)
+    /// aside): a later call with a different policy gets the existing breaker and a `tracing`
+    /// warning naming the key. An invalid `policy` is refused with an error naming the key, the
+    /// field and its allowed range; nothing is registered then.
+    ///
+    /// # Errors
+    ///
+    /// A [`PolicyError`] naming the key, the field and its allowed range when `policy` is invalid.
+    pub fn breaker(&self, key: &str, policy: Policy) -> Result<Breaker, PolicyError> {
+        policy.validate().map_err(|e| e.for_key(key))?;
+        Ok(self.get_or_insert(key, policy, || Key::from(key)))
+    }
+
+    /// The breaker of a literal-key call site (or of [`breaker`](Registry::breaker)): never evicted.
+    pub(crate) fn get_or_insert(
+        &self,
+        key: &str,
+        policy: Policy,
+        make_key: impl FnOnce() -> Key,
+    ) -> Breaker {
+        if let Some(existing) = self.lookup(key)
+            && existing.core.is_pinned()
+        {
+            warn_if_different(self, &existing, policy);
+            return existing;
+        }
+        let _write = self.lock();
+        if let Some(existing) = self.lookup(key) {
+            // A breaker a dynamic key made: from now on it is never evicted and leaves the cap.
+            if existing.core.claim() {
+                self.dynamic.fetch_sub(1, Ordering::AcqRel);
+            }
+            warn_if_different(self, &existing, policy);
+            return existing;
+        }
+        let breaker = self.create(make_key(), policy);
+        self.map()
+            .pin()
+            .insert(breaker.core.key().clone(), breaker.clone());
+        breaker
+    }
+
+    /// A breaker made under the write lock, with the operator's override applied when valid.
+    pub(super) fn create(&self, key: Key, declared: Policy) -> Breaker {
+        let patch = self
+            .overrides
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .patch(key.as_str());
+        let policy = match patch.is_empty() {
+            true => declared,
+            false => {
+                let wanted = patch.apply(declared);
+                match wanted.validate() {
+                    Ok(()) => wanted,
+                    Err(error) => {
+                        let field = error.field();
+                        tracing::error!(
+                            target: "fusebox",
+                            key = key.as_str(),
+                            field,
+                            "{}; the override is ignored and the declared policy applies",
+                            error.for_key(key.as_str())
+                        );
+                        declared
+                    }
+                }
+            }
+        };
+        self.set_declared(key.as_str(), declared, &policy);
+        let core = Core::new(key, policy, self.clock.clone(), self.hooks().clone());
+        #[cfg(feature = "redis")]
+        let core = crate::redis::attach(self.store.get(), core);
+        #[cfg(not(feature = "redis"))]
+        let core = Arc::new(core);
+        Breaker { core }
+    }
+
+    /// Makes every breaker of this registry, present and future, one circuit across the processes
+    /// that share `store` (keys the store keeps local aside). Breakers already in use continue
+    /// their state locally and take the shared state from their next call on. Sharing is set once:
+    /// a second call returns `false` and changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), fusebox::redis::StoreError> {
+    /// let store = fusebox::redis::RedisStore::connect("redis://127.0.0.1:6379/").await?;
+    /// fusebox::registry().share(store);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "redis")]
+    pub fn share(&self, store: crate::redis::RedisStore) -> bool {
+        let _write = self.lock();
+        if self.store.set(store).is_err() {
+            return false;
+        }
+        let map = self.map().pin();
+        let existing: Vec<Breaker> = map.values().cloned().collect();
+        for breaker in existing {
+            let old = breaker.core.current();
+            let next = crate::redis::attach(self.store.get(), old.successor_with(*old.policy()));
+            if old.retire(next.clone()).is_ok() {
+                map.insert(old.key().clone(), Breaker { core: next });
+            }
+        }
+        true
+    }
+
+    /// Calls `hook` on every state change of every breaker of this registry, present or future.
+    ///
+    /// The hook runs on the thread that made the transition, after the new state is published and
+    /// outside any lock: it may read breakers or call into the registry without deadlocking.
+    ///
+    /// A hook that panics is caught (`catch_unwind`): the panic is reported as a `tracing` ERROR
+    /// (`hook_panicked`, with the key and the transition), the transition stands, the other hooks
+    /// still run, and the call that made the transition carries on as if the hook had returned; no
+    /// count or permit is affected, and a hook panicking while a body's panic unwinds does not abort
+    /// the process.
+    pub fn on_transition(&self, hook: impl Fn(&Transition<'_>) + Send + Sync + 'static) {
+        self.hooks().add(Arc::new(hook));
+    }
+
+    /// Snapshots of every breaker, sorted by key: those already used and every breaker declared
+    /// by a `#[circuit_breaker]` with a literal key and this registry (created here if no call made
+    /// it yet).
+    pub fn snapshot(&self) -> Vec<Snapshot> {
+        for declared in crate::declared::of(self) {
+            if self.lookup(declared.key).is_none() {
+                self.get_or_insert(declared.key, declared.policy, || {
+                    Key::from_static(declared.key)
+                });
+            }
+        }
+        let mut all: Vec<Snapshot> = self.map().pin().values().map(Breaker::snapshot).collect();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all
+    }
+
+    /// The number of registered breakers.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// True when no breaker exists yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `policy` when valid; otherwise the default, with an error event naming the key and the field.
+/// (Literal attribute arguments are checked at compile time; a `policy = CONST` is checked here.)
+pub(crate) fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy {
+    match policy.validate() {
+        Ok(()) => policy,
+        Err(error) => {
+            let field = error.field();
+            tracing::error!(
+                target: "fusebox",
+                key,
+                field,
+                function,
+                "{}; breaker `{key}` runs the default policy instead",
+                error.for_key(key)
+            );
+            Policy::DEFAULT
+        }
+    }
+}
+
+/// Warns when a second declaration of `existing`'s key declares another policy (an operator's
+/// override of the first does not count as a difference).
+pub(super) fn warn_if_different(registry: &Registry, existing: &Breaker, wanted: Policy) {
+    if registry.declared_of(existing.core.current()) != wanted {
+        tracing::warn!(
+            target: "fusebox",
+            key = existing.key(),
+            existing = ?existing.policy(),
+            requested = ?wanted,
+            "breaker `{}` already exists with another policy; the first policy stays in force",
+            existing.key()
+        );
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("clock", &self.clock)
+            .field("breakers", &self.len())
+            .finish()
+    }
+}
+
+static GLOBAL: Registry = Registry::new();
+
+/// The global registry, used by every `#[circuit_breaker]` without `registry = …`.
+pub fn registry() -> &'static Registry {
+    &GLOBAL
+}

@@ -1,0 +1,256 @@
+//! Operator overrides: `configure`/`unconfigure`, the layers that `load_toml` and `load_env` replace,
+//! validation against the declared policies, and the reload that hands each changed breaker to
+//! its successor.
+
+use super::*;
+
+/// Operators' overrides, by source. A breaker runs its declared policy with the file's patch,
+/// then the environment's, then `configure`'s applied on top.
+#[derive(Default, Clone)]
+pub(super) struct Overrides {
+    pub(super) file: Patches,
+    pub(super) env: Patches,
+    pub(super) configured: Patches,
+}
+
+impl Overrides {
+    pub(super) fn patch(&self, key: &str) -> PolicyPatch {
+        [&self.file, &self.env, &self.configured]
+            .into_iter()
+            .filter_map(|layer| layer.get(key).copied())
+            .fold(PolicyPatch::new(), PolicyPatch::then)
+    }
+
+    #[cfg(feature = "config")]
+    pub(super) fn layer_mut(&mut self, source: Source) -> &mut Patches {
+        match source {
+            Source::File => &mut self.file,
+            Source::Env => &mut self.env,
+        }
+    }
+}
+
+/// A configured key that no breaker of the registry declares, with the closest declared names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownKey {
+    /// The configured key.
+    pub key: String,
+    /// Declared keys close to it, best first (empty when none is close).
+    pub closest: Vec<String>,
+}
+
+impl std::fmt::Display for UnknownKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut chars = self.key.chars();
+        let head: String = chars.by_ref().take(40).collect();
+        let more = if chars.next().is_some() { "…" } else { "" };
+        write!(f, "no breaker `{head}{more}` is declared")?;
+        match self.closest.as_slice() {
+            [] => write!(
+                f,
+                "; the override applies if a breaker of that key is created later (a dynamic key or `Registry::breaker`)"
+            ),
+            names => {
+                let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+                write!(f, "; did you mean {}?", names.join(" or "))
+            }
+        }
+    }
+}
+
+/// Emits the transitions reconfiguration made, outside the registry's lock (hooks may call into
+/// the registry).
+pub(super) fn announce(changed: Vec<(Arc<Core>, State)>) {
+    for (core, before) in changed {
+        core.announce_handover(before);
+    }
+}
+
+impl Registry {
+    /// Changes the fields `patch` names in the policy of `key`, before or after its first use;
+    /// every other field keeps its value. A [`Policy`] converts into the patch of the fields it set
+    /// explicitly, so `configure("payment", Policy::new().failure_rate(30))` changes
+    /// `failure_rate` only. Successive calls add up (a later one wins on the fields both name);
+    /// [`unconfigure`](Registry::unconfigure) forgets them.
+    ///
+    /// The patched policy is validated against the policy the code declares for `key` (and the
+    /// live breaker's) first: an invalid one is refused with an error naming the key, the field
+    /// and the allowed range, and nothing changes. How a live breaker takes the change is
+    /// described in the README ("Operators"): an unchanged policy leaves it untouched; otherwise it
+    /// keeps its state, its calls in flight and, when the window's kind and size are unchanged,
+    /// its window.
+    ///
+    /// # Errors
+    ///
+    /// A [`PolicyError`] naming the key, the field and its allowed range when the patched policy
+    /// is invalid; nothing changes then.
+    pub fn configure(&self, key: &str, patch: impl Into<PolicyPatch>) -> Result<(), PolicyError> {
+        let _write = self.lock();
+        let mut next = self.overrides().clone();
+        let merged = next
+            .configured
+            .get(key)
+            .copied()
+            .unwrap_or_default()
+            .then(patch.into());
+        next.configured.insert(key.to_owned(), merged);
+        self.validate_key(&next, key)?;
+        let changed = self.commit(next, [key.to_owned()]);
+        drop(_write);
+        announce(changed);
+        Ok(())
+    }
+
+    /// Forgets what [`configure`](Registry::configure) set for `key` (loaded overrides stay).
+    ///
+    /// # Errors
+    ///
+    /// A [`PolicyError`] when the policy `key` returns to is invalid (a loaded override that no
+    /// longer fits); nothing changes then.
+    pub fn unconfigure(&self, key: &str) -> Result<(), PolicyError> {
+        let _write = self.lock();
+        let mut next = self.overrides().clone();
+        if next.configured.remove(key).is_none() {
+            return Ok(());
+        }
+        self.validate_key(&next, key)?;
+        let changed = self.commit(next, [key.to_owned()]);
+        drop(_write);
+        announce(changed);
+        Ok(())
+    }
+
+    /// Records the declared policy of `key`'s breaker, which runs `running` (caller holds the
+    /// write lock).
+    pub(super) fn set_declared(&self, key: &str, declared: Policy, running: &Policy) {
+        let mut all = self.declared.write().unwrap_or_else(|p| p.into_inner());
+        // Equal values with other explicit fields still patch differently: keep those too.
+        if declared == *running && declared.explicit == running.explicit {
+            all.remove(key);
+        } else {
+            all.insert(key.to_owned(), declared);
+        }
+    }
+
+    /// The declared policy of `breaker` (before overrides).
+    pub(super) fn declared_of(&self, breaker: &Core) -> Policy {
+        self.declared
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(breaker.key().as_str())
+            .copied()
+            .unwrap_or(*breaker.policy())
+    }
+
+    pub(super) fn overrides(&self) -> std::sync::RwLockReadGuard<'_, Overrides> {
+        self.overrides.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Validates the policy `overrides` give `key` against every policy declared for it: the live
+    /// breaker's, the literal-key sites of this registry, or the default when nothing declares it.
+    pub(super) fn validate_key(&self, overrides: &Overrides, key: &str) -> Result<(), PolicyError> {
+        let patch = overrides.patch(key);
+        let mut bases: Vec<Policy> = self
+            .lookup(key)
+            .map(|b| self.declared_of(b.core.current()))
+            .into_iter()
+            .collect();
+        bases.extend(
+            crate::declared::of(self)
+                .filter(|d| d.key == key)
+                .map(|d| d.policy),
+        );
+        if bases.is_empty() {
+            bases.push(Policy::DEFAULT);
+        }
+        for base in bases {
+            patch.apply(base).validate().map_err(|e| e.for_key(key))?;
+        }
+        Ok(())
+    }
+
+    /// Installs `next` and brings the live breakers of `keys` to their new policies (caller holds
+    /// the write lock and validated `next`). Returns the replacements and the state each replaced
+    /// breaker was in, for [`announce`] once the lock is released.
+    pub(super) fn commit(
+        &self,
+        next: Overrides,
+        keys: impl IntoIterator<Item = String>,
+    ) -> Vec<(Arc<Core>, State)> {
+        let mut changed = Vec::new();
+        *self.overrides.write().unwrap_or_else(|p| p.into_inner()) = next;
+        let overrides = self.overrides();
+        let map = self.map().pin();
+        for key in keys {
+            let Some(existing) = map.get(key.as_str()) else {
+                continue;
+            };
+            let old = existing.core.current();
+            let declared = self.declared_of(old);
+            let policy = overrides.patch(&key).apply(declared);
+            if policy == *old.policy() {
+                continue; // unchanged: the breaker and its window stay as they are
+            }
+            self.set_declared(&key, declared, &policy);
+            let before = old.snapshot().state;
+            let next = Arc::new(old.successor_with(policy));
+            if old.retire(next.clone()).is_ok() {
+                map.insert(old.key().clone(), Breaker { core: next.clone() });
+                changed.push((next, before));
+            }
+        }
+        changed
+    }
+
+    /// Replaces every override loaded from `source` with `layer`, after validating each key it
+    /// touches; returns how many keys `layer` configures.
+    #[cfg(feature = "config")]
+    pub(crate) fn load_layer(&self, source: Source, layer: Patches) -> Result<usize, PolicyError> {
+        let _write = self.lock();
+        let mut next = self.overrides().clone();
+        let old = std::mem::replace(next.layer_mut(source), layer);
+        let touched: BTreeSet<String> = old
+            .into_keys()
+            .chain(next.layer_mut(source).keys().cloned())
+            .collect();
+        for key in &touched {
+            self.validate_key(&next, key)?;
+        }
+        let n = next.layer_mut(source).len();
+        let changed = self.commit(next, touched);
+        drop(_write);
+        announce(changed);
+        for unknown in self.unknown_keys() {
+            let key: String = unknown.key.chars().take(40).collect();
+            tracing::warn!(target: "fusebox", key, "{unknown}");
+        }
+        Ok(n)
+    }
+
+    /// The configured keys (loaded or set with [`configure`](Registry::configure)) that no
+    /// breaker of this registry declares and that no breaker exists for yet, each with the closest
+    /// declared names. Loading warns about each (a `tracing` WARN) rather than failing, because a
+    /// dynamic key or a breaker made with [`breaker`](Registry::breaker) may still claim it.
+    pub fn unknown_keys(&self) -> Vec<UnknownKey> {
+        let declared: BTreeSet<&'static str> = crate::declared::of(self).map(|d| d.key).collect();
+        let overrides = self.overrides();
+        let configured: BTreeSet<&String> = overrides
+            .file
+            .keys()
+            .chain(overrides.env.keys())
+            .chain(overrides.configured.keys())
+            .collect();
+        let map = self.map().pin();
+        configured
+            .into_iter()
+            .filter(|key| !declared.contains(key.as_str()) && !map.contains_key(key.as_str()))
+            .map(|key| UnknownKey {
+                key: key.clone(),
+                closest: crate::declared::closest(key, declared.iter().copied())
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
+            })
+            .collect()
+    }
+}
