@@ -49,18 +49,18 @@ pub fn global() -> &'static Registry {
 }
 
 /// True for the global registry (the registration of a site without `registry = …`).
-pub fn in_global(registry: &Registry) -> bool {
-    std::ptr::eq(registry, global())
+pub fn in_global(registry: usize) -> bool {
+    registry == global().address()
 }
 
 /// True when `registry` is the one `registry = path` names (the registration of its sites): it
 /// lies inside the `static` that `named` points to. Does not initialize a `LazyLock`, so a
 /// registry still being built is not the one named. No trait bound: a wrong `registry = …` is
 /// reported once, by [`registry_of`].
-pub fn in_registry<R: ?Sized>(named: &R, registry: &Registry) -> bool {
+pub fn in_registry<R: ?Sized>(named: &R, registry: usize) -> bool {
     let start = std::ptr::from_ref(named).cast::<u8>() as usize;
     let end = start + std::mem::size_of_val(named);
-    (start..end).contains(&(std::ptr::from_ref(registry) as usize))
+    (start..end).contains(&registry)
 }
 
 /// What `registry = …` accepts: a `static` [`Registry`] or a `static LazyLock<Registry>`.

@@ -4,20 +4,37 @@
 //! declares is reported with the closest declared names, and snapshots list every declared breaker.
 
 use crate::policy::Policy;
-use crate::registry::Registry;
-use crate::site::Site;
+
+/// What a declaration needs of a call site: its key and the policy it declares. Implemented by
+/// the `Site` of each annotated function (this module names neither the call site nor the
+/// registry, so the registry can read declarations without depending on either).
+pub trait DeclaredSite: Sync {
+    /// The literal key.
+    fn key(&self) -> &'static str;
+    /// The declared policy as the breaker will run it.
+    fn policy(&self) -> Policy;
+}
 
 /// One annotated call site with a literal key, and which registry it uses.
-#[derive(Debug)]
 pub struct Declared {
-    site: &'static Site,
-    registry: fn(&Registry) -> bool,
+    site: &'static dyn DeclaredSite,
+    /// True for the address of the registry the site's breaker lives in.
+    registry: fn(usize) -> bool,
 }
 
 impl Declared {
-    /// The call site `site`, whose breaker lives in the registry for which `registry` is true.
-    pub const fn new(site: &'static Site, registry: fn(&Registry) -> bool) -> Self {
+    /// The call site `site`, whose breaker lives in the registry at an address for which
+    /// `registry` is true.
+    pub const fn new(site: &'static dyn DeclaredSite, registry: fn(usize) -> bool) -> Self {
         Declared { site, registry }
+    }
+}
+
+impl std::fmt::Debug for Declared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Declared")
+            .field("key", &self.site.key())
+            .finish_non_exhaustive()
     }
 }
 
@@ -30,8 +47,8 @@ pub(crate) struct Declaration {
     pub(crate) policy: Policy,
 }
 
-/// Every declaration whose breaker lives in `registry`.
-pub(crate) fn of(registry: &Registry) -> impl Iterator<Item = Declaration> + '_ {
+/// Every declaration whose breaker lives in the registry at address `registry`.
+pub(crate) fn of(registry: usize) -> impl Iterator<Item = Declaration> {
     inventory::iter::<Declared>
         .into_iter()
         .filter(move |d| (d.registry)(registry))

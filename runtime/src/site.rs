@@ -32,19 +32,6 @@ impl Site {
         }
     }
 
-    pub(crate) fn key(&self) -> &'static str {
-        self.key
-    }
-
-    /// The declared policy as the breaker will run it (the default when it is invalid).
-    pub(crate) fn policy(&self) -> Policy {
-        if self.policy.validate().is_ok() {
-            self.policy
-        } else {
-            Policy::DEFAULT
-        }
-    }
-
     /// This site's breaker in `registry` (resolved and cached on first use).
     #[inline(always)]
     pub fn breaker(&'static self, registry: &'static Registry) -> &'static Breaker {
@@ -252,6 +239,21 @@ fn method_path(type_name: &str, method: &str) -> String {
         Some(at) => &type_name[..at],
     };
     format!("{base}::{method}")
+}
+
+impl crate::declared::DeclaredSite for Site {
+    fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// The declared policy as the breaker will run it (the default when it is invalid).
+    fn policy(&self) -> Policy {
+        if self.policy.validate().is_ok() {
+            self.policy
+        } else {
+            Policy::DEFAULT
+        }
+    }
 }
 
 #[cfg(test)]

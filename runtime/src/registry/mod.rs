@@ -151,6 +151,11 @@ impl Registry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// This registry's address: what a declaration's registry check compares.
+    pub(crate) fn address(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
     /// The breaker registered under `key`: made by a call, by [`breaker`](Registry::breaker), or
     /// declared by a `#[circuit_breaker]` with this literal key and this registry (created here
     /// before its first call, with the declared policy). A dynamic key longer than
@@ -159,7 +164,7 @@ impl Registry {
         if let Some(found) = self.lookup(key) {
             return Some(found);
         }
-        let declared = crate::declared::of(self).find(|d| d.key == key)?;
+        let declared = crate::declared::of(self.address()).find(|d| d.key == key)?;
         Some(self.get_or_insert(key, declared.policy, || Key::from_static(declared.key)))
     }
 
@@ -298,7 +303,7 @@ impl Registry {
     /// by a `#[circuit_breaker]` with a literal key and this registry (created here if no call made
     /// it yet).
     pub fn snapshot(&self) -> Vec<Snapshot> {
-        for declared in crate::declared::of(self) {
+        for declared in crate::declared::of(self.address()) {
             if self.lookup(declared.key).is_none() {
                 self.get_or_insert(declared.key, declared.policy, || {
                     Key::from_static(declared.key)

@@ -156,7 +156,7 @@ impl Registry {
             .into_iter()
             .collect();
         bases.extend(
-            crate::declared::of(self)
+            crate::declared::of(self.address())
                 .filter(|d| d.key == key)
                 .map(|d| d.policy),
         );
@@ -232,7 +232,8 @@ impl Registry {
     /// declared names. Loading warns about each (a `tracing` WARN) rather than failing, because a
     /// dynamic key or a breaker made with [`breaker`](Registry::breaker) may still claim it.
     pub fn unknown_keys(&self) -> Vec<UnknownKey> {
-        let declared: BTreeSet<&'static str> = crate::declared::of(self).map(|d| d.key).collect();
+        let declared: BTreeSet<&'static str> =
+            crate::declared::of(self.address()).map(|d| d.key).collect();
         let overrides = self.overrides();
         let configured: BTreeSet<&String> = overrides
             .file
