@@ -55,13 +55,14 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let (replicas, config) = match app::replicas(std::env::args().skip(1)).and_then(|n| Ok((n, config()?))) {
-        Ok(c) => c,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(2);
-        }
-    };
+    let (replicas, config) =
+        match app::replicas(std::env::args().skip(1)).and_then(|n| Ok((n, config()?))) {
+            Ok(c) => c,
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
+            }
+        };
     #[cfg(feature = "redis")]
     {
         let outcome = if let Ok(id) = std::env::var(replicas::REPLICA_ENV) {

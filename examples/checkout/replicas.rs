@@ -44,7 +44,8 @@ const STORE_TIMEOUT: Duration = Duration::from_secs(1);
 const MAX_REPLICAS: u32 = 26;
 
 fn env(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("`{name}` is not set; start replicas with `--replicas N`"))
+    std::env::var(name)
+        .map_err(|_| format!("`{name}` is not set; start replicas with `--replicas N`"))
 }
 
 /// Runs this process as replica `id`: shares [`app::REGISTRY`] through Redis, serves on a free
@@ -112,7 +113,9 @@ fn start_redis() -> Result<(String, Child), String> {
         if Instant::now() > deadline || child.try_wait().ok().flatten().is_some() {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("`redis-server` on port {port} did not start within 10 s"));
+            return Err(format!(
+                "`redis-server` on port {port} did not start within 10 s"
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -152,7 +155,9 @@ fn spawn_replica(
     let Some(url) = line.trim().strip_prefix("listening ") else {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(format!("replica {id} exited before listening (its log is above)"));
+        return Err(format!(
+            "replica {id} exited before listening (its log is above)"
+        ));
     };
     let url = url.to_owned();
     // Keep the pipe drained so the replica never blocks on a write.
@@ -201,7 +206,8 @@ pub async fn run(n: u32, config: app::Config) -> Result<(), String> {
     let backend_url = format!("http://{backend_addr}");
     let mut replicas = Vec::new();
     for id in (b'A'..).take(n as usize).map(|c| char::from(c).to_string()) {
-        let (redis_url, prefix, backend_url) = (redis_url.clone(), prefix.clone(), backend_url.clone());
+        let (redis_url, prefix, backend_url) =
+            (redis_url.clone(), prefix.clone(), backend_url.clone());
         let spawned = tokio::task::spawn_blocking(move || {
             spawn_replica(&id, &redis_url, &prefix, &backend_url).map(|(c, url)| (id, c, url))
         })
@@ -220,7 +226,11 @@ pub async fn run(n: u32, config: app::Config) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     println!(
         "redis    at {redis_url}{}",
-        if started { "  (started here, persistence off, stopped on exit)" } else { "  (REDIS_URL)" }
+        if started {
+            "  (started here, persistence off, stopped on exit)"
+        } else {
+            "  (REDIS_URL)"
+        }
     );
     println!("backend  on {backend_url}/hits");
     for r in &replicas {
@@ -275,7 +285,8 @@ fn unreachable(replica: &Replica, e: reqwest::Error) -> Response {
 /// Any other request goes to the next replica in turn: method, path, `X-Demo-*` headers and body
 /// forwarded; status, `Retry-After`, `X-Replica-Id` and body returned.
 async fn forward(Shared(front): Shared<Arc<Front>>, request: Request) -> Response {
-    let replica = &front.replicas[front.next.fetch_add(1, Ordering::Relaxed) % front.replicas.len()];
+    let replica =
+        &front.replicas[front.next.fetch_add(1, Ordering::Relaxed) % front.replicas.len()];
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, 1 << 20).await {
         Ok(body) => body,
@@ -322,7 +333,11 @@ async fn forward(Shared(front): Shared<Arc<Front>>, request: Request) -> Respons
 async fn breakers(Shared(front): Shared<Arc<Front>>) -> Response {
     let mut all = Vec::new();
     for replica in &front.replicas {
-        let answer = front.http.get(format!("{}/breakers", replica.url)).send().await;
+        let answer = front
+            .http
+            .get(format!("{}/breakers", replica.url))
+            .send()
+            .await;
         let body: Value = match answer {
             Ok(answer) => answer.json().await.unwrap_or(Value::Null),
             Err(e) => return unreachable(replica, e),
@@ -368,8 +383,8 @@ async fn events(
     for replica in &front.replicas {
         tokio::spawn(relay(front.clone(), replica.url.clone(), sender.clone()));
     }
-    let stream = ReceiverStream::new(receiver)
-        .map(|data| Ok(Event::default().event("board").data(data)));
+    let stream =
+        ReceiverStream::new(receiver).map(|data| Ok(Event::default().event("board").data(data)));
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
@@ -389,7 +404,9 @@ async fn relay(front: Arc<Front>, url: String, sender: tokio::sync::mpsc::Sender
         while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
             let block: Vec<u8> = buffer.drain(..end + 2).collect();
             for line in String::from_utf8_lossy(&block).lines() {
-                let Some(data) = line.strip_prefix("data:") else { continue };
+                let Some(data) = line.strip_prefix("data:") else {
+                    continue;
+                };
                 let Ok(mut board) = serde_json::from_str::<Value>(data.trim_start()) else {
                     continue;
                 };
