@@ -655,17 +655,19 @@ async fn control(
             "reset" => Some(State::Closed),
             _ => None,
         };
-        if let Some(state) = shared {
-            if let Err(e) = store.force(&key, breaker.policy(), state).await {
-                return (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    Json(json!({
-                        "error": "store_unavailable",
-                        "message": format!("cannot move `{key}` in Redis ({e}); try again"),
-                    })),
-                )
-                    .into_response();
-            }
+        let moved = match shared {
+            Some(state) => store.force(&key, breaker.policy(), state).await,
+            None => Ok(()),
+        };
+        if let Err(e) = moved {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({
+                    "error": "store_unavailable",
+                    "message": format!("cannot move `{key}` in Redis ({e}); try again"),
+                })),
+            )
+                .into_response();
         }
     }
     #[cfg(not(feature = "redis"))]
