@@ -57,7 +57,7 @@ pub async fn replica(id: String, config: app::Config) -> Result<(), String> {
         .timeout(STORE_TIMEOUT)
         .connect()
         .await
-        .map_err(|e| format!("replica {id} cannot use Redis at `{url}`: {e}"))?;
+        .map_err(|e| format!("replica {id}: {e}"))?;
     app::REGISTRY.share(store.clone());
     let running = app::start(app::Config {
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
