@@ -256,7 +256,9 @@ pub async fn run(n: u32, config: app::Config) -> Result<(), String> {
         .route("/breakers", get(breakers))
         .route("/breakers/{key}/{action}", post(control))
         .route("/events", get(events))
-        .fallback(forward)
+        .route("/orders/demo", post(forward))
+        .route("/shipping/demo", post(forward))
+        .route("/metrics", get(forward))
         .with_state(front);
     tokio::select! {
         served = axum::serve(listener, routes) => served.map_err(|e| e.to_string())?,
@@ -282,8 +284,9 @@ fn unreachable(replica: &Replica, e: reqwest::Error) -> Response {
         .into_response()
 }
 
-/// Any other request goes to the next replica in turn: method, path, `X-Demo-*` headers and body
-/// forwarded; status, `Retry-After`, `X-Replica-Id` and body returned.
+/// `POST /orders/demo`, `POST /shipping/demo` and `GET /metrics` go to the next replica in turn:
+/// method, path, `X-Demo-*` headers and body forwarded; status, `Retry-After`, `X-Replica-Id` and
+/// body returned.
 async fn forward(Shared(front): Shared<Arc<Front>>, request: Request) -> Response {
     let replica =
         &front.replicas[front.next.fetch_add(1, Ordering::Relaxed) % front.replicas.len()];
