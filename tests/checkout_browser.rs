@@ -1,7 +1,9 @@
 //! The checkout dashboard in a real browser: headless Debian `chromium` driven through WebDriver
 //! (`chromedriver`, spoken to over its HTTP protocol). Loads `/`, trips `checkout` through the API,
 //! and checks that the page shows `checkout` open and `shipping` closed without a reload. Saves a
-//! screenshot to `target/checkout-dashboard.png`.
+//! screenshot to `target/checkout-dashboard.png`. With the `redis` feature, also runs
+//! `checkout --replicas 2` (a `redis-server` of its own) and checks one column per replica, both
+//! showing `checkout` open (`target/checkout-replicas-dashboard.png`).
 //!
 //! Needs `chromium` and `chromedriver` on `PATH` (`apt-get install -y chromium chromium-driver`);
 //! without them this test fails and says so.
@@ -9,6 +11,10 @@
 #[allow(dead_code)]
 #[path = "../examples/checkout/app.rs"]
 mod app;
+#[cfg(feature = "redis")]
+mod checkout_support;
+#[cfg(feature = "redis")]
+mod redis_harness;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -91,28 +97,39 @@ fn free_port() -> u16 {
 
 const CARD_STATE: &str = "return [...document.querySelectorAll('.card')].map(c => c.dataset.key + '=' + c.querySelector('.state').textContent).join(' ');";
 
-#[tokio::test]
-async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
+/// A headless chromium under `chromedriver` with one WebDriver session.
+struct Browser {
+    _driver: Driver,
+    session: std::sync::Arc<Session>,
+    profile: PathBuf,
+}
+
+impl Browser {
+    /// Runs `scenario` in its own task, then closes the browser (also when the scenario failed)
+    /// and passes the failure on.
+    async fn run<F>(self, scenario: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let outcome = tokio::spawn(scenario).await;
+        self.session
+            .command(reqwest::Method::DELETE, "", None)
+            .await;
+        let _ = std::fs::remove_dir_all(&self.profile);
+        if let Err(failed) = outcome {
+            std::panic::resume_unwind(failed.into_panic());
+        }
+    }
+}
+
+/// Starts `chromedriver` and a headless `chromium` of `width`×`height` pixels.
+async fn browser(name: &str, width: u32, height: u32) -> Browser {
     let chromium = find("chromium")
         .unwrap_or_else(|| panic!("`chromium` is not installed; install it with `{INSTALL}`"));
     let chromedriver = find("chromedriver")
         .unwrap_or_else(|| panic!("`chromedriver` is not installed; install it with `{INSTALL}`"));
-
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let running = app::start(app::Config {
-        addr: loopback,
-        backend_addr: loopback,
-        client_timeout: Duration::from_secs(2),
-        // not the policy's 10 s: applied through `Registry::configure`, as `CHECKOUT_OPEN_FOR` is
-        open_for: Duration::from_secs(30),
-        ..app::Config::default()
-    })
-    .await
-    .expect("the service starts");
-    let base = format!("http://{}", running.addr);
-
     let port = free_port();
-    let _driver = Driver(
+    let driver = Driver(
         Command::new(&chromedriver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -138,7 +155,8 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    let profile = std::env::temp_dir().join(format!("checkout-chromium-{}", std::process::id()));
+    let profile =
+        std::env::temp_dir().join(format!("checkout-chromium-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&profile);
     let created = http
         .post(format!("{driver_url}/session"))
@@ -150,7 +168,7 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                     "--no-first-run", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync",
-                    "--window-size=1000,460",
+                    format!("--window-size={width},{height}"),
                     format!("--user-data-dir={}", profile.display()),
                 ],
             },
@@ -167,15 +185,32 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
         http: http.clone(),
         url: format!("{driver_url}/session/{id}"),
     };
-
-    // The scenario runs in its own task so that the browser is closed even when it fails.
-    let session = std::sync::Arc::new(session);
-    let outcome = tokio::spawn(scenario(session.clone(), http, base)).await;
-    session.command(reqwest::Method::DELETE, "", None).await;
-    let _ = std::fs::remove_dir_all(&profile);
-    if let Err(failed) = outcome {
-        std::panic::resume_unwind(failed.into_panic());
+    Browser {
+        _driver: driver,
+        session: std::sync::Arc::new(session),
+        profile,
     }
+}
+
+#[tokio::test]
+async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let running = app::start(app::Config {
+        addr: loopback,
+        backend_addr: loopback,
+        client_timeout: Duration::from_secs(2),
+        // not the policy's 10 s: applied through `Registry::configure`, as `CHECKOUT_OPEN_FOR` is
+        open_for: Duration::from_secs(30),
+        ..app::Config::default()
+    })
+    .await
+    .expect("the service starts");
+    let base = format!("http://{}", running.addr);
+    let browser = browser("one", 1000, 460).await;
+    let session = browser.session.clone();
+    browser
+        .run(scenario(session, reqwest::Client::new(), base))
+        .await;
 }
 
 /// Loads the dashboard, trips `checkout` through the API and checks the page; saves a screenshot.
@@ -267,4 +302,76 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
     std::fs::create_dir_all(&target).unwrap();
     std::fs::write(target.join("checkout-dashboard.png"), &png).unwrap();
+}
+
+/// Every card as `replica/key=state`, in page order.
+#[cfg(feature = "redis")]
+const REPLICA_CARD_STATE: &str = "return [...document.querySelectorAll('.card')].map(c => c.dataset.replica + '/' + c.dataset.key + '=' + c.querySelector('.state').textContent).join(' ');";
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
+    let redis = redis_harness::RedisServer::start();
+    let demo = checkout_support::start(&redis);
+    let front = demo.front.clone();
+    let browser = browser("replicas", 1000, 720).await;
+    let session = browser.session.clone();
+    browser
+        .run(async move {
+            session
+                .command(
+                    reqwest::Method::POST,
+                    "/url",
+                    Some(json!({ "url": format!("{front}/") })),
+                )
+                .await;
+            session
+                .wait_for(
+                    REPLICA_CARD_STATE,
+                    json!("A/checkout=closed A/shipping=closed B/checkout=closed B/shipping=closed"),
+                )
+                .await;
+            session
+                .script("window.notReloaded = true; return null;")
+                .await;
+            let headings = session
+                .script("return [...document.querySelectorAll('.replica > h2')].map(h => h.textContent).join(', ');")
+                .await;
+            assert_eq!(headings, "replica A, replica B");
+
+            // Five failures alternate between the replicas; the sixth call is refused.
+            let http = reqwest::Client::new();
+            for expected in [502, 502, 502, 502, 502, 503] {
+                let r = http
+                    .post(format!("{front}/orders/demo"))
+                    .header("X-Demo-Backend-Mode", "always_fail")
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), expected);
+            }
+            session
+                .wait_for(
+                    REPLICA_CARD_STATE,
+                    json!("A/checkout=open A/shipping=closed B/checkout=open B/shipping=closed"),
+                )
+                .await;
+            assert_eq!(
+                session.script("return window.notReloaded === true;").await,
+                true,
+                "the page was reloaded"
+            );
+            let png = session
+                .command(reqwest::Method::GET, "/screenshot", None)
+                .await;
+            let png = base64::engine::general_purpose::STANDARD
+                .decode(png.as_str().unwrap())
+                .unwrap();
+            assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+            let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+            std::fs::create_dir_all(&target).unwrap();
+            std::fs::write(target.join("checkout-replicas-dashboard.png"), &png).unwrap();
+        })
+        .await;
+    drop(demo);
 }

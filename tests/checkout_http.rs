@@ -215,8 +215,9 @@ fn replicas_beyond_one_say_what_is_missing() {
     assert_eq!(
         app::replicas_unavailable(2),
         "`--replicas 2` shares circuits between processes through the Redis store \
-         (`fusebox::redis`, feature `redis`), which this build of fusebox does not have; \
-         run `cargo run --example checkout` for one replica"
+         (`fusebox::redis`), which this build does not have; run \
+         `cargo run --example checkout --features redis -- --replicas 2`, or \
+         `cargo run --example checkout` for one replica"
     );
 }
 

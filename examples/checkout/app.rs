@@ -193,6 +193,11 @@ pub(crate) struct Config {
     pub slow_for: Duration,
     /// Sent back as `X-Replica-Id` when set.
     pub replica_id: Option<String>,
+    /// The Redis store [`REGISTRY`] shares its circuits through (`--replicas N`): the operator
+    /// controls `force_open`, `disable` and `reset` then move the shared circuit with
+    /// [`RedisStore::force`](fusebox::redis::RedisStore::force) as well as the local breaker.
+    #[cfg(feature = "redis")]
+    pub store: Option<fusebox::redis::RedisStore>,
 }
 
 impl Default for Config {
@@ -205,6 +210,8 @@ impl Default for Config {
             client_timeout: Duration::from_secs(1),
             slow_for: Duration::from_secs(2),
             replica_id: None,
+            #[cfg(feature = "redis")]
+            store: None,
         }
     }
 }
@@ -246,12 +253,14 @@ pub(crate) fn replicas(args: impl IntoIterator<Item = String>) -> Result<u32, St
     Ok(replicas)
 }
 
-/// Why `--replicas N` with N > 1 does not run in this build.
+/// Why `--replicas N` with N > 1 does not run in a build without the `redis` feature.
+#[cfg_attr(feature = "redis", allow(dead_code))]
 pub(crate) fn replicas_unavailable(n: u32) -> String {
     format!(
         "`--replicas {n}` shares circuits between processes through the Redis store \
-         (`fusebox::redis`, feature `redis`), which this build of fusebox does not have; \
-         run `cargo run --example checkout` for one replica"
+         (`fusebox::redis`), which this build does not have; run \
+         `cargo run --example checkout --features redis -- --replicas {n}`, or \
+         `cargo run --example checkout` for one replica"
     )
 }
 
@@ -297,6 +306,8 @@ pub(crate) async fn start(config: Config) -> Result<Running, String> {
         },
         backend,
         replica_id: config.replica_id.clone(),
+        #[cfg(feature = "redis")]
+        store: config.store.clone(),
     });
     let listener = TcpListener::bind(config.addr)
         .await
@@ -315,8 +326,9 @@ pub(crate) async fn start(config: Config) -> Result<Running, String> {
     Ok(Running { addr, backend_url })
 }
 
-/// Starts the simulated backend on `addr`.
-async fn start_backend(
+/// Starts the simulated backend on `addr` (port 0 picks a free one) and returns it with its
+/// address.
+pub(crate) async fn start_backend(
     addr: SocketAddr,
     slow_for: Duration,
 ) -> Result<(Arc<Backend>, SocketAddr), String> {
@@ -342,10 +354,20 @@ async fn start_backend(
 // The simulated backend
 
 /// The simulated payment and shipping backend: counts its hits and behaves as the mode header says.
-struct Backend {
+pub(crate) struct Backend {
     pay_hits: AtomicU64,
     ship_hits: AtomicU64,
     slow_for: Duration,
+}
+
+impl Backend {
+    /// The hit counts, as `GET /hits` serves them: `{"pay": …, "ship": …}`.
+    pub(crate) fn hits(&self) -> Value {
+        json!({
+            "pay": self.pay_hits.load(Ordering::Relaxed),
+            "ship": self.ship_hits.load(Ordering::Relaxed),
+        })
+    }
 }
 
 async fn backend_call(
@@ -394,10 +416,7 @@ async fn backend_call(
 }
 
 async fn backend_hits(Shared(backend): Shared<Arc<Backend>>) -> Json<Value> {
-    Json(json!({
-        "pay": backend.pay_hits.load(Ordering::Relaxed),
-        "ship": backend.ship_hits.load(Ordering::Relaxed),
-    }))
+    Json(backend.hits())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -523,6 +542,8 @@ struct App {
     /// The backend this process runs, if any (for the hit counts on the dashboard).
     backend: Option<Arc<Backend>>,
     replica_id: Option<String>,
+    #[cfg(feature = "redis")]
+    store: Option<fusebox::redis::RedisStore>,
 }
 
 fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
@@ -610,7 +631,10 @@ async fn breakers() -> Json<Value> {
     Json(breakers_json())
 }
 
-async fn control(Path((key, action)): Path<(String, String)>) -> Response {
+async fn control(
+    Shared(app): Shared<Arc<App>>,
+    Path((key, action)): Path<(String, String)>,
+) -> Response {
     let Some(breaker) = REGISTRY.get(&key) else {
         return (
             StatusCode::NOT_FOUND,
@@ -621,6 +645,33 @@ async fn control(Path((key, action)): Path<(String, String)>) -> Response {
         )
             .into_response();
     };
+    #[cfg(feature = "redis")]
+    if let Some(store) = &app.store {
+        // The shared circuit moves for every replica; `metrics_only` has no shared form and
+        // stays on this replica's breaker (the front sends every control to every replica).
+        let shared = match action.as_str() {
+            "force_open" => Some(State::ForcedOpen),
+            "disable" => Some(State::Disabled),
+            "reset" => Some(State::Closed),
+            _ => None,
+        };
+        let moved = match shared {
+            Some(state) => store.force(&key, breaker.policy(), state).await,
+            None => Ok(()),
+        };
+        if let Err(e) = moved {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({
+                    "error": "store_unavailable",
+                    "message": format!("cannot move `{key}` in Redis ({e}); try again"),
+                })),
+            )
+                .into_response();
+        }
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = &app;
     match action.as_str() {
         "force_open" => breaker.force_open(),
         "disable" => breaker.disable(),
@@ -646,13 +697,7 @@ async fn control(Path((key, action)): Path<(String, String)>) -> Response {
 /// The payload of one dashboard update: every breaker and the backend's hit counts.
 fn board(app: &App) -> String {
     let mut all = breakers_json();
-    all["backend_hits"] = match &app.backend {
-        Some(b) => json!({
-            "pay": b.pay_hits.load(Ordering::Relaxed),
-            "ship": b.ship_hits.load(Ordering::Relaxed),
-        }),
-        None => Value::Null,
-    };
+    all["backend_hits"] = app.backend.as_ref().map_or(Value::Null, |b| b.hits());
     all["replica"] = json!(app.replica_id);
     all.to_string()
 }

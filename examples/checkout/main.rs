@@ -4,12 +4,17 @@
 //! ```sh
 //! cargo run --example checkout            # http://127.0.0.1:8081/
 //! curl -i -X POST localhost:8081/orders/demo -H 'X-Demo-Backend-Mode: always_fail'
+//! cargo run --example checkout --features redis -- --replicas 2   # two replicas, one circuit
 //! ```
 //!
 //! Environment: `PORT` (default 8081), `BACKEND_PORT` (default 8082), `CHECKOUT_OPEN_FOR` (how long
-//! an opened circuit refuses calls, default `10s`; also `500ms`, `2m`).
+//! an opened circuit refuses calls, default `10s`; also `500ms`, `2m`), `REDIS_URL` (with
+//! `--replicas N`: the Redis to share circuits through; without it the demo starts its own
+//! `redis-server`).
 
 mod app;
+#[cfg(feature = "redis")]
+mod replicas;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -24,10 +29,6 @@ fn env_port(name: &str, default: u16) -> Result<u16, String> {
 }
 
 fn config() -> Result<app::Config, String> {
-    let replicas = app::replicas(std::env::args().skip(1))?;
-    if replicas > 1 {
-        return Err(app::replicas_unavailable(replicas));
-    }
     let defaults = app::Config::default();
     let open_for = match std::env::var("CHECKOUT_OPEN_FOR") {
         Err(_) => defaults.open_for,
@@ -52,14 +53,40 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "fusebox=info".into()),
         )
+        .with_writer(std::io::stderr)
         .init();
-    let config = match config() {
-        Ok(c) => c,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(2);
+    let (replicas, config) =
+        match app::replicas(std::env::args().skip(1)).and_then(|n| Ok((n, config()?))) {
+            Ok(c) => c,
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
+            }
+        };
+    #[cfg(feature = "redis")]
+    {
+        let outcome = if let Ok(id) = std::env::var(replicas::REPLICA_ENV) {
+            Some(replicas::replica(id, config.clone()).await)
+        } else if replicas > 1 {
+            Some(replicas::run(replicas, config.clone()).await)
+        } else {
+            None
+        };
+        if let Some(outcome) = outcome {
+            return match outcome {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    ExitCode::FAILURE
+                }
+            };
         }
-    };
+    }
+    #[cfg(not(feature = "redis"))]
+    if replicas > 1 {
+        eprintln!("error: {}", app::replicas_unavailable(replicas));
+        return ExitCode::from(2);
+    }
     let open_for = config.open_for;
     let running = match app::start(config).await {
         Ok(r) => r,
