@@ -72,6 +72,8 @@ else
     if seed == 1 then b.dl = now + (tonumber(ARGV[15]) or open_for) end
   end
 end
+-- The generation the caller may hold: a change is published to cached replicas.
+local g0 = b.g
 if b.w ~= w or b.cur >= w then
   -- The window length changed: start an empty window.
   b.g = b.g + 1
@@ -217,5 +219,10 @@ end
 -- The idle TTL restarts on every write (an admission on a closed circuit writes nothing).
 if dirty or counted then
   redis.call('PEXPIRE', k, ttl)
+end
+-- Cached replicas learn every new generation (a transition, a forced state, a new window) from
+-- this message: `state generation open-remaining-ms key`.
+if b.g ~= g0 then
+  redis.call('PUBLISH', 'fusebox:transitions', b.st .. ' ' .. b.g .. ' ' .. remaining() .. ' ' .. k)
 end
 return {code, b.st, b.g, remaining(), from, calls, failures, reset}

@@ -16,13 +16,30 @@
 //! that died. Every script call is O(1) in the window size (the count window is a ring of slots in
 //! the hash, with running totals).
 //!
-//! **Which calls go to Redis (strict mode).** An annotated `async fn` (without `timeout`,
+//! **Which calls go to Redis ([`Mode::Strict`], the default).** An annotated `async fn` (without `timeout`,
 //! `retry`, `backoff` or `deadline`) awaits admission from the script before its body runs, and
 //! awaits its outcome's recording before it returns: in this mode no call is admitted after a
 //! replica committed OPEN. Sync functions, the attempt driver (`timeout`/`retry`/…) and
 //! [`Breaker::try_acquire`](crate::Breaker::try_acquire) cannot await: on a shared key they run on
 //! the local breaker, which each answer of the store seeds with the shared state (open with the
 //! same remaining wait, or closed), and their outcomes are not sent to Redis.
+//!
+//! **Cached mode** ([`RedisStoreBuilder::mode`] with [`Mode::Cached`]). Each replica keeps a
+//! view of every shared key (state and generation), learnt from the script's answers and from
+//! a pub/sub subscription on a dedicated connection, on which the script announces every new
+//! generation (channel [`TRANSITIONS`]). While the view says closed (or disabled), a call is
+//! admitted without a round trip and its outcome is sent to the script off the call path, under
+//! the view's generation; while it says open and the wait is not over, or forced open, the call
+//! is refused locally. Otherwise (the open wait over, half-open, a key not seen yet) the call
+//! asks the script as in strict mode, so half-open probes stay exact across replicas. This holds
+//! for sync functions and [`Breaker::try_acquire`](crate::Breaker::try_acquire) too. What cached
+//! mode gives up: between the moment a replica's report commits OPEN and the moment another
+//! replica receives the push, that replica still admits calls (and the replica that committed
+//! it admits until the script's answer to its report comes back); those calls' outcomes were
+//! admitted under the older generation and change nothing. When the subscription drops (or Redis
+//! stops answering), the store is strict until it has subscribed again; it then forgets every
+//! view, so each key's next call asks the script and resynchronises it
+//! ([`RedisStore::is_cached`] says which).
 //!
 //! **Operators.** [`RedisStore::force`] moves a shared key for every replica and
 //! [`RedisStore::state`] reads it; [`Breaker::force_open`](crate::Breaker::force_open) and the
@@ -34,9 +51,7 @@
 //! `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
 //! `half_open_lease`, and the forced states through [`RedisStore::force`]. **Not supported:**
 //! time windows (`time_window`) and progressive recovery: a key with either stays local (with an
-//! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`]. Cached mode
-//! (local closed-state admission, pub/sub transitions) is not implemented; every shared call is
-//! strict.
+//! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`].
 //!
 //! **Redis slow or down.** Every store call is bounded by [`RedisStoreBuilder::timeout`]
 //! (default 50 ms). When it fails, the call degrades per [`Degrade`] (default
@@ -85,6 +100,23 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 /// The default idle time after which Redis forgets a breaker's key.
 pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// How a shared breaker's calls use Redis ([`RedisStoreBuilder::mode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Every admission and every outcome of an annotated `async fn` goes through the script, and
+    /// the call awaits both: no call is admitted after a replica committed OPEN.
+    #[default]
+    Strict,
+    /// A closed circuit admits locally and outcomes are sent off the call path; transitions
+    /// reach every replica by pub/sub; half-open probes are still decided in Redis. While the
+    /// subscription is down a replica behaves as [`Mode::Strict`] until it has resynchronised.
+    Cached,
+}
+
+/// The pub/sub channel on which the script announces every new generation of a breaker.
+pub const TRANSITIONS: &str = "fusebox:transitions";
+
 /// What a shared breaker does when Redis does not answer within the timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -121,6 +153,7 @@ pub struct RedisStoreBuilder {
     idle_ttl: Duration,
     local: Vec<String>,
     time: Option<Arc<dyn Clock>>,
+    mode: Mode,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -129,11 +162,18 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("timeout", &self.timeout)
             .field("prefix", &self.prefix)
             .field("degrade", &self.degrade)
+            .field("mode", &self.mode)
             .finish()
     }
 }
 
 impl RedisStoreBuilder {
+    /// How calls use Redis (default [`Mode::Strict`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
     /// Bound on every store call (default [`DEFAULT_TIMEOUT`]).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -189,6 +229,7 @@ impl RedisStoreBuilder {
                 self.url
             ),
         };
+        let client_for_pubsub = client.clone();
         let conn = tokio::time::timeout(
             self.timeout.max(Duration::from_secs(1)),
             client.get_connection_manager_with_config(config),
@@ -204,8 +245,22 @@ impl RedisStoreBuilder {
             degrade: self.degrade,
             healthy: AtomicBool::new(true),
             time: self.time,
+            cached: self.mode == Mode::Cached,
+            subscribed: AtomicBool::new(false),
+            links: std::sync::Mutex::new(std::collections::HashMap::new()),
         });
         tokio::spawn(worker(client.clone(), rx));
+        if client.cached {
+            // The first subscription is made before the store is handed out, so a reachable
+            // Redis gives cached admission from the first call.
+            let first = subscribe(&client_for_pubsub, client.timeout).await;
+            client.subscribed.store(first.is_some(), Ordering::Release);
+            tokio::spawn(subscriber(
+                Arc::downgrade(&client),
+                client_for_pubsub,
+                first,
+            ));
+        }
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 client,
@@ -226,6 +281,12 @@ struct Client {
     degrade: Degrade,
     healthy: AtomicBool,
     time: Option<Arc<dyn Clock>>,
+    /// [`Mode::Cached`].
+    cached: bool,
+    /// The pub/sub subscription is up and every link's view was reset when it came up.
+    subscribed: AtomicBool,
+    /// Every shared breaker by Redis key, for the subscription to update.
+    links: std::sync::Mutex<std::collections::HashMap<String, Vec<std::sync::Weak<Link>>>>,
 }
 
 struct Inner {
@@ -267,7 +328,18 @@ impl RedisStore {
             idle_ttl: DEFAULT_IDLE_TTL,
             local: Vec::new(),
             time: None,
+            mode: Mode::Strict,
         }
+    }
+
+    /// True while this store admits from its cached view: [`Mode::Cached`], the pub/sub
+    /// subscription up and Redis answering. False in [`Mode::Strict`], and in cached mode while
+    /// the subscription is down (calls are then strict until it is back).
+    pub fn is_cached(&self) -> bool {
+        let client = &self.inner.client;
+        client.cached
+            && client.subscribed.load(Ordering::Acquire)
+            && client.healthy.load(Ordering::Acquire)
     }
 
     /// The Redis key name of breaker `key`.
@@ -333,6 +405,7 @@ impl RedisStore {
             applied: AtomicU64::new(0),
             done: tokio::sync::Notify::new(),
             core: std::sync::Weak::new(),
+            view: AtomicU64::new(0),
         }
     }
 }
@@ -362,6 +435,30 @@ pub(crate) struct Link {
     done: tokio::sync::Notify,
     /// The breaker, for the reporting task to seed and to announce transitions on.
     core: std::sync::Weak<Core>,
+    /// The newest shared state this replica knows (cached mode): `generation << 4 | state << 1 |
+    /// 1`, or 0 when unknown (the next call asks the script).
+    view: AtomicU64,
+}
+
+impl Link {
+    /// Records that Redis holds `state` (script code) under `generation`; false when the view
+    /// already holds a newer generation (the news is stale).
+    fn observe(&self, state: i64, generation: u64) -> bool {
+        let next = generation << 4 | (state.clamp(0, 7) as u64) << 1 | 1;
+        self.view
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                (old == 0 || old >> 4 <= generation).then_some(next)
+            })
+            .is_ok()
+    }
+
+    /// True when this link's calls use the cached path now.
+    fn caches(&self) -> bool {
+        let client = &self.store.client;
+        client.cached
+            && client.subscribed.load(Ordering::Acquire)
+            && client.healthy.load(Ordering::Acquire)
+    }
 }
 
 /// Shares `core` through `store` when there is one and the key and policy allow it.
@@ -391,10 +488,23 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         return Arc::new(core);
     }
     let mut link = store.link(key, policy);
-    Arc::new_cyclic(|me| {
+    let hash = link.hash.clone();
+    let shared = Arc::new_cyclic(|me| {
         link.core = me.clone();
         core.with_store(Arc::new(link))
-    })
+    });
+    if let Some(link) = shared.store.as_ref() {
+        let mut links = store
+            .inner
+            .client
+            .links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let entry = links.entry(hash).or_default();
+        entry.retain(|l| l.strong_count() > 0);
+        entry.push(Arc::downgrade(link));
+    }
+    shared
 }
 
 /// One answer of the script.
@@ -491,14 +601,24 @@ fn degrade_event(client: &Client, link: &Link, why: &str) {
     }
 }
 
-/// Applies an answer: seeds the local breaker and announces a transition this replica committed.
-fn apply(core: &Core, answer: &Answer, site: FnName) {
-    let state = state_of(answer.state);
-    match state {
-        State::Open => core.mirror(State::Open, Duration::from_millis(answer.remaining_ms)),
+/// Seeds the local breaker with the shared state, unless a newer generation is known already.
+fn learn(core: &Core, state: i64, generation: u64, remaining_ms: u64) {
+    if let Some(link) = core.store.as_ref()
+        && !link.observe(state, generation)
+    {
+        return;
+    }
+    match state_of(state) {
+        State::Open => core.mirror(State::Open, Duration::from_millis(remaining_ms)),
         State::Closed => core.mirror(State::Closed, Duration::ZERO),
         _ => {}
     }
+}
+
+/// Applies an answer: seeds the local breaker and announces a transition this replica committed.
+fn apply(core: &Core, answer: &Answer, site: FnName) {
+    let state = state_of(answer.state);
+    learn(core, answer.state, answer.generation, answer.remaining_ms);
     if answer.committed_from >= 0 {
         core.emit_committed(
             state_of(answer.committed_from),
@@ -516,10 +636,143 @@ pub fn asks_store(permit: &Permit<'_>) -> bool {
     permit.asks_store().is_some()
 }
 
-/// True when `permit`'s breaker is shared: its outcome goes to the store.
+/// True when `permit`'s breaker is shared in strict mode (or cached mode without its
+/// subscription): the call awaits the recording of its outcome.
 #[inline(always)]
 pub fn reports_to_store(permit: &Permit<'_>) -> bool {
-    permit.core().store.is_some()
+    permit
+        .core()
+        .store
+        .as_ref()
+        .is_some_and(|link| !link.caches())
+}
+
+/// Cached mode: answers admission from the replica's view of the shared state when it can (a
+/// closed or disabled circuit admits, an open one whose wait is not over refuses, a forced-open
+/// one refuses); `None` sends the call to the script (half-open probes, an unknown view, the
+/// subscription down).
+pub(crate) fn cached_admit<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>> {
+    if !link.caches() {
+        return None;
+    }
+    let view = link.view.load(Ordering::Acquire);
+    if view == 0 {
+        return None;
+    }
+    match (view >> 1) & 0b111 {
+        0 | 4 => Some(core.store_permit(shared_word(view >> 4, false), site)),
+        3 => Some(core.store_refusal(Reason::ForcedOpen, None, site)),
+        1 => match core.seed() {
+            (1, remaining) if remaining > 0 => {
+                Some(core.store_refusal(Reason::Open, Some(Duration::from_millis(remaining)), site))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Subscribes to [`TRANSITIONS`] on a connection of its own, bounded by `timeout` (at least one
+/// second).
+async fn subscribe(client: &redis::Client, timeout: Duration) -> Option<redis::aio::PubSub> {
+    let attempt = async {
+        let mut pubsub = client.get_async_pubsub().await.ok()?;
+        pubsub.subscribe(TRANSITIONS).await.ok()?;
+        Some(pubsub)
+    };
+    tokio::time::timeout(timeout.max(Duration::from_secs(1)), attempt)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Keeps the subscription of a cached store: applies every announced generation to the
+/// breakers of its key; when the connection drops, the store's calls are strict until it is
+/// back and every view has been reset (each breaker's next call then asks the script).
+async fn subscriber(
+    client: std::sync::Weak<Client>,
+    redis: redis::Client,
+    mut pubsub: Option<redis::aio::PubSub>,
+) {
+    use futures_util::StreamExt;
+    let mut dropped = false;
+    loop {
+        let Some(up) = pubsub.take() else {
+            let Some(strong) = client.upgrade() else {
+                return;
+            };
+            let timeout = strong.timeout;
+            drop(strong);
+            tokio::time::sleep(timeout.max(Duration::from_millis(100))).await;
+            pubsub = subscribe(&redis, timeout).await;
+            continue;
+        };
+        {
+            let Some(strong) = client.upgrade() else {
+                return;
+            };
+            for link in strong
+                .links
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .flatten()
+                .filter_map(std::sync::Weak::upgrade)
+            {
+                link.view.store(0, Ordering::Release);
+            }
+            strong.subscribed.store(true, Ordering::Release);
+            if dropped {
+                tracing::info!(
+                    target: "fusebox",
+                    "redis store subscription is back; cached breakers admit locally again after their next call resynchronises"
+                );
+            }
+        }
+        let mut messages = up.into_on_message();
+        while let Some(message) = messages.next().await {
+            let Some(strong) = client.upgrade() else {
+                return;
+            };
+            let Ok(text) = message.get_payload::<String>() else {
+                continue;
+            };
+            let mut parts = text.splitn(4, ' ');
+            let (Some(state), Some(generation), Some(remaining), Some(hash)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (Ok(state), Ok(generation), Ok(remaining)) = (
+                state.parse::<i64>(),
+                generation.parse::<u64>(),
+                remaining.parse::<u64>(),
+            ) else {
+                continue;
+            };
+            let links: Vec<Arc<Link>> = strong
+                .links
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(hash)
+                .map(|links| links.iter().filter_map(std::sync::Weak::upgrade).collect())
+                .unwrap_or_default();
+            for link in links {
+                if let Some(core) = link.core.upgrade() {
+                    learn(&core, state, generation, remaining);
+                }
+            }
+        }
+        let Some(strong) = client.upgrade() else {
+            return;
+        };
+        strong.subscribed.store(false, Ordering::Release);
+        dropped = true;
+        tracing::warn!(
+            target: "fusebox",
+            "redis store subscription dropped; cached breakers are strict until it is back"
+        );
+    }
 }
 
 /// A boxed future: keeps the annotated function's own future small on a local key's path.

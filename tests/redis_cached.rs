@@ -1,0 +1,123 @@
+//! Cached mode against a real `redis-server`: transitions pushed by pub/sub, and the replica
+//! strict while its subscription is down.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use fusebox::redis::{Mode, RedisStore};
+use fusebox::{Reason, Registry, State, circuit_breaker};
+use redis_harness::RedisServer;
+
+#[derive(Debug)]
+enum BackendError {
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for BackendError {
+    fn from(e: fusebox::Error) -> Self {
+        BackendError::Refused(e)
+    }
+}
+
+static CACHED: LazyLock<Registry> = LazyLock::new(Registry::new);
+static CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[circuit_breaker(key = "payments", registry = CACHED, window = 5, min_calls = 5, open_for = "60s")]
+async fn pay() -> Result<(), BackendError> {
+    CALLS.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// One call: `None` when it reached the backend, else the refusal's reason.
+async fn call() -> Option<Reason> {
+    let before = CALLS.load(Ordering::SeqCst);
+    match pay().await {
+        Ok(()) => {
+            assert_eq!(CALLS.load(Ordering::SeqCst), before + 1);
+            None
+        }
+        Err(BackendError::Refused(e)) => {
+            assert_eq!(CALLS.load(Ordering::SeqCst), before, "a refused call ran");
+            Some(e.reason())
+        }
+    }
+}
+
+/// Polls (bounded) until `done` holds.
+async fn until<F: std::future::Future<Output = bool>>(mut done: impl FnMut() -> F) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done().await {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pubsub_killed_strict_until_resynchronised() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(&server.url())
+        .mode(Mode::Cached)
+        .connect()
+        .await
+        .unwrap();
+    assert!(store.is_cached());
+    assert!(CACHED.share(store.clone()));
+    // An operator's connection of its own.
+    let operator = RedisStore::connect(&server.url()).await.unwrap();
+    assert_eq!(call().await, None);
+    let policy = CACHED.get("payments").unwrap().policy();
+
+    // Subscribed: a forced state reaches the replica by pub/sub, and it refuses locally.
+    operator
+        .force("payments", policy, State::ForcedOpen)
+        .await
+        .unwrap();
+    assert!(
+        until(|| async { call().await == Some(Reason::ForcedOpen) }).await,
+        "the pushed forced-open state refuses"
+    );
+    operator
+        .force("payments", policy, State::Closed)
+        .await
+        .unwrap();
+    assert!(until(|| async { call().await.is_none() }).await);
+
+    // The subscription is killed: the replica notices and is strict.
+    assert!(
+        server
+            .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
+            .starts_with(':')
+    );
+    assert!(
+        until(|| async { !store.is_cached() }).await,
+        "the dropped subscription is noticed"
+    );
+    // A transition it cannot hear: its next call asks the script, and is refused.
+    operator
+        .force("payments", policy, State::ForcedOpen)
+        .await
+        .unwrap();
+    assert_eq!(call().await, Some(Reason::ForcedOpen));
+
+    // Resubscribed (and resynchronised by its next call): cached again and still refusing.
+    assert!(
+        until(|| async { store.is_cached() }).await,
+        "the subscription comes back"
+    );
+    assert_eq!(call().await, Some(Reason::ForcedOpen));
+    operator
+        .force("payments", policy, State::Closed)
+        .await
+        .unwrap();
+    assert!(
+        until(|| async { call().await.is_none() }).await,
+        "the pushed close admits again"
+    );
+}
