@@ -121,3 +121,39 @@ async fn pubsub_killed_strict_until_resynchronised() {
         "the pushed close admits again"
     );
 }
+
+static BATCHED: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+#[circuit_breaker(key = "batched", registry = BATCHED, window = 200, min_calls = 200, open_for = "60s")]
+async fn batched() -> Result<(), BackendError> {
+    Ok(())
+}
+
+/// Outcomes sent off the call path are pipelined; none is lost, even when Redis has forgotten the
+/// script (`SCRIPT FLUSH`) and the pipeline is answered `NOSCRIPT`. One thread: the calls never
+/// yield, so their 150 reports are all queued when the reporting task next runs.
+#[tokio::test]
+async fn batched_reports_all_counted_after_script_flush() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(&server.url())
+        .mode(Mode::Cached)
+        .connect()
+        .await
+        .unwrap();
+    assert!(BATCHED.share(store.clone()));
+    batched().await.unwrap();
+    assert!(server.command(&["SCRIPT", "FLUSH"]).starts_with("+OK"));
+    // 150 calls admitted locally in one go: their reports queue up and go in one pipeline.
+    for _ in 0..150 {
+        batched().await.unwrap();
+    }
+    let policy = BATCHED.get("batched").unwrap().policy();
+    assert!(
+        until(|| async {
+            store.state("batched", policy).await.map(|s| s.calls) == Ok(151)
+        })
+        .await,
+        "151 outcomes counted, got {:?}",
+        store.state("batched", policy).await
+    );
+}

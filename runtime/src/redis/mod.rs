@@ -544,11 +544,7 @@ async fn call(client: &Client, link: &Link, op: &str, extra: &[u64]) -> Result<A
     let result: Result<redis::RedisResult<Vec<i64>>, _> =
         tokio::time::timeout(client.timeout, invocation.invoke_async(&mut conn)).await;
     let values = match result {
-        Ok(Ok(values)) if values.len() == 8 => values,
-        Ok(Ok(values)) => {
-            degrade_event(client, link, &format!("unexpected answer {values:?}"));
-            return Err(());
-        }
+        Ok(Ok(values)) => values,
         Ok(Err(error)) => {
             degrade_event(client, link, &error.to_string());
             return Err(());
@@ -562,6 +558,15 @@ async fn call(client: &Client, link: &Link, op: &str, extra: &[u64]) -> Result<A
             return Err(());
         }
     };
+    answer_of(client, link, values)
+}
+
+/// Reads one answer of the script (events for a recovery and for a reset key).
+fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Result<Answer, ()> {
+    if values.len() != 8 {
+        degrade_event(client, link, &format!("unexpected answer {values:?}"));
+        return Err(());
+    }
     if !client.healthy.swap(true, Ordering::AcqRel) {
         tracing::info!(
             target: "fusebox",
@@ -879,24 +884,117 @@ pub(crate) fn report(core: &Core, word: Word, start: u64, site: FnName, failure:
     }
 }
 
-/// Sends reports in order, one script call each.
+/// The most reports sent in one round trip.
+const BATCH: usize = 256;
+
+/// Sends reports in order: one script call each, and the reports queued meanwhile (up to
+/// [`BATCH`]) pipelined in one round trip.
 async fn worker(client: Arc<Client>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Report>) {
+    let mut batch = Vec::with_capacity(BATCH);
     while let Some(job) = rx.recv().await {
-        let extra = [job.generation, job.outcome, job.slow];
-        match call(&client, &job.link, "report", &extra).await {
-            Ok(answer) => apply(&job.core, &answer, job.site),
-            Err(()) => {
-                if client.degrade == Degrade::Local {
-                    let failure = match job.outcome {
-                        1 => Some(false),
-                        2 => Some(true),
-                        _ => None,
-                    };
-                    job.core.report_locally(failure, job.site);
-                }
+        batch.push(job);
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
             }
         }
-        job.link.applied.fetch_add(1, Ordering::AcqRel);
-        job.link.done.notify_waiters();
+        let answers = if batch.len() == 1 {
+            let job = &batch[0];
+            let extra = [job.generation, job.outcome, job.slow];
+            vec![call(&client, &job.link, "report", &extra).await]
+        } else {
+            pipelined(&client, &batch).await
+        };
+        for (job, answer) in batch.drain(..).zip(answers) {
+            match answer {
+                Ok(answer) => apply(&job.core, &answer, job.site),
+                Err(()) => {
+                    if client.degrade == Degrade::Local {
+                        let failure = match job.outcome {
+                            1 => Some(false),
+                            2 => Some(true),
+                            _ => None,
+                        };
+                        job.core.report_locally(failure, job.site);
+                    }
+                }
+            }
+            job.link.applied.fetch_add(1, Ordering::AcqRel);
+            job.link.done.notify_waiters();
+        }
+    }
+}
+
+/// The script's `report` for `job`, as an `EVALSHA` command.
+fn report_command(client: &Client, job: &Report) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(client.script.get_hash())
+        .arg(1)
+        .arg(&job.link.hash)
+        .arg("report");
+    match &client.time {
+        Some(clock) => cmd.arg(clock.now_nanos() / 1_000_000),
+        None => cmd.arg(""),
+    };
+    for value in job.link.args.iter() {
+        cmd.arg(*value);
+    }
+    cmd.arg(job.generation).arg(job.outcome).arg(job.slow);
+    cmd
+}
+
+/// Sends `batch` in one pipeline (loading the script once when Redis answers `NOSCRIPT`), bounded
+/// by the store's timeout; one answer per report, in order.
+async fn pipelined(client: &Client, batch: &[Report]) -> Vec<Result<Answer, ()>> {
+    let mut pipe = redis::pipe();
+    for job in batch {
+        pipe.add_command(report_command(client, job));
+    }
+    let mut conn = client.conn.clone();
+    let mut result = tokio::time::timeout(
+        client.timeout,
+        pipe.query_async::<Vec<Vec<i64>>>(&mut conn),
+    )
+    .await;
+    if let Ok(Err(error)) = &result
+        && error.code() == Some("NOSCRIPT")
+    {
+        let reload = async {
+            client
+                .script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .ok()?;
+            Some(pipe.query_async::<Vec<Vec<i64>>>(&mut conn).await)
+        };
+        if let Ok(Some(again)) = tokio::time::timeout(client.timeout, reload).await {
+            result = Ok(again);
+        }
+    }
+    let first = &batch[0].link;
+    match result {
+        Ok(Ok(answers)) if answers.len() == batch.len() => batch
+            .iter()
+            .zip(answers)
+            .map(|(job, values)| answer_of(client, &job.link, values))
+            .collect(),
+        Ok(Ok(answers)) => {
+            degrade_event(client, first, &format!("{} answers", answers.len()));
+            batch.iter().map(|_| Err(())).collect()
+        }
+        Ok(Err(error)) => {
+            degrade_event(client, first, &error.to_string());
+            batch.iter().map(|_| Err(())).collect()
+        }
+        Err(_) => {
+            degrade_event(
+                client,
+                first,
+                &format!("no answer within {:?}", client.timeout),
+            );
+            batch.iter().map(|_| Err(())).collect()
+        }
     }
 }
