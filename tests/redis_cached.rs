@@ -149,10 +149,7 @@ async fn batched_reports_all_counted_after_script_flush() {
     }
     let policy = BATCHED.get("batched").unwrap().policy();
     assert!(
-        until(|| async {
-            store.state("batched", policy).await.map(|s| s.calls) == Ok(151)
-        })
-        .await,
+        until(|| async { store.state("batched", policy).await.map(|s| s.calls) == Ok(151) }).await,
         "151 outcomes counted, got {:?}",
         store.state("batched", policy).await
     );

@@ -14,7 +14,7 @@ use crate::duration::{self, DurationError, UNIT_LIST};
 use crate::errors::Errors;
 
 /// Every argument name the attribute accepts, in the order the error messages list them.
-pub(crate) const NAMES: [&str; 23] = [
+pub(crate) const NAMES: [&str; 24] = [
     "key",
     "failure",
     "fallback",
@@ -34,6 +34,7 @@ pub(crate) const NAMES: [&str; 23] = [
     "half_open_lease",
     "recovery",
     "max_concurrent",
+    "shared",
     "timeout",
     "retry",
     "backoff",
@@ -172,6 +173,8 @@ pub(crate) struct PolicyArgs {
     pub(crate) recovery: Option<RecoveryArg>,
     /// `max_concurrent = N`.
     pub(crate) max_concurrent: Option<Spanned<u32>>,
+    /// `shared = false`: the key stays local on a registry shared across replicas.
+    pub(crate) shared: Option<Spanned<bool>>,
 }
 
 /// The attempt arguments (`async fn` only).
@@ -398,6 +401,18 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
                         "calls in flight",
                     ))
                     .map(narrow)
+            }
+            "shared" => {
+                policy.shared = match literal(&value) {
+                    Some(Lit::Bool(b)) => Some(Spanned {
+                        value: b.value,
+                        span: b.span,
+                    }),
+                    _ => errors.ok(Err(syn::Error::new_spanned(
+                        &value,
+                        "`shared` takes `true` or `false`, like `shared = false`",
+                    ))),
+                }
             }
             "timeout" => {
                 attempts.timeout = errors.ok(duration_arg(&name, &value, "800ms", MS_TO_DAY))

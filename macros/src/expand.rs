@@ -644,6 +644,10 @@ fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream {
         let calls = literal(calls, Literal::u32_unsuffixed);
         expr = quote!(#expr.max_concurrent(#calls));
     }
+    if let Some(shared) = policy.shared {
+        let shared = shared.value;
+        expr = quote!(#expr.shared(#shared));
+    }
     expr
 }
 

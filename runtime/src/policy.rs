@@ -44,6 +44,7 @@ mod set {
     pub(super) const RECOVERY: u16 = 1 << 11;
     pub(super) const MAX_CONCURRENT: u16 = 1 << 12;
     pub(super) const STUCK_OPEN: u16 = 1 << 13;
+    pub(super) const SHARED: u16 = 1 << 14;
 }
 
 /// Which outcomes the failure and slow-call rates are computed over.
@@ -144,6 +145,8 @@ pub struct Policy {
     pub(crate) stuck_open_nanos: u64,
     /// The fields whose setter was called (bits of `set`); the others follow the rules above.
     pub(crate) explicit: u16,
+    /// False: the key stays local on a registry shared through a store.
+    pub(crate) shared: bool,
 }
 
 impl Policy {
@@ -165,6 +168,7 @@ impl Policy {
         stuck_reopens: 3,
         stuck_open_nanos: 5 * 60 * 1_000_000_000,
         explicit: 0,
+        shared: true,
     };
 
     /// The default policy.
@@ -278,6 +282,19 @@ impl Policy {
     pub const fn max_concurrent(mut self, calls: u32) -> Self {
         self.max_concurrent = calls;
         self.mark(set::MAX_CONCURRENT)
+    }
+
+    /// On a registry shared across replicas (`Registry::share`, feature `redis`): `false` keeps
+    /// this key's breaker local to the replica (per-host dynamic keys, for instance). Default
+    /// `true`; on a registry that is not shared it changes nothing.
+    pub const fn shared(mut self, shared: bool) -> Self {
+        self.shared = shared;
+        self.mark(set::SHARED)
+    }
+
+    /// False when [`Policy::shared`] keeps the key local.
+    pub const fn is_shared(&self) -> bool {
+        self.shared
     }
 
     /// Probe recovery (the default) or progressive recovery; see [`Recovery`].
@@ -561,6 +578,7 @@ impl PartialEq for Policy {
             stuck_reopens,
             stuck_open_nanos,
             explicit: _,
+            shared,
         } = *self;
         (
             window,
@@ -593,6 +611,7 @@ impl PartialEq for Policy {
                 other.max_concurrent,
             )
             && (stuck_reopens, stuck_open_nanos) == (other.stuck_reopens, other.stuck_open_nanos)
+            && shared == other.shared
     }
 }
 
@@ -632,6 +651,7 @@ pub struct PolicyPatch {
     max_concurrent: Option<u32>,
     stuck_after_recoveries: Option<u32>,
     stuck_after: Option<Duration>,
+    shared: Option<bool>,
 }
 
 impl PolicyPatch {
@@ -653,6 +673,7 @@ impl PolicyPatch {
             max_concurrent: None,
             stuck_after_recoveries: None,
             stuck_after: None,
+            shared: None,
         }
     }
 
@@ -771,6 +792,12 @@ impl PolicyPatch {
         self
     }
 
+    /// See [`Policy::shared`].
+    pub const fn shared(mut self, shared: bool) -> Self {
+        self.shared = Some(shared);
+        self
+    }
+
     /// True when the patch names no field.
     pub fn is_empty(&self) -> bool {
         *self == PolicyPatch::new()
@@ -794,6 +821,7 @@ impl PolicyPatch {
             max_concurrent: later.max_concurrent.or(self.max_concurrent),
             stuck_after_recoveries: later.stuck_after_recoveries.or(self.stuck_after_recoveries),
             stuck_after: later.stuck_after.or(self.stuck_after),
+            shared: later.shared.or(self.shared),
         }
     }
 
@@ -843,6 +871,9 @@ impl PolicyPatch {
         if let Some(v) = self.max_concurrent {
             p = p.max_concurrent(v);
         }
+        if let Some(v) = self.shared {
+            p = p.shared(v);
+        }
         if self.stuck_after_recoveries.is_some() || self.stuck_after.is_some() {
             let (reopens, open) = p.stuck_open_after();
             p = p.stuck_open(
@@ -877,6 +908,7 @@ impl From<Policy> for PolicyPatch {
             max_concurrent: named(set::MAX_CONCURRENT).then_some(policy.max_concurrent),
             stuck_after_recoveries: named(set::STUCK_OPEN).then_some(policy.stuck_reopens),
             stuck_after: named(set::STUCK_OPEN).then_some(nanos(policy.stuck_open_nanos)),
+            shared: named(set::SHARED).then_some(policy.shared),
         }
     }
 }
@@ -901,6 +933,7 @@ impl fmt::Debug for Policy {
             .field("recovery", &self.recovery)
             .field("max_concurrent", &self.concurrency_limit())
             .field("stuck_open", &self.stuck_open_after())
+            .field("shared", &self.shared)
             .finish()
     }
 }

@@ -467,7 +467,7 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         return Arc::new(core);
     };
     let key = core.key().as_str();
-    if store.inner.local.iter().any(|k| k == key) {
+    if !core.policy().shared || store.inner.local.iter().any(|k| k == key) {
         return Arc::new(core);
     }
     let policy = *core.policy();
@@ -952,11 +952,8 @@ async fn pipelined(client: &Client, batch: &[Report]) -> Vec<Result<Answer, ()>>
         pipe.add_command(report_command(client, job));
     }
     let mut conn = client.conn.clone();
-    let mut result = tokio::time::timeout(
-        client.timeout,
-        pipe.query_async::<Vec<Vec<i64>>>(&mut conn),
-    )
-    .await;
+    let mut result =
+        tokio::time::timeout(client.timeout, pipe.query_async::<Vec<Vec<i64>>>(&mut conn)).await;
     if let Ok(Err(error)) = &result
         && error.code() == Some("NOSCRIPT")
     {
