@@ -363,3 +363,147 @@ async fn exact_across_two_and_four_replicas() {
 async fn exact_across_four_replicas_cached() {
     exactness(&[6, 7, 8, 9], "cached", Mode::Cached).await;
 }
+
+static BURST: LazyLock<Registry> = LazyLock::new(Registry::new);
+static BURST_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// Every one of 64 outcomes is needed to trip: a lost outcome leaves the circuit closed.
+#[circuit_breaker(key = "burst", registry = BURST, window = 64, min_calls = 64, failure_rate = 100, open_for = "60s")]
+async fn burst() -> Result<(), BackendError> {
+    BURST_CALLS.fetch_add(1, Ordering::SeqCst);
+    tokio::task::yield_now().await;
+    Err(BackendError::Down)
+}
+
+/// A burst replica: runs only when re-invoked by `exact_across_separate_processes`. Connects,
+/// says `READY`, waits for `go`, makes `FUSEBOX_BURST_CALLERS` concurrent calls, reports, then
+/// makes as many more one after another (all must be refused) and reports again.
+#[test]
+fn burst_process() {
+    let Ok(url) = std::env::var("FUSEBOX_BURST_URL") else {
+        return;
+    };
+    let callers: usize = std::env::var("FUSEBOX_BURST_CALLERS")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = RedisStore::connect(&url).await.expect("connect");
+        assert!(BURST.share(store));
+        let committed = Arc::new(Mutex::new(Vec::new()));
+        let seen = committed.clone();
+        BURST.on_transition(move |t| {
+            seen.lock()
+                .unwrap()
+                .push((t.from, t.to, t.calls, t.failure_rate))
+        });
+        let mut out = std::io::stdout();
+        writeln!(out, "BURST READY").unwrap();
+        out.flush().unwrap();
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+        let tasks: Vec<_> = (0..callers).map(|_| tokio::spawn(burst())).collect();
+        for task in tasks {
+            let _ = task.await.unwrap();
+        }
+        let admitted = BURST_CALLS.load(Ordering::SeqCst);
+        let opened: Vec<_> = committed
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|t| t.1 == State::Open)
+            .map(|t| format!("{}/{}", t.2, t.3))
+            .collect();
+        writeln!(out, "BURST {admitted} {}", opened.join(",")).unwrap();
+        out.flush().unwrap();
+        line.clear();
+        std::io::stdin().read_line(&mut line).unwrap();
+        for _ in 0..callers {
+            let _ = burst().await;
+        }
+        let late = BURST_CALLS.load(Ordering::SeqCst) - admitted;
+        writeln!(out, "BURST {late} late").unwrap();
+        out.flush().unwrap();
+    });
+}
+
+/// Separate OS processes, 64 concurrent callers in total on a brand-new key: every outcome is
+/// counted (the 64th report commits OPEN with 64 failures), exactly one replica commits it, and
+/// no call is admitted after it (strict mode).
+#[test]
+fn exact_across_separate_processes() {
+    const PROCESSES: usize = 2;
+    let server = RedisServer::start();
+    let mut children: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "burst_process",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("FUSEBOX_BURST_URL", server.url())
+                .env("FUSEBOX_BURST_CALLERS", (64 / PROCESSES).to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            (child, lines)
+        })
+        .collect();
+    let mut next = |lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>| loop {
+        let line = lines.next().expect("burst replica answered").unwrap();
+        if let Some(at) = line.find("BURST ") {
+            return line[at + "BURST ".len()..].to_owned();
+        }
+    };
+    for (_, lines) in &mut children {
+        assert_eq!(next(lines), "READY");
+    }
+    for (child, _) in &mut children {
+        writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+    }
+    let mut admitted = 0;
+    let mut opened = Vec::new();
+    for (_, lines) in &mut children {
+        let report = next(lines);
+        let (count, commits) = report.split_once(' ').unwrap_or((&report, ""));
+        admitted += count.parse::<u32>().unwrap();
+        opened.extend(
+            commits
+                .split(',')
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    assert_eq!(
+        admitted, 64,
+        "every caller admitted while the window filled"
+    );
+    assert_eq!(
+        opened,
+        ["64/100"],
+        "exactly one replica commits OPEN, with all 64 failures counted"
+    );
+    for (child, _) in &mut children {
+        writeln!(child.stdin.as_mut().unwrap(), "again").unwrap();
+    }
+    for (_, lines) in &mut children {
+        assert_eq!(
+            next(lines),
+            "0 late",
+            "a call admitted after OPEN was committed"
+        );
+    }
+    for (mut child, _) in children {
+        drop(child.stdin.take());
+        assert!(child.wait().unwrap().success());
+    }
+}
