@@ -240,7 +240,7 @@ fn method_path(type_name: &str, method: &str) -> String {
 }
 
 #[cfg(feature = "redis")]
-pub use crate::redis::{admit_shared, asks_store, flush_shared, reports_to_store};
+pub use crate::redis::{admit_shared, asks_store, flush_shared, flush_then, reports_to_store};
 
 /// The global registry.
 #[inline]

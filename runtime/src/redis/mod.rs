@@ -820,6 +820,19 @@ pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Erro
     })
 }
 
+/// [`flush_shared`], then gives back `out` (the call's result, moved into this boxed future so
+/// the caller's own future holds nothing of it across the await).
+pub fn flush_then<'p, T: 'p>(
+    permit: &'p Permit<'_>,
+    out: T,
+) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
+    let flush = flush_shared(permit);
+    Box::pin(async move {
+        flush.await;
+        out
+    })
+}
+
 /// Waits until the outcome reported on `permit` is recorded in the store (strict mode), bounded
 /// by the store's timeout.
 pub fn flush_shared<'p>(permit: &'p Permit<'_>) -> Boxed<'p, ()> {
