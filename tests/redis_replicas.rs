@@ -458,7 +458,7 @@ fn exact_across_separate_processes() {
             (child, lines)
         })
         .collect();
-    let mut next = |lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>| loop {
+    let next = |lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>| loop {
         let line = lines.next().expect("burst replica answered").unwrap();
         if let Some(at) = line.find("BURST ") {
             return line[at + "BURST ".len()..].to_owned();

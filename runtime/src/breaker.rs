@@ -425,10 +425,10 @@ impl Core {
     #[inline(never)]
     pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
         #[cfg(feature = "redis")]
-        if let Some(link) = self.store.as_ref() {
-            if let Some(permit) = crate::redis::cached_admit(self, link, site) {
-                return permit;
-            }
+        if let Some(link) = self.store.as_ref()
+            && let Some(permit) = crate::redis::cached_admit(self, link, site)
+        {
+            return permit;
         }
         #[cfg(feature = "redis")]
         if ASK_STORE && self.store.is_some() {

@@ -51,7 +51,9 @@
 //! `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
 //! `half_open_lease`, and the forced states through [`RedisStore::force`]. **Not supported:**
 //! time windows (`time_window`) and progressive recovery: a key with either stays local (with an
-//! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`].
+//! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`] and keys
+//! whose policy says [`Policy::shared`]`(false)` (`shared = false` on the attribute or in a
+//! key's config table).
 //!
 //! **Redis slow or down.** Every store call is bounded by [`RedisStoreBuilder::timeout`]
 //! (default 50 ms). When it fails, the call degrades per [`Degrade`] (default
