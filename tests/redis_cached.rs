@@ -154,3 +154,56 @@ async fn batched_reports_all_counted_after_script_flush() {
         store.state("batched", policy).await
     );
 }
+
+static SYNC: LazyLock<Registry> = LazyLock::new(Registry::new);
+static SYNC_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[circuit_breaker(key = "sync", registry = SYNC, window = 50, min_calls = 50, open_for = "60s")]
+fn pay_sync() -> Result<(), BackendError> {
+    SYNC_CALLS.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// A sync function in cached mode: its first call starts a background read of the shared state;
+/// from then on it admits from the view, its outcomes reach Redis off the call path, and a pushed
+/// transition refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_calls_use_the_cached_view() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(&server.url())
+        .mode(Mode::Cached)
+        .connect()
+        .await
+        .unwrap();
+    assert!(SYNC.share(store.clone()));
+    let operator = RedisStore::connect(&server.url()).await.unwrap();
+    assert!(pay_sync().is_ok());
+    let policy = SYNC.get("sync").unwrap().policy();
+    // Once the view is known, each sync call's outcome is counted in Redis.
+    assert!(
+        until(|| async {
+            let _ = pay_sync();
+            store.state("sync", policy).await.map(|s| s.calls >= 3) == Ok(true)
+        })
+        .await,
+        "sync outcomes reach redis"
+    );
+    operator
+        .force("sync", policy, State::ForcedOpen)
+        .await
+        .unwrap();
+    assert!(
+        until(|| async {
+            matches!(pay_sync(), Err(BackendError::Refused(e)) if e.reason() == Reason::ForcedOpen)
+        })
+        .await,
+        "the pushed forced-open state refuses sync calls"
+    );
+    let before = SYNC_CALLS.load(Ordering::SeqCst);
+    assert!(pay_sync().is_err());
+    assert_eq!(
+        SYNC_CALLS.load(Ordering::SeqCst),
+        before,
+        "a refused sync call ran"
+    );
+}

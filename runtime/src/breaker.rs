@@ -426,7 +426,7 @@ impl Core {
     pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
         #[cfg(feature = "redis")]
         if let Some(link) = self.store.as_ref()
-            && let Some(permit) = crate::redis::cached_admit(self, link, site)
+            && let Some(permit) = crate::redis::cached_admit(self, link, site, ASK_STORE)
         {
             return permit;
         }

@@ -31,8 +31,10 @@
 //! admitted without a round trip and its outcome is sent to the script off the call path, under
 //! the view's generation; while it says open and the wait is not over, or forced open, the call
 //! is refused locally. Otherwise (the open wait over, half-open, a key not seen yet) the call
-//! asks the script as in strict mode, so half-open probes stay exact across replicas. This holds
-//! for sync functions and [`Breaker::try_acquire`](crate::Breaker::try_acquire) too. What cached
+//! asks the script as in strict mode, so half-open probes stay exact across replicas. Sync
+//! functions and [`Breaker::try_acquire`](crate::Breaker::try_acquire) use the view too; while
+//! it is unknown (or half-open) they run on the local breaker as in strict mode, and the first
+//! such call starts a background read of the shared state. What cached
 //! mode gives up: between the moment a replica's report commits OPEN and the moment another
 //! replica receives the push, that replica still admits calls (and the replica that committed
 //! it admits until the script's answer to its report comes back); those calls' outcomes were
@@ -408,6 +410,7 @@ impl RedisStore {
             done: tokio::sync::Notify::new(),
             core: std::sync::Weak::new(),
             view: AtomicU64::new(0),
+            learning: AtomicBool::new(false),
         }
     }
 }
@@ -440,6 +443,8 @@ pub(crate) struct Link {
     /// The newest shared state this replica knows (cached mode): `generation << 4 | state << 1 |
     /// 1`, or 0 when unknown (the next call asks the script).
     view: AtomicU64,
+    /// A read of the shared state is on its way (cached mode, for a caller that cannot await).
+    learning: AtomicBool,
 }
 
 impl Link {
@@ -495,13 +500,23 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         link.core = me.clone();
         core.with_store(Arc::new(link))
     });
-    if let Some(link) = shared.store.as_ref() {
+    if let Some(link) = shared.store.as_ref()
+        && store.inner.client.cached
+    {
         let mut links = store
             .inner
             .client
             .links
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        // Breakers dropped (evicted dynamic keys, reconfigured ones) leave dead entries: swept
+        // whenever the map doubles, so it stays proportional to the live breakers.
+        if links.len().is_power_of_two() {
+            links.retain(|_, entry| {
+                entry.retain(|l| l.strong_count() > 0);
+                !entry.is_empty()
+            });
+        }
         let entry = links.entry(hash).or_default();
         entry.retain(|l| l.strong_count() > 0);
         entry.push(Arc::downgrade(link));
@@ -658,12 +673,23 @@ pub fn reports_to_store(permit: &Permit<'_>) -> bool {
 /// closed or disabled circuit admits, an open one whose wait is not over refuses, a forced-open
 /// one refuses); `None` sends the call to the script (half-open probes, an unknown view, the
 /// subscription down).
-pub(crate) fn cached_admit<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>> {
+///
+/// A caller that cannot await (`asks` false: a sync function, `try_acquire`) and finds the view
+/// unknown starts a background read of the shared state, so its later calls use the view.
+pub(crate) fn cached_admit<'c>(
+    core: &'c Core,
+    link: &Arc<Link>,
+    site: FnName,
+    asks: bool,
+) -> Option<Permit<'c>> {
     if !link.caches() {
         return None;
     }
     let view = link.view.load(Ordering::Acquire);
     if view == 0 {
+        if !asks && !link.learning.swap(true, Ordering::AcqRel) {
+            send(link, 0, LEARN, 0, site);
+        }
         return None;
     }
     match (view >> 1) & 0b111 {
@@ -878,6 +904,19 @@ pub(crate) fn report(core: &Core, word: Word, start: u64, site: FnName, failure:
         Some(true) => 2,
     };
     let slow = u64::from(failure.is_some() && core.slow_since(start));
+    send(link, word.0 >> 4, outcome, slow, site);
+}
+
+/// The `outcome` of a job that reads the shared state instead of reporting.
+const LEARN: u64 = 3;
+
+/// Hands a job to the reporting task (or, when it is gone, applies it locally).
+fn send(link: &Arc<Link>, generation: u64, outcome: u64, slow: u64, site: FnName) {
+    let failure = match outcome {
+        1 => Some(false),
+        2 => Some(true),
+        _ => None,
+    };
     link.pending.fetch_add(1, Ordering::AcqRel);
     let Some(owner) = link.core.upgrade() else {
         link.applied.fetch_add(1, Ordering::AcqRel);
@@ -886,7 +925,7 @@ pub(crate) fn report(core: &Core, word: Word, start: u64, site: FnName, failure:
     let job = Report {
         link: link.clone(),
         core: owner,
-        generation: word.0 >> 4,
+        generation,
         outcome,
         slow,
         site,
@@ -916,8 +955,12 @@ async fn worker(client: Arc<Client>, mut rx: tokio::sync::mpsc::UnboundedReceive
         }
         let answers = if batch.len() == 1 {
             let job = &batch[0];
-            let extra = [job.generation, job.outcome, job.slow];
-            vec![call(&client, &job.link, "report", &extra).await]
+            if job.outcome == LEARN {
+                vec![call(&client, &job.link, "state", &[]).await]
+            } else {
+                let extra = [job.generation, job.outcome, job.slow];
+                vec![call(&client, &job.link, "report", &extra).await]
+            }
         } else {
             pipelined(&client, &batch).await
         };
@@ -935,6 +978,9 @@ async fn worker(client: Arc<Client>, mut rx: tokio::sync::mpsc::UnboundedReceive
                     }
                 }
             }
+            if job.outcome == LEARN {
+                job.link.learning.store(false, Ordering::Release);
+            }
             job.link.applied.fetch_add(1, Ordering::AcqRel);
             job.link.done.notify_waiters();
         }
@@ -947,7 +993,11 @@ fn report_command(client: &Client, job: &Report) -> redis::Cmd {
     cmd.arg(client.script.get_hash())
         .arg(1)
         .arg(&job.link.hash)
-        .arg("report");
+        .arg(if job.outcome == LEARN {
+            "state"
+        } else {
+            "report"
+        });
     match &client.time {
         Some(clock) => cmd.arg(clock.now_nanos() / 1_000_000),
         None => cmd.arg(""),
@@ -955,7 +1005,9 @@ fn report_command(client: &Client, job: &Report) -> redis::Cmd {
     for value in job.link.args.iter() {
         cmd.arg(*value);
     }
-    cmd.arg(job.generation).arg(job.outcome).arg(job.slow);
+    if job.outcome != LEARN {
+        cmd.arg(job.generation).arg(job.outcome).arg(job.slow);
+    }
     cmd
 }
 
