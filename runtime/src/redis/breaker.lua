@@ -3,7 +3,8 @@
 -- KEYS[1]  the breaker's hash, `{prefix:key}`
 -- ARGV[1]  op: `admit`, `report`, `force` or `state`
 -- ARGV[2]  time in milliseconds supplied by a test clock, or '' to read Redis `TIME`
--- ARGV[3]  idle TTL (ms)      ARGV[4]  count window (calls)   ARGV[5]  min_calls
+-- ARGV[3]  idle TTL (ms)      ARGV[4]  count window (calls), or 2^40 + the slice (ms) of a time
+--          window of ten slices   ARGV[5]  min_calls
 -- ARGV[6]  failure rate (%, 0 = off)   ARGV[7]  slow rate (%, 0 = off)   ARGV[8]  consecutive (0 = off)
 -- ARGV[9]  open_for (ms)       ARGV[10] open_backoff (factor x 1000)     ARGV[11] open_max (ms)
 -- ARGV[12] half-open probes    ARGV[13] probe lease (ms)
@@ -21,7 +22,9 @@
 --
 -- The count window is a ring of `w` slots `r0..r{w-1}` with running totals, so every call is O(1)
 -- in the window size. A slot holds `generation * 8 + code`; slots of an older generation count as
--- empty, so a transition clears the window without touching it.
+-- empty, so a transition clears the window without touching it. A time window is ten buckets
+-- `t0..t9`, each `generation:slice:calls:failures:slow`; totals sum the buckets of the current
+-- generation whose slice is among the last ten (ten reads: O(1) in the window's size).
 local k = KEYS[1]
 local op = ARGV[1]
 local now
@@ -33,6 +36,9 @@ else
 end
 local ttl = tonumber(ARGV[3])
 local w = tonumber(ARGV[4])
+local TIME = 1099511627776
+local slice_ms = 0
+if w >= TIME then slice_ms = w - TIME end
 local min_calls = tonumber(ARGV[5])
 local rate = tonumber(ARGV[6])
 local slow_rate = tonumber(ARGV[7])
@@ -74,7 +80,7 @@ else
 end
 -- The generation the caller may hold: a change is published to cached replicas.
 local g0 = b.g
-if b.w ~= w or b.cur >= w then
+if b.w ~= w or (slice_ms == 0 and b.cur >= w) then
   -- The window length changed: start an empty window.
   b.g = b.g + 1
   b.n, b.f, b.s, b.cur, b.w = 0, 0, 0, 0, w
@@ -107,6 +113,25 @@ local function open(reopens)
   move(1)
   b.dl = now + open_wait(reopens)
   return calls, failures
+end
+
+-- The time window's totals at `now` (calls, failures, slow), and the current slice.
+local function time_totals()
+  local slice = math.floor(now / slice_ms) + 1
+  local fields = {}
+  for i = 0, 9 do fields[i + 1] = 't' .. i end
+  local raw = redis.call('HMGET', k, unpack(fields))
+  local n, f, s = 0, 0, 0
+  for i = 1, 10 do
+    if raw[i] then
+      local g, sl, c, fl, sw = string.match(raw[i], '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+      g, sl = tonumber(g), tonumber(sl)
+      if g == b.g and sl and sl <= slice and sl > slice - 10 then
+        n, f, s = n + tonumber(c), f + tonumber(fl), s + tonumber(sw)
+      end
+    end
+  end
+  return n, f, s, slice
 end
 
 local function remaining()
@@ -153,7 +178,29 @@ elseif op == 'report' then
     code = 0
   elseif b.st == 0 or b.st == 4 then
     code = 1
-    if outcome ~= 0 then
+    if outcome ~= 0 and slice_ms > 0 then
+      local failure = outcome == 2 and 1 or 0
+      local slice = math.floor(now / slice_ms) + 1
+      local field = 't' .. (slice % 10)
+      local c, fl, sw = 0, 0, 0
+      local old = redis.call('HGET', k, field)
+      if old then
+        local g, sl, oc, ofl, osw = string.match(old, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+        if tonumber(g) == b.g and tonumber(sl) == slice then
+          c, fl, sw = tonumber(oc), tonumber(ofl), tonumber(osw)
+        end
+      end
+      redis.call('HSET', k, field, b.g .. ':' .. slice .. ':' .. (c + 1) .. ':' .. (fl + failure) .. ':' .. (sw + slow))
+      b.n, b.f, b.s = time_totals()
+      if failure == 1 then b.run = b.run + 1 else b.run = 0 end
+      counted = true
+      if b.st == 0 then
+        local trips = (consecutive > 0 and b.run >= consecutive)
+          or (b.n >= min_calls and ((rate > 0 and b.f * 100 >= rate * b.n)
+            or (slow_rate > 0 and b.s * 100 >= slow_rate * b.n)))
+        if trips then calls, failures = open(0) end
+      end
+    elseif outcome ~= 0 then
       local failure = outcome == 2 and 1 or 0
       local field = 'r' .. b.cur
       local old = tonumber(redis.call('HGET', k, field) or '0') or 0
@@ -205,6 +252,7 @@ elseif op == 'force' then
   code = 1
 elseif op == 'state' then
   code = 1
+  if slice_ms > 0 and (b.st == 0 or b.st == 4) then b.n, b.f = time_totals() end
   calls, failures = b.n, b.f
 else
   return redis.error_reply('fusebox: unknown op ' .. tostring(op))

@@ -49,11 +49,12 @@
 //! A shared breaker's [`Breaker::state`](crate::Breaker::state) and snapshot show its local
 //! breaker, which mirrors Redis's open and closed states (not half-open).
 //!
-//! **Supported by the script:** count windows with `failure_rate`, `slow_rate` and `min_calls`,
-//! `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
+//! **Supported by the script:** count windows and time windows (ten slices, as in memory, when a
+//! tenth of the span is a whole number of milliseconds) with `failure_rate`, `slow_rate` and
+//! `min_calls`, `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
 //! `half_open_lease`, and the forced states through [`RedisStore::force`]. **Not supported:**
-//! time windows (`time_window`) and progressive recovery: a key with either stays local (with an
-//! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`] and keys
+//! progressive recovery, and a time window whose tenth is not a whole number of milliseconds: a
+//! key with either stays local (with an error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`] and keys
 //! whose policy says [`Policy::shared`]`(false)` (`shared = false` on the attribute or in a
 //! key's config table).
 //!
@@ -386,7 +387,10 @@ impl RedisStore {
         let ms = |nanos: u64| nanos.div_ceil(1_000_000).max(1);
         let args = [
             self.inner.ttl_ms,
-            u64::from(policy.window_len().unwrap_or(1)),
+            match policy.window {
+                Window::Count(n) => u64::from(n),
+                Window::Time(span) => TIME_WINDOW + time_slice_ms(span),
+            },
             u64::from(policy.min_calls),
             u64::from(policy.failure_rate),
             if policy.slow_nanos != 0 {
@@ -427,6 +431,20 @@ pub struct SharedState {
     pub calls: u32,
     /// Failures among them.
     pub failures: u32,
+}
+
+/// Marks a time window in the script's window argument (plus the slice in milliseconds).
+const TIME_WINDOW: u64 = 1 << 40;
+
+/// The slice of a time window (a tenth of its span) in whole milliseconds; 0 when it is not a
+/// whole number of milliseconds (such a window stays local).
+fn time_slice_ms(span: Duration) -> u64 {
+    let slice = span.as_nanos() / u128::from(crate::policy::TIME_BUCKETS);
+    if slice % 1_000_000 == 0 {
+        u64::try_from(slice / 1_000_000).unwrap_or(0)
+    } else {
+        0
+    }
 }
 
 /// One breaker's connection to the store.
@@ -478,19 +496,22 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         return Arc::new(core);
     }
     let policy = *core.policy();
-    let unsupported = if matches!(policy.window, Window::Time(_)) {
-        Some("time_window")
+    let unsupported = if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
+        Some((
+            "window",
+            "a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`)",
+        ))
     } else if matches!(policy.recovery, Recovery::Progressive { .. }) {
-        Some("progressive")
+        Some(("recovery", "probe recovery (`half_open = N`)"))
     } else {
         None
     };
-    if let Some(field) = unsupported {
+    if let Some((field, instead)) = unsupported {
         tracing::error!(
             target: "fusebox",
             key,
             field,
-            "breaker `{key}` uses `{field}`, which the redis store does not share; it stays local (use a count window and probes to share it)"
+            "breaker `{key}` uses a `{field}` the redis store does not share; it stays local (use {instead} to share it)"
         );
         return Arc::new(core);
     }
