@@ -440,7 +440,7 @@ const TIME_WINDOW: u64 = 1 << 40;
 /// whole number of milliseconds (such a window stays local).
 fn time_slice_ms(span: Duration) -> u64 {
     let slice = span.as_nanos() / u128::from(crate::policy::TIME_BUCKETS);
-    if slice % 1_000_000 == 0 {
+    if slice.is_multiple_of(1_000_000) {
         u64::try_from(slice / 1_000_000).unwrap_or(0)
     } else {
         0
