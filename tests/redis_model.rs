@@ -89,6 +89,25 @@ async fn time_in_redis(fail: bool) -> Result<(), BackendError> {
     }
 }
 
+/// The fourth policy: progressive recovery in three phases of two calls each.
+#[circuit_breaker(key = "model-phases", registry = MEMORY, window = 4, min_calls = 2, failure_rate = 50, open_for = "100ms", recovery = progressive(phases = 3, min_passes = 2))]
+async fn phases_in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-phases", registry = SHARED, window = 4, min_calls = 2, failure_rate = 50, open_for = "100ms", recovery = progressive(phases = 3, min_passes = 2))]
+async fn phases_in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
 fn admitted(result: &Result<(), BackendError>) -> bool {
     !matches!(result, Err(BackendError::Refused(_)))
 }
@@ -110,6 +129,7 @@ async fn random_sequences_reach_the_same_states_and_counts() {
     run_model(&store, "model", 0, 3).await;
     run_model(&store, "model-run", 1, 2).await;
     run_model(&store, "model-time", 2, 2).await;
+    run_model(&store, "model-phases", 3, 3).await;
 }
 
 async fn run_model(store: &RedisStore, key: &str, policy: usize, states: usize) {
@@ -130,7 +150,8 @@ async fn run_model(store: &RedisStore, key: &str, policy: usize, states: usize) 
             let (memory, redis) = match policy {
                 0 => (in_memory(fail).await, in_redis(fail).await),
                 1 => (run_in_memory(fail).await, run_in_redis(fail).await),
-                _ => (time_in_memory(fail).await, time_in_redis(fail).await),
+                2 => (time_in_memory(fail).await, time_in_redis(fail).await),
+                _ => (phases_in_memory(fail).await, phases_in_redis(fail).await),
             };
             trace.push(format!(
                 "{step}: call fail={fail} memory={} redis={}",

@@ -7,7 +7,8 @@
 --          window of ten slices   ARGV[5]  min_calls
 -- ARGV[6]  failure rate (%, 0 = off)   ARGV[7]  slow rate (%, 0 = off)   ARGV[8]  consecutive (0 = off)
 -- ARGV[9]  open_for (ms)       ARGV[10] open_backoff (factor x 1000)     ARGV[11] open_max (ms)
--- ARGV[12] half-open probes    ARGV[13] probe lease (ms)
+-- ARGV[12] half-open probes, or 2^40 + phases * 2^20 + min_passes for progressive recovery
+-- ARGV[13] probe lease (ms)
 -- report:  ARGV[14] generation  ARGV[15] outcome (0 released, 1 success, 2 failure)  ARGV[16] slow (0/1)
 -- force:   ARGV[14] target state
 -- admit:   ARGV[14] the replica's local state, ARGV[15] its open remaining (ms): used only when
@@ -17,7 +18,7 @@
 -- Returns {code, state, generation, open remaining (ms), committed-from (-1: no transition),
 --          calls, failures, reset (1: malformed data was found and the key reset)}
 -- admit codes: 0 refused (open), 1 admitted, 2 admitted as a probe, 3 refused (probes taken),
---              4 refused (forced open).   report codes: 0 stale (changes nothing), 1 applied.
+--              4 refused (forced open), 5 refused (recovering: not this phase's share).   report codes: 0 stale (changes nothing), 1 applied.
 -- States: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
 --
 -- The count window is a ring of `w` slots `r0..r{w-1}` with running totals, so every call is O(1)
@@ -47,16 +48,27 @@ local open_for = tonumber(ARGV[9])
 local backoff = tonumber(ARGV[10])
 local open_max = tonumber(ARGV[11])
 local probes = tonumber(ARGV[12])
+-- Progressive recovery: phase k of `phases` admits k calls in every `phases` (`sq` counts the
+-- phase's admissions asked for, `ph` is the phase, `pas`/`pf` its calls and failures).
+local phases, min_passes = 0, 0
+if probes >= TIME then
+  local rest = probes - TIME
+  phases = math.floor(rest / 1048576)
+  min_passes = rest % 1048576
+  probes = 1
+end
 local lease = tonumber(ARGV[13])
 
-local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w'}
+local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w', 'ph', 'sq', 'pf'}
+-- Fields a key may lack (written only by progressive recovery): read as 0.
+local OPTIONAL = 15
 local reset = 0
 local h = redis.pcall('HMGET', k, unpack(FIELDS))
 local ok = type(h) == 'table' and h.err == nil
 if ok and h[1] then
   if h[1] ~= 'fb1' then ok = false end
   for i = 2, #FIELDS do
-    if ok and tonumber(h[i]) == nil then ok = false end
+    if ok and tonumber(h[i]) == nil and not (i >= OPTIONAL and not h[i]) then ok = false end
   end
 end
 if not ok then
@@ -67,11 +79,11 @@ if not ok then
 end
 local b = {}
 if h[1] then
-  for i = 2, #FIELDS do b[FIELDS[i]] = tonumber(h[i]) end
+  for i = 2, #FIELDS do b[FIELDS[i]] = tonumber(h[i]) or 0 end
 else
   -- A new key: generations start at the current second, so they do not go backwards across a
   -- restart that lost the state, and a result admitted before the loss stays stale.
-  b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w}
+  b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w, ph = 0, sq = 0, pf = 0}
   local seed = op == 'admit' and tonumber(ARGV[14]) or 0
   if seed == 1 or seed == 3 or seed == 4 then
     b.st = seed
@@ -104,6 +116,7 @@ local function move(state)
   b.g = b.g + 1
   b.iss, b.pas, b.arm = 0, 0, 0
   b.n, b.f, b.s, b.run = 0, 0, 0, 0
+  b.ph, b.sq, b.pf = 0, 0, 0
   dirty = true
 end
 
@@ -152,8 +165,14 @@ if op == 'admit' then
     else
       move(2)
       b.iss, b.arm = 1, now
+      if phases > 0 then b.ph = 1 end
       code = 2
     end
+  elseif b.st == 2 and phases > 0 then
+    local seq = b.sq
+    b.sq = b.sq + 1
+    dirty = true
+    if seq % phases < b.ph then code = 2 else code = 5 end
   elseif b.st == 2 then
     if b.iss < probes then
       b.iss = b.iss + 1
@@ -224,6 +243,27 @@ elseif op == 'report' then
         if trips then calls, failures = open(0) end
       end
     end
+  elseif b.st == 2 and phases > 0 then
+    code = 1
+    if outcome ~= 0 then
+      b.pas = b.pas + 1
+      if outcome == 2 then b.pf = b.pf + 1 end
+      dirty = true
+      if b.pas >= min_passes then
+        local threshold = rate > 0 and rate or 50
+        calls, failures = b.pas, b.pf
+        if b.pf * 100 >= threshold * b.pas then
+          open(b.ro + 1)
+        elseif b.ph >= phases then
+          move(0)
+          b.ro = 0
+        else
+          local ph = b.ph
+          move(2)
+          b.ph = ph + 1
+        end
+      end
+    end
   elseif b.st == 2 then
     code = 1
     if outcome == 1 then
@@ -260,7 +300,8 @@ end
 
 if dirty then
   redis.call('HSET', k, 'v', 'fb1', 'st', b.st, 'g', b.g, 'dl', b.dl, 'iss', b.iss, 'pas', b.pas,
-    'arm', b.arm, 'n', b.n, 'f', b.f, 's', b.s, 'cur', b.cur, 'run', b.run, 'ro', b.ro, 'w', b.w)
+    'arm', b.arm, 'n', b.n, 'f', b.f, 's', b.s, 'cur', b.cur, 'run', b.run, 'ro', b.ro, 'w', b.w,
+    'ph', b.ph, 'sq', b.sq, 'pf', b.pf)
 elseif counted then
   redis.call('HSET', k, 'n', b.n, 'f', b.f, 's', b.s, 'cur', b.cur, 'run', b.run)
 end

@@ -52,9 +52,10 @@
 //! **Supported by the script:** count windows and time windows (ten slices, as in memory, when a
 //! tenth of the span is a whole number of milliseconds) with `failure_rate`, `slow_rate` and
 //! `min_calls`, `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
-//! `half_open_lease`, and the forced states through [`RedisStore::force`]. **Not supported:**
-//! progressive recovery, and a time window whose tenth is not a whole number of milliseconds: a
-//! key with either stays local (with an error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`] and keys
+//! `half_open_lease`, progressive recovery (phase k of n admits k calls in every n, decided in
+//! the script), and the forced states through [`RedisStore::force`]. **Not supported:** a time
+//! window whose tenth is not a whole number of milliseconds: such a key stays local (with an
+//! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`] and keys
 //! whose policy says [`Policy::shared`]`(false)` (`shared = false` on the attribute or in a
 //! key's config table).
 //!
@@ -402,7 +403,12 @@ impl RedisStore {
             ms(policy.open_for_nanos),
             u64::from(policy.open_backoff_milli),
             ms(open_max),
-            u64::from(policy.half_open),
+            match policy.recovery {
+                Recovery::Probes => u64::from(policy.half_open),
+                Recovery::Progressive { phases, min_passes } => {
+                    TIME_WINDOW + (u64::from(phases) << 20) + u64::from(min_passes)
+                }
+            },
             ms(policy.lease_nanos()),
         ];
         Link {
@@ -433,7 +439,8 @@ pub struct SharedState {
     pub failures: u32,
 }
 
-/// Marks a time window in the script's window argument (plus the slice in milliseconds).
+/// Marks a time window in the script's window argument (plus the slice in milliseconds), and
+/// progressive recovery in its probes argument (plus `phases << 20` and `min_passes`).
 const TIME_WINDOW: u64 = 1 << 40;
 
 /// The slice of a time window (a tenth of its span) in whole milliseconds; 0 when it is not a
@@ -501,8 +508,6 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
             "window",
             "a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`)",
         ))
-    } else if matches!(policy.recovery, Recovery::Progressive { .. }) {
-        Some(("recovery", "probe recovery (`half_open = N`)"))
     } else {
         None
     };
@@ -858,6 +863,7 @@ pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Erro
             1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
             3 => core.store_refusal(Reason::HalfOpenFull, None, site),
             4 => core.store_refusal(Reason::ForcedOpen, None, site),
+            5 => core.store_refusal(Reason::Recovering, None, site),
             _ => core.store_refusal(
                 Reason::Open,
                 Some(Duration::from_millis(answer.remaining_ms)),
