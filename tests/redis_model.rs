@@ -70,6 +70,44 @@ async fn run_in_redis(fail: bool) -> Result<(), BackendError> {
     }
 }
 
+/// The third policy: a time window of one second (ten slices of 100 ms).
+#[circuit_breaker(key = "model-time", registry = MEMORY, window = "1s", min_calls = 3, failure_rate = 50, open_for = "100ms")]
+async fn time_in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-time", registry = SHARED, window = "1s", min_calls = 3, failure_rate = 50, open_for = "100ms")]
+async fn time_in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+/// The fourth policy: progressive recovery in three phases of two calls each.
+#[circuit_breaker(key = "model-phases", registry = MEMORY, window = 4, min_calls = 2, failure_rate = 50, open_for = "100ms", recovery = progressive(phases = 3, min_passes = 2))]
+async fn phases_in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-phases", registry = SHARED, window = 4, min_calls = 2, failure_rate = 50, open_for = "100ms", recovery = progressive(phases = 3, min_passes = 2))]
+async fn phases_in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
 fn admitted(result: &Result<(), BackendError>) -> bool {
     !matches!(result, Err(BackendError::Refused(_)))
 }
@@ -77,7 +115,9 @@ fn admitted(result: &Result<(), BackendError>) -> bool {
 #[tokio::test]
 async fn random_sequences_reach_the_same_states_and_counts() {
     let server = RedisServer::start();
+    // A generous bound: this test compares behaviour, not the timeout, on a loaded machine.
     let store = RedisStore::builder(&server.url())
+        .timeout(Duration::from_secs(2))
         .time_from(CLOCK.clone())
         .connect()
         .await
@@ -86,11 +126,13 @@ async fn random_sequences_reach_the_same_states_and_counts() {
     // Start the clock where a real one could be, far from zero.
     CLOCK.advance(Duration::from_secs(1_000));
     // Half-open is seen between the two probes of the first policy; the second has one probe.
-    run_model(&store, "model", false, 3).await;
-    run_model(&store, "model-run", true, 2).await;
+    run_model(&store, "model", 0, 3).await;
+    run_model(&store, "model-run", 1, 2).await;
+    run_model(&store, "model-time", 2, 2).await;
+    run_model(&store, "model-phases", 3, 3).await;
 }
 
-async fn run_model(store: &RedisStore, key: &str, consecutive: bool, states: usize) {
+async fn run_model(store: &RedisStore, key: &str, policy: usize, states: usize) {
     let mut reopens = 0;
     let mut seed: u64 = 0x5eed_f00d;
     let mut next = move |n: u64| {
@@ -105,10 +147,11 @@ async fn run_model(store: &RedisStore, key: &str, consecutive: bool, states: usi
         let op = next(10);
         if op < 7 {
             let fail = next(100) < 55;
-            let (memory, redis) = if consecutive {
-                (run_in_memory(fail).await, run_in_redis(fail).await)
-            } else {
-                (in_memory(fail).await, in_redis(fail).await)
+            let (memory, redis) = match policy {
+                0 => (in_memory(fail).await, in_redis(fail).await),
+                1 => (run_in_memory(fail).await, run_in_redis(fail).await),
+                2 => (time_in_memory(fail).await, time_in_redis(fail).await),
+                _ => (phases_in_memory(fail).await, phases_in_redis(fail).await),
             };
             trace.push(format!(
                 "{step}: call fail={fail} memory={} redis={}",

@@ -28,7 +28,8 @@ static LATE: LazyLock<Registry> = LazyLock::new(Registry::new);
 static UNSUPPORTED: LazyLock<Registry> = LazyLock::new(Registry::new);
 static FORCED: LazyLock<Registry> = LazyLock::new(Registry::new);
 
-#[circuit_breaker(key = "timed", registry = UNSUPPORTED, window = "10s", min_calls = 2, open_for = "60s")]
+/// A time window whose tenth (1000.1 ms) is not a whole number of milliseconds.
+#[circuit_breaker(key = "timed", registry = UNSUPPORTED, window = "10001ms", min_calls = 2, open_for = "60s")]
 async fn timed() -> Result<(), BackendError> {
     Err(BackendError::Down)
 }

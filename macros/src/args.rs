@@ -28,7 +28,7 @@ use values::{
 };
 
 /// Every argument name the attribute accepts, in the order the error messages list them.
-pub(crate) const NAMES: [&str; 23] = [
+pub(crate) const NAMES: [&str; 24] = [
     "key",
     "failure",
     "fallback",
@@ -48,6 +48,7 @@ pub(crate) const NAMES: [&str; 23] = [
     "half_open_lease",
     "recovery",
     "max_concurrent",
+    "shared",
     "timeout",
     "retry",
     "backoff",
@@ -136,6 +137,8 @@ pub(crate) struct PolicyArgs {
     pub(crate) recovery: Option<RecoveryArg>,
     /// `max_concurrent = N`.
     pub(crate) max_concurrent: Option<Spanned<u32>>,
+    /// `shared = false`: the key stays local on a registry shared across replicas.
+    pub(crate) shared: Option<Spanned<bool>>,
 }
 
 /// The attempt arguments (`async fn` only).
@@ -393,6 +396,21 @@ fn read_policy_arg(errors: &mut Errors, policy: &mut PolicyArgs, name: &Ident, v
         "max_concurrent" => {
             policy.max_concurrent =
                 int(errors, "10", MAX_CONCURRENT, "calls in flight").map(narrow);
+        }
+        "shared" => {
+            policy.shared = match value {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Bool(b),
+                    ..
+                }) => Some(Spanned {
+                    value: b.value,
+                    span: b.span,
+                }),
+                _ => errors.ok(Err(syn::Error::new_spanned(
+                    value,
+                    "`shared` takes `true` or `false`, like `shared = false`",
+                ))),
+            };
         }
         // Every other name was reported as unknown or read by `read_arg`.
         _ => {}

@@ -541,19 +541,20 @@ fn shared_store(
     if cfg!(feature = "redis") && is_async {
         let out = Ident::new("__fusebox_out", Span::mixed_site());
         quote! {
-            // One refusal check (so the fallback call is written once); the refusal lives only in
-            // this statement, so the function's future holds nothing of it across the body.
-            if let ::core::option::Option::Some(#refused) = if #private::asks_store(&#permit) {
-                #private::admit_shared(&mut #permit).await
-            } else {
-                #private::permit_refusal(&#permit)
-            } {
+            // The store's admission replaces the permit; then one refusal check (so the fallback
+            // call is written once), whose refusal lives only in this statement.
+            if #private::asks_store(&#permit) {
+                #private::admit_shared(&mut #permit).await;
+            }
+            if let ::core::option::Option::Some(#refused) = #private::permit_refusal(&#permit) {
                 #on_refused
             }
             // Typed as the function's output, so a wrong fallback is one mismatch, not two.
             let #out: #output = #matched;
             if #private::reports_to_store(&#permit) {
-                #private::flush_shared(&#permit).await;
+                // The result moves into the (boxed) wait, so the function's own future holds
+                // nothing of it across this await.
+                return #private::flush_then(&#permit, #out).await;
             }
             #out
         }

@@ -45,6 +45,8 @@ pub(crate) enum Setter {
     Progressive(Spanned<u32>, Spanned<u32>),
     /// `.max_concurrent(calls)`.
     MaxConcurrent(Spanned<u32>),
+    /// `.shared(shared)`.
+    Shared(Spanned<bool>),
 }
 
 /// The setter calls of the written knobs, in the order the expansion makes them. `recovery =
@@ -74,6 +76,7 @@ pub(crate) fn setters(args: &PolicyArgs) -> Vec<Setter> {
         args.half_open_lease.map(Setter::HalfOpenLease),
         recovery,
         args.max_concurrent.map(Setter::MaxConcurrent),
+        args.shared.map(Setter::Shared),
     ]
     .into_iter()
     .flatten()
@@ -101,6 +104,7 @@ impl Setter {
                 policy.progressive(phases.value, min_passes.value)
             }
             Setter::MaxConcurrent(calls) => policy.max_concurrent(calls.value),
+            Setter::Shared(shared) => policy.shared(shared.value),
         }
     }
 
@@ -166,6 +170,10 @@ impl Setter {
                 let calls = u32_(calls);
                 quote!(.max_concurrent(#calls))
             }
+            Setter::Shared(shared) => {
+                let value = syn::LitBool::new(shared.value, shared.span);
+                quote!(.shared(#value))
+            }
         }
     }
 
@@ -185,6 +193,7 @@ impl Setter {
             | (Setter::OpenMax(v), "open_max")
             | (Setter::HalfOpenLease(v), "half_open_lease") => v.span,
             (Setter::OpenBackoff(v), "open_backoff") => v.span,
+            (Setter::Shared(v), "shared") => v.span,
             _ => return None,
         };
         Some(span)

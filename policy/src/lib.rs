@@ -21,7 +21,7 @@ use crate::limits::{MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MIN_OPEN_FOR};
 /// The name of every policy knob, as written in the attribute and in configuration files.
 ///
 /// `window` covers both the count and the time window; `recovery` covers progressive recovery.
-pub const KNOBS: [&str; 14] = [
+pub const KNOBS: [&str; 15] = [
     "window",
     "min_calls",
     "failure_rate",
@@ -36,6 +36,7 @@ pub const KNOBS: [&str; 14] = [
     "recovery",
     "max_concurrent",
     "stuck_open",
+    "shared",
 ];
 
 /// True when `nanos` is within `MIN_OPEN_FOR..=MAX_OPEN_FOR`.
@@ -83,6 +84,7 @@ mod set {
     pub(super) const RECOVERY: u16 = 1 << 11;
     pub(super) const MAX_CONCURRENT: u16 = 1 << 12;
     pub(super) const STUCK_OPEN: u16 = 1 << 13;
+    pub(super) const SHARED: u16 = 1 << 14;
 }
 
 /// Which outcomes the failure and slow-call rates are computed over.
@@ -203,6 +205,9 @@ pub struct Policy {
     /// The fields whose setter was called (bits of `set`); the others follow the rules above.
     #[doc(hidden)]
     pub explicit: u16,
+    /// False: the key stays local on a registry shared through a store.
+    #[doc(hidden)]
+    pub shared: bool,
 }
 
 impl Policy {
@@ -224,6 +229,7 @@ impl Policy {
         stuck_reopens: 3,
         stuck_open_nanos: 5 * 60 * 1_000_000_000,
         explicit: 0,
+        shared: true,
     };
 
     /// The default policy.
@@ -377,6 +383,14 @@ impl Policy {
         self.mark(set::STUCK_OPEN)
     }
 
+    /// On a registry shared across replicas (`Registry::share`, feature `redis`): `false` keeps
+    /// this key's breaker local to the replica (per-host dynamic keys, for instance). Default
+    /// `true`; on a registry that is not shared it changes nothing.
+    pub const fn shared(mut self, shared: bool) -> Self {
+        self.shared = shared;
+        self.mark(set::SHARED)
+    }
+
     /// True when `field` (a bit of `set`) was set explicitly.
     #[doc(hidden)]
     #[inline]
@@ -483,6 +497,12 @@ impl Policy {
         }
     }
 
+    /// `shared`: false when [`Policy::shared`] keeps the key local.
+    #[inline]
+    pub const fn is_shared(&self) -> bool {
+        self.shared
+    }
+
     /// `stuck_open`: failed recoveries in a row (0: off) and the open span (zero: off).
     #[inline]
     pub const fn get_stuck_open(&self) -> (u32, Duration) {
@@ -543,6 +563,7 @@ impl PartialEq for Policy {
             stuck_reopens,
             stuck_open_nanos,
             explicit: _,
+            shared,
         } = *self;
         (
             window,
@@ -575,6 +596,7 @@ impl PartialEq for Policy {
                 other.max_concurrent,
             )
             && (stuck_reopens, stuck_open_nanos) == (other.stuck_reopens, other.stuck_open_nanos)
+            && shared == other.shared
     }
 }
 
@@ -600,6 +622,7 @@ impl fmt::Debug for Policy {
             .field("recovery", &self.recovery)
             .field("max_concurrent", &self.get_max_concurrent())
             .field("stuck_open", &self.get_stuck_open())
+            .field("shared", &self.shared)
             .finish()
     }
 }

@@ -40,6 +40,7 @@ pub struct PolicyPatch {
     max_concurrent: Option<u32>,
     stuck_after_recoveries: Option<u32>,
     stuck_after: Option<Duration>,
+    shared: Option<bool>,
 }
 
 impl PolicyPatch {
@@ -61,6 +62,7 @@ impl PolicyPatch {
             max_concurrent: None,
             stuck_after_recoveries: None,
             stuck_after: None,
+            shared: None,
         }
     }
 
@@ -80,6 +82,12 @@ impl PolicyPatch {
     /// The time rule of [`Policy::stuck_open`] alone: the open span (zero: off).
     pub const fn stuck_after(mut self, open_longer_than: Duration) -> Self {
         self.stuck_after = Some(open_longer_than);
+        self
+    }
+
+    /// See [`Policy::shared`].
+    pub const fn shared(mut self, shared: bool) -> Self {
+        self.shared = Some(shared);
         self
     }
 
@@ -202,6 +210,7 @@ impl PolicyPatch {
             max_concurrent: later.max_concurrent.or(self.max_concurrent),
             stuck_after_recoveries: later.stuck_after_recoveries.or(self.stuck_after_recoveries),
             stuck_after: later.stuck_after.or(self.stuck_after),
+            shared: later.shared.or(self.shared),
         }
     }
 
@@ -251,6 +260,9 @@ impl PolicyPatch {
         if let Some(v) = self.max_concurrent {
             p = p.max_concurrent(v);
         }
+        if let Some(v) = self.shared {
+            p = p.shared(v);
+        }
         if self.stuck_after_recoveries.is_some() || self.stuck_after.is_some() {
             let (reopens, open) = p.get_stuck_open();
             p = p.stuck_open(
@@ -285,6 +297,7 @@ impl From<Policy> for PolicyPatch {
             max_concurrent: named(set::MAX_CONCURRENT).then_some(policy.max_concurrent),
             stuck_after_recoveries: named(set::STUCK_OPEN).then_some(policy.stuck_reopens),
             stuck_after: named(set::STUCK_OPEN).then_some(nanos(policy.stuck_open_nanos)),
+            shared: named(set::SHARED).then_some(policy.shared),
         }
     }
 }

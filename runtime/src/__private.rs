@@ -40,7 +40,7 @@ pub fn permit_refusal(permit: &Permit<'_>) -> Option<Error> {
 }
 
 #[cfg(feature = "redis")]
-pub use crate::redis::{admit_shared, asks_store, flush_shared, reports_to_store};
+pub use crate::redis::{admit_shared, asks_store, flush_shared, flush_then, reports_to_store};
 
 /// The global registry.
 #[inline]

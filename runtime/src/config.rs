@@ -53,7 +53,7 @@ fn cut(text: &str, max: usize) -> String {
 
 /// The fields a key's table may set: one per knob of [`fusebox_policy::KNOBS`], except
 /// `stuck_open`, whose two rules are set one by one (see `SPLIT_KNOBS`).
-const FIELDS: [&str; 15] = [
+const FIELDS: [&str; 16] = [
     "window",
     "min_calls",
     "failure_rate",
@@ -69,6 +69,7 @@ const FIELDS: [&str; 15] = [
     "max_concurrent",
     "stuck_after_recoveries",
     "stuck_after",
+    "shared",
 ];
 
 /// The knobs set through more than one field, with their fields (checked by a test).
@@ -161,6 +162,15 @@ impl Field<'_> {
             .map_err(|_| self.wrong("a duration like \"30s\" or \"800ms\""))
     }
 
+    fn boolean(&self) -> Result<bool, ConfigError> {
+        match self.raw {
+            Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
+            Raw::Env(s) if s.trim() == "true" => Ok(true),
+            Raw::Env(s) if s.trim() == "false" => Ok(false),
+            _ => Err(self.wrong("`true` or `false`")),
+        }
+    }
+
     fn float(&self) -> Result<f64, ConfigError> {
         let n = match self.raw {
             Raw::Toml(toml::Value::Float(n)) => Some(*n),
@@ -243,6 +253,7 @@ impl Field<'_> {
             "max_concurrent" => p.max_concurrent(self.int(COUNT)?),
             "stuck_after_recoveries" => p.stuck_after_recoveries(self.int(COUNT)?),
             "stuck_after" => p.stuck_after(self.duration()?),
+            "shared" => p.shared(self.boolean()?),
             other => {
                 let hint = crate::declared::closest(other, FIELDS)
                     .first()

@@ -105,6 +105,7 @@ pub mod limits {
 /// | `half_open_lease = "10s"` | `open_for` | Probes that never report within this lease are re-armed, so a lost probe cannot wedge the circuit. |
 /// | `recovery = progressive(phases = 3, min_passes = 5)` | probes | Progressive recovery: admit 1/3 of the traffic, then 2/3, then all; each phase needs `min_passes` calls under the failure rate to advance, otherwise the circuit reopens. |
 /// | `max_concurrent = 10` | unlimited | Per-key bulkhead: at most N calls in flight; the next is refused at once (`Reason::BulkheadFull`), not counted as a failure. |
+/// | `shared = false` | `true` | On a registry shared across replicas (Several replicas, README), keeps this key's breaker local to the replica; also a config field (`shared = false` in `[breakers.<key>]`) and `Policy::shared(false)`. |
 /// | `timeout = "800ms"` | none | `async fn` only. Bounds each attempt; an elapsed attempt is a counted failure and arrives as `fusebox::Error` with `Reason::TimedOut`, or as `Cause::TimedOut` in a fallback (see Timeouts and the fallback (README)). |
 /// | `retry = 3` | `1` | `async fn` only. Total attempts for counted failures; see Retries done right (README). |
 /// | `backoff = "100ms"` | none | Base of the exponential backoff between attempts, with full jitter, each delay capped at 30 s. |

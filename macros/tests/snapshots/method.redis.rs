@@ -22,13 +22,12 @@ impl Client {
         let __fusebox_name = __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
         let mut __fusebox_permit = __FUSEBOX_SITE
             .enter_async_as(::fusebox::__private_0_1_0::global(), __fusebox_name);
-        if let ::core::option::Option::Some(__fusebox_refused) = if ::fusebox::__private_0_1_0::asks_store(
+        if ::fusebox::__private_0_1_0::asks_store(&__fusebox_permit) {
+            ::fusebox::__private_0_1_0::admit_shared(&mut __fusebox_permit).await;
+        }
+        if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
             &__fusebox_permit,
         ) {
-            ::fusebox::__private_0_1_0::admit_shared(&mut __fusebox_permit).await
-        } else {
-            ::fusebox::__private_0_1_0::permit_refusal(&__fusebox_permit)
-        } {
             return ::core::result::Result::Err(
                 ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
             );
@@ -49,7 +48,11 @@ impl Client {
             }
         };
         if ::fusebox::__private_0_1_0::reports_to_store(&__fusebox_permit) {
-            ::fusebox::__private_0_1_0::flush_shared(&__fusebox_permit).await;
+            return ::fusebox::__private_0_1_0::flush_then(
+                    &__fusebox_permit,
+                    __fusebox_out,
+                )
+                .await;
         }
         __fusebox_out
     }

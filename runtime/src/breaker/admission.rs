@@ -67,6 +67,12 @@ impl Core {
     #[inline(never)]
     pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
         #[cfg(feature = "redis")]
+        if let Some(link) = self.store.as_ref()
+            && let Some(permit) = crate::redis::cached_admit(self, link, site, ASK_STORE)
+        {
+            return permit;
+        }
+        #[cfg(feature = "redis")]
         if ASK_STORE && self.store.is_some() {
             return Permit {
                 core: self,

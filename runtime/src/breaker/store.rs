@@ -116,6 +116,7 @@ impl Core {
             (State::HalfOpen, State::Open) => Trigger::ProbeFailed,
             (State::Open, State::HalfOpen) => Trigger::OpenWaitOver,
             (State::HalfOpen, State::Closed) => Trigger::ProbesPassed,
+            (State::HalfOpen, State::HalfOpen) => Trigger::PhasePassed,
             _ => Trigger::Operator,
         };
         self.emit(from, to, counts, site, trigger);

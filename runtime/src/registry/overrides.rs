@@ -193,6 +193,10 @@ impl Registry {
             }
             self.set_declared(&key, declared, &policy);
             let before = old.snapshot().state;
+            // A shared registry's replacement shares its state too (unless `shared = false`).
+            #[cfg(feature = "redis")]
+            let next = crate::redis::attach(self.store.get(), old.successor_with(policy));
+            #[cfg(not(feature = "redis"))]
             let next = Arc::new(old.successor_with(policy));
             if old.retire(next.clone()).is_ok() {
                 map.insert(old.key().clone(), Breaker { core: next.clone() });
