@@ -167,11 +167,11 @@ fn new_ranges() {
     for (tokens, expected) in [
         (
             quote!(key = "k", window = "0s"),
-            "`window = \"0s\"` is out of range; use a duration from \"10ms\" to \"1h\" for a time window",
+            "`window = \"0s\"` is out of range; use a duration from \"10ms\" to \"2h\" for a time window",
         ),
         (
-            quote!(key = "k", window = "2h"),
-            "`window = \"2h\"` is out of range",
+            quote!(key = "k", window = "7200001ms"),
+            "`window = \"7200001ms\"` is out of range",
         ),
         (
             quote!(key = "k", window = 2.5),
@@ -252,6 +252,7 @@ fn new_ranges() {
     for ok in [
         quote!(key = "k", window = "10ms"),
         quote!(key = "k", window = "1h", min_calls = 5000),
+        quote!(key = "k", window = "2h"),
         quote!(key = "k", open_backoff = 1),
         quote!(key = "k", open_backoff = 100.0),
         quote!(key = "k", open_for = "1s", open_max = "1s"),

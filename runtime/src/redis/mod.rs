@@ -33,7 +33,7 @@
 //! **Supported by the script:** count windows with `failure_rate`, `slow_rate` and `min_calls`,
 //! `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
 //! `half_open_lease`, and the forced states through [`RedisStore::force`]. **Not supported:**
-//! time windows (`time_window`) and progressive recovery: a key with either stays local (with an
+//! time windows (`time_window`), progressive recovery and `failure_count`: a key with any of them stays local (with an
 //! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`]. Cached mode
 //! (local closed-state admission, pub/sub transitions) is not implemented; every shared call is
 //! strict.
@@ -398,6 +398,8 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         Some("time_window")
     } else if matches!(policy.recovery, Recovery::Progressive { .. }) {
         Some("progressive")
+    } else if policy.failure_count != 0 {
+        Some("failure_count")
     } else {
         None
     };
