@@ -109,10 +109,11 @@ fn with_a_rate_rule_either_rule_may_trip() {
     assert_eq!(trigger(&by_rate), Trigger::FailureRate);
 
     let by_count = registry.breaker("failure-count-count", policy).unwrap();
-    for i in 0..100 {
+    for i in 0..=80 {
+        assert_eq!(by_count.state(), State::Closed, "call {i}");
         call(&by_count, i % 20 == 0);
     }
-    assert_eq!(by_count.state(), State::Open, "5 failures in 100 calls: 5 %");
+    assert_eq!(by_count.state(), State::Open, "5 failures in 81 calls: 6 %");
     assert_eq!(trigger(&by_count), Trigger::FailureCount);
 }
 
@@ -139,15 +140,15 @@ fn configuration_sets_it_from_toml_and_the_environment() {
         )])
         .unwrap();
     assert_eq!(ok.policy().get_failure_count(), Some(4));
-    // Out of range: more than a count window holds; nothing applied.
+    // Out of range: more than the count window (100 calls) holds; nothing applied.
     let error = registry
-        .load_toml("[breakers.failure_count_env]\nfailure_count = 11\n")
+        .load_toml("[breakers.failure-count-toml]\nfailure_count = 101\n")
         .unwrap_err();
     assert!(
-        error.to_string().contains("`failure_count` = 11"),
+        error.to_string().contains("`failure_count` = 101"),
         "{error}"
     );
-    assert_eq!(ok.policy().get_failure_count(), Some(4));
+    assert_eq!(b.policy().get_failure_count(), Some(2));
     // `Registry::configure` takes the same patch.
     let coded = registry
         .breaker("failure-count-coded", Policy::new())

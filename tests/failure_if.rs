@@ -122,6 +122,16 @@ async fn responses_the_predicate_refuses_are_successes() {
     assert_eq!((snapshot.calls, snapshot.failures), (3, 0));
     assert_eq!(snapshot.state, State::Closed);
     assert_eq!(hits.load(Ordering::SeqCst), 5);
+    // Errors still count as `failure` says (every `Err` here): a refused connection.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = format!("http://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    match fetch_ok(&client, &gone).await {
+        Err(FetchError::Http(error)) => assert!(error.is_connect(), "{error}"),
+        other => panic!("a connection error, got {other:?}"),
+    }
+    let snapshot = REGISTRY.get("failure-if-http-ok").unwrap().snapshot();
+    assert_eq!((snapshot.calls, snapshot.failures), (3, 1));
 }
 
 /// What the fallback returns: never an HTTP response, so the tests can tell them apart.
@@ -135,7 +145,11 @@ fn is_unavailable_page(page: &Page) -> bool {
     matches!(page, Page::Live(503))
 }
 
-fn cached(_client: &reqwest::Client, _url: &str, cause: Cause<FetchError>) -> Result<Page, FetchError> {
+async fn cached(
+    _client: &reqwest::Client,
+    _url: &str,
+    cause: Cause<FetchError>,
+) -> Result<Page, FetchError> {
     match cause {
         Cause::Rejected(_) => Ok(Page::Cached("refused")),
         Cause::Failed(_) => Ok(Page::Cached("failed")),
