@@ -55,19 +55,30 @@ fn the_attribute_opens_after_n_failures_within_the_window_at_a_low_rate() {
     lookup(true).unwrap_err();
     assert_eq!(breaker.state(), State::Closed, "2 failures in the window");
     lookup(true).unwrap_err();
-    assert_eq!(breaker.state(), State::Open, "3 failures of 205 calls, below `min_calls`");
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "3 failures of 205 calls, below `min_calls`"
+    );
     assert_eq!(trigger(&breaker), Trigger::FailureCount);
     assert!(lookup(false).unwrap_err().refusal().is_some());
     let policy = breaker.policy();
     assert_eq!(policy.get_failure_count(), Some(3));
-    assert_eq!(policy.get_failure_rate(), None, "alone it replaces the rate rule");
+    assert_eq!(
+        policy.get_failure_rate(),
+        None,
+        "alone it replaces the rate rule"
+    );
 }
 
 #[test]
 fn uncounted_errors_and_successes_do_not_add_to_the_count() {
     let registry = Registry::with_clock(FakeClock::new());
     let b = registry
-        .breaker("failure-count-ignored", Policy::new().window(10).failure_count(2))
+        .breaker(
+            "failure-count-ignored",
+            Policy::new().window(10).failure_count(2),
+        )
         .unwrap();
     call(&b, true);
     for _ in 0..5 {
@@ -84,7 +95,10 @@ fn uncounted_errors_and_successes_do_not_add_to_the_count() {
 fn a_count_window_forgets_failures_it_evicted() {
     let registry = Registry::with_clock(FakeClock::new());
     let b = registry
-        .breaker("failure-count-evicted", Policy::new().window(4).failure_count(2))
+        .breaker(
+            "failure-count-evicted",
+            Policy::new().window(4).failure_count(2),
+        )
         .unwrap();
     call(&b, true);
     for _ in 0..3 {
@@ -100,7 +114,11 @@ fn a_count_window_forgets_failures_it_evicted() {
 #[test]
 fn with_a_rate_rule_either_rule_may_trip() {
     let registry = Registry::with_clock(FakeClock::new());
-    let policy = Policy::new().window(100).min_calls(4).failure_rate(50).failure_count(5);
+    let policy = Policy::new()
+        .window(100)
+        .min_calls(4)
+        .failure_rate(50)
+        .failure_count(5);
     let by_rate = registry.breaker("failure-count-rate", policy).unwrap();
     for failed in [true, false, true, false] {
         call(&by_rate, failed);
@@ -120,7 +138,9 @@ fn with_a_rate_rule_either_rule_may_trip() {
 #[test]
 fn configuration_sets_it_from_toml_and_the_environment() {
     let registry = Registry::with_clock(FakeClock::new());
-    let b = registry.breaker("failure-count-toml", Policy::new()).unwrap();
+    let b = registry
+        .breaker("failure-count-toml", Policy::new())
+        .unwrap();
     registry
         .load_toml("[breakers.failure-count-toml]\nfailure_count = 2\n")
         .unwrap();

@@ -220,10 +220,7 @@ async fn the_manual_api_judges_the_whole_result() {
     let client = reqwest::Client::new();
     let url = format!("http://{addr}/");
     let breaker = REGISTRY
-        .breaker(
-            "failure-if-manual",
-            fusebox::Policy::new().consecutive(2),
-        )
+        .breaker("failure-if-manual", fusebox::Policy::new().consecutive(2))
         .unwrap();
     let unavailable = |result: &Result<reqwest::Response, reqwest::Error>| {
         result.as_ref().map_or(true, is_unavailable)
@@ -245,7 +242,10 @@ async fn the_manual_api_judges_the_whole_result() {
     assert_eq!(hits.load(Ordering::SeqCst), 2);
     // An `Err` the classifier does not accept is not counted.
     let other = REGISTRY
-        .breaker("failure-if-manual-err", fusebox::Policy::new().consecutive(1))
+        .breaker(
+            "failure-if-manual-err",
+            fusebox::Policy::new().consecutive(1),
+        )
         .unwrap();
     let result = other.call_classified(|| Err::<u16, &str>("declined"), |r| matches!(r, Ok(503)));
     assert_eq!(result, Ok(Err("declined")));

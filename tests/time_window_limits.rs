@@ -30,8 +30,18 @@ fn the_limits_are_ten_milliseconds_and_two_hours() {
     assert_eq!(MIN_TIME_WINDOW, Duration::from_millis(10));
     assert_eq!(MAX_TIME_WINDOW, Duration::from_secs(2 * 60 * 60));
     assert_eq!(TIME_BUCKETS, 10);
-    assert!(Policy::new().time_window(MAX_TIME_WINDOW).validate().is_ok());
-    assert!(Policy::new().time_window(MIN_TIME_WINDOW).validate().is_ok());
+    assert!(
+        Policy::new()
+            .time_window(MAX_TIME_WINDOW)
+            .validate()
+            .is_ok()
+    );
+    assert!(
+        Policy::new()
+            .time_window(MIN_TIME_WINDOW)
+            .validate()
+            .is_ok()
+    );
     let over = Policy::new().time_window(MAX_TIME_WINDOW + NS).validate();
     assert_eq!(
         over.unwrap_err().to_string(),
@@ -60,7 +70,11 @@ fn exact_at(span: Duration) {
     assert_eq!((s.calls, s.failures), (10, 1), "{span:?}, last nanosecond");
     clock.advance(NS);
     let s = b.snapshot();
-    assert_eq!((s.calls, s.failures), (9, 0), "{span:?}, first bucket rotated out");
+    assert_eq!(
+        (s.calls, s.failures),
+        (9, 0),
+        "{span:?}, first bucket rotated out"
+    );
     // A record at the boundary lands in the new bucket and the sum stays exact.
     fail(&b);
     let s = b.snapshot();

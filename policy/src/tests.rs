@@ -164,9 +164,17 @@ fn failure_count_replaces_the_rate_alone_and_stays_within_a_count_window() {
         rate(Policy::new().failure_count(5).failure_rate(40)),
         Some(40)
     );
-    assert_eq!(rate(Policy::new().failure_count(5).failure_count(0)), Some(50));
     assert_eq!(
-        rate(Policy::new().failure_count(5).consecutive(3).failure_count(0)),
+        rate(Policy::new().failure_count(5).failure_count(0)),
+        Some(50)
+    );
+    assert_eq!(
+        rate(
+            Policy::new()
+                .failure_count(5)
+                .consecutive(3)
+                .failure_count(0)
+        ),
         None,
         "`consecutive` still replaces the rate"
     );
@@ -196,12 +204,12 @@ fn failure_count_replaces_the_rate_alone_and_stays_within_a_count_window() {
         .unwrap_err();
     assert_eq!(e.field(), "failure_count");
     // Values, patches and equality carry the field.
-    assert_ne!(Policy::new().failure_count(5), Policy::new().failure_count(6));
+    assert_ne!(
+        Policy::new().failure_count(5),
+        Policy::new().failure_count(6)
+    );
     let patch = PolicyPatch::from(Policy::new().failure_count(7));
     assert_eq!(patch, PolicyPatch::new().failure_count(7));
-    assert_eq!(
-        patch.apply(Policy::new()).get_failure_count(),
-        Some(7)
-    );
+    assert_eq!(patch.apply(Policy::new()).get_failure_count(), Some(7));
     assert!(format!("{:?}", Policy::new().failure_count(7)).contains("failure_count: Some(7)"));
 }
