@@ -28,9 +28,10 @@ use values::{
 };
 
 /// Every argument name the attribute accepts, in the order the error messages list them.
-pub(crate) const NAMES: [&str; 24] = [
+pub(crate) const NAMES: [&str; 26] = [
     "key",
     "failure",
+    "failure_if",
     "fallback",
     "registry",
     "crate",
@@ -39,6 +40,7 @@ pub(crate) const NAMES: [&str; 24] = [
     "min_calls",
     "failure_rate",
     "consecutive",
+    "failure_count",
     "slow",
     "slow_rate",
     "open_for",
@@ -119,6 +121,8 @@ pub(crate) struct PolicyArgs {
     pub(crate) failure_rate: Option<Spanned<u8>>,
     /// `consecutive = N`.
     pub(crate) consecutive: Option<Spanned<u32>>,
+    /// `failure_count = N`.
+    pub(crate) failure_count: Option<Spanned<u32>>,
     /// `slow = "2s"`, in nanoseconds.
     pub(crate) slow: Option<Spanned<u64>>,
     /// `slow_rate = N`, in percent.
@@ -178,6 +182,9 @@ pub(crate) struct Args {
     pub(crate) key: Key,
     /// `failure = ...`; `None` counts every error.
     pub(crate) failure: Option<Failure>,
+    /// `failure_if = path::to::pred`, a `fn(&T) -> bool` on the `Ok` value; `None` counts no
+    /// `Ok` value.
+    pub(crate) failure_if: Option<Path>,
     /// `fallback = name`.
     pub(crate) fallback: Option<Path>,
     /// `registry = STATIC`.
@@ -253,6 +260,7 @@ fn parse_raw(input: ParseStream<'_>) -> syn::Result<Vec<RawArg>> {
 struct Reading {
     key: Option<Key>,
     failure: Option<Failure>,
+    failure_if: Option<Path>,
     fallback: Option<Path>,
     registry: Option<Path>,
     krate: Option<Path>,
@@ -290,6 +298,7 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
     let Reading {
         key,
         failure,
+        failure_if,
         fallback,
         registry,
         krate,
@@ -300,6 +309,7 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
     rules::check_min_calls(&mut errors, &policy, min_calls);
     policy.min_calls = min_calls.map(narrow);
     rules::check_all(&mut errors, &policy, &attempts, &seen);
+    rules::check_failure_if(&mut errors, &attempts, &seen);
 
     let missing_key = || {
         syn::Error::new(
@@ -317,6 +327,7 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
     Ok(Args {
         key,
         failure,
+        failure_if,
         fallback,
         registry,
         krate,
@@ -330,6 +341,13 @@ fn read_arg(errors: &mut Errors, reading: &mut Reading, name: &Ident, value: &Ex
     match name.to_string().as_str() {
         "key" => reading.key = errors.ok(key_arg(value.clone())),
         "failure" => reading.failure = errors.ok(failure_arg(value)),
+        "failure_if" => {
+            reading.failure_if = errors.ok(path_arg(
+                value,
+                "`failure_if` takes the path of a `fn(&T) -> bool` on the `Ok` value, like \
+                 `failure_if = is_unavailable`",
+            ));
+        }
         "fallback" => {
             reading.fallback = errors.ok(path_arg(
                 value,
@@ -384,6 +402,10 @@ fn read_policy_arg(errors: &mut Errors, policy: &mut PolicyArgs, name: &Ident, v
         "consecutive" => {
             policy.consecutive =
                 int(errors, "5", MAX_WINDOW, "counted failures in a row").map(narrow);
+        }
+        "failure_count" => {
+            policy.failure_count =
+                int(errors, "50", MAX_WINDOW, "counted failures in the window").map(narrow);
         }
         "slow" => policy.slow = duration(errors, "2s"),
         "slow_rate" => policy.slow_rate = int(errors, "80", 100, "percent").map(narrow),

@@ -510,10 +510,26 @@ fn outcome(
             }
         },
     };
+    let report_ok = match &args.failure_if {
+        None => quote!(#private::permit_succeeded(&mut #permit);),
+        // `failure_if`: the `Ok` value is judged and returned as is; located at the predicate,
+        // so a wrong signature is reported there.
+        Some(predicate) => {
+            let span = predicate.span();
+            let value = Ident::new(&value.to_string(), value.span().located_at(span));
+            quote_spanned! {span=>
+                if #predicate(&#value) {
+                    #private::permit_failed(&mut #permit)
+                } else {
+                    #private::permit_succeeded(&mut #permit)
+                }
+            }
+        }
+    };
     let matched = quote! {
         match #run {
             #ok_value => {
-                #private::permit_succeeded(&mut #permit);
+                #report_ok
                 #ok_value
             }
             #report_error

@@ -31,9 +31,10 @@ use proc_macro::TokenStream;
 ///
 /// Arguments: `key` (required: a string literal, or an expression yielding `&str`/`String` for one
 /// breaker per value), `failure` (variants of the error type, or a
-/// predicate `fn(&E) -> bool`), `fallback`, `registry`, `crate`; the policy knobs `policy`,
+/// predicate `fn(&E) -> bool`), `failure_if` (a predicate `fn(&T) -> bool` counting `Ok`
+/// values as failures), `fallback`, `registry`, `crate`; the policy knobs `policy`,
 /// `window` (a count, or a duration for a time window), `min_calls`, `failure_rate`,
-/// `consecutive`, `slow`, `slow_rate`, `open_for`, `open_backoff`, `open_max`, `half_open`,
+/// `consecutive`, `failure_count`, `slow`, `slow_rate`, `open_for`, `open_backoff`, `open_max`, `half_open`,
 /// `half_open_lease`, `recovery` and `max_concurrent`; and, on an `async fn`, the attempt
 /// settings `timeout`, `retry`, `backoff` and `deadline`. See the `fusebox` README for the full
 /// reference.

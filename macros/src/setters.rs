@@ -27,6 +27,8 @@ pub(crate) enum Setter {
     FailureRate(Spanned<u8>),
     /// `.consecutive(failures)`.
     Consecutive(Spanned<u32>),
+    /// `.failure_count(failures)`.
+    FailureCount(Spanned<u32>),
     /// `.slow(threshold)`, in nanoseconds.
     Slow(Spanned<u64>),
     /// `.slow_rate(percent)`.
@@ -67,6 +69,7 @@ pub(crate) fn setters(args: &PolicyArgs) -> Vec<Setter> {
         args.min_calls.map(Setter::MinCalls),
         args.failure_rate.map(Setter::FailureRate),
         args.consecutive.map(Setter::Consecutive),
+        args.failure_count.map(Setter::FailureCount),
         args.slow.map(Setter::Slow),
         args.slow_rate.map(Setter::SlowRate),
         args.open_for.map(Setter::OpenFor),
@@ -93,6 +96,7 @@ impl Setter {
             Setter::MinCalls(calls) => policy.min_calls(calls.value),
             Setter::FailureRate(percent) => policy.failure_rate(percent.value),
             Setter::Consecutive(failures) => policy.consecutive(failures.value),
+            Setter::FailureCount(failures) => policy.failure_count(failures.value),
             Setter::Slow(threshold) => policy.slow(nanos(threshold)),
             Setter::SlowRate(percent) => policy.slow_rate(percent.value),
             Setter::OpenFor(wait) => policy.open_for(nanos(wait)),
@@ -132,6 +136,10 @@ impl Setter {
             Setter::Consecutive(failures) => {
                 let failures = u32_(failures);
                 quote!(.consecutive(#failures))
+            }
+            Setter::FailureCount(failures) => {
+                let failures = u32_(failures);
+                quote!(.failure_count(#failures))
             }
             Setter::Slow(threshold) => {
                 let threshold = duration(threshold);
@@ -184,6 +192,7 @@ impl Setter {
             (Setter::TimeWindow(v), "window") => v.span,
             (Setter::FailureRate(v), "failure_rate") | (Setter::SlowRate(v), "slow_rate") => v.span,
             (Setter::Consecutive(v), "consecutive")
+            | (Setter::FailureCount(v), "failure_count")
             | (Setter::HalfOpen(v), "half_open")
             | (Setter::MaxConcurrent(v), "max_concurrent")
             | (Setter::Progressive(v, _), "phases")
@@ -233,6 +242,7 @@ mod tests {
             min_calls = 5,
             failure_rate = 40,
             consecutive = 3,
+            failure_count = 4,
             slow = "2s",
             slow_rate = 80,
             open_for = "30s",
@@ -256,6 +266,7 @@ mod tests {
                 ". min_calls (5)",
                 ". failure_rate (40)",
                 ". consecutive (3)",
+                ". failure_count (4)",
                 ". slow (:: core :: time :: Duration :: from_nanos (2000000000))",
                 ". slow_rate (80)",
                 ". open_for (:: core :: time :: Duration :: from_nanos (30000000000))",
@@ -272,6 +283,7 @@ mod tests {
         assert_eq!(p.get_min_calls(), 5);
         assert_eq!(p.get_failure_rate(), Some(40));
         assert_eq!(p.get_consecutive(), Some(3));
+        assert_eq!(p.get_failure_count(), Some(4));
         assert_eq!(p.get_slow(), Some(Duration::from_secs(2)));
         assert_eq!(p.get_slow_rate(), 80);
         assert_eq!(p.get_open_for(), Duration::from_secs(30));

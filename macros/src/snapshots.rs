@@ -180,3 +180,23 @@ fn error_alias() {
     );
     check("error_alias", &out);
 }
+
+#[test]
+fn failure_if() {
+    // An `Ok` value the predicate accepts is reported as a failure and returned as is.
+    let out = pretty(
+        quote!(
+            key = "status",
+            failure_if = http::is_unavailable,
+            failure_count = 50,
+            window = "1m"
+        ),
+        quote!(
+            fn fetch(path: &str) -> Result<Response, FetchError> {
+                http::get(path)
+            }
+        ),
+        false,
+    );
+    check("failure_if", &out);
+}

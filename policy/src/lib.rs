@@ -21,10 +21,11 @@ use crate::limits::{MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MIN_OPEN_FOR};
 /// The name of every policy knob, as written in the attribute and in configuration files.
 ///
 /// `window` covers both the count and the time window; `recovery` covers progressive recovery.
-pub const KNOBS: [&str; 15] = [
+pub const KNOBS: [&str; 16] = [
     "window",
     "min_calls",
     "failure_rate",
+    "failure_count",
     "slow",
     "slow_rate",
     "consecutive",
@@ -85,6 +86,7 @@ mod set {
     pub(super) const MAX_CONCURRENT: u16 = 1 << 12;
     pub(super) const STUCK_OPEN: u16 = 1 << 13;
     pub(super) const SHARED: u16 = 1 << 14;
+    pub(super) const FAILURE_COUNT: u16 = 1 << 15;
 }
 
 /// Which outcomes the failure and slow-call rates are computed over.
@@ -133,7 +135,8 @@ pub enum Recovery {
 /// |---|---|---|
 /// | `window` | 100 calls | [`Policy::window`], [`Policy::time_window`] |
 /// | `min_calls` | 10, or a smaller count window | no decision below this many recorded calls |
-/// | `failure_rate` | 50 %, off with `consecutive` alone | [`Policy::failure_rate`]; [`Policy::rate_off`] disables the rule |
+/// | `failure_rate` | 50 %, off with `consecutive` or `failure_count` alone | [`Policy::failure_rate`]; [`Policy::rate_off`] disables the rule |
+/// | `failure_count` | off | [`Policy::failure_count`] |
 /// | `slow`, `slow_rate` | off, 100 % | [`Policy::slow`], [`Policy::slow_rate`] |
 /// | `consecutive` | off | [`Policy::consecutive`] |
 /// | `open_for` | 10 s | [`Policy::open_for`] |
@@ -152,10 +155,10 @@ pub enum Recovery {
 ///   Setting a count window lowers a larger explicit `min_calls` to it (`BASE.window(2)` of a
 ///   `BASE` with `min_calls(4)` decides after 2 calls); setting `min_calls` above the window is
 ///   invalid.
-/// - **`consecutive` alone replaces the rate rule.** While `failure_rate` is not set explicitly
-///   (by [`Policy::failure_rate`] or [`Policy::rate_off`]) it is 50 %, or off when `consecutive` is
-///   set: `Policy::new().consecutive(5)` opens on 5 failures in a row only. With `failure_rate` set
-///   too, both rules apply and either may trip.
+/// - **`consecutive` or `failure_count` alone replaces the rate rule.** While `failure_rate` is
+///   not set explicitly (by [`Policy::failure_rate`] or [`Policy::rate_off`]) it is 50 %, or off
+///   when `consecutive` or `failure_count` is set: `Policy::new().consecutive(5)` opens on 5
+///   failures in a row only. With `failure_rate` set too, every rule set applies and any may trip.
 ///
 /// Two policies are equal
 /// when every field has the same value, whichever fields were set explicitly.
@@ -179,6 +182,9 @@ pub struct Policy {
     /// 0 when the rule is off.
     #[doc(hidden)]
     pub consecutive: u32,
+    /// Counted failures in the window that open the circuit; 0 when the rule is off.
+    #[doc(hidden)]
+    pub failure_count: u32,
     #[doc(hidden)]
     pub open_for_nanos: u64,
     /// Multiplier in thousandths (1000 = no backoff).
@@ -219,6 +225,7 @@ impl Policy {
         slow_nanos: 0,
         slow_rate: 100,
         consecutive: 0,
+        failure_count: 0,
         open_for_nanos: 10_000_000_000,
         open_backoff_milli: 1000,
         open_max_nanos: DEFAULT_OPEN_MAX_NANOS,
@@ -294,6 +301,34 @@ impl Policy {
         self.mark(set::CONSECUTIVE)
     }
 
+    /// Opens after `failures` counted failures within the window, whatever their rate (Sentinel's
+    /// exception count: 50 failures a minute matter at a 0.5 % rate). The count is the window's:
+    /// the last N calls of a count window, the last span of a time window. It is not gated by
+    /// [`min_calls`](Policy::min_calls) (the count is its own minimum), and at most a count
+    /// window. Unless [`failure_rate`](Policy::failure_rate) or [`rate_off`](Policy::rate_off) was
+    /// called, this turns the rate rule off (`failure_count(0)` turns the count rule off and, with
+    /// no `consecutive`, the rate rule back on).
+    ///
+    /// ```
+    /// # use fusebox_policy as fusebox;
+    /// use std::time::Duration;
+    /// use fusebox::Policy;
+    ///
+    /// // 50 failures within a minute open the circuit, and so does a 50 % rate.
+    /// const SEARCH: Policy = Policy::new()
+    ///     .time_window(Duration::from_secs(60))
+    ///     .failure_count(50)
+    ///     .failure_rate(50);
+    /// assert_eq!(SEARCH.get_failure_count(), Some(50));
+    /// assert_eq!(SEARCH.get_failure_rate(), Some(50));
+    /// // Alone, it replaces the rate rule.
+    /// assert_eq!(Policy::new().failure_count(5).get_failure_rate(), None);
+    /// ```
+    pub const fn failure_count(mut self, failures: u32) -> Self {
+        self.failure_count = failures;
+        self.mark(set::FAILURE_COUNT)
+    }
+
     /// How long the circuit stays open before it admits probes.
     pub const fn open_for(mut self, wait: Duration) -> Self {
         self.open_for_nanos = duration_to_nanos(wait);
@@ -362,7 +397,7 @@ impl Policy {
             };
         }
         if self.explicit & set::FAILURE_RATE == 0 {
-            self.failure_rate = if self.consecutive != 0 {
+            self.failure_rate = if self.consecutive != 0 || self.failure_count != 0 {
                 0
             } else {
                 DEFAULT_FAILURE_RATE
@@ -448,6 +483,17 @@ impl Policy {
             None
         } else {
             Some(self.consecutive)
+        }
+    }
+
+    /// `failure_count`: the counted failures within the window that open the circuit, or `None`
+    /// when the rule is off.
+    #[inline]
+    pub const fn get_failure_count(&self) -> Option<u32> {
+        if self.failure_count == 0 {
+            None
+        } else {
+            Some(self.failure_count)
         }
     }
 
@@ -553,6 +599,7 @@ impl PartialEq for Policy {
             slow_nanos,
             slow_rate,
             consecutive,
+            failure_count,
             open_for_nanos,
             open_backoff_milli,
             open_max_nanos,
@@ -595,7 +642,12 @@ impl PartialEq for Policy {
                 other.recovery,
                 other.max_concurrent,
             )
-            && (stuck_reopens, stuck_open_nanos) == (other.stuck_reopens, other.stuck_open_nanos)
+            && (stuck_reopens, stuck_open_nanos, failure_count)
+                == (
+                    other.stuck_reopens,
+                    other.stuck_open_nanos,
+                    other.failure_count,
+                )
             && shared == other.shared
     }
 }
@@ -611,6 +663,7 @@ impl fmt::Debug for Policy {
             .field("slow", &self.get_slow())
             .field("slow_rate", &self.slow_rate)
             .field("consecutive", &self.consecutive)
+            .field("failure_count", &self.get_failure_count())
             .field("open_for", &self.get_open_for())
             .field(
                 "open_backoff",

@@ -9,7 +9,7 @@ pub const TIME_BUCKETS: u32 = 10;
 /// The shortest time window (one millisecond per bucket).
 pub const MIN_TIME_WINDOW: Duration = Duration::from_millis(10);
 /// The longest time window.
-pub const MAX_TIME_WINDOW: Duration = Duration::from_secs(60 * 60);
+pub const MAX_TIME_WINDOW: Duration = Duration::from_secs(2 * 60 * 60);
 /// The most probes a half-open circuit admits at once.
 pub const MAX_HALF_OPEN: u32 = 127;
 /// The most phases of progressive recovery.

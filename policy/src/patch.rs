@@ -31,6 +31,7 @@ pub struct PolicyPatch {
     slow: Option<Duration>,
     slow_rate: Option<u8>,
     consecutive: Option<u32>,
+    failure_count: Option<u32>,
     open_for: Option<Duration>,
     open_backoff: Option<f64>,
     open_max: Option<Duration>,
@@ -53,6 +54,7 @@ impl PolicyPatch {
             slow: None,
             slow_rate: None,
             consecutive: None,
+            failure_count: None,
             open_for: None,
             open_backoff: None,
             open_max: None,
@@ -139,6 +141,12 @@ impl PolicyPatch {
         self
     }
 
+    /// See [`Policy::failure_count`].
+    pub const fn failure_count(mut self, failures: u32) -> Self {
+        self.failure_count = Some(failures);
+        self
+    }
+
     /// See [`Policy::open_for`].
     pub const fn open_for(mut self, wait: Duration) -> Self {
         self.open_for = Some(wait);
@@ -201,6 +209,7 @@ impl PolicyPatch {
             slow: later.slow.or(self.slow),
             slow_rate: later.slow_rate.or(self.slow_rate),
             consecutive: later.consecutive.or(self.consecutive),
+            failure_count: later.failure_count.or(self.failure_count),
             open_for: later.open_for.or(self.open_for),
             open_backoff: later.open_backoff.or(self.open_backoff),
             open_max: later.open_max.or(self.open_max),
@@ -238,6 +247,9 @@ impl PolicyPatch {
         }
         if let Some(v) = self.consecutive {
             p = p.consecutive(v);
+        }
+        if let Some(v) = self.failure_count {
+            p = p.failure_count(v);
         }
         if let Some(v) = self.open_for {
             p = p.open_for(v);
@@ -286,6 +298,7 @@ impl From<Policy> for PolicyPatch {
             slow: named(set::SLOW).then_some(nanos(policy.slow_nanos)),
             slow_rate: named(set::SLOW_RATE).then_some(policy.slow_rate),
             consecutive: named(set::CONSECUTIVE).then_some(policy.consecutive),
+            failure_count: named(set::FAILURE_COUNT).then_some(policy.failure_count),
             open_for: named(set::OPEN_FOR).then_some(nanos(policy.open_for_nanos)),
             open_backoff: named(set::OPEN_BACKOFF)
                 .then_some(f64::from(policy.open_backoff_milli) / 1000.0),

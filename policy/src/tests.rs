@@ -155,3 +155,61 @@ fn a_policy_is_the_patch_of_the_fields_it_set() {
         5
     );
 }
+
+#[test]
+fn failure_count_replaces_the_rate_alone_and_stays_within_a_count_window() {
+    let rate = |p: Policy| p.get_failure_rate();
+    assert_eq!(rate(Policy::new().failure_count(5)), None);
+    assert_eq!(
+        rate(Policy::new().failure_count(5).failure_rate(40)),
+        Some(40)
+    );
+    assert_eq!(
+        rate(Policy::new().failure_count(5).failure_count(0)),
+        Some(50)
+    );
+    assert_eq!(
+        rate(
+            Policy::new()
+                .failure_count(5)
+                .consecutive(3)
+                .failure_count(0)
+        ),
+        None,
+        "`consecutive` still replaces the rate"
+    );
+    assert_eq!(Policy::new().failure_count(5).get_failure_count(), Some(5));
+    assert_eq!(Policy::new().get_failure_count(), None);
+    assert!(Policy::new().failure_count(5).validate().is_ok());
+    assert!(
+        Policy::new()
+            .time_window(SECOND)
+            .failure_count(1_000_000)
+            .validate()
+            .is_ok()
+    );
+    let e = Policy::new()
+        .window(10)
+        .failure_count(11)
+        .validate()
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid `failure_count` = 11; use a value in 1..=10 (at most a count `window`)"
+    );
+    let e = Policy::new()
+        .time_window(SECOND)
+        .failure_count(1_000_001)
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.field(), "failure_count");
+    // Values, patches and equality carry the field.
+    assert_ne!(
+        Policy::new().failure_count(5),
+        Policy::new().failure_count(6)
+    );
+    let patch = PolicyPatch::from(Policy::new().failure_count(7));
+    assert_eq!(patch, PolicyPatch::new().failure_count(7));
+    assert_eq!(patch.apply(Policy::new()).get_failure_count(), Some(7));
+    assert!(format!("{:?}", Policy::new().failure_count(7)).contains("failure_count: Some(7)"));
+}

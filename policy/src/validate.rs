@@ -19,7 +19,7 @@ impl Policy {
         self.validate_recovery()
     }
 
-    /// `window`, `min_calls`, `failure_rate`, `slow`, `slow_rate`, `consecutive`.
+    /// `window`, `min_calls`, `failure_rate`, `slow`, `slow_rate`, `consecutive`, `failure_count`.
     fn validate_rates(&self) -> Result<(), PolicyError> {
         let range =
             |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
@@ -30,7 +30,7 @@ impl Policy {
             Window::Time(span) if span < MIN_TIME_WINDOW || span > MAX_TIME_WINDOW => {
                 return range(
                     "window",
-                    "\"10ms\"..=\"1h\" for a time window",
+                    "\"10ms\"..=\"2h\" for a time window",
                     format!("{span:?}"),
                 );
             }
@@ -72,10 +72,30 @@ impl Policy {
                 self.consecutive.to_string(),
             );
         }
-        if self.failure_rate == 0 && self.consecutive == 0 && self.slow_nanos == 0 {
+        if self.failure_count > MAX_WINDOW {
+            return range(
+                "failure_count",
+                &format!("1..={MAX_WINDOW} failures"),
+                self.failure_count.to_string(),
+            );
+        }
+        if let Window::Count(n) = self.window
+            && self.failure_count > n
+        {
+            return range(
+                "failure_count",
+                &format!("1..={n} (at most a count `window`)"),
+                self.failure_count.to_string(),
+            );
+        }
+        if self.failure_rate == 0
+            && self.consecutive == 0
+            && self.failure_count == 0
+            && self.slow_nanos == 0
+        {
             return range(
                 "failure_rate",
-                "1..=100 percent (or set `consecutive` or `slow`: a policy needs a rule that trips)",
+                "1..=100 percent (or set `consecutive`, `failure_count` or `slow`: a policy needs a rule that trips)",
                 "off".into(),
             );
         }

@@ -53,13 +53,14 @@ fn cut(text: &str, max: usize) -> String {
 
 /// The fields a key's table may set: one per knob of [`fusebox_policy::KNOBS`], except
 /// `stuck_open`, whose two rules are set one by one (see `SPLIT_KNOBS`).
-const FIELDS: [&str; 16] = [
+const FIELDS: [&str; 17] = [
     "window",
     "min_calls",
     "failure_rate",
     "slow",
     "slow_rate",
     "consecutive",
+    "failure_count",
     "open_for",
     "open_backoff",
     "open_max",
@@ -244,6 +245,7 @@ impl Field<'_> {
             "slow" => p.slow(self.duration()?),
             "slow_rate" => p.slow_rate(self.int(PERCENT)?),
             "consecutive" => p.consecutive(self.int(COUNT)?),
+            "failure_count" => p.failure_count(self.int(COUNT)?),
             "open_for" => p.open_for(self.duration()?),
             "open_backoff" => p.open_backoff(self.float()?),
             "open_max" => p.open_max(self.duration()?),

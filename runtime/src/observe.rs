@@ -44,6 +44,8 @@ pub enum Trigger {
     SlowRate,
     /// Closed → open: `consecutive` counted failures in a row.
     Consecutive,
+    /// Closed → open: `failure_count` counted failures within the window.
+    FailureCount,
     /// Open → half-open: the open wait is over and a call arrived.
     OpenWaitOver,
     /// Half-open → half-open: the probes did not report within `half_open_lease`; re-armed.
@@ -67,6 +69,7 @@ impl Trigger {
             Trigger::FailureRate => "failure_rate",
             Trigger::SlowRate => "slow_rate",
             Trigger::Consecutive => "consecutive",
+            Trigger::FailureCount => "failure_count",
             Trigger::OpenWaitOver => "open_wait_over",
             Trigger::LeaseExpired => "lease_expired",
             Trigger::ProbeFailed => "probe_failed",

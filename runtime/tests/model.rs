@@ -32,6 +32,8 @@ struct Params {
     slow_ms: Option<u64>,
     slow_rate: u8,
     consecutive: Option<u32>,
+    /// `failure_count`: counted failures within the window that open the circuit.
+    failure_count: Option<u32>,
     open_for_ms: u64,
     /// Backoff factor as a fraction `num / den` (1/1: none).
     backoff: (u64, u64),
@@ -51,6 +53,7 @@ impl Params {
         slow_ms: None,
         slow_rate: 100,
         consecutive: None,
+        failure_count: None,
         open_for_ms: 10,
         backoff: (1, 1),
         open_max_ms: 10,
@@ -75,6 +78,9 @@ impl Params {
         }
         if let Some(c) = self.consecutive {
             p = p.consecutive(c);
+        }
+        if let Some(n) = self.failure_count {
+            p = p.failure_count(n);
         }
         p = p.open_for(ms(self.open_for_ms));
         if self.backoff.0 != self.backoff.1 {
@@ -110,6 +116,9 @@ impl fmt::Debug for Params {
         }
         if let Some(c) = self.consecutive {
             write!(f, ".consecutive({c})")?;
+        }
+        if let Some(n) = self.failure_count {
+            write!(f, ".failure_count({n})")?;
         }
         write!(f, ".open_for({}ms)", self.open_for_ms)?;
         if self.backoff.0 != self.backoff.1 {
@@ -395,7 +404,7 @@ impl Model {
                 if self.p.consecutive.is_some() {
                     self.run = if failure { self.run + 1 } else { 0 };
                 }
-                if self.mode == Mode::Closed && self.trips() {
+                if self.mode == Mode::Closed && (self.trips() || failure && self.count_trips()) {
                     self.open();
                 }
             }
@@ -466,6 +475,13 @@ impl Model {
         calls >= self.p.min_calls
             && (self.p.rate.is_some_and(|r| reaches(failures, r))
                 || (self.p.slow_ms.is_some() && reaches(slow, self.p.slow_rate)))
+    }
+
+    /// `failure_count`: the window holds that many counted failures, whatever the rate and
+    /// `min_calls` (judged when a failure is recorded).
+    fn count_trips(&self) -> bool {
+        let (_, failures, _) = self.counts();
+        self.p.failure_count.is_some_and(|n| failures >= n)
     }
 
     fn close(&mut self) {
@@ -748,6 +764,28 @@ fn consecutive() -> impl Strategy<Value = Params> {
     })
 }
 
+/// `failure_count` alone or with the rate rule, over a count or a time window, with any
+/// `min_calls` (which does not gate it).
+fn failure_count() -> impl Strategy<Value = Params> {
+    (
+        prop::option::of(1..=8u32),
+        1..=20u64,
+        1..=8u32,
+        1..=8u32,
+        prop::option::of(rate()),
+        1..=20u64,
+    )
+        .prop_map(|(n, span, count, min, rate, open)| Params {
+            window: n,
+            span_ms: span * 10,
+            min_calls: n.map_or(min, |n| min.clamp(1, n)),
+            rate,
+            failure_count: Some(n.map_or(count, |n| count.clamp(1, n))),
+            open_for_ms: open,
+            ..Params::BASE
+        })
+}
+
 fn backoff() -> impl Strategy<Value = Params> {
     (
         prop_oneof![Just((3u64, 2u64)), Just((2, 1)), Just((3, 1)), Just((5, 4))],
@@ -837,6 +875,11 @@ proptest! {
     }
 
     #[test]
+    fn failure_count_matches_the_model(p in failure_count(), ops in ops(80, false)) {
+        run(p, ops)?;
+    }
+
+    #[test]
     fn open_backoff_matches_the_model(p in backoff(), ops in ops(80, false)) {
         run(p, ops)?;
     }
@@ -853,7 +896,7 @@ proptest! {
 
     #[test]
     fn operator_controls_match_the_model(
-        p in prop_oneof![count_window(), half_open(), progressive(), slow_calls()],
+        p in prop_oneof![count_window(), half_open(), progressive(), slow_calls(), failure_count()],
         ops in ops(40, true),
     ) {
         run(p, ops)?;

@@ -167,11 +167,11 @@ fn new_ranges() {
     for (tokens, expected) in [
         (
             quote!(key = "k", window = "0s"),
-            "`window = \"0s\"` is out of range; use a duration from \"10ms\" to \"1h\" for a time window",
+            "`window = \"0s\"` is out of range; use a duration from \"10ms\" to \"2h\" for a time window",
         ),
         (
-            quote!(key = "k", window = "2h"),
-            "`window = \"2h\"` is out of range",
+            quote!(key = "k", window = "7200001ms"),
+            "`window = \"7200001ms\"` is out of range",
         ),
         (
             quote!(key = "k", window = 2.5),
@@ -252,6 +252,7 @@ fn new_ranges() {
     for ok in [
         quote!(key = "k", window = "10ms"),
         quote!(key = "k", window = "1h", min_calls = 5000),
+        quote!(key = "k", window = "2h"),
         quote!(key = "k", open_backoff = 1),
         quote!(key = "k", open_backoff = 100.0),
         quote!(key = "k", open_for = "1s", open_max = "1s"),
@@ -519,4 +520,41 @@ fn suggestions() {
     assert_eq!(closest("consecutiv"), Some("consecutive"));
     assert_eq!(closest("max_concurent"), Some("max_concurrent"));
     assert_eq!(closest("slow_rat"), Some("slow_rate"));
+}
+
+#[test]
+fn failure_if_takes_a_path_and_refuses_the_attempt_arguments() {
+    let parsed = args(quote!(key = "k", failure_if = http::is_unavailable)).unwrap();
+    let path = parsed.failure_if.expect("a predicate");
+    assert_eq!(quote!(#path).to_string(), "http :: is_unavailable");
+    assert!(args(quote!(key = "k")).unwrap().failure_if.is_none());
+    one_error(
+        quote!(key = "k", failure_if = 503),
+        "`failure_if` takes the path of a `fn(&T) -> bool` on the `Ok` value",
+    );
+    one_error(
+        quote!(key = "k", failure_if = is_unavailable, timeout = "1s"),
+        "`failure_if` cannot be combined with `timeout`: attempts are retried and timed out on \
+         errors only; remove `timeout`",
+    );
+}
+
+#[test]
+fn failure_count_is_a_count_of_failures_within_the_window() {
+    let parsed = args(quote!(key = "k", window = 20, failure_count = 5)).unwrap();
+    assert_eq!(parsed.policy.failure_count.map(|n| n.value), Some(5));
+    let policy = crate::validate::policy_of(&parsed.policy).unwrap();
+    assert_eq!(policy.get_failure_count(), Some(5));
+    assert_eq!(policy.get_failure_rate(), None);
+    one_error(
+        quote!(key = "k", failure_count = 0),
+        "`failure_count = 0` is out of range",
+    );
+    // More than a count window holds: the policy's own validation, at the value.
+    let error = args(quote!(key = "k", window = 10, failure_count = 11)).unwrap();
+    let refused = crate::validate::check(&error.policy).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "invalid `failure_count` = 11; use a value in 1..=10 (at most a count `window`)"
+    );
 }

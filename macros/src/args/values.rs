@@ -55,7 +55,7 @@ pub(super) const MS_TO_DAY: DurationRange = DurationRange {
 pub(super) const TIME_WINDOW: DurationRange = DurationRange {
     min: limits::MIN_TIME_WINDOW.as_nanos(),
     max: limits::MAX_TIME_WINDOW.as_nanos(),
-    text: "from \"10ms\" to \"1h\" for a time window",
+    text: "from \"10ms\" to \"2h\" for a time window",
 };
 
 /// The base delay of `backoff` (the longest single delay is `fusebox::limits::MAX_BACKOFF`).

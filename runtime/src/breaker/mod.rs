@@ -305,6 +305,51 @@ impl Breaker {
         Ok(result)
     }
 
+    /// Runs `f` through the breaker; `is_failure` judges the whole result, so an `Ok` value can
+    /// count as a failure too (the attribute's `failure_if`). A result it accepts is a counted
+    /// failure; any other `Ok` is a success and any other `Err` is not counted. The result is
+    /// returned as is either way.
+    ///
+    /// ```
+    /// let registry = fusebox::Registry::new();
+    /// let policy = fusebox::Policy::new().consecutive(1);
+    /// let breaker = registry.breaker("status", policy).unwrap();
+    /// let status = breaker.call_classified(|| Ok::<u16, ()>(503), |r| matches!(r, Ok(503..)));
+    /// assert_eq!(status, Ok(Ok(503)), "the `Ok` value comes back");
+    /// assert_eq!(breaker.state(), fusebox::State::Open, "and counted as a failure");
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Breaker::call).
+    pub fn call_classified<T, E>(
+        &self,
+        f: impl FnOnce() -> Result<T, E>,
+        is_failure: impl FnOnce(&Result<T, E>) -> bool,
+    ) -> Result<Result<T, E>, Error> {
+        let permit = self.try_acquire()?;
+        let result = f();
+        permit.report_classified(&result, is_failure);
+        Ok(result)
+    }
+
+    /// [`call_classified`](Breaker::call_classified) for a future: `is_failure` judges its whole
+    /// result. Cancelling the returned future gives the permit back without counting anything.
+    ///
+    /// # Errors
+    ///
+    /// As [`call_async`](Breaker::call_async).
+    pub async fn call_async_classified<T, E>(
+        &self,
+        fut: impl Future<Output = Result<T, E>>,
+        is_failure: impl FnOnce(&Result<T, E>) -> bool,
+    ) -> Result<Result<T, E>, Error> {
+        let permit = self.try_acquire()?;
+        let result = fut.await;
+        permit.report_classified(&result, is_failure);
+        Ok(result)
+    }
+
     /// Asks for admission like [`try_acquire`](Breaker::try_acquire); the permit holds the
     /// breaker, so it can live in a `'static` future.
     ///

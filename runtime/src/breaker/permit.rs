@@ -83,6 +83,20 @@ impl Permit<'_> {
         }
     }
 
+    /// Reports `result` as `is_failure` judges it: accepted, a failure; otherwise a success for
+    /// `Ok` and not counted for `Err`.
+    pub(super) fn report_classified<T, E>(
+        self,
+        result: &Result<T, E>,
+        is_failure: impl FnOnce(&Result<T, E>) -> bool,
+    ) {
+        match (is_failure(result), result) {
+            (true, _) => self.failure(),
+            (false, Ok(_)) => self.success(),
+            (false, Err(_)) => self.ignore(),
+        }
+    }
+
     /// The key of the breaker that issued this permit.
     pub(crate) fn key(&self) -> Key {
         self.core.key.clone()

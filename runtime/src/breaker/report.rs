@@ -160,9 +160,17 @@ impl Core {
                 self.run.store(0, Ordering::Relaxed);
                 false
             };
-        if word.state() == State::Closed && (run_tripped || counts.trips(&self.policy)) {
+        // `failure_count`: the window's counted failures, whatever the rate and `min_calls`.
+        let count_tripped = failure
+            && self.policy.failure_count != 0
+            && counts.failures >= self.policy.failure_count;
+        if word.state() == State::Closed
+            && (run_tripped || count_tripped || counts.trips(&self.policy))
+        {
             let trigger = if run_tripped {
                 Trigger::Consecutive
+            } else if count_tripped {
+                Trigger::FailureCount
             } else {
                 self.rate_rule(counts)
             };

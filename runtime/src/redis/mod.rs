@@ -54,7 +54,7 @@
 //! `min_calls`, `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
 //! `half_open_lease`, progressive recovery (phase k of n admits k calls in every n, decided in
 //! the script), and the forced states through [`RedisStore::force`]. **Not supported:** a time
-//! window whose tenth is not a whole number of milliseconds: such a key stays local (with an
+//! window whose tenth is not a whole number of milliseconds, and `failure_count`: such a key stays local (with an
 //! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`] and keys
 //! whose policy says [`Policy::shared`]`(false)` (`shared = false` on the attribute or in a
 //! key's config table).
@@ -524,6 +524,11 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         Some((
             "window",
             "a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`)",
+        ))
+    } else if policy.failure_count != 0 {
+        Some((
+            "failure_count",
+            "the failure rate or `consecutive`: the script does not count `failure_count`",
         ))
     } else {
         None

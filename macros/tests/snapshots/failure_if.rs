@@ -1,0 +1,42 @@
+// The expansion of one representative function (macros/src/snapshots.rs).
+// Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
+
+fn fetch(path: &str) -> Result<Response, FetchError> {
+    static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
+        "status",
+        ::core::concat!(::core::module_path!(), "::", "fetch"),
+        ::fusebox::__private_0_1_0::Policy::DEFAULT
+            .time_window(::core::time::Duration::from_nanos(60000000000))
+            .failure_count(50),
+    );
+    ::fusebox::__private_0_1_0::inventory::submit! {
+        ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
+        ::fusebox::__private_0_1_0::in_global)
+    }
+    let mut __fusebox_permit = __FUSEBOX_SITE
+        .enter(::fusebox::__private_0_1_0::global());
+    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
+        &__fusebox_permit,
+    ) {
+        return ::core::result::Result::Err(
+            ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
+        );
+    }
+    match ::fusebox::__private_0_1_0::sync_body::<
+        Result<Response, FetchError>,
+        _,
+    >(move || { http::get(path) }) {
+        ::core::result::Result::Ok(__fusebox_value) => {
+            if http::is_unavailable(&__fusebox_value) {
+                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
+            } else {
+                ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit)
+            }
+            ::core::result::Result::Ok(__fusebox_value)
+        }
+        ::core::result::Result::Err(__fusebox_error) => {
+            ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit);
+            ::core::result::Result::Err(__fusebox_error)
+        }
+    }
+}
