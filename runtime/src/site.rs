@@ -192,19 +192,23 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     }
     let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
     let (a_tail, b_tail) = (a_words.remainder(), b_words.remainder());
-    a_words
-        .zip(b_words)
-        .all(|(x, y)| u64::from_ne_bytes(word(x)) == u64::from_ne_bytes(word(y)))
-        && word(a_tail) == word(b_tail)
+    a_words.zip(b_words).all(|(x, y)| full(x) == full(y)) && word(a_tail) == word(b_tail)
 }
 
-/// Up to 8 bytes as a zero-padded array (the tails compared have equal lengths).
+/// An 8-byte chunk (every chunk of `chunks_exact(8)` is one) as one word: a single load.
 #[inline(always)]
-fn word(chunk: &[u8]) -> [u8; 8] {
-    let mut out = [0; 8];
-    let len = chunk.len().min(8);
-    out[..len].copy_from_slice(&chunk[..len]);
-    out
+fn full(chunk: &[u8]) -> u64 {
+    u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or_default())
+}
+
+/// Up to 8 bytes as one little-endian word (missing bytes are zero).
+#[inline(always)]
+fn word(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .take(8)
+        .enumerate()
+        .fold(0, |word, (at, &byte)| word | u64::from(byte) << (8 * at))
 }
 
 /// The breaker of one call at a [`DynSite`]: the site's cached breaker (borrowed, no reference
