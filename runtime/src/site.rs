@@ -2,6 +2,7 @@
 //! [`DynSite`] for a key computed per call, and [`MethodName`] for methods named after their type.
 //! The expansion names them through `__private`.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -136,7 +137,7 @@ pub(crate) const SITE_CACHE_SLOTS: usize = 4;
 /// key. The breaker is looked up per call, without a lock, in the registry's concurrent map, unless
 /// the key is the cached one.
 ///
-/// When two calls in a row from this site find (or make, then find) the same breaker in the map,
+/// When two calls in a row on one thread find (or make, then find) the same breaker in the map,
 /// the site caches that key
 /// and its breaker; a call with the cached key then skips the map and takes no reference count
 /// (one load of the cache and a comparison of the key). A site fills at most
@@ -154,8 +155,12 @@ pub struct DynSite {
     current: AtomicUsize,
     /// Slots claimed so far (may exceed the slot count; only the first ones are filled).
     claimed: AtomicUsize,
-    /// The address of the breaker the last map lookup found (0 before any).
-    seen: AtomicUsize,
+}
+
+thread_local! {
+    /// The address of the breaker this thread's last dynamic-key lookup found or made (0 before
+    /// any): thread-local, so calls to many keys from many threads write no shared line for it.
+    static SEEN: Cell<usize> = const { Cell::new(0) };
 }
 
 /// A [`DynSite`]'s cached key.
@@ -243,7 +248,6 @@ impl DynSite {
             slots: [const { OnceLock::new() }; SITE_CACHE_SLOTS],
             current: AtomicUsize::new(0),
             claimed: AtomicUsize::new(0),
-            seen: AtomicUsize::new(0),
         }
     }
 
@@ -260,20 +264,17 @@ impl DynSite {
         self.look_up(registry, key)
     }
 
-    /// The map lookup of a key that is not the cached one; caches it when the previous lookup
-    /// found the same breaker.
+    /// The map lookup of a key that is not the cached one; caches it when this thread's previous
+    /// lookup found the same breaker.
     #[inline(never)]
     fn look_up(&'static self, registry: &'static Registry, key: &str) -> SiteBreaker {
         let Some(breaker) = registry.find_dynamic(key) else {
             let made = registry.dynamic(key, self.policy);
-            self.seen
-                .store(Arc::as_ptr(&made.core) as usize, Ordering::Relaxed);
+            SEEN.set(Arc::as_ptr(&made.core) as usize);
             return SiteBreaker(Held::Found(made));
         };
         let at = Arc::as_ptr(&breaker.core) as usize;
-        if self.seen.load(Ordering::Relaxed) != at {
-            self.seen.store(at, Ordering::Relaxed);
-        } else {
+        if SEEN.replace(at) == at {
             self.cache(registry, key, &breaker);
         }
         SiteBreaker(Held::Found(breaker))
