@@ -512,6 +512,24 @@ mod tests {
     }
 
     #[test]
+    fn threads_calling_one_site_with_different_keys_each_get_their_own_breaker() {
+        static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+        std::thread::scope(|scope| {
+            for key in ["a", "b", "c"] {
+                scope.spawn(move || {
+                    for round in 0..2_000 {
+                        // Runs of one key (cached) alternate with a second key (map lookups).
+                        let key = if round % 7 == 0 { "shared" } else { key };
+                        let breaker = SITE.breaker(&REGISTRY, key);
+                        assert!(same(&breaker, &REGISTRY, key), "{key}");
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
     fn a_site_fills_at_most_its_slots() {
         static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
         static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
