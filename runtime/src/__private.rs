@@ -13,7 +13,7 @@ pub use crate::policy::Policy;
 pub use crate::registry::Registry;
 pub use ::inventory;
 
-pub use crate::site::{DynSite, MethodName, Site};
+pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 
 /// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`]).
 #[inline(always)]

@@ -2,7 +2,9 @@
 //! [`DynSite`] for a key computed per call, and [`MethodName`] for methods named after their type.
 //! The expansion names them through `__private`.
 
-use std::sync::OnceLock;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::breaker::{Breaker, Permit};
 use crate::error::{Error, Key};
@@ -115,24 +117,184 @@ impl Site {
     }
 }
 
-/// A call site with a dynamic key (`key = expr`): its policy and name; the breaker is looked up per
-/// call, without a lock, in the registry's concurrent map.
+/// How many keys a [`DynSite`] caches over its life (see [`DynSite`]).
+pub(crate) const SITE_CACHE_SLOTS: usize = 4;
+
+/// A call site with a dynamic key (`key = expr`): its policy and name, and a cache of its last
+/// key. The breaker is looked up per call, without a lock, in the registry's concurrent map, unless
+/// the key is the cached one.
+///
+/// When two calls in a row on one thread find (or make, then find) the same breaker in the map,
+/// the site caches that key
+/// and its breaker; a call with the cached key then skips the map and takes no reference count
+/// (one load of the cache and a comparison of the key). A site fills at most
+/// four cache slots over its life and keeps what it put in them, so a site holds at most four
+/// breakers alive beyond the registry's cap; once they are full it switches only
+/// between the keys they hold. A cached breaker the registry has evicted, or one of another
+/// registry, is never handed out: that call goes to the map.
 #[derive(Debug)]
 pub struct DynSite {
     function: &'static str,
     policy: Policy,
+    /// Keys found twice in a row, with their breakers, filled in order and never emptied.
+    slots: [OnceLock<Cached>; SITE_CACHE_SLOTS],
+    /// The slot of the last key plus one (0 when none).
+    current: AtomicUsize,
+    /// Slots claimed so far (may exceed the slot count; only the first ones are filled).
+    claimed: AtomicUsize,
+}
+
+thread_local! {
+    /// The address of the breaker this thread's last dynamic-key lookup found or made (0 before
+    /// any): thread-local, so calls to many keys from many threads write no shared line for it.
+    static SEEN: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A [`DynSite`]'s cached key.
+#[derive(Debug)]
+struct Cached {
+    registry: &'static Registry,
+    key: Box<str>,
+    breaker: Breaker,
+}
+
+impl Cached {
+    /// This slot's breaker when it serves `key` in `registry` and is still registered.
+    #[inline(always)]
+    fn serves(&'static self, registry: &Registry, key: &str) -> Option<&'static Breaker> {
+        if !std::ptr::eq(self.registry, registry)
+            || !same_bytes(self.key.as_bytes(), key.as_bytes())
+        {
+            return None;
+        }
+        let core = self.breaker.core.current();
+        if core.is_evicted() {
+            return None;
+        }
+        core.touch();
+        Some(&self.breaker)
+    }
+}
+
+/// `a == b`, compared in words inline (keys are short: a call to `memcmp` costs more).
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (a_tail, b_tail) = (a_words.remainder(), b_words.remainder());
+    a_words.zip(b_words).all(|(x, y)| full(x) == full(y)) && word(a_tail) == word(b_tail)
+}
+
+/// An 8-byte chunk (every chunk of `chunks_exact(8)` is one) as one word: a single load.
+#[inline(always)]
+fn full(chunk: &[u8]) -> u64 {
+    u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or_default())
+}
+
+/// Up to 8 bytes as one little-endian word (missing bytes are zero).
+#[inline(always)]
+fn word(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .take(8)
+        .enumerate()
+        .fold(0, |word, (at, &byte)| word | u64::from(byte) << (8 * at))
+}
+
+/// The breaker of one call at a [`DynSite`]: the site's cached breaker (borrowed, no reference
+/// count) or one looked up in the registry. Dereferences to [`Breaker`].
+#[derive(Debug)]
+pub struct SiteBreaker(Held);
+
+#[derive(Debug)]
+enum Held {
+    Cached(&'static Breaker),
+    Found(Breaker),
+}
+
+impl std::ops::Deref for SiteBreaker {
+    type Target = Breaker;
+
+    #[inline(always)]
+    fn deref(&self) -> &Breaker {
+        match &self.0 {
+            Held::Cached(breaker) => breaker,
+            Held::Found(breaker) => breaker,
+        }
+    }
 }
 
 impl DynSite {
     /// A call site of `function`.
     pub const fn new(function: &'static str, policy: Policy) -> Self {
-        DynSite { function, policy }
+        DynSite {
+            function,
+            policy,
+            slots: [const { OnceLock::new() }; SITE_CACHE_SLOTS],
+            current: AtomicUsize::new(0),
+            claimed: AtomicUsize::new(0),
+        }
     }
 
     /// The breaker of `key` in `registry` (created on first use, within the registry's cap).
     #[inline]
-    pub fn breaker(&'static self, registry: &'static Registry, key: &str) -> Breaker {
-        registry.dynamic(key, self.policy)
+    pub fn breaker(&'static self, registry: &'static Registry, key: &str) -> SiteBreaker {
+        let current = self.current.load(Ordering::Acquire);
+        if let Some(slot) = current.checked_sub(1).and_then(|at| self.slots.get(at))
+            && let Some(cached) = slot.get()
+            && let Some(breaker) = cached.serves(registry, key)
+        {
+            return SiteBreaker(Held::Cached(breaker));
+        }
+        self.look_up(registry, key)
+    }
+
+    /// The map lookup of a key that is not the cached one; caches it when this thread's previous
+    /// lookup found the same breaker.
+    #[inline(never)]
+    fn look_up(&'static self, registry: &'static Registry, key: &str) -> SiteBreaker {
+        let Some(breaker) = registry.find_dynamic(key) else {
+            let made = registry.dynamic(key, self.policy);
+            SEEN.set(Arc::as_ptr(&made.core) as usize);
+            return SiteBreaker(Held::Found(made));
+        };
+        let at = Arc::as_ptr(&breaker.core) as usize;
+        if SEEN.replace(at) == at {
+            self.cache(registry, key, &breaker);
+        }
+        SiteBreaker(Held::Found(breaker))
+    }
+
+    /// Points the cache at `key`: a slot that already serves it, else the next free slot.
+    #[cold]
+    fn cache(&'static self, registry: &'static Registry, key: &str, breaker: &Breaker) {
+        let filled = self.claimed.load(Ordering::Acquire).min(SITE_CACHE_SLOTS);
+        for (at, slot) in self.slots[..filled].iter().enumerate() {
+            if slot
+                .get()
+                .is_some_and(|c| c.serves(registry, key).is_some())
+            {
+                self.current.store(at + 1, Ordering::Release);
+                return;
+            }
+        }
+        if filled == SITE_CACHE_SLOTS {
+            return;
+        }
+        let at = self.claimed.fetch_add(1, Ordering::AcqRel);
+        let Some(slot) = self.slots.get(at) else {
+            return;
+        };
+        let cached = Cached {
+            registry,
+            key: key.into(),
+            breaker: breaker.clone(),
+        };
+        if slot.set(cached).is_ok() {
+            self.current.store(at + 1, Ordering::Release);
+        }
     }
 
     /// Asks `breaker` (from [`DynSite::breaker`]) for admission; see [`Site::enter`].
@@ -258,7 +420,137 @@ impl crate::declared::DeclaredSite for Site {
 
 #[cfg(test)]
 mod tests {
-    use super::method_path;
+    use std::sync::LazyLock;
+
+    use super::{DynSite, Held, SiteBreaker, method_path, same_bytes};
+    use crate::policy::Policy;
+    use crate::registry::Registry;
+
+    fn cached(breaker: &SiteBreaker) -> bool {
+        matches!(breaker.0, Held::Cached(_))
+    }
+
+    fn same(a: &SiteBreaker, registry: &Registry, key: &str) -> bool {
+        let registered = registry.get(key).expect("registered");
+        std::sync::Arc::ptr_eq(&a.core, &registered.core)
+    }
+
+    #[test]
+    fn keys_compare_by_bytes() {
+        for (a, b) in [
+            ("", ""),
+            ("a", "a"),
+            ("host-1.internal:443", "host-1.internal:443"),
+        ] {
+            assert!(same_bytes(a.as_bytes(), b.as_bytes()));
+        }
+        for (a, b) in [
+            ("", "a"),
+            ("abcdefgh1", "abcdefgh2"),
+            ("xbcdefgh1", "abcdefgh1"),
+        ] {
+            assert!(!same_bytes(a.as_bytes(), b.as_bytes()));
+        }
+    }
+
+    #[test]
+    fn a_repeated_key_is_served_from_the_site_cache() {
+        static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+        let first = SITE.breaker(&REGISTRY, "a");
+        let second = SITE.breaker(&REGISTRY, "a");
+        let third = SITE.breaker(&REGISTRY, "a");
+        assert!(!cached(&first) && !cached(&second) && cached(&third));
+        assert!(same(&third, &REGISTRY, "a"));
+        // Another key goes to the map and takes the cache; back to `a`, two lookups in a row
+        // point the cache at its slot again.
+        assert!(!cached(&SITE.breaker(&REGISTRY, "b")));
+        assert!(same(&SITE.breaker(&REGISTRY, "b"), &REGISTRY, "b"));
+        assert!(cached(&SITE.breaker(&REGISTRY, "b")));
+        assert!(!cached(&SITE.breaker(&REGISTRY, "a")));
+        assert!(!cached(&SITE.breaker(&REGISTRY, "a")));
+        let back = SITE.breaker(&REGISTRY, "a");
+        assert!(cached(&back) && same(&back, &REGISTRY, "a"));
+    }
+
+    #[test]
+    fn a_cached_key_of_another_registry_is_not_served() {
+        static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
+        static ONE: LazyLock<Registry> = LazyLock::new(Registry::new);
+        static TWO: LazyLock<Registry> = LazyLock::new(Registry::new);
+        for _ in 0..3 {
+            SITE.breaker(&ONE, "a");
+        }
+        let other = SITE.breaker(&TWO, "a");
+        assert!(!cached(&other));
+        assert!(same(&other, &TWO, "a"));
+    }
+
+    #[test]
+    fn an_evicted_cached_breaker_is_not_served() {
+        static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
+        static OTHER: DynSite = DynSite::new("t::g", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+            let registry = Registry::new();
+            registry.set_max_keys(1);
+            registry
+        });
+        for _ in 0..3 {
+            SITE.breaker(&REGISTRY, "a");
+        }
+        let evicted = std::sync::Arc::clone(&SITE.breaker(&REGISTRY, "a").core);
+        // Full: the first new key gives `a` its second chance, the next one evicts it.
+        OTHER.breaker(&REGISTRY, "b");
+        OTHER.breaker(&REGISTRY, "c");
+        assert!(
+            !REGISTRY
+                .get("a")
+                .is_some_and(|b| std::sync::Arc::ptr_eq(&b.core, &evicted)),
+            "`a` was evicted"
+        );
+        let again = SITE.breaker(&REGISTRY, "a");
+        assert!(!cached(&again));
+        assert!(!std::sync::Arc::ptr_eq(&again.core, &evicted));
+    }
+
+    #[test]
+    fn threads_calling_one_site_with_different_keys_each_get_their_own_breaker() {
+        static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+        std::thread::scope(|scope| {
+            for key in ["a", "b", "c"] {
+                scope.spawn(move || {
+                    for round in 0..2_000 {
+                        // Runs of one key (cached) alternate with a second key (map lookups).
+                        let key = if round % 7 == 0 { "shared" } else { key };
+                        let breaker = SITE.breaker(&REGISTRY, key);
+                        assert!(same(&breaker, &REGISTRY, key), "{key}");
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn a_site_fills_at_most_its_slots() {
+        static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+        let keys = ["k0", "k1", "k2", "k3", "k4"];
+        for key in keys {
+            for _ in 0..3 {
+                SITE.breaker(&REGISTRY, key);
+            }
+        }
+        // The fifth key found no free slot; the first four are still served.
+        assert!(!cached(&SITE.breaker(&REGISTRY, "k4")));
+        for key in &keys[..4] {
+            SITE.breaker(&REGISTRY, key);
+            SITE.breaker(&REGISTRY, key);
+            let served = SITE.breaker(&REGISTRY, key);
+            assert!(cached(&served), "{key}");
+            assert!(same(&served, &REGISTRY, key));
+        }
+    }
 
     #[test]
     fn method_paths_leave_generic_arguments_out() {

@@ -25,6 +25,7 @@ impl Core {
                 in_flight: SharedCount::default(),
             }),
             used: AtomicBool::new(true),
+            evicted: AtomicBool::new(false),
             pinned: AtomicBool::new(true),
             plain: matches!(policy.window, crate::policy::Window::Count(_))
                 && policy.slow_nanos == 0
@@ -140,6 +141,17 @@ impl Core {
         if !self.used.load(Ordering::Relaxed) {
             self.used.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Marks a dynamic breaker as removed from its registry by the eviction sweep.
+    pub(crate) fn mark_evicted(&self) {
+        self.evicted.store(true, Ordering::Release);
+    }
+
+    /// True once the eviction sweep removed this breaker from its registry.
+    #[inline]
+    pub(crate) fn is_evicted(&self) -> bool {
+        self.evicted.load(Ordering::Acquire)
     }
 
     /// Clears the used mark: a new dynamic breaker counts as used once a second call finds it.

@@ -103,6 +103,9 @@ pub(crate) struct Core {
     counters: Padded<Counters>,
     /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
     used: AtomicBool,
+    /// Set when the registry's sweep removed this dynamic breaker: a call site's cache of its last
+    /// key stops handing it out.
+    evicted: AtomicBool,
     /// Never evicted: created by a static call site or by hand.
     pinned: AtomicBool,
     /// Count window, no slow-call timing, no consecutive rule, no bulkhead: the fast paths apply.

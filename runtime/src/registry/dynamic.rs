@@ -39,6 +39,20 @@ impl Registry {
         }
     }
 
+    /// The registered breaker of a dynamic key of at most [`MAX_KEY_LEN`] bytes, marked used
+    /// (`None` when the key is longer, or not registered).
+    #[inline]
+    pub(crate) fn find_dynamic(&self, key: &str) -> Option<Breaker> {
+        if key.len() > MAX_KEY_LEN {
+            return None;
+        }
+        let map = self.map().pin();
+        let found = map.get(key)?;
+        let core = found.core.current();
+        core.touch();
+        Some(Breaker { core: core.clone() })
+    }
+
     /// A dynamic key over [`MAX_KEY_LEN`] bytes: looked up by its bounded form.
     #[cold]
     #[inline(never)]
@@ -99,6 +113,7 @@ impl Registry {
             }
             if core.evictable() {
                 if map.remove(&key).is_some() {
+                    core.mark_evicted();
                     self.dynamic.fetch_sub(1, Ordering::AcqRel);
                 }
             } else {
