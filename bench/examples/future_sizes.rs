@@ -4,7 +4,6 @@
 //! Run: `cargo run --release -p fusebox-bench --example future_sizes` (sizes depend on the
 //! optimisation level: the suite's `tests/sizes.rs` asserts bounds that hold in both).
 
-use std::time::Duration;
 
 use fusebox::{Cause, Registry, circuit_breaker};
 
