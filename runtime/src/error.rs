@@ -114,6 +114,12 @@ impl Error {
         }
     }
 
+    /// The same key with `reason` and no wait (a retry refused after a timed-out attempt ends
+    /// with that timeout, whose key is the refusal's).
+    pub(crate) fn with_reason(self, reason: Reason) -> Self {
+        Error::new(self.key, reason, None)
+    }
+
     /// The key of the breaker that refused the call.
     pub fn key(&self) -> &str {
         self.key.as_str()
