@@ -23,7 +23,11 @@ impl From<fusebox::Error> for ApiError {
 /// The one inner future every body awaits.
 async fn backend(n: u64) -> Result<u64, ApiError> {
     tokio::task::yield_now().await;
-    if n == 0 { Err(ApiError::Timeout) } else { Ok(n) }
+    if n == 0 {
+        Err(ApiError::Timeout)
+    } else {
+        Ok(n)
+    }
 }
 
 async fn bare(n: u64) -> Result<u64, ApiError> {
@@ -67,7 +71,10 @@ fn annotated_futures_stay_within_their_bounds() {
     let annotated = size_of_val(&annotated(1));
     let timer = size_of::<tokio::time::Sleep>();
     // The permit (four words) and the moved copy of the parameters beside the body's future.
-    assert!(annotated <= bare + 48, "annotated: {annotated} B, bare: {bare} B");
+    assert!(
+        annotated <= bare + 48,
+        "annotated: {annotated} B, bare: {bare} B"
+    );
     let with_fallback = size_of_val(&with_fallback(1));
     assert!(
         with_fallback <= bare + 112,

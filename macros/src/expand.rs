@@ -538,8 +538,7 @@ fn outcome(
         // call is a counted failure and reaches the caller as `Reason::TimedOut` (the fallback's
         // `Cause::TimedOut`).
         let limit = crate::setters::duration(limit);
-        let (_, on_timeout) =
-            settle(args, names, params, is_async, quote!(TimedOut(#refused)));
+        let (_, on_timeout) = settle(args, names, params, is_async, quote!(TimedOut(#refused)));
         let ok = quote!(::core::result::Result::Ok);
         let err = quote!(::core::result::Result::Err);
         matched = quote! {

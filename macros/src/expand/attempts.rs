@@ -8,7 +8,7 @@ use syn::Ident;
 use super::classify::classify;
 use super::values::attempts_value;
 use super::{Admit, Names, Site, admission, error_alias, respan, settle};
-use crate::args::{AttemptArgs, Args};
+use crate::args::{Args, AttemptArgs};
 use crate::function::Params;
 
 /// True when the only attempt argument is `timeout`: the body runs once, bounded in place by
