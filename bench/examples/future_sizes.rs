@@ -4,7 +4,6 @@
 //! Run: `cargo run --release -p fusebox-bench --example future_sizes` (sizes depend on the
 //! optimisation level: the suite's `tests/sizes.rs` asserts bounds that hold in both).
 
-
 use fusebox::{Cause, Registry, circuit_breaker};
 
 static REGISTRY: Registry = Registry::new();
@@ -25,7 +24,11 @@ impl From<fusebox::Error> for ApiError {
 /// The one inner future every body awaits.
 async fn backend(n: u64) -> Result<u64, ApiError> {
     tokio::task::yield_now().await;
-    if n == 0 { Err(ApiError::Timeout) } else { Ok(n) }
+    if n == 0 {
+        Err(ApiError::Timeout)
+    } else {
+        Ok(n)
+    }
 }
 
 async fn bare(n: u64) -> Result<u64, ApiError> {

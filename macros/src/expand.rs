@@ -592,8 +592,11 @@ fn shared_store(
     } else {
         quote! {
             // A refusal returns at once; its temporaries end here, so an admitted call's future
-            // holds nothing of it across the body's `.await`.
-            if let ::core::option::Option::Some(#refused) = #private::permit_refusal(&#permit) {
+            // holds nothing of it across the body's `.await`. A flag, then the error: an `if let`
+            // on an `Option<Error>` would keep the option borrowed, and so in the future, across
+            // the fallback's `.await`.
+            if #private::permit_refused(&#permit) {
+                let #refused = #private::refusal_error(&#permit);
                 #on_refused
             }
             #matched

@@ -33,6 +33,20 @@ pub fn permit_ignored(permit: &mut Permit<'_>) {
     permit.ignored();
 }
 
+/// True when `permit` was refused.
+#[inline(always)]
+pub fn permit_refused(permit: &Permit<'_>) -> bool {
+    permit.is_refused()
+}
+
+/// The error of a refused permit (only called when [`permit_refused`] is true).
+#[cold]
+pub fn refusal_error(permit: &Permit<'_>) -> Error {
+    permit
+        .refusal()
+        .unwrap_or_else(|| Error::new(permit.key(), crate::Reason::Open, None))
+}
+
 /// The error of a refused permit (`None` when it was admitted).
 #[inline(always)]
 pub fn permit_refusal(permit: &Permit<'_>) -> Option<Error> {

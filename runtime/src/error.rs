@@ -317,7 +317,10 @@ mod tests {
             Reason::TimedOut,
         ] {
             for wait in waits {
-                for key in [Key::from_static("payment"), Key::from(String::from("host-1"))] {
+                for key in [
+                    Key::from_static("payment"),
+                    Key::from(String::from("host-1")),
+                ] {
                     let e = Error::new(key.clone(), reason, wait);
                     assert_eq!(
                         (e.key(), e.reason(), e.retry_after()),

@@ -14,9 +14,10 @@ impl Client {
         }
         let mut __fusebox_permit = __FUSEBOX_SITE
             .enter(::fusebox::__private_0_1_0::global());
-        if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
-            &__fusebox_permit,
-        ) {
+        if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
+            let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
+                &__fusebox_permit,
+            );
             return {
                 #[allow(unused_imports)]
                 use ::fusebox::__private_0_1_0::{

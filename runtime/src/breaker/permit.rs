@@ -104,6 +104,12 @@ impl Permit<'_> {
         }
     }
 
+    /// True when the call was refused ([`refusal`](Permit::refusal) is `Some`).
+    #[inline(always)]
+    pub(crate) fn is_refused(&self) -> bool {
+        self.word.refusal() != 0
+    }
+
     #[inline(always)]
     pub(super) fn refusal_error(&self, code: u64) -> Error {
         refusal_error(&self.core.key, code, self.stamp)
