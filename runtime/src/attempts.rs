@@ -73,6 +73,10 @@ pub fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u32) -> D
 /// captured arguments in place, where an `async fn` would also hold a moved copy of each. Each
 /// attempt's permit, result and outcome live in a block of their own, so the backoff's timer is
 /// the only thing held across the wait between attempts.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` would hold a moved copy of each argument beside the captured one"
+)]
 pub fn run<'a, T, E, F, Fut>(
     admit: impl Fn() -> Result<Permit<'a>, Error>,
     cfg: &Attempts,
