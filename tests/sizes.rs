@@ -65,19 +65,27 @@ fn an_error_is_three_words() {
 
 /// Measured at 56 B bare, 104 B annotated, 144 B with a fallback, 216 B with `timeout` (the
 /// annotated future and the timer) and 280 B with `retry`, in debug and release (rustc 1.95).
+/// With the `redis` feature an `async fn` may await a shared registry's store: 112 B annotated and
+/// 208 B with a fallback (release).
 #[test]
 fn annotated_futures_stay_within_their_bounds() {
     let bare = size_of_val(&bare(1));
     let annotated = size_of_val(&annotated(1));
     let timer = size_of::<tokio::time::Sleep>();
-    // The permit (four words) and the moved copy of the parameters beside the body's future.
+    // The permit (four words) and the moved copy of the parameters beside the body's future;
+    // with `redis`, the admission and the report that may await the store add their own states.
+    let (over_annotated, over_fallback) = if cfg!(feature = "redis") {
+        (56, 152)
+    } else {
+        (48, 88)
+    };
     assert!(
-        annotated <= bare + 48,
+        annotated <= bare + over_annotated,
         "annotated: {annotated} B, bare: {bare} B"
     );
     let with_fallback = size_of_val(&with_fallback(1));
     assert!(
-        with_fallback <= bare + 88,
+        with_fallback <= bare + over_fallback,
         "with a fallback: {with_fallback} B, bare: {bare} B"
     );
     // `timeout` without `retry` adds the timer and nothing else.
