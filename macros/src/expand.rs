@@ -262,7 +262,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
         registry,
         method_name,
     };
-    let new_body = if args.attempts.any() {
+    let new_body = if args.attempts.any() && !attempts::timeout_only(&args.attempts) {
         let attempt = Attempt {
             site: &site,
             params: &params,
@@ -270,14 +270,21 @@ fn expand(args: Args, function: Function) -> TokenStream {
         };
         attempts_body(&args, &names, attempt)
     } else {
+        let timeout = args.attempts.timeout.filter(|_| is_async);
         let run = run_once(&names, args.fallback.is_some(), is_async, &body);
+        // With `timeout`, the body's future is awaited inside the timer's.
+        let run = match timeout {
+            Some(_) => run,
+            None if is_async => quote!(#run.await),
+            None => run,
+        };
         let admit = if cfg!(feature = "redis") && is_async {
             Admit::SharedPermit
         } else {
             Admit::Permit
         };
         let admission = admission(&args, &names, &site, admit);
-        let outcome = outcome(&args, &names, &params, is_async, &run);
+        let outcome = outcome(&args, &names, &params, is_async, &run, timeout);
         let alias = error_alias(&args, &names);
         quote! {
             #alias
@@ -288,8 +295,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
     item.with_body(new_body)
 }
 
-/// The original body, wrapped in a closure or an `async` block whose output is pinned to the
-/// return type. Without a fallback it is moved into the wrapper, so the future captures exactly
+/// The original body, wrapped in a closure (called here) or an `async` block (not yet awaited)
+/// whose output is pinned to the return type. Without a fallback it is moved into the wrapper, so the future captures exactly
 /// what the original function captured. With one it only borrows the parameters, which are then
 /// handed to the fallback.
 fn run_once(names: &Names, fallback: bool, is_async: bool, body: &TokenStream) -> TokenStream {
@@ -306,7 +313,7 @@ fn run_once(names: &Names, fallback: bool, is_async: bool, body: &TokenStream) -
     let private_at_output = names.private_at(*output_span);
     if is_async {
         let wrap = quote_spanned!(*output_span=> #private_at_output::async_body::<#output, _>);
-        quote!(#wrap(async #capture #body).await)
+        quote!(#wrap(async #capture #body))
     } else {
         let wrap = quote_spanned!(*output_span=> #private_at_output::sync_body::<#output, _>);
         quote!(#wrap(#capture || #body))
@@ -467,6 +474,7 @@ fn outcome(
     params: &Params,
     is_async: bool,
     run: &TokenStream,
+    timeout: Option<args::Spanned<u64>>,
 ) -> TokenStream {
     let Names {
         private,
@@ -475,6 +483,7 @@ fn outcome(
         error,
         value,
         refused,
+        result,
         ..
     } = names;
     // Patterns and values of the function's own `Result` are located at the return type: when the
@@ -526,8 +535,12 @@ fn outcome(
             }
         }
     };
-    let matched = quote! {
-        match #run {
+    let scrutinee = match timeout {
+        Some(_) => result.to_token_stream(),
+        None => run.clone(),
+    };
+    let mut matched = quote! {
+        match #scrutinee {
             #ok_value => {
                 #report_ok
                 #ok_value
@@ -535,6 +548,25 @@ fn outcome(
             #report_error
         }
     };
+    if let Some(limit) = timeout {
+        // `timeout` without `retry`: the body's future and the timer are awaited in place, so the
+        // function's future holds the timer and nothing more than without `timeout`. A timed-out
+        // call is a counted failure and reaches the caller as `Reason::TimedOut` (the fallback's
+        // `Cause::TimedOut`).
+        let limit = crate::setters::duration(limit);
+        let (_, on_timeout) = settle(args, names, params, is_async, quote!(TimedOut(#refused)));
+        let ok = quote!(::core::result::Result::Ok);
+        let err = quote!(::core::result::Result::Err);
+        matched = quote! {
+            match #private::timeout_body(#limit, #run).await {
+                #ok(#result) => #matched,
+                #err(_) => {
+                    let #refused = #private::permit_timed_out(&mut #permit);
+                    #on_timeout
+                }
+            }
+        };
+    }
     shared_store(is_async, names, quote!(return #on_refused;), matched)
 }
 
@@ -577,8 +609,11 @@ fn shared_store(
     } else {
         quote! {
             // A refusal returns at once; its temporaries end here, so an admitted call's future
-            // holds nothing of it across the body's `.await`.
-            if let ::core::option::Option::Some(#refused) = #private::permit_refusal(&#permit) {
+            // holds nothing of it across the body's `.await`. A flag, then the error: an `if let`
+            // on an `Option<Error>` would keep the option borrowed, and so in the future, across
+            // the fallback's `.await`.
+            if #private::permit_refused(&#permit) {
+                let #refused = #private::refusal_error(&#permit);
                 #on_refused
             }
             #matched

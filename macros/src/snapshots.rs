@@ -152,6 +152,27 @@ fn async_timeout_retry() {
 }
 
 #[test]
+fn async_timeout_fallback() {
+    let out = pretty(
+        quote!(
+            key = "charge",
+            timeout = "300ms",
+            failure = [Timeout],
+            fallback = charge_later
+        ),
+        quote!(
+            async fn charge(order: u64) -> Result<u32, ApiError> {
+                gateway::charge(order).await
+            }
+        ),
+        true,
+    );
+    // `timeout` alone: the plain expansion with the body's future awaited inside the timer's, no
+    // attempt driver.
+    check("async_timeout_fallback", &out);
+}
+
+#[test]
 fn method() {
     let out = pretty(
         quote!(key = "send", policy = SEND_POLICY, max_concurrent = 8),

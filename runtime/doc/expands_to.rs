@@ -15,9 +15,10 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
     }
     let mut __fusebox_permit = __FUSEBOX_SITE
         .enter(::fusebox::__private_0_1_0::global());
-    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
-        &__fusebox_permit,
-    ) {
+    if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
+        let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
+            &__fusebox_permit,
+        );
         return ::core::result::Result::Err(
             ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
         );

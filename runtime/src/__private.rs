@@ -33,10 +33,40 @@ pub fn permit_ignored(permit: &mut Permit<'_>) {
     permit.ignored();
 }
 
+/// True when `permit` was refused.
+#[inline(always)]
+pub fn permit_refused(permit: &Permit<'_>) -> bool {
+    permit.is_refused()
+}
+
+/// The error of a refused permit (only called when [`permit_refused`] is true).
+#[cold]
+pub fn refusal_error(permit: &Permit<'_>) -> Error {
+    permit
+        .refusal()
+        .unwrap_or_else(|| Error::new(permit.key(), crate::Reason::Open, None))
+}
+
 /// The error of a refused permit (`None` when it was admitted).
 #[inline(always)]
 pub fn permit_refusal(permit: &Permit<'_>) -> Option<Error> {
     permit.refusal()
+}
+
+/// The body of an `async fn` with `timeout` and no `retry`, `backoff` or `deadline`, bounded by
+/// `limit`: the body's future and the timer side by side, awaited in place (no attempt driver).
+#[inline]
+pub fn timeout_body<F: Future>(limit: std::time::Duration, body: F) -> tokio::time::Timeout<F> {
+    tokio::time::timeout(limit, body)
+}
+
+/// Reports the call `permit` admitted, which ran out of time, as a counted failure, and returns
+/// its error (reason [`TimedOut`](crate::Reason::TimedOut): the call went out).
+#[cold]
+pub fn permit_timed_out(permit: &mut Permit<'_>) -> Error {
+    let error = Error::new(permit.key(), crate::Reason::TimedOut, None);
+    permit.failed();
+    error
 }
 
 #[cfg(feature = "redis")]

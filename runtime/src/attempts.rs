@@ -68,66 +68,84 @@ pub fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u32) -> D
 
 /// Runs `attempt` under `cfg`, asking `admit` for a permit before each try; `is_failure` says
 /// which errors count.
-pub async fn run<'a, T, E, F, Fut>(
+///
+/// A plain function returning an `async move` block rather than an `async fn`: the block uses its
+/// captured arguments in place, where an `async fn` would also hold a moved copy of each. Each
+/// attempt's permit, result and outcome live in a block of their own, so the backoff's timer is
+/// the only thing held across the wait between attempts.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` would hold a moved copy of each argument beside the captured one"
+)]
+pub fn run<'a, T, E, F, Fut>(
     admit: impl Fn() -> Result<Permit<'a>, Error>,
     cfg: &Attempts,
     mut attempt: F,
     is_failure: impl Fn(&E) -> bool,
-) -> Settled<T, E>
+) -> impl Future<Output = Settled<T, E>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    let started = tokio::time::Instant::now();
-    let mut rng = fastrand::Rng::new();
-    let attempts = cfg.retry.max(1);
-    let mut n = 0;
-    // The timeout of an earlier attempt, if one timed out.
-    let mut timed_out: Option<Error> = None;
-    loop {
-        n += 1;
-        let permit = match admit() {
-            Ok(permit) => permit,
-            // A retry refused after a timed-out attempt: that attempt went out, so the call ends
-            // as timed out, never as refused.
-            Err(refused) => return Settled::Refused(timed_out.unwrap_or(refused)),
-        };
-        let result = match cfg.timeout {
-            Some(limit) => tokio::time::timeout(limit, attempt()).await.ok(),
-            None => Some(attempt().await),
-        };
-        // A counted failure: the only outcome that may be retried.
-        let failed = match result {
-            Some(Ok(value)) => {
-                permit.success();
-                return Settled::Done(Ok(value));
+    async move {
+        let started = tokio::time::Instant::now();
+        let attempts = cfg.retry.max(1);
+        let mut n = 0;
+        // True once an attempt timed out (its error is rebuilt from the refusal's key: one
+        // breaker key for every attempt, and a flag where an `Error` would be three words).
+        let mut timed_out = false;
+        loop {
+            n += 1;
+            let delay = {
+                let permit = match admit() {
+                    Ok(permit) => permit,
+                    // A retry refused after a timed-out attempt: that attempt went out, so the
+                    // call ends as timed out, never as refused.
+                    Err(refused) if timed_out => {
+                        return Settled::Refused(refused.with_reason(Reason::TimedOut));
+                    }
+                    Err(refused) => return Settled::Refused(refused),
+                };
+                let result = match cfg.timeout {
+                    Some(limit) => tokio::time::timeout(limit, attempt()).await.ok(),
+                    None => Some(attempt().await),
+                };
+                // A counted failure: the only outcome that may be retried.
+                let failed = match result {
+                    Some(Ok(value)) => {
+                        permit.success();
+                        return Settled::Done(Ok(value));
+                    }
+                    Some(Err(error)) if is_failure(&error) => {
+                        permit.failure();
+                        Settled::Failed(error)
+                    }
+                    Some(Err(error)) => {
+                        permit.ignore();
+                        return Settled::Done(Err(error));
+                    }
+                    None => {
+                        let error = Error::new(permit.key(), Reason::TimedOut, None);
+                        permit.failure();
+                        timed_out = true;
+                        Settled::Refused(error)
+                    }
+                };
+                if n >= attempts {
+                    return failed;
+                }
+                // Seeded per delay: a generator held across the attempts would grow the future.
+                let delay = backoff_delay(&mut fastrand::Rng::new(), cfg.backoff, n);
+                if let Some(deadline) = cfg.deadline
+                    && started.elapsed() + delay >= deadline
+                {
+                    return failed;
+                }
+                delay
+            };
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
             }
-            Some(Err(error)) if is_failure(&error) => {
-                permit.failure();
-                Settled::Failed(error)
-            }
-            Some(Err(error)) => {
-                permit.ignore();
-                return Settled::Done(Err(error));
-            }
-            None => {
-                let error = Error::new(permit.key(), Reason::TimedOut, None);
-                permit.failure();
-                timed_out = Some(error.clone());
-                Settled::Refused(error)
-            }
-        };
-        if n >= attempts {
-            return failed;
-        }
-        let delay = backoff_delay(&mut rng, cfg.backoff, n);
-        if let Some(deadline) = cfg.deadline
-            && started.elapsed() + delay >= deadline
-        {
-            return failed;
-        }
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
         }
     }
 }

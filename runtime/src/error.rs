@@ -73,20 +73,51 @@ impl fmt::Display for Reason {
 /// [`Cause::Rejected`] (refused: the backend was never called) or [`Cause::TimedOut`] (the call went
 /// out and its result is unknown). Without a fallback, [`Error::is_refusal`] makes the same
 /// distinction. It never allocates: building one on the rejection path is free.
+///
+/// It is three words (24 bytes on 64-bit targets): the key, and one word packing the reason with
+/// the wait, so a user's error enum that wraps it, and every `Result` carrying one, stays small.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Error {
     key: Key,
-    reason: Reason,
-    retry_after: Option<Duration>,
+    /// The reason's code ([`Reason::code`]) in the top [`REASON_BITS`] bits; below it the wait
+    /// in nanoseconds, or [`NO_WAIT`] for none.
+    packed: u64,
 }
+
+/// Bits of [`Error::packed`] above the wait that hold the reason's code (codes are `1..=6`).
+const REASON_BITS: u32 = 3;
+/// Bits of [`Error::packed`] that hold the wait.
+const WAIT_BITS: u32 = u64::BITS - REASON_BITS;
+/// The wait field's value for "no wait"; a longer wait (over 73 years) is clamped below it.
+const NO_WAIT: u64 = (1 << WAIT_BITS) - 1;
 
 impl Error {
     pub(crate) fn new(key: Key, reason: Reason, retry_after: Option<Duration>) -> Self {
+        let wait = retry_after.map_or(u64::MAX, |wait| {
+            u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX - 1)
+        });
+        Error::from_code(key, reason.code(), wait)
+    }
+
+    /// The error of a refused permit: `code` from [`Reason::code`], `wait` in nanoseconds
+    /// (`u64::MAX`: none), packed as they come.
+    #[inline(always)]
+    pub(crate) fn from_code(key: Key, code: u64, wait: u64) -> Self {
+        let wait = if wait == u64::MAX {
+            NO_WAIT
+        } else {
+            wait.min(NO_WAIT - 1)
+        };
         Error {
             key,
-            reason,
-            retry_after,
+            packed: (code << WAIT_BITS) | wait,
         }
+    }
+
+    /// The same key with `reason` and no wait (a retry refused after a timed-out attempt ends
+    /// with that timeout, whose key is the refusal's).
+    pub(crate) fn with_reason(self, reason: Reason) -> Self {
+        Error::new(self.key, reason, None)
     }
 
     /// The key of the breaker that refused the call.
@@ -96,25 +127,29 @@ impl Error {
 
     /// Why the call was refused.
     pub fn reason(&self) -> Reason {
-        self.reason
+        // Every `Error` is made by `Error::new` from a `Reason`, so the code is always valid.
+        Reason::from_code(self.packed >> WAIT_BITS).unwrap_or(Reason::Open)
     }
 
     /// When the circuit is open: how long until it admits a probe. `None` otherwise.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        match self.packed & NO_WAIT {
+            NO_WAIT => None,
+            nanos => Some(Duration::from_nanos(nanos)),
+        }
     }
 
     /// True when the breaker refused the call before it started: the backend was never called, so
     /// queueing the call or sending it elsewhere cannot do the work twice. False only for
     /// [`Reason::TimedOut`], where the call went out and may have done its work.
     pub fn is_refusal(&self) -> bool {
-        self.reason != Reason::TimedOut
+        self.reason() != Reason::TimedOut
     }
 
     /// True when the call never reached the backend because the circuit is open or probing.
     pub fn is_circuit_open(&self) -> bool {
         matches!(
-            self.reason,
+            self.reason(),
             Reason::Open | Reason::HalfOpenFull | Reason::ForcedOpen
         )
     }
@@ -124,19 +159,19 @@ impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Error")
             .field("key", &self.key)
-            .field("reason", &self.reason)
-            .field("retry_after", &self.retry_after)
+            .field("reason", &self.reason())
+            .field("retry_after", &self.retry_after())
             .finish()
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.reason {
+        match self.reason() {
             Reason::TimedOut => write!(f, "call through circuit `{}` timed out", self.key)?,
             reason => write!(f, "circuit `{}` is {reason}", self.key)?,
         }
-        if let Some(wait) = self.retry_after {
+        if let Some(wait) = self.retry_after() {
             write!(f, "; next probe in {wait:?}")?;
         }
         Ok(())
@@ -261,6 +296,44 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn an_error_is_three_words_and_keeps_what_it_was_made_of() {
+        assert_eq!(size_of::<Error>(), 3 * size_of::<usize>());
+        assert_eq!(size_of::<Key>(), 2 * size_of::<usize>());
+        let waits = [
+            None,
+            Some(Duration::ZERO),
+            Some(Duration::from_nanos(1)),
+            Some(Duration::new(3, 999_999_999)),
+            Some(Duration::from_secs(60 * 60 * 24 * 365 * 70)),
+        ];
+        for reason in [
+            Reason::Open,
+            Reason::HalfOpenFull,
+            Reason::Recovering,
+            Reason::ForcedOpen,
+            Reason::BulkheadFull,
+            Reason::TimedOut,
+        ] {
+            for wait in waits {
+                for key in [
+                    Key::from_static("payment"),
+                    Key::from(String::from("host-1")),
+                ] {
+                    let e = Error::new(key.clone(), reason, wait);
+                    assert_eq!(
+                        (e.key(), e.reason(), e.retry_after()),
+                        (key.as_str(), reason, wait)
+                    );
+                }
+            }
+        }
+        // A wait beyond what the packed word holds (over 73 years) is clamped, never `None`.
+        let e = Error::new(Key::from_static("k"), Reason::Open, Some(Duration::MAX));
+        assert!(e.retry_after().unwrap() > Duration::from_secs(60 * 60 * 24 * 365 * 73));
+        assert_eq!(e.reason(), Reason::Open);
+    }
 
     #[test]
     fn display_is_lowercase_and_names_the_key() {

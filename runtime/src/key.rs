@@ -6,14 +6,18 @@ use std::sync::Arc;
 /// A breaker key: borrowed for keys written in the attribute, shared for keys made at run time.
 ///
 /// Cloning never allocates. Equality, ordering and hashing are those of the string, so a map keyed
-/// by `Key` can be searched with a `&str`.
+/// by `Key` can be searched with a `&str`. A key is two words: a shared key is one thin pointer
+/// (to the string's own two words), which leaves room beside it for the borrowed key's pointer
+/// and length, so [`Error`](crate::Error), which carries a key, stays three words.
 #[derive(Clone)]
 pub struct Key(KeyRepr);
 
 #[derive(Clone)]
 enum KeyRepr {
     Static(&'static str),
-    Shared(Arc<str>),
+    /// `Arc<Box<str>>` rather than `Arc<str>`: a thin pointer, so the enum fits in the borrowed
+    /// variant's two words.
+    Shared(Arc<Box<str>>),
 }
 
 impl Key {
@@ -33,13 +37,13 @@ impl Key {
 
 impl From<&str> for Key {
     fn from(key: &str) -> Self {
-        Key(KeyRepr::Shared(Arc::from(key)))
+        Key(KeyRepr::Shared(Arc::new(Box::from(key))))
     }
 }
 
 impl From<String> for Key {
     fn from(key: String) -> Self {
-        Key(KeyRepr::Shared(Arc::from(key)))
+        Key(KeyRepr::Shared(Arc::new(key.into_boxed_str())))
     }
 }
 

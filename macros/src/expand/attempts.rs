@@ -8,8 +8,17 @@ use syn::Ident;
 use super::classify::classify;
 use super::values::attempts_value;
 use super::{Admit, Names, Site, admission, error_alias, respan, settle};
-use crate::args::Args;
+use crate::args::{Args, AttemptArgs};
 use crate::function::Params;
+
+/// True when the only attempt argument is `timeout`: the body runs once, bounded in place by
+/// the expansion of a plain call (no attempt driver, whose state the future would carry).
+pub(super) fn timeout_only(attempts: &AttemptArgs) -> bool {
+    attempts.timeout.is_some()
+        && attempts.retry.is_none()
+        && attempts.backoff.is_none()
+        && attempts.deadline.is_none()
+}
 
 /// What [`attempts_body`] needs from the expansion.
 pub(super) struct Attempt<'a> {

@@ -13,9 +13,10 @@ fn stock(sku: u32) -> Result<u32, StockError> {
     }
     let mut __fusebox_permit = __FUSEBOX_SITE
         .enter(::fusebox::__private_0_1_0::global());
-    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
-        &__fusebox_permit,
-    ) {
+    if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
+        let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
+            &__fusebox_permit,
+        );
         return ::fusebox::__private_0_1_0::call_fallback(
             (
                 sku,

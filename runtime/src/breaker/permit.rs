@@ -118,6 +118,12 @@ impl Permit<'_> {
         }
     }
 
+    /// True when the call was refused ([`refusal`](Permit::refusal) is `Some`).
+    #[inline(always)]
+    pub(crate) fn is_refused(&self) -> bool {
+        self.word.refusal() != 0
+    }
+
     #[inline(always)]
     pub(super) fn refusal_error(&self, code: u64) -> Error {
         refusal_error(&self.core.key, code, self.stamp)
@@ -249,10 +255,9 @@ impl fmt::Debug for OwnedPermit {
 /// the next probe in nanoseconds, or [`NO_WAIT`].
 #[inline(always)]
 pub(super) fn refusal_error(key: &Key, code: u64, stamp: u64) -> Error {
-    // Only `Word::refused(reason.code())` makes a refused word, so the fallback never runs.
-    let reason = Reason::from_code(code).unwrap_or(Reason::TimedOut);
-    let retry_after = (stamp != NO_WAIT).then(|| Duration::from_nanos(stamp));
-    Error::new(key.clone(), reason, retry_after)
+    // Only `Word::refused(reason.code())` makes a refused word, so `code` is a reason's code.
+    const { assert!(NO_WAIT == u64::MAX) };
+    Error::from_code(key.clone(), code, stamp)
 }
 
 /// How a permit dropped without a report ends: a panic is a failure, anything else a cancellation.
