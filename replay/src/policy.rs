@@ -190,6 +190,11 @@ const FIELDS: &[Field] = &[
         apply: |p, s| p.consecutive(int(s)),
     },
     Field {
+        name: "failure_count",
+        kind: Kind::Count,
+        apply: |p, s| p.failure_count(int(s)),
+    },
+    Field {
         name: "slow",
         kind: Kind::Span,
         apply: |p, s| p.slow(span(s)),
@@ -484,6 +489,14 @@ mod tests {
         assert_eq!(alone.policy.get_failure_rate(), None);
         let both = parse_policy_arg("consecutive=5,failure_rate=40", "p").unwrap();
         assert_eq!(both.policy.get_failure_rate(), Some(40));
+    }
+
+    #[test]
+    fn failure_count_is_a_field_as_in_the_attribute() {
+        let c = parse_policy_arg("window=\"1m\",failure_count=50", "p").unwrap();
+        assert_eq!(c.policy.get_failure_count(), Some(50));
+        assert_eq!(c.policy.get_failure_rate(), None, "alone it replaces the rate rule");
+        assert_eq!(c.attribute_args(), "window = \"1m\", failure_count = 50");
     }
 
     #[test]
