@@ -495,7 +495,11 @@ mod tests {
     fn failure_count_is_a_field_as_in_the_attribute() {
         let c = parse_policy_arg("window=\"1m\",failure_count=50", "p").unwrap();
         assert_eq!(c.policy.get_failure_count(), Some(50));
-        assert_eq!(c.policy.get_failure_rate(), None, "alone it replaces the rate rule");
+        assert_eq!(
+            c.policy.get_failure_rate(),
+            None,
+            "alone it replaces the rate rule"
+        );
         assert_eq!(c.attribute_args(), "window = \"1m\", failure_count = 50");
     }
 
