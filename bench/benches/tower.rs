@@ -20,81 +20,18 @@
 //!
 //! Run: `cargo bench -p fusebox-bench --bench tower`
 
-use std::borrow::Cow;
-use std::convert::Infallible;
-use std::future::{Future, ready};
 use std::hint::black_box;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use criterion::Criterion;
-use fusebox::Policy;
-use tower::{Layer, Service, service_fn};
 
-/// The open wait of every breaker: far longer than a run.
-const OPEN_WAIT: Duration = Duration::from_secs(60 * 60);
+#[path = "../common/tower.rs"]
+mod subjects;
 
-/// The policy of every fusebox subject: 50 % over the last 100 calls.
-const POLICY: Policy = Policy::new()
-    .window(100)
-    .failure_rate(50)
-    .open_for(OPEN_WAIT);
-
-/// Polls `fut` once with a no-op waker; every benchmarked future is ready at once.
-#[inline(always)]
-fn poll_once<F: Future>(fut: F) -> F::Output {
-    let mut fut = pin!(fut);
-    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(out) => out,
-        Poll::Pending => unreachable!("the benchmarked futures are ready at once"),
-    }
-}
-
-/// `poll_ready`, `call`, one poll: one request through `svc`.
-#[inline(always)]
-fn request<S: Service<u64>>(svc: &mut S, x: u64) -> Result<S::Response, S::Error> {
-    let mut cx = Context::from_waker(Waker::noop());
-    match svc.poll_ready(&mut cx) {
-        Poll::Ready(Ok(())) => {}
-        _ => unreachable!("the benchmarked services are always ready"),
-    }
-    poll_once(svc.call(x))
-}
-
-/// The inner service every subject wraps.
-fn inner() -> impl Service<u64, Response = u64, Error = Infallible, Future: Send> + Clone + Send {
-    service_fn(|x: u64| ready(Ok::<u64, Infallible>(x)))
-}
-
-/// The attribute's error type: a refused call needs `From<fusebox::Error>`.
-#[derive(Debug)]
-enum AttrError {
-    /// The breaker refused the call.
-    Refused,
-}
-
-impl From<fusebox::Error> for AttrError {
-    fn from(_: fusebox::Error) -> Self {
-        AttrError::Refused
-    }
-}
-
-/// The same work as the inner service, as an `async fn`.
-async fn bare_async_fn(x: u64) -> Result<u64, AttrError> {
-    ready(Ok(x)).await
-}
-
-/// The same work under the attribute, with the same policy.
-#[fusebox::circuit_breaker(
-    key = "bench-tower-attribute",
-    window = 100,
-    failure_rate = 50,
-    open_for = "1h"
-)]
-async fn attribute(x: u64) -> Result<u64, AttrError> {
-    ready(Ok(x)).await
-}
+use subjects::{
+    KEYS, attribute, bare_async_fn, fusebox_layer, fusebox_layer_key_fn, inner, poll_once, request,
+    tower_resilience,
+};
 
 fn main() {
     let mut c = Criterion::default()
@@ -109,21 +46,9 @@ fn main() {
     let _context = runtime.enter();
 
     let mut bare = inner();
-    let mut layer = fusebox::tower::CircuitBreakerLayer::new("bench-tower-layer")
-        .policy(POLICY)
-        .layer(inner());
-    let mut layer_key_fn = fusebox::tower::CircuitBreakerLayer::new("unused")
-        .policy(POLICY)
-        .key_fn(|_: &u64| Cow::Borrowed("bench-tower-layer-key-fn"))
-        .layer(inner());
-    let mut resilience = tower_resilience::circuitbreaker::CircuitBreakerLayer::builder()
-        .failure_rate_threshold(0.5)
-        .sliding_window_size(100)
-        .minimum_number_of_calls(10)
-        .wait_duration_in_open(OPEN_WAIT)
-        .build()
-        .expect("a valid tower-resilience configuration")
-        .layer(inner());
+    let mut layer = fusebox_layer();
+    let mut layer_key_fn = fusebox_layer_key_fn();
+    let mut resilience = tower_resilience();
 
     // Each subject answers before it is timed.
     assert_eq!(request(&mut bare, 1).unwrap(), 1);
@@ -153,11 +78,7 @@ fn main() {
     });
     group.finish();
 
-    for key in [
-        "bench-tower-layer",
-        "bench-tower-layer-key-fn",
-        "bench-tower-attribute",
-    ] {
+    for key in KEYS {
         let breaker = fusebox::registry()
             .get(key)
             .expect("registered by its subject");

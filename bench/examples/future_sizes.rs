@@ -4,71 +4,10 @@
 //! Run: `cargo run --release -p fusebox-bench --example future_sizes` (sizes depend on the
 //! optimisation level: the suite's `tests/sizes.rs` asserts bounds that hold in both).
 
-use fusebox::{Cause, Registry, circuit_breaker};
+#[path = "../../tests/common/sizes.rs"]
+mod subjects;
 
-static REGISTRY: Registry = Registry::new();
-
-/// The README's pattern: the function's error wraps `fusebox::Error`.
-#[derive(Debug)]
-enum ApiError {
-    Timeout,
-    Refused(#[allow(dead_code)] fusebox::Error),
-}
-
-impl From<fusebox::Error> for ApiError {
-    fn from(error: fusebox::Error) -> Self {
-        ApiError::Refused(error)
-    }
-}
-
-/// The one inner future every body awaits.
-async fn backend(n: u64) -> Result<u64, ApiError> {
-    tokio::task::yield_now().await;
-    if n == 0 {
-        Err(ApiError::Timeout)
-    } else {
-        Ok(n)
-    }
-}
-
-async fn bare(n: u64) -> Result<u64, ApiError> {
-    backend(n).await
-}
-
-#[circuit_breaker(key = "sizes.annotated", registry = REGISTRY)]
-async fn annotated(n: u64) -> Result<u64, ApiError> {
-    backend(n).await
-}
-
-async fn fallback(n: u64, _cause: Cause<ApiError>) -> Result<u64, ApiError> {
-    Ok(n)
-}
-
-#[circuit_breaker(key = "sizes.fallback", registry = REGISTRY, fallback = fallback)]
-async fn with_fallback(n: u64) -> Result<u64, ApiError> {
-    backend(n).await
-}
-
-#[circuit_breaker(key = "sizes.timeout", registry = REGISTRY, timeout = "1s")]
-async fn with_timeout(n: u64) -> Result<u64, ApiError> {
-    backend(n).await
-}
-
-#[circuit_breaker(key = "sizes.retry", registry = REGISTRY, retry = 3)]
-async fn with_retry(n: u64) -> Result<u64, ApiError> {
-    backend(n).await
-}
-
-#[circuit_breaker(
-    key = "sizes.all",
-    registry = REGISTRY,
-    timeout = "1s",
-    retry = 3,
-    fallback = fallback
-)]
-async fn with_all(n: u64) -> Result<u64, ApiError> {
-    backend(n).await
-}
+use subjects::{ApiError, annotated, bare, with_all, with_fallback, with_retry, with_timeout};
 
 fn main() {
     let bare = size_of_val(&bare(1));

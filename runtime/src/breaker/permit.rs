@@ -260,6 +260,12 @@ pub(super) fn refusal_error(key: &Key, code: u64, stamp: u64) -> Error {
     Error::from_code(key.clone(), code, stamp)
 }
 
+/// The admission time a permit's `stamp` carries (the bulkhead bit cleared).
+#[inline(always)]
+pub(super) fn admitted_at(stamp: u64) -> u64 {
+    stamp & !BULKHEAD_BIT
+}
+
 /// How a permit dropped without a report ends: a panic is a failure, anything else a cancellation.
 pub(super) fn abandoned() -> Verdict {
     if std::thread::panicking() {
@@ -291,7 +297,7 @@ impl Ticket {
     /// When the call was admitted, in nanoseconds of the breaker's clock (0: not timed).
     #[inline(always)]
     pub(super) fn admitted_at(self) -> u64 {
-        self.stamp & !BULKHEAD_BIT
+        admitted_at(self.stamp)
     }
 
     /// True when the call holds a bulkhead slot, to give back when it reports.

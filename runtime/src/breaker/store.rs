@@ -61,12 +61,7 @@ impl Core {
 
     /// True when a call admitted at `stamp` (a permit's stamp) is slow, for slow-call timing.
     pub(crate) fn slow_since(&self, stamp: u64) -> bool {
-        let admitted = Ticket {
-            word: Word::SETTLED,
-            stamp,
-            site: &"",
-        }
-        .admitted_at();
+        let admitted = super::permit::admitted_at(stamp);
         self.timed() && self.now().saturating_sub(admitted) >= self.policy.slow_nanos
     }
 
