@@ -22,40 +22,92 @@ use syn::{Expr, Ident, LitStr, Path, Token};
 
 use crate::errors::Errors;
 use values::{
-    BACKOFF, MAX_CONCURRENT, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY, duration_arg,
-    failure_arg, int_in_range, key_arg, narrow, open_backoff_arg, path_arg, recovery_arg,
-    window_arg,
+    BACKOFF, MAX_CALLS, MAX_CONCURRENT, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY,
+    duration_arg, failure_arg, int_in_range, key_arg, narrow, path_arg,
 };
 
-/// Every argument name the attribute accepts, in the order the error messages list them.
-pub(crate) const NAMES: [&str; 26] = [
-    "key",
-    "failure",
-    "failure_if",
-    "fallback",
-    "registry",
-    "crate",
-    "policy",
-    "window",
-    "min_calls",
-    "failure_rate",
-    "consecutive",
-    "failure_count",
-    "slow",
-    "slow_rate",
-    "open_for",
-    "open_backoff",
-    "open_max",
-    "half_open",
-    "half_open_lease",
-    "recovery",
-    "max_concurrent",
-    "shared",
-    "timeout",
-    "retry",
-    "backoff",
-    "deadline",
-];
+/// The policy knobs of the attribute, one row each, in the order the expansion calls their
+/// setters. A row reads `name: type = reader(arguments) => setter(s);`: the field of
+/// [`PolicyArgs`] and argument name, the checked value's type (a [`Kind`](crate::setters::Kind)),
+/// the function of `args/values.rs` that checks the written value (called with the argument's
+/// name, its value and the row's arguments), and the `Policy` setter the value is passed to
+/// (`window` has two: the count and the time window). Adding a knob to the attribute is adding
+/// its row here; the argument name, the reading, the setter call of the expansion, the setter
+/// call of the compile-time validation and the span of a refused value all follow from it.
+///
+/// The table is handed to a generator (`with_knobs!(generate)`): `policy_args!` below makes
+/// [`PolicyArgs`], [`NAMES`] and `read_knob`; `setters.rs` makes [`Setter`](crate::setters::Setter).
+macro_rules! with_knobs {
+    ($generate:ident) => {
+        $generate! {
+            /// `window = N` or `window = "30s"`.
+            window: WindowArg = window_arg() => window, time_window;
+            /// `min_calls = N`.
+            min_calls: Spanned<u32> = count_arg("10", MAX_CALLS, "calls, at most `window`") => min_calls;
+            /// `failure_rate = N`, in percent.
+            failure_rate: Spanned<u8> = percent_arg("50") => failure_rate;
+            /// `consecutive = N`.
+            consecutive: Spanned<u32> = count_arg("5", MAX_WINDOW, "counted failures in a row") => consecutive;
+            /// `failure_count = N`.
+            failure_count: Spanned<u32> = count_arg("50", MAX_WINDOW, "counted failures in the window") => failure_count;
+            /// `slow = "2s"`, in nanoseconds.
+            slow: Spanned<u64> = duration_arg("2s", MS_TO_DAY) => slow;
+            /// `slow_rate = N`, in percent.
+            slow_rate: Spanned<u8> = percent_arg("80") => slow_rate;
+            /// `open_for = "10s"`, in nanoseconds.
+            open_for: Spanned<u64> = duration_arg("10s", MS_TO_DAY) => open_for;
+            /// `open_backoff = 2` or `2.5`.
+            open_backoff: Spanned<f64> = factor_arg() => open_backoff;
+            /// `open_max = "5m"`, in nanoseconds.
+            open_max: Spanned<u64> = duration_arg("5m", MS_TO_DAY) => open_max;
+            /// `half_open = N`.
+            half_open: Spanned<u32> = count_arg("1", MAX_HALF_OPEN, "probes") => half_open;
+            /// `half_open_lease = "30s"`, in nanoseconds.
+            half_open_lease: Spanned<u64> = duration_arg("30s", MS_TO_DAY) => half_open_lease;
+            /// `recovery = probes` or `recovery = progressive(phases = 3, min_passes = 5)`.
+            recovery: RecoveryArg = recovery_arg() => progressive;
+            /// `max_concurrent = N`.
+            max_concurrent: Spanned<u32> = count_arg("10", MAX_CONCURRENT, "calls in flight") => max_concurrent;
+            /// `shared = false`: the key stays local on a registry shared across replicas.
+            shared: Spanned<bool> = flag_arg("false") => shared;
+        }
+    };
+}
+pub(crate) use with_knobs;
+
+/// Makes [`PolicyArgs`], [`NAMES`] and `read_knob` from the knob table.
+macro_rules! policy_args {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+;)*) => {
+        /// The policy arguments; `None` keeps the base policy's value.
+        #[derive(Default)]
+        pub(crate) struct PolicyArgs {
+            /// `policy = CONST`: the base the other knobs override.
+            pub(crate) base: Option<Path>,
+            $($(#[$doc])* pub(crate) $name: Option<$ty>,)*
+        }
+
+        /// Every argument name the attribute accepts, in the order the error messages list them.
+        pub(crate) const NAMES: &[&str] = &[
+            "key", "failure", "failure_if", "fallback", "registry", "crate", "policy",
+            $(stringify!($name),)*
+            "timeout", "retry", "backoff", "deadline",
+        ];
+
+        /// The names of the knob table's rows, in its order.
+        #[cfg(test)]
+        pub(crate) const KNOB_NAMES: &[&str] = &[$(stringify!($name)),*];
+
+        /// Reads the knob `name` into `policy`; false when `name` is no knob.
+        fn read_knob(errors: &mut Errors, policy: &mut PolicyArgs, name: &Ident, value: &Expr) -> bool {
+            $(if name == stringify!($name) {
+                policy.$name = errors.ok(values::$read(name, value $(, $arg)*));
+                return true;
+            })*
+            false
+        }
+    };
+}
+with_knobs!(policy_args);
 
 /// The arguments that bound or repeat attempts; they need an `async fn`.
 pub(crate) const ATTEMPT_NAMES: [&str; 4] = ["timeout", "retry", "backoff", "deadline"];
@@ -106,43 +158,6 @@ pub(crate) enum RecoveryArg {
         /// `min_passes = N`.
         min_passes: Spanned<u32>,
     },
-}
-
-/// The policy arguments; `None` keeps the base policy's value.
-#[derive(Default)]
-pub(crate) struct PolicyArgs {
-    /// `policy = CONST`: the base the other knobs override.
-    pub(crate) base: Option<Path>,
-    /// `window = N` or `window = "30s"`.
-    pub(crate) window: Option<WindowArg>,
-    /// `min_calls = N`.
-    pub(crate) min_calls: Option<Spanned<u32>>,
-    /// `failure_rate = N`, in percent.
-    pub(crate) failure_rate: Option<Spanned<u8>>,
-    /// `consecutive = N`.
-    pub(crate) consecutive: Option<Spanned<u32>>,
-    /// `failure_count = N`.
-    pub(crate) failure_count: Option<Spanned<u32>>,
-    /// `slow = "2s"`, in nanoseconds.
-    pub(crate) slow: Option<Spanned<u64>>,
-    /// `slow_rate = N`, in percent.
-    pub(crate) slow_rate: Option<Spanned<u8>>,
-    /// `open_for = "10s"`, in nanoseconds.
-    pub(crate) open_for: Option<Spanned<u64>>,
-    /// `open_backoff = 2` or `2.5`.
-    pub(crate) open_backoff: Option<Spanned<f64>>,
-    /// `open_max = "5m"`, in nanoseconds.
-    pub(crate) open_max: Option<Spanned<u64>>,
-    /// `half_open = N`.
-    pub(crate) half_open: Option<Spanned<u32>>,
-    /// `half_open_lease = "30s"`, in nanoseconds.
-    pub(crate) half_open_lease: Option<Spanned<u64>>,
-    /// `recovery = ...`.
-    pub(crate) recovery: Option<RecoveryArg>,
-    /// `max_concurrent = N`.
-    pub(crate) max_concurrent: Option<Spanned<u32>>,
-    /// `shared = false`: the key stays local on a registry shared across replicas.
-    pub(crate) shared: Option<Spanned<bool>>,
 }
 
 /// The attempt arguments (`async fn` only).
@@ -266,8 +281,6 @@ struct Reading {
     krate: Option<Path>,
     policy: PolicyArgs,
     attempts: AttemptArgs,
-    /// `min_calls` before it is checked against the window.
-    min_calls: Option<Spanned<u64>>,
 }
 
 /// Checks every argument, then the rules between them, reporting every problem at once.
@@ -302,12 +315,10 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
         fallback,
         registry,
         krate,
-        mut policy,
+        policy,
         attempts,
-        min_calls,
     } = reading;
-    rules::check_min_calls(&mut errors, &policy, min_calls);
-    policy.min_calls = min_calls.map(narrow);
+    rules::check_min_calls(&mut errors, &policy);
     rules::check_all(&mut errors, &policy, &attempts, &seen);
     rules::check_failure_if(&mut errors, &attempts, &seen);
 
@@ -372,70 +383,13 @@ fn read_arg(errors: &mut Errors, reading: &mut Reading, name: &Ident, value: &Ex
                 "`policy` takes the path of a `const` `fusebox::Policy`, like `policy = PAYMENT_POLICY`",
             ));
         }
-        "min_calls" => {
-            reading.min_calls = errors.ok(int_in_range(
-                name,
-                value,
-                "10",
-                1,
-                u64::from(u32::MAX),
-                "calls, at most `window`",
-            ));
-        }
         "timeout" | "retry" | "backoff" | "deadline" => {
             read_attempt_arg(errors, &mut reading.attempts, name, value);
         }
-        _ => read_policy_arg(errors, &mut reading.policy, name, value),
-    }
-}
-
-/// Reads one policy knob (other than `policy` and `min_calls`).
-fn read_policy_arg(errors: &mut Errors, policy: &mut PolicyArgs, name: &Ident, value: &Expr) {
-    let int = |errors: &mut Errors, example, max, unit| {
-        errors.ok(int_in_range(name, value, example, 1, max, unit))
-    };
-    let duration =
-        |errors: &mut Errors, example| errors.ok(duration_arg(name, value, example, MS_TO_DAY));
-    match name.to_string().as_str() {
-        "window" => policy.window = errors.ok(window_arg(name, value)),
-        "failure_rate" => policy.failure_rate = int(errors, "50", 100, "percent").map(narrow),
-        "consecutive" => {
-            policy.consecutive =
-                int(errors, "5", MAX_WINDOW, "counted failures in a row").map(narrow);
+        _ => {
+            // Every name was checked against `NAMES`: what is left is a knob.
+            read_knob(errors, &mut reading.policy, name, value);
         }
-        "failure_count" => {
-            policy.failure_count =
-                int(errors, "50", MAX_WINDOW, "counted failures in the window").map(narrow);
-        }
-        "slow" => policy.slow = duration(errors, "2s"),
-        "slow_rate" => policy.slow_rate = int(errors, "80", 100, "percent").map(narrow),
-        "open_for" => policy.open_for = duration(errors, "10s"),
-        "open_backoff" => policy.open_backoff = errors.ok(open_backoff_arg(name, value)),
-        "open_max" => policy.open_max = duration(errors, "5m"),
-        "half_open" => policy.half_open = int(errors, "1", MAX_HALF_OPEN, "probes").map(narrow),
-        "half_open_lease" => policy.half_open_lease = duration(errors, "30s"),
-        "recovery" => policy.recovery = errors.ok(recovery_arg(value)),
-        "max_concurrent" => {
-            policy.max_concurrent =
-                int(errors, "10", MAX_CONCURRENT, "calls in flight").map(narrow);
-        }
-        "shared" => {
-            policy.shared = match value {
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Bool(b),
-                    ..
-                }) => Some(Spanned {
-                    value: b.value,
-                    span: b.span,
-                }),
-                _ => errors.ok(Err(syn::Error::new_spanned(
-                    value,
-                    "`shared` takes `true` or `false`, like `shared = false`",
-                ))),
-            };
-        }
-        // Every other name was reported as unknown or read by `read_arg`.
-        _ => {}
     }
 }
 

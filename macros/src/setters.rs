@@ -3,211 +3,204 @@
 //! makes them on a real `fusebox_policy::Policy` and runs `Policy::validate`) read, so the
 //! attribute checks exactly the policy its expansion builds.
 //!
-//! Adding a knob to the attribute: its field in `PolicyArgs`, its line in `args::NAMES` and in
-//! the reading of `args.rs`, and its setter here.
+//! [`Setter`] is made from the knob table of `args.rs` (one row per knob); what a value of each
+//! [`Kind`] does (its call on a policy, its tokens, its span) is written once here, per kind.
 
 use std::time::Duration;
 
 use fusebox_policy::Policy;
-use proc_macro2::{Literal, Span, TokenStream};
-use quote::quote;
+use proc_macro2::{Ident, Literal, Span, TokenStream};
+use quote::{ToTokens, quote};
 
-use crate::args::{PolicyArgs, RecoveryArg, Spanned, WindowArg};
+use crate::args::{PolicyArgs, RecoveryArg, Spanned, WindowArg, with_knobs};
 
-/// One `Policy` setter call, with its checked value and the span of the token it was written as.
-#[derive(Clone, Copy)]
-pub(crate) enum Setter {
-    /// `.window(calls)`.
-    Window(Spanned<u32>),
-    /// `.time_window(span)`, in nanoseconds.
-    TimeWindow(Spanned<u64>),
-    /// `.min_calls(calls)`.
-    MinCalls(Spanned<u32>),
-    /// `.failure_rate(percent)`.
-    FailureRate(Spanned<u8>),
-    /// `.consecutive(failures)`.
-    Consecutive(Spanned<u32>),
-    /// `.failure_count(failures)`.
-    FailureCount(Spanned<u32>),
-    /// `.slow(threshold)`, in nanoseconds.
-    Slow(Spanned<u64>),
-    /// `.slow_rate(percent)`.
-    SlowRate(Spanned<u8>),
-    /// `.open_for(wait)`, in nanoseconds.
-    OpenFor(Spanned<u64>),
-    /// `.open_backoff(factor)`.
-    OpenBackoff(Spanned<f64>),
-    /// `.open_max(wait)`, in nanoseconds.
-    OpenMax(Spanned<u64>),
-    /// `.half_open(probes)`.
-    HalfOpen(Spanned<u32>),
-    /// `.half_open_lease(lease)`, in nanoseconds.
-    HalfOpenLease(Spanned<u64>),
-    /// `.progressive(phases, min_passes)`.
-    Progressive(Spanned<u32>, Spanned<u32>),
-    /// `.max_concurrent(calls)`.
-    MaxConcurrent(Spanned<u32>),
-    /// `.shared(shared)`.
-    Shared(Spanned<bool>),
+/// The type of a knob's checked value: how it becomes its setter call.
+pub(crate) trait Kind: Copy {
+    /// The `Policy` setter(s) the value is passed to.
+    type Setters;
+    /// False when the value makes no call (`recovery = probes`, the default).
+    fn calls(&self) -> bool {
+        true
+    }
+    /// The call made on `policy` (what the expansion's call does when the program runs).
+    fn apply(self, policy: Policy, set: Self::Setters) -> Policy;
+    /// The call as tokens, `.window(20)`, given the setters' names, each value located where it
+    /// was written.
+    fn tokens(self, names: &[&str]) -> TokenStream;
+    /// The span of the token that set `field` (as `PolicyError::field` names it), for the knob
+    /// called `knob`.
+    fn span_of(self, knob: &str, field: &str) -> Option<Span>;
 }
 
-/// The setter calls of the written knobs, in the order the expansion makes them. `recovery =
-/// probes` is the default and makes no call (with a base it is refused while checking).
-pub(crate) fn setters(args: &PolicyArgs) -> Vec<Setter> {
-    let window = args.window.map(|window| match window {
-        WindowArg::Count(calls) => Setter::Window(calls),
-        WindowArg::Time(span) => Setter::TimeWindow(span),
-    });
-    let recovery = match args.recovery {
-        Some(RecoveryArg::Progressive { phases, min_passes }) => {
-            Some(Setter::Progressive(phases, min_passes))
+/// A value passed to its setter as written: a count, a percentage, a factor or a flag.
+pub(crate) trait Plain: Copy {
+    /// The value as a token located at `span`.
+    fn token(self, span: Span) -> TokenStream;
+}
+
+impl Plain for u32 {
+    fn token(self, span: Span) -> TokenStream {
+        literal(Spanned { value: self, span }, Literal::u32_unsuffixed).into_token_stream()
+    }
+}
+
+impl Plain for u8 {
+    fn token(self, span: Span) -> TokenStream {
+        literal(Spanned { value: self, span }, Literal::u8_unsuffixed).into_token_stream()
+    }
+}
+
+impl Plain for f64 {
+    fn token(self, span: Span) -> TokenStream {
+        literal(Spanned { value: self, span }, Literal::f64_unsuffixed).into_token_stream()
+    }
+}
+
+impl Plain for bool {
+    fn token(self, span: Span) -> TokenStream {
+        syn::LitBool::new(self, span).into_token_stream()
+    }
+}
+
+/// The name of a setter as a method-call token.
+fn method(name: &str) -> Ident {
+    Ident::new(name, Span::call_site())
+}
+
+impl<T: Plain> Kind for Spanned<T> {
+    type Setters = fn(Policy, T) -> Policy;
+    fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
+        set(policy, self.value)
+    }
+    fn tokens(self, names: &[&str]) -> TokenStream {
+        let (name, value) = (method(names[0]), self.value.token(self.span));
+        quote!(.#name(#value))
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        (field == knob).then_some(self.span)
+    }
+}
+
+/// A duration, in nanoseconds.
+impl Kind for Spanned<u64> {
+    type Setters = fn(Policy, Duration) -> Policy;
+    fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
+        set(policy, Duration::from_nanos(self.value))
+    }
+    fn tokens(self, names: &[&str]) -> TokenStream {
+        let (name, value) = (method(names[0]), duration(self));
+        quote!(.#name(#value))
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        (field == knob).then_some(self.span)
+    }
+}
+
+/// A count window (the first setter) or a time window (the second).
+impl Kind for WindowArg {
+    type Setters = (fn(Policy, u32) -> Policy, fn(Policy, Duration) -> Policy);
+    fn apply(self, policy: Policy, (count, time): Self::Setters) -> Policy {
+        match self {
+            WindowArg::Count(calls) => calls.apply(policy, count),
+            WindowArg::Time(span) => span.apply(policy, time),
         }
-        Some(RecoveryArg::Probes) | None => None,
+    }
+    fn tokens(self, names: &[&str]) -> TokenStream {
+        match self {
+            WindowArg::Count(calls) => calls.tokens(&names[..1]),
+            WindowArg::Time(span) => span.tokens(&names[1..]),
+        }
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        match self {
+            WindowArg::Count(calls) => calls.span_of(knob, field),
+            WindowArg::Time(span) => span.span_of(knob, field),
+        }
+    }
+}
+
+/// Progressive recovery, whose two settings are refused by their own names; `probes` (the
+/// default) makes no call.
+impl Kind for RecoveryArg {
+    type Setters = fn(Policy, u32, u32) -> Policy;
+    fn calls(&self) -> bool {
+        matches!(self, RecoveryArg::Progressive { .. })
+    }
+    fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
+        match self {
+            RecoveryArg::Progressive { phases, min_passes } => {
+                set(policy, phases.value, min_passes.value)
+            }
+            RecoveryArg::Probes => policy,
+        }
+    }
+    fn tokens(self, names: &[&str]) -> TokenStream {
+        match self {
+            RecoveryArg::Progressive { phases, min_passes } => {
+                let name = method(names[0]);
+                let phases = phases.value.token(phases.span);
+                let min_passes = min_passes.value.token(min_passes.span);
+                quote!(.#name(#phases, #min_passes))
+            }
+            RecoveryArg::Probes => TokenStream::new(),
+        }
+    }
+    fn span_of(self, _knob: &str, field: &str) -> Option<Span> {
+        match (self, field) {
+            (RecoveryArg::Progressive { phases, .. }, "phases") => Some(phases.span),
+            (RecoveryArg::Progressive { min_passes, .. }, "min_passes") => Some(min_passes.span),
+            _ => None,
+        }
+    }
+}
+
+/// Makes [`Setter`] and [`setters`] from the knob table.
+macro_rules! setter {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+;)*) => {
+        /// One `Policy` setter call: the knob written, with its checked value and the span of
+        /// the token it was written as.
+        // One variant per row of the knob table, named as the knob is written.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy)]
+        pub(crate) enum Setter {
+            $($(#[$doc])* $name($ty),)*
+        }
+
+        /// The setter calls of the written knobs, in the order the expansion makes them.
+        /// `recovery = probes` is the default and makes no call (with a base it is refused while
+        /// checking).
+        pub(crate) fn setters(args: &PolicyArgs) -> Vec<Setter> {
+            [$(args.$name.filter(Kind::calls).map(Setter::$name),)*]
+                .into_iter()
+                .flatten()
+                .collect()
+        }
+
+        impl Setter {
+            /// This call made on `policy` (what the expansion's call does when the program runs).
+            pub(crate) fn apply(self, policy: Policy) -> Policy {
+                match self {
+                    $(Setter::$name(value) => value.apply(policy, ($(Policy::$set),+)),)*
+                }
+            }
+
+            /// The call as tokens, `.window(20)`, each value located where it was written.
+            pub(crate) fn tokens(self) -> TokenStream {
+                match self {
+                    $(Setter::$name(value) => value.tokens(&[$(stringify!($set)),+]),)*
+                }
+            }
+
+            /// The span of the token that set `field`, as `PolicyError::field` names it.
+            pub(crate) fn span_of(self, field: &str) -> Option<Span> {
+                match self {
+                    $(Setter::$name(value) => value.span_of(stringify!($name), field),)*
+                }
+            }
+        }
     };
-    [
-        window,
-        args.min_calls.map(Setter::MinCalls),
-        args.failure_rate.map(Setter::FailureRate),
-        args.consecutive.map(Setter::Consecutive),
-        args.failure_count.map(Setter::FailureCount),
-        args.slow.map(Setter::Slow),
-        args.slow_rate.map(Setter::SlowRate),
-        args.open_for.map(Setter::OpenFor),
-        args.open_backoff.map(Setter::OpenBackoff),
-        args.open_max.map(Setter::OpenMax),
-        args.half_open.map(Setter::HalfOpen),
-        args.half_open_lease.map(Setter::HalfOpenLease),
-        recovery,
-        args.max_concurrent.map(Setter::MaxConcurrent),
-        args.shared.map(Setter::Shared),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
 }
-
-impl Setter {
-    /// This call made on `policy` (what the expansion's call does when the program runs).
-    pub(crate) fn apply(self, policy: Policy) -> Policy {
-        let nanos = |value: Spanned<u64>| Duration::from_nanos(value.value);
-        match self {
-            Setter::Window(calls) => policy.window(calls.value),
-            Setter::TimeWindow(span) => policy.time_window(nanos(span)),
-            Setter::MinCalls(calls) => policy.min_calls(calls.value),
-            Setter::FailureRate(percent) => policy.failure_rate(percent.value),
-            Setter::Consecutive(failures) => policy.consecutive(failures.value),
-            Setter::FailureCount(failures) => policy.failure_count(failures.value),
-            Setter::Slow(threshold) => policy.slow(nanos(threshold)),
-            Setter::SlowRate(percent) => policy.slow_rate(percent.value),
-            Setter::OpenFor(wait) => policy.open_for(nanos(wait)),
-            Setter::OpenBackoff(factor) => policy.open_backoff(factor.value),
-            Setter::OpenMax(wait) => policy.open_max(nanos(wait)),
-            Setter::HalfOpen(probes) => policy.half_open(probes.value),
-            Setter::HalfOpenLease(lease) => policy.half_open_lease(nanos(lease)),
-            Setter::Progressive(phases, min_passes) => {
-                policy.progressive(phases.value, min_passes.value)
-            }
-            Setter::MaxConcurrent(calls) => policy.max_concurrent(calls.value),
-            Setter::Shared(shared) => policy.shared(shared.value),
-        }
-    }
-
-    /// The call as tokens, `.window(20)`, each value located where it was written.
-    pub(crate) fn tokens(self) -> TokenStream {
-        let u32_ = |value: Spanned<u32>| literal(value, Literal::u32_unsuffixed);
-        let u8_ = |value: Spanned<u8>| literal(value, Literal::u8_unsuffixed);
-        match self {
-            Setter::Window(calls) => {
-                let calls = u32_(calls);
-                quote!(.window(#calls))
-            }
-            Setter::TimeWindow(span) => {
-                let span = duration(span);
-                quote!(.time_window(#span))
-            }
-            Setter::MinCalls(calls) => {
-                let calls = u32_(calls);
-                quote!(.min_calls(#calls))
-            }
-            Setter::FailureRate(percent) => {
-                let percent = u8_(percent);
-                quote!(.failure_rate(#percent))
-            }
-            Setter::Consecutive(failures) => {
-                let failures = u32_(failures);
-                quote!(.consecutive(#failures))
-            }
-            Setter::FailureCount(failures) => {
-                let failures = u32_(failures);
-                quote!(.failure_count(#failures))
-            }
-            Setter::Slow(threshold) => {
-                let threshold = duration(threshold);
-                quote!(.slow(#threshold))
-            }
-            Setter::SlowRate(percent) => {
-                let percent = u8_(percent);
-                quote!(.slow_rate(#percent))
-            }
-            Setter::OpenFor(wait) => {
-                let wait = duration(wait);
-                quote!(.open_for(#wait))
-            }
-            Setter::OpenBackoff(factor) => {
-                let factor = literal(factor, Literal::f64_unsuffixed);
-                quote!(.open_backoff(#factor))
-            }
-            Setter::OpenMax(wait) => {
-                let wait = duration(wait);
-                quote!(.open_max(#wait))
-            }
-            Setter::HalfOpen(probes) => {
-                let probes = u32_(probes);
-                quote!(.half_open(#probes))
-            }
-            Setter::HalfOpenLease(lease) => {
-                let lease = duration(lease);
-                quote!(.half_open_lease(#lease))
-            }
-            Setter::Progressive(phases, min_passes) => {
-                let phases = u32_(phases);
-                let min_passes = u32_(min_passes);
-                quote!(.progressive(#phases, #min_passes))
-            }
-            Setter::MaxConcurrent(calls) => {
-                let calls = u32_(calls);
-                quote!(.max_concurrent(#calls))
-            }
-            Setter::Shared(shared) => {
-                let value = syn::LitBool::new(shared.value, shared.span);
-                quote!(.shared(#value))
-            }
-        }
-    }
-
-    /// The span of the token that set `field`, as `PolicyError::field` names it.
-    pub(crate) fn span_of(self, field: &str) -> Option<Span> {
-        let span = match (self, field) {
-            (Setter::Window(v), "window") | (Setter::MinCalls(v), "min_calls") => v.span,
-            (Setter::TimeWindow(v), "window") => v.span,
-            (Setter::FailureRate(v), "failure_rate") | (Setter::SlowRate(v), "slow_rate") => v.span,
-            (Setter::Consecutive(v), "consecutive")
-            | (Setter::FailureCount(v), "failure_count")
-            | (Setter::HalfOpen(v), "half_open")
-            | (Setter::MaxConcurrent(v), "max_concurrent")
-            | (Setter::Progressive(v, _), "phases")
-            | (Setter::Progressive(_, v), "min_passes") => v.span,
-            (Setter::Slow(v), "slow")
-            | (Setter::OpenFor(v), "open_for")
-            | (Setter::OpenMax(v), "open_max")
-            | (Setter::HalfOpenLease(v), "half_open_lease") => v.span,
-            (Setter::OpenBackoff(v), "open_backoff") => v.span,
-            (Setter::Shared(v), "shared") => v.span,
-            _ => return None,
-        };
-        Some(span)
-    }
-}
+with_knobs!(setter);
 
 /// A `Duration` of the given nanoseconds, located where it was written.
 pub(crate) fn duration(nanos: Spanned<u64>) -> TokenStream {
@@ -251,7 +244,8 @@ mod tests {
             half_open = 2,
             half_open_lease = "10s",
             recovery = progressive(phases = 3, min_passes = 5),
-            max_concurrent = 8
+            max_concurrent = 8,
+            shared = false
         ))
         .args
         .unwrap();
@@ -276,8 +270,11 @@ mod tests {
                 ". half_open_lease (:: core :: time :: Duration :: from_nanos (10000000000))",
                 ". progressive (3 , 5)",
                 ". max_concurrent (8)",
+                ". shared (false)",
             ]
         );
+        // One call per row of the knob table: a new row needs its line above.
+        assert_eq!(calls.len(), crate::args::KNOB_NAMES.len());
         let p = policy_of(&args.policy).unwrap();
         assert_eq!(p.get_window(), Window::Count(20));
         assert_eq!(p.get_min_calls(), 5);
@@ -299,6 +296,7 @@ mod tests {
             }
         );
         assert_eq!(p.get_max_concurrent(), Some(8));
+        assert!(!p.is_shared());
         assert!(p.validate().is_ok());
     }
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use proc_macro2::Span;
 
 use super::values::{DEFAULT_OPEN_FOR_NANOS, DEFAULT_OPEN_MAX_NANOS, DEFAULT_WINDOW};
-use super::{AttemptArgs, PolicyArgs, RecoveryArg, Spanned, WindowArg};
+use super::{AttemptArgs, PolicyArgs, RecoveryArg, WindowArg};
 use crate::duration;
 use crate::errors::Errors;
 
@@ -24,12 +24,10 @@ pub(super) fn check_all(
 }
 
 /// `min_calls` is at most a count window (a time window has no upper bound).
-pub(super) fn check_min_calls(
-    errors: &mut Errors,
-    policy: &PolicyArgs,
-    min_calls: Option<Spanned<u64>>,
-) {
-    let Some(min_calls) = min_calls else { return };
+pub(super) fn check_min_calls(errors: &mut Errors, policy: &PolicyArgs) {
+    let Some(min_calls) = policy.min_calls else {
+        return;
+    };
     let (window, which) = match (policy.window, &policy.base) {
         (Some(WindowArg::Count(window)), _) => (Some(u64::from(window.value)), ""),
         (Some(WindowArg::Time(_)), _) => (None, ""),
@@ -37,7 +35,7 @@ pub(super) fn check_min_calls(
         // The window of a `policy = CONST` is only known when the program runs.
         (None, Some(_)) => (None, ""),
     };
-    if let Some(window) = window.filter(|&window| min_calls.value > window) {
+    if let Some(window) = window.filter(|&window| u64::from(min_calls.value) > window) {
         errors.push(syn::Error::new(
             min_calls.span,
             format!(

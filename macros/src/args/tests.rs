@@ -24,15 +24,24 @@ const NOT_ARGUMENTS: [&str; 1] = [
     "stuck_open",
 ];
 
-/// Adding a knob to `fusebox-policy` without an argument here fails this test.
+/// Adding a knob to `fusebox-policy` without a row in the knob table (`with_knobs!`) fails this
+/// test, and so does a row that names no knob of `fusebox-policy`.
 #[test]
 fn every_knob_is_an_argument() {
     for knob in fusebox_policy::KNOBS {
         assert!(
-            NAMES.contains(&knob) || NOT_ARGUMENTS.contains(&knob),
-            "knob `{knob}` of fusebox-policy is no attribute argument: add it to `NAMES` \
-             and `check`, or to `NOT_ARGUMENTS` with the reason"
+            KNOB_NAMES.contains(&knob) || NOT_ARGUMENTS.contains(&knob),
+            "knob `{knob}` of fusebox-policy is no attribute argument: add its row to \
+             `with_knobs!` in args.rs, or add it to `NOT_ARGUMENTS` with the reason"
         );
+        assert!(!(KNOB_NAMES.contains(&knob) && NOT_ARGUMENTS.contains(&knob)));
+    }
+    for row in KNOB_NAMES {
+        assert!(
+            fusebox_policy::KNOBS.contains(row),
+            "row `{row}` of `with_knobs!` names no knob of `fusebox_policy::KNOBS`"
+        );
+        assert!(NAMES.contains(row), "row `{row}` is not an argument name");
     }
 }
 

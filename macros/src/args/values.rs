@@ -30,6 +30,8 @@ pub(super) const MAX_HALF_OPEN: u64 = limits::MAX_HALF_OPEN as u64;
 pub(super) const MAX_PHASES: u64 = limits::MAX_PHASES as u64;
 /// The largest `open_backoff` factor.
 pub(super) const MAX_OPEN_BACKOFF: f64 = limits::MAX_OPEN_BACKOFF;
+/// The largest `min_calls` (a time window bounds it only by the calls it holds).
+pub(super) const MAX_CALLS: u64 = u32::MAX as u64;
 /// The largest `max_concurrent`.
 pub(super) const MAX_CONCURRENT: u64 = 1_000_000;
 /// The most attempts `retry` allows.
@@ -254,8 +256,40 @@ pub(super) fn duration_arg(
     }
 }
 
+/// A count in `1..=max`, like `half_open = 2`; `unit` says what is counted.
+pub(super) fn count_arg(
+    name: &Ident,
+    value: &Expr,
+    example: &str,
+    max: u64,
+    unit: &str,
+) -> syn::Result<Spanned<u32>> {
+    int_in_range(name, value, example, 1, max, unit).map(narrow)
+}
+
+/// A percentage in `1..=100`, like `failure_rate = 50`.
+pub(super) fn percent_arg(name: &Ident, value: &Expr, example: &str) -> syn::Result<Spanned<u8>> {
+    int_in_range(name, value, example, 1, 100, "percent").map(narrow)
+}
+
+/// `true` or `false`, like `shared = false`.
+pub(super) fn flag_arg(name: &Ident, value: &Expr, example: &str) -> syn::Result<Spanned<bool>> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(b), ..
+        }) => Ok(Spanned {
+            value: b.value,
+            span: b.span,
+        }),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{name}` takes `true` or `false`, like `{name} = {example}`"),
+        )),
+    }
+}
+
 /// `open_backoff = 2` or `open_backoff = 2.5`: a factor in 1..=100.
-pub(super) fn open_backoff_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>> {
+pub(super) fn factor_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>> {
     let (factor, digits, span) = match literal(value) {
         Some(Lit::Int(int)) => (
             int.base10_parse::<u64>().map(|n| n as f64).ok(),
@@ -300,7 +334,7 @@ pub(super) fn open_backoff_arg(name: &Ident, value: &Expr) -> syn::Result<Spanne
 }
 
 /// `recovery = probes` or `recovery = progressive(phases = 3, min_passes = 5)`.
-pub(super) fn recovery_arg(value: &Expr) -> syn::Result<RecoveryArg> {
+pub(super) fn recovery_arg(_name: &Ident, value: &Expr) -> syn::Result<RecoveryArg> {
     const SHAPE: &str = "`recovery` takes `probes` (the default: `half_open` probes) or \
                          `progressive(phases = 3, min_passes = 5)`";
     let (callee, args) = match value {
