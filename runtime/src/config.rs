@@ -51,27 +51,46 @@ fn cut(text: &str, max: usize) -> String {
     }
 }
 
-/// The fields a key's table may set: one per knob of [`fusebox_policy::KNOBS`], except
-/// `stuck_open`, whose two rules are set one by one (see `SPLIT_KNOBS`).
-const FIELDS: [&str; 17] = [
-    "window",
-    "min_calls",
-    "failure_rate",
-    "slow",
-    "slow_rate",
-    "consecutive",
-    "failure_count",
-    "open_for",
-    "open_backoff",
-    "open_max",
-    "half_open",
-    "half_open_lease",
-    "recovery",
-    "max_concurrent",
-    "stuck_after_recoveries",
-    "stuck_after",
-    "shared",
+/// How one field's value becomes a patch.
+type Reader = fn(&Field<'_>) -> Result<PolicyPatch, ConfigError>;
+
+/// What a count field expects.
+const COUNT: &str = "a whole number";
+/// What a percentage field expects.
+const PERCENT: &str = "a whole number of percent (1..=100)";
+/// The empty patch each row sets its field on.
+const P: PolicyPatch = PolicyPatch::new();
+
+/// The fields a key's table may set, one row each: the name and how its value becomes a patch,
+/// through the [`PolicyPatch`] setter of the same name. One row per knob of
+/// [`fusebox_policy::KNOBS`], except `stuck_open`, whose two rules are set one by one (see
+/// `SPLIT_KNOBS`). Adding a knob to the configuration is adding its row here.
+const FIELDS: [(&str, Reader); 17] = [
+    ("window", |f| f.window()),
+    ("min_calls", |f| Ok(P.min_calls(f.int(COUNT)?))),
+    ("failure_rate", |f| Ok(P.failure_rate(f.int(PERCENT)?))),
+    ("slow", |f| Ok(P.slow(f.duration()?))),
+    ("slow_rate", |f| Ok(P.slow_rate(f.int(PERCENT)?))),
+    ("consecutive", |f| Ok(P.consecutive(f.int(COUNT)?))),
+    ("failure_count", |f| Ok(P.failure_count(f.int(COUNT)?))),
+    ("open_for", |f| Ok(P.open_for(f.duration()?))),
+    ("open_backoff", |f| Ok(P.open_backoff(f.float()?))),
+    ("open_max", |f| Ok(P.open_max(f.duration()?))),
+    ("half_open", |f| Ok(P.half_open(f.int(COUNT)?))),
+    ("half_open_lease", |f| Ok(P.half_open_lease(f.duration()?))),
+    ("recovery", |f| Ok(P.recovery(f.recovery()?))),
+    ("max_concurrent", |f| Ok(P.max_concurrent(f.int(COUNT)?))),
+    ("stuck_after_recoveries", |f| {
+        Ok(P.stuck_after_recoveries(f.int(COUNT)?))
+    }),
+    ("stuck_after", |f| Ok(P.stuck_after(f.duration()?))),
+    ("shared", |f| Ok(P.shared(f.boolean()?))),
 ];
+
+/// The names of [`FIELDS`], in its order.
+fn field_names() -> impl Iterator<Item = &'static str> {
+    FIELDS.iter().map(|(name, _)| *name)
+}
 
 /// The knobs set through more than one field, with their fields (checked by a test).
 #[cfg(test)]
@@ -235,41 +254,23 @@ impl Field<'_> {
 
     /// This field as a patch.
     fn patch(&self) -> Result<PolicyPatch, ConfigError> {
-        let p = PolicyPatch::new();
-        const COUNT: &str = "a whole number";
-        const PERCENT: &str = "a whole number of percent (1..=100)";
-        Ok(match self.name {
-            "window" => self.window()?,
-            "min_calls" => p.min_calls(self.int(COUNT)?),
-            "failure_rate" => p.failure_rate(self.int(PERCENT)?),
-            "slow" => p.slow(self.duration()?),
-            "slow_rate" => p.slow_rate(self.int(PERCENT)?),
-            "consecutive" => p.consecutive(self.int(COUNT)?),
-            "failure_count" => p.failure_count(self.int(COUNT)?),
-            "open_for" => p.open_for(self.duration()?),
-            "open_backoff" => p.open_backoff(self.float()?),
-            "open_max" => p.open_max(self.duration()?),
-            "half_open" => p.half_open(self.int(COUNT)?),
-            "half_open_lease" => p.half_open_lease(self.duration()?),
-            "recovery" => p.recovery(self.recovery()?),
-            "max_concurrent" => p.max_concurrent(self.int(COUNT)?),
-            "stuck_after_recoveries" => p.stuck_after_recoveries(self.int(COUNT)?),
-            "stuck_after" => p.stuck_after(self.duration()?),
-            "shared" => p.shared(self.boolean()?),
-            other => {
-                let hint = crate::declared::closest(other, FIELDS)
-                    .first()
-                    .map(|f| format!("did you mean `{f}`? "))
-                    .unwrap_or_default();
-                return Err(ConfigError::Field {
-                    key: echo(self.key),
-                    message: format!(
-                        "unknown field `{}`; {hint}expected one of {}",
-                        echo(other),
-                        FIELDS.map(|f| format!("`{f}`")).join(", ")
-                    ),
-                });
-            }
+        if let Some((_, read)) = FIELDS.iter().find(|(name, _)| *name == self.name) {
+            return read(self);
+        }
+        let hint = crate::declared::closest(self.name, field_names())
+            .first()
+            .map(|f| format!("did you mean `{f}`? "))
+            .unwrap_or_default();
+        Err(ConfigError::Field {
+            key: echo(self.key),
+            message: format!(
+                "unknown field `{}`; {hint}expected one of {}",
+                echo(self.name),
+                field_names()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         })
     }
 }
@@ -408,297 +409,4 @@ pub(crate) fn vars_layer(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::{Policy, Window};
-    use crate::registry::Registry;
-
-    /// Adding a knob to `fusebox-policy` without a field here (or a field without its arm in
-    /// `Field::patch`) fails this test.
-    #[test]
-    fn every_knob_has_a_field_and_every_field_a_patch() {
-        for knob in fusebox_policy::KNOBS {
-            let fields: Vec<&str> = match SPLIT_KNOBS.iter().find(|(k, _)| *k == knob) {
-                Some((_, fields)) => fields.to_vec(),
-                None => vec![knob],
-            };
-            for field in fields {
-                assert!(FIELDS.contains(&field), "knob `{knob}`: no field `{field}`");
-            }
-        }
-        let odd = toml::Value::String("?".into());
-        for name in FIELDS {
-            let field = Field {
-                key: "k",
-                name,
-                raw: Raw::Toml(&odd),
-            };
-            let message = match field.patch() {
-                Ok(_) => String::new(),
-                Err(e) => e.to_string(),
-            };
-            assert!(
-                !message.contains("unknown field"),
-                "field `{name}` has no arm in `Field::patch`: {message}"
-            );
-        }
-    }
-
-    #[test]
-    fn toml_patches_apply_over_the_declared_policy() {
-        let r = Registry::new();
-        let live = r
-            .breaker("search", Policy::new().window(20).min_calls(5))
-            .unwrap();
-        let n = r
-            .load_toml(
-                r#"
-                [breakers.search]
-                window = "1m"
-                slow = "800ms"
-                slow_rate = 60
-                recovery = { phases = 3, min_passes = 5 }
-
-                [breakers.payment]
-                failure_rate = 30
-                open_for = "30s"
-                "#,
-            )
-            .unwrap();
-        assert_eq!(n, 2);
-        let p = live.policy();
-        assert_eq!(p.get_window(), Window::Time(Duration::from_secs(60)));
-        assert_eq!(
-            p.get_min_calls(),
-            5,
-            "fields left out keep the declared value"
-        );
-        assert_eq!(p.get_slow(), Some(Duration::from_millis(800)));
-        assert_eq!(
-            p.get_recovery(),
-            Recovery::Progressive {
-                phases: 3,
-                min_passes: 5
-            }
-        );
-        let payment = r
-            .breaker("payment", Policy::new().window(50))
-            .unwrap()
-            .policy();
-        assert_eq!(
-            (payment.get_failure_rate(), payment.get_window()),
-            (Some(30), Window::Count(50))
-        );
-        assert_eq!(payment.get_open_for(), Duration::from_secs(30));
-    }
-
-    #[test]
-    fn invalid_configuration_names_key_and_field_and_applies_nothing() {
-        let r = Registry::new();
-        let b = r.breaker("a", Policy::new()).unwrap();
-        let err = r
-            .load_toml(
-                "[breakers.a]\nfailure_rate = 30\n[breakers.b]\nmin_calls = 500\nwindow = 100\n",
-            )
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "breaker `b`: invalid `min_calls` = 500; use a value in 1..=100 (at most `window`)"
-        );
-        assert_eq!(
-            b.policy().get_failure_rate(),
-            Some(50),
-            "`a` was not half-applied"
-        );
-        let err = r.load_toml("[breakers.a]\nfalure_rate = 30\n").unwrap_err();
-        assert!(
-            matches!(&err, ConfigError::Field { key, message } if key == "a" && message.contains("falure_rate")),
-            "{err}"
-        );
-        let err = r
-            .load_toml("[breakers.a]\nopen_for = \"10 parsecs\"\n")
-            .unwrap_err();
-        assert!(err.to_string().starts_with("breaker `a`: "), "{err}");
-    }
-
-    #[test]
-    fn environment_variables() {
-        let r = Registry::new();
-        let vars = [
-            ("FUSEBOX__SHIPPING__FAILURE_RATE", "25"),
-            ("FUSEBOX__SHIPPING__OPEN_FOR", "2m"),
-            ("PATH", "/usr/bin"),
-        ]
-        .map(|(k, v)| (k.to_owned(), v.to_owned()));
-        assert_eq!(r.load_vars(vars).unwrap(), 1);
-        let p = r.breaker("shipping", Policy::new()).unwrap().policy();
-        assert_eq!(p.get_failure_rate(), Some(25));
-        assert_eq!(p.get_open_for(), Duration::from_secs(120));
-    }
-
-    fn range_field(err: ConfigError) -> (Option<String>, &'static str) {
-        match err {
-            ConfigError::Range(e) => (e.key().map(str::to_owned), e.field()),
-            other => panic!("expected a range error, got {other}"),
-        }
-    }
-
-    #[test]
-    fn zero_durations_are_out_of_range() {
-        let r = Registry::new();
-        for field in ["slow", "half_open_lease", "open_max"] {
-            let err = r
-                .load_toml(&format!("[breakers.a]\n{field} = \"0s\"\n"))
-                .unwrap_err();
-            assert_eq!(range_field(err), (Some("a".into()), field));
-            let err = r
-                .load_vars([(format!("FUSEBOX__A__{field}"), "0s".into())])
-                .unwrap_err();
-            assert_eq!(range_field(err), (Some("a".into()), field));
-        }
-        assert!(r.unknown_keys().is_empty(), "nothing was applied");
-    }
-
-    #[test]
-    fn an_env_value_is_one_value_not_a_document() {
-        let r = Registry::new();
-        let err = r
-            .load_vars([(
-                "FUSEBOX__X__FAILURE_RATE".into(),
-                "30\n[breakers.x]\nwindow = 0".into(),
-            )])
-            .unwrap_err();
-        assert!(
-            err.to_string().starts_with(
-                "breaker `x`: `failure_rate` = \"30\\n[breakers.x]\\nwindow = 0\" is not"
-            ),
-            "{err}"
-        );
-        let err = r
-            .load_vars([(
-                "FUSEBOX__X__RECOVERY".into(),
-                "{ phases = 3, min_passes = 5 }\n[breakers.y]".into(),
-            )])
-            .unwrap_err();
-        assert!(err.to_string().contains("`recovery`"), "{err}");
-        assert_eq!(
-            r.load_vars([(
-                "FUSEBOX__X__RECOVERY".into(),
-                "{ phases = 3, min_passes = 5 }".into()
-            )])
-            .unwrap(),
-            1
-        );
-    }
-
-    #[test]
-    fn env_names_are_case_insensitive_and_case_twins_are_an_error() {
-        let r = Registry::new();
-        assert_eq!(
-            r.load_vars([("fusebox__shipping__failure_rate".into(), "25".into())])
-                .unwrap(),
-            1
-        );
-        let p = r.breaker("shipping", Policy::new()).unwrap().policy();
-        assert_eq!(p.get_failure_rate(), Some(25));
-        let err = r
-            .load_vars([
-                ("FUSEBOX__SHIPPING__WINDOW".into(), "20".into()),
-                ("fusebox__shipping__window".into(), "30".into()),
-            ])
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "invalid fusebox configuration: `FUSEBOX__SHIPPING__WINDOW` and \
-             `fusebox__shipping__window` both set `window` of breaker `shipping` (names are \
-             case-insensitive); remove one"
-        );
-        assert_eq!(
-            r.get("shipping").unwrap().policy().get_window(),
-            crate::Window::Count(100),
-            "nothing applied"
-        );
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn non_utf8_variables_are_skipped_or_reported() {
-        use std::os::unix::ffi::OsStringExt;
-        let r = Registry::new();
-        let bad = OsString::from_vec(vec![0xff, 0xfe]);
-        let vars = [
-            (OsString::from("LANG_X"), bad.clone()),
-            (bad.clone(), OsString::from("1")),
-            (
-                OsString::from("FUSEBOX__A__FAILURE_RATE"),
-                OsString::from("20"),
-            ),
-        ];
-        assert_eq!(r.load_vars_os(vars).unwrap(), 1);
-        let err = r
-            .load_vars_os([(OsString::from("FUSEBOX__A__WINDOW"), bad)])
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "invalid fusebox configuration: `FUSEBOX__A__WINDOW` is not valid Unicode; fusebox \
-             variables must be UTF-8"
-        );
-        // The real environment, whatever it holds, never panics.
-        let _ = r.load_env();
-    }
-
-    #[test]
-    fn a_wrong_typed_window_names_the_key_and_field() {
-        let r = Registry::new();
-        let err = r.load_toml("[breakers.a]\nwindow = true\n").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "breaker `a`: `window` = true is not a window: an integer number of calls \
-             (`window = 100`) or a duration string (`window = \"30s\"`)"
-        );
-        let err = r.load_toml("[breakers.a]\nwindow = -5\n").unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("breaker `a`: `window` = -5 is not a window"),
-            "{err}"
-        );
-        let err = r
-            .load_vars([("FUSEBOX__A__WINDOW".into(), "ten".into())])
-            .unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("breaker `a`: `window` = \"ten\" is not a window"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn error_messages_cut_echoed_input() {
-        let r = Registry::new();
-        let huge = "9".repeat(10_000_000);
-        for err in [
-            r.load_toml(&format!("[breakers.a]\nopen_for = \"{huge}\"\n"))
-                .unwrap_err(),
-            r.load_vars([("FUSEBOX__A__WINDOW".into(), huge.clone())])
-                .unwrap_err(),
-            r.load_vars([(format!("FUSEBOX__{huge}"), "1".into())])
-                .unwrap_err(),
-            r.load_toml(&format!("[breakers.a]\n{huge}x = 1\n"))
-                .unwrap_err(),
-            r.load_toml(&format!("[breakers.\"{huge}\"]\nwindow = true\n"))
-                .unwrap_err(),
-            r.load_toml(&format!("[breakers.a]\nwindow = \"{huge}\n"))
-                .unwrap_err(),
-            r.load_toml(&format!("[breakers.\"{huge}\"]\nwindow = 0\n"))
-                .unwrap_err(),
-        ] {
-            let message = err.to_string();
-            assert!(
-                message.len() < 400,
-                "{} bytes: {}",
-                message.len(),
-                &message[..400]
-            );
-        }
-    }
-}
+mod tests;
