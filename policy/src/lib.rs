@@ -8,9 +8,19 @@
 //! re-exports every item (`fusebox::Policy`, `fusebox::limits`, …) and runs it when a policy is
 //! registered, configured or loaded. Use it through the `fusebox` crate.
 //!
-//! Adding a knob means: one field and setter here (and its name in [`KNOBS`]), one line in the
-//! attribute's argument table and one line in the configuration patch; tests of both fail while
-//! either one misses a name of [`KNOBS`].
+//! Adding a knob means:
+//! 1. here, its field, its bit in `set` (a test fails when [`Policy::explicit`] has none
+//!    left), its `const fn` setter and `get_` getter, its check in `validate.rs`, its
+//!    [`PolicyPatch`] setter, and its name in [`KNOBS`];
+//! 2. one row in the attribute's knob table (`with_knobs!` in `fusebox-macros`' `args.rs`: name,
+//!    value type, reader, setter), from which the argument name, its reading, the setter call the
+//!    expansion emits, the compile-time validation and the span of a refused value all follow; a
+//!    knob the attribute does not take goes in `NOT_ARGUMENTS` of `args/tests.rs`, with the reason;
+//! 3. one row in the configuration loader's `FIELDS` (`fusebox`'s `config.rs`: name and reader);
+//! 4. its line in the attribute reference of the README and of `fusebox`'s `lib.rs`.
+//!
+//! Tests walk [`KNOBS`] and fail while the attribute's table, the loader's table or the
+//! attribute reference misses a knob, or either table has a row that names none.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -71,22 +81,22 @@ const DEFAULT_FAILURE_RATE: u8 = 50;
 
 /// Bits of [`Policy::explicit`]: which setters were called.
 mod set {
-    pub(super) const WINDOW: u16 = 1 << 0;
-    pub(super) const MIN_CALLS: u16 = 1 << 1;
-    pub(super) const FAILURE_RATE: u16 = 1 << 2;
-    pub(super) const SLOW: u16 = 1 << 3;
-    pub(super) const SLOW_RATE: u16 = 1 << 4;
-    pub(super) const CONSECUTIVE: u16 = 1 << 5;
-    pub(super) const OPEN_FOR: u16 = 1 << 6;
-    pub(super) const OPEN_BACKOFF: u16 = 1 << 7;
-    pub(super) const OPEN_MAX: u16 = 1 << 8;
-    pub(super) const HALF_OPEN: u16 = 1 << 9;
-    pub(super) const HALF_OPEN_LEASE: u16 = 1 << 10;
-    pub(super) const RECOVERY: u16 = 1 << 11;
-    pub(super) const MAX_CONCURRENT: u16 = 1 << 12;
-    pub(super) const STUCK_OPEN: u16 = 1 << 13;
-    pub(super) const SHARED: u16 = 1 << 14;
-    pub(super) const FAILURE_COUNT: u16 = 1 << 15;
+    pub(super) const WINDOW: u32 = 1 << 0;
+    pub(super) const MIN_CALLS: u32 = 1 << 1;
+    pub(super) const FAILURE_RATE: u32 = 1 << 2;
+    pub(super) const SLOW: u32 = 1 << 3;
+    pub(super) const SLOW_RATE: u32 = 1 << 4;
+    pub(super) const CONSECUTIVE: u32 = 1 << 5;
+    pub(super) const OPEN_FOR: u32 = 1 << 6;
+    pub(super) const OPEN_BACKOFF: u32 = 1 << 7;
+    pub(super) const OPEN_MAX: u32 = 1 << 8;
+    pub(super) const HALF_OPEN: u32 = 1 << 9;
+    pub(super) const HALF_OPEN_LEASE: u32 = 1 << 10;
+    pub(super) const RECOVERY: u32 = 1 << 11;
+    pub(super) const MAX_CONCURRENT: u32 = 1 << 12;
+    pub(super) const STUCK_OPEN: u32 = 1 << 13;
+    pub(super) const SHARED: u32 = 1 << 14;
+    pub(super) const FAILURE_COUNT: u32 = 1 << 15;
 }
 
 /// Which outcomes the failure and slow-call rates are computed over.
@@ -209,8 +219,12 @@ pub struct Policy {
     #[doc(hidden)]
     pub stuck_open_nanos: u64,
     /// The fields whose setter was called (bits of `set`); the others follow the rules above.
+    /// 16 of 32 bits are taken. The call path reads other fields of the breaker's `Policy`,
+    /// never this one (it is read when a policy is built, patched or compared on
+    /// reconfiguration), and the wider field left `Policy` at 104 bytes on 64-bit targets (it
+    /// fits in what was padding), so a breaker's layout is unchanged.
     #[doc(hidden)]
-    pub explicit: u16,
+    pub explicit: u32,
     /// False: the key stays local on a registry shared through a store.
     #[doc(hidden)]
     pub shared: bool,
@@ -388,7 +402,7 @@ impl Policy {
 
     /// Records that `field` was set explicitly and recomputes the fields that follow the rules in
     /// the type's documentation.
-    const fn mark(mut self, field: u16) -> Self {
+    const fn mark(mut self, field: u32) -> Self {
         self.explicit |= field;
         if self.explicit & set::MIN_CALLS == 0 {
             self.min_calls = match self.window {
@@ -429,7 +443,7 @@ impl Policy {
     /// True when `field` (a bit of `set`) was set explicitly.
     #[doc(hidden)]
     #[inline]
-    pub const fn is_explicit(&self, field: u16) -> bool {
+    pub const fn is_explicit(&self, field: u32) -> bool {
         self.explicit & field != 0
     }
 

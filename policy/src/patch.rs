@@ -289,7 +289,7 @@ impl PolicyPatch {
 impl From<Policy> for PolicyPatch {
     /// The fields `policy` set explicitly (see [`Policy`]).
     fn from(policy: Policy) -> Self {
-        let named = |field: u16| policy.is_explicit(field);
+        let named = |field: u32| policy.is_explicit(field);
         let nanos = |nanos: u64| Duration::from_nanos(nanos);
         PolicyPatch {
             window: named(set::WINDOW).then_some(policy.window),

@@ -213,3 +213,37 @@ fn failure_count_replaces_the_rate_alone_and_stays_within_a_count_window() {
     assert_eq!(patch.apply(Policy::new()).get_failure_count(), Some(7));
     assert!(format!("{:?}", Policy::new().failure_count(7)).contains("failure_count: Some(7)"));
 }
+
+/// Each setter has its own bit of `Policy::explicit`, and the field has room for the next knob.
+#[test]
+fn explicit_bits_are_distinct_and_leave_room_for_the_next_knob() {
+    let bits = [
+        set::WINDOW,
+        set::MIN_CALLS,
+        set::FAILURE_RATE,
+        set::SLOW,
+        set::SLOW_RATE,
+        set::CONSECUTIVE,
+        set::OPEN_FOR,
+        set::OPEN_BACKOFF,
+        set::OPEN_MAX,
+        set::HALF_OPEN,
+        set::HALF_OPEN_LEASE,
+        set::RECOVERY,
+        set::MAX_CONCURRENT,
+        set::STUCK_OPEN,
+        set::SHARED,
+        set::FAILURE_COUNT,
+    ];
+    let mut all = 0;
+    for bit in bits {
+        assert_eq!(bit.count_ones(), 1);
+        assert_eq!(all & bit, 0, "two setters share bit {bit:#x}");
+        all |= bit;
+    }
+    let width = 8 * std::mem::size_of_val(&Policy::DEFAULT.explicit);
+    assert!(
+        bits.len() < width,
+        "`Policy::explicit` ({width} bits) has no bit left for the next knob; widen it"
+    );
+}
