@@ -1,0 +1,106 @@
+//! What the expansion calls on a shared key: whether a permit asks the store, the admission
+//! awaited from the script, and the wait for an outcome's recording (strict mode). Each returns
+//! a boxed future, so a local key's call does not carry a shared call's state in its own future.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::link::apply;
+use super::script::call;
+use super::{Degrade, shared_word};
+use crate::breaker::Permit;
+use crate::error::{Error, Reason};
+use crate::state::Word;
+
+/// True when `permit` (refused) asks the store for admission: its breaker is shared.
+#[inline(always)]
+pub fn asks_store(permit: &Permit<'_>) -> bool {
+    permit.asks_store().is_some()
+}
+
+/// True when `permit`'s breaker is shared in strict mode (or cached mode without its
+/// subscription): the call awaits the recording of its outcome.
+#[inline(always)]
+pub fn reports_to_store(permit: &Permit<'_>) -> bool {
+    permit
+        .core()
+        .store
+        .as_ref()
+        .is_some_and(|link| !link.caches())
+}
+
+/// A boxed future: keeps the annotated function's own future small on a local key's path.
+type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Completes the admission of an `async fn` call on a shared registry: awaits the script's answer
+/// and turns `permit` into it. Returns the refusal, if any.
+pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Error>> {
+    Box::pin(async move {
+        let core = permit.asks_store()?;
+        let link = core.store.as_ref()?;
+        let site = permit.site();
+        let client = &link.store.client;
+        let (seed, remaining) = core.seed();
+        let answer = match call(client, link, "admit", &[seed, remaining]).await {
+            Ok(answer) => answer,
+            Err(()) => {
+                let local = match client.degrade {
+                    Degrade::Local => core.enter_general::<false>(site),
+                    Degrade::FailOpen => core.store_permit(Word::SETTLED, site),
+                    Degrade::FailClosed => core.store_refusal(Reason::Open, None, site),
+                };
+                permit.replace(local);
+                return permit.refusal();
+            }
+        };
+        apply(core, &answer, site);
+        let answered = match answer.code {
+            1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
+            3 => core.store_refusal(Reason::HalfOpenFull, None, site),
+            4 => core.store_refusal(Reason::ForcedOpen, None, site),
+            5 => core.store_refusal(Reason::Recovering, None, site),
+            _ => core.store_refusal(
+                Reason::Open,
+                Some(Duration::from_millis(answer.remaining_ms)),
+                site,
+            ),
+        };
+        permit.replace(answered);
+        permit.refusal()
+    })
+}
+
+/// [`flush_shared`], then gives back `out` (the call's result, moved into this boxed future so
+/// the caller's own future holds nothing of it across the await).
+pub fn flush_then<'p, T: 'p>(
+    permit: &'p Permit<'_>,
+    out: T,
+) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
+    let flush = flush_shared(permit);
+    Box::pin(async move {
+        flush.await;
+        out
+    })
+}
+
+/// Waits until the outcome reported on `permit` is recorded in the store (strict mode), bounded
+/// by the store's timeout.
+pub fn flush_shared<'p>(permit: &'p Permit<'_>) -> Boxed<'p, ()> {
+    let core = permit.core();
+    Box::pin(async move {
+        let Some(link) = core.store.as_ref() else {
+            return;
+        };
+        let target = link.pending.load(Ordering::Acquire);
+        let wait = async {
+            loop {
+                let notified = link.done.notified();
+                if link.applied.load(Ordering::Acquire) >= target {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(link.store.client.timeout * 2, wait).await;
+    })
+}

@@ -1,0 +1,129 @@
+//! The Lua script `breaker.lua` from the Rust side: its arguments' encodings, one bounded call
+//! (`EVALSHA`, reloaded on `NOSCRIPT` by the `redis` crate), and its answers read into
+//! [`Answer`]s, with the events of a store that stops or starts answering.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::link::Link;
+use super::store::Client;
+use crate::state::State;
+
+/// Marks a time window in the script's window argument (plus the slice in milliseconds), and
+/// progressive recovery in its probes argument (plus `phases << 20` and `min_passes`).
+pub(super) const TIME_WINDOW: u64 = 1 << 40;
+
+/// The slice of a time window (a tenth of its span) in whole milliseconds; 0 when it is not a
+/// whole number of milliseconds (such a window stays local).
+pub(super) fn time_slice_ms(span: Duration) -> u64 {
+    let slice = span.as_nanos() / u128::from(crate::policy::TIME_BUCKETS);
+    if slice.is_multiple_of(1_000_000) {
+        u64::try_from(slice / 1_000_000).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// One answer of the script.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Answer {
+    pub(super) code: i64,
+    pub(super) state: i64,
+    pub(super) generation: u64,
+    pub(super) remaining_ms: u64,
+    pub(super) committed_from: i64,
+    pub(super) calls: i64,
+    pub(super) failures: i64,
+}
+
+pub(super) fn state_of(code: i64) -> State {
+    match code {
+        1 => State::Open,
+        2 => State::HalfOpen,
+        3 => State::ForcedOpen,
+        4 => State::Disabled,
+        _ => State::Closed,
+    }
+}
+
+/// Runs the script for `link`, bounded by the store's timeout.
+pub(super) async fn call(
+    client: &Client,
+    link: &Link,
+    op: &str,
+    extra: &[u64],
+) -> Result<Answer, ()> {
+    let mut invocation = client.script.key(&link.hash);
+    invocation.arg(op);
+    match &client.time {
+        Some(clock) => invocation.arg(clock.now_nanos() / 1_000_000),
+        None => invocation.arg(""),
+    };
+    for value in link.args.iter().chain(extra) {
+        invocation.arg(*value);
+    }
+    let mut conn = client.conn.clone();
+    let result: Result<redis::RedisResult<Vec<i64>>, _> =
+        tokio::time::timeout(client.timeout, invocation.invoke_async(&mut conn)).await;
+    let values = match result {
+        Ok(Ok(values)) => values,
+        Ok(Err(error)) => {
+            degrade_event(client, link, &error.to_string());
+            return Err(());
+        }
+        Err(_) => {
+            degrade_event(
+                client,
+                link,
+                &format!("no answer within {:?}", client.timeout),
+            );
+            return Err(());
+        }
+    };
+    answer_of(client, link, values)
+}
+
+/// Reads one answer of the script (events for a recovery and for a reset key).
+pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Result<Answer, ()> {
+    if values.len() != 8 {
+        degrade_event(client, link, &format!("unexpected answer {values:?}"));
+        return Err(());
+    }
+    if !client.healthy.swap(true, Ordering::AcqRel) {
+        tracing::info!(
+            target: "fusebox",
+            key = link.hash.as_str(),
+            "redis store answers again; shared breakers use it from this call on"
+        );
+    }
+    if values[7] == 1 {
+        tracing::error!(
+            target: "fusebox",
+            key = link.hash.as_str(),
+            "redis key `{}` held data fusebox did not write; the key was reset (keep other data out of the `{}` prefix)",
+            link.hash,
+            link.store.prefix
+        );
+    }
+    Ok(Answer {
+        code: values[0],
+        state: values[1],
+        generation: values[2].max(0) as u64,
+        remaining_ms: values[3].max(0) as u64,
+        committed_from: values[4],
+        calls: values[5],
+        failures: values[6],
+    })
+}
+
+pub(super) fn degrade_event(client: &Client, link: &Link, why: &str) {
+    if client.healthy.swap(false, Ordering::AcqRel) {
+        tracing::warn!(
+            target: "fusebox",
+            key = link.hash.as_str(),
+            degrade = ?client.degrade,
+            "redis store unavailable ({why}); shared breakers degrade to {:?} until it answers",
+            client.degrade
+        );
+    }
+}

@@ -1,0 +1,327 @@
+//! The store and its connection: [`RedisStoreBuilder`] (the settings), [`RedisStore`] (what a
+//! registry shares its breakers through, and the operator calls `state` and `force`), and the
+//! connection, script and reporting channel they share.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+
+use super::cached::{subscribe, subscriber};
+use super::link::Link;
+use super::report::{Report, worker};
+use super::script::{TIME_WINDOW, call, state_of, time_slice_ms};
+use super::{DEFAULT_IDLE_TTL, DEFAULT_TIMEOUT, Degrade, Mode, StoreError};
+use crate::clock::Clock;
+use crate::error::{Error, Reason};
+use crate::policy::{Policy, Recovery, Window};
+use crate::state::State;
+
+/// Settings of a [`RedisStore`]; start with [`RedisStore::builder`].
+pub struct RedisStoreBuilder {
+    url: String,
+    timeout: Duration,
+    prefix: String,
+    degrade: Degrade,
+    idle_ttl: Duration,
+    local: Vec<String>,
+    time: Option<Arc<dyn Clock>>,
+    mode: Mode,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("timeout", &self.timeout)
+            .field("prefix", &self.prefix)
+            .field("degrade", &self.degrade)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl RedisStoreBuilder {
+    /// How calls use Redis (default [`Mode::Strict`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Bound on every store call (default [`DEFAULT_TIMEOUT`]).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Prefix of the Redis key names, `{prefix:key}` (default `fusebox`).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// What to do when Redis does not answer (default [`Degrade::Local`]).
+    pub fn degrade(mut self, degrade: Degrade) -> Self {
+        self.degrade = degrade;
+        self
+    }
+
+    /// Idle time after which Redis forgets a breaker's key (default [`DEFAULT_IDLE_TTL`]).
+    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
+        self.idle_ttl = ttl;
+        self
+    }
+
+    /// Keeps `key` local: its breaker is not shared (per-host dynamic keys, for instance).
+    pub fn local_key(mut self, key: impl Into<String>) -> Self {
+        self.local.push(key.into());
+        self
+    }
+
+    /// For tests: the script takes time from `clock` instead of Redis `TIME`.
+    pub fn time_from(mut self, clock: impl Clock) -> Self {
+        self.time = Some(Arc::new(clock));
+        self
+    }
+
+    /// Connects (bounded by the timeout, at least one second) and checks that Redis answers.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when the URL is invalid, or Redis does not answer in time or refuses the
+    /// script.
+    pub async fn connect(self) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(self.url.as_str()).map_err(|e| StoreError {
+            message: format!(
+                "invalid redis url `{}`: {e}; expected `redis://host:port/`",
+                self.url
+            ),
+        })?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout.max(Duration::from_secs(1))))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(self.timeout);
+        let unreachable = |e: &dyn fmt::Display| StoreError {
+            message: format!(
+                "cannot reach redis at `{}`: {e}; start it or fix the url",
+                self.url
+            ),
+        };
+        let client_for_pubsub = client.clone();
+        let conn = tokio::time::timeout(
+            self.timeout.max(Duration::from_secs(1)),
+            client.get_connection_manager_with_config(config),
+        )
+        .await
+        .map_err(|e| unreachable(&e))?
+        .map_err(|e| unreachable(&e))?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = Arc::new(Client {
+            conn,
+            script: redis::Script::new(include_str!("breaker.lua")),
+            timeout: self.timeout,
+            degrade: self.degrade,
+            healthy: AtomicBool::new(true),
+            time: self.time,
+            cached: self.mode == Mode::Cached,
+            subscribed: AtomicBool::new(false),
+            links: std::sync::Mutex::new(std::collections::HashMap::new()),
+        });
+        tokio::spawn(worker(client.clone(), rx));
+        if client.cached {
+            // The first subscription is made before the store is handed out, so a reachable
+            // Redis gives cached admission from the first call.
+            let first = subscribe(&client_for_pubsub, client.timeout).await;
+            client.subscribed.store(first.is_some(), Ordering::Release);
+            tokio::spawn(subscriber(
+                Arc::downgrade(&client),
+                client_for_pubsub,
+                first,
+            ));
+        }
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                client,
+                prefix: self.prefix,
+                ttl_ms: self.idle_ttl.as_millis().max(1) as u64,
+                local: self.local,
+                reports: tx,
+            }),
+        })
+    }
+}
+
+/// The connection and the script, shared by the store and its reporting task.
+pub(super) struct Client {
+    pub(super) conn: ConnectionManager,
+    pub(super) script: redis::Script,
+    pub(super) timeout: Duration,
+    pub(super) degrade: Degrade,
+    pub(super) healthy: AtomicBool,
+    pub(super) time: Option<Arc<dyn Clock>>,
+    /// [`Mode::Cached`].
+    pub(super) cached: bool,
+    /// The pub/sub subscription is up and every link's view was reset when it came up.
+    pub(super) subscribed: AtomicBool,
+    /// Every shared breaker by Redis key, for the subscription to update.
+    pub(super) links:
+        std::sync::Mutex<std::collections::HashMap<String, Vec<std::sync::Weak<Link>>>>,
+}
+
+pub(super) struct Inner {
+    pub(super) client: Arc<Client>,
+    pub(super) prefix: String,
+    pub(super) ttl_ms: u64,
+    pub(super) local: Vec<String>,
+    pub(super) reports: tokio::sync::mpsc::UnboundedSender<Report>,
+}
+
+/// A Redis store shared by the replicas of a service; hand it to [`Registry::share`](crate::Registry::share).
+#[derive(Clone)]
+pub struct RedisStore {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.inner.prefix)
+            .field("timeout", &self.inner.client.timeout)
+            .finish()
+    }
+}
+
+impl RedisStore {
+    /// Connects to the Redis at `url` (`redis://host:port/`) with the default settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<RedisStore, StoreError> {
+        Self::builder(url).connect().await
+    }
+
+    /// Settings for a store at `url`.
+    pub fn builder(url: &str) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            prefix: "fusebox".to_owned(),
+            degrade: Degrade::Local,
+            idle_ttl: DEFAULT_IDLE_TTL,
+            local: Vec::new(),
+            time: None,
+            mode: Mode::Strict,
+        }
+    }
+
+    /// True while this store admits from its cached view: [`Mode::Cached`], the pub/sub
+    /// subscription up and Redis answering. False in [`Mode::Strict`], and in cached mode while
+    /// the subscription is down (calls are then strict until it is back).
+    pub fn is_cached(&self) -> bool {
+        let client = &self.inner.client;
+        client.cached
+            && client.subscribed.load(Ordering::Acquire)
+            && client.healthy.load(Ordering::Acquire)
+    }
+
+    /// The Redis key name of breaker `key`.
+    pub fn redis_key(&self, key: &str) -> String {
+        format!("{{{}:{}}}", self.inner.prefix, key)
+    }
+
+    /// The shared state of breaker `key` under `policy`, as Redis holds it.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] with reason `TimedOut` when Redis does not answer within the store timeout.
+    pub async fn state(&self, key: &str, policy: Policy) -> Result<SharedState, Error> {
+        let link = self.link(key, policy);
+        let answer = call(&self.inner.client, &link, "state", &[])
+            .await
+            .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
+        Ok(SharedState {
+            state: state_of(answer.state),
+            generation: answer.generation,
+            calls: answer.calls as u32,
+            failures: answer.failures as u32,
+        })
+    }
+
+    /// Moves breaker `key` to `state` in Redis for every replica (operator action): `Closed`
+    /// resets, `ForcedOpen` refuses every call, `Disabled` admits every call and never opens.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] with reason `TimedOut` when Redis does not answer within the store timeout.
+    pub async fn force(&self, key: &str, policy: Policy, state: State) -> Result<(), Error> {
+        let target = match state {
+            State::Closed => 0,
+            State::ForcedOpen => 3,
+            State::Disabled => 4,
+            _ => 0,
+        };
+        let link = self.link(key, policy);
+        call(&self.inner.client, &link, "force", &[target])
+            .await
+            .map(|_| ())
+            .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))
+    }
+
+    pub(super) fn link(&self, key: &str, policy: Policy) -> Link {
+        let open_max = policy.open_max_nanos.max(policy.open_for_nanos);
+        let ms = |nanos: u64| nanos.div_ceil(1_000_000).max(1);
+        let args = [
+            self.inner.ttl_ms,
+            match policy.get_window() {
+                Window::Count(n) => u64::from(n),
+                Window::Time(span) => TIME_WINDOW + time_slice_ms(span),
+            },
+            u64::from(policy.min_calls),
+            u64::from(policy.failure_rate),
+            if policy.slow_nanos != 0 {
+                u64::from(policy.slow_rate)
+            } else {
+                0
+            },
+            u64::from(policy.consecutive),
+            ms(policy.open_for_nanos),
+            u64::from(policy.open_backoff_milli),
+            ms(open_max),
+            match policy.recovery {
+                Recovery::Probes => u64::from(policy.half_open),
+                Recovery::Progressive { phases, min_passes } => {
+                    TIME_WINDOW + (u64::from(phases) << 20) + u64::from(min_passes)
+                }
+            },
+            ms(policy.lease_nanos()),
+        ];
+        Link {
+            hash: self.redis_key(key),
+            args,
+            store: self.inner.clone(),
+            pending: AtomicU64::new(0),
+            applied: AtomicU64::new(0),
+            done: tokio::sync::Notify::new(),
+            core: std::sync::Weak::new(),
+            view: AtomicU64::new(0),
+            learning: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A breaker's state as Redis holds it ([`RedisStore::state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SharedState {
+    /// The shared state.
+    pub state: State,
+    /// The generation, bumped by every transition.
+    pub generation: u64,
+    /// Outcomes in the current window.
+    pub calls: u32,
+    /// Failures among them.
+    pub failures: u32,
+}
