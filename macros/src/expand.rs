@@ -10,6 +10,10 @@
 //! the failure test and the fallback call are in `expand/classify.rs`, the `Policy` and
 //! `Attempts` values in `expand/values.rs`. The committed snapshots under
 //! `macros/tests/snapshots/` show whole expansions.
+//!
+//! One concept, kept in one file though it passes 600 lines: the rewritten function body, whose
+//! parts (admission, error alias, outcome, settling, the shared-store wait) each have one
+//! generator here.
 
 mod attempts;
 mod classify;
