@@ -5,8 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::link::apply;
-use super::script::call;
+use super::script::{apply, call};
 use super::{Degrade, shared_word};
 use crate::breaker::Permit;
 use crate::error::{Error, Reason};

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::link::{Link, learn};
+use super::link::{Client, Link};
 use super::report::{LEARN, send};
-use super::store::Client;
+use super::script::learn;
 use super::{TRANSITIONS, shared_word};
 use crate::breaker::{Core, FnName, Permit};
 use crate::error::Reason;

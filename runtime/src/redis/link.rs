@@ -1,17 +1,17 @@
-//! A shared breaker's link to the store: [`attach`] decides whether a breaker is shared and
-//! links it, and every answer of the script seeds the local breaker (`learn`, `apply`), which
-//! sync calls and degraded calls run on.
+//! What the store's pieces share: [`Link`], a shared breaker's tie to the store (its Redis key,
+//! its script arguments, its cached view, its reports in flight), the connection and script
+//! every link uses ([`Client`], [`Inner`]), and the [`Report`] a link queues. The types refer to
+//! one another, so they live together; what is done with them is in the other files.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::RedisStore;
-use super::script::{Answer, state_of, time_slice_ms};
-use super::store::Inner;
+use redis::aio::ConnectionManager;
+
+use super::Degrade;
 use crate::breaker::{Core, FnName};
-use crate::policy::Window;
-use crate::state::State;
+use crate::clock::Clock;
 
 /// One breaker's connection to the store.
 pub(crate) struct Link {
@@ -52,93 +52,37 @@ impl Link {
     }
 }
 
-/// Shares `core` through `store` when there is one and the key and policy allow it.
-pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
-    let Some(store) = store else {
-        return Arc::new(core);
-    };
-    let key = core.key().as_str();
-    if !core.policy().shared || store.inner.local.iter().any(|k| k == key) {
-        return Arc::new(core);
-    }
-    let policy = *core.policy();
-    let unsupported = if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
-        Some((
-            "window",
-            "a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`)",
-        ))
-    } else if policy.failure_count != 0 {
-        Some((
-            "failure_count",
-            "the failure rate or `consecutive`: the script does not count `failure_count`",
-        ))
-    } else {
-        None
-    };
-    if let Some((field, instead)) = unsupported {
-        tracing::error!(
-            target: "fusebox",
-            key,
-            field,
-            "breaker `{key}` uses a `{field}` the redis store does not share; it stays local (use {instead} to share it)"
-        );
-        return Arc::new(core);
-    }
-    let mut link = store.link(key, policy);
-    let hash = link.hash.clone();
-    let shared = Arc::new_cyclic(|me| {
-        link.core = me.clone();
-        core.with_store(Arc::new(link))
-    });
-    if let Some(link) = shared.store.as_ref()
-        && store.inner.client.cached
-    {
-        let mut links = store
-            .inner
-            .client
-            .links
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        // Breakers dropped (evicted dynamic keys, reconfigured ones) leave dead entries: swept
-        // whenever the map doubles, so it stays proportional to the live breakers.
-        if links.len().is_power_of_two() {
-            links.retain(|_, entry| {
-                entry.retain(|l| l.strong_count() > 0);
-                !entry.is_empty()
-            });
-        }
-        let entry = links.entry(hash).or_default();
-        entry.retain(|l| l.strong_count() > 0);
-        entry.push(Arc::downgrade(link));
-    }
-    shared
+/// The connection and the script, shared by the store and its reporting task.
+pub(super) struct Client {
+    pub(super) conn: ConnectionManager,
+    pub(super) script: redis::Script,
+    pub(super) timeout: Duration,
+    pub(super) degrade: Degrade,
+    pub(super) healthy: AtomicBool,
+    pub(super) time: Option<Arc<dyn Clock>>,
+    /// [`Mode::Cached`](super::Mode::Cached).
+    pub(super) cached: bool,
+    /// The pub/sub subscription is up and every link's view was reset when it came up.
+    pub(super) subscribed: AtomicBool,
+    /// Every shared breaker by Redis key, for the subscription to update.
+    pub(super) links:
+        std::sync::Mutex<std::collections::HashMap<String, Vec<std::sync::Weak<Link>>>>,
 }
 
-/// Seeds the local breaker with the shared state, unless a newer generation is known already.
-pub(super) fn learn(core: &Core, state: i64, generation: u64, remaining_ms: u64) {
-    if let Some(link) = core.store.as_ref()
-        && !link.observe(state, generation)
-    {
-        return;
-    }
-    match state_of(state) {
-        State::Open => core.mirror(State::Open, Duration::from_millis(remaining_ms)),
-        State::Closed => core.mirror(State::Closed, Duration::ZERO),
-        _ => {}
-    }
+pub(super) struct Inner {
+    pub(super) client: Arc<Client>,
+    pub(super) prefix: String,
+    pub(super) ttl_ms: u64,
+    pub(super) local: Vec<String>,
+    pub(super) reports: tokio::sync::mpsc::UnboundedSender<Report>,
 }
 
-/// Applies an answer: seeds the local breaker and announces a transition this replica committed.
-pub(super) fn apply(core: &Core, answer: &Answer, site: FnName) {
-    let state = state_of(answer.state);
-    learn(core, answer.state, answer.generation, answer.remaining_ms);
-    if answer.committed_from >= 0 {
-        core.emit_committed(
-            state_of(answer.committed_from),
-            state,
-            answer.calls as u32,
-            answer.failures as u32,
-            site,
-        );
-    }
+/// An outcome on its way to the store.
+pub(super) struct Report {
+    pub(super) link: Arc<Link>,
+    pub(super) core: Arc<Core>,
+    pub(super) generation: u64,
+    pub(super) outcome: u64,
+    pub(super) slow: u64,
+    pub(super) site: FnName,
 }

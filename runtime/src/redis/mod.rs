@@ -72,13 +72,14 @@
 //! [`Clock`](crate::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time
 //! with a [`FakeClock`](crate::clock::FakeClock), and production code never needs it.
 //!
-//! **Files.** `store.rs`: the store, its settings and its connection (`RedisStore`,
-//! `RedisStoreBuilder`). `script.rs`: calling `breaker.lua` and reading its answers. `link.rs`:
-//! a shared breaker's link to the store, and seeding the local breaker from the answers.
-//! `admit.rs`: what the expansion calls on a shared key (admission awaited from the script, the
-//! wait for an outcome's recording). `report.rs`: outcomes sent to the script off the call path,
-//! batched. `cached.rs`: cached mode (admission from the replica's view, the pub/sub
-//! subscription). This file: the public settings, and the words of permits the store admits.
+//! **Files**, each using only those listed before it: `link.rs`: the types the others share (a
+//! breaker's `Link` to the store, the connection and script, a queued report). `script.rs`:
+//! calling `breaker.lua`, reading its answers and applying them to the local breaker.
+//! `report.rs`: outcomes sent to the script off the call path, batched. `admit.rs`: what the
+//! expansion calls on a shared key (admission awaited from the script, the wait for an outcome's
+//! recording). `cached.rs`: cached mode (admission from the replica's view, the pub/sub
+//! subscription). `store.rs`: `RedisStoreBuilder`, `RedisStore`, and `attach`, which shares a
+//! breaker. This file: the public settings, and the words of permits the store admits.
 
 mod admit;
 mod cached;
@@ -94,8 +95,9 @@ use crate::state::Word;
 
 pub use admit::{admit_shared, asks_store, flush_shared, flush_then, reports_to_store};
 pub(crate) use cached::cached_admit;
-pub(crate) use link::{Link, attach};
+pub(crate) use link::Link;
 pub(crate) use report::report;
+pub(crate) use store::attach;
 pub use store::{RedisStore, RedisStoreBuilder, SharedState};
 
 /// The refusal code of a permit that asks the store (beyond every [`Reason`](crate::Reason)'s code).

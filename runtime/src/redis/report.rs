@@ -1,26 +1,15 @@
-//! Outcomes sent to the script off the call path: a permit's settling queues a [`Report`], one
-//! task per store sends them in order, pipelining what queued meanwhile, and applies the
-//! answers (or, when Redis does not answer, records them on the local breaker).
+//! Outcomes sent to the script off the call path: a permit's settling queues a `Report`, one
+//! task per store sends them in order, pipelining what queued meanwhile, and applies the answers
+//! (or, when Redis does not answer, records them on the local breaker).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::Degrade;
-use super::link::{Link, apply};
-use super::script::{Answer, answer_of, call, degrade_event};
-use super::store::Client;
+use super::link::{Client, Link, Report};
+use super::script::{Answer, answer_of, apply, call, degrade_event};
 use crate::breaker::{Core, FnName};
 use crate::state::Word;
-
-/// An outcome on its way to the store.
-pub(super) struct Report {
-    pub(super) link: Arc<Link>,
-    pub(super) core: Arc<Core>,
-    pub(super) generation: u64,
-    pub(super) outcome: u64,
-    pub(super) slow: u64,
-    pub(super) site: FnName,
-}
 
 /// Sends the outcome of a call the store admitted (called when its permit settles).
 pub(crate) fn report(core: &Core, word: Word, start: u64, site: FnName, failure: Option<bool>) {

@@ -1,12 +1,13 @@
 //! The Lua script `breaker.lua` from the Rust side: its arguments' encodings, one bounded call
-//! (`EVALSHA`, reloaded on `NOSCRIPT` by the `redis` crate), and its answers read into
-//! [`Answer`]s, with the events of a store that stops or starts answering.
+//! (`EVALSHA`, reloaded on `NOSCRIPT` by the `redis` crate), its answers read into [`Answer`]s
+//! (with the events of a store that stops or starts answering), and an answer applied to the
+//! local breaker, which sync calls and degraded calls run on (`learn`, `apply`).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::link::Link;
-use super::store::Client;
+use super::link::{Client, Link};
+use crate::breaker::{Core, FnName};
 use crate::state::State;
 
 /// Marks a time window in the script's window argument (plus the slice in milliseconds), and
@@ -124,6 +125,35 @@ pub(super) fn degrade_event(client: &Client, link: &Link, why: &str) {
             degrade = ?client.degrade,
             "redis store unavailable ({why}); shared breakers degrade to {:?} until it answers",
             client.degrade
+        );
+    }
+}
+
+/// Seeds the local breaker with the shared state, unless a newer generation is known already.
+pub(super) fn learn(core: &Core, state: i64, generation: u64, remaining_ms: u64) {
+    if let Some(link) = core.store.as_ref()
+        && !link.observe(state, generation)
+    {
+        return;
+    }
+    match state_of(state) {
+        State::Open => core.mirror(State::Open, Duration::from_millis(remaining_ms)),
+        State::Closed => core.mirror(State::Closed, Duration::ZERO),
+        _ => {}
+    }
+}
+
+/// Applies an answer: seeds the local breaker and announces a transition this replica committed.
+pub(super) fn apply(core: &Core, answer: &Answer, site: FnName) {
+    let state = state_of(answer.state);
+    learn(core, answer.state, answer.generation, answer.remaining_ms);
+    if answer.committed_from >= 0 {
+        core.emit_committed(
+            state_of(answer.committed_from),
+            state,
+            answer.calls as u32,
+            answer.failures as u32,
+            site,
         );
     }
 }

@@ -1,19 +1,18 @@
-//! The store and its connection: [`RedisStoreBuilder`] (the settings), [`RedisStore`] (what a
-//! registry shares its breakers through, and the operator calls `state` and `force`), and the
-//! connection, script and reporting channel they share.
+//! The store: [`RedisStoreBuilder`] (the settings and the connection), [`RedisStore`] (what a
+//! registry shares its breakers through, and the operator calls `state` and `force`), and
+//! `attach`, which decides whether a breaker is shared and links it.
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-
 use super::cached::{subscribe, subscriber};
-use super::link::Link;
-use super::report::{Report, worker};
+use super::link::{Client, Inner, Link};
+use super::report::worker;
 use super::script::{TIME_WINDOW, call, state_of, time_slice_ms};
 use super::{DEFAULT_IDLE_TTL, DEFAULT_TIMEOUT, Degrade, Mode, StoreError};
+use crate::breaker::Core;
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
 use crate::policy::{Policy, Recovery, Window};
@@ -151,31 +150,6 @@ impl RedisStoreBuilder {
             }),
         })
     }
-}
-
-/// The connection and the script, shared by the store and its reporting task.
-pub(super) struct Client {
-    pub(super) conn: ConnectionManager,
-    pub(super) script: redis::Script,
-    pub(super) timeout: Duration,
-    pub(super) degrade: Degrade,
-    pub(super) healthy: AtomicBool,
-    pub(super) time: Option<Arc<dyn Clock>>,
-    /// [`Mode::Cached`].
-    pub(super) cached: bool,
-    /// The pub/sub subscription is up and every link's view was reset when it came up.
-    pub(super) subscribed: AtomicBool,
-    /// Every shared breaker by Redis key, for the subscription to update.
-    pub(super) links:
-        std::sync::Mutex<std::collections::HashMap<String, Vec<std::sync::Weak<Link>>>>,
-}
-
-pub(super) struct Inner {
-    pub(super) client: Arc<Client>,
-    pub(super) prefix: String,
-    pub(super) ttl_ms: u64,
-    pub(super) local: Vec<String>,
-    pub(super) reports: tokio::sync::mpsc::UnboundedSender<Report>,
 }
 
 /// A Redis store shared by the replicas of a service; hand it to [`Registry::share`](crate::Registry::share).
@@ -324,4 +298,66 @@ pub struct SharedState {
     pub calls: u32,
     /// Failures among them.
     pub failures: u32,
+}
+
+/// Shares `core` through `store` when there is one and the key and policy allow it.
+pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
+    let Some(store) = store else {
+        return Arc::new(core);
+    };
+    let key = core.key().as_str();
+    if !core.policy().shared || store.inner.local.iter().any(|k| k == key) {
+        return Arc::new(core);
+    }
+    let policy = *core.policy();
+    let unsupported = if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
+        Some((
+            "window",
+            "a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`)",
+        ))
+    } else if policy.failure_count != 0 {
+        Some((
+            "failure_count",
+            "the failure rate or `consecutive`: the script does not count `failure_count`",
+        ))
+    } else {
+        None
+    };
+    if let Some((field, instead)) = unsupported {
+        tracing::error!(
+            target: "fusebox",
+            key,
+            field,
+            "breaker `{key}` uses a `{field}` the redis store does not share; it stays local (use {instead} to share it)"
+        );
+        return Arc::new(core);
+    }
+    let mut link = store.link(key, policy);
+    let hash = link.hash.clone();
+    let shared = Arc::new_cyclic(|me| {
+        link.core = me.clone();
+        core.with_store(Arc::new(link))
+    });
+    if let Some(link) = shared.store.as_ref()
+        && store.inner.client.cached
+    {
+        let mut links = store
+            .inner
+            .client
+            .links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Breakers dropped (evicted dynamic keys, reconfigured ones) leave dead entries: swept
+        // whenever the map doubles, so it stays proportional to the live breakers.
+        if links.len().is_power_of_two() {
+            links.retain(|_, entry| {
+                entry.retain(|l| l.strong_count() > 0);
+                !entry.is_empty()
+            });
+        }
+        let entry = links.entry(hash).or_default();
+        entry.retain(|l| l.strong_count() > 0);
+        entry.push(Arc::downgrade(link));
+    }
+    shared
 }
