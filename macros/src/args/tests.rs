@@ -567,3 +567,19 @@ fn failure_count_is_a_count_of_failures_within_the_window() {
         "invalid `failure_count` = 11; use a value in 1..=10 (at most a count `window`)"
     );
 }
+
+/// The attribute's rustdoc in this crate names every argument the attribute accepts.
+#[test]
+fn the_attribute_rustdoc_names_every_argument() {
+    let doc: String = include_str!("../lib.rs")
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("///"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for name in NAMES {
+        assert!(
+            doc.contains(&format!("`{name}`")),
+            "the `circuit_breaker` rustdoc of fusebox-macros does not name `{name}`"
+        );
+    }
+}
