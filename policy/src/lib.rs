@@ -1,7 +1,8 @@
 //! Trip and recovery rules: the [`Policy`] of a breaker, built in `const` context and validated.
 //!
 //! `lib.rs` holds the [`Policy`] type: its fields, setters, the rules between fields and the
-//! getters; validation, patches, errors and limits have their own files.
+//! getters; validation, patches, errors and limits have their own files. It is one concept, kept
+//! in one file though it passes 600 lines: each knob's field, setter and getter side by side.
 //!
 //! This crate is the one definition of the policy knobs, their limits and their validation: the
 //! `#[circuit_breaker]` attribute runs this validation when it expands, and the `fusebox` runtime
