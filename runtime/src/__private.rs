@@ -5,7 +5,10 @@ use std::sync::LazyLock;
 
 pub use ::core;
 
-pub use crate::attempts::{Attempts, Settled, backoff_delay, run as run_attempts};
+pub use crate::attempts::{
+    AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, backoff_delay,
+    run as run_attempts,
+};
 pub use crate::breaker::{Breaker, Permit};
 pub use crate::declared::Declared;
 pub use crate::error::{Cause, Error, Key};

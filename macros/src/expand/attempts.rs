@@ -35,7 +35,7 @@ pub(super) struct Attempt<'a> {
 /// ```text
 /// static SITE: Site = Site::new(key, function, policy);      // or DynSite, and the breaker
 /// let admit = move || SITE.acquire(registry);                 // or `|| SITE.acquire(&breaker)`
-/// const ATTEMPTS: Attempts = Attempts { timeout, retry, backoff, deadline };
+/// const ATTEMPTS: Attempts<T, D> = Attempts { timeout, retry, backoff, deadline };
 /// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure).await;
 /// match settled {
 ///     Settled::Done(result) => result,
@@ -82,7 +82,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     let settled = local("__fusebox_settled");
     let attempts = Ident::new("__FUSEBOX_ATTEMPTS", Span::mixed_site());
     let admission = admission(args, names, site, Admit::Closure);
-    let attempts_value = attempts_value(&args.attempts, private);
+    let (attempts_value, attempts_type) = attempts_value(&args.attempts, private);
     let attempt = attempt_closure(args, names, body);
     let error_type = respan(quote!(<#output as #private::Outcome>::Error), *output_span);
     let is_failure = match classify(args.failure.as_ref(), names, false) {
@@ -110,7 +110,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
                 #alias
                 let #cause = {
                     #admission
-                    const #attempts: #private::Attempts = #attempts_value;
+                    const #attempts: #attempts_type = #attempts_value;
                     match #run {
                         #private::Settled::Done(#result) => return #result,
                         #private::Settled::Failed(#error) => #on_failed,
@@ -123,7 +123,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
         None => quote! {
             #alias
             #admission
-            const #attempts: #private::Attempts = #attempts_value;
+            const #attempts: #attempts_type = #attempts_value;
             let #settled = {
                 #run
             };
