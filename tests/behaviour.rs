@@ -251,6 +251,62 @@ async fn a_cancelled_probe_gives_its_slot_back() {
     assert_eq!(breaker.state(), State::Closed);
 }
 
+// ---------------------------------------------------------------- async fallbacks: after the call settles
+
+fake_registry!(SETTLED_CLOCK, SETTLED);
+
+/// Stalls when `mode` is 1: a fallback still running.
+async fn slow_fallback(mode: u8, cause: Cause<ApiError>) -> Result<u32, ApiError> {
+    if mode == 1 {
+        std::future::pending::<()>().await;
+    }
+    match cause {
+        Cause::Failed(_) => Ok(1),
+        Cause::Rejected(_) | Cause::TimedOut(_) => Ok(2),
+    }
+}
+
+/// Mode 2 stalls (a call in flight), 3 succeeds, any other fails with a counted failure.
+#[circuit_breaker(key = "settled", registry = SETTLED, max_concurrent = 1, window = 2, min_calls = 1, open_for = "1s", failure = [Timeout], fallback = slow_fallback)]
+async fn settled_call(mode: u8) -> Result<u32, ApiError> {
+    match mode {
+        2 => {
+            std::future::pending::<()>().await;
+            Err(ApiError::Timeout)
+        }
+        3 => Ok(0),
+        _ => Err(ApiError::Timeout),
+    }
+}
+
+#[tokio::test]
+async fn an_async_fallback_runs_after_its_call_settled_and_a_cancelled_probe_gives_its_slot_back() {
+    let mut cx = Context::from_waker(Waker::noop());
+    // A failure whose fallback stalls: the call was reported (the circuit opened) and its
+    // bulkhead slot given back before the fallback runs.
+    let mut failing = Box::pin(settled_call(1));
+    assert!(failing.as_mut().poll(&mut cx).is_pending());
+    let breaker = SETTLED.get("settled").unwrap();
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(breaker.snapshot().in_flight, 0);
+    // Refused while open: the fallback gets `Rejected`.
+    assert_eq!(settled_call(3).await, Ok(2));
+    drop(failing);
+    assert_eq!(settled_call(0).await, Ok(2));
+    // The probe starts, then is cancelled: it gives its slots back and reaches no fallback.
+    SETTLED_CLOCK.advance(Duration::from_secs(1));
+    let mut probe = Box::pin(settled_call(2));
+    assert!(probe.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(breaker.state(), State::HalfOpen);
+    assert_eq!(breaker.snapshot().probes_in_flight, 1);
+    assert_eq!(breaker.snapshot().in_flight, 1);
+    drop(probe);
+    assert_eq!(breaker.snapshot().probes_in_flight, 0);
+    assert_eq!(breaker.snapshot().in_flight, 0);
+    assert_eq!(settled_call(3).await, Ok(0), "the next call is the probe");
+    assert_eq!(breaker.state(), State::Closed);
+}
+
 // ---------------------------------------------------------------- panics
 
 fake_registry!(PANIC_CLOCK, PANIC);
