@@ -278,12 +278,15 @@ fn expand(args: Args, function: Function) -> TokenStream {
         attempts_body(&args, &names, attempt)
     } else {
         let timeout = args.attempts.timeout.filter(|_| is_async);
-        let run = run_once(&names, args.fallback.is_some(), is_async, &body);
         // With `timeout`, the body's future is awaited inside the timer's.
         let run = match timeout {
-            Some(_) => run,
-            None if is_async => quote!(#run.await),
-            None => run,
+            None if is_async && awaits_in_place(&body) => in_place(&names, &body),
+            Some(_) => run_once(&names, args.fallback.is_some(), is_async, &body),
+            None if is_async => {
+                let run = run_once(&names, args.fallback.is_some(), is_async, &body);
+                quote!(#run.await)
+            }
+            None => run_once(&names, args.fallback.is_some(), is_async, &body),
         };
         let admit = if cfg!(feature = "redis") && is_async {
             Admit::SharedPermit
@@ -371,6 +374,45 @@ fn run_once(names: &Names, fallback: bool, is_async: bool, body: &TokenStream) -
         let wrap = quote_spanned!(*output_span=> #private_at_output::sync_body::<#output, _>);
         quote!(#wrap(#capture || #body))
     }
+}
+
+/// True when the body of an `async fn` can run in place, as a plain block of the function's
+/// own body, with no `async` block around it (whose state and moved copy of the parameters the
+/// function's future would carry): it has no `return` and no `?`, which would leave the function
+/// rather than the body and skip the report, and calls no macro, whose expansion might. The test
+/// is on tokens and errs on the safe side (a `return` in a nested closure, `!(…)` or `?Sized`
+/// also keep the `async` block).
+fn awaits_in_place(body: &TokenStream) -> bool {
+    fn plain(tokens: TokenStream) -> bool {
+        let mut after_bang = false;
+        for token in tokens {
+            let ok = match &token {
+                TokenTree::Ident(ident) => ident != "return",
+                TokenTree::Punct(punct) => punct.as_char() != '?',
+                TokenTree::Group(group) => !after_bang && plain(group.stream()),
+                TokenTree::Literal(_) => true,
+            };
+            if !ok {
+                return false;
+            }
+            after_bang = matches!(&token, TokenTree::Punct(punct) if punct.as_char() == '!');
+        }
+        true
+    }
+    plain(body.clone())
+}
+
+/// The body of an `async fn` run in place (see [`awaits_in_place`]): the block itself, its
+/// value pinned to the return type (located there, like [`run_once`]'s).
+fn in_place(names: &Names, body: &TokenStream) -> TokenStream {
+    let Names {
+        output,
+        output_span,
+        ..
+    } = names;
+    let private_at_output = names.private_at(*output_span);
+    let wrap = quote_spanned!(*output_span=> #private_at_output::in_place_body::<#output>);
+    quote!(#wrap(#body))
 }
 
 /// The call site of one function: its `static`, and what the admission needs.

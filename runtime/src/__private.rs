@@ -149,6 +149,13 @@ pub fn async_body<R: Outcome, F: Future<Output = R>>(body: F) -> F {
     body
 }
 
+/// Pins the type of an `async fn`'s body run in place (a block with no `return`, `?` or macro
+/// call, awaited as part of the function's own future) to the function's return type.
+#[inline(always)]
+pub fn in_place_body<R: Outcome>(value: R) -> R {
+    value
+}
+
 /// Runs the wrapped body of a sync function; the closure keeps `return` and `?` inside it.
 #[inline(always)]
 pub fn sync_body<R: Outcome, F: FnOnce() -> R>(body: F) -> R {
