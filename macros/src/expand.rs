@@ -1,7 +1,9 @@
 //! Code generation. The function keeps its signature; its body becomes: admission through a
 //! per-function `static` call site, the original body wrapped in a closure or an `async` block (so
-//! `return` and `?` stay inside it), classification of the outcome, the report on the permit, and
-//! the fallback.
+//! `return` and `?` stay inside it; an `async` body that has neither, nor a macro call, runs in
+//! place as a plain block, see [`awaits_in_place`]), classification of the outcome, the report on
+//! the permit, and the fallback (an `async fn`'s is awaited after the call settled, see
+//! [`defers_fallback`]).
 //!
 //! With `timeout`, `retry`, `backoff` or `deadline` the body instead becomes an attempt closure run
 //! by the runtime's attempt driver (`expand/attempts.rs`); without them nothing of that machinery
