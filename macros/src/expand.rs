@@ -580,6 +580,43 @@ fn settle(
     }
 }
 
+/// How the outcome arms of a call run once leave: as the function's value, or, with a deferred
+/// fallback ([`defers_fallback`]), the function's own result by `return` (with a shared store,
+/// as `Ok` first, for the store's wait) and a cause as the settling block's value (with a shared
+/// store, as `Err`).
+struct Exits {
+    defers: bool,
+    shared: bool,
+}
+
+impl Exits {
+    fn new(args: &Args, is_async: bool) -> Self {
+        Exits {
+            defers: defers_fallback(args, is_async),
+            shared: cfg!(feature = "redis") && is_async,
+        }
+    }
+
+    /// The function's own result `tokens`, leaving.
+    fn done(&self, tokens: TokenStream) -> TokenStream {
+        match (self.defers, self.shared) {
+            (true, false) => quote!(return #tokens),
+            (true, true) => quote!(::core::result::Result::Ok(#tokens)),
+            (false, _) => tokens,
+        }
+    }
+
+    /// What a call handed to the fallback evaluates to (`tokens`: the fallback's value, or the
+    /// cause when it is deferred).
+    fn to_fallback(&self, tokens: TokenStream) -> TokenStream {
+        if self.defers && self.shared {
+            quote!(::core::result::Result::Err(#tokens))
+        } else {
+            tokens
+        }
+    }
+}
+
 /// The refusal check and the outcome arms of a call run once: the success is reported and
 /// returned; an error is classified, reported, and returned or handed to the fallback.
 fn outcome(
@@ -606,26 +643,10 @@ fn outcome(
     let ok_value = at_output(quote!(::core::result::Result::Ok(#value)));
     let err_error = at_output(quote!(::core::result::Result::Err(#error)));
     let (on_failed, on_refused) = settle(args, names, params, is_async, quote!(Rejected(#refused)));
-    // A deferred fallback ([`defers_fallback`]): the function's own result leaves the settling
-    // block by `return` (with a shared store, as `Ok` first, for the store's wait), a cause ends
-    // the block (with a shared store, as `Err`).
-    let defers = defers_fallback(args, is_async);
-    let shared = cfg!(feature = "redis") && is_async;
-    let done = |tokens: TokenStream| match (defers, shared) {
-        (true, false) => quote!(return #tokens),
-        (true, true) => quote!(::core::result::Result::Ok(#tokens)),
-        (false, _) => tokens,
-    };
-    let to_fallback = |tokens: TokenStream| {
-        if defers && shared {
-            quote!(::core::result::Result::Err(#tokens))
-        } else {
-            tokens
-        }
-    };
-    let on_failed = to_fallback(on_failed);
-    let ok_done = done(ok_value.clone());
-    let err_done = done(err_error.clone());
+    let exits = Exits::new(args, is_async);
+    let on_failed = exits.to_fallback(on_failed);
+    let ok_done = exits.done(ok_value.clone());
+    let err_done = exits.done(err_error.clone());
     // The result is taken apart and rebuilt rather than inspected and returned: on the success
     // path only the `Ok` value moves, never the whole `Result` (whose error type may be large),
     // which keeps the hot path free of memory-to-memory copies.
@@ -689,7 +710,7 @@ fn outcome(
         // `Cause::TimedOut`).
         let limit = crate::setters::duration(limit);
         let (_, on_timeout) = settle(args, names, params, is_async, quote!(TimedOut(#refused)));
-        let on_timeout = to_fallback(on_timeout);
+        let on_timeout = exits.to_fallback(on_timeout);
         let ok = quote!(::core::result::Result::Ok);
         let err = quote!(::core::result::Result::Err);
         matched = quote! {
@@ -702,6 +723,7 @@ fn outcome(
             }
         };
     }
+    let defers = exits.defers;
     let on_refused = if defers {
         let settled = &names.settled;
         quote!(break #settled #on_refused;)
