@@ -324,6 +324,36 @@ async fn explode_async() -> Result<u8, ApiError> {
     panic!("async backend client bug");
 }
 
+/// Panics inside the awaited call: the annotated body below has no macro call, `return` or `?`,
+/// so it runs in place, as part of the function's own future.
+async fn client_bug(after_a_yield: bool) -> Result<u8, ApiError> {
+    if after_a_yield {
+        tokio::task::yield_now().await;
+    }
+    let empty: [u8; 0] = [];
+    Ok(empty[usize::from(after_a_yield)])
+}
+
+#[circuit_breaker(key = "panic-in-place", registry = PANIC, window = 2, min_calls = 2)]
+async fn explode_in_place(after_a_yield: bool) -> Result<u8, ApiError> {
+    client_bug(after_a_yield).await
+}
+
+#[tokio::test]
+async fn a_panic_in_a_body_run_in_place_counts_as_a_failure() {
+    let joined = tokio::spawn(explode_in_place(false)).await;
+    assert!(joined.unwrap_err().is_panic());
+    let breaker = PANIC.get("panic-in-place").unwrap();
+    assert_eq!(
+        (breaker.snapshot().calls, breaker.snapshot().failures),
+        (1, 1)
+    );
+    // Panicking after the body's first `.await`: the second failure trips the circuit.
+    let joined = tokio::spawn(explode_in_place(true)).await;
+    assert!(joined.unwrap_err().is_panic());
+    assert_eq!(breaker.state(), State::Open);
+}
+
 #[test]
 fn a_panicking_call_counts_as_a_failure_and_the_panic_propagates() {
     let caught = std::panic::catch_unwind(|| explode(true));
