@@ -307,6 +307,32 @@ async fn an_async_fallback_runs_after_its_call_settled_and_a_cancelled_probe_giv
     assert_eq!(breaker.state(), State::Closed);
 }
 
+/// Names the host and the cause it was called with.
+async fn host_fallback(host: &str, cause: Cause<ApiError>) -> Result<String, ApiError> {
+    let why = match cause {
+        Cause::Failed(_) => "failed",
+        Cause::Rejected(_) | Cause::TimedOut(_) => "rejected",
+    };
+    Ok(format!("{host}:{why}"))
+}
+
+#[circuit_breaker(key = host, registry = SETTLED, window = 1, min_calls = 1, open_for = "1s", failure = [Timeout], fallback = host_fallback)]
+async fn per_host(host: &str) -> Result<String, ApiError> {
+    if host.starts_with("down") {
+        Err(ApiError::Timeout)
+    } else {
+        Ok(host.to_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_dynamic_key_hands_its_parameters_to_a_deferred_fallback() {
+    assert_eq!(per_host("up").await.unwrap(), "up");
+    assert_eq!(per_host("down-1").await.unwrap(), "down-1:failed");
+    assert_eq!(per_host("down-1").await.unwrap(), "down-1:rejected");
+    assert_eq!(per_host("up").await.unwrap(), "up");
+}
+
 // ---------------------------------------------------------------- panics
 
 fake_registry!(PANIC_CLOCK, PANIC);
