@@ -251,6 +251,88 @@ async fn a_cancelled_probe_gives_its_slot_back() {
     assert_eq!(breaker.state(), State::Closed);
 }
 
+// ---------------------------------------------------------------- async fallbacks: after the call settles
+
+fake_registry!(SETTLED_CLOCK, SETTLED);
+
+/// Stalls when `mode` is 1: a fallback still running.
+async fn slow_fallback(mode: u8, cause: Cause<ApiError>) -> Result<u32, ApiError> {
+    if mode == 1 {
+        std::future::pending::<()>().await;
+    }
+    match cause {
+        Cause::Failed(_) => Ok(1),
+        Cause::Rejected(_) | Cause::TimedOut(_) => Ok(2),
+    }
+}
+
+/// Mode 2 stalls (a call in flight), 3 succeeds, any other fails with a counted failure.
+#[circuit_breaker(key = "settled", registry = SETTLED, max_concurrent = 1, window = 2, min_calls = 1, open_for = "1s", failure = [Timeout], fallback = slow_fallback)]
+async fn settled_call(mode: u8) -> Result<u32, ApiError> {
+    match mode {
+        2 => {
+            std::future::pending::<()>().await;
+            Err(ApiError::Timeout)
+        }
+        3 => Ok(0),
+        _ => Err(ApiError::Timeout),
+    }
+}
+
+#[tokio::test]
+async fn an_async_fallback_runs_after_its_call_settled_and_a_cancelled_probe_gives_its_slot_back() {
+    let mut cx = Context::from_waker(Waker::noop());
+    // A failure whose fallback stalls: the call was reported (the circuit opened) and its
+    // bulkhead slot given back before the fallback runs.
+    let mut failing = Box::pin(settled_call(1));
+    assert!(failing.as_mut().poll(&mut cx).is_pending());
+    let breaker = SETTLED.get("settled").unwrap();
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(breaker.snapshot().in_flight, 0);
+    // Refused while open: the fallback gets `Rejected`.
+    assert_eq!(settled_call(3).await, Ok(2));
+    drop(failing);
+    assert_eq!(settled_call(0).await, Ok(2));
+    // The probe starts, then is cancelled: it gives its slots back and reaches no fallback.
+    SETTLED_CLOCK.advance(Duration::from_secs(1));
+    let mut probe = Box::pin(settled_call(2));
+    assert!(probe.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(breaker.state(), State::HalfOpen);
+    assert_eq!(breaker.snapshot().probes_in_flight, 1);
+    assert_eq!(breaker.snapshot().in_flight, 1);
+    drop(probe);
+    assert_eq!(breaker.snapshot().probes_in_flight, 0);
+    assert_eq!(breaker.snapshot().in_flight, 0);
+    assert_eq!(settled_call(3).await, Ok(0), "the next call is the probe");
+    assert_eq!(breaker.state(), State::Closed);
+}
+
+/// Names the host and the cause it was called with.
+async fn host_fallback(host: &str, cause: Cause<ApiError>) -> Result<String, ApiError> {
+    let why = match cause {
+        Cause::Failed(_) => "failed",
+        Cause::Rejected(_) | Cause::TimedOut(_) => "rejected",
+    };
+    Ok(format!("{host}:{why}"))
+}
+
+#[circuit_breaker(key = host, registry = SETTLED, window = 1, min_calls = 1, open_for = "1s", failure = [Timeout], fallback = host_fallback)]
+async fn per_host(host: &str) -> Result<String, ApiError> {
+    if host.starts_with("down") {
+        Err(ApiError::Timeout)
+    } else {
+        Ok(host.to_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_dynamic_key_hands_its_parameters_to_a_deferred_fallback() {
+    assert_eq!(per_host("up").await.unwrap(), "up");
+    assert_eq!(per_host("down-1").await.unwrap(), "down-1:failed");
+    assert_eq!(per_host("down-1").await.unwrap(), "down-1:rejected");
+    assert_eq!(per_host("up").await.unwrap(), "up");
+}
+
 // ---------------------------------------------------------------- panics
 
 fake_registry!(PANIC_CLOCK, PANIC);
@@ -266,6 +348,36 @@ fn explode(really: bool) -> Result<u8, ApiError> {
 #[circuit_breaker(key = "panic-async", registry = PANIC, window = 1, min_calls = 1)]
 async fn explode_async() -> Result<u8, ApiError> {
     panic!("async backend client bug");
+}
+
+/// Panics inside the awaited call: the annotated body below has no macro call, `return` or `?`,
+/// so it runs in place, as part of the function's own future.
+async fn client_bug(after_a_yield: bool) -> Result<u8, ApiError> {
+    if after_a_yield {
+        tokio::task::yield_now().await;
+    }
+    let empty: [u8; 0] = [];
+    Ok(empty[usize::from(after_a_yield)])
+}
+
+#[circuit_breaker(key = "panic-in-place", registry = PANIC, window = 2, min_calls = 2)]
+async fn explode_in_place(after_a_yield: bool) -> Result<u8, ApiError> {
+    client_bug(after_a_yield).await
+}
+
+#[tokio::test]
+async fn a_panic_in_a_body_run_in_place_counts_as_a_failure() {
+    let joined = tokio::spawn(explode_in_place(false)).await;
+    assert!(joined.unwrap_err().is_panic());
+    let breaker = PANIC.get("panic-in-place").unwrap();
+    assert_eq!(
+        (breaker.snapshot().calls, breaker.snapshot().failures),
+        (1, 1)
+    );
+    // Panicking after the body's first `.await`: the second failure trips the circuit.
+    let joined = tokio::spawn(explode_in_place(true)).await;
+    assert!(joined.unwrap_err().is_panic());
+    assert_eq!(breaker.state(), State::Open);
 }
 
 #[test]

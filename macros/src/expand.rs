@@ -1,7 +1,9 @@
 //! Code generation. The function keeps its signature; its body becomes: admission through a
 //! per-function `static` call site, the original body wrapped in a closure or an `async` block (so
-//! `return` and `?` stay inside it), classification of the outcome, the report on the permit, and
-//! the fallback.
+//! `return` and `?` stay inside it; an `async` body that has neither, nor a macro call, runs in
+//! place as a plain block, see [`awaits_in_place`]), classification of the outcome, the report on
+//! the permit, and the fallback (an `async fn`'s is awaited after the call settled, see
+//! [`defers_fallback`]).
 //!
 //! With `timeout`, `retry`, `backoff` or `deadline` the body instead becomes an attempt closure run
 //! by the runtime's attempt driver (`expand/attempts.rs`); without them nothing of that machinery
@@ -27,7 +29,8 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned as _;
 use syn::{
-    Expr, ExprPath, FnArg, GenericArgument, Ident, Pat, Path, PathArguments, Type, TypePath,
+    Expr, ExprPath, FnArg, GenericArgument, Ident, Lifetime, Pat, Path, PathArguments, Type,
+    TypePath,
 };
 
 use attempts::{Attempt, attempts_body};
@@ -141,6 +144,10 @@ struct Names {
     /// variant name becomes `__FuseboxErrorOf::<RET>::Timeout { .. }` whatever alias the return
     /// type is written with.
     error_of: Ident,
+    /// The `Cause` an `async fn`'s fallback is called with (see [`defers_fallback`]).
+    cause: Ident,
+    /// The block that settles a call whose fallback is deferred (see [`defers_fallback`]).
+    settled: Lifetime,
 }
 
 impl Names {
@@ -236,6 +243,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
         value: local("__fusebox_value"),
         refused: local("__fusebox_refused"),
         error_of: Ident::new("__FuseboxErrorOf", Span::call_site()),
+        cause: local("__fusebox_cause"),
+        settled: Lifetime::new("'__fusebox_settled", Span::mixed_site()),
     };
     let private = &names.private;
     let is_async = item.sig.asyncness.is_some();
@@ -275,12 +284,15 @@ fn expand(args: Args, function: Function) -> TokenStream {
         attempts_body(&args, &names, attempt)
     } else {
         let timeout = args.attempts.timeout.filter(|_| is_async);
-        let run = run_once(&names, args.fallback.is_some(), is_async, &body);
         // With `timeout`, the body's future is awaited inside the timer's.
         let run = match timeout {
-            Some(_) => run,
-            None if is_async => quote!(#run.await),
-            None => run,
+            None if is_async && awaits_in_place(&body) => in_place(&names, &body),
+            Some(_) => run_once(&names, args.fallback.is_some(), is_async, &body),
+            None if is_async => {
+                let run = run_once(&names, args.fallback.is_some(), is_async, &body);
+                quote!(#run.await)
+            }
+            None => run_once(&names, args.fallback.is_some(), is_async, &body),
         };
         let admit = if cfg!(feature = "redis") && is_async {
             Admit::SharedPermit
@@ -290,13 +302,59 @@ fn expand(args: Args, function: Function) -> TokenStream {
         let admission = admission(&args, &names, &site, admit);
         let outcome = outcome(&args, &names, &params, is_async, &run, timeout);
         let alias = error_alias(&args, &names);
-        quote! {
-            #alias
-            #admission
-            #outcome
+        match deferred_fallback(&args, &names, &params, is_async) {
+            // The call settles in a block of its own that ends with the cause, so the permit,
+            // the body's future and its result are all dead when the fallback's future is made.
+            Some(call) => {
+                let Names { cause, settled, .. } = &names;
+                quote! {
+                    #alias
+                    let #cause = #settled: {
+                        #admission
+                        #outcome
+                    };
+                    #call
+                }
+            }
+            None => quote! {
+                #alias
+                #admission
+                #outcome
+            },
         }
     };
     item.with_body(new_body)
+}
+
+/// True when the fallback of an `async fn` is called after the call has settled: the settling
+/// block returns the function's own result and ends with the fallback's `Cause`, then the
+/// fallback is called and awaited once, outside it. The body's future and the fallback's never
+/// live in the function's future at once, so its size is the larger of the two, not their sum.
+fn defers_fallback(args: &Args, is_async: bool) -> bool {
+    is_async && args.fallback.is_some()
+}
+
+/// The call of a deferred fallback with the cause the settling block ended with (`None` when
+/// the fallback is not deferred, see [`defers_fallback`]).
+fn deferred_fallback(
+    args: &Args,
+    names: &Names,
+    params: &Params,
+    is_async: bool,
+) -> Option<TokenStream> {
+    let fallback = args.fallback.as_ref()?;
+    defers_fallback(args, is_async).then(|| {
+        let cause = &names.cause;
+        fallback_call(fallback, params, is_async, names, quote!(#cause))
+    })
+}
+
+/// `Cause::<E>::#variant`, with `E` the function's error type.
+fn cause(names: &Names, variant: &TokenStream) -> TokenStream {
+    let Names {
+        private, output, ..
+    } = names;
+    quote!(#private::Cause::<<#output as #private::Outcome>::Error>::#variant)
 }
 
 /// The original body, wrapped in a closure (called here) or an `async` block (not yet awaited)
@@ -322,6 +380,45 @@ fn run_once(names: &Names, fallback: bool, is_async: bool, body: &TokenStream) -
         let wrap = quote_spanned!(*output_span=> #private_at_output::sync_body::<#output, _>);
         quote!(#wrap(#capture || #body))
     }
+}
+
+/// True when the body of an `async fn` can run in place, as a plain block of the function's
+/// own body, with no `async` block around it (whose state and moved copy of the parameters the
+/// function's future would carry): it has no `return` and no `?`, which would leave the function
+/// rather than the body and skip the report, and calls no macro, whose expansion might. The test
+/// is on tokens and errs on the safe side (a `return` in a nested closure, `!(…)` or `?Sized`
+/// also keep the `async` block).
+fn awaits_in_place(body: &TokenStream) -> bool {
+    fn plain(tokens: TokenStream) -> bool {
+        let mut after_bang = false;
+        for token in tokens {
+            let ok = match &token {
+                TokenTree::Ident(ident) => ident != "return",
+                TokenTree::Punct(punct) => punct.as_char() != '?',
+                TokenTree::Group(group) => !after_bang && plain(group.stream()),
+                TokenTree::Literal(_) => true,
+            };
+            if !ok {
+                return false;
+            }
+            after_bang = matches!(&token, TokenTree::Punct(punct) if punct.as_char() == '!');
+        }
+        true
+    }
+    plain(body.clone())
+}
+
+/// The body of an `async fn` run in place (see [`awaits_in_place`]): the block itself, its
+/// value pinned to the return type (located there, like [`run_once`]'s).
+fn in_place(names: &Names, body: &TokenStream) -> TokenStream {
+    let Names {
+        output,
+        output_span,
+        ..
+    } = names;
+    let private_at_output = names.private_at(*output_span);
+    let wrap = quote_spanned!(*output_span=> #private_at_output::in_place_body::<#output>);
+    quote!(#wrap(#body))
 }
 
 /// The call site of one function: its `static`, and what the admission needs.
@@ -439,7 +536,8 @@ fn error_alias(args: &Args, names: &Names) -> Option<TokenStream> {
 
 /// What a failed call and a refused call return, for both paths: the error and
 /// `Err(reject(refused))`, or the fallback's value with `Cause::Failed(error)` and `refused`
-/// (`Cause::<refused_cause>`).
+/// (`Cause::<refused_cause>`). When the fallback is deferred ([`defers_fallback`]), the two
+/// causes themselves: the settling block ends with them.
 fn settle(
     args: &Args,
     names: &Names,
@@ -463,10 +561,63 @@ fn settle(
                 *output_span,
             ),
         ),
-        Some(fallback) => (
-            fallback_call(fallback, params, is_async, names, quote!(Failed(#error))),
-            fallback_call(fallback, params, is_async, names, refused_cause),
+        Some(_) if defers_fallback(args, is_async) => (
+            cause(names, &quote!(Failed(#error))),
+            cause(names, &refused_cause),
         ),
+        Some(fallback) => (
+            fallback_call(
+                fallback,
+                params,
+                is_async,
+                names,
+                cause(names, &quote!(Failed(#error))),
+            ),
+            fallback_call(
+                fallback,
+                params,
+                is_async,
+                names,
+                cause(names, &refused_cause),
+            ),
+        ),
+    }
+}
+
+/// How the outcome arms of a call run once leave: as the function's value, or, with a deferred
+/// fallback ([`defers_fallback`]), the function's own result by `return` (with a shared store,
+/// as `Ok` first, for the store's wait) and a cause as the settling block's value (with a shared
+/// store, as `Err`).
+struct Exits {
+    defers: bool,
+    shared: bool,
+}
+
+impl Exits {
+    fn new(args: &Args, is_async: bool) -> Self {
+        Exits {
+            defers: defers_fallback(args, is_async),
+            shared: cfg!(feature = "redis") && is_async,
+        }
+    }
+
+    /// The function's own result `tokens`, leaving.
+    fn done(&self, tokens: TokenStream) -> TokenStream {
+        match (self.defers, self.shared) {
+            (true, false) => quote!(return #tokens),
+            (true, true) => quote!(::core::result::Result::Ok(#tokens)),
+            (false, _) => tokens,
+        }
+    }
+
+    /// What a call handed to the fallback evaluates to (`tokens`: the fallback's value, or the
+    /// cause when it is deferred).
+    fn to_fallback(&self, tokens: TokenStream) -> TokenStream {
+        if self.defers && self.shared {
+            quote!(::core::result::Result::Err(#tokens))
+        } else {
+            tokens
+        }
     }
 }
 
@@ -496,6 +647,10 @@ fn outcome(
     let ok_value = at_output(quote!(::core::result::Result::Ok(#value)));
     let err_error = at_output(quote!(::core::result::Result::Err(#error)));
     let (on_failed, on_refused) = settle(args, names, params, is_async, quote!(Rejected(#refused)));
+    let exits = Exits::new(args, is_async);
+    let on_failed = exits.to_fallback(on_failed);
+    let ok_done = exits.done(ok_value.clone());
+    let err_done = exits.done(err_error.clone());
     // The result is taken apart and rebuilt rather than inspected and returned: on the success
     // path only the `Ok` value moves, never the whole `Result` (whose error type may be large),
     // which keeps the hot path free of memory-to-memory copies.
@@ -513,7 +668,7 @@ fn outcome(
             }
             #err_error => {
                 #private::permit_ignored(&mut #permit);
-                #err_error
+                #err_done
             }
         },
         (None, _) => quote! {
@@ -547,7 +702,7 @@ fn outcome(
         match #scrutinee {
             #ok_value => {
                 #report_ok
-                #ok_value
+                #ok_done
             }
             #report_error
         }
@@ -559,6 +714,7 @@ fn outcome(
         // `Cause::TimedOut`).
         let limit = crate::setters::duration(limit);
         let (_, on_timeout) = settle(args, names, params, is_async, quote!(TimedOut(#refused)));
+        let on_timeout = exits.to_fallback(on_timeout);
         let ok = quote!(::core::result::Result::Ok);
         let err = quote!(::core::result::Result::Err);
         matched = quote! {
@@ -571,7 +727,14 @@ fn outcome(
             }
         };
     }
-    shared_store(is_async, names, quote!(return #on_refused;), matched)
+    let defers = exits.defers;
+    let on_refused = if defers {
+        let settled = &names.settled;
+        quote!(break #settled #on_refused;)
+    } else {
+        quote!(return #on_refused;)
+    };
+    shared_store(is_async, defers, names, on_refused, matched)
 }
 
 /// The refusal check and the call. With the `redis` feature, an `async fn` on a shared registry
@@ -579,6 +742,7 @@ fn outcome(
 /// after the call; without it, or for a sync function, the expansion is unchanged.
 fn shared_store(
     is_async: bool,
+    defers: bool,
     names: &Names,
     on_refused: TokenStream,
     matched: TokenStream,
@@ -588,9 +752,38 @@ fn shared_store(
         permit,
         refused,
         output,
+        value,
+        cause,
         ..
     } = names;
-    if cfg!(feature = "redis") && is_async {
+    if cfg!(feature = "redis") && is_async && defers {
+        let out = Ident::new("__fusebox_out", Span::mixed_site());
+        let ok = quote!(::core::result::Result::Ok);
+        let err = quote!(::core::result::Result::Err);
+        quote! {
+            if #private::asks_store(&#permit) {
+                #private::admit_shared(&mut #permit).await;
+            }
+            if let ::core::option::Option::Some(#refused) = #private::permit_refusal(&#permit) {
+                #on_refused
+            }
+            // The function's own result (`Ok`) or the fallback's cause (`Err`), recorded in the
+            // store before either goes on.
+            let #out: ::core::result::Result<
+                #output,
+                #private::Cause<<#output as #private::Outcome>::Error>,
+            > = #matched;
+            let #out = if #private::reports_to_store(&#permit) {
+                #private::flush_then(&#permit, #out).await
+            } else {
+                #out
+            };
+            match #out {
+                #ok(#value) => return #value,
+                #err(#cause) => #cause,
+            }
+        }
+    } else if cfg!(feature = "redis") && is_async {
         let out = Ident::new("__fusebox_out", Span::mixed_site());
         quote! {
             // The store's admission replaces the permit; then one refusal check (so the fallback

@@ -5,7 +5,10 @@ use std::sync::LazyLock;
 
 pub use ::core;
 
-pub use crate::attempts::{Attempts, Settled, backoff_delay, run as run_attempts};
+pub use crate::attempts::{
+    AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, backoff_delay,
+    run as run_attempts,
+};
 pub use crate::breaker::{Breaker, Permit};
 pub use crate::declared::Declared;
 pub use crate::error::{Cause, Error, Key};
@@ -144,6 +147,13 @@ impl<T, E> Outcome for Result<T, E> {
 #[inline(always)]
 pub fn async_body<R: Outcome, F: Future<Output = R>>(body: F) -> F {
     body
+}
+
+/// Pins the type of an `async fn`'s body run in place (a block with no `return`, `?` or macro
+/// call, awaited as part of the function's own future) to the function's return type.
+#[inline(always)]
+pub fn in_place_body<R: Outcome>(value: R) -> R {
+    value
 }
 
 /// Runs the wrapped body of a sync function; the closure keeps `return` and `?` inside it.

@@ -18,26 +18,114 @@ use crate::error::{Error, Reason};
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Attempt settings of one annotated function (`timeout`, `retry`, `backoff`, `deadline`).
+///
+/// The timeout and the deadline are types: an attempt without a timeout is awaited as is
+/// ([`Unbounded`]), with one inside its timer (a [`Duration`]), and a call without a deadline
+/// keeps no start time ([`NoDeadline`]); the driver's future holds only what the call uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Attempts {
-    /// Bound on each attempt.
-    pub timeout: Option<Duration>,
+pub struct Attempts<L = Unbounded, D = NoDeadline> {
+    /// Bound on each attempt: [`Unbounded`] or a [`Duration`].
+    pub timeout: L,
     /// Total attempts (at least 1).
     pub retry: u32,
     /// Base delay of the exponential backoff between attempts (full jitter); zero: retry at once.
     pub backoff: Duration,
-    /// Budget shared by all attempts, checked before each one.
-    pub deadline: Option<Duration>,
+    /// Budget shared by all attempts, checked before each one: [`NoDeadline`] or a [`Duration`].
+    pub deadline: D,
 }
 
 impl Attempts {
     /// One attempt, no timeout.
     pub const ONCE: Attempts = Attempts {
-        timeout: None,
+        timeout: Unbounded,
         retry: 1,
         backoff: Duration::ZERO,
-        deadline: None,
+        deadline: NoDeadline,
     };
+}
+
+/// No timeout: each attempt is awaited as is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unbounded;
+
+/// No deadline: the attempts keep no start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoDeadline;
+
+/// The bound on each attempt: [`Unbounded`], or a [`Duration`] (the attempt runs inside a timer).
+pub trait AttemptLimit: Copy {
+    /// An attempt's future under this bound.
+    type Bounded<F: Future>: Future;
+    /// Bounds `attempt`.
+    fn bound<F: Future>(self, attempt: F) -> Self::Bounded<F>;
+    /// The attempt's output, or `None` when it ran out of time.
+    fn finished<F: Future>(output: <Self::Bounded<F> as Future>::Output) -> Option<F::Output>;
+}
+
+impl AttemptLimit for Unbounded {
+    type Bounded<F: Future> = F;
+
+    #[inline(always)]
+    fn bound<F: Future>(self, attempt: F) -> F {
+        attempt
+    }
+
+    #[inline(always)]
+    fn finished<F: Future>(output: F::Output) -> Option<F::Output> {
+        Some(output)
+    }
+}
+
+impl AttemptLimit for Duration {
+    type Bounded<F: Future> = tokio::time::Timeout<F>;
+
+    #[inline]
+    fn bound<F: Future>(self, attempt: F) -> tokio::time::Timeout<F> {
+        tokio::time::timeout(self, attempt)
+    }
+
+    #[inline(always)]
+    fn finished<F: Future>(
+        output: Result<F::Output, tokio::time::error::Elapsed>,
+    ) -> Option<F::Output> {
+        output.ok()
+    }
+}
+
+/// The budget shared by all attempts: [`NoDeadline`], or a [`Duration`] from the first attempt.
+pub trait AttemptBudget: Copy {
+    /// What the budget keeps from the start of the call (nothing without a deadline).
+    type Started: Copy;
+    /// The start of the call.
+    fn start(self) -> Self::Started;
+    /// True when a retry after `delay` still starts within the budget.
+    fn allows(self, started: Self::Started, delay: Duration) -> bool;
+}
+
+impl AttemptBudget for NoDeadline {
+    type Started = ();
+
+    #[inline(always)]
+    fn start(self) {}
+
+    #[inline(always)]
+    fn allows(self, (): (), _delay: Duration) -> bool {
+        true
+    }
+}
+
+impl AttemptBudget for Duration {
+    type Started = tokio::time::Instant;
+
+    #[inline]
+    fn start(self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
+    }
+
+    #[inline]
+    fn allows(self, started: tokio::time::Instant, delay: Duration) -> bool {
+        started.elapsed() + delay < self
+    }
 }
 
 /// How a call through [`run`] ended.
@@ -72,14 +160,16 @@ pub fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u32) -> D
 /// A plain function returning an `async move` block rather than an `async fn`: the block uses its
 /// captured arguments in place, where an `async fn` would also hold a moved copy of each. Each
 /// attempt's permit, result and outcome live in a block of their own, so the backoff's timer is
-/// the only thing held across the wait between attempts.
+/// the only thing held across the wait between attempts. The timeout and the deadline are types
+/// ([`AttemptLimit`], [`AttemptBudget`]), so without them the future holds neither a timer around
+/// the attempt nor a start time.
 #[expect(
     clippy::manual_async_fn,
     reason = "an `async fn` would hold a moved copy of each argument beside the captured one"
 )]
-pub fn run<'a, T, E, F, Fut>(
+pub fn run<'a, T, E, F, Fut, L: AttemptLimit, D: AttemptBudget>(
     admit: impl Fn() -> Result<Permit<'a>, Error>,
-    cfg: &Attempts,
+    cfg: &Attempts<L, D>,
     mut attempt: F,
     is_failure: impl Fn(&E) -> bool,
 ) -> impl Future<Output = Settled<T, E>>
@@ -88,7 +178,7 @@ where
     Fut: Future<Output = Result<T, E>>,
 {
     async move {
-        let started = tokio::time::Instant::now();
+        let started = cfg.deadline.start();
         let attempts = cfg.retry.max(1);
         let mut n = 0;
         // True once an attempt timed out (its error is rebuilt from the refusal's key: one
@@ -96,6 +186,8 @@ where
         let mut timed_out = false;
         loop {
             n += 1;
+            // Only the delay's value crosses into the wait: a `Duration` borrowed before the
+            // `.await` (`is_zero`) would be kept in the future across it.
             let delay = {
                 let permit = match admit() {
                     Ok(permit) => permit,
@@ -106,10 +198,7 @@ where
                     }
                     Err(refused) => return Settled::Refused(refused),
                 };
-                let result = match cfg.timeout {
-                    Some(limit) => tokio::time::timeout(limit, attempt()).await.ok(),
-                    None => Some(attempt().await),
-                };
+                let result = L::finished::<Fut>(cfg.timeout.bound(attempt()).await);
                 // A counted failure: the only outcome that may be retried.
                 let failed = match result {
                     Some(Ok(value)) => {
@@ -136,14 +225,12 @@ where
                 }
                 // Seeded per delay: a generator held across the attempts would grow the future.
                 let delay = backoff_delay(&mut fastrand::Rng::new(), cfg.backoff, n);
-                if let Some(deadline) = cfg.deadline
-                    && started.elapsed() + delay >= deadline
-                {
+                if !cfg.deadline.allows(started, delay) {
                     return failed;
                 }
-                delay
+                (!delay.is_zero()).then_some(delay)
             };
-            if !delay.is_zero() {
+            if let Some(delay) = delay {
                 tokio::time::sleep(delay).await;
             }
         }

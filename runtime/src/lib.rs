@@ -119,8 +119,10 @@ pub mod limits {
 /// # Expands to
 ///
 /// The body becomes admission through a per-function `static` call site, the original body
-/// wrapped in a closure (or an `async` block, so `return` and `?` stay inside it), classification
-/// of the outcome, the report on the permit, and the fallback. This is the expansion of
+/// wrapped in a closure (or an `async` block, so `return` and `?` stay inside it; an `async` body
+/// with no `return`, `?` or macro call runs in place, as a plain block), classification of the
+/// outcome, the report on the permit, and the fallback (for an `async fn`, called and awaited
+/// once the call has settled). This is the expansion of
 /// `#[circuit_breaker(key = "payment", failure = [Timeout], window = 20, open_for = "30s")]`
 /// on `fn authorize(amount: u64) -> Result<u64, PaymentError>`, as the snapshot tests of
 /// `fusebox-macros` record it (`__private_…` items are not a public API):

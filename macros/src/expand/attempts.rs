@@ -7,7 +7,7 @@ use syn::Ident;
 
 use super::classify::classify;
 use super::values::attempts_value;
-use super::{Admit, Names, Site, admission, error_alias, respan, settle};
+use super::{Admit, Names, Site, admission, deferred_fallback, error_alias, respan, settle};
 use crate::args::{Args, AttemptArgs};
 use crate::function::Params;
 
@@ -35,14 +35,18 @@ pub(super) struct Attempt<'a> {
 /// ```text
 /// static SITE: Site = Site::new(key, function, policy);      // or DynSite, and the breaker
 /// let admit = move || SITE.acquire(registry);                 // or `|| SITE.acquire(&breaker)`
-/// const ATTEMPTS: Attempts = Attempts { timeout, retry, backoff, deadline };
+/// const ATTEMPTS: Attempts<T, D> = Attempts { timeout, retry, backoff, deadline };
 /// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure).await;
 /// match settled {
 ///     Settled::Done(result) => result,
-///     Settled::Failed(error) => Err(error),                   // or fallback(…, Cause::Failed(error))
-///     Settled::Refused(refused) => Err(reject(refused)),      // or fallback(…, Cause::from_error(refused))
+///     Settled::Failed(error) => Err(error),
+///     Settled::Refused(refused) => Err(reject(refused)),
 /// }
 /// ```
+///
+/// With a fallback the match is in a block that returns `Done`'s result and otherwise ends with
+/// the cause (`Cause::Failed(error)`, `Cause::from_error(refused)`), and the fallback is called
+/// and awaited once, after it.
 ///
 /// With `retry`, `attempt` is `|| async_body::<R, _>(async { body })`: the driver calls it once
 /// per attempt, so it borrows the parameters (neither the closure nor the `async` block is
@@ -78,7 +82,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     let settled = local("__fusebox_settled");
     let attempts = Ident::new("__FUSEBOX_ATTEMPTS", Span::mixed_site());
     let admission = admission(args, names, site, Admit::Closure);
-    let attempts_value = attempts_value(&args.attempts, private);
+    let (attempts_value, attempts_type) = attempts_value(&args.attempts, private);
     let attempt = attempt_closure(args, names, body);
     let error_type = respan(quote!(<#output as #private::Outcome>::Error), *output_span);
     let is_failure = match classify(args.failure.as_ref(), names, false) {
@@ -87,24 +91,48 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     };
     let (on_failed, on_refused) = settle(args, names, params, true, quote!(from_error(#refused)));
     let alias = error_alias(args, names);
-    quote! {
-        #alias
-        #admission
-        const #attempts: #private::Attempts = #attempts_value;
-        let #settled = {
-            #private::run_attempts(
-                #admit,
-                &#attempts,
-                #attempt,
-                #is_failure,
-            )
-            .await
-        };
-        match #settled {
-            #private::Settled::Done(#result) => #result,
-            #private::Settled::Failed(#error) => #on_failed,
-            #private::Settled::Refused(#refused) => #on_refused,
+    let run = quote! {
+        #private::run_attempts(
+            #admit,
+            &#attempts,
+            #attempt,
+            #is_failure,
+        )
+        .await
+    };
+    match deferred_fallback(args, names, params, true) {
+        // The attempts settle in a block that returns the function's own result and ends with
+        // the fallback's cause: the driver's future and its outcome are dead when the
+        // fallback's future is made.
+        Some(call) => {
+            let cause = &names.cause;
+            quote! {
+                #alias
+                let #cause = {
+                    #admission
+                    const #attempts: #attempts_type = #attempts_value;
+                    match #run {
+                        #private::Settled::Done(#result) => return #result,
+                        #private::Settled::Failed(#error) => #on_failed,
+                        #private::Settled::Refused(#refused) => #on_refused,
+                    }
+                };
+                #call
+            }
         }
+        None => quote! {
+            #alias
+            #admission
+            const #attempts: #attempts_type = #attempts_value;
+            let #settled = {
+                #run
+            };
+            match #settled {
+                #private::Settled::Done(#result) => #result,
+                #private::Settled::Failed(#error) => #on_failed,
+                #private::Settled::Refused(#refused) => #on_refused,
+            }
+        },
     }
 }
 

@@ -62,8 +62,8 @@ pub(super) fn classify(
     }
 }
 
-/// The call of the fallback with the function's parameters and `Cause::<cause>`, spanned at the
-/// fallback's name so a wrong signature is reported there.
+/// The call of the fallback with the function's parameters and `cause` (a `Cause` expression),
+/// spanned at the fallback's name so a wrong signature is reported there.
 pub(super) fn fallback_call(
     fallback: &Path,
     params: &Params,
@@ -95,7 +95,6 @@ pub(super) fn fallback_call(
     // names the error type, so the refused and the failed call check the very same signature
     // (reported once).
     let count = usize::from(params.receiver.is_some()) + params.names.len() + 1;
-    let cause = quote!(#private::Cause::<<#output as #private::Outcome>::Error>::#cause);
     let private_at = respan(private.clone(), span);
     let call = if count <= 12 {
         quote_spanned!(span=> #private_at::call_fallback((#receiver #(#args,)* #cause,), #callee))

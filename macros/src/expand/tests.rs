@@ -1,7 +1,8 @@
 //! Unit tests of code generation details the snapshots do not show: the error path, the
-//! unchanged item on error, the key-name check and method detection.
+//! unchanged item on error, the key-name check, method detection and which `async` bodies run
+//! in place.
 
-use super::{circuit_breaker, error_path};
+use super::{awaits_in_place, circuit_breaker, error_path};
 use quote::{ToTokens, quote};
 
 #[test]
@@ -109,4 +110,55 @@ fn methods_name_their_type_and_free_functions_their_module() {
         !free.contains("MethodName") && !free.contains("Self"),
         "{free}"
     );
+}
+
+#[test]
+fn only_bodies_that_cannot_leave_the_function_run_in_place() {
+    for body in [
+        quote!({ backend(n).await }),
+        quote!({
+            let x = client.get(!ready).await;
+            if x.is_ok() { x } else { other().await }
+        }),
+        quote!({
+            loop {
+                if done() {
+                    break Ok(1);
+                }
+            }
+        }),
+    ] {
+        assert!(awaits_in_place(&body), "{body}");
+    }
+    for body in [
+        quote!({
+            backend(n).await?;
+            Ok(())
+        }),
+        quote!({
+            if n == 0 {
+                return Err(E::Zero);
+            }
+            backend(n).await
+        }),
+        // A macro may expand to `return` (`bail!`) or `?`.
+        quote!({ anyhow::bail!("no") }),
+        quote!({
+            ensure![n > 0];
+            backend(n).await
+        }),
+        quote!({
+            m! { x }
+        }),
+        // On the safe side: a nested closure's `return`, a negated group.
+        quote!({
+            let f = || {
+                return 1;
+            };
+            f()
+        }),
+        quote!({ if !(a && b) { x().await } else { y().await } }),
+    ] {
+        assert!(!awaits_in_place(&body), "{body}");
+    }
 }

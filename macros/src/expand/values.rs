@@ -54,17 +54,20 @@ pub(super) fn declare(
     }
 }
 
-/// The `Attempts` value of `timeout`, `retry`, `backoff` and `deadline`.
-pub(super) fn attempts_value(attempts: &AttemptArgs, private: &TokenStream) -> TokenStream {
-    let optional = |value: Option<Spanned<u64>>| match value {
-        Some(nanos) => {
-            let nanos = duration(nanos);
-            quote!(::core::option::Option::Some(#nanos))
-        }
-        None => quote!(::core::option::Option::None),
+/// The `Attempts` value of `timeout`, `retry`, `backoff` and `deadline`, and its type: an
+/// absent timeout or deadline is a type of its own (`Unbounded`, `NoDeadline`), so the attempt
+/// driver's future holds no timer around an attempt and no start time it does not use.
+pub(super) fn attempts_value(
+    attempts: &AttemptArgs,
+    private: &TokenStream,
+) -> (TokenStream, TokenStream) {
+    let duration_type = quote!(::core::time::Duration);
+    let optional = |value: Option<Spanned<u64>>, none: TokenStream| match value {
+        Some(nanos) => (duration(nanos), duration_type.clone()),
+        None => (quote!(#private::#none), quote!(#private::#none)),
     };
-    let timeout = optional(attempts.timeout);
-    let deadline = optional(attempts.deadline);
+    let (timeout, timeout_type) = optional(attempts.timeout, quote!(Unbounded));
+    let (deadline, deadline_type) = optional(attempts.deadline, quote!(NoDeadline));
     let retry = match attempts.retry {
         Some(retry) => literal(retry, Literal::u32_unsuffixed),
         None => Literal::u32_unsuffixed(1),
@@ -73,12 +76,16 @@ pub(super) fn attempts_value(attempts: &AttemptArgs, private: &TokenStream) -> T
         Some(nanos) => duration(nanos),
         None => quote!(::core::time::Duration::ZERO),
     };
-    quote! {
+    let value = quote! {
         #private::Attempts {
             timeout: #timeout,
             retry: #retry,
             backoff: #backoff,
             deadline: #deadline,
         }
-    }
+    };
+    (
+        value,
+        quote!(#private::Attempts<#timeout_type, #deadline_type>),
+    )
 }

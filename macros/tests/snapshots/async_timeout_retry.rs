@@ -20,13 +20,14 @@ impl Client {
         let __fusebox_admit = move || {
             __FUSEBOX_SITE.acquire_as(__fusebox_registry, __fusebox_name)
         };
-        const __FUSEBOX_ATTEMPTS: ::fusebox::__private_0_1_0::Attempts = ::fusebox::__private_0_1_0::Attempts {
-            timeout: ::core::option::Option::Some(
-                ::core::time::Duration::from_nanos(800000000),
-            ),
+        const __FUSEBOX_ATTEMPTS: ::fusebox::__private_0_1_0::Attempts<
+            ::core::time::Duration,
+            ::fusebox::__private_0_1_0::NoDeadline,
+        > = ::fusebox::__private_0_1_0::Attempts {
+            timeout: ::core::time::Duration::from_nanos(800000000),
             retry: 3,
             backoff: ::core::time::Duration::from_nanos(100000000),
-            deadline: ::core::option::Option::None,
+            deadline: ::fusebox::__private_0_1_0::NoDeadline,
         };
         let __fusebox_settled = {
             ::fusebox::__private_0_1_0::run_attempts(

@@ -30,12 +30,9 @@ impl Client {
                 ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
             );
         }
-        match ::fusebox::__private_0_1_0::async_body::<
+        match ::fusebox::__private_0_1_0::in_place_body::<
             Result<u32, ApiError>,
-            _,
-        >(async move { self.transport.send(order).await })
-            .await
-        {
+        >({ self.transport.send(order).await }) {
             ::core::result::Result::Ok(__fusebox_value) => {
                 ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
                 ::core::result::Result::Ok(__fusebox_value)
