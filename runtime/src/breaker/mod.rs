@@ -265,7 +265,7 @@ impl Breaker {
     ///
     /// # Errors
     ///
-    /// The refusal, an [`Error`] with its [`Reason`](crate::Reason), when the circuit or the bulkhead
+    /// The refusal, an [`Error`] with its [`Reason`], when the circuit or the bulkhead
     /// refuses the call.
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Error> {
