@@ -11,7 +11,14 @@ const REDIS: [&str; 6] = ["link", "script", "report", "admit", "cached", "store"
 const TOWER: [&str; 6] = ["classify", "future", "service", "layer", "axum", "reqwest"];
 
 /// The modules built on `breaker/`, which none of its files may name.
-const ABOVE_BREAKER: [&str; 6] = ["redis", "tower", "registry", "site", "attempts", "__private"];
+const ABOVE_BREAKER: [&str; 6] = [
+    "redis",
+    "tower",
+    "registry",
+    "site",
+    "attempts",
+    "__private",
+];
 
 /// The source of `src/{file}`, without its comment lines.
 fn code(file: &str) -> String {
