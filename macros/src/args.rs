@@ -36,7 +36,8 @@ use values::{
 /// call of the compile-time validation and the span of a refused value all follow from it.
 ///
 /// The table is handed to a generator (`with_knobs!(generate)`): `policy_args!` below makes
-/// [`PolicyArgs`], [`NAMES`] and `read_knob`; `setters.rs` makes [`Setter`](crate::setters::Setter).
+/// [`PolicyArgs`], [`KNOB_NAMES`] (which [`NAMES`] lists between the other arguments and the
+/// attempts) and `read_knob`; `setters.rs` makes [`Setter`](crate::setters::Setter).
 macro_rules! with_knobs {
     ($generate:ident) => {
         $generate! {
@@ -75,7 +76,7 @@ macro_rules! with_knobs {
 }
 pub(crate) use with_knobs;
 
-/// Makes [`PolicyArgs`], [`NAMES`] and `read_knob` from the knob table.
+/// Makes [`PolicyArgs`], [`KNOB_NAMES`] and `read_knob` from the knob table.
 macro_rules! policy_args {
     ($($(#[$doc:meta])* $name:ident: $ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+;)*) => {
         /// The policy arguments; `None` keeps the base policy's value.
@@ -86,15 +87,7 @@ macro_rules! policy_args {
             $($(#[$doc])* pub(crate) $name: Option<$ty>,)*
         }
 
-        /// Every argument name the attribute accepts, in the order the error messages list them.
-        pub(crate) const NAMES: &[&str] = &[
-            "key", "failure", "failure_if", "fallback", "registry", "crate", "policy",
-            $(stringify!($name),)*
-            "timeout", "retry", "backoff", "deadline",
-        ];
-
         /// The names of the knob table's rows, in its order.
-        #[cfg(test)]
         pub(crate) const KNOB_NAMES: &[&str] = &[$(stringify!($name)),*];
 
         /// Reads the knob `name` into `policy`; false when `name` is no knob.
@@ -109,8 +102,42 @@ macro_rules! policy_args {
 }
 with_knobs!(policy_args);
 
+/// The arguments that are neither knobs nor attempts.
+const OTHER_NAMES: [&str; 7] = [
+    "key",
+    "failure",
+    "failure_if",
+    "fallback",
+    "registry",
+    "crate",
+    "policy",
+];
+
 /// The arguments that bound or repeat attempts; they need an `async fn`.
 pub(crate) const ATTEMPT_NAMES: [&str; 4] = ["timeout", "retry", "backoff", "deadline"];
+
+/// Every argument name the attribute accepts, in the order the error messages list them.
+pub(crate) const NAMES: &[&str] = &concat::<
+    { OTHER_NAMES.len() + KNOB_NAMES.len() + ATTEMPT_NAMES.len() },
+>([&OTHER_NAMES, KNOB_NAMES, &ATTEMPT_NAMES]);
+
+/// `lists`, one after the other; `N` is their total length (checked when the constant is built).
+const fn concat<const N: usize>(lists: [&[&'static str]; 3]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut at = 0;
+    let mut list = 0;
+    while list < lists.len() {
+        let mut i = 0;
+        while i < lists[list].len() {
+            out[at] = lists[list][i];
+            at += 1;
+            i += 1;
+        }
+        list += 1;
+    }
+    assert!(at == N, "`N` is not the lists' total length");
+    out
+}
 
 /// A checked value and the span of the token it was written as.
 #[derive(Debug, Clone, Copy)]

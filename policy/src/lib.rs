@@ -16,7 +16,7 @@
 //! 2. one row in the attribute's knob table (`with_knobs!` in `fusebox-macros`' `args.rs`: name,
 //!    value type, reader, setter), from which the argument name, its reading, the setter call the
 //!    expansion emits, the compile-time validation and the span of a refused value all follow; a
-//!    knob the attribute does not take goes in `NOT_ARGUMENTS` of `args/tests.rs`, with the reason;
+//!    knob the attribute does not take goes in [`NOT_ARGUMENTS`] instead, with the reason;
 //! 3. one row in the configuration loader's `FIELDS` (`fusebox`'s `config.rs`: name and reader);
 //! 4. its line in the attribute reference of the README and of `fusebox`'s `lib.rs`.
 //!
@@ -50,6 +50,11 @@ pub const KNOBS: [&str; 16] = [
     "stuck_open",
     "shared",
 ];
+
+/// The knobs of [`KNOBS`] that the `#[circuit_breaker]` attribute does not take as arguments, so
+/// its argument table and its reference have no row for them: `stuck_open` is set on a `const`
+/// policy named with `policy = …` ([`Policy::stuck_open`]) or in configuration.
+pub const NOT_ARGUMENTS: [&str; 1] = ["stuck_open"];
 
 /// True when `nanos` is within `MIN_OPEN_FOR..=MAX_OPEN_FOR`.
 const fn in_ms_range(nanos: u64) -> bool {

@@ -44,7 +44,7 @@ impl Site {
     }
 
     /// Asks this site's breaker in `registry` for admission; a refused call gets an inert permit
-    /// whose [`Permit::refusal`] says why.
+    /// whose `Permit::refusal` says why.
     #[inline(always)]
     pub fn enter(&'static self, registry: &'static Registry) -> Permit<'static> {
         let core: &'static crate::breaker::Core = self.breaker(registry).core.current();

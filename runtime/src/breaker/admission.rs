@@ -27,7 +27,7 @@ impl Core {
     }
 
     /// [`Core::enter`]; with `ASK_STORE`, a breaker shared through a store answers with a permit
-    /// that asks the store (`crate::redis`), which an `async` caller then awaits.
+    /// that asks the store (the breaker's `Store`), which an `async` caller then awaits.
     #[inline(always)]
     pub(crate) fn enter_with<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
         let word = self.load();
@@ -67,8 +67,8 @@ impl Core {
     #[inline(never)]
     pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
         #[cfg(feature = "redis")]
-        if let Some(link) = self.store.as_ref()
-            && let Some(permit) = crate::redis::cached_admit(self, link, site, ASK_STORE)
+        if let Some(store) = self.store.as_ref()
+            && let Some(permit) = store.admit_cached(self, site, ASK_STORE)
         {
             return permit;
         }
@@ -76,7 +76,7 @@ impl Core {
         if ASK_STORE && self.store.is_some() {
             return Permit {
                 core: self,
-                word: Word::refused(crate::redis::ASK_STORE),
+                word: Word::refused(store::ASK_STORE),
                 stamp: NO_WAIT,
                 site,
             };

@@ -41,11 +41,11 @@ impl Core {
         }
     }
 
-    /// This breaker, sharing its state through `link`: its calls leave the local fast paths.
+    /// This breaker, sharing its state through `store`: its calls leave the local fast paths.
     #[cfg(feature = "redis")]
-    pub(crate) fn with_store(mut self, link: Arc<crate::redis::Link>) -> Core {
+    pub(crate) fn with_store(mut self, store: Box<dyn Store>) -> Core {
         self.plain = false;
-        self.store = Some(link);
+        self.store = Some(store);
         self
     }
 

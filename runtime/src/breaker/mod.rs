@@ -27,6 +27,8 @@ mod report;
 mod snapshot;
 #[cfg(feature = "redis")]
 mod store;
+#[cfg(feature = "redis")]
+pub(crate) use store::{Boxed, Store, shared_word};
 #[cfg(test)]
 mod tests;
 
@@ -122,7 +124,7 @@ pub(crate) struct Core {
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).
     #[cfg(feature = "redis")]
-    pub(crate) store: Option<Arc<crate::redis::Link>>,
+    pub(crate) store: Option<Box<dyn Store>>,
 }
 
 /// The open episode of a breaker (see [`Core::episode`]).
@@ -263,7 +265,7 @@ impl Breaker {
     ///
     /// # Errors
     ///
-    /// The refusal, an [`Error`] with its [`Reason`](crate::Reason), when the circuit or the bulkhead
+    /// The refusal, an [`Error`] with its [`Reason`], when the circuit or the bulkhead
     /// refuses the call.
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Error> {

@@ -85,13 +85,16 @@ impl Core {
             return;
         }
         #[cfg(feature = "redis")]
-        if crate::redis::is_shared(permit.word) {
+        if super::store::is_shared(permit.word) {
             let outcome = match outcome {
                 Verdict::Success => Some(false),
                 Verdict::Failure => Some(true),
                 Verdict::Released => None,
             };
-            return crate::redis::report(self, permit.word, permit.stamp, permit.site, outcome);
+            if let Some(store) = self.store.as_ref() {
+                store.report(self, permit.word, permit.stamp, permit.site, outcome);
+            }
+            return;
         }
         // Untimed calls carry an admission time only when outcome events were wanted then.
         let recorded = if self.timed() {

@@ -1,18 +1,67 @@
-//! What the Redis store (`crate::redis`) needs of a breaker: permits carrying the store's answer,
-//! the local state as the script's seed, and the local mirror of the shared state. Nothing here is
-//! on a local key's path.
+//! What a breaker shares through a store (feature `redis`): the [`Store`] seam a shared breaker
+//! calls, which the Redis store (`crate::redis`) implements for a breaker's link, the words of
+//! permits the store admits, and what the store needs of a breaker (permits carrying its answer,
+//! the local state as the script's seed, the local mirror of the shared state). Nothing here is
+//! on a local key's path, and nothing here names the store's own types.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use super::{Core, FnName, Permit, Ticket};
-use crate::error::Reason;
+use crate::error::{Error, Reason};
 use crate::observe::Trigger;
 use crate::state::{NO_WAIT, State, Verdict, Word};
 use crate::sync::Ordering;
 use crate::window::Counts;
 
+/// A boxed future: keeps the annotated function's own future small on a local key's path.
+pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The store a shared breaker's state lives in, as the breaker and the expansion see it
+/// ([`Core::with_store`]); `crate::redis` implements it for a breaker's link to Redis.
+pub(crate) trait Store: Send + Sync {
+    /// Cached mode: admission answered from the replica's view of the shared state; `None` when
+    /// the call must ask the store (`asks`: the caller can await the store, see [`Store::admit`]).
+    fn admit_cached<'c>(&self, core: &'c Core, site: FnName, asks: bool) -> Option<Permit<'c>>;
+
+    /// Completes the admission of `permit` (which asks the store, on `core`) with the store's
+    /// answer; the refusal, if any.
+    fn admit<'p, 'a>(
+        &'p self,
+        core: &'a Core,
+        permit: &'p mut Permit<'a>,
+    ) -> Boxed<'p, Option<Error>>;
+
+    /// Sends the outcome of a call the store admitted under `word` at `stamp` (`None`: released).
+    fn report(&self, core: &Core, word: Word, stamp: u64, site: FnName, failure: Option<bool>);
+
+    /// True when a call awaits the recording of its outcome ([`Store::flush`]).
+    fn awaits_recording(&self) -> bool;
+
+    /// Waits until the outcomes reported so far are recorded, bounded by the store's timeout.
+    fn flush(&self) -> Boxed<'_, ()>;
+}
+
+/// The refusal code of a permit that asks the store (beyond every [`Reason`]'s code).
+pub(crate) const ASK_STORE: u64 = 15;
+
+/// Mode bits of a permit admitted by the store: bit 3 marks a probe, bits 4.. hold the generation.
+const SHARED_MODE: u64 = 5;
+
+/// True for the word of a permit admitted by the store.
+#[inline]
+pub(crate) fn is_shared(word: Word) -> bool {
+    word.0 & 0b111 == SHARED_MODE
+}
+
+/// The word of a permit the store admitted under `generation` (`probe`: a half-open probe).
+pub(crate) fn shared_word(generation: u64, probe: bool) -> Word {
+    Word(SHARED_MODE | u64::from(probe) << 3 | generation << 4)
+}
+
 impl Core {
-    /// An admitted permit carrying the store's `word` (see `crate::redis`).
+    /// An admitted permit carrying the store's `word`.
     pub(crate) fn store_permit(&self, word: Word, site: FnName) -> Permit<'_> {
         let stamp = if self.timed() { self.now() } else { 0 };
         Permit {
@@ -142,7 +191,7 @@ impl Core {
 impl<'a> Permit<'a> {
     /// The breaker, when this permit asks its store for admission.
     pub(crate) fn asks_store(&self) -> Option<&'a Core> {
-        (self.word.refusal() == crate::redis::ASK_STORE).then_some(self.core)
+        (self.word.refusal() == ASK_STORE).then_some(self.core)
     }
 
     /// The breaker that issued this permit.

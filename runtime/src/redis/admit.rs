@@ -1,13 +1,17 @@
 //! What the expansion calls on a shared key: whether a permit asks the store, the admission
 //! awaited from the script, and the wait for an outcome's recording (strict mode). Each returns
 //! a boxed future, so a local key's call does not carry a shared call's state in its own future.
+//! The public functions reach the link through the breaker's `Store`; `admit` and `flush` are
+//! what the link does for them.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::Degrade;
+use super::link::Link;
 use super::script::{apply, call};
-use super::{Degrade, shared_word};
-use crate::breaker::Permit;
+use crate::breaker::{Boxed, Core, Permit, shared_word};
 use crate::error::{Error, Reason};
 use crate::state::Word;
 
@@ -25,18 +29,28 @@ pub fn reports_to_store(permit: &Permit<'_>) -> bool {
         .core()
         .store
         .as_ref()
-        .is_some_and(|link| !link.caches())
+        .is_some_and(|store| store.awaits_recording())
 }
-
-/// A boxed future: keeps the annotated function's own future small on a local key's path.
-type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// Completes the admission of an `async fn` call on a shared registry: awaits the script's answer
 /// and turns `permit` into it. Returns the refusal, if any.
 pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Error>> {
+    match permit.asks_store() {
+        Some(core) => match core.store.as_ref() {
+            Some(store) => store.admit(core, permit),
+            None => Box::pin(std::future::ready(None)),
+        },
+        None => Box::pin(std::future::ready(None)),
+    }
+}
+
+/// The admission of `permit` (on `core`, shared through `link`) awaited from the script.
+pub(super) fn admit<'p, 'a>(
+    link: &'p Arc<Link>,
+    core: &'a Core,
+    permit: &'p mut Permit<'a>,
+) -> Boxed<'p, Option<Error>> {
     Box::pin(async move {
-        let core = permit.asks_store()?;
-        let link = core.store.as_ref()?;
         let site = permit.site();
         let client = &link.store.client;
         let (seed, remaining) = core.seed();
@@ -52,7 +66,7 @@ pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Erro
                 return permit.refusal();
             }
         };
-        apply(core, &answer, site);
+        apply(link, core, &answer, site);
         let answered = match answer.code {
             1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
             3 => core.store_refusal(Reason::HalfOpenFull, None, site),
@@ -85,11 +99,16 @@ pub fn flush_then<'p, T: 'p>(
 /// Waits until the outcome reported on `permit` is recorded in the store (strict mode), bounded
 /// by the store's timeout.
 pub fn flush_shared<'p>(permit: &'p Permit<'_>) -> Boxed<'p, ()> {
-    let core = permit.core();
+    match permit.core().store.as_ref() {
+        Some(store) => store.flush(),
+        None => Box::pin(std::future::ready(())),
+    }
+}
+
+/// Waits until the outcomes reported on `link` so far are recorded, bounded by the store's
+/// timeout.
+pub(super) fn flush(link: &Link) -> Boxed<'_, ()> {
     Box::pin(async move {
-        let Some(link) = core.store.as_ref() else {
-            return;
-        };
         let target = link.pending.load(Ordering::Acquire);
         let wait = async {
             loop {

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::TRANSITIONS;
 use super::link::{Client, Link};
 use super::report::{LEARN, send};
 use super::script::learn;
-use super::{TRANSITIONS, shared_word};
-use crate::breaker::{Core, FnName, Permit};
+use crate::breaker::{Core, FnName, Permit, shared_word};
 use crate::error::Reason;
 
 /// Cached mode: answers admission from the replica's view of the shared state when it can (a
@@ -139,7 +139,7 @@ pub(super) async fn subscriber(
                 .unwrap_or_default();
             for link in links {
                 if let Some(core) = link.core.upgrade() {
-                    learn(&core, state, generation, remaining);
+                    learn(&link, &core, state, generation, remaining);
                 }
             }
         }

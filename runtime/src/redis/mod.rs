@@ -79,7 +79,8 @@
 //! expansion calls on a shared key (admission awaited from the script, the wait for an outcome's
 //! recording). `cached.rs`: cached mode (admission from the replica's view, the pub/sub
 //! subscription). `store.rs`: `RedisStoreBuilder`, `RedisStore`, and `attach`, which shares a
-//! breaker. This file: the public settings, and the words of permits the store admits.
+//! breaker (its link becomes the breaker's `Store`, the seam the breaker calls, so the breaker
+//! names nothing of this module). This file: the public settings.
 
 mod admit;
 mod cached;
@@ -91,30 +92,9 @@ mod store;
 use std::fmt;
 use std::time::Duration;
 
-use crate::state::Word;
-
 pub use admit::{admit_shared, asks_store, flush_shared, flush_then, reports_to_store};
-pub(crate) use cached::cached_admit;
-pub(crate) use link::Link;
-pub(crate) use report::report;
 pub(crate) use store::attach;
 pub use store::{RedisStore, RedisStoreBuilder, SharedState};
-
-/// The refusal code of a permit that asks the store (beyond every [`Reason`](crate::Reason)'s code).
-pub(crate) const ASK_STORE: u64 = 15;
-
-/// Mode bits of a permit admitted by the store: bit 3 marks a probe, bits 4.. hold the generation.
-const SHARED_MODE: u64 = 5;
-
-/// True for the word of a permit admitted by the store.
-#[inline]
-pub(crate) fn is_shared(word: Word) -> bool {
-    word.0 & 0b111 == SHARED_MODE
-}
-
-fn shared_word(generation: u64, probe: bool) -> Word {
-    Word(SHARED_MODE | u64::from(probe) << 3 | generation << 4)
-}
 
 /// The default bound on each store call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);

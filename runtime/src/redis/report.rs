@@ -12,10 +12,14 @@ use crate::breaker::{Core, FnName};
 use crate::state::Word;
 
 /// Sends the outcome of a call the store admitted (called when its permit settles).
-pub(crate) fn report(core: &Core, word: Word, start: u64, site: FnName, failure: Option<bool>) {
-    let Some(link) = core.store.as_ref() else {
-        return;
-    };
+pub(super) fn report(
+    link: &Arc<Link>,
+    core: &Core,
+    word: Word,
+    start: u64,
+    site: FnName,
+    failure: Option<bool>,
+) {
     let outcome = match failure {
         None => 0,
         Some(false) => 1,
@@ -87,7 +91,7 @@ pub(super) async fn worker(
         };
         for (job, answer) in batch.drain(..).zip(answers) {
             match answer {
-                Ok(answer) => apply(&job.core, &answer, job.site),
+                Ok(answer) => apply(&job.link, &job.core, &answer, job.site),
                 Err(()) => {
                     if client.degrade == Degrade::Local {
                         let failure = match job.outcome {

@@ -130,10 +130,8 @@ pub(super) fn degrade_event(client: &Client, link: &Link, why: &str) {
 }
 
 /// Seeds the local breaker with the shared state, unless a newer generation is known already.
-pub(super) fn learn(core: &Core, state: i64, generation: u64, remaining_ms: u64) {
-    if let Some(link) = core.store.as_ref()
-        && !link.observe(state, generation)
-    {
+pub(super) fn learn(link: &Link, core: &Core, state: i64, generation: u64, remaining_ms: u64) {
+    if !link.observe(state, generation) {
         return;
     }
     match state_of(state) {
@@ -144,9 +142,15 @@ pub(super) fn learn(core: &Core, state: i64, generation: u64, remaining_ms: u64)
 }
 
 /// Applies an answer: seeds the local breaker and announces a transition this replica committed.
-pub(super) fn apply(core: &Core, answer: &Answer, site: FnName) {
+pub(super) fn apply(link: &Link, core: &Core, answer: &Answer, site: FnName) {
     let state = state_of(answer.state);
-    learn(core, answer.state, answer.generation, answer.remaining_ms);
+    learn(
+        link,
+        core,
+        answer.state,
+        answer.generation,
+        answer.remaining_ms,
+    );
     if answer.committed_from >= 0 {
         core.emit_committed(
             state_of(answer.committed_from),

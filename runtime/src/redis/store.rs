@@ -1,22 +1,24 @@
 //! The store: [`RedisStoreBuilder`] (the settings and the connection), [`RedisStore`] (what a
 //! registry shares its breakers through, and the operator calls `state` and `force`), and
-//! `attach`, which decides whether a breaker is shared and links it.
+//! `attach`, which decides whether a breaker is shared and links it; a breaker's link is the
+//! breaker's `Store` (the seam `crate::breaker` calls, which names nothing of this module).
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::cached::{subscribe, subscriber};
+use super::admit::{admit, flush};
+use super::cached::{cached_admit, subscribe, subscriber};
 use super::link::{Client, Inner, Link};
-use super::report::worker;
+use super::report::{report, worker};
 use super::script::{TIME_WINDOW, call, state_of, time_slice_ms};
 use super::{DEFAULT_IDLE_TTL, DEFAULT_TIMEOUT, Degrade, Mode, StoreError};
-use crate::breaker::Core;
+use crate::breaker::{Boxed, Core, FnName, Permit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
 use crate::policy::{Policy, Recovery, Window};
-use crate::state::State;
+use crate::state::{State, Word};
 
 /// Settings of a [`RedisStore`]; start with [`RedisStore::builder`].
 pub struct RedisStoreBuilder {
@@ -334,11 +336,14 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
     }
     let mut link = store.link(key, policy);
     let hash = link.hash.clone();
+    let mut linked = None;
     let shared = Arc::new_cyclic(|me| {
         link.core = me.clone();
-        core.with_store(Arc::new(link))
+        let link = Arc::new(link);
+        linked = Some(Arc::clone(&link));
+        core.with_store(Box::new(link))
     });
-    if let Some(link) = shared.store.as_ref()
+    if let Some(link) = linked
         && store.inner.client.cached
     {
         let mut links = store
@@ -357,7 +362,34 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         }
         let entry = links.entry(hash).or_default();
         entry.retain(|l| l.strong_count() > 0);
-        entry.push(Arc::downgrade(link));
+        entry.push(Arc::downgrade(&link));
     }
     shared
+}
+
+/// A shared breaker's link is its store.
+impl Store for Arc<Link> {
+    fn admit_cached<'c>(&self, core: &'c Core, site: FnName, asks: bool) -> Option<Permit<'c>> {
+        cached_admit(core, self, site, asks)
+    }
+
+    fn admit<'p, 'a>(
+        &'p self,
+        core: &'a Core,
+        permit: &'p mut Permit<'a>,
+    ) -> Boxed<'p, Option<Error>> {
+        admit(self, core, permit)
+    }
+
+    fn report(&self, core: &Core, word: Word, stamp: u64, site: FnName, failure: Option<bool>) {
+        report(self, core, word, stamp, site, failure);
+    }
+
+    fn awaits_recording(&self) -> bool {
+        !self.caches()
+    }
+
+    fn flush(&self) -> Boxed<'_, ()> {
+        flush(self)
+    }
 }

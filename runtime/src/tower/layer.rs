@@ -8,7 +8,7 @@ use tower_layer::Layer;
 
 use super::SITE;
 use super::classify::AnyError;
-use super::service::CircuitBreaker;
+use super::service::{CircuitBreaker, PerRequest};
 use crate::registry::{Registry, usable_policy};
 use crate::{Breaker, Key, Policy};
 
@@ -55,7 +55,7 @@ pub struct FixedKey(Key);
 
 /// The key of a [`CircuitBreakerLayer::key_fn`] layer: taken from each request.
 pub struct KeyFn<F, Req> {
-    pub(super) f: F,
+    f: F,
     _req: PhantomData<fn(&Req)>,
 }
 
@@ -148,16 +148,17 @@ impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
 }
 
 impl<S, C: Clone, F: Clone, Req> Layer<S> for CircuitBreakerLayer<C, KeyFn<F, Req>> {
-    type Service = CircuitBreaker<S, C, super::service::PerRequest<F, Req>>;
+    type Service = CircuitBreaker<S, C, PerRequest<F, Req>>;
 
     fn layer(&self, inner: S) -> Self::Service {
         CircuitBreaker::new(
             inner,
             self.classifier.clone(),
-            super::service::PerRequest {
-                key: self.key.clone(),
+            PerRequest {
+                key: self.key.f.clone(),
                 registry: self.registry,
                 policy: usable_policy("key_fn", SITE, self.policy),
+                _req: PhantomData,
             },
         )
     }

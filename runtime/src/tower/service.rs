@@ -2,12 +2,12 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 use std::task::{Context, Poll};
 
 use tower_service::Service;
 
 use super::future::ResponseFuture;
-use super::layer::KeyFn;
 use super::{BoxError, Classify, SITE};
 use crate::breaker::OwnedPermit;
 use crate::{Breaker, Policy, Registry};
@@ -70,9 +70,11 @@ impl<Req> Admission<Req> for Breaker {
 /// layer, with the registry and policy its breakers are created in.
 #[derive(Clone)]
 pub struct PerRequest<F, Req> {
-    pub(super) key: KeyFn<F, Req>,
+    /// The layer's key function.
+    pub(super) key: F,
     pub(super) registry: &'static Registry,
     pub(super) policy: Policy,
+    pub(super) _req: PhantomData<fn(&Req)>,
 }
 
 impl<F, Req> Admission<Req> for PerRequest<F, Req>
@@ -81,7 +83,7 @@ where
 {
     #[inline]
     fn admit(&self, req: &Req) -> OwnedPermit {
-        let key = (self.key.f)(req);
+        let key = (self.key)(req);
         self.registry.dynamic(&key, self.policy).enter_owned(&SITE)
     }
 }
