@@ -6,8 +6,8 @@
 //!
 //! This crate is the one definition of the policy knobs, their limits and their validation: the
 //! `#[circuit_breaker]` attribute runs this validation when it expands, and the `fusebox` runtime
-//! re-exports every item (`fusebox::Policy`, `fusebox::limits`, …) and runs it when a policy is
-//! registered, configured or loaded. Use it through the `fusebox` crate.
+//! re-exports its policy items (`fusebox::Policy`, `fusebox::limits`, …; not the test lists `KNOBS`
+//! and `NOT_ARGUMENTS`) and runs it when a policy is registered, configured or loaded. Use it through the `fusebox` crate.
 //!
 //! Adding a knob means:
 //! 1. here, its field, its bit in `set` (a test fails when [`Policy::explicit`] has none
