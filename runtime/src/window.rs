@@ -100,21 +100,20 @@ impl Outcomes {
         matches!(self, Outcomes::Time(_))
     }
 
-    /// Records a success that was not slow. Returns the counts when they must be judged: a
-    /// success cannot raise a rate, but it can bring the window to `min_calls`, the moment the
-    /// rules start to apply (count windows judge exactly then; time windows, whose old buckets
-    /// expire, judge after every success).
+    /// Records a success that was not slow (`now` is only called by time windows). Returns the
+    /// counts when they must be judged: a success cannot raise a rate, but it can bring the
+    /// window to `min_calls`, the moment the rules start to apply, and a time window's rate can
+    /// rise when its oldest slice expires. Count windows judge when a success brings them to
+    /// `min_calls`; time windows also judge the first record of each slice.
     #[inline(always)]
-    pub(crate) fn record_fast_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
+    pub(crate) fn record_fast_success(
+        &self,
+        now: impl FnOnce() -> u64,
+        min_calls: u32,
+    ) -> Option<Counts> {
         match self {
             Outcomes::Count(w) => w.record_fast_success(min_calls),
-            Outcomes::Time(w) => Some(w.record(
-                now,
-                Sample {
-                    failure: false,
-                    slow: false,
-                },
-            )),
+            Outcomes::Time(w) => w.record_fast_success(now(), min_calls),
         }
     }
 
@@ -461,25 +460,57 @@ impl TimeWindow {
         slice
     }
 
-    #[inline]
-    fn record(&self, now: u64, sample: Sample) -> Counts {
-        let slice = self.slice(now);
+    /// The bucket of `slice`, claimed for it.
+    #[inline(always)]
+    fn bucket(&self, slice: u64) -> &Bucket {
         let bucket = &self.buckets[(slice % u64::from(TIME_BUCKETS)) as usize];
         let stamp = bucket.stamp.load(Ordering::Acquire);
         if stamp != slice {
             self.rotate(bucket, stamp, slice);
         }
+        bucket
+    }
+
+    /// Records a success that was not slow: one `fetch_add` on its bucket. Returns the counts only
+    /// when they must be judged (see [`Outcomes::record_fast_success`]): when this record brings
+    /// the window to `min_calls` (within a slice the window's calls grow by one per record, so
+    /// exactly one record sees them reach it), or when the other slices' totals are not yet summed
+    /// for this slice (its first record: older slices may have expired since the last judgement).
+    /// Between those moments a success only adds a call, which cannot make a rate rule trip.
+    #[inline(always)]
+    fn record_fast_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
+        let slice = self.slice(now);
+        let bucket = self.bucket(slice);
+        let tally = bucket.tally.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        if self.prior_for.load(Ordering::Acquire) == slice {
+            let prior_calls = self.prior_tally.load(Ordering::Acquire) as u32;
+            if prior_calls.wrapping_add(tally as u32) != min_calls {
+                return None;
+            }
+        }
+        Some(self.judged(bucket, slice, tally))
+    }
+
+    #[inline]
+    fn record(&self, now: u64, sample: Sample) -> Counts {
+        let slice = self.slice(now);
+        let bucket = self.bucket(slice);
         let add = tally_of(sample.failure);
-        let mut tally = bucket
+        let tally = bucket
             .tally
             .fetch_add(add, Ordering::AcqRel)
             .wrapping_add(add);
+        if self.track_slow && sample.slow {
+            bucket.slow.fetch_add(1, Ordering::AcqRel);
+        }
+        self.judged(bucket, slice, tally)
+    }
+
+    /// The window's counts right after a record in `bucket` of `slice` left it at `tally`.
+    #[inline]
+    fn judged(&self, bucket: &Bucket, slice: u64, mut tally: u64) -> Counts {
         let slow = if self.track_slow {
-            let slow = if sample.slow {
-                bucket.slow.fetch_add(1, Ordering::AcqRel) + 1
-            } else {
-                bucket.slow.load(Ordering::Acquire)
-            };
+            let slow = bucket.slow.load(Ordering::Acquire);
             // A writer counts its call before its slow mark: the tally read after the slow count
             // holds the call of every slow mark in it.
             tally = bucket.tally.load(Ordering::Acquire);
@@ -756,6 +787,29 @@ mod tests {
                 slow: 0
             }
         );
+    }
+
+    #[test]
+    fn a_time_window_success_is_judged_only_at_min_calls_or_a_new_slice() {
+        let s = 1_000_000_000u64;
+        let w = TimeWindow::new(10 * s, false);
+        let counts = |calls, failures| Counts {
+            calls,
+            failures,
+            slow: 0,
+        };
+        assert_eq!(w.record(0, FAIL), counts(1, 1));
+        // Mid-slice successes below and above `min_calls = 3` need no judgement.
+        assert_eq!(w.record_fast_success(1, 3), None);
+        assert_eq!(w.record_fast_success(2, 3), Some(counts(3, 1)));
+        assert_eq!(w.record_fast_success(3, 3), None);
+        // The first record of a slice is judged (older slices may have expired), then not again.
+        assert_eq!(w.record_fast_success(s, 3), Some(counts(5, 1)));
+        assert_eq!(w.record_fast_success(s + 1, 3), None);
+        // Past the span the old slices have left: the first success judges what remains.
+        assert_eq!(w.record(10 * s + 5, FAIL), counts(3, 1));
+        assert_eq!(w.record_fast_success(11 * s, 3), Some(counts(2, 1)));
+        assert_eq!(w.counts(11 * s), counts(2, 1));
     }
 
     #[test]
