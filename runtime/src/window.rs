@@ -351,7 +351,7 @@ struct Stripes {
 }
 
 /// A pending or striped count at which it is folded in, so it never overflows.
-const STRIPE_FOLD: u32 = 1 << 30;
+const STRIPE_FOLD: u32 = if cfg!(test) { 64 } else { 1 << 30 };
 
 impl Stripes {
     fn new() -> Self {
@@ -454,15 +454,16 @@ impl CountWindow {
                 return None;
             }
             let pending = self.pending.load(Ordering::Relaxed);
-            if pending < STRIPE_FOLD
-                && self
-                    .pending
-                    .compare_exchange(pending, pending + 1, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
+            if pending >= STRIPE_FOLD {
+                self.fold_count(&self.pending);
+                self.pending.fetch_add(1, Ordering::AcqRel);
+            } else if self
+                .pending
+                .compare_exchange(pending, pending + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
             {
-                return None;
+                self.contended();
             }
-            self.contended();
             return None;
         }
         let (slot, calls) = self.claim();
@@ -479,8 +480,8 @@ impl CountWindow {
         }
     }
 
-    /// A success whose compare-and-swap met contention (or whose pending count is due to be
-    /// folded): counted in a stripe, allocated now if needed.
+    /// A success whose compare-and-swap met contention: counted in a stripe, allocated now if
+    /// needed.
     #[cold]
     fn contended(&self) {
         self.add_to(self.stripes.get_or_init(Stripes::new).mine());
@@ -1130,6 +1131,34 @@ mod tests {
         reset.reset();
         assert_eq!(reset.counts(), Counts::default());
         assert_eq!(reset.heap_bytes(), 8 + stripe_count() * 64);
+    }
+
+    #[test]
+    fn a_full_pending_or_striped_count_is_folded_in_without_contention() {
+        let w = CountWindow::new(100, false);
+        for _ in 0..100 {
+            w.record(FAIL);
+        }
+        for _ in 0..STRIPE_FOLD + 10 {
+            w.record_fast_success(u32::MAX);
+        }
+        // Folded once on the way, and no stripes for a window nobody contended for.
+        assert!(w.stripes.get().is_none());
+        assert_eq!(w.pending.load(Ordering::Relaxed), 10);
+        assert_eq!(w.failures.count(), 100 - STRIPE_FOLD);
+        w.contended();
+        for _ in 0..STRIPE_FOLD {
+            w.record_fast_success(u32::MAX);
+        }
+        assert_eq!(w.stripes.get().unwrap().mine().load(Ordering::Relaxed), 1);
+        assert_eq!(
+            w.counts(),
+            Counts {
+                calls: 100,
+                failures: 0,
+                slow: 0
+            }
+        );
     }
 
     #[test]
