@@ -191,6 +191,7 @@ impl Outcomes {
                 }
             }
             (Outcomes::Time(to), Outcomes::Time(from)) if to.slice_nanos == from.slice_nanos => {
+                from.fold();
                 let slow = to.track_slow && from.track_slow;
                 for (to, from) in to.buckets.iter().zip(from.buckets.iter()) {
                     copy64(&to.stamp, &from.stamp);
@@ -305,7 +306,7 @@ pub(crate) struct CountWindow {
     failures: BitRing,
     slow: Option<BitRing>,
     /// Successes of a full window not yet folded in.
-    pending: AtomicU32,
+    pending: AtomicU64,
     /// Successes of a full, contended window not yet folded in (allocated on first contention).
     stripes: LazyStripes,
 }
@@ -345,26 +346,26 @@ impl LazyStripes {
 
 /// Striped success counters: one per cache line, picked by thread.
 struct Stripes {
-    counts: Box<[Padded<AtomicU32>]>,
+    counts: Box<[Padded<AtomicU64>]>,
     /// `counts.len() - 1` (the length is a power of two).
     mask: usize,
 }
 
 /// A pending or striped count at which it is folded in, so it never overflows.
-const STRIPE_FOLD: u32 = if cfg!(test) { 64 } else { 1 << 30 };
+const STRIPE_FOLD: u64 = if cfg!(test) { 64 } else { 1 << 30 };
 
 impl Stripes {
     fn new() -> Self {
         let len = stripe_count();
         Stripes {
-            counts: (0..len).map(|_| Padded(AtomicU32::new(0))).collect(),
+            counts: (0..len).map(|_| Padded(AtomicU64::new(0))).collect(),
             mask: len - 1,
         }
     }
 
     /// The calling thread's stripe.
     #[inline(always)]
-    fn mine(&self) -> &AtomicU32 {
+    fn mine(&self) -> &AtomicU64 {
         &self.counts[thread_index() & self.mask]
     }
 }
@@ -421,7 +422,7 @@ impl CountWindow {
             full: AtomicBool::new(false),
             failures: BitRing::new(len),
             slow: track_slow.then(|| BitRing::new(len)),
-            pending: AtomicU32::new(0),
+            pending: AtomicU64::new(0),
             stripes: LazyStripes::new(),
         }
     }
@@ -489,7 +490,7 @@ impl CountWindow {
 
     /// Adds one success to `count` (a stripe), folding it in when it is due.
     #[inline(always)]
-    fn add_to(&self, count: &AtomicU32) {
+    fn add_to(&self, count: &AtomicU64) {
         if count.fetch_add(1, Ordering::AcqRel) + 1 >= STRIPE_FOLD {
             self.fold_count(count);
         }
@@ -513,8 +514,9 @@ impl CountWindow {
     /// Takes the successes counted in `count` and claims that many slots at once, clearing
     /// their bits.
     #[cold]
-    fn fold_count(&self, count: &AtomicU32) {
-        let count = count.swap(0, Ordering::AcqRel);
+    fn fold_count(&self, count: &AtomicU64) {
+        // At most `STRIPE_FOLD`: a count is folded in when it reaches it.
+        let count = count.swap(0, Ordering::AcqRel) as u32;
         if count == 0 {
             return;
         }
@@ -656,6 +658,9 @@ pub(crate) struct TimeWindow {
     /// Calls and failures of the other slices, as one tally.
     prior_tally: AtomicU64,
     prior_slow: AtomicU32,
+    /// Successes deferred while the window is contended, each tagged with its slice (allocated on
+    /// first contention; see [`TimeWindow::record_fast_success`]).
+    stripes: LazyStripes,
 }
 
 impl TimeWindow {
@@ -674,6 +679,7 @@ impl TimeWindow {
             prior_for: AtomicU64::new(0),
             prior_tally: AtomicU64::new(0),
             prior_slow: AtomicU32::new(0),
+            stripes: LazyStripes::new(),
         }
     }
 
@@ -707,18 +713,100 @@ impl TimeWindow {
     /// exactly one record sees them reach it), or when the other slices' totals are not yet summed
     /// for this slice (its first record: older slices may have expired since the last judgement).
     /// Between those moments a success only adds a call, which cannot make a rate rule trip.
+    ///
+    /// When the other slices alone hold `min_calls`, no success of this slice is judged: the
+    /// success adds to its bucket by compare-and-swap, and once that met contention, to its
+    /// thread's stripe, tagged with the slice and folded into the slice's bucket before any
+    /// reading of the window.
     #[inline(always)]
     fn record_fast_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
         let slice = self.slice(now);
         let bucket = self.bucket(slice);
-        let tally = bucket.tally.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         if self.prior_for.load(Ordering::Acquire) == slice {
             let prior_calls = self.prior_tally.load(Ordering::Acquire) as u32;
+            if prior_calls >= min_calls {
+                if let Some(stripes) = self.stripes.get() {
+                    self.defer(stripes.mine(), slice);
+                    return None;
+                }
+                let tally = bucket.tally.load(Ordering::Relaxed);
+                if bucket
+                    .tally
+                    .compare_exchange(tally, tally + 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+                {
+                    self.contended(slice);
+                }
+                return None;
+            }
+            let tally = bucket.tally.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
             if prior_calls.wrapping_add(tally as u32) != min_calls {
                 return None;
             }
+            return Some(self.judged(bucket, slice, tally));
         }
+        let tally = bucket.tally.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         Some(self.judged(bucket, slice, tally))
+    }
+
+    /// A success whose compare-and-swap met contention: deferred in a stripe, allocated now if
+    /// needed.
+    #[cold]
+    fn contended(&self, slice: u64) {
+        self.defer(self.stripes.get_or_init(Stripes::new).mine(), slice);
+    }
+
+    /// Adds one success of `slice` to `stripe`: the stripe's high half tags its slice, the low half
+    /// counts. A stripe holding another slice's successes (or too many) first hands them to
+    /// their bucket.
+    #[inline(always)]
+    fn defer(&self, stripe: &AtomicU64, slice: u64) {
+        let tag = u64::from(slice as u32) << 32;
+        let mut seen = stripe.load(Ordering::Relaxed);
+        loop {
+            let same = seen & !u64::from(u32::MAX) == tag && (seen as u32) < STRIPE_FOLD as u32;
+            let next = if same { seen + 1 } else { tag | 1 };
+            match stripe.compare_exchange_weak(seen, next, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => {
+                    if !same {
+                        self.flush(seen);
+                    }
+                    return;
+                }
+                Err(now) => seen = now,
+            }
+        }
+    }
+
+    /// Adds the successes of a stripe's value to the bucket of their slice, if it still counts
+    /// that slice (else they expired with it).
+    #[cold]
+    fn flush(&self, stripe: u64) {
+        let (count, tag) = (stripe as u32, (stripe >> 32) as u32);
+        if count == 0 {
+            return;
+        }
+        for bucket in self.buckets.iter() {
+            let stamp = bucket.stamp.load(Ordering::Acquire);
+            if stamp != 0 && stamp != CLAIMING && stamp as u32 == tag {
+                bucket.tally.fetch_add(u64::from(count), Ordering::AcqRel);
+                return;
+            }
+        }
+    }
+
+    /// Hands every stripe's deferred successes to their buckets; false when there are no stripes.
+    #[inline]
+    fn fold(&self) -> bool {
+        let Some(stripes) = self.stripes.get() else {
+            return false;
+        };
+        for stripe in stripes.counts.iter() {
+            if stripe.load(Ordering::Acquire) != 0 {
+                self.flush(stripe.swap(0, Ordering::AcqRel));
+            }
+        }
+        true
     }
 
     #[inline]
@@ -736,9 +824,13 @@ impl TimeWindow {
         self.judged(bucket, slice, tally)
     }
 
-    /// The window's counts right after a record in `bucket` of `slice` left it at `tally`.
+    /// The window's counts right after a record in `bucket` of `slice` left it at `tally`
+    /// (deferred successes folded in first).
     #[inline]
     fn judged(&self, bucket: &Bucket, slice: u64, mut tally: u64) -> Counts {
+        if self.fold() {
+            tally = bucket.tally.load(Ordering::Acquire);
+        }
         let slow = if self.track_slow {
             let slow = bucket.slow.load(Ordering::Acquire);
             // A writer counts its call before its slow mark: the tally read after the slow count
@@ -830,11 +922,17 @@ impl TimeWindow {
     }
 
     fn counts(&self, now: u64) -> Counts {
+        self.fold();
         let slice = self.slice(now);
         self.sum(slice.saturating_sub(u64::from(TIME_BUCKETS) - 1), slice)
     }
 
     fn reset(&self) {
+        if let Some(stripes) = self.stripes.get() {
+            for stripe in stripes.counts.iter() {
+                stripe.store(0, Ordering::Release);
+            }
+        }
         self.prior_for.store(0, Ordering::Release);
         for bucket in self.buckets.iter() {
             bucket.stamp.store(0, Ordering::Release);
@@ -845,6 +943,10 @@ impl TimeWindow {
 
     fn heap_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.buckets)
+            + self
+                .stripes
+                .get()
+                .map_or(0, |stripes| std::mem::size_of_val(&*stripes.counts))
     }
 }
 
@@ -1145,7 +1247,7 @@ mod tests {
         // Folded once on the way, and no stripes for a window nobody contended for.
         assert!(w.stripes.get().is_none());
         assert_eq!(w.pending.load(Ordering::Relaxed), 10);
-        assert_eq!(w.failures.count(), 100 - STRIPE_FOLD);
+        assert_eq!(u64::from(w.failures.count()), 100 - STRIPE_FOLD);
         w.contended();
         for _ in 0..STRIPE_FOLD {
             w.record_fast_success(u32::MAX);
@@ -1159,6 +1261,52 @@ mod tests {
                 slow: 0
             }
         );
+    }
+
+    #[test]
+    fn a_contended_time_window_folds_deferred_successes_into_their_slice() {
+        let s = 1_000_000_000u64;
+        let w = TimeWindow::new(10 * s, false);
+        let counts = |calls, failures| Counts {
+            calls,
+            failures,
+            slow: 0,
+        };
+        for _ in 0..4 {
+            w.record(0, OK);
+        }
+        assert_eq!(w.record(0, FAIL), counts(5, 1));
+        // Slice 2: its first record sums slice 1, which holds `min_calls = 3` on its own.
+        assert_eq!(w.record_fast_success(s, 3), Some(counts(6, 1)));
+        w.contended(2); // as if a compare-and-swap had failed
+        for _ in 0..3 {
+            assert_eq!(w.record_fast_success(s + 1, 3), None);
+        }
+        assert_eq!(
+            w.stripes.get().unwrap().mine().load(Ordering::Relaxed),
+            2 << 32 | 4
+        );
+        // Every reading folds them in: a snapshot, a failure's judgement.
+        assert_eq!(w.counts(s + 2), counts(10, 1));
+        w.record_fast_success(s + 3, 3);
+        assert_eq!(w.record(s + 4, FAIL), counts(12, 2));
+        w.record_fast_success(2 * s, 3); // slice 3's first record: judged, not deferred
+        w.record_fast_success(2 * s, 3);
+        w.record_fast_success(2 * s + 1, 3);
+        w.record(2 * s + 2, OK); // no stripe: a direct record
+        assert_eq!(w.counts(2 * s + 3), counts(16, 2));
+        // A deferral for a newer slice hands the stripe's older successes to their bucket.
+        w.record_fast_success(2 * s + 4, 3);
+        let mine = w.stripes.get().unwrap().mine();
+        w.defer(mine, 4);
+        assert_eq!(mine.load(Ordering::Relaxed), 4 << 32 | 1);
+        assert_eq!(w.sum(3, 3), counts(5, 0));
+        // Deferred successes of a slice that expired leave with it.
+        assert_eq!(w.counts(13 * s), counts(0, 0));
+        w.record_fast_success(13 * s, 3);
+        w.reset();
+        assert_eq!(w.counts(13 * s), Counts::default());
+        assert_eq!(w.heap_bytes(), 10 * 24 + stripe_count() * 64);
     }
 
     #[test]

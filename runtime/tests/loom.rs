@@ -391,3 +391,53 @@ fn a_contended_count_window_folds_every_success_before_judging_a_failure() {
         assert_eq!((snapshot.calls, snapshot.failures), (5, 1));
     });
 }
+
+/// A contended time window: once the other slices alone hold `min_calls`, a success that loses
+/// its bucket's compare-and-swap is deferred in a stripe tagged with its slice, and every reading
+/// folds the stripes in first. Slice 1 holds S S S F (25 %, judged when it reached `min_calls`),
+/// slice 2 one S; then one caller records a success while another records two successes then a
+/// failure. Whichever of the first caller's success is counted, the failure is judged with its own
+/// caller's two successes: 2 failures in at least 8 calls, 25 %, below the 28 % that opens. A
+/// failure judged while its own caller's successes sat unfolded would see 2 in 7 at most (29 %)
+/// and open. Afterwards the window holds all 9 calls and 2 failures.
+#[test]
+fn a_contended_time_window_folds_every_success_before_judging_a_failure() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(2);
+    builder.check(|| {
+        let policy = Policy::new()
+            .time_window(Duration::from_secs(30))
+            .min_calls(4)
+            .failure_rate(28)
+            .open_for(OPEN_FOR);
+        let (_registry, breaker, clock, seen) = setup(policy);
+        for failure in [false, false, false, true] {
+            let permit = breaker.try_acquire().unwrap();
+            if failure {
+                permit.failure();
+            } else {
+                permit.success();
+            }
+        }
+        clock.advance(Duration::from_secs(3)); // the next slice
+        breaker.try_acquire().unwrap().success();
+        assert_eq!(breaker.state(), State::Closed);
+        let other = {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.try_acquire().unwrap().success())
+        };
+        let own = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                breaker.try_acquire().unwrap().success();
+                breaker.try_acquire().unwrap().success();
+                breaker.try_acquire().unwrap().failure();
+            })
+        };
+        other.join().unwrap();
+        own.join().unwrap();
+        assert_eq!(seen.get(), (0, 0, 0), "(opened, half-opened, closed)");
+        let snapshot = breaker.snapshot();
+        assert_eq!((snapshot.calls, snapshot.failures), (9, 2));
+    });
+}
