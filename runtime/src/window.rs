@@ -34,6 +34,12 @@
 //! then was preempted past the boundary) counts its outcome in the newer slice. A success that is
 //! not slow costs one clock read and one `fetch_add`; it sums nothing unless it is the first
 //! record of its slice (older slices may just have expired) or brings the window to `min_calls`.
+//! Once the other slices alone hold `min_calls`, no success of the slice needs a judgement: it
+//! adds to its bucket by compare-and-swap, and after the first contention it goes to its thread's
+//! stripe (shared with the count window's design), tagged with its slice, which every reading of
+//! the window first folds into that slice's bucket. A success deferred by a caller that read the
+//! clock just before a boundary, and folded after the new slice's first record summed the older
+//! slices, is missing from that slice's judgements (it counts again once summed afresh).
 //!
 //! One concept, kept in one file though it passes 600 lines: the two window shapes share one
 //! interface (`Outcomes`) and the copy between them on reload.
