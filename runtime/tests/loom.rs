@@ -342,3 +342,102 @@ fn a_time_window_never_judges_a_failure_without_its_call() {
         Some(2),
     );
 }
+
+/// A full count window whose successes meet contention: a success that loses the pending count's
+/// compare-and-swap goes to a striped counter, and every decision folds both in first. The window
+/// of 5 holds S S F S S (20 %, judged when it filled); then one caller records a success while
+/// another records two successes then a failure. Whichever of the first caller's success is
+/// counted, the failure is judged with its own caller's two successes before it, over S S S S F at
+/// worst: 20 %, below the 40 % that opens. A failure judged while its own caller's successes sat
+/// unfolded in a stripe would see F S S S F (the other caller's success folded, not its own): 40 %,
+/// and open. Afterwards the window (a snapshot folds too) holds exactly one failure in 5 calls:
+/// no success was lost or counted twice by a fold.
+#[test]
+fn a_contended_count_window_folds_every_success_before_judging_a_failure() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let policy = Policy::new()
+            .window(5)
+            .min_calls(5)
+            .failure_rate(40)
+            .open_for(OPEN_FOR);
+        let (_registry, breaker, _clock, seen) = setup(policy);
+        for failure in [false, false, true, false, false] {
+            let permit = breaker.try_acquire().unwrap();
+            if failure {
+                permit.failure();
+            } else {
+                permit.success();
+            }
+        }
+        assert_eq!(breaker.state(), State::Closed);
+        let other = {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.try_acquire().unwrap().success())
+        };
+        let own = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                breaker.try_acquire().unwrap().success();
+                breaker.try_acquire().unwrap().success();
+                breaker.try_acquire().unwrap().failure();
+            })
+        };
+        other.join().unwrap();
+        own.join().unwrap();
+        assert_eq!(seen.get(), (0, 0, 0), "(opened, half-opened, closed)");
+        let snapshot = breaker.snapshot();
+        assert_eq!((snapshot.calls, snapshot.failures), (5, 1));
+    });
+}
+
+/// A contended time window: once the other slices alone hold `min_calls`, a success that loses
+/// its bucket's compare-and-swap is deferred in a stripe tagged with its slice, and every reading
+/// folds the stripes in first. Slice 1 holds S S S F (25 %, judged when it reached `min_calls`),
+/// slice 2 one S; then one caller records a success while another records two successes then a
+/// failure. Whichever of the first caller's success is counted, the failure is judged with its own
+/// caller's two successes: 2 failures in at least 8 calls, 25 %, below the 28 % that opens. A
+/// failure judged while its own caller's successes sat unfolded would see 2 in 7 at most (29 %)
+/// and open. Afterwards the window holds all 9 calls and 2 failures.
+#[test]
+fn a_contended_time_window_folds_every_success_before_judging_a_failure() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(2);
+    builder.check(|| {
+        let policy = Policy::new()
+            .time_window(Duration::from_secs(30))
+            .min_calls(4)
+            .failure_rate(28)
+            .open_for(OPEN_FOR);
+        let (_registry, breaker, clock, seen) = setup(policy);
+        for failure in [false, false, false, true] {
+            let permit = breaker.try_acquire().unwrap();
+            if failure {
+                permit.failure();
+            } else {
+                permit.success();
+            }
+        }
+        clock.advance(Duration::from_secs(3)); // the next slice
+        breaker.try_acquire().unwrap().success();
+        assert_eq!(breaker.state(), State::Closed);
+        let other = {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.try_acquire().unwrap().success())
+        };
+        let own = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                breaker.try_acquire().unwrap().success();
+                breaker.try_acquire().unwrap().success();
+                breaker.try_acquire().unwrap().failure();
+            })
+        };
+        other.join().unwrap();
+        own.join().unwrap();
+        assert_eq!(seen.get(), (0, 0, 0), "(opened, half-opened, closed)");
+        let snapshot = breaker.snapshot();
+        assert_eq!((snapshot.calls, snapshot.failures), (9, 2));
+    });
+}

@@ -27,10 +27,7 @@ impl Core {
             used: AtomicBool::new(true),
             evicted: AtomicBool::new(false),
             pinned: AtomicBool::new(true),
-            plain: matches!(policy.window, crate::policy::Window::Count(_))
-                && policy.slow_nanos == 0
-                && policy.consecutive == 0
-                && policy.max_concurrent == 0,
+            plain: policy.slow_nanos == 0 && policy.consecutive == 0 && policy.max_concurrent == 0,
             successor: std::sync::OnceLock::new(),
             episode: Episode::default(),
             last: std::sync::Mutex::new(None),

@@ -110,7 +110,7 @@ pub(crate) struct Core {
     evicted: AtomicBool,
     /// Never evicted: created by a static call site or by hand.
     pinned: AtomicBool,
-    /// Count window, no slow-call timing, no consecutive rule, no bulkhead: the fast paths apply.
+    /// No slow-call timing, no consecutive rule, no bulkhead: the fast paths apply (either window).
     plain: bool,
     /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
     /// reports still arriving here change nothing.

@@ -59,7 +59,7 @@ impl Core {
     #[inline(always)]
     pub(super) fn finish(&self, permit: Ticket, outcome: Verdict) {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
-        // bulkhead.
+        // bulkhead (a time window reads the clock here, a count window does not).
         if self.plain && outcome == Verdict::Success && permit.word.records() {
             // A plain circuit has no bulkhead, so the stamp is the admission time alone.
             if permit.stamp != 0 {
@@ -70,7 +70,8 @@ impl Core {
             if word.same_epoch(permit.word) {
                 #[cfg(feature = "metrics")]
                 self.meters.call(true, false);
-                if let Some(counts) = self.window.record_fast_success(0, self.policy.min_calls) {
+                let now = || self.now();
+                if let Some(counts) = self.window.record_fast_success(now, self.policy.min_calls) {
                     self.judge(word, counts, permit.site);
                 }
             }
@@ -150,7 +151,10 @@ impl Core {
             if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
                 self.run.store(0, Ordering::Relaxed);
             }
-            if let Some(counts) = self.window.record_fast_success(now, self.policy.min_calls) {
+            if let Some(counts) = self
+                .window
+                .record_fast_success(|| now, self.policy.min_calls)
+            {
                 self.judge(word, counts, permit.site);
             }
             return;

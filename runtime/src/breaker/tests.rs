@@ -186,6 +186,42 @@ fn time_window_trips_on_recent_failures_only() {
 }
 
 #[test]
+fn time_window_trips_on_a_success_once_older_successes_expire() {
+    let policy = Policy::new()
+        .time_window(10 * S)
+        .min_calls(4)
+        .failure_rate(50);
+    let (b, clock) = breaker(policy);
+    for _ in 0..20 {
+        b.try_acquire().unwrap().success();
+    }
+    clock.advance(5 * S);
+    for _ in 0..3 {
+        b.try_acquire().unwrap().failure(); // 3 in 23: far below the rate
+    }
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::Closed);
+    clock.advance(6 * S); // the 20 successes left the window; 3 failures in 4 calls remain
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn time_window_success_that_reaches_min_calls_trips() {
+    let policy = Policy::new()
+        .time_window(10 * S)
+        .min_calls(4)
+        .failure_rate(50);
+    let (b, _clock) = breaker(policy);
+    for _ in 0..3 {
+        b.try_acquire().unwrap().failure();
+    }
+    assert_eq!(b.state(), State::Closed);
+    b.try_acquire().unwrap().success(); // 3 failures in 4 calls, now judged
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
 fn open_backoff_grows_per_failed_recovery_and_resets_on_close() {
     let policy = Policy::new()
         .window(1)
