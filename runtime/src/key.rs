@@ -90,3 +90,194 @@ impl fmt::Display for Key {
         f.write_str(self.as_str())
     }
 }
+
+/// Bytes of a key the registry's map holds inline (a longer key is one heap allocation).
+pub(crate) const INLINE_KEY_BYTES: usize = 30;
+
+/// A breaker key as the registry's map holds it: up to [`INLINE_KEY_BYTES`] bytes inside the map's
+/// entry, so a lookup compares the key without following a pointer; a longer key is boxed.
+///
+/// Hashing and equality are those of the key's bytes; the map is searched with a [`KeyQuery`].
+#[derive(Clone)]
+pub(crate) enum MapKey {
+    /// The key's length and its bytes (zero past the length).
+    Inline(u8, [u8; INLINE_KEY_BYTES]),
+    /// A key longer than [`INLINE_KEY_BYTES`].
+    Boxed(Box<[u8]>),
+}
+
+impl MapKey {
+    /// The key's bytes (valid UTF-8: made from a `&str`).
+    #[inline(always)]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            MapKey::Inline(len, bytes) => &bytes[..usize::from(*len).min(INLINE_KEY_BYTES)],
+            MapKey::Boxed(bytes) => bytes,
+        }
+    }
+}
+
+impl From<&str> for MapKey {
+    fn from(key: &str) -> Self {
+        let bytes = key.as_bytes();
+        match u8::try_from(bytes.len()) {
+            Ok(len) if bytes.len() <= INLINE_KEY_BYTES => {
+                let mut inline = [0; INLINE_KEY_BYTES];
+                inline[..bytes.len()].copy_from_slice(bytes);
+                MapKey::Inline(len, inline)
+            }
+            _ => MapKey::Boxed(bytes.into()),
+        }
+    }
+}
+
+impl PartialEq for MapKey {
+    fn eq(&self, other: &Self) -> bool {
+        same_bytes(self.as_bytes(), other.as_bytes())
+    }
+}
+
+impl Eq for MapKey {}
+
+impl std::hash::Hash for MapKey {
+    #[inline(always)]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        hash_bytes(self.as_bytes(), state);
+    }
+}
+
+impl fmt::Debug for MapKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&String::from_utf8_lossy(self.as_bytes()), f)
+    }
+}
+
+/// A `&str` searched for in the registry's map (hashes and compares as the [`MapKey`] made of it).
+#[derive(Clone, Copy)]
+pub(crate) struct KeyQuery<'a>(pub(crate) &'a str);
+
+impl std::hash::Hash for KeyQuery<'_> {
+    #[inline(always)]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        hash_bytes(self.0.as_bytes(), state);
+    }
+}
+
+impl papaya::Equivalent<MapKey> for KeyQuery<'_> {
+    #[inline(always)]
+    fn equivalent(&self, key: &MapKey) -> bool {
+        same_bytes(self.0.as_bytes(), key.as_bytes())
+    }
+}
+
+/// The one hash of a key's bytes that [`MapKey`] and [`KeyQuery`] share: one write of the bytes
+/// (the map's hasher mixes in the length).
+#[inline(always)]
+fn hash_bytes<H: std::hash::Hasher>(bytes: &[u8], state: &mut H) {
+    state.write(bytes);
+}
+
+/// `a == b`, compared in words inline (keys are short: a call to `memcmp` costs more).
+#[inline(always)]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (a_tail, b_tail) = (a_words.remainder(), b_words.remainder());
+    a_words.zip(b_words).all(|(x, y)| full(x) == full(y)) && word(a_tail) == word(b_tail)
+}
+
+/// An 8-byte chunk (every chunk of `chunks_exact(8)` is one) as one word: a single load.
+#[inline(always)]
+fn full(chunk: &[u8]) -> u64 {
+    u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or_default())
+}
+
+/// Up to 8 bytes as one little-endian word (missing bytes are zero).
+#[inline(always)]
+fn word(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .take(8)
+        .enumerate()
+        .fold(0, |word, (at, &byte)| word | u64::from(byte) << (8 * at))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::hash::{BuildHasher, Hash};
+
+    use super::{INLINE_KEY_BYTES, KeyQuery, MapKey, same_bytes};
+    use papaya::Equivalent;
+
+    fn hash(value: impl Hash, state: &foldhash::fast::RandomState) -> u64 {
+        state.hash_one(value)
+    }
+
+    #[test]
+    fn map_keys_are_inline_up_to_the_limit_and_boxed_past_it() {
+        let fits = "k".repeat(INLINE_KEY_BYTES);
+        let long = "k".repeat(INLINE_KEY_BYTES + 1);
+        assert!(matches!(MapKey::from(fits.as_str()), MapKey::Inline(..)));
+        assert!(matches!(MapKey::from(long.as_str()), MapKey::Boxed(_)));
+        assert!(matches!(MapKey::from(""), MapKey::Inline(0, _)));
+    }
+
+    #[test]
+    fn a_query_hashes_and_compares_as_the_key_made_of_it() {
+        let state = foldhash::fast::RandomState::default();
+        let fits = "k".repeat(INLINE_KEY_BYTES);
+        let long = "k".repeat(INLINE_KEY_BYTES + 1);
+        let keys = ["", "a", "host-1.internal:443", "héllo", &fits, &long];
+        for key in keys {
+            let stored = MapKey::from(key);
+            assert_eq!(stored.as_bytes(), key.as_bytes());
+            assert_eq!(hash(KeyQuery(key), &state), hash(&stored, &state), "{key}");
+            for other in keys {
+                assert_eq!(
+                    KeyQuery(other).equivalent(&stored),
+                    other == key,
+                    "{other} vs {key}"
+                );
+                assert_eq!(MapKey::from(other) == stored, other == key);
+            }
+        }
+    }
+
+    #[test]
+    fn a_map_finds_inline_and_boxed_keys_by_query() {
+        let map = papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
+        let long = "h".repeat(200);
+        let keys: Vec<String> = (0..1_000)
+            .map(|i| format!("host-{i}.internal:443"))
+            .chain([long.clone(), String::new()])
+            .collect();
+        for (at, key) in keys.iter().enumerate() {
+            map.pin().insert(MapKey::from(key.as_str()), at);
+        }
+        for (at, key) in keys.iter().enumerate() {
+            assert_eq!(map.pin().get(&KeyQuery(key)), Some(&at), "{key}");
+        }
+        assert_eq!(map.pin().get(&KeyQuery("host-1000.internal:443")), None);
+        assert_eq!(map.pin().get(&KeyQuery(&long[1..])), None);
+    }
+
+    #[test]
+    fn keys_compare_by_bytes() {
+        for (a, b) in [
+            ("", ""),
+            ("a", "a"),
+            ("host-1.internal:443", "host-1.internal:443"),
+        ] {
+            assert!(same_bytes(a.as_bytes(), b.as_bytes()));
+        }
+        for (a, b) in [
+            ("", "a"),
+            ("abcdefgh1", "abcdefgh2"),
+            ("xbcdefgh1", "abcdefgh1"),
+        ] {
+            assert!(!same_bytes(a.as_bytes(), b.as_bytes()));
+        }
+    }
+}
