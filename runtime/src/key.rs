@@ -177,31 +177,40 @@ fn hash_bytes<H: std::hash::Hasher>(bytes: &[u8], state: &mut H) {
     state.write(bytes);
 }
 
-/// `a == b`, compared in words inline (keys are short: a call to `memcmp` costs more).
+/// `a == b`, compared in words inline (keys are short: a call to `memcmp` costs more). The last
+/// word of a key of 8 bytes or more is loaded overlapping the one before it, so no byte is
+/// compared alone.
 #[inline(always)]
 pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
+    let len = a.len();
+    if len != b.len() {
         return false;
     }
-    let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (a_tail, b_tail) = (a_words.remainder(), b_words.remainder());
-    a_words.zip(b_words).all(|(x, y)| full(x) == full(y)) && word(a_tail) == word(b_tail)
+    if len >= 8 {
+        let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
+        a_words.zip(b_words).all(|(x, y)| load8(x) == load8(y))
+            && load8(&a[len - 8..]) == load8(&b[len - 8..])
+    } else if len >= 4 {
+        load4(a) == load4(b) && load4(&a[len - 4..]) == load4(&b[len - 4..])
+    } else {
+        a.iter().zip(b).all(|(x, y)| x == y)
+    }
 }
 
-/// An 8-byte chunk (every chunk of `chunks_exact(8)` is one) as one word: a single load.
+/// The first 8 bytes of `bytes` (which has at least 8) as one word: a single load.
 #[inline(always)]
-fn full(chunk: &[u8]) -> u64 {
-    u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or_default())
+fn load8(bytes: &[u8]) -> u64 {
+    let mut word = [0; 8];
+    word.copy_from_slice(&bytes[..8]);
+    u64::from_le_bytes(word)
 }
 
-/// Up to 8 bytes as one little-endian word (missing bytes are zero).
+/// The first 4 bytes of `bytes` (which has at least 4) as one word: a single load.
 #[inline(always)]
-fn word(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .take(8)
-        .enumerate()
-        .fold(0, |word, (at, &byte)| word | u64::from(byte) << (8 * at))
+fn load4(bytes: &[u8]) -> u32 {
+    let mut word = [0; 4];
+    word.copy_from_slice(&bytes[..4]);
+    u32::from_le_bytes(word)
 }
 
 #[cfg(test)]
@@ -269,6 +278,8 @@ mod tests {
             ("", ""),
             ("a", "a"),
             ("host-1.internal:443", "host-1.internal:443"),
+            ("abcd", "abcd"),
+            ("abcdefgh", "abcdefgh"),
         ] {
             assert!(same_bytes(a.as_bytes(), b.as_bytes()));
         }
@@ -276,8 +287,27 @@ mod tests {
             ("", "a"),
             ("abcdefgh1", "abcdefgh2"),
             ("xbcdefgh1", "abcdefgh1"),
+            ("abc", "abd"),
+            ("abcde", "abcdf"),
+            ("abcde", "xbcde"),
+            ("abcdefghijklmnop", "abcdefghijklmnoq"),
+            ("host-1.internal:443", "host-1.internal:444"),
+            ("host-1.internal:443", "host-2.internal:443"),
         ] {
             assert!(!same_bytes(a.as_bytes(), b.as_bytes()));
+        }
+    }
+
+    #[test]
+    fn keys_differing_in_any_one_byte_compare_unequal() {
+        for len in 0..=40 {
+            let key: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(same_bytes(&key, &key.clone()), "{len}");
+            for at in 0..len {
+                let mut other = key.clone();
+                other[at] = b'#';
+                assert!(!same_bytes(&key, &other), "{len} at {at}");
+            }
         }
     }
 }
