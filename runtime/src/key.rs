@@ -187,13 +187,27 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     if len >= 8 {
-        let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
-        a_words.zip(b_words).all(|(x, y)| load8(x) == load8(y))
-            && load8(&a[len - 8..]) == load8(&b[len - 8..])
+        // A plain loop: iterator adapters here are not always inlined, and calls cost more
+        // than the comparison.
+        let mut at = 0;
+        while at + 8 < len {
+            if load8(&a[at..]) != load8(&b[at..]) {
+                return false;
+            }
+            at += 8;
+        }
+        load8(&a[len - 8..]) == load8(&b[len - 8..])
     } else if len >= 4 {
         load4(a) == load4(b) && load4(&a[len - 4..]) == load4(&b[len - 4..])
     } else {
-        a.iter().zip(b).all(|(x, y)| x == y)
+        let mut at = 0;
+        while at < len {
+            if a[at] != b[at] {
+                return false;
+            }
+            at += 1;
+        }
+        true
     }
 }
 

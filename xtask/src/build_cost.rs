@@ -388,10 +388,12 @@ async fn work(n: u64) -> u64 {
 
 const MAIN_FUSEBOX: &str = "#[tokio::main]
 async fn main() {
-    println!(\"{:?}\", work(1).await);
+    match work(1).await {
+        Ok(n) => println!(\"{n}\"),
+        Err(Failure::Refused(error)) => println!(\"{error}\"),
+    }
 }
 
-#[derive(Debug)]
 enum Failure {
     Refused(fusebox::Error),
 }
