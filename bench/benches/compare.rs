@@ -14,7 +14,8 @@
 //! - `two_threads`, `two_threads_open`: `closed_success` and `open_rejected` from two threads at once
 //!   on one shared breaker; the time reported is wall time for all calls divided by their number;
 //! - `closed_success` also times fusebox with a 1 s time window and with slow-call timing on;
-//! - `dynamic_key`: fusebox's per-call key lookup (`key = host`) at 1, 1,000 and 100,000 keys.
+//! - `dynamic_key`: fusebox's per-call key lookup (`key = host`) at 1, 1,000 and 100,000 keys, and a
+//!   bare `papaya` lookup of the same keys in the same run.
 //!
 //! Run: `cargo bench -p fusebox-bench --bench compare`
 
@@ -665,7 +666,8 @@ fn closed_success(c: &mut Criterion, s: &Subjects) {
 }
 
 /// One breaker per key: the per-call lookup at 1, 1,000 and 100,000 keys (fusebox only: the other
-/// crates have no registry), visiting 4,096 keys in a scattered order as traffic to many hosts would.
+/// crates have no registry), visiting 4,096 keys in a scattered order as traffic to many hosts would,
+/// each followed by a bare `papaya` lookup of the same keys in the same order (the reference).
 fn dynamic_keys(c: &mut Criterion) {
     let mut g = c.benchmark_group("dynamic_key");
     let hosts: Vec<String> = (0..100_000)
@@ -686,6 +688,19 @@ fn dynamic_keys(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) & 4095;
                 black_box(poll_once(fb::per_host(black_box(order[i]), false)))
+            })
+        });
+        // The reference in the same run: a bare `papaya` lookup of the same `&str`s, same order.
+        let bare: papaya::HashMap<String, std::sync::Arc<u64>, foldhash::fast::RandomState> =
+            papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
+        for host in &hosts[..keys] {
+            bare.pin().insert(host.clone(), std::sync::Arc::new(1));
+        }
+        g.bench_function(format!("bare-papaya-lookup/{keys}-keys"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & 4095;
+                black_box(bare.pin().get(black_box(order[i])).map(|v| **v))
             })
         });
     }

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::breaker::{Breaker, Permit};
 use crate::error::{Error, Key};
+use crate::key::same_bytes;
 use crate::policy::Policy;
 use crate::registry::Registry;
 
@@ -174,33 +175,6 @@ impl Cached {
         core.touch();
         Some(&self.breaker)
     }
-}
-
-/// `a == b`, compared in words inline (keys are short: a call to `memcmp` costs more).
-#[inline(always)]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (a_tail, b_tail) = (a_words.remainder(), b_words.remainder());
-    a_words.zip(b_words).all(|(x, y)| full(x) == full(y)) && word(a_tail) == word(b_tail)
-}
-
-/// An 8-byte chunk (every chunk of `chunks_exact(8)` is one) as one word: a single load.
-#[inline(always)]
-fn full(chunk: &[u8]) -> u64 {
-    u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or_default())
-}
-
-/// Up to 8 bytes as one little-endian word (missing bytes are zero).
-#[inline(always)]
-fn word(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .take(8)
-        .enumerate()
-        .fold(0, |word, (at, &byte)| word | u64::from(byte) << (8 * at))
 }
 
 /// The breaker of one call at a [`DynSite`]: the site's cached breaker (borrowed, no reference
@@ -422,7 +396,7 @@ impl crate::declared::DeclaredSite for Site {
 mod tests {
     use std::sync::LazyLock;
 
-    use super::{DynSite, Held, SiteBreaker, method_path, same_bytes};
+    use super::{DynSite, Held, SiteBreaker, method_path};
     use crate::policy::Policy;
     use crate::registry::Registry;
 
@@ -433,24 +407,6 @@ mod tests {
     fn same(a: &SiteBreaker, registry: &Registry, key: &str) -> bool {
         let registered = registry.get(key).expect("registered");
         std::sync::Arc::ptr_eq(&a.core, &registered.core)
-    }
-
-    #[test]
-    fn keys_compare_by_bytes() {
-        for (a, b) in [
-            ("", ""),
-            ("a", "a"),
-            ("host-1.internal:443", "host-1.internal:443"),
-        ] {
-            assert!(same_bytes(a.as_bytes(), b.as_bytes()));
-        }
-        for (a, b) in [
-            ("", "a"),
-            ("abcdefgh1", "abcdefgh2"),
-            ("xbcdefgh1", "abcdefgh1"),
-        ] {
-            assert!(!same_bytes(a.as_bytes(), b.as_bytes()));
-        }
     }
 
     #[test]

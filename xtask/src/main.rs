@@ -1,6 +1,9 @@
 //! `cargo xtask test`: installs what the test suite needs (`redis-server`, `chromium`,
 //! `chromium-driver`) and runs the suite the way CI does: every crate with every feature, then the
-//! loom model check.
+//! loom model check. `cargo xtask build-cost`: what fusebox costs a user in compile time (see
+//! `build_cost`).
+
+mod build_cost;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -20,8 +23,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
+        Some("build-cost") => build_cost::run(&args[1..]),
         _ => {
             eprintln!("usage: cargo xtask test [extra `cargo test` arguments]");
+            eprintln!("       cargo xtask build-cost [--runs N] [--keep] [--offline]");
             ExitCode::FAILURE
         }
     }

@@ -28,7 +28,7 @@ impl Registry {
         }
         {
             let map = self.map().pin();
-            if let Some(found) = map.get(key) {
+            if let Some(found) = map.get(&KeyQuery(key)) {
                 let core = found.core.current();
                 core.touch();
                 return Breaker { core: core.clone() };
@@ -47,7 +47,7 @@ impl Registry {
             return None;
         }
         let map = self.map().pin();
-        let found = map.get(key)?;
+        let found = map.get(&KeyQuery(key))?;
         let core = found.core.current();
         core.touch();
         Some(Breaker { core: core.clone() })
@@ -91,9 +91,7 @@ impl Registry {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push_back(breaker.core.key().clone());
-        self.map()
-            .pin()
-            .insert(breaker.core.key().clone(), breaker.clone());
+        self.map().pin().insert(MapKey::from(key), breaker.clone());
         breaker.core
     }
 
@@ -104,7 +102,8 @@ impl Registry {
         let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         for _ in 0..SWEEP_STEP.min(ring.len()) {
             let Some(key) = ring.pop_front() else { break };
-            let Some(breaker) = map.get(&key) else {
+            let query = KeyQuery(key.as_str());
+            let Some(breaker) = map.get(&query) else {
                 continue;
             };
             let core = breaker.core.current();
@@ -112,7 +111,7 @@ impl Registry {
                 continue; // claimed: no longer dynamic, already off the count
             }
             if core.evictable() {
-                if map.remove(&key).is_some() {
+                if map.remove(&query).is_some() {
                     core.mark_evicted();
                     self.dynamic.fetch_sub(1, Ordering::AcqRel);
                 }

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use crate::breaker::{Breaker, Core, Snapshot};
 use crate::clock::{Clock, ClockSource};
 use crate::error::Key;
+use crate::key::{KeyQuery, MapKey};
 use crate::observe::{Hooks, Transition};
 use crate::policy::{Policy, PolicyError, PolicyPatch};
 use crate::state::State;
@@ -38,7 +39,9 @@ mod tests;
 use dynamic::bounded_key;
 use overrides::Overrides;
 
-type Map = papaya::HashMap<Key, Breaker, foldhash::fast::RandomState>;
+/// Breakers by key; keys of up to [`INLINE_KEY_BYTES`](crate::key::INLINE_KEY_BYTES) bytes are held
+/// inside the map's entries, so a lookup compares them without following a pointer.
+type Map = papaya::HashMap<MapKey, Breaker, foldhash::fast::RandomState>;
 
 /// The default cap on breakers created for dynamic keys.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
@@ -170,9 +173,9 @@ impl Registry {
 
     pub(super) fn lookup(&self, key: &str) -> Option<Breaker> {
         let map = self.map().pin();
-        match map.get(key) {
+        match map.get(&KeyQuery(key)) {
             Some(found) => Some(found.clone()),
-            None => bounded_key(key).and_then(|bounded| map.get(bounded.as_str()).cloned()),
+            None => bounded_key(key).and_then(|bounded| map.get(&KeyQuery(&bounded)).cloned()),
         }
     }
 
@@ -216,7 +219,7 @@ impl Registry {
         let breaker = self.create(make_key(), policy);
         self.map()
             .pin()
-            .insert(breaker.core.key().clone(), breaker.clone());
+            .insert(MapKey::from(breaker.core.key().as_str()), breaker.clone());
         breaker
     }
 
@@ -279,7 +282,7 @@ impl Registry {
             let old = breaker.core.current();
             let next = crate::redis::attach(self.store.get(), old.successor_with(*old.policy()));
             if old.retire(next.clone()).is_ok() {
-                map.insert(old.key().clone(), Breaker { core: next });
+                map.insert(MapKey::from(old.key().as_str()), Breaker { core: next });
             }
         }
         true

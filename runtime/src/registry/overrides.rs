@@ -182,7 +182,7 @@ impl Registry {
         let overrides = self.overrides();
         let map = self.map().pin();
         for key in keys {
-            let Some(existing) = map.get(key.as_str()) else {
+            let Some(existing) = map.get(&KeyQuery(&key)) else {
                 continue;
             };
             let old = existing.core.current();
@@ -199,7 +199,10 @@ impl Registry {
             #[cfg(not(feature = "redis"))]
             let next = Arc::new(old.successor_with(policy));
             if old.retire(next.clone()).is_ok() {
-                map.insert(old.key().clone(), Breaker { core: next.clone() });
+                map.insert(
+                    MapKey::from(old.key().as_str()),
+                    Breaker { core: next.clone() },
+                );
                 changed.push((next, before));
             }
         }
@@ -248,7 +251,7 @@ impl Registry {
         let map = self.map().pin();
         configured
             .into_iter()
-            .filter(|key| !declared.contains(key.as_str()) && !map.contains_key(key.as_str()))
+            .filter(|key| !declared.contains(key.as_str()) && !map.contains_key(&KeyQuery(key)))
             .map(|key| UnknownKey {
                 key: key.clone(),
                 closest: crate::declared::closest(key, declared.iter().copied())

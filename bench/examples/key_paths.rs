@@ -1,0 +1,89 @@
+//! Runs one dynamic-key path a fixed number of times, for instruction and cache-miss counts under
+//! valgrind (which, unlike wall time, do not depend on machine load): the annotated `async fn`
+//! with `key = host`, or a bare `papaya` lookup of the same `&str`s in the same order.
+//!
+//! Run: `cargo build --release -p fusebox-bench --example key_paths` then
+//! `valgrind --tool=callgrind --cache-sim=yes target/release/examples/key_paths <path> <keys> 1000000`
+//! with `<path>` `fusebox` or `papaya` and `<keys>` 1, 1000 or 100000. Subtract a run with 0 calls
+//! (the set-up: creating the keys) and divide by the call count.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::sync::LazyLock;
+use std::task::{Context, Poll, Waker};
+
+/// The registry of the dynamic-key path, with room for every key.
+static HOSTS: LazyLock<fusebox::Registry> = LazyLock::new(|| {
+    let registry = fusebox::Registry::new();
+    registry.set_max_keys(200_000);
+    registry
+});
+
+/// What the annotated function fails with.
+#[derive(Debug)]
+enum KeyError {
+    /// The circuit refused the call.
+    Refused,
+}
+
+impl From<fusebox::Error> for KeyError {
+    fn from(_: fusebox::Error) -> Self {
+        KeyError::Refused
+    }
+}
+
+/// One breaker per host, looked up per call (as in `benches/compare.rs`).
+#[fusebox::circuit_breaker(key = host, registry = HOSTS, window = 100, failure_rate = 50, open_for = "1h")]
+async fn per_host(host: &str, n: u64) -> Result<u64, KeyError> {
+    Ok(black_box(n))
+}
+
+fn poll_once<F: Future>(fut: F) -> F::Output {
+    let mut fut = pin!(fut);
+    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("the future is ready at once"),
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().unwrap_or_else(|| "fusebox".to_owned());
+    let keys: usize = args.next().map_or(1, |n| n.parse().expect("a key count"));
+    let calls: usize = args
+        .next()
+        .map_or(1_000_000, |n| n.parse().expect("a call count"));
+    let hosts: Vec<String> = (0..keys.max(1))
+        .map(|i| format!("host-{i}.internal:443"))
+        .collect();
+    // A scattered order over the keys, as traffic to many hosts would visit them.
+    let order: Vec<&str> = (0..4096)
+        .map(|i| hosts[(i * 7919) % hosts.len()].as_str())
+        .collect();
+    let mut sum = 0u64;
+    match path.as_str() {
+        "fusebox" => {
+            for host in &hosts {
+                sum += poll_once(per_host(host, 1)).unwrap_or(0);
+            }
+            for i in 0..calls {
+                let host = black_box(order[i & 4095]);
+                sum += poll_once(per_host(host, 1)).unwrap_or(0);
+            }
+        }
+        "papaya" => {
+            let bare: papaya::HashMap<String, std::sync::Arc<u64>, foldhash::fast::RandomState> =
+                papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
+            for host in &hosts {
+                bare.pin().insert(host.clone(), std::sync::Arc::new(1));
+            }
+            for i in 0..calls {
+                let host = black_box(order[i & 4095]);
+                sum += black_box(bare.pin().get(host).map_or(0, |v| **v));
+            }
+        }
+        other => panic!("unknown path `{other}`; expected `fusebox` or `papaya`"),
+    }
+    println!("{sum}");
+}
