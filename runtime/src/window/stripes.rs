@@ -6,7 +6,7 @@
 //! twice the available parallelism rounded to a power of two (2 to 256), each thread picking its
 //! own by a small index handed out in turn. From then on such a success writes nothing shared.
 //! The window that owns the stripes folds them in before every reading; a count reaching
-//! [`STRIPE_FOLD`] is folded in on the spot, so no counter ever overflows.
+//! [`STRIPE_FOLD`] is handed to the window by a caller adding to it, so no counter ever overflows.
 //!
 //! Under loom the stripes are allocated with the window and engaged through one of the model's
 //! atomics, since the model cannot see `OnceLock`'s publication.

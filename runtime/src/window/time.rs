@@ -15,10 +15,10 @@
 //! record of its slice (older slices may just have expired) or brings the window to `min_calls`.
 //! Once the other slices alone hold `min_calls`, no success of the slice needs a judgement: it
 //! adds to its bucket by compare-and-swap, and after the first contention it goes to its thread's
-//! stripe (shared with the count window's design), tagged with its slice, which every reading of
-//! the window first folds into that slice's bucket. A success deferred by a caller that read the
-//! clock just before a boundary, and folded after the new slice's first record summed the older
-//! slices, is missing from that slice's judgements (it counts again once summed afresh).
+//! stripe (`stripes.rs`), tagged with its slice, which every reading of the window first folds
+//! into that slice's bucket. A success deferred by a caller that read the clock just before a
+//! boundary, and folded after the new slice's first record summed the older slices, is missing
+//! from that slice's judgements (it counts again once summed afresh).
 
 use crate::policy::TIME_BUCKETS;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
