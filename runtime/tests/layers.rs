@@ -1,6 +1,7 @@
 //! The import rules of ARCHITECTURE.md, checked on the source, so that no two files of
 //! `runtime/src` come to import each other: `breaker/` names nothing of the modules built on it,
-//! and in `redis/` and `tower/` each file imports from its siblings only those listed before it.
+//! and in `redis/`, `tower/` and `window/` each file imports from its siblings only those listed
+//! before it.
 
 use std::path::Path;
 
@@ -9,6 +10,9 @@ const REDIS: [&str; 6] = ["link", "script", "report", "admit", "cached", "store"
 
 /// The files of `tower/`, each importing from its siblings only those before it.
 const TOWER: [&str; 6] = ["classify", "future", "service", "layer", "axum", "reqwest"];
+
+/// The files of `window/`, each importing from its siblings only those before it.
+const WINDOW: [&str; 4] = ["stripes", "count", "time", "tests"];
 
 /// The modules built on `breaker/`, which none of its files may name.
 const ABOVE_BREAKER: [&str; 6] = [
@@ -96,8 +100,17 @@ fn tower_files_import_only_the_files_before_them() {
 }
 
 #[test]
+fn window_files_import_only_the_files_before_them() {
+    imports_only_earlier_files("window", &WINDOW);
+}
+
+#[test]
 fn every_file_of_the_listed_folders_is_in_its_list() {
-    for (dir, order) in [("redis", &REDIS), ("tower", &TOWER)] {
+    for (dir, order) in [
+        ("redis", &REDIS[..]),
+        ("tower", &TOWER),
+        ("window", &WINDOW),
+    ] {
         let dir_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(dir);
         for entry in std::fs::read_dir(&dir_path).expect("the folder exists") {
             let name = entry.expect("a readable entry").file_name();

@@ -1,0 +1,398 @@
+//! The time window: the outcomes of the last span, in buckets rotated lazily.
+//!
+//! **Time window.** [`TIME_BUCKETS`] buckets, each stamped with the index of the time slice it
+//! counts. A writer whose slice is newer than the bucket's stamp claims it by CAS and clears it, so
+//! rotation happens lazily on the request path and a long idle costs nothing extra: totals only sum
+//! buckets whose stamp lies within the window. A bucket's calls and failures share one atomic word
+//! (calls in the low half, failures in the high half), so one `fetch_add` records both and every
+//! reading is a consistent pair: no reader ever sees a failure without its call, however many
+//! threads record at once. Slow calls, when tracked, have their own counter, read before the pair.
+//! When a bucket starts a new slice, the writer that claims it marks it while it clears the counters
+//! and the other writers of that slice wait for the clear (a few nanoseconds), so no outcome of the
+//! new slice is wiped. A writer whose clock reading is behind the bucket's slice (it read the time,
+//! then was preempted past the boundary) counts its outcome in the newer slice. A success that is
+//! not slow costs one clock read and one `fetch_add`; it sums nothing unless it is the first
+//! record of its slice (older slices may just have expired) or brings the window to `min_calls`.
+//! Once the other slices alone hold `min_calls`, no success of the slice needs a judgement: it
+//! adds to its bucket by compare-and-swap, and after the first contention it goes to its thread's
+//! stripe (`stripes.rs`), tagged with its slice, which every reading of the window first folds
+//! into that slice's bucket. A success deferred by a caller that read the clock just before a
+//! boundary, and folded after the new slice's first record summed the older slices, is missing
+//! from that slice's judgements (it counts again once summed afresh).
+
+use crate::policy::TIME_BUCKETS;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+
+use super::stripes::{LazyStripes, STRIPE_FOLD, Stripes};
+use super::{Counts, Sample, copy32, copy64};
+
+/// The stamp of a bucket whose counters are being cleared for a new slice (never a slice: slices
+/// are nanoseconds divided by at least one, plus one).
+const CLAIMING: u64 = u64::MAX;
+
+/// Waits for a bucket being cleared: a few spins, then yields the thread.
+#[inline]
+fn pause(waited: &mut u32) {
+    *waited += 1;
+    #[cfg(fusebox_loom)]
+    loom::thread::yield_now();
+    #[cfg(not(fusebox_loom))]
+    if *waited < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Calls in the low 32 bits of a tally, failures in the high 32.
+const FAILURE_ONE: u64 = 1 << 32;
+
+/// One call, and one failure when `failure`: what a record adds to a tally.
+#[inline(always)]
+pub(super) fn tally_of(failure: bool) -> u64 {
+    1 | u64::from(failure) << 32
+}
+
+/// (calls, failures) of a tally.
+#[inline(always)]
+pub(super) fn split(tally: u64) -> (u32, u32) {
+    (tally as u32, (tally / FAILURE_ONE) as u32)
+}
+
+struct Bucket {
+    /// Index of the time slice counted here, plus one (0: never used).
+    stamp: AtomicU64,
+    /// Calls (low half) and failures (high half), updated together.
+    tally: AtomicU64,
+    /// Slow calls (only written when slow calls are tracked).
+    slow: AtomicU32,
+}
+
+/// The outcomes of the last `span`, in [`TIME_BUCKETS`] slices.
+pub(crate) struct TimeWindow {
+    slice_nanos: u64,
+    /// Slow calls are tracked (the policy sets `slow`).
+    track_slow: bool,
+    buckets: Box<[Bucket]>,
+    /// The slice most recently seen, so most calls find theirs without a division.
+    current: AtomicU64,
+    /// The slice `prior_*` were summed for: the window's other slices, which do not change while
+    /// that slice lasts. A record then costs its own bucket plus two loads, not a full sum.
+    prior_for: AtomicU64,
+    /// Calls and failures of the other slices, as one tally.
+    prior_tally: AtomicU64,
+    prior_slow: AtomicU32,
+    /// Successes deferred while the window is contended, each tagged with its slice (allocated on
+    /// first contention; see [`TimeWindow::record_fast_success`]).
+    pub(super) stripes: LazyStripes,
+}
+
+impl TimeWindow {
+    pub(crate) fn new(span_nanos: u64, track_slow: bool) -> Self {
+        TimeWindow {
+            slice_nanos: (span_nanos / u64::from(TIME_BUCKETS)).max(1),
+            track_slow,
+            buckets: (0..TIME_BUCKETS)
+                .map(|_| Bucket {
+                    stamp: AtomicU64::new(0),
+                    tally: AtomicU64::new(0),
+                    slow: AtomicU32::new(0),
+                })
+                .collect(),
+            current: AtomicU64::new(0),
+            prior_for: AtomicU64::new(0),
+            prior_tally: AtomicU64::new(0),
+            prior_slow: AtomicU32::new(0),
+            stripes: LazyStripes::new(),
+        }
+    }
+
+    /// The slice (1-based) that `now` falls in.
+    #[inline]
+    fn slice(&self, now: u64) -> u64 {
+        let cached = self.current.load(Ordering::Relaxed);
+        let start = cached.wrapping_sub(1).wrapping_mul(self.slice_nanos);
+        if cached != 0 && now >= start && now - start < self.slice_nanos {
+            return cached;
+        }
+        let slice = now / self.slice_nanos + 1;
+        self.current.store(slice, Ordering::Relaxed);
+        slice
+    }
+
+    /// The bucket of `slice`, claimed for it.
+    #[inline(always)]
+    fn bucket(&self, slice: u64) -> &Bucket {
+        let bucket = &self.buckets[(slice % u64::from(TIME_BUCKETS)) as usize];
+        let stamp = bucket.stamp.load(Ordering::Acquire);
+        if stamp != slice {
+            self.rotate(bucket, stamp, slice);
+        }
+        bucket
+    }
+
+    /// Records a success that was not slow: one `fetch_add` on its bucket. Returns the counts only
+    /// when they must be judged (see [`Outcomes::record_fast_success`](super::Outcomes::record_fast_success)): when this record brings
+    /// the window to `min_calls` (within a slice the window's calls grow by one per record, so
+    /// exactly one record sees them reach it), or when the other slices' totals are not yet summed
+    /// for this slice (its first record: older slices may have expired since the last judgement).
+    /// Between those moments a success only adds a call, which cannot make a rate rule trip.
+    ///
+    /// When the other slices alone hold `min_calls`, no success of this slice is judged: the
+    /// success adds to its bucket by compare-and-swap, and once that met contention, to its
+    /// thread's stripe, tagged with the slice and folded into the slice's bucket before any
+    /// reading of the window.
+    #[inline(always)]
+    pub(super) fn record_fast_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
+        let slice = self.slice(now);
+        let bucket = self.bucket(slice);
+        if self.prior_for.load(Ordering::Acquire) == slice {
+            let prior_calls = self.prior_tally.load(Ordering::Acquire) as u32;
+            if prior_calls >= min_calls {
+                if let Some(stripes) = self.stripes.get() {
+                    self.defer(stripes.mine(), slice);
+                    return None;
+                }
+                let tally = bucket.tally.load(Ordering::Relaxed);
+                if bucket
+                    .tally
+                    .compare_exchange(tally, tally + 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+                {
+                    self.contended(slice);
+                }
+                return None;
+            }
+            let tally = bucket.tally.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+            if prior_calls.wrapping_add(tally as u32) != min_calls {
+                return None;
+            }
+            return Some(self.judged(bucket, slice, tally));
+        }
+        let tally = bucket.tally.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        Some(self.judged(bucket, slice, tally))
+    }
+
+    /// A success whose compare-and-swap met contention: deferred in a stripe, allocated now if
+    /// needed.
+    #[cold]
+    pub(super) fn contended(&self, slice: u64) {
+        self.defer(self.stripes.get_or_init(Stripes::new).mine(), slice);
+    }
+
+    /// Adds one success of `slice` to `stripe`: the stripe's high half tags its slice, the low half
+    /// counts. A stripe holding another slice's successes (or too many) first hands them to
+    /// their bucket.
+    #[inline(always)]
+    pub(super) fn defer(&self, stripe: &AtomicU64, slice: u64) {
+        let tag = u64::from(slice as u32) << 32;
+        let mut seen = stripe.load(Ordering::Relaxed);
+        loop {
+            let same = seen & !u64::from(u32::MAX) == tag && (seen as u32) < STRIPE_FOLD as u32;
+            let next = if same { seen + 1 } else { tag | 1 };
+            match stripe.compare_exchange_weak(seen, next, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => {
+                    if !same {
+                        self.flush(seen);
+                    }
+                    return;
+                }
+                Err(now) => seen = now,
+            }
+        }
+    }
+
+    /// Adds the successes of a stripe's value to the bucket of their slice, if it still counts
+    /// that slice (else they expired with it).
+    #[cold]
+    fn flush(&self, stripe: u64) {
+        let (count, tag) = (stripe as u32, (stripe >> 32) as u32);
+        if count == 0 {
+            return;
+        }
+        for bucket in self.buckets.iter() {
+            let stamp = bucket.stamp.load(Ordering::Acquire);
+            if stamp != 0 && stamp != CLAIMING && stamp as u32 == tag {
+                bucket.tally.fetch_add(u64::from(count), Ordering::AcqRel);
+                return;
+            }
+        }
+    }
+
+    /// Hands every stripe's deferred successes to their buckets; false when there are no stripes.
+    #[inline]
+    fn fold(&self) -> bool {
+        let Some(stripes) = self.stripes.get() else {
+            return false;
+        };
+        for stripe in stripes.counts.iter() {
+            if stripe.load(Ordering::Acquire) != 0 {
+                self.flush(stripe.swap(0, Ordering::AcqRel));
+            }
+        }
+        true
+    }
+
+    #[inline]
+    pub(super) fn record(&self, now: u64, sample: Sample) -> Counts {
+        let slice = self.slice(now);
+        let bucket = self.bucket(slice);
+        let add = tally_of(sample.failure);
+        let tally = bucket
+            .tally
+            .fetch_add(add, Ordering::AcqRel)
+            .wrapping_add(add);
+        if self.track_slow && sample.slow {
+            bucket.slow.fetch_add(1, Ordering::AcqRel);
+        }
+        self.judged(bucket, slice, tally)
+    }
+
+    /// The window's counts right after a record in `bucket` of `slice` left it at `tally`
+    /// (deferred successes folded in first).
+    #[inline]
+    fn judged(&self, bucket: &Bucket, slice: u64, mut tally: u64) -> Counts {
+        if self.fold() {
+            tally = bucket.tally.load(Ordering::Acquire);
+        }
+        let slow = if self.track_slow {
+            let slow = bucket.slow.load(Ordering::Acquire);
+            // A writer counts its call before its slow mark: the tally read after the slow count
+            // holds the call of every slow mark in it.
+            tally = bucket.tally.load(Ordering::Acquire);
+            slow
+        } else {
+            0
+        };
+        let (calls, failures) = split(tally);
+        let prior = self.prior(slice);
+        // Wrapping: a slice's tally itself wraps after 2^32 calls.
+        Counts {
+            calls: prior.calls.wrapping_add(calls),
+            failures: prior.failures.wrapping_add(failures),
+            slow: prior.slow.wrapping_add(slow),
+        }
+    }
+
+    /// Makes `bucket` count `slice` when it holds an older one. The writer that claims it marks it
+    /// [`CLAIMING`] while it clears the counters, and writers of the same slice wait for the clear:
+    /// an outcome recorded at the boundary is never wiped by the clear. (A writer whose time is
+    /// behind the bucket's slice counts in the newer slice.)
+    #[cold]
+    fn rotate(&self, bucket: &Bucket, mut stamp: u64, slice: u64) {
+        let mut waited = 0u32;
+        loop {
+            if stamp == CLAIMING {
+                pause(&mut waited);
+                stamp = bucket.stamp.load(Ordering::Acquire);
+                continue;
+            }
+            if stamp >= slice {
+                return;
+            }
+            match bucket.stamp.compare_exchange(
+                stamp,
+                CLAIMING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    bucket.tally.store(0, Ordering::Relaxed);
+                    bucket.slow.store(0, Ordering::Relaxed);
+                    bucket.stamp.store(slice, Ordering::Release);
+                    return;
+                }
+                Err(seen) => stamp = seen,
+            }
+        }
+    }
+
+    /// The counts of the window's slices before `slice`.
+    #[inline]
+    fn prior(&self, slice: u64) -> Counts {
+        if self.prior_for.load(Ordering::Acquire) == slice {
+            let slow = self.prior_slow.load(Ordering::Acquire);
+            let (calls, failures) = split(self.prior_tally.load(Ordering::Acquire));
+            return Counts {
+                calls,
+                failures,
+                slow,
+            };
+        }
+        let prior = self.sum(slice.saturating_sub(u64::from(TIME_BUCKETS) - 1), slice - 1);
+        self.prior_tally.store(
+            u64::from(prior.calls) | u64::from(prior.failures) << 32,
+            Ordering::Release,
+        );
+        self.prior_slow.store(prior.slow, Ordering::Release);
+        self.prior_for.store(slice, Ordering::Release);
+        prior
+    }
+
+    /// The counts of the buckets stamped with a slice in `oldest..=newest`.
+    pub(super) fn sum(&self, oldest: u64, newest: u64) -> Counts {
+        let mut total = Counts::default();
+        for bucket in self.buckets.iter() {
+            let stamp = bucket.stamp.load(Ordering::Acquire);
+            if stamp >= oldest && stamp <= newest {
+                let slow = bucket.slow.load(Ordering::Acquire);
+                let (calls, failures) = split(bucket.tally.load(Ordering::Acquire));
+                total.calls = total.calls.saturating_add(calls);
+                total.failures = total.failures.saturating_add(failures);
+                total.slow = total.slow.saturating_add(slow.min(calls));
+            }
+        }
+        total
+    }
+
+    pub(super) fn counts(&self, now: u64) -> Counts {
+        self.fold();
+        let slice = self.slice(now);
+        self.sum(slice.saturating_sub(u64::from(TIME_BUCKETS) - 1), slice)
+    }
+
+    pub(super) fn reset(&self) {
+        if let Some(stripes) = self.stripes.get() {
+            for stripe in stripes.counts.iter() {
+                stripe.store(0, Ordering::Release);
+            }
+        }
+        self.prior_for.store(0, Ordering::Release);
+        for bucket in self.buckets.iter() {
+            bucket.stamp.store(0, Ordering::Release);
+            bucket.tally.store(0, Ordering::Release);
+            bucket.slow.store(0, Ordering::Release);
+        }
+    }
+
+    /// Copies the outcomes of `from` into this new window, if both have the same slices (else
+    /// leaves it alone); `from`'s deferred successes are folded in first.
+    pub(super) fn copy_from(&self, from: &TimeWindow) {
+        if self.slice_nanos != from.slice_nanos {
+            return;
+        }
+        from.fold();
+        let slow = self.track_slow && from.track_slow;
+        for (to, from) in self.buckets.iter().zip(from.buckets.iter()) {
+            copy64(&to.stamp, &from.stamp);
+            copy64(&to.tally, &from.tally);
+            if slow {
+                copy32(&to.slow, &from.slow);
+            }
+        }
+        copy64(&self.current, &from.current);
+        copy64(&self.prior_for, &from.prior_for);
+        copy64(&self.prior_tally, &from.prior_tally);
+        if slow {
+            copy32(&self.prior_slow, &from.prior_slow);
+        }
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.buckets)
+            + self
+                .stripes
+                .get()
+                .map_or(0, |stripes| std::mem::size_of_val(&*stripes.counts))
+    }
+}
