@@ -373,11 +373,13 @@ fn seen_by_fallback(key: &str, cause: &Cause<ApiError>, hits: u32) {
     SEEN.lock().unwrap().push((seen, hits));
 }
 
+/// What the fallback of `key` saw (exactly that key: `charge` does not take `charge-retried`'s).
 fn seen(key: &str) -> Vec<(String, u32)> {
+    let prefix = format!("{key}: ");
     SEEN.lock()
         .unwrap()
         .iter()
-        .filter(|(s, _)| s.starts_with(key))
+        .filter(|(s, _)| s.starts_with(&prefix))
         .cloned()
         .collect()
 }
