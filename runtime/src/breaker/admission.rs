@@ -30,18 +30,32 @@ impl Core {
     /// that asks the store (`crate::redis`), which an `async` caller then awaits.
     #[inline(always)]
     pub(crate) fn enter_with<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
+        self.enter_then::<ASK_STORE, _>(site, |permit| permit, |permit| permit)
+    }
+
+    /// Admission, handing the permit to `admitted` (a permit of the general path may be refused
+    /// too) or, on the fast path of an open circuit, to `refused`: a caller that turns a refusal
+    /// into an [`Error`] builds it where the wait was computed.
+    #[inline(always)]
+    fn enter_then<'c, const ASK_STORE: bool, R>(
+        &'c self,
+        site: FnName,
+        admitted: impl FnOnce(Permit<'c>) -> R,
+        refused: impl FnOnce(Permit<'c>) -> R,
+    ) -> R {
         let word = self.load();
         if self.plain && word.admits() {
-            return Permit {
-                core: self,
-                word,
-                stamp: if crate::record::enabled() {
-                    self.now().max(1)
-                } else {
-                    0
-                },
-                site,
+            // A closed or disabled word has nothing above its mode and generation.
+            let start = if crate::record::enabled() {
+                permit::marked(self.now())
+            } else {
+                0
             };
+            return admitted(Permit {
+                core: self,
+                word: permit::admitted_closed(word, start),
+                site,
+            });
         }
         // The other common case: an open circuit whose wait is not over refuses without leaving
         // this function (one clock read, one counter).
@@ -53,15 +67,14 @@ impl Core {
                 #[cfg(feature = "metrics")]
                 self.meters.rejected();
                 self.record_refusal(Reason::Open, site);
-                return Permit {
+                return refused(Permit {
                     core: self,
-                    word: Word::refused(Reason::Open.code()),
-                    stamp: remaining,
+                    word: permit::refused_for(Reason::Open.code(), remaining),
                     site,
-                };
+                });
             }
         }
-        self.enter_general::<ASK_STORE>(site)
+        admitted(self.enter_general::<ASK_STORE>(site))
     }
 
     #[inline(never)]
@@ -76,24 +89,21 @@ impl Core {
         if ASK_STORE && self.store.is_some() {
             return Permit {
                 core: self,
-                word: Word::refused(crate::redis::ASK_STORE),
-                stamp: NO_WAIT,
+                word: permit::refused(crate::redis::ASK_STORE, NO_WAIT),
                 site,
             };
         }
         match self.admit_general(site) {
-            Ok((word, stamp)) => Permit {
+            Ok(word) => Permit {
                 core: self,
                 word,
-                stamp,
                 site,
             },
             Err(refusal) => {
                 self.record_refusal(refusal.reason, site);
                 Permit {
                     core: self,
-                    word: Word::refused(refusal.reason.code()),
-                    stamp: refusal.retry_after,
+                    word: permit::refused(refusal.reason.code(), refusal.retry_after),
                     site,
                 }
             }
@@ -112,14 +122,18 @@ impl Core {
     /// Asks for admission; a refusal is an [`Error`].
     #[inline]
     pub(crate) fn acquire(&self, site: FnName) -> Result<Permit<'_>, Error> {
-        let permit = self.enter(site);
-        match permit.refusal() {
-            None => Ok(permit),
-            Some(refused) => Err(refused),
-        }
+        self.enter_then::<false, _>(
+            site,
+            |permit| match permit.refusal() {
+                None => Ok(permit),
+                Some(refused) => Err(refused),
+            },
+            |permit| Err(permit.refusal_error(Reason::Open.code())),
+        )
     }
 
-    pub(super) fn admit_general(&self, site: FnName) -> Result<(Word, u64), Refusal> {
+    /// Admission through the bulkhead and the circuit: the permit's word of admission, or why not.
+    pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Refusal> {
         let bulkhead = self.policy.max_concurrent != 0;
         if bulkhead
             && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent
@@ -138,18 +152,11 @@ impl Core {
                 let start = if self.timed() {
                     self.now()
                 } else if crate::record::enabled() {
-                    self.now().max(1)
+                    permit::marked(self.now())
                 } else {
                     0
                 };
-                Ok((
-                    word,
-                    if bulkhead {
-                        start | BULKHEAD_BIT
-                    } else {
-                        start
-                    },
-                ))
+                Ok(permit::admitted(word, start, bulkhead))
             }
             Err(refusal) => {
                 if bulkhead {

@@ -73,9 +73,6 @@ impl SharedCount {
 /// The annotated function's path, as a thin pointer (keeps permits small).
 pub(crate) type FnName = &'static &'static str;
 
-/// Bit 63 of a permit's `stamp`: the call holds a bulkhead slot (times stay far below it).
-pub(super) const BULKHEAD_BIT: u64 = 1 << 63;
-
 /// The shared body of a breaker.
 pub(crate) struct Core {
     key: Key,
@@ -392,7 +389,6 @@ impl Breaker {
         let owned = OwnedPermit {
             core: core.clone(),
             word: permit.word,
-            stamp: permit.stamp,
             site,
         };
         // The owned permit now carries the report; the borrowed one must not.

@@ -1,7 +1,80 @@
 //! Permits: the proof of admission a call carries until it reports ([`Permit`], [`OwnedPermit`]),
 //! and what a refused admission hands back.
+//!
+//! A permit is three words: its breaker, one word of admission and the function's name. The word
+//! of admission packs, low bits first:
+//!
+//! | bits   | admitted                                          | refused                     |
+//! |--------|---------------------------------------------------|-----------------------------|
+//! | 0..14  | mode and generation of the state word it was admitted under (what a report must still match) | mode `INERT`, reason code (3..7) |
+//! | 14     | holds a bulkhead slot                             | wait before the next probe, |
+//! | 15..64 | admission time, nanoseconds modulo 2^49           | nanoseconds (7..64, all ones: none) |
+//!
+//! A call's duration is measured modulo 2^49 ns (about 6.5 days): a call that lasts longer is
+//! measured as its duration less a whole number of those spans (slow-call thresholds are at most
+//! one day).
 
 use super::*;
+use crate::state::EPOCH_BITS;
+
+/// Set in a permit's word when the call holds a bulkhead slot.
+pub(super) const BULKHEAD_BIT: u64 = 1 << EPOCH_BITS;
+/// Where a permit's admission time starts.
+const TIME_SHIFT: u32 = EPOCH_BITS + 1;
+/// The admission time's field: nanoseconds modulo 2^49.
+const TIME_MASK: u64 = u64::MAX >> TIME_SHIFT;
+/// Where a refused permit's wait starts (above the mode and the reason code).
+const WAIT_SHIFT: u32 = 7;
+
+/// The word of a call admitted under the state `word` at `start` (nanoseconds of the breaker's
+/// clock, kept modulo 2^49; 0 when not timed), holding a bulkhead slot when `slot`.
+#[inline(always)]
+pub(super) fn admitted(word: Word, start: u64, slot: bool) -> Word {
+    Word(word.epoch().0 | u64::from(slot) << EPOCH_BITS | (start & TIME_MASK) << TIME_SHIFT)
+}
+
+/// [`admitted`] for a closed or disabled `word` (nothing above its mode and generation) and no
+/// bulkhead slot; `start` from [`marked`] or 0.
+#[inline(always)]
+pub(super) fn admitted_closed(word: Word, start: u64) -> Word {
+    debug_assert!(word.admits() && word == word.epoch() && start <= TIME_MASK);
+    Word(word.0 | start << TIME_SHIFT)
+}
+
+/// An admission time that says "recorded" in a permit's word: never 0 modulo 2^49.
+#[inline(always)]
+pub(super) fn marked(now: u64) -> u64 {
+    (now & TIME_MASK).max(1)
+}
+
+/// The longest wait a refused permit keeps: 2^56 - 1 ns, over two years (open waits are at most
+/// one day).
+const LONGEST_WAIT: u64 = (1 << (63 - WAIT_SHIFT)) - 1;
+
+/// The word of a permit refused with the reason `code`, `wait` nanoseconds before the next probe
+/// ([`NO_WAIT`]: none; a longer wait than [`LONGEST_WAIT`] is kept as that).
+#[inline(always)]
+pub(super) fn refused(code: u64, wait: u64) -> Word {
+    let wait = if wait == NO_WAIT {
+        u64::MAX >> WAIT_SHIFT
+    } else {
+        wait.min(LONGEST_WAIT)
+    };
+    Word(Word::refused(code).0 | wait << WAIT_SHIFT)
+}
+
+/// [`refused`] with a wait (never [`NO_WAIT`]).
+#[inline(always)]
+pub(super) fn refused_for(code: u64, wait: u64) -> Word {
+    Word(Word::refused(code).0 | wait.min(LONGEST_WAIT) << WAIT_SHIFT)
+}
+
+/// The wait a refused permit's word carries, in nanoseconds ([`NO_WAIT`]: none): the field,
+/// sign-extended (a real wait's top bit is clear; "none" is all ones).
+#[inline(always)]
+fn wait_of(word: Word) -> u64 {
+    ((word.0 as i64) >> WAIT_SHIFT) as u64
+}
 
 /// Permission to make one call, obtained from [`Breaker::try_acquire`].
 ///
@@ -12,14 +85,10 @@ use super::*;
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
 pub struct Permit<'a> {
     pub(super) core: &'a Core,
-    /// The state word it was admitted under; inert once settled (or when refused).
+    /// The word of admission (see the module docs): the mode and generation it was admitted
+    /// under with its bulkhead bit and admission time, or a refusal with its wait. Inert once
+    /// settled (or when refused).
     pub(super) word: Word,
-    /// One word read two ways (kept as one so a permit stays three words). Admitted: the admission
-    /// time in nanoseconds when calls are timed or outcome events are wanted (0 otherwise), with
-    /// [`BULKHEAD_BIT`] set when the call holds a bulkhead slot; read it through
-    /// [`Ticket::admitted_at`] and [`Ticket::holds_slot`]. Refused: the wait before the next probe
-    /// in nanoseconds ([`NO_WAIT`]: none), read by [`refusal_error`].
-    pub(super) stamp: u64,
     pub(super) site: FnName,
 }
 
@@ -68,7 +137,6 @@ impl Permit<'_> {
     pub(super) fn ticket(&self) -> Ticket {
         Ticket {
             word: self.word,
-            stamp: self.stamp,
             site: self.site,
         }
     }
@@ -126,7 +194,7 @@ impl Permit<'_> {
 
     #[inline(always)]
     pub(super) fn refusal_error(&self, code: u64) -> Error {
-        refusal_error(&self.core.key, code, self.stamp)
+        refusal_error(&self.core.key, code, self.word)
     }
 
     #[inline(always)]
@@ -166,8 +234,8 @@ impl Permit<'_> {
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
 pub struct OwnedPermit {
     pub(super) core: Arc<Core>,
+    /// As [`Permit`]'s.
     pub(super) word: Word,
-    pub(super) stamp: u64,
     pub(super) site: FnName,
 }
 
@@ -207,7 +275,7 @@ impl OwnedPermit {
     pub(crate) fn refusal(&self) -> Option<Error> {
         match self.word.refusal() {
             0 => None,
-            code => Some(refusal_error(&self.core.key, code, self.stamp)),
+            code => Some(refusal_error(&self.core.key, code, self.word)),
         }
     }
 
@@ -223,7 +291,6 @@ impl OwnedPermit {
         if !self.word.inert() {
             let ticket = Ticket {
                 word: self.word,
-                stamp: self.stamp,
                 site: self.site,
             };
             // Settled before the report runs, so nothing unwinding out of it releases twice.
@@ -251,19 +318,13 @@ impl fmt::Debug for OwnedPermit {
     }
 }
 
-/// The error of a permit refused with `code` (see [`Word::refused`]); `stamp` is the wait before
-/// the next probe in nanoseconds, or [`NO_WAIT`].
+/// The error of a permit refused with `code` (see [`refused`]), whose `word` carries the wait
+/// before the next probe.
 #[inline(always)]
-pub(super) fn refusal_error(key: &Key, code: u64, stamp: u64) -> Error {
-    // Only `Word::refused(reason.code())` makes a refused word, so `code` is a reason's code.
+pub(super) fn refusal_error(key: &Key, code: u64, word: Word) -> Error {
+    // Only `refused(reason.code(), …)` makes a refused word, so `code` is a reason's code.
     const { assert!(NO_WAIT == u64::MAX) };
-    Error::from_code(key.clone(), code, stamp)
-}
-
-/// The admission time a permit's `stamp` carries (the bulkhead bit cleared).
-#[inline(always)]
-pub(super) fn admitted_at(stamp: u64) -> u64 {
-    stamp & !BULKHEAD_BIT
+    Error::from_permit(key.clone(), code, wait_of(word))
 }
 
 /// How a permit dropped without a report ends: a panic is a failure, anything else a cancellation.
@@ -287,23 +348,55 @@ impl fmt::Debug for Permit<'_> {
 /// A permit's admission, handed back when it reports.
 #[derive(Clone, Copy)]
 pub(super) struct Ticket {
+    /// The permit's word of admission (see the module docs).
     pub(super) word: Word,
-    /// The permit's `stamp` (see [`Permit`]): admission time and bulkhead bit.
-    pub(super) stamp: u64,
     pub(super) site: FnName,
 }
 
 impl Ticket {
-    /// When the call was admitted, in nanoseconds of the breaker's clock (0: not timed).
+    /// When the call was admitted, in nanoseconds of the breaker's clock modulo 2^49 (0: not
+    /// timed).
     #[inline(always)]
     pub(super) fn admitted_at(self) -> u64 {
-        admitted_at(self.stamp)
+        self.word.0 >> TIME_SHIFT
+    }
+
+    /// True when the call carries an admission time (timed, or outcome events were wanted).
+    #[inline(always)]
+    pub(super) fn stamped(self) -> bool {
+        self.word.0 >> TIME_SHIFT != 0
+    }
+
+    /// How long the call took until `now`, modulo 2^49 ns (about 6.5 days).
+    #[inline(always)]
+    pub(super) fn elapsed(self, now: u64) -> u64 {
+        now.wrapping_sub(self.admitted_at()) & TIME_MASK
+    }
+
+    /// [`elapsed`](Ticket::elapsed) for an outcome event. A call admitted at a time that is 0
+    /// modulo 2^49 carries 1 (see [`marked`]): reported in the same nanosecond, it took 0 ns, not
+    /// 2^49 - 1.
+    #[inline]
+    pub(super) fn latency(self, now: u64) -> u64 {
+        match self.elapsed(now) {
+            TIME_MASK => 0,
+            elapsed => elapsed,
+        }
     }
 
     /// True when the call holds a bulkhead slot, to give back when it reports.
     #[inline(always)]
     pub(super) fn holds_slot(self) -> bool {
-        self.stamp & BULKHEAD_BIT != 0
+        self.word.0 & BULKHEAD_BIT != 0
+    }
+
+    /// The same admission without its bulkhead slot (given back already).
+    #[inline(always)]
+    pub(super) fn without_slot(self) -> Ticket {
+        Ticket {
+            word: Word(self.word.0 & !BULKHEAD_BIT),
+            ..self
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Core, FnName, Permit, Ticket};
+use super::{Core, FnName, Permit, Ticket, permit};
 use crate::error::Reason;
 use crate::observe::Trigger;
 use crate::state::{NO_WAIT, State, Verdict, Word};
@@ -14,11 +14,10 @@ use crate::window::Counts;
 impl Core {
     /// An admitted permit carrying the store's `word` (see `crate::redis`).
     pub(crate) fn store_permit(&self, word: Word, site: FnName) -> Permit<'_> {
-        let stamp = if self.timed() { self.now() } else { 0 };
+        let start = if self.timed() { self.now() } else { 0 };
         Permit {
             core: self,
-            word,
-            stamp,
+            word: permit::admitted(word, start, false),
             site,
         }
     }
@@ -38,8 +37,7 @@ impl Core {
         let refusal = self.count_refusal(reason, retry_after);
         Permit {
             core: self,
-            word: Word::refused(refusal.reason.code()),
-            stamp: refusal.retry_after,
+            word: permit::refused(refusal.reason.code(), refusal.retry_after),
             site,
         }
     }
@@ -57,12 +55,6 @@ impl Core {
             State::Disabled => (4, 0),
             _ => (0, 0),
         }
-    }
-
-    /// True when a call admitted at `stamp` (a permit's stamp) is slow, for slow-call timing.
-    pub(crate) fn slow_since(&self, stamp: u64) -> bool {
-        let admitted = super::permit::admitted_at(stamp);
-        self.timed() && self.now().saturating_sub(admitted) >= self.policy.slow_nanos
     }
 
     /// Seeds the local breaker with the state the store reported (no event: the transition was
@@ -129,8 +121,7 @@ impl Core {
         if word.records() {
             self.report_closed(
                 Ticket {
-                    word,
-                    stamp: self.now(),
+                    word: permit::admitted(word, self.now(), false),
                     site,
                 },
                 outcome,
@@ -159,7 +150,6 @@ impl<'a> Permit<'a> {
     pub(crate) fn replace(&mut self, answer: Permit<'a>) {
         let mut answer = answer;
         self.word = answer.word;
-        self.stamp = answer.stamp;
         answer.word = Word::SETTLED;
     }
 }

@@ -103,8 +103,12 @@ pub use store::{RedisStore, RedisStoreBuilder, SharedState};
 /// The refusal code of a permit that asks the store (beyond every [`Reason`](crate::Reason)'s code).
 pub(crate) const ASK_STORE: u64 = 15;
 
-/// Mode bits of a permit admitted by the store: bit 3 marks a probe, bits 4.. hold the generation.
+/// Mode bits of a permit admitted by the store: bit 3 marks a probe, bits 4..14 hold the
+/// generation modulo 2^10 (a permit keeps 14 bits of the word it was admitted under).
 const SHARED_MODE: u64 = 5;
+
+/// The shared generation as a permit keeps it (the script compares it modulo the same).
+const GENERATION_MASK: u64 = (1 << 10) - 1;
 
 /// True for the word of a permit admitted by the store.
 #[inline]
@@ -113,7 +117,12 @@ pub(crate) fn is_shared(word: Word) -> bool {
 }
 
 fn shared_word(generation: u64, probe: bool) -> Word {
-    Word(SHARED_MODE | u64::from(probe) << 3 | generation << 4)
+    Word(SHARED_MODE | u64::from(probe) << 3 | (generation & GENERATION_MASK) << 4)
+}
+
+/// The generation (modulo 2^10) a store's permit was admitted under.
+fn generation_of(word: Word) -> u64 {
+    (word.0 >> 4) & GENERATION_MASK
 }
 
 /// The default bound on each store call.

@@ -11,8 +11,9 @@ use super::script::{Answer, answer_of, apply, call, degrade_event};
 use crate::breaker::{Core, FnName};
 use crate::state::Word;
 
-/// Sends the outcome of a call the store admitted (called when its permit settles).
-pub(crate) fn report(core: &Core, word: Word, start: u64, site: FnName, failure: Option<bool>) {
+/// Sends the outcome of a call the store admitted under `word` (called when its permit settles;
+/// `slow` when slow-call timing found it slow).
+pub(crate) fn report(core: &Core, word: Word, slow: bool, site: FnName, failure: Option<bool>) {
     let Some(link) = core.store.as_ref() else {
         return;
     };
@@ -21,8 +22,8 @@ pub(crate) fn report(core: &Core, word: Word, start: u64, site: FnName, failure:
         Some(false) => 1,
         Some(true) => 2,
     };
-    let slow = u64::from(failure.is_some() && core.slow_since(start));
-    send(link, word.0 >> 4, outcome, slow, site);
+    let slow = u64::from(failure.is_some() && slow);
+    send(link, super::generation_of(word), outcome, slow, site);
 }
 
 /// The `outcome` of a job that reads the shared state instead of reporting.
