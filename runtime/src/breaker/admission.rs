@@ -22,26 +22,33 @@ impl Core {
     /// is not closed or calls are timed. Never fails: a refused call gets an inert permit that says
     /// why ([`Permit::refusal`]), so the admitted path moves no `Result` around.
     #[inline(always)]
-    pub(crate) fn enter(&self, site: FnName) -> Permit<'_> {
-        self.enter_with::<false>(site)
+    pub(crate) fn enter<N: Named>(&self, site: N) -> Permit<'_, N> {
+        self.enter_named::<false, N>(site)
     }
 
     /// [`Core::enter`]; with `ASK_STORE`, a breaker shared through a store answers with a permit
     /// that asks the store (`crate::redis`), which an `async` caller then awaits.
+    #[cfg(feature = "redis")]
     #[inline(always)]
     pub(crate) fn enter_with<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
-        self.enter_then::<ASK_STORE, _>(site, |permit| permit, |permit| permit)
+        self.enter_named::<ASK_STORE, FnName>(site)
+    }
+
+    /// [`Core::enter_with`], the permit finding its function's name through `site`.
+    #[inline(always)]
+    pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(&self, site: N) -> Permit<'_, N> {
+        self.enter_then::<ASK_STORE, N, _>(site, |permit| permit, |permit| permit)
     }
 
     /// Admission, handing the permit to `admitted` (a permit of the general path may be refused
     /// too) or, on the fast path of an open circuit, to `refused`: a caller that turns a refusal
     /// into an [`Error`] builds it where the wait was computed.
     #[inline(always)]
-    fn enter_then<'c, const ASK_STORE: bool, R>(
+    fn enter_then<'c, const ASK_STORE: bool, N: Named, R>(
         &'c self,
-        site: FnName,
-        admitted: impl FnOnce(Permit<'c>) -> R,
-        refused: impl FnOnce(Permit<'c>) -> R,
+        site: N,
+        admitted: impl FnOnce(Permit<'c, N>) -> R,
+        refused: impl FnOnce(Permit<'c, N>) -> R,
     ) -> R {
         let word = self.load();
         if self.plain && word.admits() {
@@ -66,7 +73,7 @@ impl Core {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
                 #[cfg(feature = "metrics")]
                 self.meters.rejected();
-                self.record_refusal(Reason::Open, site);
+                self.record_refusal(Reason::Open, site.name());
                 return refused(Permit {
                     core: self,
                     word: permit::refused_for(Reason::Open.code(), remaining),
@@ -74,7 +81,7 @@ impl Core {
                 });
             }
         }
-        admitted(self.enter_general::<ASK_STORE>(site))
+        admitted(self.enter_general::<ASK_STORE>(site.name()).named(site))
     }
 
     #[inline(never)]
@@ -121,8 +128,8 @@ impl Core {
 
     /// Asks for admission; a refusal is an [`Error`].
     #[inline]
-    pub(crate) fn acquire(&self, site: FnName) -> Result<Permit<'_>, Error> {
-        self.enter_then::<false, _>(
+    pub(crate) fn acquire<N: Named>(&self, site: N) -> Result<Permit<'_, N>, Error> {
+        self.enter_then::<false, N, _>(
             site,
             |permit| match permit.refusal() {
                 None => Ok(permit),

@@ -30,7 +30,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-pub use permit::{OwnedPermit, Permit};
+pub use permit::{Named, OwnedPermit, Permit};
 use permit::{Refusal, Ticket};
 pub use snapshot::{LastTransition, Snapshot};
 

@@ -1,8 +1,9 @@
 //! Permits: the proof of admission a call carries until it reports ([`Permit`], [`OwnedPermit`]),
 //! and what a refused admission hands back.
 //!
-//! A permit is three words: its breaker, one word of admission and the function's name. The word
-//! of admission packs, low bits first:
+//! A permit is its breaker, one word of admission and where it finds the function's name
+//! ([`Named`]): the name itself (three words), or, in the attribute's expansion for a literal
+//! key, a zero-sized type that knows it (two words). The word of admission packs, low bits first:
 //!
 //! | bits   | admitted                                          | refused                     |
 //! |--------|---------------------------------------------------|-----------------------------|
@@ -76,23 +77,58 @@ fn wait_of(word: Word) -> u64 {
     ((word.0 as i64) >> WAIT_SHIFT) as u64
 }
 
+/// Where a permit finds the path of the function it was admitted for, which events carry: the
+/// path itself (`&'static &'static str`, one word), or a zero-sized type of the attribute's
+/// expansion that knows its call site's path, so the permit an annotated function holds across
+/// its body's await is two words. Not for use outside the expansion.
+#[doc(hidden)]
+pub trait Named: Copy + Send + Sync + 'static {
+    /// The function's path.
+    fn name(self) -> &'static &'static str;
+}
+
+impl Named for &'static &'static str {
+    #[inline(always)]
+    fn name(self) -> &'static &'static str {
+        self
+    }
+}
+
 /// Permission to make one call, obtained from [`Breaker::try_acquire`].
 ///
 /// Report how the call ended with [`success`](Permit::success), [`failure`](Permit::failure) or
 /// [`ignore`](Permit::ignore). A permit dropped without a report counts as a failure when the thread
 /// is panicking, and otherwise as a cancellation: its slot is given back and nothing is counted, so a
 /// cancelled half-open probe never leaves the circuit stuck.
+///
+/// `N` is where the permit finds its function's name for events; leave it out (`Permit<'a>`):
+/// only the attribute's expansion names another.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
-pub struct Permit<'a> {
+pub struct Permit<'a, N: Named = &'static &'static str> {
     pub(super) core: &'a Core,
     /// The word of admission (see the module docs): the mode and generation it was admitted
     /// under with its bulkhead bit and admission time, or a refusal with its wait. Inert once
     /// settled (or when refused).
     pub(super) word: Word,
-    pub(super) site: FnName,
+    pub(super) site: N,
 }
 
-impl Permit<'_> {
+impl<'a, N: Named> Permit<'a, N> {
+    /// The same admission, naming its function through `site`; this permit is settled (it
+    /// reports nothing).
+    #[inline(always)]
+    pub(crate) fn named<M: Named>(mut self, site: M) -> Permit<'a, M> {
+        let named = Permit {
+            core: self.core,
+            word: self.word,
+            site,
+        };
+        self.word = Word::SETTLED;
+        named
+    }
+}
+
+impl<N: Named> Permit<'_, N> {
     /// The call succeeded.
     #[inline(always)]
     pub fn success(mut self) {
@@ -137,7 +173,7 @@ impl Permit<'_> {
     pub(super) fn ticket(&self) -> Ticket {
         Ticket {
             word: self.word,
-            site: self.site,
+            site: self.site.name(),
         }
     }
 
@@ -209,7 +245,7 @@ impl Permit<'_> {
     }
 }
 
-impl Drop for Permit<'_> {
+impl<N: Named> Drop for Permit<'_, N> {
     #[inline(always)]
     fn drop(&mut self) {
         if !self.word.inert() {
@@ -218,14 +254,21 @@ impl Drop for Permit<'_> {
     }
 }
 
-impl Permit<'_> {
+impl<N: Named> Permit<'_, N> {
     /// Dropped without a report: a panic counts as a failure, anything else is a cancellation.
     #[cold]
     pub(super) fn abandon(&mut self) {
         let ticket = self.ticket();
         self.word = Word::SETTLED;
-        self.core.finish(ticket, abandoned());
+        abandon(self.core, ticket);
     }
+}
+
+/// Reports the admission of a permit dropped without a report (one copy, whatever the permit's
+/// [`Named`]).
+#[inline(never)]
+fn abandon(core: &Core, ticket: Ticket) {
+    core.finish(ticket, abandoned());
 }
 
 /// A [`Permit`] that holds its breaker, for futures that outlive the [`Breaker`] handle (the
@@ -336,7 +379,7 @@ pub(super) fn abandoned() -> Verdict {
     }
 }
 
-impl fmt::Debug for Permit<'_> {
+impl<N: Named> fmt::Debug for Permit<'_, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("key", &self.core.key)

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Core, FnName, Permit, Ticket, permit};
+use super::{Core, FnName, Named, Permit, Ticket, permit};
 use crate::error::Reason;
 use crate::observe::Trigger;
 use crate::state::{NO_WAIT, State, Verdict, Word};
@@ -130,7 +130,7 @@ impl Core {
     }
 }
 
-impl<'a> Permit<'a> {
+impl<'a, N: Named> Permit<'a, N> {
     /// The breaker, when this permit asks its store for admission.
     pub(crate) fn asks_store(&self) -> Option<&'a Core> {
         (self.word.refusal() == crate::redis::ASK_STORE).then_some(self.core)
@@ -143,7 +143,7 @@ impl<'a> Permit<'a> {
 
     /// The annotated function's path.
     pub(crate) fn site(&self) -> FnName {
-        self.site
+        self.site.name()
     }
 
     /// Replaces a permit that asked the store with the store's answer.

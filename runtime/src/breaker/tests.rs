@@ -447,3 +447,46 @@ fn a_bulkhead_permit_keeps_its_admission_time_apart_from_its_slot() {
     let snap = b.snapshot();
     assert_eq!((snap.in_flight, snap.calls, snap.slow), (0, 1, 1));
 }
+
+/// A name known to its type, as the attribute's expansion declares one per call site.
+#[derive(Clone, Copy)]
+struct SiteName;
+
+impl Named for SiteName {
+    fn name(self) -> &'static &'static str {
+        &"app::charge"
+    }
+}
+
+#[test]
+fn a_permit_named_by_its_type_is_two_words() {
+    // What an annotated function holds across its body's await: the breaker and the word of
+    // admission; the name comes from the type.
+    assert_eq!(size_of::<Permit<'_, SiteName>>(), 2 * size_of::<usize>());
+}
+
+#[test]
+fn a_permit_named_by_its_type_names_its_function_in_events_when_it_reports_or_drops() {
+    let (b, _clock) = breaker(Policy::new().consecutive(1));
+    let core = b.core.current();
+    core.enter(SiteName).failure();
+    let last = b.snapshot().last_transition.expect("tripped");
+    assert_eq!((last.to, last.function), (State::Open, "app::charge"));
+    // Dropped unreported while panicking: a failure, named the same way.
+    b.reset();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _permit = core.enter(SiteName);
+        panic!("the body panicked");
+    }));
+    assert!(unwound.is_err());
+    let last = b.snapshot().last_transition.expect("tripped again");
+    assert_eq!((last.to, last.function), (State::Open, "app::charge"));
+    // Refused: its refusal carries the breaker's key, and it reports nothing when dropped.
+    let refused = core.acquire(SiteName).unwrap_err();
+    assert_eq!((refused.key(), refused.reason()), ("t", Reason::Open));
+    assert_eq!(
+        b.snapshot().failures,
+        0,
+        "the open circuit's window was reset"
+    );
+}

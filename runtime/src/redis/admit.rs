@@ -7,20 +7,20 @@ use std::time::Duration;
 
 use super::script::{apply, call};
 use super::{Degrade, shared_word};
-use crate::breaker::Permit;
+use crate::breaker::{Named, Permit};
 use crate::error::{Error, Reason};
 use crate::state::Word;
 
 /// True when `permit` (refused) asks the store for admission: its breaker is shared.
 #[inline(always)]
-pub fn asks_store(permit: &Permit<'_>) -> bool {
+pub fn asks_store<N: Named>(permit: &Permit<'_, N>) -> bool {
     permit.asks_store().is_some()
 }
 
 /// True when `permit`'s breaker is shared in strict mode (or cached mode without its
 /// subscription): the call awaits the recording of its outcome.
 #[inline(always)]
-pub fn reports_to_store(permit: &Permit<'_>) -> bool {
+pub fn reports_to_store<N: Named>(permit: &Permit<'_, N>) -> bool {
     permit
         .core()
         .store
@@ -33,7 +33,7 @@ type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send
 
 /// Completes the admission of an `async fn` call on a shared registry: awaits the script's answer
 /// and turns `permit` into it. Returns the refusal, if any.
-pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Error>> {
+pub fn admit_shared<'p, 'a, N: Named>(permit: &'p mut Permit<'a, N>) -> Boxed<'p, Option<Error>> {
     Box::pin(async move {
         let core = permit.asks_store()?;
         let link = core.store.as_ref()?;
@@ -72,7 +72,7 @@ pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Erro
 /// [`flush_shared`], then gives back `out` (the call's result, moved into this boxed future so
 /// the caller's own future holds nothing of it across the await).
 pub fn flush_then<'p, T: 'p>(
-    permit: &'p Permit<'_>,
+    permit: &'p Permit<'_, impl Named>,
     out: T,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
     let flush = flush_shared(permit);
@@ -84,7 +84,7 @@ pub fn flush_then<'p, T: 'p>(
 
 /// Waits until the outcome reported on `permit` is recorded in the store (strict mode), bounded
 /// by the store's timeout.
-pub fn flush_shared<'p>(permit: &'p Permit<'_>) -> Boxed<'p, ()> {
+pub fn flush_shared<'p, N: Named>(permit: &'p Permit<'_, N>) -> Boxed<'p, ()> {
     let core = permit.core();
     Box::pin(async move {
         let Some(link) = core.store.as_ref() else {
