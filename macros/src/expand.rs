@@ -252,14 +252,10 @@ fn expand(args: Args, function: Function) -> TokenStream {
     let body = item.body.to_token_stream();
     let function_name = item.sig.ident.unraw().to_string();
     // A method's events name its type: `type_name::<Self>()` is only known in the body.
-    let method_name = is_method(&item.sig).then(|| {
-        let name = Ident::new("__FUSEBOX_NAME", Span::mixed_site());
-        let local = Ident::new("__fusebox_name", Span::mixed_site());
-        let declare = quote! {
-            static #name: #private::MethodName = #private::MethodName::new(#function_name);
-            let #local = #name.get(::core::any::type_name::<Self>);
-        };
-        (declare, local)
+    let method_name = is_method(&item.sig).then(|| MethodNaming {
+        name: Ident::new("__FUSEBOX_NAME", Span::mixed_site()),
+        local: Ident::new("__fusebox_name", Span::mixed_site()),
+        function_name: function_name.clone(),
     });
     let registry = match &args.registry {
         Some(path) => {
@@ -431,8 +427,19 @@ struct Site {
     policy: TokenStream,
     /// The registry expression.
     registry: TokenStream,
-    /// For a method: the declaration of its name and the local holding it.
-    method_name: Option<(TokenStream, Ident)>,
+    /// For a method: how its name is declared and reached.
+    method_name: Option<MethodNaming>,
+}
+
+/// A method's name for events: a `static` `MethodName`, completed with `type_name::<Self>()` on
+/// the first call.
+struct MethodNaming {
+    /// The `static`.
+    name: Ident,
+    /// The local holding the name (a dynamic key's admission passes it).
+    local: Ident,
+    /// The method's own name.
+    function_name: String,
 }
 
 /// How a call is admitted.
@@ -463,9 +470,22 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     let admit_local = local("__fusebox_admit");
     let breaker = local("__fusebox_breaker");
     let method = method_name.is_some();
-    let (method_declare, method_arg) = match method_name {
-        Some((declare, local)) => (declare.clone(), quote!(, #local)),
-        None => (TokenStream::new(), TokenStream::new()),
+    let static_name = method_name.as_ref().map(|naming| {
+        let MethodNaming {
+            name,
+            function_name,
+            ..
+        } = naming;
+        quote!(static #name: #private::MethodName = #private::MethodName::new(#function_name);)
+    });
+    let first_name = method_name
+        .as_ref()
+        .map(|MethodNaming { name, .. }| quote!(#name.get(::core::any::type_name::<Self>)));
+    let (method_declare, method_arg) = match (method_name, &first_name) {
+        (Some(MethodNaming { local, .. }), Some(first)) => {
+            (quote!(#static_name let #local = #first;), quote!(, #local))
+        }
+        _ => (TokenStream::new(), TokenStream::new()),
     };
     let take = match (admit, method) {
         (Admit::Permit, false) => quote!(enter),
@@ -478,9 +498,21 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     match &args.key {
         Key::Literal(key) => {
             let declare = declare(site, args.registry.as_ref(), private);
+            let (named, named_declare) = site_name(site, method_name.as_ref(), private);
+            let take = match admit {
+                Admit::Permit => quote!(enter_named),
+                Admit::SharedPermit => quote!(enter_async_named),
+                Admit::Closure => quote!(acquire_named),
+            };
+            // A method's name is completed on its first call, before the admission.
+            let (method_declare, method_arg) = match first_name {
+                Some(first) => (quote!(#static_name #first;), quote!(, #named)),
+                None => (TokenStream::new(), quote!(, #named)),
+            };
             let head = quote! {
                 static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
                 #declare
+                #named_declare
             };
             match admit {
                 Admit::Permit | Admit::SharedPermit => quote! {
@@ -519,6 +551,32 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
             }
         }
     }
+}
+
+/// The zero-sized type through which a literal key's permit finds the function's name, and its
+/// declaration: the permit does not hold the name, so it is two words across the body's await,
+/// not three.
+fn site_name(
+    site: &Ident,
+    method_name: Option<&MethodNaming>,
+    private: &TokenStream,
+) -> (Ident, TokenStream) {
+    let named = Ident::new("__FuseboxName", Span::mixed_site());
+    let name_of = match method_name {
+        Some(MethodNaming { name, .. }) => quote!(#name.cached()),
+        None => quote!(#site.name()),
+    };
+    let declare = quote! {
+        #[derive(::core::clone::Clone, ::core::marker::Copy)]
+        struct #named;
+        impl #private::Named for #named {
+            #[inline(always)]
+            fn name(self) -> &'static &'static str {
+                #name_of
+            }
+        }
+    };
+    (named, declare)
 }
 
 /// The local alias `__FuseboxErrorOf<R>` of `<R as Outcome>::Error`, when a bare variant name

@@ -9,7 +9,7 @@ pub use crate::attempts::{
     AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, backoff_delay,
     run as run_attempts,
 };
-pub use crate::breaker::{Breaker, Permit};
+pub use crate::breaker::{Breaker, Named, Permit};
 pub use crate::declared::Declared;
 pub use crate::error::{Cause, Error, Key};
 pub use crate::policy::Policy;
@@ -20,32 +20,32 @@ pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 
 /// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`]).
 #[inline(always)]
-pub fn permit_succeeded(permit: &mut Permit<'_>) {
+pub fn permit_succeeded<N: Named>(permit: &mut Permit<'_, N>) {
     permit.succeeded();
 }
 
 /// Reports the call `permit` admitted as a counted failure.
 #[inline]
-pub fn permit_failed(permit: &mut Permit<'_>) {
+pub fn permit_failed<N: Named>(permit: &mut Permit<'_, N>) {
     permit.failed();
 }
 
 /// Reports the call `permit` admitted as neither success nor failure (a business error).
 #[inline]
-pub fn permit_ignored(permit: &mut Permit<'_>) {
+pub fn permit_ignored<N: Named>(permit: &mut Permit<'_, N>) {
     permit.ignored();
 }
 
 /// True when `permit` was refused.
 #[inline(always)]
-pub fn permit_refused(permit: &Permit<'_>) -> bool {
+pub fn permit_refused<N: Named>(permit: &Permit<'_, N>) -> bool {
     permit.is_refused()
 }
 
 /// The error of a refused permit (only called when [`permit_refused`] is true). Inlined: a
 /// refusal returns at once, so building its error in place adds nothing to the function's future.
 #[inline(always)]
-pub fn refusal_error(permit: &Permit<'_>) -> Error {
+pub fn refusal_error<N: Named>(permit: &Permit<'_, N>) -> Error {
     permit
         .refusal()
         .unwrap_or_else(|| Error::new(permit.key(), crate::Reason::Open, None))
@@ -53,7 +53,7 @@ pub fn refusal_error(permit: &Permit<'_>) -> Error {
 
 /// The error of a refused permit (`None` when it was admitted).
 #[inline(always)]
-pub fn permit_refusal(permit: &Permit<'_>) -> Option<Error> {
+pub fn permit_refusal<N: Named>(permit: &Permit<'_, N>) -> Option<Error> {
     permit.refusal()
 }
 
@@ -67,7 +67,7 @@ pub fn timeout_body<F: Future>(limit: std::time::Duration, body: F) -> tokio::ti
 /// Reports the call `permit` admitted, which ran out of time, as a counted failure, and returns
 /// its error (reason [`TimedOut`](crate::Reason::TimedOut): the call went out).
 #[cold]
-pub fn permit_timed_out(permit: &mut Permit<'_>) -> Error {
+pub fn permit_timed_out<N: Named>(permit: &mut Permit<'_, N>) -> Error {
     let error = Error::new(permit.key(), crate::Reason::TimedOut, None);
     permit.failed();
     error

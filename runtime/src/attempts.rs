@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::breaker::Permit;
+use crate::breaker::{Named, Permit};
 use crate::error::{Error, Reason};
 
 /// The longest single backoff delay.
@@ -167,8 +167,8 @@ pub fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u32) -> D
     clippy::manual_async_fn,
     reason = "an `async fn` would hold a moved copy of each argument beside the captured one"
 )]
-pub fn run<'a, T, E, F, Fut, L: AttemptLimit, D: AttemptBudget>(
-    admit: impl Fn() -> Result<Permit<'a>, Error>,
+pub fn run<'a, T, E, F, Fut, L: AttemptLimit, D: AttemptBudget, N: Named>(
+    admit: impl Fn() -> Result<Permit<'a, N>, Error>,
     cfg: &Attempts<L, D>,
     mut attempt: F,
     is_failure: impl Fn(&E) -> bool,

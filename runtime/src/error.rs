@@ -114,6 +114,16 @@ impl Error {
         }
     }
 
+    /// The error of a refused permit: `code` from [`Reason::code`], `wait` in nanoseconds below
+    /// 2^61 - 1, or `u64::MAX` for none (the permit keeps waits far shorter: nothing to clamp).
+    #[inline(always)]
+    pub(crate) fn from_permit(key: Key, code: u64, wait: u64) -> Self {
+        Error {
+            key,
+            packed: (code << WAIT_BITS) | (wait & NO_WAIT),
+        }
+    }
+
     /// The same key with `reason` and no wait (a retry refused after a timed-out attempt ends
     /// with that timeout, whose key is the refusal's).
     pub(crate) fn with_reason(self, reason: Reason) -> Self {

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::breaker::{Breaker, Permit};
+use crate::breaker::{Breaker, Named, Permit};
 use crate::error::{Error, Key};
 use crate::key::same_bytes;
 use crate::policy::Policy;
@@ -42,6 +42,53 @@ impl Site {
             Some(breaker) => breaker,
             None => self.resolve(registry),
         }
+    }
+
+    /// The annotated function's path, as permits carry it.
+    #[inline(always)]
+    pub fn name(&'static self) -> &'static &'static str {
+        &self.function
+    }
+
+    /// [`Site::enter`], the permit finding its function's name through `name`: the expansion's
+    /// zero-sized type that knows it, so the permit held across the body's await is two words.
+    #[inline(always)]
+    pub fn enter_named<N: Named>(
+        &'static self,
+        registry: &'static Registry,
+        name: N,
+    ) -> Permit<'static, N> {
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        core.enter(name)
+    }
+
+    /// [`Site::enter_async`], the permit finding its function's name through `name` (see
+    /// [`Site::enter_named`]).
+    #[cfg(feature = "redis")]
+    #[inline(always)]
+    pub fn enter_async_named<N: Named>(
+        &'static self,
+        registry: &'static Registry,
+        name: N,
+    ) -> Permit<'static, N> {
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        core.enter_named::<true, N>(name)
+    }
+
+    /// [`Site::acquire`], the permit finding its function's name through `name` (see
+    /// [`Site::enter_named`]).
+    ///
+    /// # Errors
+    ///
+    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
+    #[inline]
+    pub fn acquire_named<N: Named>(
+        &'static self,
+        registry: &'static Registry,
+        name: N,
+    ) -> Result<Permit<'static, N>, Error> {
+        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        core.acquire(name)
     }
 
     /// Asks this site's breaker in `registry` for admission; a refused call gets an inert permit
@@ -354,6 +401,12 @@ impl MethodName {
             Some(name) => name,
             None => self.init(type_name),
         }
+    }
+
+    /// The name [`MethodName::get`] made (the bare method's name before the first `get`).
+    #[inline(always)]
+    pub fn cached(&'static self) -> &'static &'static str {
+        self.full.get().unwrap_or(&self.method)
     }
 
     #[cold]

@@ -179,8 +179,12 @@ const MODE_MASK: u64 = (1 << MODE_BITS) - 1;
 const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
-/// Mode and generation: what a permit must still match to report.
-const EPOCH_MASK: u64 = (1 << (GEN_SHIFT + GEN_BITS)) - 1;
+/// The bits of mode and generation: what a permit must still match to report (a permit keeps
+/// these of the word it was admitted under, and its own fields above them).
+pub(crate) const EPOCH_BITS: u32 = GEN_SHIFT + GEN_BITS;
+const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
+/// The bits of a refused permit's reason code, above the mode.
+const REASON_MASK: u64 = 0b1111;
 
 const CLOSED: u64 = 0;
 const OPEN: u64 = 1;
@@ -207,9 +211,16 @@ impl Word {
     pub(crate) const SETTLED: Word = Word(INERT);
 
     /// The word of a permit that was refused, with the reason's code ([`Reason::code`](crate::Reason),
-    /// never 0) in the bits above the mode.
+    /// never 0, at most 15) in the four bits above the mode (a permit keeps its wait above them).
     pub(crate) const fn refused(reason: u64) -> Word {
-        Word(INERT | reason << MODE_BITS)
+        Word(INERT | (reason & REASON_MASK) << MODE_BITS)
+    }
+
+    /// The mode and generation alone (the fields a permit keeps of the word it was admitted
+    /// under).
+    #[inline(always)]
+    pub(crate) fn epoch(self) -> Word {
+        Word(self.0 & EPOCH_MASK)
     }
 
     /// Progressive recovery: whether the call numbered `seq` in this phase falls in the share the
@@ -233,7 +244,11 @@ impl Word {
     /// The refusal reason code of a refused permit (0 for every other word).
     #[inline(always)]
     pub(crate) fn refusal(self) -> u64 {
-        if self.inert() { self.0 >> MODE_BITS } else { 0 }
+        if self.inert() {
+            (self.0 >> MODE_BITS) & REASON_MASK
+        } else {
+            0
+        }
     }
 
     /// True when the circuit admits calls without asking anything else (closed or disabled):

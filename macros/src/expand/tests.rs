@@ -84,7 +84,8 @@ fn methods_name_their_type_and_free_functions_their_module() {
     assert!(
         method.contains("MethodName :: new (\"get\")")
             && method.contains("type_name :: < Self >")
-            && method.contains("enter_as"),
+            && method.contains("__FUSEBOX_NAME . cached ()")
+            && method.contains("enter_named"),
         "{method}"
     );
     let associated = circuit_breaker(
@@ -108,6 +109,11 @@ fn methods_name_their_type_and_free_functions_their_module() {
     .to_string();
     assert!(
         !free.contains("MethodName") && !free.contains("Self"),
+        "{free}"
+    );
+    // A literal key's permit finds the name through a zero-sized type of the expansion.
+    assert!(
+        free.contains("__FUSEBOX_SITE . name ()") && free.contains("enter_named"),
         "{free}"
     );
 }

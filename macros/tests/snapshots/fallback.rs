@@ -11,8 +11,16 @@ fn stock(sku: u32) -> Result<u32, StockError> {
         ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
         ::fusebox::__private_0_1_0::in_global)
     }
+    #[derive(::core::clone::Clone, ::core::marker::Copy)]
+    struct __FuseboxName;
+    impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
+        #[inline(always)]
+        fn name(self) -> &'static &'static str {
+            __FUSEBOX_SITE.name()
+        }
+    }
     let mut __fusebox_permit = __FUSEBOX_SITE
-        .enter(::fusebox::__private_0_1_0::global());
+        .enter_named(::fusebox::__private_0_1_0::global(), __FuseboxName);
     if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
         let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
             &__fusebox_permit,

@@ -16,12 +16,20 @@ impl Client {
             ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
             ::fusebox::__private_0_1_0::in_global)
         }
+        #[derive(::core::clone::Clone, ::core::marker::Copy)]
+        struct __FuseboxName;
+        impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
+            #[inline(always)]
+            fn name(self) -> &'static &'static str {
+                __FUSEBOX_NAME.cached()
+            }
+        }
         static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
             "send",
         );
-        let __fusebox_name = __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
+        __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
         let mut __fusebox_permit = __FUSEBOX_SITE
-            .enter_as(::fusebox::__private_0_1_0::global(), __fusebox_name);
+            .enter_named(::fusebox::__private_0_1_0::global(), __FuseboxName);
         if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
             let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
                 &__fusebox_permit,

@@ -22,26 +22,47 @@ impl Core {
     /// is not closed or calls are timed. Never fails: a refused call gets an inert permit that says
     /// why ([`Permit::refusal`]), so the admitted path moves no `Result` around.
     #[inline(always)]
-    pub(crate) fn enter(&self, site: FnName) -> Permit<'_> {
-        self.enter_with::<false>(site)
+    pub(crate) fn enter<N: Named>(&self, site: N) -> Permit<'_, N> {
+        self.enter_named::<false, N>(site)
     }
 
     /// [`Core::enter`]; with `ASK_STORE`, a breaker shared through a store answers with a permit
     /// that asks the store (the breaker's `Store`), which an `async` caller then awaits.
+    #[cfg(feature = "redis")]
     #[inline(always)]
     pub(crate) fn enter_with<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
+        self.enter_named::<ASK_STORE, FnName>(site)
+    }
+
+    /// [`Core::enter_with`], the permit finding its function's name through `site`.
+    #[inline(always)]
+    pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(&self, site: N) -> Permit<'_, N> {
+        self.enter_then::<ASK_STORE, N, _>(site, |permit| permit, |permit| permit)
+    }
+
+    /// Admission, handing the permit to `admitted` (a permit of the general path may be refused
+    /// too) or, on the fast path of an open circuit, to `refused`: a caller that turns a refusal
+    /// into an [`Error`] builds it where the wait was computed.
+    #[inline(always)]
+    fn enter_then<'c, const ASK_STORE: bool, N: Named, R>(
+        &'c self,
+        site: N,
+        admitted: impl FnOnce(Permit<'c, N>) -> R,
+        refused: impl FnOnce(Permit<'c, N>) -> R,
+    ) -> R {
         let word = self.load();
         if self.plain && word.admits() {
-            return Permit {
-                core: self,
-                word,
-                stamp: if crate::record::enabled() {
-                    self.now().max(1)
-                } else {
-                    0
-                },
-                site,
+            // A closed or disabled word has nothing above its mode and generation.
+            let start = if crate::record::enabled() {
+                permit::marked(self.now())
+            } else {
+                0
             };
+            return admitted(Permit {
+                core: self,
+                word: permit::admitted_closed(word, start),
+                site,
+            });
         }
         // The other common case: an open circuit whose wait is not over refuses without leaving
         // this function (one clock read, one counter).
@@ -52,16 +73,15 @@ impl Core {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
                 #[cfg(feature = "metrics")]
                 self.meters.rejected();
-                self.record_refusal(Reason::Open, site);
-                return Permit {
+                self.record_refusal(Reason::Open, site.name());
+                return refused(Permit {
                     core: self,
-                    word: Word::refused(Reason::Open.code()),
-                    stamp: remaining,
+                    word: permit::refused_for(Reason::Open.code(), remaining),
                     site,
-                };
+                });
             }
         }
-        self.enter_general::<ASK_STORE>(site)
+        admitted(self.enter_general::<ASK_STORE>(site.name()).named(site))
     }
 
     #[inline(never)]
@@ -76,24 +96,21 @@ impl Core {
         if ASK_STORE && self.store.is_some() {
             return Permit {
                 core: self,
-                word: Word::refused(store::ASK_STORE),
-                stamp: NO_WAIT,
+                word: permit::refused(store::ASK_STORE, NO_WAIT),
                 site,
             };
         }
         match self.admit_general(site) {
-            Ok((word, stamp)) => Permit {
+            Ok(word) => Permit {
                 core: self,
                 word,
-                stamp,
                 site,
             },
             Err(refusal) => {
                 self.record_refusal(refusal.reason, site);
                 Permit {
                     core: self,
-                    word: Word::refused(refusal.reason.code()),
-                    stamp: refusal.retry_after,
+                    word: permit::refused(refusal.reason.code(), refusal.retry_after),
                     site,
                 }
             }
@@ -111,15 +128,19 @@ impl Core {
 
     /// Asks for admission; a refusal is an [`Error`].
     #[inline]
-    pub(crate) fn acquire(&self, site: FnName) -> Result<Permit<'_>, Error> {
-        let permit = self.enter(site);
-        match permit.refusal() {
-            None => Ok(permit),
-            Some(refused) => Err(refused),
-        }
+    pub(crate) fn acquire<N: Named>(&self, site: N) -> Result<Permit<'_, N>, Error> {
+        self.enter_then::<false, N, _>(
+            site,
+            |permit| match permit.refusal() {
+                None => Ok(permit),
+                Some(refused) => Err(refused),
+            },
+            |permit| Err(permit.refusal_error(Reason::Open.code())),
+        )
     }
 
-    pub(super) fn admit_general(&self, site: FnName) -> Result<(Word, u64), Refusal> {
+    /// Admission through the bulkhead and the circuit: the permit's word of admission, or why not.
+    pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Refusal> {
         let bulkhead = self.policy.max_concurrent != 0;
         if bulkhead
             && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent
@@ -138,18 +159,11 @@ impl Core {
                 let start = if self.timed() {
                     self.now()
                 } else if crate::record::enabled() {
-                    self.now().max(1)
+                    permit::marked(self.now())
                 } else {
                     0
                 };
-                Ok((
-                    word,
-                    if bulkhead {
-                        start | BULKHEAD_BIT
-                    } else {
-                        start
-                    },
-                ))
+                Ok(permit::admitted(word, start, bulkhead))
             }
             Err(refusal) => {
                 if bulkhead {

@@ -28,11 +28,11 @@ mod snapshot;
 #[cfg(feature = "redis")]
 mod store;
 #[cfg(feature = "redis")]
-pub(crate) use store::{Boxed, Store, shared_word};
+pub(crate) use store::{Boxed, Store, generation_of, shared_word};
 #[cfg(test)]
 mod tests;
 
-pub use permit::{OwnedPermit, Permit};
+pub use permit::{Named, OwnedPermit, Permit};
 use permit::{Refusal, Ticket};
 pub use snapshot::{LastTransition, Snapshot};
 
@@ -74,9 +74,6 @@ impl SharedCount {
 
 /// The annotated function's path, as a thin pointer (keeps permits small).
 pub(crate) type FnName = &'static &'static str;
-
-/// Bit 63 of a permit's `stamp`: the call holds a bulkhead slot (times stay far below it).
-pub(super) const BULKHEAD_BIT: u64 = 1 << 63;
 
 /// The shared body of a breaker.
 pub(crate) struct Core {
@@ -394,7 +391,6 @@ impl Breaker {
         let owned = OwnedPermit {
             core: core.clone(),
             word: permit.word,
-            stamp: permit.stamp,
             site,
         };
         // The owned permit now carries the report; the borrowed one must not.

@@ -1,7 +1,98 @@
 //! Permits: the proof of admission a call carries until it reports ([`Permit`], [`OwnedPermit`]),
 //! and what a refused admission hands back.
+//!
+//! A permit is its breaker, one word of admission and where it finds the function's name
+//! ([`Named`]): the name itself (three words), or, in the attribute's expansion for a literal
+//! key, a zero-sized type that knows it (two words). The word of admission packs, low bits first:
+//!
+//! | bits   | admitted                                          | refused                     |
+//! |--------|---------------------------------------------------|-----------------------------|
+//! | 0..14  | mode and generation of the state word it was admitted under (what a report must still match) | mode `INERT`, reason code (3..7) |
+//! | 14     | holds a bulkhead slot                             | wait before the next probe, |
+//! | 15..64 | admission time, nanoseconds modulo 2^49           | nanoseconds (7..64, all ones: none) |
+//!
+//! A call's duration is measured modulo 2^49 ns (about 6.5 days): a call that lasts longer is
+//! measured as its duration less a whole number of those spans (slow-call thresholds are at most
+//! one day).
 
 use super::*;
+use crate::state::EPOCH_BITS;
+
+/// Set in a permit's word when the call holds a bulkhead slot.
+pub(super) const BULKHEAD_BIT: u64 = 1 << EPOCH_BITS;
+/// Where a permit's admission time starts.
+const TIME_SHIFT: u32 = EPOCH_BITS + 1;
+/// The admission time's field: nanoseconds modulo 2^49.
+const TIME_MASK: u64 = u64::MAX >> TIME_SHIFT;
+/// Where a refused permit's wait starts (above the mode and the reason code).
+const WAIT_SHIFT: u32 = 7;
+
+/// The word of a call admitted under the state `word` at `start` (nanoseconds of the breaker's
+/// clock, kept modulo 2^49; 0 when not timed), holding a bulkhead slot when `slot`.
+#[inline(always)]
+pub(super) fn admitted(word: Word, start: u64, slot: bool) -> Word {
+    Word(word.epoch().0 | u64::from(slot) << EPOCH_BITS | (start & TIME_MASK) << TIME_SHIFT)
+}
+
+/// [`admitted`] for a closed or disabled `word` (nothing above its mode and generation) and no
+/// bulkhead slot; `start` from [`marked`] or 0.
+#[inline(always)]
+pub(super) fn admitted_closed(word: Word, start: u64) -> Word {
+    debug_assert!(word.admits() && word == word.epoch() && start <= TIME_MASK);
+    Word(word.0 | start << TIME_SHIFT)
+}
+
+/// An admission time that says "recorded" in a permit's word: never 0 modulo 2^49.
+#[inline(always)]
+pub(super) fn marked(now: u64) -> u64 {
+    (now & TIME_MASK).max(1)
+}
+
+/// The longest wait a refused permit keeps: 2^56 - 1 ns, over two years (open waits are at most
+/// one day).
+const LONGEST_WAIT: u64 = (1 << (63 - WAIT_SHIFT)) - 1;
+
+/// The word of a permit refused with the reason `code`, `wait` nanoseconds before the next probe
+/// ([`NO_WAIT`]: none; a longer wait than [`LONGEST_WAIT`] is kept as that).
+#[inline(always)]
+pub(super) fn refused(code: u64, wait: u64) -> Word {
+    let wait = if wait == NO_WAIT {
+        u64::MAX >> WAIT_SHIFT
+    } else {
+        wait.min(LONGEST_WAIT)
+    };
+    Word(Word::refused(code).0 | wait << WAIT_SHIFT)
+}
+
+/// [`refused`] with a wait (never [`NO_WAIT`]).
+#[inline(always)]
+pub(super) fn refused_for(code: u64, wait: u64) -> Word {
+    Word(Word::refused(code).0 | wait.min(LONGEST_WAIT) << WAIT_SHIFT)
+}
+
+/// The wait a refused permit's word carries, in nanoseconds ([`NO_WAIT`]: none): the field,
+/// sign-extended (a real wait's top bit is clear; "none" is all ones).
+#[inline(always)]
+fn wait_of(word: Word) -> u64 {
+    ((word.0 as i64) >> WAIT_SHIFT) as u64
+}
+
+/// Where a permit finds the path of the function it was admitted for, which events carry: the
+/// path itself (`&'static &'static str`, one word), or a zero-sized type of the attribute's
+/// expansion that knows its call site's path, so the permit an annotated function holds across
+/// its body's await is two words. Not for use outside the expansion.
+#[doc(hidden)]
+pub trait Named: Copy + Send + Sync + 'static {
+    /// The function's path.
+    fn name(self) -> &'static &'static str;
+}
+
+impl Named for &'static &'static str {
+    #[inline(always)]
+    fn name(self) -> &'static &'static str {
+        self
+    }
+}
 
 /// Permission to make one call, obtained from [`Breaker::try_acquire`].
 ///
@@ -9,21 +100,35 @@ use super::*;
 /// [`ignore`](Permit::ignore). A permit dropped without a report counts as a failure when the thread
 /// is panicking, and otherwise as a cancellation: its slot is given back and nothing is counted, so a
 /// cancelled half-open probe never leaves the circuit stuck.
+///
+/// `N` is where the permit finds its function's name for events; leave it out (`Permit<'a>`):
+/// only the attribute's expansion names another.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
-pub struct Permit<'a> {
+pub struct Permit<'a, N: Named = &'static &'static str> {
     pub(super) core: &'a Core,
-    /// The state word it was admitted under; inert once settled (or when refused).
+    /// The word of admission (see the module docs): the mode and generation it was admitted
+    /// under with its bulkhead bit and admission time, or a refusal with its wait. Inert once
+    /// settled (or when refused).
     pub(super) word: Word,
-    /// One word read two ways (kept as one so a permit stays three words). Admitted: the admission
-    /// time in nanoseconds when calls are timed or outcome events are wanted (0 otherwise), with
-    /// [`BULKHEAD_BIT`] set when the call holds a bulkhead slot; read it through
-    /// [`Ticket::admitted_at`] and [`Ticket::holds_slot`]. Refused: the wait before the next probe
-    /// in nanoseconds ([`NO_WAIT`]: none), read by [`refusal_error`].
-    pub(super) stamp: u64,
-    pub(super) site: FnName,
+    pub(super) site: N,
 }
 
-impl Permit<'_> {
+impl<'a, N: Named> Permit<'a, N> {
+    /// The same admission, naming its function through `site`; this permit is settled (it
+    /// reports nothing).
+    #[inline(always)]
+    pub(crate) fn named<M: Named>(mut self, site: M) -> Permit<'a, M> {
+        let named = Permit {
+            core: self.core,
+            word: self.word,
+            site,
+        };
+        self.word = Word::SETTLED;
+        named
+    }
+}
+
+impl<N: Named> Permit<'_, N> {
     /// The call succeeded.
     #[inline(always)]
     pub fn success(mut self) {
@@ -68,8 +173,7 @@ impl Permit<'_> {
     pub(super) fn ticket(&self) -> Ticket {
         Ticket {
             word: self.word,
-            stamp: self.stamp,
-            site: self.site,
+            site: self.site.name(),
         }
     }
 
@@ -126,7 +230,7 @@ impl Permit<'_> {
 
     #[inline(always)]
     pub(super) fn refusal_error(&self, code: u64) -> Error {
-        refusal_error(&self.core.key, code, self.stamp)
+        refusal_error(&self.core.key, code, self.word)
     }
 
     #[inline(always)]
@@ -141,7 +245,7 @@ impl Permit<'_> {
     }
 }
 
-impl Drop for Permit<'_> {
+impl<N: Named> Drop for Permit<'_, N> {
     #[inline(always)]
     fn drop(&mut self) {
         if !self.word.inert() {
@@ -150,14 +254,21 @@ impl Drop for Permit<'_> {
     }
 }
 
-impl Permit<'_> {
+impl<N: Named> Permit<'_, N> {
     /// Dropped without a report: a panic counts as a failure, anything else is a cancellation.
     #[cold]
     pub(super) fn abandon(&mut self) {
         let ticket = self.ticket();
         self.word = Word::SETTLED;
-        self.core.finish(ticket, abandoned());
+        abandon(self.core, ticket);
     }
+}
+
+/// Reports the admission of a permit dropped without a report (one copy, whatever the permit's
+/// [`Named`]).
+#[inline(never)]
+fn abandon(core: &Core, ticket: Ticket) {
+    core.finish(ticket, abandoned());
 }
 
 /// A [`Permit`] that holds its breaker, for futures that outlive the [`Breaker`] handle (the
@@ -166,8 +277,8 @@ impl Permit<'_> {
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
 pub struct OwnedPermit {
     pub(super) core: Arc<Core>,
+    /// As [`Permit`]'s.
     pub(super) word: Word,
-    pub(super) stamp: u64,
     pub(super) site: FnName,
 }
 
@@ -207,7 +318,7 @@ impl OwnedPermit {
     pub(crate) fn refusal(&self) -> Option<Error> {
         match self.word.refusal() {
             0 => None,
-            code => Some(refusal_error(&self.core.key, code, self.stamp)),
+            code => Some(refusal_error(&self.core.key, code, self.word)),
         }
     }
 
@@ -223,7 +334,6 @@ impl OwnedPermit {
         if !self.word.inert() {
             let ticket = Ticket {
                 word: self.word,
-                stamp: self.stamp,
                 site: self.site,
             };
             // Settled before the report runs, so nothing unwinding out of it releases twice.
@@ -251,19 +361,13 @@ impl fmt::Debug for OwnedPermit {
     }
 }
 
-/// The error of a permit refused with `code` (see [`Word::refused`]); `stamp` is the wait before
-/// the next probe in nanoseconds, or [`NO_WAIT`].
+/// The error of a permit refused with `code` (see [`refused`]), whose `word` carries the wait
+/// before the next probe.
 #[inline(always)]
-pub(super) fn refusal_error(key: &Key, code: u64, stamp: u64) -> Error {
-    // Only `Word::refused(reason.code())` makes a refused word, so `code` is a reason's code.
+pub(super) fn refusal_error(key: &Key, code: u64, word: Word) -> Error {
+    // Only `refused(reason.code(), …)` makes a refused word, so `code` is a reason's code.
     const { assert!(NO_WAIT == u64::MAX) };
-    Error::from_code(key.clone(), code, stamp)
-}
-
-/// The admission time a permit's `stamp` carries (the bulkhead bit cleared).
-#[inline(always)]
-pub(super) fn admitted_at(stamp: u64) -> u64 {
-    stamp & !BULKHEAD_BIT
+    Error::from_permit(key.clone(), code, wait_of(word))
 }
 
 /// How a permit dropped without a report ends: a panic is a failure, anything else a cancellation.
@@ -275,7 +379,7 @@ pub(super) fn abandoned() -> Verdict {
     }
 }
 
-impl fmt::Debug for Permit<'_> {
+impl<N: Named> fmt::Debug for Permit<'_, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("key", &self.core.key)
@@ -287,23 +391,55 @@ impl fmt::Debug for Permit<'_> {
 /// A permit's admission, handed back when it reports.
 #[derive(Clone, Copy)]
 pub(super) struct Ticket {
+    /// The permit's word of admission (see the module docs).
     pub(super) word: Word,
-    /// The permit's `stamp` (see [`Permit`]): admission time and bulkhead bit.
-    pub(super) stamp: u64,
     pub(super) site: FnName,
 }
 
 impl Ticket {
-    /// When the call was admitted, in nanoseconds of the breaker's clock (0: not timed).
+    /// When the call was admitted, in nanoseconds of the breaker's clock modulo 2^49 (0: not
+    /// timed).
     #[inline(always)]
     pub(super) fn admitted_at(self) -> u64 {
-        admitted_at(self.stamp)
+        self.word.0 >> TIME_SHIFT
+    }
+
+    /// True when the call carries an admission time (timed, or outcome events were wanted).
+    #[inline(always)]
+    pub(super) fn stamped(self) -> bool {
+        self.word.0 >> TIME_SHIFT != 0
+    }
+
+    /// How long the call took until `now`, modulo 2^49 ns (about 6.5 days).
+    #[inline(always)]
+    pub(super) fn elapsed(self, now: u64) -> u64 {
+        now.wrapping_sub(self.admitted_at()) & TIME_MASK
+    }
+
+    /// [`elapsed`](Ticket::elapsed) for an outcome event. A call admitted at a time that is 0
+    /// modulo 2^49 carries 1 (see [`marked`]): reported in the same nanosecond, it took 0 ns, not
+    /// 2^49 - 1.
+    #[inline]
+    pub(super) fn latency(self, now: u64) -> u64 {
+        match self.elapsed(now) {
+            TIME_MASK => 0,
+            elapsed => elapsed,
+        }
     }
 
     /// True when the call holds a bulkhead slot, to give back when it reports.
     #[inline(always)]
     pub(super) fn holds_slot(self) -> bool {
-        self.stamp & BULKHEAD_BIT != 0
+        self.word.0 & BULKHEAD_BIT != 0
+    }
+
+    /// The same admission without its bulkhead slot (given back already).
+    #[inline(always)]
+    pub(super) fn without_slot(self) -> Ticket {
+        Ticket {
+            word: Word(self.word.0 & !BULKHEAD_BIT),
+            ..self
+        }
     }
 }
 

@@ -9,7 +9,7 @@ impl Core {
     #[cold]
     pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
         let now = self.now();
-        let latency = now.saturating_sub(permit.admitted_at());
+        let latency = permit.latency(now);
         let outcome = match outcome {
             Verdict::Success => crate::record::Recorded::Success,
             Verdict::Failure => crate::record::Recorded::Failure,
@@ -61,8 +61,8 @@ impl Core {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
         // bulkhead (a time window reads the clock here, a count window does not).
         if self.plain && outcome == Verdict::Success && permit.word.records() {
-            // A plain circuit has no bulkhead, so the stamp is the admission time alone.
-            if permit.stamp != 0 {
+            // A plain circuit times no call: an admission time says outcome events were wanted.
+            if permit.stamped() {
                 // Admitted while outcome events were wanted (see `Core::enter`).
                 self.record_outcome(permit, outcome);
             }
@@ -93,7 +93,8 @@ impl Core {
                 Verdict::Released => None,
             };
             if let Some(store) = self.store.as_ref() {
-                store.report(self, permit.word, permit.stamp, permit.site, outcome);
+                let slow = self.timed() && permit.elapsed(self.now()) >= self.policy.slow_nanos;
+                store.report(permit.word, slow, permit.site, outcome);
             }
             return;
         }
@@ -101,7 +102,7 @@ impl Core {
         let recorded = if self.timed() {
             crate::record::enabled()
         } else {
-            permit.admitted_at() != 0
+            permit.stamped()
         };
         if recorded {
             self.record_outcome(permit, outcome);
@@ -116,11 +117,7 @@ impl Core {
             while let Some(later) = newest.successor.get() {
                 newest = later;
             }
-            let ticket = Ticket {
-                stamp: permit.admitted_at(),
-                ..permit
-            };
-            return newest.finish_general(ticket, outcome);
+            return newest.finish_general(permit.without_slot(), outcome);
         }
         #[cfg(feature = "metrics")]
         self.meters
@@ -143,8 +140,7 @@ impl Core {
         } else {
             0
         };
-        let slow =
-            self.timed() && now.saturating_sub(permit.admitted_at()) >= self.policy.slow_nanos;
+        let slow = self.timed() && permit.elapsed(now) >= self.policy.slow_nanos;
         let failure = outcome == Verdict::Failure;
         let consecutive = self.policy.consecutive;
         if !failure && !slow {

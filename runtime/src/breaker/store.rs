@@ -8,8 +8,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::{Core, FnName, Permit, Ticket};
-use crate::error::{Error, Reason};
+use super::{Core, FnName, Named, Permit, Ticket, permit};
+use crate::error::Reason;
 use crate::observe::Trigger;
 use crate::state::{NO_WAIT, State, Verdict, Word};
 use crate::sync::Ordering;
@@ -25,16 +25,13 @@ pub(crate) trait Store: Send + Sync {
     /// the call must ask the store (`asks`: the caller can await the store, see [`Store::admit`]).
     fn admit_cached<'c>(&self, core: &'c Core, site: FnName, asks: bool) -> Option<Permit<'c>>;
 
-    /// Completes the admission of `permit` (which asks the store, on `core`) with the store's
-    /// answer; the refusal, if any.
-    fn admit<'p, 'a>(
-        &'p self,
-        core: &'a Core,
-        permit: &'p mut Permit<'a>,
-    ) -> Boxed<'p, Option<Error>>;
+    /// The store's answer to the admission of a call of `site` on `core`: the permit that
+    /// replaces the one that asked (admitted or refused).
+    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, Permit<'a>>;
 
-    /// Sends the outcome of a call the store admitted under `word` at `stamp` (`None`: released).
-    fn report(&self, core: &Core, word: Word, stamp: u64, site: FnName, failure: Option<bool>);
+    /// Sends the outcome of a call the store admitted under `word` (`slow`: slow-call timing
+    /// found it slow; `failure` `None`: released).
+    fn report(&self, word: Word, slow: bool, site: FnName, failure: Option<bool>);
 
     /// True when a call awaits the recording of its outcome ([`Store::flush`]).
     fn awaits_recording(&self) -> bool;
@@ -46,8 +43,12 @@ pub(crate) trait Store: Send + Sync {
 /// The refusal code of a permit that asks the store (beyond every [`Reason`]'s code).
 pub(crate) const ASK_STORE: u64 = 15;
 
-/// Mode bits of a permit admitted by the store: bit 3 marks a probe, bits 4.. hold the generation.
+/// Mode bits of a permit admitted by the store: bit 3 marks a probe, bits 4..14 hold the
+/// generation modulo 2^10 (a permit keeps 14 bits of the word it was admitted under).
 const SHARED_MODE: u64 = 5;
+
+/// The shared generation as a permit keeps it (the script compares it modulo the same).
+const GENERATION_MASK: u64 = (1 << 10) - 1;
 
 /// True for the word of a permit admitted by the store.
 #[inline]
@@ -57,17 +58,21 @@ pub(crate) fn is_shared(word: Word) -> bool {
 
 /// The word of a permit the store admitted under `generation` (`probe`: a half-open probe).
 pub(crate) fn shared_word(generation: u64, probe: bool) -> Word {
-    Word(SHARED_MODE | u64::from(probe) << 3 | generation << 4)
+    Word(SHARED_MODE | u64::from(probe) << 3 | (generation & GENERATION_MASK) << 4)
+}
+
+/// The generation (modulo 2^10) a store's permit was admitted under.
+pub(crate) fn generation_of(word: Word) -> u64 {
+    (word.0 >> 4) & GENERATION_MASK
 }
 
 impl Core {
     /// An admitted permit carrying the store's `word`.
     pub(crate) fn store_permit(&self, word: Word, site: FnName) -> Permit<'_> {
-        let stamp = if self.timed() { self.now() } else { 0 };
+        let start = if self.timed() { self.now() } else { 0 };
         Permit {
             core: self,
-            word,
-            stamp,
+            word: permit::admitted(word, start, false),
             site,
         }
     }
@@ -87,8 +92,7 @@ impl Core {
         let refusal = self.count_refusal(reason, retry_after);
         Permit {
             core: self,
-            word: Word::refused(refusal.reason.code()),
-            stamp: refusal.retry_after,
+            word: permit::refused(refusal.reason.code(), refusal.retry_after),
             site,
         }
     }
@@ -106,12 +110,6 @@ impl Core {
             State::Disabled => (4, 0),
             _ => (0, 0),
         }
-    }
-
-    /// True when a call admitted at `stamp` (a permit's stamp) is slow, for slow-call timing.
-    pub(crate) fn slow_since(&self, stamp: u64) -> bool {
-        let admitted = super::permit::admitted_at(stamp);
-        self.timed() && self.now().saturating_sub(admitted) >= self.policy.slow_nanos
     }
 
     /// Seeds the local breaker with the state the store reported (no event: the transition was
@@ -178,8 +176,7 @@ impl Core {
         if word.records() {
             self.report_closed(
                 Ticket {
-                    word,
-                    stamp: self.now(),
+                    word: permit::admitted(word, self.now(), false),
                     site,
                 },
                 outcome,
@@ -188,7 +185,7 @@ impl Core {
     }
 }
 
-impl<'a> Permit<'a> {
+impl<'a, N: Named> Permit<'a, N> {
     /// The breaker, when this permit asks its store for admission.
     pub(crate) fn asks_store(&self) -> Option<&'a Core> {
         (self.word.refusal() == ASK_STORE).then_some(self.core)
@@ -201,14 +198,13 @@ impl<'a> Permit<'a> {
 
     /// The annotated function's path.
     pub(crate) fn site(&self) -> FnName {
-        self.site
+        self.site.name()
     }
 
     /// Replaces a permit that asked the store with the store's answer.
     pub(crate) fn replace(&mut self, answer: Permit<'a>) {
         let mut answer = answer;
         self.word = answer.word;
-        self.stamp = answer.stamp;
         answer.word = Word::SETTLED;
     }
 }

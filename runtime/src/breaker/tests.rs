@@ -365,3 +365,164 @@ fn bulkhead_refuses_over_the_limit_and_frees_slots() {
         "refusal not recorded"
     );
 }
+
+#[test]
+fn a_permit_is_three_words() {
+    // The breaker, one word of admission (state, bulkhead slot and admission time, or the
+    // refusal and its wait) and the function's name: an annotated future holds one of these.
+    assert_eq!(size_of::<Permit<'_>>(), 3 * size_of::<usize>());
+    assert_eq!(size_of::<OwnedPermit>(), 3 * size_of::<usize>());
+}
+
+/// 2^49 ns, about 6.5 days: the span over which a permit times its call.
+const TIMED_SPAN: u64 = 1 << 49;
+
+#[test]
+fn a_call_is_timed_across_the_wrap_of_its_admission_time() {
+    let policy = Policy::new()
+        .window(2)
+        .min_calls(2)
+        .rate_off()
+        .slow(2 * S)
+        .slow_rate(100);
+    let (b, clock) = breaker(policy);
+    // Admitted 1 s before the admission time's field wraps, reported 1.5 s and 2.5 s later.
+    clock.advance(Duration::from_nanos(TIMED_SPAN) - S);
+    let quick = b.try_acquire().unwrap();
+    let slow = b.try_acquire().unwrap();
+    clock.advance(S + S / 2);
+    quick.success();
+    clock.advance(S);
+    slow.success();
+    let snap = b.snapshot();
+    assert_eq!(
+        (snap.calls, snap.slow),
+        (2, 1),
+        "1.5 s is quick, 2.5 s is slow"
+    );
+}
+
+#[test]
+fn a_call_longer_than_the_timed_span_is_measured_modulo_it() {
+    let policy = Policy::new()
+        .window(2)
+        .min_calls(2)
+        .rate_off()
+        .slow(2 * S)
+        .slow_rate(100);
+    let (b, clock) = breaker(policy);
+    let permit = b.try_acquire().unwrap();
+    // 6.5 days and 1 s: measured as 1 s, so not slow (documented in the permit's module docs
+    // and the README's "Time").
+    clock.advance(Duration::from_nanos(TIMED_SPAN) + S);
+    permit.success();
+    let snap = b.snapshot();
+    assert_eq!((snap.calls, snap.slow), (1, 0));
+}
+
+#[test]
+fn an_outcome_event_of_a_call_admitted_at_a_multiple_of_the_span_has_no_latency() {
+    // Admitted at 0 modulo 2^49 while events are wanted: the word carries 1 (0 means "no time").
+    let ticket = Ticket {
+        word: permit::admitted(Word::INITIAL, permit::marked(0), false),
+        site: &"",
+    };
+    assert!(ticket.stamped());
+    assert_eq!(ticket.latency(0), 0);
+    assert_eq!(ticket.latency(TIMED_SPAN), 0);
+    assert_eq!(ticket.latency(5), 4, "1 ns off at most, never 6.5 days");
+    let later = Ticket {
+        word: permit::admitted(Word::INITIAL, permit::marked(TIMED_SPAN - 3), false),
+        site: &"",
+    };
+    assert_eq!(later.latency(TIMED_SPAN + 4), 7);
+}
+
+#[test]
+fn a_refusal_keeps_its_wait_up_to_the_longest_open_wait() {
+    let day = Duration::from_secs(24 * 60 * 60);
+    let (b, clock) = breaker(Policy::new().window(1).min_calls(1).open_for(day));
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(day));
+    clock.advance(day - Duration::from_nanos(1));
+    let refused = b.try_acquire().unwrap_err();
+    assert_eq!(
+        (refused.reason(), refused.retry_after()),
+        (Reason::Open, Some(Duration::from_nanos(1)))
+    );
+    clock.advance(Duration::from_nanos(1));
+    let probe = b.try_acquire().unwrap();
+    let full = b.try_acquire().unwrap_err();
+    assert_eq!(
+        (full.reason(), full.retry_after()),
+        (Reason::HalfOpenFull, None)
+    );
+    drop(probe);
+    // The word of a refused permit packs the reason with the wait, and keeps "no wait" apart.
+    for (code, wait) in [(1, 0), (1, u64::MAX - 1), (2, NO_WAIT), (15, 12_345)] {
+        let word = permit::refused(code, wait);
+        assert!(word.inert());
+        assert_eq!(word.refusal(), code);
+        let error = permit::refusal_error(&Key::from_static("t"), 1, word);
+        let kept = match wait {
+            NO_WAIT => None,
+            wait => Some(Duration::from_nanos(wait.min((1 << 56) - 1))),
+        };
+        assert_eq!(error.retry_after(), kept, "{code} {wait}");
+    }
+}
+
+#[test]
+fn a_bulkhead_permit_keeps_its_admission_time_apart_from_its_slot() {
+    let (b, clock) = breaker(Policy::new().max_concurrent(1).slow(2 * S).rate_off());
+    clock.advance(Duration::from_nanos(TIMED_SPAN - 1));
+    let permit = b.try_acquire().unwrap();
+    assert_eq!(b.snapshot().in_flight, 1);
+    clock.advance(3 * S);
+    permit.success();
+    let snap = b.snapshot();
+    assert_eq!((snap.in_flight, snap.calls, snap.slow), (0, 1, 1));
+}
+
+/// A name known to its type, as the attribute's expansion declares one per call site.
+#[derive(Clone, Copy)]
+struct SiteName;
+
+impl Named for SiteName {
+    fn name(self) -> &'static &'static str {
+        &"app::charge"
+    }
+}
+
+#[test]
+fn a_permit_named_by_its_type_is_two_words() {
+    // What an annotated function holds across its body's await: the breaker and the word of
+    // admission; the name comes from the type.
+    assert_eq!(size_of::<Permit<'_, SiteName>>(), 2 * size_of::<usize>());
+}
+
+#[test]
+fn a_permit_named_by_its_type_names_its_function_in_events_when_it_reports_or_drops() {
+    let (b, _clock) = breaker(Policy::new().consecutive(1));
+    let core = b.core.current();
+    core.enter(SiteName).failure();
+    let last = b.snapshot().last_transition.expect("tripped");
+    assert_eq!((last.to, last.function), (State::Open, "app::charge"));
+    // Dropped unreported while panicking: a failure, named the same way.
+    b.reset();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _permit = core.enter(SiteName);
+        panic!("the body panicked");
+    }));
+    assert!(unwound.is_err());
+    let last = b.snapshot().last_transition.expect("tripped again");
+    assert_eq!((last.to, last.function), (State::Open, "app::charge"));
+    // Refused: its refusal carries the breaker's key, and it reports nothing when dropped.
+    let refused = core.acquire(SiteName).unwrap_err();
+    assert_eq!((refused.key(), refused.reason()), ("t", Reason::Open));
+    assert_eq!(
+        b.snapshot().failures,
+        0,
+        "the open circuit's window was reset"
+    );
+}

@@ -11,20 +11,20 @@ use std::time::Duration;
 use super::Degrade;
 use super::link::Link;
 use super::script::{apply, call};
-use crate::breaker::{Boxed, Core, Permit, shared_word};
+use crate::breaker::{Boxed, Core, FnName, Named, Permit, shared_word};
 use crate::error::{Error, Reason};
 use crate::state::Word;
 
 /// True when `permit` (refused) asks the store for admission: its breaker is shared.
 #[inline(always)]
-pub fn asks_store(permit: &Permit<'_>) -> bool {
+pub fn asks_store<N: Named>(permit: &Permit<'_, N>) -> bool {
     permit.asks_store().is_some()
 }
 
 /// True when `permit`'s breaker is shared in strict mode (or cached mode without its
 /// subscription): the call awaits the recording of its outcome.
 #[inline(always)]
-pub fn reports_to_store(permit: &Permit<'_>) -> bool {
+pub fn reports_to_store<N: Named>(permit: &Permit<'_, N>) -> bool {
     permit
         .core()
         .store
@@ -34,24 +34,28 @@ pub fn reports_to_store(permit: &Permit<'_>) -> bool {
 
 /// Completes the admission of an `async fn` call on a shared registry: awaits the script's answer
 /// and turns `permit` into it. Returns the refusal, if any.
-pub fn admit_shared<'p, 'a>(permit: &'p mut Permit<'a>) -> Boxed<'p, Option<Error>> {
-    match permit.asks_store() {
-        Some(core) => match core.store.as_ref() {
-            Some(store) => store.admit(core, permit),
-            None => Box::pin(std::future::ready(None)),
-        },
-        None => Box::pin(std::future::ready(None)),
-    }
+pub fn admit_shared<'p, 'a, N: Named>(permit: &'p mut Permit<'a, N>) -> Boxed<'p, Option<Error>> {
+    let Some((core, store)) = permit
+        .asks_store()
+        .and_then(|core| Some((core, core.store.as_ref()?)))
+    else {
+        return Box::pin(std::future::ready(None));
+    };
+    let answer = store.admit(core, permit.site());
+    Box::pin(async move {
+        permit.replace(answer.await);
+        permit.refusal()
+    })
 }
 
-/// The admission of `permit` (on `core`, shared through `link`) awaited from the script.
-pub(super) fn admit<'p, 'a>(
-    link: &'p Arc<Link>,
+/// The store's answer to the admission of a call of `site` on `core` (shared through `link`),
+/// awaited from the script: the permit that replaces the one that asked.
+pub(super) fn admit<'a>(
+    link: &'a Arc<Link>,
     core: &'a Core,
-    permit: &'p mut Permit<'a>,
-) -> Boxed<'p, Option<Error>> {
+    site: FnName,
+) -> Boxed<'a, Permit<'a>> {
     Box::pin(async move {
-        let site = permit.site();
         let client = &link.store.client;
         let (seed, remaining) = core.seed();
         let answer = match call(client, link, "admit", &[seed, remaining]).await {
@@ -62,12 +66,11 @@ pub(super) fn admit<'p, 'a>(
                     Degrade::FailOpen => core.store_permit(Word::SETTLED, site),
                     Degrade::FailClosed => core.store_refusal(Reason::Open, None, site),
                 };
-                permit.replace(local);
-                return permit.refusal();
+                return local;
             }
         };
         apply(link, core, &answer, site);
-        let answered = match answer.code {
+        match answer.code {
             1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
             3 => core.store_refusal(Reason::HalfOpenFull, None, site),
             4 => core.store_refusal(Reason::ForcedOpen, None, site),
@@ -77,16 +80,14 @@ pub(super) fn admit<'p, 'a>(
                 Some(Duration::from_millis(answer.remaining_ms)),
                 site,
             ),
-        };
-        permit.replace(answered);
-        permit.refusal()
+        }
     })
 }
 
 /// [`flush_shared`], then gives back `out` (the call's result, moved into this boxed future so
 /// the caller's own future holds nothing of it across the await).
 pub fn flush_then<'p, T: 'p>(
-    permit: &'p Permit<'_>,
+    permit: &'p Permit<'_, impl Named>,
     out: T,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
     let flush = flush_shared(permit);
@@ -98,7 +99,7 @@ pub fn flush_then<'p, T: 'p>(
 
 /// Waits until the outcome reported on `permit` is recorded in the store (strict mode), bounded
 /// by the store's timeout.
-pub fn flush_shared<'p>(permit: &'p Permit<'_>) -> Boxed<'p, ()> {
+pub fn flush_shared<'p, N: Named>(permit: &'p Permit<'_, N>) -> Boxed<'p, ()> {
     match permit.core().store.as_ref() {
         Some(store) => store.flush(),
         None => Box::pin(std::future::ready(())),

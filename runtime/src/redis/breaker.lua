@@ -9,7 +9,7 @@
 -- ARGV[9]  open_for (ms)       ARGV[10] open_backoff (factor x 1000)     ARGV[11] open_max (ms)
 -- ARGV[12] half-open probes, or 2^40 + phases * 2^20 + min_passes for progressive recovery
 -- ARGV[13] probe lease (ms)
--- report:  ARGV[14] generation  ARGV[15] outcome (0 released, 1 success, 2 failure)  ARGV[16] slow (0/1)
+-- report:  ARGV[14] generation modulo 1024  ARGV[15] outcome (0 released, 1 success, 2 failure)  ARGV[16] slow (0/1)
 -- force:   ARGV[14] target state
 -- admit:   ARGV[14] the replica's local state, ARGV[15] its open remaining (ms): used only when
 --          the key does not exist (first share of a breaker already in use, or Redis restarted
@@ -193,7 +193,8 @@ elseif op == 'report' then
   local gen = tonumber(ARGV[14])
   local outcome = tonumber(ARGV[15])
   local slow = tonumber(ARGV[16])
-  if gen ~= b.g then
+  -- A permit keeps its generation modulo 2^10.
+  if gen ~= b.g % 1024 then
     code = 0
   elseif b.st == 0 or b.st == 4 then
     code = 1

@@ -8,15 +8,15 @@ use std::sync::atomic::Ordering;
 use super::Degrade;
 use super::link::{Client, Link, Report};
 use super::script::{Answer, answer_of, apply, call, degrade_event};
-use crate::breaker::{Core, FnName};
+use crate::breaker::{FnName, generation_of};
 use crate::state::Word;
 
-/// Sends the outcome of a call the store admitted (called when its permit settles).
+/// Sends the outcome of a call the store admitted under `word` (called when its permit settles;
+/// `slow` when slow-call timing found it slow).
 pub(super) fn report(
     link: &Arc<Link>,
-    core: &Core,
     word: Word,
-    start: u64,
+    slow: bool,
     site: FnName,
     failure: Option<bool>,
 ) {
@@ -25,8 +25,8 @@ pub(super) fn report(
         Some(false) => 1,
         Some(true) => 2,
     };
-    let slow = u64::from(failure.is_some() && core.slow_since(start));
-    send(link, word.0 >> 4, outcome, slow, site);
+    let slow = u64::from(failure.is_some() && slow);
+    send(link, generation_of(word), outcome, slow, site);
 }
 
 /// The `outcome` of a job that reads the shared state instead of reporting.

@@ -373,16 +373,12 @@ impl Store for Arc<Link> {
         cached_admit(core, self, site, asks)
     }
 
-    fn admit<'p, 'a>(
-        &'p self,
-        core: &'a Core,
-        permit: &'p mut Permit<'a>,
-    ) -> Boxed<'p, Option<Error>> {
-        admit(self, core, permit)
+    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, Permit<'a>> {
+        admit(self, core, site)
     }
 
-    fn report(&self, core: &Core, word: Word, stamp: u64, site: FnName, failure: Option<bool>) {
-        report(self, core, word, stamp, site, failure);
+    fn report(&self, word: Word, slow: bool, site: FnName, failure: Option<bool>) {
+        report(self, word, slow, site, failure);
     }
 
     fn awaits_recording(&self) -> bool {
