@@ -500,9 +500,9 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
             let declare = declare(site, args.registry.as_ref(), private);
             let (named, named_declare) = site_name(site, method_name.as_ref(), private);
             let take = match admit {
-                Admit::Permit => quote!(enter_named),
-                Admit::SharedPermit => quote!(enter_async_named),
-                Admit::Closure => quote!(acquire_named),
+                Admit::Permit => quote!(enter::<false, _>),
+                Admit::SharedPermit => quote!(enter::<true, _>),
+                Admit::Closure => quote!(acquire),
             };
             // A method's name is completed on its first call, before the admission.
             let (method_declare, method_arg) = match first_name {

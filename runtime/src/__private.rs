@@ -6,14 +6,13 @@ use std::sync::LazyLock;
 pub use ::core;
 
 pub use crate::attempts::{
-    AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, backoff_delay,
-    run as run_attempts,
+    AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
 };
-pub use crate::breaker::{Breaker, Named, Permit};
+pub use crate::breaker::{Named, Permit};
 pub use crate::declared::Declared;
 pub use crate::error::{Cause, Error, Key};
 pub use crate::policy::Policy;
-pub use crate::registry::Registry;
+use crate::registry::Registry;
 pub use ::inventory;
 
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
@@ -74,7 +73,7 @@ pub fn permit_timed_out<N: Named>(permit: &mut Permit<'_, N>) -> Error {
 }
 
 #[cfg(feature = "redis")]
-pub use crate::redis::{admit_shared, asks_store, flush_shared, flush_then, reports_to_store};
+pub use crate::redis::admit::{admit_shared, asks_store, flush_then, reports_to_store};
 
 /// The global registry.
 #[inline]

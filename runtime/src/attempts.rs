@@ -144,7 +144,7 @@ pub enum Settled<T, E> {
 
 /// The delay before attempt `attempt + 1` (`attempt` ≥ 1): uniform in
 /// `0 ..= min(base × 2^(attempt-1), MAX_BACKOFF)` ("full jitter").
-pub fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u32) -> Duration {
+pub(crate) fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u32) -> Duration {
     if base.is_zero() {
         return Duration::ZERO;
     }

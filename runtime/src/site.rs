@@ -37,7 +37,7 @@ impl Site {
 
     /// This site's breaker in `registry` (resolved and cached on first use).
     #[inline(always)]
-    pub fn breaker(&'static self, registry: &'static Registry) -> &'static Breaker {
+    fn breaker(&'static self, registry: &'static Registry) -> &'static Breaker {
         match self.breaker.get() {
             Some(breaker) => breaker,
             None => self.resolve(registry),
@@ -50,108 +50,37 @@ impl Site {
         &self.function
     }
 
-    /// [`Site::enter`], the permit finding its function's name through `name`: the expansion's
-    /// zero-sized type that knows it, so the permit held across the body's await is two words.
+    /// Asks this site's breaker in `registry` for admission; a refused call gets an inert permit
+    /// whose `Permit::refusal` says why.
+    ///
+    /// The permit finds the function's name through `name`, the expansion's zero-sized type that
+    /// knows it (a function's [`Site::name`], a method's `MethodName`), so the permit held across
+    /// the body's await is two words. With `ASK_STORE` (an `async fn`), a breaker shared through a
+    /// store answers with a permit that asks the store, which `admit_shared` awaits; without it, or
+    /// on a registry that shares nothing, admission is the same as a sync function's.
     #[inline(always)]
-    pub fn enter_named<N: Named>(
+    pub fn enter<const ASK_STORE: bool, N: Named>(
         &'static self,
         registry: &'static Registry,
         name: N,
     ) -> Permit<'static, N> {
         let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.enter(name)
+        core.enter_named::<ASK_STORE, N>(name)
     }
 
-    /// [`Site::enter_async`], the permit finding its function's name through `name` (see
-    /// [`Site::enter_named`]).
-    #[cfg(feature = "redis")]
-    #[inline(always)]
-    pub fn enter_async_named<N: Named>(
-        &'static self,
-        registry: &'static Registry,
-        name: N,
-    ) -> Permit<'static, N> {
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.enter_named::<true, N>(name)
-    }
-
-    /// [`Site::acquire`], the permit finding its function's name through `name` (see
-    /// [`Site::enter_named`]).
+    /// Asks this site's breaker in `registry` for admission (each attempt of a function with
+    /// `retry`, `backoff` or `deadline`); a refusal is an [`Error`]. The permit finds the
+    /// function's name through `name`, as with [`Site::enter`].
     ///
     /// # Errors
     ///
     /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
     #[inline]
-    pub fn acquire_named<N: Named>(
+    pub fn acquire<N: Named>(
         &'static self,
         registry: &'static Registry,
         name: N,
     ) -> Result<Permit<'static, N>, Error> {
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.acquire(name)
-    }
-
-    /// Asks this site's breaker in `registry` for admission; a refused call gets an inert permit
-    /// whose `Permit::refusal` says why.
-    #[inline(always)]
-    pub fn enter(&'static self, registry: &'static Registry) -> Permit<'static> {
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.enter(&self.function)
-    }
-
-    /// [`Site::enter`] for an `async fn`: on a shared registry the permit asks the store, and
-    /// `admit_shared` awaits its answer.
-    #[cfg(feature = "redis")]
-    #[inline(always)]
-    pub fn enter_async(&'static self, registry: &'static Registry) -> Permit<'static> {
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.enter_with::<true>(&self.function)
-    }
-
-    /// [`Site::enter_async`] for a method, whose events carry `name` (from [`MethodName::get`]).
-    #[cfg(feature = "redis")]
-    #[inline(always)]
-    pub fn enter_async_as(
-        &'static self,
-        registry: &'static Registry,
-        name: &'static &'static str,
-    ) -> Permit<'static> {
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.enter_with::<true>(name)
-    }
-
-    /// Asks this site's breaker in `registry` for admission; a refusal is an [`Error`].
-    ///
-    /// # Errors
-    ///
-    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
-    #[inline]
-    pub fn acquire(&'static self, registry: &'static Registry) -> Result<Permit<'static>, Error> {
-        self.acquire_as(registry, &self.function)
-    }
-
-    /// [`Site::enter`] for a method, whose events carry `name` (from [`MethodName::get`]).
-    #[inline(always)]
-    pub fn enter_as(
-        &'static self,
-        registry: &'static Registry,
-        name: &'static &'static str,
-    ) -> Permit<'static> {
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.enter(name)
-    }
-
-    /// [`Site::acquire`] for a method, whose events carry `name` (from [`MethodName::get`]).
-    ///
-    /// # Errors
-    ///
-    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
-    #[inline]
-    pub fn acquire_as(
-        &'static self,
-        registry: &'static Registry,
-        name: &'static &'static str,
-    ) -> Result<Permit<'static>, Error> {
         let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
         core.acquire(name)
     }
@@ -324,7 +253,7 @@ impl DynSite {
         breaker.core.current().enter(&self.function)
     }
 
-    /// [`DynSite::enter`] for an `async fn` (see [`Site::enter_async`]).
+    /// [`DynSite::enter`] for an `async fn` (see `ASK_STORE` on [`Site::enter`]).
     #[cfg(feature = "redis")]
     #[inline(always)]
     pub fn enter_async<'b>(&'static self, breaker: &'b Breaker) -> Permit<'b> {

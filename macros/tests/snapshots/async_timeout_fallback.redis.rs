@@ -22,7 +22,7 @@ impl Client {
                 }
             }
             let mut __fusebox_permit = __FUSEBOX_SITE
-                .enter_async_named(::fusebox::__private_0_1_0::global(), __FuseboxName);
+                .enter::<true, _>(::fusebox::__private_0_1_0::global(), __FuseboxName);
             if ::fusebox::__private_0_1_0::asks_store(&__fusebox_permit) {
                 ::fusebox::__private_0_1_0::admit_shared(&mut __fusebox_permit).await;
             }

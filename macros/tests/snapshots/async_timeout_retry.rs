@@ -26,7 +26,7 @@ impl Client {
         );
         __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
         let __fusebox_admit = move || {
-            __FUSEBOX_SITE.acquire_named(__fusebox_registry, __FuseboxName)
+            __FUSEBOX_SITE.acquire(__fusebox_registry, __FuseboxName)
         };
         const __FUSEBOX_ATTEMPTS: ::fusebox::__private_0_1_0::Attempts<
             ::core::time::Duration,

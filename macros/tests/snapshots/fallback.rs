@@ -20,7 +20,7 @@ fn stock(sku: u32) -> Result<u32, StockError> {
         }
     }
     let mut __fusebox_permit = __FUSEBOX_SITE
-        .enter_named(::fusebox::__private_0_1_0::global(), __FuseboxName);
+        .enter::<false, _>(::fusebox::__private_0_1_0::global(), __FuseboxName);
     if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
         let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
             &__fusebox_permit,

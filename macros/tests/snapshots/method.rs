@@ -29,7 +29,7 @@ impl Client {
         );
         __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
         let mut __fusebox_permit = __FUSEBOX_SITE
-            .enter_named(::fusebox::__private_0_1_0::global(), __FuseboxName);
+            .enter::<false, _>(::fusebox::__private_0_1_0::global(), __FuseboxName);
         if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
             let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
                 &__fusebox_permit,

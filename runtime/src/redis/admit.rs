@@ -99,7 +99,7 @@ pub fn flush_then<'p, T: 'p>(
 
 /// Waits until the outcome reported on `permit` is recorded in the store (strict mode), bounded
 /// by the store's timeout.
-pub fn flush_shared<'p, N: Named>(permit: &'p Permit<'_, N>) -> Boxed<'p, ()> {
+pub(crate) fn flush_shared<'p, N: Named>(permit: &'p Permit<'_, N>) -> Boxed<'p, ()> {
     match permit.core().store.as_ref() {
         Some(store) => store.flush(),
         None => Box::pin(std::future::ready(())),

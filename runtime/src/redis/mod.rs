@@ -82,7 +82,7 @@
 //! breaker (its link becomes the breaker's `Store`, the seam the breaker calls, so the breaker
 //! names nothing of this module). This file: the public settings.
 
-mod admit;
+pub(crate) mod admit;
 mod cached;
 mod link;
 mod report;
@@ -92,7 +92,6 @@ mod store;
 use std::fmt;
 use std::time::Duration;
 
-pub use admit::{admit_shared, asks_store, flush_shared, flush_then, reports_to_store};
 pub(crate) use store::attach;
 pub use store::{RedisStore, RedisStoreBuilder, SharedState};
 
