@@ -3,19 +3,19 @@
 use std::future::Future;
 use std::sync::LazyLock;
 
-pub use ::core;
+use crate::breaker::Permit;
+use crate::error::Error;
+use crate::registry::Registry;
 
 pub use crate::attempts::{
     AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
 };
-pub use crate::breaker::{Named, Permit};
+pub use crate::breaker::Named;
 pub use crate::declared::Declared;
-pub use crate::error::{Cause, Error, Key};
+pub use crate::error::Cause;
 pub use crate::policy::Policy;
-use crate::registry::Registry;
-pub use ::inventory;
-
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
+pub use ::inventory;
 
 /// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`]).
 #[inline(always)]
