@@ -183,7 +183,8 @@ fn every_public_method_of_site_is_called_by_an_expansion() {
         .match_indices("pub ")
         .filter_map(|(at, _)| {
             let item = body[at + "pub ".len()..].trim_start_matches("const ");
-            item.strip_prefix("fn ").map(|named| ident(named).to_string())
+            item.strip_prefix("fn ")
+                .map(|named| ident(named).to_string())
         })
         .collect();
     assert!(

@@ -84,7 +84,8 @@ pub(super) fn admit<'a>(
     })
 }
 
-/// [`flush_shared`], then gives back `out` (the call's result, moved into this boxed future so
+/// Waits until the outcome reported on `permit` is recorded in the store (strict mode, bounded by
+/// the store's timeout), then gives back `out` (the call's result, moved into this boxed future so
 /// the caller's own future holds nothing of it across the await).
 pub fn flush_then<'p, T: 'p>(
     permit: &'p Permit<'_, impl Named>,
