@@ -301,20 +301,25 @@ impl BitRing {
 }
 
 /// The last `len` outcomes.
+///
+/// `#[repr(C)]`: a success on a full window reads the enum's variant (the niche of `failures`'
+/// box), `full`, `stripes` and `pending`, all on the first cache line; the cursor of a filling
+/// window follows on it.
+#[repr(C)]
 pub(crate) struct CountWindow {
-    len: u32,
-    /// Lemire's multiplier for `x % len` without a division.
-    magic: u64,
-    /// Slots claimed so far (wraps after 2^32 calls, which only reorders one slot).
-    head: AtomicU32,
-    /// Set once `len` slots were claimed since the last reset.
-    full: AtomicBool,
     failures: BitRing,
-    slow: Option<BitRing>,
     /// Successes of a full window not yet folded in.
     pending: AtomicU64,
     /// Successes of a full, contended window not yet folded in (allocated on first contention).
     stripes: LazyStripes,
+    /// Set once `len` slots were claimed since the last reset.
+    full: AtomicBool,
+    /// Slots claimed so far (wraps after 2^32 calls, which only reorders one slot).
+    head: AtomicU32,
+    len: u32,
+    /// Lemire's multiplier for `x % len` without a division.
+    magic: u64,
+    slow: Option<BitRing>,
 }
 
 /// The stripes of a window, allocated on its first contention.
@@ -350,11 +355,10 @@ impl LazyStripes {
     }
 }
 
-/// Striped success counters: one per cache line, picked by thread.
+/// Striped success counters: one per cache line, picked by thread (their number is a power of
+/// two). One pointer and a length, so a window keeps them within 24 bytes (see [`CountWindow`]).
 struct Stripes {
     counts: Box<[Padded<AtomicU64>]>,
-    /// `counts.len() - 1` (the length is a power of two).
-    mask: usize,
 }
 
 /// A pending or striped count at which it is folded in, so it never overflows.
@@ -365,14 +369,13 @@ impl Stripes {
         let len = stripe_count();
         Stripes {
             counts: (0..len).map(|_| Padded(AtomicU64::new(0))).collect(),
-            mask: len - 1,
         }
     }
 
     /// The calling thread's stripe.
     #[inline(always)]
     fn mine(&self) -> &AtomicU64 {
-        &self.counts[thread_index() & self.mask]
+        &self.counts[thread_index() & (self.counts.len() - 1)]
     }
 }
 
@@ -1323,5 +1326,48 @@ mod tests {
         }
         assert_eq!(split(tally), (4, 3));
         assert_eq!(split(u64::from(u32::MAX) | 7 << 32), (u32::MAX, 7));
+    }
+
+    /// A success on a full count window reads the enum's variant (the niche of `failures`' box,
+    /// at offset 0: `Outcomes` has no tag of its own), `full`, `stripes` and `pending`: all on the
+    /// window's first cache line.
+    #[test]
+    fn a_full_windows_success_reads_one_cache_line() {
+        use std::mem::{offset_of, size_of};
+        assert_eq!(
+            size_of::<Outcomes>(),
+            size_of::<CountWindow>(),
+            "no separate tag"
+        );
+        assert_eq!(offset_of!(CountWindow, failures), 0);
+        let read = [
+            (
+                "failures",
+                offset_of!(CountWindow, failures),
+                size_of::<BitRing>(),
+            ),
+            (
+                "pending",
+                offset_of!(CountWindow, pending),
+                size_of::<AtomicU64>(),
+            ),
+            (
+                "stripes",
+                offset_of!(CountWindow, stripes),
+                size_of::<LazyStripes>(),
+            ),
+            (
+                "full",
+                offset_of!(CountWindow, full),
+                size_of::<AtomicBool>(),
+            ),
+        ];
+        for (name, offset, size) in read {
+            assert!(
+                offset + size <= 64,
+                "`{name}` ends at byte {}, past the first line",
+                offset + size
+            );
+        }
     }
 }
