@@ -3,9 +3,11 @@
 //! with `key = host`, or a bare `papaya` lookup of the same `&str`s in the same order.
 //!
 //! Run: `cargo build --release -p fusebox-bench --example key_paths` then
-//! `valgrind --tool=callgrind --cache-sim=yes target/release/examples/key_paths <path> <keys> 1000000`
-//! with `<path>` `fusebox` or `papaya` and `<keys>` 1, 1000 or 100000. Subtract a run with 0 calls
-//! (the set-up: creating the keys) and divide by the call count.
+//! `valgrind --tool=callgrind --cache-sim=yes --LL=8388608,16,64 --collect-atstart=no
+//! --toggle-collect='key_paths::*_calls' target/release/examples/key_paths <path> <keys> 200000`
+//! with `<path>` `fusebox` or `papaya` and `<keys>` 1, 1000 or 100000, and divide the collected
+//! counts by the call count: only the counted calls are collected (the set-up, which creates the
+//! keys and fills the visited keys' windows, is simulated but not counted).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -47,6 +49,32 @@ fn poll_once<F: Future>(fut: F) -> F::Output {
     }
 }
 
+/// The counted calls of the `fusebox` path (valgrind counts inside this function only).
+#[inline(never)]
+fn fusebox_calls(order: &[&str], calls: usize) -> u64 {
+    let mut sum = 0;
+    for i in 0..calls {
+        let host = black_box(order[i & 4095]);
+        sum += poll_once(per_host(host, 1)).unwrap_or(0);
+    }
+    sum
+}
+
+/// The counted calls of the `papaya` path (valgrind counts inside this function only).
+#[inline(never)]
+fn papaya_calls(
+    bare: &papaya::HashMap<String, std::sync::Arc<u64>, foldhash::fast::RandomState>,
+    order: &[&str],
+    calls: usize,
+) -> u64 {
+    let mut sum = 0;
+    for i in 0..calls {
+        let host = black_box(order[i & 4095]);
+        sum += black_box(bare.pin().get(host).map_or(0, |v| **v));
+    }
+    sum
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let path = args.next().unwrap_or_else(|| "fusebox".to_owned());
@@ -67,10 +95,14 @@ fn main() {
             for host in &hosts {
                 sum += poll_once(per_host(host, 1)).unwrap_or(0);
             }
-            for i in 0..calls {
-                let host = black_box(order[i & 4095]);
-                sum += poll_once(per_host(host, 1)).unwrap_or(0);
+            // Fill the visited keys' windows (100 calls each), as a long benchmark run does: the
+            // counted calls then take the full window's path.
+            for _ in 0..100 {
+                for host in &order {
+                    sum += poll_once(per_host(host, 1)).unwrap_or(0);
+                }
             }
+            sum += fusebox_calls(&order, calls);
         }
         "papaya" => {
             let bare: papaya::HashMap<String, std::sync::Arc<u64>, foldhash::fast::RandomState> =
@@ -78,10 +110,7 @@ fn main() {
             for host in &hosts {
                 bare.pin().insert(host.clone(), std::sync::Arc::new(1));
             }
-            for i in 0..calls {
-                let host = black_box(order[i & 4095]);
-                sum += black_box(bare.pin().get(host).map_or(0, |v| **v));
-            }
+            sum += papaya_calls(&bare, &order, calls);
         }
         other => panic!("unknown path `{other}`; expected `fusebox` or `papaya`"),
     }

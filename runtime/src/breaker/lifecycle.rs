@@ -14,6 +14,7 @@ impl Core {
             hooks,
             state: AtomicU64::new(Word::INITIAL.0),
             time: TimeStamp::new(),
+            min_calls: policy.min_calls,
             window: Padded(Outcomes::new(&policy)),
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),

@@ -76,16 +76,42 @@ impl SharedCount {
 pub(crate) type FnName = &'static &'static str;
 
 /// The shared body of a breaker.
+///
+/// `#[repr(C)]` so the field order is the declared one: the window, written by every recorded
+/// call, on lines of its own; then the fields every closed call reads, on one cache line (the hot
+/// line, which a closed call never writes); then the cold fields. A closed call reads or writes
+/// no cold field, so a breaker out of cache costs it the window's lines and the hot line.
+#[repr(C)]
 pub(crate) struct Core {
-    key: Key,
-    policy: Policy,
-    clock: ClockSource,
-    hooks: Arc<Hooks>,
+    /// Written by every recorded call: on lines of its own, first (at the struct's address, which
+    /// saves the closed path an address computation).
+    window: Padded<Outcomes>,
+    // The hot line: read by every call, written only on transitions and by the eviction marks.
     state: AtomicU64,
     /// The full-width time of `state`'s open deadline or half-open arming (written on transitions).
     time: TimeStamp,
-    /// Written by every recorded call: kept off the cache line of `state`, which every call reads.
-    window: Padded<Outcomes>,
+    /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
+    /// reports still arriving here change nothing.
+    successor: std::sync::OnceLock<Arc<Core>>,
+    clock: ClockSource,
+    /// `policy.min_calls`, read by every recorded success while the window fills.
+    min_calls: u32,
+    /// No slow-call timing, no consecutive rule, no bulkhead: the fast paths apply (either window).
+    plain: bool,
+    /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
+    used: AtomicBool,
+    /// Set when the registry's sweep removed this dynamic breaker: a call site's cache of its last
+    /// key stops handing it out.
+    evicted: AtomicBool,
+    /// Never evicted: created by a static call site or by hand.
+    pinned: AtomicBool,
+    /// Metrics-only mode: calls it would refuse are admitted (and counted in `rejected`), and
+    /// their outcomes are not recorded.
+    metrics_only: AtomicBool,
+    // Cold: read on transitions, events, snapshots and the general paths.
+    key: Key,
+    policy: Policy,
+    hooks: Arc<Hooks>,
     /// Counted failures in a row (only kept when `consecutive` is set).
     run: AtomicU32,
     /// Failed recoveries in a row: the exponent of `open_backoff`.
@@ -95,23 +121,8 @@ pub(crate) struct Core {
     phase: AtomicU64,
     /// Progressive recovery: admissions asked for in the current phase (phase k admits k in n).
     phase_seq: AtomicU64,
-    /// Metrics-only mode: calls it would refuse are admitted (and counted in `rejected`), and
-    /// their outcomes are not recorded.
-    metrics_only: AtomicBool,
     /// Counters written by refused calls and by bulkhead calls, on their own cache line.
     counters: Padded<Counters>,
-    /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
-    used: AtomicBool,
-    /// Set when the registry's sweep removed this dynamic breaker: a call site's cache of its last
-    /// key stops handing it out.
-    evicted: AtomicBool,
-    /// Never evicted: created by a static call site or by hand.
-    pinned: AtomicBool,
-    /// No slow-call timing, no consecutive rule, no bulkhead: the fast paths apply (either window).
-    plain: bool,
-    /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
-    /// reports still arriving here change nothing.
-    successor: std::sync::OnceLock<Arc<Core>>,
     /// The open episode: when the circuit last opened from closed (nanoseconds + 1; 0 when
     /// closed), and whether `circuit_stuck_open` was reported for it.
     episode: Episode,

@@ -71,7 +71,7 @@ impl Core {
                 #[cfg(feature = "metrics")]
                 self.meters.call(true, false);
                 let now = || self.now();
-                if let Some(counts) = self.window.record_fast_success(now, self.policy.min_calls) {
+                if let Some(counts) = self.window.record_fast_success(now, self.min_calls) {
                     self.judge(word, counts, permit.site);
                 }
             }
@@ -147,10 +147,7 @@ impl Core {
             if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
                 self.run.store(0, Ordering::Relaxed);
             }
-            if let Some(counts) = self
-                .window
-                .record_fast_success(|| now, self.policy.min_calls)
-            {
+            if let Some(counts) = self.window.record_fast_success(|| now, self.min_calls) {
                 self.judge(word, counts, permit.site);
             }
             return;

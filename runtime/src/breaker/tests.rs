@@ -526,3 +526,52 @@ fn a_permit_named_by_its_type_names_its_function_in_events_when_it_reports_or_dr
         "the open circuit's window was reset"
     );
 }
+
+/// The fields a closed call reads share one cache line, which the window (written by every
+/// recorded call) and the counters (written by refusals) do not touch.
+#[test]
+fn hot_fields_share_one_cache_line_apart_from_the_written_ones() {
+    use std::mem::{align_of, offset_of, size_of};
+    let hot = [
+        ("state", offset_of!(Core, state), size_of::<AtomicU64>()),
+        ("time", offset_of!(Core, time), size_of::<TimeStamp>()),
+        (
+            "successor",
+            offset_of!(Core, successor),
+            size_of::<std::sync::OnceLock<Arc<Core>>>(),
+        ),
+        ("clock", offset_of!(Core, clock), size_of::<ClockSource>()),
+        ("min_calls", offset_of!(Core, min_calls), size_of::<u32>()),
+        ("plain", offset_of!(Core, plain), 1),
+        ("used", offset_of!(Core, used), 1),
+        ("evicted", offset_of!(Core, evicted), 1),
+        ("pinned", offset_of!(Core, pinned), 1),
+        ("metrics_only", offset_of!(Core, metrics_only), 1),
+    ];
+    assert_eq!(align_of::<Core>(), 64, "a breaker starts on a cache line");
+    let line = offset_of!(Core, state) / 64;
+    for (name, offset, size) in hot {
+        assert_eq!(offset / 64, line, "`{name}` starts off the hot line");
+        assert_eq!(
+            (offset + size - 1) / 64,
+            line,
+            "`{name}` ends off the hot line"
+        );
+    }
+    let written = [
+        (
+            "window",
+            offset_of!(Core, window),
+            size_of::<Padded<Outcomes>>(),
+        ),
+        (
+            "counters",
+            offset_of!(Core, counters),
+            size_of::<Padded<Counters>>(),
+        ),
+    ];
+    for (name, offset, size) in written {
+        let lines = offset / 64..(offset + size).div_ceil(64);
+        assert!(!lines.contains(&line), "`{name}` shares the hot line");
+    }
+}

@@ -117,20 +117,25 @@ impl BitRing {
 }
 
 /// The last `len` outcomes.
+///
+/// `#[repr(C)]`: a success on a full window reads the enum's variant (the niche of `failures`'
+/// box), `full`, `stripes` and `pending`, all on the first cache line; the cursor of a filling
+/// window follows on it.
+#[repr(C)]
 pub(crate) struct CountWindow {
-    len: u32,
-    /// Lemire's multiplier for `x % len` without a division.
-    magic: u64,
-    /// Slots claimed so far (wraps after 2^32 calls, which only reorders one slot).
-    head: AtomicU32,
-    /// Set once `len` slots were claimed since the last reset.
-    full: AtomicBool,
     pub(super) failures: BitRing,
-    slow: Option<BitRing>,
     /// Successes of a full window not yet folded in.
     pub(super) pending: AtomicU64,
     /// Successes of a full, contended window not yet folded in (allocated on first contention).
     pub(super) stripes: LazyStripes,
+    /// Set once `len` slots were claimed since the last reset.
+    pub(super) full: AtomicBool,
+    /// Slots claimed so far (wraps after 2^32 calls, which only reorders one slot).
+    head: AtomicU32,
+    len: u32,
+    /// Lemire's multiplier for `x % len` without a division.
+    magic: u64,
+    slow: Option<BitRing>,
 }
 
 /// `a % d` for the `magic` of `d` (Lemire, Kaser & Kurz, "Faster remainder by direct computation").

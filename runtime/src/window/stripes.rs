@@ -49,10 +49,10 @@ impl LazyStripes {
 }
 
 /// Striped success counters: one per cache line, picked by thread.
+/// Their number is a power of two; one pointer and a length, so a window keeps them within 24
+/// bytes (see `CountWindow`).
 pub(super) struct Stripes {
     pub(super) counts: Box<[Padded<AtomicU64>]>,
-    /// `counts.len() - 1` (the length is a power of two).
-    mask: usize,
 }
 
 /// A pending or striped count at which it is folded in, so it never overflows.
@@ -63,14 +63,13 @@ impl Stripes {
         let len = stripe_count();
         Stripes {
             counts: (0..len).map(|_| Padded(AtomicU64::new(0))).collect(),
-            mask: len - 1,
         }
     }
 
     /// The calling thread's stripe.
     #[inline(always)]
     pub(super) fn mine(&self) -> &AtomicU64 {
-        &self.counts[thread_index() & self.mask]
+        &self.counts[thread_index() & (self.counts.len() - 1)]
     }
 }
 

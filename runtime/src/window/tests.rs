@@ -371,3 +371,48 @@ fn a_tally_keeps_calls_and_failures_apart() {
     assert_eq!(split(tally), (4, 3));
     assert_eq!(split(u64::from(u32::MAX) | 7 << 32), (u32::MAX, 7));
 }
+
+/// A success on a full count window reads the enum's variant (the niche of `failures`' box, at
+/// offset 0: `Outcomes` has no tag of its own), `full`, `stripes` and `pending`: all on the
+/// window's first cache line.
+#[test]
+fn a_full_windows_success_reads_one_cache_line() {
+    use super::stripes::LazyStripes;
+    use crate::sync::{AtomicBool, AtomicU64};
+    use std::mem::{offset_of, size_of};
+    assert_eq!(
+        size_of::<Outcomes>(),
+        size_of::<CountWindow>(),
+        "no separate tag"
+    );
+    assert_eq!(offset_of!(CountWindow, failures), 0);
+    let read = [
+        (
+            "failures",
+            offset_of!(CountWindow, failures),
+            size_of::<BitRing>(),
+        ),
+        (
+            "pending",
+            offset_of!(CountWindow, pending),
+            size_of::<AtomicU64>(),
+        ),
+        (
+            "stripes",
+            offset_of!(CountWindow, stripes),
+            size_of::<LazyStripes>(),
+        ),
+        (
+            "full",
+            offset_of!(CountWindow, full),
+            size_of::<AtomicBool>(),
+        ),
+    ];
+    for (name, offset, size) in read {
+        assert!(
+            offset + size <= 64,
+            "`{name}` ends at byte {}, past the first line",
+            offset + size
+        );
+    }
+}
