@@ -16,7 +16,11 @@
 --          and lost the state), so an open circuit stays open
 --
 -- Returns {code, state, generation, open remaining (ms), committed-from (-1: no transition),
---          calls, failures, reset (1: malformed data was found and the key reset)}
+--          calls, failures, reset (1: malformed data was found and the key reset), rule, slow}
+-- rule: what committed the transition (0 with no transition): 1 failure_rate, 2 slow_rate,
+--       3 consecutive, 4 failure_count, 5 open_wait_over, 6 lease_expired, 7 probe_failed,
+--       8 probes_passed, 9 phase_passed, 10 operator (`force`)
+-- calls, failures, slow: the window (or the probes) that decided the transition
 -- admit codes: 0 refused (open), 1 admitted, 2 admitted as a probe, 3 refused (probes taken),
 --              4 refused (forced open), 5 refused (recovering: not this phase's share).   report codes: 0 stale (changes nothing), 1 applied.
 -- States: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
@@ -101,6 +105,8 @@ local dirty = not h[1]
 -- Set when only the window moved: the write is limited to the window's fields.
 local counted = false
 local from = -1
+-- The rule that committed the transition (see the header).
+local rule = 0
 
 local function open_wait(reopens)
   if reopens == 0 or backoff <= 1000 then return open_for end
@@ -122,10 +128,21 @@ end
 
 local function open(reopens)
   b.ro = reopens
-  local calls, failures = b.n, b.f
+  local calls, failures, slow_calls = b.n, b.f, b.s
   move(1)
   b.dl = now + open_wait(reopens)
-  return calls, failures
+  return calls, failures, slow_calls
+end
+
+-- The rule a closed circuit trips by after an outcome (`failure`: 1 when it failed), 0 for none;
+-- checked in the order the in-memory breaker checks them.
+local function trip_rule(failure)
+  if consecutive > 0 and b.run >= consecutive then return 3 end
+  if b.n >= min_calls then
+    if rate > 0 and b.f * 100 >= rate * b.n then return 1 end
+    if slow_rate > 0 and b.s * 100 >= slow_rate * b.n then return 2 end
+  end
+  return 0
 end
 
 -- The time window's totals at `now` (calls, failures, slow), and the current slice.
@@ -153,7 +170,7 @@ local function remaining()
 end
 
 local code = 0
-local calls, failures = 0, 0
+local calls, failures, slow_calls = 0, 0, 0
 if op == 'admit' then
   if b.st == 0 or b.st == 4 then
     code = 1
@@ -164,6 +181,7 @@ if op == 'admit' then
       code = 0
     else
       move(2)
+      rule = 5
       b.iss, b.arm = 1, now
       if phases > 0 then b.ph = 1 end
       code = 2
@@ -182,6 +200,7 @@ if op == 'admit' then
       -- The probes never reported within their lease (their replica died): re-arm.
       local ro = b.ro
       move(2)
+      rule = 6
       b.ro = ro
       b.iss, b.arm = 1, now
       code = 2
@@ -215,10 +234,8 @@ elseif op == 'report' then
       if failure == 1 then b.run = b.run + 1 else b.run = 0 end
       counted = true
       if b.st == 0 then
-        local trips = (consecutive > 0 and b.run >= consecutive)
-          or (b.n >= min_calls and ((rate > 0 and b.f * 100 >= rate * b.n)
-            or (slow_rate > 0 and b.s * 100 >= slow_rate * b.n)))
-        if trips then calls, failures = open(0) end
+        rule = trip_rule(failure)
+        if rule > 0 then calls, failures, slow_calls = open(0) end
       end
     elseif outcome ~= 0 then
       local failure = outcome == 2 and 1 or 0
@@ -238,10 +255,8 @@ elseif op == 'report' then
       if failure == 1 then b.run = b.run + 1 else b.run = 0 end
       counted = true
       if b.st == 0 then
-        local trips = (consecutive > 0 and b.run >= consecutive)
-          or (b.n >= min_calls and ((rate > 0 and b.f * 100 >= rate * b.n)
-            or (slow_rate > 0 and b.s * 100 >= slow_rate * b.n)))
-        if trips then calls, failures = open(0) end
+        rule = trip_rule(failure)
+        if rule > 0 then calls, failures, slow_calls = open(0) end
       end
     end
   elseif b.st == 2 and phases > 0 then
@@ -255,12 +270,15 @@ elseif op == 'report' then
         calls, failures = b.pas, b.pf
         if b.pf * 100 >= threshold * b.pas then
           open(b.ro + 1)
+          rule = 7
         elseif b.ph >= phases then
           move(0)
+          rule = 8
           b.ro = 0
         else
           local ph = b.ph
           move(2)
+          rule = 9
           b.ph = ph + 1
         end
       end
@@ -273,11 +291,13 @@ elseif op == 'report' then
       if b.pas >= probes then
         calls = b.pas
         move(0)
+        rule = 8
         b.ro = 0
       end
     elseif outcome == 2 then
       calls, failures = b.pas + 1, 1
       open(b.ro + 1)
+      rule = 7
     else
       if b.iss > 0 then b.iss = b.iss - 1 end
       dirty = true
@@ -287,8 +307,8 @@ elseif op == 'report' then
   end
 elseif op == 'force' then
   local target = tonumber(ARGV[14])
-  calls, failures = b.n, b.f
-  if target ~= b.st then move(target) else b.g = b.g + 1; b.n, b.f, b.s, b.run = 0, 0, 0, 0; dirty = true end
+  calls, failures, slow_calls = b.n, b.f, b.s
+  if target ~= b.st then move(target); rule = 10 else b.g = b.g + 1; b.n, b.f, b.s, b.run = 0, 0, 0, 0; dirty = true end
   b.ro = 0
   code = 1
 elseif op == 'state' then
@@ -315,4 +335,4 @@ end
 if b.g ~= g0 then
   redis.call('PUBLISH', 'fusebox:transitions', b.st .. ' ' .. b.g .. ' ' .. remaining() .. ' ' .. k)
 end
-return {code, b.st, b.g, remaining(), from, calls, failures, reset}
+return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls}

@@ -11,10 +11,12 @@
 //! Cluster), expiring after an idle TTL. One Lua script, loaded once and run with `EVALSHA`
 //! (reloaded when Redis answers `NOSCRIPT`), does admission and outcome recording atomically on
 //! it, with time from Redis `TIME`. Every transition bumps a generation; a result admitted under an
-//! older generation changes nothing. Half-open probe permits are taken inside the script, so the
-//! number of probes is exact across replicas, and a probe lease re-arms the probes of a replica
-//! that died. Every script call is O(1) in the window size (the count window is a ring of slots in
-//! the hash, with running totals).
+//! older generation changes nothing. The script's answer names the rule that committed a
+//! transition, so the replica that committed it announces it with the `trigger` an in-memory
+//! breaker gives (`consecutive`, `slow_rate`, `open_wait_over`, …). Half-open probe permits are
+//! taken inside the script, so the number of probes is exact across replicas, and a probe lease
+//! re-arms the probes of a replica that died. Every script call is O(1) in the window size (the
+//! count window is a ring of slots in the hash, with running totals).
 //!
 //! **Which calls go to Redis ([`Mode::Strict`], the default).** An annotated `async fn` (without `timeout`,
 //! `retry`, `backoff` or `deadline`) awaits admission from the script before its body runs, and
