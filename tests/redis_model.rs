@@ -123,6 +123,44 @@ async fn phases_in_redis(fail: bool) -> Result<(), BackendError> {
     }
 }
 
+/// The fifth and sixth policies: `failure_count` (three failures in the window, the rate rule
+/// replaced), on a count window and on a time window.
+#[circuit_breaker(key = "model-count", registry = MEMORY, window = 6, min_calls = 6, failure_count = 3, open_for = "100ms")]
+async fn count_in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-count", registry = SHARED, window = 6, min_calls = 6, failure_count = 3, open_for = "100ms")]
+async fn count_in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-count-time", registry = MEMORY, window = "1s", failure_count = 3, open_for = "100ms")]
+async fn count_time_in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-count-time", registry = SHARED, window = "1s", failure_count = 3, open_for = "100ms")]
+async fn count_time_in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
 fn admitted(result: &Result<(), BackendError>) -> bool {
     !matches!(result, Err(BackendError::Refused(_)))
 }
@@ -153,6 +191,8 @@ async fn random_sequences_reach_the_same_states_and_counts() {
     run_model(&store, "model-run", 1, 2).await;
     run_model(&store, "model-time", 2, 2).await;
     run_model(&store, "model-phases", 3, 3).await;
+    run_model(&store, "model-count", 4, 2).await;
+    run_model(&store, "model-count-time", 5, 2).await;
     // The sequences compared the triggers of every rule and recovery step these policies have.
     let triggers: std::collections::HashSet<Trigger> = MEMORY_SEEN
         .lock()
@@ -163,6 +203,7 @@ async fn random_sequences_reach_the_same_states_and_counts() {
     for trigger in [
         Trigger::FailureRate,
         Trigger::Consecutive,
+        Trigger::FailureCount,
         Trigger::OpenWaitOver,
         Trigger::ProbeFailed,
         Trigger::ProbesPassed,
@@ -191,7 +232,12 @@ async fn run_model(store: &RedisStore, key: &str, policy: usize, states: usize) 
                 0 => (in_memory(fail).await, in_redis(fail).await),
                 1 => (run_in_memory(fail).await, run_in_redis(fail).await),
                 2 => (time_in_memory(fail).await, time_in_redis(fail).await),
-                _ => (phases_in_memory(fail).await, phases_in_redis(fail).await),
+                3 => (phases_in_memory(fail).await, phases_in_redis(fail).await),
+                4 => (count_in_memory(fail).await, count_in_redis(fail).await),
+                _ => (
+                    count_time_in_memory(fail).await,
+                    count_time_in_redis(fail).await,
+                ),
             };
             trace.push(format!(
                 "{step}: call fail={fail} memory={} redis={}",

@@ -1,6 +1,7 @@
-//! The `trigger` of a shared key's transitions names the rule the script applied: a shared key
-//! tripped by `consecutive` or by `slow_rate` says so in its `circuit_opened` event and in its
-//! transition hooks, as an in-memory breaker does.
+//! The rules the script applies and the `trigger` it names: a shared key tripped by
+//! `consecutive` or by `slow_rate` says so in its `circuit_opened` event and in its transition
+//! hooks, as an in-memory breaker does; `failure_count` is counted in Redis, so replicas that each
+//! saw fewer failures trip together.
 #![cfg(feature = "redis")]
 
 mod common;
@@ -29,6 +30,8 @@ impl From<fusebox::Error> for BackendError {
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static SHARED: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
+static REPLICA_A: LazyLock<Registry> = LazyLock::new(Registry::new);
+static REPLICA_B: LazyLock<Registry> = LazyLock::new(Registry::new);
 static SEEN: Mutex<Vec<(String, State, State, Trigger)>> = Mutex::new(Vec::new());
 
 /// Trips by `consecutive` only: the failure rate needs 10 failures in 10 calls.
@@ -48,6 +51,25 @@ async fn slow(slow: bool) -> Result<(), BackendError> {
         CLOCK.advance(Duration::from_millis(200));
     }
     Ok(())
+}
+
+/// Trips by `failure_count` only (it replaces the rate rule): three failures in the window.
+#[circuit_breaker(key = "count", registry = REPLICA_A, window = 10, min_calls = 10, failure_count = 3, open_for = "60s")]
+async fn count_on_a(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "count", registry = REPLICA_B, window = 10, min_calls = 10, failure_count = 3, open_for = "60s")]
+async fn count_on_b(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
 }
 
 fn seen(key: &str) -> Vec<(State, State, Trigger)> {
@@ -121,5 +143,64 @@ fn a_shared_key_names_the_rule_that_tripped_it() {
     assert_eq!(
         fields,
         [("run", "consecutive", "0.0"), ("slow", "slow_rate", "50.0")]
+    );
+}
+
+#[test]
+fn replicas_sharing_a_key_trip_together_on_failure_count() {
+    let server = RedisServer::start();
+    REPLICA_B.on_transition(|t| {
+        SEEN.lock()
+            .unwrap()
+            .push((format!("b:{}", t.key), t.from, t.to, t.trigger));
+    });
+    let events = on_runtime(async {
+        for replica in [&REPLICA_A, &REPLICA_B] {
+            let store = RedisStore::builder(&server.url())
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await
+                .unwrap();
+            replica.share(store);
+        }
+        // Neither replica sees three failures; together they do, and the third trips the key.
+        assert!(matches!(count_on_a(true).await, Err(BackendError::Down)));
+        assert!(matches!(count_on_b(true).await, Err(BackendError::Down)));
+        assert!(count_on_a(false).await.is_ok());
+        assert!(matches!(count_on_b(true).await, Err(BackendError::Down)));
+        assert!(matches!(
+            count_on_a(false).await,
+            Err(BackendError::Refused(_))
+        ));
+        assert!(matches!(
+            count_on_b(false).await,
+            Err(BackendError::Refused(_))
+        ));
+    });
+    assert_eq!(
+        server.command(&["EXISTS", "{fusebox:count}"]),
+        ":1",
+        "the key is in redis"
+    );
+    assert_eq!(
+        seen("b:count"),
+        [(State::Closed, State::Open, Trigger::FailureCount)],
+        "the replica whose failure reached the count announces it"
+    );
+    let errors: Vec<&str> = events
+        .iter()
+        .filter(|e| e.level == tracing::Level::ERROR)
+        .map(|e| e.message())
+        .collect();
+    assert!(errors.is_empty(), "the key is shared: {errors:?}");
+    let opened = named(&events, "circuit_opened");
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert_eq!(
+        (
+            opened[0].fields["key"].as_str(),
+            opened[0].fields["trigger"].as_str(),
+            opened[0].fields["calls"].as_str()
+        ),
+        ("count", "failure_count", "4")
     );
 }

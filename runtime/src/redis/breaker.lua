@@ -8,10 +8,10 @@
 -- ARGV[6]  failure rate (%, 0 = off)   ARGV[7]  slow rate (%, 0 = off)   ARGV[8]  consecutive (0 = off)
 -- ARGV[9]  open_for (ms)       ARGV[10] open_backoff (factor x 1000)     ARGV[11] open_max (ms)
 -- ARGV[12] half-open probes, or 2^40 + phases * 2^20 + min_passes for progressive recovery
--- ARGV[13] probe lease (ms)
--- report:  ARGV[14] generation modulo 1024  ARGV[15] outcome (0 released, 1 success, 2 failure)  ARGV[16] slow (0/1)
--- force:   ARGV[14] target state
--- admit:   ARGV[14] the replica's local state, ARGV[15] its open remaining (ms): used only when
+-- ARGV[13] probe lease (ms)   ARGV[14] failure count (failures in the window that open it, 0 = off)
+-- report:  ARGV[15] generation modulo 1024  ARGV[16] outcome (0 released, 1 success, 2 failure)  ARGV[17] slow (0/1)
+-- force:   ARGV[15] target state
+-- admit:   ARGV[15] the replica's local state, ARGV[16] its open remaining (ms): used only when
 --          the key does not exist (first share of a breaker already in use, or Redis restarted
 --          and lost the state), so an open circuit stays open
 --
@@ -62,6 +62,7 @@ if probes >= TIME then
   probes = 1
 end
 local lease = tonumber(ARGV[13])
+local failure_count = tonumber(ARGV[14])
 
 local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w', 'ph', 'sq', 'pf'}
 -- Fields a key may lack (written only by progressive recovery): read as 0.
@@ -88,10 +89,10 @@ else
   -- A new key: generations start at the current second, so they do not go backwards across a
   -- restart that lost the state, and a result admitted before the loss stays stale.
   b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w, ph = 0, sq = 0, pf = 0}
-  local seed = op == 'admit' and tonumber(ARGV[14]) or 0
+  local seed = op == 'admit' and tonumber(ARGV[15]) or 0
   if seed == 1 or seed == 3 or seed == 4 then
     b.st = seed
-    if seed == 1 then b.dl = now + (tonumber(ARGV[15]) or open_for) end
+    if seed == 1 then b.dl = now + (tonumber(ARGV[16]) or open_for) end
   end
 end
 -- The generation the caller may hold: a change is published to cached replicas.
@@ -138,6 +139,8 @@ end
 -- checked in the order the in-memory breaker checks them.
 local function trip_rule(failure)
   if consecutive > 0 and b.run >= consecutive then return 3 end
+  -- `failure_count`: the window's failures, whatever the rate and `min_calls`.
+  if failure == 1 and failure_count > 0 and b.f >= failure_count then return 4 end
   if b.n >= min_calls then
     if rate > 0 and b.f * 100 >= rate * b.n then return 1 end
     if slow_rate > 0 and b.s * 100 >= slow_rate * b.n then return 2 end
@@ -209,9 +212,9 @@ if op == 'admit' then
     end
   end
 elseif op == 'report' then
-  local gen = tonumber(ARGV[14])
-  local outcome = tonumber(ARGV[15])
-  local slow = tonumber(ARGV[16])
+  local gen = tonumber(ARGV[15])
+  local outcome = tonumber(ARGV[16])
+  local slow = tonumber(ARGV[17])
   -- A permit keeps its generation modulo 2^10.
   if gen ~= b.g % 1024 then
     code = 0
@@ -306,7 +309,7 @@ elseif op == 'report' then
     code = 0
   end
 elseif op == 'force' then
-  local target = tonumber(ARGV[14])
+  local target = tonumber(ARGV[15])
   calls, failures, slow_calls = b.n, b.f, b.s
   if target ~= b.st then move(target); rule = 10 else b.g = b.g + 1; b.n, b.f, b.s, b.run = 0, 0, 0, 0; dirty = true end
   b.ro = 0

@@ -53,12 +53,13 @@
 //!
 //! **Supported by the script:** count windows and time windows (ten slices, as in memory, when a
 //! tenth of the span is a whole number of milliseconds) with `failure_rate`, `slow_rate` and
-//! `min_calls`, `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
-//! `half_open_lease`, progressive recovery (phase k of n admits k calls in every n, decided in
-//! the script), and the forced states through [`RedisStore::force`]. **Not supported:** a time
-//! window whose tenth is not a whole number of milliseconds, and `failure_count`: such a key stays local (with an
-//! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`] and keys
-//! whose policy says [`Policy::shared`](crate::Policy::shared)`(false)` (`shared = false` on the attribute or in a
+//! `min_calls`, `consecutive`, `failure_count` (the window's failures, counted in the script),
+//! `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with `half_open_lease`,
+//! progressive recovery (phase k of n admits k calls in every n, decided in the script), and the
+//! forced states through [`RedisStore::force`]. **Not supported:** a time window whose tenth is
+//! not a whole number of milliseconds: such a key stays local (with an error event naming the
+//! key), as do keys named by [`RedisStoreBuilder::local_key`] and keys whose policy says
+//! [`Policy::shared`](crate::Policy::shared)`(false)` (`shared = false` on the attribute or in a
 //! key's config table).
 //!
 //! **Redis slow or down.** Every store call is bounded by [`RedisStoreBuilder::timeout`]
