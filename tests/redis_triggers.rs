@@ -1,6 +1,6 @@
 //! The rules the script applies and the `trigger` it names: a shared key tripped by
 //! `consecutive` or by `slow_rate` says so in its `circuit_opened` event and in its transition
-//! hooks, as an in-memory breaker does; `failure_count` is counted in Redis, so replicas that each
+//! hooks, as an in-memory breaker does, and so does a half-open probe re-armed after its lease; `failure_count` is counted in Redis, so replicas that each
 //! saw fewer failures trip together.
 #![cfg(feature = "redis")]
 
@@ -51,6 +51,24 @@ async fn slow(slow: bool) -> Result<(), BackendError> {
         CLOCK.advance(Duration::from_millis(200));
     }
     Ok(())
+}
+
+/// Signalled by a call of [`lease`] that holds its permit forever.
+static HOLDING: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);
+
+/// One probe, re-armed when it does not report within its 5 s lease. `hang`: the body never
+/// returns, as on a replica that died holding the probe.
+#[circuit_breaker(key = "lease", registry = SHARED, window = 2, min_calls = 2, open_for = "1s", half_open_lease = "5s")]
+async fn lease(fail: bool, hang: bool) -> Result<(), BackendError> {
+    if hang {
+        HOLDING.notify_one();
+        std::future::pending::<()>().await;
+    }
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
 }
 
 /// Trips by `failure_count` only (it replaces the rate rule): three failures in the window.
@@ -120,7 +138,30 @@ fn a_shared_key_names_the_rule_that_tripped_it() {
             assert!(slow(is_slow).await.is_ok());
         }
         assert!(matches!(slow(false).await, Err(BackendError::Refused(_))));
+        // Lease: the probe's holder never reports; after the lease the probe is re-armed.
+        for _ in 0..2 {
+            assert!(matches!(lease(true, false).await, Err(BackendError::Down)));
+        }
+        CLOCK.advance(Duration::from_secs(1));
+        let held = tokio::spawn(lease(false, true));
+        HOLDING.notified().await;
+        assert!(matches!(
+            lease(false, false).await,
+            Err(BackendError::Refused(_))
+        ));
+        CLOCK.advance(Duration::from_secs(5));
+        assert!(lease(false, false).await.is_ok());
+        assert!(!held.is_finished());
     });
+    assert_eq!(
+        seen("lease"),
+        [
+            (State::Closed, State::Open, Trigger::FailureRate),
+            (State::Open, State::HalfOpen, Trigger::OpenWaitOver),
+            (State::HalfOpen, State::HalfOpen, Trigger::LeaseExpired),
+            (State::HalfOpen, State::Closed, Trigger::ProbesPassed),
+        ]
+    );
     assert_eq!(
         seen("run"),
         [(State::Closed, State::Open, Trigger::Consecutive)]
@@ -142,7 +183,11 @@ fn a_shared_key_names_the_rule_that_tripped_it() {
         .collect();
     assert_eq!(
         fields,
-        [("run", "consecutive", "0.0"), ("slow", "slow_rate", "50.0")]
+        [
+            ("run", "consecutive", "0.0"),
+            ("slow", "slow_rate", "50.0"),
+            ("lease", "failure_rate", "0.0")
+        ]
     );
 }
 
