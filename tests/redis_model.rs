@@ -1,6 +1,7 @@
 //! Same behaviour as in memory: random sequences of calls and clock steps, run one at a time
 //! against an in-memory breaker and a Redis-backed one on the same policy and the same fake time,
-//! reach the same admissions, states and window counts at every step.
+//! reach the same admissions, states and window counts at every step, through the same
+//! transitions with the same triggers.
 //!
 //! The script normally reads Redis `TIME`; here the store is built with
 //! `RedisStoreBuilder::time_from`, so both breakers read the same `FakeClock`.
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use fusebox::clock::FakeClock;
 use fusebox::redis::RedisStore;
-use fusebox::{Registry, State, circuit_breaker};
+use fusebox::{Registry, State, Trigger, circuit_breaker};
 use redis_harness::RedisServer;
 
 #[derive(Debug)]
@@ -31,6 +32,20 @@ impl From<fusebox::Error> for BackendError {
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static MEMORY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
 static SHARED: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
+
+/// Every transition of each registry: key, from, to, trigger.
+type Transitions = std::sync::Mutex<Vec<(String, State, State, Trigger)>>;
+static MEMORY_SEEN: Transitions = std::sync::Mutex::new(Vec::new());
+static SHARED_SEEN: Transitions = std::sync::Mutex::new(Vec::new());
+
+fn transitions(seen: &Transitions, key: &str) -> Vec<(State, State, Trigger)> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|(k, ..)| k == key)
+        .map(|(_, from, to, trigger)| (*from, *to, *trigger))
+        .collect()
+}
 
 #[circuit_breaker(key = "model", registry = MEMORY, window = 4, min_calls = 2, failure_rate = 50, open_for = "100ms", half_open = 2)]
 async fn in_memory(fail: bool) -> Result<(), BackendError> {
@@ -108,6 +123,44 @@ async fn phases_in_redis(fail: bool) -> Result<(), BackendError> {
     }
 }
 
+/// The fifth and sixth policies: `failure_count` (three failures in the window, the rate rule
+/// replaced), on a count window and on a time window.
+#[circuit_breaker(key = "model-count", registry = MEMORY, window = 6, min_calls = 6, failure_count = 3, open_for = "100ms")]
+async fn count_in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-count", registry = SHARED, window = 6, min_calls = 6, failure_count = 3, open_for = "100ms")]
+async fn count_in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-count-time", registry = MEMORY, window = "1s", failure_count = 3, open_for = "100ms")]
+async fn count_time_in_memory(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[circuit_breaker(key = "model-count-time", registry = SHARED, window = "1s", failure_count = 3, open_for = "100ms")]
+async fn count_time_in_redis(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
 fn admitted(result: &Result<(), BackendError>) -> bool {
     !matches!(result, Err(BackendError::Refused(_)))
 }
@@ -123,6 +176,14 @@ async fn random_sequences_reach_the_same_states_and_counts() {
         .await
         .unwrap();
     SHARED.share(store.clone());
+    MEMORY.on_transition(|t| {
+        let seen = (t.key.to_owned(), t.from, t.to, t.trigger);
+        MEMORY_SEEN.lock().unwrap().push(seen);
+    });
+    SHARED.on_transition(|t| {
+        let seen = (t.key.to_owned(), t.from, t.to, t.trigger);
+        SHARED_SEEN.lock().unwrap().push(seen);
+    });
     // Start the clock where a real one could be, far from zero.
     CLOCK.advance(Duration::from_secs(1_000));
     // Half-open is seen between the two probes of the first policy; the second has one probe.
@@ -130,6 +191,26 @@ async fn random_sequences_reach_the_same_states_and_counts() {
     run_model(&store, "model-run", 1, 2).await;
     run_model(&store, "model-time", 2, 2).await;
     run_model(&store, "model-phases", 3, 3).await;
+    run_model(&store, "model-count", 4, 2).await;
+    run_model(&store, "model-count-time", 5, 2).await;
+    // The sequences compared the triggers of every rule and recovery step these policies have.
+    let triggers: std::collections::HashSet<Trigger> = MEMORY_SEEN
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|seen| seen.3)
+        .collect();
+    for trigger in [
+        Trigger::FailureRate,
+        Trigger::Consecutive,
+        Trigger::FailureCount,
+        Trigger::OpenWaitOver,
+        Trigger::ProbeFailed,
+        Trigger::ProbesPassed,
+        Trigger::PhasePassed,
+    ] {
+        assert!(triggers.contains(&trigger), "{trigger} in {triggers:?}");
+    }
 }
 
 async fn run_model(store: &RedisStore, key: &str, policy: usize, states: usize) {
@@ -151,7 +232,12 @@ async fn run_model(store: &RedisStore, key: &str, policy: usize, states: usize) 
                 0 => (in_memory(fail).await, in_redis(fail).await),
                 1 => (run_in_memory(fail).await, run_in_redis(fail).await),
                 2 => (time_in_memory(fail).await, time_in_redis(fail).await),
-                _ => (phases_in_memory(fail).await, phases_in_redis(fail).await),
+                3 => (phases_in_memory(fail).await, phases_in_redis(fail).await),
+                4 => (count_in_memory(fail).await, count_in_redis(fail).await),
+                _ => (
+                    count_time_in_memory(fail).await,
+                    count_time_in_redis(fail).await,
+                ),
             };
             trace.push(format!(
                 "{step}: call fail={fail} memory={} redis={}",
@@ -178,6 +264,13 @@ async fn run_model(store: &RedisStore, key: &str, policy: usize, states: usize) 
                 trace.join("\n")
             );
         }
+        // The replica that committed each transition announces it with the rule that made it.
+        assert_eq!(
+            transitions(&MEMORY_SEEN, key),
+            transitions(&SHARED_SEEN, key),
+            "{}",
+            trace.join("\n")
+        );
         states_seen.insert(format!("{:?}", memory.state));
         reopens = reopens.max(memory.reopens);
     }

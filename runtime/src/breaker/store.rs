@@ -137,30 +137,28 @@ impl Core {
         }
     }
 
-    /// Announces a transition this replica committed in the store.
+    /// Announces a transition this replica committed in the store, with the `trigger` the store
+    /// reported (the rule that committed it).
+    ///
+    /// The script sends a rule with every transition it commits; only without one (`None`: a rule
+    /// code this build does not know) is the trigger read off the states, a closed circuit that
+    /// opened then being reported as tripped by its failure rate.
     pub(crate) fn emit_committed(
         &self,
         from: State,
         to: State,
-        calls: u32,
-        failures: u32,
+        counts: Counts,
         site: FnName,
+        trigger: Option<Trigger>,
     ) {
-        let counts = Counts {
-            calls,
-            failures,
-            slow: 0,
-        };
-        // The script reports the states, not the rule: the trigger is read off the states (a
-        // closed circuit that opened is reported as tripped by its failure rate).
-        let trigger = match (from, to) {
+        let trigger = trigger.unwrap_or(match (from, to) {
             (State::Closed, State::Open) => Trigger::FailureRate,
             (State::HalfOpen, State::Open) => Trigger::ProbeFailed,
             (State::Open, State::HalfOpen) => Trigger::OpenWaitOver,
             (State::HalfOpen, State::Closed) => Trigger::ProbesPassed,
             (State::HalfOpen, State::HalfOpen) => Trigger::PhasePassed,
             _ => Trigger::Operator,
-        };
+        });
         self.emit(from, to, counts, site, trigger);
     }
 

@@ -8,15 +8,19 @@
 -- ARGV[6]  failure rate (%, 0 = off)   ARGV[7]  slow rate (%, 0 = off)   ARGV[8]  consecutive (0 = off)
 -- ARGV[9]  open_for (ms)       ARGV[10] open_backoff (factor x 1000)     ARGV[11] open_max (ms)
 -- ARGV[12] half-open probes, or 2^40 + phases * 2^20 + min_passes for progressive recovery
--- ARGV[13] probe lease (ms)
--- report:  ARGV[14] generation modulo 1024  ARGV[15] outcome (0 released, 1 success, 2 failure)  ARGV[16] slow (0/1)
--- force:   ARGV[14] target state
--- admit:   ARGV[14] the replica's local state, ARGV[15] its open remaining (ms): used only when
+-- ARGV[13] probe lease (ms)   ARGV[14] failure count (failures in the window that open it, 0 = off)
+-- report:  ARGV[15] generation modulo 1024  ARGV[16] outcome (0 released, 1 success, 2 failure)  ARGV[17] slow (0/1)
+-- force:   ARGV[15] target state
+-- admit:   ARGV[15] the replica's local state, ARGV[16] its open remaining (ms): used only when
 --          the key does not exist (first share of a breaker already in use, or Redis restarted
 --          and lost the state), so an open circuit stays open
 --
 -- Returns {code, state, generation, open remaining (ms), committed-from (-1: no transition),
---          calls, failures, reset (1: malformed data was found and the key reset)}
+--          calls, failures, reset (1: malformed data was found and the key reset), rule, slow}
+-- rule: what committed the transition (0 with no transition): 1 failure_rate, 2 slow_rate,
+--       3 consecutive, 4 failure_count, 5 open_wait_over, 6 lease_expired, 7 probe_failed,
+--       8 probes_passed, 9 phase_passed, 10 operator (`force`)
+-- calls, failures, slow: the window (or the probes) that decided the transition
 -- admit codes: 0 refused (open), 1 admitted, 2 admitted as a probe, 3 refused (probes taken),
 --              4 refused (forced open), 5 refused (recovering: not this phase's share).   report codes: 0 stale (changes nothing), 1 applied.
 -- States: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
@@ -58,6 +62,7 @@ if probes >= TIME then
   probes = 1
 end
 local lease = tonumber(ARGV[13])
+local failure_count = tonumber(ARGV[14])
 
 local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w', 'ph', 'sq', 'pf'}
 -- Fields a key may lack (written only by progressive recovery): read as 0.
@@ -84,10 +89,10 @@ else
   -- A new key: generations start at the current second, so they do not go backwards across a
   -- restart that lost the state, and a result admitted before the loss stays stale.
   b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w, ph = 0, sq = 0, pf = 0}
-  local seed = op == 'admit' and tonumber(ARGV[14]) or 0
+  local seed = op == 'admit' and tonumber(ARGV[15]) or 0
   if seed == 1 or seed == 3 or seed == 4 then
     b.st = seed
-    if seed == 1 then b.dl = now + (tonumber(ARGV[15]) or open_for) end
+    if seed == 1 then b.dl = now + (tonumber(ARGV[16]) or open_for) end
   end
 end
 -- The generation the caller may hold: a change is published to cached replicas.
@@ -101,6 +106,8 @@ local dirty = not h[1]
 -- Set when only the window moved: the write is limited to the window's fields.
 local counted = false
 local from = -1
+-- The rule that committed the transition (see the header).
+local rule = 0
 
 local function open_wait(reopens)
   if reopens == 0 or backoff <= 1000 then return open_for end
@@ -122,10 +129,23 @@ end
 
 local function open(reopens)
   b.ro = reopens
-  local calls, failures = b.n, b.f
+  local calls, failures, slow_calls = b.n, b.f, b.s
   move(1)
   b.dl = now + open_wait(reopens)
-  return calls, failures
+  return calls, failures, slow_calls
+end
+
+-- The rule a closed circuit trips by after an outcome (`failure`: 1 when it failed), 0 for none;
+-- checked in the order the in-memory breaker checks them.
+local function trip_rule(failure)
+  if consecutive > 0 and b.run >= consecutive then return 3 end
+  -- `failure_count`: the window's failures, whatever the rate and `min_calls`.
+  if failure == 1 and failure_count > 0 and b.f >= failure_count then return 4 end
+  if b.n >= min_calls then
+    if rate > 0 and b.f * 100 >= rate * b.n then return 1 end
+    if slow_rate > 0 and b.s * 100 >= slow_rate * b.n then return 2 end
+  end
+  return 0
 end
 
 -- The time window's totals at `now` (calls, failures, slow), and the current slice.
@@ -153,7 +173,7 @@ local function remaining()
 end
 
 local code = 0
-local calls, failures = 0, 0
+local calls, failures, slow_calls = 0, 0, 0
 if op == 'admit' then
   if b.st == 0 or b.st == 4 then
     code = 1
@@ -164,6 +184,7 @@ if op == 'admit' then
       code = 0
     else
       move(2)
+      rule = 5
       b.iss, b.arm = 1, now
       if phases > 0 then b.ph = 1 end
       code = 2
@@ -182,6 +203,7 @@ if op == 'admit' then
       -- The probes never reported within their lease (their replica died): re-arm.
       local ro = b.ro
       move(2)
+      rule = 6
       b.ro = ro
       b.iss, b.arm = 1, now
       code = 2
@@ -190,9 +212,9 @@ if op == 'admit' then
     end
   end
 elseif op == 'report' then
-  local gen = tonumber(ARGV[14])
-  local outcome = tonumber(ARGV[15])
-  local slow = tonumber(ARGV[16])
+  local gen = tonumber(ARGV[15])
+  local outcome = tonumber(ARGV[16])
+  local slow = tonumber(ARGV[17])
   -- A permit keeps its generation modulo 2^10.
   if gen ~= b.g % 1024 then
     code = 0
@@ -215,10 +237,8 @@ elseif op == 'report' then
       if failure == 1 then b.run = b.run + 1 else b.run = 0 end
       counted = true
       if b.st == 0 then
-        local trips = (consecutive > 0 and b.run >= consecutive)
-          or (b.n >= min_calls and ((rate > 0 and b.f * 100 >= rate * b.n)
-            or (slow_rate > 0 and b.s * 100 >= slow_rate * b.n)))
-        if trips then calls, failures = open(0) end
+        rule = trip_rule(failure)
+        if rule > 0 then calls, failures, slow_calls = open(0) end
       end
     elseif outcome ~= 0 then
       local failure = outcome == 2 and 1 or 0
@@ -238,10 +258,8 @@ elseif op == 'report' then
       if failure == 1 then b.run = b.run + 1 else b.run = 0 end
       counted = true
       if b.st == 0 then
-        local trips = (consecutive > 0 and b.run >= consecutive)
-          or (b.n >= min_calls and ((rate > 0 and b.f * 100 >= rate * b.n)
-            or (slow_rate > 0 and b.s * 100 >= slow_rate * b.n)))
-        if trips then calls, failures = open(0) end
+        rule = trip_rule(failure)
+        if rule > 0 then calls, failures, slow_calls = open(0) end
       end
     end
   elseif b.st == 2 and phases > 0 then
@@ -255,12 +273,15 @@ elseif op == 'report' then
         calls, failures = b.pas, b.pf
         if b.pf * 100 >= threshold * b.pas then
           open(b.ro + 1)
+          rule = 7
         elseif b.ph >= phases then
           move(0)
+          rule = 8
           b.ro = 0
         else
           local ph = b.ph
           move(2)
+          rule = 9
           b.ph = ph + 1
         end
       end
@@ -273,11 +294,13 @@ elseif op == 'report' then
       if b.pas >= probes then
         calls = b.pas
         move(0)
+        rule = 8
         b.ro = 0
       end
     elseif outcome == 2 then
       calls, failures = b.pas + 1, 1
       open(b.ro + 1)
+      rule = 7
     else
       if b.iss > 0 then b.iss = b.iss - 1 end
       dirty = true
@@ -286,9 +309,9 @@ elseif op == 'report' then
     code = 0
   end
 elseif op == 'force' then
-  local target = tonumber(ARGV[14])
-  calls, failures = b.n, b.f
-  if target ~= b.st then move(target) else b.g = b.g + 1; b.n, b.f, b.s, b.run = 0, 0, 0, 0; dirty = true end
+  local target = tonumber(ARGV[15])
+  calls, failures, slow_calls = b.n, b.f, b.s
+  if target ~= b.st then move(target); rule = 10 else b.g = b.g + 1; b.n, b.f, b.s, b.run = 0, 0, 0, 0; dirty = true end
   b.ro = 0
   code = 1
 elseif op == 'state' then
@@ -315,4 +338,4 @@ end
 if b.g ~= g0 then
   redis.call('PUBLISH', 'fusebox:transitions', b.st .. ' ' .. b.g .. ' ' .. remaining() .. ' ' .. k)
 end
-return {code, b.st, b.g, remaining(), from, calls, failures, reset}
+return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls}

@@ -16,7 +16,7 @@ use crate::clock::Clock;
 /// One breaker's connection to the store.
 pub(crate) struct Link {
     pub(super) hash: String,
-    pub(super) args: [u64; 11],
+    pub(super) args: [u64; 12],
     pub(super) store: Arc<Inner>,
     /// Reports handed to the reporting task, and reports it has finished.
     pub(super) pending: AtomicU64,

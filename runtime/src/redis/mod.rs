@@ -11,10 +11,12 @@
 //! Cluster), expiring after an idle TTL. One Lua script, loaded once and run with `EVALSHA`
 //! (reloaded when Redis answers `NOSCRIPT`), does admission and outcome recording atomically on
 //! it, with time from Redis `TIME`. Every transition bumps a generation; a result admitted under an
-//! older generation changes nothing. Half-open probe permits are taken inside the script, so the
-//! number of probes is exact across replicas, and a probe lease re-arms the probes of a replica
-//! that died. Every script call is O(1) in the window size (the count window is a ring of slots in
-//! the hash, with running totals).
+//! older generation changes nothing. The script's answer names the rule that committed a
+//! transition, so the replica that committed it announces it with the `trigger` an in-memory
+//! breaker gives (`consecutive`, `slow_rate`, `open_wait_over`, …). Half-open probe permits are
+//! taken inside the script, so the number of probes is exact across replicas, and a probe lease
+//! re-arms the probes of a replica that died. Every script call is O(1) in the window size (the
+//! count window is a ring of slots in the hash, with running totals).
 //!
 //! **Which calls go to Redis ([`Mode::Strict`], the default).** An annotated `async fn` (without `timeout`,
 //! `retry`, `backoff` or `deadline`) awaits admission from the script before its body runs, and
@@ -51,12 +53,13 @@
 //!
 //! **Supported by the script:** count windows and time windows (ten slices, as in memory, when a
 //! tenth of the span is a whole number of milliseconds) with `failure_rate`, `slow_rate` and
-//! `min_calls`, `consecutive`, `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with
-//! `half_open_lease`, progressive recovery (phase k of n admits k calls in every n, decided in
-//! the script), and the forced states through [`RedisStore::force`]. **Not supported:** a time
-//! window whose tenth is not a whole number of milliseconds, and `failure_count`: such a key stays local (with an
-//! error event naming the key), as do keys named by [`RedisStoreBuilder::local_key`] and keys
-//! whose policy says [`Policy::shared`](crate::Policy::shared)`(false)` (`shared = false` on the attribute or in a
+//! `min_calls`, `consecutive`, `failure_count` (the window's failures, counted in the script),
+//! `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with `half_open_lease`,
+//! progressive recovery (phase k of n admits k calls in every n, decided in the script), and the
+//! forced states through [`RedisStore::force`]. **Not supported:** a time window whose tenth is
+//! not a whole number of milliseconds: such a key stays local (with an error event naming the
+//! key), as do keys named by [`RedisStoreBuilder::local_key`] and keys whose policy says
+//! [`Policy::shared`](crate::Policy::shared)`(false)` (`shared = false` on the attribute or in a
 //! key's config table).
 //!
 //! **Redis slow or down.** Every store call is bounded by [`RedisStoreBuilder::timeout`]

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use super::link::{Client, Link};
 use crate::breaker::{Core, FnName};
+use crate::observe::Trigger;
 use crate::state::State;
+use crate::window::Counts;
 
 /// Marks a time window in the script's window argument (plus the slice in milliseconds), and
 /// progressive recovery in its probes argument (plus `phases << 20` and `min_passes`).
@@ -35,6 +37,28 @@ pub(super) struct Answer {
     pub(super) committed_from: i64,
     pub(super) calls: i64,
     pub(super) failures: i64,
+    /// The script's code of the rule that committed the transition (0: no transition).
+    pub(super) rule: i64,
+    /// Slow calls in the window that decided the transition.
+    pub(super) slow: i64,
+}
+
+/// The trigger of the script's rule code (`rule` in `breaker.lua`'s answer); `None` for a code
+/// the script does not send with a transition.
+pub(super) fn trigger_of(rule: i64) -> Option<Trigger> {
+    Some(match rule {
+        1 => Trigger::FailureRate,
+        2 => Trigger::SlowRate,
+        3 => Trigger::Consecutive,
+        4 => Trigger::FailureCount,
+        5 => Trigger::OpenWaitOver,
+        6 => Trigger::LeaseExpired,
+        7 => Trigger::ProbeFailed,
+        8 => Trigger::ProbesPassed,
+        9 => Trigger::PhasePassed,
+        10 => Trigger::Operator,
+        _ => return None,
+    })
 }
 
 pub(super) fn state_of(code: i64) -> State {
@@ -86,7 +110,7 @@ pub(super) async fn call(
 
 /// Reads one answer of the script (events for a recovery and for a reset key).
 pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Result<Answer, ()> {
-    if values.len() != 8 {
+    if values.len() != 10 {
         degrade_event(client, link, &format!("unexpected answer {values:?}"));
         return Err(());
     }
@@ -114,6 +138,8 @@ pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Resul
         committed_from: values[4],
         calls: values[5],
         failures: values[6],
+        rule: values[8],
+        slow: values[9],
     })
 }
 
@@ -141,7 +167,8 @@ pub(super) fn learn(link: &Link, core: &Core, state: i64, generation: u64, remai
     }
 }
 
-/// Applies an answer: seeds the local breaker and announces a transition this replica committed.
+/// Applies an answer: seeds the local breaker and announces a transition this replica committed,
+/// with the rule the script says committed it.
 pub(super) fn apply(link: &Link, core: &Core, answer: &Answer, site: FnName) {
     let state = state_of(answer.state);
     learn(
@@ -152,12 +179,22 @@ pub(super) fn apply(link: &Link, core: &Core, answer: &Answer, site: FnName) {
         answer.remaining_ms,
     );
     if answer.committed_from >= 0 {
+        let counts = Counts {
+            calls: count(answer.calls),
+            failures: count(answer.failures),
+            slow: count(answer.slow),
+        };
         core.emit_committed(
             state_of(answer.committed_from),
             state,
-            answer.calls as u32,
-            answer.failures as u32,
+            counts,
             site,
+            trigger_of(answer.rule),
         );
     }
+}
+
+/// A count of the script's answer (never negative; saturated at `u32::MAX`).
+fn count(value: i64) -> u32 {
+    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
 }

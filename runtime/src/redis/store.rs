@@ -273,6 +273,7 @@ impl RedisStore {
                 }
             },
             ms(policy.lease_nanos()),
+            u64::from(policy.failure_count),
         ];
         Link {
             hash: self.redis_key(key),
@@ -312,25 +313,12 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         return Arc::new(core);
     }
     let policy = *core.policy();
-    let unsupported = if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
-        Some((
-            "window",
-            "a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`)",
-        ))
-    } else if policy.failure_count != 0 {
-        Some((
-            "failure_count",
-            "the failure rate or `consecutive`: the script does not count `failure_count`",
-        ))
-    } else {
-        None
-    };
-    if let Some((field, instead)) = unsupported {
+    if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
         tracing::error!(
             target: "fusebox",
             key,
-            field,
-            "breaker `{key}` uses a `{field}` the redis store does not share; it stays local (use {instead} to share it)"
+            field = "window",
+            "breaker `{key}` uses a `window` the redis store does not share; it stays local (use a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`) to share it)"
         );
         return Arc::new(core);
     }
