@@ -18,8 +18,15 @@ pub use ::inventory;
 
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 
+// The non-generic entry points the expansion calls (here and in `site.rs`) are
+// `inline(always)` only when `debug_assertions` are off. In a debug build, LLVM's always-inliner
+// would otherwise copy the whole admission and report path into every annotated function (about
+// 2,000 lines of LLVM IR each); as plain `#[inline]` functions they are compiled once per crate.
+// Release builds inline them as before.
+
 /// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`]).
-#[inline(always)]
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn permit_succeeded(permit: &mut Permit<'_>) {
     permit.succeeded();
 }
@@ -37,14 +44,16 @@ pub fn permit_ignored(permit: &mut Permit<'_>) {
 }
 
 /// True when `permit` was refused.
-#[inline(always)]
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn permit_refused(permit: &Permit<'_>) -> bool {
     permit.is_refused()
 }
 
 /// The error of a refused permit (only called when [`permit_refused`] is true). Inlined: a
 /// refusal returns at once, so building its error in place adds nothing to the function's future.
-#[inline(always)]
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn refusal_error(permit: &Permit<'_>) -> Error {
     permit
         .refusal()
@@ -52,7 +61,8 @@ pub fn refusal_error(permit: &Permit<'_>) -> Error {
 }
 
 /// The error of a refused permit (`None` when it was admitted).
-#[inline(always)]
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn permit_refusal(permit: &Permit<'_>) -> Option<Error> {
     permit.refusal()
 }
