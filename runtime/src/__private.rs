@@ -308,3 +308,71 @@ impl<R, T> AwaitSyncFallback<R, T> for &FallbackReturn<R, T> {
         core::future::pending()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The non-generic functions the expansion calls, in `__private.rs` and `site.rs`.
+    const ENTRY_POINTS: [&str; 12] = [
+        "permit_succeeded",
+        "permit_refused",
+        "refusal_error",
+        "permit_refusal",
+        "breaker",
+        "enter",
+        "enter_async",
+        "enter_async_as",
+        "enter_as",
+        "get",
+        "serves",
+        "deref",
+    ];
+
+    /// The name of the first `fn` at or after line `from`.
+    fn next_fn(lines: &[&str], from: usize) -> Option<String> {
+        lines[from..].iter().find_map(|line| {
+            let (_, rest) = line.split_once("fn ")?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+    }
+
+    /// A debug build compiles the expansion's entry points once per crate: none of them is
+    /// always-inlined when `debug_assertions` are on (each annotated function would otherwise
+    /// carry its own copy of the admission and report path).
+    #[test]
+    fn entry_points_are_not_always_inlined_in_debug_builds() {
+        let mut checked = 0;
+        for (file, source) in [
+            ("__private.rs", include_str!("__private.rs")),
+            ("site.rs", include_str!("site.rs")),
+        ] {
+            let lines: Vec<&str> = source.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let attribute = line.trim();
+                let conditional = attribute == "#[cfg_attr(not(debug_assertions), inline(always))]";
+                if attribute != "#[inline(always)]" && !conditional {
+                    continue;
+                }
+                let name = next_fn(&lines, i + 1).expect("an attribute before a function");
+                if !ENTRY_POINTS.contains(&name.as_str()) {
+                    continue;
+                }
+                checked += 1;
+                assert!(
+                    conditional && lines[i - 1].trim() == "#[cfg_attr(debug_assertions, inline)]",
+                    "{file}:{}: `{name}` is always inlined in debug builds; write \
+                     `#[cfg_attr(debug_assertions, inline)]` and \
+                     `#[cfg_attr(not(debug_assertions), inline(always))]`",
+                    i + 1
+                );
+            }
+        }
+        assert!(
+            checked >= ENTRY_POINTS.len(),
+            "only {checked} entry points found"
+        );
+    }
+}
