@@ -17,8 +17,15 @@ pub use crate::policy::Policy;
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
+// The non-generic entry points the expansion calls (here and in `site.rs`) are
+// `inline(always)` only when `debug_assertions` are off. In a debug build, LLVM's always-inliner
+// would otherwise copy the whole admission and report path into every annotated function (about
+// 2,000 lines of LLVM IR each); as plain `#[inline]` functions they are compiled once per crate.
+// Release builds inline them as before.
+
 /// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`]).
-#[inline(always)]
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn permit_succeeded<N: Named>(permit: &mut Permit<'_, N>) {
     permit.succeeded();
 }
@@ -36,14 +43,16 @@ pub fn permit_ignored<N: Named>(permit: &mut Permit<'_, N>) {
 }
 
 /// True when `permit` was refused.
-#[inline(always)]
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn permit_refused<N: Named>(permit: &Permit<'_, N>) -> bool {
     permit.is_refused()
 }
 
 /// The error of a refused permit (only called when [`permit_refused`] is true). Inlined: a
 /// refusal returns at once, so building its error in place adds nothing to the function's future.
-#[inline(always)]
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn refusal_error<N: Named>(permit: &Permit<'_, N>) -> Error {
     permit
         .refusal()
@@ -51,7 +60,8 @@ pub fn refusal_error<N: Named>(permit: &Permit<'_, N>) -> Error {
 }
 
 /// The error of a refused permit (`None` when it was admitted).
-#[inline(always)]
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn permit_refusal<N: Named>(permit: &Permit<'_, N>) -> Option<Error> {
     permit.refusal()
 }
@@ -295,5 +305,73 @@ impl<R, T> AwaitSyncFallback<R, T> for &FallbackReturn<R, T> {
         T: AsyncFallback<R>,
     {
         core::future::pending()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The non-generic functions the expansion calls, in `__private.rs` and `site.rs`.
+    const ENTRY_POINTS: [&str; 12] = [
+        "permit_succeeded",
+        "permit_refused",
+        "refusal_error",
+        "permit_refusal",
+        "breaker",
+        "enter",
+        "enter_async",
+        "enter_async_as",
+        "enter_as",
+        "get",
+        "serves",
+        "deref",
+    ];
+
+    /// The name of the first `fn` at or after line `from`.
+    fn next_fn(lines: &[&str], from: usize) -> Option<String> {
+        lines[from..].iter().find_map(|line| {
+            let (_, rest) = line.split_once("fn ")?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+    }
+
+    /// A debug build compiles the expansion's entry points once per crate: none of them is
+    /// always-inlined when `debug_assertions` are on (each annotated function would otherwise
+    /// carry its own copy of the admission and report path).
+    #[test]
+    fn entry_points_are_not_always_inlined_in_debug_builds() {
+        let mut checked = 0;
+        for (file, source) in [
+            ("__private.rs", include_str!("__private.rs")),
+            ("site.rs", include_str!("site.rs")),
+        ] {
+            let lines: Vec<&str> = source.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let attribute = line.trim();
+                let conditional = attribute == "#[cfg_attr(not(debug_assertions), inline(always))]";
+                if attribute != "#[inline(always)]" && !conditional {
+                    continue;
+                }
+                let name = next_fn(&lines, i + 1).expect("an attribute before a function");
+                if !ENTRY_POINTS.contains(&name.as_str()) {
+                    continue;
+                }
+                checked += 1;
+                assert!(
+                    conditional && lines[i - 1].trim() == "#[cfg_attr(debug_assertions, inline)]",
+                    "{file}:{}: `{name}` is always inlined in debug builds; write \
+                     `#[cfg_attr(debug_assertions, inline)]` and \
+                     `#[cfg_attr(not(debug_assertions), inline(always))]`",
+                    i + 1
+                );
+            }
+        }
+        assert!(
+            checked >= ENTRY_POINTS.len(),
+            "only {checked} entry points found"
+        );
     }
 }

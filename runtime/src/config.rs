@@ -30,6 +30,8 @@ use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
 
+use toml::de::{DeTable, DeValue};
+
 use crate::policy::{PolicyError, PolicyPatch, Recovery};
 
 /// The longest piece of input an error message repeats.
@@ -129,15 +131,45 @@ impl std::error::Error for ConfigError {}
 /// One written value: from a TOML document, or an environment variable's text.
 #[derive(Clone, Copy)]
 enum Raw<'a> {
-    Toml(&'a toml::Value),
+    Toml(&'a DeValue<'a>),
     Env(&'a str),
+}
+
+/// A TOML value written back as TOML (inline), for messages.
+fn toml_text(value: &DeValue<'_>) -> String {
+    match value {
+        DeValue::String(s) => format!("{s:?}"),
+        DeValue::Integer(n) => toml_int(value).map_or_else(|| n.to_string(), |n| n.to_string()),
+        DeValue::Float(n) => n.to_string(),
+        DeValue::Boolean(b) => b.to_string(),
+        DeValue::Datetime(d) => d.to_string(),
+        DeValue::Array(items) => {
+            let items: Vec<String> = items.iter().map(|v| toml_text(v.get_ref())).collect();
+            format!("[{}]", items.join(", "))
+        }
+        DeValue::Table(table) => {
+            let fields: Vec<String> = table
+                .iter()
+                .map(|(k, v)| format!("{} = {}", k.get_ref(), toml_text(v.get_ref())))
+                .collect();
+            format!("{{ {} }}", fields.join(", "))
+        }
+    }
+}
+
+/// A TOML integer's value, if it is one that fits an `i64`.
+fn toml_int(value: &DeValue<'_>) -> Option<i64> {
+    match value {
+        DeValue::Integer(n) => i64::from_str_radix(n.as_str(), n.radix()).ok(),
+        _ => None,
+    }
 }
 
 impl Raw<'_> {
     /// The value as written, cut short, for messages.
     fn shown(&self) -> String {
         match self {
-            Raw::Toml(v) => echo(&v.to_string()),
+            Raw::Toml(v) => echo(&toml_text(v)),
             Raw::Env(s) => {
                 let head: String = s.chars().take(ECHO).collect();
                 let more = if head.len() < s.len() { "…" } else { "" };
@@ -164,8 +196,7 @@ impl Field<'_> {
 
     fn int<T: TryFrom<i64>>(&self, expected: &str) -> Result<T, ConfigError> {
         let n = match self.raw {
-            Raw::Toml(toml::Value::Integer(n)) => Some(*n),
-            Raw::Toml(_) => None,
+            Raw::Toml(v) => toml_int(v),
             Raw::Env(s) => s.trim().parse::<i64>().ok(),
         };
         n.and_then(|n| T::try_from(n).ok())
@@ -174,7 +205,7 @@ impl Field<'_> {
 
     fn duration(&self) -> Result<Duration, ConfigError> {
         let text = match self.raw {
-            Raw::Toml(toml::Value::String(s)) => s.as_str(),
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
             Raw::Toml(_) => return Err(self.wrong("a duration string like \"30s\" or \"800ms\"")),
             Raw::Env(s) => s,
         };
@@ -184,7 +215,7 @@ impl Field<'_> {
 
     fn boolean(&self) -> Result<bool, ConfigError> {
         match self.raw {
-            Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
+            Raw::Toml(DeValue::Boolean(b)) => Ok(*b),
             Raw::Env(s) if s.trim() == "true" => Ok(true),
             Raw::Env(s) if s.trim() == "false" => Ok(false),
             _ => Err(self.wrong("`true` or `false`")),
@@ -193,8 +224,8 @@ impl Field<'_> {
 
     fn float(&self) -> Result<f64, ConfigError> {
         let n = match self.raw {
-            Raw::Toml(toml::Value::Float(n)) => Some(*n),
-            Raw::Toml(toml::Value::Integer(n)) => Some(*n as f64),
+            Raw::Toml(DeValue::Float(n)) => n.as_str().parse::<f64>().ok(),
+            Raw::Toml(v @ DeValue::Integer(_)) => toml_int(v).map(|n| n as f64),
             Raw::Toml(_) => None,
             Raw::Env(s) => s.trim().parse::<f64>().ok(),
         };
@@ -205,8 +236,8 @@ impl Field<'_> {
     fn window(&self) -> Result<PolicyPatch, ConfigError> {
         const EXPECTED: &str = "a window: an integer number of calls (`window = 100`) or a duration string (`window = \"30s\"`)";
         let as_count = match self.raw {
-            Raw::Toml(toml::Value::Integer(_)) => true,
-            Raw::Toml(toml::Value::String(_)) => false,
+            Raw::Toml(DeValue::Integer(_)) => true,
+            Raw::Toml(DeValue::String(_)) => false,
             Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
             Raw::Env(s) => s.trim().bytes().all(|b| b.is_ascii_digit()),
         };
@@ -222,8 +253,8 @@ impl Field<'_> {
         const EXPECTED: &str = "a table `{ phases = 3, min_passes = 5 }`";
         let parsed;
         let table = match self.raw {
-            Raw::Toml(toml::Value::Table(t)) => t,
-            Raw::Toml(toml::Value::String(s)) if s == "probes" => return Ok(Recovery::Probes),
+            Raw::Toml(DeValue::Table(t)) => t,
+            Raw::Toml(DeValue::String(s)) if s == "probes" => return Ok(Recovery::Probes),
             Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
             Raw::Env(s) if s.trim() == "probes" => return Ok(Recovery::Probes),
             Raw::Env(s) => {
@@ -231,20 +262,21 @@ impl Field<'_> {
                 if s.contains(['\n', '\r']) {
                     return Err(self.wrong(EXPECTED));
                 }
-                parsed = toml::from_str::<toml::Table>(&format!("v = {s}"))
+                parsed = DeValue::parse(s)
                     .ok()
-                    .and_then(|mut t| t.remove("v"))
-                    .and_then(|v| match v {
-                        toml::Value::Table(t) => Some(t),
+                    .and_then(|v| match v.into_inner() {
+                        DeValue::Table(t) => Some(t),
                         _ => None,
                     })
                     .ok_or_else(|| self.wrong(EXPECTED))?;
                 &parsed
             }
         };
-        let get = |name: &str| match table.get(name) {
-            Some(toml::Value::Integer(n)) => u32::try_from(*n).ok(),
-            _ => None,
+        let get = |name: &str| {
+            table
+                .get(name)
+                .and_then(|v| toml_int(v.get_ref()))
+                .and_then(|n| u32::try_from(n).ok())
         };
         match (get("phases"), get("min_passes"), table.len()) {
             (Some(phases), Some(min_passes), 2) => Ok(Recovery::Progressive { phases, min_passes }),
@@ -296,18 +328,19 @@ const PREFIX: &str = "FUSEBOX__";
 /// The overrides of a TOML document, one patch per key (what
 /// [`Registry::load_toml`](crate::Registry::load_toml) applies).
 pub(crate) fn toml_layer(text: &str) -> Result<Layer, ConfigError> {
-    let mut document: toml::Table =
-        toml::from_str(text).map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?;
-    let breakers = document.remove("breakers");
+    let mut document = DeTable::parse(text)
+        .map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?
+        .into_inner();
+    let breakers = document.remove("breakers").map(|b| b.into_inner());
     if let Some(other) = document.keys().next() {
         return Err(ConfigError::Syntax(format!(
             "unknown top-level table `{}`; overrides go in `[breakers.<key>]` tables",
-            echo(other)
+            echo(other.get_ref())
         )));
     }
     let breakers = match breakers {
-        None => toml::Table::new(),
-        Some(toml::Value::Table(t)) => t,
+        None => DeTable::new(),
+        Some(DeValue::Table(t)) => t,
         Some(_) => {
             return Err(ConfigError::Syntax(
                 "`breakers` must be tables: `[breakers.<key>]`".into(),
@@ -316,7 +349,8 @@ pub(crate) fn toml_layer(text: &str) -> Result<Layer, ConfigError> {
     };
     let mut layer = Layer::default();
     for (key, table) in &breakers {
-        let toml::Value::Table(table) = table else {
+        let key: &str = key.get_ref();
+        let DeValue::Table(table) = table.get_ref() else {
             return Err(ConfigError::Field {
                 key: echo(key),
                 message: format!(
@@ -326,8 +360,13 @@ pub(crate) fn toml_layer(text: &str) -> Result<Layer, ConfigError> {
                 ),
             });
         };
-        let patch = patch_of(key, table.iter().map(|(f, v)| (f.as_str(), Raw::Toml(v))))?;
-        layer.insert(key.clone(), patch);
+        let patch = patch_of(
+            key,
+            table
+                .iter()
+                .map(|(f, v)| (f.get_ref().as_ref(), Raw::Toml(v.get_ref()))),
+        )?;
+        layer.insert(key.to_owned(), patch);
     }
     Ok(layer)
 }

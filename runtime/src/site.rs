@@ -1,6 +1,9 @@
 //! Call sites of the attribute: [`Site`] for a literal key (its breaker resolved once and cached),
 //! [`DynSite`] for a key computed per call, and [`MethodName`] for methods named after their type.
 //! The expansion names them through `__private`.
+//!
+//! The entry points the expansion calls are `inline(always)` only without `debug_assertions`
+//! (see `__private`): a debug build compiles them once instead of once per annotated function.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,7 +39,8 @@ impl Site {
     }
 
     /// This site's breaker in `registry` (resolved and cached on first use).
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn breaker(&'static self, registry: &'static Registry) -> &'static Breaker {
         match self.breaker.get() {
             Some(breaker) => breaker,
@@ -58,7 +62,8 @@ impl Site {
     /// the body's await is two words. With `ASK_STORE` (an `async fn`), a breaker shared through a
     /// store answers with a permit that asks the store, which `admit_shared` awaits; without it, or
     /// on a registry that shares nothing, admission is the same as a sync function's.
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub fn enter<const ASK_STORE: bool, N: Named>(
         &'static self,
         registry: &'static Registry,
@@ -137,7 +142,8 @@ struct Cached {
 
 impl Cached {
     /// This slot's breaker when it serves `key` in `registry` and is still registered.
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn serves(&'static self, registry: &Registry, key: &str) -> Option<&'static Breaker> {
         if !std::ptr::eq(self.registry, registry)
             || !same_bytes(self.key.as_bytes(), key.as_bytes())
@@ -167,7 +173,8 @@ enum Held {
 impl std::ops::Deref for SiteBreaker {
     type Target = Breaker;
 
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn deref(&self) -> &Breaker {
         match &self.0 {
             Held::Cached(breaker) => breaker,
@@ -248,21 +255,24 @@ impl DynSite {
     }
 
     /// Asks `breaker` (from [`DynSite::breaker`]) for admission; see [`Site::enter`].
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub fn enter<'b>(&'static self, breaker: &'b Breaker) -> Permit<'b> {
         breaker.core.current().enter(&self.function)
     }
 
     /// [`DynSite::enter`] for an `async fn` (see `ASK_STORE` on [`Site::enter`]).
     #[cfg(feature = "redis")]
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub fn enter_async<'b>(&'static self, breaker: &'b Breaker) -> Permit<'b> {
         breaker.core.current().enter_with::<true>(&self.function)
     }
 
     /// [`DynSite::enter_async`] for a method, whose events carry `name` (from [`MethodName::get`]).
     #[cfg(feature = "redis")]
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub fn enter_async_as<'b>(
         &'static self,
         breaker: &'b Breaker,
@@ -282,7 +292,8 @@ impl DynSite {
     }
 
     /// [`DynSite::enter`] for a method, whose events carry `name` (from [`MethodName::get`]).
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub fn enter_as<'b>(
         &'static self,
         breaker: &'b Breaker,
@@ -324,7 +335,8 @@ impl MethodName {
     }
 
     /// `Type::method`, where `type_name` is `core::any::type_name::<Self>`.
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub fn get(&'static self, type_name: fn() -> &'static str) -> &'static &'static str {
         match self.full.get() {
             Some(name) => name,

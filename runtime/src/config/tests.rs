@@ -286,3 +286,37 @@ fn error_messages_cut_echoed_input() {
         );
     }
 }
+
+/// The TOML reader takes every integer form TOML allows, refuses duplicate keys, and echoes
+/// arrays, tables and out-of-range integers back as TOML.
+#[test]
+fn toml_values_of_every_form_are_read_and_echoed() {
+    let r = Registry::new();
+    let live = r.breaker("forms", Policy::new()).unwrap();
+    r.load_toml("[breakers.forms]\nwindow = 0x64\nmin_calls = 1_0\nfailure_rate = +25\n")
+        .unwrap();
+    let p = live.policy();
+    assert_eq!(p.get_window(), Window::Count(100));
+    assert_eq!(p.get_min_calls(), 10);
+    assert_eq!(p.get_failure_rate(), Some(25));
+
+    let err = r
+        .load_toml("[breakers.forms]\nwindow = 5\nwindow = 6\n")
+        .unwrap_err();
+    assert!(matches!(err, ConfigError::Syntax(_)), "{err}");
+    for (value, shown) in [
+        ("[1, \"a\"]", "[1, \"a\"]"),
+        ("{ a = 1, b = 2.5 }", "{ a = 1, b = 2.5 }"),
+        ("99999999999999999999", "99999999999999999999"),
+        ("0o17777777777777777777777", "0o17777777777777777777777"),
+    ] {
+        let err = r
+            .load_toml(&format!("[breakers.forms]\nmin_calls = {value}\n"))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("breaker `forms`: `min_calls` = {shown} is not")),
+            "{err}"
+        );
+    }
+}
