@@ -265,6 +265,12 @@ async fn ops_on_b() -> Result<(), BackendError> {
     Ok(())
 }
 
+/// A sync function on replica B's key: it runs on the local breaker.
+#[circuit_breaker(key = "ops", registry = OPS_B, window = 4, min_calls = 4, open_for = "60s")]
+fn ops_sync_on_b() -> Result<(), BackendError> {
+    Ok(())
+}
+
 /// Records the transitions of `registry` in [`SEEN`] as `{tag}:{key}`.
 fn record(registry: &Registry, tag: &'static str) {
     registry.on_transition(move |t| {
@@ -328,6 +334,12 @@ fn a_forced_shared_key_is_announced_by_the_replica_that_forced_it() {
             "{refused:?}"
         );
         assert_eq!(state(&OPS_B, "ops"), Some(State::ForcedOpen));
+        // Its sync calls, which run on the local breaker, are refused too.
+        let refused = ops_sync_on_b();
+        assert!(
+            matches!(&refused, Err(BackendError::Refused(e)) if e.reason() == fusebox::Reason::ForcedOpen),
+            "{refused:?}"
+        );
         assert!(matches!(ops_on_a().await, Err(BackendError::Refused(_))));
 
         // Replica A resets it: A closes at once, B on its next call.
@@ -340,6 +352,12 @@ fn a_forced_shared_key_is_announced_by_the_replica_that_forced_it() {
 
         // Forcing the state the key is in commits no transition: nothing is announced.
         stores[0].force("ops", policy, State::Closed).await.unwrap();
+
+        // A handle's own forced state is local: Redis, closed, admits replica B's async calls
+        // and does not undo it.
+        OPS_B.get("ops").unwrap().force_open();
+        assert!(ops_on_b().await.is_ok());
+        assert_eq!(state(&OPS_B, "ops"), Some(State::ForcedOpen));
     });
     assert_eq!(
         seen("a:ops"),
@@ -349,15 +367,21 @@ fn a_forced_shared_key_is_announced_by_the_replica_that_forced_it() {
         ],
         "the replica that forced the key announces it to its hooks"
     );
-    assert_eq!(seen("b:ops"), [], "the other replica announces nothing");
     assert_eq!(
-        transitions(&events, "ops"),
+        seen("b:ops"),
+        [(State::Closed, State::ForcedOpen, Trigger::Operator)],
+        "the other replica announces only its handle's own control"
+    );
+    let rows = transitions(&events, "ops");
+    assert_eq!(
+        rows[..2],
         [
             row("ops", "closed", "forced_open", "2"),
             row("ops", "forced_open", "closed", "0"),
         ],
         "one event per transition, with the window it ended"
     );
+    assert_eq!(rows.len(), 3, "{rows:?}");
 }
 
 static CACHED_A: LazyLock<Registry> = LazyLock::new(Registry::new);
