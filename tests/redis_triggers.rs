@@ -1,7 +1,9 @@
 //! The rules the script applies and the `trigger` it names: a shared key tripped by
 //! `consecutive` or by `slow_rate` says so in its `circuit_opened` event and in its transition
 //! hooks, as an in-memory breaker does, and so does a half-open probe re-armed after its lease; `failure_count` is counted in Redis, so replicas that each
-//! saw fewer failures trip together.
+//! saw fewer failures trip together. A state forced through `RedisStore::force` is announced
+//! (`trigger = "operator"`) by the replica that forced it, whose local breaker follows; the other
+//! replicas follow it silently, on their next call (strict) or from the subscription (cached).
 #![cfg(feature = "redis")]
 
 mod common;
@@ -12,7 +14,7 @@ use std::time::Duration;
 
 use common::capture::{capture, named};
 use fusebox::clock::FakeClock;
-use fusebox::redis::RedisStore;
+use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Registry, State, Trigger, circuit_breaker};
 use redis_harness::RedisServer;
 
@@ -247,5 +249,228 @@ fn replicas_sharing_a_key_trip_together_on_failure_count() {
             opened[0].fields["calls"].as_str()
         ),
         ("count", "failure_count", "4")
+    );
+}
+
+static OPS_A: LazyLock<Registry> = LazyLock::new(Registry::new);
+static OPS_B: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+#[circuit_breaker(key = "ops", registry = OPS_A, window = 4, min_calls = 4, open_for = "60s")]
+async fn ops_on_a() -> Result<(), BackendError> {
+    Ok(())
+}
+
+#[circuit_breaker(key = "ops", registry = OPS_B, window = 4, min_calls = 4, open_for = "60s")]
+async fn ops_on_b() -> Result<(), BackendError> {
+    Ok(())
+}
+
+/// A sync function on replica B's key: it runs on the local breaker.
+#[circuit_breaker(key = "ops", registry = OPS_B, window = 4, min_calls = 4, open_for = "60s")]
+fn ops_sync_on_b() -> Result<(), BackendError> {
+    Ok(())
+}
+
+/// Records the transitions of `registry` in [`SEEN`] as `{tag}:{key}`.
+fn record(registry: &Registry, tag: &'static str) {
+    registry.on_transition(move |t| {
+        SEEN.lock()
+            .unwrap()
+            .push((format!("{tag}:{}", t.key), t.from, t.to, t.trigger));
+    });
+}
+
+fn state(registry: &Registry, key: &str) -> Option<State> {
+    registry.get(key).map(|b| b.state())
+}
+
+/// The `key`, `from`, `to`, `trigger`, `function` and `calls` of every transition event of `key`.
+fn transitions(events: &[common::capture::Captured], key: &str) -> Vec<[String; 6]> {
+    events
+        .iter()
+        .filter(|e| {
+            e.fields.contains_key("trigger") && e.fields.get("key").is_some_and(|k| k == key)
+        })
+        .map(|e| ["key", "from", "to", "trigger", "function", "calls"].map(|f| e.fields[f].clone()))
+        .collect()
+}
+
+fn row(key: &str, from: &str, to: &str, calls: &str) -> [String; 6] {
+    [key, from, to, "operator", "operator", calls].map(str::to_owned)
+}
+
+#[test]
+fn a_forced_shared_key_is_announced_by_the_replica_that_forced_it() {
+    let server = RedisServer::start();
+    record(&OPS_A, "a");
+    record(&OPS_B, "b");
+    let events = on_runtime(async {
+        let mut stores = Vec::new();
+        for replica in [&OPS_A, &OPS_B] {
+            let store = RedisStore::builder(&server.url())
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await
+                .unwrap();
+            replica.share(store.clone());
+            stores.push(store);
+        }
+        assert!(ops_on_a().await.is_ok());
+        assert!(ops_on_b().await.is_ok());
+        let policy = OPS_A.get("ops").unwrap().policy();
+
+        // Replica A forces the key open: its local breaker follows at once.
+        stores[0]
+            .force("ops", policy, State::ForcedOpen)
+            .await
+            .unwrap();
+        assert_eq!(state(&OPS_A, "ops"), Some(State::ForcedOpen));
+        // Replica B (strict) has not asked Redis since: it still shows closed, and its next
+        // call's answer moves it (refused), silently.
+        assert_eq!(state(&OPS_B, "ops"), Some(State::Closed));
+        let refused = ops_on_b().await;
+        assert!(
+            matches!(&refused, Err(BackendError::Refused(e)) if e.reason() == fusebox::Reason::ForcedOpen),
+            "{refused:?}"
+        );
+        assert_eq!(state(&OPS_B, "ops"), Some(State::ForcedOpen));
+        // Its sync calls, which run on the local breaker, are refused too.
+        let refused = ops_sync_on_b();
+        assert!(
+            matches!(&refused, Err(BackendError::Refused(e)) if e.reason() == fusebox::Reason::ForcedOpen),
+            "{refused:?}"
+        );
+        assert!(matches!(ops_on_a().await, Err(BackendError::Refused(_))));
+
+        // Replica A resets it: A closes at once, B on its next call.
+        stores[0].force("ops", policy, State::Closed).await.unwrap();
+        assert_eq!(state(&OPS_A, "ops"), Some(State::Closed));
+        assert_eq!(state(&OPS_B, "ops"), Some(State::ForcedOpen));
+        assert!(ops_on_b().await.is_ok());
+        assert_eq!(state(&OPS_B, "ops"), Some(State::Closed));
+        assert!(ops_on_a().await.is_ok());
+
+        // Forcing the state the key is in commits no transition: nothing is announced.
+        stores[0].force("ops", policy, State::Closed).await.unwrap();
+
+        // A handle's own forced state is local: Redis, closed, admits replica B's async calls
+        // and does not undo it.
+        OPS_B.get("ops").unwrap().force_open();
+        assert!(ops_on_b().await.is_ok());
+        assert_eq!(state(&OPS_B, "ops"), Some(State::ForcedOpen));
+    });
+    assert_eq!(
+        seen("a:ops"),
+        [
+            (State::Closed, State::ForcedOpen, Trigger::Operator),
+            (State::ForcedOpen, State::Closed, Trigger::Operator),
+        ],
+        "the replica that forced the key announces it to its hooks"
+    );
+    assert_eq!(
+        seen("b:ops"),
+        [(State::Closed, State::ForcedOpen, Trigger::Operator)],
+        "the other replica announces only its handle's own control"
+    );
+    let rows = transitions(&events, "ops");
+    assert_eq!(
+        rows[..2],
+        [
+            row("ops", "closed", "forced_open", "2"),
+            row("ops", "forced_open", "closed", "0"),
+        ],
+        "one event per transition, with the window it ended"
+    );
+    assert_eq!(rows.len(), 3, "{rows:?}");
+}
+
+static CACHED_A: LazyLock<Registry> = LazyLock::new(Registry::new);
+static CACHED_B: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+#[circuit_breaker(key = "cached", registry = CACHED_A, window = 4, min_calls = 4, open_for = "60s")]
+async fn cached_on_a() -> Result<(), BackendError> {
+    Ok(())
+}
+
+#[circuit_breaker(key = "cached", registry = CACHED_B, window = 4, min_calls = 4, open_for = "60s")]
+async fn cached_on_b() -> Result<(), BackendError> {
+    Ok(())
+}
+
+/// Polls (bounded, five seconds) until `registry`'s breaker `key` shows `want`; true when it did.
+async fn shows(registry: &Registry, key: &str, want: State) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while state(registry, key) != Some(want) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    true
+}
+
+#[test]
+fn cached_replicas_follow_a_forced_key_from_the_subscription_silently() {
+    let server = RedisServer::start();
+    record(&CACHED_A, "ca");
+    record(&CACHED_B, "cb");
+    let events = on_runtime(async {
+        let mut stores = Vec::new();
+        for replica in [&CACHED_A, &CACHED_B] {
+            let store = RedisStore::builder(&server.url())
+                .timeout(Duration::from_secs(2))
+                .mode(Mode::Cached)
+                .connect()
+                .await
+                .unwrap();
+            assert!(store.is_cached());
+            replica.share(store.clone());
+            stores.push(store);
+        }
+        // An operator's store that no registry shares: it has no breaker to follow.
+        let operator = RedisStore::connect(&server.url()).await.unwrap();
+        assert!(cached_on_a().await.is_ok());
+        assert!(cached_on_b().await.is_ok());
+        let policy = CACHED_A.get("cached").unwrap().policy();
+        // Cached outcomes are sent off the call path: both are in the window before it is forced.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while operator.state("cached", policy).await.unwrap().calls < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the outcomes reach redis"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+
+        stores[0]
+            .force("cached", policy, State::Disabled)
+            .await
+            .unwrap();
+        assert_eq!(state(&CACHED_A, "cached"), Some(State::Disabled));
+        assert!(
+            shows(&CACHED_B, "cached", State::Disabled).await,
+            "replica B learns the forced state from the subscription, without a call"
+        );
+
+        operator
+            .force("cached", policy, State::Closed)
+            .await
+            .unwrap();
+        assert!(shows(&CACHED_A, "cached", State::Closed).await);
+        assert!(shows(&CACHED_B, "cached", State::Closed).await);
+    });
+    assert_eq!(
+        seen("ca:cached"),
+        [(State::Closed, State::Disabled, Trigger::Operator)],
+        "replica A announces the state it forced, and only that one"
+    );
+    assert_eq!(seen("cb:cached"), [], "replica B announces nothing");
+    assert_eq!(
+        transitions(&events, "cached"),
+        [
+            row("cached", "closed", "disabled", "2"),
+            row("cached", "disabled", "closed", "0"),
+        ],
+        "the operator's store, with no breaker of the key, still emits the event"
     );
 }

@@ -113,17 +113,25 @@ impl Core {
     }
 
     /// Seeds the local breaker with the state the store reported (no event: the transition was
-    /// committed, and announced, by whichever replica made it).
-    pub(crate) fn mirror(&self, state: State, open_remaining: Duration) {
+    /// committed, and announced, by whichever replica made it). A forced-open or disabled local
+    /// state is left by the store's closed state only when `release` (the store had forced it);
+    /// an open state of the store replaces it.
+    pub(crate) fn mirror(&self, state: State, open_remaining: Duration, release: bool) {
         let mut word = self.load();
         loop {
             let next = match (state, word.state()) {
-                (State::Open, State::Open) | (State::Closed, State::Closed) => return,
+                (State::Open, State::Open)
+                | (State::Closed, State::Closed)
+                | (State::ForcedOpen, State::ForcedOpen)
+                | (State::Disabled, State::Disabled) => return,
                 (State::Open, _) => word.to_open(
                     self.now(),
                     u64::try_from(open_remaining.as_nanos()).unwrap_or(u64::MAX),
                 ),
                 (State::Closed, State::Open | State::HalfOpen) => word.to_closed(),
+                (State::Closed, State::ForcedOpen | State::Disabled) if release => word.to_closed(),
+                (State::ForcedOpen, _) => word.to_forced_open(),
+                (State::Disabled, _) => word.to_disabled(),
                 _ => return,
             };
             match self.cas(word, next) {

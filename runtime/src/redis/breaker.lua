@@ -183,6 +183,8 @@ if op == 'admit' then
     if now < b.dl then
       code = 0
     else
+      -- The window of the open state, as memory reports it (empty: opening started it).
+      calls, failures, slow_calls = b.n, b.f, b.s
       move(2)
       rule = 5
       b.iss, b.arm = 1, now
@@ -202,6 +204,7 @@ if op == 'admit' then
     elseif now - b.arm >= lease then
       -- The probes never reported within their lease (their replica died): re-arm.
       local ro = b.ro
+      calls, failures, slow_calls = b.n, b.f, b.s
       move(2)
       rule = 6
       b.ro = ro

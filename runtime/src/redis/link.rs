@@ -29,6 +29,9 @@ pub(crate) struct Link {
     pub(super) view: AtomicU64,
     /// A read of the shared state is on its way (cached mode, for a caller that cannot await).
     pub(super) learning: AtomicBool,
+    /// The local breaker is forced open or disabled because Redis was: the next closed or open
+    /// state learnt from Redis replaces it (a state forced on the handle alone stays).
+    pub(super) forced: AtomicBool,
 }
 
 impl Link {
@@ -64,7 +67,8 @@ pub(super) struct Client {
     pub(super) cached: bool,
     /// The pub/sub subscription is up and every link's view was reset when it came up.
     pub(super) subscribed: AtomicBool,
-    /// Every shared breaker by Redis key, for the subscription to update.
+    /// Every shared breaker by Redis key (both modes), for the subscription to update and for
+    /// [`RedisStore::force`](super::RedisStore::force) to announce its transition on.
     pub(super) links:
         std::sync::Mutex<std::collections::HashMap<String, Vec<std::sync::Weak<Link>>>>,
 }

@@ -24,7 +24,7 @@
 //! replica committed OPEN. Sync functions, the attempt driver (`timeout`/`retry`/…) and
 //! [`Breaker::try_acquire`](crate::Breaker::try_acquire) cannot await: on a shared key they run on
 //! the local breaker, which each answer of the store seeds with the shared state (open with the
-//! same remaining wait, or closed), and their outcomes are not sent to Redis.
+//! same remaining wait, closed, forced open or disabled), and their outcomes are not sent to Redis.
 //!
 //! **Cached mode** ([`RedisStoreBuilder::mode`] with [`Mode::Cached`]). Each replica keeps a
 //! view of every shared key (state and generation), learnt from the script's answers and from
@@ -49,7 +49,16 @@
 //! [`RedisStore::state`] reads it; [`Breaker::force_open`](crate::Breaker::force_open) and the
 //! other manual states of a handle act on the local breaker only (sync calls, degraded calls).
 //! A shared breaker's [`Breaker::state`](crate::Breaker::state) and snapshot show its local
-//! breaker, which mirrors Redis's open and closed states (not half-open).
+//! breaker, which mirrors Redis's open, closed, forced-open and disabled states (not half-open).
+//! A forced state is announced once (`trigger = "operator"`), by the replica whose
+//! [`RedisStore::force`] committed it, and its local breaker follows at once; the other replicas
+//! follow silently on the script's next answer to one of their calls (strict mode) or on the
+//! subscription's message (cached mode).
+//!
+//! **Events' counts.** A transition's `calls` and `failures` are the window (or the probes) that
+//! decided it, as the script saw them. An `open_wait_over` or `lease_expired` transition carries
+//! the window of the state it leaves, as in memory: a shared key opening starts an empty window
+//! and nothing is counted while it is open or half-open, so these are 0.
 //!
 //! **Supported by the script:** count windows and time windows (ten slices, as in memory, when a
 //! tenth of the span is a whole number of milliseconds) with `failure_rate`, `slow_rate` and

@@ -156,13 +156,27 @@ pub(super) fn degrade_event(client: &Client, link: &Link, why: &str) {
 }
 
 /// Seeds the local breaker with the shared state, unless a newer generation is known already.
+///
+/// A forced-open or disabled state in Redis forces the local breaker too; the next closed or open
+/// state learnt from Redis replaces it (a local breaker forced through its handle alone, while
+/// Redis was closed, stays forced until Redis opens).
 pub(super) fn learn(link: &Link, core: &Core, state: i64, generation: u64, remaining_ms: u64) {
     if !link.observe(state, generation) {
         return;
     }
     match state_of(state) {
-        State::Open => core.mirror(State::Open, Duration::from_millis(remaining_ms)),
-        State::Closed => core.mirror(State::Closed, Duration::ZERO),
+        State::Open => {
+            link.forced.store(false, Ordering::Release);
+            core.mirror(State::Open, Duration::from_millis(remaining_ms), true);
+        }
+        State::Closed => {
+            let release = link.forced.swap(false, Ordering::AcqRel);
+            core.mirror(State::Closed, Duration::ZERO, release);
+        }
+        forced @ (State::ForcedOpen | State::Disabled) => {
+            link.forced.store(true, Ordering::Release);
+            core.mirror(forced, Duration::ZERO, true);
+        }
         _ => {}
     }
 }
@@ -179,18 +193,22 @@ pub(super) fn apply(link: &Link, core: &Core, answer: &Answer, site: FnName) {
         answer.remaining_ms,
     );
     if answer.committed_from >= 0 {
-        let counts = Counts {
-            calls: count(answer.calls),
-            failures: count(answer.failures),
-            slow: count(answer.slow),
-        };
         core.emit_committed(
             state_of(answer.committed_from),
             state,
-            counts,
+            counts_of(answer),
             site,
             trigger_of(answer.rule),
         );
+    }
+}
+
+/// The counts an answer reports with its transition (the window or the probes that decided it).
+pub(super) fn counts_of(answer: &Answer) -> Counts {
+    Counts {
+        calls: count(answer.calls),
+        failures: count(answer.failures),
+        slow: count(answer.slow),
     }
 }
 

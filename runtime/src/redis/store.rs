@@ -12,11 +12,12 @@ use super::admit::{admit, flush};
 use super::cached::{cached_admit, subscribe, subscriber};
 use super::link::{Client, Inner, Link};
 use super::report::{report, worker};
-use super::script::{TIME_WINDOW, call, state_of, time_slice_ms};
+use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use super::{DEFAULT_IDLE_TTL, DEFAULT_TIMEOUT, Degrade, Mode, StoreError};
 use crate::breaker::{Boxed, Core, FnName, Permit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
+use crate::observe::Trigger;
 use crate::policy::{Policy, Recovery, Window};
 use crate::state::{State, Word};
 
@@ -229,21 +230,60 @@ impl RedisStore {
     /// Moves breaker `key` to `state` in Redis for every replica (operator action): `Closed`
     /// resets, `ForcedOpen` refuses every call, `Disabled` admits every call and never opens.
     ///
+    /// The transition is announced once, by this replica: its breaker for `key` (one a registry
+    /// sharing this store has created) emits it (`trigger = "operator"`, `function = "operator"`,
+    /// the counts of the window it ended) to the `tracing` events and to its registry's
+    /// `on_transition` hooks, and its local breaker follows the new state (`Breaker::state`
+    /// shows it). Without such a breaker on this replica, only the `tracing` event is emitted.
+    /// Moving a key to the state it is in starts a new window and announces nothing.
+    ///
+    /// Other replicas announce nothing: they learn the new state, and their local breakers
+    /// follow it, from the next answer of the script to one of their calls on `key` (strict
+    /// mode), or from the subscription's message (cached mode), before any later call of theirs
+    /// is admitted from the view.
+    ///
     /// # Errors
     ///
     /// An [`Error`] with reason `TimedOut` when Redis does not answer within the store timeout.
     pub async fn force(&self, key: &str, policy: Policy, state: State) -> Result<(), Error> {
         let target = match state {
-            State::Closed => 0,
             State::ForcedOpen => 3,
             State::Disabled => 4,
             _ => 0,
         };
         let link = self.link(key, policy);
-        call(&self.inner.client, &link, "force", &[target])
+        let answer = call(&self.inner.client, &link, "force", &[target])
             .await
-            .map(|_| ())
-            .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))
+            .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
+        let operator: FnName = &"operator";
+        let breakers: Vec<Arc<Link>> = self
+            .inner
+            .client
+            .links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&link.hash)
+            .map(|links| links.iter().filter_map(std::sync::Weak::upgrade).collect())
+            .unwrap_or_default();
+        let mut announced = false;
+        for shared in breakers {
+            if let Some(core) = shared.core.upgrade() {
+                apply(&shared, &core, &answer, operator);
+                announced = true;
+            }
+        }
+        if !announced && answer.committed_from >= 0 {
+            crate::observe::emit(
+                &crate::observe::Hooks::default(),
+                key,
+                state_of(answer.committed_from),
+                state_of(answer.state),
+                counts_of(&answer),
+                operator,
+                Trigger::Operator,
+            );
+        }
+        Ok(())
     }
 
     pub(super) fn link(&self, key: &str, policy: Policy) -> Link {
@@ -285,6 +325,7 @@ impl RedisStore {
             core: std::sync::Weak::new(),
             view: AtomicU64::new(0),
             learning: AtomicBool::new(false),
+            forced: AtomicBool::new(false),
         }
     }
 }
@@ -331,9 +372,7 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         linked = Some(Arc::clone(&link));
         core.with_store(Box::new(link))
     });
-    if let Some(link) = linked
-        && store.inner.client.cached
-    {
+    if let Some(link) = linked {
         let mut links = store
             .inner
             .client
