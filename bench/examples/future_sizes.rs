@@ -7,7 +7,10 @@
 #[path = "../../tests/common/sizes.rs"]
 mod subjects;
 
-use subjects::{ApiError, annotated, bare, bare_dynamic, dynamic, with_all, with_fallback, with_retry, with_timeout};
+use subjects::{
+    ApiError, annotated, bare, bare_dynamic, dynamic, with_all, with_fallback, with_retry,
+    with_timeout,
+};
 
 fn main() {
     let bare = size_of_val(&bare(1));
