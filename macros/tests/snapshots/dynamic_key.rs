@@ -14,7 +14,7 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
             __FUSEBOX_SITE.name()
         }
     }
-    let mut __fusebox_breaker = ::fusebox::__private_0_1_0::SiteBreaker::new();
+    let mut __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new();
     let mut __fusebox_permit = __FUSEBOX_SITE
         .enter::<
             false,
@@ -22,7 +22,7 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
         >(
             ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
             ::core::convert::AsRef::<str>::as_ref(&(host)),
-            &mut __fusebox_breaker,
+            &mut __fusebox_held,
             __FuseboxName,
         );
     if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {

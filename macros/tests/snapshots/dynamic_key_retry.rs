@@ -15,7 +15,7 @@ impl Client {
                 __FUSEBOX_NAME.cached()
             }
         }
-        let mut __fusebox_breaker = ::fusebox::__private_0_1_0::SiteBreaker::new();
+        let mut __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new();
         static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
             "fetch",
         );
@@ -24,7 +24,7 @@ impl Client {
             .breaker(
                 ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
                 ::core::convert::AsRef::<str>::as_ref(&(self.host)),
-                &mut __fusebox_breaker,
+                &mut __fusebox_held,
             );
         let __fusebox_admit = move || {
             __FUSEBOX_SITE.acquire(__fusebox_breaker, __FuseboxName)
