@@ -1,6 +1,7 @@
 //! The private API the expansion calls holds nothing it does not call: every public item of
 //! `runtime/src/__private.rs` is named by the code generators of `macros/src`, and every public
-//! method of `Site` (literal keys) is called by a real expansion in `macros/tests/snapshots/`.
+//! method of `Site` (literal keys) and of `DynSite` (dynamic keys) is called by a real expansion
+//! in `macros/tests/snapshots/`.
 //! Items that are only named in the signatures of those items (trait bounds, return types) are
 //! listed in [`IN_SIGNATURES`] with the item that needs them.
 
@@ -8,10 +9,9 @@ use std::path::{Path, PathBuf};
 
 /// Public items of `__private` the expansion never names, each with the item of `__private`
 /// whose signature names it (so it must stay reachable).
-const IN_SIGNATURES: [(&str, &str); 7] = [
+const IN_SIGNATURES: [(&str, &str); 6] = [
     ("AttemptLimit", "run_attempts"),
     ("AttemptBudget", "run_attempts"),
-    ("SiteBreaker", "DynSite"),
     ("RegistryRef", "registry_of"),
     ("FromRejection", "error_from_refusal"),
     ("FallbackFn", "call_fallback"),
@@ -119,20 +119,20 @@ fn generator_names(code: &str, name: &str) -> bool {
 }
 
 /// True when `snapshot` calls `method` on the site (`__FUSEBOX_SITE.method`) or through
-/// `Site::method`.
-fn snapshot_calls(snapshot: &str, method: &str) -> bool {
+/// `ty::method` (`Site::method`, `DynSite::method`).
+fn snapshot_calls(snapshot: &str, ty: &str, method: &str) -> bool {
     let on_site = snapshot.match_indices("__FUSEBOX_SITE").any(|(at, _)| {
         let after = snapshot[at + "__FUSEBOX_SITE".len()..].trim_start();
         after
             .strip_prefix('.')
             .is_some_and(|call| ident(call) == method)
     });
+    let path = format!("::{ty}::");
     let through_type = snapshot
-        .match_indices("::Site::")
-        .any(|(at, _)| ident(&snapshot[at + "::Site::".len()..]) == method);
+        .match_indices(&path)
+        .any(|(at, _)| ident(&snapshot[at + path.len()..]) == method);
     on_site || through_type
 }
-
 #[test]
 fn every_public_item_of_private_is_named_by_the_expansion() {
     let private = code(&root().join("runtime/src/__private.rs"));
@@ -173,12 +173,18 @@ fn every_public_item_of_private_is_named_by_the_expansion() {
     );
 }
 
-#[test]
-fn every_public_method_of_site_is_called_by_an_expansion() {
+/// The public methods of `impl ty` in site.rs; `ty`'s call sites are the snapshots that build
+/// one (`ty::new(`), whose `static` is `__FUSEBOX_SITE` in both kinds of expansion.
+fn uncalled_methods(ty: &str) -> Vec<String> {
     let site = code(&root().join("runtime/src/site.rs"));
-    let start = site.find("\nimpl Site {").expect("`impl Site` in site.rs");
+    let header = format!("\nimpl {ty} {{");
+    let start = site
+        .find(&header)
+        .unwrap_or_else(|| panic!("`impl {ty}` in site.rs"));
     let body = &site[start..];
-    let body = &body[..body.find("\n}\n").expect("the end of `impl Site`")];
+    let body = &body[..body
+        .find("\n}\n")
+        .unwrap_or_else(|| panic!("the end of `impl {ty}`"))];
     let methods: Vec<String> = body
         .match_indices("pub ")
         .filter_map(|(at, _)| {
@@ -189,22 +195,37 @@ fn every_public_method_of_site_is_called_by_an_expansion() {
         .collect();
     assert!(
         methods.iter().any(|method| method == "new"),
-        "`Site::new` not found in site.rs: {methods:?}"
+        "`{ty}::new` not found in site.rs: {methods:?}"
     );
-    // Literal-key expansions only: a dynamic key's static is a `DynSite` of the same name.
+    let built = format!("::{ty}::new(");
     let snapshots: Vec<String> = rust_files(&root().join("macros/tests/snapshots"))
         .iter()
         .map(|path| code(path))
-        .filter(|snapshot| snapshot.contains("::Site::new("))
+        .filter(|snapshot| snapshot.contains(&built))
         .collect();
-    assert!(!snapshots.is_empty(), "no literal-key snapshot found");
-    let uncalled: Vec<&String> = methods
-        .iter()
-        .filter(|method| !snapshots.iter().any(|s| snapshot_calls(s, method)))
-        .collect();
+    assert!(!snapshots.is_empty(), "no snapshot builds a `{ty}`");
+    methods
+        .into_iter()
+        .filter(|method| !snapshots.iter().any(|s| snapshot_calls(s, ty, method)))
+        .collect()
+}
+
+#[test]
+fn every_public_method_of_site_is_called_by_an_expansion() {
+    let uncalled = uncalled_methods("Site");
     assert!(
         uncalled.is_empty(),
         "`Site` has public methods no expansion calls: {uncalled:?}; remove them (they are \
+         private API), or add a snapshot of the expansion that calls them"
+    );
+}
+
+#[test]
+fn every_public_method_of_dyn_site_is_called_by_an_expansion() {
+    let uncalled = uncalled_methods("DynSite");
+    assert!(
+        uncalled.is_empty(),
+        "`DynSite` has public methods no expansion calls: {uncalled:?}; remove them (they are \
          private API), or add a snapshot of the expansion that calls them"
     );
 }

@@ -7,7 +7,10 @@
 #[path = "../../tests/common/sizes.rs"]
 mod subjects;
 
-use subjects::{ApiError, annotated, bare, with_all, with_fallback, with_retry, with_timeout};
+use subjects::{
+    ApiError, annotated, bare, bare_dynamic, dynamic, with_all, with_fallback, with_retry,
+    with_timeout,
+};
 
 fn main() {
     let bare = size_of_val(&bare(1));
@@ -16,6 +19,13 @@ fn main() {
     println!("|---|---:|---:|");
     println!("| bare `async fn` | {bare} B | |");
     row("annotated", size_of_val(&annotated(1)));
+    let bare_dynamic = size_of_val(&bare_dynamic("a", 1));
+    let dynamic = size_of_val(&dynamic("a", 1));
+    println!("| bare `async fn` with a `host: &str` parameter | {bare_dynamic} B | |");
+    println!(
+        "| dynamic key (`key = host`) | {dynamic} B | +{} B over its bare twin |",
+        dynamic - bare_dynamic
+    );
     row("with `fallback`", size_of_val(&with_fallback(1)));
     row("with `timeout`", size_of_val(&with_timeout(1)));
     row("with `retry`", size_of_val(&with_retry(1)));

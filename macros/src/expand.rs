@@ -254,7 +254,6 @@ fn expand(args: Args, function: Function) -> TokenStream {
     // A method's events name its type: `type_name::<Self>()` is only known in the body.
     let method_name = is_method(&item.sig).then(|| MethodNaming {
         name: Ident::new("__FUSEBOX_NAME", Span::mixed_site()),
-        local: Ident::new("__fusebox_name", Span::mixed_site()),
         function_name: function_name.clone(),
     });
     let registry = match &args.registry {
@@ -436,8 +435,6 @@ struct Site {
 struct MethodNaming {
     /// The `static`.
     name: Ident,
-    /// The local holding the name (a dynamic key's admission passes it).
-    local: Ident,
     /// The method's own name.
     function_name: String,
 }
@@ -469,7 +466,7 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     let local = |name: &str| Ident::new(name, Span::mixed_site());
     let admit_local = local("__fusebox_admit");
     let breaker = local("__fusebox_breaker");
-    let method = method_name.is_some();
+    let held = local("__fusebox_held");
     let static_name = method_name.as_ref().map(|naming| {
         let MethodNaming {
             name,
@@ -481,34 +478,20 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     let first_name = method_name
         .as_ref()
         .map(|MethodNaming { name, .. }| quote!(#name.get(::core::any::type_name::<Self>)));
-    let (method_declare, method_arg) = match (method_name, &first_name) {
-        (Some(MethodNaming { local, .. }), Some(first)) => {
-            (quote!(#static_name let #local = #first;), quote!(, #local))
-        }
-        _ => (TokenStream::new(), TokenStream::new()),
+    let (named, named_declare) = site_name(site, method_name.as_ref(), private);
+    let take = match admit {
+        Admit::Permit => quote!(enter::<false, _>),
+        Admit::SharedPermit => quote!(enter::<true, _>),
+        Admit::Closure => quote!(acquire),
     };
-    let take = match (admit, method) {
-        (Admit::Permit, false) => quote!(enter),
-        (Admit::Permit, true) => quote!(enter_as),
-        (Admit::SharedPermit, false) => quote!(enter_async),
-        (Admit::SharedPermit, true) => quote!(enter_async_as),
-        (Admit::Closure, false) => quote!(acquire),
-        (Admit::Closure, true) => quote!(acquire_as),
+    // A method's name is completed on its first call, before the admission.
+    let (method_declare, method_arg) = match first_name {
+        Some(first) => (quote!(#static_name #first;), quote!(, #named)),
+        None => (TokenStream::new(), quote!(, #named)),
     };
     match &args.key {
         Key::Literal(key) => {
             let declare = declare(site, args.registry.as_ref(), private);
-            let (named, named_declare) = site_name(site, method_name.as_ref(), private);
-            let take = match admit {
-                Admit::Permit => quote!(enter::<false, _>),
-                Admit::SharedPermit => quote!(enter::<true, _>),
-                Admit::Closure => quote!(acquire),
-            };
-            // A method's name is completed on its first call, before the admission.
-            let (method_declare, method_arg) = match first_name {
-                Some(first) => (quote!(#static_name #first;), quote!(, #named)),
-                None => (TokenStream::new(), quote!(, #named)),
-            };
             let head = quote! {
                 static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
                 #declare
@@ -537,15 +520,21 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
             let key_str = quote_spanned!(key.span()=>
                 ::core::convert::AsRef::<str>::as_ref(&(#key))
             );
+            // The call owns the key's breaker unless the site's cache lends it (one word, kept
+            // alive across the body's awaits); the permit borrows it.
             let take = match admit {
-                Admit::Permit | Admit::SharedPermit => {
-                    quote!(let mut #permit = #site.#take(&#breaker #method_arg);)
-                }
-                Admit::Closure => quote!(let #admit_local = || #site.#take(&#breaker #method_arg);),
+                Admit::Permit | Admit::SharedPermit => quote! {
+                    let mut #permit = #site.#take(#registry, #key_str, &mut #held #method_arg);
+                },
+                Admit::Closure => quote! {
+                    let #breaker = #site.breaker(#registry, #key_str, &mut #held);
+                    let #admit_local = move || #site.#take(#breaker #method_arg);
+                },
             };
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
-                let #breaker = #site.breaker(#registry, #key_str);
+                #named_declare
+                let mut #held = #private::SiteBreaker::new();
                 #method_declare
                 #take
             }
@@ -553,9 +542,9 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     }
 }
 
-/// The zero-sized type through which a literal key's permit finds the function's name, and its
-/// declaration: the permit does not hold the name, so it is two words across the body's await,
-/// not three.
+/// The zero-sized type through which the permit finds the function's name (the name is static
+/// per call site, whether the key is literal or dynamic), and its declaration: the permit does not
+/// hold the name, so it is two words across the body's await, not three.
 fn site_name(
     site: &Ident,
     method_name: Option<&MethodNaming>,

@@ -113,6 +113,21 @@ fn dynamic_key() {
 }
 
 #[test]
+fn dynamic_key_retry() {
+    let out = pretty(
+        quote!(key = self.host, retry = 3, registry = REGISTRY),
+        quote!(
+            async fn fetch(&self, path: &str) -> Result<String, FetchError> {
+                self.client.get(path).await
+            }
+        ),
+        true,
+    );
+    // The attempt driver: the key's breaker is found once, each attempt asks it for admission.
+    check("dynamic_key_retry", &out);
+}
+
+#[test]
 fn fallback() {
     let out = pretty(
         quote!(

@@ -311,16 +311,13 @@ impl<R, T> AwaitSyncFallback<R, T> for &FallbackReturn<R, T> {
 #[cfg(test)]
 mod tests {
     /// The non-generic functions the expansion calls, in `__private.rs` and `site.rs`.
-    const ENTRY_POINTS: [&str; 12] = [
+    const ENTRY_POINTS: [&str; 9] = [
         "permit_succeeded",
         "permit_refused",
         "refusal_error",
         "permit_refusal",
         "breaker",
         "enter",
-        "enter_async",
-        "enter_async_as",
-        "enter_as",
         "get",
         "serves",
         "deref",

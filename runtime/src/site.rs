@@ -159,24 +159,38 @@ impl Cached {
     }
 }
 
-/// The breaker of one call at a [`DynSite`]: the site's cached breaker (borrowed, no reference
-/// count) or one looked up in the registry. Dereferences to [`Breaker`].
-#[derive(Debug)]
-pub struct SiteBreaker(Held);
+/// Where a dynamic-key call keeps its breaker while it runs: empty when the breaker is the
+/// site's cached one (borrowed for the program's life, no reference count), else the breaker
+/// found in the registry, which the call owns (an `async fn` may be polled on other threads
+/// while the registry evicts the key). One word.
+#[derive(Debug, Default)]
+pub struct SiteBreaker(Option<Breaker>);
 
+impl SiteBreaker {
+    /// An empty holder, filled by [`DynSite::enter`] or [`DynSite::breaker`].
+    #[inline(always)]
+    pub const fn new() -> Self {
+        SiteBreaker(None)
+    }
+}
+
+/// The breaker [`DynSite::breaker`] found: the site's cached breaker or one looked up in the
+/// registry (what the unit tests inspect).
+#[cfg(test)]
 #[derive(Debug)]
 enum Held {
     Cached(&'static Breaker),
     Found(Breaker),
 }
 
-impl std::ops::Deref for SiteBreaker {
+#[cfg(test)]
+impl std::ops::Deref for Held {
     type Target = Breaker;
 
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
     fn deref(&self) -> &Breaker {
-        match &self.0 {
+        match self {
             Held::Cached(breaker) => breaker,
             Held::Found(breaker) => breaker,
         }
@@ -195,33 +209,67 @@ impl DynSite {
         }
     }
 
-    /// The breaker of `key` in `registry` (created on first use, within the registry's cap).
-    #[inline]
-    pub fn breaker(&'static self, registry: &'static Registry, key: &str) -> SiteBreaker {
-        let current = self.current.load(Ordering::Acquire);
-        if let Some(slot) = current.checked_sub(1).and_then(|at| self.slots.get(at))
-            && let Some(cached) = slot.get()
-            && let Some(breaker) = cached.serves(registry, key)
-        {
-            return SiteBreaker(Held::Cached(breaker));
-        }
-        self.look_up(registry, key)
+    /// The path of the annotated function, as permits carry it.
+    #[inline(always)]
+    pub fn name(&'static self) -> &'static &'static str {
+        &self.function
     }
 
-    /// The map lookup of a key that is not the cached one; caches it when this thread's previous
-    /// lookup found the same breaker.
+    /// The breaker of `key` in `registry` (created on first use, within the registry's cap),
+    /// kept in `held` when the call must own it.
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub fn breaker<'b>(
+        &'static self,
+        registry: &'static Registry,
+        key: &str,
+        held: &'b mut SiteBreaker,
+    ) -> &'b Breaker {
+        match self.cached(registry, key) {
+            Some(breaker) => breaker,
+            None => self.look_up(registry, key, held),
+        }
+    }
+
+    /// The site's cached breaker, when it serves `key` in `registry`.
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    fn cached(&'static self, registry: &'static Registry, key: &str) -> Option<&'static Breaker> {
+        let current = self.current.load(Ordering::Acquire);
+        let slot = self.slots.get(current.checked_sub(1)?)?;
+        slot.get()?.serves(registry, key)
+    }
+
+    /// The map lookup of a key that is not the cached one, kept in `held`; caches the key when
+    /// this thread's previous lookup found the same breaker.
     #[inline(never)]
-    fn look_up(&'static self, registry: &'static Registry, key: &str) -> SiteBreaker {
+    fn look_up<'b>(
+        &'static self,
+        registry: &'static Registry,
+        key: &str,
+        held: &'b mut SiteBreaker,
+    ) -> &'b Breaker {
         let Some(breaker) = registry.find_dynamic(key) else {
             let made = registry.dynamic(key, self.policy);
             SEEN.set(Arc::as_ptr(&made.core) as usize);
-            return SiteBreaker(Held::Found(made));
+            return held.0.insert(made);
         };
         let at = Arc::as_ptr(&breaker.core) as usize;
         if SEEN.replace(at) == at {
             self.cache(registry, key, &breaker);
         }
-        SiteBreaker(Held::Found(breaker))
+        held.0.insert(breaker)
+    }
+
+    /// The breaker [`DynSite::breaker`] finds for `key`, and whether it came from the cache.
+    #[cfg(test)]
+    fn find(&'static self, registry: &'static Registry, key: &str) -> Held {
+        if let Some(breaker) = self.cached(registry, key) {
+            return Held::Cached(breaker);
+        }
+        let mut held = SiteBreaker::new();
+        self.look_up(registry, key, &mut held);
+        Held::Found(held.0.expect("a looked-up breaker is held"))
     }
 
     /// Points the cache at `key`: a slot that already serves it, else the next free slot.
@@ -254,65 +302,40 @@ impl DynSite {
         }
     }
 
-    /// Asks `breaker` (from [`DynSite::breaker`]) for admission; see [`Site::enter`].
+    /// Asks the breaker of `key` in `registry` for admission; a refused call gets an inert permit
+    /// whose `Permit::refusal` says why. The breaker is kept in `held` when the call owns it (see
+    /// [`SiteBreaker`]); the permit borrows it.
+    ///
+    /// The permit finds the function's name through `name`, the expansion's zero-sized type that
+    /// knows it (a function's [`DynSite::name`], a method's `MethodName`), so the permit held
+    /// across the body's await is two words, beside the one word of `held`. `ASK_STORE` is as on
+    /// [`Site::enter`].
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
-    pub fn enter<'b>(&'static self, breaker: &'b Breaker) -> Permit<'b> {
-        breaker.core.current().enter(&self.function)
-    }
-
-    /// [`DynSite::enter`] for an `async fn` (see `ASK_STORE` on [`Site::enter`]).
-    #[cfg(feature = "redis")]
-    #[cfg_attr(debug_assertions, inline)]
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    pub fn enter_async<'b>(&'static self, breaker: &'b Breaker) -> Permit<'b> {
-        breaker.core.current().enter_with::<true>(&self.function)
-    }
-
-    /// [`DynSite::enter_async`] for a method, whose events carry `name` (from [`MethodName::get`]).
-    #[cfg(feature = "redis")]
-    #[cfg_attr(debug_assertions, inline)]
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    pub fn enter_async_as<'b>(
+    pub fn enter<'b, const ASK_STORE: bool, N: Named>(
         &'static self,
-        breaker: &'b Breaker,
-        name: &'static &'static str,
-    ) -> Permit<'b> {
-        breaker.core.current().enter_with::<true>(name)
+        registry: &'static Registry,
+        key: &str,
+        held: &'b mut SiteBreaker,
+        name: N,
+    ) -> Permit<'b, N> {
+        let breaker = self.breaker(registry, key, held);
+        breaker.core.current().enter_named::<ASK_STORE, N>(name)
     }
 
-    /// Asks `breaker` for admission; a refusal is an [`Error`].
+    /// Asks `breaker` (from [`DynSite::breaker`]) for admission (each attempt of a function with
+    /// `retry`, `backoff` or `deadline`); a refusal is an [`Error`]. The permit finds the
+    /// function's name through `name`, as with [`DynSite::enter`].
     ///
     /// # Errors
     ///
     /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
     #[inline]
-    pub fn acquire<'b>(&'static self, breaker: &'b Breaker) -> Result<Permit<'b>, Error> {
-        breaker.core.current().acquire(&self.function)
-    }
-
-    /// [`DynSite::enter`] for a method, whose events carry `name` (from [`MethodName::get`]).
-    #[cfg_attr(debug_assertions, inline)]
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    pub fn enter_as<'b>(
+    pub fn acquire<'b, N: Named>(
         &'static self,
         breaker: &'b Breaker,
-        name: &'static &'static str,
-    ) -> Permit<'b> {
-        breaker.core.current().enter(name)
-    }
-
-    /// [`DynSite::acquire`] for a method, whose events carry `name` (from [`MethodName::get`]).
-    ///
-    /// # Errors
-    ///
-    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
-    #[inline]
-    pub fn acquire_as<'b>(
-        &'static self,
-        breaker: &'b Breaker,
-        name: &'static &'static str,
-    ) -> Result<Permit<'b>, Error> {
+        name: N,
+    ) -> Result<Permit<'b, N>, Error> {
         breaker.core.current().acquire(name)
     }
 }
@@ -390,15 +413,15 @@ impl crate::declared::DeclaredSite for Site {
 mod tests {
     use std::sync::LazyLock;
 
-    use super::{DynSite, Held, SiteBreaker, method_path};
+    use super::{DynSite, Held, method_path};
     use crate::policy::Policy;
     use crate::registry::Registry;
 
-    fn cached(breaker: &SiteBreaker) -> bool {
-        matches!(breaker.0, Held::Cached(_))
+    fn cached(breaker: &Held) -> bool {
+        matches!(breaker, Held::Cached(_))
     }
 
-    fn same(a: &SiteBreaker, registry: &Registry, key: &str) -> bool {
+    fn same(a: &Held, registry: &Registry, key: &str) -> bool {
         let registered = registry.get(key).expect("registered");
         std::sync::Arc::ptr_eq(&a.core, &registered.core)
     }
@@ -407,19 +430,19 @@ mod tests {
     fn a_repeated_key_is_served_from_the_site_cache() {
         static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
         static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
-        let first = SITE.breaker(&REGISTRY, "a");
-        let second = SITE.breaker(&REGISTRY, "a");
-        let third = SITE.breaker(&REGISTRY, "a");
+        let first = SITE.find(&REGISTRY, "a");
+        let second = SITE.find(&REGISTRY, "a");
+        let third = SITE.find(&REGISTRY, "a");
         assert!(!cached(&first) && !cached(&second) && cached(&third));
         assert!(same(&third, &REGISTRY, "a"));
         // Another key goes to the map and takes the cache; back to `a`, two lookups in a row
         // point the cache at its slot again.
-        assert!(!cached(&SITE.breaker(&REGISTRY, "b")));
-        assert!(same(&SITE.breaker(&REGISTRY, "b"), &REGISTRY, "b"));
-        assert!(cached(&SITE.breaker(&REGISTRY, "b")));
-        assert!(!cached(&SITE.breaker(&REGISTRY, "a")));
-        assert!(!cached(&SITE.breaker(&REGISTRY, "a")));
-        let back = SITE.breaker(&REGISTRY, "a");
+        assert!(!cached(&SITE.find(&REGISTRY, "b")));
+        assert!(same(&SITE.find(&REGISTRY, "b"), &REGISTRY, "b"));
+        assert!(cached(&SITE.find(&REGISTRY, "b")));
+        assert!(!cached(&SITE.find(&REGISTRY, "a")));
+        assert!(!cached(&SITE.find(&REGISTRY, "a")));
+        let back = SITE.find(&REGISTRY, "a");
         assert!(cached(&back) && same(&back, &REGISTRY, "a"));
     }
 
@@ -429,9 +452,9 @@ mod tests {
         static ONE: LazyLock<Registry> = LazyLock::new(Registry::new);
         static TWO: LazyLock<Registry> = LazyLock::new(Registry::new);
         for _ in 0..3 {
-            SITE.breaker(&ONE, "a");
+            SITE.find(&ONE, "a");
         }
-        let other = SITE.breaker(&TWO, "a");
+        let other = SITE.find(&TWO, "a");
         assert!(!cached(&other));
         assert!(same(&other, &TWO, "a"));
     }
@@ -446,19 +469,19 @@ mod tests {
             registry
         });
         for _ in 0..3 {
-            SITE.breaker(&REGISTRY, "a");
+            SITE.find(&REGISTRY, "a");
         }
-        let evicted = std::sync::Arc::clone(&SITE.breaker(&REGISTRY, "a").core);
+        let evicted = std::sync::Arc::clone(&SITE.find(&REGISTRY, "a").core);
         // Full: the first new key gives `a` its second chance, the next one evicts it.
-        OTHER.breaker(&REGISTRY, "b");
-        OTHER.breaker(&REGISTRY, "c");
+        OTHER.find(&REGISTRY, "b");
+        OTHER.find(&REGISTRY, "c");
         assert!(
             !REGISTRY
                 .get("a")
                 .is_some_and(|b| std::sync::Arc::ptr_eq(&b.core, &evicted)),
             "`a` was evicted"
         );
-        let again = SITE.breaker(&REGISTRY, "a");
+        let again = SITE.find(&REGISTRY, "a");
         assert!(!cached(&again));
         assert!(!std::sync::Arc::ptr_eq(&again.core, &evicted));
     }
@@ -473,7 +496,7 @@ mod tests {
                     for round in 0..2_000 {
                         // Runs of one key (cached) alternate with a second key (map lookups).
                         let key = if round % 7 == 0 { "shared" } else { key };
-                        let breaker = SITE.breaker(&REGISTRY, key);
+                        let breaker = SITE.find(&REGISTRY, key);
                         assert!(same(&breaker, &REGISTRY, key), "{key}");
                     }
                 });
@@ -488,15 +511,15 @@ mod tests {
         let keys = ["k0", "k1", "k2", "k3", "k4"];
         for key in keys {
             for _ in 0..3 {
-                SITE.breaker(&REGISTRY, key);
+                SITE.find(&REGISTRY, key);
             }
         }
         // The fifth key found no free slot; the first four are still served.
-        assert!(!cached(&SITE.breaker(&REGISTRY, "k4")));
+        assert!(!cached(&SITE.find(&REGISTRY, "k4")));
         for key in &keys[..4] {
-            SITE.breaker(&REGISTRY, key);
-            SITE.breaker(&REGISTRY, key);
-            let served = SITE.breaker(&REGISTRY, key);
+            SITE.find(&REGISTRY, key);
+            SITE.find(&REGISTRY, key);
+            let served = SITE.find(&REGISTRY, key);
             assert!(cached(&served), "{key}");
             assert!(same(&served, &REGISTRY, key));
         }

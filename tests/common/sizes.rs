@@ -68,3 +68,16 @@ pub(crate) async fn with_retry(n: u64) -> Result<u64, ApiError> {
 pub(crate) async fn with_all(n: u64) -> Result<u64, ApiError> {
     backend(n).await
 }
+
+/// A dynamic key (`key = expr`): the future keeps the key's breaker alive across the body's await.
+#[circuit_breaker(key = host, registry = REGISTRY)]
+pub(crate) async fn dynamic(host: &str, n: u64) -> Result<u64, ApiError> {
+    let _ = host;
+    backend(n).await
+}
+
+/// [`dynamic`] without the attribute: the same parameters.
+pub(crate) async fn bare_dynamic(host: &str, n: u64) -> Result<u64, ApiError> {
+    let _ = host;
+    backend(n).await
+}

@@ -34,7 +34,7 @@ pub(super) struct Attempt<'a> {
 ///
 /// ```text
 /// static SITE: Site = Site::new(key, function, policy);      // or DynSite, and the breaker
-/// let admit = move || SITE.acquire(registry, Name);           // or `|| SITE.acquire(&breaker)`
+/// let admit = move || SITE.acquire(registry, Name);           // or `move || SITE.acquire(breaker, Name)`
 /// const ATTEMPTS: Attempts<T, D> = Attempts { timeout, retry, backoff, deadline };
 /// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure).await;
 /// match settled {

@@ -6,12 +6,25 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
         ::core::concat!(::core::module_path!(), "::", "fetch"),
         ::fusebox::__private_0_1_0::Policy::DEFAULT,
     );
-    let __fusebox_breaker = __FUSEBOX_SITE
-        .breaker(
+    #[derive(::core::clone::Clone, ::core::marker::Copy)]
+    struct __FuseboxName;
+    impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
+        #[inline(always)]
+        fn name(self) -> &'static &'static str {
+            __FUSEBOX_SITE.name()
+        }
+    }
+    let mut __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new();
+    let mut __fusebox_permit = __FUSEBOX_SITE
+        .enter::<
+            false,
+            _,
+        >(
             ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
             ::core::convert::AsRef::<str>::as_ref(&(host)),
+            &mut __fusebox_held,
+            __FuseboxName,
         );
-    let mut __fusebox_permit = __FUSEBOX_SITE.enter(&__fusebox_breaker);
     if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
         let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
             &__fusebox_permit,

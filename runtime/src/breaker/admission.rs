@@ -28,13 +28,6 @@ impl Core {
 
     /// [`Core::enter`]; with `ASK_STORE`, a breaker shared through a store answers with a permit
     /// that asks the store (the breaker's `Store`), which an `async` caller then awaits.
-    #[cfg(feature = "redis")]
-    #[inline(always)]
-    pub(crate) fn enter_with<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
-        self.enter_named::<ASK_STORE, FnName>(site)
-    }
-
-    /// [`Core::enter_with`], the permit finding its function's name through `site`.
     #[inline(always)]
     pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(&self, site: N) -> Permit<'_, N> {
         self.enter_then::<ASK_STORE, N, _>(site, |permit| permit, |permit| permit)

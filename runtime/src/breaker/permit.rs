@@ -2,8 +2,8 @@
 //! and what a refused admission hands back.
 //!
 //! A permit is its breaker, one word of admission and where it finds the function's name
-//! ([`Named`]): the name itself (three words), or, in the attribute's expansion for a literal
-//! key, a zero-sized type that knows it (two words). The word of admission packs, low bits first:
+//! ([`Named`]): the name itself (three words), or, in the attribute's expansion, a zero-sized
+//! type that knows it (two words). The word of admission packs, low bits first:
 //!
 //! | bits   | admitted                                          | refused                     |
 //! |--------|---------------------------------------------------|-----------------------------|
