@@ -310,20 +310,50 @@ impl<R, T> AwaitSyncFallback<R, T> for &FallbackReturn<R, T> {
 
 #[cfg(test)]
 mod tests {
-    /// The non-generic functions the expansion calls, in `__private.rs` and `site.rs`.
-    const ENTRY_POINTS: [&str; 12] = [
-        "permit_succeeded",
-        "permit_refused",
-        "refusal_error",
-        "permit_refusal",
-        "breaker",
-        "enter",
-        "enter_async",
-        "enter_async_as",
-        "enter_as",
-        "get",
-        "serves",
-        "deref",
+    /// The functions the expansion calls, and those its generic entry points call with the
+    /// admission or the report path in their body, per file. Each annotated function has its own
+    /// permit type (`Permit<'_, N>`), so whatever a generic entry point always-inlines is copied
+    /// into every annotated function: these stay out of line in debug builds.
+    const ENTRY_POINTS: [(&str, &str, &[&str]); 5] = [
+        (
+            "__private.rs",
+            include_str!("__private.rs"),
+            &[
+                "permit_succeeded",
+                "permit_refused",
+                "refusal_error",
+                "permit_refusal",
+            ],
+        ),
+        (
+            "site.rs",
+            include_str!("site.rs"),
+            &[
+                "breaker",
+                "enter",
+                "enter_async",
+                "enter_async_as",
+                "enter_as",
+                "get",
+                "serves",
+                "deref",
+            ],
+        ),
+        (
+            "breaker/admission.rs",
+            include_str!("breaker/admission.rs"),
+            &["admit_word"],
+        ),
+        (
+            "breaker/report.rs",
+            include_str!("breaker/report.rs"),
+            &["finish"],
+        ),
+        (
+            "breaker/permit.rs",
+            include_str!("breaker/permit.rs"),
+            &["error_for_refusal"],
+        ),
     ];
 
     /// The name of the first `fn` at or after line `from`.
@@ -338,17 +368,15 @@ mod tests {
         })
     }
 
-    /// A debug build compiles the expansion's entry points once per crate: none of them is
-    /// always-inlined when `debug_assertions` are on (each annotated function would otherwise
-    /// carry its own copy of the admission and report path).
+    /// A debug build compiles the expansion's entry points, and the admission and report paths
+    /// under its generic ones, once per crate: none of them is always-inlined when
+    /// `debug_assertions` are on (each annotated function would otherwise carry its own copy of
+    /// the admission and report path).
     #[test]
     fn entry_points_are_not_always_inlined_in_debug_builds() {
-        let mut checked = 0;
-        for (file, source) in [
-            ("__private.rs", include_str!("__private.rs")),
-            ("site.rs", include_str!("site.rs")),
-        ] {
+        for (file, source, names) in ENTRY_POINTS {
             let lines: Vec<&str> = source.lines().collect();
+            let mut checked = Vec::new();
             for (i, line) in lines.iter().enumerate() {
                 let attribute = line.trim();
                 let conditional = attribute == "#[cfg_attr(not(debug_assertions), inline(always))]";
@@ -356,10 +384,10 @@ mod tests {
                     continue;
                 }
                 let name = next_fn(&lines, i + 1).expect("an attribute before a function");
-                if !ENTRY_POINTS.contains(&name.as_str()) {
+                if !names.contains(&name.as_str()) {
                     continue;
                 }
-                checked += 1;
+                checked.push(name.clone());
                 assert!(
                     conditional && lines[i - 1].trim() == "#[cfg_attr(debug_assertions, inline)]",
                     "{file}:{}: `{name}` is always inlined in debug builds; write \
@@ -368,10 +396,12 @@ mod tests {
                     i + 1
                 );
             }
+            for name in names {
+                assert!(
+                    checked.iter().any(|found| found == name),
+                    "{file}: no `fn {name}` marked `inline(always)` without `debug_assertions`"
+                );
+            }
         }
-        assert!(
-            checked >= ENTRY_POINTS.len(),
-            "only {checked} entry points found"
-        );
     }
 }

@@ -126,6 +126,14 @@ impl<'a, N: Named> Permit<'a, N> {
         self.word = Word::SETTLED;
         named
     }
+
+    /// This permit's word of admission; the permit is settled (it reports nothing).
+    #[inline(always)]
+    pub(super) fn into_word(mut self) -> Word {
+        let word = self.word;
+        self.word = Word::SETTLED;
+        word
+    }
 }
 
 impl<N: Named> Permit<'_, N> {
@@ -230,7 +238,7 @@ impl<N: Named> Permit<'_, N> {
 
     #[inline(always)]
     pub(super) fn refusal_error(&self, code: u64) -> Error {
-        refusal_error(&self.core.key, code, self.word)
+        error_for_refusal(&self.core.key, code, self.word)
     }
 
     #[inline(always)]
@@ -318,7 +326,7 @@ impl OwnedPermit {
     pub(crate) fn refusal(&self) -> Option<Error> {
         match self.word.refusal() {
             0 => None,
-            code => Some(refusal_error(&self.core.key, code, self.word)),
+            code => Some(error_for_refusal(&self.core.key, code, self.word)),
         }
     }
 
@@ -362,9 +370,11 @@ impl fmt::Debug for OwnedPermit {
 }
 
 /// The error of a permit refused with `code` (see [`refused`]), whose `word` carries the wait
-/// before the next probe.
-#[inline(always)]
-pub(super) fn refusal_error(key: &Key, code: u64, word: Word) -> Error {
+/// before the next probe. `inline(always)` only without `debug_assertions` (a debug build
+/// compiles it once, not once per permit's [`Named`]).
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+pub(super) fn error_for_refusal(key: &Key, code: u64, word: Word) -> Error {
     // Only `refused(reason.code(), …)` makes a refused word, so `code` is a reason's code.
     const { assert!(NO_WAIT == u64::MAX) };
     Error::from_permit(key.clone(), code, wait_of(word))
