@@ -54,9 +54,7 @@ pub fn permit_refused<N: Named>(permit: &Permit<'_, N>) -> bool {
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 pub fn refusal_error<N: Named>(permit: &Permit<'_, N>) -> Error {
-    permit
-        .refusal()
-        .unwrap_or_else(|| Error::new(permit.key(), crate::Reason::Open, None))
+    permit.refusal_or_open()
 }
 
 /// The error of a refused permit (`None` when it was admitted).
@@ -352,7 +350,7 @@ mod tests {
         (
             "breaker/permit.rs",
             include_str!("breaker/permit.rs"),
-            &["error_for_refusal"],
+            &["error_for_refusal", "settle_word", "error_of_word"],
         ),
     ];
 

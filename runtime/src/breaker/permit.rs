@@ -241,15 +241,43 @@ impl<N: Named> Permit<'_, N> {
         error_for_refusal(&self.core.key, code, self.word)
     }
 
+    /// Reports `outcome` in place (see [`settle_word`]); generic over `N` only to fetch the name.
     #[inline(always)]
     pub(super) fn settle(&mut self, outcome: Verdict) {
-        if !self.word.inert() {
-            // Settled before the report runs: whatever unwinds out of it, the drop that follows
-            // does not report (or release a bulkhead slot) a second time.
-            let ticket = self.ticket();
-            self.word = Word::SETTLED;
-            self.core.finish(ticket, outcome);
-        }
+        settle_word(self.core, &mut self.word, self.site.name(), outcome);
+    }
+
+    /// The error of this permit's refusal, or an open circuit's (with no wait) when it was
+    /// admitted.
+    #[inline(always)]
+    pub(crate) fn refusal_or_open(&self) -> Error {
+        error_of_word(self.core, self.word)
+    }
+}
+
+/// Reports `outcome` for the call admitted with `word` by `core`, named `site`, unless `word` is
+/// inert (refused or settled), and settles `word`. `inline(always)` only without
+/// `debug_assertions`: a debug build compiles it once, not once per permit's [`Named`].
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn settle_word(core: &Core, word: &mut Word, site: FnName, outcome: Verdict) {
+    if !word.inert() {
+        // Settled before the report runs: whatever unwinds out of it, the drop that follows
+        // does not report (or release a bulkhead slot) a second time.
+        let ticket = Ticket { word: *word, site };
+        *word = Word::SETTLED;
+        core.finish(ticket, outcome);
+    }
+}
+
+/// The error of the refusal `word` carries, or an open circuit's (with no wait) when `word` was
+/// admitted. `inline(always)` only without `debug_assertions` (see [`settle_word`]).
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn error_of_word(core: &Core, word: Word) -> Error {
+    match word.refusal() {
+        0 => Error::new(core.key.clone(), Reason::Open, None),
+        code => error_for_refusal(&core.key, code, word),
     }
 }
 
