@@ -17,11 +17,13 @@ pub use crate::policy::Policy;
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
-// The non-generic entry points the expansion calls (here and in `site.rs`) are
-// `inline(always)` only when `debug_assertions` are off. In a debug build, LLVM's always-inliner
-// would otherwise copy the whole admission and report path into every annotated function (about
-// 2,000 lines of LLVM IR each); as plain `#[inline]` functions they are compiled once per crate.
-// Release builds inline them as before.
+// The entry points the expansion calls (here and in `site.rs`), and the admission and report
+// paths they reach (`Core::admit_word`, `Core::finish`, `permit::settle_word`, …), are
+// `inline(always)` only when `debug_assertions` are off. The entry points are generic over the
+// permit's name type, unique to each annotated function, so in a debug build LLVM's
+// always-inliner would otherwise copy the whole admission and report path into every annotated
+// function (thousands of lines of LLVM IR each); as plain `#[inline]` functions the paths are
+// compiled once per crate. Release builds inline them as before.
 
 /// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`]).
 #[cfg_attr(debug_assertions, inline)]
