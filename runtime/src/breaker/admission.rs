@@ -28,9 +28,24 @@ impl Core {
 
     /// [`Core::enter`]; with `ASK_STORE`, a breaker shared through a store answers with a permit
     /// that asks the store (the breaker's `Store`), which an `async` caller then awaits.
+    /// Generic over `N` only to fetch the name: the admission itself is [`Core::admit_word`], one
+    /// function whatever `N` is.
     #[inline(always)]
     pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(&self, site: N) -> Permit<'_, N> {
-        self.enter_then::<ASK_STORE, N, _>(site, |permit| permit, |permit| permit)
+        Permit {
+            core: self,
+            word: self.admit_word::<ASK_STORE>(site.name()),
+            site,
+        }
+    }
+
+    /// The word of admission of a call of the function named `site` (a refusal's word when
+    /// refused). `inline(always)` only without `debug_assertions`: a debug build compiles it once,
+    /// instead of copying the admission path into every function that asks for admission.
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(crate) fn admit_word<const ASK_STORE: bool>(&self, site: FnName) -> Word {
+        self.enter_then::<ASK_STORE, FnName, _>(site, Permit::into_word, Permit::into_word)
     }
 
     /// Admission, handing the permit to `admitted` (a permit of the general path may be refused

@@ -126,6 +126,14 @@ impl<'a, N: Named> Permit<'a, N> {
         self.word = Word::SETTLED;
         named
     }
+
+    /// This permit's word of admission; the permit is settled (it reports nothing).
+    #[inline(always)]
+    pub(super) fn into_word(mut self) -> Word {
+        let word = self.word;
+        self.word = Word::SETTLED;
+        word
+    }
 }
 
 impl<N: Named> Permit<'_, N> {
@@ -230,18 +238,46 @@ impl<N: Named> Permit<'_, N> {
 
     #[inline(always)]
     pub(super) fn refusal_error(&self, code: u64) -> Error {
-        refusal_error(&self.core.key, code, self.word)
+        error_for_refusal(&self.core.key, code, self.word)
     }
 
+    /// Reports `outcome` in place (see [`settle_word`]); generic over `N` only to fetch the name.
     #[inline(always)]
     pub(super) fn settle(&mut self, outcome: Verdict) {
-        if !self.word.inert() {
-            // Settled before the report runs: whatever unwinds out of it, the drop that follows
-            // does not report (or release a bulkhead slot) a second time.
-            let ticket = self.ticket();
-            self.word = Word::SETTLED;
-            self.core.finish(ticket, outcome);
-        }
+        settle_word(self.core, &mut self.word, self.site.name(), outcome);
+    }
+
+    /// The error of this permit's refusal, or an open circuit's (with no wait) when it was
+    /// admitted.
+    #[inline(always)]
+    pub(crate) fn refusal_or_open(&self) -> Error {
+        error_of_word(self.core, self.word)
+    }
+}
+
+/// Reports `outcome` for the call admitted with `word` by `core`, named `site`, unless `word` is
+/// inert (refused or settled), and settles `word`. `inline(always)` only without
+/// `debug_assertions`: a debug build compiles it once, not once per permit's [`Named`].
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn settle_word(core: &Core, word: &mut Word, site: FnName, outcome: Verdict) {
+    if !word.inert() {
+        // Settled before the report runs: whatever unwinds out of it, the drop that follows
+        // does not report (or release a bulkhead slot) a second time.
+        let ticket = Ticket { word: *word, site };
+        *word = Word::SETTLED;
+        core.finish(ticket, outcome);
+    }
+}
+
+/// The error of the refusal `word` carries, or an open circuit's (with no wait) when `word` was
+/// admitted. `inline(always)` only without `debug_assertions` (see [`settle_word`]).
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn error_of_word(core: &Core, word: Word) -> Error {
+    match word.refusal() {
+        0 => Error::new(core.key.clone(), Reason::Open, None),
+        code => error_for_refusal(&core.key, code, word),
     }
 }
 
@@ -318,7 +354,7 @@ impl OwnedPermit {
     pub(crate) fn refusal(&self) -> Option<Error> {
         match self.word.refusal() {
             0 => None,
-            code => Some(refusal_error(&self.core.key, code, self.word)),
+            code => Some(error_for_refusal(&self.core.key, code, self.word)),
         }
     }
 
@@ -362,9 +398,11 @@ impl fmt::Debug for OwnedPermit {
 }
 
 /// The error of a permit refused with `code` (see [`refused`]), whose `word` carries the wait
-/// before the next probe.
-#[inline(always)]
-pub(super) fn refusal_error(key: &Key, code: u64, word: Word) -> Error {
+/// before the next probe. `inline(always)` only without `debug_assertions` (a debug build
+/// compiles it once, not once per permit's [`Named`]).
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+pub(super) fn error_for_refusal(key: &Key, code: u64, word: Word) -> Error {
     // Only `refused(reason.code(), …)` makes a refused word, so `code` is a reason's code.
     const { assert!(NO_WAIT == u64::MAX) };
     Error::from_permit(key.clone(), code, wait_of(word))

@@ -463,7 +463,7 @@ fn a_refusal_keeps_its_wait_up_to_the_longest_open_wait() {
         let word = permit::refused(code, wait);
         assert!(word.inert());
         assert_eq!(word.refusal(), code);
-        let error = permit::refusal_error(&Key::from_static("t"), 1, word);
+        let error = permit::error_for_refusal(&Key::from_static("t"), 1, word);
         let kept = match wait {
             NO_WAIT => None,
             wait => Some(Duration::from_nanos(wait.min((1 << 56) - 1))),
