@@ -58,30 +58,8 @@ mod fb {
 
     use fusebox::{Breaker, Cause, Policy, Reason, Snapshot, State};
 
-    /// The error type of the annotated functions: the inner `u64` error, or a refused call
-    /// (`#[circuit_breaker]` without a fallback needs `From<fusebox::Error>`).
-    #[derive(Debug)]
-    pub(crate) enum BenchError {
-        /// The inner work failed.
-        Inner(u64),
-        /// The breaker refused the call.
-        Refused(fusebox::Error),
-    }
-
-    impl From<fusebox::Error> for BenchError {
-        fn from(e: fusebox::Error) -> Self {
-            BenchError::Refused(e)
-        }
-    }
-
-    impl std::fmt::Display for BenchError {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            match self {
-                BenchError::Inner(code) => write!(f, "inner work failed with {code}"),
-                BenchError::Refused(e) => write!(f, "{e}"),
-            }
-        }
-    }
+    /// The error of the annotated functions (shared with the other benches).
+    pub(crate) use fusebox_bench::BenchError;
 
     /// The policy the attributes below spell out, for the manual API.
     pub(crate) const POLICY: Policy = Policy::new()

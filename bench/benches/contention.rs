@@ -32,29 +32,8 @@ fn work() -> Result<u64, u64> {
 
 /// fusebox subjects: annotated sync functions over a count and a time window.
 mod fb {
-    /// The error of the annotated functions: the inner error, or a refusal.
-    #[derive(Debug)]
-    pub(crate) enum BenchError {
-        /// The inner work failed.
-        Inner(u64),
-        /// The breaker refused the call.
-        Refused(fusebox::Error),
-    }
-
-    impl From<fusebox::Error> for BenchError {
-        fn from(e: fusebox::Error) -> Self {
-            BenchError::Refused(e)
-        }
-    }
-
-    impl std::fmt::Display for BenchError {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            match self {
-                BenchError::Inner(code) => write!(f, "inner work failed with {code}"),
-                BenchError::Refused(e) => write!(f, "{e}"),
-            }
-        }
-    }
+    /// The error of the annotated functions (shared with the other benches).
+    pub(crate) use fusebox_bench::BenchError;
 
     /// A count window of 100 calls.
     #[fusebox::circuit_breaker(
