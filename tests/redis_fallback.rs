@@ -10,20 +10,7 @@ use std::sync::Mutex;
 
 use fusebox::redis::RedisStore;
 use fusebox::{Cause, Registry, State, circuit_breaker};
-use redis_harness::RedisServer;
-
-#[derive(Debug)]
-enum BackendError {
-    Down,
-    #[allow(dead_code)]
-    Refused(fusebox::Error),
-}
-
-impl From<fusebox::Error> for BackendError {
-    fn from(e: fusebox::Error) -> Self {
-        BackendError::Refused(e)
-    }
-}
+use redis_harness::{BackendError, RedisServer};
 
 static A: LazyLock<Registry> = LazyLock::new(Registry::new);
 static B: LazyLock<Registry> = LazyLock::new(Registry::new);

@@ -9,19 +9,7 @@ use std::time::{Duration, Instant};
 
 use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
-use redis_harness::RedisServer;
-
-#[derive(Debug)]
-enum BackendError {
-    Down,
-    Refused(fusebox::Error),
-}
-
-impl From<fusebox::Error> for BackendError {
-    fn from(e: fusebox::Error) -> Self {
-        BackendError::Refused(e)
-    }
-}
+use redis_harness::{BackendError, RedisServer};
 
 /// Generous bound for "answered within the store timeout" on a loaded machine (timeout: 50 ms).
 const BOUND: Duration = Duration::from_secs(2);

@@ -15,19 +15,7 @@ use std::time::Duration;
 use fusebox::clock::FakeClock;
 use fusebox::redis::RedisStore;
 use fusebox::{Registry, State, Trigger, circuit_breaker};
-use redis_harness::RedisServer;
-
-#[derive(Debug)]
-enum BackendError {
-    Down,
-    Refused(#[allow(dead_code)] fusebox::Error),
-}
-
-impl From<fusebox::Error> for BackendError {
-    fn from(e: fusebox::Error) -> Self {
-        BackendError::Refused(e)
-    }
-}
+use redis_harness::{BackendError, RedisServer};
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static MEMORY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));

@@ -10,19 +10,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Registry, State, circuit_breaker};
-use redis_harness::RedisServer;
-
-#[derive(Debug)]
-enum BackendError {
-    Down,
-    Refused(fusebox::Error),
-}
-
-impl From<fusebox::Error> for BackendError {
-    fn from(e: fusebox::Error) -> Self {
-        BackendError::Refused(e)
-    }
-}
+use redis_harness::{BackendError, RedisServer};
 
 static REPLICA: LazyLock<Registry> = LazyLock::new(Registry::new);
 static BACKEND_CALLS: AtomicU32 = AtomicU32::new(0);

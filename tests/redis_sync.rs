@@ -8,19 +8,7 @@ use std::sync::LazyLock;
 
 use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
-use redis_harness::RedisServer;
-
-#[derive(Debug)]
-enum BackendError {
-    Down,
-    Refused(fusebox::Error),
-}
-
-impl From<fusebox::Error> for BackendError {
-    fn from(e: fusebox::Error) -> Self {
-        BackendError::Refused(e)
-    }
-}
+use redis_harness::{BackendError, RedisServer};
 
 static SYNC_ONLY: LazyLock<Registry> = LazyLock::new(Registry::new);
 static MIXED: LazyLock<Registry> = LazyLock::new(Registry::new);

@@ -16,19 +16,7 @@ use common::capture::{capture, named};
 use fusebox::clock::FakeClock;
 use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Registry, State, Trigger, circuit_breaker};
-use redis_harness::RedisServer;
-
-#[derive(Debug)]
-enum BackendError {
-    Down,
-    Refused(#[allow(dead_code)] fusebox::Error),
-}
-
-impl From<fusebox::Error> for BackendError {
-    fn from(e: fusebox::Error) -> Self {
-        BackendError::Refused(e)
-    }
-}
+use redis_harness::{BackendError, RedisServer};
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static SHARED: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));

@@ -1,6 +1,7 @@
 //! A `redis-server` of the test's own: a free loopback port, persistence off, killed on drop.
 //!
 //! When the binary is missing the test fails with the install line; it never skips.
+//! Also the error type the Redis tests' annotated functions return ([`BackendError`]).
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -138,5 +139,21 @@ impl Drop for RedisServer {
             .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The error of the Redis tests' annotated functions: the backend is down, or the breaker refused
+/// the call (`#[circuit_breaker]` without a fallback needs `From<fusebox::Error>`).
+#[derive(Debug)]
+pub(crate) enum BackendError {
+    /// The backend failed.
+    Down,
+    /// The breaker refused the call.
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for BackendError {
+    fn from(e: fusebox::Error) -> Self {
+        BackendError::Refused(e)
     }
 }
