@@ -328,7 +328,7 @@ mod tests {
         (
             "site.rs",
             include_str!("site.rs"),
-            &["breaker", "enter", "get", "serves", "deref"],
+            &["breaker", "enter", "get", "serves"],
         ),
         (
             "breaker/admission.rs",

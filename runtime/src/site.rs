@@ -174,29 +174,6 @@ impl SiteBreaker {
     }
 }
 
-/// The breaker [`DynSite::breaker`] found: the site's cached breaker or one looked up in the
-/// registry (what the unit tests inspect).
-#[cfg(test)]
-#[derive(Debug)]
-enum Held {
-    Cached(&'static Breaker),
-    Found(Breaker),
-}
-
-#[cfg(test)]
-impl std::ops::Deref for Held {
-    type Target = Breaker;
-
-    #[cfg_attr(debug_assertions, inline)]
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    fn deref(&self) -> &Breaker {
-        match self {
-            Held::Cached(breaker) => breaker,
-            Held::Found(breaker) => breaker,
-        }
-    }
-}
-
 impl DynSite {
     /// A call site of `function`.
     pub const fn new(function: &'static str, policy: Policy) -> Self {
@@ -259,17 +236,6 @@ impl DynSite {
             self.cache(registry, key, &breaker);
         }
         held.0.insert(breaker)
-    }
-
-    /// The breaker [`DynSite::breaker`] finds for `key`, and whether it came from the cache.
-    #[cfg(test)]
-    fn find(&'static self, registry: &'static Registry, key: &str) -> Held {
-        if let Some(breaker) = self.cached(registry, key) {
-            return Held::Cached(breaker);
-        }
-        let mut held = SiteBreaker::new();
-        self.look_up(registry, key, &mut held);
-        Held::Found(held.0.expect("a looked-up breaker is held"))
     }
 
     /// Points the cache at `key`: a slot that already serves it, else the next free slot.
@@ -413,17 +379,36 @@ impl crate::declared::DeclaredSite for Site {
 mod tests {
     use std::sync::LazyLock;
 
-    use super::{DynSite, Held, method_path};
+    use super::{DynSite, SiteBreaker, method_path};
+    use crate::breaker::Breaker;
     use crate::policy::Policy;
     use crate::registry::Registry;
 
-    fn cached(breaker: &Held) -> bool {
-        matches!(breaker, Held::Cached(_))
+    /// What [`DynSite::breaker`] finds for `key`, and whether it came from the site's cache (the
+    /// call then holds nothing).
+    struct Found {
+        breaker: Breaker,
+        cached: bool,
     }
 
-    fn same(a: &Held, registry: &Registry, key: &str) -> bool {
+    impl DynSite {
+        fn find(&'static self, registry: &'static Registry, key: &str) -> Found {
+            let mut held = SiteBreaker::new();
+            let breaker = self.breaker(registry, key, &mut held).clone();
+            Found {
+                breaker,
+                cached: held.0.is_none(),
+            }
+        }
+    }
+
+    fn cached(found: &Found) -> bool {
+        found.cached
+    }
+
+    fn same(a: &Found, registry: &Registry, key: &str) -> bool {
         let registered = registry.get(key).expect("registered");
-        std::sync::Arc::ptr_eq(&a.core, &registered.core)
+        std::sync::Arc::ptr_eq(&a.breaker.core, &registered.core)
     }
 
     #[test]
@@ -471,7 +456,7 @@ mod tests {
         for _ in 0..3 {
             SITE.find(&REGISTRY, "a");
         }
-        let evicted = std::sync::Arc::clone(&SITE.find(&REGISTRY, "a").core);
+        let evicted = std::sync::Arc::clone(&SITE.find(&REGISTRY, "a").breaker.core);
         // Full: the first new key gives `a` its second chance, the next one evicts it.
         OTHER.find(&REGISTRY, "b");
         OTHER.find(&REGISTRY, "c");
@@ -483,7 +468,7 @@ mod tests {
         );
         let again = SITE.find(&REGISTRY, "a");
         assert!(!cached(&again));
-        assert!(!std::sync::Arc::ptr_eq(&again.core, &evicted));
+        assert!(!std::sync::Arc::ptr_eq(&again.breaker.core, &evicted));
     }
 
     #[test]
