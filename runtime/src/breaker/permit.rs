@@ -230,6 +230,12 @@ impl<N: Named> Permit<'_, N> {
         }
     }
 
+    /// The refusal code of the permit's word (0: admitted).
+    #[inline(always)]
+    pub(crate) fn refusal_code(&self) -> u64 {
+        self.word.refusal()
+    }
+
     /// True when the call was refused ([`refusal`](Permit::refusal) is `Some`).
     #[inline(always)]
     pub(crate) fn is_refused(&self) -> bool {
@@ -342,6 +348,20 @@ impl OwnedPermit {
         self.word.state() == State::HalfOpen && !self.word.inert()
     }
 
+    /// True when the permit asks its breaker's store for admission (a refused word until then).
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn waits_for_store(&self) -> bool {
+        #[cfg(feature = "redis")]
+        {
+            self.word.refusal() == super::store::ASK_STORE
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            false
+        }
+    }
+
     /// True when the breaker refused the call (see [`Breaker::enter_owned`]).
     #[cfg(feature = "tower")]
     #[inline]
@@ -362,6 +382,30 @@ impl OwnedPermit {
     #[inline]
     pub(crate) fn abandon(&mut self) {
         self.settle(abandoned());
+    }
+
+    /// The admission this permit asks of its breaker's store, to be awaited; `None` when it
+    /// does not ask (see [`Breaker::enter_owned_asking`](super::Breaker::enter_owned_asking)).
+    /// The future's word replaces the permit's ([`OwnedPermit::admitted_as`]).
+    #[cfg(all(feature = "redis", feature = "tower"))]
+    pub(crate) fn asks_store(&self) -> Option<super::Boxed<'static, Word>> {
+        if self.word.refusal() != super::store::ASK_STORE {
+            return None;
+        }
+        let core = self.core.clone();
+        let site = self.site;
+        Some(Box::pin(async move {
+            match core.store.as_ref() {
+                Some(store) => store.admit(&core, site).await.into_word(),
+                None => Word::SETTLED,
+            }
+        }))
+    }
+
+    /// Takes the store's answer to [`OwnedPermit::asks_store`]: admitted, or refused.
+    #[cfg(all(feature = "redis", feature = "tower"))]
+    pub(crate) fn admitted_as(&mut self, word: Word) {
+        self.word = word;
     }
 
     /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).

@@ -97,6 +97,11 @@ impl Core {
         }
     }
 
+    /// The local breaker's state (a shared key's mirror of the store's).
+    pub(crate) fn local_state(&self) -> State {
+        self.load().state()
+    }
+
     /// The local state as the script's seed: (state code, open remaining in ms).
     pub(crate) fn seed(&self) -> (u64, u64) {
         let word = self.load();

@@ -10,6 +10,9 @@
 -- ARGV[12] half-open probes, or 2^40 + phases * 2^20 + min_passes for progressive recovery
 -- ARGV[13] probe lease (ms)   ARGV[14] failure count (failures in the window that open it, 0 = off)
 -- report:  ARGV[15] generation modulo 1024  ARGV[16] outcome (0 released, 1 success, 2 failure)  ARGV[17] slow (0/1)
+--          ARGV[18] the replica's id, ARGV[19] the report's sequence number in that replica: a
+--          report whose number is not above the last one recorded from that replica (field
+--          `q<id>`) is a copy sent again and changes nothing
 -- force:   ARGV[15] target state
 -- admit:   ARGV[15] the replica's local state, ARGV[16] its open remaining (ms): used only when
 --          the key does not exist (first share of a breaker already in use, or Redis restarted
@@ -218,8 +221,17 @@ elseif op == 'report' then
   local gen = tonumber(ARGV[15])
   local outcome = tonumber(ARGV[16])
   local slow = tonumber(ARGV[17])
+  -- At most once: each replica numbers its reports; one already recorded (its answer was lost,
+  -- and the replica sent it again) changes nothing.
+  local seq = tonumber(ARGV[19])
+  local duplicate = false
+  if ARGV[18] and seq then
+    local field = 'q' .. ARGV[18]
+    local last = tonumber(redis.call('HGET', k, field)) or 0
+    if seq <= last then duplicate = true else redis.call('HSET', k, field, seq) end
+  end
   -- A permit keeps its generation modulo 2^10.
-  if gen ~= b.g % 1024 then
+  if duplicate or gen ~= b.g % 1024 then
     code = 0
   elseif b.st == 0 or b.st == 4 then
     code = 1

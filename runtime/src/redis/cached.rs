@@ -1,6 +1,7 @@
-//! Cached mode: admission answered from the replica's view of a shared key when the view is
-//! closed, disabled, forced open or open within its wait, and the pub/sub subscription that
-//! keeps every view current (or, while it is down, makes the store strict).
+//! Admission from the replica's view of a shared key (cached mode, and callers that cannot await
+//! in either mode) when the view is closed, disabled, forced open or open within its wait, and
+//! the pub/sub subscription that keeps every view current in cached mode (or, while it is down,
+//! makes the store strict).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -8,32 +9,60 @@ use std::time::Duration;
 
 use super::TRANSITIONS;
 use super::link::{Client, Link};
-use super::report::{LEARN, send};
+use super::admit::{degraded, permit_of};
+use super::report::{LEARN, send, send_admit};
 use super::script::learn;
 use crate::breaker::{Core, FnName, Permit, shared_word};
 use crate::error::Reason;
 
-/// Cached mode: answers admission from the replica's view of the shared state when it can (a
-/// closed or disabled circuit admits, an open one whose wait is not over refuses, a forced-open
-/// one refuses); `None` sends the call to the script (half-open probes, an unknown view, the
-/// subscription down).
+/// Admission from the replica's view of the shared state, when the caller may not ask the
+/// script itself; `None` sends the call to the script (the caller awaits it).
 ///
-/// A caller that cannot await (`asks` false: a sync function, `try_acquire`) and finds the view
-/// unknown starts a background read of the shared state, so its later calls use the view.
+/// - An `async` caller (`asks`) uses the view only in cached mode with its subscription up: a
+///   closed or disabled view admits, an open one whose wait is not over refuses, a forced-open one
+///   refuses; half-open, an open wait that is over and an unknown view ask the script, so
+///   half-open probes stay exact across replicas.
+/// - A caller that cannot await (`asks` false: a sync function, `try_acquire`, the tower layer's
+///   first admission) uses the view in both modes the same way, and where an `async` caller
+///   would ask the script, it asks it synchronously ([`ask_blocking`]), bounded by the store's
+///   timeout. In strict mode its view is what the script answered last: a transition another
+///   replica committed reaches it with the answer to its next report.
+/// - While the store does not answer, both go to [`degraded`].
 pub(crate) fn cached_admit<'c>(
     core: &'c Core,
     link: &Arc<Link>,
     site: FnName,
     asks: bool,
 ) -> Option<Permit<'c>> {
-    if !link.caches() {
-        return None;
-    }
-    let view = link.view.load(Ordering::Acquire);
-    if view == 0 {
+    let client = &link.store.client;
+    if !client.healthy.load(Ordering::Acquire) {
+        // One `async` caller at a time asks the script, to learn when it answers again; the
+        // others are decided locally without waiting.
+        if asks && !client.probing.swap(true, Ordering::AcqRel) {
+            return None;
+        }
         if !asks && !link.learning.swap(true, Ordering::AcqRel) {
             send(link, 0, LEARN, 0, site);
         }
+        return Some(degraded(core, link, site));
+    }
+    if asks && !link.caches() {
+        return None;
+    }
+    if let Some(permit) = from_view(core, link, site) {
+        return Some(permit);
+    }
+    if asks {
+        return None;
+    }
+    Some(ask_blocking(core, link, site))
+}
+
+/// The admission the view decides alone: closed or disabled admits under the view's
+/// generation, forced open refuses, open within its wait refuses; `None` otherwise.
+fn from_view<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>> {
+    let view = link.view.load(Ordering::Acquire);
+    if view == 0 {
         return None;
     }
     match (view >> 1) & 0b111 {
@@ -49,6 +78,39 @@ pub(crate) fn cached_admit<'c>(
     }
 }
 
+/// Asks the script for the admission of a caller that cannot await: the store's reporting task
+/// runs the `admit`, and this thread waits for its answer, bounded by the store's timeout. A
+/// thread of a multi-threaded tokio runtime waits inside `block_in_place`; a thread of a
+/// current-thread runtime cannot wait for a task of its own runtime, so there the call is
+/// decided as while the store does not answer ([`degraded`]), and a background read updates the
+/// view for the next call.
+fn ask_blocking<'c>(core: &'c Core, link: &Arc<Link>, site: FnName) -> Permit<'c> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let can_wait = match Handle::try_current() {
+        Err(_) => Some(false),
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => Some(true),
+        Ok(_) => None,
+    };
+    let Some(in_runtime) = can_wait else {
+        if !link.learning.swap(true, Ordering::AcqRel) {
+            send(link, 0, LEARN, 0, site);
+        }
+        return degraded(core, link, site);
+    };
+    let (seed, remaining) = core.seed();
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    send_admit(link, seed, remaining, site, tx);
+    let bound = link.store.client.timeout() * 2;
+    let answer = if in_runtime {
+        tokio::task::block_in_place(|| rx.recv_timeout(bound))
+    } else {
+        rx.recv_timeout(bound)
+    };
+    match answer {
+        Ok(Ok(answer)) => permit_of(core, &answer, site),
+        _ => degraded(core, link, site),
+    }
+}
 /// Subscribes to [`TRANSITIONS`] on a connection of its own, bounded by `timeout` (at least one
 /// second).
 pub(super) async fn subscribe(
@@ -81,7 +143,7 @@ pub(super) async fn subscriber(
             let Some(strong) = client.upgrade() else {
                 return;
             };
-            let timeout = strong.timeout;
+            let timeout = strong.timeout();
             drop(strong);
             tokio::time::sleep(timeout.max(Duration::from_millis(100))).await;
             pubsub = subscribe(&redis, timeout).await;

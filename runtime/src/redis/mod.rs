@@ -107,8 +107,14 @@ use std::time::Duration;
 pub(crate) use store::attach;
 pub use store::{RedisStore, RedisStoreBuilder, SharedState};
 
-/// The default bound on each store call.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+/// The floor of the default bound on each store call (see
+/// [`RedisStoreBuilder::adaptive_timeout`]).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+/// The ceiling of the default bound on each store call.
+pub const DEFAULT_TIMEOUT_CEILING: Duration = Duration::from_secs(1);
+/// How long, by default, a shared key's local breaker keeps an open circuit open while the store
+/// does not answer ([`RedisStoreBuilder::local_recovery_after`]).
+pub const DEFAULT_LOCAL_RECOVERY_AFTER: Duration = Duration::from_secs(10);
 /// The default idle time after which Redis forgets a breaker's key.
 pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 

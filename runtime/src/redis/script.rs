@@ -88,19 +88,25 @@ pub(super) async fn call(
         invocation.arg(*value);
     }
     let mut conn = client.conn.clone();
+    let bound = client.timeout();
+    let started = std::time::Instant::now();
     let result: Result<redis::RedisResult<Vec<i64>>, _> =
-        tokio::time::timeout(client.timeout, invocation.invoke_async(&mut conn)).await;
+        tokio::time::timeout(bound, invocation.invoke_async(&mut conn)).await;
     let values = match result {
-        Ok(Ok(values)) => values,
+        Ok(Ok(values)) => {
+            client.bound.observe(started.elapsed());
+            values
+        }
         Ok(Err(error)) => {
             degrade_event(client, link, &error.to_string());
             return Err(());
         }
         Err(_) => {
+            client.bound.missed();
             degrade_event(
                 client,
                 link,
-                &format!("no answer within {:?}", client.timeout),
+                &format!("no answer within {bound:?}"),
             );
             return Err(());
         }
@@ -114,7 +120,7 @@ pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Resul
         degrade_event(client, link, &format!("unexpected answer {values:?}"));
         return Err(());
     }
-    if !client.healthy.swap(true, Ordering::AcqRel) {
+    if client.answered() {
         tracing::info!(
             target: "fusebox",
             key = link.hash.as_str(),
@@ -144,7 +150,7 @@ pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Resul
 }
 
 pub(super) fn degrade_event(client: &Client, link: &Link, why: &str) {
-    if client.healthy.swap(false, Ordering::AcqRel) {
+    if client.failed() {
         tracing::warn!(
             target: "fusebox",
             key = link.hash.as_str(),

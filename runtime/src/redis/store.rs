@@ -10,10 +10,13 @@ use std::time::Duration;
 
 use super::admit::{admit, flush};
 use super::cached::{cached_admit, subscribe, subscriber};
-use super::link::{Client, Inner, Link};
+use super::link::{Bound, Client, Inner, Link};
 use super::report::{report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
-use super::{DEFAULT_IDLE_TTL, DEFAULT_TIMEOUT, Degrade, Mode, StoreError};
+use super::{
+    DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING, Degrade,
+    Mode, StoreError,
+};
 use crate::breaker::{Boxed, Core, FnName, Permit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
@@ -25,6 +28,9 @@ use crate::state::{State, Word};
 pub struct RedisStoreBuilder {
     url: String,
     timeout: Duration,
+    /// The adaptive bound's ceiling; equal to `timeout` for a fixed bound.
+    timeout_ceiling: Duration,
+    local_recovery_after: Duration,
     prefix: String,
     degrade: Degrade,
     idle_ttl: Duration,
@@ -51,9 +57,35 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Bound on every store call (default [`DEFAULT_TIMEOUT`]).
+    /// A fixed bound on every store call, instead of the default adaptive one (see
+    /// [`adaptive_timeout`](RedisStoreBuilder::adaptive_timeout)).
+    #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self.timeout_ceiling = timeout;
+        self
+    }
+
+    /// A bound on every store call that adapts to the round trips observed: the smoothed round
+    /// trip plus four times its mean deviation, doubled after a call that timed out, kept
+    /// between `floor` and `ceiling` (the default: [`DEFAULT_TIMEOUT`] and
+    /// [`DEFAULT_TIMEOUT_CEILING`]). A host whose round trips slow down under load keeps its
+    /// store calls instead of degrading; a store that stops answering is noticed within
+    /// `ceiling`.
+    #[must_use]
+    pub fn adaptive_timeout(mut self, floor: Duration, ceiling: Duration) -> Self {
+        self.timeout = floor;
+        self.timeout_ceiling = ceiling.max(floor);
+        self
+    }
+
+    /// How long a shared key's local breaker, while the store does not answer, keeps an open
+    /// circuit open past its wait instead of running a half-open of its own (default
+    /// [`DEFAULT_LOCAL_RECOVERY_AFTER`]); the store grants the probes of a shared key, so within
+    /// this bound no replica probes alone. Counted from the store's first unanswered call.
+    #[must_use]
+    pub fn local_recovery_after(mut self, after: Duration) -> Self {
+        self.local_recovery_after = after;
         self
     }
 
@@ -102,7 +134,7 @@ impl RedisStoreBuilder {
         })?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.timeout.max(Duration::from_secs(1))))
-            .set_response_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout_ceiling))
             .set_number_of_retries(1)
             .set_max_delay(self.timeout);
         let unreachable = |e: &dyn fmt::Display| StoreError {
@@ -123,9 +155,15 @@ impl RedisStoreBuilder {
         let client = Arc::new(Client {
             conn,
             script: redis::Script::new(include_str!("breaker.lua")),
-            timeout: self.timeout,
+            bound: Bound::adaptive(self.timeout, self.timeout_ceiling),
             degrade: self.degrade,
             healthy: AtomicBool::new(true),
+            down_since: AtomicU64::new(0),
+            local_recovery_after: self.local_recovery_after,
+            probing: AtomicBool::new(false),
+            replica: fastrand::u64(1..u64::MAX),
+            sequence: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
             time: self.time,
             cached: self.mode == Mode::Cached,
             subscribed: AtomicBool::new(false),
@@ -135,7 +173,7 @@ impl RedisStoreBuilder {
         if client.cached {
             // The first subscription is made before the store is handed out, so a reachable
             // Redis gives cached admission from the first call.
-            let first = subscribe(&client_for_pubsub, client.timeout).await;
+            let first = subscribe(&client_for_pubsub, client.timeout()).await;
             client.subscribed.store(first.is_some(), Ordering::Release);
             tokio::spawn(subscriber(
                 Arc::downgrade(&client),
@@ -165,7 +203,7 @@ impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
             .field("prefix", &self.inner.prefix)
-            .field("timeout", &self.inner.client.timeout)
+            .field("timeout", &self.inner.client.timeout())
             .finish()
     }
 }
@@ -185,6 +223,8 @@ impl RedisStore {
         RedisStoreBuilder {
             url: url.to_owned(),
             timeout: DEFAULT_TIMEOUT,
+            timeout_ceiling: DEFAULT_TIMEOUT_CEILING,
+            local_recovery_after: DEFAULT_LOCAL_RECOVERY_AFTER,
             prefix: "fusebox".to_owned(),
             degrade: Degrade::Local,
             idle_ttl: DEFAULT_IDLE_TTL,
@@ -202,6 +242,18 @@ impl RedisStore {
         client.cached
             && client.subscribed.load(Ordering::Acquire)
             && client.healthy.load(Ordering::Acquire)
+    }
+
+    /// Outcomes this replica gave up sending: the store did not record them after every resend,
+    /// or they overflowed the resend queue. They counted on this replica's local breaker only.
+    pub fn dropped_reports(&self) -> u64 {
+        self.inner.client.dropped.load(Ordering::Acquire)
+    }
+
+    /// The bound on the next store call (see
+    /// [`RedisStoreBuilder::adaptive_timeout`]).
+    pub fn timeout(&self) -> Duration {
+        self.inner.client.timeout()
     }
 
     /// The Redis key name of breaker `key`.
@@ -409,7 +461,9 @@ impl Store for Arc<Link> {
     }
 
     fn awaits_recording(&self) -> bool {
-        !self.caches()
+        // While the store does not answer, a call does not wait for a recording that cannot
+        // come (its outcome is resent by the reporting task).
+        !self.caches() && self.store.client.healthy.load(Ordering::Acquire)
     }
 
     fn flush(&self) -> Boxed<'_, ()> {

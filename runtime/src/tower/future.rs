@@ -10,6 +10,12 @@ use pin_project_lite::pin_project;
 use super::{BoxError, Classify};
 use crate::breaker::{OwnedPermit, Verdict};
 
+/// A shared breaker's admission in flight (nothing without the `redis` feature).
+#[cfg(feature = "redis")]
+type Asking = Option<crate::breaker::Boxed<'static, crate::state::Word>>;
+#[cfg(not(feature = "redis"))]
+type Asking = ();
+
 pin_project! {
     /// The response future of a [`CircuitBreaker`](super::CircuitBreaker).
     ///
@@ -22,6 +28,8 @@ pin_project! {
         inner: Option<F>,
         permit: OwnedPermit,
         classifier: C,
+        // A shared breaker's admission, awaited from its store before `inner` is polled.
+        asking: Asking,
     }
 }
 
@@ -29,6 +37,10 @@ impl<F, C> ResponseFuture<F, C> {
     pub(super) fn new(inner: Option<F>, permit: OwnedPermit, classifier: C) -> Self {
         ResponseFuture {
             inner,
+            #[cfg(feature = "redis")]
+            asking: permit.asks_store(),
+            #[cfg(not(feature = "redis"))]
+            asking: (),
             permit,
             classifier,
         }
@@ -58,6 +70,18 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        #[cfg(feature = "redis")]
+        if let Some(asking) = this.asking.as_mut() {
+            let Poll::Ready(word) = asking.as_mut().poll(cx) else {
+                return Poll::Pending;
+            };
+            *this.asking = None;
+            this.permit.admitted_as(word);
+            if this.permit.is_refused() {
+                // Refused by the store: the inner future is dropped unpolled.
+                this.inner.set(None);
+            }
+        }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return match this.permit.refusal() {
                 Some(refused) => Poll::Ready(Err(Box::new(refused))),
