@@ -397,16 +397,8 @@ impl Breaker {
     /// [`OwnedPermit::refusal`] says why (like the attribute's admission, no `Result` to move).
     #[inline(always)]
     pub(crate) fn enter_owned(&self, site: FnName) -> OwnedPermit {
-        self.enter_owned_asking::<false>(site)
-    }
-
-    /// [`enter_owned`](Breaker::enter_owned); with `ASK_STORE`, a breaker shared through a store
-    /// answers with a permit that asks the store, which the caller awaits
-    /// ([`OwnedPermit::asks_store`]).
-    #[inline(always)]
-    pub(crate) fn enter_owned_asking<const ASK_STORE: bool>(&self, site: FnName) -> OwnedPermit {
         let core = self.core.current();
-        let mut permit = core.enter_named::<ASK_STORE, FnName>(site);
+        let mut permit = core.enter_named::<false, FnName>(site);
         let owned = OwnedPermit {
             core: core.clone(),
             word: permit.word,

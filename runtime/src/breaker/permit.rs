@@ -348,20 +348,6 @@ impl OwnedPermit {
         self.word.state() == State::HalfOpen && !self.word.inert()
     }
 
-    /// True when the permit asks its breaker's store for admission (a refused word until then).
-    #[cfg(feature = "tower")]
-    #[inline]
-    pub(crate) fn waits_for_store(&self) -> bool {
-        #[cfg(feature = "redis")]
-        {
-            self.word.refusal() == super::store::ASK_STORE
-        }
-        #[cfg(not(feature = "redis"))]
-        {
-            false
-        }
-    }
-
     /// True when the breaker refused the call (see [`Breaker::enter_owned`]).
     #[cfg(feature = "tower")]
     #[inline]
@@ -384,28 +370,23 @@ impl OwnedPermit {
         self.settle(abandoned());
     }
 
-    /// The admission this permit asks of its breaker's store, to be awaited; `None` when it
-    /// does not ask (see [`Breaker::enter_owned_asking`](super::Breaker::enter_owned_asking)).
-    /// The future's word replaces the permit's ([`OwnedPermit::admitted_as`]).
+    /// The wait for the recording of this permit's outcome, to be created before the permit
+    /// settles and awaited after (a breaker shared in strict mode admitted it); `None` otherwise.
     #[cfg(all(feature = "redis", feature = "tower"))]
-    pub(crate) fn asks_store(&self) -> Option<super::Boxed<'static, Word>> {
-        if self.word.refusal() != super::store::ASK_STORE {
+    pub(crate) fn recording(&self) -> Option<super::Boxed<'static, ()>> {
+        if !super::store::is_shared(self.word) {
             return None;
         }
         let core = self.core.clone();
-        let site = self.site;
+        let store = core.store.as_ref()?;
+        if !store.awaits_recording() {
+            return None;
+        }
         Some(Box::pin(async move {
-            match core.store.as_ref() {
-                Some(store) => store.admit(&core, site).await.into_word(),
-                None => Word::SETTLED,
+            if let Some(store) = core.store.as_ref() {
+                store.flush().await;
             }
         }))
-    }
-
-    /// Takes the store's answer to [`OwnedPermit::asks_store`]: admitted, or refused.
-    #[cfg(all(feature = "redis", feature = "tower"))]
-    pub(crate) fn admitted_as(&mut self, word: Word) {
-        self.word = word;
     }
 
     /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).

@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::TRANSITIONS;
-use super::link::{Client, Link};
 use super::admit::{degraded, permit_of};
+use super::link::{Client, Link};
 use super::report::{LEARN, send, send_admit};
 use super::script::learn;
 use crate::breaker::{Core, FnName, Permit, shared_word};

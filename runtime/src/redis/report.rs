@@ -299,11 +299,7 @@ async fn pipelined(client: &Client, batch: &[Report]) -> Vec<Result<Answer, ()>>
         }
         Err(_) => {
             client.bound.missed();
-            degrade_event(
-                client,
-                first,
-                &format!("no answer within {bound:?}"),
-            );
+            degrade_event(client, first, &format!("no answer within {bound:?}"));
             batch.iter().map(|_| Err(())).collect()
         }
     }

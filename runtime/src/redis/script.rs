@@ -103,11 +103,7 @@ pub(super) async fn call(
         }
         Err(_) => {
             client.bound.missed();
-            degrade_event(
-                client,
-                link,
-                &format!("no answer within {bound:?}"),
-            );
+            degrade_event(client, link, &format!("no answer within {bound:?}"));
             return Err(());
         }
     };

@@ -14,8 +14,8 @@ use super::link::{Bound, Client, Inner, Link};
 use super::report::{report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use super::{
-    DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING, Degrade,
-    Mode, StoreError,
+    DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
+    Degrade, Mode, StoreError,
 };
 use crate::breaker::{Boxed, Core, FnName, Permit, Store};
 use crate::clock::Clock;

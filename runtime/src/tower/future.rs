@@ -10,11 +10,12 @@ use pin_project_lite::pin_project;
 use super::{BoxError, Classify};
 use crate::breaker::{OwnedPermit, Verdict};
 
-/// A shared breaker's admission in flight (nothing without the `redis` feature).
+/// A shared breaker's recording in flight (strict mode), with the result it holds back until
+/// then (nothing without the `redis` feature).
 #[cfg(feature = "redis")]
-type Asking = Option<crate::breaker::Boxed<'static, crate::state::Word>>;
+type Recording<O> = Option<(crate::breaker::Boxed<'static, ()>, Option<O>)>;
 #[cfg(not(feature = "redis"))]
-type Asking = ();
+type Recording<O> = std::marker::PhantomData<O>;
 
 pin_project! {
     /// The response future of a [`CircuitBreaker`](super::CircuitBreaker).
@@ -22,25 +23,25 @@ pin_project! {
     /// Reports the call's outcome when the inner future completes. Dropped before that, it gives
     /// the permit back without counting anything; a panic while polling the inner future counts
     /// as a failure.
-    pub struct ResponseFuture<F, C> {
+    pub struct ResponseFuture<F: Future, C> {
         // `None` when the call was refused (the permit says why), or once completed.
         #[pin]
         inner: Option<F>,
         permit: OwnedPermit,
         classifier: C,
-        // A shared breaker's admission, awaited from its store before `inner` is polled.
-        asking: Asking,
+        // Strict mode: the outcome's recording, awaited before the result is returned.
+        recording: Recording<F::Output>,
     }
 }
 
-impl<F, C> ResponseFuture<F, C> {
+impl<F: Future, C> ResponseFuture<F, C> {
     pub(super) fn new(inner: Option<F>, permit: OwnedPermit, classifier: C) -> Self {
         ResponseFuture {
             inner,
             #[cfg(feature = "redis")]
-            asking: permit.asks_store(),
+            recording: None,
             #[cfg(not(feature = "redis"))]
-            asking: (),
+            recording: std::marker::PhantomData,
             permit,
             classifier,
         }
@@ -71,16 +72,16 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         #[cfg(feature = "redis")]
-        if let Some(asking) = this.asking.as_mut() {
-            let Poll::Ready(word) = asking.as_mut().poll(cx) else {
+        if let Some((recorded, result)) = this.recording.as_mut() {
+            if recorded.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
-            };
-            *this.asking = None;
-            this.permit.admitted_as(word);
-            if this.permit.is_refused() {
-                // Refused by the store: the inner future is dropped unpolled.
-                this.inner.set(None);
             }
+            let result = result.take();
+            *this.recording = None;
+            return match result {
+                Some(result) => Poll::Ready(result.map_err(Into::into)),
+                None => Poll::Pending,
+            };
         }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return match this.permit.refusal() {
@@ -101,12 +102,21 @@ where
             Ok(_) => Verdict::Success,
             Err(_) => Verdict::Released,
         };
+        #[cfg(feature = "redis")]
+        if let Some(mut recorded) = this.permit.recording() {
+            this.permit.settle(outcome);
+            if recorded.as_mut().poll(cx).is_pending() {
+                *this.recording = Some((recorded, Some(result)));
+                return Poll::Pending;
+            }
+            return Poll::Ready(result.map_err(Into::into));
+        }
         this.permit.settle(outcome);
         Poll::Ready(result.map_err(Into::into))
     }
 }
 
-impl<F, C> fmt::Debug for ResponseFuture<F, C> {
+impl<F: Future, C> fmt::Debug for ResponseFuture<F, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("permit", &self.permit)

@@ -62,7 +62,7 @@ pub trait Admission<Req> {
 impl<Req> Admission<Req> for Breaker {
     #[inline]
     fn admit(&self, _req: &Req) -> OwnedPermit {
-        self.enter_owned_asking::<{ cfg!(feature = "redis") }>(&SITE)
+        self.enter_owned(&SITE)
     }
 }
 
@@ -84,9 +84,7 @@ where
     #[inline]
     fn admit(&self, req: &Req) -> OwnedPermit {
         let key = (self.key)(req);
-        self.registry
-            .dynamic(&key, self.policy)
-            .enter_owned_asking::<{ cfg!(feature = "redis") }>(&SITE)
+        self.registry.dynamic(&key, self.policy).enter_owned(&SITE)
     }
 }
 
@@ -117,9 +115,7 @@ where
     #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
         let permit = self.key.admit(&req);
-        // A shared breaker's store is asked in the response future: the inner service's future
-        // is made now and polled only once the store admitted the call.
-        let inner = if permit.is_refused() && !permit.waits_for_store() {
+        let inner = if permit.is_refused() {
             None
         } else {
             // A panic in `inner.call` drops `permit` while unwinding: counted as a failure.
