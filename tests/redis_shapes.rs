@@ -284,6 +284,7 @@ async fn a_degraded_replica_runs_no_half_open_of_its_own() {
         before,
         "no local probe reached the backend"
     );
+    assert_eq!(HALF_A.get("shape-degraded").unwrap().state(), State::Open);
     server.signal("-CONT");
     // Once Redis answers, the store grants the probe.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

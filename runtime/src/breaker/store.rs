@@ -172,7 +172,7 @@ impl Core {
             (State::HalfOpen, State::HalfOpen) => Trigger::PhasePassed,
             _ => Trigger::Operator,
         });
-        self.emit(from, to, counts, site, trigger);
+        self.emit_as(from, to, counts, site, trigger, true);
     }
 
     /// Applies an outcome to the local breaker (the store could not be reached): as a call admitted

@@ -333,6 +333,7 @@ impl RedisStore {
                 counts_of(&answer),
                 operator,
                 Trigger::Operator,
+                true,
             );
         }
         Ok(())
