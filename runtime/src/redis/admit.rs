@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::Link;
+use super::link::{CONFIRMED, Link, view_generation, view_state};
 use super::script::{Answer, apply, call};
 use crate::breaker::{Boxed, Core, FnName, Named, Permit, shared_word};
 use crate::error::{Error, Reason};
@@ -106,9 +106,10 @@ pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> Permit<
     }
     let view = link.view.load(Ordering::Acquire);
     let local = core.local_state();
+    let closed_view = view & CONFIRMED != 0 && matches!(view_state(view), 0 | 4);
     match local {
-        State::Closed | State::Disabled if view != 0 && matches!((view >> 1) & 0b111, 0 | 4) => {
-            core.store_permit(shared_word(view >> 4, false), site)
+        State::Closed | State::Disabled if closed_view => {
+            core.store_permit(shared_word(view_generation(view), false), site)
         }
         State::Open | State::HalfOpen if !client.recovers_locally() => {
             let (_, remaining) = core.seed();

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use super::TRANSITIONS;
 use super::admit::{degraded, permit_of};
-use super::link::{Client, Link};
+use super::link::{CONFIRMED, Client, Link, view_generation, view_state};
 use super::report::{LEARN, send, send_admit};
-use super::script::learn;
+use super::script::follow;
 use crate::breaker::{Core, FnName, Permit, shared_word};
 use crate::error::Reason;
 
@@ -62,11 +62,12 @@ pub(crate) fn cached_admit<'c>(
 /// generation, forced open refuses, open within its wait refuses; `None` otherwise.
 fn from_view<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>> {
     let view = link.view.load(Ordering::Acquire);
-    if view == 0 {
+    if view & CONFIRMED == 0 {
+        // Unknown, or only announced by a message: the script confirms it first.
         return None;
     }
-    match (view >> 1) & 0b111 {
-        0 | 4 => Some(core.store_permit(shared_word(view >> 4, false), site)),
+    match view_state(view) {
+        0 | 4 => Some(core.store_permit(shared_word(view_generation(view), false), site)),
         3 => Some(core.store_refusal(Reason::ForcedOpen, None, site)),
         1 => match core.seed() {
             (1, remaining) if remaining > 0 => {
@@ -128,8 +129,42 @@ pub(super) async fn subscribe(
         .flatten()
 }
 
-/// Keeps the subscription of a cached store: applies every announced generation to the
-/// breakers of its key; when the connection drops, the store's calls are strict until it is
+/// One message on [`TRANSITIONS`], as the script writes it: `state generation remaining-ms
+/// incarnation key`. `news` is `None` when only the key could be read (a message in another
+/// format, or with fields that do not parse): the views of that key are then forgotten.
+struct Heard<'m> {
+    hash: &'m str,
+    news: Option<(i64, u64, u64, u64)>,
+}
+
+/// Reads a message on [`TRANSITIONS`]; `None` when it names no key.
+fn heard(text: &str) -> Option<Heard<'_>> {
+    let mut parts = text.splitn(5, ' ');
+    let (state, generation, remaining) = (parts.next()?, parts.next()?, parts.next()?);
+    let (Some(incarnation), Some(hash)) = (parts.next(), parts.next()) else {
+        // Three fields and the key: the format before incarnations.
+        return Some(Heard {
+            hash: text.splitn(4, ' ').nth(3)?,
+            news: None,
+        });
+    };
+    let news = match (
+        state.parse::<i64>(),
+        generation.parse::<u64>(),
+        remaining.parse::<u64>(),
+        incarnation.parse::<u64>(),
+    ) {
+        (Ok(state), Ok(generation), Ok(remaining), Ok(incarnation)) => {
+            Some((state, generation, remaining, incarnation))
+        }
+        _ => None,
+    };
+    Some(Heard { hash, news })
+}
+
+/// Keeps the subscription of a cached store: hands every announced generation to the breakers
+/// of its key (each view takes it only when it checks out, see `Link::hear`); when the
+/// connection drops, the store's calls are strict until it is
 /// back and every view has been reset (each breaker's next call then asks the script).
 pub(super) async fn subscriber(
     client: std::sync::Weak<Client>,
@@ -161,7 +196,7 @@ pub(super) async fn subscriber(
                 .flatten()
                 .filter_map(std::sync::Weak::upgrade)
             {
-                link.view.store(0, Ordering::Release);
+                link.forget();
             }
             strong.subscribed.store(true, Ordering::Release);
             if dropped {
@@ -179,29 +214,26 @@ pub(super) async fn subscriber(
             let Ok(text) = message.get_payload::<String>() else {
                 continue;
             };
-            let mut parts = text.splitn(4, ' ');
-            let (Some(state), Some(generation), Some(remaining), Some(hash)) =
-                (parts.next(), parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let (Ok(state), Ok(generation), Ok(remaining)) = (
-                state.parse::<i64>(),
-                generation.parse::<u64>(),
-                remaining.parse::<u64>(),
-            ) else {
+            let Some(heard) = heard(&text) else {
                 continue;
             };
             let links: Vec<Arc<Link>> = strong
                 .links
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .get(hash)
+                .get(heard.hash)
                 .map(|links| links.iter().filter_map(std::sync::Weak::upgrade).collect())
                 .unwrap_or_default();
             for link in links {
-                if let Some(core) = link.core.upgrade() {
-                    learn(&link, &core, state, generation, remaining);
+                let Some((state, generation, remaining, incarnation)) = heard.news else {
+                    link.forget();
+                    continue;
+                };
+                if link.hear(state, generation, incarnation)
+                    && let Some(core) = link.core.upgrade()
+                {
+                    // No open wait longer than this replica's policy gives.
+                    follow(&link, &core, state, remaining.min(link.args[8]));
                 }
             }
         }

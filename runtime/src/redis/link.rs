@@ -24,9 +24,12 @@ pub(crate) struct Link {
     pub(super) done: tokio::sync::Notify,
     /// The breaker, for the reporting task to seed and to announce transitions on.
     pub(super) core: std::sync::Weak<Core>,
-    /// The newest shared state this replica knows (cached mode): `generation << 4 | state << 1 |
-    /// 1`, or 0 when unknown (the next call asks the script).
+    /// The newest shared state this replica knows (cached mode), as [`view_word`] packs it, or 0
+    /// when unknown (the next call asks the script). Written only under [`Link::known`].
     pub(super) view: AtomicU64,
+    /// What the view was learnt from: the key's incarnation, and the newest generation the script
+    /// itself answered with (a message may announce more). Not on any call's path.
+    pub(super) known: std::sync::Mutex<Known>,
     /// A read of the shared state is on its way (cached mode, for a caller that cannot await).
     pub(super) learning: AtomicBool,
     /// The local breaker is forced open or disabled because Redis was: the next closed or open
@@ -34,16 +37,101 @@ pub(crate) struct Link {
     pub(super) forced: AtomicBool,
 }
 
+/// Marks a view the script itself answered with (not only announced by a message): cached mode
+/// admits or refuses from it without asking the script.
+pub(super) const CONFIRMED: u64 = 1 << 4;
+
+/// A known view: `generation << 5 | confirmed << 4 | state << 1 | 1` (`state`: the script's code,
+/// 0..=4).
+pub(super) fn view_word(state: i64, generation: u64, confirmed: bool) -> u64 {
+    generation << 5 | if confirmed { CONFIRMED } else { 0 } | (state.clamp(0, 7) as u64) << 1 | 1
+}
+
+/// The state (script code) of a known view.
+pub(super) fn view_state(view: u64) -> u64 {
+    (view >> 1) & 0b111
+}
+
+/// The generation of a known view.
+pub(super) fn view_generation(view: u64) -> u64 {
+    view >> 5
+}
+
+/// What a link's view was learnt from ([`Link::known`]).
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    /// The incarnation of the key (0 while the view is unknown).
+    incarnation: u64,
+    /// The newest generation of that incarnation an answer of the script carried.
+    confirmed: u64,
+}
+
+/// The largest generation a message may announce (the script keeps them below 10^13).
+const MAX_GENERATION: u64 = 10_000_000_000_000;
+
 impl Link {
-    /// Records that Redis holds `state` (script code) under `generation`; false when the view
-    /// already holds a newer generation (the news is stale).
-    pub(super) fn observe(&self, state: i64, generation: u64) -> bool {
-        let next = generation << 4 | (state.clamp(0, 7) as u64) << 1 | 1;
-        self.view
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                (old == 0 || old >> 4 <= generation).then_some(next)
-            })
-            .is_ok()
+    /// Records that the script answered `state` under `generation` of the key's `incarnation`;
+    /// true when the view took it (the local breaker should follow).
+    ///
+    /// An answer is taken when the view is unknown, when the key is another incarnation (it was
+    /// deleted and created again: its generations restart, so a lower one is not stale), or when
+    /// its generation is not older than the view's. An answer older than what the script already
+    /// answered is stale. An answer older than the view but newer than any answer (the view's
+    /// generation came from a message) contradicts the message: either the answer is late or the
+    /// message was not the script's, so the view is forgotten and the next call asks the script.
+    pub(super) fn observe(&self, state: i64, generation: u64, incarnation: u64) -> bool {
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let view = self.view.load(Ordering::Acquire);
+        if view == 0 || known.incarnation != incarnation || generation >= view_generation(view) {
+            known.incarnation = incarnation;
+            known.confirmed = generation;
+            self.view
+                .store(view_word(state, generation, true), Ordering::Release);
+            return true;
+        }
+        if generation >= known.confirmed {
+            self.view.store(0, Ordering::Release);
+        }
+        false
+    }
+
+    /// Records a message on the transitions channel announcing `state` under `generation` of the
+    /// key's `incarnation`; true when the view took it (the local breaker should follow).
+    ///
+    /// Anyone who can publish on the channel can send one, so a message is taken only when it is
+    /// the very next generation of the incarnation the view knows, and even then the view is not
+    /// confirmed (cached mode asks the script before admitting or refusing from it). A message
+    /// that repeats the view, or is older than an answer, changes nothing; any other (another
+    /// incarnation, a generation skipped or contradicted, a state out of range, a view not known
+    /// yet) only makes the view unknown, so the next call asks the script.
+    pub(super) fn hear(&self, state: i64, generation: u64, incarnation: u64) -> bool {
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let view = self.view.load(Ordering::Acquire);
+        if view == 0 {
+            return false;
+        }
+        let valid = (0..=4).contains(&state) && generation < MAX_GENERATION;
+        if valid && incarnation == known.incarnation {
+            if generation <= known.confirmed {
+                return false;
+            }
+            if generation == view_generation(view) && state as u64 == view_state(view) {
+                return false;
+            }
+            if generation == view_generation(view) + 1 {
+                self.view
+                    .store(view_word(state, generation, false), Ordering::Release);
+                return true;
+            }
+        }
+        self.view.store(0, Ordering::Release);
+        false
+    }
+
+    /// Forgets the view: the next call asks the script.
+    pub(super) fn forget(&self) {
+        let _known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        self.view.store(0, Ordering::Release);
     }
 
     /// True when this link's calls use the cached path now.

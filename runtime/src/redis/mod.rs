@@ -90,9 +90,17 @@
 //! answer, one `async` call at a time asks it and the others are decided locally without waiting.
 //! Every admission sends the local state along; the script uses it only when the key does not
 //! exist, so after a Redis restart that lost the state (or when a breaker already in use is first
-//! shared) an open, forced-open or disabled circuit is pushed back with its remaining wait. Data
-//! under a breaker's key that the script did not write is reset by the script, with an ERROR
-//! event.
+//! shared) an open, forced-open or disabled circuit is pushed back with its remaining wait.
+//!
+//! **Corrupt data.** The script checks every field it reads (a decimal integer within its bounds,
+//! a state in 0..=4, counts within the window): a key holding anything else (another type, a
+//! field deleted, `nan`, `-1`, `1e300`, …) is reset, and a window slot holding anything else is
+//! cleared, each with an ERROR event naming the key and the field; [`RedisStore::force`] rewrites
+//! the key whatever it holds. Each key carries an incarnation, written when it is created, so a
+//! replica's view accepts the lower generations of a key deleted and created again; a message on
+//! [`TRANSITIONS`] is taken only as the next generation of the incarnation the view knows (and is
+//! confirmed by the script before a call is admitted or refused from it), anything else only makes
+//! the view unknown, so a forged message never decides a call.
 //!
 //! **Tests and time.** [`RedisStoreBuilder::time_from`] makes the script take time from a
 //! [`Clock`](crate::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time

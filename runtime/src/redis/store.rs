@@ -261,14 +261,16 @@ impl RedisStore {
         format!("{{{}:{}}}", self.inner.prefix, key)
     }
 
-    /// The shared state of breaker `key` under `policy`, as Redis holds it.
+    /// The shared state of breaker `key` under `policy`, as Redis holds it. Reading never creates
+    /// the key: a key Redis does not hold reads as closed, generation 0, no calls (a key holding
+    /// data fusebox did not write is deleted, with an ERROR event, and reads the same).
     ///
     /// # Errors
     ///
     /// An [`Error`] with reason `TimedOut` when Redis does not answer within the store timeout.
     pub async fn state(&self, key: &str, policy: Policy) -> Result<SharedState, Error> {
         let link = self.link(key, policy);
-        let answer = call(&self.inner.client, &link, "state", &[])
+        let answer = call(&self.inner.client, &link, "read", &[])
             .await
             .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
         Ok(SharedState {
@@ -288,6 +290,9 @@ impl RedisStore {
     /// `on_transition` hooks, and its local breaker follows the new state (`Breaker::state`
     /// shows it). Without such a breaker on this replica, only the `tracing` event is emitted.
     /// Moving a key to the state it is in starts a new window and announces nothing.
+    ///
+    /// Forcing repairs the key: whatever it holds (fields or window slots fusebox did not write,
+    /// another type of key), the forced state is written anew under the next generation.
     ///
     /// Other replicas announce nothing: they learn the new state, and their local breakers
     /// follow it, from the next answer of the script to one of their calls on `key` (strict
@@ -377,6 +382,7 @@ impl RedisStore {
             done: tokio::sync::Notify::new(),
             core: std::sync::Weak::new(),
             view: AtomicU64::new(0),
+            known: std::sync::Mutex::default(),
             learning: AtomicBool::new(false),
             forced: AtomicBool::new(false),
         }
@@ -389,7 +395,7 @@ impl RedisStore {
 pub struct SharedState {
     /// The shared state.
     pub state: State,
-    /// The generation, bumped by every transition.
+    /// The generation, bumped by every transition (0 when Redis holds no key).
     pub generation: u64,
     /// Outcomes in the current window.
     pub calls: u32,
