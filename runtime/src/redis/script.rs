@@ -41,6 +41,8 @@ pub(super) struct Answer {
     pub(super) rule: i64,
     /// Slow calls in the window that decided the transition.
     pub(super) slow: i64,
+    /// The current window after this call, (calls, failures), when the script read it.
+    pub(super) window: Option<(u32, u32)>,
 }
 
 /// The trigger of the script's rule code (`rule` in `breaker.lua`'s answer); `None` for a code
@@ -110,7 +112,7 @@ pub(super) async fn call(
 
 /// Reads one answer of the script (events for a recovery and for a reset key).
 pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Result<Answer, ()> {
-    if values.len() != 10 {
+    if values.len() != 12 {
         degrade_event(client, link, &format!("unexpected answer {values:?}"));
         return Err(());
     }
@@ -140,6 +142,8 @@ pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Resul
         failures: values[6],
         rule: values[8],
         slow: values[9],
+        window: (values[10] >= 0 && values[11] >= 0)
+            .then(|| (count(values[10]), count(values[11]))),
     })
 }
 
@@ -181,10 +185,13 @@ pub(super) fn learn(link: &Link, core: &Core, state: i64, generation: u64, remai
     }
 }
 
-/// Applies an answer: seeds the local breaker and announces a transition this replica committed,
-/// with the rule the script says committed it.
+/// Applies an answer: seeds the local breaker, keeps the shared window for snapshots, and
+/// announces a transition this replica committed, with the rule the script says committed it.
 pub(super) fn apply(link: &Link, core: &Core, answer: &Answer, site: FnName) {
     let state = state_of(answer.state);
+    if let Some((calls, failures)) = answer.window {
+        core.observe_shared_window(calls, failures);
+    }
     learn(
         link,
         core,

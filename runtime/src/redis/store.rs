@@ -445,6 +445,7 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
     }
     let policy = *core.policy();
     if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
+        core.set_unshareable();
         tracing::error!(
             target: "fusebox",
             key,
@@ -504,5 +505,9 @@ impl Store for Arc<Link> {
 
     fn flush(&self) -> Boxed<'_, ()> {
         flush(self)
+    }
+
+    fn degraded(&self) -> bool {
+        !self.store.client.healthy.load(Ordering::Acquire)
     }
 }
