@@ -58,7 +58,7 @@ mod window;
 #[path = "__private.rs"]
 pub mod __private_0_1_0;
 
-pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, Snapshot};
+pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sharing, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
 pub use policy::{Policy, PolicyError, PolicyPatch, Recovery, Window};

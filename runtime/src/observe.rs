@@ -272,7 +272,13 @@ impl Meters {
             "key" => key.to_owned(), "from" => from.as_str(), "to" => to.as_str()
         )
         .increment(1);
-        let code = match to {
+        Self::state(key, to);
+    }
+
+    /// Sets `fusebox_state{key}` to `state` (a transition, or a shared key's local breaker
+    /// following the state the store reported).
+    pub(crate) fn state(key: &str, state: State) {
+        let code = match state {
             State::Closed => 0.0,
             State::Open => 1.0,
             State::HalfOpen => 2.0,

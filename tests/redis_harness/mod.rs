@@ -54,9 +54,25 @@ impl RedisServer {
 
     /// Starts a server on `port` (a restart on the same port).
     pub(crate) fn start_on(port: u16) -> RedisServer {
+        Self::launch(port, &[])
+    }
+
+    /// Starts a server on a free loopback port with more `redis-server` arguments
+    /// (`["--requirepass", "secret"]`), and waits until it answers (`PONG`, or an error such as
+    /// `NOAUTH` when it wants a password).
+    pub(crate) fn start_with(args: &[&str]) -> RedisServer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        Self::launch(port, args)
+    }
+
+    fn launch(port: u16, args: &[&str]) -> RedisServer {
         let child = Command::new(binary())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -65,7 +81,7 @@ impl RedisServer {
             });
         let server = RedisServer { child, port };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !server.pings() {
+        while !server.answers() {
             assert!(
                 Instant::now() < deadline,
                 "`redis-server` on port {port} never answered PING"
@@ -91,6 +107,19 @@ impl RedisServer {
         }
         let mut buf = [0u8; 7];
         stream.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    /// True when the server answers `PING` at all: `+PONG`, or an error reply (`-NOAUTH …`).
+    pub(crate) fn answers(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+        if stream.write_all(b"*1\r\n$4\r\nPING\r\n").is_err() {
+            return false;
+        }
+        let mut first = [0u8; 1];
+        stream.read_exact(&mut first).is_ok() && matches!(&first, b"+" | b"-")
     }
 
     /// Sends one command (arguments as given) and returns the raw reply's first line.

@@ -36,6 +36,8 @@ impl Core {
             meters: crate::observe::Meters::new(key_for_meters),
             #[cfg(feature = "redis")]
             store: None,
+            #[cfg(feature = "redis")]
+            shared: super::store::SharedView::default(),
         }
     }
 
@@ -105,6 +107,8 @@ impl Core {
             Ordering::Release,
         );
         *next.last.lock().unwrap_or_else(|p| p.into_inner()) = self.last_recorded();
+        #[cfg(feature = "redis")]
+        next.shared.copy_from(&self.shared);
         next
     }
 

@@ -34,7 +34,7 @@ mod tests;
 
 pub use permit::{Named, OwnedPermit, Permit};
 use permit::{Refusal, Ticket};
-pub use snapshot::{LastTransition, Snapshot};
+pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
 
 /// Refusals since creation, and calls in flight (kept only with `max_concurrent`).
 pub(super) struct Counters {
@@ -133,6 +133,10 @@ pub(crate) struct Core {
     /// The store this breaker's state is shared through (only on a shared registry's keys).
     #[cfg(feature = "redis")]
     pub(crate) store: Option<Box<dyn Store>>,
+    /// What snapshots show of the sharing: the shared window of the store's last answer, this
+    /// replica's calls the store admitted, and whether the key could not be shared.
+    #[cfg(feature = "redis")]
+    shared: store::SharedView,
 }
 
 /// The open episode of a breaker (see [`Core::episode`]).

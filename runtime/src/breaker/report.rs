@@ -95,6 +95,7 @@ impl Core {
                 Verdict::Failure => Some(true),
                 Verdict::Released => None,
             };
+            self.count_shared(outcome);
             if let Some(store) = self.store.as_ref() {
                 let slow = self.timed() && permit.elapsed(self.now()) >= self.policy.slow_nanos;
                 store.report(permit.word, slow, permit.site, outcome);

@@ -1,4 +1,5 @@
-//! Point-in-time views of a breaker: [`Snapshot`] and [`LastTransition`].
+//! Point-in-time views of a breaker: [`Snapshot`] and [`LastTransition`], and what a snapshot
+//! says of a key shared across replicas ([`Sharing`], [`SharedWindow`]).
 
 use super::*;
 
@@ -12,7 +13,12 @@ impl Core {
         let now = self.now();
         let counts = self.window.counts(now);
         let state = word.state();
+        #[cfg(feature = "redis")]
+        let sharing = self.sharing(now);
+        #[cfg(not(feature = "redis"))]
+        let sharing = SharingView::default();
         Snapshot {
+            sharing,
             key: self.key.clone(),
             state,
             calls: counts.calls,
@@ -92,6 +98,114 @@ pub struct Snapshot {
     /// the first). A snapshot taken right after the circuit opens shows an empty window; this says
     /// why it opened.
     pub last_transition: Option<LastTransition>,
+    /// How the key is shared across replicas (see [`Snapshot::sharing`]).
+    sharing: SharingView,
+}
+
+/// What a snapshot says of a key's sharing (see the getters of [`Snapshot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct SharingView {
+    pub(crate) sharing: Sharing,
+    pub(crate) window: Option<SharedWindow>,
+    pub(crate) degraded: bool,
+    pub(crate) replica_calls: u64,
+    pub(crate) replica_failures: u64,
+}
+
+/// How a breaker's state is kept across replicas ([`Snapshot::sharing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Sharing {
+    /// In this process only: the registry shares no store, or the key is kept local on purpose
+    /// ([`Policy::shared`](crate::Policy::shared)`(false)`, a store's `local_key`).
+    #[default]
+    Local,
+    /// One circuit across the replicas sharing the registry's store (feature `redis`).
+    Shared,
+    /// The registry shares its keys, but this key's policy cannot be shared (a time window the
+    /// store does not support), so it runs in this process only; an ERROR event named the key
+    /// when its breaker was created.
+    Unshareable,
+}
+
+/// A shared key's window as the store's last answer to this replica reported it
+/// ([`Snapshot::shared_window`]): every replica's outcomes, where a snapshot's own
+/// [`calls`](Snapshot::calls) are this replica's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedWindow {
+    pub(crate) calls: u32,
+    pub(crate) failures: u32,
+    pub(crate) age: Duration,
+}
+
+impl SharedWindow {
+    /// Outcomes in the shared window (all replicas), as of the store's last answer. An open or
+    /// half-open circuit starts an empty window: 0 there.
+    pub fn calls(&self) -> u32 {
+        self.calls
+    }
+
+    /// Failures among them.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// `failures / calls` in percent (0 when empty).
+    pub fn failure_rate(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            f64::from(self.failures) * 100.0 / f64::from(self.calls)
+        }
+    }
+
+    /// Time since that answer, on the registry's clock: how stale these counts may be (other
+    /// replicas' calls since are not in them).
+    pub fn age(&self) -> Duration {
+        self.age
+    }
+}
+
+impl Snapshot {
+    /// Whether this key is one circuit across replicas ([`Sharing::Shared`]), local
+    /// ([`Sharing::Local`]), or should have been shared but could not be
+    /// ([`Sharing::Unshareable`]).
+    pub fn sharing(&self) -> Sharing {
+        self.sharing.sharing
+    }
+
+    /// A shared key's window, every replica's outcomes, as the store's last answer to this
+    /// replica reported it, with its age; `None` for a key that is not shared, or before the
+    /// store first answered about it.
+    ///
+    /// On a shared key the snapshot's own fields describe this replica's local breaker, which
+    /// mirrors the shared state: [`state`](Snapshot::state) is the shared state (open, closed,
+    /// forced open, disabled as the store last reported it), while [`calls`](Snapshot::calls)
+    /// and [`failures`](Snapshot::failures) hold only the outcomes recorded locally (calls made
+    /// while the store did not answer); this replica's calls the store admitted are
+    /// [`replica_calls`](Snapshot::replica_calls).
+    pub fn shared_window(&self) -> Option<SharedWindow> {
+        self.sharing.window
+    }
+
+    /// True while this replica's store does not answer: a shared key's calls degrade (per the
+    /// store's `Degrade` setting) until it answers again. Always false on a key that is not shared.
+    pub fn degraded(&self) -> bool {
+        self.sharing.degraded
+    }
+
+    /// Outcomes (successes and failures) of this replica's calls on a shared key that the store
+    /// admitted, since the breaker was created (carried over a reconfiguration). Calls made while
+    /// the store did not answer are in [`calls`](Snapshot::calls) instead; released calls and
+    /// errors that do not count are in neither. 0 on a key that is not shared.
+    pub fn replica_calls(&self) -> u64 {
+        self.sharing.replica_calls
+    }
+
+    /// Failures among [`replica_calls`](Snapshot::replica_calls).
+    pub fn replica_failures(&self) -> u64 {
+        self.sharing.replica_failures
+    }
 }
 
 /// The last state change of a breaker, as kept in its [`Snapshot`].

@@ -14,6 +14,7 @@ use crate::observe::Trigger;
 use crate::state::{NO_WAIT, State, Verdict, Word};
 use crate::sync::Ordering;
 use crate::window::Counts;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 /// A boxed future: keeps the annotated function's own future small on a local key's path.
 pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -38,6 +39,41 @@ pub(crate) trait Store: Send + Sync {
 
     /// Waits until the outcomes reported so far are recorded, bounded by the store's timeout.
     fn flush(&self) -> Boxed<'_, ()>;
+
+    /// True while the store does not answer (its calls degrade), for snapshots.
+    fn degraded(&self) -> bool;
+}
+
+/// What a snapshot shows of a breaker's sharing ([`Core::shared`]): the shared window as the
+/// store's last answer gave it, the outcomes of this replica's calls the store admitted, and
+/// whether the key should have been shared but could not be. Written by shared calls and store
+/// answers only: nothing on a local key's path touches it.
+#[derive(Default)]
+pub(crate) struct SharedView {
+    /// The shared window of the store's last answer: `calls << 32 | failures`.
+    window: AtomicU64,
+    /// When that answer was applied, on the breaker's clock (nanoseconds + 1; 0: none yet).
+    at: AtomicU64,
+    /// Outcomes (successes and failures) of this replica's calls the store admitted.
+    calls: AtomicU64,
+    /// Failures among them.
+    failures: AtomicU64,
+    /// The registry shares its keys but this one's policy cannot be shared (it stays local).
+    unshareable: AtomicBool,
+}
+
+impl SharedView {
+    /// Continues `old`'s view (a reconfigured breaker replaces `old`).
+    pub(crate) fn copy_from(&self, old: &SharedView) {
+        for (to, from) in [
+            (&self.window, &old.window),
+            (&self.at, &old.at),
+            (&self.calls, &old.calls),
+            (&self.failures, &old.failures),
+        ] {
+            to.store(from.load(Ordering::Acquire), Ordering::Release);
+        }
+    }
 }
 
 /// The refusal code of a permit that asks the store (beyond every [`Reason`]'s code).
@@ -117,6 +153,67 @@ impl Core {
         }
     }
 
+    /// Counts the outcome of a call the store admitted (`failure` `None`: released, or an error
+    /// that does not count) in the metrics and in this replica's calls, once, where its permit
+    /// settles ([`Core::finish_general`]).
+    pub(crate) fn count_shared(&self, failure: Option<bool>) {
+        #[cfg(feature = "metrics")]
+        self.meters
+            .call(failure == Some(false), failure == Some(true));
+        if let Some(failed) = failure {
+            self.shared.calls.fetch_add(1, Ordering::Relaxed);
+            if failed {
+                self.shared.failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Keeps the shared window the store's answer reported (`calls`, `failures`), for snapshots.
+    pub(crate) fn observe_shared_window(&self, calls: u32, failures: u32) {
+        self.shared.window.store(
+            u64::from(calls) << 32 | u64::from(failures),
+            Ordering::Relaxed,
+        );
+        self.shared
+            .at
+            .store(self.now().saturating_add(1), Ordering::Release);
+    }
+
+    /// Marks a breaker whose registry shares its keys but whose policy the store cannot share:
+    /// its snapshot says [`Sharing::Unshareable`](super::Sharing::Unshareable).
+    pub(crate) fn set_unshareable(&self) {
+        self.shared.unshareable.store(true, Ordering::Release);
+    }
+
+    /// How this breaker is shared, as a snapshot shows it: (sharing, the shared window with its
+    /// age, degraded, this replica's calls and failures the store admitted).
+    pub(crate) fn sharing(&self, now: u64) -> super::snapshot::SharingView {
+        let view = &self.shared;
+        let Some(store) = self.store.as_ref() else {
+            return super::snapshot::SharingView {
+                sharing: if view.unshareable.load(Ordering::Acquire) {
+                    super::Sharing::Unshareable
+                } else {
+                    super::Sharing::Local
+                },
+                ..Default::default()
+            };
+        };
+        let at = view.at.load(Ordering::Acquire);
+        let window = view.window.load(Ordering::Relaxed);
+        super::snapshot::SharingView {
+            sharing: super::Sharing::Shared,
+            window: (at != 0).then(|| super::SharedWindow {
+                calls: (window >> 32) as u32,
+                failures: window as u32,
+                age: Duration::from_nanos(now.saturating_sub(at - 1)),
+            }),
+            degraded: store.degraded(),
+            replica_calls: view.calls.load(Ordering::Relaxed),
+            replica_failures: view.failures.load(Ordering::Relaxed),
+        }
+    }
+
     /// Seeds the local breaker with the state the store reported (no event: the transition was
     /// committed, and announced, by whichever replica made it). A forced-open or disabled local
     /// state is left by the store's closed state only when `release` (the store had forced it);
@@ -143,6 +240,9 @@ impl Core {
                 Ok(()) => {
                     self.window.reset();
                     self.run.store(0, Ordering::Release);
+                    // The gauge follows the mirrored state (no transition is announced here).
+                    #[cfg(feature = "metrics")]
+                    crate::observe::Meters::state(self.key.as_str(), next.state());
                     return;
                 }
                 Err(seen) => word = seen,

@@ -19,17 +19,20 @@
 --          and lost the state), so an open circuit stays open
 --
 -- Returns {code, state, generation, open remaining (ms), committed-from (-1: no transition),
---          calls, failures, reset, rule, slow, incarnation, field}
+--          calls, failures, reset, rule, slow, incarnation, field, window calls, window failures}
 -- reset: 0 none; 1 a field held data this script did not write, and the key was reset; 2 a window
 --        slot (`t*` or `r*`) did, and it was cleared. field: which (see `corrupt_field` in script.rs):
 --        the index in FIELDS, NOT_HASH (the key is not a hash), 100 + i for `ti`, 1000 + i for `ri`
 -- incarnation: written when the key is created (Redis `TIME` in microseconds), so a replica can tell
 --        a key that was deleted and created again (its generations restart) from a stale answer;
 --        0 from `read` on a missing key
+-- window calls, window failures: the current window after this call (-1 when not read)
 -- rule: what committed the transition (0 with no transition): 1 failure_rate, 2 slow_rate,
 --       3 consecutive, 4 failure_count, 5 open_wait_over, 6 lease_expired, 7 probe_failed,
 --       8 probes_passed, 9 phase_passed, 10 operator (`force`)
 -- calls, failures, slow: the window (or the probes) that decided the transition
+-- window calls, window failures: the current window after this call, what operators see (-1 when
+--       this call did not read a closed time window's buckets: an admission or a stale report)
 -- admit codes: 0 refused (open), 1 admitted, 2 admitted as a probe, 3 refused (probes taken),
 --              4 refused (forced open), 5 refused (recovering: not this phase's share).   report codes: 0 stale (changes nothing), 1 applied.
 -- States: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
@@ -474,4 +477,8 @@ end
 if b.g ~= g0 then
   redis.call('PUBLISH', 'fusebox:transitions', string.format('%d %d %d %d %s', b.st, b.g, remaining(), b.inc, k))
 end
-return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad}
+local wn, wf = b.n, b.f
+if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or (op == 'report' and not counted)) then
+  wn, wf = -1, -1
+end
+return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad, wn, wf}

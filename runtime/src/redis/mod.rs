@@ -49,6 +49,12 @@
 //! view, so each key's next call asks the script and resynchronises it
 //! ([`RedisStore::is_cached`] says which).
 //!
+//! **Connecting.** [`RedisStore::connect`] hands out a store only once Redis has answered `PING`
+//! (so the password in the URL, if Redis wants one, was accepted) and loaded the script; each
+//! failure is a [`StoreError`] whose [`StoreErrorKind`] says which (`InvalidUrl`, `Unreachable`,
+//! `Authentication`, `NotRedis`, `ScriptRefused`), never a later `TimedOut` on every call. A URL
+//! in an error or an event shows no password (`redis://:***@host:6379/0`).
+//!
 //! **Operators.** [`RedisStore::force`] moves a shared key for every replica and
 //! [`RedisStore::state`] reads it; [`Breaker::force_open`](crate::Breaker::force_open) and the
 //! other manual states of a handle act on the local breaker only (sync calls, degraded calls).
@@ -170,10 +176,66 @@ pub enum Degrade {
     FailClosed,
 }
 
-/// The store could not be set up.
+/// The store could not be set up ([`RedisStore::connect`]): its [`kind`](StoreError::kind)
+/// says why, its message says what to fix, and [`source`](std::error::Error::source) is the
+/// `redis` crate's error when there is one. A URL in the message has its password replaced by
+/// `***` (`redis://:***@host:6379/0`).
+///
+/// ```no_run
+/// # async fn run() {
+/// use fusebox::redis::{RedisStore, StoreErrorKind};
+///
+/// match RedisStore::connect("redis://:wrong@127.0.0.1:6379/").await {
+///     Ok(store) => { fusebox::registry().share(store); }
+///     Err(e) if e.kind() == StoreErrorKind::Authentication => eprintln!("fix the password: {e}"),
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct StoreError {
+    kind: StoreErrorKind,
     message: String,
+    source: Option<redis::RedisError>,
+}
+
+/// Why a [`StoreError`] happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The URL is not a Redis URL the client understands.
+    InvalidUrl,
+    /// Nothing answered at the URL's host and port within the connect timeout (refused, reset,
+    /// no route, or silence).
+    Unreachable,
+    /// Redis refused this client's credentials: none given where a password is required
+    /// (`NOAUTH`), a wrong password or user (`WRONGPASS`).
+    Authentication,
+    /// Something answered, but not as Redis does (another protocol on that port, or a reply to
+    /// `PING` that is not `PONG`).
+    NotRedis,
+    /// Redis answered `PING` but refused to load fusebox's Lua script (scripting disabled or
+    /// denied to this user by an ACL).
+    ScriptRefused,
+}
+
+impl StoreError {
+    /// Why the store could not be set up.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    pub(crate) fn new(
+        kind: StoreErrorKind,
+        message: String,
+        source: Option<redis::RedisError>,
+    ) -> Self {
+        StoreError {
+            kind,
+            message,
+            source,
+        }
+    }
 }
 
 impl fmt::Display for StoreError {
@@ -182,4 +244,92 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// `url` with its password replaced by `***`, for messages and events: the password of the
+/// user part (`redis://:***@host:port/db`, `redis://user:***@host:port/db`) and the value of a
+/// `password` or `pass` query parameter (`redis+unix:///run/redis.sock?pass=***`).
+pub(crate) fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(at) => url.split_at(at + 3),
+        None => ("", url),
+    };
+    let (main, query) = match rest.find(['?', '#']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    let mut out = String::with_capacity(url.len());
+    out.push_str(scheme);
+    // The user part ends at the last `@` before the query (a password may hold `@` or `/`).
+    match main.rfind('@') {
+        Some(at) => {
+            let (user, host) = main.split_at(at);
+            match user.find(':') {
+                Some(colon) => {
+                    out.push_str(&user[..colon]);
+                    out.push_str(":***");
+                }
+                None => out.push_str(user),
+            }
+            out.push_str(host);
+        }
+        None => out.push_str(main),
+    }
+    let mut first = true;
+    for (i, part) in query.split(['?', '&']).enumerate() {
+        if i == 0 {
+            // Text before the query's first `?` (empty), or a fragment.
+            out.push_str(part);
+            continue;
+        }
+        out.push(if first { '?' } else { '&' });
+        first = false;
+        match part.split_once('=') {
+            Some((name, _))
+                if name.eq_ignore_ascii_case("pass") || name.eq_ignore_ascii_case("password") =>
+            {
+                out.push_str(name);
+                out.push_str("=***");
+            }
+            _ => out.push_str(part),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn a_url_is_redacted_wherever_it_holds_a_password() {
+        for (url, shown) in [
+            ("redis://127.0.0.1:6379/", "redis://127.0.0.1:6379/"),
+            (
+                "redis://:hunter2@127.0.0.1:6379/0",
+                "redis://:***@127.0.0.1:6379/0",
+            ),
+            ("redis://app:hunter2@db:6379/1", "redis://app:***@db:6379/1"),
+            ("rediss://app:p@ss/w:rd@db:6380", "rediss://app:***@db:6380"),
+            ("redis://app@db:6379", "redis://app@db:6379"),
+            (
+                "redis+unix:///run/redis.sock?db=2&pass=hunter2",
+                "redis+unix:///run/redis.sock?db=2&pass=***",
+            ),
+            (
+                "unix:///s.sock?password=hunter2",
+                "unix:///s.sock?password=***",
+            ),
+            ("not a url :hunter2@x", "not a url :***@x"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+            assert!(!redact(url).contains("hunter2"), "{url}");
+        }
+    }
+}

@@ -43,6 +43,8 @@ pub(super) struct Answer {
     pub(super) slow: i64,
     /// The key's incarnation, written when the script created it (0: `read` found no key).
     pub(super) incarnation: u64,
+    /// The current window after this call, (calls, failures), when the script read it.
+    pub(super) window: Option<(u32, u32)>,
 }
 
 /// The fields of a breaker's hash, in the order of `FIELDS` in `breaker.lua` (its field codes
@@ -135,7 +137,7 @@ pub(super) async fn call(
 
 /// Reads one answer of the script (events for a recovery and for corrupt data the script reset).
 pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Result<Answer, ()> {
-    if values.len() != 12 {
+    if values.len() != 14 {
         degrade_event(client, link, &format!("unexpected answer {values:?}"));
         return Err(());
     }
@@ -160,6 +162,8 @@ pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Resul
         rule: values[8],
         slow: values[9],
         incarnation: values[10].max(0) as u64,
+        window: (values[12] >= 0 && values[13] >= 0)
+            .then(|| (count(values[12]), count(values[13]))),
     })
 }
 
@@ -230,10 +234,13 @@ pub(super) fn follow(link: &Link, core: &Core, state: i64, remaining_ms: u64) {
     }
 }
 
-/// Applies an answer: seeds the local breaker and announces a transition this replica committed,
-/// with the rule the script says committed it.
+/// Applies an answer: seeds the local breaker, keeps the shared window for snapshots, and
+/// announces a transition this replica committed, with the rule the script says committed it.
 pub(super) fn apply(link: &Link, core: &Core, answer: &Answer, site: FnName) {
     let state = state_of(answer.state);
+    if let Some((calls, failures)) = answer.window {
+        core.observe_shared_window(calls, failures);
+    }
     learn(link, core, answer);
     if answer.committed_from >= 0 {
         core.emit_committed(

@@ -15,7 +15,7 @@ use super::report::{report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use super::{
     DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
-    Degrade, Mode, StoreError,
+    Degrade, Mode, StoreError, StoreErrorKind,
 };
 use crate::breaker::{Boxed, Core, FnName, Permit, Store};
 use crate::clock::Clock;
@@ -42,6 +42,7 @@ pub struct RedisStoreBuilder {
 impl fmt::Debug for RedisStoreBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStoreBuilder")
+            .field("url", &super::redact(&self.url))
             .field("timeout", &self.timeout)
             .field("prefix", &self.prefix)
             .field("degrade", &self.degrade)
@@ -119,42 +120,74 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Connects (bounded by the timeout, at least one second) and checks that Redis answers.
+    /// Connects, then checks what the store relies on before handing it out: Redis answers
+    /// `PING` (so the password, if Redis wants one, was accepted), and it loads fusebox's Lua
+    /// script. Each step is bounded by the timeout (at least one second).
     ///
     /// # Errors
     ///
-    /// A [`StoreError`] when the URL is invalid, or Redis does not answer in time or refuses the
-    /// script.
+    /// A [`StoreError`] whose [`kind`](StoreError::kind) says which step failed: the URL is
+    /// invalid ([`StoreErrorKind::InvalidUrl`]), nothing answers at it
+    /// ([`StoreErrorKind::Unreachable`]), Redis wants a password that is missing or wrong
+    /// ([`StoreErrorKind::Authentication`]), what answers is not Redis
+    /// ([`StoreErrorKind::NotRedis`]), or Redis refuses the script
+    /// ([`StoreErrorKind::ScriptRefused`]). Its message shows the URL without its password.
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(self.url.as_str()).map_err(|e| StoreError {
-            message: format!(
-                "invalid redis url `{}`: {e}; expected `redis://host:port/`",
-                self.url
-            ),
+        let url = super::redact(&self.url);
+        let client = redis::Client::open(self.url.as_str()).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::InvalidUrl,
+                format!(
+                    "invalid redis url `{url}` ({}); expected `redis://[user][:password@]host:port/[db]`",
+                    first_line(&e)
+                ),
+                Some(e),
+            )
         })?;
+        let budget = self.timeout.max(Duration::from_secs(1));
         let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout.max(Duration::from_secs(1))))
+            .set_connection_timeout(Some(budget))
             .set_response_timeout(Some(self.timeout_ceiling))
             .set_number_of_retries(1)
             .set_max_delay(self.timeout);
-        let unreachable = |e: &dyn fmt::Display| StoreError {
-            message: format!(
-                "cannot reach redis at `{}`: {e}; start it or fix the url",
-                self.url
-            ),
-        };
         let client_for_pubsub = client.clone();
-        let conn = tokio::time::timeout(
-            self.timeout.max(Duration::from_secs(1)),
-            client.get_connection_manager_with_config(config),
-        )
-        .await
-        .map_err(|e| unreachable(&e))?
-        .map_err(|e| unreachable(&e))?;
+        let silent = |step: &str| {
+            StoreError::new(
+                StoreErrorKind::Unreachable,
+                format!(
+                    "redis at `{url}` did not answer {step} within {budget:?}; start it, or fix the host and port in the url"
+                ),
+                None,
+            )
+        };
+        let mut conn =
+            tokio::time::timeout(budget, client.get_connection_manager_with_config(config))
+                .await
+                .map_err(|_| silent("the connection"))?
+                .map_err(|e| connect_error(&url, "while connecting", e))?;
+        let pong: String = tokio::time::timeout(budget, redis::cmd("PING").query_async(&mut conn))
+            .await
+            .map_err(|_| silent("`PING`"))?
+            .map_err(|e| connect_error(&url, "to `PING`", e))?;
+        if pong != "PONG" {
+            return Err(StoreError::new(
+                StoreErrorKind::NotRedis,
+                format!(
+                    "the server at `{url}` answered `PING` with `{}`, not `PONG`; point the url at a redis server",
+                    pong.chars().take(40).collect::<String>()
+                ),
+                None,
+            ));
+        }
+        let script = redis::Script::new(include_str!("breaker.lua"));
+        tokio::time::timeout(budget, script.prepare_invoke().load_async(&mut conn))
+            .await
+            .map_err(|_| silent("`SCRIPT LOAD`"))?
+            .map_err(|e| connect_error(&url, "to `SCRIPT LOAD`", e))?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let client = Arc::new(Client {
             conn,
-            script: redis::Script::new(include_str!("breaker.lua")),
+            script,
             bound: Bound::adaptive(self.timeout, self.timeout_ceiling),
             degrade: self.degrade,
             healthy: AtomicBool::new(true),
@@ -191,6 +224,63 @@ impl RedisStoreBuilder {
             }),
         })
     }
+}
+
+/// The [`StoreError`] of a `redis` error met while connecting (`step`: what was being done:
+/// connecting, `PING`, or `SCRIPT LOAD`, whose refusals are the script's), for the URL `url`
+/// (already redacted).
+fn connect_error(url: &str, step: &str, error: redis::RedisError) -> StoreError {
+    use redis::ErrorKind;
+    let script = step.ends_with("`SCRIPT LOAD`");
+    let why = first_line(&error);
+    let code = error.code();
+    let auth = matches!(error.kind(), ErrorKind::AuthenticationFailed)
+        || matches!(code, Some("NOAUTH" | "WRONGPASS"))
+        || (!script && code == Some("NOPERM"))
+        || (code == Some("ERR") && error.detail().is_some_and(|d| d.contains("AUTH")));
+    let (kind, message) = if auth {
+        let fix = if code == Some("NOAUTH") {
+            "redis requires a password: put it in the url (`redis://:password@host:port/`, or `redis://user:password@host:port/` for an acl user)"
+        } else {
+            "fix the user and password in the url (`redis://:password@host:port/`, or `redis://user:password@host:port/` for an acl user)"
+        };
+        (
+            StoreErrorKind::Authentication,
+            format!("redis at `{url}` refused the authentication {step} ({why}); {fix}"),
+        )
+    } else if error.is_io_error() || error.is_timeout() || error.is_connection_refusal() {
+        (
+            StoreErrorKind::Unreachable,
+            format!(
+                "cannot reach redis at `{url}` ({why}, {step}); start it, or fix the host and port in the url"
+            ),
+        )
+    } else if script && code.is_some() {
+        (
+            StoreErrorKind::ScriptRefused,
+            format!(
+                "redis at `{url}` refused to load fusebox's lua script ({why}); allow `SCRIPT LOAD` and `EVALSHA` for this user (acl `+@scripting`) and keep lua scripting enabled"
+            ),
+        )
+    } else {
+        (
+            StoreErrorKind::NotRedis,
+            format!(
+                "the server at `{url}` does not speak the redis protocol ({why}, {step}); point the url at a redis server (redis listens on port 6379 by default)"
+            ),
+        )
+    };
+    StoreError::new(kind, message, Some(error))
+}
+
+/// The first line of a `redis` error's text (a parse error quotes what it read on more lines).
+fn first_line(error: &redis::RedisError) -> String {
+    let text = error.to_string();
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end()
+        .to_owned()
 }
 
 /// A Redis store shared by the replicas of a service; hand it to [`Registry::share`](crate::Registry::share).
@@ -414,6 +504,7 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
     }
     let policy = *core.policy();
     if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
+        core.set_unshareable();
         tracing::error!(
             target: "fusebox",
             key,
@@ -475,5 +566,9 @@ impl Store for Arc<Link> {
 
     fn flush(&self) -> Boxed<'_, ()> {
         flush(self)
+    }
+
+    fn degraded(&self) -> bool {
+        !self.store.client.healthy.load(Ordering::Acquire)
     }
 }
