@@ -307,5 +307,25 @@ pub(super) struct Report {
     /// Times the store did not answer this report.
     pub(super) misses: u32,
     /// Where an admission's answer goes (a caller waiting on its thread).
-    pub(super) reply: Option<std::sync::mpsc::SyncSender<Result<super::script::Answer, ()>>>,
+    pub(super) reply: Option<std::sync::mpsc::SyncSender<Result<Answer, ()>>>,
+}
+
+/// One answer of the script.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Answer {
+    pub(super) code: i64,
+    pub(super) state: i64,
+    pub(super) generation: u64,
+    pub(super) remaining_ms: u64,
+    pub(super) committed_from: i64,
+    pub(super) calls: i64,
+    pub(super) failures: i64,
+    /// The script's code of the rule that committed the transition (0: no transition).
+    pub(super) rule: i64,
+    /// Slow calls in the window that decided the transition.
+    pub(super) slow: i64,
+    /// The key's incarnation, written when the script created it (0: `read` found no key).
+    pub(super) incarnation: u64,
+    /// The current window after this call, (calls, failures), when the script read it.
+    pub(super) window: Option<(u32, u32)>,
 }

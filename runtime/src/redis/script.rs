@@ -27,25 +27,7 @@ pub(super) fn time_slice_ms(span: Duration) -> u64 {
     }
 }
 
-/// One answer of the script.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Answer {
-    pub(super) code: i64,
-    pub(super) state: i64,
-    pub(super) generation: u64,
-    pub(super) remaining_ms: u64,
-    pub(super) committed_from: i64,
-    pub(super) calls: i64,
-    pub(super) failures: i64,
-    /// The script's code of the rule that committed the transition (0: no transition).
-    pub(super) rule: i64,
-    /// Slow calls in the window that decided the transition.
-    pub(super) slow: i64,
-    /// The key's incarnation, written when the script created it (0: `read` found no key).
-    pub(super) incarnation: u64,
-    /// The current window after this call, (calls, failures), when the script read it.
-    pub(super) window: Option<(u32, u32)>,
-}
+pub(super) use super::link::Answer;
 
 /// The fields of a breaker's hash, in the order of `FIELDS` in `breaker.lua` (its field codes
 /// are their positions, from 1).
