@@ -100,7 +100,8 @@ fn scenarios() -> Vec<Scenario> {
         let error = (field != "inc").then_some(field);
         all.push(count(Damage::Delete(field), error));
     }
-    for field in ["r0", "r1", "r2", "r3"] {
+    // `q`: the replica's report sequence (`q<replica id>`).
+    for field in ["q", "r0", "r1", "r2", "r3"] {
         for (_, value) in VALUES {
             all.push(count(Damage::Set(field, value), Some(field)));
         }
@@ -162,7 +163,22 @@ impl Scenario {
 
     fn damage(&self, server: &RedisServer) {
         let key = format!("{{fuzz:{}}}", self.key());
+        // The replica's report sequence is `q<replica id>`: the one field named `q…`.
+        let sequence = || {
+            let Reply::Array(fields) = query(server, &["HKEYS", &key]) else {
+                return "q".to_owned();
+            };
+            fields
+                .into_iter()
+                .find_map(|f| match f {
+                    Reply::Bulk(Some(f)) if f.starts_with('q') => Some(f),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "q".to_owned())
+        };
         let reply = match self.damage {
+            Damage::Set("q", value) => query(server, &["HSET", &key, &sequence(), value]),
+            Damage::Delete("q") => query(server, &["HDEL", &key, &sequence()]),
             Damage::Set(field, value) => query(server, &["HSET", &key, field, value]),
             Damage::Delete(field) => query(server, &["HDEL", &key, field]),
             Damage::List => {
@@ -231,7 +247,9 @@ async fn run(scenario: Scenario, server: &RedisServer, store: &RedisStore, event
         .collect();
     match scenario.error {
         Some(field) => assert!(
-            named.iter().any(|f| f == field),
+            named
+                .iter()
+                .any(|f| f == field || (field == "q" && f.starts_with('q'))),
             "{scenario:?}: an ERROR event names `{hash}` and field `{field}`: {named:?}"
         ),
         None => assert!(named.is_empty(), "{scenario:?}: {named:?}"),

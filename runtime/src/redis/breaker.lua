@@ -22,7 +22,8 @@
 --          calls, failures, reset, rule, slow, incarnation, field, window calls, window failures}
 -- reset: 0 none; 1 a field held data this script did not write, and the key was reset; 2 a window
 --        slot (`t*` or `r*`) did, and it was cleared. field: which (see `corrupt_field` in script.rs):
---        the index in FIELDS, NOT_HASH (the key is not a hash), 100 + i for `ti`, 1000 + i for `ri`
+--        the index in FIELDS, NOT_HASH (the key is not a hash), REPLICA_SEQUENCE (the caller's
+--        `q<id>`, cleared: it is overwritten), 100 + i for `ti`, 1000 + i for `ri`
 -- incarnation: written when the key is created (Redis `TIME` in microseconds), so a replica can tell
 --        a key that was deleted and created again (its generations restart) from a stale answer;
 --        0 from `read` on a missing key
@@ -82,6 +83,8 @@ local failure_count = tonumber(ARGV[14])
 
 local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w', 'ph', 'sq', 'pf', 'inc'}
 local NOT_HASH = #FIELDS + 1
+-- The calling replica's report sequence field `q<id>` (ARGV[18]).
+local REPLICA_SEQUENCE = #FIELDS + 2
 -- Generations stay below 10^13: exact as doubles (also times 8, in a count window's slot) and
 -- printed in full. Incarnations stay below 2^53.
 local MAXG = 10000000000000
@@ -166,7 +169,7 @@ if bad > 0 then
 end
 local fresh = not b
 if fresh then
-  if op == 'read' then return {1, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad} end
+  if op == 'read' then return {1, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad, 0, 0} end
   -- A new key: generations start at the current second, so they do not go backwards across a
   -- restart that lost the state, and a result admitted before the loss stays stale.
   b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w, ph = 0, sq = 0, pf = 0, inc = incarnation(old_inc)}
@@ -343,8 +346,10 @@ elseif op == 'report' then
   local duplicate = false
   if ARGV[18] and seq then
     local field = 'q' .. ARGV[18]
-    local last = tonumber(redis.call('HGET', k, field)) or 0
-    if seq <= last then duplicate = true else redis.call('HSET', k, field, seq) end
+    local raw = redis.call('HGET', k, field)
+    local last = int(raw, MAXI)
+    if raw and not last then corrupt(REPLICA_SEQUENCE) end
+    if seq <= (last or 0) then duplicate = true else redis.call('HSET', k, field, seq) end
   end
   -- A permit keeps its generation modulo 2^10.
   if duplicate or gen ~= b.g % 1024 then

@@ -37,13 +37,14 @@ const FIELDS: [&str; 18] = [
 ];
 
 /// The field the script found corrupt, by its code in the answer: a field of [`FIELDS`], `type`
-/// (the key is not a hash), a time window's bucket `t0..t9` (100 + i) or a count window's slot
-/// `r0..` (1000 + i).
-fn corrupt_field(code: i64) -> String {
+/// (the key is not a hash), this replica's report sequence `q<replica>` (20), a time window's
+/// bucket `t0..t9` (100 + i) or a count window's slot `r0..` (1000 + i).
+fn corrupt_field(code: i64, replica: u64) -> String {
     let field = usize::try_from(code).ok();
     match field {
         Some(i @ 1..=18) => FIELDS[i - 1].to_owned(),
         Some(19) => "type".to_owned(),
+        Some(20) => format!("q{replica}"),
         Some(i @ 100..=109) => format!("t{}", i - 100),
         Some(i @ 1000..) => format!("r{}", i - 1000),
         _ => format!("code {code}"),
@@ -150,9 +151,10 @@ pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Resul
 }
 
 /// The ERROR event of data the script did not write under `link`'s key: the key was reset
-/// (`whole`), or one window slot was cleared; `code` names the field.
+/// (`whole`), or one field was cleared (a window slot, this replica's report sequence); `code`
+/// names the field.
 fn corrupt_event(link: &Link, whole: bool, code: i64) {
-    let field = corrupt_field(code);
+    let field = corrupt_field(code, link.store.client.replica);
     let what = if field == "type" {
         "the key is not a hash".to_owned()
     } else {
