@@ -248,3 +248,26 @@ pub(super) async fn subscriber(
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::heard;
+
+    #[test]
+    fn a_message_is_read_with_its_incarnation_and_a_key_that_may_hold_spaces() {
+        let message = heard("1 42 5000 1796154889971954 {fusebox:a b}").unwrap();
+        assert_eq!(message.hash, "{fusebox:a b}");
+        assert_eq!(message.news, Some((1, 42, 5000, 1_796_154_889_971_954)));
+    }
+
+    #[test]
+    fn a_message_that_does_not_parse_names_its_key_without_news() {
+        // The format before incarnations: the key's views are forgotten.
+        let old = heard("3 999999999999 0 {fusebox:forged}").unwrap();
+        assert_eq!((old.hash, old.news), ("{fusebox:forged}", None));
+        let garbage = heard("3 nan 0 7 {fusebox:forged}").unwrap();
+        assert_eq!((garbage.hash, garbage.news), ("{fusebox:forged}", None));
+        assert!(heard("3 1 0").is_none(), "no key");
+        assert!(heard("").is_none());
+    }
+}

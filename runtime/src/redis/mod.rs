@@ -106,7 +106,7 @@
 //! replica's view accepts the lower generations of a key deleted and created again; a message on
 //! [`TRANSITIONS`] is taken only as the next generation of the incarnation the view knows (and is
 //! confirmed by the script before a call is admitted or refused from it), anything else only makes
-//! the view unknown, so a forged message never decides a call.
+//! the view unknown, so a forged message never decides a call while the store answers.
 //!
 //! **Tests and time.** [`RedisStoreBuilder::time_from`] makes the script take time from a
 //! [`Clock`](crate::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time
