@@ -195,9 +195,10 @@ impl Snapshot {
     }
 
     /// Outcomes (successes and failures) of this replica's calls on a shared key that the store
-    /// admitted, since the breaker was created (carried over a reconfiguration). Calls made while
-    /// the store did not answer are in [`calls`](Snapshot::calls) instead; released calls and
-    /// errors that do not count are in neither. 0 on a key that is not shared.
+    /// admitted, since the breaker was created (carried over a reconfiguration). Calls admitted
+    /// by the local breaker while the store did not answer are in [`calls`](Snapshot::calls)
+    /// instead (and so is a store-admitted call whose report the store then did not answer);
+    /// released calls and errors that do not count are in neither. 0 on a key that is not shared.
     pub fn replica_calls(&self) -> u64 {
         self.sharing.replica_calls
     }
