@@ -1,5 +1,7 @@
-//! Sync functions on a shared registry: they run on the local breaker, which the store's answers
-//! seed with the shared state; their outcomes are not sent to Redis.
+//! Sync functions on a shared registry: they admit from the replica's view of the shared state and
+//! send their outcomes to Redis off the call path; the local breaker, which the store's answers
+//! seed with the shared state, decides only while the view is unknown on a current-thread runtime
+//! (which cannot wait for its own store task) or while the store does not answer.
 #![cfg(feature = "redis")]
 
 mod redis_harness;
@@ -54,22 +56,34 @@ fn reason(result: Result<(), BackendError>) -> Option<Reason> {
     }
 }
 
+/// On a current-thread runtime the first sync call cannot wait for the script: it runs on the
+/// local breaker and starts a read of the shared state; once the runtime has run the store's task,
+/// the view is known and every outcome goes to Redis.
 #[tokio::test]
-async fn sync_calls_run_on_the_local_breaker_and_send_nothing() {
+async fn sync_calls_on_a_current_thread_runtime_share_once_the_view_is_known() {
     let server = RedisServer::start();
     SYNC_ONLY.share(RedisStore::connect(&server.url()).await.unwrap());
-    for _ in 0..5 {
-        assert!(matches!(sync_only(), Err(BackendError::Down)));
+    assert!(matches!(sync_only(), Err(BackendError::Down)));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // Each failure is sent to the script by the store's task, which runs while this test sleeps.
+    while reason(sync_only()).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shared circuit never opened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     assert_eq!(
-        reason(sync_only()),
-        Some(Reason::Open),
-        "the local breaker tripped"
+        server.command(&["HGET", "{fusebox:sync}", "st"]),
+        "$1",
+        "the outcomes reached redis"
     );
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let policy = SYNC_ONLY.get("sync").unwrap().policy();
     assert_eq!(
-        server.command(&["EXISTS", "{fusebox:sync}"]),
-        ":0",
-        "nothing sent to redis"
+        store.state("sync", policy).await.unwrap().state,
+        State::Open,
+        "the sync calls opened the shared circuit"
     );
 }
 

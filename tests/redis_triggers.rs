@@ -179,6 +179,11 @@ fn a_shared_key_names_the_rule_that_tripped_it() {
             ("lease", "failure_rate", "0.0")
         ]
     );
+    // Committed in the store: announced as shared transitions.
+    assert!(
+        opened.iter().all(|e| e.fields["shared"] == "true"),
+        "every transition committed in redis says `shared = true`"
+    );
 }
 
 #[test]

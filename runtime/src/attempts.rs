@@ -1,7 +1,9 @@
 //! Timeouts, retries and deadlines composed with the breaker, for `async fn`s that ask for them.
 //!
 //! Order per attempt: bulkhead → breaker → timeout → call, inside the retry loop. Every attempt
-//! asks the breaker for admission and is reported on its own. No retry follows a refusal (the circuit
+//! asks the breaker for admission and is reported on its own; on a breaker shared through a store
+//! (feature `redis`) every attempt is admitted by the store (or the replica's view of it, in cached
+//! mode) and its outcome recorded there, as a plain `async fn`'s call is. No retry follows a refusal (the circuit
 //! is open, half-open full or the bulkhead is full) or an error that is not a counted failure.
 //!
 //! A timeout is never reported as a refusal: when a retry is refused after an attempt timed out,
@@ -189,7 +191,19 @@ where
             // Only the delay's value crosses into the wait: a `Duration` borrowed before the
             // `.await` (`is_zero`) would be kept in the future across it.
             let delay = {
-                let permit = match admit() {
+                let admitted = match admit() {
+                    #[cfg(feature = "redis")]
+                    Ok(mut permit) if crate::redis::admit::asks_store(&permit) => {
+                        // A shared breaker: the store admits every attempt (strict mode, or a
+                        // cached view that must ask).
+                        match crate::redis::admit::admit_shared(&mut permit).await {
+                            None => Ok(permit),
+                            Some(refused) => Err(refused),
+                        }
+                    }
+                    other => other,
+                };
+                let permit = match admitted {
                     Ok(permit) => permit,
                     // A retry refused after a timed-out attempt: that attempt went out, so the
                     // call ends as timed out, never as refused.
@@ -198,12 +212,14 @@ where
                     }
                     Err(refused) => return Settled::Refused(refused),
                 };
+                #[cfg(feature = "redis")]
+                let core = permit.core();
                 let result = L::finished::<Fut>(cfg.timeout.bound(attempt()).await);
                 // A counted failure: the only outcome that may be retried.
                 let failed = match result {
                     Some(Ok(value)) => {
                         permit.success();
-                        return Settled::Done(Ok(value));
+                        Settled::Done(Ok(value))
                     }
                     Some(Err(error)) if is_failure(&error) => {
                         permit.failure();
@@ -211,7 +227,7 @@ where
                     }
                     Some(Err(error)) => {
                         permit.ignore();
-                        return Settled::Done(Err(error));
+                        Settled::Done(Err(error))
                     }
                     None => {
                         let error = Error::new(permit.key(), Reason::TimedOut, None);
@@ -220,6 +236,15 @@ where
                         Settled::Refused(error)
                     }
                 };
+                // Strict mode: the attempt's outcome is recorded in the store before the call
+                // returns or the next attempt asks for admission.
+                #[cfg(feature = "redis")]
+                if let Some(recorded) = crate::redis::admit::recording(core) {
+                    recorded.await;
+                }
+                if matches!(failed, Settled::Done(_)) {
+                    return failed;
+                }
                 if n >= attempts {
                     return failed;
                 }

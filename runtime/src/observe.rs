@@ -134,8 +134,9 @@ pub(crate) fn emit(
     counts: Counts,
     function: &'static str,
     trigger: Trigger,
+    shared: bool,
 ) {
-    let announce = || announce(hooks, key, from, to, counts, function, trigger);
+    let announce = || announce(hooks, key, from, to, counts, function, trigger, shared);
     if let Err(payload) = catch_unwind(AssertUnwindSafe(announce)) {
         // A subscriber panicked; a second panic while reporting it is dropped too.
         let message = panic_message(payload.as_ref()).to_owned();
@@ -155,6 +156,7 @@ fn announce(
     counts: Counts,
     function: &str,
     trigger: Trigger,
+    shared: bool,
 ) {
     let rule = trigger.as_str();
     let failure_rate = counts.failure_rate();
@@ -165,19 +167,19 @@ fn announce(
         State::Open | State::ForcedOpen => tracing::warn!(
             target: "fusebox",
             event = "circuit_opened",
-            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule,
+            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule, shared,
             "circuit_opened"
         ),
         State::HalfOpen => tracing::info!(
             target: "fusebox",
             event = "circuit_half_open",
-            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule,
+            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule, shared,
             "circuit_half_open"
         ),
         State::Closed | State::Disabled => tracing::info!(
             target: "fusebox",
             event = "circuit_closed",
-            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule,
+            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule, shared,
             "circuit_closed"
         ),
     }

@@ -87,7 +87,7 @@ impl Site {
         name: N,
     ) -> Result<Permit<'static, N>, Error> {
         let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
-        core.acquire(name)
+        core.acquire_awaiting(name)
     }
 
     #[cold]
@@ -302,7 +302,7 @@ impl DynSite {
         breaker: &'b Breaker,
         name: N,
     ) -> Result<Permit<'b, N>, Error> {
-        breaker.core.current().acquire(name)
+        breaker.core.current().acquire_awaiting(name)
     }
 }
 

@@ -124,24 +124,7 @@ impl RedisServer {
 
     /// Sends one command (arguments as given) and returns the raw reply's first line.
     pub(crate) fn command(&self, args: &[&str]) -> String {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        let mut out = format!("*{}\r\n", args.len());
-        for a in args {
-            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        stream.write_all(out.as_bytes()).unwrap();
-        let mut reply = Vec::new();
-        let mut byte = [0u8; 1];
-        while stream.read_exact(&mut byte).is_ok() {
-            reply.push(byte[0]);
-            if reply.ends_with(b"\r\n") {
-                break;
-            }
-        }
-        String::from_utf8_lossy(&reply).trim_end().to_owned()
+        command_on(self.port, args)
     }
 
     /// Sends `signal` (`-9`, `-STOP`, `-CONT`) to the server.
@@ -185,4 +168,26 @@ impl From<fusebox::Error> for BackendError {
     fn from(e: fusebox::Error) -> Self {
         BackendError::Refused(e)
     }
+}
+
+/// Sends one command to the server on `port` and returns the raw reply's first line.
+pub(crate) fn command_on(port: u16, args: &[&str]) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    stream.write_all(out.as_bytes()).unwrap();
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while stream.read_exact(&mut byte).is_ok() {
+        reply.push(byte[0]);
+        if reply.ends_with(b"\r\n") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&reply).trim_end().to_owned()
 }

@@ -22,11 +22,12 @@ impl Core {
     /// is not closed or calls are timed. Never fails: a refused call gets an inert permit that says
     /// why ([`Permit::refusal`]), so the admitted path moves no `Result` around.
     #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn enter<N: Named>(&self, site: N) -> Permit<'_, N> {
         self.enter_named::<false, N>(site)
     }
 
-    /// [`Core::enter`]; with `ASK_STORE`, a breaker shared through a store answers with a permit
+    /// Admission (`Core::enter` in tests); with `ASK_STORE`, a breaker shared through a store answers with a permit
     /// that asks the store (the breaker's `Store`), which an `async` caller then awaits.
     /// Generic over `N` only to fetch the name: the admission itself is [`Core::admit_word`], one
     /// function whatever `N` is.
@@ -108,6 +109,12 @@ impl Core {
                 site,
             };
         }
+        self.admit_local(site)
+    }
+
+    /// Admission by this breaker alone (a local key, or a shared key's local breaker: a call
+    /// that cannot reach its store and may run locally).
+    pub(crate) fn admit_local(&self, site: FnName) -> Permit<'_> {
         match self.admit_general(site) {
             Ok(word) => Permit {
                 core: self,
@@ -132,6 +139,25 @@ impl Core {
             let outcome = crate::record::Recorded::Refused(reason);
             crate::record::emit(self.key.as_str(), self.now(), None, outcome, site);
         }
+    }
+
+    /// Asks for admission for a caller that awaits (each attempt of the attempt driver); a
+    /// refusal is an [`Error`]. On a breaker shared through a store the permit may ask the store
+    /// (`Permit::asks_store`), which the caller then awaits before running the attempt.
+    #[inline]
+    pub(crate) fn acquire_awaiting<N: Named>(&self, site: N) -> Result<Permit<'_, N>, Error> {
+        self.enter_then::<true, N, _>(
+            site,
+            |permit| match permit.refusal_code() {
+                0 => Ok(permit),
+                #[cfg(feature = "redis")]
+                store::ASK_STORE => Ok(permit),
+                _ => Err(permit
+                    .refusal()
+                    .unwrap_or_else(|| permit.refusal_error(Reason::Open.code()))),
+            },
+            |permit| Err(permit.refusal_error(Reason::Open.code())),
+        )
     }
 
     /// Asks for admission; a refusal is an [`Error`].

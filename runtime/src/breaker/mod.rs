@@ -217,6 +217,22 @@ impl Core {
     /// Records the transition for snapshots, then announces it (see [`crate::observe::emit`]).
     #[cold]
     fn emit(&self, from: State, to: State, counts: Counts, function: FnName, trigger: Trigger) {
+        self.emit_as(from, to, counts, function, trigger, false);
+    }
+
+    /// [`Core::emit`]; `shared`: the transition was committed in the store for every replica
+    /// (false: decided by this breaker alone, as every transition of a local key and those a
+    /// shared key's local breaker makes while its store does not answer).
+    #[cold]
+    pub(crate) fn emit_as(
+        &self,
+        from: State,
+        to: State,
+        counts: Counts,
+        function: FnName,
+        trigger: Trigger,
+        shared: bool,
+    ) {
         let function: &'static str = function;
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Recorded {
             at: self.now(),
@@ -234,6 +250,7 @@ impl Core {
             counts,
             function,
             trigger,
+            shared,
         );
     }
 
@@ -402,7 +419,7 @@ impl Breaker {
     #[inline(always)]
     pub(crate) fn enter_owned(&self, site: FnName) -> OwnedPermit {
         let core = self.core.current();
-        let mut permit = core.enter(site);
+        let mut permit = core.enter_named::<false, FnName>(site);
         let owned = OwnedPermit {
             core: core.clone(),
             word: permit.word,

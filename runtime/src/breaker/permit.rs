@@ -230,6 +230,12 @@ impl<N: Named> Permit<'_, N> {
         }
     }
 
+    /// The refusal code of the permit's word (0: admitted).
+    #[inline(always)]
+    pub(crate) fn refusal_code(&self) -> u64 {
+        self.word.refusal()
+    }
+
     /// True when the call was refused ([`refusal`](Permit::refusal) is `Some`).
     #[inline(always)]
     pub(crate) fn is_refused(&self) -> bool {
@@ -362,6 +368,25 @@ impl OwnedPermit {
     #[inline]
     pub(crate) fn abandon(&mut self) {
         self.settle(abandoned());
+    }
+
+    /// The wait for the recording of this permit's outcome, to be created before the permit
+    /// settles and awaited after (a breaker shared in strict mode admitted it); `None` otherwise.
+    #[cfg(all(feature = "redis", feature = "tower"))]
+    pub(crate) fn recording(&self) -> Option<super::Boxed<'static, ()>> {
+        if !super::store::is_shared(self.word) {
+            return None;
+        }
+        let core = self.core.clone();
+        let store = core.store.as_ref()?;
+        if !store.awaits_recording() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            if let Some(store) = core.store.as_ref() {
+                store.flush().await;
+            }
+        }))
     }
 
     /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).

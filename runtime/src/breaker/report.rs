@@ -5,7 +5,7 @@ use super::*;
 use crate::state;
 
 impl Core {
-    /// Emits the outcome event of a reported call admitted at [`Ticket::admitted_at`] (see [`Core::enter`]).
+    /// Emits the outcome event of a reported call admitted at [`Ticket::admitted_at`] (see [`Core::enter_named`]).
     #[cold]
     pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
         let now = self.now();

@@ -133,6 +133,11 @@ impl Core {
         }
     }
 
+    /// The local breaker's state (a shared key's mirror of the store's).
+    pub(crate) fn local_state(&self) -> State {
+        self.load().state()
+    }
+
     /// The local state as the script's seed: (state code, open remaining in ms).
     pub(crate) fn seed(&self) -> (u64, u64) {
         let word = self.load();
@@ -267,7 +272,7 @@ impl Core {
             (State::HalfOpen, State::HalfOpen) => Trigger::PhasePassed,
             _ => Trigger::Operator,
         });
-        self.emit(from, to, counts, site, trigger);
+        self.emit_as(from, to, counts, site, trigger, true);
     }
 
     /// Applies an outcome to the local breaker (the store could not be reached): as a call admitted

@@ -9,11 +9,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::Link;
-use super::script::{apply, call};
+use super::link::{CONFIRMED, Link, view_generation, view_state};
+use super::script::{Answer, apply, call};
 use crate::breaker::{Boxed, Core, FnName, Named, Permit, shared_word};
 use crate::error::{Error, Reason};
-use crate::state::Word;
+use crate::state::{State, Word};
 
 /// True when `permit` (refused) asks the store for admission: its breaker is shared.
 #[inline(always)]
@@ -58,30 +58,66 @@ pub(super) fn admit<'a>(
     Box::pin(async move {
         let client = &link.store.client;
         let (seed, remaining) = core.seed();
-        let answer = match call(client, link, "admit", &[seed, remaining]).await {
-            Ok(answer) => answer,
-            Err(()) => {
-                let local = match client.degrade {
-                    Degrade::Local => core.enter_general::<false>(site),
-                    Degrade::FailOpen => core.store_permit(Word::SETTLED, site),
-                    Degrade::FailClosed => core.store_refusal(Reason::Open, None, site),
-                };
-                return local;
+        let answer = call(client, link, "admit", &[seed, remaining]).await;
+        client.probing.store(false, Ordering::Release);
+        match answer {
+            Ok(answer) => {
+                apply(link, core, &answer, site);
+                permit_of(core, &answer, site)
             }
-        };
-        apply(link, core, &answer, site);
-        match answer.code {
-            1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
-            3 => core.store_refusal(Reason::HalfOpenFull, None, site),
-            4 => core.store_refusal(Reason::ForcedOpen, None, site),
-            5 => core.store_refusal(Reason::Recovering, None, site),
-            _ => core.store_refusal(
-                Reason::Open,
-                Some(Duration::from_millis(answer.remaining_ms)),
-                site,
-            ),
+            Err(()) => degraded(core, link, site),
         }
     })
+}
+
+/// The permit of the script's answer to an `admit`.
+pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> Permit<'c> {
+    match answer.code {
+        1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
+        3 => core.store_refusal(Reason::HalfOpenFull, None, site),
+        4 => core.store_refusal(Reason::ForcedOpen, None, site),
+        5 => core.store_refusal(Reason::Recovering, None, site),
+        _ => core.store_refusal(
+            Reason::Open,
+            Some(Duration::from_millis(answer.remaining_ms)),
+            site,
+        ),
+    }
+}
+
+/// The admission of a call on a shared key whose store did not answer, per the store's
+/// [`Degrade`].
+///
+/// [`Degrade::Local`] never splits the circuit: a circuit the replica last knew closed (or
+/// disabled) admits under that view's generation, so the outcome is sent to the store (again,
+/// until it answers) and recorded on the local breaker too; an open circuit refuses while its wait
+/// runs, and once the wait is over it stays open (reason `Open`, no probe) while the store has
+/// been unreachable for less than [`RedisStoreBuilder::local_recovery_after`]: the store grants
+/// probes, so a replica that cannot reach it runs no half-open of its own. Past that bound the
+/// local breaker recovers alone, and announces its transitions with `shared = false`.
+///
+/// [`RedisStoreBuilder::local_recovery_after`]: super::RedisStoreBuilder::local_recovery_after
+pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> Permit<'c> {
+    let client = &link.store.client;
+    match client.degrade {
+        Degrade::FailOpen => return core.store_permit(Word::SETTLED, site),
+        Degrade::FailClosed => return core.store_refusal(Reason::Open, None, site),
+        Degrade::Local => {}
+    }
+    let view = link.view.load(Ordering::Acquire);
+    let local = core.local_state();
+    let closed_view = view & CONFIRMED != 0 && matches!(view_state(view), 0 | 4);
+    match local {
+        State::Closed | State::Disabled if closed_view => {
+            core.store_permit(shared_word(view_generation(view), false), site)
+        }
+        State::Open | State::HalfOpen if !client.recovers_locally() => {
+            let (_, remaining) = core.seed();
+            let wait = (remaining > 0).then(|| Duration::from_millis(remaining));
+            core.store_refusal(Reason::Open, wait, site)
+        }
+        _ => core.admit_local(site),
+    }
 }
 
 /// Waits until the outcome reported on `permit` is recorded in the store (strict mode, bounded by
@@ -107,6 +143,13 @@ pub(crate) fn flush_shared<'p, N: Named>(permit: &'p Permit<'_, N>) -> Boxed<'p,
     }
 }
 
+/// The wait for the recording of the outcomes reported so far on `core`, when its calls await it
+/// (a breaker shared in strict mode); `None` otherwise.
+pub(crate) fn recording(core: &Core) -> Option<Boxed<'_, ()>> {
+    let store = core.store.as_ref()?;
+    store.awaits_recording().then(|| store.flush())
+}
+
 /// Waits until the outcomes reported on `link` so far are recorded, bounded by the store's
 /// timeout.
 pub(super) fn flush(link: &Link) -> Boxed<'_, ()> {
@@ -121,6 +164,6 @@ pub(super) fn flush(link: &Link) -> Boxed<'_, ()> {
                 notified.await;
             }
         };
-        let _ = tokio::time::timeout(link.store.client.timeout * 2, wait).await;
+        let _ = tokio::time::timeout(link.store.client.timeout() * 2, wait).await;
     })
 }

@@ -1,7 +1,7 @@
 -- fusebox: one circuit breaker in one Redis hash. Admission and outcome recording, atomically.
 --
 -- KEYS[1]  the breaker's hash, `{prefix:key}`
--- ARGV[1]  op: `admit`, `report`, `force` or `state`
+-- ARGV[1]  op: `admit`, `report`, `force`, `state`, or `read` (`state` that never creates the key)
 -- ARGV[2]  time in milliseconds supplied by a test clock, or '' to read Redis `TIME`
 -- ARGV[3]  idle TTL (ms)      ARGV[4]  count window (calls), or 2^40 + the slice (ms) of a time
 --          window of ten slices   ARGV[5]  min_calls
@@ -10,14 +10,23 @@
 -- ARGV[12] half-open probes, or 2^40 + phases * 2^20 + min_passes for progressive recovery
 -- ARGV[13] probe lease (ms)   ARGV[14] failure count (failures in the window that open it, 0 = off)
 -- report:  ARGV[15] generation modulo 1024  ARGV[16] outcome (0 released, 1 success, 2 failure)  ARGV[17] slow (0/1)
+--          ARGV[18] the replica's id, ARGV[19] the report's sequence number in that replica: a
+--          report whose number is not above the last one recorded from that replica (field
+--          `q<id>`) is a copy sent again and changes nothing
 -- force:   ARGV[15] target state
 -- admit:   ARGV[15] the replica's local state, ARGV[16] its open remaining (ms): used only when
 --          the key does not exist (first share of a breaker already in use, or Redis restarted
 --          and lost the state), so an open circuit stays open
 --
 -- Returns {code, state, generation, open remaining (ms), committed-from (-1: no transition),
---          calls, failures, reset (1: malformed data was found and the key reset), rule, slow,
---          window calls, window failures}
+--          calls, failures, reset, rule, slow, incarnation, field, window calls, window failures}
+-- reset: 0 none; 1 a field held data this script did not write, and the key was reset; 2 a window
+--        slot (`t*` or `r*`) did, and it was cleared. field: which (see `corrupt_field` in script.rs):
+--        the index in FIELDS, NOT_HASH (the key is not a hash), 100 + i for `ti`, 1000 + i for `ri`
+-- incarnation: written when the key is created (Redis `TIME` in microseconds), so a replica can tell
+--        a key that was deleted and created again (its generations restart) from a stale answer;
+--        0 from `read` on a missing key
+-- window calls, window failures: the current window after this call (-1 when not read)
 -- rule: what committed the transition (0 with no transition): 1 failure_rate, 2 slow_rate,
 --       3 consecutive, 4 failure_count, 5 open_wait_over, 6 lease_expired, 7 probe_failed,
 --       8 probes_passed, 9 phase_passed, 10 operator (`force`)
@@ -33,6 +42,10 @@
 -- empty, so a transition clears the window without touching it. A time window is ten buckets
 -- `t0..t9`, each `generation:slice:calls:failures:slow`; totals sum the buckets of the current
 -- generation whose slice is among the last ten (ten reads: O(1) in the window's size).
+--
+-- Every field read is checked (decimal digits within its bound, `n >= f`, `cur < w`, ...): a key
+-- holding anything else is reset, and a window slot holding anything else is cleared, so no data
+-- under the key can wedge the circuit. `force` rewrites the whole key.
 local k = KEYS[1]
 local op = ARGV[1]
 local now
@@ -67,45 +80,154 @@ end
 local lease = tonumber(ARGV[13])
 local failure_count = tonumber(ARGV[14])
 
-local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w', 'ph', 'sq', 'pf'}
--- Fields a key may lack (written only by progressive recovery): read as 0.
-local OPTIONAL = 15
-local reset = 0
+local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w', 'ph', 'sq', 'pf', 'inc'}
+local NOT_HASH = #FIELDS + 1
+-- Generations stay below 10^13: exact as doubles (also times 8, in a count window's slot) and
+-- printed in full. Incarnations stay below 2^53.
+local MAXG = 10000000000000
+local MAXI = 9007199254740991
+-- The longest open wait this caller's policy gives.
+local cap = math.max(open_max, open_for)
+
+-- A field as this script writes it: decimal digits, at most `hi`; nil for anything else (`nan`,
+-- `inf`, `-1`, `1.5`, `1e300`, a word, a missing field).
+local function int(raw, hi)
+  if type(raw) ~= 'string' or #raw > 16 or not string.find(raw, '^%d+$') then return nil end
+  local x = tonumber(raw)
+  if x > hi then return nil end
+  return x
+end
+
+-- The fields of an existing key (`h`, as HMGET answered), checked; nil and the index of the first
+-- field that does not hold what this script writes there.
+local function read_fields(h)
+  local b = {}
+  local function take(i, hi)
+    b[FIELDS[i]] = int(h[i], hi)
+    return b[FIELDS[i]] ~= nil
+  end
+  if h[1] ~= 'fb1' then return nil, 1 end
+  -- The window first: the counts' bounds depend on it.
+  if not take(14, TIME + 4294967296) or b.w == 0 or (b.w > 4294967296 and b.w <= TIME) then return nil, 14 end
+  local count = b.w < TIME
+  if not take(2, 4) then return nil, 2 end
+  if not take(3, MAXG - 1) then return nil, 3 end
+  if not take(4, now + math.max(cap, ttl)) then return nil, 4 end
+  if not take(5, 1024) then return nil, 5 end
+  if not take(6, 1048576) then return nil, 6 end
+  if not take(7, now + lease) then return nil, 7 end
+  if not take(8, count and b.w or MAXG) then return nil, 8 end
+  if not take(9, b.n) then return nil, 9 end
+  if not take(10, b.n) then return nil, 10 end
+  if not take(11, count and b.w - 1 or MAXG) then return nil, 11 end
+  if not take(12, MAXG) then return nil, 12 end
+  if not take(13, MAXG) then return nil, 13 end
+  if not take(15, 1024) then return nil, 15 end
+  if not take(16, MAXG) then return nil, 16 end
+  if not take(17, b.pas) then return nil, 17 end
+  -- A key written before incarnations has none: it gets one below.
+  if h[18] then
+    if not take(18, MAXI) or b.inc == 0 then return nil, 18 end
+  else
+    b.inc = 0
+  end
+  return b, 0
+end
+
+-- A new incarnation, different from `old`.
+local function incarnation(old)
+  local t = redis.call('TIME')
+  local inc = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if inc == old then inc = inc + 1 end
+  return inc
+end
+
+-- reset, field: see the header.
+local reset, bad = 0, 0
+local b
+local old_inc = 0
 local h = redis.pcall('HMGET', k, unpack(FIELDS))
-local ok = type(h) == 'table' and h.err == nil
-if ok and h[1] then
-  if h[1] ~= 'fb1' then ok = false end
-  for i = 2, #FIELDS do
-    if ok and tonumber(h[i]) == nil and not (i >= OPTIONAL and not h[i]) then ok = false end
+if type(h) ~= 'table' or h.err then
+  bad = NOT_HASH
+else
+  old_inc = int(h[18], MAXI) or 0
+  for i = 1, #FIELDS do
+    if h[i] then
+      b, bad = read_fields(h)
+      break
+    end
   end
 end
-if not ok then
+if bad > 0 then
   -- Not ours, or not readable: reset the key (the caller reports it).
   redis.call('DEL', k)
   reset = 1
-  h = {}
+  b = nil
 end
-local b = {}
-if h[1] then
-  for i = 2, #FIELDS do b[FIELDS[i]] = tonumber(h[i]) or 0 end
-else
+local fresh = not b
+if fresh then
+  if op == 'read' then return {1, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad} end
   -- A new key: generations start at the current second, so they do not go backwards across a
   -- restart that lost the state, and a result admitted before the loss stays stale.
-  b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w, ph = 0, sq = 0, pf = 0}
+  b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w, ph = 0, sq = 0, pf = 0, inc = incarnation(old_inc)}
   local seed = op == 'admit' and tonumber(ARGV[15]) or 0
   if seed == 1 or seed == 3 or seed == 4 then
     b.st = seed
-    if seed == 1 then b.dl = now + (tonumber(ARGV[16]) or open_for) end
+    if seed == 1 then b.dl = now + math.min(tonumber(ARGV[16]) or open_for, cap) end
   end
 end
+-- A key written before incarnations gets one.
+local adopted = false
+if b.inc == 0 and op ~= 'read' then
+  b.inc = incarnation(0)
+  adopted = true
+end
+-- An open wait longer than this caller's policy gives (another replica's policy wrote it) ends
+-- when this policy's would.
+if b.st == 1 and b.dl > now + cap then b.dl = now + cap end
+-- Progressive recovery half-open with no phase (a replica with `half_open` probes moved it there)
+-- starts at phase 1, so it admits.
+if phases > 0 and b.st == 2 and b.ph == 0 then b.ph = 1 end
+
+-- Marks a window slot that held data this script did not write (it counts as empty).
+local function corrupt(code)
+  if reset == 0 then reset, bad = 2, code end
+end
+
+-- A time window's bucket `field` (`generation:slice:calls:failures:slow`); nothing when it is
+-- missing, or does not parse (it is then deleted and reported).
+local function bucket(field)
+  local raw = redis.call('HGET', k, field)
+  if not raw then return nil end
+  local g, sl, c, fl, sw = string.match(raw, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+  g, sl, c, fl, sw = tonumber(g), tonumber(sl), tonumber(c), tonumber(fl), tonumber(sw)
+  if not sw or g >= MAXG or sl >= MAXG or c >= MAXG or fl > c or sw > c then
+    redis.call('HDEL', k, field)
+    corrupt(100 + tonumber(string.sub(field, 2)))
+    return nil
+  end
+  return g, sl, c, fl, sw
+end
+
+-- A count window's slot `field` (`generation * 8 + code`, code 1..4), 0 when it is empty, or
+-- does not parse (reported; it is about to be overwritten).
+local function slot(field)
+  local raw = redis.call('HGET', k, field)
+  if not raw then return 0 end
+  local x = int(raw, MAXG * 8)
+  if x and (math.floor(x / 8) ~= b.g or (x % 8 >= 1 and x % 8 <= 4)) then return x end
+  corrupt(1000 + tonumber(string.sub(field, 2)))
+  return 0
+end
+
 -- The generation the caller may hold: a change is published to cached replicas.
 local g0 = b.g
-if b.w ~= w or (slice_ms == 0 and b.cur >= w) then
+if op ~= 'read' and (b.w ~= w or (slice_ms == 0 and b.cur >= w)) then
   -- The window length changed: start an empty window.
   b.g = b.g + 1
   b.n, b.f, b.s, b.cur, b.w = 0, 0, 0, 0, w
 end
-local dirty = not h[1]
+local dirty = fresh or adopted or b.g ~= g0
 -- Set when only the window moved: the write is limited to the window's fields.
 local counted = false
 local from = -1
@@ -154,17 +276,11 @@ end
 -- The time window's totals at `now` (calls, failures, slow), and the current slice.
 local function time_totals()
   local slice = math.floor(now / slice_ms) + 1
-  local fields = {}
-  for i = 0, 9 do fields[i + 1] = 't' .. i end
-  local raw = redis.call('HMGET', k, unpack(fields))
   local n, f, s = 0, 0, 0
-  for i = 1, 10 do
-    if raw[i] then
-      local g, sl, c, fl, sw = string.match(raw[i], '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
-      g, sl = tonumber(g), tonumber(sl)
-      if g == b.g and sl and sl <= slice and sl > slice - 10 then
-        n, f, s = n + tonumber(c), f + tonumber(fl), s + tonumber(sw)
-      end
+  for i = 0, 9 do
+    local g, sl, c, fl, sw = bucket('t' .. i)
+    if g == b.g and sl <= slice and sl > slice - 10 then
+      n, f, s = n + c, f + fl, s + sw
     end
   end
   return n, f, s, slice
@@ -221,8 +337,17 @@ elseif op == 'report' then
   local gen = tonumber(ARGV[15])
   local outcome = tonumber(ARGV[16])
   local slow = tonumber(ARGV[17])
+  -- At most once: each replica numbers its reports; one already recorded (its answer was lost,
+  -- and the replica sent it again) changes nothing.
+  local seq = tonumber(ARGV[19])
+  local duplicate = false
+  if ARGV[18] and seq then
+    local field = 'q' .. ARGV[18]
+    local last = tonumber(redis.call('HGET', k, field)) or 0
+    if seq <= last then duplicate = true else redis.call('HSET', k, field, seq) end
+  end
   -- A permit keeps its generation modulo 2^10.
-  if gen ~= b.g % 1024 then
+  if duplicate or gen ~= b.g % 1024 then
     code = 0
   elseif b.st == 0 or b.st == 4 then
     code = 1
@@ -231,14 +356,9 @@ elseif op == 'report' then
       local slice = math.floor(now / slice_ms) + 1
       local field = 't' .. (slice % 10)
       local c, fl, sw = 0, 0, 0
-      local old = redis.call('HGET', k, field)
-      if old then
-        local g, sl, oc, ofl, osw = string.match(old, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
-        if tonumber(g) == b.g and tonumber(sl) == slice then
-          c, fl, sw = tonumber(oc), tonumber(ofl), tonumber(osw)
-        end
-      end
-      redis.call('HSET', k, field, b.g .. ':' .. slice .. ':' .. (c + 1) .. ':' .. (fl + failure) .. ':' .. (sw + slow))
+      local g, sl, oc, ofl, osw = bucket(field)
+      if g == b.g and sl == slice then c, fl, sw = oc, ofl, osw end
+      redis.call('HSET', k, field, string.format('%d:%d:%d:%d:%d', b.g, slice, c + 1, fl + failure, sw + slow))
       b.n, b.f, b.s = time_totals()
       if failure == 1 then b.run = b.run + 1 else b.run = 0 end
       counted = true
@@ -249,7 +369,7 @@ elseif op == 'report' then
     elseif outcome ~= 0 then
       local failure = outcome == 2 and 1 or 0
       local field = 'r' .. b.cur
-      local old = tonumber(redis.call('HGET', k, field) or '0') or 0
+      local old = slot(field)
       if old > 0 and math.floor(old / 8) == b.g then
         local c = old % 8 - 1
         b.n = b.n - 1
@@ -316,11 +436,18 @@ elseif op == 'report' then
   end
 elseif op == 'force' then
   local target = tonumber(ARGV[15])
+  if target ~= 0 and target ~= 3 and target ~= 4 then
+    return redis.error_reply('fusebox: cannot force state ' .. tostring(ARGV[15]))
+  end
   calls, failures, slow_calls = b.n, b.f, b.s
-  if target ~= b.st then move(target); rule = 10 else b.g = b.g + 1; b.n, b.f, b.s, b.run = 0, 0, 0, 0; dirty = true end
-  b.ro = 0
+  -- The key is written anew, whatever it held (window slots included); its generation and
+  -- incarnation go on, so replicas take the forced state as the next one.
+  if not fresh then redis.call('UNLINK', k) end
+  b = {st = b.st, g = b.g, dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w, ph = 0, sq = 0, pf = 0, inc = b.inc}
+  if target ~= b.st then move(target); rule = 10 else b.g = b.g + 1 end
+  dirty = true
   code = 1
-elseif op == 'state' then
+elseif op == 'state' or op == 'read' then
   code = 1
   if slice_ms > 0 and (b.st == 0 or b.st == 4) then b.n, b.f = time_totals() end
   calls, failures = b.n, b.f
@@ -328,10 +455,16 @@ else
   return redis.error_reply('fusebox: unknown op ' .. tostring(op))
 end
 
+if counted then
+  -- A slot that held data this script did not write may have been counted: the totals stay
+  -- within the window.
+  b.n = math.min(b.n, slice_ms == 0 and w or MAXG - 1)
+  b.f, b.s = math.max(0, math.min(b.f, b.n)), math.max(0, math.min(b.s, b.n))
+end
 if dirty then
   redis.call('HSET', k, 'v', 'fb1', 'st', b.st, 'g', b.g, 'dl', b.dl, 'iss', b.iss, 'pas', b.pas,
     'arm', b.arm, 'n', b.n, 'f', b.f, 's', b.s, 'cur', b.cur, 'run', b.run, 'ro', b.ro, 'w', b.w,
-    'ph', b.ph, 'sq', b.sq, 'pf', b.pf)
+    'ph', b.ph, 'sq', b.sq, 'pf', b.pf, 'inc', b.inc)
 elseif counted then
   redis.call('HSET', k, 'n', b.n, 'f', b.f, 's', b.s, 'cur', b.cur, 'run', b.run)
 end
@@ -340,12 +473,12 @@ if dirty or counted then
   redis.call('PEXPIRE', k, ttl)
 end
 -- Cached replicas learn every new generation (a transition, a forced state, a new window) from
--- this message: `state generation open-remaining-ms key`.
+-- this message: `state generation open-remaining-ms incarnation key`.
 if b.g ~= g0 then
-  redis.call('PUBLISH', 'fusebox:transitions', b.st .. ' ' .. b.g .. ' ' .. remaining() .. ' ' .. k)
+  redis.call('PUBLISH', 'fusebox:transitions', string.format('%d %d %d %d %s', b.st, b.g, remaining(), b.inc, k))
 end
 local wn, wf = b.n, b.f
 if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or (op == 'report' and not counted)) then
   wn, wf = -1, -1
 end
-return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, wn, wf}
+return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad, wn, wf}

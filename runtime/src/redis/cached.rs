@@ -1,43 +1,73 @@
-//! Cached mode: admission answered from the replica's view of a shared key when the view is
-//! closed, disabled, forced open or open within its wait, and the pub/sub subscription that
-//! keeps every view current (or, while it is down, makes the store strict).
+//! Admission from the replica's view of a shared key (cached mode, and callers that cannot await
+//! in either mode) when the view is closed, disabled, forced open or open within its wait, and
+//! the pub/sub subscription that keeps every view current in cached mode (or, while it is down,
+//! makes the store strict).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::TRANSITIONS;
-use super::link::{Client, Link};
-use super::report::{LEARN, send};
-use super::script::learn;
+use super::admit::{degraded, permit_of};
+use super::link::{CONFIRMED, Client, Link, view_generation, view_state};
+use super::report::{LEARN, send, send_admit};
+use super::script::follow;
 use crate::breaker::{Core, FnName, Permit, shared_word};
 use crate::error::Reason;
 
-/// Cached mode: answers admission from the replica's view of the shared state when it can (a
-/// closed or disabled circuit admits, an open one whose wait is not over refuses, a forced-open
-/// one refuses); `None` sends the call to the script (half-open probes, an unknown view, the
-/// subscription down).
+/// Admission from the replica's view of the shared state, when the caller may not ask the
+/// script itself; `None` sends the call to the script (the caller awaits it).
 ///
-/// A caller that cannot await (`asks` false: a sync function, `try_acquire`) and finds the view
-/// unknown starts a background read of the shared state, so its later calls use the view.
+/// - An `async` caller (`asks`) uses the view only in cached mode with its subscription up: a
+///   closed or disabled view admits, an open one whose wait is not over refuses, a forced-open one
+///   refuses; half-open, an open wait that is over and an unknown view ask the script, so
+///   half-open probes stay exact across replicas.
+/// - A caller that cannot await (`asks` false: a sync function, `try_acquire`, the tower layer's
+///   first admission) uses the view in both modes the same way, and where an `async` caller
+///   would ask the script, it asks it synchronously ([`ask_blocking`]), bounded by the store's
+///   timeout. In strict mode its view is what the script answered last: a transition another
+///   replica committed reaches it with the answer to its next report.
+/// - While the store does not answer, both go to [`degraded`].
 pub(crate) fn cached_admit<'c>(
     core: &'c Core,
     link: &Arc<Link>,
     site: FnName,
     asks: bool,
 ) -> Option<Permit<'c>> {
-    if !link.caches() {
-        return None;
-    }
-    let view = link.view.load(Ordering::Acquire);
-    if view == 0 {
+    let client = &link.store.client;
+    if !client.healthy.load(Ordering::Acquire) {
+        // One `async` caller at a time asks the script, to learn when it answers again; the
+        // others are decided locally without waiting.
+        if asks && !client.probing.swap(true, Ordering::AcqRel) {
+            return None;
+        }
         if !asks && !link.learning.swap(true, Ordering::AcqRel) {
             send(link, 0, LEARN, 0, site);
         }
+        return Some(degraded(core, link, site));
+    }
+    if asks && !link.caches() {
         return None;
     }
-    match (view >> 1) & 0b111 {
-        0 | 4 => Some(core.store_permit(shared_word(view >> 4, false), site)),
+    if let Some(permit) = from_view(core, link, site) {
+        return Some(permit);
+    }
+    if asks {
+        return None;
+    }
+    Some(ask_blocking(core, link, site))
+}
+
+/// The admission the view decides alone: closed or disabled admits under the view's
+/// generation, forced open refuses, open within its wait refuses; `None` otherwise.
+fn from_view<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>> {
+    let view = link.view.load(Ordering::Acquire);
+    if view & CONFIRMED == 0 {
+        // Unknown, or only announced by a message: the script confirms it first.
+        return None;
+    }
+    match view_state(view) {
+        0 | 4 => Some(core.store_permit(shared_word(view_generation(view), false), site)),
         3 => Some(core.store_refusal(Reason::ForcedOpen, None, site)),
         1 => match core.seed() {
             (1, remaining) if remaining > 0 => {
@@ -49,6 +79,39 @@ pub(crate) fn cached_admit<'c>(
     }
 }
 
+/// Asks the script for the admission of a caller that cannot await: the store's reporting task
+/// runs the `admit`, and this thread waits for its answer, bounded by the store's timeout. A
+/// thread of a multi-threaded tokio runtime waits inside `block_in_place`; a thread of a
+/// current-thread runtime cannot wait for a task of its own runtime, so there the call is
+/// decided as while the store does not answer ([`degraded`]), and a background read updates the
+/// view for the next call.
+fn ask_blocking<'c>(core: &'c Core, link: &Arc<Link>, site: FnName) -> Permit<'c> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let can_wait = match Handle::try_current() {
+        Err(_) => Some(false),
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => Some(true),
+        Ok(_) => None,
+    };
+    let Some(in_runtime) = can_wait else {
+        if !link.learning.swap(true, Ordering::AcqRel) {
+            send(link, 0, LEARN, 0, site);
+        }
+        return degraded(core, link, site);
+    };
+    let (seed, remaining) = core.seed();
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    send_admit(link, seed, remaining, site, tx);
+    let bound = link.store.client.timeout() * 2;
+    let answer = if in_runtime {
+        tokio::task::block_in_place(|| rx.recv_timeout(bound))
+    } else {
+        rx.recv_timeout(bound)
+    };
+    match answer {
+        Ok(Ok(answer)) => permit_of(core, &answer, site),
+        _ => degraded(core, link, site),
+    }
+}
 /// Subscribes to [`TRANSITIONS`] on a connection of its own, bounded by `timeout` (at least one
 /// second).
 pub(super) async fn subscribe(
@@ -66,8 +129,42 @@ pub(super) async fn subscribe(
         .flatten()
 }
 
-/// Keeps the subscription of a cached store: applies every announced generation to the
-/// breakers of its key; when the connection drops, the store's calls are strict until it is
+/// One message on [`TRANSITIONS`], as the script writes it: `state generation remaining-ms
+/// incarnation key`. `news` is `None` when only the key could be read (a message in another
+/// format, or with fields that do not parse): the views of that key are then forgotten.
+struct Heard<'m> {
+    hash: &'m str,
+    news: Option<(i64, u64, u64, u64)>,
+}
+
+/// Reads a message on [`TRANSITIONS`]; `None` when it names no key.
+fn heard(text: &str) -> Option<Heard<'_>> {
+    let mut parts = text.splitn(5, ' ');
+    let (state, generation, remaining) = (parts.next()?, parts.next()?, parts.next()?);
+    let (Some(incarnation), Some(hash)) = (parts.next(), parts.next()) else {
+        // Three fields and the key: the format before incarnations.
+        return Some(Heard {
+            hash: text.splitn(4, ' ').nth(3)?,
+            news: None,
+        });
+    };
+    let news = match (
+        state.parse::<i64>(),
+        generation.parse::<u64>(),
+        remaining.parse::<u64>(),
+        incarnation.parse::<u64>(),
+    ) {
+        (Ok(state), Ok(generation), Ok(remaining), Ok(incarnation)) => {
+            Some((state, generation, remaining, incarnation))
+        }
+        _ => None,
+    };
+    Some(Heard { hash, news })
+}
+
+/// Keeps the subscription of a cached store: hands every announced generation to the breakers
+/// of its key (each view takes it only when it checks out, see `Link::hear`); when the
+/// connection drops, the store's calls are strict until it is
 /// back and every view has been reset (each breaker's next call then asks the script).
 pub(super) async fn subscriber(
     client: std::sync::Weak<Client>,
@@ -81,7 +178,7 @@ pub(super) async fn subscriber(
             let Some(strong) = client.upgrade() else {
                 return;
             };
-            let timeout = strong.timeout;
+            let timeout = strong.timeout();
             drop(strong);
             tokio::time::sleep(timeout.max(Duration::from_millis(100))).await;
             pubsub = subscribe(&redis, timeout).await;
@@ -99,7 +196,7 @@ pub(super) async fn subscriber(
                 .flatten()
                 .filter_map(std::sync::Weak::upgrade)
             {
-                link.view.store(0, Ordering::Release);
+                link.forget();
             }
             strong.subscribed.store(true, Ordering::Release);
             if dropped {
@@ -117,29 +214,26 @@ pub(super) async fn subscriber(
             let Ok(text) = message.get_payload::<String>() else {
                 continue;
             };
-            let mut parts = text.splitn(4, ' ');
-            let (Some(state), Some(generation), Some(remaining), Some(hash)) =
-                (parts.next(), parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let (Ok(state), Ok(generation), Ok(remaining)) = (
-                state.parse::<i64>(),
-                generation.parse::<u64>(),
-                remaining.parse::<u64>(),
-            ) else {
+            let Some(heard) = heard(&text) else {
                 continue;
             };
             let links: Vec<Arc<Link>> = strong
                 .links
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .get(hash)
+                .get(heard.hash)
                 .map(|links| links.iter().filter_map(std::sync::Weak::upgrade).collect())
                 .unwrap_or_default();
             for link in links {
-                if let Some(core) = link.core.upgrade() {
-                    learn(&link, &core, state, generation, remaining);
+                let Some((state, generation, remaining, incarnation)) = heard.news else {
+                    link.forget();
+                    continue;
+                };
+                if link.hear(state, generation, incarnation)
+                    && let Some(core) = link.core.upgrade()
+                {
+                    // No open wait longer than this replica's policy gives.
+                    follow(&link, &core, state, remaining.min(link.args[8]));
                 }
             }
         }

@@ -24,9 +24,12 @@ pub(crate) struct Link {
     pub(super) done: tokio::sync::Notify,
     /// The breaker, for the reporting task to seed and to announce transitions on.
     pub(super) core: std::sync::Weak<Core>,
-    /// The newest shared state this replica knows (cached mode): `generation << 4 | state << 1 |
-    /// 1`, or 0 when unknown (the next call asks the script).
+    /// The newest shared state this replica knows (cached mode), as [`view_word`] packs it, or 0
+    /// when unknown (the next call asks the script). Written only under [`Link::known`].
     pub(super) view: AtomicU64,
+    /// What the view was learnt from: the key's incarnation, and the newest generation the script
+    /// itself answered with (a message may announce more). Not on any call's path.
+    pub(super) known: std::sync::Mutex<Known>,
     /// A read of the shared state is on its way (cached mode, for a caller that cannot await).
     pub(super) learning: AtomicBool,
     /// The local breaker is forced open or disabled because Redis was: the next closed or open
@@ -34,16 +37,101 @@ pub(crate) struct Link {
     pub(super) forced: AtomicBool,
 }
 
+/// Marks a view the script itself answered with (not only announced by a message): cached mode
+/// admits or refuses from it without asking the script.
+pub(super) const CONFIRMED: u64 = 1 << 4;
+
+/// A known view: `generation << 5 | confirmed << 4 | state << 1 | 1` (`state`: the script's code,
+/// 0..=4).
+pub(super) fn view_word(state: i64, generation: u64, confirmed: bool) -> u64 {
+    generation << 5 | if confirmed { CONFIRMED } else { 0 } | (state.clamp(0, 7) as u64) << 1 | 1
+}
+
+/// The state (script code) of a known view.
+pub(super) fn view_state(view: u64) -> u64 {
+    (view >> 1) & 0b111
+}
+
+/// The generation of a known view.
+pub(super) fn view_generation(view: u64) -> u64 {
+    view >> 5
+}
+
+/// What a link's view was learnt from ([`Link::known`]).
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    /// The incarnation of the key (0 while the view is unknown).
+    incarnation: u64,
+    /// The newest generation of that incarnation an answer of the script carried.
+    confirmed: u64,
+}
+
+/// The largest generation a message may announce (the script keeps them below 10^13).
+const MAX_GENERATION: u64 = 10_000_000_000_000;
+
 impl Link {
-    /// Records that Redis holds `state` (script code) under `generation`; false when the view
-    /// already holds a newer generation (the news is stale).
-    pub(super) fn observe(&self, state: i64, generation: u64) -> bool {
-        let next = generation << 4 | (state.clamp(0, 7) as u64) << 1 | 1;
-        self.view
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                (old == 0 || old >> 4 <= generation).then_some(next)
-            })
-            .is_ok()
+    /// Records that the script answered `state` under `generation` of the key's `incarnation`;
+    /// true when the view took it (the local breaker should follow).
+    ///
+    /// An answer is taken when the view is unknown, when the key is another incarnation (it was
+    /// deleted and created again: its generations restart, so a lower one is not stale), or when
+    /// its generation is not older than the view's. An answer older than what the script already
+    /// answered is stale. An answer older than the view but newer than any answer (the view's
+    /// generation came from a message) contradicts the message: either the answer is late or the
+    /// message was not the script's, so the view is forgotten and the next call asks the script.
+    pub(super) fn observe(&self, state: i64, generation: u64, incarnation: u64) -> bool {
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let view = self.view.load(Ordering::Acquire);
+        if view == 0 || known.incarnation != incarnation || generation >= view_generation(view) {
+            known.incarnation = incarnation;
+            known.confirmed = generation;
+            self.view
+                .store(view_word(state, generation, true), Ordering::Release);
+            return true;
+        }
+        if generation >= known.confirmed {
+            self.view.store(0, Ordering::Release);
+        }
+        false
+    }
+
+    /// Records a message on the transitions channel announcing `state` under `generation` of the
+    /// key's `incarnation`; true when the view took it (the local breaker should follow).
+    ///
+    /// Anyone who can publish on the channel can send one, so a message is taken only when it is
+    /// the very next generation of the incarnation the view knows, and even then the view is not
+    /// confirmed (cached mode asks the script before admitting or refusing from it). A message
+    /// that repeats the view, or is older than an answer, changes nothing; any other (another
+    /// incarnation, a generation skipped or contradicted, a state out of range, a view not known
+    /// yet) only makes the view unknown, so the next call asks the script.
+    pub(super) fn hear(&self, state: i64, generation: u64, incarnation: u64) -> bool {
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let view = self.view.load(Ordering::Acquire);
+        if view == 0 {
+            return false;
+        }
+        let valid = (0..=4).contains(&state) && generation < MAX_GENERATION;
+        if valid && incarnation == known.incarnation {
+            if generation <= known.confirmed {
+                return false;
+            }
+            if generation == view_generation(view) && state as u64 == view_state(view) {
+                return false;
+            }
+            if generation == view_generation(view) + 1 {
+                self.view
+                    .store(view_word(state, generation, false), Ordering::Release);
+                return true;
+            }
+        }
+        self.view.store(0, Ordering::Release);
+        false
+    }
+
+    /// Forgets the view: the next call asks the script.
+    pub(super) fn forget(&self) {
+        let _known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        self.view.store(0, Ordering::Release);
     }
 
     /// True when this link's calls use the cached path now.
@@ -59,9 +147,23 @@ impl Link {
 pub(super) struct Client {
     pub(super) conn: ConnectionManager,
     pub(super) script: redis::Script,
-    pub(super) timeout: Duration,
+    /// The bound on each store call: fixed, or adapting to the observed round trip.
+    pub(super) bound: Bound,
     pub(super) degrade: Degrade,
     pub(super) healthy: AtomicBool,
+    /// When the store stopped answering (nanoseconds since [`epoch`]), 0 while it answers.
+    pub(super) down_since: AtomicU64,
+    /// How long a shared key's local breaker waits, while the store does not answer, before it
+    /// runs a half-open of its own.
+    pub(super) local_recovery_after: Duration,
+    /// An `async` call is asking the store whether it answers again (see `cached_admit`).
+    pub(super) probing: AtomicBool,
+    /// This replica's id in the script's per-replica report sequence (at-most-once recording).
+    pub(super) replica: u64,
+    /// The sequence number of the last report handed to the reporting task.
+    pub(super) sequence: AtomicU64,
+    /// Reports given up: not recorded in the store after every resend, or past the resend queue.
+    pub(super) dropped: AtomicU64,
     pub(super) time: Option<Arc<dyn Clock>>,
     /// [`Mode::Cached`](super::Mode::Cached).
     pub(super) cached: bool,
@@ -73,6 +175,115 @@ pub(super) struct Client {
         std::sync::Mutex<std::collections::HashMap<String, Vec<std::sync::Weak<Link>>>>,
 }
 
+impl Client {
+    /// The bound on the next store call.
+    pub(super) fn timeout(&self) -> Duration {
+        self.bound.current()
+    }
+
+    /// True when the store has not answered for longer than `local_recovery_after`: a shared
+    /// key's local breaker may then recover on its own.
+    pub(super) fn recovers_locally(&self) -> bool {
+        let since = self.down_since.load(Ordering::Acquire);
+        since != 0
+            && Duration::from_nanos(epoch_nanos().saturating_sub(since))
+                >= self.local_recovery_after
+    }
+
+    /// Marks the store answering (true when it had not been).
+    pub(super) fn answered(&self) -> bool {
+        self.down_since.store(0, Ordering::Release);
+        !self.healthy.swap(true, Ordering::AcqRel)
+    }
+
+    /// Marks the store not answering (true when it had been).
+    pub(super) fn failed(&self) -> bool {
+        let was = self.healthy.swap(false, Ordering::AcqRel);
+        if was {
+            self.down_since
+                .store(epoch_nanos().max(1), Ordering::Release);
+        }
+        was
+    }
+}
+
+/// Nanoseconds since the first call (a process-wide monotonic origin).
+pub(super) fn epoch_nanos() -> u64 {
+    static ORIGIN: std::sync::LazyLock<std::time::Instant> =
+        std::sync::LazyLock::new(std::time::Instant::now);
+    u64::try_from(ORIGIN.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The bound on each store call: a fixed timeout ([`RedisStoreBuilder::timeout`]), or one that
+/// adapts to the round trips observed (the default): the smoothed round trip plus four times its
+/// mean deviation (TCP's retransmission timeout, RFC 6298), kept between a floor and a ceiling.
+///
+/// [`RedisStoreBuilder::timeout`]: super::RedisStoreBuilder::timeout
+pub(super) struct Bound {
+    floor: Duration,
+    ceiling: Duration,
+    /// Smoothed round trip and its mean deviation, in microseconds (0: none observed yet).
+    srtt: AtomicU64,
+    rttvar: AtomicU64,
+}
+
+impl Bound {
+    /// A bound that adapts between `floor` and `ceiling`.
+    pub(super) fn adaptive(floor: Duration, ceiling: Duration) -> Bound {
+        Bound {
+            floor,
+            ceiling: ceiling.max(floor),
+            srtt: AtomicU64::new(0),
+            rttvar: AtomicU64::new(0),
+        }
+    }
+
+    /// The bound now.
+    pub(super) fn current(&self) -> Duration {
+        if self.floor == self.ceiling {
+            return self.floor;
+        }
+        let srtt = self.srtt.load(Ordering::Relaxed);
+        let rttvar = self.rttvar.load(Ordering::Relaxed);
+        Duration::from_micros(srtt.saturating_add(rttvar.saturating_mul(4)))
+            .clamp(self.floor, self.ceiling)
+    }
+
+    /// A call timed out: the bound doubles (up to its ceiling) until a round trip is observed
+    /// again (RFC 6298's back-off).
+    pub(super) fn missed(&self) {
+        if self.floor == self.ceiling {
+            return;
+        }
+        let now = u64::try_from(self.current().as_micros()).unwrap_or(u64::MAX);
+        let ceiling = u64::try_from(self.ceiling.as_micros()).unwrap_or(u64::MAX);
+        self.srtt
+            .store(now.saturating_mul(2).min(ceiling), Ordering::Relaxed);
+        self.rttvar.store(0, Ordering::Relaxed);
+    }
+
+    /// Folds in one observed round trip (RFC 6298's gains: 1/8 and 1/4). Concurrent updates may
+    /// lose one another's sample, which only slows the smoothing.
+    pub(super) fn observe(&self, rtt: Duration) {
+        if self.floor == self.ceiling {
+            return;
+        }
+        let sample = u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX).max(1);
+        let srtt = self.srtt.load(Ordering::Relaxed);
+        if srtt == 0 {
+            self.srtt.store(sample, Ordering::Relaxed);
+            self.rttvar.store(sample / 2, Ordering::Relaxed);
+            return;
+        }
+        let rttvar = self.rttvar.load(Ordering::Relaxed);
+        let deviation = srtt.abs_diff(sample);
+        self.rttvar
+            .store(rttvar - rttvar / 4 + deviation / 4, Ordering::Relaxed);
+        self.srtt
+            .store(srtt - srtt / 8 + sample / 8, Ordering::Relaxed);
+    }
+}
+
 pub(super) struct Inner {
     pub(super) client: Arc<Client>,
     pub(super) prefix: String,
@@ -81,7 +292,8 @@ pub(super) struct Inner {
     pub(super) reports: tokio::sync::mpsc::UnboundedSender<Report>,
 }
 
-/// An outcome on its way to the store.
+/// An outcome on its way to the store (or a read of the shared state, or an admission asked by
+/// a caller that cannot await it).
 pub(super) struct Report {
     pub(super) link: Arc<Link>,
     pub(super) core: Arc<Core>,
@@ -89,4 +301,11 @@ pub(super) struct Report {
     pub(super) outcome: u64,
     pub(super) slow: u64,
     pub(super) site: FnName,
+    /// An outcome's sequence number in this replica's reports (the script records each at most
+    /// once, so a report whose answer was lost can be sent again); an admission's seed.
+    pub(super) sequence: u64,
+    /// Times the store did not answer this report.
+    pub(super) misses: u32,
+    /// Where an admission's answer goes (a caller waiting on its thread).
+    pub(super) reply: Option<std::sync::mpsc::SyncSender<Result<super::script::Answer, ()>>>,
 }

@@ -18,13 +18,19 @@
 //! re-arms the probes of a replica that died. Every script call is O(1) in the window size (the
 //! count window is a ring of slots in the hash, with running totals).
 //!
-//! **Which calls go to Redis ([`Mode::Strict`], the default).** An annotated `async fn` (without `timeout`,
-//! `retry`, `backoff` or `deadline`) awaits admission from the script before its body runs, and
-//! awaits its outcome's recording before it returns: in this mode no call is admitted after a
-//! replica committed OPEN. Sync functions, the attempt driver (`timeout`/`retry`/…) and
-//! [`Breaker::try_acquire`](crate::Breaker::try_acquire) cannot await: on a shared key they run on
-//! the local breaker, which each answer of the store seeds with the shared state (open with the
-//! same remaining wait, closed, forced open or disabled), and their outcomes are not sent to Redis.
+//! **Which calls go to Redis ([`Mode::Strict`], the default).** Every call shape. An annotated
+//! `async fn` (with or without `timeout`) awaits admission from the script before its body runs,
+//! and awaits its outcome's recording before it returns: in this mode no call is admitted after a
+//! replica committed OPEN. The attempt driver (`retry`, `backoff`, `deadline`) does the same for
+//! every attempt. Callers that cannot await (sync functions, [`Breaker::try_acquire`](crate::Breaker::try_acquire)
+//! and the calls built on it, the tower layer's `call`) admit from the replica's view of the key
+//! (the state and generation the script last answered), and ask the script on their own thread,
+//! bounded by the store's timeout, when the view is unknown, open past its wait or half-open (so
+//! half-open probes stay exact); their outcomes go to the script off the call path (the tower
+//! layer's response future awaits the recording in strict mode). A transition another replica
+//! committed reaches such a caller with the answer to its next report. On a current-thread tokio
+//! runtime, which cannot wait for its own store task, such a call is decided as while the store
+//! does not answer, and a background read fetches the view for the next call.
 //!
 //! **Cached mode** ([`RedisStoreBuilder::mode`] with [`Mode::Cached`]). Each replica keeps a
 //! view of every shared key (state and generation), learnt from the script's answers and from
@@ -33,10 +39,8 @@
 //! admitted without a round trip and its outcome is sent to the script off the call path, under
 //! the view's generation; while it says open and the wait is not over, or forced open, the call
 //! is refused locally. Otherwise (the open wait over, half-open, a key not seen yet) the call
-//! asks the script as in strict mode, so half-open probes stay exact across replicas. Sync
-//! functions and [`Breaker::try_acquire`](crate::Breaker::try_acquire) use the view too; while
-//! it is unknown (or half-open) they run on the local breaker as in strict mode, and the first
-//! such call starts a background read of the shared state. What cached
+//! asks the script as in strict mode, so half-open probes stay exact across replicas. Callers
+//! that cannot await use the view as in strict mode. What cached
 //! mode gives up: between the moment a replica's report commits OPEN and the moment another
 //! replica receives the push, that replica still admits calls (and the replica that committed
 //! it admits until the script's answer to its report comes back); those calls' outcomes were
@@ -90,14 +94,32 @@
 //! [`Policy::shared`](crate::Policy::shared)`(false)` (`shared = false` on the attribute or in a
 //! key's config table).
 //!
-//! **Redis slow or down.** Every store call is bounded by [`RedisStoreBuilder::timeout`]
-//! (default 50 ms). When it fails, the call degrades per [`Degrade`] (default
-//! [`Degrade::Local`]: the local breaker, seeded with the last state Redis reported, so an open
-//! circuit stays open), with a WARN event on degrading and an INFO event on recovery. Every
-//! admission sends the local state along; the script uses it only when the key does not exist, so
-//! after a Redis restart that lost the state (or when a breaker already in use is first shared)
-//! an open, forced-open or disabled circuit is pushed back with its remaining wait. Data under a
-//! breaker's key that the script did not write is reset by the script, with an ERROR event.
+//! **Redis slow or down.** Every store call is bounded by a timeout that adapts to the round
+//! trips observed ([`RedisStoreBuilder::adaptive_timeout`]; default between [`DEFAULT_TIMEOUT`]
+//! and [`DEFAULT_TIMEOUT_CEILING`]), or a fixed one ([`RedisStoreBuilder::timeout`]). When a call
+//! times out it degrades per [`Degrade`], with a WARN event on degrading and an INFO event on
+//! recovery. [`Degrade::Local`] (the default) never splits the circuit: a circuit last known
+//! closed admits under that view and its outcome is recorded on the local breaker and sent to the
+//! store again until it answers (each report recorded at most once, by a per-replica sequence
+//! number the script checks; what is given up is counted by [`RedisStore::dropped_reports`]); an
+//! open circuit stays open past its wait, since the store grants probes, until the store has been
+//! unreachable for [`RedisStoreBuilder::local_recovery_after`]; only then does the local breaker
+//! run a half-open of its own. A transition is announced with `shared = true` when committed in
+//! the store, `shared = false` when the local breaker decided it alone. While the store does not
+//! answer, one `async` call at a time asks it and the others are decided locally without waiting.
+//! Every admission sends the local state along; the script uses it only when the key does not
+//! exist, so after a Redis restart that lost the state (or when a breaker already in use is first
+//! shared) an open, forced-open or disabled circuit is pushed back with its remaining wait.
+//!
+//! **Corrupt data.** The script checks every field it reads (a decimal integer within its bounds,
+//! a state in 0..=4, counts within the window): a key holding anything else (another type, a
+//! field deleted, `nan`, `-1`, `1e300`, …) is reset, and a window slot holding anything else is
+//! cleared, each with an ERROR event naming the key and the field; [`RedisStore::force`] rewrites
+//! the key whatever it holds. Each key carries an incarnation, written when it is created, so a
+//! replica's view accepts the lower generations of a key deleted and created again; a message on
+//! [`TRANSITIONS`] is taken only as the next generation of the incarnation the view knows (and is
+//! confirmed by the script before a call is admitted or refused from it), anything else only makes
+//! the view unknown, so a forged message never decides a call.
 //!
 //! **Tests and time.** [`RedisStoreBuilder::time_from`] makes the script take time from a
 //! [`Clock`](crate::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time
@@ -126,8 +148,14 @@ use std::time::Duration;
 pub(crate) use store::attach;
 pub use store::{RedisStore, RedisStoreBuilder, SharedState};
 
-/// The default bound on each store call.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+/// The floor of the default bound on each store call (see
+/// [`RedisStoreBuilder::adaptive_timeout`]).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+/// The ceiling of the default bound on each store call.
+pub const DEFAULT_TIMEOUT_CEILING: Duration = Duration::from_secs(1);
+/// How long, by default, a shared key's local breaker keeps an open circuit open while the store
+/// does not answer ([`RedisStoreBuilder::local_recovery_after`]).
+pub const DEFAULT_LOCAL_RECOVERY_AFTER: Duration = Duration::from_secs(10);
 /// The default idle time after which Redis forgets a breaker's key.
 pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 

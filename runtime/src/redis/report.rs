@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use super::Degrade;
 use super::link::{Client, Link, Report};
@@ -32,8 +33,46 @@ pub(super) fn report(
 /// The `outcome` of a job that reads the shared state instead of reporting.
 pub(super) const LEARN: u64 = 3;
 
+/// The `outcome` of a job that asks the script for an admission (for a caller waiting on its
+/// thread; never sent twice).
+pub(super) const ADMIT: u64 = 4;
+
+/// The most reports waiting to be sent again; past it the oldest are given up (counted).
+pub(super) const RESEND_QUEUE: usize = 4096;
+
+/// How many times a report the store did not answer is sent again before it is given up.
+pub(super) const RESENDS: u32 = 8;
+
 /// Hands a job to the reporting task (or, when it is gone, applies it locally).
 pub(super) fn send(link: &Arc<Link>, generation: u64, outcome: u64, slow: u64, site: FnName) {
+    let sequence = if outcome <= 2 {
+        link.store.client.sequence.fetch_add(1, Ordering::AcqRel) + 1
+    } else {
+        0
+    };
+    enqueue(link, generation, outcome, slow, site, sequence, None);
+}
+
+/// Asks the reporting task for an admission; the answer goes to `reply`.
+pub(super) fn send_admit(
+    link: &Arc<Link>,
+    seed: u64,
+    remaining: u64,
+    site: FnName,
+    reply: std::sync::mpsc::SyncSender<Result<Answer, ()>>,
+) {
+    enqueue(link, remaining, ADMIT, 0, site, seed, Some(reply));
+}
+
+fn enqueue(
+    link: &Arc<Link>,
+    generation: u64,
+    outcome: u64,
+    slow: u64,
+    site: FnName,
+    sequence: u64,
+    reply: Option<std::sync::mpsc::SyncSender<Result<Answer, ()>>>,
+) {
     let failure = match outcome {
         1 => Some(false),
         2 => Some(true),
@@ -51,6 +90,9 @@ pub(super) fn send(link: &Arc<Link>, generation: u64, outcome: u64, slow: u64, s
         outcome,
         slow,
         site,
+        sequence,
+        misses: 0,
+        reply,
     };
     if let Err(failed) = link.store.reports.send(job) {
         let job = failed.0;
@@ -65,13 +107,36 @@ const BATCH: usize = 256;
 
 /// Sends reports in order: one script call each, and the reports queued meanwhile (up to
 /// [`BATCH`]) pipelined in one round trip.
+///
+/// A report the store does not answer is recorded on the local breaker (the first time) and
+/// sent again, before any later report, up to [`RESENDS`] times; the script records each report
+/// at most once (its sequence number), so a report whose answer was lost, though the script ran,
+/// is not counted twice. At most [`RESEND_QUEUE`] reports wait to be sent again; what is given
+/// up is counted ([`RedisStore::dropped_reports`](super::RedisStore::dropped_reports)) and
+/// announced with a WARN event.
 pub(super) async fn worker(
     client: Arc<Client>,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Report>,
 ) {
-    let mut batch = Vec::with_capacity(BATCH);
-    while let Some(job) = rx.recv().await {
-        batch.push(job);
+    let mut batch: Vec<Report> = Vec::with_capacity(BATCH);
+    let mut again: std::collections::VecDeque<Report> = std::collections::VecDeque::new();
+    loop {
+        if again.is_empty() {
+            match rx.recv().await {
+                Some(job) => batch.push(job),
+                None => return,
+            }
+        } else {
+            // Waits a little before sending again, so a store that stopped answering is not
+            // asked in a loop.
+            tokio::time::sleep(client.timeout().min(Duration::from_millis(100))).await;
+            while batch.len() < BATCH {
+                match again.pop_front() {
+                    Some(job) => batch.push(job),
+                    None => break,
+                }
+            }
+        }
         while batch.len() < BATCH {
             match rx.try_recv() {
                 Ok(job) => batch.push(job),
@@ -80,58 +145,108 @@ pub(super) async fn worker(
         }
         let answers = if batch.len() == 1 {
             let job = &batch[0];
-            if job.outcome == LEARN {
-                vec![call(&client, &job.link, "state", &[]).await]
-            } else {
-                let extra = [job.generation, job.outcome, job.slow];
-                vec![call(&client, &job.link, "report", &extra).await]
-            }
+            let (op, extra) = op_of(&client, job);
+            vec![call(&client, &job.link, op, &extra).await]
         } else {
             pipelined(&client, &batch).await
         };
-        for (job, answer) in batch.drain(..).zip(answers) {
+        for (mut job, answer) in batch.drain(..).zip(answers) {
             match answer {
-                Ok(answer) => apply(&job.link, &job.core, &answer, job.site),
+                Ok(answer) => {
+                    apply(&job.link, &job.core, &answer, job.site);
+                    if let Some(reply) = job.reply.take() {
+                        let _ = reply.try_send(Ok(answer));
+                    }
+                }
                 Err(()) => {
-                    if client.degrade == Degrade::Local {
-                        let failure = match job.outcome {
-                            1 => Some(false),
-                            2 => Some(true),
-                            _ => None,
-                        };
-                        job.core.report_locally(failure, job.site);
+                    if job.outcome <= 2 {
+                        if job.misses == 0 && client.degrade == Degrade::Local {
+                            let failure = match job.outcome {
+                                1 => Some(false),
+                                2 => Some(true),
+                                _ => None,
+                            };
+                            job.core.report_locally(failure, job.site);
+                        }
+                        job.misses += 1;
+                        if job.misses <= RESENDS {
+                            again.push_back(job);
+                            continue;
+                        }
+                        give_up(&client, &job, 1);
+                    }
+                    if let Some(reply) = job.reply.take() {
+                        let _ = reply.try_send(Err(()));
                     }
                 }
             }
-            if job.outcome == LEARN {
-                job.link.learning.store(false, Ordering::Release);
+            finished(&job);
+        }
+        if again.len() > RESEND_QUEUE {
+            let over = again.len() - RESEND_QUEUE;
+            for job in again.drain(..over) {
+                give_up(&client, &job, 1);
+                finished(&job);
             }
-            job.link.applied.fetch_add(1, Ordering::AcqRel);
-            job.link.done.notify_waiters();
         }
     }
 }
 
-/// The script's `report` for `job`, as an `EVALSHA` command.
+/// A job is done (answered, or given up).
+fn finished(job: &Report) {
+    if job.outcome == LEARN {
+        job.link.learning.store(false, Ordering::Release);
+    }
+    job.link.applied.fetch_add(1, Ordering::AcqRel);
+    job.link.done.notify_waiters();
+}
+
+/// Counts a report given up, with a WARN event the first time and every 1,024th after.
+fn give_up(client: &Client, job: &Report, count: u64) {
+    let before = client.dropped.fetch_add(count, Ordering::AcqRel);
+    if before == 0 || before / 1024 != (before + count) / 1024 {
+        tracing::warn!(
+            target: "fusebox",
+            key = job.link.hash.as_str(),
+            dropped = before + count,
+            "redis store did not record {} outcome(s) after {RESENDS} attempts or past the resend queue of {RESEND_QUEUE}; they count on this replica's local breaker only (check the store's latency and `RedisStoreBuilder::timeout`)",
+            before + count
+        );
+    }
+}
+
+/// The script's op and its extra arguments for `job`.
+fn op_of(client: &Client, job: &Report) -> (&'static str, Vec<u64>) {
+    match job.outcome {
+        LEARN => ("state", Vec::new()),
+        ADMIT => ("admit", vec![job.sequence, job.generation]),
+        _ => (
+            "report",
+            vec![
+                job.generation,
+                job.outcome,
+                job.slow,
+                client.replica,
+                job.sequence,
+            ],
+        ),
+    }
+}
+
+/// The script's call for `job`, as an `EVALSHA` command.
 fn report_command(client: &Client, job: &Report) -> redis::Cmd {
+    let (op, extra) = op_of(client, job);
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(client.script.get_hash())
         .arg(1)
         .arg(&job.link.hash)
-        .arg(if job.outcome == LEARN {
-            "state"
-        } else {
-            "report"
-        });
+        .arg(op);
     match &client.time {
         Some(clock) => cmd.arg(clock.now_nanos() / 1_000_000),
         None => cmd.arg(""),
     };
-    for value in job.link.args.iter() {
+    for value in job.link.args.iter().chain(&extra) {
         cmd.arg(*value);
-    }
-    if job.outcome != LEARN {
-        cmd.arg(job.generation).arg(job.outcome).arg(job.slow);
     }
     cmd
 }
@@ -144,8 +259,13 @@ async fn pipelined(client: &Client, batch: &[Report]) -> Vec<Result<Answer, ()>>
         pipe.add_command(report_command(client, job));
     }
     let mut conn = client.conn.clone();
+    let bound = client.timeout();
+    let started = std::time::Instant::now();
     let mut result =
-        tokio::time::timeout(client.timeout, pipe.query_async::<Vec<Vec<i64>>>(&mut conn)).await;
+        tokio::time::timeout(bound, pipe.query_async::<Vec<Vec<i64>>>(&mut conn)).await;
+    if let Ok(Ok(_)) = &result {
+        client.bound.observe(started.elapsed());
+    }
     if let Ok(Err(error)) = &result
         && error.code() == Some("NOSCRIPT")
     {
@@ -158,7 +278,7 @@ async fn pipelined(client: &Client, batch: &[Report]) -> Vec<Result<Answer, ()>>
                 .ok()?;
             Some(pipe.query_async::<Vec<Vec<i64>>>(&mut conn).await)
         };
-        if let Ok(Some(again)) = tokio::time::timeout(client.timeout, reload).await {
+        if let Ok(Some(again)) = tokio::time::timeout(bound, reload).await {
             result = Ok(again);
         }
     }
@@ -178,11 +298,8 @@ async fn pipelined(client: &Client, batch: &[Report]) -> Vec<Result<Answer, ()>>
             batch.iter().map(|_| Err(())).collect()
         }
         Err(_) => {
-            degrade_event(
-                client,
-                first,
-                &format!("no answer within {:?}", client.timeout),
-            );
+            client.bound.missed();
+            degrade_event(client, first, &format!("no answer within {bound:?}"));
             batch.iter().map(|_| Err(())).collect()
         }
     }

@@ -41,8 +41,31 @@ pub(super) struct Answer {
     pub(super) rule: i64,
     /// Slow calls in the window that decided the transition.
     pub(super) slow: i64,
+    /// The key's incarnation, written when the script created it (0: `read` found no key).
+    pub(super) incarnation: u64,
     /// The current window after this call, (calls, failures), when the script read it.
     pub(super) window: Option<(u32, u32)>,
+}
+
+/// The fields of a breaker's hash, in the order of `FIELDS` in `breaker.lua` (its field codes
+/// are their positions, from 1).
+const FIELDS: [&str; 18] = [
+    "v", "st", "g", "dl", "iss", "pas", "arm", "n", "f", "s", "cur", "run", "ro", "w", "ph", "sq",
+    "pf", "inc",
+];
+
+/// The field the script found corrupt, by its code in the answer: a field of [`FIELDS`], `type`
+/// (the key is not a hash), a time window's bucket `t0..t9` (100 + i) or a count window's slot
+/// `r0..` (1000 + i).
+fn corrupt_field(code: i64) -> String {
+    let field = usize::try_from(code).ok();
+    match field {
+        Some(i @ 1..=18) => FIELDS[i - 1].to_owned(),
+        Some(19) => "type".to_owned(),
+        Some(i @ 100..=109) => format!("t{}", i - 100),
+        Some(i @ 1000..) => format!("r{}", i - 1000),
+        _ => format!("code {code}"),
+    }
 }
 
 /// The trigger of the script's rule code (`rule` in `breaker.lua`'s answer); `None` for a code
@@ -90,47 +113,43 @@ pub(super) async fn call(
         invocation.arg(*value);
     }
     let mut conn = client.conn.clone();
+    let bound = client.timeout();
+    let started = std::time::Instant::now();
     let result: Result<redis::RedisResult<Vec<i64>>, _> =
-        tokio::time::timeout(client.timeout, invocation.invoke_async(&mut conn)).await;
+        tokio::time::timeout(bound, invocation.invoke_async(&mut conn)).await;
     let values = match result {
-        Ok(Ok(values)) => values,
+        Ok(Ok(values)) => {
+            client.bound.observe(started.elapsed());
+            values
+        }
         Ok(Err(error)) => {
             degrade_event(client, link, &error.to_string());
             return Err(());
         }
         Err(_) => {
-            degrade_event(
-                client,
-                link,
-                &format!("no answer within {:?}", client.timeout),
-            );
+            client.bound.missed();
+            degrade_event(client, link, &format!("no answer within {bound:?}"));
             return Err(());
         }
     };
     answer_of(client, link, values)
 }
 
-/// Reads one answer of the script (events for a recovery and for a reset key).
+/// Reads one answer of the script (events for a recovery and for corrupt data the script reset).
 pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Result<Answer, ()> {
-    if values.len() != 12 {
+    if values.len() != 14 {
         degrade_event(client, link, &format!("unexpected answer {values:?}"));
         return Err(());
     }
-    if !client.healthy.swap(true, Ordering::AcqRel) {
+    if client.answered() {
         tracing::info!(
             target: "fusebox",
             key = link.hash.as_str(),
             "redis store answers again; shared breakers use it from this call on"
         );
     }
-    if values[7] == 1 {
-        tracing::error!(
-            target: "fusebox",
-            key = link.hash.as_str(),
-            "redis key `{}` held data fusebox did not write; the key was reset (keep other data out of the `{}` prefix)",
-            link.hash,
-            link.store.prefix
-        );
+    if values[7] == 1 || values[7] == 2 {
+        corrupt_event(link, values[7] == 1, values[11]);
     }
     Ok(Answer {
         code: values[0],
@@ -142,13 +161,38 @@ pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Resul
         failures: values[6],
         rule: values[8],
         slow: values[9],
-        window: (values[10] >= 0 && values[11] >= 0)
-            .then(|| (count(values[10]), count(values[11]))),
+        incarnation: values[10].max(0) as u64,
+        window: (values[12] >= 0 && values[13] >= 0)
+            .then(|| (count(values[12]), count(values[13]))),
     })
 }
 
+/// The ERROR event of data the script did not write under `link`'s key: the key was reset
+/// (`whole`), or one window slot was cleared; `code` names the field.
+fn corrupt_event(link: &Link, whole: bool, code: i64) {
+    let field = corrupt_field(code);
+    let what = if field == "type" {
+        "the key is not a hash".to_owned()
+    } else {
+        format!("field `{field}`")
+    };
+    let done = if whole {
+        "the key was reset and its circuit starts closed"
+    } else {
+        "the field was cleared and counts as empty"
+    };
+    tracing::error!(
+        target: "fusebox",
+        key = link.hash.as_str(),
+        field = field.as_str(),
+        "redis key `{}` held data fusebox did not write ({what}); {done} (keep other data out of the `{}` prefix)",
+        link.hash,
+        link.store.prefix
+    );
+}
+
 pub(super) fn degrade_event(client: &Client, link: &Link, why: &str) {
-    if client.healthy.swap(false, Ordering::AcqRel) {
+    if client.failed() {
         tracing::warn!(
             target: "fusebox",
             key = link.hash.as_str(),
@@ -159,15 +203,20 @@ pub(super) fn degrade_event(client: &Client, link: &Link, why: &str) {
     }
 }
 
-/// Seeds the local breaker with the shared state, unless a newer generation is known already.
+/// Seeds the local breaker with the shared state an answer of the script reported, unless the
+/// view holds a newer generation of the same incarnation (see [`Link::observe`]).
+pub(super) fn learn(link: &Link, core: &Core, answer: &Answer) {
+    if link.observe(answer.state, answer.generation, answer.incarnation) {
+        follow(link, core, answer.state, answer.remaining_ms);
+    }
+}
+
+/// Seeds the local breaker with the shared `state` (script code).
 ///
 /// A forced-open or disabled state in Redis forces the local breaker too; the next closed or open
 /// state learnt from Redis replaces it (a local breaker forced through its handle alone, while
 /// Redis was closed, stays forced until Redis opens).
-pub(super) fn learn(link: &Link, core: &Core, state: i64, generation: u64, remaining_ms: u64) {
-    if !link.observe(state, generation) {
-        return;
-    }
+pub(super) fn follow(link: &Link, core: &Core, state: i64, remaining_ms: u64) {
     match state_of(state) {
         State::Open => {
             link.forced.store(false, Ordering::Release);
@@ -192,13 +241,7 @@ pub(super) fn apply(link: &Link, core: &Core, answer: &Answer, site: FnName) {
     if let Some((calls, failures)) = answer.window {
         core.observe_shared_window(calls, failures);
     }
-    learn(
-        link,
-        core,
-        answer.state,
-        answer.generation,
-        answer.remaining_ms,
-    );
+    learn(link, core, answer);
     if answer.committed_from >= 0 {
         core.emit_committed(
             state_of(answer.committed_from),

@@ -10,10 +10,13 @@ use std::time::Duration;
 
 use super::admit::{admit, flush};
 use super::cached::{cached_admit, subscribe, subscriber};
-use super::link::{Client, Inner, Link};
+use super::link::{Bound, Client, Inner, Link};
 use super::report::{report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
-use super::{DEFAULT_IDLE_TTL, DEFAULT_TIMEOUT, Degrade, Mode, StoreError, StoreErrorKind};
+use super::{
+    DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
+    Degrade, Mode, StoreError, StoreErrorKind,
+};
 use crate::breaker::{Boxed, Core, FnName, Permit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
@@ -25,6 +28,9 @@ use crate::state::{State, Word};
 pub struct RedisStoreBuilder {
     url: String,
     timeout: Duration,
+    /// The adaptive bound's ceiling; equal to `timeout` for a fixed bound.
+    timeout_ceiling: Duration,
+    local_recovery_after: Duration,
     prefix: String,
     degrade: Degrade,
     idle_ttl: Duration,
@@ -52,9 +58,35 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Bound on every store call (default [`DEFAULT_TIMEOUT`]).
+    /// A fixed bound on every store call, instead of the default adaptive one (see
+    /// [`adaptive_timeout`](RedisStoreBuilder::adaptive_timeout)).
+    #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self.timeout_ceiling = timeout;
+        self
+    }
+
+    /// A bound on every store call that adapts to the round trips observed: the smoothed round
+    /// trip plus four times its mean deviation, doubled after a call that timed out, kept
+    /// between `floor` and `ceiling` (the default: [`DEFAULT_TIMEOUT`] and
+    /// [`DEFAULT_TIMEOUT_CEILING`]). A host whose round trips slow down under load keeps its
+    /// store calls instead of degrading; a store that stops answering is noticed within
+    /// `ceiling`.
+    #[must_use]
+    pub fn adaptive_timeout(mut self, floor: Duration, ceiling: Duration) -> Self {
+        self.timeout = floor;
+        self.timeout_ceiling = ceiling.max(floor);
+        self
+    }
+
+    /// How long a shared key's local breaker, while the store does not answer, keeps an open
+    /// circuit open past its wait instead of running a half-open of its own (default
+    /// [`DEFAULT_LOCAL_RECOVERY_AFTER`]); the store grants the probes of a shared key, so within
+    /// this bound no replica probes alone. Counted from the store's first unanswered call.
+    #[must_use]
+    pub fn local_recovery_after(mut self, after: Duration) -> Self {
+        self.local_recovery_after = after;
         self
     }
 
@@ -115,7 +147,7 @@ impl RedisStoreBuilder {
         let budget = self.timeout.max(Duration::from_secs(1));
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(budget))
-            .set_response_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout_ceiling))
             .set_number_of_retries(1)
             .set_max_delay(self.timeout);
         let client_for_pubsub = client.clone();
@@ -156,9 +188,15 @@ impl RedisStoreBuilder {
         let client = Arc::new(Client {
             conn,
             script,
-            timeout: self.timeout,
+            bound: Bound::adaptive(self.timeout, self.timeout_ceiling),
             degrade: self.degrade,
             healthy: AtomicBool::new(true),
+            down_since: AtomicU64::new(0),
+            local_recovery_after: self.local_recovery_after,
+            probing: AtomicBool::new(false),
+            replica: fastrand::u64(1..u64::MAX),
+            sequence: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
             time: self.time,
             cached: self.mode == Mode::Cached,
             subscribed: AtomicBool::new(false),
@@ -168,7 +206,7 @@ impl RedisStoreBuilder {
         if client.cached {
             // The first subscription is made before the store is handed out, so a reachable
             // Redis gives cached admission from the first call.
-            let first = subscribe(&client_for_pubsub, client.timeout).await;
+            let first = subscribe(&client_for_pubsub, client.timeout()).await;
             client.subscribed.store(first.is_some(), Ordering::Release);
             tokio::spawn(subscriber(
                 Arc::downgrade(&client),
@@ -255,7 +293,7 @@ impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
             .field("prefix", &self.inner.prefix)
-            .field("timeout", &self.inner.client.timeout)
+            .field("timeout", &self.inner.client.timeout())
             .finish()
     }
 }
@@ -275,6 +313,8 @@ impl RedisStore {
         RedisStoreBuilder {
             url: url.to_owned(),
             timeout: DEFAULT_TIMEOUT,
+            timeout_ceiling: DEFAULT_TIMEOUT_CEILING,
+            local_recovery_after: DEFAULT_LOCAL_RECOVERY_AFTER,
             prefix: "fusebox".to_owned(),
             degrade: Degrade::Local,
             idle_ttl: DEFAULT_IDLE_TTL,
@@ -294,19 +334,33 @@ impl RedisStore {
             && client.healthy.load(Ordering::Acquire)
     }
 
+    /// Outcomes this replica gave up sending: the store did not record them after every resend,
+    /// or they overflowed the resend queue. They counted on this replica's local breaker only.
+    pub fn dropped_reports(&self) -> u64 {
+        self.inner.client.dropped.load(Ordering::Acquire)
+    }
+
+    /// The bound on the next store call (see
+    /// [`RedisStoreBuilder::adaptive_timeout`]).
+    pub fn timeout(&self) -> Duration {
+        self.inner.client.timeout()
+    }
+
     /// The Redis key name of breaker `key`.
     pub fn redis_key(&self, key: &str) -> String {
         format!("{{{}:{}}}", self.inner.prefix, key)
     }
 
-    /// The shared state of breaker `key` under `policy`, as Redis holds it.
+    /// The shared state of breaker `key` under `policy`, as Redis holds it. Reading never creates
+    /// the key: a key Redis does not hold reads as closed, generation 0, no calls (a key holding
+    /// data fusebox did not write is deleted, with an ERROR event, and reads the same).
     ///
     /// # Errors
     ///
     /// An [`Error`] with reason `TimedOut` when Redis does not answer within the store timeout.
     pub async fn state(&self, key: &str, policy: Policy) -> Result<SharedState, Error> {
         let link = self.link(key, policy);
-        let answer = call(&self.inner.client, &link, "state", &[])
+        let answer = call(&self.inner.client, &link, "read", &[])
             .await
             .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
         Ok(SharedState {
@@ -326,6 +380,9 @@ impl RedisStore {
     /// `on_transition` hooks, and its local breaker follows the new state (`Breaker::state`
     /// shows it). Without such a breaker on this replica, only the `tracing` event is emitted.
     /// Moving a key to the state it is in starts a new window and announces nothing.
+    ///
+    /// Forcing repairs the key: whatever it holds (fields or window slots fusebox did not write,
+    /// another type of key), the forced state is written anew under the next generation.
     ///
     /// Other replicas announce nothing: they learn the new state, and their local breakers
     /// follow it, from the next answer of the script to one of their calls on `key` (strict
@@ -371,6 +428,7 @@ impl RedisStore {
                 counts_of(&answer),
                 operator,
                 Trigger::Operator,
+                true,
             );
         }
         Ok(())
@@ -414,6 +472,7 @@ impl RedisStore {
             done: tokio::sync::Notify::new(),
             core: std::sync::Weak::new(),
             view: AtomicU64::new(0),
+            known: std::sync::Mutex::default(),
             learning: AtomicBool::new(false),
             forced: AtomicBool::new(false),
         }
@@ -426,7 +485,7 @@ impl RedisStore {
 pub struct SharedState {
     /// The shared state.
     pub state: State,
-    /// The generation, bumped by every transition.
+    /// The generation, bumped by every transition (0 when Redis holds no key).
     pub generation: u64,
     /// Outcomes in the current window.
     pub calls: u32,
@@ -500,7 +559,9 @@ impl Store for Arc<Link> {
     }
 
     fn awaits_recording(&self) -> bool {
-        !self.caches()
+        // While the store does not answer, a call does not wait for a recording that cannot
+        // come (its outcome is resent by the reporting task).
+        !self.caches() && self.store.client.healthy.load(Ordering::Acquire)
     }
 
     fn flush(&self) -> Boxed<'_, ()> {

@@ -10,25 +10,38 @@ use pin_project_lite::pin_project;
 use super::{BoxError, Classify};
 use crate::breaker::{OwnedPermit, Verdict};
 
+/// A shared breaker's recording in flight (strict mode), with the result it holds back until
+/// then (nothing without the `redis` feature).
+#[cfg(feature = "redis")]
+type Recording<O> = Option<(crate::breaker::Boxed<'static, ()>, Option<O>)>;
+#[cfg(not(feature = "redis"))]
+type Recording<O> = std::marker::PhantomData<O>;
+
 pin_project! {
     /// The response future of a [`CircuitBreaker`](super::CircuitBreaker).
     ///
     /// Reports the call's outcome when the inner future completes. Dropped before that, it gives
     /// the permit back without counting anything; a panic while polling the inner future counts
     /// as a failure.
-    pub struct ResponseFuture<F, C> {
+    pub struct ResponseFuture<F: Future, C> {
         // `None` when the call was refused (the permit says why), or once completed.
         #[pin]
         inner: Option<F>,
         permit: OwnedPermit,
         classifier: C,
+        // Strict mode: the outcome's recording, awaited before the result is returned.
+        recording: Recording<F::Output>,
     }
 }
 
-impl<F, C> ResponseFuture<F, C> {
+impl<F: Future, C> ResponseFuture<F, C> {
     pub(super) fn new(inner: Option<F>, permit: OwnedPermit, classifier: C) -> Self {
         ResponseFuture {
             inner,
+            #[cfg(feature = "redis")]
+            recording: None,
+            #[cfg(not(feature = "redis"))]
+            recording: std::marker::PhantomData,
             permit,
             classifier,
         }
@@ -58,6 +71,18 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        #[cfg(feature = "redis")]
+        if let Some((recorded, result)) = this.recording.as_mut() {
+            if recorded.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let result = result.take();
+            *this.recording = None;
+            return match result {
+                Some(result) => Poll::Ready(result.map_err(Into::into)),
+                None => Poll::Pending,
+            };
+        }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return match this.permit.refusal() {
                 Some(refused) => Poll::Ready(Err(Box::new(refused))),
@@ -77,12 +102,21 @@ where
             Ok(_) => Verdict::Success,
             Err(_) => Verdict::Released,
         };
+        #[cfg(feature = "redis")]
+        if let Some(mut recorded) = this.permit.recording() {
+            this.permit.settle(outcome);
+            if recorded.as_mut().poll(cx).is_pending() {
+                *this.recording = Some((recorded, Some(result)));
+                return Poll::Pending;
+            }
+            return Poll::Ready(result.map_err(Into::into));
+        }
         this.permit.settle(outcome);
         Poll::Ready(result.map_err(Into::into))
     }
 }
 
-impl<F, C> fmt::Debug for ResponseFuture<F, C> {
+impl<F: Future, C> fmt::Debug for ResponseFuture<F, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("permit", &self.permit)
