@@ -73,7 +73,7 @@
 //!   with its age), this replica's calls the store admitted
 //!   ([`Snapshot::replica_calls`](crate::Snapshot::replica_calls)), and whether the store is not
 //!   answering ([`Snapshot::degraded`](crate::Snapshot::degraded)); its `calls` and `failures`
-//!   are the local breaker's (calls run on it while degraded);
+//!   are the local breaker's (outcomes recorded on it while the store did not answer);
 //! - with feature `metrics`, `fusebox_calls_total` counts every call of the replica, the ones the
 //!   store admitted included (counted once, where the permit settles), and `fusebox_state`
 //!   follows the state the local breaker mirrors, a state committed by another replica included.
