@@ -131,11 +131,29 @@ async fn two_replicas_trip_one_circuit_and_refuse_without_calling_the_backend() 
     assert_eq!(refused_by, ["A", "B", "A", "B"]);
     assert_eq!(pay_hits(&http, &demo).await, 5);
 
-    // Each replica's own dashboard JSON shows `checkout` open and `shipping` closed...
+    // Each replica's own dashboard JSON shows `checkout` open and `shipping` closed, the key
+    // shared, and its own calls on it: three failures went through A, two through B...
     for (id, url) in &demo.replicas {
         let breakers = get(&http, format!("{url}/breakers")).await;
         assert_eq!(state_of(&breakers, "checkout"), "open", "replica {id}");
         assert_eq!(state_of(&breakers, "shipping"), "closed", "replica {id}");
+        let card = breakers["breakers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["key"] == "checkout")
+            .unwrap();
+        let own = if id == "A" { 3 } else { 2 };
+        assert_eq!(card["sharing"], "shared", "replica {id}: {card}");
+        assert_eq!(
+            (&card["replica_calls"], &card["replica_failures"]),
+            (&own.into(), &own.into()),
+            "replica {id}: {card}"
+        );
+        assert_eq!(
+            card["shared"]["calls"], 0,
+            "the open circuit's shared window starts empty: {card}"
+        );
     }
     // ...and so does the front's, which gathers both.
     let all = get(&http, format!("{}/breakers", demo.front)).await;

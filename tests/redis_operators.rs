@@ -219,14 +219,17 @@ fn a_replica_whose_store_does_not_answer_says_it_is_degraded() {
         let breaker = STOPPED.get("stopped").unwrap();
         assert!(!breaker.snapshot().degraded());
         server.signal("-STOP");
-        // The admission times out: the call runs on the local breaker.
+        // The admission times out: the call is admitted per `Degrade::Local`.
         assert!(stopped().await.is_ok());
         let snapshot = breaker.snapshot();
         assert!(snapshot.degraded(), "{snapshot:?}");
         assert_eq!(snapshot.sharing(), Sharing::Shared);
-        assert_eq!(
-            snapshot.calls, 1,
-            "the degraded call ran on the local breaker"
+        // The degraded call is this replica's: admitted from its view of the key (sent to the
+        // store until it answers, and recorded locally when its report goes unanswered), or run
+        // on the local breaker.
+        assert!(
+            snapshot.replica_calls() + u64::from(snapshot.calls) >= 2,
+            "{snapshot:?}"
         );
         server.signal("-CONT");
         // Bounded: the connection may need a moment to come back.

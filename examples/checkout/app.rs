@@ -19,7 +19,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fusebox::{Cause, Policy, Registry, Snapshot, State, Transition};
+use fusebox::{Cause, Policy, Registry, Sharing, Snapshot, State, Transition};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -151,6 +151,22 @@ pub(crate) fn card(s: &Snapshot) -> Value {
         "retry_after_ms": s.retry_after.map(|d| d.as_millis() as u64),
         "probes_in_flight": s.probes_in_flight,
         "open_for_ms": s.policy.get_open_for().as_millis() as u64,
+        // A key shared across replicas: the shared window (every replica's calls, from the
+        // store's last answer) and this replica's own calls the store admitted.
+        "sharing": match s.sharing() {
+            Sharing::Shared => "shared",
+            Sharing::Unshareable => "unshareable",
+            _ => "local",
+        },
+        "shared": s.shared_window().map(|w| json!({
+            "calls": w.calls(),
+            "failures": w.failures(),
+            "failure_rate": w.failure_rate(),
+            "age_ms": w.age().as_millis() as u64,
+        })),
+        "replica_calls": s.replica_calls(),
+        "replica_failures": s.replica_failures(),
+        "degraded": s.degraded(),
         "opened_because": history.and_then(|h| h.opened_because.clone()),
         "transitions": history.map_or(Vec::new(), |h| h.log.iter().cloned().collect()),
     })

@@ -194,10 +194,12 @@ impl Snapshot {
         self.sharing.degraded
     }
 
-    /// Outcomes (successes and failures) of this replica's calls on a shared key that the store
-    /// admitted, since the breaker was created (carried over a reconfiguration). Calls made while
-    /// the store did not answer are in [`calls`](Snapshot::calls) instead; released calls and
-    /// errors that do not count are in neither. 0 on a key that is not shared.
+    /// Outcomes (successes and failures) of this replica's calls on a shared key that were
+    /// admitted under the shared state (by the store, or by this replica's view of it while the
+    /// store did not answer), since the breaker was created (carried over a reconfiguration).
+    /// Such a call whose report the store did not answer is also recorded on the local breaker,
+    /// in [`calls`](Snapshot::calls), as is a call the local breaker admitted alone; released
+    /// calls and errors that do not count are in neither. 0 on a key that is not shared.
     pub fn replica_calls(&self) -> u64 {
         self.sharing.replica_calls
     }

@@ -65,6 +65,19 @@
 //! follow silently on the script's next answer to one of their calls (strict mode) or on the
 //! subscription's message (cached mode).
 //!
+//! What each replica shows of a shared key is the shared window and its own calls:
+//! - its [`Snapshot`](crate::Snapshot) says [`Sharing::Shared`](crate::Sharing) (or
+//!   [`Sharing::Unshareable`](crate::Sharing) for a key whose window the script does not support,
+//!   which stays local), carries the shared window, every replica's outcomes, as the script's last
+//!   answer to this replica gave it ([`Snapshot::shared_window`](crate::Snapshot::shared_window),
+//!   with its age), this replica's calls the store admitted
+//!   ([`Snapshot::replica_calls`](crate::Snapshot::replica_calls)), and whether the store is not
+//!   answering ([`Snapshot::degraded`](crate::Snapshot::degraded)); its `calls` and `failures`
+//!   are the local breaker's (outcomes recorded on it while the store did not answer);
+//! - with feature `metrics`, `fusebox_calls_total` counts every call of the replica, the ones the
+//!   store admitted included (counted once, where the permit settles), and `fusebox_state`
+//!   follows the state the local breaker mirrors, a state committed by another replica included.
+//!
 //! **Events' counts.** A transition's `calls` and `failures` are the window (or the probes) that
 //! decided it, as the script saw them. An `open_wait_over` or `lease_expired` transition carries
 //! the window of the state it leaves, as in memory: a shared key opening starts an empty window
