@@ -75,6 +75,16 @@ const BUSY_400_MS: &str = "local s = redis.call('TIME') local t0 = s[1] * 100000
     while true do local n = redis.call('TIME') \
     if n[1] * 1000000 + n[2] - t0 > 400000 then break end end return 1";
 
+/// Two registries ("replicas"), each sharing `server` through a store of its own.
+async fn two_replicas(server: &RedisServer) -> (&'static Registry, &'static Registry) {
+    let replica = async || {
+        let registry: &'static Registry = Box::leak(Box::new(Registry::new()));
+        registry.share(RedisStore::connect(&server.url()).await.unwrap());
+        registry
+    };
+    (replica().await, replica().await)
+}
+
 fn reason<T>(result: &Result<T, BackendError>) -> Option<Reason> {
     match result {
         Err(BackendError::Refused(e)) => Some(e.reason()),
@@ -153,10 +163,7 @@ async fn sync_functions_share_the_circuit_across_replicas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_acquire_sees_the_shared_state_from_a_plain_thread() {
     let server = RedisServer::start();
-    let a: &'static Registry = Box::leak(Box::new(Registry::new()));
-    let b: &'static Registry = Box::leak(Box::new(Registry::new()));
-    a.share(RedisStore::connect(&server.url()).await.unwrap());
-    b.share(RedisStore::connect(&server.url()).await.unwrap());
+    let (a, b) = two_replicas(&server).await;
     let policy = Policy::new()
         .window(3)
         .min_calls(3)
@@ -202,10 +209,7 @@ async fn the_tower_layer_shares_the_circuit_across_replicas() {
     use tower::{Layer, Service, ServiceExt, service_fn};
 
     let server = RedisServer::start();
-    let a: &'static Registry = Box::leak(Box::new(Registry::new()));
-    let b: &'static Registry = Box::leak(Box::new(Registry::new()));
-    a.share(RedisStore::connect(&server.url()).await.unwrap());
-    b.share(RedisStore::connect(&server.url()).await.unwrap());
+    let (a, b) = two_replicas(&server).await;
     let calls = Arc::new(AtomicU32::new(0));
     let backend = {
         let calls = calls.clone();

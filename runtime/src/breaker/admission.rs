@@ -152,9 +152,7 @@ impl Core {
                 0 => Ok(permit),
                 #[cfg(feature = "redis")]
                 store::ASK_STORE => Ok(permit),
-                _ => Err(permit
-                    .refusal()
-                    .unwrap_or_else(|| permit.refusal_error(Reason::Open.code()))),
+                code => Err(permit.refusal_error(code)),
             },
             |permit| Err(permit.refusal_error(Reason::Open.code())),
         )

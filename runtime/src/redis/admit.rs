@@ -127,20 +127,13 @@ pub fn flush_then<'p, T: 'p>(
     permit: &'p Permit<'_, impl Named>,
     out: T,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
-    let flush = flush_shared(permit);
+    let flush = recording(permit.core());
     Box::pin(async move {
-        flush.await;
+        if let Some(flush) = flush {
+            flush.await;
+        }
         out
     })
-}
-
-/// Waits until the outcome reported on `permit` is recorded in the store (strict mode), bounded
-/// by the store's timeout.
-pub(crate) fn flush_shared<'p, N: Named>(permit: &'p Permit<'_, N>) -> Boxed<'p, ()> {
-    match permit.core().store.as_ref() {
-        Some(store) => store.flush(),
-        None => Box::pin(std::future::ready(())),
-    }
 }
 
 /// The wait for the recording of the outcomes reported so far on `core`, when its calls await it

@@ -41,8 +41,8 @@ pub(crate) fn cached_admit<'c>(
         if asks && !client.probing.swap(true, Ordering::AcqRel) {
             return None;
         }
-        if !asks && !link.learning.swap(true, Ordering::AcqRel) {
-            send(link, 0, LEARN, 0, site);
+        if !asks {
+            learn_later(link, site);
         }
         return Some(degraded(core, link, site));
     }
@@ -93,9 +93,7 @@ fn ask_blocking<'c>(core: &'c Core, link: &Arc<Link>, site: FnName) -> Permit<'c
         Ok(_) => None,
     };
     let Some(in_runtime) = can_wait else {
-        if !link.learning.swap(true, Ordering::AcqRel) {
-            send(link, 0, LEARN, 0, site);
-        }
+        learn_later(link, site);
         return degraded(core, link, site);
     };
     let (seed, remaining) = core.seed();
@@ -112,6 +110,14 @@ fn ask_blocking<'c>(core: &'c Core, link: &Arc<Link>, site: FnName) -> Permit<'c
         _ => degraded(core, link, site),
     }
 }
+
+/// Starts a background read of the shared state, unless one is on its way.
+fn learn_later(link: &Arc<Link>, site: FnName) {
+    if !link.learning.swap(true, Ordering::AcqRel) {
+        send(link, 0, LEARN, 0, site);
+    }
+}
+
 /// Subscribes to [`TRANSITIONS`] on a connection of its own, bounded by `timeout` (at least one
 /// second).
 pub(super) async fn subscribe(

@@ -13,7 +13,7 @@ use crate::breaker::{OwnedPermit, Verdict};
 /// A shared breaker's recording in flight (strict mode), with the result it holds back until
 /// then (nothing without the `redis` feature).
 #[cfg(feature = "redis")]
-type Recording<O> = Option<(crate::breaker::Boxed<'static, ()>, Option<O>)>;
+type Recording<O> = Option<(crate::breaker::Boxed<'static, ()>, O)>;
 #[cfg(not(feature = "redis"))]
 type Recording<O> = std::marker::PhantomData<O>;
 
@@ -72,16 +72,12 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         #[cfg(feature = "redis")]
-        if let Some((recorded, result)) = this.recording.as_mut() {
+        if let Some((mut recorded, result)) = this.recording.take() {
             if recorded.as_mut().poll(cx).is_pending() {
+                *this.recording = Some((recorded, result));
                 return Poll::Pending;
             }
-            let result = result.take();
-            *this.recording = None;
-            return match result {
-                Some(result) => Poll::Ready(result.map_err(Into::into)),
-                None => Poll::Pending,
-            };
+            return Poll::Ready(result.map_err(Into::into));
         }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return match this.permit.refusal() {
@@ -106,7 +102,7 @@ where
         if let Some(mut recorded) = this.permit.recording() {
             this.permit.settle(outcome);
             if recorded.as_mut().poll(cx).is_pending() {
-                *this.recording = Some((recorded, Some(result)));
+                *this.recording = Some((recorded, result));
                 return Poll::Pending;
             }
             return Poll::Ready(result.map_err(Into::into));
