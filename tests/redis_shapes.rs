@@ -70,6 +70,18 @@ fn counted(fail: bool) -> Result<(), BackendError> {
     }
 }
 
+static ORDER_A: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+/// A large window that never trips, on its own registry: it only counts.
+#[circuit_breaker(key = "shape-order", registry = ORDER_A, window = 10000, min_calls = 10000, failure_rate = 100)]
+fn tallied(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
 /// Keeps Redis busy for 400 ms.
 const BUSY_400_MS: &str = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
     while true do local n = redis.call('TIME') \
@@ -351,4 +363,44 @@ async fn reports_that_timed_out_are_resent_and_recorded_once() {
     let shared = store.state("shape-once", policy).await.unwrap();
     assert_eq!((shared.calls, shared.failures), (made, failed));
     assert_eq!(store.dropped_reports(), 0);
+}
+
+/// Sync calls on eight threads at once: their reports reach the reporting task in any order, and
+/// every one of them is recorded (none taken for a copy of another).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_queued_by_many_threads_at_once_are_all_recorded() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    ORDER_A.share(store.clone());
+    let (threads, calls) = (8u32, 300u32);
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for i in 0..calls {
+                    let _ = tallied((t + i) % 4 == 0);
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let made = threads * calls;
+    let failed = (0..threads)
+        .map(|t| (0..calls).filter(|i| (t + i) % 4 == 0).count() as u32)
+        .sum::<u32>();
+    let policy = ORDER_A.get("shape-order").unwrap().policy();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let shared = store.state("shape-order", policy).await.unwrap();
+        if shared.calls >= made || std::time::Instant::now() > deadline {
+            assert_eq!(
+                (shared.calls, shared.failures),
+                (made, failed),
+                "every outcome recorded exactly once"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

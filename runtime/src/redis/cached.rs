@@ -18,15 +18,14 @@ use crate::error::Reason;
 /// Admission from the replica's view of the shared state, when the caller may not ask the
 /// script itself; `None` sends the call to the script (the caller awaits it).
 ///
-/// - An `async` caller (`asks`) uses the view only in cached mode with its subscription up: a
-///   closed or disabled view admits, an open one whose wait is not over refuses, a forced-open one
-///   refuses; half-open, an open wait that is over and an unknown view ask the script, so
-///   half-open probes stay exact across replicas.
-/// - A caller that cannot await (`asks` false: a sync function, `try_acquire`, the tower layer's
-///   first admission) uses the view in both modes the same way, and where an `async` caller
-///   would ask the script, it asks it synchronously ([`ask_blocking`]), bounded by the store's
-///   timeout. In strict mode its view is what the script answered last: a transition another
-///   replica committed reaches it with the answer to its next report.
+/// - In cached mode with its subscription up, the view decides: a closed or disabled view
+///   admits, an open one whose wait is not over refuses, a forced-open one refuses; half-open, an
+///   open wait that is over and an unknown view ask the script, so half-open probes stay exact
+///   across replicas.
+/// - Otherwise (strict mode, or the subscription down) every admission asks the script. An
+///   `async` caller (`asks`) awaits it; a caller that cannot await (a sync function,
+///   `try_acquire`, the tower layer's `call`) asks it on its own thread ([`ask_blocking`]),
+///   bounded by the store's timeout, and so does a cached caller the view cannot decide.
 /// - While the store does not answer, both go to [`degraded`].
 pub(crate) fn cached_admit<'c>(
     core: &'c Core,
@@ -46,10 +45,9 @@ pub(crate) fn cached_admit<'c>(
         }
         return Some(degraded(core, link, site));
     }
-    if asks && !link.caches() {
-        return None;
-    }
-    if let Some(permit) = from_view(core, link, site) {
+    if link.caches()
+        && let Some(permit) = from_view(core, link, site)
+    {
         return Some(permit);
     }
     if asks {

@@ -193,7 +193,7 @@ pub(super) struct Client {
     pub(super) probing: AtomicBool,
     /// This replica's id in the script's per-replica report sequence (at-most-once recording).
     pub(super) replica: u64,
-    /// The sequence number of the last report handed to the reporting task.
+    /// The sequence number of the last report the reporting task sent (it alone numbers them).
     pub(super) sequence: AtomicU64,
     /// Reports given up: not recorded in the store after every resend, or past the resend queue.
     pub(super) dropped: AtomicU64,

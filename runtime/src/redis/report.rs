@@ -45,12 +45,7 @@ pub(super) const RESENDS: u32 = 8;
 
 /// Hands a job to the reporting task (or, when it is gone, applies it locally).
 pub(super) fn send(link: &Arc<Link>, generation: u64, outcome: u64, slow: u64, site: FnName) {
-    let sequence = if outcome <= 2 {
-        link.store.client.sequence.fetch_add(1, Ordering::AcqRel) + 1
-    } else {
-        0
-    };
-    enqueue(link, generation, outcome, slow, site, sequence, None);
+    enqueue(link, generation, outcome, slow, site, 0, None);
 }
 
 /// Asks the reporting task for an admission; the answer goes to `reply`.
@@ -123,7 +118,7 @@ pub(super) async fn worker(
     loop {
         if again.is_empty() {
             match rx.recv().await {
-                Some(job) => batch.push(job),
+                Some(job) => batch.push(numbered(&client, job)),
                 None => return,
             }
         } else {
@@ -139,7 +134,7 @@ pub(super) async fn worker(
         }
         while batch.len() < BATCH {
             match rx.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(job) => batch.push(numbered(&client, job)),
                 Err(_) => break,
             }
         }
@@ -190,6 +185,17 @@ pub(super) async fn worker(
             }
         }
     }
+}
+
+/// Numbers a report as it is first sent (sent again, it keeps its number). The reporting task
+/// numbers reports in the order it sends them, so the script, which takes a replica's numbers
+/// only in increasing order, never mistakes a report for a copy because callers on other threads
+/// queued theirs out of order.
+fn numbered(client: &Client, mut job: Report) -> Report {
+    if job.outcome <= 2 {
+        job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+    }
+    job
 }
 
 /// A job is done (answered, or given up).
