@@ -408,8 +408,9 @@ async fn call(scenario: &str, shape: usize, how: How) -> Outcome {
     }
 }
 
-/// What this replica's `tracing` events said, per key: `circuit_opened` with `shared = true`,
-/// `shared = false`, without a `shared` field; and how often the store degraded.
+/// What this replica's `tracing` events said, per key: `circuit_opened` of a closed circuit (a
+/// trip; a reopen after a failed probe is not one) with `shared = true`, `shared = false`,
+/// without a `shared` field; and how often the store degraded.
 #[derive(Default)]
 struct Seen {
     opened: HashMap<String, [u32; 3]>,
@@ -425,6 +426,7 @@ struct CountEvents;
 struct Fields {
     event: String,
     key: String,
+    from: String,
     shared: Option<bool>,
     message: String,
 }
@@ -434,6 +436,7 @@ impl tracing::field::Visit for Fields {
         match field.name() {
             "event" => self.event = value.to_owned(),
             "key" => self.key = value.to_owned(),
+            "from" => self.from = value.to_owned(),
             "message" => self.message = value.to_owned(),
             _ => {}
         }
@@ -460,7 +463,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for CountEvents {
         let mut fields = Fields::default();
         event.record(&mut fields);
         let mut seen = SEEN.lock().unwrap();
-        if fields.event == "circuit_opened" {
+        if fields.event == "circuit_opened" && fields.from == "closed" {
             let slot = match fields.shared {
                 Some(true) => 0,
                 Some(false) => 1,
@@ -740,6 +743,11 @@ fn events(scenario_name: &str, shapes: &str) {
 
 // ---------------------------------------------------------------- the test's side
 
+/// The fleet's `circuit_opened` of closed circuits of `shape` not marked `shared = false`.
+fn shared_trips(events: &Answers, shape: &str) -> u64 {
+    events.sum(shape, "shared") + events.sum(shape, "unmarked")
+}
+
 /// One replica process and the lines it said.
 struct Proc {
     child: Child,
@@ -987,7 +995,7 @@ impl Fleet {
                 last = (seen, Instant::now());
             }
             if seen >= Some(calls)
-                || last.1.elapsed() > Duration::from_secs(1)
+                || last.1.elapsed() > Duration::from_secs(3)
                 || Instant::now() > deadline
             {
                 return state;
@@ -1003,7 +1011,7 @@ impl Fleet {
         loop {
             let events = self.all(&format!("events {scenario} {}", self.csv()));
             let shapes = self.shapes.clone();
-            if shapes.iter().all(|s| events.sum(s, "opened") >= expected)
+            if shapes.iter().all(|s| shared_trips(&events, s) >= expected)
                 || Instant::now() > deadline
             {
                 return events;
@@ -1012,12 +1020,14 @@ impl Fleet {
         }
     }
 
-    /// The fleet's total of `circuit_opened` for `shape` must be `expected`.
+    /// The fleet's announcements of shared trips of `shape` must be `expected`: one per trip
+    /// committed in Redis. A trip a replica's local breaker decided alone, while its store did not
+    /// answer, is announced with `shared = false` and is not one of them.
     fn check_opened(&mut self, what: &str, events: &Answers, shape: &str, expected: u64) {
-        self.check(events.sum(shape, "opened") == expected, || {
+        self.check(shared_trips(events, shape) == expected, || {
             format!(
-                "{what}, {shape}: expected {expected} `circuit_opened` across the fleet, saw {} ({})",
-                events.sum(shape, "opened"),
+                "{what}, {shape}: expected {expected} shared `circuit_opened` across the fleet, saw {} ({})",
+                shared_trips(events, shape),
                 events.show(shape)
             )
         });
@@ -1327,18 +1337,17 @@ fn fleet(processes: usize, mode: &'static str) {
 }
 
 #[test]
-#[ignore = "known failure, issue 21 left open: run with `--ignored` (see the closing note)"]
 fn fleet_of_two_processes() {
     fleet(2, "strict");
 }
 
 #[test]
-#[ignore = "known failure, issue 21 left open: run with `--ignored` (see the closing note)"]
 fn fleet_of_four_processes() {
     fleet(4, "strict");
 }
 
 #[test]
+#[ignore = "fails (issue 21 open): with five shapes × 64 tasks per process, outcomes are offered faster than one reporting task sends them; the backlog delays the trip without bound (needs issue 26's aggregated reports). Run with `--ignored`"]
 fn fleet_of_two_processes_cached() {
     fleet(2, "cached");
 }
