@@ -23,14 +23,13 @@
 //! and awaits its outcome's recording before it returns: in this mode no call is admitted after a
 //! replica committed OPEN. The attempt driver (`retry`, `backoff`, `deadline`) does the same for
 //! every attempt. Callers that cannot await (sync functions, [`Breaker::try_acquire`](crate::Breaker::try_acquire)
-//! and the calls built on it, the tower layer's `call`) admit from the replica's view of the key
-//! (the state and generation the script last answered), and ask the script on their own thread,
-//! bounded by the store's timeout, when the view is unknown, open past its wait or half-open (so
-//! half-open probes stay exact); their outcomes go to the script off the call path (the tower
-//! layer's response future awaits the recording in strict mode). A transition another replica
-//! committed reaches such a caller with the answer to its next report. On a current-thread tokio
-//! runtime, which cannot wait for its own store task, such a call is decided as while the store
-//! does not answer, and a background read fetches the view for the next call.
+//! and the calls built on it, the tower layer's `call`) ask the script on their own thread,
+//! bounded by the store's timeout, through the store's reporting task (so their admission comes
+//! after this replica's earlier reports); their outcomes go to the script off the call path (the
+//! tower layer's response future awaits the recording). On a current-thread tokio runtime, which
+//! cannot wait for its own store task, such a call is decided from the replica's view of the key
+//! (the state the script last answered) or, while that is unknown, as while the store does not
+//! answer, and a background read fetches the view for the next call.
 //!
 //! **Cached mode** ([`RedisStoreBuilder::mode`] with [`Mode::Cached`]). Each replica keeps a
 //! view of every shared key (state and generation), learnt from the script's answers and from
