@@ -8,8 +8,7 @@
 mod common;
 mod redis_harness;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -593,16 +592,10 @@ impl Reply {
 
 /// Sends one command to `server` and reads its whole reply.
 fn query(server: &RedisServer, args: &[&str]) -> Reply {
-    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut out = format!("*{}\r\n", args.len());
-    for a in args {
-        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
-    stream.write_all(out.as_bytes()).unwrap();
-    read_reply(&mut BufReader::new(stream))
+    read_reply(&mut BufReader::new(redis_harness::send_command(
+        server.port,
+        args,
+    )))
 }
 
 fn read_reply(reader: &mut impl BufRead) -> Reply {

@@ -172,15 +172,7 @@ impl From<fusebox::Error> for BackendError {
 
 /// Sends one command to the server on `port` and returns the raw reply's first line.
 pub(crate) fn command_on(port: u16, args: &[&str]) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut out = format!("*{}\r\n", args.len());
-    for a in args {
-        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
-    stream.write_all(out.as_bytes()).unwrap();
+    let mut stream = send_command(port, args);
     let mut reply = Vec::new();
     let mut byte = [0u8; 1];
     while stream.read_exact(&mut byte).is_ok() {
@@ -190,4 +182,19 @@ pub(crate) fn command_on(port: u16, args: &[&str]) -> String {
         }
     }
     String::from_utf8_lossy(&reply).trim_end().to_owned()
+}
+
+/// Sends one command (arguments as given) to the server on `port` over a new connection, whose
+/// reply is then read from the returned stream (a five-second read timeout).
+pub(crate) fn send_command(port: u16, args: &[&str]) -> TcpStream {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    stream.write_all(out.as_bytes()).unwrap();
+    stream
 }
