@@ -7,7 +7,6 @@
 //! or uses `REDIS_URL`). `FUSEBOX_BENCH_CALLS` sets the calls per row (default 20,000).
 
 use std::hint::black_box;
-use std::process::{Command, Stdio};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
@@ -74,27 +73,7 @@ fn main() {
     } else {
         10
     };
-    let (url, mut server) = match std::env::var("REDIS_URL") {
-        Ok(url) => (url, None),
-        Err(_) => {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("`redis-server` (install it with `apt-get install -y redis-server`, or set `REDIS_URL`)");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(Instant::now() < deadline, "redis-server did not start");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            (format!("redis://127.0.0.1:{port}/"), Some(child))
-        }
-    };
+    let (url, server) = fusebox_bench::redis_server();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -192,8 +171,5 @@ fn main() {
             println!("{name:<30} {:>12?} {:>12?}", p50, p99);
         }
     });
-    if let Some(server) = server.as_mut() {
-        let _ = server.kill();
-        let _ = server.wait();
-    }
+    drop(server);
 }

@@ -40,7 +40,7 @@ fn main() {
     let processes = var("FUSEBOX_RTT_PROCESSES", 4);
     let tasks = var("FUSEBOX_RTT_TASKS", 64);
     let secs = var("FUSEBOX_RTT_SECS", 5);
-    let (url, server) = server();
+    let (url, server) = fusebox_bench::redis_server();
     let children: Vec<_> = (0..processes)
         .map(|_| {
             Command::new(std::env::current_exe().unwrap())
@@ -98,39 +98,6 @@ fn main() {
 
 fn ms(micros: u64) -> String {
     format!("{:.2} ms", micros as f64 / 1000.0)
-}
-
-/// `REDIS_URL`, or a `redis-server` of its own on a free loopback port (killed on drop).
-fn server() -> (String, Option<Server>) {
-    if let Ok(url) = std::env::var("REDIS_URL") {
-        return (url, None);
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("`redis-server` (install it with `apt-get install -y redis-server`, or set `REDIS_URL`)");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (format!("redis://127.0.0.1:{port}/"), Some(Server(child)))
-}
-
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// One measuring process: prints `RTT <µs>…` (every measured call) and `ERRORS <n>`.

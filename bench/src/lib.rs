@@ -1,5 +1,6 @@
 //! Measurement helpers shared by the fusebox benchmarks, the footprint report and the allocation
-//! tests: a counting global allocator and the operating system's thread count.
+//! tests: a counting global allocator, the operating system's thread count, and (feature
+//! `redis`) a `redis-server` of the benchmark's own.
 //!
 //! Install the allocator in a binary or test crate with
 //!
@@ -121,5 +122,49 @@ impl std::fmt::Display for BenchError {
             BenchError::Inner(code) => write!(f, "inner work failed with {code}"),
             BenchError::Refused(e) => write!(f, "{e}"),
         }
+    }
+}
+
+/// `REDIS_URL`, or a `redis-server` of the benchmark's own on a free loopback port (persistence
+/// off), killed when the returned [`RedisServer`] is dropped.
+///
+/// # Panics
+///
+/// When `redis-server` cannot be started or does not accept connections within ten seconds.
+#[cfg(feature = "redis")]
+pub fn redis_server() -> (String, Option<RedisServer>) {
+    use std::time::{Duration, Instant};
+    if let Ok(url) = std::env::var("REDIS_URL") {
+        return (url, None);
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port();
+    let child = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("`redis-server` (install it with `apt-get install -y redis-server`, or set `REDIS_URL`)");
+    let server = RedisServer(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (format!("redis://127.0.0.1:{port}/"), Some(server))
+}
+
+/// A `redis-server` started by [`redis_server`]; killed on drop.
+#[cfg(feature = "redis")]
+#[derive(Debug)]
+pub struct RedisServer(std::process::Child);
+
+#[cfg(feature = "redis")]
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
