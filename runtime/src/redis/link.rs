@@ -331,16 +331,19 @@ pub(super) struct Report {
     pub(super) link: Arc<Link>,
     pub(super) core: Arc<Core>,
     pub(super) generation: u64,
-    pub(super) outcome: u64,
-    pub(super) slow: u64,
+    /// 0 released, 1 success, 2 failure, or a job of another kind (`LEARN`, `ADMIT`).
+    pub(super) outcome: u8,
+    /// 1 when slow-call timing found the call slow.
+    pub(super) slow: u8,
+    /// Times the store did not answer this report.
+    pub(super) misses: u16,
     pub(super) site: FnName,
     /// An outcome's sequence number in this replica's reports (the script records each at most
     /// once, so a report whose answer was lost can be sent again); an admission's seed.
     pub(super) sequence: u64,
-    /// Times the store did not answer this report.
-    pub(super) misses: u32,
-    /// Where an admission's answer goes (a caller waiting on its thread).
-    pub(super) reply: Option<std::sync::mpsc::SyncSender<Result<Answer, ()>>>,
+    /// Where an admission's answer goes (a caller waiting on its thread); boxed, so a report
+    /// (the common job) stays small in the queue.
+    pub(super) reply: Option<Box<std::sync::mpsc::SyncSender<Result<Answer, ()>>>>,
 }
 
 /// One answer of the script.

@@ -26,25 +26,25 @@ pub(super) fn report(
         Some(false) => 1,
         Some(true) => 2,
     };
-    let slow = u64::from(failure.is_some() && slow);
+    let slow = u8::from(failure.is_some() && slow);
     send(link, generation_of(word), outcome, slow, site);
 }
 
 /// The `outcome` of a job that reads the shared state instead of reporting.
-pub(super) const LEARN: u64 = 3;
+pub(super) const LEARN: u8 = 3;
 
 /// The `outcome` of a job that asks the script for an admission (for a caller waiting on its
 /// thread; never sent twice).
-pub(super) const ADMIT: u64 = 4;
+pub(super) const ADMIT: u8 = 4;
 
 /// The most reports waiting to be sent again; past it the oldest are given up (counted).
 pub(super) const RESEND_QUEUE: usize = 4096;
 
 /// How many times a report the store did not answer is sent again before it is given up.
-pub(super) const RESENDS: u32 = 8;
+pub(super) const RESENDS: u16 = 8;
 
 /// Hands a job to the reporting task (or, when it is gone, applies it locally).
-pub(super) fn send(link: &Arc<Link>, generation: u64, outcome: u64, slow: u64, site: FnName) {
+pub(super) fn send(link: &Arc<Link>, generation: u64, outcome: u8, slow: u8, site: FnName) {
     enqueue(link, generation, outcome, slow, site, 0, None);
 }
 
@@ -56,23 +56,19 @@ pub(super) fn send_admit(
     site: FnName,
     reply: std::sync::mpsc::SyncSender<Result<Answer, ()>>,
 ) {
-    enqueue(link, remaining, ADMIT, 0, site, seed, Some(reply));
+    enqueue(link, remaining, ADMIT, 0, site, seed, Some(Box::new(reply)));
 }
 
 fn enqueue(
     link: &Arc<Link>,
     generation: u64,
-    outcome: u64,
-    slow: u64,
+    outcome: u8,
+    slow: u8,
     site: FnName,
     sequence: u64,
-    reply: Option<std::sync::mpsc::SyncSender<Result<Answer, ()>>>,
+    reply: Option<Box<std::sync::mpsc::SyncSender<Result<Answer, ()>>>>,
 ) {
-    let failure = match outcome {
-        1 => Some(false),
-        2 => Some(true),
-        _ => None,
-    };
+    let failure = failure_of(outcome);
     link.pending.fetch_add(1, Ordering::AcqRel);
     let Some(owner) = link.core.upgrade() else {
         link.applied.fetch_add(1, Ordering::AcqRel);
@@ -156,12 +152,7 @@ pub(super) async fn worker(
                 Err(()) => {
                     if job.outcome <= 2 {
                         if job.misses == 0 && client.degrade == Degrade::Local {
-                            let failure = match job.outcome {
-                                1 => Some(false),
-                                2 => Some(true),
-                                _ => None,
-                            };
-                            job.core.report_locally(failure, job.site);
+                            job.core.report_locally(failure_of(job.outcome), job.site);
                         }
                         job.misses += 1;
                         if job.misses <= RESENDS {
@@ -187,7 +178,8 @@ pub(super) async fn worker(
     }
 }
 
-/// Numbers a report as it is first sent (sent again, it keeps its number). The reporting task
+/// Numbers a report as it is first sent (sent again, it keeps its number), and counts it in the
+/// metrics and this replica's calls ([`Core::count_shared`](crate::breaker::Core)). The reporting task
 /// numbers reports in the order it sends them, so the script, which takes a replica's numbers
 /// only in increasing order, never mistakes a report for a copy because callers on other threads
 /// queued theirs out of order.
@@ -196,6 +188,15 @@ fn numbered(client: &Client, mut job: Report) -> Report {
         job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
     }
     job
+}
+
+/// The failure flag of a report's outcome (`None`: released).
+fn failure_of(outcome: u8) -> Option<bool> {
+    match outcome {
+        1 => Some(false),
+        2 => Some(true),
+        _ => None,
+    }
 }
 
 /// A job is done (answered, or given up).
@@ -230,8 +231,8 @@ fn op_of(client: &Client, job: &Report) -> (&'static str, Vec<u64>) {
             "report",
             vec![
                 job.generation,
-                job.outcome,
-                job.slow,
+                u64::from(job.outcome),
+                u64::from(job.slow),
                 client.replica,
                 job.sequence,
             ],
