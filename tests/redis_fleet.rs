@@ -1,4 +1,4 @@
-//! One circuit across a fleet of OS processes for every call shape (issue 21): a real
+//! One circuit across a fleet of OS processes for every call shape: a real
 //! `redis-server`, 2 and 4 replica processes of this test binary, 64 tasks each, the default
 //! [`RedisStore`] settings (`RedisStore::connect(url)`), one key per scenario and shape.
 //!
@@ -1347,7 +1347,7 @@ fn fleet_of_four_processes() {
 }
 
 #[test]
-#[ignore = "fails (issue 21 open): with five shapes × 64 tasks per process, outcomes are offered faster than one reporting task sends them; the backlog delays the trip without bound (needs issue 26's aggregated reports). Run with `--ignored`"]
+#[ignore = "fails: with five shapes × 64 tasks per process, outcomes are offered faster than one reporting task sends them, and the backlog delays the trip without bound (reports would need to be summed per key before they are sent). Run with `--ignored`"]
 fn fleet_of_two_processes_cached() {
     fleet(2, "cached");
 }

@@ -1,5 +1,5 @@
 //! The round trip of the Redis store's script call, as a fleet sees it: for choosing the default
-//! store timeout (`fusebox::redis::DEFAULT_TIMEOUT`, issue 21).
+//! store timeout (`fusebox::redis::DEFAULT_TIMEOUT`).
 //!
 //! Starts its own `redis-server` (or uses `REDIS_URL`), then `FUSEBOX_RTT_PROCESSES` (default 4)
 //! processes of itself, each a tokio multi-thread runtime with `FUSEBOX_RTT_TASKS` (default 64)

@@ -184,7 +184,7 @@ pub(super) struct Client {
     pub(super) bound: Bound,
     pub(super) degrade: Degrade,
     pub(super) healthy: AtomicBool,
-    /// When the store stopped answering (nanoseconds since [`epoch`]), 0 while it answers.
+    /// When the store stopped answering (nanoseconds since [`epoch_nanos`]), 0 while it answers.
     pub(super) down_since: AtomicU64,
     /// How long a shared key's local breaker waits, while the store does not answer, before it
     /// runs a half-open of its own.
