@@ -441,3 +441,35 @@ fn a_contended_time_window_folds_every_success_before_judging_a_failure() {
         assert_eq!((snapshot.calls, snapshot.failures), (9, 2));
     });
 }
+
+/// A snapshot that folds in a success taking a failure's slot while an operator resets the
+/// breaker: whichever runs first, the window holds no failure afterwards, and the next failure
+/// counts as one (a reset between the slot's clearing and the count's update once wrapped the
+/// count to `u32::MAX`, a full window of failures). Explored with at most two preemptions:
+/// the wrap needs one (the reset run between the clearing and the count's update).
+#[test]
+fn a_reset_racing_a_cleared_failure_leaves_an_exact_count() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(2);
+    builder.check(|| {
+        let policy = Policy::new()
+            .window(2)
+            .min_calls(2)
+            .failure_rate(100)
+            .open_for(OPEN_FOR);
+        let (_registry, breaker, _clock, _seen) = setup(policy);
+        breaker.try_acquire().unwrap().failure();
+        breaker.try_acquire().unwrap().success();
+        // The window is full: this success waits to be folded in, over the failure's slot.
+        breaker.try_acquire().unwrap().success();
+        let operator = {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.reset())
+        };
+        let _ = breaker.snapshot();
+        operator.join().unwrap();
+        assert_eq!(breaker.snapshot().failures, 0);
+        breaker.try_acquire().unwrap().failure();
+        assert_eq!(breaker.snapshot().failures, 1);
+    });
+}

@@ -52,9 +52,23 @@ impl BitRing {
         } else if word.load(Ordering::Relaxed) & mask != 0
             && word.fetch_and(!mask, Ordering::AcqRel) & mask != 0
         {
-            return self.set.fetch_sub(1, Ordering::AcqRel) - 1;
+            return self.take(1);
         }
         self.set.load(Ordering::Acquire)
+    }
+
+    /// Subtracts `cleared` bits from the count, never below zero, and returns the count after.
+    /// A [`BitRing::reset`] between a bit's clearing and this subtraction has already zeroed the
+    /// count: plain subtraction would wrap it to `u32::MAX`, a full window of failures.
+    #[inline]
+    fn take(&self, cleared: u32) -> u32 {
+        let before = self
+            .set
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |set| {
+                Some(set.saturating_sub(cleared))
+            })
+            .unwrap_or_else(|set| set);
+        before.saturating_sub(cleared)
     }
 
     /// Clears a bit without reporting the total (the fast success path).
@@ -65,7 +79,7 @@ impl BitRing {
         if word.load(Ordering::Relaxed) & mask != 0
             && word.fetch_and(!mask, Ordering::AcqRel) & mask != 0
         {
-            self.set.fetch_sub(1, Ordering::AcqRel);
+            self.take(1);
         }
     }
 
@@ -81,7 +95,7 @@ impl BitRing {
             if word.load(Ordering::Relaxed) & mask != 0 {
                 let cleared = (word.fetch_and(!mask, Ordering::AcqRel) & mask).count_ones();
                 if cleared != 0 {
-                    self.set.fetch_sub(cleared, Ordering::AcqRel);
+                    self.take(cleared);
                 }
             }
             left -= run;
