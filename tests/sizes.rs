@@ -16,7 +16,8 @@ fn an_error_is_three_words() {
 /// Measured at 56 B bare, 72 B annotated, 80 B with a fallback, 200 B with `timeout` (the
 /// annotated future, the timer and the body's `async` block) and 176 B with `retry` (rustc 1.95,
 /// release; the debug build gives the same). With the `redis` feature an `async fn` may await a
-/// shared registry's store: 80 B annotated, 88 B with a fallback, 208 B with `timeout`.
+/// shared registry's store: 80 B annotated, 88 B with a fallback, 208 B with `timeout`, and 208 B
+/// with `retry` (every attempt's admission and recording may await the store).
 #[test]
 fn annotated_futures_stay_within_their_bounds() {
     let bare = size_of_val(&bare(1));
@@ -47,10 +48,13 @@ fn annotated_futures_stay_within_their_bounds() {
         "with `timeout`: {with_timeout} B, annotated: {annotated} B, timer: {timer} B"
     );
     // `retry` without `timeout` or `deadline`: the attempt driver holds no timer around the
-    // attempt and no start time, so it costs no more than a timer would.
+    // attempt and no start time, so it costs no more than a timer would. With `redis`, the
+    // attempt's admission and its recording may each await the store: their states hold the
+    // attempt's outcome or its admission (32 B) where a local key's driver holds nothing.
     let with_retry = size_of_val(&with_retry(1));
+    let over_retry = if cfg!(feature = "redis") { 32 } else { 0 };
     assert!(
-        with_retry <= annotated + timer,
+        with_retry <= annotated + timer + over_retry,
         "with `retry`: {with_retry} B, annotated: {annotated} B, timer: {timer} B"
     );
 }

@@ -144,6 +144,17 @@ pub enum Settled<T, E> {
     Refused(Error),
 }
 
+/// The wait for the recording of `permit`'s outcome in its breaker's store (strict mode), to be
+/// made before the permit settles; nothing to wait for otherwise.
+#[cfg(feature = "redis")]
+fn recording_of<'a, N: Named>(permit: &Permit<'a, N>) -> Option<crate::breaker::Boxed<'a, ()>> {
+    crate::redis::admit::recording(permit.core())
+}
+
+/// Without the `redis` feature no outcome is recorded elsewhere.
+#[cfg(not(feature = "redis"))]
+fn recording_of<N: Named>(_permit: &Permit<'_, N>) {}
+
 /// The delay before attempt `attempt + 1` (`attempt` ≥ 1): uniform in
 /// `0 ..= min(base × 2^(attempt-1), MAX_BACKOFF)` ("full jitter").
 pub(crate) fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u32) -> Duration {
@@ -191,57 +202,61 @@ where
             // Only the delay's value crosses into the wait: a `Duration` borrowed before the
             // `.await` (`is_zero`) would be kept in the future across it.
             let delay = {
-                let admitted = match admit() {
-                    #[cfg(feature = "redis")]
-                    Ok(mut permit) if crate::redis::admit::asks_store(&permit) => {
-                        // A shared breaker: the store admits every attempt (strict mode, or a
-                        // cached view that must ask).
-                        match crate::redis::admit::admit_shared(&mut permit).await {
-                            None => Ok(permit),
-                            Some(refused) => Err(refused),
-                        }
-                    }
-                    other => other,
-                };
-                let permit = match admitted {
-                    Ok(permit) => permit,
-                    // A retry refused after a timed-out attempt: that attempt went out, so the
-                    // call ends as timed out, never as refused.
-                    Err(refused) if timed_out => {
-                        return Settled::Refused(refused.with_reason(Reason::TimedOut));
-                    }
-                    Err(refused) => return Settled::Refused(refused),
-                };
+                // A shared breaker: the store admits every attempt (strict mode, or a cached view
+                // that must ask). The admission is never borrowed here, so the future does not keep
+                // it across the attempt.
                 #[cfg(feature = "redis")]
-                let core = permit.core();
-                let result = L::finished::<Fut>(cfg.timeout.bound(attempt()).await);
-                // A counted failure: the only outcome that may be retried.
-                let failed = match result {
-                    Some(Ok(value)) => {
-                        permit.success();
-                        Settled::Done(Ok(value))
-                    }
-                    Some(Err(error)) if is_failure(&error) => {
-                        permit.failure();
-                        Settled::Failed(error)
-                    }
-                    Some(Err(error)) => {
-                        permit.ignore();
-                        Settled::Done(Err(error))
-                    }
-                    None => {
-                        let error = Error::new(permit.key(), Reason::TimedOut, None);
-                        permit.failure();
-                        timed_out = true;
-                        Settled::Refused(error)
-                    }
+                let admitted = match crate::redis::admit::attempt_admission(admit()) {
+                    Ok(admitted) => admitted,
+                    Err(asking) => asking.await,
+                };
+                #[cfg(not(feature = "redis"))]
+                let admitted = admit();
+                // The permit and the attempt's result live in a block of their own, which ends
+                // before the recording is awaited: neither is kept across that wait.
+                let (failed, recording) = {
+                    let permit = match admitted {
+                        Ok(permit) => permit,
+                        // A retry refused after a timed-out attempt: that attempt went out, so
+                        // the call ends as timed out, never as refused.
+                        Err(refused) if timed_out => {
+                            return Settled::Refused(refused.with_reason(Reason::TimedOut));
+                        }
+                        Err(refused) => return Settled::Refused(refused),
+                    };
+                    let result = L::finished::<Fut>(cfg.timeout.bound(attempt()).await);
+                    // Strict mode: the wait for this attempt's recording, made before the permit
+                    // settles (it reads what was reported when first polled), awaited after.
+                    let recording = recording_of(&permit);
+                    // A counted failure: the only outcome that may be retried.
+                    let failed = match result {
+                        Some(Ok(value)) => {
+                            permit.success();
+                            Settled::Done(Ok(value))
+                        }
+                        Some(Err(error)) if is_failure(&error) => {
+                            permit.failure();
+                            Settled::Failed(error)
+                        }
+                        Some(Err(error)) => {
+                            permit.ignore();
+                            Settled::Done(Err(error))
+                        }
+                        None => {
+                            let error = Error::new(permit.key(), Reason::TimedOut, None);
+                            permit.failure();
+                            timed_out = true;
+                            Settled::Refused(error)
+                        }
+                    };
+                    (failed, recording)
                 };
                 // Strict mode: the attempt's outcome is recorded in the store before the call
                 // returns or the next attempt asks for admission.
                 #[cfg(feature = "redis")]
-                if let Some(recorded) = crate::redis::admit::recording(core) {
-                    recorded.await;
-                }
+                let failed = crate::redis::admit::after_recording(recording, failed).await;
+                #[cfg(not(feature = "redis"))]
+                let () = recording;
                 if matches!(failed, Settled::Done(_)) {
                     return failed;
                 }

@@ -48,6 +48,41 @@ pub fn admit_shared<'p, 'a, N: Named>(permit: &'p mut Permit<'a, N>) -> Boxed<'p
     })
 }
 
+/// The attempt driver's admission: `Ok` with `admitted` as it is, or, when its permit asks the
+/// store, `Err` with the wait for the store's answer (the permit admitted, or its refusal). Takes
+/// `admitted` by value, so the driver never borrows it and does not keep it across the attempt.
+#[allow(clippy::type_complexity)]
+pub(crate) fn attempt_admission<'a, N: Named + 'a>(
+    admitted: Result<Permit<'a, N>, Error>,
+) -> Result<
+    Result<Permit<'a, N>, Error>,
+    std::pin::Pin<Box<impl std::future::Future<Output = Result<Permit<'a, N>, Error>> + 'a>>,
+> {
+    match admitted {
+        Ok(mut permit) if asks_store(&permit) => Err(Box::pin(async move {
+            match admit_shared(&mut permit).await {
+                None => Ok(permit),
+                Some(refused) => Err(refused),
+            }
+        })),
+        other => Ok(other),
+    }
+}
+
+/// Gives back `out` once `recording` (when there is one) is done. One pointer in the caller's
+/// future while it waits.
+pub(crate) fn after_recording<'a, T: 'a>(
+    recording: Option<Boxed<'a, ()>>,
+    out: T,
+) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'a>> {
+    Box::pin(async move {
+        if let Some(recording) = recording {
+            recording.await;
+        }
+        out
+    })
+}
+
 /// The store's answer to the admission of a call of `site` on `core` (shared through `link`),
 /// awaited from the script: the permit that replaces the one that asked.
 pub(super) fn admit<'a>(
@@ -127,13 +162,7 @@ pub fn flush_then<'p, T: 'p>(
     permit: &'p Permit<'_, impl Named>,
     out: T,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
-    let flush = recording(permit.core());
-    Box::pin(async move {
-        if let Some(flush) = flush {
-            flush.await;
-        }
-        out
-    })
+    after_recording(recording(permit.core()), out)
 }
 
 /// The wait for the recording of the outcomes reported so far on `core`, when its calls await it
