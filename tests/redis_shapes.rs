@@ -315,8 +315,8 @@ async fn a_degraded_replica_runs_no_half_open_of_its_own() {
     assert_eq!(HALF_CALLS.load(Ordering::SeqCst), before + 1, "one probe");
 }
 
-/// Outcomes whose report timed out while Redis was busy (`DEBUG SLEEP`) are sent again; the
-/// script records each exactly once, though it ran the first copy too.
+/// Outcomes whose report timed out while Redis was busy (a script that runs for 400 ms) are sent
+/// again; the script records each exactly once, though it ran the first copy too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_that_timed_out_are_resent_and_recorded_once() {
     let server = RedisServer::start();
@@ -345,19 +345,7 @@ async fn reports_that_timed_out_are_resent_and_recorded_once() {
     }
     sleeper.join().unwrap();
     let policy = ONCE_A.get("shape-once").unwrap().policy();
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let shared = store.state("shape-once", policy).await.unwrap();
-        if shared.calls >= made || std::time::Instant::now() > deadline {
-            assert_eq!(
-                (shared.calls, shared.failures),
-                (made, failed),
-                "every outcome recorded exactly once"
-            );
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert_recorded(&store, "shape-once", policy, (made, failed)).await;
     // Nothing more arrives later (a copy recorded twice would show here).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let shared = store.state("shape-once", policy).await.unwrap();
@@ -390,16 +378,22 @@ async fn reports_queued_by_many_threads_at_once_are_all_recorded() {
         .map(|t| (0..calls).filter(|i| (t + i) % 4 == 0).count() as u32)
         .sum::<u32>();
     let policy = ORDER_A.get("shape-order").unwrap().policy();
+    assert_recorded(&store, "shape-order", policy, (made, failed)).await;
+}
+
+/// Waits (at most 20 s) until Redis's window of `key` holds as many calls as `expected`, then
+/// asserts it holds exactly `expected` (calls, failures): every outcome recorded once.
+async fn assert_recorded(store: &RedisStore, key: &str, policy: Policy, expected: (u32, u32)) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let shared = store.state("shape-order", policy).await.unwrap();
-        if shared.calls >= made || std::time::Instant::now() > deadline {
+        let shared = store.state(key, policy).await.unwrap();
+        if shared.calls >= expected.0 || std::time::Instant::now() > deadline {
             assert_eq!(
                 (shared.calls, shared.failures),
-                (made, failed),
+                expected,
                 "every outcome recorded exactly once"
             );
-            break;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
