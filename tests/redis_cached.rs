@@ -6,7 +6,7 @@ mod redis_harness;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Reason, Registry, State, circuit_breaker};
@@ -37,16 +37,9 @@ async fn call() -> Option<Reason> {
     }
 }
 
-/// Polls (bounded) until `done` holds.
-async fn until<F: std::future::Future<Output = bool>>(mut done: impl FnMut() -> F) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !done().await {
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    true
+/// Polls (bounded, 5 s) until `done` holds; true when it did.
+async fn until<F: std::future::Future<Output = bool>>(done: impl FnMut() -> F) -> bool {
+    redis_harness::until(Duration::from_secs(5), done).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ mod redis_harness;
 use std::io::{BufRead, BufReader};
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::capture::Capture;
 use fusebox::clock::FakeClock;
@@ -350,16 +350,9 @@ async fn recreated(fail: bool) -> Result<(), BackendError> {
     }
 }
 
-/// Polls (bounded, ten seconds) until `done` holds; true when it did.
-async fn until<F: std::future::Future<Output = bool>>(mut done: impl FnMut() -> F) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done().await {
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    true
+/// Polls (bounded, 10 s) until `done` holds; true when it did.
+async fn until<F: std::future::Future<Output = bool>>(done: impl FnMut() -> F) -> bool {
+    redis_harness::until(Duration::from_secs(10), done).await
 }
 
 /// Cached mode: the replica's view has learnt a generation thousands above the one a new key

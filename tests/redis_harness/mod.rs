@@ -198,3 +198,18 @@ pub(crate) fn send_command(port: u16, args: &[&str]) -> TcpStream {
     stream.write_all(out.as_bytes()).unwrap();
     stream
 }
+
+/// Polls `done` every millisecond until it holds or `within` has passed; true when it held.
+pub(crate) async fn until<F: std::future::Future<Output = bool>>(
+    within: Duration,
+    mut done: impl FnMut() -> F,
+) -> bool {
+    let deadline = Instant::now() + within;
+    while !done().await {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    true
+}
