@@ -1,7 +1,8 @@
 //! Sync functions on a shared registry: they admit from the replica's view of the shared state and
 //! send their outcomes to Redis off the call path; the local breaker, which the store's answers
 //! seed with the shared state, decides only while the view is unknown on a current-thread runtime
-//! (which cannot wait for its own store task) or while the store does not answer.
+//! (which cannot wait for its own store task) or while the store does not answer; the outcomes of
+//! the calls it admits then go to Redis all the same.
 #![cfg(feature = "redis")]
 
 mod redis_harness;
@@ -91,8 +92,11 @@ async fn sync_calls_on_a_current_thread_runtime_share_once_the_view_is_known() {
 async fn sync_calls_see_the_shared_state_async_calls_brought_back() {
     let server = RedisServer::start();
     MIXED.share(RedisStore::connect(&server.url()).await.unwrap());
+    // Admitted before the view is known (a current-thread runtime cannot wait for the script);
+    // its success is sent to Redis all the same, so the window holds it: 4 failures of 5 calls
+    // open the circuit (80% of `min_calls = 5`).
     assert!(mixed_sync().is_ok());
-    for _ in 0..5 {
+    for _ in 0..4 {
         assert!(matches!(mixed_async().await, Err(BackendError::Down)));
     }
     assert_eq!(MIXED.get("mixed").unwrap().state(), State::Open);

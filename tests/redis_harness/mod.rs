@@ -4,7 +4,7 @@
 //! Also the error type the Redis tests' annotated functions return ([`BackendError`]).
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -212,4 +212,46 @@ pub(crate) async fn until<F: std::future::Future<Output = bool>>(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     true
+}
+
+/// Sends one command to the server on `port` and returns its whole reply: an array's elements, a
+/// bulk string's lines, or a simple reply's one line.
+#[allow(dead_code)]
+pub(crate) fn reply_on(port: u16, args: &[&str]) -> Vec<String> {
+    let mut stream = BufReader::new(send_command(port, args));
+    let read_line = |stream: &mut BufReader<TcpStream>| {
+        let mut line = String::new();
+        stream.read_line(&mut line).expect("a reply line");
+        line.trim_end().to_owned()
+    };
+    let bulk = |stream: &mut BufReader<TcpStream>, head: &str| -> Option<String> {
+        let len: i64 = head[1..].parse().ok()?;
+        if len < 0 {
+            return None;
+        }
+        let mut body = vec![0u8; len as usize + 2];
+        stream.read_exact(&mut body).expect("a bulk string");
+        body.truncate(len as usize);
+        Some(String::from_utf8_lossy(&body).into_owned())
+    };
+    let head = read_line(&mut stream);
+    match head.as_bytes().first() {
+        Some(b'*') => {
+            let count: i64 = head[1..].parse().unwrap_or(0);
+            (0..count.max(0))
+                .filter_map(|_| {
+                    let head = read_line(&mut stream);
+                    if head.starts_with('$') {
+                        bulk(&mut stream, &head)
+                    } else {
+                        Some(head[1..].to_owned())
+                    }
+                })
+                .collect()
+        }
+        Some(b'$') => bulk(&mut stream, &head)
+            .map(|text| text.lines().map(str::to_owned).collect())
+            .unwrap_or_default(),
+        _ => vec![head.get(1..).unwrap_or_default().to_owned()],
+    }
 }

@@ -79,12 +79,21 @@ impl SharedView {
 /// The refusal code of a permit that asks the store (beyond every [`Reason`]'s code).
 pub(crate) const ASK_STORE: u64 = 15;
 
-/// Mode bits of a permit admitted by the store: bit 3 marks a probe, bits 4..14 hold the
-/// generation modulo 2^10 (a permit keeps 14 bits of the word it was admitted under).
+/// Mode bits of a permit admitted by the store: bit 3 marks a permit admitted without a known
+/// shared generation (see [`unknown_shared_word`]), bits 4..14 hold the generation modulo 2^10 (a
+/// permit keeps 14 bits of the word it was admitted under).
 const SHARED_MODE: u64 = 5;
+
+/// Bit 3 of a store's permit: admitted while the replica knew no generation of the key.
+const UNKNOWN_GENERATION: u64 = 1 << 3;
 
 /// The shared generation as a permit keeps it (the script compares it modulo the same).
 const GENERATION_MASK: u64 = (1 << 10) - 1;
+
+/// What [`generation_of`] gives for a permit admitted without a known generation: the script
+/// records its outcome if the circuit is closed (or disabled) when it arrives, and drops it
+/// otherwise.
+pub(crate) const ANY_GENERATION: u64 = GENERATION_MASK + 1;
 
 /// True for the word of a permit admitted by the store.
 #[inline]
@@ -92,13 +101,22 @@ pub(crate) fn is_shared(word: Word) -> bool {
     word.0 & 0b111 == SHARED_MODE
 }
 
-/// The word of a permit the store admitted under `generation` (`probe`: a half-open probe).
-pub(crate) fn shared_word(generation: u64, probe: bool) -> Word {
-    Word(SHARED_MODE | u64::from(probe) << 3 | (generation & GENERATION_MASK) << 4)
+/// The word of a permit the store admitted under `generation`.
+pub(crate) fn shared_word(generation: u64) -> Word {
+    Word(SHARED_MODE | (generation & GENERATION_MASK) << 4)
 }
 
-/// The generation (modulo 2^10) a store's permit was admitted under.
+/// The word of a permit admitted on a shared key while the store did not answer and the replica
+/// knew no generation of the key (its first calls): its outcome still goes to the store.
+pub(crate) fn unknown_shared_word() -> Word {
+    Word(SHARED_MODE | UNKNOWN_GENERATION)
+}
+
+/// The generation (modulo 2^10) a store's permit was admitted under, or [`ANY_GENERATION`].
 pub(crate) fn generation_of(word: Word) -> u64 {
+    if word.0 & UNKNOWN_GENERATION != 0 {
+        return ANY_GENERATION;
+    }
     (word.0 >> 4) & GENERATION_MASK
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::Degrade;
 use super::link::{CONFIRMED, Link, view_generation, view_state};
 use super::script::{Answer, apply, call};
-use crate::breaker::{Boxed, Core, FnName, Named, Permit, shared_word};
+use crate::breaker::{Boxed, Core, FnName, Named, Permit, shared_word, unknown_shared_word};
 use crate::error::{Error, Reason};
 use crate::state::{State, Word};
 
@@ -108,7 +108,7 @@ pub(super) fn admit<'a>(
 /// The permit of the script's answer to an `admit`.
 pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> Permit<'c> {
     match answer.code {
-        1 | 2 => core.store_permit(shared_word(answer.generation, answer.code == 2), site),
+        1 | 2 => core.store_permit(shared_word(answer.generation), site),
         3 => core.store_refusal(Reason::HalfOpenFull, None, site),
         4 => core.store_refusal(Reason::ForcedOpen, None, site),
         5 => core.store_refusal(Reason::Recovering, None, site),
@@ -125,7 +125,9 @@ pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> Pe
 ///
 /// [`Degrade::Local`] never splits the circuit: a circuit the replica last knew closed (or
 /// disabled) admits under that view's generation, so the outcome is sent to the store (again,
-/// until it answers) and recorded on the local breaker too; an open circuit refuses while its wait
+/// until it answers) and recorded on the local breaker too; a closed local breaker that has no
+/// answer for the key yet (the replica's first calls) admits under no generation, and the script
+/// counts the outcome if the circuit is closed when it arrives; an open circuit refuses while its wait
 /// runs, and once the wait is over it stays open (reason `Open`, no probe) while the store has
 /// been unreachable for less than [`RedisStoreBuilder::local_recovery_after`]: the store grants
 /// probes, so a replica that cannot reach it runs no half-open of its own. Past that bound the
@@ -144,7 +146,12 @@ pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> Permit<
     let closed_view = view & CONFIRMED != 0 && matches!(view_state(view), 0 | 4);
     match local {
         State::Closed | State::Disabled if closed_view => {
-            core.store_permit(shared_word(view_generation(view), false), site)
+            core.store_permit(shared_word(view_generation(view)), site)
+        }
+        // No answer for this key yet (the replica's first calls): the outcome is sent all the
+        // same, and the script counts it if the circuit is closed when it arrives.
+        State::Closed | State::Disabled if view & CONFIRMED == 0 => {
+            core.store_permit(unknown_shared_word(), site)
         }
         State::Open | State::HalfOpen if !client.recovers_locally() => {
             let (_, remaining) = core.seed();

@@ -9,8 +9,13 @@
 -- ARGV[9]  open_for (ms)       ARGV[10] open_backoff (factor x 1000)     ARGV[11] open_max (ms)
 -- ARGV[12] half-open probes, or 2^40 + phases * 2^20 + min_passes for progressive recovery
 -- ARGV[13] probe lease (ms)   ARGV[14] failure count (failures in the window that open it, 0 = off)
--- report:  ARGV[15] generation modulo 1024  ARGV[16] outcome (0 released, 1 success, 2 failure)  ARGV[17] slow (0/1)
---          ARGV[18] the replica's id, ARGV[19] the report's sequence number in that replica: a
+-- report:  ARGV[15] generation modulo 1024 (1024: admitted while the replica knew no generation;
+--          counted if the circuit is closed or disabled)  ARGV[16] the outcomes, one digit each in the order the
+--          replica settled them (0 released, 1 success, 2 failure, 3 slow success, 4 slow failure):
+--          a replica sums what it settled meanwhile into one report per key and generation, so
+--          the script's load grows with the round trips, not with the calls; the outcomes after
+--          a transition are stale (changes nothing)
+--          ARGV[17] the replica's id, ARGV[18] the report's sequence number in that replica: a
 --          report whose number is not above the last one recorded from that replica (field
 --          `q<id>`) is a copy sent again and changes nothing
 -- force:   ARGV[15] target state
@@ -83,7 +88,7 @@ local failure_count = tonumber(ARGV[14])
 
 local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w', 'ph', 'sq', 'pf', 'inc'}
 local NOT_HASH = #FIELDS + 1
--- The calling replica's report sequence field `q<id>` (ARGV[18]).
+-- The calling replica's report sequence field `q<id>` (ARGV[17]).
 local REPLICA_SEQUENCE = #FIELDS + 2
 -- Generations stay below 10^13: exact as doubles (also times 8, in a count window's slot) and
 -- printed in full. Incarnations stay below 2^53.
@@ -338,107 +343,139 @@ if op == 'admit' then
   end
 elseif op == 'report' then
   local gen = tonumber(ARGV[15])
-  local outcome = tonumber(ARGV[16])
-  local slow = tonumber(ARGV[17])
+  local codes = ARGV[16]
   -- At most once: each replica numbers its reports; one already recorded (its answer was lost,
   -- and the replica sent it again) changes nothing.
-  local seq = tonumber(ARGV[19])
+  local seq = tonumber(ARGV[18])
   local duplicate = false
-  if ARGV[18] and seq then
-    local field = 'q' .. ARGV[18]
+  if ARGV[17] and seq then
+    local field = 'q' .. ARGV[17]
     local raw = redis.call('HGET', k, field)
     local last = int(raw, MAXI)
     if raw and not last then corrupt(REPLICA_SEQUENCE) end
     if seq <= (last or 0) then duplicate = true else redis.call('HSET', k, field, seq) end
   end
-  -- A permit keeps its generation modulo 2^10.
-  if duplicate or gen ~= b.g % 1024 then
-    code = 0
-  elseif b.st == 0 or b.st == 4 then
-    code = 1
-    if outcome ~= 0 and slice_ms > 0 then
-      local failure = outcome == 2 and 1 or 0
-      local slice = math.floor(now / slice_ms) + 1
-      local field = 't' .. (slice % 10)
-      local c, fl, sw = 0, 0, 0
-      local g, sl, oc, ofl, osw = bucket(field)
-      if g == b.g and sl == slice then c, fl, sw = oc, ofl, osw end
-      redis.call('HSET', k, field, string.format('%d:%d:%d:%d:%d', b.g, slice, c + 1, fl + failure, sw + slow))
-      b.n, b.f, b.s = time_totals()
-      if failure == 1 then b.run = b.run + 1 else b.run = 0 end
-      counted = true
-      if b.st == 0 then
-        rule = trip_rule(failure)
-        if rule > 0 then calls, failures, slow_calls = open(0) end
-      end
-    elseif outcome ~= 0 then
-      local failure = outcome == 2 and 1 or 0
-      local field = 'r' .. b.cur
-      local old = slot(field)
-      if old > 0 and math.floor(old / 8) == b.g then
-        local c = old % 8 - 1
-        b.n = b.n - 1
-        b.f = b.f - c % 2
-        b.s = b.s - math.floor(c / 2)
-      end
-      redis.call('HSET', k, field, b.g * 8 + 1 + failure + 2 * slow)
-      b.cur = (b.cur + 1) % w
-      b.n = b.n + 1
-      b.f = b.f + failure
-      b.s = b.s + slow
-      if failure == 1 then b.run = b.run + 1 else b.run = 0 end
-      counted = true
-      if b.st == 0 then
-        rule = trip_rule(failure)
-        if rule > 0 then calls, failures, slow_calls = open(0) end
-      end
+  -- The count window's slots and the time window's bucket this report reads and writes, read
+  -- once and written once at the end, so a report of many outcomes costs one read and one
+  -- write per slot it touches.
+  local slots, writes = {}, {}
+  local function get_slot(field)
+    if slots[field] == nil then slots[field] = slot(field) end
+    return slots[field]
+  end
+  local tb = nil
+  for i = 1, #codes do
+    -- A permit keeps its generation modulo 2^10 (1024: admitted while its replica knew no
+    -- generation, counted if the circuit is closed); after a transition in this report, the
+    -- rest of its outcomes are stale.
+    if duplicate then break end
+    if gen == 1024 then
+      if b.st ~= 0 and b.st ~= 4 then break end
+    elseif gen ~= b.g % 1024 then
+      break
     end
-  elseif b.st == 2 and phases > 0 then
-    code = 1
-    if outcome ~= 0 then
-      b.pas = b.pas + 1
-      if outcome == 2 then b.pf = b.pf + 1 end
-      dirty = true
-      if b.pas >= min_passes then
-        local threshold = rate > 0 and rate or 50
-        calls, failures = b.pas, b.pf
-        if b.pf * 100 >= threshold * b.pas then
-          open(b.ro + 1)
-          rule = 7
-        elseif b.ph >= phases then
+    local c = string.byte(codes, i) - 48
+    if c < 0 or c > 4 then
+      return redis.error_reply('fusebox: unknown outcome ' .. string.sub(codes, i, i))
+    end
+    local outcome, slow = c, 0
+    if c >= 3 then outcome, slow = c - 2, 1 end
+    if b.st == 0 or b.st == 4 then
+      code = 1
+      if outcome ~= 0 and slice_ms > 0 then
+        local failure = outcome == 2 and 1 or 0
+        if not tb then
+          local slice = math.floor(now / slice_ms) + 1
+          tb = {field = 't' .. (slice % 10), slice = slice, c = 0, fl = 0, sw = 0}
+          local g, sl, oc, ofl, osw = bucket(tb.field)
+          if g == b.g and sl == slice then tb.c, tb.fl, tb.sw = oc, ofl, osw end
+          b.n, b.f, b.s = time_totals()
+        end
+        tb.c, tb.fl, tb.sw = tb.c + 1, tb.fl + failure, tb.sw + slow
+        b.n, b.f, b.s = b.n + 1, b.f + failure, b.s + slow
+        writes[tb.field] = string.format('%d:%d:%d:%d:%d', b.g, tb.slice, tb.c, tb.fl, tb.sw)
+        if failure == 1 then b.run = b.run + 1 else b.run = 0 end
+        counted = true
+        if b.st == 0 then
+          rule = trip_rule(failure)
+          if rule > 0 then calls, failures, slow_calls = open(0) end
+        end
+      elseif outcome ~= 0 then
+        local failure = outcome == 2 and 1 or 0
+        local field = 'r' .. b.cur
+        local old = get_slot(field)
+        if old > 0 and math.floor(old / 8) == b.g then
+          local c = old % 8 - 1
+          b.n = b.n - 1
+          b.f = b.f - c % 2
+          b.s = b.s - math.floor(c / 2)
+        end
+        slots[field] = b.g * 8 + 1 + failure + 2 * slow
+        writes[field] = slots[field]
+        b.cur = (b.cur + 1) % w
+        b.n = b.n + 1
+        b.f = b.f + failure
+        b.s = b.s + slow
+        if failure == 1 then b.run = b.run + 1 else b.run = 0 end
+        counted = true
+        if b.st == 0 then
+          rule = trip_rule(failure)
+          if rule > 0 then calls, failures, slow_calls = open(0) end
+        end
+      end
+    elseif b.st == 2 and phases > 0 then
+      code = 1
+      if outcome ~= 0 then
+        b.pas = b.pas + 1
+        if outcome == 2 then b.pf = b.pf + 1 end
+        dirty = true
+        if b.pas >= min_passes then
+          local threshold = rate > 0 and rate or 50
+          calls, failures = b.pas, b.pf
+          if b.pf * 100 >= threshold * b.pas then
+            open(b.ro + 1)
+            rule = 7
+          elseif b.ph >= phases then
+            move(0)
+            rule = 8
+            b.ro = 0
+          else
+            local ph = b.ph
+            move(2)
+            rule = 9
+            b.ph = ph + 1
+          end
+        end
+      end
+    elseif b.st == 2 then
+      code = 1
+      if outcome == 1 then
+        b.pas = b.pas + 1
+        dirty = true
+        if b.pas >= probes then
+          calls = b.pas
           move(0)
           rule = 8
           b.ro = 0
-        else
-          local ph = b.ph
-          move(2)
-          rule = 9
-          b.ph = ph + 1
         end
+      elseif outcome == 2 then
+        calls, failures = b.pas + 1, 1
+        open(b.ro + 1)
+        rule = 7
+      else
+        if b.iss > 0 then b.iss = b.iss - 1 end
+        dirty = true
       end
-    end
-  elseif b.st == 2 then
-    code = 1
-    if outcome == 1 then
-      b.pas = b.pas + 1
-      dirty = true
-      if b.pas >= probes then
-        calls = b.pas
-        move(0)
-        rule = 8
-        b.ro = 0
-      end
-    elseif outcome == 2 then
-      calls, failures = b.pas + 1, 1
-      open(b.ro + 1)
-      rule = 7
     else
-      if b.iss > 0 then b.iss = b.iss - 1 end
-      dirty = true
+      break
     end
-  else
-    code = 0
   end
+  local list = {}
+  for field, value in pairs(writes) do
+    list[#list + 1] = field
+    list[#list + 1] = value
+  end
+  if #list > 0 then redis.call('HSET', k, unpack(list)) end
 elseif op == 'force' then
   local target = tonumber(ARGV[15])
   if target ~= 0 and target ~= 3 and target ~= 4 then

@@ -65,7 +65,7 @@ fn from_view<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>
         return None;
     }
     match view_state(view) {
-        0 | 4 => Some(core.store_permit(shared_word(view_generation(view), false), site)),
+        0 | 4 => Some(core.store_permit(shared_word(view_generation(view)), site)),
         3 => Some(core.store_refusal(Reason::ForcedOpen, None, site)),
         1 => match core.seed() {
             (1, remaining) if remaining > 0 => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::Degrade;
 use super::link::{Client, Link, Report};
-use super::script::{Answer, answer_of, apply, call, degrade_event};
+use super::script::{Answer, answer_of, apply, degrade_event};
 use crate::breaker::{FnName, generation_of};
 use crate::state::Word;
 
@@ -93,28 +93,108 @@ fn enqueue(
     }
 }
 
-/// The most reports sent in one round trip.
+/// The most script calls sent in one round trip.
 const BATCH: usize = 256;
 
-/// Sends reports in order: one script call each, and the reports queued meanwhile (up to
-/// [`BATCH`]) pipelined in one round trip.
+/// The most queued jobs taken for one round trip (merged into at most [`BATCH`] script calls).
+const DRAIN: usize = 16 * 1024;
+
+/// The most outcomes merged into one script call (the script applies them in one loop).
+const MERGED: usize = 1024;
+
+/// A script call as the reporting task sends it: a job, and for a report the outcomes merged
+/// into it (one digit each, in the order they were settled; see `breaker.lua`).
+struct Sent {
+    job: Report,
+    codes: Vec<u8>,
+}
+
+impl Sent {
+    /// The reports this call carries (one for an admission or a read).
+    fn reports(&self) -> u64 {
+        self.codes.len().max(1) as u64
+    }
+}
+
+/// The digit of a report's outcome in the script's `report` op.
+fn code_of(job: &Report) -> u8 {
+    b'0' + job.outcome + if job.outcome != 0 { 2 * job.slow } else { 0 }
+}
+
+/// Takes what is queued (up to [`DRAIN`] jobs) into `batch` after the jobs already there,
+/// merging the reports of one key and generation into one script call of at most [`MERGED`]
+/// outcomes, so the store's load follows the round trips, not the calls: a fleet that settles
+/// outcomes faster than one round trip per report is never behind by more than one round trip.
+fn take(
+    client: &Client,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Report>,
+    first: Option<Report>,
+    batch: &mut Vec<Sent>,
+) {
+    let resent = batch.len();
+    let mut open: std::collections::HashMap<(*const Link, u64), usize> =
+        std::collections::HashMap::new();
+    let mut taken = 0;
+    let mut next = first;
+    loop {
+        let job = match next.take() {
+            Some(job) => job,
+            None if taken < DRAIN && batch.len() < BATCH => match rx.try_recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            },
+            None => break,
+        };
+        taken += 1;
+        if job.outcome > 2 {
+            batch.push(Sent {
+                job,
+                codes: Vec::new(),
+            });
+            continue;
+        }
+        let code = code_of(&job);
+        let merge_key = (Arc::as_ptr(&job.link), job.generation);
+        if let Some(&at) = open.get(&merge_key)
+            && batch[at].codes.len() < MERGED
+        {
+            batch[at].codes.push(code);
+            // The merged call stands for this report too: it is done with it.
+            continue;
+        }
+        open.insert(merge_key, batch.len());
+        batch.push(Sent {
+            job,
+            codes: vec![code],
+        });
+    }
+    for sent in &mut batch[resent..] {
+        if sent.job.outcome <= 2 {
+            sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+        }
+    }
+}
+
+/// Sends reports in order, each script call carrying the outcomes of one key and generation
+/// settled since the last round trip, and the calls of one round (up to [`BATCH`]) pipelined.
 ///
 /// A report the store does not answer is recorded on the local breaker (the first time) and
 /// sent again, before any later report, up to [`RESENDS`] times; the script records each report
 /// at most once (its sequence number), so a report whose answer was lost, though the script ran,
-/// is not counted twice. At most [`RESEND_QUEUE`] reports wait to be sent again; what is given
+/// is not counted twice. At most [`RESEND_QUEUE`] outcomes wait to be sent again; what is given
 /// up is counted ([`RedisStore::dropped_reports`](super::RedisStore::dropped_reports)) and
 /// announced with a WARN event.
 pub(super) async fn worker(
     client: Arc<Client>,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Report>,
 ) {
-    let mut batch: Vec<Report> = Vec::with_capacity(BATCH);
-    let mut again: std::collections::VecDeque<Report> = std::collections::VecDeque::new();
+    let mut batch: Vec<Sent> = Vec::with_capacity(BATCH);
+    let mut again: std::collections::VecDeque<Sent> = std::collections::VecDeque::new();
     loop {
+        let mut first = None;
         if again.is_empty() {
             match rx.recv().await {
-                Some(job) => batch.push(numbered(&client, job)),
+                Some(job) => first = Some(job),
                 None => return,
             }
         } else {
@@ -123,25 +203,15 @@ pub(super) async fn worker(
             tokio::time::sleep(client.timeout().min(Duration::from_millis(100))).await;
             while batch.len() < BATCH {
                 match again.pop_front() {
-                    Some(job) => batch.push(job),
+                    Some(sent) => batch.push(sent),
                     None => break,
                 }
             }
         }
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(numbered(&client, job)),
-                Err(_) => break,
-            }
-        }
-        let answers = if batch.len() == 1 {
-            let job = &batch[0];
-            let (op, extra) = op_of(&client, job);
-            vec![call(&client, &job.link, op, &extra).await]
-        } else {
-            pipelined(&client, &batch).await
-        };
-        for (mut job, answer) in batch.drain(..).zip(answers) {
+        take(&client, &mut rx, first, &mut batch);
+        let answers = pipelined(&client, &batch).await;
+        for (mut sent, answer) in batch.drain(..).zip(answers) {
+            let job = &mut sent.job;
             match answer {
                 Ok(answer) => {
                     apply(&job.link, &job.core, &answer, job.site);
@@ -152,42 +222,33 @@ pub(super) async fn worker(
                 Err(()) => {
                     if job.outcome <= 2 {
                         if job.misses == 0 && client.degrade == Degrade::Local {
-                            job.core.report_locally(failure_of(job.outcome), job.site);
+                            for &code in &sent.codes {
+                                job.core.report_locally(failure_of_code(code), job.site);
+                            }
                         }
                         job.misses += 1;
                         if job.misses <= RESENDS {
-                            again.push_back(job);
+                            again.push_back(sent);
                             continue;
                         }
-                        give_up(&client, &job, 1);
+                        give_up(&client, &sent.job, sent.reports());
                     }
-                    if let Some(reply) = job.reply.take() {
+                    if let Some(reply) = sent.job.reply.take() {
                         let _ = reply.try_send(Err(()));
                     }
                 }
             }
-            finished(&job);
+            finished(&sent);
         }
-        if again.len() > RESEND_QUEUE {
-            let over = again.len() - RESEND_QUEUE;
-            for job in again.drain(..over) {
-                give_up(&client, &job, 1);
-                finished(&job);
-            }
+        let mut waiting: u64 = again.iter().map(Sent::reports).sum();
+        while waiting > RESEND_QUEUE as u64
+            && let Some(sent) = again.pop_front()
+        {
+            waiting -= sent.reports();
+            give_up(&client, &sent.job, sent.reports());
+            finished(&sent);
         }
     }
-}
-
-/// Numbers a report as it is first sent (sent again, it keeps its number), and counts it in the
-/// metrics and this replica's calls ([`Core::count_shared`](crate::breaker::Core)). The reporting task
-/// numbers reports in the order it sends them, so the script, which takes a replica's numbers
-/// only in increasing order, never mistakes a report for a copy because callers on other threads
-/// queued theirs out of order.
-fn numbered(client: &Client, mut job: Report) -> Report {
-    if job.outcome <= 2 {
-        job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
-    }
-    job
 }
 
 /// The failure flag of a report's outcome (`None`: released).
@@ -199,12 +260,13 @@ fn failure_of(outcome: u8) -> Option<bool> {
     }
 }
 
-/// A job is done (answered, or given up).
-fn finished(job: &Report) {
+/// A script call is done (answered, or given up), and with it every report it carries.
+fn finished(sent: &Sent) {
+    let job = &sent.job;
     if job.outcome == LEARN {
         job.link.learning.store(false, Ordering::Release);
     }
-    job.link.applied.fetch_add(1, Ordering::AcqRel);
+    job.link.applied.fetch_add(sent.reports(), Ordering::AcqRel);
     job.link.done.notify_waiters();
 }
 
@@ -222,27 +284,23 @@ fn give_up(client: &Client, job: &Report, count: u64) {
     }
 }
 
-/// The script's op and its extra arguments for `job`.
-fn op_of(client: &Client, job: &Report) -> (&'static str, Vec<u64>) {
-    match job.outcome {
-        LEARN => ("state", Vec::new()),
-        ADMIT => ("admit", vec![job.sequence, job.generation]),
-        _ => (
-            "report",
-            vec![
-                job.generation,
-                u64::from(job.outcome),
-                u64::from(job.slow),
-                client.replica,
-                job.sequence,
-            ],
-        ),
+/// The failure flag of an outcome's digit (`None`: released).
+fn failure_of_code(code: u8) -> Option<bool> {
+    match code {
+        b'1' | b'3' => Some(false),
+        b'2' | b'4' => Some(true),
+        _ => None,
     }
 }
 
-/// The script's call for `job`, as an `EVALSHA` command.
-fn report_command(client: &Client, job: &Report) -> redis::Cmd {
-    let (op, extra) = op_of(client, job);
+/// The script's call for `sent`, as an `EVALSHA` command.
+fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
+    let job = &sent.job;
+    let op = match job.outcome {
+        LEARN => "state",
+        ADMIT => "admit",
+        _ => "report",
+    };
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(client.script.get_hash())
         .arg(1)
@@ -252,18 +310,30 @@ fn report_command(client: &Client, job: &Report) -> redis::Cmd {
         Some(clock) => cmd.arg(clock.now_nanos() / 1_000_000),
         None => cmd.arg(""),
     };
-    for value in job.link.args.iter().chain(&extra) {
+    for value in job.link.args.iter() {
         cmd.arg(*value);
+    }
+    match job.outcome {
+        LEARN => {}
+        ADMIT => {
+            cmd.arg(job.sequence).arg(job.generation);
+        }
+        _ => {
+            cmd.arg(job.generation)
+                .arg(&sent.codes[..])
+                .arg(client.replica)
+                .arg(job.sequence);
+        }
     }
     cmd
 }
 
 /// Sends `batch` in one pipeline (loading the script once when Redis answers `NOSCRIPT`), bounded
-/// by the store's timeout; one answer per report, in order.
-async fn pipelined(client: &Client, batch: &[Report]) -> Vec<Result<Answer, ()>> {
+/// by the store's timeout; one answer per script call, in order.
+async fn pipelined(client: &Client, batch: &[Sent]) -> Vec<Result<Answer, ()>> {
     let mut pipe = redis::pipe();
-    for job in batch {
-        pipe.add_command(report_command(client, job));
+    for sent in batch {
+        pipe.add_command(report_command(client, sent));
     }
     let mut conn = client.conn.clone();
     let bound = client.timeout();
@@ -289,12 +359,12 @@ async fn pipelined(client: &Client, batch: &[Report]) -> Vec<Result<Answer, ()>>
             result = Ok(again);
         }
     }
-    let first = &batch[0].link;
+    let first = &batch[0].job.link;
     match result {
         Ok(Ok(answers)) if answers.len() == batch.len() => batch
             .iter()
             .zip(answers)
-            .map(|(job, values)| answer_of(client, &job.link, values))
+            .map(|(sent, values)| answer_of(client, &sent.job.link, values))
             .collect(),
         Ok(Ok(answers)) => {
             degrade_event(client, first, &format!("{} answers", answers.len()));

@@ -1,0 +1,99 @@
+//! Outcomes settled faster than one round trip each reach Redis summed: the store's reporting task
+//! sends what its replica settled meanwhile as one script call per key, so the script's load
+//! follows the round trips, not the calls, and every outcome is still counted once.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use fusebox::redis::{Mode, RedisStore};
+use fusebox::{Policy, Registry, circuit_breaker};
+use redis_harness::{BackendError, RedisServer, reply_on};
+
+static SUMMED: LazyLock<Registry> = LazyLock::new(Registry::new);
+static CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// A window larger than the test's calls, so it never judges: it only counts.
+const COUNTING: Policy = Policy::new()
+    .window(100_000)
+    .min_calls(100_000)
+    .open_for(Duration::from_secs(60));
+
+/// One call in four fails.
+#[circuit_breaker(key = "summed", registry = SUMMED, policy = COUNTING)]
+async fn summed() -> Result<(), BackendError> {
+    let n = CALLS.fetch_add(1, Ordering::SeqCst);
+    if n % 4 == 0 {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+/// `calls` of `cmdstat_evalsha` in `INFO commandstats`.
+fn script_calls(server: &RedisServer) -> u64 {
+    reply_on(server.port, &["INFO", "commandstats"])
+        .iter()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The shared window's `n` and `f` of `key`.
+fn window(server: &RedisServer, key: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        reply_on(server.port, &["HGET", &format!("{{fusebox:{key}}}"), name])
+            .first()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("n"), field("f"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_settled_faster_than_round_trips_are_summed_and_all_counted() {
+    const TASKS: u32 = 32;
+    const EACH: u32 = 250;
+    let server = RedisServer::start();
+    let store = RedisStore::builder(&server.url())
+        .mode(Mode::Cached)
+        .connect()
+        .await
+        .unwrap();
+    assert!(SUMMED.share(store));
+    // The view is learnt first, so every call is admitted from it without a round trip.
+    let _ = summed().await;
+    let before = script_calls(&server);
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            tokio::spawn(async {
+                for _ in 0..EACH {
+                    let _ = summed().await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let outcomes = u64::from(TASKS * EACH) + 1;
+    let failures = outcomes.div_ceil(4);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while window(&server, "summed").0 < outcomes && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        window(&server, "summed"),
+        (outcomes, failures),
+        "every outcome counted once in the shared window"
+    );
+    let sent = script_calls(&server) - before;
+    assert!(
+        sent * 4 < outcomes,
+        "{outcomes} outcomes reached Redis in {sent} script calls: they were not summed"
+    );
+}
