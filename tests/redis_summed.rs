@@ -97,3 +97,71 @@ async fn outcomes_settled_faster_than_round_trips_are_summed_and_all_counted() {
         "{outcomes} outcomes reached Redis in {sent} script calls: they were not summed"
     );
 }
+
+static RESUMED: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+#[circuit_breaker(key = "resumed", registry = RESUMED, policy = COUNTING)]
+async fn resumed() -> Result<(), BackendError> {
+    Ok(())
+}
+
+/// Cached mode, circuit closed: while Redis is stopped (`SIGSTOP`) the calls go on from the view
+/// and their outcomes wait; after `SIGCONT`, recording resumes within the store's timeout ceiling
+/// (1 s) and the pause between resends (100 ms), and every outcome is counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recording_resumes_soon_after_redis_is_continued() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(&server.url())
+        .mode(Mode::Cached)
+        .connect()
+        .await
+        .unwrap();
+    assert!(RESUMED.share(store));
+    let calls = std::sync::Arc::new(AtomicU32::new(0));
+    let _ = resumed().await;
+    calls.fetch_add(1, Ordering::SeqCst);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let caller = {
+        let (calls, stop) = (calls.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let _ = resumed().await;
+                calls.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal("-STOP");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during = calls.load(Ordering::SeqCst);
+    server.signal("-CONT");
+    let continued = Instant::now();
+    // Recording has resumed once every call made before the CONT is counted.
+    let mut lag = None;
+    while continued.elapsed() < Duration::from_secs(10) {
+        if window(&server, "resumed").0 >= u64::from(during) {
+            lag = Some(continued.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    caller.await.unwrap();
+    let lag = lag.expect("the outcomes of the calls made while Redis was stopped never reached it");
+    eprintln!("recording resumed {lag:?} after SIGCONT");
+    assert!(
+        lag < Duration::from_millis(2500),
+        "recording resumed {lag:?} after SIGCONT; the store's timeout ceiling and the resend pause bound it at about 1.1 s"
+    );
+    let total = u64::from(calls.load(Ordering::SeqCst));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while window(&server, "resumed").0 < total && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        window(&server, "resumed").0,
+        total,
+        "every outcome counted once"
+    );
+}

@@ -45,30 +45,37 @@ pub(crate) fn binary() -> PathBuf {
 impl RedisServer {
     /// Starts a server on a free loopback port and waits until it answers `PING`.
     pub(crate) fn start() -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        Self::start_on(port)
+        Self::start_with(&[])
     }
 
     /// Starts a server on `port` (a restart on the same port).
     pub(crate) fn start_on(port: u16) -> RedisServer {
-        Self::launch(port, &[])
+        Self::launch(port, &[]).unwrap_or_else(|| {
+            panic!("`redis-server` could not listen on port {port} again (another process took it)")
+        })
     }
 
     /// Starts a server on a free loopback port with more `redis-server` arguments
     /// (`["--requirepass", "secret"]`), and waits until it answers (`PONG`, or an error such as
     /// `NOAUTH` when it wants a password).
+    ///
+    /// A port found free may be taken before the server binds it (by another test's server, or
+    /// a connection's local port): the server then exits, and another port is tried.
     pub(crate) fn start_with(args: &[&str]) -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        Self::launch(port, args)
+        for _ in 0..10 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free loopback port")
+                .port();
+            if let Some(server) = Self::launch(port, args) {
+                return server;
+            }
+        }
+        panic!("`redis-server` could not listen on any of ten free loopback ports");
     }
 
-    fn launch(port: u16, args: &[&str]) -> RedisServer {
+    /// The server on `port`, once it answers; `None` when it exited (the port was taken).
+    fn launch(port: u16, args: &[&str]) -> Option<RedisServer> {
         let child = Command::new(binary())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -79,16 +86,36 @@ impl RedisServer {
             .unwrap_or_else(|e| {
                 panic!("cannot start `redis-server`: {e}; install it with `{INSTALL}`")
             });
-        let server = RedisServer { child, port };
+        let mut server = RedisServer { child, port };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !server.answers() {
+        loop {
+            if server.child.try_wait().ok().flatten().is_some() {
+                return None;
+            }
+            if server.answers() && server.is_ours(args.is_empty()) {
+                return Some(server);
+            }
             assert!(
                 Instant::now() < deadline,
                 "`redis-server` on port {port} never answered PING"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        server
+    }
+
+    /// True when the server answering on the port is this one's child (checked by its
+    /// `process_id` when `INFO` needs no password; otherwise by the child still running).
+    fn is_ours(&mut self, check_pid: bool) -> bool {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        if !check_pid {
+            return true;
+        }
+        let pid = format!("process_id:{}", self.child.id());
+        reply_on(self.port, &["INFO", "server"])
+            .iter()
+            .any(|line| line.trim() == pid)
     }
 
     /// The server's URL.
@@ -216,7 +243,6 @@ pub(crate) async fn until<F: std::future::Future<Output = bool>>(
 
 /// Sends one command to the server on `port` and returns its whole reply: an array's elements, a
 /// bulk string's lines, or a simple reply's one line.
-#[allow(dead_code)]
 pub(crate) fn reply_on(port: u16, args: &[&str]) -> Vec<String> {
     let mut stream = BufReader::new(send_command(port, args));
     let read_line = |stream: &mut BufReader<TcpStream>| {
