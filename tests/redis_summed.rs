@@ -26,7 +26,7 @@ const COUNTING: Policy = Policy::new()
 #[circuit_breaker(key = "summed", registry = SUMMED, policy = COUNTING)]
 async fn summed() -> Result<(), BackendError> {
     let n = CALLS.fetch_add(1, Ordering::SeqCst);
-    if n % 4 == 0 {
+    if n.is_multiple_of(4) {
         Err(BackendError::Down)
     } else {
         Ok(())
