@@ -213,11 +213,15 @@ impl Core {
         reason: Reason,
         retry_after: u64,
     ) -> Result<Word, Refusal> {
-        let refusal = self.count_refusal(reason, retry_after);
         if self.metrics_only.load(Ordering::Acquire) {
+            // The call runs: its outcome is its one `fusebox_calls_total` label, and the refusal
+            // it escaped is counted apart (in the snapshot's `rejected`, as documented there).
+            self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+            #[cfg(feature = "metrics")]
+            self.meters.shadow_rejected();
             Ok(Word::SHADOW)
         } else {
-            Err(refusal)
+            Err(self.count_refusal(reason, retry_after))
         }
     }
 
