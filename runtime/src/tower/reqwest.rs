@@ -11,16 +11,16 @@
 //! ```
 //!
 //! Outcomes are classified with [`HttpFailures`]: a `5xx` or `429` response and a transport error
-//! count, any other response is a success. A refused request is not sent; it fails with
+//! count, any other response is a success. A rejected request is not sent; it fails with
 //! `reqwest_middleware::Error::Middleware` wrapping a [`fusebox::Error`](crate::Error), which
-//! [`refusal`] finds:
+//! [`rejection`] finds:
 //!
 //! ```
 //! # async fn get(client: &reqwest_middleware::ClientWithMiddleware) {
 //! match client.get("http://inventory.internal/stock").send().await {
 //!     Ok(response) => { /* … */ }
-//!     Err(err) => match fusebox::tower::reqwest::refusal(&err) {
-//!         Some(refused) => println!("not sent: {refused}"),
+//!     Err(err) => match fusebox::tower::reqwest::rejection(&err) {
+//!         Some(rejected) => println!("not sent: {rejected}"),
 //!         None => println!("failed: {err}"),
 //!     },
 //! }
@@ -115,12 +115,18 @@ fn host_key(url: &Url) -> String {
     }
 }
 
-/// The [`fusebox::Error`](crate::Error) inside `err` when the middleware refused the request.
-pub fn refusal(err: &reqwest_middleware::Error) -> Option<&Error> {
+/// The [`fusebox::Error`](crate::Error) inside `err` when the middleware rejected the request.
+pub fn rejection(err: &reqwest_middleware::Error) -> Option<&Error> {
     match err {
         reqwest_middleware::Error::Middleware(inner) => inner.downcast_ref::<Error>(),
         reqwest_middleware::Error::Reqwest(_) => None,
     }
+}
+
+/// The former name of [`rejection`].
+#[deprecated(since = "0.1.0", note = "use `rejection`")]
+pub fn refusal(err: &reqwest_middleware::Error) -> Option<&Error> {
+    rejection(err)
 }
 
 impl Classify<Response, reqwest_middleware::Error> for HttpFailures {
