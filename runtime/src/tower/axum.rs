@@ -33,7 +33,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::{AnyError, BoxError, CircuitBreakerLayer, Classify, GrpcFailures, HttpFailures};
-use crate::{Error, Reason};
+use crate::Error;
 
 /// A classifier for axum's `Result<Response, Infallible>`: [`AnyError`] (the layer's default)
 /// becomes [`HttpFailures`], any other classifier is kept.
@@ -90,6 +90,7 @@ impl<C: AxumClassifier, K> CircuitBreakerLayer<C, K> {
             policy: self.policy,
             classifier: self.classifier.into_classifier(),
             key: self.key,
+            declared: self.declared,
         })
     }
 }
