@@ -27,7 +27,7 @@
 //! [`SHADOW_REJECTED_TOTAL`] counts it once more, on its own, so the two counters never count one
 //! call twice under one name. (The snapshot's [`rejected`](crate::Snapshot::rejected) counts both.)
 //!
-//! [`STATE`], by [`State`](crate::State):
+//! [`STATE`], by [`State`]:
 //!
 //! | value | state |
 //! |---|---|

@@ -2,7 +2,8 @@
 //! `cargo test -p fusebox-suite --all-features --doc`. Each snippet shows what a reader writes;
 //! the types it assumes (an order, a payment client, an error enum) are in [`support`], which a
 //! snippet brings in with one hidden line (`# use fusebox_suite::support::*;`).
-#![allow(missing_docs, unreachable_pub)]
+// The support items stand in for a reader's own types; their variants and errors need no docs.
+#![allow(missing_docs, unreachable_pub, clippy::missing_errors_doc)]
 
 /// The README, whose every `rust` block is a doctest. Compiled with every feature (`tower`,
 /// `axum`, `reqwest`, `redis`), as `cargo xtask test` and CI run the suite.

@@ -210,6 +210,14 @@ impl IntoResponse for Error {
     }
 }
 
+/// The former name of [`RejectionResponse`].
+#[deprecated(since = "0.1.0", note = "use `RejectionResponse`")]
+pub type RefusalResponse<S> = RejectionResponse<S>;
+
+/// The former name of [`RejectionFuture`].
+#[deprecated(since = "0.1.0", note = "use `RejectionFuture`")]
+pub type RefusalFuture<F> = RejectionFuture<F>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,11 +232,3 @@ mod tests {
         assert_eq!(retry_after_secs(Some(Duration::MAX)), u64::MAX);
     }
 }
-
-/// The former name of [`RejectionResponse`].
-#[deprecated(since = "0.1.0", note = "use `RejectionResponse`")]
-pub type RefusalResponse<S> = RejectionResponse<S>;
-
-/// The former name of [`RejectionFuture`].
-#[deprecated(since = "0.1.0", note = "use `RejectionFuture`")]
-pub type RefusalFuture<F> = RejectionFuture<F>;
