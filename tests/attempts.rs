@@ -48,7 +48,7 @@ async fn a_backend_slower_than_timeout_trips_the_breaker_and_callers_get_timed_o
         let started = Instant::now();
         let error = refusal(slow_backend().await);
         assert_eq!(error.reason(), Reason::TimedOut, "call {n}");
-        assert!(!error.is_refusal(), "call {n} went out");
+        assert!(!error.is_rejected(), "call {n} went out");
         assert_eq!(error.key(), "slow-backend");
         assert_eq!(
             started.elapsed(),
@@ -73,7 +73,7 @@ async fn a_backend_slower_than_timeout_trips_the_breaker_and_callers_get_timed_o
     let started = Instant::now();
     let refused = refusal(slow_backend().await);
     assert_eq!(refused.reason(), Reason::Open);
-    assert!(refused.is_refusal(), "never sent");
+    assert!(refused.is_rejected(), "never sent");
     assert_eq!(started.elapsed(), Duration::ZERO, "refused at once");
     assert_eq!(
         SLOW_CALLS.load(Ordering::SeqCst),
@@ -408,7 +408,7 @@ async fn a_timed_out_call_reaches_the_fallback_as_timed_out_and_an_open_circuit_
     for _ in 0..2 {
         let error = charge(7).await.unwrap_err().refusal().cloned().unwrap();
         assert_eq!(error.reason(), Reason::TimedOut);
-        assert!(!error.is_refusal(), "the call went out");
+        assert!(!error.is_rejected(), "the call went out");
     }
     assert_eq!(CHARGE.get("charge").unwrap().state(), State::Open);
     assert_eq!(charge(7).await.unwrap(), 0, "refused: queued");

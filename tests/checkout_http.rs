@@ -361,7 +361,7 @@ async fn operator_controls() {
     assert_eq!(forced.status(), 200);
     let refused = demo.post("/shipping/demo", "ok").await;
     assert_eq!(refused.status, 503);
-    assert_eq!(refused.body["reason"], "forced open");
+    assert_eq!(refused.body["reason"], "forced_open");
     assert_eq!(refused.body["retry_after_ms"], Value::Null);
     assert_eq!(refused.retry_after, None);
     assert_eq!(

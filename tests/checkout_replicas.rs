@@ -199,7 +199,7 @@ async fn operator_controls_reach_every_replica() {
             "{}",
             answer.body
         );
-        assert_eq!(answer.body["reason"], "forced open");
+        assert_eq!(answer.body["reason"], "forced_open");
         refused_by.push(answer.replica);
     }
     refused_by.sort();
@@ -260,7 +260,7 @@ async fn a_control_sent_to_one_replica_moves_the_shared_circuit() {
             "{}",
             answer.body
         );
-        assert_eq!(answer.body["reason"], "forced open");
+        assert_eq!(answer.body["reason"], "forced_open");
         refused_by.push(answer.replica);
     }
     assert_eq!(refused_by, ["B", "A"]);

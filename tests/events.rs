@@ -325,7 +325,7 @@ fn every_call_emits_a_trace_outcome_event_with_key_time_latency_and_outcome() {
     let kinds: Vec<_> = (0..outcomes.len()).map(|i| field(i, "outcome")).collect();
     assert_eq!(
         kinds,
-        ["success", "ignored", "failure", "failure", "refused"].map(Some)
+        ["success", "ignored", "failure", "failure", "rejected"].map(Some)
     );
     for (i, e) in outcomes.iter().enumerate() {
         assert_eq!(e.level, tracing::Level::TRACE);

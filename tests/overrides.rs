@@ -155,6 +155,38 @@ fn a_key_nothing_declares_is_reported_with_the_closest_declared_names() {
     assert!(DECLARED.unknown_keys().is_empty());
 }
 
+/// The WARN events of `events` that name an unknown key `key`.
+fn unknown_key_warnings(events: &[common::capture::Captured], key: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| {
+            e.level == tracing::Level::WARN
+                && e.fields.get("key").map(String::as_str) == Some(key)
+                && e.message().contains("is declared")
+        })
+        .count()
+}
+
+#[test]
+fn an_unknown_key_is_warned_about_once_across_loads() {
+    let registry = Registry::new();
+    let events = common::capture::capture(|| {
+        // The README's order: the file, then the environment (and a reload of the file).
+        let toml = "[breakers.stray-file-key]\nfailure_rate = 30\n";
+        registry.load_toml(toml).unwrap();
+        registry
+            .load_vars([(
+                "FUSEBOX__STRAY-ENV-KEY__FAILURE_RATE".to_string(),
+                "30".to_string(),
+            )])
+            .unwrap();
+        registry.load_toml(toml).unwrap();
+    });
+    assert_eq!(unknown_key_warnings(&events, "stray-file-key"), 1);
+    assert_eq!(unknown_key_warnings(&events, "stray-env-key"), 1);
+    assert_eq!(registry.unknown_keys().len(), 2, "still listed");
+}
+
 #[test]
 fn configure_changes_only_the_fields_it_names() {
     DECLARED

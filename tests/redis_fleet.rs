@@ -214,7 +214,7 @@ impl From<Result<(), BackendError>> for Outcome {
         match result {
             Ok(()) => Outcome::Ok,
             Err(BackendError::Down) => Outcome::Failed,
-            Err(BackendError::Refused(e)) if e.is_refusal() => {
+            Err(BackendError::Refused(e)) if e.is_rejected() => {
                 Outcome::Refused(e.reason(), e.retry_after())
             }
             Err(BackendError::Refused(_)) => Outcome::Other,
@@ -358,7 +358,7 @@ async fn tower_call(key: &'static str, policy: Policy, b: &'static Backend, how:
     match svc.oneshot(how).await {
         Ok(()) => Outcome::Ok,
         Err(e) => match e.downcast_ref::<fusebox::Error>() {
-            Some(refusal) if refusal.is_refusal() => {
+            Some(refusal) if refusal.is_rejected() => {
                 Outcome::Refused(refusal.reason(), refusal.retry_after())
             }
             Some(_) => Outcome::Other,

@@ -1,7 +1,7 @@
 //! The headline example, run on tokio's paused clock so its timings are exact.
 
 #[allow(dead_code)]
-#[path = "../examples/retry_vs_breaker.rs"]
+#[path = "../examples/basic/retry_vs_breaker.rs"]
 mod example;
 
 use example::{ATTEMPTS, REQUESTS, Report, TIMEOUT};
@@ -40,4 +40,48 @@ async fn breaker_cuts_backend_calls_from_60_to_5_and_finishes_sooner() {
     let snapshot = fusebox::registry().get("backend").unwrap().snapshot();
     assert_eq!(snapshot.state, fusebox::State::Open);
     assert_eq!(snapshot.rejected, u64::from(REQUESTS - 1));
+}
+
+/// The README's first command, `cargo run --example retry_vs_breaker` from the workspace root,
+/// builds a package whose only dependencies are fusebox and tokio (not the suite's axum,
+/// reqwest, trybuild or Prometheus exporter), and finds it among the default members.
+#[test]
+fn the_headline_example_is_a_default_member_that_depends_on_fusebox_and_tokio_only() {
+    let output = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(output.status.success(), "{output:?}");
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let packages = metadata["packages"].as_array().unwrap();
+    let owners: Vec<&serde_json::Value> = packages
+        .iter()
+        .filter(|p| {
+            p["targets"].as_array().unwrap().iter().any(|t| {
+                t["name"] == "retry_vs_breaker" && t["kind"].as_array().unwrap()[0] == "example"
+            })
+        })
+        .collect();
+    assert_eq!(owners.len(), 1, "one package has the example");
+    let owner = owners[0];
+    let mut deps: Vec<&str> = owner["dependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    deps.sort_unstable();
+    assert_eq!(deps, ["fusebox", "tokio"], "{}", owner["name"]);
+    let defaults = metadata["workspace_default_members"].as_array().unwrap();
+    assert!(
+        defaults.contains(&owner["id"]),
+        "`cargo run --example retry_vs_breaker` from the root finds only default members"
+    );
 }

@@ -22,32 +22,32 @@ const TRIP_AT_3: Policy = Policy::new()
     .open_for(Duration::from_secs(5));
 
 /// Errors a retry policy can look into.
-trait Refusal {
-    fn is_refusal(&self) -> bool;
+trait Rejection {
+    fn is_rejected(&self) -> bool;
 }
 
-impl Refusal for BoxError {
-    fn is_refusal(&self) -> bool {
+impl Rejection for BoxError {
+    fn is_rejected(&self) -> bool {
         self.downcast_ref::<fusebox::Error>().is_some()
     }
 }
 
-impl Refusal for &'static str {
-    fn is_refusal(&self) -> bool {
+impl Rejection for &'static str {
+    fn is_rejected(&self) -> bool {
         false
     }
 }
 
-/// Up to `.0` attempts in all; never retries a refusal (an open circuit fails fast).
+/// Up to `.0` attempts in all; never retries a rejected call (an open circuit fails fast).
 #[derive(Clone)]
 struct Attempts(u32);
 
-impl<Req: Clone, Res, E: Refusal> RetryPolicy<Req, Res, E> for Attempts {
+impl<Req: Clone, Res, E: Rejection> RetryPolicy<Req, Res, E> for Attempts {
     type Future = Ready<()>;
 
     fn retry(&mut self, _req: &mut Req, result: &mut Result<Res, E>) -> Option<Ready<()>> {
         match result {
-            Err(e) if !e.is_refusal() && self.0 > 1 => {
+            Err(e) if !e.is_rejected() && self.0 > 1 => {
                 self.0 -= 1;
                 Some(ready(()))
             }

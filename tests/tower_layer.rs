@@ -369,3 +369,49 @@ async fn an_invalid_policy_runs_the_default_instead_of_panicking() {
     assert_eq!(svc.ready().await.unwrap().call(4).await.unwrap(), 4);
     assert_eq!(BAD.get("bad-policy").unwrap().policy(), Policy::DEFAULT);
 }
+
+// ------------------------------------------------------- a layer's key is declared
+
+static DECLARING: std::sync::LazyLock<fusebox::Registry> =
+    std::sync::LazyLock::new(fusebox::Registry::new);
+
+#[test]
+fn a_layer_s_fixed_key_is_declared_before_its_breaker_exists() {
+    let layer = CircuitBreakerLayer::new("layer-only")
+        .registry(&DECLARING)
+        .policy(Policy::new().window(5));
+    let events = common::capture::capture(|| {
+        DECLARING
+            .load_toml("[breakers.layer-only]\nfailure_rate = 30\n[breakers.layer-onyl]\nfailure_rate = 30\n")
+            .unwrap();
+    });
+    let unknown = DECLARING.unknown_keys();
+    assert_eq!(
+        unknown.iter().map(|u| u.key.as_str()).collect::<Vec<_>>(),
+        ["layer-onyl"],
+        "the layer's key is declared; a misspelling of it is not"
+    );
+    assert_eq!(unknown[0].closest, ["layer-only"]);
+    let warned: Vec<&str> = events
+        .iter()
+        .filter(|e| e.level == tracing::Level::WARN)
+        .filter_map(|e| e.fields.get("key").map(String::as_str))
+        .collect();
+    assert_eq!(warned, ["layer-onyl"]);
+    // Overrides of it are validated against the layer's policy (a count window of 5).
+    let err = DECLARING
+        .load_toml("[breakers.layer-only]\nmin_calls = 50\n")
+        .unwrap_err();
+    assert!(err.to_string().contains("at most `window`"), "{err}");
+    let service = layer.layer(service_fn(|()| async { Ok::<_, ApiError>(()) }));
+    drop(service);
+    assert_eq!(
+        DECLARING
+            .get("layer-only")
+            .unwrap()
+            .policy()
+            .get_failure_rate(),
+        Some(30),
+        "the override applies to the breaker the layer creates"
+    );
+}

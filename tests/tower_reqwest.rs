@@ -13,7 +13,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
-use fusebox::tower::reqwest::{CircuitBreakerMiddleware, refusal};
+use fusebox::tower::reqwest::{CircuitBreakerMiddleware, rejection};
 use fusebox::{Policy, Reason, State};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use tower_support::serve;
@@ -71,7 +71,7 @@ async fn one_circuit_per_host_and_two_hosts_are_isolated() {
         .send()
         .await
         .unwrap_err();
-    let refused = refusal(&err).expect("a refusal carries a `fusebox::Error`");
+    let refused = rejection(&err).expect("a refusal carries a `fusebox::Error`");
     assert_eq!(
         (refused.key(), refused.reason()),
         (down_key.as_str(), Reason::Open)
@@ -120,7 +120,7 @@ async fn a_fixed_key_is_one_circuit_for_every_host_and_client_errors_do_not_coun
         .send()
         .await
         .unwrap_err();
-    assert_eq!(refusal(&err).map(|e| e.key()), Some("reqwest-fixed"));
+    assert_eq!(rejection(&err).map(|e| e.key()), Some("reqwest-fixed"));
     assert_eq!(up_hits.load(Ordering::SeqCst), 0);
 }
 
@@ -143,12 +143,28 @@ async fn a_transport_error_counts() {
             .await
             .unwrap_err();
         assert!(
-            refusal(&err).is_none(),
+            rejection(&err).is_none(),
             "a connection error, not a refusal: {err}"
         );
     }
     assert_eq!(
         REGISTRY.get("reqwest-transport").unwrap().state(),
         State::Open
+    );
+}
+
+static DECLARING: std::sync::LazyLock<fusebox::Registry> =
+    std::sync::LazyLock::new(fusebox::Registry::new);
+
+#[test]
+fn a_fixed_key_middleware_declares_its_key_before_the_first_request() {
+    let _middleware = CircuitBreakerMiddleware::new("middleware-only").registry(&DECLARING);
+    DECLARING
+        .load_toml("[breakers.middleware-only]\nfailure_rate = 30\n")
+        .unwrap();
+    assert_eq!(DECLARING.unknown_keys(), Vec::new());
+    assert!(
+        DECLARING.get("middleware-only").is_none(),
+        "no breaker before the first request"
     );
 }

@@ -450,12 +450,12 @@ pub(crate) enum PayError {
     /// The backend refused the request (a 4xx, such as a declined card): a business error, not counted.
     Declined(u16, Value),
     /// The breaker refused the call; the backend was not called.
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for PayError {
     fn from(e: fusebox::Error) -> Self {
-        PayError::Refused(e)
+        PayError::Rejected(e)
     }
 }
 
@@ -536,7 +536,7 @@ async fn book_shipping(client: &BackendClient, demo: &Demo) -> Result<Value, Pay
     client.send("ship", demo).await
 }
 
-/// The fallback of both calls: a refusal becomes [`PayError::Refused`] (answered with 503), a
+/// The fallback of both calls: a rejected call becomes [`PayError::Rejected`] (answered with 503), a
 /// counted failure stays what it was (answered with 502).
 async fn unavailable(
     client: &BackendClient,
@@ -619,14 +619,14 @@ fn respond(key: &str, result: Result<Value, PayError>) -> Response {
             Json(json!({"error": "declined", "key": key, "backend": body})),
         )
             .into_response(),
-        Err(PayError::Refused(e)) => {
+        Err(PayError::Rejected(e)) => {
             let retry_after = e.retry_after();
             let mut response = (
                 StatusCode::SERVICE_UNAVAILABLE,
                 Json(json!({
                     "error": "circuit_open",
                     "key": e.key(),
-                    "reason": e.reason().to_string(),
+                    "reason": e.reason().code(),
                     "retry_after_ms": retry_after.map(|d| d.as_millis() as u64),
                 })),
             )

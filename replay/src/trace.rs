@@ -2,16 +2,16 @@
 //!
 //! ```text
 //! {"at_ns":1500000000,"key":"payment","outcome":"success","latency_ns":42000000}
-//! {"at_ns":1600000000,"key":"payment","outcome":"refused","reason":"open"}
+//! {"at_ns":1600000000,"key":"payment","outcome":"rejected","reason":"open"}
 //! ```
 //!
 //! | field | required | meaning |
 //! |---|---|---|
-//! | `at_ns` | yes | when the call was reported (or refused), nanoseconds on the recording registry's clock; never decreasing from line to line |
+//! | `at_ns` | yes | when the call was reported (or rejected), nanoseconds on the recording registry's clock; never decreasing from line to line |
 //! | `key` | yes | the breaker's key |
-//! | `outcome` | yes | `success`, `failure` (a counted failure), `ignored` (an error that does not count, or a cancelled call) or `refused` |
+//! | `outcome` | yes | `success`, `failure` (a counted failure), `ignored` (an error that does not count, or a cancelled call) or `rejected` (traces written before fusebox used that word say `refused`, which is read the same) |
 //! | `latency_ns` | no | admission to report, in nanoseconds |
-//! | `reason` | no | why a refused call was refused (`open`, `half_open_full`, …) |
+//! | `reason` | no | why a rejected call was rejected, `fusebox::Reason::code` (`open`, `half_open_full`, …) |
 //! | `function` | no | the annotated function's path |
 //!
 //! Blank lines are skipped. Any other field is an error, so a misspelt field is never silently
@@ -39,7 +39,7 @@ impl Outcome {
             Outcome::Success => "success",
             Outcome::Failure => "failure",
             Outcome::Ignored => "ignored",
-            Outcome::Refused => "refused",
+            Outcome::Refused => "rejected",
         }
     }
 
@@ -49,7 +49,8 @@ impl Outcome {
             "success" => Outcome::Success,
             "failure" => Outcome::Failure,
             "ignored" => Outcome::Ignored,
-            "refused" => Outcome::Refused,
+            // `refused`: the word of older traces.
+            "rejected" | "refused" => Outcome::Refused,
             _ => return None,
         })
     }
@@ -238,14 +239,14 @@ pub fn parse_line(raw: &str, line: usize) -> Result<Call, TraceError> {
     let outcome_name = text("outcome")?.ok_or_else(|| {
         err(
             Some("outcome"),
-            "missing; expected one of `success`, `failure`, `ignored`, `refused`".into(),
+            "missing; expected one of `success`, `failure`, `ignored`, `rejected`".into(),
         )
     })?;
     let outcome = Outcome::parse(&outcome_name).ok_or_else(|| {
         err(
             Some("outcome"),
             format!(
-                "unknown outcome `{outcome_name}`; expected one of `success`, `failure`, `ignored`, `refused`"
+                "unknown outcome `{outcome_name}`; expected one of `success`, `failure`, `ignored`, `rejected`"
             ),
         )
     })?;

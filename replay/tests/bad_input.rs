@@ -35,7 +35,7 @@ fn an_unknown_outcome_names_the_line_and_field() {
     ));
     assert_eq!(
         e,
-        "line 3: field `outcome`: unknown outcome `sucess`; expected one of `success`, `failure`, `ignored`, `refused`"
+        "line 3: field `outcome`: unknown outcome `sucess`; expected one of `success`, `failure`, `ignored`, `rejected`"
     );
 }
 
@@ -182,4 +182,17 @@ fn the_command_line_reports_bad_input_without_panicking() {
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_rejected_call_is_written_rejected_and_the_older_word_still_reads() {
+    use fusebox_replay::trace::Outcome;
+    assert_eq!(Outcome::Refused.as_str(), "rejected");
+    for word in ["rejected", "refused"] {
+        let calls = parse(&format!(
+            r#"{{"at_ns":1,"key":"k","outcome":"{word}","reason":"open"}}"#
+        ))
+        .unwrap();
+        assert_eq!(calls[0].outcome, Outcome::Refused, "{word}");
+    }
 }

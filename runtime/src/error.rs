@@ -5,7 +5,8 @@ use std::time::Duration;
 
 pub use crate::key::Key;
 
-/// Why a call was refused.
+/// Why a call was rejected (or, for [`Reason::TimedOut`], abandoned); [`Reason::code`] is its
+/// stable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Reason {
@@ -25,10 +26,32 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// The reason's code in a refused permit's word: `1..=6`, never 0 (which means "not refused").
-    /// Explicit so reordering the variants cannot change what a stored code means.
+    /// The reason's stable code: `open`, `half_open_full`, `recovering`, `forced_open`,
+    /// `bulkhead_full` or `timed_out`.
+    ///
+    /// These strings are stable (a new reason adds a code, none changes), so log queries, HTTP
+    /// bodies, dashboards and traces can match on them: the per-call outcome event's `reason`
+    /// field and the axum layer's 503 body use them. [`Display`](fmt::Display) is a sentence for
+    /// people and may change.
+    ///
+    /// ```
+    /// assert_eq!(fusebox::Reason::HalfOpenFull.code(), "half_open_full");
+    /// ```
+    pub const fn code(self) -> &'static str {
+        match self {
+            Reason::Open => "open",
+            Reason::HalfOpenFull => "half_open_full",
+            Reason::Recovering => "recovering",
+            Reason::ForcedOpen => "forced_open",
+            Reason::BulkheadFull => "bulkhead_full",
+            Reason::TimedOut => "timed_out",
+        }
+    }
+
+    /// The reason's number in a rejected permit's word: `1..=6`, never 0 (which means "not
+    /// rejected"). Explicit so reordering the variants cannot change what a stored number means.
     #[inline(always)]
-    pub(crate) const fn code(self) -> u64 {
+    pub(crate) const fn bits(self) -> u64 {
         match self {
             Reason::Open => 1,
             Reason::HalfOpenFull => 2,
@@ -39,9 +62,9 @@ impl Reason {
         }
     }
 
-    /// The reason of a code made by [`Reason::code`] (`None` for any other number).
+    /// The reason of a number made by [`Reason::bits`] (`None` for any other number).
     #[inline(always)]
-    pub(crate) const fn from_code(code: u64) -> Option<Reason> {
+    pub(crate) const fn from_bits(code: u64) -> Option<Reason> {
         Some(match code {
             1 => Reason::Open,
             2 => Reason::HalfOpenFull,
@@ -71,7 +94,7 @@ impl fmt::Display for Reason {
 ///
 /// The function's error type receives it through `From<fusebox::Error>`; a fallback receives it as
 /// [`Cause::Rejected`] (refused: the backend was never called) or [`Cause::TimedOut`] (the call went
-/// out and its result is unknown). Without a fallback, [`Error::is_refusal`] makes the same
+/// out and its result is unknown). Without a fallback, [`Error::is_rejected`] makes the same
 /// distinction. It never allocates: building one on the rejection path is free.
 ///
 /// It is three words (24 bytes on 64-bit targets): the key, and one word packing the reason with
@@ -79,7 +102,7 @@ impl fmt::Display for Reason {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Error {
     key: Key,
-    /// The reason's code ([`Reason::code`]) in the top [`REASON_BITS`] bits; below it the wait
+    /// The reason's code ([`Reason::bits`]) in the top [`REASON_BITS`] bits; below it the wait
     /// in nanoseconds, or [`NO_WAIT`] for none.
     packed: u64,
 }
@@ -96,10 +119,10 @@ impl Error {
         let wait = retry_after.map_or(u64::MAX, |wait| {
             u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX - 1)
         });
-        Error::from_code(key, reason.code(), wait)
+        Error::from_code(key, reason.bits(), wait)
     }
 
-    /// The error of a refused permit: `code` from [`Reason::code`], `wait` in nanoseconds
+    /// The error of a refused permit: `code` from [`Reason::bits`], `wait` in nanoseconds
     /// (`u64::MAX`: none), packed as they come.
     #[inline(always)]
     pub(crate) fn from_code(key: Key, code: u64, wait: u64) -> Self {
@@ -114,7 +137,7 @@ impl Error {
         }
     }
 
-    /// The error of a refused permit: `code` from [`Reason::code`], `wait` in nanoseconds below
+    /// The error of a refused permit: `code` from [`Reason::bits`], `wait` in nanoseconds below
     /// 2^61 - 1, or `u64::MAX` for none (the permit keeps waits far shorter: nothing to clamp).
     #[inline(always)]
     pub(crate) fn from_permit(key: Key, code: u64, wait: u64) -> Self {
@@ -138,7 +161,7 @@ impl Error {
     /// Why the call was refused.
     pub fn reason(&self) -> Reason {
         // Every `Error` is made by `Error::new` from a `Reason`, so the code is always valid.
-        Reason::from_code(self.packed >> WAIT_BITS).unwrap_or(Reason::Open)
+        Reason::from_bits(self.packed >> WAIT_BITS).unwrap_or(Reason::Open)
     }
 
     /// When the circuit is open: how long until it admits a probe. `None` otherwise.
@@ -149,11 +172,21 @@ impl Error {
         }
     }
 
-    /// True when the breaker refused the call before it started: the backend was never called, so
-    /// queueing the call or sending it elsewhere cannot do the work twice. False only for
-    /// [`Reason::TimedOut`], where the call went out and may have done its work.
-    pub fn is_refusal(&self) -> bool {
+    /// True when the breaker rejected the call before it started: the backend was never called,
+    /// so queueing the call or sending it elsewhere cannot do the work twice. False only for
+    /// [`Reason::TimedOut`], where the call went out and may have done its work. The same
+    /// distinction as [`Cause::Rejected`] against [`Cause::TimedOut`].
+    pub fn is_rejected(&self) -> bool {
         self.reason() != Reason::TimedOut
+    }
+
+    /// The former name of [`Error::is_rejected`].
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `is_rejected`, the word of `Cause::Rejected` and of the `rejected` metric"
+    )]
+    pub fn is_refusal(&self) -> bool {
+        self.is_rejected()
     }
 
     /// True when the call never reached the backend because the circuit is open or probing.
@@ -226,7 +259,7 @@ impl<E> Cause<E> {
     /// The cause of a fusebox [`Error`]: [`Cause::TimedOut`] for [`Reason::TimedOut`],
     /// [`Cause::Rejected`] for every refusal.
     pub fn from_error(error: Error) -> Self {
-        if error.is_refusal() {
+        if error.is_rejected() {
             Cause::Rejected(error)
         } else {
             Cause::TimedOut(error)
@@ -298,14 +331,30 @@ mod tests {
             Reason::TimedOut,
         ];
         for (i, reason) in all.into_iter().enumerate() {
-            assert_eq!(reason.code(), i as u64 + 1, "{reason:?}");
-            assert_eq!(Reason::from_code(reason.code()), Some(reason));
+            assert_eq!(reason.bits(), i as u64 + 1, "{reason:?}");
+            assert_eq!(Reason::from_bits(reason.bits()), Some(reason));
         }
-        assert_eq!(Reason::from_code(0), None);
-        assert_eq!(Reason::from_code(7), None);
+        assert_eq!(Reason::from_bits(0), None);
+        assert_eq!(Reason::from_bits(7), None);
     }
 
     use super::*;
+
+    /// The codes are stable: this list only grows.
+    #[test]
+    fn every_reason_has_its_stable_code() {
+        let codes = [
+            (Reason::Open, "open"),
+            (Reason::HalfOpenFull, "half_open_full"),
+            (Reason::Recovering, "recovering"),
+            (Reason::ForcedOpen, "forced_open"),
+            (Reason::BulkheadFull, "bulkhead_full"),
+            (Reason::TimedOut, "timed_out"),
+        ];
+        for (reason, code) in codes {
+            assert_eq!(reason.code(), code, "{reason:?}");
+        }
+    }
 
     #[test]
     fn an_error_is_three_words_and_keeps_what_it_was_made_of() {
@@ -385,7 +434,7 @@ mod tests {
     #[test]
     fn a_timeout_is_a_cause_of_its_own() {
         let timed_out = Error::new(Key::from_static("payment"), Reason::TimedOut, None);
-        assert!(!timed_out.is_refusal());
+        assert!(!timed_out.is_rejected());
         let c: Cause<String> = Cause::from_error(timed_out.clone());
         assert_eq!(c, Cause::TimedOut(timed_out.clone()));
         assert_eq!(c.timed_out(), Some(&timed_out));
@@ -424,7 +473,10 @@ mod tests {
             Reason::BulkheadFull,
         ] {
             let refused = Error::new(Key::from_static("payment"), reason, None);
-            assert!(refused.is_refusal(), "{reason:?}");
+            assert!(refused.is_rejected(), "{reason:?}");
+            #[allow(deprecated)]
+            let old_name = refused.is_refusal();
+            assert!(old_name);
             let c: Cause<String> = Cause::from_error(refused.clone());
             assert_eq!(c.rejected(), Some(&refused));
             assert!(c.timed_out().is_none() && !c.went_out());

@@ -38,6 +38,8 @@ pub mod config;
 mod declared;
 mod error;
 mod key;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod observe;
 mod policy;
 mod record;

@@ -225,30 +225,30 @@ fn report_hook_panic(transition: &Transition<'_>, payload: &(dyn std::any::Any +
     );
 }
 
-/// `metrics` crate instruments of one breaker (feature `metrics`).
+/// `metrics` crate instruments of one breaker (feature `metrics`); the names, labels and values
+/// are documented in [`crate::metrics`].
 ///
 /// Handles are registered when the breaker is created, so install the recorder before first use.
-/// Names: `fusebox_calls_total{key, outcome}` with outcome `success`, `failure`, `ignored` (business
-/// errors and cancellations) and `rejected`; `fusebox_state{key}` (0 closed, 1 open, 2 half-open,
-/// 3 forced open, 4 disabled); `fusebox_transitions_total{key, from, to}`.
 #[cfg(feature = "metrics")]
 pub(crate) struct Meters {
     success: metrics::Counter,
     failure: metrics::Counter,
     ignored: metrics::Counter,
     rejected: metrics::Counter,
+    shadow_rejected: metrics::Counter,
 }
 
 #[cfg(feature = "metrics")]
 impl Meters {
     pub(crate) fn new(key: &str) -> Self {
-        let counter = |outcome: &'static str| metrics::counter!("fusebox_calls_total", "key" => key.to_owned(), "outcome" => outcome);
-        metrics::gauge!("fusebox_state", "key" => key.to_owned()).set(0.0);
+        let counter = |outcome: &'static str| metrics::counter!(crate::metrics::CALLS_TOTAL, "key" => key.to_owned(), "outcome" => outcome);
+        metrics::gauge!(crate::metrics::STATE, "key" => key.to_owned()).set(0.0);
         Meters {
             success: counter("success"),
             failure: counter("failure"),
             ignored: counter("ignored"),
             rejected: counter("rejected"),
+            shadow_rejected: metrics::counter!(crate::metrics::SHADOW_REJECTED_TOTAL, "key" => key.to_owned()),
         }
     }
 
@@ -266,9 +266,15 @@ impl Meters {
         self.rejected.increment(1);
     }
 
+    /// A call that metrics-only mode admitted instead of rejecting.
+    #[inline]
+    pub(crate) fn shadow_rejected(&self) {
+        self.shadow_rejected.increment(1);
+    }
+
     pub(crate) fn transition(key: &str, from: State, to: State) {
         metrics::counter!(
-            "fusebox_transitions_total",
+            crate::metrics::TRANSITIONS_TOTAL,
             "key" => key.to_owned(), "from" => from.as_str(), "to" => to.as_str()
         )
         .increment(1);
@@ -278,13 +284,7 @@ impl Meters {
     /// Sets `fusebox_state{key}` to `state` (a transition, or a shared key's local breaker
     /// following the state the store reported).
     pub(crate) fn state(key: &str, state: State) {
-        let code = match state {
-            State::Closed => 0.0,
-            State::Open => 1.0,
-            State::HalfOpen => 2.0,
-            State::ForcedOpen => 3.0,
-            State::Disabled => 4.0,
-        };
-        metrics::gauge!("fusebox_state", "key" => key.to_owned()).set(code);
+        let code = crate::metrics::state_value(state);
+        metrics::gauge!(crate::metrics::STATE, "key" => key.to_owned()).set(code);
     }
 }

@@ -1,10 +1,11 @@
 //! The per-call outcome event that recording tools (such as `fusebox-replay`) capture.
 //!
-//! Every reported call and every refusal emits one `tracing` event at `TRACE` level, target
+//! Every reported call and every rejected one emits one `tracing` event at `TRACE` level, target
 //! [`OUTCOME_TARGET`], named `call_outcome`, with the fields `key`, `at_ns` (the registry clock's
 //! time of the report, in nanoseconds), `latency_ns` (admission to report, when the call was timed),
-//! `outcome` (`success`, `failure`, `ignored` or `refused`), `reason` (for a refusal: `open`,
-//! `half_open_full`, `recovering`, `forced_open`, `bulkhead_full`) and `function`.
+//! `outcome` (`success`, `failure`, `ignored` or `rejected`, the words of the `fusebox_calls_total`
+//! metric), `reason` (for a rejected call, [`Reason::code`]: `open`, `half_open_full`,
+//! `recovering`, `forced_open`, `bulkhead_full`) and `function`.
 //!
 //! When no subscriber wants the event, the check costs one load of `tracing`'s global level filter
 //! and a branch: the clock is not read and nothing is formatted.
@@ -26,7 +27,7 @@ pub(crate) enum Recorded {
     Success,
     Failure,
     Ignored,
-    Refused(Reason),
+    Rejected(Reason),
 }
 
 /// Emits the outcome event (call only when [`enabled`]). A subscriber that panics is contained.
@@ -43,7 +44,7 @@ pub(crate) fn emit(
         Recorded::Success => ("success", None),
         Recorded::Failure => ("failure", None),
         Recorded::Ignored => ("ignored", None),
-        Recorded::Refused(reason) => ("refused", Some(reason_name(reason))),
+        Recorded::Rejected(reason) => ("rejected", Some(reason.code())),
     };
     let _ = std::panic::catch_unwind(|| {
         tracing::trace!(
@@ -57,15 +58,4 @@ pub(crate) fn emit(
             "call_outcome"
         )
     });
-}
-
-fn reason_name(reason: Reason) -> &'static str {
-    match reason {
-        Reason::Open => "open",
-        Reason::HalfOpenFull => "half_open_full",
-        Reason::Recovering => "recovering",
-        Reason::ForcedOpen => "forced_open",
-        Reason::BulkheadFull => "bulkhead_full",
-        Reason::TimedOut => "timed_out",
-    }
 }

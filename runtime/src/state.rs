@@ -210,7 +210,7 @@ impl Word {
     /// The word of a permit whose outcome was reported: its drop does nothing.
     pub(crate) const SETTLED: Word = Word(INERT);
 
-    /// The word of a permit that was refused, with the reason's code ([`Reason::code`](crate::Reason),
+    /// The word of a permit that was refused, with the reason's number (`Reason::bits`,
     /// never 0, at most 15) in the four bits above the mode (a permit keeps its wait above them).
     pub(crate) const fn refused(reason: u64) -> Word {
         Word(INERT | (reason & REASON_MASK) << MODE_BITS)

@@ -66,3 +66,99 @@ fn calls_state_and_transitions_are_exported_per_key() {
         Some(format!("{:?}", DebugValue::Gauge(1.0.into())))
     );
 }
+
+/// The sum of `fusebox_calls_total{key}` over its outcomes, and each outcome's count.
+fn outcomes(
+    snapshot: &[(
+        CompositeKey,
+        Option<metrics::Unit>,
+        Option<metrics::SharedString>,
+        DebugValue,
+    )],
+    key: &str,
+) -> Vec<(String, u64)> {
+    let mut found: Vec<(String, u64)> = snapshot
+        .iter()
+        .filter_map(|(k, _, _, value)| {
+            let k = k.key();
+            let label = |name: &str| {
+                k.labels()
+                    .find(|l| l.key() == name)
+                    .map(|l| l.value().to_owned())
+            };
+            match value {
+                DebugValue::Counter(n)
+                    if k.name() == fusebox::metrics::CALLS_TOTAL
+                        && label("key").as_deref() == Some(key) =>
+                {
+                    Some((label("outcome").unwrap(), *n))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn metrics_only_counts_each_call_under_one_outcome_and_a_would_be_rejection_apart() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    const CALLS: u64 = 10;
+    metrics::with_local_recorder(&recorder, || {
+        let registry = Registry::new();
+        let b = registry
+            .breaker("shadowed", Policy::new().window(3).min_calls(3))
+            .unwrap();
+        b.metrics_only();
+        b.try_acquire().unwrap().success();
+        b.try_acquire().unwrap().success();
+        for _ in 2..CALLS {
+            // Every call runs: metrics-only mode never rejects.
+            b.try_acquire().expect("metrics-only admits").failure();
+        }
+        // Calls 1–4 were judged (s, s, f, f: the last three are 2/3 failures), the circuit
+        // opened, and the other 6 ran although it would have rejected them.
+        assert_eq!(b.snapshot().rejected, 6);
+    });
+    let snap = snapshotter.snapshot().into_vec();
+    let outcomes = outcomes(&snap, "shadowed");
+    assert_eq!(
+        outcomes.iter().map(|(_, n)| n).sum::<u64>(),
+        CALLS,
+        "one outcome per call: {outcomes:?}"
+    );
+    assert_eq!(
+        outcomes,
+        [
+            ("failure".to_owned(), 8),
+            ("ignored".to_owned(), 0),
+            ("rejected".to_owned(), 0),
+            ("success".to_owned(), 2)
+        ]
+    );
+    assert_eq!(
+        value(
+            &snap,
+            fusebox::metrics::SHADOW_REJECTED_TOTAL,
+            &[("key", "shadowed")]
+        ),
+        Some("Counter(6)".to_string())
+    );
+}
+
+#[test]
+fn the_state_gauge_values_are_the_documented_ones() {
+    use fusebox::State;
+    let documented = [
+        (State::Closed, 0.0),
+        (State::Open, 1.0),
+        (State::HalfOpen, 2.0),
+        (State::ForcedOpen, 3.0),
+        (State::Disabled, 4.0),
+    ];
+    for (state, value) in documented {
+        assert_eq!(fusebox::metrics::state_value(state), value, "{state:?}");
+    }
+}

@@ -85,7 +85,7 @@ impl Core {
                 self.record_refusal(Reason::Open, site.name());
                 return refused(Permit {
                     core: self,
-                    word: permit::refused_for(Reason::Open.code(), remaining),
+                    word: permit::refused_for(Reason::Open.bits(), remaining),
                     site,
                 });
             }
@@ -125,7 +125,7 @@ impl Core {
                 self.record_refusal(refusal.reason, site);
                 Permit {
                     core: self,
-                    word: permit::refused(refusal.reason.code(), refusal.retry_after),
+                    word: permit::refused(refusal.reason.bits(), refusal.retry_after),
                     site,
                 }
             }
@@ -136,7 +136,7 @@ impl Core {
     #[inline(always)]
     pub(super) fn record_refusal(&self, reason: Reason, site: FnName) {
         if crate::record::enabled() {
-            let outcome = crate::record::Recorded::Refused(reason);
+            let outcome = crate::record::Recorded::Rejected(reason);
             crate::record::emit(self.key.as_str(), self.now(), None, outcome, site);
         }
     }
@@ -154,7 +154,7 @@ impl Core {
                 store::ASK_STORE => Ok(permit),
                 code => Err(permit.refusal_error(code)),
             },
-            |permit| Err(permit.refusal_error(Reason::Open.code())),
+            |permit| Err(permit.refusal_error(Reason::Open.bits())),
         )
     }
 
@@ -167,7 +167,7 @@ impl Core {
                 None => Ok(permit),
                 Some(refused) => Err(refused),
             },
-            |permit| Err(permit.refusal_error(Reason::Open.code())),
+            |permit| Err(permit.refusal_error(Reason::Open.bits())),
         )
     }
 
@@ -213,11 +213,15 @@ impl Core {
         reason: Reason,
         retry_after: u64,
     ) -> Result<Word, Refusal> {
-        let refusal = self.count_refusal(reason, retry_after);
         if self.metrics_only.load(Ordering::Acquire) {
+            // The call runs: its outcome is its one `fusebox_calls_total` label, and the refusal
+            // it escaped is counted apart (in the snapshot's `rejected`, as documented there).
+            self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+            #[cfg(feature = "metrics")]
+            self.meters.shadow_rejected();
             Ok(Word::SHADOW)
         } else {
-            Err(refusal)
+            Err(self.count_refusal(reason, retry_after))
         }
     }
 

@@ -468,7 +468,9 @@ impl Breaker {
     }
 
     /// Metrics-only mode: the circuit keeps recording, deciding and emitting events, but a call it
-    /// would refuse is admitted instead (and counted in `rejected`, its outcome not recorded). For
+    /// would refuse is admitted instead: its outcome is not recorded in the window, and it is
+    /// counted in the snapshot's `rejected` and (feature `metrics`) in
+    /// `fusebox_shadow_rejected_total`, while `fusebox_calls_total` counts what the call did. For
     /// trying a policy on live traffic. Ended by [`reset`](Breaker::reset), [`force_open`](Breaker::force_open)
     /// or [`disable`](Breaker::disable).
     pub fn metrics_only(&self) {

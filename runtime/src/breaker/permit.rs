@@ -428,7 +428,7 @@ impl fmt::Debug for OwnedPermit {
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 pub(super) fn error_for_refusal(key: &Key, code: u64, word: Word) -> Error {
-    // Only `refused(reason.code(), …)` makes a refused word, so `code` is a reason's code.
+    // Only `refused(reason.bits(), …)` makes a refused word, so `code` is a reason's number.
     const { assert!(NO_WAIT == u64::MAX) };
     Error::from_permit(key.clone(), code, wait_of(word))
 }

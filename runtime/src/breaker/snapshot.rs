@@ -78,7 +78,9 @@ pub struct Snapshot {
     pub slow_rate: f64,
     /// Counted failures in a row (kept when the policy sets `consecutive`).
     pub consecutive_failures: u32,
-    /// Calls refused since the breaker was created (in metrics-only mode: calls it would have refused).
+    /// Calls rejected since the breaker was created, and in metrics-only mode the calls it would
+    /// have rejected and ran instead (the metrics count those apart, as
+    /// `fusebox_shadow_rejected_total`: see [`crate::metrics`]).
     pub rejected: u64,
     /// When open: time until the next probe is admitted.
     pub retry_after: Option<Duration>,

@@ -76,7 +76,7 @@ impl SharedView {
     }
 }
 
-/// The refusal code of a permit that asks the store (beyond every [`Reason`]'s code).
+/// The refusal code of a permit that asks the store (beyond every [`Reason`]'s number).
 pub(crate) const ASK_STORE: u64 = 15;
 
 /// Mode bits of a permit admitted by the store: bit 3 marks a permit admitted without a known
@@ -146,7 +146,7 @@ impl Core {
         let refusal = self.count_refusal(reason, retry_after);
         Permit {
             core: self,
-            word: permit::refused(refusal.reason.code(), refusal.retry_after),
+            word: permit::refused(refusal.reason.bits(), refusal.retry_after),
             site,
         }
     }

@@ -16,7 +16,7 @@
 //! against the cap, also when a dynamic key created them first. A dynamic key longer than
 //! [`MAX_KEY_LEN`] bytes is stored as a bounded form of itself (see [`MAX_KEY_LEN`]).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -93,6 +93,13 @@ pub struct Registry {
     /// The declared policy of each breaker that runs an overridden one (what a reload patches;
     /// a breaker not listed runs its declared policy). Written under `write`.
     declared: RwLock<HashMap<String, Policy, BuildHasherDefault<DefaultHasher>>>,
+    /// Fixed keys a tower layer or the reqwest middleware was built with, and the policy it
+    /// creates their breaker with: declared like an annotated function's literal key, though
+    /// their breaker may not exist yet (see [`Registry::declare`]).
+    built: RwLock<BTreeMap<String, Policy>>,
+    /// The unknown configured keys a load has warned about: each is warned about once.
+    #[cfg(feature = "config")]
+    warned: Mutex<BTreeSet<String>>,
     /// Serializes creation, eviction and reconfiguration (never taken by calls on known keys).
     write: Mutex<()>,
     dynamic: AtomicUsize,
@@ -128,6 +135,9 @@ impl Registry {
                 configured: HashMap::with_hasher(BuildHasherDefault::new()),
             }),
             declared: RwLock::new(HashMap::with_hasher(BuildHasherDefault::new())),
+            built: RwLock::new(BTreeMap::new()),
+            #[cfg(feature = "config")]
+            warned: Mutex::new(BTreeSet::new()),
             write: Mutex::new(()),
             dynamic: AtomicUsize::new(0),
             ring: Mutex::new(VecDeque::new()),

@@ -160,6 +160,7 @@ impl Registry {
                 .filter(|d| d.key == key)
                 .map(|d| d.policy),
         );
+        bases.extend(self.built_policy(key));
         if bases.is_empty() {
             bases.push(Policy::DEFAULT);
         }
@@ -227,20 +228,59 @@ impl Registry {
         let changed = self.commit(next, touched);
         drop(_write);
         announce(changed);
+        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
         for unknown in self.unknown_keys() {
-            let key: String = unknown.key.chars().take(40).collect();
-            tracing::warn!(target: "fusebox", key, "{unknown}");
+            // Once per key: `load_toml` then `load_env` (each layer's load lists every layer's
+            // keys) or a reload would repeat it otherwise.
+            if warned.insert(unknown.key.clone()) {
+                let key: String = unknown.key.chars().take(40).collect();
+                tracing::warn!(target: "fusebox", key, "{unknown}");
+            }
         }
         Ok(n)
     }
 
+    /// Declares the fixed key of a tower layer or the reqwest middleware, built with `policy`:
+    /// like an annotated function's literal key, its overrides are validated against that
+    /// policy and it is not an unknown key, though its breaker is created on first use.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn declare(&self, key: &str, policy: Policy) {
+        self.built
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            // An invalid policy is replaced by the default when the breaker is created.
+            .insert(
+                key.to_owned(),
+                if policy.validate().is_ok() {
+                    policy
+                } else {
+                    Policy::DEFAULT
+                },
+            );
+    }
+
+    /// The policy a layer or middleware declared for `key` ([`Registry::declare`]).
+    fn built_policy(&self, key: &str) -> Option<Policy> {
+        self.built
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .copied()
+    }
+
     /// The configured keys (loaded or set with [`configure`](Registry::configure)) that no
     /// breaker of this registry declares and that no breaker exists for yet, each with the closest
-    /// declared names. Loading warns about each (a `tracing` WARN) rather than failing, because a
-    /// dynamic key or a breaker made with [`breaker`](Registry::breaker) may still claim it.
+    /// declared names. Declared keys are those of `#[circuit_breaker]` with a literal key and the
+    /// fixed keys of the tower layers (`CircuitBreakerLayer::new`) and reqwest middlewares
+    /// (`CircuitBreakerMiddleware::new`) built for this registry. Loading warns about each unknown
+    /// key once (a `tracing` WARN, at the first load that finds it) rather than failing, because
+    /// a dynamic key or a breaker made with [`breaker`](Registry::breaker) may still claim it.
     pub fn unknown_keys(&self) -> Vec<UnknownKey> {
-        let declared: BTreeSet<&'static str> =
-            crate::declared::of(self.address()).map(|d| d.key).collect();
+        let built = self.built.read().unwrap_or_else(|p| p.into_inner());
+        let declared: BTreeSet<&str> = crate::declared::of(self.address())
+            .map(|d| d.key)
+            .chain(built.keys().map(String::as_str))
+            .collect();
         let overrides = self.overrides();
         let configured: BTreeSet<&String> = overrides
             .file

@@ -33,7 +33,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::{AnyError, BoxError, CircuitBreakerLayer, Classify, GrpcFailures, HttpFailures};
-use crate::{Error, Reason};
+use crate::Error;
 
 /// A classifier for axum's `Result<Response, Infallible>`: [`AnyError`] (the layer's default)
 /// becomes [`HttpFailures`], any other classifier is kept.
@@ -90,6 +90,7 @@ impl<C: AxumClassifier, K> CircuitBreakerLayer<C, K> {
             policy: self.policy,
             classifier: self.classifier.into_classifier(),
             key: self.key,
+            declared: self.declared,
         })
     }
 }
@@ -102,10 +103,10 @@ impl<S, C, K> Layer<S> for AxumLayer<C, K>
 where
     CircuitBreakerLayer<C, K>: Layer<S>,
 {
-    type Service = RefusalResponse<<CircuitBreakerLayer<C, K> as Layer<S>>::Service>;
+    type Service = RejectionResponse<<CircuitBreakerLayer<C, K> as Layer<S>>::Service>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RefusalResponse(self.0.layer(inner))
+        RejectionResponse(self.0.layer(inner))
     }
 }
 
@@ -113,15 +114,15 @@ where
 /// becomes its `503` response, any other error `500 Internal Server Error`. Its error type is
 /// [`Infallible`], as axum requires.
 #[derive(Clone, Debug)]
-pub struct RefusalResponse<S>(pub S);
+pub struct RejectionResponse<S>(pub S);
 
-impl<S, Req> Service<Req> for RefusalResponse<S>
+impl<S, Req> Service<Req> for RejectionResponse<S>
 where
     S: Service<Req, Response = Response, Error = BoxError>,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = RefusalFuture<S::Future>;
+    type Future = RejectionFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         // An inner readiness error cannot be answered here (there is no request yet); report ready
@@ -133,21 +134,21 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        RefusalFuture {
+        RejectionFuture {
             inner: self.0.call(req),
         }
     }
 }
 
 pin_project! {
-    /// The response future of [`RefusalResponse`].
-    pub struct RefusalFuture<F> {
+    /// The response future of [`RejectionResponse`].
+    pub struct RejectionFuture<F> {
         #[pin]
         inner: F,
     }
 }
 
-impl<F> Future for RefusalFuture<F>
+impl<F> Future for RejectionFuture<F>
 where
     F: Future<Output = Result<Response, BoxError>>,
 {
@@ -166,21 +167,9 @@ where
     }
 }
 
-impl<F> fmt::Debug for RefusalFuture<F> {
+impl<F> fmt::Debug for RejectionFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("RefusalFuture")
-    }
-}
-
-/// The `reason` field of the JSON body.
-fn reason_code(reason: Reason) -> &'static str {
-    match reason {
-        Reason::Open => "open",
-        Reason::HalfOpenFull => "half_open_full",
-        Reason::Recovering => "recovering",
-        Reason::ForcedOpen => "forced_open",
-        Reason::BulkheadFull => "bulkhead_full",
-        Reason::TimedOut => "timed_out",
+        f.write_str("RejectionFuture")
     }
 }
 
@@ -208,7 +197,7 @@ impl IntoResponse for Error {
         let secs = retry_after_secs(self.retry_after());
         let body = format!(
             r#"{{"error":"circuit_open","reason":"{}","retry_after":{secs}}}"#,
-            reason_code(self.reason())
+            self.reason().code()
         );
         let mut response = (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
         let headers = response.headers_mut();
@@ -220,6 +209,14 @@ impl IntoResponse for Error {
         response
     }
 }
+
+/// The former name of [`RejectionResponse`].
+#[deprecated(since = "0.1.0", note = "use `RejectionResponse`")]
+pub type RefusalResponse<S> = RejectionResponse<S>;
+
+/// The former name of [`RejectionFuture`].
+#[deprecated(since = "0.1.0", note = "use `RejectionFuture`")]
+pub type RefusalFuture<F> = RejectionFuture<F>;
 
 #[cfg(test)]
 mod tests {

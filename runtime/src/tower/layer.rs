@@ -47,6 +47,9 @@ pub struct CircuitBreakerLayer<C = AnyError, K = FixedKey> {
     pub(super) policy: Policy,
     pub(super) classifier: C,
     pub(super) key: K,
+    /// The key of [`CircuitBreakerLayer::new`] until [`key_fn`](CircuitBreakerLayer::key_fn)
+    /// replaces it: declared in the registry, so its overrides are not unknown keys.
+    pub(super) declared: Option<Key>,
 }
 
 /// The key of a [`CircuitBreakerLayer::new`] layer: one circuit for every request.
@@ -77,13 +80,21 @@ impl<F, Req> fmt::Debug for KeyFn<F, Req> {
 impl CircuitBreakerLayer {
     /// A layer for the circuit `key` of the global registry, with the default policy and
     /// classifier.
+    ///
+    /// The key is declared in the registry as an annotated function's literal key is (and again
+    /// in the one [`registry`](CircuitBreakerLayer::registry) names, with the policy
+    /// [`policy`](CircuitBreakerLayer::policy) gives): its overrides are validated against that
+    /// policy, and it is not one of [`Registry::unknown_keys`], before its breaker exists.
     pub fn new(key: impl Into<Key>) -> Self {
+        let key = key.into();
         CircuitBreakerLayer {
             registry: crate::registry(),
             policy: Policy::DEFAULT,
             classifier: AnyError,
-            key: FixedKey(key.into()),
+            key: FixedKey(key.clone()),
+            declared: Some(key),
         }
+        .declared()
     }
 }
 
@@ -91,12 +102,20 @@ impl<C, K> CircuitBreakerLayer<C, K> {
     /// Uses `registry` (a `static`, or a `static LazyLock<Registry>`) instead of the global one.
     pub fn registry(mut self, registry: &'static Registry) -> Self {
         self.registry = registry;
-        self
+        self.declared()
     }
 
     /// The policy breakers are created with.
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
+        self.declared()
+    }
+
+    /// Declares the fixed key, if any, in the registry with the policy.
+    fn declared(self) -> Self {
+        if let Some(key) = &self.declared {
+            self.registry.declare(key.as_str(), self.policy);
+        }
         self
     }
 
@@ -109,6 +128,7 @@ impl<C, K> CircuitBreakerLayer<C, K> {
             policy: self.policy,
             classifier,
             key: self.key,
+            declared: self.declared,
         }
     }
 
@@ -130,6 +150,7 @@ impl<C, K> CircuitBreakerLayer<C, K> {
                 f,
                 _req: PhantomData,
             },
+            declared: None,
         }
     }
 }

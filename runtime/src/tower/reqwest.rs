@@ -11,16 +11,16 @@
 //! ```
 //!
 //! Outcomes are classified with [`HttpFailures`]: a `5xx` or `429` response and a transport error
-//! count, any other response is a success. A refused request is not sent; it fails with
+//! count, any other response is a success. A rejected request is not sent; it fails with
 //! `reqwest_middleware::Error::Middleware` wrapping a [`fusebox::Error`](crate::Error), which
-//! [`refusal`] finds:
+//! [`rejection`] finds:
 //!
 //! ```
 //! # async fn get(client: &reqwest_middleware::ClientWithMiddleware) {
 //! match client.get("http://inventory.internal/stock").send().await {
 //!     Ok(response) => { /* … */ }
-//!     Err(err) => match fusebox::tower::reqwest::refusal(&err) {
-//!         Some(refused) => println!("not sent: {refused}"),
+//!     Err(err) => match fusebox::tower::reqwest::rejection(&err) {
+//!         Some(rejected) => println!("not sent: {rejected}"),
 //!         None => println!("failed: {err}"),
 //!     },
 //! }
@@ -58,12 +58,18 @@ pub struct CircuitBreakerMiddleware {
 
 impl CircuitBreakerMiddleware {
     /// Every request through the circuit `key`.
+    ///
+    /// The key is declared in the registry as an annotated function's literal key is (and again
+    /// in the one [`registry`](Self::registry) names, with the policy [`policy`](Self::policy)
+    /// gives): its overrides are validated against that policy, and it is not one of
+    /// [`Registry::unknown_keys`], before the first request creates its breaker.
     pub fn new(key: impl Into<Key>) -> Self {
         CircuitBreakerMiddleware {
             registry: crate::registry(),
             policy: Policy::DEFAULT,
             keying: Keying::Fixed(key.into(), OnceLock::new()),
         }
+        .declared()
     }
 
     /// One circuit per host: the key is the URL's `host:port` (`api.example.com:443`, the port
@@ -80,12 +86,20 @@ impl CircuitBreakerMiddleware {
     /// Uses `registry` (a `static`, or a `static LazyLock<Registry>`) instead of the global one.
     pub fn registry(mut self, registry: &'static Registry) -> Self {
         self.registry = registry;
-        self
+        self.declared()
     }
 
     /// The policy breakers are created with (an invalid one is logged and the default runs).
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = usable_policy("reqwest", SITE_REQWEST, policy);
+        self.declared()
+    }
+
+    /// Declares the fixed key, if any, in the registry with the policy.
+    fn declared(self) -> Self {
+        if let Keying::Fixed(key, _) = &self.keying {
+            self.registry.declare(key.as_str(), self.policy);
+        }
         self
     }
 
@@ -115,12 +129,18 @@ fn host_key(url: &Url) -> String {
     }
 }
 
-/// The [`fusebox::Error`](crate::Error) inside `err` when the middleware refused the request.
-pub fn refusal(err: &reqwest_middleware::Error) -> Option<&Error> {
+/// The [`fusebox::Error`](crate::Error) inside `err` when the middleware rejected the request.
+pub fn rejection(err: &reqwest_middleware::Error) -> Option<&Error> {
     match err {
         reqwest_middleware::Error::Middleware(inner) => inner.downcast_ref::<Error>(),
         reqwest_middleware::Error::Reqwest(_) => None,
     }
+}
+
+/// The former name of [`rejection`].
+#[deprecated(since = "0.1.0", note = "use `rejection`")]
+pub fn refusal(err: &reqwest_middleware::Error) -> Option<&Error> {
+    rejection(err)
 }
 
 impl Classify<Response, reqwest_middleware::Error> for HttpFailures {

@@ -23,13 +23,13 @@ pub(crate) const ATTEMPTS: u32 = 3;
 pub(crate) enum BackendError {
     /// The call did not answer within [`TIMEOUT`]: an infrastructure failure.
     Timeout,
-    /// The breaker refused the call without calling the backend.
-    Refused(#[allow(dead_code)] /* shown through `Debug` */ fusebox::Error),
+    /// The breaker rejected the call without calling the backend.
+    Rejected(#[allow(dead_code)] /* shown through `Debug` */ fusebox::Error),
 }
 
 impl From<fusebox::Error> for BackendError {
     fn from(e: fusebox::Error) -> Self {
-        BackendError::Refused(e)
+        BackendError::Rejected(e)
     }
 }
 
@@ -44,7 +44,7 @@ async fn backend() -> Result<u32, BackendError> {
 
 /// The same call through a breaker that opens when 5 of its last 5 calls failed, with the
 /// retries on the attribute: up to [`ATTEMPTS`] attempts, each one asking the breaker first and
-/// counted on its own. Once the circuit is open the next attempt is refused, and a refusal is never
+/// counted on its own. Once the circuit is open the next attempt is rejected, and a rejected call is never
 /// retried.
 #[fusebox::circuit_breaker(key = "backend", window = 5, min_calls = 5, failure_rate = 100, open_for = "30s", retry = 3, failure = [Timeout])]
 async fn guarded() -> Result<u32, BackendError> {
@@ -70,7 +70,7 @@ pub(crate) struct Report {
     pub backend_calls: u32,
     /// Requests that succeeded.
     pub successes: u32,
-    /// Requests answered by a `fusebox::Error` (refused without waiting for the backend).
+    /// Requests answered by a `fusebox::Error` (rejected without waiting for the backend).
     pub fast_errors: u32,
     /// Requests that failed with a backend timeout.
     pub timeouts: u32,
@@ -95,7 +95,7 @@ pub(crate) async fn run(with_breaker: bool) -> Report {
         };
         match result {
             Ok(_) => successes += 1,
-            Err(BackendError::Refused(_)) => fast_errors += 1,
+            Err(BackendError::Rejected(_)) => fast_errors += 1,
             Err(BackendError::Timeout) => timeouts += 1,
         }
     }
@@ -138,7 +138,7 @@ async fn main() {
         .get("backend")
         .expect("the breaker exists");
     println!(
-        "\nbreaker `backend` is {} and refused {} calls",
+        "\nbreaker `backend` is {} and rejected {} calls",
         b.state(),
         b.snapshot().rejected
     );

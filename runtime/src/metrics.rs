@@ -1,0 +1,86 @@
+//! The metrics fusebox exports through the [`metrics`](https://docs.rs/metrics) crate (feature
+//! `metrics`): what each one counts and its labels.
+//!
+//! fusebox registers its instruments with whatever recorder is installed when a breaker is created
+//! (`metrics::set_global_recorder`, or an exporter's `install`), so install the recorder before the
+//! first call. The names and labels below are stable.
+//!
+//! | metric | kind | labels | what |
+//! |---|---|---|---|
+//! | `fusebox_calls_total` | counter | `key`, `outcome` | one increment per call (per attempt, with `retry`), with exactly one `outcome` |
+//! | `fusebox_shadow_rejected_total` | counter | `key` | calls that metrics-only mode admitted although the breaker would have rejected them |
+//! | `fusebox_state` | gauge | `key` | the breaker's state as a number (table below) |
+//! | `fusebox_transitions_total` | counter | `key`, `from`, `to` | state changes, by the states left and entered |
+//!
+//! `key` is the breaker's key. `outcome` of [`CALLS_TOTAL`]:
+//!
+//! | `outcome` | the call |
+//! |---|---|
+//! | `success` | ran and succeeded |
+//! | `failure` | ran and failed with a counted failure (a panic and a timed-out attempt included) |
+//! | `ignored` | ran and ended with an error that does not count, or was cancelled (its future dropped) |
+//! | `rejected` | never ran: the breaker rejected it ([`Reason`](crate::Reason) says why) |
+//!
+//! So over any interval the four outcomes of a key add up to the calls made. In metrics-only mode
+//! ([`Breaker::metrics_only`](crate::Breaker::metrics_only)) a call the breaker would reject runs
+//! instead: its outcome is what it did (`success`, `failure` or `ignored`), never `rejected`, and
+//! [`SHADOW_REJECTED_TOTAL`] counts it once more, on its own, so the two counters never count one
+//! call twice under one name. (The snapshot's [`rejected`](crate::Snapshot::rejected) counts both.)
+//!
+//! [`STATE`], by [`State`]:
+//!
+//! | value | state |
+//! |---|---|
+//! | `0` | closed |
+//! | `1` | open |
+//! | `2` | half-open |
+//! | `3` | forced open |
+//! | `4` | disabled |
+//!
+//! `from` and `to` of [`TRANSITIONS_TOTAL`] are [`State::as_str`](crate::State::as_str): `closed`,
+//! `open`, `half_open`, `forced_open`, `disabled`.
+//!
+//! On a key shared across replicas (feature `redis`), each replica counts its own calls and
+//! transitions, and its `fusebox_state` follows the shared state.
+//!
+//! Exporting them to Prometheus with `metrics-exporter-prometheus`: install its recorder at
+//! startup and serve its text on your metrics route.
+//!
+//! ```toml
+//! [dependencies]
+//! fusebox = { version = "0.1", features = ["metrics"] }
+//! metrics-exporter-prometheus = { version = "0.17", default-features = false }
+//! ```
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+//! let breaker = fusebox::registry().breaker("payment", fusebox::Policy::new())?;
+//! breaker.try_acquire()?.success();
+//! let text: String = prometheus.render(); // the body of your `GET /metrics`
+//! assert!(text.contains(r#"fusebox_calls_total{key="payment",outcome="success"} 1"#));
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::State;
+
+/// `fusebox_calls_total{key, outcome}`: calls by outcome, one increment per call.
+pub const CALLS_TOTAL: &str = "fusebox_calls_total";
+/// `fusebox_shadow_rejected_total{key}`: calls metrics-only mode ran instead of rejecting.
+pub const SHADOW_REJECTED_TOTAL: &str = "fusebox_shadow_rejected_total";
+/// `fusebox_state{key}`: the state as a number (see [`state_value`]).
+pub const STATE: &str = "fusebox_state";
+/// `fusebox_transitions_total{key, from, to}`: state changes.
+pub const TRANSITIONS_TOTAL: &str = "fusebox_transitions_total";
+
+/// The value of [`STATE`] for `state`: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
+pub const fn state_value(state: State) -> f64 {
+    match state {
+        State::Closed => 0.0,
+        State::Open => 1.0,
+        State::HalfOpen => 2.0,
+        State::ForcedOpen => 3.0,
+        State::Disabled => 4.0,
+    }
+}
