@@ -92,6 +92,7 @@ async fn outcomes_settled_faster_than_round_trips_are_summed_and_all_counted() {
         "every outcome counted once in the shared window"
     );
     let sent = script_calls(&server) - before;
+    eprintln!("{outcomes} outcomes reached Redis in {sent} script calls");
     assert!(
         sent * 4 < outcomes,
         "{outcomes} outcomes reached Redis in {sent} script calls: they were not summed"
