@@ -302,6 +302,8 @@ impl Policy {
     }
 
     /// A recorded call slower than `threshold` counts as slow (a slow success is slow, not failed).
+    /// Strictly slower: a call that takes exactly `threshold` is not slow, one that takes a
+    /// nanosecond more is.
     pub const fn slow(mut self, threshold: Duration) -> Self {
         self.slow_nanos = duration_to_nanos(threshold);
         self.mark(set::SLOW)

@@ -96,7 +96,7 @@ pub mod limits {
 /// | `window = "30s"` | | Time window: the calls of the last span ("10ms" ..= "2h"), kept in 10 buckets rotated lazily on the request path. |
 /// | `min_calls = 10` | `10` (or `window` if smaller) | No rate decision before this many calls are in the window. Never above a count window: `window = 5` alone decides after 5 calls, and `window` lowers a larger `min_calls` of a `policy = …` base to fit. The same rule holds for `Policy::new().window(5)` and a configured `window = 5`. |
 /// | `failure_rate = 50` | `50` | Percent of failures in the window that opens the circuit (1 ..= 100). |
-/// | `slow = "2s"` | off | A call slower than this counts as slow (a slow success is slow, not failed). |
+/// | `slow = "2s"` | off | A call slower than this counts as slow (strictly: a call of exactly `slow` is not slow; a slow success is slow, not failed). |
 /// | `slow_rate = 80` | `100` | Percent of slow calls that opens the circuit; needs `slow`. Either rate may trip. |
 /// | `consecutive = 5` | off | Opens after N counted failures in a row; any success resets the run. Without an explicit `failure_rate` (here, in a `policy = …` base, or in configuration) it replaces the rate rule; with one both apply. The same rule holds for `Policy::new().consecutive(5)` and a configured `consecutive = 5`. |
 /// | `failure_count = 50` | off | Opens after N counted failures within the window (the last `window` calls, or the last span of a time window), whatever the rate (1 ..= 1,000,000, at most a count window). `min_calls` does not gate it. Like `consecutive`, without an explicit `failure_rate` it replaces the rate rule; with one both apply. |
