@@ -13,7 +13,7 @@ pub use crate::attempts::{
 pub use crate::breaker::Named;
 pub use crate::declared::Declared;
 pub use crate::error::Cause;
-pub use crate::policy::Policy;
+pub use crate::policy::{Others, Policy};
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 

@@ -61,7 +61,7 @@ pub mod __private_0_1_0;
 pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sharing, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
-pub use policy::{Policy, PolicyError, PolicyPatch, Recovery, Window};
+pub use policy::{Others, Policy, PolicyError, PolicyPatch, Recovery, Window};
 pub use record::OUTCOME_TARGET;
 pub use registry::{Registry, SWEEP_STEP, registry};
 pub use state::State;
@@ -91,6 +91,7 @@ pub mod limits {
 /// | `failure = [Timeout, Connect]` | every `Err` | Variants of `E` that count as failures: unit, tuple or struct variants, by name or by full path (`PaymentError::Timeout`). A name the error type lacks is a compile error at that name. |
 /// | `failure = path::to::pred` | | A `fn(&E) -> bool` deciding which errors count. |
 /// | `failure_if = path::to::pred` | none | A `fn(&T) -> bool` on the `Ok` value: `Ok` values it accepts count as failures (an HTTP response with status 503, say). The call still returns the `Ok` value unchanged, with or without a fallback: the fallback runs for refusals and counted errors only. |
+/// | `others = "success"` | `"ignore"` | What an error the classification does not count (not in `failure = [...]`, or rejected by its predicate) does: `"ignore"` passes it through and leaves the circuit as it was; `"success"` counts it as a success in the window, as Resilience4j, Polly and Sentinel do, so business errors dilute the failure rate (and a half-open probe that ends in one passes). Either way the error is returned untouched, not retried, and never reaches the fallback. Also `Policy::others(Others::Success)` and a config field (`others = "success"`). |
 /// | `fallback = name` | none | Called when the call is refused or fails with a counted failure. Free function: `name(args…, cause)`. On a method a bare name means `Self::name(self, args…, cause)`; a path is used as written. It takes the function's parameters plus a last `cause: fusebox::Cause<E>` and returns the function's return type; it is `async` when the function is. |
 /// | `window = 100` | `100` | Count window: the last N recorded calls (1 ..= 1,000,000). Older outcomes are evicted. |
 /// | `window = "30s"` | | Time window: the calls of the last span ("10ms" ..= "2h"), kept in 10 buckets rotated lazily on the request path. |

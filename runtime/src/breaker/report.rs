@@ -55,6 +55,17 @@ impl Core {
         }
     }
 
+    /// The verdict of an error the classification does not count: nothing, or a success under
+    /// [`Others::Success`](crate::Others::Success).
+    #[inline]
+    pub(super) fn uncounted(&self) -> Verdict {
+        if self.policy.others == crate::Others::Success {
+            Verdict::Success
+        } else {
+            Verdict::Released
+        }
+    }
+
     /// True when the call admitted under `permit` and reported at `now` was slow: it took
     /// strictly longer than `slow` (a call of exactly `slow` is not slow). Both the local
     /// window and a shared key's report (whose flag the store's script adds up) use it.

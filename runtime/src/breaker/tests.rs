@@ -153,7 +153,7 @@ fn slow_successes_count_as_slow_not_failed() {
     for slow in [false, true, false] {
         let p = b.try_acquire().unwrap();
         if slow {
-            clock.advance(2 * S);
+            clock.advance(3 * S);
         }
         p.success();
     }
