@@ -84,3 +84,175 @@ fn with_others_success_a_declined_probe_closes_the_circuit() {
     assert!(declined.is_err());
     assert_eq!(breaker.snapshot().calls, 1);
 }
+
+// ------------------------------------------------------------------ nested breakers
+
+/// The failures and state of the breaker `key`.
+fn failures_of(key: &str) -> (u32, State) {
+    let breaker = REGISTRY.get(key).expect("registered");
+    (breaker.snapshot().failures, breaker.state())
+}
+
+/// Two attributes on one function: whichever runs inside, its refusals reach the other as the
+/// function's error, converted by `From<fusebox::Error>`.
+#[fusebox::circuit_breaker(key = "stacked-first", registry = REGISTRY, window = 4, min_calls = 2)]
+#[fusebox::circuit_breaker(key = "stacked-second", registry = REGISTRY, window = 4, min_calls = 2)]
+fn stacked() -> Result<u32, ApiError> {
+    Ok(1)
+}
+
+#[test]
+fn stacked_attributes_do_not_count_each_others_refusals() {
+    stacked().unwrap();
+    for (forced, other) in [
+        ("stacked-first", "stacked-second"),
+        ("stacked-second", "stacked-first"),
+    ] {
+        let breaker = REGISTRY.get(forced).unwrap();
+        breaker.force_open();
+        for _ in 0..4 {
+            let refused = stacked().unwrap_err();
+            assert_eq!(refused.refusal().map(fusebox::Error::key), Some(forced));
+        }
+        // One of the two runs inside the other: that one's refusals went through the other,
+        // which counted none of them (it counted 4 failures, and opened, before).
+        assert_eq!(failures_of(other), (0, State::Closed), "{other}");
+        breaker.reset();
+    }
+}
+
+#[fusebox::circuit_breaker(key = "nested-inner", registry = REGISTRY, consecutive = 1, open_for = "1h")]
+fn inner(fail: bool) -> Result<u32, ApiError> {
+    if fail { Err(ApiError::Timeout) } else { Ok(1) }
+}
+
+#[fusebox::circuit_breaker(key = "nested-outer", registry = REGISTRY, window = 4, min_calls = 2)]
+fn outer(fail: bool) -> Result<u32, ApiError> {
+    Ok(inner(fail)? + 1)
+}
+
+#[test]
+fn an_annotated_function_does_not_count_the_refusals_of_one_it_calls() {
+    // The inner dependency times out: both count it (the outer's dependency failed too), and
+    // the inner circuit opens.
+    assert_eq!(outer(true), Err(ApiError::Timeout));
+    assert_eq!(failures_of("nested-inner").1, State::Open);
+    assert_eq!(failures_of("nested-outer"), (1, State::Closed));
+    // The inner circuit refuses: the outer returns the refusal and counts nothing.
+    for _ in 0..5 {
+        let refused = outer(false).unwrap_err();
+        assert_eq!(
+            refused.refusal().map(fusebox::Error::key),
+            Some("nested-inner")
+        );
+    }
+    let snap = REGISTRY.get("nested-outer").unwrap().snapshot();
+    assert_eq!(
+        (snap.calls, snap.failures, snap.state),
+        (1, 1, State::Closed)
+    );
+}
+
+#[fusebox::circuit_breaker(key = "async-inner", registry = REGISTRY, consecutive = 1, open_for = "1h")]
+async fn async_inner() -> Result<u32, ApiError> {
+    Err(ApiError::Timeout)
+}
+
+#[fusebox::circuit_breaker(key = "async-outer", registry = REGISTRY, window = 4, min_calls = 2, retry = 3)]
+async fn async_outer() -> Result<u32, ApiError> {
+    tokio::task::yield_now().await;
+    let n = async_inner().await?;
+    Ok(n + 1)
+}
+
+#[tokio::test]
+async fn an_async_fn_with_retry_neither_counts_nor_retries_an_inner_refusal() {
+    // The first call: the inner timeout is counted by both, and retried by the outer, whose
+    // second attempt is refused by the now open inner circuit.
+    let first = async_outer().await.unwrap_err();
+    assert_eq!(
+        first.refusal().map(fusebox::Error::key),
+        Some("async-inner")
+    );
+    let inner = REGISTRY.get("async-inner").unwrap();
+    assert_eq!((inner.state(), inner.snapshot().rejected), (State::Open, 1));
+    assert_eq!(failures_of("async-outer"), (1, State::Closed));
+    for rejected in 2..6 {
+        let refused = async_outer().await.unwrap_err();
+        assert_eq!(
+            refused.refusal().map(fusebox::Error::key),
+            Some("async-inner")
+        );
+        assert_eq!(inner.snapshot().rejected, rejected, "one attempt per call");
+    }
+    assert_eq!(failures_of("async-outer"), (1, State::Closed));
+}
+
+#[fusebox::circuit_breaker(key = "task-outer", registry = REGISTRY, window = 4, min_calls = 2)]
+async fn waits_then_times_out(go: tokio::sync::oneshot::Receiver<()>) -> Result<u32, ApiError> {
+    go.await.unwrap();
+    Err(ApiError::Timeout)
+}
+
+#[fusebox::circuit_breaker(key = "task-inner", registry = REGISTRY)]
+async fn refused_elsewhere() -> Result<u32, ApiError> {
+    Ok(1)
+}
+
+/// A refusal converted in another task on the same thread is not taken for this call's error.
+#[tokio::test(flavor = "current_thread")]
+async fn a_refusal_in_another_task_on_the_thread_does_not_hide_a_failure() {
+    refused_elsewhere().await.unwrap();
+    REGISTRY.get("task-inner").unwrap().force_open();
+    for _ in 0..2 {
+        let (go, wait) = tokio::sync::oneshot::channel();
+        let outer = tokio::spawn(waits_then_times_out(wait));
+        tokio::task::yield_now().await; // the outer call is admitted and waits
+        let other = tokio::spawn(async {
+            assert!(refused_elsewhere().await.unwrap_err().refusal().is_some());
+            go.send(()).unwrap();
+        });
+        other.await.unwrap();
+        assert_eq!(outer.await.unwrap(), Err(ApiError::Timeout));
+    }
+    // Two timeouts of two calls: open (its window starts empty again).
+    assert_eq!(failures_of("task-outer").1, State::Open);
+}
+
+#[fusebox::circuit_breaker(key = "success-outer", registry = REGISTRY, failure = [Timeout], others = "success")]
+fn counts_others(fail: bool) -> Result<u32, ApiError> {
+    Ok(inner_of_success(fail)? + 1)
+}
+
+#[fusebox::circuit_breaker(key = "success-inner", registry = REGISTRY)]
+fn inner_of_success(fail: bool) -> Result<u32, ApiError> {
+    if fail {
+        Err(ApiError::Declined { code: 51 })
+    } else {
+        Ok(1)
+    }
+}
+
+#[test]
+fn an_inner_refusal_is_no_success_under_others_success() {
+    counts_others(false).unwrap();
+    assert!(matches!(
+        counts_others(true),
+        Err(ApiError::Declined { .. })
+    ));
+    let outer = REGISTRY.get("success-outer").unwrap();
+    assert_eq!(
+        outer.snapshot().calls,
+        2,
+        "an `Ok` and a declined card: two successes"
+    );
+    REGISTRY.get("success-inner").unwrap().force_open();
+    for _ in 0..3 {
+        assert!(counts_others(false).unwrap_err().refusal().is_some());
+    }
+    assert_eq!(
+        outer.snapshot().calls,
+        2,
+        "refusals of the inner breaker count as nothing"
+    );
+}

@@ -139,7 +139,8 @@ pub enum Recovery {
 /// tower-resilience count it as a success instead, which dilutes the failure rate;
 /// [`Others::Success`] does the same. Either way the error passes through untouched, is not
 /// retried and never reaches the fallback. A cancelled call, and an error converted from the
-/// refusal of an inner fusebox breaker (see the guide's "Nested breakers"), count as neither.
+/// refusal of an inner fusebox breaker (see "Nested breakers" in the `fusebox` README), count
+/// as neither.
 ///
 /// ```
 /// # use fusebox_policy as fusebox;

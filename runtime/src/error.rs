@@ -308,13 +308,20 @@ impl<E> Cause<E> {
     }
 
     /// Turns the cause back into the function's error, using `From<fusebox::Error>` for refusals
-    /// and timeouts (whose [`Error::reason`] tells them apart).
+    /// and timeouts (whose [`Error::reason`] tells them apart). A refusal's error is marked like
+    /// the attribute's own conversion, so the breaker of an enclosing annotated function does not
+    /// count it (see the README's "Nested breakers").
     pub fn into_error(self) -> E
     where
         E: From<Error>,
     {
         match self {
-            Cause::Rejected(e) | Cause::TimedOut(e) => E::from(e),
+            Cause::Rejected(e) => {
+                let error = E::from(e);
+                crate::nested::mark();
+                error
+            }
+            Cause::TimedOut(e) => E::from(e),
             Cause::Failed(e) => e,
         }
     }

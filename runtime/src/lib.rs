@@ -38,6 +38,7 @@ pub mod config;
 mod declared;
 mod error;
 mod key;
+mod nested;
 mod observe;
 mod policy;
 mod record;
@@ -88,7 +89,7 @@ pub mod limits {
 /// |---|---|---|
 /// | `key = "payment"` | required | String literal: one breaker per key, shared by every function with that key, cached in a per-call-site `static` (after the first call admission does no hashing and takes no lock). |
 /// | `key = host` | | Any expression yielding `&str` or `String`: one breaker per value (per downstream host, say), looked up per call in a lock-free map. Bounded: see Dynamic keys (README). |
-/// | `failure = [Timeout, Connect]` | every `Err` | Variants of `E` that count as failures: unit, tuple or struct variants, by name or by full path (`PaymentError::Timeout`). A name the error type lacks is a compile error at that name. |
+/// | `failure = [Timeout, Connect]` | every `Err` (but an inner breaker's refusal) | Variants of `E` that count as failures: unit, tuple or struct variants, by name or by full path (`PaymentError::Timeout`). A name the error type lacks is a compile error at that name. Omitted, every error counts except one converted from the refusal of an inner breaker (see Nested breakers in the README's Semantics). |
 /// | `failure = path::to::pred` | | A `fn(&E) -> bool` deciding which errors count. |
 /// | `failure_if = path::to::pred` | none | A `fn(&T) -> bool` on the `Ok` value: `Ok` values it accepts count as failures (an HTTP response with status 503, say). The call still returns the `Ok` value unchanged, with or without a fallback: the fallback runs for refusals and counted errors only. |
 /// | `others = "success"` | `"ignore"` | What an error the classification does not count (not in `failure = [...]`, or rejected by its predicate) does: `"ignore"` passes it through and leaves the circuit as it was; `"success"` counts it as a success in the window, as Resilience4j, Polly and Sentinel do, so business errors dilute the failure rate (and a half-open probe that ends in one passes). Either way the error is returned untouched, not retried, and never reaches the fallback. Also `Policy::others(Others::Success)` and a config field (`others = "success"`). |

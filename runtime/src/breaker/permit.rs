@@ -178,6 +178,19 @@ impl<N: Named> Permit<'_, N> {
         self.settle(verdict);
     }
 
+    /// Reports a call that counts as nothing, whatever [`Policy::others`](crate::Policy::others)
+    /// says: its error was converted from an inner breaker's refusal.
+    #[inline]
+    pub(crate) fn released(&mut self) {
+        self.settle(Verdict::Released);
+    }
+
+    /// [`released`](Permit::released), consuming the permit.
+    #[inline]
+    pub(crate) fn release(mut self) {
+        self.released();
+    }
+
     /// What the breaker needs back to account for the call, as plain values (the permit's own
     /// address never escapes, so it stays in registers on the hot path).
     #[inline(always)]

@@ -591,7 +591,11 @@ fn a_call_of_exactly_slow_is_not_slow_and_one_nanosecond_more_is() {
     clock.advance(2 * S);
     exact.success();
     let snap = b.snapshot();
-    assert_eq!((snap.calls, snap.slow), (1, 0), "exactly `slow` is not slow");
+    assert_eq!(
+        (snap.calls, snap.slow),
+        (1, 0),
+        "exactly `slow` is not slow"
+    );
     let longer = b.try_acquire().unwrap();
     clock.advance(2 * S + Duration::from_nanos(1));
     longer.success();

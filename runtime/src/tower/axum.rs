@@ -236,12 +236,17 @@ mod tests {
         use crate::{Policy, Registry, clock::FakeClock};
         let clock = FakeClock::new();
         let registry = Registry::with_clock(clock.clone());
-        let policy = Policy::new().consecutive(1).open_for(Duration::from_secs(2));
+        let policy = Policy::new()
+            .consecutive(1)
+            .open_for(Duration::from_secs(2));
         let breaker = registry.breaker("t", policy).unwrap();
         clock.advance(Duration::from_micros(500));
         breaker.try_acquire().unwrap().failure();
         let refused = breaker.try_acquire().unwrap_err();
-        assert_eq!(refused.retry_after(), Some(Duration::from_micros(2_000_500)));
+        assert_eq!(
+            refused.retry_after(),
+            Some(Duration::from_micros(2_000_500))
+        );
         let response = refused.into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[header::RETRY_AFTER], "2");
