@@ -217,12 +217,11 @@ impl<E: From<Error>> FromRejection for E {
 /// (`crate::nested`).
 #[inline]
 pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
-    let refusal = error.is_refusal();
-    let error = E::from_rejection(error);
-    if refusal {
+    // Marked before the conversion, so the error is not kept across the call.
+    if error.is_refusal() {
         crate::nested::mark();
     }
-    error
+    E::from_rejection(error)
 }
 
 /// A fallback called with the annotated function's arguments and the cause, given as one tuple:

@@ -51,7 +51,7 @@ pub(crate) fn clear() {
 }
 
 /// Marks the error being converted from a refusal on this thread and task.
-#[cold]
+#[inline]
 pub(crate) fn mark() {
     TASK.set(tokio::task::try_id());
     REFUSED.set(true);
