@@ -108,7 +108,8 @@ fn slow_successes_count_as_slow_and_trip_at_slow_rate() {
         (3, 1, 0)
     );
     assert_eq!(snapshot.state, State::Closed);
-    slow_call(2_000).unwrap();
+    // Slower than `slow`: 2 s and 1 ms (a call of exactly 2 s is not slow).
+    slow_call(2_001).unwrap();
     assert_eq!(breaker.state(), State::Open, "2 slow calls of 4: 50 %");
     let error = refusal(slow_call(0));
     assert_eq!(error.reason(), Reason::Open);

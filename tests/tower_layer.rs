@@ -244,6 +244,32 @@ async fn the_classifier_decides_what_counts_and_uncounted_errors_pass_through() 
     );
 }
 
+#[tokio::test]
+async fn with_others_success_an_error_the_classifier_rejects_is_a_success() {
+    let layer = CircuitBreakerLayer::new("classify-others")
+        .registry(&CLASSIFY)
+        .policy(TRIP_AT_3.others(fusebox::Others::Success))
+        .failure(|r: &Result<u32, &'static str>| matches!(r, Err("timeout")));
+    let mut svc = layer.layer(service_fn(|n: u32| async move {
+        match n {
+            0 => Err("timeout"),
+            _ => Err("declined"),
+        }
+    }));
+    for _ in 0..2 {
+        let err = svc.ready().await.unwrap().call(1).await.unwrap_err();
+        assert_eq!(err.to_string(), "declined", "passed through, boxed");
+    }
+    svc.ready().await.unwrap().call(0).await.unwrap_err();
+    let breaker = CLASSIFY.get("classify-others").unwrap();
+    let snap = breaker.snapshot();
+    assert_eq!(
+        (snap.calls, snap.failures, snap.state),
+        (3, 1, State::Closed),
+        "two declined calls are successes: 1 failure of 3, under 100 %"
+    );
+}
+
 // ---------------------------------------------------------------- per-request keys
 
 fake_registry!(KEYS_CLOCK, KEYS);

@@ -631,12 +631,12 @@ fn respond(key: &str, result: Result<Value, PayError>) -> Response {
                 })),
             )
                 .into_response();
-            if let Some(wait) = retry_after {
-                // Whole seconds, rounded up: a client that waits this long finds the probe admitted.
-                let secs = wait.as_millis().div_ceil(1000).max(1);
-                if let Ok(value) = HeaderValue::from_str(&secs.to_string()) {
-                    response.headers_mut().insert(header::RETRY_AFTER, value);
-                }
+            // Whole seconds (`Error::retry_after_secs`): a client that waits this long finds
+            // the probe admitted, give or take 10 ms.
+            if let Some(secs) = e.retry_after_secs()
+                && let Ok(value) = HeaderValue::from_str(&secs.to_string())
+            {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
             }
             response
         }

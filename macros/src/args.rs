@@ -20,6 +20,8 @@ use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, Ident, LitStr, Path, Token};
 
+use fusebox_policy::Others;
+
 use crate::errors::Errors;
 use values::{
     BACKOFF, MAX_CALLS, MAX_CONCURRENT, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY,
@@ -71,6 +73,8 @@ macro_rules! with_knobs {
             max_concurrent: Spanned<u32> = count_arg("10", MAX_CONCURRENT, "calls in flight") => max_concurrent;
             /// `shared = false`: the key stays local on a registry shared across replicas.
             shared: Spanned<bool> = flag_arg("false") => shared;
+            /// `others = "success"`: errors the classification does not count are successes.
+            others: Spanned<Others> = others_arg() => others;
         }
     };
 }

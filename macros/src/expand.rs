@@ -701,10 +701,14 @@ fn outcome(
     // The result is taken apart and rebuilt rather than inspected and returned: on the success
     // path only the `Ok` value moves, never the whole `Result` (whose error type may be large),
     // which keeps the hot path free of memory-to-memory copies.
+    //
+    // An error converted from an inner breaker's refusal (a stacked attribute, an annotated
+    // function calling another) is not counted by the default classification, and never as a
+    // success (`refused_inside`, `permit_ignored`).
     let report_error = match (classify(args.failure.as_ref(), names, true), &args.fallback) {
         (Some(counts), None) => quote! {
             #err_error => {
-                if #counts { #private::permit_failed(&mut #permit) } else { #private::permit_ignored(&mut #permit) }
+                if #counts { #private::permit_failed(&mut #permit) } else { #private::permit_ignored::<#is_async, _>(&mut #permit) }
                 #on_failed
             }
         },
@@ -714,14 +718,18 @@ fn outcome(
                 #on_failed
             }
             #err_error => {
-                #private::permit_ignored(&mut #permit);
+                #private::permit_ignored::<#is_async, _>(&mut #permit);
                 #err_done
             }
         },
         (None, _) => quote! {
-            #err_error => {
+            #err_error if !#private::refused_inside::<#is_async>() => {
                 #private::permit_failed(&mut #permit);
                 #on_failed
+            }
+            #err_error => {
+                #private::permit_released(&mut #permit);
+                #err_done
             }
         },
     };

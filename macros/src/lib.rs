@@ -35,7 +35,8 @@ use proc_macro::TokenStream;
 /// values as failures), `fallback`, `registry`, `crate`; the policy knobs `policy`,
 /// `window` (a count, or a duration for a time window), `min_calls`, `failure_rate`,
 /// `consecutive`, `failure_count`, `slow`, `slow_rate`, `open_for`, `open_backoff`, `open_max`, `half_open`,
-/// `half_open_lease`, `recovery`, `max_concurrent` and `shared`; and, on an `async fn`, the attempt
+/// `half_open_lease`, `recovery`, `max_concurrent`, `shared` and `others` (`"ignore"`, or
+/// `"success"` to count errors `failure` does not count as successes); and, on an `async fn`, the attempt
 /// settings `timeout`, `retry`, `backoff` and `deadline`. See the `fusebox` README for the full
 /// reference.
 #[proc_macro_attribute]

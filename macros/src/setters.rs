@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use fusebox_policy::Policy;
+use fusebox_policy::{Others, Policy};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote};
 
@@ -25,8 +25,8 @@ pub(crate) trait Kind: Copy {
     /// The call made on `policy` (what the expansion's call does when the program runs).
     fn apply(self, policy: Policy, set: Self::Setters) -> Policy;
     /// The call as tokens, `.window(20)`, given the setters' names, each value located where it
-    /// was written.
-    fn tokens(self, names: &[&str]) -> TokenStream;
+    /// was written; `private` is the runtime's private module (for values that name a type).
+    fn tokens(self, names: &[&str], private: &TokenStream) -> TokenStream;
     /// The span of the token that set `field` (as `PolicyError::field` names it), for the knob
     /// called `knob`.
     fn span_of(self, knob: &str, field: &str) -> Option<Span>;
@@ -72,7 +72,7 @@ impl<T: Plain> Kind for Spanned<T> {
     fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
         set(policy, self.value)
     }
-    fn tokens(self, names: &[&str]) -> TokenStream {
+    fn tokens(self, names: &[&str], _private: &TokenStream) -> TokenStream {
         let (name, value) = (method(names[0]), self.value.token(self.span));
         quote!(.#name(#value))
     }
@@ -87,9 +87,29 @@ impl Kind for Spanned<u64> {
     fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
         set(policy, Duration::from_nanos(self.value))
     }
-    fn tokens(self, names: &[&str]) -> TokenStream {
+    fn tokens(self, names: &[&str], _private: &TokenStream) -> TokenStream {
         let (name, value) = (method(names[0]), duration(self));
         quote!(.#name(#value))
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        (field == knob).then_some(self.span)
+    }
+}
+
+/// What an error the classification does not count does, named through the runtime's private
+/// module (`__private::Others::Success`).
+impl Kind for Spanned<Others> {
+    type Setters = fn(Policy, Others) -> Policy;
+    fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
+        set(policy, self.value)
+    }
+    fn tokens(self, names: &[&str], private: &TokenStream) -> TokenStream {
+        let name = method(names[0]);
+        let variant = match self.value {
+            Others::Success => Ident::new("Success", self.span),
+            _ => Ident::new("Ignore", self.span),
+        };
+        quote!(.#name(#private::Others::#variant))
     }
     fn span_of(self, knob: &str, field: &str) -> Option<Span> {
         (field == knob).then_some(self.span)
@@ -105,10 +125,10 @@ impl Kind for WindowArg {
             WindowArg::Time(span) => span.apply(policy, time),
         }
     }
-    fn tokens(self, names: &[&str]) -> TokenStream {
+    fn tokens(self, names: &[&str], private: &TokenStream) -> TokenStream {
         match self {
-            WindowArg::Count(calls) => calls.tokens(&names[..1]),
-            WindowArg::Time(span) => span.tokens(&names[1..]),
+            WindowArg::Count(calls) => calls.tokens(&names[..1], private),
+            WindowArg::Time(span) => span.tokens(&names[1..], private),
         }
     }
     fn span_of(self, knob: &str, field: &str) -> Option<Span> {
@@ -134,7 +154,7 @@ impl Kind for RecoveryArg {
             RecoveryArg::Probes => policy,
         }
     }
-    fn tokens(self, names: &[&str]) -> TokenStream {
+    fn tokens(self, names: &[&str], _private: &TokenStream) -> TokenStream {
         match self {
             RecoveryArg::Progressive { phases, min_passes } => {
                 let name = method(names[0]);
@@ -184,10 +204,11 @@ macro_rules! setter {
                 }
             }
 
-            /// The call as tokens, `.window(20)`, each value located where it was written.
-            pub(crate) fn tokens(self) -> TokenStream {
+            /// The call as tokens, `.window(20)`, each value located where it was written;
+            /// `private` is the runtime's private module.
+            pub(crate) fn tokens(self, private: &TokenStream) -> TokenStream {
                 match self {
-                    $(Setter::$name(value) => value.tokens(&[$(stringify!($set)),+]),)*
+                    $(Setter::$name(value) => value.tokens(&[$(stringify!($set)),+], private),)*
                 }
             }
 
@@ -245,13 +266,14 @@ mod tests {
             half_open_lease = "10s",
             recovery = progressive(phases = 3, min_passes = 5),
             max_concurrent = 8,
-            shared = false
+            shared = false,
+            others = "success"
         ))
         .args
         .unwrap();
         let calls: Vec<String> = setters(&args.policy)
             .into_iter()
-            .map(|setter| setter.tokens().to_string())
+            .map(|setter| setter.tokens(&quote!(P)).to_string())
             .collect();
         assert_eq!(
             calls,
@@ -271,6 +293,7 @@ mod tests {
                 ". progressive (3 , 5)",
                 ". max_concurrent (8)",
                 ". shared (false)",
+                ". others (P :: Others :: Success)",
             ]
         );
         // One call per row of the knob table: a new row needs its line above.
@@ -297,6 +320,7 @@ mod tests {
         );
         assert_eq!(p.get_max_concurrent(), Some(8));
         assert!(!p.is_shared());
+        assert_eq!(p.get_others(), fusebox_policy::Others::Success);
         assert!(p.validate().is_ok());
     }
 }

@@ -32,7 +32,7 @@ use crate::limits::{MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MIN_OPEN_FOR};
 /// The name of every policy knob, as written in the attribute and in configuration files.
 ///
 /// `window` covers both the count and the time window; `recovery` covers progressive recovery.
-pub const KNOBS: [&str; 16] = [
+pub const KNOBS: [&str; 17] = [
     "window",
     "min_calls",
     "failure_rate",
@@ -49,6 +49,7 @@ pub const KNOBS: [&str; 16] = [
     "max_concurrent",
     "stuck_open",
     "shared",
+    "others",
 ];
 
 /// The knobs of [`KNOBS`] that the `#[circuit_breaker]` attribute does not take as arguments, so
@@ -103,6 +104,7 @@ mod set {
     pub(super) const STUCK_OPEN: u32 = 1 << 13;
     pub(super) const SHARED: u32 = 1 << 14;
     pub(super) const FAILURE_COUNT: u32 = 1 << 15;
+    pub(super) const OTHERS: u32 = 1 << 16;
 }
 
 /// Which outcomes the failure and slow-call rates are computed over.
@@ -127,6 +129,63 @@ pub enum Recovery {
         /// Calls a phase must record before it is judged (at least 1).
         min_passes: u32,
     },
+}
+
+/// What an error that the classification does not count as a failure (an error not listed in
+/// `failure = [...]`, or one its predicate rejects) does to the window.
+///
+/// fusebox's default is [`Others::Ignore`]: such an error (a declined card, a 404) passes through
+/// and does not affect the circuit at all. Resilience4j, Polly, gobreaker, Sentinel and
+/// tower-resilience count it as a success instead, which dilutes the failure rate;
+/// [`Others::Success`] does the same. Either way the error passes through untouched, is not
+/// retried and never reaches the fallback. A cancelled call, and an error converted from the
+/// refusal of an inner fusebox breaker (see "Nested breakers" in the `fusebox` README), count
+/// as neither.
+///
+/// ```
+/// # use fusebox_policy as fusebox;
+/// use fusebox::{Others, Policy};
+///
+/// const LIKE_RESILIENCE4J: Policy = Policy::new().others(Others::Success);
+/// assert_eq!(LIKE_RESILIENCE4J.get_others(), Others::Success);
+/// assert_eq!(Policy::new().get_others(), Others::Ignore);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Others {
+    /// Not counted: the call leaves the window, the failure run and a half-open probe's
+    /// verdict as they were (a probe's slot is given back). The default.
+    #[default]
+    Ignore,
+    /// Counted as a success: the window records a successful call, a run of consecutive
+    /// failures ends, and a half-open probe passes.
+    Success,
+}
+
+impl Others {
+    /// The name written in the attribute and in configuration (`"ignore"`, `"success"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Others::Ignore => "ignore",
+            Others::Success => "success",
+        }
+    }
+
+    /// The value named `name` (`"ignore"` or `"success"`, as [`name`](Others::name) writes
+    /// them); `None` for any other name.
+    pub fn from_name(name: &str) -> Option<Others> {
+        match name {
+            "ignore" => Some(Others::Ignore),
+            "success" => Some(Others::Success),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Others {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// When a circuit opens and how it recovers.
@@ -161,6 +220,7 @@ pub enum Recovery {
 /// | `recovery` | probes | [`Policy::progressive`] |
 /// | `max_concurrent` | unlimited | [`Policy::max_concurrent`] |
 /// | `stuck_open` | 3 failed recoveries or 5 min | [`Policy::stuck_open`] (the `circuit_stuck_open` event) |
+/// | `others` | ignore | [`Policy::others`]: uncounted errors ignored, or counted as successes |
 ///
 /// Two rules connect fields, and they are decided here once for every way a policy is set (the
 /// attribute, this builder, [`Registry::configure`](https://docs.rs/fusebox/latest/fusebox/struct.Registry.html#method.configure) and the
@@ -225,7 +285,7 @@ pub struct Policy {
     #[doc(hidden)]
     pub stuck_open_nanos: u64,
     /// The fields whose setter was called (bits of `set`); the others follow the rules above.
-    /// 16 of 32 bits are taken. The call path reads other fields of the breaker's `Policy`,
+    /// 17 of 32 bits are taken. The call path reads other fields of the breaker's `Policy`,
     /// never this one (it is read when a policy is built, patched or compared on
     /// reconfiguration), and the wider field left `Policy` at 104 bytes on 64-bit targets (it
     /// fits in what was padding), so a breaker's layout is unchanged.
@@ -234,6 +294,9 @@ pub struct Policy {
     /// False: the key stays local on a registry shared through a store.
     #[doc(hidden)]
     pub shared: bool,
+    /// What an error the classification does not count does to the window.
+    #[doc(hidden)]
+    pub others: Others,
 }
 
 impl Policy {
@@ -257,6 +320,7 @@ impl Policy {
         stuck_open_nanos: 5 * 60 * 1_000_000_000,
         explicit: 0,
         shared: true,
+        others: Others::Ignore,
     };
 
     /// The default policy.
@@ -302,6 +366,8 @@ impl Policy {
     }
 
     /// A recorded call slower than `threshold` counts as slow (a slow success is slow, not failed).
+    /// Strictly slower: a call that takes exactly `threshold` is not slow, one that takes a
+    /// nanosecond more is.
     pub const fn slow(mut self, threshold: Duration) -> Self {
         self.slow_nanos = duration_to_nanos(threshold);
         self.mark(set::SLOW)
@@ -446,6 +512,14 @@ impl Policy {
         self.mark(set::SHARED)
     }
 
+    /// What an error that the classification does not count as a failure does: nothing
+    /// ([`Others::Ignore`], the default) or a success in the window ([`Others::Success`], as
+    /// Resilience4j, Polly and Sentinel count it). See [`Others`].
+    pub const fn others(mut self, others: Others) -> Self {
+        self.others = others;
+        self.mark(set::OTHERS)
+    }
+
     /// True when `field` (a bit of `set`) was set explicitly.
     #[doc(hidden)]
     #[inline]
@@ -569,6 +643,12 @@ impl Policy {
         self.shared
     }
 
+    /// `others`: what an error the classification does not count does (see [`Others`]).
+    #[inline]
+    pub const fn get_others(&self) -> Others {
+        self.others
+    }
+
     /// `stuck_open`: failed recoveries in a row (0: off) and the open span (zero: off).
     #[inline]
     pub const fn get_stuck_open(&self) -> (u32, Duration) {
@@ -631,6 +711,7 @@ impl PartialEq for Policy {
             stuck_open_nanos,
             explicit: _,
             shared,
+            others,
         } = *self;
         (
             window,
@@ -669,6 +750,7 @@ impl PartialEq for Policy {
                     other.failure_count,
                 )
             && shared == other.shared
+            && others == other.others
     }
 }
 
@@ -696,6 +778,7 @@ impl fmt::Debug for Policy {
             .field("max_concurrent", &self.get_max_concurrent())
             .field("stuck_open", &self.get_stuck_open())
             .field("shared", &self.shared)
+            .field("others", &self.others)
             .finish()
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{Policy, Recovery, Window, set};
+use crate::{Others, Policy, Recovery, Window, set};
 
 /// Changes to some fields of a [`Policy`]: what an operator's override names, and nothing else.
 ///
@@ -42,6 +42,7 @@ pub struct PolicyPatch {
     stuck_after_recoveries: Option<u32>,
     stuck_after: Option<Duration>,
     shared: Option<bool>,
+    others: Option<Others>,
 }
 
 impl PolicyPatch {
@@ -65,6 +66,7 @@ impl PolicyPatch {
             stuck_after_recoveries: None,
             stuck_after: None,
             shared: None,
+            others: None,
         }
     }
 
@@ -90,6 +92,12 @@ impl PolicyPatch {
     /// See [`Policy::shared`].
     pub const fn shared(mut self, shared: bool) -> Self {
         self.shared = Some(shared);
+        self
+    }
+
+    /// See [`Policy::others`].
+    pub const fn others(mut self, others: Others) -> Self {
+        self.others = Some(others);
         self
     }
 
@@ -220,6 +228,7 @@ impl PolicyPatch {
             stuck_after_recoveries: later.stuck_after_recoveries.or(self.stuck_after_recoveries),
             stuck_after: later.stuck_after.or(self.stuck_after),
             shared: later.shared.or(self.shared),
+            others: later.others.or(self.others),
         }
     }
 
@@ -272,6 +281,9 @@ impl PolicyPatch {
         if let Some(v) = self.max_concurrent {
             p = p.max_concurrent(v);
         }
+        if let Some(v) = self.others {
+            p = p.others(v);
+        }
         if let Some(v) = self.shared {
             p = p.shared(v);
         }
@@ -311,6 +323,7 @@ impl From<Policy> for PolicyPatch {
             stuck_after_recoveries: named(set::STUCK_OPEN).then_some(policy.stuck_reopens),
             stuck_after: named(set::STUCK_OPEN).then_some(nanos(policy.stuck_open_nanos)),
             shared: named(set::SHARED).then_some(policy.shared),
+            others: named(set::OTHERS).then_some(policy.others),
         }
     }
 }

@@ -13,7 +13,7 @@ pub use crate::attempts::{
 pub use crate::breaker::Named;
 pub use crate::declared::Declared;
 pub use crate::error::Cause;
-pub use crate::policy::Policy;
+pub use crate::policy::{Others, Policy};
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
@@ -38,10 +38,32 @@ pub fn permit_failed<N: Named>(permit: &mut Permit<'_, N>) {
     permit.failed();
 }
 
-/// Reports the call `permit` admitted as neither success nor failure (a business error).
+/// Reports the call `permit` admitted, which ended with an error its classification does not
+/// count: nothing when the error was converted from an inner breaker's refusal (see
+/// `crate::nested`; `ASYNC`: the function is an `async fn`), otherwise what
+/// [`Policy::others`](crate::Policy::others) says (nothing, or a success).
 #[inline]
-pub fn permit_ignored<N: Named>(permit: &mut Permit<'_, N>) {
-    permit.ignored();
+pub fn permit_ignored<const ASYNC: bool, N: Named>(permit: &mut Permit<'_, N>) {
+    if crate::nested::refused_inside::<ASYNC>() {
+        permit.released();
+    } else {
+        permit.ignored();
+    }
+}
+
+/// Reports the call `permit` admitted as nothing at all: its error was converted from an inner
+/// breaker's refusal ([`refused_inside`]).
+#[inline]
+pub fn permit_released<N: Named>(permit: &mut Permit<'_, N>) {
+    permit.released();
+}
+
+/// True when the error being classified was converted from the refusal of an inner breaker, on
+/// this thread and task since this call was admitted (`ASYNC`: the function is an `async fn`).
+/// The default classification (every error counts) does not count it.
+#[inline]
+pub fn refused_inside<const ASYNC: bool>() -> bool {
+    crate::nested::refused_inside::<ASYNC>()
 }
 
 /// True when `permit` was refused.
@@ -190,9 +212,15 @@ impl<E: From<Error>> FromRejection for E {
     }
 }
 
-/// Converts a refusal into the function's error type.
+/// Converts a refusal (or a timeout) into the function's error type; a refusal's error is
+/// marked, so the breaker of an enclosing annotated function does not count it
+/// (`crate::nested`).
 #[inline]
 pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
+    // Marked before the conversion, so the error is not kept across the call.
+    if error.is_rejected() {
+        crate::nested::mark();
+    }
     E::from_rejection(error)
 }
 

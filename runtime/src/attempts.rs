@@ -238,8 +238,14 @@ where
                             permit.failure();
                             Settled::Failed(error)
                         }
+                        // Not counted: an inner breaker's refusal counts as nothing; any other
+                        // error as `Policy::others` says.
                         Some(Err(error)) => {
-                            permit.ignore();
+                            if crate::nested::refused_inside::<true>() {
+                                permit.release();
+                            } else {
+                                permit.ignore();
+                            }
                             Settled::Done(Err(error))
                         }
                         None => {

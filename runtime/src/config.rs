@@ -10,6 +10,7 @@
 //! slow = "800ms"
 //! slow_rate = 60
 //! recovery = { phases = 3, min_passes = 5 }
+//! others = "success"     # errors `failure` does not count are successes ("ignore": nothing)
 //! ```
 //!
 //! Each field left out keeps the value the code declares; each field named goes through the
@@ -32,7 +33,7 @@ use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
-use crate::policy::{PolicyError, PolicyPatch, Recovery};
+use crate::policy::{Others, PolicyError, PolicyPatch, Recovery};
 
 /// The longest piece of input an error message repeats.
 const ECHO: usize = 40;
@@ -67,7 +68,7 @@ const P: PolicyPatch = PolicyPatch::new();
 /// through the [`PolicyPatch`] setter of the same name. One row per knob of
 /// [`fusebox_policy::KNOBS`], except `stuck_open`, whose two rules are set one by one (see
 /// `SPLIT_KNOBS`). Adding a knob to the configuration is adding its row here.
-const FIELDS: [(&str, Reader); 17] = [
+const FIELDS: [(&str, Reader); 18] = [
     ("window", |f| f.window()),
     ("min_calls", |f| Ok(P.min_calls(f.int(COUNT)?))),
     ("failure_rate", |f| Ok(P.failure_rate(f.int(PERCENT)?))),
@@ -87,6 +88,7 @@ const FIELDS: [(&str, Reader); 17] = [
     }),
     ("stuck_after", |f| Ok(P.stuck_after(f.duration()?))),
     ("shared", |f| Ok(P.shared(f.boolean()?))),
+    ("others", |f| Ok(P.others(f.others()?))),
 ];
 
 /// The names of [`FIELDS`], in its order.
@@ -220,6 +222,16 @@ impl Field<'_> {
             Raw::Env(s) if s.trim() == "false" => Ok(false),
             _ => Err(self.wrong("`true` or `false`")),
         }
+    }
+
+    /// `"ignore"` or `"success"` (see [`Others`]).
+    fn others(&self) -> Result<Others, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Env(s) => s.trim(),
+            Raw::Toml(_) => "",
+        };
+        Others::from_name(text).ok_or_else(|| self.wrong("`\"ignore\"` or `\"success\"`"))
     }
 
     fn float(&self) -> Result<f64, ConfigError> {

@@ -172,6 +172,40 @@ impl Error {
         }
     }
 
+    /// [`retry_after`](Error::retry_after) in whole seconds, for an HTTP `Retry-After` header
+    /// (the axum integration and the checkout example send it). The rule: the wait rounded up to
+    /// the next second, except that a part of a second of at most
+    /// [`RETRY_AFTER_SLACK`](Error::RETRY_AFTER_SLACK) (10 ms) is dropped, and never less than 1.
+    /// An open deadline is kept in whole milliseconds, rounded up, so the first refusal of a
+    /// circuit open for 2 s can read a wait of 2.0005 s: that is `2`, not `3`. A client that
+    /// waits this long comes back at most 10 ms before the next probe is admitted (and then
+    /// gets `1`), and never a whole second after it. `None` when the refusal carries no wait
+    /// (a circuit forced open, a full bulkhead).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fusebox::{Breaker, Policy, clock::FakeClock, Registry};
+    ///
+    /// let clock = FakeClock::new();
+    /// let registry = Registry::with_clock(clock.clone());
+    /// let policy = Policy::new().consecutive(1).open_for(Duration::from_secs(2));
+    /// let breaker = registry.breaker("payment", policy).unwrap();
+    /// clock.advance(Duration::from_micros(500)); // not on a whole millisecond
+    /// breaker.try_acquire().unwrap().failure();
+    /// let refused = breaker.try_acquire().unwrap_err();
+    /// assert!(refused.retry_after().unwrap() > Duration::from_secs(2));
+    /// assert_eq!(refused.retry_after_secs(), Some(2));
+    /// clock.advance(Duration::from_millis(1500));
+    /// assert_eq!(breaker.try_acquire().unwrap_err().retry_after_secs(), Some(1));
+    /// ```
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after().map(whole_seconds)
+    }
+
+    /// The part of a second a [`retry_after_secs`](Error::retry_after_secs) drops instead of
+    /// rounding up.
+    pub const RETRY_AFTER_SLACK: Duration = Duration::from_millis(10);
+
     /// True when the breaker rejected the call before it started: the backend was never called,
     /// so queueing the call or sending it elsewhere cannot do the work twice. False only for
     /// [`Reason::TimedOut`], where the call went out and may have done its work. The same
@@ -196,6 +230,16 @@ impl Error {
             Reason::Open | Reason::HalfOpenFull | Reason::ForcedOpen
         )
     }
+}
+
+/// `wait` in whole seconds as [`Error::retry_after_secs`] rounds it: up, unless the part of a
+/// second is at most [`Error::RETRY_AFTER_SLACK`]; at least 1.
+pub(crate) fn whole_seconds(wait: Duration) -> u64 {
+    let slack = Error::RETRY_AFTER_SLACK.as_nanos() as u32;
+    let secs = wait
+        .as_secs()
+        .saturating_add(u64::from(wait.subsec_nanos() > slack));
+    secs.max(1)
 }
 
 impl fmt::Debug for Error {
@@ -297,13 +341,20 @@ impl<E> Cause<E> {
     }
 
     /// Turns the cause back into the function's error, using `From<fusebox::Error>` for refusals
-    /// and timeouts (whose [`Error::reason`] tells them apart).
+    /// and timeouts (whose [`Error::reason`] tells them apart). A refusal's error is marked like
+    /// the attribute's own conversion, so the breaker of an enclosing annotated function does not
+    /// count it (see the README's "Nested breakers").
     pub fn into_error(self) -> E
     where
         E: From<Error>,
     {
         match self {
-            Cause::Rejected(e) | Cause::TimedOut(e) => E::from(e),
+            Cause::Rejected(e) => {
+                let error = E::from(e);
+                crate::nested::mark();
+                error
+            }
+            Cause::TimedOut(e) => E::from(e),
             Cause::Failed(e) => e,
         }
     }

@@ -40,6 +40,7 @@ mod error;
 mod key;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+mod nested;
 mod observe;
 mod policy;
 mod record;
@@ -63,7 +64,7 @@ pub mod __private_0_1_0;
 pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sharing, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
-pub use policy::{Policy, PolicyError, PolicyPatch, Recovery, Window};
+pub use policy::{Others, Policy, PolicyError, PolicyPatch, Recovery, Window};
 pub use record::OUTCOME_TARGET;
 pub use registry::{Registry, SWEEP_STEP, registry};
 pub use state::State;
@@ -90,15 +91,16 @@ pub mod limits {
 /// |---|---|---|
 /// | `key = "payment"` | required | String literal: one breaker per key, shared by every function with that key, cached in a per-call-site `static` (after the first call admission does no hashing and takes no lock). |
 /// | `key = host` | | Any expression yielding `&str` or `String`: one breaker per value (per downstream host, say), looked up per call in a lock-free map. Bounded: see Dynamic keys (README). |
-/// | `failure = [Timeout, Connect]` | every `Err` | Variants of `E` that count as failures: unit, tuple or struct variants, by name or by full path (`PaymentError::Timeout`). A name the error type lacks is a compile error at that name. |
+/// | `failure = [Timeout, Connect]` | every `Err` (but an inner breaker's refusal) | Variants of `E` that count as failures: unit, tuple or struct variants, by name or by full path (`PaymentError::Timeout`). A name the error type lacks is a compile error at that name. Omitted, every error counts except one converted from the refusal of an inner breaker (see Nested breakers in the README's Semantics). |
 /// | `failure = path::to::pred` | | A `fn(&E) -> bool` deciding which errors count. |
 /// | `failure_if = path::to::pred` | none | A `fn(&T) -> bool` on the `Ok` value: `Ok` values it accepts count as failures (an HTTP response with status 503, say). The call still returns the `Ok` value unchanged, with or without a fallback: the fallback runs for refusals and counted errors only. |
+/// | `others = "success"` | `"ignore"` | What an error the classification does not count (not in `failure = [...]`, or rejected by its predicate) does: `"ignore"` passes it through and leaves the circuit as it was; `"success"` counts it as a success in the window, as Resilience4j, Polly and Sentinel do, so business errors dilute the failure rate (and a half-open probe that ends in one passes). Either way the error is returned untouched, not retried, and never reaches the fallback. Also `Policy::others(Others::Success)` and a config field (`others = "success"`). |
 /// | `fallback = name` | none | Called when the call is refused or fails with a counted failure. Free function: `name(args…, cause)`. On a method a bare name means `Self::name(self, args…, cause)`; a path is used as written. It takes the function's parameters plus a last `cause: fusebox::Cause<E>` and returns the function's return type; it is `async` when the function is. |
 /// | `window = 100` | `100` | Count window: the last N recorded calls (1 ..= 1,000,000). Older outcomes are evicted. |
 /// | `window = "30s"` | | Time window: the calls of the last span ("10ms" ..= "2h"), kept in 10 buckets rotated lazily on the request path. |
 /// | `min_calls = 10` | `10` (or `window` if smaller) | No rate decision before this many calls are in the window. Never above a count window: `window = 5` alone decides after 5 calls, and `window` lowers a larger `min_calls` of a `policy = …` base to fit. The same rule holds for `Policy::new().window(5)` and a configured `window = 5`. |
 /// | `failure_rate = 50` | `50` | Percent of failures in the window that opens the circuit (1 ..= 100). |
-/// | `slow = "2s"` | off | A call slower than this counts as slow (a slow success is slow, not failed). |
+/// | `slow = "2s"` | off | A call slower than this counts as slow (strictly: a call of exactly `slow` is not slow; a slow success is slow, not failed). |
 /// | `slow_rate = 80` | `100` | Percent of slow calls that opens the circuit; needs `slow`. Either rate may trip. |
 /// | `consecutive = 5` | off | Opens after N counted failures in a row; any success resets the run. Without an explicit `failure_rate` (here, in a `policy = …` base, or in configuration) it replaces the rate rule; with one both apply. The same rule holds for `Policy::new().consecutive(5)` and a configured `consecutive = 5`. |
 /// | `failure_count = 50` | off | Opens after N counted failures within the window (the last `window` calls, or the last span of a time window), whatever the rate (1 ..= 1,000,000, at most a count window). `min_calls` does not gate it. Like `consecutive`, without an explicit `failure_rate` it replaces the rate rule; with one both apply. |

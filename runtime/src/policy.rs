@@ -2,4 +2,4 @@
 //! with too) and re-exported here under the paths the runtime and its users name.
 
 pub(crate) use fusebox_policy::limits::TIME_BUCKETS;
-pub use fusebox_policy::{Policy, PolicyError, PolicyPatch, Recovery, Window};
+pub use fusebox_policy::{Others, Policy, PolicyError, PolicyPatch, Recovery, Window};

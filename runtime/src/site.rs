@@ -69,6 +69,7 @@ impl Site {
         registry: &'static Registry,
         name: N,
     ) -> Permit<'static, N> {
+        crate::nested::clear();
         let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
         core.enter_named::<ASK_STORE, N>(name)
     }
@@ -86,6 +87,7 @@ impl Site {
         registry: &'static Registry,
         name: N,
     ) -> Result<Permit<'static, N>, Error> {
+        crate::nested::clear();
         let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
         core.acquire_awaiting(name)
     }
@@ -285,6 +287,7 @@ impl DynSite {
         held: &'b mut SiteBreaker,
         name: N,
     ) -> Permit<'b, N> {
+        crate::nested::clear();
         let breaker = self.breaker(registry, key, held);
         breaker.core.current().enter_named::<ASK_STORE, N>(name)
     }
@@ -302,6 +305,7 @@ impl DynSite {
         breaker: &'b Breaker,
         name: N,
     ) -> Result<Permit<'b, N>, Error> {
+        crate::nested::clear();
         breaker.core.current().acquire_awaiting(name)
     }
 }

@@ -578,3 +578,23 @@ fn the_attribute_rustdoc_names_every_argument() {
         );
     }
 }
+
+#[test]
+fn others_takes_ignore_or_success() {
+    let parsed = args(quote!(key = "k", others = "success")).unwrap();
+    let policy = crate::validate::policy_of(&parsed.policy).unwrap();
+    assert_eq!(policy.get_others(), fusebox_policy::Others::Success);
+    let parsed = args(quote!(key = "k", others = "ignore")).unwrap();
+    let policy = crate::validate::policy_of(&parsed.policy).unwrap();
+    assert_eq!(policy.get_others(), fusebox_policy::Others::Ignore);
+    one_error(
+        quote!(key = "k", others = "maybe"),
+        "unknown `others` value \"maybe\"; write `others = \"ignore\"` (the default: errors \
+         `failure` does not count leave the circuit as it was) or `others = \"success\"` (they \
+         count as successes in the window)",
+    );
+    one_error(
+        quote!(key = "k", others = success),
+        "`others` takes a string; write `others = \"ignore\"`",
+    );
+}

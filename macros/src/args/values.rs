@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use syn::{Expr, ExprLit, Ident, Lit, Path};
 
-use fusebox_policy::{Policy, Window, limits};
+use fusebox_policy::{Others, Policy, Window, limits};
 
 use super::{Failure, Key, RecoveryArg, Spanned, Variant, WindowArg};
 use crate::duration::{self, DurationError, UNIT_LIST};
@@ -284,6 +284,31 @@ pub(super) fn flag_arg(name: &Ident, value: &Expr, example: &str) -> syn::Result
         _ => Err(syn::Error::new_spanned(
             value,
             format!("`{name}` takes `true` or `false`, like `{name} = {example}`"),
+        )),
+    }
+}
+
+/// `others = "ignore"` or `others = "success"`: what an error the classification does not
+/// count does.
+pub(super) fn others_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<Others>> {
+    let accepted = format!(
+        "write `{name} = \"ignore\"` (the default: errors `failure` does not count leave the \
+         circuit as it was) or `{name} = \"success\"` (they count as successes in the window)"
+    );
+    match literal(value) {
+        Some(Lit::Str(text)) => match Others::from_name(&text.value()) {
+            Some(others) => Ok(Spanned {
+                value: others,
+                span: text.span(),
+            }),
+            None => Err(syn::Error::new(
+                text.span(),
+                format!("unknown `{name}` value {:?}; {accepted}", text.value()),
+            )),
+        },
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{name}` takes a string; {accepted}"),
         )),
     }
 }

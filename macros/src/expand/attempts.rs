@@ -87,7 +87,8 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     let error_type = respan(quote!(<#output as #private::Outcome>::Error), *output_span);
     let is_failure = match classify(args.failure.as_ref(), names, false) {
         Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
-        None => quote!(|_: &#error_type| -> bool { true }),
+        // Every error counts, but one converted from an inner breaker's refusal.
+        None => quote!(|_: &#error_type| -> bool { !#private::refused_inside::<true>() }),
     };
     let (on_failed, on_refused) = settle(args, names, params, true, quote!(from_error(#refused)));
     let alias = error_alias(args, names);

@@ -29,7 +29,7 @@ pub(super) fn policy(policy: &PolicyArgs, private: &TokenStream) -> TokenStream 
         None => quote!(#private::Policy::DEFAULT),
     };
     for setter in setters(policy) {
-        let call = setter.tokens();
+        let call = setter.tokens(private);
         expr = quote!(#expr #call);
     }
     expr

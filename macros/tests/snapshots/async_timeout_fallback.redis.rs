@@ -75,9 +75,10 @@ impl Client {
                             )
                         }
                         ::core::result::Result::Err(__fusebox_error) => {
-                            ::fusebox::__private_0_1_0::permit_ignored(
-                                &mut __fusebox_permit,
-                            );
+                            ::fusebox::__private_0_1_0::permit_ignored::<
+                                true,
+                                _,
+                            >(&mut __fusebox_permit);
                             ::core::result::Result::Ok(
                                 ::core::result::Result::Err(__fusebox_error),
                             )

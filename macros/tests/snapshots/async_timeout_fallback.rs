@@ -64,9 +64,10 @@ impl Client {
                             >::Failed(__fusebox_error)
                         }
                         ::core::result::Result::Err(__fusebox_error) => {
-                            ::fusebox::__private_0_1_0::permit_ignored(
-                                &mut __fusebox_permit,
-                            );
+                            ::fusebox::__private_0_1_0::permit_ignored::<
+                                true,
+                                _,
+                            >(&mut __fusebox_permit);
                             return ::core::result::Result::Err(__fusebox_error);
                         }
                     }

@@ -50,7 +50,7 @@ impl Client {
                             u32,
                             ApiError,
                         > as ::fusebox::__private_0_1_0::Outcome>::Error,
-                    | -> bool { true },
+                    | -> bool { !::fusebox::__private_0_1_0::refused_inside::<true>() },
                 )
                 .await
         };

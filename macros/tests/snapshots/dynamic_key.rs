@@ -45,7 +45,10 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
             if is_transient(&__fusebox_error) {
                 ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
             } else {
-                ::fusebox::__private_0_1_0::permit_ignored(&mut __fusebox_permit)
+                ::fusebox::__private_0_1_0::permit_ignored::<
+                    false,
+                    _,
+                >(&mut __fusebox_permit)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

@@ -51,7 +51,7 @@ impl Client {
                             String,
                             FetchError,
                         > as ::fusebox::__private_0_1_0::Outcome>::Error,
-                    | -> bool { true },
+                    | -> bool { !::fusebox::__private_0_1_0::refused_inside::<true>() },
                 )
                 .await
         };

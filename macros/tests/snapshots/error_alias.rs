@@ -46,7 +46,10 @@ pub fn f(kind: Kind) -> ApiResult<u32> {
             ) {
                 ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
             } else {
-                ::fusebox::__private_0_1_0::permit_ignored(&mut __fusebox_permit)
+                ::fusebox::__private_0_1_0::permit_ignored::<
+                    false,
+                    _,
+                >(&mut __fusebox_permit)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

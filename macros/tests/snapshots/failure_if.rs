@@ -43,8 +43,14 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
             }
             ::core::result::Result::Ok(__fusebox_value)
         }
-        ::core::result::Result::Err(__fusebox_error) => {
+        ::core::result::Result::Err(
+            __fusebox_error,
+        ) if !::fusebox::__private_0_1_0::refused_inside::<false>() => {
             ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit);
+            ::core::result::Result::Err(__fusebox_error)
+        }
+        ::core::result::Result::Err(__fusebox_error) => {
+            ::fusebox::__private_0_1_0::permit_released(&mut __fusebox_permit);
             ::core::result::Result::Err(__fusebox_error)
         }
     }

@@ -67,7 +67,10 @@ fn stock(sku: u32) -> Result<u32, StockError> {
             )
         }
         ::core::result::Result::Err(__fusebox_error) => {
-            ::fusebox::__private_0_1_0::permit_ignored(&mut __fusebox_permit);
+            ::fusebox::__private_0_1_0::permit_ignored::<
+                false,
+                _,
+            >(&mut __fusebox_permit);
             ::core::result::Result::Err(__fusebox_error)
         }
     }

@@ -43,7 +43,10 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
             if ::core::matches!(& __fusebox_error, PaymentError::Timeout { .. }) {
                 ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
             } else {
-                ::fusebox::__private_0_1_0::permit_ignored(&mut __fusebox_permit)
+                ::fusebox::__private_0_1_0::permit_ignored::<
+                    false,
+                    _,
+                >(&mut __fusebox_permit)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

@@ -45,8 +45,14 @@ impl Client {
                 ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
                 ::core::result::Result::Ok(__fusebox_value)
             }
-            ::core::result::Result::Err(__fusebox_error) => {
+            ::core::result::Result::Err(
+                __fusebox_error,
+            ) if !::fusebox::__private_0_1_0::refused_inside::<true>() => {
                 ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit);
+                ::core::result::Result::Err(__fusebox_error)
+            }
+            ::core::result::Result::Err(__fusebox_error) => {
+                ::fusebox::__private_0_1_0::permit_released(&mut __fusebox_permit);
                 ::core::result::Result::Err(__fusebox_error)
             }
         }

@@ -149,7 +149,9 @@ impl<N: Named> Permit<'_, N> {
         self.failed();
     }
 
-    /// The call ended in a way that must not affect the circuit (a business error).
+    /// The call ended with an error that does not count as a failure (a business error): it
+    /// does not affect the circuit, or counts as a success when the policy says
+    /// [`Others::Success`](crate::Others::Success) ([`Policy::others`](crate::Policy::others)).
     #[inline]
     pub fn ignore(mut self) {
         self.ignored();
@@ -172,7 +174,21 @@ impl<N: Named> Permit<'_, N> {
     /// [`ignore`](Permit::ignore) in place (see [`succeeded`](Permit::succeeded)).
     #[inline]
     pub(crate) fn ignored(&mut self) {
+        let verdict = self.core.uncounted();
+        self.settle(verdict);
+    }
+
+    /// Reports a call that counts as nothing, whatever [`Policy::others`](crate::Policy::others)
+    /// says: its error was converted from an inner breaker's refusal.
+    #[inline]
+    pub(crate) fn released(&mut self) {
         self.settle(Verdict::Released);
+    }
+
+    /// [`released`](Permit::released), consuming the permit.
+    #[inline]
+    pub(crate) fn release(mut self) {
+        self.released();
     }
 
     /// What the breaker needs back to account for the call, as plain values (the permit's own
@@ -337,10 +353,21 @@ impl OwnedPermit {
         self.settle(Verdict::Failure);
     }
 
-    /// The call ended in a way that must not affect the circuit (a business error).
+    /// The call ended with an error that does not count as a failure (a business error): it
+    /// does not affect the circuit, or counts as a success when the policy says
+    /// [`Others::Success`](crate::Others::Success) ([`Policy::others`](crate::Policy::others)).
     #[inline]
     pub fn ignore(mut self) {
-        self.settle(Verdict::Released);
+        let verdict = self.core.uncounted();
+        self.settle(verdict);
+    }
+
+    /// What [`ignore`](OwnedPermit::ignore) reports: nothing, or a success under
+    /// [`Others::Success`](crate::Others::Success).
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn uncounted(&self) -> Verdict {
+        self.core.uncounted()
     }
 
     /// True when this call is a half-open probe.

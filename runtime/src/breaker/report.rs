@@ -55,6 +55,25 @@ impl Core {
         }
     }
 
+    /// The verdict of an error the classification does not count: nothing, or a success under
+    /// [`Others::Success`](crate::Others::Success).
+    #[inline]
+    pub(super) fn uncounted(&self) -> Verdict {
+        if self.policy.others == crate::Others::Success {
+            Verdict::Success
+        } else {
+            Verdict::Released
+        }
+    }
+
+    /// True when the call admitted under `permit` and reported at `now` was slow: it took
+    /// strictly longer than `slow` (a call of exactly `slow` is not slow). Both the local
+    /// window and a shared key's report (whose flag the store's script adds up) use it.
+    #[inline]
+    pub(super) fn is_slow(&self, permit: Ticket, now: u64) -> bool {
+        self.timed() && permit.elapsed(now) > self.policy.slow_nanos
+    }
+
     /// Applies the outcome of a call admitted under `permit`. `inline(always)` only without
     /// `debug_assertions`: a debug build compiles it once, instead of copying the report path into
     /// every permit's report (each annotated function's permit type is its own).
@@ -97,7 +116,7 @@ impl Core {
             };
             self.count_shared(outcome);
             if let Some(store) = self.store.as_ref() {
-                let slow = self.timed() && permit.elapsed(self.now()) >= self.policy.slow_nanos;
+                let slow = self.is_slow(permit, self.now());
                 store.report(permit.word, slow, permit.site, outcome);
             }
             return;
@@ -144,7 +163,7 @@ impl Core {
         } else {
             0
         };
-        let slow = self.timed() && permit.elapsed(now) >= self.policy.slow_nanos;
+        let slow = self.is_slow(permit, now);
         let failure = outcome == Verdict::Failure;
         let consecutive = self.policy.consecutive;
         if !failure && !slow {

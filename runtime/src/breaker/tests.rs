@@ -153,7 +153,7 @@ fn slow_successes_count_as_slow_not_failed() {
     for slow in [false, true, false] {
         let p = b.try_acquire().unwrap();
         if slow {
-            clock.advance(2 * S);
+            clock.advance(3 * S);
         }
         p.success();
     }
@@ -574,4 +574,32 @@ fn hot_fields_share_one_cache_line_apart_from_the_written_ones() {
         let lines = offset / 64..(offset + size).div_ceil(64);
         assert!(!lines.contains(&line), "`{name}` shares the hot line");
     }
+}
+
+#[test]
+fn a_call_of_exactly_slow_is_not_slow_and_one_nanosecond_more_is() {
+    let policy = Policy::new()
+        .window(2)
+        .min_calls(2)
+        .rate_off()
+        .slow(2 * S)
+        .slow_rate(100);
+    let (b, clock) = breaker(policy);
+    // Away from time 0, whose admission is carried as 1 ns.
+    clock.advance(S);
+    let exact = b.try_acquire().unwrap();
+    clock.advance(2 * S);
+    exact.success();
+    let snap = b.snapshot();
+    assert_eq!(
+        (snap.calls, snap.slow),
+        (1, 0),
+        "exactly `slow` is not slow"
+    );
+    let longer = b.try_acquire().unwrap();
+    clock.advance(2 * S + Duration::from_nanos(1));
+    longer.success();
+    let snap = b.snapshot();
+    assert_eq!((snap.calls, snap.slow), (2, 1), "`slow` + 1 ns is slow");
+    assert_eq!(b.state(), State::Closed, "1 slow call of 2 is under 100 %");
 }

@@ -320,3 +320,23 @@ fn toml_values_of_every_form_are_read_and_echoed() {
         );
     }
 }
+
+#[test]
+fn others_is_a_field_of_toml_and_of_the_environment() {
+    use crate::policy::Others;
+    let r = Registry::new();
+    r.load_toml("[breakers.a]\nothers = \"success\"\n").unwrap();
+    let a = r.breaker("a", Policy::new()).unwrap().policy();
+    assert_eq!(a.get_others(), Others::Success);
+    r.load_vars([("FUSEBOX__B__OTHERS".to_owned(), "success".to_owned())])
+        .unwrap();
+    let b = r.breaker("b", Policy::new()).unwrap().policy();
+    assert_eq!(b.get_others(), Others::Success);
+    let err = r
+        .load_toml("[breakers.a]\nothers = \"maybe\"\n")
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "breaker `a`: `others` = \"maybe\" is not `\"ignore\"` or `\"success\"`"
+    );
+}

@@ -24,7 +24,6 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use ::axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
@@ -173,28 +172,16 @@ impl<F> fmt::Debug for RejectionFuture<F> {
     }
 }
 
-/// Whole seconds to wait, rounded up, at least 1: what `Retry-After` carries.
-fn retry_after_secs(wait: Option<Duration>) -> u64 {
-    match wait {
-        Some(wait) => {
-            let secs = wait
-                .as_secs()
-                .saturating_add(u64::from(wait.subsec_nanos() != 0));
-            secs.max(1)
-        }
-        None => 1,
-    }
-}
-
-/// `503 Service Unavailable`, `Retry-After: <seconds>` (the wait until the next probe, rounded up;
-/// `1` when the refusal carries no wait) and the body
+/// `503 Service Unavailable`, `Retry-After: <seconds>` (the wait until the next probe in whole
+/// seconds, [`Error::retry_after_secs`]: rounded up unless the part of a second is at most 10 ms,
+/// at least 1; `1` when the refusal carries no wait) and the body
 /// `{"error":"circuit_open","reason":"open","retry_after":30}` (`content-type: application/json`;
 /// `reason` is one of `open`, `half_open_full`, `recovering`, `forced_open`, `bulkhead_full`,
 /// `timed_out`). The breaker's key is not in the response, so internal names do not leak to
 /// clients.
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
-        let secs = retry_after_secs(self.retry_after());
+        let secs = self.retry_after_secs().unwrap_or(1);
         let body = format!(
             r#"{{"error":"circuit_open","reason":"{}","retry_after":{secs}}}"#,
             self.reason().code()
@@ -220,15 +207,45 @@ pub type RefusalFuture<F> = RejectionFuture<F>;
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
-    fn retry_after_rounds_up_and_is_at_least_one_second() {
-        assert_eq!(retry_after_secs(None), 1);
-        assert_eq!(retry_after_secs(Some(Duration::ZERO)), 1);
-        assert_eq!(retry_after_secs(Some(Duration::from_millis(1))), 1);
-        assert_eq!(retry_after_secs(Some(Duration::from_millis(29_001))), 30);
-        assert_eq!(retry_after_secs(Some(Duration::from_secs(30))), 30);
-        assert_eq!(retry_after_secs(Some(Duration::MAX)), u64::MAX);
+    fn retry_after_rounds_up_past_the_slack_and_is_at_least_one_second() {
+        use crate::error::whole_seconds;
+        assert_eq!(whole_seconds(Duration::ZERO), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(1_500)), 2);
+        assert_eq!(whole_seconds(Duration::from_micros(2_000_500)), 2);
+        assert_eq!(whole_seconds(Duration::from_millis(2_010)), 2);
+        assert_eq!(whole_seconds(Duration::from_millis(2_011)), 3);
+        assert_eq!(whole_seconds(Duration::from_millis(29_001)), 29);
+        assert_eq!(whole_seconds(Duration::from_millis(29_500)), 30);
+        assert_eq!(whole_seconds(Duration::from_secs(30)), 30);
+        assert_eq!(whole_seconds(Duration::MAX), u64::MAX);
+    }
+
+    /// A circuit opened for 2 s off a whole millisecond: its first refusal waits 2.0005 s (the
+    /// deadline is rounded up to the millisecond) and says `Retry-After: 2`, not `3`.
+    #[test]
+    fn the_first_refusal_of_a_two_second_wait_says_two() {
+        use crate::{Policy, Registry, clock::FakeClock};
+        let clock = FakeClock::new();
+        let registry = Registry::with_clock(clock.clone());
+        let policy = Policy::new()
+            .consecutive(1)
+            .open_for(Duration::from_secs(2));
+        let breaker = registry.breaker("t", policy).unwrap();
+        clock.advance(Duration::from_micros(500));
+        breaker.try_acquire().unwrap().failure();
+        let refused = breaker.try_acquire().unwrap_err();
+        assert_eq!(
+            refused.retry_after(),
+            Some(Duration::from_micros(2_000_500))
+        );
+        let response = refused.into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "2");
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! A classifier sees the inner service's `Result` before the layer boxes its error. An `Ok` that
 //! the classifier accepts as a failure (an HTTP 503, say) counts as one; an `Ok` it does not
-//! accept is a success; an `Err` it does not accept is a business error and is not counted at all,
+//! accept is a success; an `Err` it does not accept is a business error and is not counted at all
+//! (or counts as a success under [`Policy::others`](crate::Policy::others)`(Others::Success)`),
 //! exactly like an error outside the attribute's `failure = […]`.
 
 /// Decides whether one outcome of a wrapped service counts as a failure.

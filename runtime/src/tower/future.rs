@@ -96,7 +96,8 @@ where
         let outcome = match &result {
             _ if this.classifier.is_failure(&result) => Verdict::Failure,
             Ok(_) => Verdict::Success,
-            Err(_) => Verdict::Released,
+            // Not a failure: nothing, or a success under `Others::Success`.
+            Err(_) => this.permit.uncounted(),
         };
         #[cfg(feature = "redis")]
         if let Some(mut recorded) = this.permit.recording() {

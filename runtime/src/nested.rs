@@ -1,0 +1,125 @@
+//! Refusals of inner breakers: an error converted from a fusebox refusal is marked on its thread
+//! and tokio task, so the breaker of an enclosing annotated function does not count it.
+//!
+//! When an annotated function's call is refused and the refusal becomes the function's error
+//! (`E::from(fusebox::Error)`, the expansion's conversion, or [`Cause::into_error`] of a
+//! [`Cause::Rejected`]), that error is marked: a flag in a thread-local, with the id of the
+//! tokio task it was converted in ([`tokio::task::try_id`]; `None` outside a task). An
+//! annotated function that classifies an error while the mark is set, on the same thread and in
+//! the same task, takes the error for that refusal and does not count it (unless its own
+//! `failure = [...]` or predicate counts it). Every admission of an annotated function clears
+//! the mark, so a mark never outlives the next call that starts on its thread: the mark a
+//! caller reads was set after its own admission, inside its call.
+//!
+//! The mark costs one thread-local store per admission and nothing else on the admitted path;
+//! a conversion reads the task id. It never allocates and takes no lock.
+//!
+//! Limits (the error is then counted as before, or, in the last case, not counted):
+//! - the inner call runs on another thread or in another task (`spawn`, `spawn_blocking`, a
+//!   thread pool) than the enclosing function's classification;
+//! - an `async fn` on an executor other than tokio: its tasks have no id, so with no tokio
+//!   runtime on the thread a mark is honoured by sync functions only (a sync body cannot
+//!   interleave with other tasks; an `async` one can);
+//! - concurrent calls within one task (`join!`, `select!`, `FuturesUnordered`) share its id: an
+//!   inner refusal in one branch, while another branch's call waits, can be taken for that
+//!   call's error if the waiting call ends with an error before any other admission on the
+//!   thread;
+//! - the refusal reaches the enclosing function as an error the function builds itself from a
+//!   `fusebox::Error` (not through the attribute's conversion or `Cause::into_error`);
+//! - a body that handles an inner refusal and then returns another error, with no annotated call
+//!   between them, has that error taken for the refusal: it is not counted.
+//!
+//! [`Cause::into_error`]: crate::Cause::into_error
+//! [`Cause::Rejected`]: crate::Cause::Rejected
+
+use std::cell::Cell;
+
+use tokio::task::Id;
+
+thread_local! {
+    /// True while the last error converted from a refusal on this thread, since the last
+    /// admission of an annotated function on it, may be the error being classified.
+    static REFUSED: Cell<bool> = const { Cell::new(false) };
+    /// The tokio task [`REFUSED`] was set in (`None`: outside a task).
+    static TASK: Cell<Option<Id>> = const { Cell::new(None) };
+}
+
+/// Clears the mark: an annotated function was admitted (or refused) on this thread.
+#[inline(always)]
+pub(crate) fn clear() {
+    REFUSED.set(false);
+}
+
+/// Marks the error being converted from a refusal on this thread and task.
+#[inline]
+pub(crate) fn mark() {
+    TASK.set(tokio::task::try_id());
+    REFUSED.set(true);
+}
+
+/// True when the error being classified was converted from an inner breaker's refusal: the
+/// mark is set, in this task. `ASYNC`: the classifier is an `async fn`, which honours a mark
+/// made outside any task only inside a tokio runtime (the future `block_on` runs, such as a
+/// `#[tokio::main]` body, whose thread runs only tokio tasks besides it, and those have ids);
+/// with no tokio runtime, futures of other executors may have run on this thread since.
+#[cold]
+pub(crate) fn refused_inside<const ASYNC: bool>() -> bool {
+    if !REFUSED.get() {
+        return false;
+    }
+    let task = tokio::task::try_id();
+    TASK.get() == task
+        && (task.is_some() || !ASYNC || tokio::runtime::Handle::try_current().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_is_read_until_the_next_admission() {
+        clear();
+        assert!(!refused_inside::<false>());
+        mark();
+        assert!(refused_inside::<false>());
+        assert!(refused_inside::<false>(), "reading does not clear it");
+        assert!(
+            !refused_inside::<true>(),
+            "outside a tokio runtime an `async fn` does not trust it"
+        );
+        clear();
+        assert!(!refused_inside::<false>());
+    }
+
+    #[test]
+    fn a_mark_belongs_to_its_task() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            clear();
+            mark();
+            assert!(
+                refused_inside::<true>(),
+                "the future `block_on` runs trusts its own"
+            );
+            // A current-thread runtime: both tasks run on this thread.
+            tokio::spawn(async {
+                clear();
+                mark();
+            })
+            .await
+            .unwrap();
+            assert!(REFUSED.get(), "the other task's mark is on this thread");
+            tokio::spawn(async {
+                assert!(!refused_inside::<true>(), "another task's mark");
+                assert!(!refused_inside::<false>(), "another task's mark");
+                mark();
+                assert!(refused_inside::<true>(), "this task's mark");
+            })
+            .await
+            .unwrap();
+            assert!(!refused_inside::<true>(), "a task's mark, not `block_on`'s");
+        });
+    }
+}
