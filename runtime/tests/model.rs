@@ -382,7 +382,7 @@ impl Model {
                     return;
                 }
                 let failure = r == Report::Failure;
-                let slow = self.p.slow_ms.is_some_and(|s| self.now - t.start >= s * MS);
+                let slow = self.p.slow_ms.is_some_and(|s| self.now - t.start > s * MS);
                 if let Some(n) = self.p.window {
                     if self.window.len() == n as usize {
                         self.window.pop_front();

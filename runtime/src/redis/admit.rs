@@ -125,9 +125,9 @@ pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> Pe
 ///
 /// [`Degrade::Local`] never splits the circuit: a circuit the replica last knew closed (or
 /// disabled) admits under that view's generation, so the outcome is sent to the store (again,
-/// until it answers) and recorded on the local breaker too; a closed local breaker that has no
-/// answer for the key yet (the replica's first calls) admits under no generation, and the script
-/// counts the outcome if the circuit is closed when it arrives; an open circuit refuses while its wait
+/// until it answers) and recorded on the local breaker too; a closed local breaker with no
+/// confirmed view of the key (the replica's first calls, say) admits under no generation, and the
+/// script counts the outcome if the circuit is closed when it arrives; an open circuit refuses while its wait
 /// runs, and once the wait is over it stays open (reason `Open`, no probe) while the store has
 /// been unreachable for less than [`RedisStoreBuilder::local_recovery_after`]: the store grants
 /// probes, so a replica that cannot reach it runs no half-open of its own. Past that bound the
@@ -148,8 +148,9 @@ pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> Permit<
         State::Closed | State::Disabled if closed_view => {
             core.store_permit(shared_word(view_generation(view)), site)
         }
-        // No answer for this key yet (the replica's first calls): the outcome is sent all the
-        // same, and the script counts it if the circuit is closed when it arrives.
+        // No confirmed view of this key (the replica's first calls, or its views were forgotten
+        // when the subscription dropped, or only a message announced the state): the outcome is
+        // sent all the same, and the script counts it if the circuit is closed when it arrives.
         State::Closed | State::Disabled if view & CONFIRMED == 0 => {
             core.store_permit(unknown_shared_word(), site)
         }

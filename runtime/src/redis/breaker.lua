@@ -344,6 +344,10 @@ if op == 'admit' then
 elseif op == 'report' then
   local gen = tonumber(ARGV[15])
   local codes = ARGV[16]
+  -- Checked whole before anything is written: one digit 0..4 per outcome, at most 1024.
+  if type(codes) ~= 'string' or #codes > 1024 or not string.find(codes, '^[0-4]+$') then
+    return redis.error_reply('fusebox: outcomes must be 1 to 1024 digits 0-4, not ' .. string.sub(tostring(codes), 1, 32))
+  end
   -- At most once: each replica numbers its reports; one already recorded (its answer was lost,
   -- and the replica sent it again) changes nothing.
   local seq = tonumber(ARGV[18])
@@ -374,12 +378,9 @@ elseif op == 'report' then
     elseif gen ~= b.g % 1024 then
       break
     end
-    local c = string.byte(codes, i) - 48
-    if c < 0 or c > 4 then
-      return redis.error_reply('fusebox: unknown outcome ' .. string.sub(codes, i, i))
-    end
-    local outcome, slow = c, 0
-    if c >= 3 then outcome, slow = c - 2, 1 end
+    local digit = string.byte(codes, i) - 48
+    local outcome, slow = digit, 0
+    if digit >= 3 then outcome, slow = digit - 2, 1 end
     if b.st == 0 or b.st == 4 then
       code = 1
       if outcome ~= 0 and slice_ms > 0 then
@@ -405,10 +406,10 @@ elseif op == 'report' then
         local field = 'r' .. b.cur
         local old = get_slot(field)
         if old > 0 and math.floor(old / 8) == b.g then
-          local c = old % 8 - 1
+          local old_code = old % 8 - 1
           b.n = b.n - 1
-          b.f = b.f - c % 2
-          b.s = b.s - math.floor(c / 2)
+          b.f = b.f - old_code % 2
+          b.s = b.s - math.floor(old_code / 2)
         end
         slots[field] = b.g * 8 + 1 + failure + 2 * slow
         writes[field] = slots[field]

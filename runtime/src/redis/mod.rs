@@ -11,12 +11,15 @@
 //! Cluster), expiring after an idle TTL. One Lua script, loaded once and run with `EVALSHA`
 //! (reloaded when Redis answers `NOSCRIPT`), does admission and outcome recording atomically on
 //! it, with time from Redis `TIME`. Every transition bumps a generation; a result admitted under an
-//! older generation changes nothing. The script's answer names the rule that committed a
+//! older generation changes nothing (but for the outcome of a call a replica admitted while it
+//! could reach neither Redis nor a view of the key: it counts if the circuit is closed when it
+//! arrives, see [`Degrade::Local`]). The script's answer names the rule that committed a
 //! transition, so the replica that committed it announces it with the `trigger` an in-memory
 //! breaker gives (`consecutive`, `slow_rate`, `open_wait_over`, …). Half-open probe permits are
 //! taken inside the script, so the number of probes is exact across replicas, and a probe lease
 //! re-arms the probes of a replica that died. Every script call is O(1) in the window size (the
-//! count window is a ring of slots in the hash, with running totals).
+//! count window is a ring of slots in the hash, with running totals); a report carries the
+//! outcomes its replica settled during one round trip (at most 1,024) and costs one step each.
 //!
 //! **Which calls go to Redis ([`Mode::Strict`], the default).** Every call shape. An annotated
 //! `async fn` (with or without `timeout`) awaits admission from the script before its body runs,

@@ -122,7 +122,7 @@ fn code_of(job: &Report) -> u8 {
 }
 
 /// Takes what is queued (up to [`DRAIN`] jobs) into `batch` after the jobs already there,
-/// merging the reports of one key and generation into one script call of at most [`MERGED`]
+/// merging the reports of one key, generation and call site into one script call of at most [`MERGED`]
 /// outcomes, so the store's load follows the round trips, not the calls: a fleet that settles
 /// outcomes faster than one round trip per report is never behind by more than one round trip.
 fn take(
@@ -132,7 +132,9 @@ fn take(
     batch: &mut Vec<Sent>,
 ) {
     let resent = batch.len();
-    let mut open: std::collections::HashMap<(*const Link, u64), usize> =
+    // Merged per key, generation and call site: a transition's event names the function whose
+    // outcome the script applied.
+    let mut open: std::collections::HashMap<(*const Link, u64, *const &str), usize> =
         std::collections::HashMap::new();
     let mut taken = 0;
     let mut next = first;
@@ -154,7 +156,11 @@ fn take(
             continue;
         }
         let code = code_of(&job);
-        let merge_key = (Arc::as_ptr(&job.link), job.generation);
+        let merge_key = (
+            Arc::as_ptr(&job.link),
+            job.generation,
+            std::ptr::from_ref(job.site),
+        );
         if let Some(&at) = open.get(&merge_key)
             && batch[at].codes.len() < MERGED
         {

@@ -335,7 +335,8 @@ impl RedisStore {
     }
 
     /// Outcomes this replica gave up sending: the store did not record them after every resend,
-    /// or they overflowed the resend queue. They counted on this replica's local breaker only.
+    /// or they overflowed the resend queue. With [`Degrade::Local`] they counted on this
+    /// replica's local breaker only; with the other [`Degrade`]s, nowhere.
     pub fn dropped_reports(&self) -> u64 {
         self.inner.client.dropped.load(Ordering::Acquire)
     }
