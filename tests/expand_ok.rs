@@ -709,3 +709,64 @@ fn generated_futures_are_send() {
     assert_send(client.attempts_method(1, Kind::Ok));
     assert_send(attempts_generic("h", 1u8));
 }
+
+// ---------------------------------------------------------------- `impl Trait` in the `Ok` type
+
+/// A sync function returning `Result<impl Display, E>`, with bare variants and a fallback whose
+/// `Ok` type is the body's.
+#[circuit_breaker(
+    key = "impl-sync",
+    registry = REGISTRY,
+    failure = [Timeout],
+    fallback = impl_sync_fallback,
+    consecutive = 1
+)]
+fn impl_sync(kind: Kind) -> Result<impl std::fmt::Display, ApiError> {
+    let value = respond(kind)?;
+    Ok(format!("live {value}"))
+}
+
+fn impl_sync_fallback(_kind: Kind, cause: Cause<ApiError>) -> Result<String, ApiError> {
+    match cause {
+        Cause::Rejected(_) => Ok("refused".to_owned()),
+        _ => Ok("failed".to_owned()),
+    }
+}
+
+/// An `async fn` returning an iterator that borrows its argument, through an alias of `Result`
+/// (the error type named through the return type).
+#[circuit_breaker(key = "impl-async", registry = REGISTRY, failure = [Connect], retry = 2)]
+async fn impl_async<'a>(bytes: &'a [u8], kind: Kind) -> ApiResult<impl Iterator<Item = u8> + 'a> {
+    tokio::task::yield_now().await;
+    respond(kind)?;
+    Ok(bytes.iter().copied())
+}
+
+/// Without `failure`, a timeout, or an alias: the plain `async fn` shape.
+#[circuit_breaker(key = "impl-async-plain", registry = REGISTRY, timeout = "10s")]
+async fn impl_async_plain(kind: Kind) -> Result<impl std::fmt::Debug + Send, ApiError> {
+    respond(kind)
+}
+
+#[tokio::test]
+async fn impl_trait_in_the_ok_type() {
+    assert_eq!(impl_sync(Kind::Ok).unwrap().to_string(), "live 1");
+    assert_eq!(impl_sync(Kind::Timeout).unwrap().to_string(), "failed");
+    assert_eq!(impl_sync(Kind::Ok).unwrap().to_string(), "refused");
+    let bytes = [1, 2, 3];
+    let collected: Vec<u8> = impl_async(&bytes, Kind::Ok).await.unwrap().collect();
+    assert_eq!(collected, [1, 2, 3]);
+    assert!(matches!(
+        impl_async(&bytes, Kind::Connect).await,
+        Err(ApiError::Connect(503))
+    ));
+    assert_eq!(
+        snapshot(&REGISTRY, "impl-async").failures,
+        2,
+        "both attempts"
+    );
+    assert_eq!(
+        format!("{:?}", impl_async_plain(Kind::Ok).await.unwrap()),
+        "1"
+    );
+}

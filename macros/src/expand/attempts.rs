@@ -70,7 +70,6 @@ pub(super) struct Attempt<'a> {
 pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStream {
     let Names {
         private,
-        output,
         output_span,
         error,
         refused,
@@ -85,7 +84,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     let admission = admission(args, names, site, Admit::Closure);
     let (attempts_value, attempts_type) = attempts_value(&args.attempts, private);
     let attempt = attempt_closure(args, names, body);
-    let error_type = respan(quote!(<#output as #private::Outcome>::Error), *output_span);
+    let error_type = respan(names.error_type.clone(), *output_span);
     let is_failure = match classify(args.failure.as_ref(), names, false) {
         Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
         None => quote!(|_: &#error_type| -> bool { true }),

@@ -25,7 +25,7 @@ pub(super) fn classify(
     owned: bool,
 ) -> Option<TokenStream> {
     let Names {
-        output,
+        error_output,
         error,
         error_of,
         error_path,
@@ -47,7 +47,7 @@ pub(super) fn classify(
                     let rest = quote_spanned!(span=> { .. });
                     let error_type = match error_path {
                         Some(path) => path.to_token_stream(),
-                        None => quote!(#error_of::<#output>),
+                        None => quote!(#error_of::<#error_output>),
                     };
                     let error_type = respan(error_type, span);
                     quote!(#error_type::#name #rest)
