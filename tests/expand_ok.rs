@@ -770,3 +770,69 @@ async fn impl_trait_in_the_ok_type() {
         "1"
     );
 }
+
+// ---------------------------------------------------------------- parameters under `#[cfg]`
+
+/// A parameter compiled out (`any()`) and one compiled in (`all()`): the fallback declares both
+/// under the same attributes and gets those that exist.
+#[circuit_breaker(key = "cfg-sync", registry = REGISTRY, fallback = cfg_sync_fallback, consecutive = 1)]
+fn cfg_sync(#[cfg(any())] removed: u8, #[cfg(all())] kept: u32, kind: Kind) -> ApiResult<u32> {
+    respond(kind).map(|value| value + kept)
+}
+
+fn cfg_sync_fallback(
+    #[cfg(any())] removed: u8,
+    #[cfg(all())] kept: u32,
+    _kind: Kind,
+    cause: Cause<ApiError>,
+) -> ApiResult<u32> {
+    match cause {
+        Cause::Rejected(_) => Ok(kept + 100),
+        _ => Ok(kept + 200),
+    }
+}
+
+/// The same with `retry` on a method: a `mut` parameter compiled out is no error.
+struct CfgClient;
+
+impl CfgClient {
+    #[circuit_breaker(key = "cfg-async", registry = REGISTRY, fallback = fallback, retry = 2, consecutive = 2)]
+    async fn call(
+        &self,
+        #[cfg(any())] mut removed: u8,
+        #[cfg(all())] kept: u32,
+        kind: Kind,
+    ) -> ApiResult<u32> {
+        tokio::task::yield_now().await;
+        respond(kind).map(|value| value + kept)
+    }
+
+    async fn fallback(
+        &self,
+        #[cfg(any())] removed: u8,
+        #[cfg(all())] kept: u32,
+        _kind: Kind,
+        cause: Cause<ApiError>,
+    ) -> ApiResult<u32> {
+        match cause {
+            Cause::Rejected(_) => Ok(kept + 100),
+            _ => Ok(kept + 200),
+        }
+    }
+}
+
+#[tokio::test]
+async fn parameters_under_cfg_are_passed_when_compiled_in() {
+    assert_eq!(cfg_sync(10, Kind::Ok), Ok(11));
+    assert_eq!(cfg_sync(10, Kind::Timeout), Ok(210));
+    assert_eq!(cfg_sync(10, Kind::Ok), Ok(110));
+    let client = CfgClient;
+    assert_eq!(client.call(10, Kind::Ok).await, Ok(11));
+    assert_eq!(client.call(10, Kind::Timeout).await, Ok(210));
+    assert_eq!(
+        snapshot(&REGISTRY, "cfg-async").failures,
+        0,
+        "2 in a row opened it"
+    );
+    assert_eq!(client.call(10, Kind::Ok).await, Ok(110));
+}

@@ -287,7 +287,19 @@ fn expand(args: Args, function: Function) -> TokenStream {
         item,
         output,
         params,
+        conditional,
     } = function;
+    // The errors about parameters under `#[cfg(...)]`, under the same attributes: they hold
+    // when the parameter is compiled in.
+    let conditional: TokenStream = conditional
+        .into_iter()
+        .flat_map(|(cfg, error)| {
+            error.into_iter().map(move |error| {
+                let error = error.to_compile_error();
+                quote!(#(#cfg)* { #error })
+            })
+        })
+        .collect();
     let krate = match &args.krate {
         Some(path) => path.to_token_stream(),
         None => quote!(::fusebox),
@@ -400,7 +412,7 @@ fn expand(args: Args, function: Function) -> TokenStream {
             },
         }
     };
-    item.with_body(new_body)
+    item.with_body(quote!(#conditional #new_body))
 }
 
 /// True when the fallback of an `async fn` is called after the call has settled: the settling

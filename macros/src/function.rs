@@ -69,6 +69,9 @@ pub(crate) struct Function {
     pub(crate) output: Type,
     /// Its parameters, in order, when a fallback needs them.
     pub(crate) params: Params,
+    /// Errors about parameters under `#[cfg(...)]`, each with those attributes: they hold only
+    /// when the parameter is compiled in, so the expansion emits them under the same attributes.
+    pub(crate) conditional: Vec<(Vec<Attribute>, syn::Error)>,
 }
 
 /// What a fallback call passes on.
@@ -78,6 +81,25 @@ pub(crate) struct Params {
     pub(crate) receiver: Option<Span>,
     /// The names of the other parameters.
     pub(crate) names: Vec<Ident>,
+    /// The `#[cfg(...)]` attributes of each of [`Params::names`] (empty for most): a parameter
+    /// compiled out is not passed on.
+    pub(crate) cfgs: Vec<Vec<Attribute>>,
+}
+
+impl Params {
+    /// True when some parameter is under `#[cfg(...)]`.
+    pub(crate) fn any_cfg(&self) -> bool {
+        self.cfgs.iter().any(|cfg| !cfg.is_empty())
+    }
+}
+
+/// The `#[cfg(...)]` attributes among `attrs`.
+pub(crate) fn cfg_attrs(attrs: &[Attribute]) -> Vec<Attribute> {
+    attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("cfg"))
+        .cloned()
+        .collect()
 }
 
 /// Parses the annotated item and checks that the attribute can go on it.
@@ -144,6 +166,7 @@ pub(crate) fn parse(
     } else {
         Some(Params::default())
     };
+    let mut conditional = Vec::new();
     let attempts_ok = match attempts.first() {
         None => Some(()),
         Some(_) if sig.asyncness.is_none() => {
@@ -162,7 +185,7 @@ pub(crate) fn parse(
         // Only `retry` runs the body more than once; `timeout` alone leaves the parameters as
         // they are.
         Some(_) => match attempts.iter().find(|name| *name == "retry") {
-            Some(retry) => errors.ok(attempt_params(&item, retry)),
+            Some(retry) => errors.ok(attempt_params(&item, retry, &mut conditional)),
             None => Some(()),
         },
     };
@@ -172,6 +195,7 @@ pub(crate) fn parse(
             item,
             output,
             params,
+            conditional,
         }),
         // Both cases pushed an error, so `finish` returned it.
         _ => Err(syn::Error::new(Span::call_site(), "unsupported function")),
@@ -188,6 +212,7 @@ fn fallback_params(item: &RawFn) -> syn::Result<Params> {
             FnArg::Typed(typed) => match &*typed.pat {
                 Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
                     params.names.push(binding.ident.clone());
+                    params.cfgs.push(cfg_attrs(&typed.attrs));
                 }
                 pattern => errors.push(syn::Error::new_spanned(
                     pattern,
@@ -205,65 +230,85 @@ fn fallback_params(item: &RawFn) -> syn::Result<Params> {
 /// Checks the parameters for `retry`. Every attempt needs the arguments again, so the attempt
 /// closure borrows them rather than moving them: a parameter taken by `&mut` or by value as
 /// `self` cannot be shared between attempts, and a pattern or `mut` binding would not mean what
-/// it says. `arg` is the attempt argument the messages name.
-fn attempt_params(item: &RawFn, arg: &Ident) -> syn::Result<()> {
-    let mut errors = Errors::default();
+/// it says. `arg` is the attempt argument the messages name. The errors about a parameter under
+/// `#[cfg(...)]` go to `conditional`, with its attributes: a parameter compiled out is no error.
+fn attempt_params(
+    item: &RawFn,
+    arg: &Ident,
+    conditional: &mut Vec<(Vec<Attribute>, syn::Error)>,
+) -> syn::Result<()> {
+    let mut all = Errors::default();
     let again = "retrying needs the arguments again for every attempt";
     for input in &item.sig.inputs {
-        match input {
-            FnArg::Receiver(receiver) => {
-                if let Some(error) = receiver_error(receiver, arg, again) {
-                    errors.push(error);
-                }
+        let cfg = match input {
+            FnArg::Typed(typed) => cfg_attrs(&typed.attrs),
+            FnArg::Receiver(_) => Vec::new(),
+        };
+        let mut errors = Errors::default();
+        attempt_param(input, arg, again, &mut errors);
+        match errors.finish() {
+            Err(error) if !cfg.is_empty() => conditional.push((cfg, error)),
+            Err(error) => all.push(error),
+            Ok(()) => {}
+        }
+    }
+    all.finish()
+}
+
+/// The errors of one parameter for [`attempt_params`].
+fn attempt_param(input: &FnArg, arg: &Ident, again: &str, errors: &mut Errors) {
+    match input {
+        FnArg::Receiver(receiver) => {
+            if let Some(error) = receiver_error(receiver, arg, again) {
+                errors.push(error);
             }
-            FnArg::Typed(typed) => {
-                let binding = match &*typed.pat {
-                    Pat::Wild(_) => continue,
-                    Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
-                        binding
-                    }
-                    pattern => {
-                        errors.push(syn::Error::new_spanned(
-                            pattern,
-                            format!(
-                                "with `{arg}`, every parameter must be a plain name like \
+        }
+        FnArg::Typed(typed) => {
+            let binding = match &*typed.pat {
+                Pat::Wild(_) => return,
+                Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
+                    binding
+                }
+                pattern => {
+                    errors.push(syn::Error::new_spanned(
+                        pattern,
+                        format!(
+                            "with `{arg}`, every parameter must be a plain name like \
                                  `order: Order`, borrowed again by every attempt; take the \
                                  value whole and bind the pattern inside the body"
-                            ),
-                        ));
-                        continue;
-                    }
-                };
-                if let Type::Reference(reference) = ungroup(&typed.ty) {
-                    if reference.mutability.is_some() {
-                        errors.push(syn::Error::new_spanned(
-                            input,
-                            format!(
-                                "{again}, and a `&mut` argument cannot be shared between \
-                                 attempts; take `&T` (with interior mutability for state) \
-                                 or remove `{arg}`"
-                            ),
-                        ));
-                    }
-                    // A shared reference is `Copy`: every attempt copies it.
-                    continue;
-                }
-                if let Some(mutability) = &binding.mutability {
-                    errors.push(syn::Error::new(
-                        mutability.span,
-                        format!(
-                            "with `{arg}`, every attempt borrows `{}` again, so the body cannot \
-                             change it; remove `mut` and work on a copy inside the body, like \
-                             `let mut {0} = {0}.clone();`",
-                            binding.ident
                         ),
                     ));
-                    continue;
+                    return;
                 }
+            };
+            if let Type::Reference(reference) = ungroup(&typed.ty) {
+                if reference.mutability.is_some() {
+                    errors.push(syn::Error::new_spanned(
+                        input,
+                        format!(
+                            "{again}, and a `&mut` argument cannot be shared between \
+                                 attempts; take `&T` (with interior mutability for state) \
+                                 or remove `{arg}`"
+                        ),
+                    ));
+                }
+                // A shared reference is `Copy`: every attempt copies it.
+                return;
+            }
+            if let Some(mutability) = &binding.mutability {
+                errors.push(syn::Error::new(
+                    mutability.span,
+                    format!(
+                        "with `{arg}`, every attempt borrows `{}` again, so the body cannot \
+                             change it; remove `mut` and work on a copy inside the body, like \
+                             `let mut {0} = {0}.clone();`",
+                        binding.ident
+                    ),
+                ));
+                return;
             }
         }
     }
-    errors.finish()
 }
 
 /// Why `self` cannot be shared between attempts, if it cannot: only `&self` (or `self: &T`) can.

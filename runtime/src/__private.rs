@@ -247,6 +247,48 @@ pub fn call_fallback<Args, Returns, F: FallbackFn<Args, Returns>>(
     fallback.call_with(args)
 }
 
+/// A tuple of a fallback's arguments that takes one more in front: how the expansion builds the
+/// arguments of a function with parameters under `#[cfg(...)]`, one `let` per parameter, each
+/// under its parameter's attributes.
+pub trait Prepend<A> {
+    /// The tuple with `A` in front.
+    type Out;
+    /// Puts `first` in front.
+    fn prepend(self, first: A) -> Self::Out;
+}
+
+macro_rules! prepend {
+    ($($arg:ident)*) => {
+        impl<A, $($arg,)*> Prepend<A> for ($($arg,)*) {
+            type Out = (A, $($arg,)*);
+            #[inline(always)]
+            #[allow(non_snake_case)]
+            fn prepend(self, first: A) -> Self::Out {
+                let ($($arg,)*) = self;
+                (first, $($arg,)*)
+            }
+        }
+    };
+}
+
+prepend!(A1);
+prepend!(A1 A2);
+prepend!(A1 A2 A3);
+prepend!(A1 A2 A3 A4);
+prepend!(A1 A2 A3 A4 A5);
+prepend!(A1 A2 A3 A4 A5 A6);
+prepend!(A1 A2 A3 A4 A5 A6 A7);
+prepend!(A1 A2 A3 A4 A5 A6 A7 A8);
+prepend!(A1 A2 A3 A4 A5 A6 A7 A8 A9);
+prepend!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10);
+prepend!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11);
+
+/// `args` with `first` in front (see [`Prepend`]).
+#[inline(always)]
+pub fn prepend_arg<Args: Prepend<A>, A>(args: Args, first: A) -> Args::Out {
+    args.prepend(first)
+}
+
 /// The value an async function's fallback returns: a future (whose output must be the function's
 /// return type, checked where it is awaited).
 #[diagnostic::on_unimplemented(
