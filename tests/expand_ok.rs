@@ -836,3 +836,89 @@ async fn parameters_under_cfg_are_passed_when_compiled_in() {
     );
     assert_eq!(client.call(10, Kind::Ok).await, Ok(110));
 }
+
+// ---------------------------------------------------------------- `#[async_trait]`
+
+/// A trait whose `async fn`s `#[async_trait]` boxes.
+#[async_trait::async_trait]
+trait BoxedBackend {
+    async fn fetch(&self, label: String, kind: Kind) -> ApiResult<String>;
+    async fn fetch_retried(&self, kind: Kind) -> Result<u32, ApiError>;
+}
+
+struct TraitClient;
+
+/// `#[async_trait]` on the impl runs first; the attribute on each method sees the boxed shape.
+#[async_trait::async_trait]
+impl BoxedBackend for TraitClient {
+    #[circuit_breaker(
+        key = "async-trait",
+        registry = REGISTRY,
+        failure = [Timeout, Connect],
+        fallback = fetch_fallback,
+        consecutive = 2
+    )]
+    async fn fetch(&self, label: String, kind: Kind) -> ApiResult<String> {
+        tokio::task::yield_now().await;
+        let value = respond(kind)?;
+        Ok(format!("{label} {value}"))
+    }
+
+    #[circuit_breaker(key = "async-trait-retry", registry = REGISTRY, failure = [Connect], retry = 3)]
+    async fn fetch_retried(&self, kind: Kind) -> Result<u32, ApiError> {
+        tokio::task::yield_now().await;
+        respond(kind)
+    }
+}
+
+impl TraitClient {
+    async fn fetch_fallback(
+        &self,
+        label: String,
+        _kind: Kind,
+        cause: Cause<ApiError>,
+    ) -> ApiResult<String> {
+        match cause {
+            Cause::Rejected(_) => Ok(format!("{label} refused")),
+            _ => Ok(format!("{label} failed")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn methods_of_an_async_trait_impl() {
+    let client = TraitClient;
+    let backend: &(dyn BoxedBackend + Sync) = &client;
+    assert_eq!(
+        backend.fetch("a".into(), Kind::Ok).await,
+        Ok("a 1".to_owned())
+    );
+    assert_eq!(
+        backend.fetch("b".into(), Kind::Declined).await,
+        Err(ApiError::Declined),
+        "a business error passes through"
+    );
+    assert_eq!(
+        backend.fetch("c".into(), Kind::Timeout).await,
+        Ok("c failed".to_owned())
+    );
+    assert_eq!(
+        backend.fetch("d".into(), Kind::Connect).await,
+        Ok("d failed".to_owned())
+    );
+    assert_eq!(state("async-trait"), State::Open);
+    assert_eq!(
+        backend.fetch("e".into(), Kind::Ok).await,
+        Ok("e refused".to_owned())
+    );
+    assert_eq!(
+        backend.fetch_retried(Kind::Connect).await,
+        Err(ApiError::Connect(503))
+    );
+    assert_eq!(
+        snapshot(&REGISTRY, "async-trait-retry").failures,
+        3,
+        "3 attempts"
+    );
+    assert_send(backend.fetch_retried(Kind::Ok));
+}

@@ -283,11 +283,13 @@ fn ungroup(ty: &Type) -> &Type {
 
 /// Rewrites a checked function.
 fn expand(args: Args, function: Function) -> TokenStream {
+    let is_async = function.is_async();
     let Function {
         item,
         output,
         params,
         conditional,
+        boxed,
     } = function;
     // The errors about parameters under `#[cfg(...)]`, under the same attributes: they hold
     // when the parameter is compiled in.
@@ -341,7 +343,6 @@ fn expand(args: Args, function: Function) -> TokenStream {
         settled: Lifetime::new("'__fusebox_settled", Span::mixed_site()),
     };
     let private = &names.private;
-    let is_async = item.sig.asyncness.is_some();
 
     let body = item.body.to_token_stream();
     let function_name = item.sig.ident.unraw().to_string();
@@ -412,6 +413,16 @@ fn expand(args: Args, function: Function) -> TokenStream {
             },
         }
     };
+    if boxed {
+        // `#[async_trait]`'s shape: the body boxed as that attribute boxed it.
+        let private = &names.private;
+        return item.with_body(quote! {
+            #private::box_pin(async move {
+                #conditional
+                #new_body
+            })
+        });
+    }
     item.with_body(quote!(#conditional #new_body))
 }
 

@@ -3,12 +3,12 @@
 #[cfg(test)]
 mod tests;
 
-use proc_macro2::{Delimiter, Group, Span, TokenStream};
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, TokenStreamExt};
 use syn::parse::{Parse, ParseStream};
 use syn::{
-    Attribute, FnArg, Ident, Item, Pat, Receiver, ReceiverKind, ReturnType, Signature, TraitItemFn,
-    Type, Visibility,
+    Attribute, FnArg, GenericArgument, Ident, Item, Pat, PathArguments, Receiver, ReceiverKind,
+    ReturnType, Signature, TraitItemFn, Type, TypeParamBound, Visibility,
 };
 
 use crate::errors::Errors;
@@ -72,6 +72,138 @@ pub(crate) struct Function {
     /// Errors about parameters under `#[cfg(...)]`, each with those attributes: they hold only
     /// when the parameter is compiled in, so the expansion emits them under the same attributes.
     pub(crate) conditional: Vec<(Vec<Attribute>, syn::Error)>,
+    /// An `async fn` of an `#[async_trait]` impl, as that attribute (which runs first) left it:
+    /// a `fn` returning `Pin<Box<dyn Future<Output = R> + …>>` whose body is
+    /// `Box::pin(async move { … })`. [`Function::output`] is then `R`, `item.body` the `async`
+    /// block's body, and the expansion boxes its own body the same way.
+    pub(crate) boxed: bool,
+}
+
+impl Function {
+    /// True for an `async fn` (one rewritten by `#[async_trait]` included).
+    pub(crate) fn is_async(&self) -> bool {
+        self.boxed || self.item.sig.asyncness.is_some()
+    }
+}
+
+/// The output `R` and the `async` block's body of a method `#[async_trait]` rewrote (see
+/// [`Function::boxed`]); `None` for any other function.
+fn async_trait_shape(item: &RawFn) -> Option<(Type, Group)> {
+    if item.sig.asyncness.is_some() {
+        return None;
+    }
+    let ReturnType::Type(_, output) = &item.sig.output else {
+        return None;
+    };
+    let only_type = |ty: &Type, name: &str| -> Option<Type> {
+        let Type::Path(path) = ungroup(ty) else {
+            return None;
+        };
+        let last = path.path.segments.last()?;
+        let PathArguments::AngleBracketed(arguments) = &last.arguments else {
+            return None;
+        };
+        match (
+            last.ident == name,
+            arguments.args.first(),
+            arguments.args.len(),
+        ) {
+            (true, Some(GenericArgument::Type(ty)), 1) => Some(ty.clone()),
+            _ => None,
+        }
+    };
+    let boxed = only_type(output, "Pin")?;
+    let Type::TraitObject(object) = ungroup(&only_type(&boxed, "Box")?).clone() else {
+        return None;
+    };
+    let output = object.bounds.iter().find_map(|bound| {
+        let TypeParamBound::Trait(bound) = bound else {
+            return None;
+        };
+        let last = bound.path.segments.last()?;
+        let PathArguments::AngleBracketed(arguments) = &last.arguments else {
+            return None;
+        };
+        if last.ident != "Future" {
+            return None;
+        }
+        arguments.args.iter().find_map(|argument| match argument {
+            GenericArgument::AssocType(assoc) if assoc.ident == "Output" => Some(assoc.ty.clone()),
+            _ => None,
+        })
+    })?;
+    // `{ Box::pin(async move { … }) }`.
+    let tokens: Vec<TokenTree> = item.body.stream().into_iter().collect();
+    let [.., TokenTree::Ident(pin), TokenTree::Group(call)] = tokens.as_slice() else {
+        return None;
+    };
+    if pin != "pin" || call.delimiter() != Delimiter::Parenthesis {
+        return None;
+    }
+    let inner: Vec<TokenTree> = call.stream().into_iter().collect();
+    match inner.as_slice() {
+        [
+            TokenTree::Ident(async_token),
+            TokenTree::Ident(move_token),
+            TokenTree::Group(body),
+        ] if async_token == "async"
+            && move_token == "move"
+            && body.delimiter() == Delimiter::Brace =>
+        {
+            let mut unbound = Group::new(Delimiter::Brace, without_rebindings(body.stream()));
+            unbound.set_span(body.span());
+            Some((output, unbound))
+        }
+        _ => None,
+    }
+}
+
+/// `tokens` without the statements `let name = name;` (and the attributes before them) by which
+/// `#[async_trait]` moves each parameter into its `async` block: the expansion's own `async`
+/// block borrows the parameters (to retry, or to hand them to a fallback), which such a move
+/// would forbid; the outer `async move` block owns them either way.
+fn without_rebindings(tokens: TokenStream) -> TokenStream {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out: Vec<TokenTree> = Vec::with_capacity(tokens.len());
+    let mut attributes_from = None;
+    let mut i = 0;
+    while i < tokens.len() {
+        if let [
+            TokenTree::Ident(let_token),
+            TokenTree::Ident(name),
+            TokenTree::Punct(eq),
+            TokenTree::Ident(value),
+            TokenTree::Punct(semi),
+            ..,
+        ] = &tokens[i..]
+            && let_token == "let"
+            && eq.as_char() == '='
+            && semi.as_char() == ';'
+            && name == value
+            && name != "mut"
+        {
+            if let Some(from) = attributes_from.take() {
+                out.truncate(from);
+            }
+            i += 5;
+            continue;
+        }
+        let attribute = matches!(
+            &tokens[i..],
+            [TokenTree::Punct(hash), TokenTree::Group(group), ..]
+                if hash.as_char() == '#' && group.delimiter() == Delimiter::Bracket
+        );
+        if attribute {
+            attributes_from.get_or_insert(out.len());
+            out.extend(tokens[i..i + 2].iter().cloned());
+            i += 2;
+            continue;
+        }
+        attributes_from = None;
+        out.push(tokens[i].clone());
+        i += 1;
+    }
+    out.into_iter().collect()
 }
 
 /// What a fallback call passes on.
@@ -112,12 +244,20 @@ pub(crate) fn parse(
     fallback: bool,
     attempts: &[Ident],
 ) -> syn::Result<Function> {
-    let item: RawFn = match syn::parse2(tokens.clone()) {
+    let mut item: RawFn = match syn::parse2(tokens.clone()) {
         Ok(item) => item,
         Err(_) => return Err(not_a_function(tokens)),
     };
+    let boxed = match async_trait_shape(&item) {
+        Some((output, body)) => {
+            item.body = body;
+            Some(output)
+        }
+        None => None,
+    };
     let mut errors = Errors::default();
     let sig = &item.sig;
+    let is_async = sig.asyncness.is_some() || boxed.is_some();
     if let Some(constness) = &sig.constness {
         errors.push(syn::Error::new(
             constness.span,
@@ -132,8 +272,14 @@ pub(crate) fn parse(
              that calls this one instead",
         ));
     }
-    let output = match &sig.output {
-        ReturnType::Type(_, ty) => match not_a_result(ty) {
+    // The return type, or the `Output` of the boxed future `#[async_trait]` made.
+    let written = match (&boxed, &sig.output) {
+        (Some(output), _) => Some(output),
+        (None, ReturnType::Type(_, ty)) => Some(&**ty),
+        (None, ReturnType::Default) => None,
+    };
+    let output = match written {
+        Some(ty) => match not_a_result(ty) {
             Some(what) => {
                 errors.push(syn::Error::new_spanned(
                     ty,
@@ -147,9 +293,9 @@ pub(crate) fn parse(
                 ));
                 None
             }
-            None => Some((**ty).clone()),
+            None => Some(ty.clone()),
         },
-        ReturnType::Default => {
+        None => {
             errors.push(syn::Error::new(
                 sig.ident.span(),
                 format!(
@@ -169,7 +315,7 @@ pub(crate) fn parse(
     let mut conditional = Vec::new();
     let attempts_ok = match attempts.first() {
         None => Some(()),
-        Some(_) if sig.asyncness.is_none() => {
+        Some(_) if !is_async => {
             for name in attempts {
                 errors.push(syn::Error::new(
                     name.span(),
@@ -196,6 +342,7 @@ pub(crate) fn parse(
             output,
             params,
             conditional,
+            boxed: boxed.is_some(),
         }),
         // Both cases pushed an error, so `finish` returned it.
         _ => Err(syn::Error::new(Span::call_site(), "unsupported function")),

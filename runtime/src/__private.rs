@@ -165,6 +165,13 @@ pub fn in_place_body<R: Outcome>(value: R) -> R {
     value
 }
 
+/// Boxes the body of a method that `#[async_trait]` rewrote, as that attribute did: the
+/// method's return type, `Pin<Box<dyn Future<Output = R> + Send + …>>`, is this, unsized.
+#[inline(always)]
+pub fn box_pin<F: Future>(body: F) -> std::pin::Pin<Box<F>> {
+    Box::pin(body)
+}
+
 /// Runs the wrapped body of a sync function; the closure keeps `return` and `?` inside it.
 #[inline(always)]
 pub fn sync_body<R: Outcome, F: FnOnce() -> R>(body: F) -> R {

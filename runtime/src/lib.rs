@@ -78,7 +78,8 @@ pub mod limits {
 ///
 /// Goes on `async fn` and `fn`: free functions, inherent methods (`&self`, `&mut self`),
 /// trait-impl methods and generic functions. The function must return `Result<T, E>` (directly
-/// or through an alias such as `io::Result<T>`; `T` may hold an `impl Trait`). Every value is checked at compile time, with the
+/// or through an alias such as `io::Result<T>`; `T` may hold an `impl Trait`). On the methods of
+/// an `#[async_trait]` impl it works as on any `async fn` (put `#[async_trait]` on the impl). Every value is checked at compile time, with the
 /// validation [`Policy::validate`] runs; misuse is a compile error at the offending token. The
 /// crate README has the semantics and the list of compile errors.
 ///
