@@ -922,3 +922,32 @@ async fn methods_of_an_async_trait_impl() {
     );
     assert_send(backend.fetch_retried(Kind::Ok));
 }
+
+// ---------------------------------------------------------------- a free fallback of a method
+
+impl TraitClient {
+    /// A free function as a method's fallback, named by its path (a bare name is `Self::…`).
+    #[circuit_breaker(key = "method-free-fallback", registry = REGISTRY, fallback = self::free_method_fallback, consecutive = 1)]
+    fn by_path(&self, kind: Kind) -> ApiResult<u32> {
+        respond(kind)
+    }
+}
+
+fn free_method_fallback(
+    _client: &TraitClient,
+    _kind: Kind,
+    cause: Cause<ApiError>,
+) -> ApiResult<u32> {
+    match cause {
+        Cause::Rejected(_) => Ok(100),
+        _ => Ok(200),
+    }
+}
+
+#[test]
+fn a_method_names_a_free_method_fallback_by_its_path() {
+    let client = TraitClient;
+    assert_eq!(client.by_path(Kind::Ok), Ok(1));
+    assert_eq!(client.by_path(Kind::Timeout), Ok(200));
+    assert_eq!(client.by_path(Kind::Ok), Ok(100));
+}
