@@ -773,16 +773,16 @@ async fn impl_trait_in_the_ok_type() {
 
 // ---------------------------------------------------------------- parameters under `#[cfg]`
 
-/// A parameter compiled out (`any()`) and one compiled in (`all()`): the fallback declares both
+/// A parameter compiled out (`not(test)`) and one compiled in (`test`): the fallback declares both
 /// under the same attributes and gets those that exist.
 #[circuit_breaker(key = "cfg-sync", registry = REGISTRY, fallback = cfg_sync_fallback, consecutive = 1)]
-fn cfg_sync(#[cfg(any())] removed: u8, #[cfg(all())] kept: u32, kind: Kind) -> ApiResult<u32> {
+fn cfg_sync(#[cfg(not(test))] removed: u8, #[cfg(test)] kept: u32, kind: Kind) -> ApiResult<u32> {
     respond(kind).map(|value| value + kept)
 }
 
 fn cfg_sync_fallback(
-    #[cfg(any())] removed: u8,
-    #[cfg(all())] kept: u32,
+    #[cfg(not(test))] removed: u8,
+    #[cfg(test)] kept: u32,
     _kind: Kind,
     cause: Cause<ApiError>,
 ) -> ApiResult<u32> {
@@ -799,8 +799,8 @@ impl CfgClient {
     #[circuit_breaker(key = "cfg-async", registry = REGISTRY, fallback = fallback, retry = 2, consecutive = 2)]
     async fn call(
         &self,
-        #[cfg(any())] mut removed: u8,
-        #[cfg(all())] kept: u32,
+        #[cfg(not(test))] mut removed: u8,
+        #[cfg(test)] kept: u32,
         kind: Kind,
     ) -> ApiResult<u32> {
         tokio::task::yield_now().await;
@@ -809,8 +809,8 @@ impl CfgClient {
 
     async fn fallback(
         &self,
-        #[cfg(any())] removed: u8,
-        #[cfg(all())] kept: u32,
+        #[cfg(not(test))] removed: u8,
+        #[cfg(test)] kept: u32,
         _kind: Kind,
         cause: Cause<ApiError>,
     ) -> ApiResult<u32> {

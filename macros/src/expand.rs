@@ -281,6 +281,66 @@ fn ungroup(ty: &Type) -> &Type {
     }
 }
 
+/// The errors about parameters under `#[cfg(...)]`, each under the same attributes: they hold
+/// when the parameter is compiled in.
+fn conditional_errors(conditional: Vec<(Vec<syn::Attribute>, syn::Error)>) -> TokenStream {
+    conditional
+        .into_iter()
+        .flat_map(|(cfg, error)| {
+            error.into_iter().map(move |error| {
+                let error = error.to_compile_error();
+                quote!(#(#cfg)* { #error })
+            })
+        })
+        .collect()
+}
+
+impl Names {
+    /// The names of the expansion of a function returning `output`.
+    fn new(args: &Args, output: Type) -> Names {
+        let krate = match &args.krate {
+            Some(path) => path.to_token_stream(),
+            None => quote!(::fusebox),
+        };
+        let local = |name: &str| Ident::new(name, Span::mixed_site());
+        let private = {
+            let private = private_module();
+            quote!(#krate::#private)
+        };
+        let output_span = output.span();
+        let error_path = error_path(&output);
+        let (output, error_output, error_type) = match nameable_output(&output) {
+            Some((nameable, error_output, Some(error))) => {
+                (nameable, error_output, error.to_token_stream())
+            }
+            Some((nameable, error_output, None)) => {
+                let error = quote!(<#error_output as #private::Outcome>::Error);
+                (nameable, error_output, error)
+            }
+            None => {
+                let error = quote!(<#output as #private::Outcome>::Error);
+                (output.clone(), output, error)
+            }
+        };
+        Names {
+            private,
+            output_span,
+            error_path,
+            output,
+            error_output,
+            error_type,
+            permit: local("__fusebox_permit"),
+            result: local("__fusebox_result"),
+            error: local("__fusebox_error"),
+            value: local("__fusebox_value"),
+            refused: local("__fusebox_refused"),
+            error_of: Ident::new("__FuseboxErrorOf", Span::call_site()),
+            cause: local("__fusebox_cause"),
+            settled: Lifetime::new("'__fusebox_settled", Span::mixed_site()),
+        }
+    }
+}
+
 /// Rewrites a checked function.
 fn expand(args: Args, function: Function) -> TokenStream {
     let is_async = function.is_async();
@@ -291,57 +351,8 @@ fn expand(args: Args, function: Function) -> TokenStream {
         conditional,
         boxed,
     } = function;
-    // The errors about parameters under `#[cfg(...)]`, under the same attributes: they hold
-    // when the parameter is compiled in.
-    let conditional: TokenStream = conditional
-        .into_iter()
-        .flat_map(|(cfg, error)| {
-            error.into_iter().map(move |error| {
-                let error = error.to_compile_error();
-                quote!(#(#cfg)* { #error })
-            })
-        })
-        .collect();
-    let krate = match &args.krate {
-        Some(path) => path.to_token_stream(),
-        None => quote!(::fusebox),
-    };
-    let local = |name: &str| Ident::new(name, Span::mixed_site());
-    let private = {
-        let private = private_module();
-        quote!(#krate::#private)
-    };
-    let output_span = output.span();
-    let error_path = error_path(&output);
-    let (output, error_output, error_type) = match nameable_output(&output) {
-        Some((nameable, error_output, Some(error))) => {
-            (nameable, error_output, error.to_token_stream())
-        }
-        Some((nameable, error_output, None)) => {
-            let error = quote!(<#error_output as #private::Outcome>::Error);
-            (nameable, error_output, error)
-        }
-        None => {
-            let error = quote!(<#output as #private::Outcome>::Error);
-            (output.clone(), output, error)
-        }
-    };
-    let names = Names {
-        private,
-        output_span,
-        error_path,
-        output,
-        error_output,
-        error_type,
-        permit: local("__fusebox_permit"),
-        result: local("__fusebox_result"),
-        error: local("__fusebox_error"),
-        value: local("__fusebox_value"),
-        refused: local("__fusebox_refused"),
-        error_of: Ident::new("__FuseboxErrorOf", Span::call_site()),
-        cause: local("__fusebox_cause"),
-        settled: Lifetime::new("'__fusebox_settled", Span::mixed_site()),
-    };
+    let conditional = conditional_errors(conditional);
+    let names = Names::new(&args, output);
     let private = &names.private;
 
     let body = item.body.to_token_stream();

@@ -452,7 +452,6 @@ fn attempt_param(input: &FnArg, arg: &Ident, again: &str, errors: &mut Errors) {
                         binding.ident
                     ),
                 ));
-                return;
             }
         }
     }
