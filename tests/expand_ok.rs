@@ -709,3 +709,245 @@ fn generated_futures_are_send() {
     assert_send(client.attempts_method(1, Kind::Ok));
     assert_send(attempts_generic("h", 1u8));
 }
+
+// ---------------------------------------------------------------- `impl Trait` in the `Ok` type
+
+/// A sync function returning `Result<impl Display, E>`, with bare variants and a fallback whose
+/// `Ok` type is the body's.
+#[circuit_breaker(
+    key = "impl-sync",
+    registry = REGISTRY,
+    failure = [Timeout],
+    fallback = impl_sync_fallback,
+    consecutive = 1
+)]
+fn impl_sync(kind: Kind) -> Result<impl std::fmt::Display, ApiError> {
+    let value = respond(kind)?;
+    Ok(format!("live {value}"))
+}
+
+fn impl_sync_fallback(_kind: Kind, cause: Cause<ApiError>) -> Result<String, ApiError> {
+    match cause {
+        Cause::Rejected(_) => Ok("refused".to_owned()),
+        _ => Ok("failed".to_owned()),
+    }
+}
+
+/// An `async fn` returning an iterator that borrows its argument, through an alias of `Result`
+/// (the error type named through the return type).
+#[circuit_breaker(key = "impl-async", registry = REGISTRY, failure = [Connect], retry = 2)]
+async fn impl_async<'a>(bytes: &'a [u8], kind: Kind) -> ApiResult<impl Iterator<Item = u8> + 'a> {
+    tokio::task::yield_now().await;
+    respond(kind)?;
+    Ok(bytes.iter().copied())
+}
+
+/// Without `failure`, a timeout, or an alias: the plain `async fn` shape.
+#[circuit_breaker(key = "impl-async-plain", registry = REGISTRY, timeout = "10s")]
+async fn impl_async_plain(kind: Kind) -> Result<impl std::fmt::Debug + Send, ApiError> {
+    respond(kind)
+}
+
+#[tokio::test]
+async fn impl_trait_in_the_ok_type() {
+    assert_eq!(impl_sync(Kind::Ok).unwrap().to_string(), "live 1");
+    assert_eq!(impl_sync(Kind::Timeout).unwrap().to_string(), "failed");
+    assert_eq!(impl_sync(Kind::Ok).unwrap().to_string(), "refused");
+    let bytes = [1, 2, 3];
+    let collected: Vec<u8> = impl_async(&bytes, Kind::Ok).await.unwrap().collect();
+    assert_eq!(collected, [1, 2, 3]);
+    assert!(matches!(
+        impl_async(&bytes, Kind::Connect).await,
+        Err(ApiError::Connect(503))
+    ));
+    assert_eq!(
+        snapshot(&REGISTRY, "impl-async").failures,
+        2,
+        "both attempts"
+    );
+    assert_eq!(
+        format!("{:?}", impl_async_plain(Kind::Ok).await.unwrap()),
+        "1"
+    );
+}
+
+// ---------------------------------------------------------------- parameters under `#[cfg]`
+
+/// A parameter compiled out (`not(test)`) and one compiled in (`test`): the fallback declares both
+/// under the same attributes and gets those that exist.
+#[circuit_breaker(key = "cfg-sync", registry = REGISTRY, fallback = cfg_sync_fallback, consecutive = 1)]
+fn cfg_sync(#[cfg(not(test))] removed: u8, #[cfg(test)] kept: u32, kind: Kind) -> ApiResult<u32> {
+    respond(kind).map(|value| value + kept)
+}
+
+fn cfg_sync_fallback(
+    #[cfg(not(test))] removed: u8,
+    #[cfg(test)] kept: u32,
+    _kind: Kind,
+    cause: Cause<ApiError>,
+) -> ApiResult<u32> {
+    match cause {
+        Cause::Rejected(_) => Ok(kept + 100),
+        _ => Ok(kept + 200),
+    }
+}
+
+/// The same with `retry` on a method: a `mut` parameter compiled out is no error.
+struct CfgClient;
+
+impl CfgClient {
+    #[circuit_breaker(key = "cfg-async", registry = REGISTRY, fallback = fallback, retry = 2, consecutive = 2)]
+    async fn call(
+        &self,
+        #[cfg(not(test))] mut removed: u8,
+        #[cfg(test)] kept: u32,
+        kind: Kind,
+    ) -> ApiResult<u32> {
+        tokio::task::yield_now().await;
+        respond(kind).map(|value| value + kept)
+    }
+
+    async fn fallback(
+        &self,
+        #[cfg(not(test))] removed: u8,
+        #[cfg(test)] kept: u32,
+        _kind: Kind,
+        cause: Cause<ApiError>,
+    ) -> ApiResult<u32> {
+        match cause {
+            Cause::Rejected(_) => Ok(kept + 100),
+            _ => Ok(kept + 200),
+        }
+    }
+}
+
+#[tokio::test]
+async fn parameters_under_cfg_are_passed_when_compiled_in() {
+    assert_eq!(cfg_sync(10, Kind::Ok), Ok(11));
+    assert_eq!(cfg_sync(10, Kind::Timeout), Ok(210));
+    assert_eq!(cfg_sync(10, Kind::Ok), Ok(110));
+    let client = CfgClient;
+    assert_eq!(client.call(10, Kind::Ok).await, Ok(11));
+    assert_eq!(client.call(10, Kind::Timeout).await, Ok(210));
+    assert_eq!(
+        snapshot(&REGISTRY, "cfg-async").failures,
+        0,
+        "2 in a row opened it"
+    );
+    assert_eq!(client.call(10, Kind::Ok).await, Ok(110));
+}
+
+// ---------------------------------------------------------------- `#[async_trait]`
+
+/// A trait whose `async fn`s `#[async_trait]` boxes.
+#[async_trait::async_trait]
+trait BoxedBackend {
+    async fn fetch(&self, label: String, kind: Kind) -> ApiResult<String>;
+    async fn fetch_retried(&self, kind: Kind) -> Result<u32, ApiError>;
+}
+
+struct TraitClient;
+
+/// `#[async_trait]` on the impl runs first; the attribute on each method sees the boxed shape.
+#[async_trait::async_trait]
+impl BoxedBackend for TraitClient {
+    #[circuit_breaker(
+        key = "async-trait",
+        registry = REGISTRY,
+        failure = [Timeout, Connect],
+        fallback = fetch_fallback,
+        consecutive = 2
+    )]
+    async fn fetch(&self, label: String, kind: Kind) -> ApiResult<String> {
+        tokio::task::yield_now().await;
+        let value = respond(kind)?;
+        Ok(format!("{label} {value}"))
+    }
+
+    #[circuit_breaker(key = "async-trait-retry", registry = REGISTRY, failure = [Connect], retry = 3)]
+    async fn fetch_retried(&self, kind: Kind) -> Result<u32, ApiError> {
+        tokio::task::yield_now().await;
+        respond(kind)
+    }
+}
+
+impl TraitClient {
+    async fn fetch_fallback(
+        &self,
+        label: String,
+        _kind: Kind,
+        cause: Cause<ApiError>,
+    ) -> ApiResult<String> {
+        match cause {
+            Cause::Rejected(_) => Ok(format!("{label} refused")),
+            _ => Ok(format!("{label} failed")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn methods_of_an_async_trait_impl() {
+    let client = TraitClient;
+    let backend: &(dyn BoxedBackend + Sync) = &client;
+    assert_eq!(
+        backend.fetch("a".into(), Kind::Ok).await,
+        Ok("a 1".to_owned())
+    );
+    assert_eq!(
+        backend.fetch("b".into(), Kind::Declined).await,
+        Err(ApiError::Declined),
+        "a business error passes through"
+    );
+    assert_eq!(
+        backend.fetch("c".into(), Kind::Timeout).await,
+        Ok("c failed".to_owned())
+    );
+    assert_eq!(
+        backend.fetch("d".into(), Kind::Connect).await,
+        Ok("d failed".to_owned())
+    );
+    assert_eq!(state("async-trait"), State::Open);
+    assert_eq!(
+        backend.fetch("e".into(), Kind::Ok).await,
+        Ok("e refused".to_owned())
+    );
+    assert_eq!(
+        backend.fetch_retried(Kind::Connect).await,
+        Err(ApiError::Connect(503))
+    );
+    assert_eq!(
+        snapshot(&REGISTRY, "async-trait-retry").failures,
+        3,
+        "3 attempts"
+    );
+    assert_send(backend.fetch_retried(Kind::Ok));
+}
+
+// ---------------------------------------------------------------- a free fallback of a method
+
+impl TraitClient {
+    /// A free function as a method's fallback, named by its path (a bare name is `Self::…`).
+    #[circuit_breaker(key = "method-free-fallback", registry = REGISTRY, fallback = self::free_method_fallback, consecutive = 1)]
+    fn by_path(&self, kind: Kind) -> ApiResult<u32> {
+        respond(kind)
+    }
+}
+
+fn free_method_fallback(
+    _client: &TraitClient,
+    _kind: Kind,
+    cause: Cause<ApiError>,
+) -> ApiResult<u32> {
+    match cause {
+        Cause::Rejected(_) => Ok(100),
+        _ => Ok(200),
+    }
+}
+
+#[test]
+fn a_method_names_a_free_method_fallback_by_its_path() {
+    let client = TraitClient;
+    assert_eq!(client.by_path(Kind::Ok), Ok(1));
+    assert_eq!(client.by_path(Kind::Timeout), Ok(200));
+    assert_eq!(client.by_path(Kind::Ok), Ok(100));
+}

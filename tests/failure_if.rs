@@ -252,3 +252,133 @@ async fn the_manual_api_judges_the_whole_result() {
     assert_eq!(other.state(), State::Closed);
     assert_eq!(other.snapshot().calls, 0);
 }
+
+#[fusebox::circuit_breaker(
+    key = "failure-if-retry",
+    registry = REGISTRY,
+    failure_if = is_unavailable,
+    retry = 3,
+    window = 10,
+    failure_rate = 100
+)]
+async fn fetch_retried(
+    client: &reqwest::Client,
+    url: &str,
+) -> Result<reqwest::Response, FetchError> {
+    client.get(url).send().await.map_err(FetchError::Http)
+}
+
+#[tokio::test]
+async fn with_retry_a_counted_ok_value_is_retried_and_the_last_one_returned() {
+    let (addr, hits) = server(StatusCode::SERVICE_UNAVAILABLE);
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/");
+    let response = fetch_retried(&client, &url)
+        .await
+        .expect("the last attempt's `Ok` response");
+    assert_eq!(response.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(hits.load(Ordering::SeqCst), 3, "every attempt went out");
+    let snapshot = REGISTRY.get("failure-if-retry").unwrap().snapshot();
+    assert_eq!((snapshot.calls, snapshot.failures), (3, 3));
+    assert_eq!(snapshot.state, State::Closed, "3 calls of a window of 10");
+}
+
+/// The statuses a scripted backend answers, one per call, and the calls it got.
+struct Script {
+    statuses: &'static [u16],
+    calls: AtomicU32,
+}
+
+impl Script {
+    const fn new(statuses: &'static [u16]) -> Self {
+        Script {
+            statuses,
+            calls: AtomicU32::new(0),
+        }
+    }
+
+    fn next(&self) -> u16 {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) as usize;
+        self.statuses[call.min(self.statuses.len() - 1)]
+    }
+}
+
+fn is_unavailable_status(status: &u16) -> bool {
+    *status == 503
+}
+
+#[fusebox::circuit_breaker(
+    key = "failure-if-retry-mixed",
+    registry = REGISTRY,
+    failure_if = is_unavailable_status,
+    retry = 3,
+    window = 10,
+    failure_rate = 100
+)]
+async fn scripted(script: &Script) -> Result<u16, FetchError> {
+    tokio::task::yield_now().await;
+    Ok(script.next())
+}
+
+#[tokio::test]
+async fn with_retry_a_good_ok_value_ends_the_attempts() {
+    static SCRIPT: Script = Script::new(&[503, 200, 503]);
+    assert_eq!(scripted(&SCRIPT).await.unwrap(), 200);
+    assert_eq!(
+        SCRIPT.calls.load(Ordering::SeqCst),
+        2,
+        "no attempt after the good one"
+    );
+    let snapshot = REGISTRY.get("failure-if-retry-mixed").unwrap().snapshot();
+    assert_eq!((snapshot.calls, snapshot.failures), (2, 1));
+}
+
+async fn scripted_fallback(_script: &Script, cause: Cause<FetchError>) -> Result<u16, FetchError> {
+    match cause {
+        Cause::Rejected(_) => Ok(0),
+        _ => Ok(1),
+    }
+}
+
+#[fusebox::circuit_breaker(
+    key = "failure-if-retry-open",
+    registry = REGISTRY,
+    failure_if = is_unavailable_status,
+    fallback = scripted_fallback,
+    retry = 3,
+    consecutive = 2
+)]
+async fn scripted_open(script: &Script) -> Result<u16, FetchError> {
+    Ok(script.next())
+}
+
+#[tokio::test]
+async fn with_retry_a_circuit_opened_by_counted_ok_values_refuses_the_next_attempt() {
+    static SCRIPT: Script = Script::new(&[503]);
+    // Two counted `Ok` values open the circuit: the third attempt is refused, as after two
+    // counted errors, and the fallback gets the refusal.
+    assert_eq!(scripted_open(&SCRIPT).await.unwrap(), 0);
+    assert_eq!(SCRIPT.calls.load(Ordering::SeqCst), 2);
+    let breaker = REGISTRY.get("failure-if-retry-open").unwrap();
+    assert_eq!(breaker.state(), State::Open);
+}
+
+#[fusebox::circuit_breaker(
+    key = "failure-if-timeout",
+    registry = REGISTRY,
+    failure_if = is_unavailable_status,
+    timeout = "1s",
+    consecutive = 5
+)]
+async fn scripted_timeout(script: &Script) -> Result<u16, FetchError> {
+    Ok(script.next())
+}
+
+#[tokio::test]
+async fn with_timeout_alone_a_counted_ok_value_counts_once() {
+    static SCRIPT: Script = Script::new(&[503]);
+    assert_eq!(scripted_timeout(&SCRIPT).await.unwrap(), 503);
+    assert_eq!(SCRIPT.calls.load(Ordering::SeqCst), 1);
+    let snapshot = REGISTRY.get("failure-if-timeout").unwrap().snapshot();
+    assert_eq!(snapshot.failures, 1);
+}

@@ -9,12 +9,16 @@ use std::path::{Path, PathBuf};
 
 /// Public items of `__private` the expansion never names, each with the item of `__private`
 /// whose signature names it (so it must stay reachable).
-const IN_SIGNATURES: [(&str, &str); 6] = [
+const IN_SIGNATURES: [(&str, &str); 10] = [
     ("AttemptLimit", "run_attempts"),
     ("AttemptBudget", "run_attempts"),
     ("RegistryRef", "registry_of"),
     ("FromRejection", "error_from_refusal"),
     ("FallbackFn", "call_fallback"),
+    ("ViaFn", "FallbackFn"),
+    ("NoFallback", "FallbackFn"),
+    ("NotAFallback", "FallbackFn"),
+    ("Prepend", "prepend_arg"),
     ("AsyncFallback", "AwaitSyncFallback"),
 ];
 

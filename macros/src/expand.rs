@@ -28,9 +28,10 @@ use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned as _;
+use syn::visit_mut::VisitMut;
 use syn::{
-    Expr, ExprPath, FnArg, GenericArgument, Ident, Lifetime, Pat, Path, PathArguments, Type,
-    TypePath,
+    Expr, ExprPath, FnArg, GenericArgument, Ident, Lifetime, Pat, Path, PathArguments, Token, Type,
+    TypeInfer, TypePath,
 };
 
 use attempts::{Attempt, attempts_body};
@@ -128,8 +129,16 @@ pub(crate) fn private_module() -> Ident {
 struct Names {
     /// `::fusebox::__private_<version>`, or `<crate = path>::__private_<version>`.
     private: TokenStream,
-    /// The written return type.
+    /// The return type as the expansion names it: as written, or with each `impl Trait` in it
+    /// replaced by `_` (see [`nameable_output`]).
     output: Type,
+    /// The return type that names the error type: as written, or with each `impl Trait` in it
+    /// replaced by `()` (the error type of `Result<T, E>` or an alias of it does not depend on `T`;
+    /// rustc cannot project out of a type still to be inferred).
+    error_output: Type,
+    /// The error type: `E` of a return type written `Result<T, E>` that holds an `impl Trait`,
+    /// otherwise `<R as Outcome>::Error` with `R` the [`Names::error_output`].
+    error_type: TokenStream,
     /// Where to point errors about the return type.
     output_span: Span,
     permit: Ident,
@@ -208,6 +217,61 @@ fn error_path(output: &Type) -> Option<Path> {
     Some(path)
 }
 
+/// The return type with every `impl Trait` in it replaced by `_`, which rustc infers from the
+/// body (`impl Trait` may not appear in a path, a turbofish or a `let`'s type); the same with
+/// `()` in their place, to name the error type through; and the error type itself, `E`, when it
+/// is written `Result<T, E>`. `None` when the return type holds no `impl Trait`.
+fn nameable_output(output: &Type) -> Option<(Type, Type, Option<Type>)> {
+    /// Replaces each `impl Trait` by `_` (`unit`: by `()`).
+    struct Replace {
+        unit: bool,
+        found: bool,
+    }
+    impl VisitMut for Replace {
+        fn visit_type_mut(&mut self, ty: &mut Type) {
+            if let Type::ImplTrait(written) = ty {
+                let span = written.impl_token.span;
+                *ty = if self.unit {
+                    syn::parse_quote_spanned!(span=> ())
+                } else {
+                    Type::Infer(TypeInfer {
+                        attrs: Vec::new(),
+                        underscore_token: Token![_](span),
+                    })
+                };
+                self.found = true;
+                return;
+            }
+            syn::visit_mut::visit_type_mut(self, ty);
+        }
+    }
+    let replaced = |unit| {
+        let mut ty = output.clone();
+        let mut replace = Replace { unit, found: false };
+        replace.visit_type_mut(&mut ty);
+        replace.found.then_some(ty)
+    };
+    let nameable = replaced(false)?;
+    let error_output = replaced(true)?;
+    let error = match ungroup(&nameable) {
+        Type::Path(TypePath {
+            qself: None, path, ..
+        }) => path.segments.last().and_then(|last| match &last.arguments {
+            PathArguments::AngleBracketed(arguments)
+                if last.ident == "Result" && arguments.args.len() == 2 =>
+            {
+                match arguments.args.last() {
+                    Some(GenericArgument::Type(error)) => Some(error.clone()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }),
+        _ => None,
+    };
+    Some((nameable, error_output, error))
+}
+
 /// A type without the invisible groups and parentheses macros wrap around it.
 fn ungroup(ty: &Type) -> &Type {
     match ty {
@@ -217,37 +281,79 @@ fn ungroup(ty: &Type) -> &Type {
     }
 }
 
+/// The errors about parameters under `#[cfg(...)]`, each under the same attributes: they hold
+/// when the parameter is compiled in.
+fn conditional_errors(conditional: Vec<(Vec<syn::Attribute>, syn::Error)>) -> TokenStream {
+    conditional
+        .into_iter()
+        .flat_map(|(cfg, error)| {
+            error.into_iter().map(move |error| {
+                let error = error.to_compile_error();
+                quote!(#(#cfg)* { #error })
+            })
+        })
+        .collect()
+}
+
+impl Names {
+    /// The names of the expansion of a function returning `output`.
+    fn new(args: &Args, output: Type) -> Names {
+        let krate = match &args.krate {
+            Some(path) => path.to_token_stream(),
+            None => quote!(::fusebox),
+        };
+        let local = |name: &str| Ident::new(name, Span::mixed_site());
+        let private = {
+            let private = private_module();
+            quote!(#krate::#private)
+        };
+        let output_span = output.span();
+        let error_path = error_path(&output);
+        let (output, error_output, error_type) = match nameable_output(&output) {
+            Some((nameable, error_output, Some(error))) => {
+                (nameable, error_output, error.to_token_stream())
+            }
+            Some((nameable, error_output, None)) => {
+                let error = quote!(<#error_output as #private::Outcome>::Error);
+                (nameable, error_output, error)
+            }
+            None => {
+                let error = quote!(<#output as #private::Outcome>::Error);
+                (output.clone(), output, error)
+            }
+        };
+        Names {
+            private,
+            output_span,
+            error_path,
+            output,
+            error_output,
+            error_type,
+            permit: local("__fusebox_permit"),
+            result: local("__fusebox_result"),
+            error: local("__fusebox_error"),
+            value: local("__fusebox_value"),
+            refused: local("__fusebox_refused"),
+            error_of: Ident::new("__FuseboxErrorOf", Span::call_site()),
+            cause: local("__fusebox_cause"),
+            settled: Lifetime::new("'__fusebox_settled", Span::mixed_site()),
+        }
+    }
+}
+
 /// Rewrites a checked function.
 fn expand(args: Args, function: Function) -> TokenStream {
+    let is_async = function.is_async();
     let Function {
         item,
         output,
         params,
+        conditional,
+        boxed,
     } = function;
-    let krate = match &args.krate {
-        Some(path) => path.to_token_stream(),
-        None => quote!(::fusebox),
-    };
-    let local = |name: &str| Ident::new(name, Span::mixed_site());
-    let names = Names {
-        private: {
-            let private = private_module();
-            quote!(#krate::#private)
-        },
-        output_span: output.span(),
-        error_path: error_path(&output),
-        output,
-        permit: local("__fusebox_permit"),
-        result: local("__fusebox_result"),
-        error: local("__fusebox_error"),
-        value: local("__fusebox_value"),
-        refused: local("__fusebox_refused"),
-        error_of: Ident::new("__FuseboxErrorOf", Span::call_site()),
-        cause: local("__fusebox_cause"),
-        settled: Lifetime::new("'__fusebox_settled", Span::mixed_site()),
-    };
+    let conditional = conditional_errors(conditional);
+    let names = Names::new(&args, output);
     let private = &names.private;
-    let is_async = item.sig.asyncness.is_some();
 
     let body = item.body.to_token_stream();
     let function_name = item.sig.ident.unraw().to_string();
@@ -318,7 +424,17 @@ fn expand(args: Args, function: Function) -> TokenStream {
             },
         }
     };
-    item.with_body(new_body)
+    if boxed {
+        // `#[async_trait]`'s shape: the body boxed as that attribute boxed it.
+        let private = &names.private;
+        return item.with_body(quote! {
+            #private::box_pin(async move {
+                #conditional
+                #new_body
+            })
+        });
+    }
+    item.with_body(quote!(#conditional #new_body))
 }
 
 /// True when the fallback of an `async fn` is called after the call has settled: the settling
@@ -347,9 +463,11 @@ fn deferred_fallback(
 /// `Cause::<E>::#variant`, with `E` the function's error type.
 fn cause(names: &Names, variant: &TokenStream) -> TokenStream {
     let Names {
-        private, output, ..
+        private,
+        error_type,
+        ..
     } = names;
-    quote!(#private::Cause::<<#output as #private::Outcome>::Error>::#variant)
+    quote!(#private::Cause::<#error_type>::#variant)
 }
 
 /// The original body, wrapped in a closure (called here) or an `async` block (not yet awaited)
@@ -809,6 +927,7 @@ fn shared_store(
         output,
         value,
         cause,
+        error_type,
         ..
     } = names;
     if cfg!(feature = "redis") && is_async && defers {
@@ -826,7 +945,7 @@ fn shared_store(
             // store before either goes on.
             let #out: ::core::result::Result<
                 #output,
-                #private::Cause<<#output as #private::Outcome>::Error>,
+                #private::Cause<#error_type>,
             > = #matched;
             let #out = if #private::reports_to_store(&#permit) {
                 #private::flush_then(&#permit, #out).await

@@ -3,12 +3,12 @@
 #[cfg(test)]
 mod tests;
 
-use proc_macro2::{Delimiter, Group, Span, TokenStream};
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, TokenStreamExt};
 use syn::parse::{Parse, ParseStream};
 use syn::{
-    Attribute, FnArg, Ident, Item, Pat, Receiver, ReceiverKind, ReturnType, Signature, TraitItemFn,
-    Type, Visibility,
+    Attribute, FnArg, GenericArgument, Ident, Item, Pat, PathArguments, Receiver, ReceiverKind,
+    ReturnType, Signature, TraitItemFn, Type, TypeParamBound, Visibility,
 };
 
 use crate::errors::Errors;
@@ -69,6 +69,141 @@ pub(crate) struct Function {
     pub(crate) output: Type,
     /// Its parameters, in order, when a fallback needs them.
     pub(crate) params: Params,
+    /// Errors about parameters under `#[cfg(...)]`, each with those attributes: they hold only
+    /// when the parameter is compiled in, so the expansion emits them under the same attributes.
+    pub(crate) conditional: Vec<(Vec<Attribute>, syn::Error)>,
+    /// An `async fn` of an `#[async_trait]` impl, as that attribute (which runs first) left it:
+    /// a `fn` returning `Pin<Box<dyn Future<Output = R> + …>>` whose body is
+    /// `Box::pin(async move { … })`. [`Function::output`] is then `R`, `item.body` the `async`
+    /// block's body, and the expansion boxes its own body the same way.
+    pub(crate) boxed: bool,
+}
+
+impl Function {
+    /// True for an `async fn` (one rewritten by `#[async_trait]` included).
+    pub(crate) fn is_async(&self) -> bool {
+        self.boxed || self.item.sig.asyncness.is_some()
+    }
+}
+
+/// The output `R` and the `async` block's body of a method `#[async_trait]` rewrote (see
+/// [`Function::boxed`]); `None` for any other function.
+fn async_trait_shape(item: &RawFn) -> Option<(Type, Group)> {
+    if item.sig.asyncness.is_some() {
+        return None;
+    }
+    let ReturnType::Type(_, output) = &item.sig.output else {
+        return None;
+    };
+    let only_type = |ty: &Type, name: &str| -> Option<Type> {
+        let Type::Path(path) = ungroup(ty) else {
+            return None;
+        };
+        let last = path.path.segments.last()?;
+        let PathArguments::AngleBracketed(arguments) = &last.arguments else {
+            return None;
+        };
+        match (
+            last.ident == name,
+            arguments.args.first(),
+            arguments.args.len(),
+        ) {
+            (true, Some(GenericArgument::Type(ty)), 1) => Some(ty.clone()),
+            _ => None,
+        }
+    };
+    let boxed = only_type(output, "Pin")?;
+    let Type::TraitObject(object) = ungroup(&only_type(&boxed, "Box")?).clone() else {
+        return None;
+    };
+    let output = object.bounds.iter().find_map(|bound| {
+        let TypeParamBound::Trait(bound) = bound else {
+            return None;
+        };
+        let last = bound.path.segments.last()?;
+        let PathArguments::AngleBracketed(arguments) = &last.arguments else {
+            return None;
+        };
+        if last.ident != "Future" {
+            return None;
+        }
+        arguments.args.iter().find_map(|argument| match argument {
+            GenericArgument::AssocType(assoc) if assoc.ident == "Output" => Some(assoc.ty.clone()),
+            _ => None,
+        })
+    })?;
+    // `{ Box::pin(async move { … }) }`.
+    let tokens: Vec<TokenTree> = item.body.stream().into_iter().collect();
+    let [.., TokenTree::Ident(pin), TokenTree::Group(call)] = tokens.as_slice() else {
+        return None;
+    };
+    if pin != "pin" || call.delimiter() != Delimiter::Parenthesis {
+        return None;
+    }
+    let inner: Vec<TokenTree> = call.stream().into_iter().collect();
+    match inner.as_slice() {
+        [
+            TokenTree::Ident(async_token),
+            TokenTree::Ident(move_token),
+            TokenTree::Group(body),
+        ] if async_token == "async"
+            && move_token == "move"
+            && body.delimiter() == Delimiter::Brace =>
+        {
+            let mut unbound = Group::new(Delimiter::Brace, without_rebindings(body.stream()));
+            unbound.set_span(body.span());
+            Some((output, unbound))
+        }
+        _ => None,
+    }
+}
+
+/// `tokens` without the statements `let name = name;` (and the attributes before them) by which
+/// `#[async_trait]` moves each parameter into its `async` block: the expansion's own `async`
+/// block borrows the parameters (to retry, or to hand them to a fallback), which such a move
+/// would forbid; the outer `async move` block owns them either way.
+fn without_rebindings(tokens: TokenStream) -> TokenStream {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out: Vec<TokenTree> = Vec::with_capacity(tokens.len());
+    let mut attributes_from = None;
+    let mut i = 0;
+    while i < tokens.len() {
+        if let [
+            TokenTree::Ident(let_token),
+            TokenTree::Ident(name),
+            TokenTree::Punct(eq),
+            TokenTree::Ident(value),
+            TokenTree::Punct(semi),
+            ..,
+        ] = &tokens[i..]
+            && let_token == "let"
+            && eq.as_char() == '='
+            && semi.as_char() == ';'
+            && name == value
+            && name != "mut"
+        {
+            if let Some(from) = attributes_from.take() {
+                out.truncate(from);
+            }
+            i += 5;
+            continue;
+        }
+        let attribute = matches!(
+            &tokens[i..],
+            [TokenTree::Punct(hash), TokenTree::Group(group), ..]
+                if hash.as_char() == '#' && group.delimiter() == Delimiter::Bracket
+        );
+        if attribute {
+            attributes_from.get_or_insert(out.len());
+            out.extend(tokens[i..i + 2].iter().cloned());
+            i += 2;
+            continue;
+        }
+        attributes_from = None;
+        out.push(tokens[i].clone());
+        i += 1;
+    }
+    out.into_iter().collect()
 }
 
 /// What a fallback call passes on.
@@ -78,6 +213,25 @@ pub(crate) struct Params {
     pub(crate) receiver: Option<Span>,
     /// The names of the other parameters.
     pub(crate) names: Vec<Ident>,
+    /// The `#[cfg(...)]` attributes of each of [`Params::names`] (empty for most): a parameter
+    /// compiled out is not passed on.
+    pub(crate) cfgs: Vec<Vec<Attribute>>,
+}
+
+impl Params {
+    /// True when some parameter is under `#[cfg(...)]`.
+    pub(crate) fn any_cfg(&self) -> bool {
+        self.cfgs.iter().any(|cfg| !cfg.is_empty())
+    }
+}
+
+/// The `#[cfg(...)]` attributes among `attrs`.
+pub(crate) fn cfg_attrs(attrs: &[Attribute]) -> Vec<Attribute> {
+    attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("cfg"))
+        .cloned()
+        .collect()
 }
 
 /// Parses the annotated item and checks that the attribute can go on it.
@@ -90,12 +244,20 @@ pub(crate) fn parse(
     fallback: bool,
     attempts: &[Ident],
 ) -> syn::Result<Function> {
-    let item: RawFn = match syn::parse2(tokens.clone()) {
+    let mut item: RawFn = match syn::parse2(tokens.clone()) {
         Ok(item) => item,
         Err(_) => return Err(not_a_function(tokens)),
     };
+    let boxed = match async_trait_shape(&item) {
+        Some((output, body)) => {
+            item.body = body;
+            Some(output)
+        }
+        None => None,
+    };
     let mut errors = Errors::default();
     let sig = &item.sig;
+    let is_async = sig.asyncness.is_some() || boxed.is_some();
     if let Some(constness) = &sig.constness {
         errors.push(syn::Error::new(
             constness.span,
@@ -110,8 +272,14 @@ pub(crate) fn parse(
              that calls this one instead",
         ));
     }
-    let output = match &sig.output {
-        ReturnType::Type(_, ty) => match not_a_result(ty) {
+    // The return type, or the `Output` of the boxed future `#[async_trait]` made.
+    let written = match (&boxed, &sig.output) {
+        (Some(output), _) => Some(output),
+        (None, ReturnType::Type(_, ty)) => Some(&**ty),
+        (None, ReturnType::Default) => None,
+    };
+    let output = match written {
+        Some(ty) => match not_a_result(ty) {
             Some(what) => {
                 errors.push(syn::Error::new_spanned(
                     ty,
@@ -125,9 +293,9 @@ pub(crate) fn parse(
                 ));
                 None
             }
-            None => Some((**ty).clone()),
+            None => Some(ty.clone()),
         },
-        ReturnType::Default => {
+        None => {
             errors.push(syn::Error::new(
                 sig.ident.span(),
                 format!(
@@ -144,9 +312,10 @@ pub(crate) fn parse(
     } else {
         Some(Params::default())
     };
+    let mut conditional = Vec::new();
     let attempts_ok = match attempts.first() {
         None => Some(()),
-        Some(_) if sig.asyncness.is_none() => {
+        Some(_) if !is_async => {
             for name in attempts {
                 errors.push(syn::Error::new(
                     name.span(),
@@ -162,7 +331,7 @@ pub(crate) fn parse(
         // Only `retry` runs the body more than once; `timeout` alone leaves the parameters as
         // they are.
         Some(_) => match attempts.iter().find(|name| *name == "retry") {
-            Some(retry) => errors.ok(attempt_params(&item, retry)),
+            Some(retry) => errors.ok(attempt_params(&item, retry, &mut conditional)),
             None => Some(()),
         },
     };
@@ -172,6 +341,8 @@ pub(crate) fn parse(
             item,
             output,
             params,
+            conditional,
+            boxed: boxed.is_some(),
         }),
         // Both cases pushed an error, so `finish` returned it.
         _ => Err(syn::Error::new(Span::call_site(), "unsupported function")),
@@ -188,6 +359,7 @@ fn fallback_params(item: &RawFn) -> syn::Result<Params> {
             FnArg::Typed(typed) => match &*typed.pat {
                 Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
                     params.names.push(binding.ident.clone());
+                    params.cfgs.push(cfg_attrs(&typed.attrs));
                 }
                 pattern => errors.push(syn::Error::new_spanned(
                     pattern,
@@ -205,65 +377,84 @@ fn fallback_params(item: &RawFn) -> syn::Result<Params> {
 /// Checks the parameters for `retry`. Every attempt needs the arguments again, so the attempt
 /// closure borrows them rather than moving them: a parameter taken by `&mut` or by value as
 /// `self` cannot be shared between attempts, and a pattern or `mut` binding would not mean what
-/// it says. `arg` is the attempt argument the messages name.
-fn attempt_params(item: &RawFn, arg: &Ident) -> syn::Result<()> {
-    let mut errors = Errors::default();
+/// it says. `arg` is the attempt argument the messages name. The errors about a parameter under
+/// `#[cfg(...)]` go to `conditional`, with its attributes: a parameter compiled out is no error.
+fn attempt_params(
+    item: &RawFn,
+    arg: &Ident,
+    conditional: &mut Vec<(Vec<Attribute>, syn::Error)>,
+) -> syn::Result<()> {
+    let mut all = Errors::default();
     let again = "retrying needs the arguments again for every attempt";
     for input in &item.sig.inputs {
-        match input {
-            FnArg::Receiver(receiver) => {
-                if let Some(error) = receiver_error(receiver, arg, again) {
-                    errors.push(error);
-                }
+        let cfg = match input {
+            FnArg::Typed(typed) => cfg_attrs(&typed.attrs),
+            FnArg::Receiver(_) => Vec::new(),
+        };
+        let mut errors = Errors::default();
+        attempt_param(input, arg, again, &mut errors);
+        match errors.finish() {
+            Err(error) if !cfg.is_empty() => conditional.push((cfg, error)),
+            Err(error) => all.push(error),
+            Ok(()) => {}
+        }
+    }
+    all.finish()
+}
+
+/// The errors of one parameter for [`attempt_params`].
+fn attempt_param(input: &FnArg, arg: &Ident, again: &str, errors: &mut Errors) {
+    match input {
+        FnArg::Receiver(receiver) => {
+            if let Some(error) = receiver_error(receiver, arg, again) {
+                errors.push(error);
             }
-            FnArg::Typed(typed) => {
-                let binding = match &*typed.pat {
-                    Pat::Wild(_) => continue,
-                    Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
-                        binding
-                    }
-                    pattern => {
-                        errors.push(syn::Error::new_spanned(
-                            pattern,
-                            format!(
-                                "with `{arg}`, every parameter must be a plain name like \
+        }
+        FnArg::Typed(typed) => {
+            let binding = match &*typed.pat {
+                Pat::Wild(_) => return,
+                Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
+                    binding
+                }
+                pattern => {
+                    errors.push(syn::Error::new_spanned(
+                        pattern,
+                        format!(
+                            "with `{arg}`, every parameter must be a plain name like \
                                  `order: Order`, borrowed again by every attempt; take the \
                                  value whole and bind the pattern inside the body"
-                            ),
-                        ));
-                        continue;
-                    }
-                };
-                if let Type::Reference(reference) = ungroup(&typed.ty) {
-                    if reference.mutability.is_some() {
-                        errors.push(syn::Error::new_spanned(
-                            input,
-                            format!(
-                                "{again}, and a `&mut` argument cannot be shared between \
-                                 attempts; take `&T` (with interior mutability for state) \
-                                 or remove `{arg}`"
-                            ),
-                        ));
-                    }
-                    // A shared reference is `Copy`: every attempt copies it.
-                    continue;
-                }
-                if let Some(mutability) = &binding.mutability {
-                    errors.push(syn::Error::new(
-                        mutability.span,
-                        format!(
-                            "with `{arg}`, every attempt borrows `{}` again, so the body cannot \
-                             change it; remove `mut` and work on a copy inside the body, like \
-                             `let mut {0} = {0}.clone();`",
-                            binding.ident
                         ),
                     ));
-                    continue;
+                    return;
                 }
+            };
+            if let Type::Reference(reference) = ungroup(&typed.ty) {
+                if reference.mutability.is_some() {
+                    errors.push(syn::Error::new_spanned(
+                        input,
+                        format!(
+                            "{again}, and a `&mut` argument cannot be shared between \
+                                 attempts; take `&T` (with interior mutability for state) \
+                                 or remove `{arg}`"
+                        ),
+                    ));
+                }
+                // A shared reference is `Copy`: every attempt copies it.
+                return;
+            }
+            if let Some(mutability) = &binding.mutability {
+                errors.push(syn::Error::new(
+                    mutability.span,
+                    format!(
+                        "with `{arg}`, every attempt borrows `{}` again, so the body cannot \
+                             change it; remove `mut` and work on a copy inside the body, like \
+                             `let mut {0} = {0}.clone();`",
+                        binding.ident
+                    ),
+                ));
             }
         }
     }
-    errors.finish()
 }
 
 /// Why `self` cannot be shared between attempts, if it cannot: only `&self` (or `self: &T`) can.

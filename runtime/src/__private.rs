@@ -187,6 +187,13 @@ pub fn in_place_body<R: Outcome>(value: R) -> R {
     value
 }
 
+/// Boxes the body of a method that `#[async_trait]` rewrote, as that attribute did: the
+/// method's return type, `Pin<Box<dyn Future<Output = R> + Send + …>>`, is this, unsized.
+#[inline(always)]
+pub fn box_pin<F: Future>(body: F) -> std::pin::Pin<Box<F>> {
+    Box::pin(body)
+}
+
 /// Runs the wrapped body of a sync function; the closure keeps `return` and `?` inside it.
 #[inline(always)]
 pub fn sync_body<R: Outcome, F: FnOnce() -> R>(body: F) -> R {
@@ -226,19 +233,36 @@ pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
 
 /// A fallback called with the annotated function's arguments and the cause, given as one tuple:
 /// a fallback whose parameters do not match is one error that shows both signatures.
+///
+/// Two impls per arity, told apart by `Via`, which the call leaves to inference: one for a
+/// function of the right parameters ([`ViaFn`]) and one that never holds ([`NoFallback`]). With
+/// two candidates rustc judges each, and when neither holds it reports this trait's own message
+/// below (with a single impl it would report the `FnOnce` bound behind it, with its advice to wrap
+/// the fallback in a closure, which `fallback = …` does not take).
 #[diagnostic::on_unimplemented(
     message = "this fallback cannot be called with the function's arguments and the cause, `{Args}`",
     label = "wrong parameters for a fallback",
-    note = "a fallback takes the function's own parameters, in order and of the same types, then `cause: fusebox::Cause<E>`"
+    note = "a fallback takes the function's own parameters, in order and of the same types, then `cause: fusebox::Cause<E>`: change its signature to match (`fallback = …` takes the name of a function, not a closure)"
 )]
-pub trait FallbackFn<Args, Returns> {
+pub trait FallbackFn<Args, Returns, Via> {
     /// Calls the fallback.
     fn call_with(self, args: Args) -> Returns;
 }
 
+/// The [`FallbackFn`] impl of a function whose parameters match.
+#[derive(Debug)]
+pub enum ViaFn {}
+
+/// The [`FallbackFn`] impl that never holds (see there).
+#[derive(Debug)]
+pub enum NoFallback {}
+
+/// Implemented by nothing: the bound of the [`FallbackFn`] impl that never holds.
+pub trait NotAFallback {}
+
 macro_rules! fallback_fn {
     ($($arg:ident)*) => {
-        impl<Fallback, Returns, $($arg,)*> FallbackFn<($($arg,)*), Returns> for Fallback
+        impl<Fallback, Returns, $($arg,)*> FallbackFn<($($arg,)*), Returns, ViaFn> for Fallback
         where
             Fallback: FnOnce($($arg),*) -> Returns,
         {
@@ -246,6 +270,16 @@ macro_rules! fallback_fn {
             #[allow(non_snake_case)]
             fn call_with(self, ($($arg,)*): ($($arg,)*)) -> Returns {
                 self($($arg),*)
+            }
+        }
+
+        impl<Fallback, Returns, $($arg,)*> FallbackFn<($($arg,)*), Returns, NoFallback> for Fallback
+        where
+            Fallback: NotAFallback,
+        {
+            #[inline(always)]
+            fn call_with(self, _: ($($arg,)*)) -> Returns {
+                unreachable!("no type implements `NotAFallback`")
             }
         }
     };
@@ -268,11 +302,53 @@ fallback_fn!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11 A12);
 /// expansion calls longer lists directly). The arguments come first, so their types are known
 /// before the fallback is checked against them.
 #[inline(always)]
-pub fn call_fallback<Args, Returns, F: FallbackFn<Args, Returns>>(
+pub fn call_fallback<Args, Returns, Via, F: FallbackFn<Args, Returns, Via>>(
     args: Args,
     fallback: F,
 ) -> Returns {
     fallback.call_with(args)
+}
+
+/// A tuple of a fallback's arguments that takes one more in front: how the expansion builds the
+/// arguments of a function with parameters under `#[cfg(...)]`, one `let` per parameter, each
+/// under its parameter's attributes.
+pub trait Prepend<A> {
+    /// The tuple with `A` in front.
+    type Out;
+    /// Puts `first` in front.
+    fn prepend(self, first: A) -> Self::Out;
+}
+
+macro_rules! prepend {
+    ($($arg:ident)*) => {
+        impl<A, $($arg,)*> Prepend<A> for ($($arg,)*) {
+            type Out = (A, $($arg,)*);
+            #[inline(always)]
+            #[allow(non_snake_case)]
+            fn prepend(self, first: A) -> Self::Out {
+                let ($($arg,)*) = self;
+                (first, $($arg,)*)
+            }
+        }
+    };
+}
+
+prepend!(A1);
+prepend!(A1 A2);
+prepend!(A1 A2 A3);
+prepend!(A1 A2 A3 A4);
+prepend!(A1 A2 A3 A4 A5);
+prepend!(A1 A2 A3 A4 A5 A6);
+prepend!(A1 A2 A3 A4 A5 A6 A7);
+prepend!(A1 A2 A3 A4 A5 A6 A7 A8);
+prepend!(A1 A2 A3 A4 A5 A6 A7 A8 A9);
+prepend!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10);
+prepend!(A1 A2 A3 A4 A5 A6 A7 A8 A9 A10 A11);
+
+/// `args` with `first` in front (see [`Prepend`]).
+#[inline(always)]
+pub fn prepend_arg<Args: Prepend<A>, A>(args: Args, first: A) -> Args::Out {
+    args.prepend(first)
 }
 
 /// The value an async function's fallback returns: a future (whose output must be the function's

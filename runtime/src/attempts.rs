@@ -168,7 +168,12 @@ pub(crate) fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u3
 }
 
 /// Runs `attempt` under `cfg`, asking `admit` for a permit before each try; `is_failure` says
-/// which errors count.
+/// which errors count, `is_failed_ok` which `Ok` values do (`failure_if`; `|_| false` without it).
+///
+/// An `Ok` value that counts is a counted failure like a counted error: it is reported as one and
+/// retried while attempts are left; when none is (or the deadline leaves no room) it is returned
+/// as it is, in `Settled::Done`. A retry refused after it ends with the refusal, as after a
+/// counted error.
 ///
 /// A plain function returning an `async move` block rather than an `async fn`: the block uses its
 /// captured arguments in place, where an `async fn` would also hold a moved copy of each. Each
@@ -185,6 +190,7 @@ pub fn run<'a, T, E, F, Fut, L: AttemptLimit, D: AttemptBudget, N: Named>(
     cfg: &Attempts<L, D>,
     mut attempt: F,
     is_failure: impl Fn(&E) -> bool,
+    is_failed_ok: impl Fn(&T) -> bool,
 ) -> impl Future<Output = Settled<T, E>>
 where
     F: FnMut() -> Fut,
@@ -228,15 +234,21 @@ where
                     // Strict mode: the wait for this attempt's recording, made before the permit
                     // settles (it reads what was reported when first polled), awaited after.
                     let recording = recording_of(&permit);
-                    // A counted failure: the only outcome that may be retried.
+                    // A counted failure (an error, a timeout, or an `Ok` value `is_failed_ok`
+                    // counts): the only outcome that may be retried.
                     let failed = match result {
                         Some(Ok(value)) => {
-                            permit.success();
-                            Settled::Done(Ok(value))
+                            let counted = is_failed_ok(&value);
+                            if counted {
+                                permit.failure();
+                            } else {
+                                permit.success();
+                            }
+                            (Settled::Done(Ok(value)), counted)
                         }
                         Some(Err(error)) if is_failure(&error) => {
                             permit.failure();
-                            Settled::Failed(error)
+                            (Settled::Failed(error), true)
                         }
                         // Not counted: an inner breaker's refusal counts as nothing; any other
                         // error as `Policy::others` says.
@@ -246,13 +258,13 @@ where
                             } else {
                                 permit.ignore();
                             }
-                            Settled::Done(Err(error))
+                            (Settled::Done(Err(error)), false)
                         }
                         None => {
                             let error = Error::new(permit.key(), Reason::TimedOut, None);
                             permit.failure();
                             timed_out = true;
-                            Settled::Refused(error)
+                            (Settled::Refused(error), true)
                         }
                     };
                     (failed, recording)
@@ -263,10 +275,8 @@ where
                 let failed = crate::redis::admit::after_recording(recording, failed).await;
                 #[cfg(not(feature = "redis"))]
                 let () = recording;
-                if matches!(failed, Settled::Done(_)) {
-                    return failed;
-                }
-                if n >= attempts {
+                let (failed, counted) = failed;
+                if !counted || n >= attempts {
                     return failed;
                 }
                 // Seeded per delay: a generator held across the attempts would grow the future.

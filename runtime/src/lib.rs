@@ -81,7 +81,8 @@ pub mod limits {
 ///
 /// Goes on `async fn` and `fn`: free functions, inherent methods (`&self`, `&mut self`),
 /// trait-impl methods and generic functions. The function must return `Result<T, E>` (directly
-/// or through an alias such as `io::Result<T>`). Every value is checked at compile time, with the
+/// or through an alias such as `io::Result<T>`; `T` may hold an `impl Trait`). On the methods of
+/// an `#[async_trait]` impl it works as on any `async fn` (put `#[async_trait]` on the impl). Every value is checked at compile time, with the
 /// validation [`Policy::validate`] runs; misuse is a compile error at the offending token. The
 /// crate README has the semantics and the list of compile errors.
 ///
@@ -93,9 +94,9 @@ pub mod limits {
 /// | `key = host` | | Any expression yielding `&str` or `String`: one breaker per value (per downstream host, say), looked up per call in a lock-free map. Bounded: see Dynamic keys (README). |
 /// | `failure = [Timeout, Connect]` | every `Err` (but an inner breaker's refusal) | Variants of `E` that count as failures: unit, tuple or struct variants, by name or by full path (`PaymentError::Timeout`). A name the error type lacks is a compile error at that name. Omitted, every error counts except one converted from the refusal of an inner breaker (see Nested breakers in the README's Semantics). |
 /// | `failure = path::to::pred` | | A `fn(&E) -> bool` deciding which errors count. |
-/// | `failure_if = path::to::pred` | none | A `fn(&T) -> bool` on the `Ok` value: `Ok` values it accepts count as failures (an HTTP response with status 503, say). The call still returns the `Ok` value unchanged, with or without a fallback: the fallback runs for refusals and counted errors only. |
+/// | `failure_if = path::to::pred` | none | A `fn(&T) -> bool` on the `Ok` value: `Ok` values it accepts count as failures (an HTTP response with status 503, say). The call still returns the `Ok` value unchanged, with or without a fallback: the fallback runs for refusals and counted errors only. With `retry`, a counted `Ok` value is retried like a counted error, and when no attempt is left the last one is returned. |
 /// | `others = "success"` | `"ignore"` | What an error the classification does not count (not in `failure = [...]`, or rejected by its predicate) does: `"ignore"` passes it through and leaves the circuit as it was; `"success"` counts it as a success in the window, as Resilience4j, Polly and Sentinel do, so business errors dilute the failure rate (and a half-open probe that ends in one passes). Either way the error is returned untouched, not retried, and never reaches the fallback. Also `Policy::others(Others::Success)` and a config field (`others = "success"`). |
-/// | `fallback = name` | none | Called when the call is refused or fails with a counted failure. Free function: `name(args…, cause)`. On a method a bare name means `Self::name(self, args…, cause)`; a path is used as written. It takes the function's parameters plus a last `cause: fusebox::Cause<E>` and returns the function's return type; it is `async` when the function is. |
+/// | `fallback = name` | none | Called when the call is refused or fails with a counted failure. Free function: `name(args…, cause)`. On a method a bare name means `Self::name(self, args…, cause)`; a path is used as written. It takes the function's parameters plus a last `cause: fusebox::Cause<E>` and returns the function's return type; it is `async` when the function is. A parameter under `#[cfg(...)]` is passed only when it is compiled in: the fallback declares it under the same attributes. |
 /// | `window = 100` | `100` | Count window: the last N recorded calls (1 ..= 1,000,000). Older outcomes are evicted. |
 /// | `window = "30s"` | | Time window: the calls of the last span ("10ms" ..= "2h"), kept in 10 buckets rotated lazily on the request path. |
 /// | `min_calls = 10` | `10` (or `window` if smaller) | No rate decision before this many calls are in the window. Never above a count window: `window = 5` alone decides after 5 calls, and `window` lowers a larger `min_calls` of a `policy = …` base to fit. The same rule holds for `Policy::new().window(5)` and a configured `window = 5`. |

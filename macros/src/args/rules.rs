@@ -102,28 +102,6 @@ fn check_policy(errors: &mut Errors, policy: &PolicyArgs, seen: &HashMap<String,
     }
 }
 
-/// `failure_if` judges the `Ok` value of a call run once; the attempt arguments (which retry and
-/// time out errors only) are refused next to it.
-pub(super) fn check_failure_if(
-    errors: &mut Errors,
-    attempts: &AttemptArgs,
-    seen: &HashMap<String, Span>,
-) {
-    let Some(&span) = seen.get("failure_if") else {
-        return;
-    };
-    if let Some(first) = attempts.written.first() {
-        errors.push(syn::Error::new(
-            span,
-            format!(
-                "`failure_if` cannot be combined with `{first}`: attempts are retried and timed \
-                 out on errors only; remove `{first}`, or return an `Err` for the values \
-                 `failure_if` would count"
-            ),
-        ));
-    }
-}
-
 /// `backoff` and `deadline` only act between attempts, so they need `retry` above 1.
 fn check_attempts(errors: &mut Errors, attempts: &AttemptArgs, seen: &HashMap<String, Span>) {
     let retried = match attempts.retry {

@@ -527,7 +527,7 @@ fn suggestions() {
 }
 
 #[test]
-fn failure_if_takes_a_path_and_refuses_the_attempt_arguments() {
+fn failure_if_takes_a_path_and_goes_with_the_attempt_arguments() {
     let parsed = args(quote!(key = "k", failure_if = http::is_unavailable)).unwrap();
     let path = parsed.failure_if.expect("a predicate");
     assert_eq!(quote!(#path).to_string(), "http :: is_unavailable");
@@ -536,11 +536,11 @@ fn failure_if_takes_a_path_and_refuses_the_attempt_arguments() {
         quote!(key = "k", failure_if = 503),
         "`failure_if` takes the path of a `fn(&T) -> bool` on the `Ok` value",
     );
-    one_error(
-        quote!(key = "k", failure_if = is_unavailable, timeout = "1s"),
-        "`failure_if` cannot be combined with `timeout`: attempts are retried and timed out on \
-         errors only; remove `timeout`",
-    );
+    // With the attempt arguments: `Ok` values it counts are retried like counted errors.
+    for attempts in [quote!(timeout = "1s"), quote!(retry = 3, backoff = "10ms")] {
+        let parsed = args(quote!(key = "k", failure_if = is_unavailable, #attempts)).unwrap();
+        assert!(parsed.failure_if.is_some() && parsed.attempts.any());
+    }
 }
 
 #[test]
@@ -596,5 +596,66 @@ fn others_takes_ignore_or_success() {
     one_error(
         quote!(key = "k", others = success),
         "`others` takes a string; write `others = \"ignore\"`",
+    );
+}
+
+#[test]
+fn raw_identifiers_name_the_same_arguments() {
+    let parsed = args(quote!(r#key = "k", r#window = 4, r#fallback = use_cached)).unwrap();
+    assert!(matches!(parsed.key, Key::Literal(_)));
+    assert_eq!(
+        parsed.policy.window.map(|window| match window {
+            WindowArg::Count(count) => count.value,
+            WindowArg::Time(_) => 0,
+        }),
+        Some(4)
+    );
+    assert!(parsed.fallback.is_some());
+    one_error(
+        quote!(key = "k", r#key = "j"),
+        "duplicate argument `key`; remove one",
+    );
+}
+
+#[test]
+fn counts_refuse_floats_and_float_suffixes() {
+    for name in [
+        "min_calls",
+        "window",
+        "consecutive",
+        "failure_count",
+        "half_open",
+        "max_concurrent",
+        "retry",
+        "failure_rate",
+        "slow_rate",
+    ] {
+        let name = syn::Ident::new(name, proc_macro2::Span::call_site());
+        // `window = 1.0` is refused as neither a count nor a duration (`ranges`).
+        let floats = if name == "window" {
+            vec![quote!(1f64), quote!(1f32)]
+        } else {
+            vec![quote!(1f64), quote!(1f32), quote!(1.0), quote!(1e3)]
+        };
+        for value in floats {
+            let found = messages(quote!(key = "k", #name = #value));
+            assert!(
+                found.iter().any(|message| message
+                    .starts_with(&format!("`{name}` takes an integer literal, not `"))
+                    && message.contains("without a fraction, exponent or float suffix")),
+                "{name} = {value}: {found:?}"
+            );
+        }
+    }
+    // An integer suffix is an integer.
+    let parsed = args(quote!(key = "k", window = 10u32, min_calls = 5usize)).unwrap();
+    assert_eq!(parsed.policy.min_calls.map(|n| n.value), Some(5));
+    let recovery = messages(quote!(
+        key = "k",
+        recovery = progressive(phases = 2f64, min_passes = 5)
+    ));
+    assert!(
+        recovery[0].starts_with("`phases` takes an integer literal, not `2f64`"),
+        "{recovery:?}"
     );
 }

@@ -67,6 +67,11 @@ pub(super) const BACKOFF: DurationRange = DurationRange {
     text: "from \"1ms\" to \"30s\"",
 };
 
+/// The suffixes an integer literal may carry (`10u32`); any other suffix (`1f64`) is refused.
+const INT_SUFFIXES: [&str; 12] = [
+    "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+];
+
 /// Converts a value already checked to fit.
 pub(super) fn narrow<T: TryFrom<u64> + Default>(value: Spanned<u64>) -> Spanned<T> {
     Spanned {
@@ -187,14 +192,31 @@ pub(super) fn int_in_range(
     max: u64,
     unit: &str,
 ) -> syn::Result<Spanned<u64>> {
-    let Some(Lit::Int(int)) = literal(value) else {
-        return Err(syn::Error::new_spanned(
-            value,
-            format!(
-                "`{name}` takes an integer literal like `{name} = {example}`; to share settings \
-                 between functions, use a `const` `fusebox::Policy` with `policy = NAME`"
-            ),
-        ));
+    let int = match literal(value) {
+        Some(Lit::Int(int)) if int.suffix().is_empty() || INT_SUFFIXES.contains(&int.suffix()) => {
+            int
+        }
+        // `1.0`, `1f64`, `1e3`: a count is a whole number.
+        Some(Lit::Int(_) | Lit::Float(_)) => {
+            return Err(syn::Error::new_spanned(
+                value,
+                format!(
+                    "`{name}` takes an integer literal, not `{}`; write a whole number without \
+                     a fraction, exponent or float suffix, like `{name} = {example}`",
+                    quote::ToTokens::to_token_stream(value)
+                ),
+            ));
+        }
+        _ => {
+            return Err(syn::Error::new_spanned(
+                value,
+                format!(
+                    "`{name}` takes an integer literal like `{name} = {example}`; to share \
+                     settings between functions, use a `const` `fusebox::Policy` with \
+                     `policy = NAME`"
+                ),
+            ));
+        }
     };
     let out_of_range = || {
         syn::Error::new(

@@ -4,6 +4,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::Ident;
+use syn::spanned::Spanned as _;
 
 use super::classify::classify;
 use super::values::attempts_value;
@@ -36,7 +37,7 @@ pub(super) struct Attempt<'a> {
 /// static SITE: Site = Site::new(key, function, policy);      // or DynSite, and the breaker
 /// let admit = move || SITE.acquire(registry, Name);           // or `move || SITE.acquire(breaker, Name)`
 /// const ATTEMPTS: Attempts<T, D> = Attempts { timeout, retry, backoff, deadline };
-/// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure).await;
+/// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure, is_failed_ok).await;
 /// match settled {
 ///     Settled::Done(result) => result,
 ///     Settled::Failed(error) => Err(error),
@@ -69,7 +70,6 @@ pub(super) struct Attempt<'a> {
 pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStream {
     let Names {
         private,
-        output,
         output_span,
         error,
         refused,
@@ -84,11 +84,21 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     let admission = admission(args, names, site, Admit::Closure);
     let (attempts_value, attempts_type) = attempts_value(&args.attempts, private);
     let attempt = attempt_closure(args, names, body);
-    let error_type = respan(quote!(<#output as #private::Outcome>::Error), *output_span);
+    let error_type = respan(names.error_type.clone(), *output_span);
     let is_failure = match classify(args.failure.as_ref(), names, false) {
         Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
         // Every error counts, but one converted from an inner breaker's refusal.
         None => quote!(|_: &#error_type| -> bool { !#private::refused_inside::<true>() }),
+    };
+    // `failure_if`: the `Ok` values that count, retried like counted errors; located at the
+    // predicate, so a wrong signature is reported there.
+    let is_failed_ok = match &args.failure_if {
+        Some(predicate) => {
+            let span = predicate.span();
+            let value = Ident::new("__fusebox_value", Span::mixed_site().located_at(span));
+            quote_spanned!(span=> |#value: &_| -> bool { #predicate(#value) })
+        }
+        None => quote!(|_: &_| -> bool { false }),
     };
     let (on_failed, on_refused) = settle(args, names, params, true, quote!(from_error(#refused)));
     let alias = error_alias(args, names);
@@ -98,6 +108,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
             &#attempts,
             #attempt,
             #is_failure,
+            #is_failed_ok,
         )
         .await
     };

@@ -2,7 +2,7 @@
 //! (`failure = [...]` or a predicate), whether a bare variant needs the error-type alias, and
 //! the call of the fallback with the function's parameters and the cause.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::{Ident, Path};
@@ -25,7 +25,7 @@ pub(super) fn classify(
     owned: bool,
 ) -> Option<TokenStream> {
     let Names {
-        output,
+        error_output,
         error,
         error_of,
         error_path,
@@ -47,7 +47,7 @@ pub(super) fn classify(
                     let rest = quote_spanned!(span=> { .. });
                     let error_type = match error_path {
                         Some(path) => path.to_token_stream(),
-                        None => quote!(#error_of::<#output>),
+                        None => quote!(#error_of::<#error_output>),
                     };
                     let error_type = respan(error_type, span);
                     quote!(#error_type::#name #rest)
@@ -96,7 +96,25 @@ pub(super) fn fallback_call(
     // (reported once).
     let count = usize::from(params.receiver.is_some()) + params.names.len() + 1;
     let private_at = respan(private.clone(), span);
-    let call = if count <= 12 {
+    let call = if params.any_cfg() {
+        // A parameter under `#[cfg(...)]` is passed only when it is compiled in (the fallback
+        // declares it under the same attributes): the tuple is built from the last argument to
+        // the first, each `let` under its parameter's attributes.
+        let tuple = Ident::new("__fusebox_args", Span::mixed_site());
+        let prepends = args.zip(&params.cfgs).rev().map(|(name, cfg)| {
+                quote_spanned!(span=> #(#cfg)* let #tuple = #private_at::prepend_arg(#tuple, #name);)
+            });
+        let receiver = params.receiver.map(|self_span| {
+            let self_token = Ident::new("self", self_span.located_at(span));
+            quote_spanned!(span=> let #tuple = #private_at::prepend_arg(#tuple, #self_token);)
+        });
+        quote_spanned!(span=> {
+            let #tuple = (#cause,);
+            #(#prepends)*
+            #receiver
+            #private_at::call_fallback(#tuple, #callee)
+        })
+    } else if count <= 12 {
         quote_spanned!(span=> #private_at::call_fallback((#receiver #(#args,)* #cause,), #callee))
     } else {
         quote_spanned!(span=> #callee(#receiver #(#args,)* #cause))

@@ -51,6 +51,7 @@ impl Client {
                             ApiError,
                         > as ::fusebox::__private_0_1_0::Outcome>::Error,
                     | -> bool { !::fusebox::__private_0_1_0::refused_inside::<true>() },
+                    |_: &_| -> bool { false },
                 )
                 .await
         };

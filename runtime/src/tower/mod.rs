@@ -54,6 +54,9 @@
 //! outcome per request whatever the number of attempts, and a timeout outside the breaker drops the
 //! breaker's response future, which is a cancellation and counts nothing. Make the retry policy stop
 //! on a refusal (`err.downcast_ref::<fusebox::Error>().is_some()`), so an open circuit fails fast.
+//! An `Ok` response the classifier counts (a 503) is a failure of that attempt; a retry policy that
+//! retries those responses too gives what the attribute's `failure_if` with `retry` does: every
+//! attempt counted on its own, and the last response returned when no attempt is left.
 
 mod classify;
 mod future;
