@@ -1,29 +1,118 @@
-//! Warnings about a candidate on a trace: a policy that cannot trip on the trace's traffic, and
-//! one that trips on noise (opens where the trace has no outage).
+//! Checks of candidate policies.
+//!
+//! - [`check`], behind `fusebox-replay lint "window=10,failure_rate=50"`: a policy on its own, no
+//!   trace needed. A policy that does not parse or that `fusebox` refuses is an error (the command
+//!   exits with 1); a policy that one failure can open, that opens only when every call fails, or
+//!   that probes a down backend more than once a second is a warning.
+//! - [`lint`], under every replay's table: a candidate on a trace; a policy that cannot trip on the
+//!   trace's traffic, and one that trips on noise (opens where the trace has no outage).
+
+use std::fmt;
+use std::time::Duration;
 
 use fusebox::Window;
 
-use crate::policy::{Candidate, Setting};
+use crate::policy::{Candidate, Setting, span_text};
 use crate::replay::{Outage, Run};
 use crate::report::secs;
-use crate::trace::{Call, Outcome};
+use crate::trace::Event;
 
-/// The most recorded calls (successes and failures) reported within any `span` nanoseconds whose
-/// start lies in `range`.
-fn busiest(calls: &[&Call], span: u64, range: (u64, u64)) -> usize {
-    let times: Vec<u64> = calls
-        .iter()
-        .filter(|c| matches!(c.outcome, Outcome::Success | Outcome::Failure))
-        .map(|c| c.at_ns)
-        .filter(|t| (range.0..=range.1).contains(t))
-        .collect();
+/// How bad a [`Finding`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The policy cannot be used as written.
+    Error,
+    /// The policy works, probably not as meant.
+    Warning,
+}
+
+/// One problem [`check`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// How bad it is.
+    pub severity: Severity,
+    /// What is wrong and what to change, naming the candidate.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{level}: {}", self.message)
+    }
+}
+
+/// The warnings about `candidate` on its own (a candidate that parsed is valid: what does not
+/// parse is the error [`crate::policy::parse_policy_arg`] returns).
+pub fn check(candidate: &Candidate) -> Vec<Finding> {
+    let policy = &candidate.policy;
+    let name = &candidate.name;
+    let mut out = Vec::new();
+    let mut warn = |message: String| {
+        out.push(Finding {
+            severity: Severity::Warning,
+            message,
+        });
+    };
+    if let Some(rate) = policy.get_failure_rate() {
+        let min_calls = policy.get_min_calls();
+        if 100 >= u32::from(rate) * min_calls {
+            warn(format!(
+                "`{name}`: one failure can open it: it is {}% of `min_calls` = {min_calls} calls, at or above `failure_rate` = {rate}; raise `min_calls` (10 or more is usual)",
+                100 / min_calls.max(1)
+            ));
+        }
+        if rate == 100 {
+            warn(format!(
+                "`{name}`: `failure_rate` = 100 opens only when every call in the window fails, so a backend failing 99% of calls keeps it closed; lower `failure_rate` (50 is usual)"
+            ));
+        }
+    }
+    if policy.get_consecutive() == Some(1) {
+        warn(format!(
+            "`{name}`: `consecutive` = 1 opens on any single failure; raise `consecutive` (5 is usual)"
+        ));
+    }
+    if let Window::Time(span) = policy.get_window()
+        && span < Duration::from_secs(1)
+        && (policy.get_failure_rate().is_some() || policy.get_slow().is_some())
+    {
+        warn(format!(
+            "`{name}`: a `window` of {} judges a rate on less than a second of traffic, which few services fill with `min_calls` calls; widen `window` (`10s` or more is usual)",
+            span_text(span)
+        ));
+    }
+    let open_for = policy.get_open_for();
+    if open_for < Duration::from_secs(1) {
+        warn(format!(
+            "`{name}`: `open_for` = {} sends a down backend a probe more than once a second; raise `open_for` (`5s` or more is usual)",
+            span_text(open_for)
+        ));
+    }
+    out
+}
+
+/// The most recorded calls (successes and failures) reported within any `span` nanoseconds,
+/// counting the calls reported within `range`. Reads `events` once and allocates nothing.
+fn busiest(events: &[Event], span: u64, range: (u64, u64)) -> usize {
+    let inside = |e: &Event| e.is_known() && (range.0..=range.1).contains(&e.at_ns());
     let mut best = 0;
     let mut lo = 0;
-    for hi in 0..times.len() {
-        while times[hi] - times[lo] >= span {
+    let mut count = 0usize;
+    for hi in 0..events.len() {
+        if !inside(&events[hi]) {
+            continue;
+        }
+        count += 1;
+        while lo < hi && (!inside(&events[lo]) || events[hi].at_ns() - events[lo].at_ns() >= span)
+        {
+            count -= usize::from(inside(&events[lo]));
             lo += 1;
         }
-        best = best.max(hi - lo + 1);
+        best = best.max(count);
     }
     best
 }
@@ -40,7 +129,7 @@ fn consecutive(candidate: &Candidate) -> u32 {
 }
 
 /// Warnings for `candidate` on `calls` (one key's calls), given its `run` and the trace's `outages`.
-pub fn lint(calls: &[&Call], candidate: &Candidate, run: &Run, outages: &[Outage]) -> Vec<String> {
+pub fn lint(calls: &[Event], candidate: &Candidate, run: &Run, outages: &[Outage]) -> Vec<String> {
     let policy = &candidate.policy;
     let name = &candidate.name;
     let mut warnings = Vec::new();
@@ -53,7 +142,7 @@ pub fn lint(calls: &[&Call], candidate: &Candidate, run: &Run, outages: &[Outage
         return warnings;
     }
     let min_calls = policy.get_min_calls() as usize;
-    let end = calls.last().map_or(0, |c| c.at_ns);
+    let end = calls.last().map_or(0, Event::at_ns);
     let (limit, what) = match policy.get_window() {
         Window::Time(span) => {
             let span_ns = span.as_nanos() as u64;
@@ -64,7 +153,7 @@ pub fn lint(calls: &[&Call], candidate: &Candidate, run: &Run, outages: &[Outage
                 .max();
             (
                 Some((whole, during)),
-                format!("busiest {} of", crate::policy::span_text(span)),
+                format!("busiest {} of", span_text(span)),
             )
         }
         Window::Count(_) => {
@@ -102,7 +191,7 @@ pub fn lint(calls: &[&Call], candidate: &Candidate, run: &Run, outages: &[Outage
                     && !outages.iter().any(|o| o.contains(c.at_ns))
             })
             .map_or(0, |c| c.at_ns);
-        let t0 = calls.first().map_or(0, |c| c.at_ns);
+        let t0 = calls.first().map_or(0, Event::at_ns);
         warnings.push(format!(
             "`{name}` trips on noise: it opened {} time(s) outside every outage (first at {}); raise `min_calls` or `failure_rate`, or widen `window`",
             run.false_openings,

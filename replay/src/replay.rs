@@ -13,6 +13,7 @@
 //!   `assumed`); record with `metrics_only` to have none.
 //! - Latencies are the recorded ones, also for calls the candidate would have timed out.
 
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use fusebox::clock::{Clock, FakeClock};
 use fusebox::{Registry, State};
 
 use crate::policy::Candidate;
-use crate::trace::{Call, Outcome};
+use crate::trace::{Event, Outcome};
 
 /// A period of the trace when the backend was failing (see [`find_outages`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,27 +66,55 @@ impl Default for OutageRule {
     }
 }
 
-/// The outages of `calls` (one key's calls, in trace order): maximal runs of bad buckets (empty
+/// The most buckets [`find_outages`] cuts a trace into (1.6 MB of counts): a rule whose bucket
+/// would cut the trace into more is coarsened by [`OutageRule::fit`].
+pub const MAX_BUCKETS: u64 = 100_000;
+
+impl OutageRule {
+    /// This rule for a trace spanning `span_ns`: unchanged when its bucket cuts the span into at
+    /// most [`MAX_BUCKETS`] buckets, otherwise with the narrowest whole-millisecond-free bucket
+    /// that does, and a note saying so. A zero-width bucket is taken as 1 ns.
+    pub fn fit(self, span_ns: u64) -> (OutageRule, Option<String>) {
+        let width = (self.bucket.as_nanos().max(1)).min(u128::from(u64::MAX)) as u64;
+        let buckets = span_ns / width + 1;
+        if buckets <= MAX_BUCKETS {
+            return (self, None);
+        }
+        let wider = span_ns / MAX_BUCKETS + 1;
+        let rule = OutageRule {
+            bucket: Duration::from_nanos(wider),
+            ..self
+        };
+        let note = format!(
+            "`--bucket {}` would cut the trace's {} into {buckets} buckets; using {} buckets instead (at most {MAX_BUCKETS})",
+            humantime::format_duration(self.bucket),
+            humantime::format_duration(Duration::from_nanos(span_ns)),
+            humantime::format_duration(rule.bucket),
+        );
+        (rule, Some(note))
+    }
+}
+
+/// The outages of `events` (one key's calls, in trace order): maximal runs of bad buckets (empty
 /// buckets in between do not break a run), stretched to the run of failures around them, merged
-/// across gaps of up to `merge_gap`, with at least `min_failures` failures. An outage starts at its first failure and ends at its last.
-pub fn find_outages(calls: &[&Call], rule: OutageRule) -> Vec<Outage> {
-    let known: Vec<&Call> = calls
-        .iter()
-        .copied()
-        .filter(|c| matches!(c.outcome, Outcome::Success | Outcome::Failure))
-        .collect();
-    let Some(first) = known.first() else {
+/// across gaps of up to `merge_gap`, with at least `min_failures` failures. An outage starts at its
+/// first failure and ends at its last. A bucket that would cut the trace into more than
+/// [`MAX_BUCKETS`] buckets is widened first ([`OutageRule::fit`]).
+pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
+    let known: Vec<&Event> = events.iter().filter(|c| c.is_known()).collect();
+    let (Some(first), Some(last)) = (known.first(), known.last()) else {
         return Vec::new();
     };
+    let t0 = first.at_ns();
+    let (rule, _) = rule.fit(last.at_ns() - t0);
     let width = rule.bucket.as_nanos().max(1) as u64;
-    let t0 = first.at_ns;
-    let bucket = |c: &Call| (c.at_ns - t0) / width;
-    let n = bucket(known[known.len() - 1]) as usize + 1;
+    let bucket = |c: &Event| (c.at_ns() - t0) / width;
+    let n = bucket(last) as usize + 1;
     let mut totals = vec![(0u64, 0u64); n];
     for c in &known {
         let b = &mut totals[bucket(c) as usize];
         b.0 += 1;
-        b.1 += u64::from(c.outcome == Outcome::Failure);
+        b.1 += u64::from(c.outcome() == Outcome::Failure);
     }
     let bad = |b: usize| {
         let (calls, failures) = totals[b];
@@ -99,11 +128,11 @@ pub fn find_outages(calls: &[&Call], rule: OutageRule) -> Vec<Outage> {
             _ => runs.push((b, b)),
         }
     }
+    let failed = |i: usize| known[i].outcome() == Outcome::Failure;
     let mut periods: Vec<(usize, usize)> = Vec::new();
     for (first_bucket, last_bucket) in runs {
         let lo = known.partition_point(|c| (bucket(c) as usize) < first_bucket);
         let hi = known.partition_point(|c| (bucket(c) as usize) <= last_bucket);
-        let failed = |i: usize| known[i].outcome == Outcome::Failure;
         let Some(mut start) = (lo..hi).find(|&i| failed(i)) else {
             continue;
         };
@@ -123,20 +152,19 @@ pub fn find_outages(calls: &[&Call], rule: OutageRule) -> Vec<Outage> {
     let mut merged: Vec<(usize, usize)> = Vec::new();
     for (start, end) in periods {
         match merged.last_mut() {
-            Some(last) if known[last.1].at_ns.saturating_add(gap) >= known[start].at_ns => {
+            Some(last) if known[last.1].at_ns().saturating_add(gap) >= known[start].at_ns() => {
                 last.1 = last.1.max(end);
             }
             _ => merged.push((start, end)),
         }
     }
-    let failed = |i: usize| known[i].outcome == Outcome::Failure;
     let mut outages: Vec<Outage> = Vec::new();
     for (start, end) in merged {
         let failures = (start..=end).filter(|&i| failed(i)).count() as u64;
         if failures >= rule.min_failures {
             outages.push(Outage {
-                start_ns: known[start].at_ns,
-                end_ns: known[end].at_ns,
+                start_ns: known[start].at_ns(),
+                end_ns: known[end].at_ns(),
                 failures,
             });
         }
@@ -167,6 +195,9 @@ pub struct Run {
     pub detection: Vec<Option<u64>>,
     /// Calls refused whose recorded outcome was a success.
     pub wrongly_refused: u64,
+    /// [`Run::wrongly_refused`] per slice of the trace: [`SLICES`] equal slices from its first call
+    /// to its last (for the chart).
+    pub wrong_by_slice: Vec<u64>,
     /// Calls refused in all.
     pub refused: u64,
     /// Calls admitted during an outage whose recorded outcome was a failure.
@@ -188,14 +219,120 @@ pub struct Run {
 /// An opening this soon after the previous closing counts as a flap.
 pub const FLAP_WINDOW: Duration = Duration::from_secs(60);
 
-/// Replays `calls` (one key's calls, in trace order) through a breaker running `candidate`,
+/// The number of equal slices of the trace's span in which [`Run::wrong_by_slice`] counts the
+/// calls wrongly refused (the chart's resolution).
+pub const SLICES: usize = 300;
+
+/// An admission waiting in [`Replayer`]'s queue: (time, call number).
+type Admission = std::cmp::Reverse<(u64, u64)>;
+
+/// A call read and not yet reported, in [`Replayer`]'s queue of reports.
+struct Pending<'a> {
+    at_ns: u64,
+    recorded: Outcome,
+    /// What it reports: its recorded outcome, or for a call the recording refused, the last known one.
+    reports: Outcome,
+    permit: Option<fusebox::Permit<'a>>,
+}
+
+/// The replay of one candidate in progress: the calls read and not yet settled.
+struct Replayer<'a, 'o> {
+    breaker: &'a fusebox::Breaker,
+    clock: FakeClock,
+    now: u64,
+    /// The trace's longest latency: no call is admitted earlier than the last report read minus it.
+    longest: u64,
+    outages: &'o [Outage],
+    t0: u64,
+    span: u64,
+    admissions: BinaryHeap<Admission>,
+    /// In trace order, so in report-time order; `reports[0]` is call number `first_pending`.
+    reports: VecDeque<Pending<'a>>,
+    first_pending: u64,
+}
+
+impl<'a> Replayer<'a, '_> {
+    fn in_outage(&self, at: u64) -> bool {
+        let i = self.outages.partition_point(|o| o.end_ns < at);
+        self.outages.get(i).is_some_and(|o| o.contains(at))
+    }
+
+    fn slice_of(&self, at: u64) -> usize {
+        let i = u128::from(at.saturating_sub(self.t0)) * SLICES as u128 / u128::from(self.span);
+        (i as usize).min(SLICES - 1)
+    }
+
+    /// Takes the steps (admissions and reports) that no call read after one reported at `until`
+    /// can precede; all of them when `until` is `None`.
+    fn step(&mut self, until: Option<u64>, run: &mut Run) {
+        loop {
+            // The earliest admission or report (reports are queued in time order); at equal
+            // times in call order, an admission before a report.
+            let admit = self.admissions.peek().map(|a| (a.0.0, a.0.1, 0u8));
+            let report = self.reports.front().map(|r| (r.at_ns, self.first_pending, 1u8));
+            let next = match (admit, report) {
+                (Some(a), Some(r)) => a.min(r),
+                (Some(a), None) => a,
+                (None, Some(r)) => r,
+                (None, None) => return,
+            };
+            if until.is_some_and(|u| next.0.saturating_add(self.longest) > u) {
+                return;
+            }
+            let (at, i, kind) = next;
+            if at > self.now {
+                self.clock.advance(Duration::from_nanos(at - self.now));
+                self.now = at;
+            }
+            if kind == 0 {
+                self.admissions.pop();
+                let slot = (i - self.first_pending) as usize;
+                let (at_ns, recorded) = (self.reports[slot].at_ns, self.reports[slot].recorded);
+                match self.breaker.try_acquire() {
+                    Ok(permit) => {
+                        run.probes += u64::from(permit.is_probe());
+                        run.assumed += u64::from(recorded == Outcome::Refused);
+                        if recorded == Outcome::Failure && self.in_outage(at_ns) {
+                            run.failures_let_through += 1;
+                        }
+                        self.reports[slot].permit = Some(permit);
+                    }
+                    Err(_) => {
+                        run.refused += 1;
+                        if recorded == Outcome::Success {
+                            run.wrongly_refused += 1;
+                            run.wrong_by_slice[self.slice_of(at_ns)] += 1;
+                        }
+                    }
+                }
+            } else {
+                let call = self.reports.pop_front().expect("a report is queued");
+                self.first_pending += 1;
+                if let Some(permit) = call.permit {
+                    match call.reports {
+                        Outcome::Success => permit.success(),
+                        Outcome::Failure => permit.failure(),
+                        _ => permit.ignore(),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Replays `events` (one key's calls, in trace order) through a breaker running `candidate`,
 /// scoring it against `outages`.
+///
+/// Calls are admitted at [`Event::admitted_ns`] and reported at [`Event::at_ns`], in time order
+/// (at equal times in trace order, admissions first). The trace is read once, in order: a call's
+/// report waits in a queue until no later call can be admitted before it (no later call is
+/// admitted earlier than its report time minus the trace's longest latency), so the replay's
+/// memory is the calls within one longest latency of each other, not the trace.
 ///
 /// # Panics
 ///
 /// Only if `candidate.policy` is invalid: candidates are validated when parsed.
-pub fn replay(calls: &[&Call], candidate: &Candidate, outages: &[Outage]) -> Run {
-    let key = calls.first().map_or("replay", |c| c.key.as_str());
+pub fn replay(events: &[Event], candidate: &Candidate, outages: &[Outage]) -> Run {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
     let changes = Arc::new(Mutex::new(Vec::new()));
@@ -214,22 +351,15 @@ pub fn replay(calls: &[&Call], candidate: &Candidate, outages: &[Outage]) -> Run
         });
     }
     let breaker = registry
-        .breaker(key, candidate.policy)
+        .breaker("replay", candidate.policy)
         .expect("candidates are validated when they are read");
-
-    // Admissions and reports in time order; at equal times, in trace order, admission first.
-    let mut steps: Vec<(u64, usize, u8)> = Vec::with_capacity(calls.len() * 2);
-    for (i, c) in calls.iter().enumerate() {
-        steps.push((c.admitted_ns(), i, 0));
-        steps.push((c.at_ns, i, 1));
-    }
-    steps.sort_unstable();
 
     let mut run = Run {
         name: candidate.name.clone(),
         changes: Vec::new(),
         detection: Vec::new(),
         wrongly_refused: 0,
+        wrong_by_slice: vec![0; SLICES],
         refused: 0,
         failures_let_through: 0,
         openings: 0,
@@ -239,55 +369,49 @@ pub fn replay(calls: &[&Call], candidate: &Candidate, outages: &[Outage]) -> Run
         probes: 0,
         assumed: 0,
     };
-    // The outcome each call reports (refusals recorded live take the last known outcome).
+    let t0 = events.first().map_or(0, Event::at_ns);
+    let end_ns = events.last().map_or(0, Event::at_ns);
+    let mut replayer = Replayer {
+        breaker: &breaker,
+        clock,
+        now: 0,
+        longest: events
+            .iter()
+            .filter_map(Event::latency_ns)
+            .max()
+            .unwrap_or(0),
+        outages,
+        t0,
+        span: (end_ns - t0).max(1),
+        admissions: BinaryHeap::new(),
+        reports: VecDeque::new(),
+        first_pending: 0,
+    };
     let mut last_known = Outcome::Success;
-    let mut outcome_of = Vec::with_capacity(calls.len());
-    for c in calls {
-        match c.outcome {
-            Outcome::Refused => outcome_of.push(last_known),
+    for (i, e) in events.iter().enumerate() {
+        let recorded = e.outcome();
+        let reports = match recorded {
+            Outcome::Refused => last_known,
             o => {
                 if o != Outcome::Ignored {
                     last_known = o;
                 }
-                outcome_of.push(o)
+                o
             }
-        }
+        };
+        replayer.step(Some(e.at_ns()), &mut run);
+        replayer
+            .admissions
+            .push(std::cmp::Reverse((e.admitted_ns(), i as u64)));
+        replayer.reports.push_back(Pending {
+            at_ns: e.at_ns(),
+            recorded,
+            reports,
+            permit: None,
+        });
     }
-    let mut permits: Vec<Option<fusebox::Permit<'_>>> = (0..calls.len()).map(|_| None).collect();
-    let mut now = 0u64;
-    for (at, i, kind) in steps {
-        if at > now {
-            clock.advance(Duration::from_nanos(at - now));
-            now = at;
-        }
-        let call = calls[i];
-        if kind == 0 {
-            match breaker.try_acquire() {
-                Ok(permit) => {
-                    run.probes += u64::from(permit.is_probe());
-                    run.assumed += u64::from(call.outcome == Outcome::Refused);
-                    if call.outcome != Outcome::Refused
-                        && outcome_of[i] == Outcome::Failure
-                        && outages.iter().any(|o| o.contains(call.at_ns))
-                    {
-                        run.failures_let_through += 1;
-                    }
-                    permits[i] = Some(permit);
-                }
-                Err(_) => {
-                    run.refused += 1;
-                    run.wrongly_refused += u64::from(call.outcome == Outcome::Success);
-                }
-            }
-        } else if let Some(permit) = permits[i].take() {
-            match outcome_of[i] {
-                Outcome::Success => permit.success(),
-                Outcome::Failure => permit.failure(),
-                _ => permit.ignore(),
-            }
-        }
-    }
-    let end_ns = calls.last().map_or(0, |c| c.at_ns);
+    replayer.step(None, &mut run);
+    drop(replayer);
     run.changes = std::mem::take(&mut *changes.lock().unwrap_or_else(|p| p.into_inner()));
     score(&mut run, outages, end_ns);
     run

@@ -69,7 +69,7 @@ fn an_unknown_policy_field_is_named() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with("--policy \"window=100,falure_rate=50\": field `falure_rate`: unknown policy field; expected one of `window`, `min_calls`, `failure_rate`"),
+        e.starts_with("--policy \"window=100,falure_rate=50\": field `falure_rate`: unknown policy field; did you mean `failure_rate`? expected one of `window`, `min_calls`, `failure_rate`"),
         "{e}"
     );
     let e = parse_policy_arg("window=100,open_for=soon", "p1")
