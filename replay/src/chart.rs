@@ -182,7 +182,9 @@ pub fn render(events: &[Event], runs: &[Run], outages: &[Outage]) -> Result<Stri
                         spans
                             .iter()
                             .filter(|s| s.1 > s.0 && !half_open(s))
-                            .map(|&(a, b, s)| Rectangle::new([(a, 0.0), (b, 1.0)], color(s).filled())),
+                            .map(|&(a, b, s)| {
+                                Rectangle::new([(a, 0.0), (b, 1.0)], color(s).filled())
+                            }),
                     )
                     .map_err(err)?;
                 strip
@@ -220,13 +222,17 @@ pub fn render(events: &[Event], runs: &[Run], outages: &[Outage]) -> Result<Stri
                 // Wrongly refused calls: a tick per slice that has any, taller for more.
                 let most = run.wrong_by_slice.iter().copied().max().unwrap_or(0).max(1) as f64;
                 strip
-                    .draw_series(run.wrong_by_slice.iter().enumerate().filter(|(_, n)| **n > 0).map(
-                        |(i, n)| {
-                            let x = end_s * (i as f64 + 0.5) / SLICES as f64;
-                            let h = 0.3 + 0.7 * (*n as f64 / most);
-                            PathElement::new(vec![(x, 0.0), (x, h)], WRONG.stroke_width(2))
-                        },
-                    ))
+                    .draw_series(
+                        run.wrong_by_slice
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, n)| **n > 0)
+                            .map(|(i, n)| {
+                                let x = end_s * (i as f64 + 0.5) / SLICES as f64;
+                                let h = 0.3 + 0.7 * (*n as f64 / most);
+                                PathElement::new(vec![(x, 0.0), (x, h)], WRONG.stroke_width(2))
+                            }),
+                    )
                     .map_err(err)?;
             }
         }

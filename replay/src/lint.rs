@@ -107,8 +107,7 @@ fn busiest(events: &[Event], span: u64, range: (u64, u64)) -> usize {
             continue;
         }
         count += 1;
-        while lo < hi && (!inside(&events[lo]) || events[hi].at_ns() - events[lo].at_ns() >= span)
-        {
+        while lo < hi && (!inside(&events[lo]) || events[hi].at_ns() - events[lo].at_ns() >= span) {
             count -= usize::from(inside(&events[lo]));
             lo += 1;
         }

@@ -94,7 +94,9 @@ enum Command {
 fn bucket_width(raw: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(raw).map_err(|e| e.to_string())?;
     if d.is_zero() {
-        return Err("a bucket of zero width cuts nothing; give a width such as `1s` or `500ms`".into());
+        return Err(
+            "a bucket of zero width cuts nothing; give a width such as `1s` or `500ms`".into(),
+        );
     }
     Ok(d)
 }
@@ -217,11 +219,7 @@ fn generate_command(
     }
 }
 
-fn lint_command(
-    args: &[String],
-    file: Option<&Path>,
-    out: &mut dyn Write,
-) -> Result<(), Failure> {
+fn lint_command(args: &[String], file: Option<&Path>, out: &mut dyn Write) -> Result<(), Failure> {
     if args.is_empty() && file.is_none() {
         return Err("no policy to check; give one, e.g. `fusebox-replay lint \"window=100,failure_rate=50\"`, or `--policies FILE`".into());
     }
@@ -266,7 +264,9 @@ fn lint_command(
 
 /// The scatter's file: `replay.svg` → `replay-search.svg`.
 fn scatter_path(chart: &Path) -> PathBuf {
-    let stem = chart.file_stem().map_or("replay".into(), |s| s.to_string_lossy());
+    let stem = chart
+        .file_stem()
+        .map_or("replay".into(), |s| s.to_string_lossy());
     chart.with_file_name(format!("{stem}-search.svg"))
 }
 
@@ -359,8 +359,12 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         let bar = progress(grid.len() as u64, "searching {pos}/{len} {wide_bar} {eta}");
         let (runs, front) = search::search_with(events, &grid, &outages, || bar.inc(1));
         bar.finish_and_clear();
-        writeln!(out, "{}", search::front_table(&grid, &runs, &front, &outages))
-            .map_err(written)?;
+        writeln!(
+            out,
+            "{}",
+            search::front_table(&grid, &runs, &front, &outages)
+        )
+        .map_err(written)?;
         if charted.is_empty() {
             charted.extend(front.iter().take(6).map(|&i| {
                 let mut r = runs[i].clone();

@@ -269,7 +269,10 @@ impl<'a> Replayer<'a, '_> {
             // The earliest admission or report (reports are queued in time order); at equal
             // times in call order, an admission before a report.
             let admit = self.admissions.peek().map(|a| (a.0.0, a.0.1, 0u8));
-            let report = self.reports.front().map(|r| (r.at_ns, self.first_pending, 1u8));
+            let report = self
+                .reports
+                .front()
+                .map(|r| (r.at_ns, self.first_pending, 1u8));
             let next = match (admit, report) {
                 (Some(a), Some(r)) => a.min(r),
                 (Some(a), None) => a,

@@ -443,7 +443,10 @@ impl<'de> serde::Deserialize<'de> for Members {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members, A::Error> {
                 let mut members = Vec::with_capacity(4);
                 while let Some(entry) = map.next_entry::<String, serde_json::Value>()? {
                     members.push(entry);
@@ -476,14 +479,15 @@ pub fn parse_line(raw: &str, line: usize) -> Result<Call, TraceError> {
         field,
         message,
     };
-    let example = "each line is one call, e.g. {\"at_ns\":0,\"key\":\"payment\",\"outcome\":\"success\"}";
+    let example =
+        "each line is one call, e.g. {\"at_ns\":0,\"key\":\"payment\",\"outcome\":\"success\"}";
     let members: Members = serde_json::from_str(raw)
         .map_err(|e| err(None, format!("not a JSON object ({e}); {example}")))?;
     let mut map = serde_json::Map::new();
     for (name, value) in members.0 {
         let Some(&field) = FIELDS.iter().find(|f| **f == name) else {
-            let hint = closest(&name, FIELDS)
-                .map_or(String::new(), |n| format!("did you mean `{n}`? "));
+            let hint =
+                closest(&name, FIELDS).map_or(String::new(), |n| format!("did you mean `{n}`? "));
             return Err(TraceError {
                 line,
                 field: None,
@@ -552,7 +556,9 @@ pub fn parse_line(raw: &str, line: usize) -> Result<Call, TraceError> {
     if let Some(latency) = latency_ns.filter(|l| *l > MAX_LATENCY_NS) {
         return Err(err(
             Some("latency_ns"),
-            format!("{latency} is longer than {MAX_LATENCY_NS} ns (73 years); give the latency in nanoseconds"),
+            format!(
+                "{latency} is longer than {MAX_LATENCY_NS} ns (73 years); give the latency in nanoseconds"
+            ),
         ));
     }
     Ok(Call {

@@ -183,3 +183,20 @@ fn the_command_line_reports_bad_input_without_panicking() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_field_given_twice_is_refused() {
+    assert_eq!(
+        error(r#"{"at_ns":4,"key":"k","outcome":"success","at_ns":5}"#),
+        "line 1: field `at_ns`: given twice; write each field once"
+    );
+}
+
+#[test]
+fn an_unknown_trace_field_suggests_the_closest_one() {
+    let e = error(r#"{"at_ns":4,"key":"k","outcome":"success","latncy_ns":3}"#);
+    assert!(
+        e.starts_with("line 1: unknown field `latncy_ns`; did you mean `latency_ns`?"),
+        "{e}"
+    );
+}
