@@ -56,7 +56,7 @@ struct Cli {
     #[arg(long, default_value_t = 25)]
     outage_rate: u32,
     /// Width of the buckets outages are found in, e.g. `1s`, `500ms`; more than 0. A width that
-    /// would cut the trace into more than 100,000 buckets is widened, with a note on stderr.
+    /// would cut the trace into more than 1,000,000 buckets is widened, with a note on stderr.
     #[arg(long, default_value = "1s", value_parser = bucket_width)]
     bucket: Duration,
 }

@@ -66,9 +66,9 @@ impl Default for OutageRule {
     }
 }
 
-/// The most buckets [`find_outages`] cuts a trace into (1.6 MB of counts): a rule whose bucket
-/// would cut the trace into more is coarsened by [`OutageRule::fit`].
-pub const MAX_BUCKETS: u64 = 100_000;
+/// The most buckets [`find_outages`] cuts a trace into (16 MB of counts; 11 days of 1-second
+/// buckets): a rule whose bucket would cut the trace into more is widened by [`OutageRule::fit`].
+pub const MAX_BUCKETS: u64 = 1_000_000;
 
 impl OutageRule {
     /// This rule for a trace spanning `span_ns`: unchanged when its bucket cuts the span into at
@@ -80,7 +80,13 @@ impl OutageRule {
         if buckets <= MAX_BUCKETS {
             return (self, None);
         }
-        let wider = span_ns / MAX_BUCKETS + 1;
+        let mut wider = span_ns / MAX_BUCKETS + 1;
+        for unit in [1_000_000_000, 1_000_000, 1_000] {
+            if wider >= unit {
+                wider = wider.div_ceil(unit).saturating_mul(unit);
+                break;
+            }
+        }
         let rule = OutageRule {
             bucket: Duration::from_nanos(wider),
             ..self

@@ -90,21 +90,39 @@ pub fn search(
 /// [`search`], calling `done` after each candidate's replay (for a progress bar).
 ///
 /// Every candidate replays the same in-memory events (16 bytes a call, read once): the trace is
-/// neither read nor parsed again per candidate.
+/// neither read nor parsed again per candidate. The candidates are shared among as many threads
+/// as the machine has cores.
 pub fn search_with(
     events: &[Event],
     candidates: &[Candidate],
     outages: &[Outage],
-    mut done: impl FnMut(),
+    done: impl Fn() + Sync,
 ) -> (Vec<Run>, Vec<usize>) {
-    let runs: Vec<Run> = candidates
-        .iter()
-        .map(|c| {
-            let run = replay(events, c, outages);
-            done();
-            run
-        })
-        .collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, candidates.len().max(1));
+    let chunk = candidates.len().div_ceil(threads).max(1);
+    let runs: Vec<Run> = std::thread::scope(|scope| {
+        let handles: Vec<_> = candidates
+            .chunks(chunk)
+            .map(|part| {
+                let done = &done;
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|c| {
+                            let run = replay(events, c, outages);
+                            done();
+                            run
+                        })
+                        .collect::<Vec<Run>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
     let front = pareto(&runs, outages);
     (runs, front)
 }

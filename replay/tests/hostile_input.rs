@@ -67,7 +67,7 @@ fn a_trace_spanning_ten_exaseconds_widens_the_buckets_and_says_so() {
     assert!(
         err.starts_with("note: `--bucket 1s` would cut the trace's ")
             && err.contains("buckets; using ")
-            && err.contains("(at most 100000)"),
+            && err.contains("(at most 1000000)"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
