@@ -96,19 +96,23 @@ pub fn check(candidate: &Candidate) -> Vec<Finding> {
 }
 
 /// The most recorded calls (successes and failures) reported within any `span` nanoseconds,
-/// counting the calls reported within `range`. Reads `events` once and allocates nothing.
+/// counting the calls reported within `range`. Reads the events in `range` once (found by binary
+/// search: `events` are in time order) and allocates nothing.
 fn busiest(events: &[Event], span: u64, range: (u64, u64)) -> usize {
-    let inside = |e: &Event| e.is_known() && (range.0..=range.1).contains(&e.at_ns());
+    let from = events.partition_point(|e| e.at_ns() < range.0);
+    let to = events.partition_point(|e| e.at_ns() <= range.1);
+    let events = &events[from..to.max(from)];
     let mut best = 0;
     let mut lo = 0;
     let mut count = 0usize;
     for hi in 0..events.len() {
-        if !inside(&events[hi]) {
+        if !events[hi].is_known() {
             continue;
         }
         count += 1;
-        while lo < hi && (!inside(&events[lo]) || events[hi].at_ns() - events[lo].at_ns() >= span) {
-            count -= usize::from(inside(&events[lo]));
+        while lo < hi && (!events[lo].is_known() || events[hi].at_ns() - events[lo].at_ns() >= span)
+        {
+            count -= usize::from(events[lo].is_known());
             lo += 1;
         }
         best = best.max(count);
@@ -187,7 +191,7 @@ pub fn lint(calls: &[Event], candidate: &Candidate, run: &Run, outages: &[Outage
             .find(|c| {
                 c.from == fusebox::State::Closed
                     && c.to == fusebox::State::Open
-                    && !outages.iter().any(|o| o.contains(c.at_ns))
+                    && !crate::replay::in_outages(outages, c.at_ns)
             })
             .map_or(0, |c| c.at_ns);
         let t0 = calls.first().map_or(0, Event::at_ns);

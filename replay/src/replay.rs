@@ -107,17 +107,19 @@ impl OutageRule {
 /// first failure and ends at its last. A bucket that would cut the trace into more than
 /// [`MAX_BUCKETS`] buckets is widened first ([`OutageRule::fit`]).
 pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
-    let known: Vec<&Event> = events.iter().filter(|c| c.is_known()).collect();
-    let (Some(first), Some(last)) = (known.first(), known.last()) else {
+    let (Some(first), Some(last)) = (
+        events.iter().find(|e| e.is_known()),
+        events.iter().rev().find(|e| e.is_known()),
+    ) else {
         return Vec::new();
     };
     let t0 = first.at_ns();
     let (rule, _) = rule.fit(last.at_ns() - t0);
     let width = rule.bucket.as_nanos().max(1) as u64;
-    let bucket = |c: &Event| (c.at_ns() - t0) / width;
+    let bucket = |c: &Event| c.at_ns().saturating_sub(t0) / width;
     let n = bucket(last) as usize + 1;
     let mut totals = vec![(0u64, 0u64); n];
-    for c in &known {
+    for c in events.iter().filter(|e| e.is_known()) {
         let b = &mut totals[bucket(c) as usize];
         b.0 += 1;
         b.1 += u64::from(c.outcome() == Outcome::Failure);
@@ -134,21 +136,25 @@ pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
             _ => runs.push((b, b)),
         }
     }
-    let failed = |i: usize| known[i].outcome() == Outcome::Failure;
+    // Indices into `events`; neighbours are the nearest successes and failures (ignored and
+    // refused calls in between are skipped).
+    let failed = |i: usize| events[i].outcome() == Outcome::Failure;
+    let prev_known = |i: usize| (0..i).rev().find(|&j| events[j].is_known());
+    let next_known = |i: usize| (i + 1..events.len()).find(|&j| events[j].is_known());
     let mut periods: Vec<(usize, usize)> = Vec::new();
     for (first_bucket, last_bucket) in runs {
-        let lo = known.partition_point(|c| (bucket(c) as usize) < first_bucket);
-        let hi = known.partition_point(|c| (bucket(c) as usize) <= last_bucket);
+        let lo = events.partition_point(|c| (bucket(c) as usize) < first_bucket);
+        let hi = events.partition_point(|c| (bucket(c) as usize) <= last_bucket);
         let Some(mut start) = (lo..hi).find(|&i| failed(i)) else {
             continue;
         };
         let mut end = (lo..hi).rev().find(|&i| failed(i)).unwrap_or(start);
         // Stretch to the unbroken run of failures on either side.
-        while start > 0 && failed(start - 1) {
-            start -= 1;
+        while let Some(p) = prev_known(start).filter(|&p| failed(p)) {
+            start = p;
         }
-        while end + 1 < known.len() && failed(end + 1) {
-            end += 1;
+        while let Some(n) = next_known(end).filter(|&n| failed(n)) {
+            end = n;
         }
         periods.push((start, end));
     }
@@ -158,7 +164,7 @@ pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
     let mut merged: Vec<(usize, usize)> = Vec::new();
     for (start, end) in periods {
         match merged.last_mut() {
-            Some(last) if known[last.1].at_ns().saturating_add(gap) >= known[start].at_ns() => {
+            Some(last) if events[last.1].at_ns().saturating_add(gap) >= events[start].at_ns() => {
                 last.1 = last.1.max(end);
             }
             _ => merged.push((start, end)),
@@ -169,8 +175,8 @@ pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
         let failures = (start..=end).filter(|&i| failed(i)).count() as u64;
         if failures >= rule.min_failures {
             outages.push(Outage {
-                start_ns: known[start].at_ns(),
-                end_ns: known[end].at_ns(),
+                start_ns: events[start].at_ns(),
+                end_ns: events[end].at_ns(),
                 failures,
             });
         }
@@ -258,11 +264,6 @@ struct Replayer<'a, 'o> {
 }
 
 impl<'a> Replayer<'a, '_> {
-    fn in_outage(&self, at: u64) -> bool {
-        let i = self.outages.partition_point(|o| o.end_ns < at);
-        self.outages.get(i).is_some_and(|o| o.contains(at))
-    }
-
     fn slice_of(&self, at: u64) -> usize {
         let i = u128::from(at.saturating_sub(self.t0)) * SLICES as u128 / u128::from(self.span);
         (i as usize).min(SLICES - 1)
@@ -301,7 +302,7 @@ impl<'a> Replayer<'a, '_> {
                     Ok(permit) => {
                         run.probes += u64::from(permit.is_probe());
                         run.assumed += u64::from(recorded == Outcome::Refused);
-                        if recorded == Outcome::Failure && self.in_outage(at_ns) {
+                        if recorded == Outcome::Failure && in_outages(self.outages, at_ns) {
                             run.failures_let_through += 1;
                         }
                         self.reports[slot].permit = Some(permit);
@@ -433,11 +434,17 @@ fn tripped(state: State) -> bool {
 
 /// The state of `changes` at `at_ns` (closed before the first change).
 pub fn state_at(changes: &[Change], at_ns: u64) -> State {
-    changes
-        .iter()
-        .take_while(|c| c.at_ns <= at_ns)
-        .last()
-        .map_or(State::Closed, |c| c.to)
+    let after = changes.partition_point(|c| c.at_ns <= at_ns);
+    after
+        .checked_sub(1)
+        .map_or(State::Closed, |last| changes[last].to)
+}
+
+/// True when `at_ns` falls in one of `outages` (sorted and disjoint, as [`find_outages`] gives
+/// them): a binary search.
+pub fn in_outages(outages: &[Outage], at_ns: u64) -> bool {
+    let i = outages.partition_point(|o| o.end_ns < at_ns);
+    outages.get(i).is_some_and(|o| o.contains(at_ns))
 }
 
 fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
@@ -449,7 +456,7 @@ fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
             if last_close.is_some_and(|t| c.at_ns - t <= FLAP_WINDOW.as_nanos() as u64) {
                 run.flaps += 1;
             }
-            if !outages.iter().any(|o| o.contains(c.at_ns)) {
+            if !in_outages(outages, c.at_ns) {
                 run.false_openings += 1;
             }
         }
@@ -475,9 +482,11 @@ fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
             if tripped(state_at(&run.changes, o.start_ns)) {
                 return Some(0);
             }
-            run.changes
+            let from = run.changes.partition_point(|c| c.at_ns < o.start_ns);
+            run.changes[from..]
                 .iter()
-                .find(|c| c.to == State::Open && o.contains(c.at_ns))
+                .take_while(|c| c.at_ns <= o.end_ns)
+                .find(|c| c.to == State::Open)
                 .map(|c| c.at_ns - o.start_ns)
         })
         .collect();
@@ -491,5 +500,29 @@ impl Run {
             .zip(outages)
             .map(|(d, o)| d.unwrap_or(o.end_ns - o.start_ns + 1))
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_that_would_cut_too_many_is_widened_to_a_whole_unit() {
+        let rule = OutageRule::default();
+        assert!(
+            rule.fit(3_600_000_000_000).1.is_none(),
+            "an hour of 1 s buckets"
+        );
+        let (wide, note) = rule.fit(10_000_000_000_000_000_000);
+        assert_eq!(wide.bucket, Duration::from_secs(10_001));
+        assert!(note.unwrap().ends_with("(at most 1000000)"));
+        let tiny = OutageRule {
+            bucket: Duration::ZERO,
+            ..rule
+        };
+        let (wide, _) = tiny.fit(120_000_000_000);
+        assert_eq!(wide.bucket, Duration::from_micros(121));
+        assert!(120_000_000_000 / (wide.bucket.as_nanos() as u64) < MAX_BUCKETS);
     }
 }

@@ -576,6 +576,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_event_is_16_bytes_and_keeps_what_the_replay_reads() {
+        assert_eq!(std::mem::size_of::<Event>(), 16);
+        for outcome in [
+            Outcome::Success,
+            Outcome::Failure,
+            Outcome::Ignored,
+            Outcome::Refused,
+        ] {
+            let e = Event::new(u64::MAX, outcome, Some(MAX_LATENCY_NS));
+            assert_eq!(
+                (e.at_ns(), e.outcome(), e.latency_ns()),
+                (u64::MAX, outcome, Some(MAX_LATENCY_NS))
+            );
+            let e = Event::new(7, outcome, None);
+            assert_eq!((e.latency_ns(), e.admitted_ns()), (None, 7));
+        }
+    }
+
+    #[test]
+    fn read_keeps_one_key_and_names_the_others() {
+        let text = "{\"at_ns\":1,\"key\":\"a\",\"outcome\":\"success\"}\n\n{\"at_ns\":2,\"key\":\"b\",\"outcome\":\"failure\",\"latency_ns\":1}\n";
+        let t = read(text.as_bytes(), Some("b")).unwrap();
+        assert_eq!((t.key.as_str(), t.lines), ("b", 2));
+        assert_eq!(t.events, [Event::new(2, Outcome::Failure, Some(1))]);
+        assert_eq!(
+            read(text.as_bytes(), None).unwrap_err().to_string(),
+            "the trace has several keys (`a`, `b`); choose one with `--key`"
+        );
+        assert_eq!(
+            read(text.as_bytes(), Some("c")).unwrap_err().to_string(),
+            "the trace has no calls of key `c`; its keys are `a`, `b`"
+        );
+        assert_eq!(
+            read(&b""[..], None).unwrap_err().to_string(),
+            "the trace has no calls"
+        );
+    }
+
+    #[test]
     fn round_trips_a_line() {
         let call = Call::new(5, "k", Outcome::Failure).with_latency(3);
         assert_eq!(parse_line(&call.to_line(), 1).unwrap(), call);
