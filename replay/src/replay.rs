@@ -101,26 +101,66 @@ impl OutageRule {
     }
 }
 
+/// What one pass over a key's events tells: the bounds every other pass needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    /// Calls.
+    pub calls: u64,
+    /// The first call's report time.
+    pub first_ns: u64,
+    /// The last call's report time.
+    pub last_ns: u64,
+    /// The first and last report times of a success or failure, when there is one.
+    pub known_ns: Option<(u64, u64)>,
+    /// The longest latency.
+    pub longest_ns: u64,
+}
+
+impl Span {
+    /// Reads `events` (one key's calls, in trace order) once.
+    pub fn of(events: impl IntoIterator<Item = Event>) -> Span {
+        let mut span = Span::default();
+        for e in events {
+            if span.calls == 0 {
+                span.first_ns = e.at_ns();
+            }
+            span.calls += 1;
+            span.last_ns = e.at_ns();
+            span.longest_ns = span.longest_ns.max(e.latency_ns().unwrap_or(0));
+            if e.is_known() {
+                let first = span.known_ns.map_or(e.at_ns(), |k| k.0);
+                span.known_ns = Some((first, e.at_ns()));
+            }
+        }
+        span
+    }
+}
+
 /// The outages of `events` (one key's calls, in trace order): maximal runs of bad buckets (empty
 /// buckets in between do not break a run), stretched to the run of failures around them, merged
 /// across gaps of up to `merge_gap`, with at least `min_failures` failures. An outage starts at its
 /// first failure and ends at its last. A bucket that would cut the trace into more than
 /// [`MAX_BUCKETS`] buckets is widened first ([`OutageRule::fit`]).
 pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
-    let (Some(first), Some(last)) = (
-        events.iter().find(|e| e.is_known()),
-        events.iter().rev().find(|e| e.is_known()),
-    ) else {
+    find_outages_in(|| events.iter().copied(), rule)
+}
+
+/// [`find_outages`] on events read by `pass`, three times over (the bounds, the buckets, the
+/// runs of failures), holding nothing per call.
+pub fn find_outages_in<I: Iterator<Item = Event>>(
+    pass: impl Fn() -> I,
+    rule: OutageRule,
+) -> Vec<Outage> {
+    let Some((t0, last)) = Span::of(pass()).known_ns else {
         return Vec::new();
     };
-    let t0 = first.at_ns();
-    let (rule, _) = rule.fit(last.at_ns() - t0);
+    let (rule, _) = rule.fit(last - t0);
     let width = rule.bucket.as_nanos().max(1) as u64;
-    let bucket = |c: &Event| c.at_ns().saturating_sub(t0) / width;
-    let n = bucket(last) as usize + 1;
+    let bucket = |at: u64| (at.saturating_sub(t0) / width) as usize;
+    let n = bucket(last) + 1;
     let mut totals = vec![(0u64, 0u64); n];
-    for c in events.iter().filter(|e| e.is_known()) {
-        let b = &mut totals[bucket(c) as usize];
+    for c in pass().filter(Event::is_known) {
+        let b = &mut totals[bucket(c.at_ns())];
         b.0 += 1;
         b.1 += u64::from(c.outcome() == Outcome::Failure);
     }
@@ -136,52 +176,68 @@ pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
             _ => runs.push((b, b)),
         }
     }
-    // Indices into `events`; neighbours are the nearest successes and failures (ignored and
-    // refused calls in between are skipped).
-    let failed = |i: usize| events[i].outcome() == Outcome::Failure;
-    let prev_known = |i: usize| (0..i).rev().find(|&j| events[j].is_known());
-    let next_known = |i: usize| (i + 1..events.len()).find(|&j| events[j].is_known());
-    let mut periods: Vec<(usize, usize)> = Vec::new();
-    for (first_bucket, last_bucket) in runs {
-        let lo = events.partition_point(|c| (bucket(c) as usize) < first_bucket);
-        let hi = events.partition_point(|c| (bucket(c) as usize) <= last_bucket);
-        let Some(mut start) = (lo..hi).find(|&i| failed(i)) else {
+    drop(totals);
+    // Each run's period: from the start of the streak of failures (consecutive among successes
+    // and failures) holding its first failure, to the end of the streak holding its last. A point
+    // is (report time, failures counted up to and including it).
+    type Point = (u64, u64);
+    let mut starts: Vec<Option<Point>> = vec![None; runs.len()];
+    let mut ends: Vec<Option<Point>> = vec![None; runs.len()];
+    let mut waiting: Vec<usize> = Vec::new(); // runs whose last failure is in the current streak
+    let mut failures = 0u64;
+    let mut streak: Option<(Point, Point)> = None; // (first failure, last failure)
+    let mut r = 0;
+    let end_streak = |streak: &mut Option<(Point, Point)>,
+                      waiting: &mut Vec<usize>,
+                      ends: &mut Vec<Option<Point>>| {
+        if let Some((_, last)) = streak.take() {
+            for w in waiting.drain(..) {
+                ends[w] = Some(last);
+            }
+        }
+    };
+    for e in pass().filter(Event::is_known) {
+        if e.outcome() != Outcome::Failure {
+            end_streak(&mut streak, &mut waiting, &mut ends);
             continue;
-        };
-        let mut end = (lo..hi).rev().find(|&i| failed(i)).unwrap_or(start);
-        // Stretch to the unbroken run of failures on either side.
-        while let Some(p) = prev_known(start).filter(|&p| failed(p)) {
-            start = p;
         }
-        while let Some(n) = next_known(end).filter(|&n| failed(n)) {
-            end = n;
+        failures += 1;
+        let here = (e.at_ns(), failures);
+        let (first, _) = *streak.get_or_insert((here, here));
+        streak = Some((first, here));
+        let b = bucket(e.at_ns());
+        while r < runs.len() && runs[r].1 < b {
+            r += 1;
         }
-        periods.push((start, end));
+        if r < runs.len() && runs[r].0 <= b {
+            starts[r].get_or_insert(first);
+            if waiting.last() != Some(&r) {
+                waiting.push(r);
+            }
+        }
     }
+    end_streak(&mut streak, &mut waiting, &mut ends);
     // Merge periods that touch or lie within `merge_gap` of each other, then keep the outages
     // with enough failures.
     let gap = rule.merge_gap.as_nanos() as u64;
-    let mut merged: Vec<(usize, usize)> = Vec::new();
-    for (start, end) in periods {
+    let mut merged: Vec<(Point, Point)> = Vec::new();
+    for (start, end) in starts.into_iter().zip(ends).filter_map(|(s, e)| s.zip(e)) {
         match merged.last_mut() {
-            Some(last) if events[last.1].at_ns().saturating_add(gap) >= events[start].at_ns() => {
+            Some(last) if last.1.0.saturating_add(gap) >= start.0 => {
                 last.1 = last.1.max(end);
             }
             _ => merged.push((start, end)),
         }
     }
-    let mut outages: Vec<Outage> = Vec::new();
-    for (start, end) in merged {
-        let failures = (start..=end).filter(|&i| failed(i)).count() as u64;
-        if failures >= rule.min_failures {
-            outages.push(Outage {
-                start_ns: events[start].at_ns(),
-                end_ns: events[end].at_ns(),
-                failures,
-            });
-        }
-    }
-    outages
+    merged
+        .into_iter()
+        .map(|(start, end)| Outage {
+            start_ns: start.0,
+            end_ns: end.0,
+            failures: end.1 - start.1 + 1,
+        })
+        .filter(|o| o.failures >= rule.min_failures)
+        .collect()
 }
 
 /// One state change of a replayed breaker.
@@ -343,6 +399,21 @@ impl<'a> Replayer<'a, '_> {
 ///
 /// Only if `candidate.policy` is invalid: candidates are validated when parsed.
 pub fn replay(events: &[Event], candidate: &Candidate, outages: &[Outage]) -> Run {
+    let span = Span::of(events.iter().copied());
+    replay_in(events.iter().copied(), &span, candidate, outages)
+}
+
+/// [`replay`] of events read once from `events`, whose [`Span`] is `span`.
+///
+/// # Panics
+///
+/// Only if `candidate.policy` is invalid: candidates are validated when parsed.
+pub fn replay_in(
+    events: impl IntoIterator<Item = Event>,
+    span: &Span,
+    candidate: &Candidate,
+    outages: &[Outage],
+) -> Run {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
     let changes = Arc::new(Mutex::new(Vec::new()));
@@ -379,17 +450,12 @@ pub fn replay(events: &[Event], candidate: &Candidate, outages: &[Outage]) -> Ru
         probes: 0,
         assumed: 0,
     };
-    let t0 = events.first().map_or(0, Event::at_ns);
-    let end_ns = events.last().map_or(0, Event::at_ns);
+    let (t0, end_ns) = (span.first_ns, span.last_ns);
     let mut replayer = Replayer {
         breaker: &breaker,
         clock,
         now: 0,
-        longest: events
-            .iter()
-            .filter_map(Event::latency_ns)
-            .max()
-            .unwrap_or(0),
+        longest: span.longest_ns,
         outages,
         t0,
         span: (end_ns - t0).max(1),
@@ -398,7 +464,7 @@ pub fn replay(events: &[Event], candidate: &Candidate, outages: &[Outage]) -> Ru
         first_pending: 0,
     };
     let mut last_known = Outcome::Success;
-    for (i, e) in events.iter().enumerate() {
+    for (i, e) in events.into_iter().enumerate() {
         let recorded = e.outcome();
         let reports = match recorded {
             Outcome::Refused => last_known,
