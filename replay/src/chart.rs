@@ -33,12 +33,18 @@ const MAX_POINTS: u64 = 300;
 /// or failures, and the mean latency (ms) of its successes that recorded one.
 type Point = (f64, Option<f64>, Option<f64>);
 
-/// Per bucket of `width_ns`: (start in seconds, failure rate %, mean success latency ms).
-fn buckets(events: &[Event], t0: u64, width_ns: u64) -> Vec<Point> {
-    let last = events.last().map_or(0, |e| (e.at_ns() - t0) / width_ns) as usize;
+/// Per bucket of `width_ns`: (start in seconds, failure rate %, mean success latency ms), for
+/// events reported from `t0` to `last`.
+fn buckets(
+    events: impl IntoIterator<Item = Event>,
+    t0: u64,
+    last: u64,
+    width_ns: u64,
+) -> Vec<Point> {
+    let last = ((last - t0) / width_ns) as usize;
     // calls, failures, latency sum of successes, timed successes
     let mut acc: Vec<(u64, u64, u128, u64)> = vec![(0, 0, 0, 0); last + 1];
-    for c in events.iter().filter(|c| c.is_known()) {
+    for c in events.into_iter().filter(Event::is_known) {
         let slot = &mut acc[((c.at_ns() - t0) / width_ns) as usize];
         slot.0 += 1;
         slot.1 += u64::from(c.outcome() == Outcome::Failure);
@@ -84,16 +90,28 @@ fn seconds(ns: u64) -> f64 {
 /// # Errors
 ///
 /// The drawing backend's message when `plotters` fails to draw.
-#[allow(clippy::too_many_lines)] // one chart drawn top to bottom; not on a call path
 pub fn render(events: &[Event], runs: &[Run], outages: &[Outage]) -> Result<String, String> {
     let t0 = events.first().map_or(0, Event::at_ns);
-    let end_ns = events
-        .last()
-        .map_or(0, Event::at_ns)
-        .saturating_sub(t0)
-        .max(1);
+    let last = events.last().map_or(0, Event::at_ns);
+    render_in(events.iter().copied(), (t0, last), runs, outages)
+}
+
+/// [`render`] of events read once from `events`, reported from `bounds.0` to `bounds.1`.
+///
+/// # Errors
+///
+/// The drawing backend's message when `plotters` fails to draw.
+#[allow(clippy::too_many_lines)] // one chart drawn top to bottom; not on a call path
+pub fn render_in(
+    events: impl IntoIterator<Item = Event>,
+    bounds: (u64, u64),
+    runs: &[Run],
+    outages: &[Outage],
+) -> Result<String, String> {
+    let (t0, last) = bounds;
+    let end_ns = last.saturating_sub(t0).max(1);
     let width_ns = (end_ns / MAX_POINTS + 1).max(1_000_000_000);
-    let points = buckets(events, t0, width_ns);
+    let points = buckets(events, t0, last.max(t0), width_ns);
     let end_s = seconds(end_ns);
     let max_latency = points.iter().filter_map(|p| p.2).fold(1.0f64, f64::max) * 1.1;
     let mut svg = String::new();

@@ -95,29 +95,65 @@ pub fn check(candidate: &Candidate) -> Vec<Finding> {
     out
 }
 
-/// The most recorded calls (successes and failures) reported within any `span` nanoseconds,
-/// counting the calls reported within `range`. Reads the events in `range` once (found by binary
-/// search: `events` are in time order) and allocates nothing.
-fn busiest(events: &[Event], span: u64, range: (u64, u64)) -> usize {
-    let from = events.partition_point(|e| e.at_ns() < range.0);
-    let to = events.partition_point(|e| e.at_ns() <= range.1);
-    let events = &events[from..to.max(from)];
-    let mut best = 0;
-    let mut lo = 0;
-    let mut count = 0usize;
-    for hi in 0..events.len() {
-        if !events[hi].is_known() {
-            continue;
+/// The most calls reported within `span` nanoseconds of one another, counted as they come.
+struct Busiest {
+    span: u64,
+    /// The report times within `span` of the last (none kept for a count window's `u64::MAX`).
+    times: std::collections::VecDeque<u64>,
+    count: usize,
+    best: usize,
+}
+
+impl Busiest {
+    fn new(span: u64) -> Self {
+        Busiest {
+            span,
+            times: std::collections::VecDeque::new(),
+            count: 0,
+            best: 0,
         }
-        count += 1;
-        while lo < hi && (!events[lo].is_known() || events[hi].at_ns() - events[lo].at_ns() >= span)
-        {
-            count -= usize::from(events[lo].is_known());
-            lo += 1;
-        }
-        best = best.max(count);
     }
-    best
+
+    fn push(&mut self, at: u64) {
+        if self.span == u64::MAX {
+            self.count += 1;
+        } else {
+            self.times.push_back(at);
+            while self.times.front().is_some_and(|&t| at - t >= self.span) {
+                self.times.pop_front();
+            }
+            self.count = self.times.len();
+        }
+        self.best = self.best.max(self.count);
+    }
+}
+
+/// The most recorded calls (successes and failures) reported within any `span` nanoseconds of the
+/// whole trace, and (when there are outages) of any one outage. One pass; memory is the calls of
+/// one `span`, none for a count window (`span` = `u64::MAX`).
+fn busiest(
+    events: impl IntoIterator<Item = Event>,
+    span: u64,
+    outages: &[Outage],
+) -> (usize, Option<usize>) {
+    let mut whole = Busiest::new(span);
+    let mut during: Option<(usize, Busiest)> = None;
+    let mut best_during = (!outages.is_empty()).then_some(0);
+    for e in events.into_iter().filter(Event::is_known) {
+        let at = e.at_ns();
+        whole.push(at);
+        let i = outages.partition_point(|o| o.end_ns < at);
+        if outages.get(i).is_some_and(|o| o.contains(at)) {
+            if during.as_ref().is_none_or(|d| d.0 != i) {
+                during = Some((i, Busiest::new(span)));
+            }
+            if let Some((_, d)) = &mut during {
+                d.push(at);
+                best_during = best_during.map(|b| b.max(d.best));
+            }
+        }
+    }
+    (whole.best, best_during)
 }
 
 fn consecutive(candidate: &Candidate) -> u32 {
@@ -133,6 +169,18 @@ fn consecutive(candidate: &Candidate) -> u32 {
 
 /// Warnings for `candidate` on `calls` (one key's calls), given its `run` and the trace's `outages`.
 pub fn lint(calls: &[Event], candidate: &Candidate, run: &Run, outages: &[Outage]) -> Vec<String> {
+    let t0 = calls.first().map_or(0, Event::at_ns);
+    lint_in(calls.iter().copied(), t0, candidate, run, outages)
+}
+
+/// [`lint`] on events read once from `calls`, the first reported at `t0`.
+pub fn lint_in(
+    calls: impl IntoIterator<Item = Event>,
+    t0: u64,
+    candidate: &Candidate,
+    run: &Run,
+    outages: &[Outage],
+) -> Vec<String> {
     let policy = &candidate.policy;
     let name = &candidate.name;
     let mut warnings = Vec::new();
@@ -145,28 +193,12 @@ pub fn lint(calls: &[Event], candidate: &Candidate, run: &Run, outages: &[Outage
         return warnings;
     }
     let min_calls = policy.get_min_calls() as usize;
-    let end = calls.last().map_or(0, Event::at_ns);
     let (limit, what) = match policy.get_window() {
-        Window::Time(span) => {
-            let span_ns = span.as_nanos() as u64;
-            let whole = busiest(calls, span_ns, (0, end));
-            let during = outages
-                .iter()
-                .map(|o| busiest(calls, span_ns, (o.start_ns, o.end_ns)))
-                .max();
-            (
-                Some((whole, during)),
-                format!("busiest {} of", span_text(span)),
-            )
-        }
-        Window::Count(_) => {
-            let whole = busiest(calls, u64::MAX, (0, end));
-            let during = outages
-                .iter()
-                .map(|o| busiest(calls, u64::MAX, (o.start_ns, o.end_ns)))
-                .max();
-            (Some((whole, during)), "whole".to_owned())
-        }
+        Window::Time(span) => (
+            Some(busiest(calls, span.as_nanos() as u64, outages)),
+            format!("busiest {} of", span_text(span)),
+        ),
+        Window::Count(_) => (Some(busiest(calls, u64::MAX, outages)), "whole".to_owned()),
     };
     let other = if run_rule != 0 {
         format!(" (only `consecutive = {run_rule}` can open it)")
@@ -194,7 +226,6 @@ pub fn lint(calls: &[Event], candidate: &Candidate, run: &Run, outages: &[Outage
                     && !crate::replay::in_outages(outages, c.at_ns)
             })
             .map_or(0, |c| c.at_ns);
-        let t0 = calls.first().map_or(0, Event::at_ns);
         warnings.push(format!(
             "`{name}` trips on noise: it opened {} time(s) outside every outage (first at {}); raise `min_calls` or `failure_rate`, or widen `window`",
             run.false_openings,

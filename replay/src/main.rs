@@ -1,6 +1,7 @@
 //! `fusebox-replay`: replay a recorded trace against candidate policies, chart it, search for a
 //! better one, lint a policy, or generate a synthetic trace.
 
+use std::cell::RefCell;
 use std::io::{self, BufRead, BufReader, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,16 +12,16 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use fusebox_replay::generate::{Scenario, generate};
 use fusebox_replay::policy::{Candidate, parse_policy_arg, parse_policy_file};
-use fusebox_replay::replay::{OutageRule, find_outages, replay};
-use fusebox_replay::trace;
+use fusebox_replay::replay::{OutageRule, Span, find_outages_in, replay_in};
+use fusebox_replay::trace::{self, Event};
 use fusebox_replay::{chart, lint, report, search};
 
 /// Replay a fusebox trace against candidate policies: a markdown table on stdout, an SVG chart,
 /// warnings about policies that cannot trip or trip on noise, and `--search` for the Pareto front.
 ///
-/// The trace is read line by line and each call of the replayed key is kept in 16 bytes; a line
-/// longer than 64 KiB is an error naming it. A progress bar is drawn on stderr when it is a
-/// terminal.
+/// The trace is read line by line (a line longer than 64 KiB is an error naming it); a trace file
+/// is read again for each pass, so memory stays flat, while stdin and `--search` keep each call
+/// of the replayed key in 16 bytes. A progress bar is drawn on stderr when it is a terminal.
 #[derive(Parser)]
 #[command(
     name = "fusebox-replay",
@@ -156,7 +157,8 @@ fn progress(len: u64, template: &str) -> ProgressBar {
     } else {
         ProgressDrawTarget::hidden()
     };
-    let bar = ProgressBar::with_draw_target(Some(len), target);
+    let bar = ProgressBar::with_draw_target(Some(len), target)
+        .with_finish(indicatif::ProgressFinish::AndClear);
     if let Ok(style) = ProgressStyle::with_template(template) {
         bar.set_style(style);
     }
@@ -262,6 +264,60 @@ fn lint_command(args: &[String], file: Option<&Path>, out: &mut dyn Write) -> Re
     Ok(())
 }
 
+/// The calls of one key of a trace file, read again: the file was read whole once, so an error now
+/// means it changed; the first one is kept in `failed` and ends the pass.
+struct Reread<'a> {
+    reader: Option<trace::Reader<BufReader<std::fs::File>>>,
+    key: &'a str,
+    failed: &'a RefCell<Option<String>>,
+}
+
+impl<'a> Reread<'a> {
+    fn open(path: &Path, key: &'a str, failed: &'a RefCell<Option<String>>) -> Self {
+        let reader = match std::fs::File::open(path) {
+            Ok(file) => Some(trace::Reader::new(BufReader::with_capacity(1 << 16, file))),
+            Err(e) => {
+                failed.borrow_mut().get_or_insert(e.to_string());
+                None
+            }
+        };
+        Reread {
+            reader,
+            key,
+            failed,
+        }
+    }
+}
+
+impl Iterator for Reread<'_> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        loop {
+            match self.reader.as_mut()?.next_call() {
+                Ok(Some(call)) if call.key == self.key => return Some(Event::from(&call)),
+                Ok(Some(_)) => {}
+                Ok(None) => return None,
+                Err(e) => {
+                    self.failed.borrow_mut().get_or_insert(e.to_string());
+                    self.reader = None;
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// An error if reading the trace again failed.
+fn reread(failed: &RefCell<Option<String>>, shown: &str) -> Result<(), String> {
+    match failed.borrow().as_ref() {
+        Some(e) => Err(format!(
+            "`{shown}` changed while it was replayed ({e}); replay a copy that is not being written"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The scatter's file: `replay.svg` → `replay-search.svg`.
 fn scatter_path(chart: &Path) -> PathBuf {
     let stem = chart
@@ -297,32 +353,51 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         );
     }
     let shown = path.display().to_string();
-    let input: Box<dyn BufRead> = if path.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
-    } else {
+    let from_file = path.as_os_str() != "-";
+    // A file is read again for each pass (the outages, each candidate, the chart), so memory
+    // stays flat whatever its length; stdin, and `--search`, keep the events in memory.
+    let in_memory = !from_file || cli.search;
+    let input: Box<dyn BufRead> = if from_file {
         let file = std::fs::File::open(&path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
         let len = file.metadata().map_or(0, |m| m.len());
         let bar = progress(len, "reading {bytes}/{total_bytes} {wide_bar} {eta}");
         Box::new(BufReader::with_capacity(1 << 16, bar.wrap_read(file)))
+    } else {
+        Box::new(io::stdin().lock())
     };
-    let trace = trace::read(input, cli.key.as_deref()).map_err(|e| match e {
+    let mut kept = Vec::new();
+    let mut span = Span::default();
+    let read = trace::read_with(input, cli.key.as_deref(), |e| {
+        span.push(e);
+        if in_memory {
+            kept.push(e);
+        }
+    })
+    .map_err(|e| match e {
         trace::ReadError::Line(_) | trace::ReadError::Io(_) => format!("`{shown}` {e}"),
         e => e.to_string(),
     })?;
-    let events = &trace.events;
+    let reread_failed: RefCell<Option<String>> = RefCell::new(None);
+    let events = &kept;
+    let pass = || -> Box<dyn Iterator<Item = Event> + '_> {
+        if in_memory {
+            Box::new(events.iter().copied())
+        } else {
+            Box::new(Reread::open(&path, &read.key, &reread_failed))
+        }
+    };
 
-    let t0 = events.first().map_or(0, trace::Event::at_ns);
-    let span = events.last().map_or(0, trace::Event::at_ns) - t0;
+    let t0 = span.first_ns;
     let (rule, note) = OutageRule {
         bucket: cli.bucket,
         failure_rate: cli.outage_rate,
         ..OutageRule::default()
     }
-    .fit(span);
+    .fit(span.known_ns.map_or(0, |(a, b)| b - a));
     if let Some(note) = note {
         eprintln!("note: {note}");
     }
-    let outages = find_outages(events, rule);
+    let outages = find_outages_in(pass, &span, rule);
     let mut charted = Vec::new();
     if !candidates.is_empty() {
         let bar = progress(
@@ -332,18 +407,24 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         let runs: Vec<_> = candidates
             .iter()
             .map(|c| {
-                let run = replay(events, c, &outages);
+                let run = replay_in(pass(), &span, c, &outages);
                 bar.inc(1);
                 run
             })
             .collect();
         bar.finish_and_clear();
-        writeln!(out, "{}", report::table(&runs, &outages, t0, events.len())).map_err(written)?;
         let warnings: Vec<String> = candidates
             .iter()
             .zip(&runs)
-            .flat_map(|(c, r)| lint::lint(events, c, r, &outages))
+            .flat_map(|(c, r)| lint::lint_in(pass(), t0, c, r, &outages))
             .collect();
+        reread(&reread_failed, &shown)?;
+        writeln!(
+            out,
+            "{}",
+            report::table(&runs, &outages, t0, span.calls as usize)
+        )
+        .map_err(written)?;
         if !warnings.is_empty() {
             writeln!(out, "Warnings:\n").map_err(written)?;
             for w in &warnings {
@@ -375,7 +456,8 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         searched = Some((search::scores(&runs, &outages), front));
     }
     if !cli.no_chart {
-        let svg = chart::render(events, &charted, &outages)?;
+        let svg = chart::render_in(pass(), (span.first_ns, span.last_ns), &charted, &outages)?;
+        reread(&reread_failed, &shown)?;
         std::fs::write(&cli.chart, svg)
             .map_err(|e| format!("cannot write `{}`: {e}", cli.chart.display()))?;
         writeln!(out, "chart written to `{}`", cli.chart.display()).map_err(written)?;

@@ -121,18 +121,23 @@ impl Span {
     pub fn of(events: impl IntoIterator<Item = Event>) -> Span {
         let mut span = Span::default();
         for e in events {
-            if span.calls == 0 {
-                span.first_ns = e.at_ns();
-            }
-            span.calls += 1;
-            span.last_ns = e.at_ns();
-            span.longest_ns = span.longest_ns.max(e.latency_ns().unwrap_or(0));
-            if e.is_known() {
-                let first = span.known_ns.map_or(e.at_ns(), |k| k.0);
-                span.known_ns = Some((first, e.at_ns()));
-            }
+            span.push(e);
         }
         span
+    }
+
+    /// Counts `e`, the next event in trace order.
+    pub fn push(&mut self, e: Event) {
+        if self.calls == 0 {
+            self.first_ns = e.at_ns();
+        }
+        self.calls += 1;
+        self.last_ns = e.at_ns();
+        self.longest_ns = self.longest_ns.max(e.latency_ns().unwrap_or(0));
+        if e.is_known() {
+            let first = self.known_ns.map_or(e.at_ns(), |k| k.0);
+            self.known_ns = Some((first, e.at_ns()));
+        }
     }
 }
 
@@ -142,16 +147,18 @@ impl Span {
 /// first failure and ends at its last. A bucket that would cut the trace into more than
 /// [`MAX_BUCKETS`] buckets is widened first ([`OutageRule::fit`]).
 pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
-    find_outages_in(|| events.iter().copied(), rule)
+    let span = Span::of(events.iter().copied());
+    find_outages_in(|| events.iter().copied(), &span, rule)
 }
 
-/// [`find_outages`] on events read by `pass`, three times over (the bounds, the buckets, the
-/// runs of failures), holding nothing per call.
+/// [`find_outages`] on events read by `pass`, whose [`Span`] is `span`, twice over (the buckets,
+/// the runs of failures), holding nothing per call.
 pub fn find_outages_in<I: Iterator<Item = Event>>(
     pass: impl Fn() -> I,
+    span: &Span,
     rule: OutageRule,
 ) -> Vec<Outage> {
-    let Some((t0, last)) = Span::of(pass()).known_ns else {
+    let Some((t0, last)) = span.known_ns else {
         return Vec::new();
     };
     let (rule, _) = rule.fit(last - t0);

@@ -18,9 +18,10 @@
 //! be), and so is a field given twice, so a misspelt or repeated field is never silently ignored. A
 //! line longer than [`MAX_LINE`] bytes is an error naming it.
 //!
-//! [`read`] reads a trace as a stream, one line at a time, and keeps each call of the replayed key
-//! as a 16-byte [`Event`]: a trace of ten million calls holds 160 MB of events, whatever its
-//! lines' length.
+//! [`Reader`] reads a trace as a stream, one line at a time. [`read`] keeps each call of the
+//! replayed key as a 16-byte [`Event`] (a trace of ten million calls holds 160 MB of events,
+//! whatever its lines' length); [`read_with`] hands each to a closure and keeps nothing, for a
+//! caller that reads the file again for each pass.
 
 use std::fmt;
 
@@ -346,6 +347,81 @@ impl std::error::Error for ReadError {
     }
 }
 
+/// A trace read one line at a time: at most one line of [`MAX_LINE`] bytes in memory.
+#[derive(Debug)]
+pub struct Reader<R> {
+    input: R,
+    buf: Vec<u8>,
+    line: usize,
+    last: u64,
+}
+
+impl<R: std::io::BufRead> Reader<R> {
+    /// A reader of `input`.
+    pub fn new(input: R) -> Self {
+        Reader {
+            input,
+            buf: Vec::new(),
+            line: 0,
+            last: 0,
+        }
+    }
+
+    /// The next call (blank lines skipped), `None` at the end.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadError::Line`] for a line that does not parse, is longer than [`MAX_LINE`] or goes
+    /// back in time; [`ReadError::Io`] when the input cannot be read.
+    pub fn next_call(&mut self) -> Result<Option<Call>, ReadError> {
+        use std::io::{BufRead as _, Read as _};
+        loop {
+            self.buf.clear();
+            let n = self
+                .input
+                .by_ref()
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut self.buf)
+                .map_err(ReadError::Io)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            let line = self.line;
+            let buf = &mut self.buf;
+            if buf.last() == Some(&b'\n') {
+                buf.pop();
+                if buf.last() == Some(&b'\r') {
+                    buf.pop();
+                }
+            }
+            if buf.len() > MAX_LINE {
+                return Err(ReadError::Line(TraceError {
+                    line,
+                    field: None,
+                    message: format!(
+                        "longer than {MAX_LINE} bytes; a trace has one call per line (is this a trace?)"
+                    ),
+                }));
+            }
+            let Ok(raw) = std::str::from_utf8(buf) else {
+                return Err(ReadError::Line(TraceError {
+                    line,
+                    field: None,
+                    message: "not UTF-8 text; a trace is JSON lines".into(),
+                }));
+            };
+            if raw.trim().is_empty() {
+                continue;
+            }
+            let call = parse_line(raw, line).map_err(ReadError::Line)?;
+            check_order(&call, self.last, line).map_err(ReadError::Line)?;
+            self.last = call.at_ns;
+            return Ok(Some(call));
+        }
+    }
+}
+
 /// Reads a trace line by line from `input`, keeping the calls of `key` (of the trace's only key
 /// when `None`) as [`Event`]s: memory is 16 bytes per call of that key plus one line of at most
 /// [`MAX_LINE`] bytes, whatever the input.
@@ -354,64 +430,44 @@ impl std::error::Error for ReadError {
 ///
 /// A [`ReadError`]: the first line that does not parse, is longer than [`MAX_LINE`] or goes back
 /// in time; a read error; a missing key, several keys and no `key`, or no call at all.
-pub fn read(mut input: impl std::io::BufRead, key: Option<&str>) -> Result<Trace, ReadError> {
-    use std::io::{BufRead as _, Read as _};
+pub fn read(input: impl std::io::BufRead, key: Option<&str>) -> Result<Trace, ReadError> {
+    let mut events = Vec::new();
+    let mut trace = read_with(input, key, |e| events.push(e))?;
+    trace.events = events;
+    Ok(trace)
+}
+
+/// [`read`], handing each call of the key to `sink` instead of keeping it: the returned
+/// [`Trace`]'s `events` is empty, and memory is one line whatever the trace.
+///
+/// # Errors
+///
+/// As [`read`].
+pub fn read_with(
+    input: impl std::io::BufRead,
+    key: Option<&str>,
+    mut sink: impl FnMut(Event),
+) -> Result<Trace, ReadError> {
     let mut keys: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let mut chosen: Option<String> = key.map(str::to_owned);
     let mut several = false;
-    let mut events = Vec::new();
-    let mut buf = Vec::new();
-    let mut last = 0u64;
+    let mut found = false;
     let mut lines = 0u64;
-    let mut line = 0usize;
-    loop {
-        buf.clear();
-        let n = input
-            .by_ref()
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(ReadError::Io)?;
-        if n == 0 {
-            break;
-        }
-        line += 1;
-        if buf.last() == Some(&b'\n') {
-            buf.pop();
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
-            }
-        }
-        if buf.len() > MAX_LINE {
-            return Err(ReadError::Line(TraceError {
-                line,
-                field: None,
-                message: format!(
-                    "longer than {MAX_LINE} bytes; a trace has one call per line (is this a trace?)"
-                ),
-            }));
-        }
-        let Ok(raw) = std::str::from_utf8(&buf) else {
-            return Err(ReadError::Line(TraceError {
-                line,
-                field: None,
-                message: "not UTF-8 text; a trace is JSON lines".into(),
-            }));
-        };
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let call = parse_line(raw, line).map_err(ReadError::Line)?;
-        check_order(&call, last, line).map_err(ReadError::Line)?;
-        last = call.at_ns;
+    let mut reader = Reader::new(input);
+    while let Some(call) = reader.next_call()? {
         lines += 1;
         if keys.len() < MAX_KEYS && !keys.contains(&call.key) {
             keys.insert(call.key.clone());
         }
         match &chosen {
-            Some(k) if *k == call.key => events.push(Event::from(&call)),
+            Some(k) if *k == call.key => {
+                found = true;
+                sink(Event::from(&call));
+            }
             Some(_) => several |= key.is_none(),
             None => {
-                events.push(Event::from(&call));
+                found = true;
+                sink(Event::from(&call));
                 chosen = Some(call.key);
             }
         }
@@ -422,10 +478,10 @@ pub fn read(mut input: impl std::io::BufRead, key: Option<&str>) -> Result<Trace
     }
     match chosen {
         None => Err(ReadError::Empty),
-        Some(k) if events.is_empty() => Err(ReadError::NoSuchKey { key: k, keys }),
+        Some(k) if !found => Err(ReadError::NoSuchKey { key: k, keys }),
         Some(k) => Ok(Trace {
             key: k,
-            events,
+            events: Vec::new(),
             lines,
         }),
     }

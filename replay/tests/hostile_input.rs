@@ -275,3 +275,57 @@ fn lint_checks_a_policy_without_a_trace() {
     );
     assert!(stdout.ends_with("2 error(s), 0 warning(s)\n"), "{stdout}");
 }
+
+#[test]
+fn a_file_streamed_pass_by_pass_and_stdin_held_in_memory_give_the_same_report() {
+    let dir = dir("same");
+    let trace = dir.join("flapping.jsonl");
+    assert!(
+        bin()
+            .args(["generate", "flapping", "--repeat", "3", "-o"])
+            .arg(&trace)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let args = [
+        "--policy",
+        "consecutive=5,open_for=5s",
+        "--policy",
+        "window=10s,min_calls=5,failure_rate=50",
+        "--policy",
+        "numb: window=1s,min_calls=50",
+    ];
+    let from_file = bin()
+        .arg(&trace)
+        .args(args)
+        .arg("--chart")
+        .arg(dir.join("file.svg"))
+        .output()
+        .unwrap();
+    assert!(from_file.status.success(), "{}", stderr(&from_file));
+    let from_stdin = bin()
+        .arg("-")
+        .args(args)
+        .arg("--chart")
+        .arg(dir.join("stdin.svg"))
+        .stdin(std::fs::File::open(&trace).unwrap())
+        .output()
+        .unwrap();
+    assert!(from_stdin.status.success(), "{}", stderr(&from_stdin));
+    let report = |o: &Output| {
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text[..text.find("chart written").unwrap()].to_owned()
+    };
+    assert_eq!(report(&from_file), report(&from_stdin));
+    assert!(
+        report(&from_file).contains("Warnings:"),
+        "{}",
+        report(&from_file)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("file.svg")).unwrap(),
+        std::fs::read_to_string(dir.join("stdin.svg")).unwrap()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
