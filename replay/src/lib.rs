@@ -5,8 +5,10 @@
 //! - [`replay`]: runs a trace through real `fusebox` breakers on a fake clock, once per candidate
 //!   policy ([`policy`]), and scores each: time to detect each outage, calls wrongly refused,
 //!   failures let through, openings, flaps, time open, probes.
-//! - [`search`], [`lint`], [`generate`], [`report`] and (feature `cli`) [`chart`]: the command
-//!   line's parts.
+//! - [`trace`]: the trace format, read as a stream into 16-byte [`trace::Event`]s.
+//! - [`search`] (a grid and its Pareto front), [`lint`] (a policy on its own, or on a trace),
+//!   [`generate`], [`report`] and (feature `cli`) [`chart`] (the replay chart and the search's
+//!   scatter): the command line's parts.
 //!
 //! Using only the recording layer? Depend on it with `default-features = false`.
 #![forbid(unsafe_code)]

@@ -1,20 +1,27 @@
 //! `fusebox-replay`: replay a recorded trace against candidate policies, chart it, search for a
-//! better one, or generate a synthetic trace.
+//! better one, lint a policy, or generate a synthetic trace.
 
-use std::path::PathBuf;
+use std::cell::RefCell;
+use std::io::{self, BufRead, BufReader, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use fusebox_replay::generate::{Scenario, generate};
 use fusebox_replay::policy::{Candidate, parse_policy_arg, parse_policy_file};
-use fusebox_replay::replay::{OutageRule, find_outages, replay};
-use fusebox_replay::trace::{self, Call};
+use fusebox_replay::replay::{OutageRule, Span, find_outages_in, replay_in};
+use fusebox_replay::trace::{self, Event};
 use fusebox_replay::{chart, lint, report, search};
 
 /// Replay a fusebox trace against candidate policies: a markdown table on stdout, an SVG chart,
 /// warnings about policies that cannot trip or trip on noise, and `--search` for the Pareto front.
+///
+/// The trace is read line by line (a line longer than 64 KiB is an error naming it); a trace file
+/// is read again for each pass, so memory stays flat, while stdin and `--search` keep each call
+/// of the replayed key in 16 bytes. A progress bar is drawn on stderr when it is a terminal.
 #[derive(Parser)]
 #[command(
     name = "fusebox-replay",
@@ -35,7 +42,8 @@ struct Cli {
     /// The key to replay (needed when the trace has more than one).
     #[arg(long)]
     key: Option<String>,
-    /// Where to write the SVG chart.
+    /// Where to write the SVG chart (and, with `--search`, the scatter next to it, as
+    /// `<name>-search.svg`).
     #[arg(long, default_value = "replay.svg")]
     chart: PathBuf,
     /// Do not write a chart.
@@ -45,11 +53,12 @@ struct Cli {
     /// wrongly refused.
     #[arg(long)]
     search: bool,
-    /// A 1-second bucket at or above this failure rate (percent) is part of an outage.
+    /// A bucket at or above this failure rate (percent) is part of an outage.
     #[arg(long, default_value_t = 25)]
     outage_rate: u32,
-    /// Width of the buckets outages are found in, e.g. `1s`, `500ms`.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    /// Width of the buckets outages are found in, e.g. `1s`, `500ms`; more than 0. A width that
+    /// would cut the trace into more than 1,000,000 buckets is widened, with a note on stderr.
+    #[arg(long, default_value = "1s", value_parser = bucket_width)]
     bucket: Duration,
 }
 
@@ -65,113 +74,378 @@ enum Command {
         /// Random seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Play the scenario this many times back to back (seeds `seed`, `seed + 1`, …), for a
+        /// long trace.
+        #[arg(long, default_value_t = 1)]
+        repeat: u64,
     },
+    /// Check policies without a trace: prints errors and warnings, exits with 1 on an error.
+    ///
+    /// e.g. `fusebox-replay lint "window=10,failure_rate=50" --policies candidates.toml`
+    Lint {
+        /// Candidates: `[name:] field=value,…`.
+        policies: Vec<String>,
+        /// A TOML file of named candidates (`[policies.<name>]` tables).
+        #[arg(long = "policies")]
+        policy_file: Option<PathBuf>,
+    },
+}
+
+/// Reads `--bucket`: a duration above zero.
+fn bucket_width(raw: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(raw).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err(
+            "a bucket of zero width cuts nothing; give a width such as `1s` or `500ms`".into(),
+        );
+    }
+    Ok(d)
+}
+
+/// Why the command stopped.
+enum Failure {
+    /// An error to print.
+    Message(String),
+    /// Standard output was closed (`| head`): end quietly.
+    Closed,
+    /// The lint found errors (already printed).
+    Lint,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Message(message)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Self {
+        Failure::Message(message.to_owned())
+    }
+}
+
+/// A failed write to standard output: a closed pipe ends the command quietly.
+fn written(e: io::Error) -> Failure {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        Failure::Closed
+    } else {
+        Failure::Message(format!("cannot write to standard output: {e}"))
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let result = run(cli, &mut out).and_then(|()| out.flush().map_err(written));
+    match result {
+        Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,
+        Err(Failure::Lint) => ExitCode::FAILURE,
+        Err(Failure::Message(e)) => {
+            // What was printed before the error goes first; a closed pipe is no longer our concern.
+            let _ = out.flush();
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-#[allow(clippy::too_many_lines)] // the command line, one branch per flag; not on a call path
-fn run(cli: Cli) -> Result<(), String> {
-    if let Some(Command::Generate {
-        scenario,
-        output,
-        seed,
-    }) = cli.command
-    {
-        let names: Vec<String> = Scenario::ALL
-            .iter()
-            .map(|(n, _)| format!("`{n}`"))
-            .collect();
-        let s = Scenario::parse(&scenario).ok_or_else(|| {
-            format!(
-                "unknown scenario `{scenario}`; expected one of {}",
-                names.join(", ")
-            )
-        })?;
-        let mut text = String::new();
-        for call in generate(s, seed) {
-            text.push_str(&call.to_line());
-            text.push('\n');
-        }
-        return match output {
-            Some(path) => std::fs::write(&path, text)
-                .map_err(|e| format!("cannot write `{}`: {e}", path.display())),
-            None => {
-                print!("{text}");
-                Ok(())
-            }
-        };
-    }
-    let path = cli
-        .trace
-        .ok_or("give a trace file (or `generate <scenario>` to make one)")?;
-    let text = if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).map_err(|e| format!("cannot read stdin: {e}"))?
+/// A progress bar on stderr when it is a terminal, hidden otherwise.
+fn progress(len: u64, template: &str) -> ProgressBar {
+    let target = if io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
     } else {
-        std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?
+        ProgressDrawTarget::hidden()
     };
-    let all = trace::parse(&text).map_err(|e| format!("`{}` {e}", path.display()))?;
-    let calls = select_key(&all, cli.key.as_deref())?;
+    let bar = ProgressBar::with_draw_target(Some(len), target)
+        .with_finish(indicatif::ProgressFinish::AndClear);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}
 
-    let mut candidates: Vec<Candidate> = Vec::new();
-    for (i, arg) in cli.policies.iter().enumerate() {
+fn read_candidates(args: &[String], file: Option<&Path>) -> Result<Vec<Candidate>, String> {
+    let mut candidates = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
         candidates.push(parse_policy_arg(arg, &format!("p{}", i + 1)).map_err(|e| e.to_string())?);
     }
-    if let Some(file) = &cli.policy_file {
+    if let Some(file) = file {
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
         candidates.extend(
             parse_policy_file(&text, &file.display().to_string()).map_err(|e| e.to_string())?,
         );
     }
+    Ok(candidates)
+}
+
+fn generate_command(
+    scenario: &str,
+    output: Option<&Path>,
+    seed: u64,
+    repeat: u64,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let names: Vec<String> = Scenario::ALL
+        .iter()
+        .map(|(n, _)| format!("`{n}`"))
+        .collect();
+    let s = Scenario::parse(scenario).ok_or_else(|| {
+        format!(
+            "unknown scenario `{scenario}`; expected one of {}",
+            names.join(", ")
+        )
+    })?;
+    let write = |out: &mut dyn Write| -> io::Result<()> {
+        let mut offset = 0u64;
+        for k in 0..repeat {
+            let calls = generate(s, seed.wrapping_add(k));
+            let last = calls.last().map_or(0, |c| c.at_ns);
+            for mut call in calls {
+                call.at_ns += offset;
+                writeln!(out, "{}", call.to_line())?;
+            }
+            offset += last + 1_000_000_000;
+        }
+        out.flush()
+    };
+    match output {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+            write(&mut io::BufWriter::new(file))
+                .map_err(|e| format!("cannot write `{}`: {e}", path.display()).into())
+        }
+        None => write(out).map_err(written),
+    }
+}
+
+fn lint_command(args: &[String], file: Option<&Path>, out: &mut dyn Write) -> Result<(), Failure> {
+    if args.is_empty() && file.is_none() {
+        return Err("no policy to check; give one, e.g. `fusebox-replay lint \"window=100,failure_rate=50\"`, or `--policies FILE`".into());
+    }
+    let mut errors = 0;
+    let mut candidates = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
+        match parse_policy_arg(arg, &format!("p{}", i + 1)) {
+            Ok(c) => candidates.push(c),
+            Err(e) => {
+                errors += 1;
+                writeln!(out, "error: {e}").map_err(written)?;
+            }
+        }
+    }
+    if let Some(file) = file {
+        match read_candidates(&[], Some(file)) {
+            Ok(c) => candidates.extend(c),
+            Err(e) => {
+                errors += 1;
+                writeln!(out, "error: {e}").map_err(written)?;
+            }
+        }
+    }
+    let mut warnings = 0;
+    for c in &candidates {
+        let findings = lint::check(c);
+        if findings.is_empty() {
+            writeln!(out, "ok: `{}`: `{}`", c.name, c.policy_arg()).map_err(written)?;
+        }
+        for f in findings {
+            warnings += usize::from(f.severity == lint::Severity::Warning);
+            errors += usize::from(f.severity == lint::Severity::Error);
+            writeln!(out, "{f}").map_err(written)?;
+        }
+    }
+    writeln!(out, "{errors} error(s), {warnings} warning(s)").map_err(written)?;
+    if errors > 0 {
+        return Err(Failure::Lint);
+    }
+    Ok(())
+}
+
+/// The calls of one key of a trace file, read again: the file was read whole once, so an error now
+/// means it changed; the first one is kept in `failed` and ends the pass.
+struct Reread<'a> {
+    reader: Option<trace::Reader<BufReader<std::fs::File>>>,
+    key: &'a str,
+    failed: &'a RefCell<Option<String>>,
+}
+
+impl<'a> Reread<'a> {
+    fn open(path: &Path, key: &'a str, failed: &'a RefCell<Option<String>>) -> Self {
+        let reader = match std::fs::File::open(path) {
+            Ok(file) => Some(trace::Reader::new(BufReader::with_capacity(1 << 16, file))),
+            Err(e) => {
+                failed.borrow_mut().get_or_insert(e.to_string());
+                None
+            }
+        };
+        Reread {
+            reader,
+            key,
+            failed,
+        }
+    }
+}
+
+impl Iterator for Reread<'_> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        loop {
+            match self.reader.as_mut()?.next_call() {
+                Ok(Some(call)) if call.key == self.key => return Some(Event::from(&call)),
+                Ok(Some(_)) => {}
+                Ok(None) => return None,
+                Err(e) => {
+                    self.failed.borrow_mut().get_or_insert(e.to_string());
+                    self.reader = None;
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// An error if reading the trace again failed.
+fn reread(failed: &RefCell<Option<String>>, shown: &str) -> Result<(), String> {
+    match failed.borrow().as_ref() {
+        Some(e) => Err(format!(
+            "`{shown}` changed while it was replayed ({e}); replay a copy that is not being written"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The scatter's file: `replay.svg` → `replay-search.svg`.
+fn scatter_path(chart: &Path) -> PathBuf {
+    let stem = chart
+        .file_stem()
+        .map_or("replay".into(), |s| s.to_string_lossy());
+    chart.with_file_name(format!("{stem}-search.svg"))
+}
+
+#[allow(clippy::too_many_lines)] // the command line, one branch per flag; not on a call path
+fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
+    match &cli.command {
+        Some(Command::Generate {
+            scenario,
+            output,
+            seed,
+            repeat,
+        }) => return generate_command(scenario, output.as_deref(), *seed, *repeat, out),
+        Some(Command::Lint {
+            policies,
+            policy_file,
+        }) => return lint_command(policies, policy_file.as_deref(), out),
+        None => {}
+    }
+    let path = cli
+        .trace
+        .ok_or("give a trace file (or `generate <scenario>` to make one)")?;
+    // Candidates first: a typo in one is reported before a long trace is read.
+    let candidates = read_candidates(&cli.policies, cli.policy_file.as_deref())?;
     if candidates.is_empty() && !cli.search {
         return Err(
             "no candidate policy; give `--policy \"window=100,failure_rate=50,open_for=30s\"`, `--policies FILE` or `--search`"
                 .into(),
         );
     }
-    let rule = OutageRule {
+    let shown = path.display().to_string();
+    let from_file = path.as_os_str() != "-";
+    // A file is read again for each pass (the outages, each candidate, the chart), so memory
+    // stays flat whatever its length; stdin, and `--search`, keep the events in memory.
+    let in_memory = !from_file || cli.search;
+    let input: Box<dyn BufRead> = if from_file {
+        let file = std::fs::File::open(&path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+        let len = file.metadata().map_or(0, |m| m.len());
+        let bar = progress(len, "reading {bytes}/{total_bytes} {wide_bar} {eta}");
+        Box::new(BufReader::with_capacity(1 << 16, bar.wrap_read(file)))
+    } else {
+        Box::new(io::stdin().lock())
+    };
+    let mut kept = Vec::new();
+    let mut span = Span::default();
+    let read = trace::read_with(input, cli.key.as_deref(), |e| {
+        span.push(e);
+        if in_memory {
+            kept.push(e);
+        }
+    })
+    .map_err(|e| match e {
+        trace::ReadError::Line(_) | trace::ReadError::Io(_) => format!("`{shown}` {e}"),
+        e => e.to_string(),
+    })?;
+    let reread_failed: RefCell<Option<String>> = RefCell::new(None);
+    let events = &kept;
+    let pass = || -> Box<dyn Iterator<Item = Event> + '_> {
+        if in_memory {
+            Box::new(events.iter().copied())
+        } else {
+            Box::new(Reread::open(&path, &read.key, &reread_failed))
+        }
+    };
+
+    let t0 = span.first_ns;
+    let (rule, note) = OutageRule {
         bucket: cli.bucket,
         failure_rate: cli.outage_rate,
         ..OutageRule::default()
-    };
-    let outages = find_outages(&calls, rule);
-    let t0 = calls.first().map_or(0, |c| c.at_ns);
+    }
+    .fit(span.known_ns.map_or(0, |(a, b)| b - a));
+    if let Some(note) = note {
+        eprintln!("note: {note}");
+    }
+    let outages = find_outages_in(pass, &span, rule);
     let mut charted = Vec::new();
     if !candidates.is_empty() {
+        let bar = progress(
+            candidates.len() as u64,
+            "replaying {pos}/{len} {wide_bar} {eta}",
+        );
         let runs: Vec<_> = candidates
             .iter()
-            .map(|c| replay(&calls, c, &outages))
+            .map(|c| {
+                let run = replay_in(pass(), &span, c, &outages);
+                bar.inc(1);
+                run
+            })
             .collect();
-        println!("{}", report::table(&runs, &outages, t0, calls.len()));
+        bar.finish_and_clear();
         let warnings: Vec<String> = candidates
             .iter()
             .zip(&runs)
-            .flat_map(|(c, r)| lint::lint(&calls, c, r, &outages))
+            .flat_map(|(c, r)| lint::lint_in(pass(), t0, c, r, &outages))
             .collect();
+        reread(&reread_failed, &shown)?;
+        writeln!(
+            out,
+            "{}",
+            report::table(&runs, &outages, t0, span.calls as usize)
+        )
+        .map_err(written)?;
         if !warnings.is_empty() {
-            println!("Warnings:\n");
+            writeln!(out, "Warnings:\n").map_err(written)?;
             for w in &warnings {
-                println!("- {w}");
+                writeln!(out, "- {w}").map_err(written)?;
             }
-            println!();
+            writeln!(out).map_err(written)?;
         }
         charted.extend(runs);
     }
+    let mut searched = None;
     if cli.search {
         let grid = search::grid();
-        let (runs, front) = search::search(&calls, &grid, &outages);
-        println!("{}", search::front_table(&grid, &runs, &front, &outages));
+        let bar = progress(grid.len() as u64, "searching {pos}/{len} {wide_bar} {eta}");
+        let (runs, front) = search::search_with(events, &grid, &outages, || bar.inc(1));
+        bar.finish_and_clear();
+        writeln!(
+            out,
+            "{}",
+            search::front_table(&grid, &runs, &front, &outages)
+        )
+        .map_err(written)?;
         if charted.is_empty() {
             charted.extend(front.iter().take(6).map(|&i| {
                 let mut r = runs[i].clone();
@@ -179,46 +453,21 @@ fn run(cli: Cli) -> Result<(), String> {
                 r
             }));
         }
+        searched = Some((search::scores(&runs, &outages), front));
     }
     if !cli.no_chart {
-        let svg = chart::render(&calls, &charted, &outages)?;
+        let svg = chart::render_in(pass(), (span.first_ns, span.last_ns), &charted, &outages)?;
+        reread(&reread_failed, &shown)?;
         std::fs::write(&cli.chart, svg)
             .map_err(|e| format!("cannot write `{}`: {e}", cli.chart.display()))?;
-        println!("chart written to `{}`", cli.chart.display());
+        writeln!(out, "chart written to `{}`", cli.chart.display()).map_err(written)?;
+        if let Some((scores, front)) = searched {
+            let path = scatter_path(&cli.chart);
+            let svg = chart::scatter(&scores, &front)?;
+            std::fs::write(&path, svg)
+                .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+            writeln!(out, "search scatter written to `{}`", path.display()).map_err(written)?;
+        }
     }
     Ok(())
-}
-
-/// The calls of `key`, or of the trace's only key.
-fn select_key<'a>(all: &'a [Call], key: Option<&str>) -> Result<Vec<&'a Call>, String> {
-    let mut keys: Vec<&str> = all.iter().map(|c| c.key.as_str()).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let key = match key {
-        Some(k) => {
-            if !keys.contains(&k) {
-                return Err(format!(
-                    "the trace has no calls of key `{k}`; its keys are {}",
-                    list(&keys)
-                ));
-            }
-            k
-        }
-        None => match keys.as_slice() {
-            [] => return Err("the trace has no calls".into()),
-            [one] => one,
-            _ => {
-                return Err(format!(
-                    "the trace has several keys ({}); choose one with `--key`",
-                    list(&keys)
-                ));
-            }
-        },
-    };
-    Ok(all.iter().filter(|c| c.key == key).collect())
-}
-
-fn list(keys: &[&str]) -> String {
-    let quoted: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
-    quoted.join(", ")
 }

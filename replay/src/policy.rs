@@ -254,9 +254,9 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
             .map(Setting::Int)
             .or_else(|| as_span().map(Setting::Span)),
         Kind::Count => as_int().map(Setting::Int),
-        Kind::Percent => as_int().filter(|n| *n <= 100).map(Setting::Int),
+        Kind::Percent => as_int().filter(|n| (1..=100).contains(n)).map(Setting::Int),
         Kind::PercentOrOff if raw == "off" => Some(Setting::Off),
-        Kind::PercentOrOff => as_int().filter(|n| *n <= 100).map(Setting::Int),
+        Kind::PercentOrOff => as_int().filter(|n| (1..=100).contains(n)).map(Setting::Int),
         Kind::Span => as_span().map(Setting::Span),
         Kind::Factor => raw
             .parse::<f64>()
@@ -268,8 +268,8 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
         let expected = match field.kind {
             Kind::CountOrSpan => "a number of calls (`100`) or a span (`30s`)",
             Kind::Count => "a whole number",
-            Kind::Percent => "a percentage from 0 to 100",
-            Kind::PercentOrOff => "a percentage from 0 to 100, or `off`",
+            Kind::Percent => "a percentage from 1 to 100",
+            Kind::PercentOrOff => "a percentage from 1 to 100, or `off`",
             Kind::Span => "a duration such as `500ms`, `30s` or `2m`",
             Kind::Factor => "a number such as `2.0`",
         };
@@ -290,7 +290,12 @@ fn build(
             return Err(PolicyError {
                 place: at.clone(),
                 field: Some(field_name.clone()),
-                message: format!("unknown policy field; expected one of {}", field_names()),
+                message: format!(
+                    "unknown policy field; {}expected one of {}",
+                    crate::trace::closest(field_name, FIELDS.iter().map(|f| f.name))
+                        .map_or(String::new(), |n| format!("did you mean `{n}`? ")),
+                    field_names()
+                ),
             });
         };
         let setting = read_value(field, raw).map_err(|message| PolicyError {
@@ -508,6 +513,38 @@ mod tests {
         assert_eq!(span_text(Duration::from_millis(1500)), "1500ms");
         assert_eq!(span_text(Duration::from_secs(120)), "2m");
         assert_eq!(span_text(Duration::from_secs(30)), "30s");
+    }
+
+    #[test]
+    fn zero_and_out_of_range_rates_get_one_message() {
+        for value in ["0", "150"] {
+            let e = parse_policy_arg(&format!("failure_rate={value}"), "p")
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "--policy \"failure_rate={value}\": field `failure_rate`: invalid value `{value}`; expected a percentage from 1 to 100, or `off`"
+                )
+            );
+        }
+        let e = parse_policy_arg("slow=1s,slow_rate=0", "p")
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("expected a percentage from 1 to 100"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_field_suggests_the_closest_one() {
+        let e = parse_policy_arg("window=100,falure_rate=50", "p")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown policy field; did you mean `failure_rate`? expected one of"),
+            "{e}"
+        );
+        let e = parse_policy_arg("colour=red", "p").unwrap_err().to_string();
+        assert!(e.contains("unknown policy field; expected one of"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //!   `assumed`); record with `metrics_only` to have none.
 //! - Latencies are the recorded ones, also for calls the candidate would have timed out.
 
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use fusebox::clock::{Clock, FakeClock};
 use fusebox::{Registry, State};
 
 use crate::policy::Candidate;
-use crate::trace::{Call, Outcome};
+use crate::trace::{Event, Outcome};
 
 /// A period of the trace when the backend was failing (see [`find_outages`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,27 +66,110 @@ impl Default for OutageRule {
     }
 }
 
-/// The outages of `calls` (one key's calls, in trace order): maximal runs of bad buckets (empty
+/// The most buckets [`find_outages`] cuts a trace into (16 MB of counts; 11 days of 1-second
+/// buckets): a rule whose bucket would cut the trace into more is widened by [`OutageRule::fit`].
+pub const MAX_BUCKETS: u64 = 1_000_000;
+
+impl OutageRule {
+    /// This rule for a trace spanning `span_ns`: unchanged when its bucket cuts the span into at
+    /// most [`MAX_BUCKETS`] buckets, otherwise with the narrowest whole-millisecond-free bucket
+    /// that does, and a note saying so. A zero-width bucket is taken as 1 ns.
+    pub fn fit(self, span_ns: u64) -> (OutageRule, Option<String>) {
+        let width = (self.bucket.as_nanos().max(1)).min(u128::from(u64::MAX)) as u64;
+        let buckets = span_ns / width + 1;
+        if buckets <= MAX_BUCKETS {
+            return (self, None);
+        }
+        let mut wider = span_ns / MAX_BUCKETS + 1;
+        for unit in [1_000_000_000, 1_000_000, 1_000] {
+            if wider >= unit {
+                wider = wider.div_ceil(unit).saturating_mul(unit);
+                break;
+            }
+        }
+        let rule = OutageRule {
+            bucket: Duration::from_nanos(wider),
+            ..self
+        };
+        let note = format!(
+            "`--bucket {}` would cut the trace's {} into {buckets} buckets; using {} buckets instead (at most {MAX_BUCKETS})",
+            humantime::format_duration(self.bucket),
+            humantime::format_duration(Duration::from_nanos(span_ns)),
+            humantime::format_duration(rule.bucket),
+        );
+        (rule, Some(note))
+    }
+}
+
+/// What one pass over a key's events tells: the bounds every other pass needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    /// Calls.
+    pub calls: u64,
+    /// The first call's report time.
+    pub first_ns: u64,
+    /// The last call's report time.
+    pub last_ns: u64,
+    /// The first and last report times of a success or failure, when there is one.
+    pub known_ns: Option<(u64, u64)>,
+    /// The longest latency.
+    pub longest_ns: u64,
+}
+
+impl Span {
+    /// Reads `events` (one key's calls, in trace order) once.
+    pub fn of(events: impl IntoIterator<Item = Event>) -> Span {
+        let mut span = Span::default();
+        for e in events {
+            span.push(e);
+        }
+        span
+    }
+
+    /// Counts `e`, the next event in trace order.
+    pub fn push(&mut self, e: Event) {
+        if self.calls == 0 {
+            self.first_ns = e.at_ns();
+        }
+        self.calls += 1;
+        self.last_ns = e.at_ns();
+        self.longest_ns = self.longest_ns.max(e.latency_ns().unwrap_or(0));
+        if e.is_known() {
+            let first = self.known_ns.map_or(e.at_ns(), |k| k.0);
+            self.known_ns = Some((first, e.at_ns()));
+        }
+    }
+}
+
+/// The outages of `events` (one key's calls, in trace order): maximal runs of bad buckets (empty
 /// buckets in between do not break a run), stretched to the run of failures around them, merged
-/// across gaps of up to `merge_gap`, with at least `min_failures` failures. An outage starts at its first failure and ends at its last.
-pub fn find_outages(calls: &[&Call], rule: OutageRule) -> Vec<Outage> {
-    let known: Vec<&Call> = calls
-        .iter()
-        .copied()
-        .filter(|c| matches!(c.outcome, Outcome::Success | Outcome::Failure))
-        .collect();
-    let Some(first) = known.first() else {
+/// across gaps of up to `merge_gap`, with at least `min_failures` failures. An outage starts at its
+/// first failure and ends at its last. A bucket that would cut the trace into more than
+/// [`MAX_BUCKETS`] buckets is widened first ([`OutageRule::fit`]).
+pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
+    let span = Span::of(events.iter().copied());
+    find_outages_in(|| events.iter().copied(), &span, rule)
+}
+
+/// [`find_outages`] on events read by `pass`, whose [`Span`] is `span`, twice over (the buckets,
+/// the runs of failures), holding nothing per call.
+pub fn find_outages_in<I: Iterator<Item = Event>>(
+    pass: impl Fn() -> I,
+    span: &Span,
+    rule: OutageRule,
+) -> Vec<Outage> {
+    let Some((t0, last)) = span.known_ns else {
         return Vec::new();
     };
+    let (rule, _) = rule.fit(last - t0);
     let width = rule.bucket.as_nanos().max(1) as u64;
-    let t0 = first.at_ns;
-    let bucket = |c: &Call| (c.at_ns - t0) / width;
-    let n = bucket(known[known.len() - 1]) as usize + 1;
+    let bucket = |at: u64| (at.saturating_sub(t0) / width) as usize;
+    let n = bucket(last) + 1;
     let mut totals = vec![(0u64, 0u64); n];
-    for c in &known {
-        let b = &mut totals[bucket(c) as usize];
+    for c in pass().filter(Event::is_known) {
+        let b = &mut totals[bucket(c.at_ns())];
         b.0 += 1;
-        b.1 += u64::from(c.outcome == Outcome::Failure);
+        b.1 += u64::from(c.outcome() == Outcome::Failure);
     }
     let bad = |b: usize| {
         let (calls, failures) = totals[b];
@@ -99,49 +183,68 @@ pub fn find_outages(calls: &[&Call], rule: OutageRule) -> Vec<Outage> {
             _ => runs.push((b, b)),
         }
     }
-    let mut periods: Vec<(usize, usize)> = Vec::new();
-    for (first_bucket, last_bucket) in runs {
-        let lo = known.partition_point(|c| (bucket(c) as usize) < first_bucket);
-        let hi = known.partition_point(|c| (bucket(c) as usize) <= last_bucket);
-        let failed = |i: usize| known[i].outcome == Outcome::Failure;
-        let Some(mut start) = (lo..hi).find(|&i| failed(i)) else {
+    drop(totals);
+    // Each run's period: from the start of the streak of failures (consecutive among successes
+    // and failures) holding its first failure, to the end of the streak holding its last. A point
+    // is (report time, failures counted up to and including it).
+    type Point = (u64, u64);
+    let mut starts: Vec<Option<Point>> = vec![None; runs.len()];
+    let mut ends: Vec<Option<Point>> = vec![None; runs.len()];
+    let mut waiting: Vec<usize> = Vec::new(); // runs whose last failure is in the current streak
+    let mut failures = 0u64;
+    let mut streak: Option<(Point, Point)> = None; // (first failure, last failure)
+    let mut r = 0;
+    let end_streak = |streak: &mut Option<(Point, Point)>,
+                      waiting: &mut Vec<usize>,
+                      ends: &mut Vec<Option<Point>>| {
+        if let Some((_, last)) = streak.take() {
+            for w in waiting.drain(..) {
+                ends[w] = Some(last);
+            }
+        }
+    };
+    for e in pass().filter(Event::is_known) {
+        if e.outcome() != Outcome::Failure {
+            end_streak(&mut streak, &mut waiting, &mut ends);
             continue;
-        };
-        let mut end = (lo..hi).rev().find(|&i| failed(i)).unwrap_or(start);
-        // Stretch to the unbroken run of failures on either side.
-        while start > 0 && failed(start - 1) {
-            start -= 1;
         }
-        while end + 1 < known.len() && failed(end + 1) {
-            end += 1;
+        failures += 1;
+        let here = (e.at_ns(), failures);
+        let (first, _) = *streak.get_or_insert((here, here));
+        streak = Some((first, here));
+        let b = bucket(e.at_ns());
+        while r < runs.len() && runs[r].1 < b {
+            r += 1;
         }
-        periods.push((start, end));
+        if r < runs.len() && runs[r].0 <= b {
+            starts[r].get_or_insert(first);
+            if waiting.last() != Some(&r) {
+                waiting.push(r);
+            }
+        }
     }
+    end_streak(&mut streak, &mut waiting, &mut ends);
     // Merge periods that touch or lie within `merge_gap` of each other, then keep the outages
     // with enough failures.
     let gap = rule.merge_gap.as_nanos() as u64;
-    let mut merged: Vec<(usize, usize)> = Vec::new();
-    for (start, end) in periods {
+    let mut merged: Vec<(Point, Point)> = Vec::new();
+    for (start, end) in starts.into_iter().zip(ends).filter_map(|(s, e)| s.zip(e)) {
         match merged.last_mut() {
-            Some(last) if known[last.1].at_ns.saturating_add(gap) >= known[start].at_ns => {
+            Some(last) if last.1.0.saturating_add(gap) >= start.0 => {
                 last.1 = last.1.max(end);
             }
             _ => merged.push((start, end)),
         }
     }
-    let failed = |i: usize| known[i].outcome == Outcome::Failure;
-    let mut outages: Vec<Outage> = Vec::new();
-    for (start, end) in merged {
-        let failures = (start..=end).filter(|&i| failed(i)).count() as u64;
-        if failures >= rule.min_failures {
-            outages.push(Outage {
-                start_ns: known[start].at_ns,
-                end_ns: known[end].at_ns,
-                failures,
-            });
-        }
-    }
-    outages
+    merged
+        .into_iter()
+        .map(|(start, end)| Outage {
+            start_ns: start.0,
+            end_ns: end.0,
+            failures: end.1 - start.1 + 1,
+        })
+        .filter(|o| o.failures >= rule.min_failures)
+        .collect()
 }
 
 /// One state change of a replayed breaker.
@@ -167,6 +270,9 @@ pub struct Run {
     pub detection: Vec<Option<u64>>,
     /// Calls refused whose recorded outcome was a success.
     pub wrongly_refused: u64,
+    /// [`Run::wrongly_refused`] per slice of the trace: [`SLICES`] equal slices from its first call
+    /// to its last (for the chart).
+    pub wrong_by_slice: Vec<u64>,
     /// Calls refused in all.
     pub refused: u64,
     /// Calls admitted during an outage whose recorded outcome was a failure.
@@ -188,14 +294,133 @@ pub struct Run {
 /// An opening this soon after the previous closing counts as a flap.
 pub const FLAP_WINDOW: Duration = Duration::from_secs(60);
 
-/// Replays `calls` (one key's calls, in trace order) through a breaker running `candidate`,
+/// The number of equal slices of the trace's span in which [`Run::wrong_by_slice`] counts the
+/// calls wrongly refused (the chart's resolution).
+pub const SLICES: usize = 300;
+
+/// An admission waiting in [`Replayer`]'s queue: (time, call number).
+type Admission = std::cmp::Reverse<(u64, u64)>;
+
+/// A call read and not yet reported, in [`Replayer`]'s queue of reports.
+struct Pending<'a> {
+    at_ns: u64,
+    recorded: Outcome,
+    /// What it reports: its recorded outcome, or for a call the recording refused, the last known one.
+    reports: Outcome,
+    permit: Option<fusebox::Permit<'a>>,
+}
+
+/// The replay of one candidate in progress: the calls read and not yet settled.
+struct Replayer<'a, 'o> {
+    breaker: &'a fusebox::Breaker,
+    clock: FakeClock,
+    now: u64,
+    /// The trace's longest latency: no call is admitted earlier than the last report read minus it.
+    longest: u64,
+    outages: &'o [Outage],
+    t0: u64,
+    span: u64,
+    admissions: BinaryHeap<Admission>,
+    /// In trace order, so in report-time order; `reports[0]` is call number `first_pending`.
+    reports: VecDeque<Pending<'a>>,
+    first_pending: u64,
+}
+
+impl<'a> Replayer<'a, '_> {
+    fn slice_of(&self, at: u64) -> usize {
+        let i = u128::from(at.saturating_sub(self.t0)) * SLICES as u128 / u128::from(self.span);
+        (i as usize).min(SLICES - 1)
+    }
+
+    /// Takes the steps (admissions and reports) that no call read after one reported at `until`
+    /// can precede; all of them when `until` is `None`.
+    fn step(&mut self, until: Option<u64>, run: &mut Run) {
+        loop {
+            // The earliest admission or report (reports are queued in time order); at equal
+            // times in call order, an admission before a report.
+            let admit = self.admissions.peek().map(|a| (a.0.0, a.0.1, 0u8));
+            let report = self
+                .reports
+                .front()
+                .map(|r| (r.at_ns, self.first_pending, 1u8));
+            let next = match (admit, report) {
+                (Some(a), Some(r)) => a.min(r),
+                (Some(a), None) => a,
+                (None, Some(r)) => r,
+                (None, None) => return,
+            };
+            if until.is_some_and(|u| next.0.saturating_add(self.longest) > u) {
+                return;
+            }
+            let (at, i, kind) = next;
+            if at > self.now {
+                self.clock.advance(Duration::from_nanos(at - self.now));
+                self.now = at;
+            }
+            if kind == 0 {
+                self.admissions.pop();
+                let slot = (i - self.first_pending) as usize;
+                let (at_ns, recorded) = (self.reports[slot].at_ns, self.reports[slot].recorded);
+                match self.breaker.try_acquire() {
+                    Ok(permit) => {
+                        run.probes += u64::from(permit.is_probe());
+                        run.assumed += u64::from(recorded == Outcome::Refused);
+                        if recorded == Outcome::Failure && in_outages(self.outages, at_ns) {
+                            run.failures_let_through += 1;
+                        }
+                        self.reports[slot].permit = Some(permit);
+                    }
+                    Err(_) => {
+                        run.refused += 1;
+                        if recorded == Outcome::Success {
+                            run.wrongly_refused += 1;
+                            run.wrong_by_slice[self.slice_of(at_ns)] += 1;
+                        }
+                    }
+                }
+            } else {
+                let call = self.reports.pop_front().expect("a report is queued");
+                self.first_pending += 1;
+                if let Some(permit) = call.permit {
+                    match call.reports {
+                        Outcome::Success => permit.success(),
+                        Outcome::Failure => permit.failure(),
+                        _ => permit.ignore(),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Replays `events` (one key's calls, in trace order) through a breaker running `candidate`,
 /// scoring it against `outages`.
+///
+/// Calls are admitted at [`Event::admitted_ns`] and reported at [`Event::at_ns`], in time order
+/// (at equal times in trace order, admissions first). The trace is read once, in order: a call's
+/// report waits in a queue until no later call can be admitted before it (no later call is
+/// admitted earlier than its report time minus the trace's longest latency), so the replay's
+/// memory is the calls within one longest latency of each other, not the trace.
 ///
 /// # Panics
 ///
 /// Only if `candidate.policy` is invalid: candidates are validated when parsed.
-pub fn replay(calls: &[&Call], candidate: &Candidate, outages: &[Outage]) -> Run {
-    let key = calls.first().map_or("replay", |c| c.key.as_str());
+pub fn replay(events: &[Event], candidate: &Candidate, outages: &[Outage]) -> Run {
+    let span = Span::of(events.iter().copied());
+    replay_in(events.iter().copied(), &span, candidate, outages)
+}
+
+/// [`replay`] of events read once from `events`, whose [`Span`] is `span`.
+///
+/// # Panics
+///
+/// Only if `candidate.policy` is invalid: candidates are validated when parsed.
+pub fn replay_in(
+    events: impl IntoIterator<Item = Event>,
+    span: &Span,
+    candidate: &Candidate,
+    outages: &[Outage],
+) -> Run {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
     let changes = Arc::new(Mutex::new(Vec::new()));
@@ -214,22 +439,15 @@ pub fn replay(calls: &[&Call], candidate: &Candidate, outages: &[Outage]) -> Run
         });
     }
     let breaker = registry
-        .breaker(key, candidate.policy)
+        .breaker("replay", candidate.policy)
         .expect("candidates are validated when they are read");
-
-    // Admissions and reports in time order; at equal times, in trace order, admission first.
-    let mut steps: Vec<(u64, usize, u8)> = Vec::with_capacity(calls.len() * 2);
-    for (i, c) in calls.iter().enumerate() {
-        steps.push((c.admitted_ns(), i, 0));
-        steps.push((c.at_ns, i, 1));
-    }
-    steps.sort_unstable();
 
     let mut run = Run {
         name: candidate.name.clone(),
         changes: Vec::new(),
         detection: Vec::new(),
         wrongly_refused: 0,
+        wrong_by_slice: vec![0; SLICES],
         refused: 0,
         failures_let_through: 0,
         openings: 0,
@@ -239,55 +457,44 @@ pub fn replay(calls: &[&Call], candidate: &Candidate, outages: &[Outage]) -> Run
         probes: 0,
         assumed: 0,
     };
-    // The outcome each call reports (refusals recorded live take the last known outcome).
+    let (t0, end_ns) = (span.first_ns, span.last_ns);
+    let mut replayer = Replayer {
+        breaker: &breaker,
+        clock,
+        now: 0,
+        longest: span.longest_ns,
+        outages,
+        t0,
+        span: (end_ns - t0).max(1),
+        admissions: BinaryHeap::new(),
+        reports: VecDeque::new(),
+        first_pending: 0,
+    };
     let mut last_known = Outcome::Success;
-    let mut outcome_of = Vec::with_capacity(calls.len());
-    for c in calls {
-        match c.outcome {
-            Outcome::Refused => outcome_of.push(last_known),
+    for (i, e) in events.into_iter().enumerate() {
+        let recorded = e.outcome();
+        let reports = match recorded {
+            Outcome::Refused => last_known,
             o => {
                 if o != Outcome::Ignored {
                     last_known = o;
                 }
-                outcome_of.push(o)
+                o
             }
-        }
+        };
+        replayer.step(Some(e.at_ns()), &mut run);
+        replayer
+            .admissions
+            .push(std::cmp::Reverse((e.admitted_ns(), i as u64)));
+        replayer.reports.push_back(Pending {
+            at_ns: e.at_ns(),
+            recorded,
+            reports,
+            permit: None,
+        });
     }
-    let mut permits: Vec<Option<fusebox::Permit<'_>>> = (0..calls.len()).map(|_| None).collect();
-    let mut now = 0u64;
-    for (at, i, kind) in steps {
-        if at > now {
-            clock.advance(Duration::from_nanos(at - now));
-            now = at;
-        }
-        let call = calls[i];
-        if kind == 0 {
-            match breaker.try_acquire() {
-                Ok(permit) => {
-                    run.probes += u64::from(permit.is_probe());
-                    run.assumed += u64::from(call.outcome == Outcome::Refused);
-                    if call.outcome != Outcome::Refused
-                        && outcome_of[i] == Outcome::Failure
-                        && outages.iter().any(|o| o.contains(call.at_ns))
-                    {
-                        run.failures_let_through += 1;
-                    }
-                    permits[i] = Some(permit);
-                }
-                Err(_) => {
-                    run.refused += 1;
-                    run.wrongly_refused += u64::from(call.outcome == Outcome::Success);
-                }
-            }
-        } else if let Some(permit) = permits[i].take() {
-            match outcome_of[i] {
-                Outcome::Success => permit.success(),
-                Outcome::Failure => permit.failure(),
-                _ => permit.ignore(),
-            }
-        }
-    }
-    let end_ns = calls.last().map_or(0, |c| c.at_ns);
+    replayer.step(None, &mut run);
+    drop(replayer);
     run.changes = std::mem::take(&mut *changes.lock().unwrap_or_else(|p| p.into_inner()));
     score(&mut run, outages, end_ns);
     run
@@ -300,11 +507,17 @@ fn tripped(state: State) -> bool {
 
 /// The state of `changes` at `at_ns` (closed before the first change).
 pub fn state_at(changes: &[Change], at_ns: u64) -> State {
-    changes
-        .iter()
-        .take_while(|c| c.at_ns <= at_ns)
-        .last()
-        .map_or(State::Closed, |c| c.to)
+    let after = changes.partition_point(|c| c.at_ns <= at_ns);
+    after
+        .checked_sub(1)
+        .map_or(State::Closed, |last| changes[last].to)
+}
+
+/// True when `at_ns` falls in one of `outages` (sorted and disjoint, as [`find_outages`] gives
+/// them): a binary search.
+pub fn in_outages(outages: &[Outage], at_ns: u64) -> bool {
+    let i = outages.partition_point(|o| o.end_ns < at_ns);
+    outages.get(i).is_some_and(|o| o.contains(at_ns))
 }
 
 fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
@@ -316,7 +529,7 @@ fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
             if last_close.is_some_and(|t| c.at_ns - t <= FLAP_WINDOW.as_nanos() as u64) {
                 run.flaps += 1;
             }
-            if !outages.iter().any(|o| o.contains(c.at_ns)) {
+            if !in_outages(outages, c.at_ns) {
                 run.false_openings += 1;
             }
         }
@@ -342,9 +555,11 @@ fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
             if tripped(state_at(&run.changes, o.start_ns)) {
                 return Some(0);
             }
-            run.changes
+            let from = run.changes.partition_point(|c| c.at_ns < o.start_ns);
+            run.changes[from..]
                 .iter()
-                .find(|c| c.to == State::Open && o.contains(c.at_ns))
+                .take_while(|c| c.at_ns <= o.end_ns)
+                .find(|c| c.to == State::Open)
                 .map(|c| c.at_ns - o.start_ns)
         })
         .collect();
@@ -358,5 +573,29 @@ impl Run {
             .zip(outages)
             .map(|(d, o)| d.unwrap_or(o.end_ns - o.start_ns + 1))
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_that_would_cut_too_many_is_widened_to_a_whole_unit() {
+        let rule = OutageRule::default();
+        assert!(
+            rule.fit(3_600_000_000_000).1.is_none(),
+            "an hour of 1 s buckets"
+        );
+        let (wide, note) = rule.fit(10_000_000_000_000_000_000);
+        assert_eq!(wide.bucket, Duration::from_secs(10_001));
+        assert!(note.unwrap().ends_with("(at most 1000000)"));
+        let tiny = OutageRule {
+            bucket: Duration::ZERO,
+            ..rule
+        };
+        let (wide, _) = tiny.fit(120_000_000_000);
+        assert_eq!(wide.bucket, Duration::from_micros(121));
+        assert!(120_000_000_000 / (wide.bucket.as_nanos() as u64) < MAX_BUCKETS);
     }
 }

@@ -16,7 +16,8 @@ the backend's load and recovery are the recording's (shedding load may let it re
 shown); a call the recording refused has no known outcome, and a candidate that admits it is given \
 the outcome of the last known call (counted in `assumed`); latencies are the recorded ones.";
 
-/// The detection column: one entry per outage, `missed` when the circuit never opened.
+/// The detection column: one entry per outage, `missed` when the circuit never opened; past four
+/// outages, how many were found and the mean time to detect those, or `missed (all N)` when none was.
 pub fn detection_cell(run: &Run) -> String {
     if run.detection.is_empty() {
         return "no outage".into();
@@ -30,11 +31,10 @@ pub fn detection_cell(run: &Run) -> String {
         cells.join(" / ")
     } else {
         let found: Vec<u64> = run.detection.iter().flatten().copied().collect();
-        let mean = if found.is_empty() {
-            0
-        } else {
-            found.iter().sum::<u64>() / found.len() as u64
-        };
+        if found.is_empty() {
+            return format!("missed (all {})", run.detection.len());
+        }
+        let mean = found.iter().sum::<u64>() / found.len() as u64;
         format!(
             "{}/{} found, mean {}",
             found.len(),
@@ -90,4 +90,37 @@ pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String 
     let _ = writeln!(out);
     let _ = writeln!(out, "{LIMITS}");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(detection: Vec<Option<u64>>) -> Run {
+        Run {
+            name: "p".into(),
+            changes: Vec::new(),
+            detection,
+            wrongly_refused: 0,
+            wrong_by_slice: Vec::new(),
+            refused: 0,
+            failures_let_through: 0,
+            openings: 0,
+            flaps: 0,
+            false_openings: 0,
+            open_ns: 0,
+            probes: 0,
+            assumed: 0,
+        }
+    }
+
+    #[test]
+    fn a_policy_that_finds_no_outage_reads_missed_not_a_mean_of_zero() {
+        assert_eq!(detection_cell(&run(vec![None; 5])), "missed (all 5)");
+        assert_eq!(
+            detection_cell(&run(vec![Some(2_000_000_000), None, None, None, None])),
+            "1/5 found, mean 2.00s"
+        );
+        assert_eq!(detection_cell(&run(vec![None, None])), "missed / missed");
+    }
 }

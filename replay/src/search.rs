@@ -6,7 +6,7 @@ use std::fmt::Write;
 use crate::policy::{Candidate, parse_policy_arg};
 use crate::replay::{Outage, Run, replay};
 use crate::report::secs;
-use crate::trace::Call;
+use crate::trace::Event;
 
 /// The grid: `consecutive` alone × `open_for`, then `window` × `failure_rate` × `min_calls` ×
 /// `open_for` × `consecutive`, skipping the combinations `fusebox` rejects (a `min_calls` above a
@@ -53,10 +53,7 @@ pub fn grid() -> Vec<Candidate> {
 /// other run is at least as good on both and better on one. Of runs equal on both, the first is
 /// kept. Sorted by detection cost.
 pub fn pareto(runs: &[Run], outages: &[Outage]) -> Vec<usize> {
-    let score: Vec<(u64, u64)> = runs
-        .iter()
-        .map(|r| (r.detection_cost(outages), r.wrongly_refused))
-        .collect();
+    let score = scores(runs, outages);
     let mut front: Vec<usize> = (0..runs.len())
         .filter(|&i| {
             let (d, w) = score[i];
@@ -71,16 +68,61 @@ pub fn pareto(runs: &[Run], outages: &[Outage]) -> Vec<usize> {
     front
 }
 
+/// A run's place in the search: (detection cost in nanoseconds, calls wrongly refused).
+pub type Score = (u64, u64);
+
+/// Each run's [`Score`], in order.
+pub fn scores(runs: &[Run], outages: &[Outage]) -> Vec<Score> {
+    runs.iter()
+        .map(|r| (r.detection_cost(outages), r.wrongly_refused))
+        .collect()
+}
+
 /// Replays every candidate of `candidates` and returns the runs with the front's indices.
 pub fn search(
-    calls: &[&Call],
+    events: &[Event],
     candidates: &[Candidate],
     outages: &[Outage],
 ) -> (Vec<Run>, Vec<usize>) {
-    let runs: Vec<Run> = candidates
-        .iter()
-        .map(|c| replay(calls, c, outages))
-        .collect();
+    search_with(events, candidates, outages, || {})
+}
+
+/// [`search`], calling `done` after each candidate's replay (for a progress bar).
+///
+/// Every candidate replays the same in-memory events (16 bytes a call, read once): the trace is
+/// neither read nor parsed again per candidate. The candidates are shared among as many threads
+/// as the machine has cores.
+pub fn search_with(
+    events: &[Event],
+    candidates: &[Candidate],
+    outages: &[Outage],
+    done: impl Fn() + Sync,
+) -> (Vec<Run>, Vec<usize>) {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, candidates.len().max(1));
+    let chunk = candidates.len().div_ceil(threads).max(1);
+    let runs: Vec<Run> = std::thread::scope(|scope| {
+        let handles: Vec<_> = candidates
+            .chunks(chunk)
+            .map(|part| {
+                let done = &done;
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|c| {
+                            let run = replay(events, c, outages);
+                            done();
+                            run
+                        })
+                        .collect::<Vec<Run>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
     let front = pareto(&runs, outages);
     (runs, front)
 }

@@ -69,7 +69,7 @@ fn an_unknown_policy_field_is_named() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with("--policy \"window=100,falure_rate=50\": field `falure_rate`: unknown policy field; expected one of `window`, `min_calls`, `failure_rate`"),
+        e.starts_with("--policy \"window=100,falure_rate=50\": field `falure_rate`: unknown policy field; did you mean `failure_rate`? expected one of `window`, `min_calls`, `failure_rate`"),
         "{e}"
     );
     let e = parse_policy_arg("window=100,open_for=soon", "p1")
@@ -195,4 +195,21 @@ fn a_rejected_call_is_written_rejected_and_the_older_word_still_reads() {
         .unwrap();
         assert_eq!(calls[0].outcome, Outcome::Refused, "{word}");
     }
+}
+
+#[test]
+fn a_field_given_twice_is_refused() {
+    assert_eq!(
+        error(r#"{"at_ns":4,"key":"k","outcome":"success","at_ns":5}"#),
+        "line 1: field `at_ns`: given twice; write each field once"
+    );
+}
+
+#[test]
+fn an_unknown_trace_field_suggests_the_closest_one() {
+    let e = error(r#"{"at_ns":4,"key":"k","outcome":"success","latncy_ns":3}"#);
+    assert!(
+        e.starts_with("line 1: unknown field `latncy_ns`; did you mean `latency_ns`?"),
+        "{e}"
+    );
 }

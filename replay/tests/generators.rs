@@ -14,7 +14,7 @@ const MS: u64 = 1_000_000;
 #[test]
 fn the_hard_outage_starts_at_60s_and_consecutive_5_detects_it_at_the_5th_failure() {
     let calls = generate(Scenario::HardOutage, 1);
-    let refs: Vec<_> = calls.iter().collect();
+    let refs = fusebox_replay::trace::events(&calls);
     let outages = find_outages(&refs, OutageRule::default());
     assert_eq!(outages.len(), 1, "{outages:?}");
     // Calls admitted from 60 s fail after 1 ms; the first of them is the outage's start.
@@ -48,7 +48,7 @@ fn the_hard_outage_starts_at_60s_and_consecutive_5_detects_it_at_the_5th_failure
 fn every_scenario_has_its_incidents_as_outages() {
     for (name, scenario) in Scenario::ALL {
         let calls = generate(scenario, 3);
-        let refs: Vec<_> = calls.iter().collect();
+        let refs = fusebox_replay::trace::events(&calls);
         let outages = find_outages(&refs, OutageRule::default());
         let incidents = scenario.incidents();
         assert_eq!(outages.len(), incidents.len(), "{name}: {outages:?}");
@@ -70,7 +70,7 @@ fn every_scenario_has_its_incidents_as_outages() {
 #[test]
 fn lint_warns_on_a_policy_that_cannot_trip_on_low_traffic() {
     let calls = generate(Scenario::LowTraffic, 1);
-    let refs: Vec<_> = calls.iter().collect();
+    let refs = fusebox_replay::trace::events(&calls);
     let outages = find_outages(&refs, OutageRule::default());
     let candidate = parse_policy_arg("window=1s,min_calls=10", "second").unwrap();
     let run = replay(&refs, &candidate, &outages);
@@ -93,7 +93,7 @@ fn lint_warns_on_a_policy_that_cannot_trip_on_low_traffic() {
 #[test]
 fn lint_warns_on_a_policy_that_trips_on_noise() {
     let calls = generate(Scenario::Brownout, 1);
-    let refs: Vec<_> = calls.iter().collect();
+    let refs = fusebox_replay::trace::events(&calls);
     let outages = find_outages(&refs, OutageRule::default());
     let jumpy =
         parse_policy_arg("window=5,min_calls=1,failure_rate=20,open_for=1s", "jumpy").unwrap();

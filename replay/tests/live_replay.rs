@@ -116,7 +116,7 @@ fn replaying_a_recorded_run_gives_the_live_transitions() {
         "the run opened, failed a recovery and reopened: {live:?}"
     );
 
-    let refs: Vec<_> = calls.iter().collect();
+    let refs = fusebox_replay::trace::events(&calls);
     let outages = find_outages(&refs, OutageRule::default());
     let candidate =
         parse_policy_arg("window=10,min_calls=5,failure_rate=50,open_for=2s", "same").unwrap();
@@ -180,7 +180,7 @@ fn a_time_window_with_slow_calls_replays_exactly_too() {
     let calls = trace::parse(&text).unwrap();
     let live = live.lock().unwrap().clone();
     assert!(live.len() >= 4, "{live:?}");
-    let refs: Vec<_> = calls.iter().collect();
+    let refs = fusebox_replay::trace::events(&calls);
     let run = replay(
         &refs,
         &candidate,

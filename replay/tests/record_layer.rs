@@ -112,7 +112,7 @@ fn metrics_only_records_real_outcomes_that_a_replay_then_judges() {
             .count(),
         50
     );
-    let refs: Vec<_> = calls.iter().collect();
+    let refs = fusebox_replay::trace::events(&calls);
     let outages = find_outages(&refs, OutageRule::default());
     assert_eq!(outages.len(), 1);
     let candidate = parse_policy_arg("window=10,min_calls=5,open_for=5s", "same").unwrap();

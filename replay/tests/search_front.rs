@@ -8,7 +8,7 @@ use fusebox_replay::search::{grid, pareto, search};
 #[test]
 fn the_front_contains_the_dominating_policies_of_the_hard_outage() {
     let calls = generate(Scenario::HardOutage, 1);
-    let refs: Vec<_> = calls.iter().collect();
+    let refs = fusebox_replay::trace::events(&calls);
     let outages = find_outages(&refs, OutageRule::default());
     let candidates: Vec<_> = [
         "quick: consecutive=5,open_for=5s",
@@ -30,7 +30,7 @@ fn the_front_contains_the_dominating_policies_of_the_hard_outage() {
 #[test]
 fn on_the_grid_the_front_is_exactly_the_undominated_runs() {
     let calls = generate(Scenario::Flapping, 2);
-    let refs: Vec<_> = calls.iter().collect();
+    let refs = fusebox_replay::trace::events(&calls);
     let outages = find_outages(&refs, OutageRule::default());
     let candidates = grid();
     assert_eq!(candidates.len(), 414, "the README counts them");
