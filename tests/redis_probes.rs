@@ -108,7 +108,10 @@ async fn slow_calls_are_timed_locally_and_counted_in_redis() {
         operator.state("slow", policy).await.unwrap().state,
         State::Closed
     );
-    assert!(slow_call(10).await.is_ok(), "slow, but a success");
+    assert!(
+        slow_call(11).await.is_ok(),
+        "slow (over 10 ms), but a success"
+    );
     assert!(slow_call(25).await.is_ok());
     // 2 slow of 4 calls: 50 % reaches `slow_rate`.
     assert_eq!(

@@ -221,8 +221,14 @@ pub(super) async fn worker(
             match answer {
                 Ok(answer) => {
                     apply(&job.link, &job.core, &answer, job.site);
-                    if let Some(reply) = job.reply.take() {
-                        let _ = reply.try_send(Ok(answer));
+                    if let Some(reply) = job.reply.take()
+                        && reply.try_send(Ok(answer)).is_err()
+                        && matches!(answer.code, 1 | 2)
+                    {
+                        // The caller stopped waiting (its bound passed) and was decided without
+                        // this admission: give it back, so a half-open probe's slot is not held
+                        // until its lease runs out.
+                        send(&job.link, answer.generation & 1023, 0, 0, job.site);
                     }
                 }
                 Err(()) => {
