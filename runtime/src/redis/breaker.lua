@@ -383,40 +383,32 @@ elseif op == 'report' then
     if digit >= 3 then outcome, slow = digit - 2, 1 end
     if b.st == 0 or b.st == 4 then
       code = 1
-      if outcome ~= 0 and slice_ms > 0 then
+      if outcome ~= 0 then
         local failure = outcome == 2 and 1 or 0
-        if not tb then
-          local slice = math.floor(now / slice_ms) + 1
-          tb = {field = 't' .. (slice % 10), slice = slice, c = 0, fl = 0, sw = 0}
-          local g, sl, oc, ofl, osw = bucket(tb.field)
-          if g == b.g and sl == slice then tb.c, tb.fl, tb.sw = oc, ofl, osw end
-          b.n, b.f, b.s = time_totals()
+        if slice_ms > 0 then
+          if not tb then
+            local slice = math.floor(now / slice_ms) + 1
+            tb = {field = 't' .. (slice % 10), slice = slice, c = 0, fl = 0, sw = 0}
+            local g, sl, oc, ofl, osw = bucket(tb.field)
+            if g == b.g and sl == slice then tb.c, tb.fl, tb.sw = oc, ofl, osw end
+            b.n, b.f, b.s = time_totals()
+          end
+          tb.c, tb.fl, tb.sw = tb.c + 1, tb.fl + failure, tb.sw + slow
+          writes[tb.field] = string.format('%d:%d:%d:%d:%d', b.g, tb.slice, tb.c, tb.fl, tb.sw)
+        else
+          local field = 'r' .. b.cur
+          local old = get_slot(field)
+          if old > 0 and math.floor(old / 8) == b.g then
+            local old_code = old % 8 - 1
+            b.n = b.n - 1
+            b.f = b.f - old_code % 2
+            b.s = b.s - math.floor(old_code / 2)
+          end
+          slots[field] = b.g * 8 + 1 + failure + 2 * slow
+          writes[field] = slots[field]
+          b.cur = (b.cur + 1) % w
         end
-        tb.c, tb.fl, tb.sw = tb.c + 1, tb.fl + failure, tb.sw + slow
         b.n, b.f, b.s = b.n + 1, b.f + failure, b.s + slow
-        writes[tb.field] = string.format('%d:%d:%d:%d:%d', b.g, tb.slice, tb.c, tb.fl, tb.sw)
-        if failure == 1 then b.run = b.run + 1 else b.run = 0 end
-        counted = true
-        if b.st == 0 then
-          rule = trip_rule(failure)
-          if rule > 0 then calls, failures, slow_calls = open(0) end
-        end
-      elseif outcome ~= 0 then
-        local failure = outcome == 2 and 1 or 0
-        local field = 'r' .. b.cur
-        local old = get_slot(field)
-        if old > 0 and math.floor(old / 8) == b.g then
-          local old_code = old % 8 - 1
-          b.n = b.n - 1
-          b.f = b.f - old_code % 2
-          b.s = b.s - math.floor(old_code / 2)
-        end
-        slots[field] = b.g * 8 + 1 + failure + 2 * slow
-        writes[field] = slots[field]
-        b.cur = (b.cur + 1) % w
-        b.n = b.n + 1
-        b.f = b.f + failure
-        b.s = b.s + slow
         if failure == 1 then b.run = b.run + 1 else b.run = 0 end
         counted = true
         if b.st == 0 then

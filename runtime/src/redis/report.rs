@@ -290,19 +290,17 @@ fn give_up(client: &Client, job: &Report, count: u64) {
             target: "fusebox",
             key = job.link.hash.as_str(),
             dropped = before + count,
-            "redis store did not record {} outcome(s) after {RESENDS} attempts or past the resend queue of {RESEND_QUEUE}; they count on this replica's local breaker only (check the store's latency and `RedisStoreBuilder::timeout`)",
+            "redis store did not record {} outcome(s) after {RESENDS} attempts or past the resend queue of {RESEND_QUEUE}; with `Degrade::Local` they counted on this replica's local breaker only (check the store's latency and `RedisStoreBuilder::timeout`)",
             before + count
         );
     }
 }
 
-/// The failure flag of an outcome's digit (`None`: released).
+/// The failure flag of an outcome's digit (`None`: released): the digit of [`code_of`] without
+/// its slow part.
 fn failure_of_code(code: u8) -> Option<bool> {
-    match code {
-        b'1' | b'3' => Some(false),
-        b'2' | b'4' => Some(true),
-        _ => None,
-    }
+    let outcome = code - b'0';
+    failure_of(if outcome > 2 { outcome - 2 } else { outcome })
 }
 
 /// The script's call for `sent`, as an `EVALSHA` command.
