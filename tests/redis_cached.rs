@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use fusebox::redis::{Mode, RedisStore};
+use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
 use redis_harness::{BackendError, RedisServer};
 
@@ -45,11 +45,7 @@ async fn until<F: std::future::Future<Output = bool>>(done: impl FnMut() -> F) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pubsub_killed_strict_until_resynchronised() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(&server.url())
-        .mode(Mode::Cached)
-        .connect()
-        .await
-        .unwrap();
+    let store = server.cached_store().await;
     assert!(store.is_cached());
     assert!(CACHED.share(store.clone()));
     // An operator's connection of its own.
@@ -118,11 +114,7 @@ async fn batched() -> Result<(), BackendError> {
 #[tokio::test]
 async fn batched_reports_all_counted_after_script_flush() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(&server.url())
-        .mode(Mode::Cached)
-        .connect()
-        .await
-        .unwrap();
+    let store = server.cached_store().await;
     assert!(BATCHED.share(store.clone()));
     batched().await.unwrap();
     assert!(server.command(&["SCRIPT", "FLUSH"]).starts_with("+OK"));
@@ -153,11 +145,7 @@ fn pay_sync() -> Result<(), BackendError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_calls_use_the_cached_view() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(&server.url())
-        .mode(Mode::Cached)
-        .connect()
-        .await
-        .unwrap();
+    let store = server.cached_store().await;
     assert!(SYNC.share(store.clone()));
     let operator = RedisStore::connect(&server.url()).await.unwrap();
     assert!(pay_sync().is_ok());

@@ -9,7 +9,6 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Policy, Registry, circuit_breaker};
 use redis_harness::{BackendError, RedisServer, reply_on};
 
@@ -59,11 +58,7 @@ async fn outcomes_settled_faster_than_round_trips_are_summed_and_all_counted() {
     const TASKS: u32 = 32;
     const EACH: u32 = 250;
     let server = RedisServer::start();
-    let store = RedisStore::builder(&server.url())
-        .mode(Mode::Cached)
-        .connect()
-        .await
-        .unwrap();
+    let store = server.cached_store().await;
     assert!(SUMMED.share(store));
     // The view is learnt first, so every call is admitted from it without a round trip.
     let _ = summed().await;
@@ -112,11 +107,7 @@ async fn resumed() -> Result<(), BackendError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recording_resumes_soon_after_redis_is_continued() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(&server.url())
-        .mode(Mode::Cached)
-        .connect()
-        .await
-        .unwrap();
+    let store = server.cached_store().await;
     assert!(RESUMED.share(store));
     let calls = std::sync::Arc::new(AtomicU32::new(0));
     let _ = resumed().await;

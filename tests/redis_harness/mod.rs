@@ -118,6 +118,15 @@ impl RedisServer {
             .any(|line| line.trim() == pid)
     }
 
+    /// A store in cached mode on this server, with the other settings at their defaults.
+    pub(crate) async fn cached_store(&self) -> fusebox::redis::RedisStore {
+        fusebox::redis::RedisStore::builder(&self.url())
+            .mode(fusebox::redis::Mode::Cached)
+            .connect()
+            .await
+            .expect("connect in cached mode")
+    }
+
     /// The server's URL.
     pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
