@@ -1367,7 +1367,6 @@ fn fleet_of_four_processes() {
 }
 
 #[test]
-#[ignore = "timing: cached mode learns a trip one to two round trips late, and on a loaded 2-core host that is tens of milliseconds, more than this test's allowance of 10 one-millisecond calls per task (seen once: 1,870 backend calls against a bound of 1,300 in the retry shape). Run with `--ignored`"]
 fn fleet_of_two_processes_cached() {
     fleet(2, "cached");
 }

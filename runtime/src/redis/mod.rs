@@ -152,7 +152,7 @@ pub use store::{RedisStore, RedisStoreBuilder, SharedState};
 
 /// The floor of the default bound on each store call (see
 /// [`RedisStoreBuilder::adaptive_timeout`]).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(600);
 /// The ceiling of the default bound on each store call.
 pub const DEFAULT_TIMEOUT_CEILING: Duration = Duration::from_secs(1);
 /// How long, by default, a shared key's local breaker keeps an open circuit open while the store
