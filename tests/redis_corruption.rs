@@ -99,8 +99,9 @@ fn scenarios() -> Vec<Scenario> {
         let error = (field != "inc").then_some(field);
         all.push(count(Damage::Delete(field), error));
     }
-    // `q`: the replica's report sequence (`q<replica id>`).
-    for field in ["q", "r0", "r1", "r2", "r3"] {
+    // `q`: the replica's report sequence (`q<replica id>`); `pt`: the half-open probes' tokens
+    // (read when the recovery grants its probe).
+    for field in ["q", "pt", "r0", "r1", "r2", "r3"] {
         for (_, value) in VALUES {
             all.push(count(Damage::Set(field, value), Some(field)));
         }

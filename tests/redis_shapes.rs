@@ -315,6 +315,125 @@ async fn a_degraded_replica_runs_no_half_open_of_its_own() {
     assert_eq!(HALF_CALLS.load(Ordering::SeqCst), before + 1, "one probe");
 }
 
+static UNHEARD_ASYNC: LazyLock<Registry> = LazyLock::new(Registry::new);
+static UNHEARD_SYNC: LazyLock<Registry> = LazyLock::new(Registry::new);
+static UNHEARD_DROPPED: LazyLock<Registry> = LazyLock::new(Registry::new);
+static UNHEARD_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// One probe; a lost probe is re-armed only after 60 s, far past the test.
+#[circuit_breaker(key = "shape-unheard-async", registry = UNHEARD_ASYNC, window = 2, min_calls = 2, open_for = "300ms", half_open_lease = "60s")]
+async fn unheard_async() -> Result<(), BackendError> {
+    UNHEARD_CALLS.fetch_add(1, Ordering::SeqCst);
+    Err(BackendError::Down)
+}
+
+#[circuit_breaker(key = "shape-unheard-sync", registry = UNHEARD_SYNC, window = 2, min_calls = 2, open_for = "300ms", half_open_lease = "60s")]
+fn unheard_sync() -> Result<(), BackendError> {
+    UNHEARD_CALLS.fetch_add(1, Ordering::SeqCst);
+    Err(BackendError::Down)
+}
+
+#[circuit_breaker(key = "shape-unheard-dropped", registry = UNHEARD_DROPPED, window = 2, min_calls = 2, open_for = "300ms", half_open_lease = "60s")]
+async fn unheard_dropped() -> Result<(), BackendError> {
+    UNHEARD_CALLS.fetch_add(1, Ordering::SeqCst);
+    Err(BackendError::Down)
+}
+
+/// An admission whose answer is never read (`unheard`, while Redis is busy for 400 ms) is run by
+/// Redis all the same, once it is free: the probe it grants is given back, so the next call is
+/// the probe (not refused with `HalfOpenFull` until the lease runs out).
+async fn unheard_admission_gives_its_probe_back(
+    registry: &'static Registry,
+    key: &str,
+    store_timeout: Duration,
+    call: impl AsyncFn() -> Result<(), BackendError>,
+    unheard: impl AsyncFn(),
+) {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(&server.url())
+        .timeout(store_timeout)
+        .connect()
+        .await
+        .unwrap();
+    registry.share(store);
+    for _ in 0..2 {
+        assert!(matches!(call().await, Err(BackendError::Down)));
+    }
+    assert_eq!(reason(&call().await), Some(Reason::Open));
+    // The open wait (300 ms) passes; Redis then runs a script for 400 ms.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let port = server.port;
+    let sleeper =
+        std::thread::spawn(move || redis_harness::command_on(port, &["EVAL", BUSY_400_MS, "0"]));
+    std::thread::sleep(Duration::from_millis(50));
+    let before = UNHEARD_CALLS.load(Ordering::SeqCst);
+    // Redis runs the admission once it is free, granting the probe to nobody.
+    unheard().await;
+    sleeper.join().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while UNHEARD_CALLS.load(Ordering::SeqCst) == before {
+        assert!(std::time::Instant::now() < deadline, "no probe in 10 s");
+        let refused = reason(&call().await);
+        assert_ne!(
+            refused,
+            Some(Reason::HalfOpenFull),
+            "the unheard admission's probe is held"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        UNHEARD_CALLS.load(Ordering::SeqCst),
+        before + 1,
+        "one probe"
+    );
+    assert_eq!(
+        registry.get(key).unwrap().state(),
+        State::Open,
+        "the probe failed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_admission_that_timed_out_gives_its_probe_back() {
+    // The admission times out (100 ms): the call is refused, as the store grants probes.
+    unheard_admission_gives_its_probe_back(
+        &UNHEARD_ASYNC,
+        "shape-unheard-async",
+        Duration::from_millis(100),
+        async || unheard_async().await,
+        async || assert_eq!(reason(&unheard_async().await), Some(Reason::Open)),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_admission_that_timed_out_gives_its_probe_back() {
+    unheard_admission_gives_its_probe_back(
+        &UNHEARD_SYNC,
+        "shape-unheard-sync",
+        Duration::from_millis(100),
+        async || unheard_sync(),
+        async || assert_eq!(reason(&unheard_sync()), Some(Reason::Open)),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_dropped_by_its_caller_gives_its_probe_back() {
+    // The store would wait (2 s), but the caller gives up after 100 ms and drops the call.
+    unheard_admission_gives_its_probe_back(
+        &UNHEARD_DROPPED,
+        "shape-unheard-dropped",
+        Duration::from_secs(2),
+        async || unheard_dropped().await,
+        async || {
+            let dropped = tokio::time::timeout(Duration::from_millis(100), unheard_dropped()).await;
+            assert!(dropped.is_err(), "the call was still waiting: {dropped:?}");
+        },
+    )
+    .await;
+}
+
 /// Outcomes whose report timed out while Redis was busy (a script that runs for 400 ms) are sent
 /// again; the script records each exactly once, though it ran the first copy too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::Degrade;
 use super::link::{CONFIRMED, Link, view_generation, view_state};
+use super::report::send_cancel;
 use super::script::{Answer, apply, call};
 use crate::breaker::{Boxed, Core, FnName, Named, Permit, shared_word, unknown_shared_word};
 use crate::error::{Error, Reason};
@@ -93,16 +94,49 @@ pub(super) fn admit<'a>(
     Box::pin(async move {
         let client = &link.store.client;
         let (seed, remaining) = core.seed();
-        let answer = call(client, link, "admit", &[seed, remaining]).await;
+        let token = client.admissions.fetch_add(1, Ordering::Relaxed) + 1;
+        // Until the answer is read, a probe the script grants is given back if this call times
+        // out, fails, or is dropped (its caller cancelled): its slot is not held until the lease.
+        let mut unheard = Unheard {
+            link,
+            token,
+            site,
+            armed: true,
+        };
+        let answer = call(
+            client,
+            link,
+            "admit",
+            &[seed, remaining, client.replica, token],
+        )
+        .await;
         client.probing.store(false, Ordering::Release);
         match answer {
             Ok(answer) => {
+                unheard.armed = false;
                 apply(link, core, &answer, site);
                 permit_of(core, &answer, site)
             }
             Err(()) => degraded(core, link, site),
         }
     })
+}
+
+/// An admission asked of the script whose answer has not been read: dropped armed, it gives back
+/// the probe the script may have granted ([`send_cancel`]).
+struct Unheard<'a> {
+    link: &'a Arc<Link>,
+    token: u64,
+    site: FnName,
+    armed: bool,
+}
+
+impl Drop for Unheard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            send_cancel(self.link, self.token, self.site);
+        }
+    }
 }
 
 /// The permit of the script's answer to an `admit`.

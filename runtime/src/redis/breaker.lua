@@ -1,7 +1,8 @@
 -- fusebox: one circuit breaker in one Redis hash. Admission and outcome recording, atomically.
 --
 -- KEYS[1]  the breaker's hash, `{prefix:key}`
--- ARGV[1]  op: `admit`, `report`, `force`, `state`, or `read` (`state` that never creates the key)
+-- ARGV[1]  op: `admit`, `report`, `cancel`, `force`, `state`, or `read` (`state` that never
+--          creates the key)
 -- ARGV[2]  time in milliseconds supplied by a test clock, or '' to read Redis `TIME`
 -- ARGV[3]  idle TTL (ms)      ARGV[4]  count window (calls), or 2^40 + the slice (ms) of a time
 --          window of ten slices   ARGV[5]  min_calls
@@ -21,14 +22,20 @@
 -- force:   ARGV[15] target state
 -- admit:   ARGV[15] the replica's local state, ARGV[16] its open remaining (ms): used only when
 --          the key does not exist (first share of a breaker already in use, or Redis restarted
---          and lost the state), so an open circuit stays open
+--          and lost the state), so an open circuit stays open; ARGV[17] the replica's id and
+--          ARGV[18] the admission's number in that replica: a half-open probe granted is kept as
+--          the token `id.number` (field `pt`, with the generation), so `cancel` can give it back
+-- cancel:  ARGV[15] the replica's id, ARGV[16] an admission's number: the replica never heard
+--          the answer of that `admit` (its call timed out); if the admission holds a probe of
+--          the current half-open, the probe is given back (code 1), else nothing changes (code 0)
 --
 -- Returns {code, state, generation, open remaining (ms), committed-from (-1: no transition),
 --          calls, failures, reset, rule, slow, incarnation, field, window calls, window failures}
 -- reset: 0 none; 1 a field held data this script did not write, and the key was reset; 2 a window
---        slot (`t*` or `r*`) did, and it was cleared. field: which (see `corrupt_field` in script.rs):
+--        slot (`t*` or `r*`) or the probe tokens (`pt`) did, and it was cleared. field: which (see `corrupt_field` in script.rs):
 --        the index in FIELDS, NOT_HASH (the key is not a hash), REPLICA_SEQUENCE (the caller's
---        `q<id>`, cleared: it is overwritten), 100 + i for `ti`, 1000 + i for `ri`
+--        `q<id>`, cleared: it is overwritten), PROBE_TOKENS (`pt`), 100 + i for `ti`, 1000 + i
+--        for `ri`
 -- incarnation: written when the key is created (Redis `TIME` in microseconds), so a replica can tell
 --        a key that was deleted and created again (its generations restart) from a stale answer;
 --        0 from `read` on a missing key
@@ -90,6 +97,11 @@ local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur',
 local NOT_HASH = #FIELDS + 1
 -- The calling replica's report sequence field `q<id>` (ARGV[17]).
 local REPLICA_SEQUENCE = #FIELDS + 2
+-- The half-open probes granted by `admit` (`generation:id.number,id.number,...`).
+local PROBE_TOKENS = #FIELDS + 3
+-- The most probe tokens kept (the newest): a token can only be given back right after its
+-- `admit` (the replica sends `cancel` when that call times out, on the same connection).
+local MAX_TOKENS = 64
 -- Generations stay below 10^13: exact as doubles (also times 8, in a count window's slot) and
 -- printed in full. Incarnations stay below 2^53.
 local MAXG = 10000000000000
@@ -175,6 +187,8 @@ end
 local fresh = not b
 if fresh then
   if op == 'read' then return {1, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad, 0, 0} end
+  -- No key, no probe to give back (and nothing is created).
+  if op == 'cancel' then return {0, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad, -1, -1} end
   -- A new key: generations start at the current second, so they do not go backwards across a
   -- restart that lost the state, and a result admitted before the loss stays stale.
   b = {st = 0, g = math.floor(now / 1000), dl = 0, iss = 0, pas = 0, arm = 0, n = 0, f = 0, s = 0, cur = 0, run = 0, ro = 0, w = w, ph = 0, sq = 0, pf = 0, inc = incarnation(old_inc)}
@@ -294,6 +308,38 @@ local function time_totals()
   return n, f, s, slice
 end
 
+-- The probe tokens of the current generation (older ones count as none). A field that does not
+-- parse is cleared and reported.
+local function probe_tokens()
+  local raw = redis.call('HGET', k, 'pt')
+  local list = {}
+  if not raw then return list end
+  local g, rest = string.match(raw, '^(%d+):([%d.,]*)$')
+  if not g or #raw > 64 * MAX_TOKENS then
+    redis.call('HDEL', k, 'pt')
+    corrupt(PROBE_TOKENS)
+    return list
+  end
+  if tonumber(g) ~= b.g then return list end
+  for token in string.gmatch(rest, '[^,]+') do list[#list + 1] = token end
+  return list
+end
+
+local function write_tokens(list)
+  redis.call('HSET', k, 'pt', b.g .. ':' .. table.concat(list, ','))
+end
+
+-- Keeps the token of a half-open probe this `admit` grants (counted probes only: progressive
+-- recovery holds no slot).
+local function grant()
+  local id, number = ARGV[17], ARGV[18]
+  if phases > 0 or not id or not string.find(id, '^%d+$') or not number or not string.find(number, '^%d+$') then return end
+  local list = probe_tokens()
+  list[#list + 1] = id .. '.' .. number
+  while #list > MAX_TOKENS do table.remove(list, 1) end
+  write_tokens(list)
+end
+
 local function remaining()
   if b.st == 1 and b.dl > now then return b.dl - now end
   return 0
@@ -317,6 +363,7 @@ if op == 'admit' then
       b.iss, b.arm = 1, now
       if phases > 0 then b.ph = 1 end
       code = 2
+      grant()
     end
   elseif b.st == 2 and phases > 0 then
     local seq = b.sq
@@ -328,6 +375,7 @@ if op == 'admit' then
       b.iss = b.iss + 1
       dirty = true
       code = 2
+      grant()
     elseif now - b.arm >= lease then
       -- The probes never reported within their lease (their replica died): re-arm.
       local ro = b.ro
@@ -337,6 +385,7 @@ if op == 'admit' then
       b.ro = ro
       b.iss, b.arm = 1, now
       code = 2
+      grant()
     else
       code = 3
     end
@@ -469,6 +518,21 @@ elseif op == 'report' then
     list[#list + 1] = value
   end
   if #list > 0 then redis.call('HSET', k, unpack(list)) end
+elseif op == 'cancel' then
+  if b.st == 2 and phases == 0 then
+    local token = tostring(ARGV[15]) .. '.' .. tostring(ARGV[16])
+    local list = probe_tokens()
+    for i = 1, #list do
+      if list[i] == token then
+        table.remove(list, i)
+        write_tokens(list)
+        if b.iss > 0 then b.iss = b.iss - 1 end
+        dirty = true
+        code = 1
+        break
+      end
+    end
+  end
 elseif op == 'force' then
   local target = tonumber(ARGV[15])
   if target ~= 0 and target ~= 3 and target ~= 4 then
@@ -513,7 +577,7 @@ if b.g ~= g0 then
   redis.call('PUBLISH', 'fusebox:transitions', string.format('%d %d %d %d %s', b.st, b.g, remaining(), b.inc, k))
 end
 local wn, wf = b.n, b.f
-if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or (op == 'report' and not counted)) then
+if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or op == 'cancel' or (op == 'report' and not counted)) then
   wn, wf = -1, -1
 end
 return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad, wn, wf}

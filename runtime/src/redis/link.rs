@@ -195,6 +195,9 @@ pub(super) struct Client {
     pub(super) replica: u64,
     /// The sequence number of the last report the reporting task sent (it alone numbers them).
     pub(super) sequence: AtomicU64,
+    /// The number of the last admission asked of the script: with [`Client::replica`], the token
+    /// of a half-open probe it grants, which `cancel` gives back when the answer never arrived.
+    pub(super) admissions: AtomicU64,
     /// Reports given up: not recorded in the store after every resend, or past the resend queue.
     pub(super) dropped: AtomicU64,
     pub(super) time: Option<Arc<dyn Clock>>,
@@ -341,9 +344,17 @@ pub(super) struct Report {
     /// An outcome's sequence number in this replica's reports (the script records each at most
     /// once, so a report whose answer was lost can be sent again); an admission's seed.
     pub(super) sequence: u64,
-    /// Where an admission's answer goes (a caller waiting on its thread); boxed, so a report
-    /// (the common job) stays small in the queue.
-    pub(super) reply: Option<Box<std::sync::mpsc::SyncSender<Result<Answer, ()>>>>,
+    /// The caller of an admission waiting on its thread; boxed, so a report (the common job)
+    /// stays small in the queue.
+    pub(super) asker: Option<Box<Asker>>,
+}
+
+/// A caller waiting on its thread for an admission the reporting task asks for.
+pub(super) struct Asker {
+    /// Where the answer goes.
+    pub(super) reply: std::sync::mpsc::SyncSender<Result<Answer, ()>>,
+    /// The admission's number ([`Client::admissions`]): its probe token.
+    pub(super) token: u64,
 }
 
 /// One answer of the script.

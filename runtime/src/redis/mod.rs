@@ -17,7 +17,10 @@
 //! transition, so the replica that committed it announces it with the `trigger` an in-memory
 //! breaker gives (`consecutive`, `slow_rate`, `open_wait_over`, …). Half-open probe permits are
 //! taken inside the script, so the number of probes is exact across replicas, and a probe lease
-//! re-arms the probes of a replica that died. Every script call is O(1) in the window size (the
+//! re-arms the probes of a replica that died. A probe the script grants to an admission whose
+//! answer never reached its replica (the call timed out while Redis was busy, failed, or its
+//! caller dropped it) is given back by a `cancel` sent after it on the same connection, so it is
+//! not held until the lease. Every script call is O(1) in the window size (the
 //! count window is a ring of slots in the hash, with running totals); a report carries the
 //! outcomes its replica settled during one round trip (at most 1,024) and costs one step each.
 //!

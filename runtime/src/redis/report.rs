@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::{Client, Link, Report};
+use super::link::{Asker, Client, Link, Report};
 use super::script::{Answer, answer_of, apply, degrade_event};
 use crate::breaker::{FnName, generation_of};
 use crate::state::Word;
@@ -37,6 +37,10 @@ pub(super) const LEARN: u8 = 3;
 /// thread; never sent twice).
 pub(super) const ADMIT: u8 = 4;
 
+/// The `outcome` of a job that gives back the half-open probe an admission may hold, when its
+/// answer never reached the replica (`sequence`: the admission's number; never sent twice).
+pub(super) const CANCEL: u8 = 5;
+
 /// The most reports waiting to be sent again; past it the oldest are given up (counted).
 pub(super) const RESEND_QUEUE: usize = 4096;
 
@@ -48,6 +52,14 @@ pub(super) fn send(link: &Arc<Link>, generation: u64, outcome: u8, slow: u8, sit
     enqueue(link, generation, outcome, slow, site, 0, None);
 }
 
+/// Gives back the half-open probe admission number `token` of this replica holds, if the script
+/// granted one: its `admit` was sent, but its answer never arrived (the call timed out, failed,
+/// or its caller stopped waiting). Sent on the store's one connection after that `admit`, so
+/// Redis runs it after the admission whenever both arrive.
+pub(super) fn send_cancel(link: &Arc<Link>, token: u64, site: FnName) {
+    enqueue(link, 0, CANCEL, 0, site, token, None);
+}
+
 /// Asks the reporting task for an admission; the answer goes to `reply`.
 pub(super) fn send_admit(
     link: &Arc<Link>,
@@ -56,7 +68,9 @@ pub(super) fn send_admit(
     site: FnName,
     reply: std::sync::mpsc::SyncSender<Result<Answer, ()>>,
 ) {
-    enqueue(link, remaining, ADMIT, 0, site, seed, Some(Box::new(reply)));
+    let token = link.store.client.admissions.fetch_add(1, Ordering::Relaxed) + 1;
+    let asker = Asker { reply, token };
+    enqueue(link, remaining, ADMIT, 0, site, seed, Some(Box::new(asker)));
 }
 
 fn enqueue(
@@ -66,7 +80,7 @@ fn enqueue(
     slow: u8,
     site: FnName,
     sequence: u64,
-    reply: Option<Box<std::sync::mpsc::SyncSender<Result<Answer, ()>>>>,
+    asker: Option<Box<Asker>>,
 ) {
     let failure = failure_of(outcome);
     link.pending.fetch_add(1, Ordering::AcqRel);
@@ -83,7 +97,7 @@ fn enqueue(
         site,
         sequence,
         misses: 0,
-        reply,
+        asker,
     };
     if let Err(failed) = link.store.reports.send(job) {
         let job = failed.0;
@@ -221,8 +235,8 @@ pub(super) async fn worker(
             match answer {
                 Ok(answer) => {
                     apply(&job.link, &job.core, &answer, job.site);
-                    if let Some(reply) = job.reply.take()
-                        && reply.try_send(Ok(answer)).is_err()
+                    if let Some(asker) = job.asker.take()
+                        && asker.reply.try_send(Ok(answer)).is_err()
                         && matches!(answer.code, 1 | 2)
                     {
                         // The caller stopped waiting (its bound passed) and was decided without
@@ -245,8 +259,11 @@ pub(super) async fn worker(
                         }
                         give_up(&client, &sent.job, sent.reports());
                     }
-                    if let Some(reply) = sent.job.reply.take() {
-                        let _ = reply.try_send(Err(()));
+                    if let Some(asker) = sent.job.asker.take() {
+                        // The script may have run the admission all the same (Redis busy past
+                        // the bound): a probe it granted is given back.
+                        send_cancel(&sent.job.link, asker.token, sent.job.site);
+                        let _ = asker.reply.try_send(Err(()));
                     }
                 }
             }
@@ -309,6 +326,7 @@ fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
     let op = match job.outcome {
         LEARN => "state",
         ADMIT => "admit",
+        CANCEL => "cancel",
         _ => "report",
     };
     let mut cmd = redis::cmd("EVALSHA");
@@ -326,7 +344,14 @@ fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
     match job.outcome {
         LEARN => {}
         ADMIT => {
-            cmd.arg(job.sequence).arg(job.generation);
+            let token = job.asker.as_ref().map_or(0, |asker| asker.token);
+            cmd.arg(job.sequence)
+                .arg(job.generation)
+                .arg(client.replica)
+                .arg(token);
+        }
+        CANCEL => {
+            cmd.arg(client.replica).arg(job.sequence);
         }
         _ => {
             cmd.arg(job.generation)

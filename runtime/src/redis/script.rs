@@ -37,14 +37,16 @@ const FIELDS: [&str; 18] = [
 ];
 
 /// The field the script found corrupt, by its code in the answer: a field of [`FIELDS`], `type`
-/// (the key is not a hash), this replica's report sequence `q<replica>` (20), a time window's
-/// bucket `t0..t9` (100 + i) or a count window's slot `r0..` (1000 + i).
+/// (the key is not a hash), this replica's report sequence `q<replica>` (20), the probe tokens
+/// `pt` (21), a time window's bucket `t0..t9` (100 + i) or a count window's slot `r0..`
+/// (1000 + i).
 fn corrupt_field(code: i64, replica: u64) -> String {
     let field = usize::try_from(code).ok();
     match field {
         Some(i @ 1..=18) => FIELDS[i - 1].to_owned(),
         Some(19) => "type".to_owned(),
         Some(20) => format!("q{replica}"),
+        Some(21) => "pt".to_owned(),
         Some(i @ 100..=109) => format!("t{}", i - 100),
         Some(i @ 1000..) => format!("r{}", i - 1000),
         _ => format!("code {code}"),

@@ -196,6 +196,7 @@ impl RedisStoreBuilder {
             probing: AtomicBool::new(false),
             replica: fastrand::u64(1..u64::MAX),
             sequence: AtomicU64::new(0),
+            admissions: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             time: self.time,
             cached: self.mode == Mode::Cached,
