@@ -233,6 +233,9 @@ pub(super) async fn worker(
         for (mut sent, answer) in batch.drain(..).zip(answers) {
             let job = &mut sent.job;
             match answer {
+                // A give-back changes no state; on a missing key its answer says nothing of the
+                // circuit (the key is not created): it is not applied.
+                Ok(_) if job.outcome == CANCEL => {}
                 Ok(answer) => {
                     apply(&job.link, &job.core, &answer, job.site);
                     if let Some(asker) = job.asker.take()
