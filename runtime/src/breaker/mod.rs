@@ -28,7 +28,9 @@ mod snapshot;
 #[cfg(feature = "redis")]
 mod store;
 #[cfg(feature = "redis")]
-pub(crate) use store::{Boxed, Store, generation_of, shared_word, unknown_shared_word};
+pub(crate) use store::{
+    ANY_GENERATION, Boxed, Store, generation_of, shared_word, unknown_shared_word,
+};
 #[cfg(test)]
 mod tests;
 

@@ -176,7 +176,16 @@ pub enum Mode {
     /// reach every replica by pub/sub; half-open probes are still decided in Redis. While the
     /// subscription is down a replica behaves as [`Mode::Strict`] until it has resynchronised.
     Cached,
+    /// As [`Mode::Cached`], and a closed circuit's outcomes are summed on the replica: one
+    /// script call per key per [flush interval](RedisStoreBuilder::flush_interval) carries
+    /// them all (calls, failures, slow calls and the runs of failures), so the store's work per
+    /// key follows the replicas, not the calls. The rules are judged on whole sums: up to one
+    /// flush interval of a replica's calls is admitted after the threshold was crossed.
+    Aggregated,
 }
+
+/// How long a replica sums a closed circuit's outcomes before it sends them ([`Mode::Aggregated`]).
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(20);
 
 /// The pub/sub channel on which the script announces every new generation of a breaker.
 pub const TRANSITIONS: &str = "fusebox:transitions";
