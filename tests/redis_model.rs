@@ -204,6 +204,44 @@ async fn random_sequences_reach_the_same_states_and_counts() {
     }
 }
 
+/// One call of `policy`'s function on each registry: in memory, strict, aggregated.
+async fn call(policy: usize, fail: bool) -> (Outcome, Outcome, Outcome) {
+    match policy {
+        0 => (
+            in_memory(fail).await,
+            in_redis(fail).await,
+            in_aggregated(fail).await,
+        ),
+        1 => (
+            run_in_memory(fail).await,
+            run_in_redis(fail).await,
+            run_in_aggregated(fail).await,
+        ),
+        2 => (
+            time_in_memory(fail).await,
+            time_in_redis(fail).await,
+            time_in_aggregated(fail).await,
+        ),
+        3 => (
+            phases_in_memory(fail).await,
+            phases_in_redis(fail).await,
+            phases_in_aggregated(fail).await,
+        ),
+        4 => (
+            count_in_memory(fail).await,
+            count_in_redis(fail).await,
+            count_in_aggregated(fail).await,
+        ),
+        _ => (
+            count_time_in_memory(fail).await,
+            count_time_in_redis(fail).await,
+            count_time_in_aggregated(fail).await,
+        ),
+    }
+}
+
+type Outcome = Result<(), BackendError>;
+
 async fn run_model(
     store: &RedisStore,
     aggregated: &RedisStore,
@@ -225,38 +263,7 @@ async fn run_model(
         let op = next(10);
         if op < 7 {
             let fail = next(100) < 55;
-            let (memory, redis, folded) = match policy {
-                0 => (
-                    in_memory(fail).await,
-                    in_redis(fail).await,
-                    in_aggregated(fail).await,
-                ),
-                1 => (
-                    run_in_memory(fail).await,
-                    run_in_redis(fail).await,
-                    run_in_aggregated(fail).await,
-                ),
-                2 => (
-                    time_in_memory(fail).await,
-                    time_in_redis(fail).await,
-                    time_in_aggregated(fail).await,
-                ),
-                3 => (
-                    phases_in_memory(fail).await,
-                    phases_in_redis(fail).await,
-                    phases_in_aggregated(fail).await,
-                ),
-                4 => (
-                    count_in_memory(fail).await,
-                    count_in_redis(fail).await,
-                    count_in_aggregated(fail).await,
-                ),
-                _ => (
-                    count_time_in_memory(fail).await,
-                    count_time_in_redis(fail).await,
-                    count_time_in_aggregated(fail).await,
-                ),
-            };
+            let (memory, redis, folded) = call(policy, fail).await;
             aggregated.flush().await;
             trace.push(format!(
                 "{step}: call fail={fail} memory={} redis={} aggregated={}",

@@ -234,7 +234,12 @@ async fn aggregated_mode_folds_outcomes_and_judges_each_fold_whole() {
         .unwrap();
     assert!(FOLDED.share(store.clone()));
     FOLDED.on_transition(|t| {
-        let seen = (t.key.to_owned(), t.trigger, t.calls, t.failure_rate.round() as u32);
+        let seen = (
+            t.key.to_owned(),
+            t.trigger,
+            t.calls,
+            t.failure_rate.round() as u32,
+        );
         FOLDED_SEEN.lock().unwrap().push(seen);
     });
 
