@@ -139,15 +139,12 @@ fn main() {
     }
 }
 
-async fn run(
+/// `replicas` replicas in `mode`, each with the hot and cold keys registered.
+async fn start_fleet(
     url: &str,
-    conn: &mut redis::Connection,
     mode: Mode,
-    name: &'static str,
     replicas: usize,
-    rate: u64,
-    seconds: u64,
-) -> Row {
+) -> (Vec<Arc<Replica>>, Vec<RedisStore>) {
     let mut fleet = Vec::with_capacity(replicas);
     let mut stores = Vec::with_capacity(replicas);
     for _ in 0..replicas {
@@ -167,6 +164,80 @@ async fn run(
             refused_at: AtomicU64::new(0),
         }));
     }
+    (fleet, stores)
+}
+
+/// One replica's calls: `per_ms` a millisecond until `end`, one in ten on a cold key; the hot
+/// key's backend fails once `failing` is set.
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    replica: Arc<Replica>,
+    i: u64,
+    per_ms: f64,
+    end: Instant,
+    start: Instant,
+    failing: Arc<AtomicBool>,
+    committed: Arc<AtomicU64>,
+    after_commit: Arc<AtomicU64>,
+    driven: Arc<AtomicU64>,
+) {
+    let hot = replica.registry.get("payment").unwrap();
+    let cold: Vec<_> = (0..3)
+        .map(|k| replica.registry.get(&format!("cold-{k}")).unwrap())
+        .collect();
+    let mut owed = 0.0;
+    let mut n = i;
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    while Instant::now() < end {
+        tick.tick().await;
+        owed += per_ms;
+        while owed >= 1.0 {
+            owed -= 1.0;
+            n += 1;
+            driven.fetch_add(1, Ordering::Relaxed);
+            if n.is_multiple_of(10) {
+                let breaker = &cold[(n / 10 % 3) as usize];
+                let _ = breaker
+                    .call_async(async { Ok::<(), Down>(()) }, |_| true)
+                    .await;
+                continue;
+            }
+            let bad = failing.load(Ordering::Acquire);
+            let called = hot
+                .call_async(async { if bad { Err(Down) } else { Ok(()) } }, |_| true)
+                .await;
+            let now = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            match called {
+                Err(_) => {
+                    let _ = replica.refused_at.compare_exchange(
+                        0,
+                        now,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                }
+                Ok(_) => {
+                    let at = committed.load(Ordering::Acquire);
+                    if at != 0 && now > at {
+                        after_commit.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn run(
+    url: &str,
+    conn: &mut redis::Connection,
+    mode: Mode,
+    name: &'static str,
+    replicas: usize,
+    rate: u64,
+    seconds: u64,
+) -> Row {
+    let (fleet, stores) = start_fleet(url, mode, replicas).await;
     let start = Instant::now();
     let onset = Duration::from_secs(seconds - 1);
     let failing = Arc::new(AtomicBool::new(false));
@@ -206,53 +277,17 @@ async fn run(
             after_commit.clone(),
             driven.clone(),
         );
-        tasks.push(tokio::spawn(async move {
-            let hot = replica.registry.get("payment").unwrap();
-            let cold: Vec<_> = (0..3)
-                .map(|k| replica.registry.get(&format!("cold-{k}")).unwrap())
-                .collect();
-            let mut owed = 0.0;
-            let mut n = i as u64;
-            let mut tick = tokio::time::interval(Duration::from_millis(1));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            while Instant::now() < end {
-                tick.tick().await;
-                owed += per_replica_ms;
-                while owed >= 1.0 {
-                    owed -= 1.0;
-                    n += 1;
-                    driven.fetch_add(1, Ordering::Relaxed);
-                    if n % 10 == 0 {
-                        let breaker = &cold[(n / 10 % 3) as usize];
-                        let _ = breaker
-                            .call_async(async { Ok::<(), Down>(()) }, |_| true)
-                            .await;
-                        continue;
-                    }
-                    let bad = failing.load(Ordering::Acquire);
-                    let called = hot
-                        .call_async(async { if bad { Err(Down) } else { Ok(()) } }, |_| true)
-                        .await;
-                    let now = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    match called {
-                        Err(_) => {
-                            let _ = replica.refused_at.compare_exchange(
-                                0,
-                                now,
-                                Ordering::AcqRel,
-                                Ordering::Acquire,
-                            );
-                        }
-                        Ok(_) => {
-                            let at = committed.load(Ordering::Acquire);
-                            if at != 0 && now > at {
-                                after_commit.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    }
-                }
-            }
-        }));
+        tasks.push(tokio::spawn(drive(
+            replica,
+            i as u64,
+            per_replica_ms,
+            end,
+            start,
+            failing,
+            committed,
+            after_commit,
+            driven,
+        )));
     }
     tokio::time::sleep_until((start + onset).into()).await;
     let healthy_s = start.elapsed().as_secs_f64();
