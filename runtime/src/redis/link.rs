@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 
 use super::Degrade;
 use crate::breaker::{Core, FnName};
@@ -242,7 +241,7 @@ impl Link {
 
 /// The connection and the script, shared by the store and its reporting task.
 pub(super) struct Client {
-    pub(super) conn: ConnectionManager,
+    pub(super) conn: super::conn::Conn,
     pub(super) script: redis::Script,
     /// The bound on each store call: fixed, or adapting to the observed round trip.
     pub(super) bound: Bound,

@@ -142,6 +142,7 @@
 
 pub(crate) mod admit;
 mod cached;
+mod conn;
 mod link;
 mod report;
 mod script;

@@ -521,9 +521,43 @@ fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
     cmd
 }
 
+/// Sends `batch` in one pipeline (on a cluster, one pipeline per key, at once: a pipeline holds
+/// the commands of one slot), bounded by the store's timeout; one answer per script call, in
+/// order.
+async fn pipelined(client: &Client, batch: &[Sent]) -> Vec<Result<Answer, ()>> {
+    if !client.conn.is_cluster() {
+        let all: Vec<&Sent> = batch.iter().collect();
+        return pipeline(client, &all).await;
+    }
+    let mut keys: Vec<&str> = Vec::new();
+    let mut groups: Vec<Vec<(usize, &Sent)>> = Vec::new();
+    for (i, sent) in batch.iter().enumerate() {
+        let hash = sent.job.link.hash.as_str();
+        match keys.iter().position(|key| *key == hash) {
+            Some(at) => groups[at].push((i, sent)),
+            None => {
+                keys.push(hash);
+                groups.push(vec![(i, sent)]);
+            }
+        }
+    }
+    let answered = futures_util::future::join_all(groups.iter().map(|group| async move {
+        let sents: Vec<&Sent> = group.iter().map(|(_, sent)| *sent).collect();
+        pipeline(client, &sents).await
+    }))
+    .await;
+    let mut answers: Vec<Result<Answer, ()>> = vec![Err(()); batch.len()];
+    for (group, answered) in groups.iter().zip(answered) {
+        for ((i, _), answer) in group.iter().zip(answered) {
+            answers[*i] = answer;
+        }
+    }
+    answers
+}
+
 /// Sends `batch` in one pipeline (loading the script once when Redis answers `NOSCRIPT`), bounded
 /// by the store's timeout; one answer per script call, in order.
-async fn pipelined(client: &Client, batch: &[Sent]) -> Vec<Result<Answer, ()>> {
+async fn pipeline(client: &Client, batch: &[&Sent]) -> Vec<Result<Answer, ()>> {
     let mut pipe = redis::pipe();
     for sent in batch {
         pipe.add_command(report_command(client, sent));
