@@ -118,7 +118,8 @@ mod tests {
                     in_code = !in_code;
                     return false;
                 }
-                in_code && !line.starts_with('#')
+                // a line starting with `# ` is hidden set-up, not the example
+                in_code && !line.starts_with("# ")
             })
             .collect();
         for knob in fusebox_policy::KNOBS {
