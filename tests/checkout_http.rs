@@ -1,4 +1,4 @@
-//! The checkout demo over real HTTP on loopback: the scenarios of the README's "See it work", as
+//! The checkout demo over real HTTP on loopback: the scenarios of `examples/checkout/README.md`, as
 //! curl would run them. The breakers read a `FakeClock` (`app::CLOCK`), so recovery is driven by
 //! advancing it; each test starts its own service and backend on free ports.
 

@@ -171,7 +171,7 @@ fn unknown_key_warnings(events: &[common::capture::Captured], key: &str) -> usiz
 fn an_unknown_key_is_warned_about_once_across_loads() {
     let registry = Registry::new();
     let events = common::capture::capture(|| {
-        // The README's order: the file, then the environment (and a reload of the file).
+        // The guide's order (`guide::operators`): the file, then the environment (and a reload of the file).
         let toml = "[breakers.stray-file-key]\nfailure_rate = 30\n";
         registry.load_toml(toml).unwrap();
         registry

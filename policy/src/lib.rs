@@ -18,7 +18,7 @@
 //!    expansion emits, the compile-time validation and the span of a refused value all follow; a
 //!    knob the attribute does not take goes in [`NOT_ARGUMENTS`] instead, with the reason;
 //! 3. one row in the configuration loader's `FIELDS` (`fusebox`'s `config.rs`: name and reader);
-//! 4. its line in the attribute reference of the README and of `fusebox`'s `lib.rs`.
+//! 4. its row and an example in the attribute reference (`fusebox`'s `doc/circuit_breaker.md`).
 //!
 //! Tests walk [`KNOBS`] and fail while the attribute's table, the loader's table or the
 //! attribute reference misses a knob, or either table has a row that names none.
@@ -139,7 +139,7 @@ pub enum Recovery {
 /// tower-resilience count it as a success instead, which dilutes the failure rate;
 /// [`Others::Success`] does the same. Either way the error passes through untouched, is not
 /// retried and never reaches the fallback. A cancelled call, and an error converted from the
-/// refusal of an inner fusebox breaker (see "Nested breakers" in the `fusebox` README), count
+/// refusal of an inner fusebox breaker (see "Nested breakers" in `fusebox::guide::semantics`), count
 /// as neither.
 ///
 /// ```
@@ -285,10 +285,8 @@ pub struct Policy {
     #[doc(hidden)]
     pub stuck_open_nanos: u64,
     /// The fields whose setter was called (bits of `set`); the others follow the rules above.
-    /// 17 of 32 bits are taken. The call path reads other fields of the breaker's `Policy`,
-    /// never this one (it is read when a policy is built, patched or compared on
-    /// reconfiguration), and the wider field left `Policy` at 104 bytes on 64-bit targets (it
-    /// fits in what was padding), so a breaker's layout is unchanged.
+    /// Read when a policy is built, patched or compared on reconfiguration, never on the call
+    /// path.
     #[doc(hidden)]
     pub explicit: u32,
     /// False: the key stays local on a registry shared through a store.

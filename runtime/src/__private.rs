@@ -17,13 +17,8 @@ pub use crate::policy::{Others, Policy};
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
-// The entry points the expansion calls (here and in `site.rs`), and the admission and report
-// paths they reach (`Core::admit_word`, `Core::finish`, `permit::settle_word`, …), are
-// `inline(always)` only when `debug_assertions` are off. The entry points are generic over the
-// permit's name type, unique to each annotated function, so in a debug build LLVM's
-// always-inliner would otherwise copy the whole admission and report path into every annotated
-// function (thousands of lines of LLVM IR each); as plain `#[inline]` functions the paths are
-// compiled once per crate. Release builds inline them as before.
+// The entry points below are `inline(always)` only without `debug_assertions`: ARCHITECTURE.md,
+// "Inlining".
 
 /// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`]).
 #[cfg_attr(debug_assertions, inline)]
@@ -463,10 +458,8 @@ mod tests {
         })
     }
 
-    /// A debug build compiles the expansion's entry points, and the admission and report paths
-    /// under its generic ones, once per crate: none of them is always-inlined when
-    /// `debug_assertions` are on (each annotated function would otherwise carry its own copy of
-    /// the admission and report path).
+    /// None of the expansion's entry points, nor the admission and report paths under them, is
+    /// always-inlined when `debug_assertions` are on (ARCHITECTURE.md, "Inlining").
     #[test]
     fn entry_points_are_not_always_inlined_in_debug_builds() {
         for (file, source, names) in ENTRY_POINTS {

@@ -343,7 +343,7 @@ impl<E> Cause<E> {
     /// Turns the cause back into the function's error, using `From<fusebox::Error>` for refusals
     /// and timeouts (whose [`Error::reason`] tells them apart). A refusal's error is marked like
     /// the attribute's own conversion, so the breaker of an enclosing annotated function does not
-    /// count it (see the README's "Nested breakers").
+    /// count it (see "Nested breakers" in [`guide::semantics`](crate::guide::semantics)).
     pub fn into_error(self) -> E
     where
         E: From<Error>,

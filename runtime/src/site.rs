@@ -3,7 +3,7 @@
 //! The expansion names them through `__private`.
 //!
 //! The entry points the expansion calls are `inline(always)` only without `debug_assertions`
-//! (see `__private`): a debug build compiles them once instead of once per annotated function.
+//! (ARCHITECTURE.md, "Inlining").
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};

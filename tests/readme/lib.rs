@@ -11,6 +11,11 @@
 #[doc = include_str!("../../README.md")]
 pub mod readme {}
 
+/// The README of `fusebox-replay` (its crates.io page), whose every `rust` block is a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../replay/README.md")]
+pub mod replay_readme {}
+
 /// What the README's snippets assume exists in the reader's code.
 pub mod support {
     use fusebox::Cause;

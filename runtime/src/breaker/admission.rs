@@ -41,8 +41,7 @@ impl Core {
     }
 
     /// The word of admission of a call of the function named `site` (a refusal's word when
-    /// refused). `inline(always)` only without `debug_assertions`: a debug build compiles it once,
-    /// instead of copying the admission path into every function that asks for admission.
+    /// refused). `inline(always)` only without `debug_assertions` (ARCHITECTURE.md, "Inlining").
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn admit_word<const ASK_STORE: bool>(&self, site: FnName) -> Word {

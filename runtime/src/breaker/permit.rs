@@ -279,7 +279,7 @@ impl<N: Named> Permit<'_, N> {
 
 /// Reports `outcome` for the call admitted with `word` by `core`, named `site`, unless `word` is
 /// inert (refused or settled), and settles `word`. `inline(always)` only without
-/// `debug_assertions`: a debug build compiles it once, not once per permit's [`Named`].
+/// `debug_assertions` (ARCHITECTURE.md, "Inlining").
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 fn settle_word(core: &Core, word: &mut Word, site: FnName, outcome: Verdict) {
@@ -293,7 +293,7 @@ fn settle_word(core: &Core, word: &mut Word, site: FnName, outcome: Verdict) {
 }
 
 /// The error of the refusal `word` carries, or an open circuit's (with no wait) when `word` was
-/// admitted. `inline(always)` only without `debug_assertions` (see [`settle_word`]).
+/// admitted. `inline(always)` only without `debug_assertions` (ARCHITECTURE.md, "Inlining").
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 fn error_of_word(core: &Core, word: Word) -> Error {
@@ -450,8 +450,8 @@ impl fmt::Debug for OwnedPermit {
 }
 
 /// The error of a permit refused with `code` (see [`refused`]), whose `word` carries the wait
-/// before the next probe. `inline(always)` only without `debug_assertions` (a debug build
-/// compiles it once, not once per permit's [`Named`]).
+/// before the next probe. `inline(always)` only without `debug_assertions` (ARCHITECTURE.md,
+/// "Inlining").
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 pub(super) fn error_for_refusal(key: &Key, code: u64, word: Word) -> Error {

@@ -75,8 +75,7 @@ impl Core {
     }
 
     /// Applies the outcome of a call admitted under `permit`. `inline(always)` only without
-    /// `debug_assertions`: a debug build compiles it once, instead of copying the report path into
-    /// every permit's report (each annotated function's permit type is its own).
+    /// `debug_assertions` (ARCHITECTURE.md, "Inlining").
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
     pub(super) fn finish(&self, permit: Ticket, outcome: Verdict) {

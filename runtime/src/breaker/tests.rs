@@ -413,7 +413,7 @@ fn a_call_longer_than_the_timed_span_is_measured_modulo_it() {
     let (b, clock) = breaker(policy);
     let permit = b.try_acquire().unwrap();
     // 6.5 days and 1 s: measured as 1 s, so not slow (documented in the permit's module docs
-    // and the README's "Time").
+    // and "Time" in `guide::semantics`).
     clock.advance(Duration::from_nanos(TIMED_SPAN) + S);
     permit.success();
     let snap = b.snapshot();

@@ -281,6 +281,7 @@ impl Registry {
     /// # Ok(()) }
     /// ```
     #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn share(&self, store: crate::redis::RedisStore) -> bool {
         let _write = self.lock();
         if self.store.set(store).is_err() {

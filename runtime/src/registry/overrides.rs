@@ -76,7 +76,7 @@ impl Registry {
     /// The patched policy is validated against the policy the code declares for `key` (and the
     /// live breaker's) first: an invalid one is refused with an error naming the key, the field
     /// and the allowed range, and nothing changes. How a live breaker takes the change is
-    /// described in the README ("Operators"): an unchanged policy leaves it untouched; otherwise it
+    /// described in [`guide::operators`](crate::guide::operators): an unchanged policy leaves it untouched; otherwise it
     /// keeps its state, its calls in flight and, when the window's kind and size are unchanged,
     /// its window.
     ///
