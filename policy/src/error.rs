@@ -12,8 +12,12 @@ pub struct PolicyError {
 }
 
 impl PolicyError {
-    #[doc(hidden)]
-    pub fn new(field: &'static str, allowed: impl Into<String>, found: impl fmt::Display) -> Self {
+    /// An error for `field`, which must be in `allowed` and is `found`.
+    pub(crate) fn new(
+        field: &'static str,
+        allowed: impl Into<String>,
+        found: impl fmt::Display,
+    ) -> Self {
         PolicyError {
             key: None,
             field,
@@ -22,8 +26,8 @@ impl PolicyError {
         }
     }
 
-    #[doc(hidden)]
-    pub fn for_key(mut self, key: &str) -> Self {
+    /// This error, naming the breaker key the policy was meant for.
+    pub(crate) fn for_key(mut self, key: &str) -> Self {
         self.key = Some(key.to_owned());
         self
     }

@@ -211,7 +211,7 @@ impl Core {
     /// True when calls are timed (slow-call tracking).
     #[inline]
     fn timed(&self) -> bool {
-        self.policy.slow_nanos != 0
+        self.policy.settings().slow.is_some()
     }
 
     /// Records the transition for snapshots, then announces it (see [`crate::observe::emit`]).

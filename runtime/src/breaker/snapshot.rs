@@ -30,11 +30,11 @@ impl Core {
             rejected: self.counters.rejected.load(Ordering::Relaxed),
             retry_after: (state == State::Open)
                 .then(|| word.open_remaining(now, self.time_of(word, now))),
-            probes_in_flight: match (state, self.policy.recovery) {
+            probes_in_flight: match (state, self.policy.settings().recovery) {
                 (State::HalfOpen, Recovery::Probes) => word.issued().saturating_sub(word.passed()),
                 _ => 0,
             },
-            phase: match (state, self.policy.recovery) {
+            phase: match (state, self.policy.settings().recovery) {
                 (State::HalfOpen, Recovery::Progressive { .. }) => Some(word.passed()),
                 _ => None,
             },

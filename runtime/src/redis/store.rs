@@ -21,7 +21,7 @@ use crate::breaker::{Boxed, Core, FnName, Permit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
 use crate::observe::Trigger;
-use crate::policy::{Policy, Recovery, Window};
+use crate::policy::{Policy, Recovery, Window, lease_nanos, nanos};
 use crate::state::{State, Word};
 
 /// Settings of a [`RedisStore`]; start with [`RedisStore::builder`].
@@ -436,33 +436,36 @@ impl RedisStore {
     }
 
     pub(super) fn link(&self, key: &str, policy: Policy) -> Link {
-        let open_max = policy.open_max_nanos.max(policy.open_for_nanos);
+        let settings = policy.settings();
+        let open_for = nanos(settings.open_for);
+        let open_max = nanos(settings.open_max).max(open_for);
         let ms = |nanos: u64| nanos.div_ceil(1_000_000).max(1);
         let args = [
             self.inner.ttl_ms,
-            match policy.get_window() {
+            match settings.window {
                 Window::Count(n) => u64::from(n),
                 Window::Time(span) => TIME_WINDOW + time_slice_ms(span),
             },
-            u64::from(policy.min_calls),
-            u64::from(policy.failure_rate),
-            if policy.slow_nanos != 0 {
-                u64::from(policy.slow_rate)
+            u64::from(settings.min_calls),
+            settings.failure_rate.map_or(0, u64::from),
+            if settings.slow.is_some() {
+                u64::from(settings.slow_rate)
             } else {
                 0
             },
-            u64::from(policy.consecutive),
-            ms(policy.open_for_nanos),
-            u64::from(policy.open_backoff_milli),
+            settings.consecutive.map_or(0, u64::from),
+            ms(open_for),
+            // The factor in thousandths, as the policy holds it (the division is exact to undo).
+            (settings.open_backoff * 1000.0).round() as u64,
             ms(open_max),
-            match policy.recovery {
-                Recovery::Probes => u64::from(policy.half_open),
+            match settings.recovery {
+                Recovery::Probes => u64::from(settings.half_open),
                 Recovery::Progressive { phases, min_passes } => {
                     TIME_WINDOW + (u64::from(phases) << 20) + u64::from(min_passes)
                 }
             },
-            ms(policy.lease_nanos()),
-            u64::from(policy.failure_count),
+            ms(lease_nanos(&policy)),
+            settings.failure_count.map_or(0, u64::from),
         ];
         Link {
             hash: self.redis_key(key),
@@ -500,11 +503,11 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         return Arc::new(core);
     };
     let key = core.key().as_str();
-    if !core.policy().shared || store.inner.local.iter().any(|k| k == key) {
+    if !core.policy().settings().shared || store.inner.local.iter().any(|k| k == key) {
         return Arc::new(core);
     }
     let policy = *core.policy();
-    if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
+    if matches!(policy.settings().window, Window::Time(span) if time_slice_ms(span) == 0) {
         core.set_unshareable();
         tracing::error!(
             target: "fusebox",
