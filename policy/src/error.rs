@@ -33,16 +33,19 @@ impl PolicyError {
     }
 
     /// The breaker key the policy was meant for, when known.
+    #[must_use]
     pub fn key(&self) -> Option<&str> {
         self.key.as_deref()
     }
 
     /// The offending field, as spelled in the attribute.
+    #[must_use]
     pub fn field(&self) -> &'static str {
         self.field
     }
 
     /// The allowed range.
+    #[must_use]
     pub fn allowed(&self) -> &str {
         &self.allowed
     }

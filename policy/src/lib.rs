@@ -121,6 +121,7 @@ pub enum Others {
 
 impl Others {
     /// The name written in the attribute and in configuration (`"ignore"`, `"success"`).
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
             Others::Ignore => "ignore",
@@ -130,6 +131,7 @@ impl Others {
 
     /// The value named `name` (`"ignore"` or `"success"`, as [`name`](Others::name) writes
     /// them); `None` for any other name.
+    #[must_use]
     pub fn from_name(name: &str) -> Option<Others> {
         match name {
             "ignore" => Some(Others::Ignore),

@@ -47,6 +47,7 @@ impl fmt::Display for Finding {
 
 /// The warnings about `candidate` on its own (a candidate that parsed is valid: what does not
 /// parse is the error [`crate::policy::parse_policy_arg`] returns).
+#[must_use]
 pub fn check(candidate: &Candidate) -> Vec<Finding> {
     let policy = &candidate.policy;
     let name = &candidate.name;

@@ -115,6 +115,7 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry on the real monotonic clock.
+    #[must_use]
     pub const fn new() -> Self {
         Self::build(ClockSource::Monotonic)
     }
@@ -390,6 +391,7 @@ impl std::fmt::Debug for Registry {
 static GLOBAL: Registry = Registry::new();
 
 /// The global registry, used by every `#[circuit_breaker]` without `registry = …`.
+#[must_use]
 pub fn registry() -> &'static Registry {
     &GLOBAL
 }
