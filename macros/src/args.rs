@@ -28,58 +28,41 @@ use values::{
     duration_arg, failure_arg, int_in_range, key_arg, narrow, path_arg,
 };
 
-/// The name of a knob whose row has an argument of type `$ty` (which only selects the rows).
-macro_rules! argument_name {
-    ($name:ident: $ty:ty) => {
-        stringify!($name)
-    };
-}
-
-/// Makes [`PolicyArgs`], [`KNOB_NAMES`] and `read_knob` from the rows of the knob table
-/// (`fusebox_policy::with_knobs!`) that have an `attr` column, in the table's order (the order
-/// the expansion calls their setters). A row's `attr(type = reader(arguments) => setter(s))`
-/// gives the checked value's type (a [`Kind`](crate::setters::Kind)), the function of
+/// Makes [`PolicyArgs`], [`KNOB_NAMES`] and `read_knob` from the attribute's arguments of the
+/// knob table (`fusebox_policy::with_knobs!(@arguments …)`: the rows that have an `attr` column),
+/// in the table's order (the order the expansion calls their setters). An argument's `name(type =
+/// reader(arguments) => setter(s))` gives the checked value's type (a [`Kind`](crate::setters::Kind)), the function of
 /// `args/values.rs` that checks the written value (called with the argument's name, its value
 /// and the row's arguments), and the `Policy` setter(s) the value is passed to (`window` has two:
 /// the count and the time window). `setters.rs` makes [`Setter`](crate::setters::Setter) from
 /// the same rows.
 macro_rules! policy_args {
-    ($(
-        $(#[$doc:meta])*
-        $name:ident {
-            fields $fields:tt
-            setting $setting:tt
-            setters $setters:tt
-            $(patch $patch:tt)?
-            $(attr($ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+))?
-            config $config:tt
-        }
-    )*) => {
+    ($($name:ident($ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+);)*) => {
         /// The policy arguments; `None` keeps the base policy's value.
         #[derive(Default)]
         pub(crate) struct PolicyArgs {
             /// `policy = CONST`: the base the other knobs override.
             pub(crate) base: Option<Path>,
-            $($(
+            $(
                 #[doc = concat!("`", stringify!($name), " = …`.")]
                 pub(crate) $name: Option<$ty>,
-            )?)*
+            )*
         }
 
         /// The names of the knob table's rows that are arguments, in its order.
-        pub(crate) const KNOB_NAMES: &[&str] = &[$($(argument_name!($name: $ty),)?)*];
+        pub(crate) const KNOB_NAMES: &[&str] = &[$(stringify!($name)),*];
 
         /// Reads the knob `name` into `policy`; false when `name` is no knob.
         fn read_knob(errors: &mut Errors, policy: &mut PolicyArgs, name: &Ident, value: &Expr) -> bool {
-            $($(if name == stringify!($name) {
+            $(if name == stringify!($name) {
                 policy.$name = errors.ok(values::$read(name, value $(, $arg)*));
                 return true;
-            })?)*
+            })*
             false
         }
     };
 }
-fusebox_policy::with_knobs!(policy_args);
+fusebox_policy::with_knobs!(@arguments policy_args);
 
 /// The arguments that are neither knobs nor attempts.
 const OTHER_NAMES: [&str; 7] = [

@@ -174,38 +174,27 @@ impl Kind for RecoveryArg {
     }
 }
 
-/// Makes [`Setter`] and [`setters`] from the rows of the knob table
-/// (`fusebox_policy::with_knobs!`) that have an attribute argument (see `policy_args!` in
-/// `args.rs`).
+/// Makes [`Setter`] and [`setters`] from the attribute's arguments of the knob table
+/// (`fusebox_policy::with_knobs!(@arguments …)`; see `policy_args!` in `args.rs`).
 macro_rules! setter {
-    ($(
-        $(#[$doc:meta])*
-        $name:ident {
-            fields $fields:tt
-            setting $setting:tt
-            setters $setters:tt
-            $(patch $patch:tt)?
-            $(attr($ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+))?
-            config $config:tt
-        }
-    )*) => {
+    ($($name:ident($ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+);)*) => {
         /// One `Policy` setter call: the knob written, with its checked value and the span of
         /// the token it was written as.
         // One variant per row of the knob table, named as the knob is written.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy)]
         pub(crate) enum Setter {
-            $($(
+            $(
                 #[doc = concat!("`", stringify!($name), " = …`.")]
                 $name($ty),
-            )?)*
+            )*
         }
 
         /// The setter calls of the written knobs, in the order the expansion makes them.
         /// `recovery = probes` is the default and makes no call (with a base it is refused while
         /// checking).
         pub(crate) fn setters(args: &PolicyArgs) -> Vec<Setter> {
-            [$($(args.$name.filter(<$ty as Kind>::calls).map(Setter::$name),)?)*]
+            [$(args.$name.filter(<$ty as Kind>::calls).map(Setter::$name),)*]
                 .into_iter()
                 .flatten()
                 .collect()
@@ -215,7 +204,7 @@ macro_rules! setter {
             /// This call made on `policy` (what the expansion's call does when the program runs).
             pub(crate) fn apply(self, policy: Policy) -> Policy {
                 match self {
-                    $($(Setter::$name(value) => <$ty as Kind>::apply(value, policy, ($(Policy::$set),+)),)?)*
+                    $(Setter::$name(value) => <$ty as Kind>::apply(value, policy, ($(Policy::$set),+)),)*
                 }
             }
 
@@ -223,20 +212,20 @@ macro_rules! setter {
             /// `private` is the runtime's private module.
             pub(crate) fn tokens(self, private: &TokenStream) -> TokenStream {
                 match self {
-                    $($(Setter::$name(value) => <$ty as Kind>::tokens(value, &[$(stringify!($set)),+], private),)?)*
+                    $(Setter::$name(value) => <$ty as Kind>::tokens(value, &[$(stringify!($set)),+], private),)*
                 }
             }
 
             /// The span of the token that set `field`, as `PolicyError::field` names it.
             pub(crate) fn span_of(self, field: &str) -> Option<Span> {
                 match self {
-                    $($(Setter::$name(value) => <$ty as Kind>::span_of(value, stringify!($name), field),)?)*
+                    $(Setter::$name(value) => <$ty as Kind>::span_of(value, stringify!($name), field),)*
                 }
             }
         }
     };
 }
-fusebox_policy::with_knobs!(setter);
+fusebox_policy::with_knobs!(@arguments setter);
 
 /// A `Duration` of the given nanoseconds, located where it was written.
 pub(crate) fn duration(nanos: Spanned<u64>) -> TokenStream {

@@ -2,14 +2,14 @@
 //!
 //! [`with_knobs!`](crate::with_knobs) hands the rows to a generator macro (`with_knobs!(gen)`
 //! expands to `gen! { rows }`). This crate generates from them the fields of `Policy`, its
-//! setters, its `Settings`, `PolicyPatch` and `KNOBS` (`lib.rs`, `patch.rs`); `fusebox-macros`
+//! setters, its `PolicySettings`, `PolicyPatch` and `KNOBS` (`lib.rs`, `patch.rs`); `fusebox-macros`
 //! the attribute's arguments; `fusebox` the fields of its configuration files. A row reads:
 //!
 //! ```text
-//! /// what the setting is (the doc of its `Settings` field)
+//! /// what the setting is (the doc of its `PolicySettings` field)
 //! name {
 //!     fields { field: Type = default, … }      // the private fields of `Policy`
-//!     setting { Type = |p| expression }        // the `Settings` field, read from `p: &Policy`
+//!     setting { Type = |p| expression }        // its `PolicySettings` field, from `p: &Policy`
 //!     setters { /// doc
 //!               fn setter(arg: Type, …) { field: value, … } … }
 //!     patch { fn setter(…) { field: value } }  // optional: `PolicyPatch`-only setters
@@ -29,11 +29,16 @@
 
 /// Hands the knob table to the generator `$generate` (see the module `knobs.rs`): the one list
 /// of the policy knobs. Not a public API.
+///
+/// `with_knobs!(generate)` hands it every row as written; `with_knobs!(@arguments generate)`
+/// only the attribute's arguments, `name(type = reader(arguments) => setter, …);` per row that
+/// has an `attr` column; `with_knobs!(@config generate)` only the configuration fields,
+/// `field: reader,` each.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! with_knobs {
-    ($generate:ident) => {
-        $generate! {
+    ($($generate:tt)+) => {
+        $crate::__knob_view! { [$($generate)+]
             /// The window the rates are computed over: a count or a time window.
             window {
                 fields { window: Window = Window::Count(100) }
@@ -83,7 +88,7 @@ macro_rules! with_knobs {
             /// The counted failures in a row that open the circuit, or `None` when the rule is off.
             consecutive {
                 fields { consecutive: u32 = 0 }
-                setting { Option<u32> = |p| if p.consecutive == 0 { None } else { Some(p.consecutive) } }
+                setting { Option<u32> = |p| unless_zero(p.consecutive) }
                 setters {
                     /// Opens after `failures` counted failures in a row (any success resets the
                     /// run). Unless [`failure_rate`](Policy::failure_rate) or
@@ -98,7 +103,7 @@ macro_rules! with_knobs {
             /// rule is off.
             failure_count {
                 fields { failure_count: u32 = 0 }
-                setting { Option<u32> = |p| if p.failure_count == 0 { None } else { Some(p.failure_count) } }
+                setting { Option<u32> = |p| unless_zero(p.failure_count) }
                 setters {
                     /// Opens after `failures` counted failures within the window, whatever their
                     /// rate (Sentinel's exception count: 50 failures a minute matter at a 0.5 %
@@ -232,7 +237,7 @@ macro_rules! with_knobs {
             /// The bulkhead limit, or `None` when calls in flight are unlimited.
             max_concurrent {
                 fields { max_concurrent: u32 = 0 }
-                setting { Option<u32> = |p| if p.max_concurrent == 0 { None } else { Some(p.max_concurrent) } }
+                setting { Option<u32> = |p| unless_zero(p.max_concurrent) }
                 setters {
                     /// At most `calls` calls in flight for this key; the next one is refused at
                     /// once (reason `BulkheadFull`) and not counted as a failure.
@@ -304,5 +309,41 @@ macro_rules! with_knobs {
                 config { others: |f| Ok(P.others(f.others()?)) }
             }
         }
+    };
+}
+
+/// The views of the knob table that [`with_knobs!`](crate::with_knobs) hands out. Not a public
+/// API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __knob_view {
+    ([@arguments $generate:ident] $(
+        $(#[$doc:meta])*
+        $name:ident {
+            fields $fields:tt
+            setting $setting:tt
+            setters $setters:tt
+            $(patch $patch:tt)?
+            $(attr $attr:tt)?
+            config $config:tt
+        }
+    )*) => {
+        $generate! { $($($name $attr;)?)* }
+    };
+    ([@config $generate:ident] $(
+        $(#[$doc:meta])*
+        $name:ident {
+            fields $fields:tt
+            setting $setting:tt
+            setters $setters:tt
+            $(patch $patch:tt)?
+            $(attr $attr:tt)?
+            config { $($field:ident: $read:expr),+ }
+        }
+    )*) => {
+        $generate! { $($($field: $read,)+)* }
+    };
+    ([$generate:ident] $($rows:tt)*) => {
+        $generate! { $($rows)* }
     };
 }

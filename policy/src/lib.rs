@@ -60,6 +60,11 @@ const fn factor_to_milli(factor: f64) -> u32 {
     }
 }
 
+/// `None` for 0 (a rule that is off), else the count.
+const fn unless_zero(count: u32) -> Option<u32> {
+    if count == 0 { None } else { Some(count) }
+}
+
 const DEFAULT_OPEN_MAX_NANOS: u64 = 5 * 60 * 1_000_000_000;
 const DEFAULT_MIN_CALLS: u32 = 10;
 const DEFAULT_FAILURE_RATE: u8 = 50;

@@ -67,24 +67,14 @@ const P: PolicyPatch = PolicyPatch::new();
 /// Makes [`FIELDS`] from the `config` column of the knob table (`fusebox-policy`'s
 /// `knobs.rs`): each field's name and its reader.
 macro_rules! fields {
-    ($(
-        $(#[$doc:meta])*
-        $name:ident {
-            fields $fields:tt
-            setting $setting:tt
-            setters $setters:tt
-            $(patch $patch:tt)?
-            $(attr $attr:tt)?
-            config { $($field:ident: $read:expr),+ }
-        }
-    )*) => {
+    ($($field:ident: $read:expr,)*) => {
         /// The fields a key's table may set, one row each: the name and how its value becomes a
         /// patch, through the [`PolicyPatch`] setter of the same name, in the order of the knob
         /// table. A knob is one field, except `stuck_open`, whose two rules are set one by one.
-        const FIELDS: &[(&str, Reader)] = &[$($((stringify!($field), $read),)+)*];
+        const FIELDS: &[(&str, Reader)] = &[$((stringify!($field), $read)),*];
     };
 }
-fusebox_policy::with_knobs!(fields);
+fusebox_policy::with_knobs!(@config fields);
 
 /// The names of [`FIELDS`], in its order.
 fn field_names() -> impl Iterator<Item = &'static str> {

@@ -142,18 +142,8 @@ mod tests {
     /// The knobs of the knob table that have an attribute argument (an `attr` column), with
     /// that column.
     macro_rules! arguments {
-        ($(
-            $(#[$doc:meta])*
-            $name:ident {
-                fields $fields:tt
-                setting $setting:tt
-                setters $setters:tt
-                $(patch $patch:tt)?
-                $(attr $attr:tt)?
-                config $config:tt
-            }
-        )*) => {
-            [$($((stringify!($name), stringify! $attr),)?)*]
+        ($($name:ident $attr:tt;)*) => {
+            [$((stringify!($name), stringify! $attr)),*]
         };
     }
 
@@ -161,7 +151,7 @@ mod tests {
     #[test]
     fn the_attribute_reference_lists_every_knob() {
         let source = include_str!("lib.rs");
-        let arguments = fusebox_policy::with_knobs!(arguments);
+        let arguments = fusebox_policy::with_knobs!(@arguments arguments);
         assert!(
             arguments.len() < fusebox_policy::KNOBS.len(),
             "`stuck_open` is none"
