@@ -150,7 +150,7 @@ pub(crate) fn card(s: &Snapshot) -> Value {
         "rejected": s.rejected,
         "retry_after_ms": s.retry_after.map(|d| d.as_millis() as u64),
         "probes_in_flight": s.probes_in_flight,
-        "open_for_ms": s.policy.get_open_for().as_millis() as u64,
+        "open_for_ms": s.policy.settings().open_for.as_millis() as u64,
         // A key shared across replicas: the shared window (every replica's calls, from the
         // store's last answer) and this replica's own calls the store admitted.
         "sharing": match s.sharing() {
@@ -297,7 +297,7 @@ pub(crate) struct Running {
 pub(crate) async fn start(config: Config) -> Result<Running, String> {
     let _ = prometheus();
     for key in KEYS {
-        if config.open_for != POLICY.get_open_for() {
+        if config.open_for != POLICY.settings().open_for {
             REGISTRY
                 .configure(key, POLICY.open_for(config.open_for))
                 .map_err(|e| e.to_string())?;

@@ -172,9 +172,10 @@ impl Core {
 
     /// Admission through the bulkhead and the circuit: the permit's word of admission, or why not.
     pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Refusal> {
-        let bulkhead = self.policy.max_concurrent != 0;
-        if bulkhead
-            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent
+        let max_concurrent = self.policy.settings().max_concurrent;
+        let bulkhead = max_concurrent.is_some();
+        if let Some(max) = max_concurrent
+            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= max
         {
             self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
             return Err(self.count_refusal(Reason::BulkheadFull, NO_WAIT));
@@ -228,19 +229,14 @@ impl Core {
     /// published with one compare-and-swap by [`Core::update`].
     #[cold]
     pub(super) fn acquire_slow(&self, word: Word, site: FnName) -> Result<Word, Refusal> {
-        let policy = &self.policy;
+        let settings = self.policy.settings();
+        let lease = crate::policy::lease_nanos(&self.policy);
         let time = |word: Word| {
             let now = self.now();
             (now, self.time_of(word, now))
         };
         let decided = self.update(word, |word| {
-            state::admission(
-                word,
-                policy.recovery,
-                policy.half_open,
-                policy.lease_nanos(),
-                time,
-            )
+            state::admission(word, settings.recovery, settings.half_open, lease, time)
         });
         match decided {
             Ok((word, next)) => {

@@ -7,6 +7,7 @@ impl Core {
     pub(crate) fn new(key: Key, policy: Policy, clock: ClockSource, hooks: Arc<Hooks>) -> Self {
         #[cfg(feature = "metrics")]
         let key_for_meters = &key.as_str().to_owned();
+        let settings = policy.settings();
         Core {
             key,
             policy,
@@ -14,7 +15,7 @@ impl Core {
             hooks,
             state: AtomicU64::new(Word::INITIAL.0),
             time: TimeStamp::new(),
-            min_calls: policy.min_calls,
+            min_calls: settings.min_calls,
             window: Padded(Outcomes::new(&policy)),
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),
@@ -28,7 +29,9 @@ impl Core {
             used: AtomicBool::new(true),
             evicted: AtomicBool::new(false),
             pinned: AtomicBool::new(true),
-            plain: policy.slow_nanos == 0 && policy.consecutive == 0 && policy.max_concurrent == 0,
+            plain: settings.slow.is_none()
+                && settings.consecutive.is_none()
+                && settings.max_concurrent.is_none(),
             successor: std::sync::OnceLock::new(),
             episode: Episode::default(),
             last: std::sync::Mutex::new(None),
@@ -63,20 +66,19 @@ impl Core {
         );
         next.counters.0.in_flight = self.counters.in_flight.share();
         let word = self.load();
+        let (new, old) = (policy.settings(), self.policy.settings());
         let carried = match word.state() {
-            State::HalfOpen if policy.recovery != self.policy.recovery => {
-                word.to_open(self.now(), 0)
-            }
+            State::HalfOpen if new.recovery != old.recovery => word.to_open(self.now(), 0),
             _ => word,
         };
-        if policy.window == self.policy.window {
+        if new.window == old.window {
             next.window.copy_from(&self.window);
         }
-        if policy.consecutive != 0 && self.policy.consecutive != 0 {
+        if new.consecutive.is_some() && old.consecutive.is_some() {
             next.run
                 .store(self.run.load(Ordering::Acquire), Ordering::Release);
         }
-        if policy.recovery == self.policy.recovery {
+        if new.recovery == old.recovery {
             next.phase
                 .store(self.phase.load(Ordering::Acquire), Ordering::Release);
             next.phase_seq
@@ -185,8 +187,8 @@ impl Core {
         if self.pinned.load(Ordering::Acquire) {
             return false;
         }
-        let busy =
-            self.policy.max_concurrent != 0 && self.counters.in_flight.load(Ordering::Acquire) != 0;
+        let busy = self.policy.settings().max_concurrent.is_some()
+            && self.counters.in_flight.load(Ordering::Acquire) != 0;
         if busy {
             return false;
         }

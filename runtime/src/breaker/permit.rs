@@ -371,6 +371,7 @@ impl OwnedPermit {
     }
 
     /// True when this call is a half-open probe.
+    #[must_use]
     pub fn is_probe(&self) -> bool {
         self.word.state() == State::HalfOpen && !self.word.inert()
     }

@@ -2,6 +2,7 @@
 //! count (progressive recovery), and may trip, reopen or close the circuit.
 
 use super::*;
+use crate::policy::{nanos, open_wait_nanos, slow_nanos};
 use crate::state;
 
 impl Core {
@@ -59,7 +60,7 @@ impl Core {
     /// [`Others::Success`](crate::Others::Success).
     #[inline]
     pub(super) fn uncounted(&self) -> Verdict {
-        if self.policy.others == crate::Others::Success {
+        if self.policy.settings().others == crate::Others::Success {
             Verdict::Success
         } else {
             Verdict::Released
@@ -71,7 +72,7 @@ impl Core {
     /// window and a shared key's report (whose flag the store's script adds up) use it.
     #[inline]
     pub(super) fn is_slow(&self, permit: Ticket, now: u64) -> bool {
-        self.timed() && permit.elapsed(now) > self.policy.slow_nanos
+        self.timed() && permit.elapsed(now) > slow_nanos(&self.policy)
     }
 
     /// Applies the outcome of a call admitted under `permit`. `inline(always)` only without
@@ -164,7 +165,7 @@ impl Core {
         };
         let slow = self.is_slow(permit, now);
         let failure = outcome == Verdict::Failure;
-        let consecutive = self.policy.consecutive;
+        let consecutive = self.policy.settings().consecutive.unwrap_or(0);
         if !failure && !slow {
             if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
                 self.run.store(0, Ordering::Relaxed);
@@ -184,8 +185,11 @@ impl Core {
             };
         // `failure_count`: the window's counted failures, whatever the rate and `min_calls`.
         let count_tripped = failure
-            && self.policy.failure_count != 0
-            && counts.failures >= self.policy.failure_count;
+            && self
+                .policy
+                .settings()
+                .failure_count
+                .is_some_and(|count| counts.failures >= count);
         if word.state() == State::Closed
             && (run_tripped || count_tripped || counts.trips(&self.policy))
         {
@@ -213,7 +217,7 @@ impl Core {
 
     /// Which rate rule `counts` reached: the failure rate when it did, else the slow-call rate.
     pub(super) fn rate_rule(&self, counts: Counts) -> Trigger {
-        let rate = u64::from(self.policy.failure_rate);
+        let rate = self.policy.settings().failure_rate.map_or(0, u64::from);
         if rate != 0 && u64::from(counts.failures) * 100 >= rate * u64::from(counts.calls) {
             Trigger::FailureRate
         } else {
@@ -224,7 +228,7 @@ impl Core {
     #[cold]
     pub(super) fn trip(&self, word: Word, counts: Counts, site: FnName, trigger: Trigger) {
         let now = self.now();
-        let next = word.to_open(now, self.policy.open_wait_nanos(0));
+        let next = word.to_open(now, open_wait_nanos(&self.policy, 0));
         if self.cas(word, next).is_ok() {
             self.window.reset();
             self.run.store(0, Ordering::Release);
@@ -238,7 +242,7 @@ impl Core {
 
     #[cold]
     pub(super) fn report_probe(&self, permit: Ticket, outcome: Verdict) {
-        match self.policy.recovery {
+        match self.policy.settings().recovery {
             Recovery::Probes => self.report_single_probe(permit, outcome),
             Recovery::Progressive { phases, min_passes } => {
                 self.report_phase(permit, outcome, phases, min_passes)
@@ -248,7 +252,7 @@ impl Core {
 
     /// A probe's report under probe recovery: the decision is [`state::after_probe`].
     pub(super) fn report_single_probe(&self, permit: Ticket, outcome: Verdict) {
-        let half_open = self.policy.half_open;
+        let half_open = self.policy.settings().half_open;
         let decided = self.update(self.load(), |word| {
             state::after_probe(word, permit.word, outcome, half_open, |w| self.reopen(w))
         });
@@ -289,7 +293,7 @@ impl Core {
         if calls < min_passes {
             return;
         }
-        let threshold = u64::from(self.policy.get_failure_rate().unwrap_or(50));
+        let threshold = u64::from(self.policy.settings().failure_rate.unwrap_or(50));
         let phase = word.passed();
         let next = if u64::from(failures) * 100 >= threshold * u64::from(calls) {
             self.reopen(word)
@@ -322,7 +326,7 @@ impl Core {
     /// The word of a failed recovery: open again, for a wait grown by `open_backoff`.
     pub(super) fn reopen(&self, word: Word) -> Word {
         let reopens = self.reopens.load(Ordering::Acquire).saturating_add(1);
-        word.to_open(self.now(), self.policy.open_wait_nanos(reopens))
+        word.to_open(self.now(), open_wait_nanos(&self.policy, reopens))
     }
 
     pub(super) fn left_half_open(
@@ -358,7 +362,8 @@ impl Core {
         }
         let open_nanos = now.saturating_sub(since - 1);
         let failed = self.reopens.load(Ordering::Acquire);
-        let (max_failed, max_nanos) = (self.policy.stuck_reopens, self.policy.stuck_open_nanos);
+        let (max_failed, max_open) = self.policy.settings().stuck_open;
+        let max_nanos = nanos(max_open);
         let stuck = (max_failed != 0 && failed >= max_failed)
             || (max_nanos != 0 && open_nanos >= max_nanos);
         if stuck && !self.episode.reported.swap(true, Ordering::AcqRel) {

@@ -21,7 +21,7 @@ use crate::breaker::{Boxed, Core, FnName, Permit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
 use crate::observe::Trigger;
-use crate::policy::{Policy, Recovery, Window};
+use crate::policy::{Policy, Recovery, Window, lease_nanos, nanos};
 use crate::state::{State, Word};
 
 /// Settings of a [`RedisStore`]; start with [`RedisStore::builder`].
@@ -53,6 +53,7 @@ impl fmt::Debug for RedisStoreBuilder {
 
 impl RedisStoreBuilder {
     /// How calls use Redis (default [`Mode::Strict`]).
+    #[must_use]
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
         self
@@ -91,30 +92,35 @@ impl RedisStoreBuilder {
     }
 
     /// Prefix of the Redis key names, `{prefix:key}` (default `fusebox`).
+    #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
 
     /// What to do when Redis does not answer (default [`Degrade::Local`]).
+    #[must_use]
     pub fn degrade(mut self, degrade: Degrade) -> Self {
         self.degrade = degrade;
         self
     }
 
     /// Idle time after which Redis forgets a breaker's key (default [`DEFAULT_IDLE_TTL`]).
+    #[must_use]
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
         self.idle_ttl = ttl;
         self
     }
 
     /// Keeps `key` local: its breaker is not shared (per-host dynamic keys, for instance).
+    #[must_use]
     pub fn local_key(mut self, key: impl Into<String>) -> Self {
         self.local.push(key.into());
         self
     }
 
     /// For tests: the script takes time from `clock` instead of Redis `TIME`.
+    #[must_use]
     pub fn time_from(mut self, clock: impl Clock) -> Self {
         self.time = Some(Arc::new(clock));
         self
@@ -310,6 +316,7 @@ impl RedisStore {
     }
 
     /// Settings for a store at `url`.
+    #[must_use]
     pub fn builder(url: &str) -> RedisStoreBuilder {
         RedisStoreBuilder {
             url: url.to_owned(),
@@ -328,6 +335,7 @@ impl RedisStore {
     /// True while this store admits from its cached view: [`Mode::Cached`], the pub/sub
     /// subscription up and Redis answering. False in [`Mode::Strict`], and in cached mode while
     /// the subscription is down (calls are then strict until it is back).
+    #[must_use]
     pub fn is_cached(&self) -> bool {
         let client = &self.inner.client;
         client.cached
@@ -338,17 +346,20 @@ impl RedisStore {
     /// Outcomes this replica gave up sending: the store did not record them after every resend,
     /// or they overflowed the resend queue. With [`Degrade::Local`] they counted on this
     /// replica's local breaker only; with the other [`Degrade`]s, nowhere.
+    #[must_use]
     pub fn dropped_reports(&self) -> u64 {
         self.inner.client.dropped.load(Ordering::Acquire)
     }
 
     /// The bound on the next store call (see
     /// [`RedisStoreBuilder::adaptive_timeout`]).
+    #[must_use]
     pub fn timeout(&self) -> Duration {
         self.inner.client.timeout()
     }
 
     /// The Redis key name of breaker `key`.
+    #[must_use]
     pub fn redis_key(&self, key: &str) -> String {
         format!("{{{}:{}}}", self.inner.prefix, key)
     }
@@ -437,33 +448,36 @@ impl RedisStore {
     }
 
     pub(super) fn link(&self, key: &str, policy: Policy) -> Link {
-        let open_max = policy.open_max_nanos.max(policy.open_for_nanos);
+        let settings = policy.settings();
+        let open_for = nanos(settings.open_for);
+        let open_max = nanos(settings.open_max).max(open_for);
         let ms = |nanos: u64| nanos.div_ceil(1_000_000).max(1);
         let args = [
             self.inner.ttl_ms,
-            match policy.get_window() {
+            match settings.window {
                 Window::Count(n) => u64::from(n),
                 Window::Time(span) => TIME_WINDOW + time_slice_ms(span),
             },
-            u64::from(policy.min_calls),
-            u64::from(policy.failure_rate),
-            if policy.slow_nanos != 0 {
-                u64::from(policy.slow_rate)
+            u64::from(settings.min_calls),
+            settings.failure_rate.map_or(0, u64::from),
+            if settings.slow.is_some() {
+                u64::from(settings.slow_rate)
             } else {
                 0
             },
-            u64::from(policy.consecutive),
-            ms(policy.open_for_nanos),
-            u64::from(policy.open_backoff_milli),
+            settings.consecutive.map_or(0, u64::from),
+            ms(open_for),
+            // The factor in thousandths, as the policy holds it (the division is exact to undo).
+            (settings.open_backoff * 1000.0).round() as u64,
             ms(open_max),
-            match policy.recovery {
-                Recovery::Probes => u64::from(policy.half_open),
+            match settings.recovery {
+                Recovery::Probes => u64::from(settings.half_open),
                 Recovery::Progressive { phases, min_passes } => {
                     TIME_WINDOW + (u64::from(phases) << 20) + u64::from(min_passes)
                 }
             },
-            ms(policy.lease_nanos()),
-            u64::from(policy.failure_count),
+            ms(lease_nanos(&policy)),
+            settings.failure_count.map_or(0, u64::from),
         ];
         Link {
             hash: self.redis_key(key),
@@ -501,11 +515,11 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
         return Arc::new(core);
     };
     let key = core.key().as_str();
-    if !core.policy().shared || store.inner.local.iter().any(|k| k == key) {
+    if !core.policy().settings().shared || store.inner.local.iter().any(|k| k == key) {
         return Arc::new(core);
     }
     let policy = *core.policy();
-    if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
+    if matches!(policy.settings().window, Window::Time(span) if time_slice_ms(span) == 0) {
         core.set_unshareable();
         tracing::error!(
             target: "fusebox",

@@ -115,6 +115,7 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry on the real monotonic clock.
+    #[must_use]
     pub const fn new() -> Self {
         Self::build(ClockSource::Monotonic)
     }
@@ -200,7 +201,7 @@ impl Registry {
     ///
     /// A [`PolicyError`] naming the key, the field and its allowed range when `policy` is invalid.
     pub fn breaker(&self, key: &str, policy: Policy) -> Result<Breaker, PolicyError> {
-        policy.validate().map_err(|e| e.for_key(key))?;
+        policy.validate_for(key)?;
         Ok(self.get_or_insert(key, policy, || Key::from(key)))
     }
 
@@ -244,7 +245,7 @@ impl Registry {
             true => declared,
             false => {
                 let wanted = patch.apply(declared);
-                match wanted.validate() {
+                match wanted.validate_for(key.as_str()) {
                     Ok(()) => wanted,
                     Err(error) => {
                         let field = error.field();
@@ -252,8 +253,7 @@ impl Registry {
                             target: "fusebox",
                             key = key.as_str(),
                             field,
-                            "{}; the override is ignored and the declared policy applies",
-                            error.for_key(key.as_str())
+                            "{error}; the override is ignored and the declared policy applies",
                         );
                         declared
                     }
@@ -343,7 +343,7 @@ impl Registry {
 /// `policy` when valid; otherwise the default, with an error event naming the key and the field.
 /// (Literal attribute arguments are checked at compile time; a `policy = CONST` is checked here.)
 pub(crate) fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy {
-    match policy.validate() {
+    match policy.validate_for(key) {
         Ok(()) => policy,
         Err(error) => {
             let field = error.field();
@@ -352,8 +352,7 @@ pub(crate) fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy
                 key,
                 field,
                 function,
-                "{}; breaker `{key}` runs the default policy instead",
-                error.for_key(key)
+                "{error}; breaker `{key}` runs the default policy instead",
             );
             Policy::DEFAULT
         }
@@ -393,6 +392,7 @@ impl std::fmt::Debug for Registry {
 static GLOBAL: Registry = Registry::new();
 
 /// The global registry, used by every `#[circuit_breaker]` without `registry = …`.
+#[must_use]
 pub fn registry() -> &'static Registry {
     &GLOBAL
 }

@@ -125,7 +125,7 @@ impl Registry {
     pub(super) fn set_declared(&self, key: &str, declared: Policy, running: &Policy) {
         let mut all = self.declared.write().unwrap_or_else(|p| p.into_inner());
         // Equal values with other explicit fields still patch differently: keep those too.
-        if declared == *running && declared.explicit == running.explicit {
+        if declared == *running && PolicyPatch::from(declared) == PolicyPatch::from(*running) {
             all.remove(key);
         } else {
             all.insert(key.to_owned(), declared);
@@ -165,7 +165,7 @@ impl Registry {
             bases.push(Policy::DEFAULT);
         }
         for base in bases {
-            patch.apply(base).validate().map_err(|e| e.for_key(key))?;
+            patch.apply(base).validate_for(key)?;
         }
         Ok(())
     }

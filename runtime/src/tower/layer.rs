@@ -100,12 +100,14 @@ impl CircuitBreakerLayer {
 
 impl<C, K> CircuitBreakerLayer<C, K> {
     /// Uses `registry` (a `static`, or a `static LazyLock<Registry>`) instead of the global one.
+    #[must_use]
     pub fn registry(mut self, registry: &'static Registry) -> Self {
         self.registry = registry;
         self.declared()
     }
 
     /// The policy breakers are created with.
+    #[must_use]
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self.declared()
