@@ -11,7 +11,7 @@ pub use crate::attempts::{
     AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
 };
 pub use crate::breaker::Named;
-pub use crate::declared::Declared;
+pub use crate::declared::{Declared, DeclaredSite};
 pub use crate::error::Cause;
 pub use crate::policy::{Others, Policy};
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};

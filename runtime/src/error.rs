@@ -369,6 +369,18 @@ impl<E: fmt::Display> fmt::Display for Cause<E> {
     }
 }
 
+/// A cause is an error too, so a fallback can return it boxed or wrap it: its
+/// [`source`](std::error::Error::source) is the error it carries, the refusal or timeout's
+/// [`Error`], or the function's own error `E`.
+impl<E: std::error::Error + 'static> std::error::Error for Cause<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Cause::Rejected(e) | Cause::TimedOut(e) => Some(e),
+            Cause::Failed(e) => Some(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -480,6 +492,23 @@ mod tests {
         assert_eq!(c.failed(), Some(&3));
         assert!(c.rejected().is_none() && c.timed_out().is_none() && c.went_out());
         assert_eq!(c.to_string(), "call failed: 3");
+    }
+
+    #[test]
+    fn a_cause_is_an_error_whose_source_is_what_it_carries() {
+        use std::error::Error as _;
+        let io = || std::io::Error::other("connection reset");
+        let failed: Cause<std::io::Error> = Cause::Failed(io());
+        let source = failed.source().expect("a failure's source");
+        assert_eq!(source.to_string(), "connection reset");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        let open = Error::new(Key::from_static("payment"), Reason::Open, None);
+        let rejected: Cause<std::io::Error> = Cause::from_error(open.clone());
+        let boxed: Box<dyn std::error::Error> = Box::new(rejected);
+        assert_eq!(
+            boxed.source().and_then(|s| s.downcast_ref::<Error>()),
+            Some(&open)
+        );
     }
 
     #[test]

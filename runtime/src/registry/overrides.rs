@@ -32,6 +32,7 @@ impl Overrides {
 
 /// A configured key that no breaker of the registry declares, with the closest declared names.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UnknownKey {
     /// The configured key.
     pub key: String,

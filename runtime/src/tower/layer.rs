@@ -2,13 +2,12 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::marker::PhantomData;
 
 use tower_layer::Layer;
 
 use super::SITE;
 use super::classify::AnyError;
-use super::service::{CircuitBreaker, PerRequest};
+use super::service::{CircuitBreaker, KeyFn};
 use crate::registry::{Registry, usable_policy};
 use crate::{Breaker, Key, Policy};
 
@@ -55,27 +54,6 @@ pub struct CircuitBreakerLayer<C = AnyError, K = FixedKey> {
 /// The key of a [`CircuitBreakerLayer::new`] layer: one circuit for every request.
 #[derive(Debug, Clone)]
 pub struct FixedKey(Key);
-
-/// The key of a [`CircuitBreakerLayer::key_fn`] layer: taken from each request.
-pub struct KeyFn<F, Req> {
-    f: F,
-    _req: PhantomData<fn(&Req)>,
-}
-
-impl<F: Clone, Req> Clone for KeyFn<F, Req> {
-    fn clone(&self) -> Self {
-        KeyFn {
-            f: self.f.clone(),
-            _req: PhantomData,
-        }
-    }
-}
-
-impl<F, Req> fmt::Debug for KeyFn<F, Req> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("KeyFn")
-    }
-}
 
 impl CircuitBreakerLayer {
     /// A layer for the circuit `key` of the global registry, with the default policy and
@@ -146,10 +124,7 @@ impl<C, K> CircuitBreakerLayer<C, K> {
             registry: self.registry,
             policy: self.policy,
             classifier: self.classifier,
-            key: KeyFn {
-                f,
-                _req: PhantomData,
-            },
+            key: KeyFn::new(f),
             declared: None,
         }
     }
@@ -169,19 +144,12 @@ impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
 }
 
 impl<S, C: Clone, F: Clone, Req> Layer<S> for CircuitBreakerLayer<C, KeyFn<F, Req>> {
-    type Service = CircuitBreaker<S, C, PerRequest<F, Req>>;
+    type Service = CircuitBreaker<S, C, KeyFn<F, Req>>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        CircuitBreaker::new(
-            inner,
-            self.classifier.clone(),
-            PerRequest {
-                key: self.key.f.clone(),
-                registry: self.registry,
-                policy: usable_policy("key_fn", SITE, self.policy),
-                _req: PhantomData,
-            },
-        )
+        let policy = usable_policy("key_fn", SITE, self.policy);
+        let key = self.key.with(self.registry, policy);
+        CircuitBreaker::new(inner, self.classifier.clone(), key)
     }
 }
 
