@@ -20,10 +20,10 @@ impl Core {
 
     /// Asks for admission: bulkhead first, then the circuit. Reads the clock only when the circuit
     /// is not closed or calls are timed. Never fails: a refused call gets an inert permit that says
-    /// why ([`Permit::refusal`]), so the admitted path moves no `Result` around.
+    /// why ([`NamedPermit::refusal`]), so the admitted path moves no `Result` around.
     #[inline(always)]
     #[cfg(test)]
-    pub(crate) fn enter<N: Named>(&self, site: N) -> Permit<'_, N> {
+    pub(crate) fn enter<N: Named>(&self, site: N) -> NamedPermit<'_, N> {
         self.enter_named::<false, N>(site)
     }
 
@@ -32,8 +32,11 @@ impl Core {
     /// Generic over `N` only to fetch the name: the admission itself is [`Core::admit_word`], one
     /// function whatever `N` is.
     #[inline(always)]
-    pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(&self, site: N) -> Permit<'_, N> {
-        Permit {
+    pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(
+        &self,
+        site: N,
+    ) -> NamedPermit<'_, N> {
+        NamedPermit {
             core: self,
             word: self.admit_word::<ASK_STORE>(site.name()),
             site,
@@ -46,7 +49,11 @@ impl Core {
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn admit_word<const ASK_STORE: bool>(&self, site: FnName) -> Word {
-        self.enter_then::<ASK_STORE, FnName, _>(site, Permit::into_word, Permit::into_word)
+        self.enter_then::<ASK_STORE, FnName, _>(
+            site,
+            NamedPermit::into_word,
+            NamedPermit::into_word,
+        )
     }
 
     /// Admission, handing the permit to `admitted` (a permit of the general path may be refused
@@ -56,8 +63,8 @@ impl Core {
     fn enter_then<'c, const ASK_STORE: bool, N: Named, R>(
         &'c self,
         site: N,
-        admitted: impl FnOnce(Permit<'c, N>) -> R,
-        refused: impl FnOnce(Permit<'c, N>) -> R,
+        admitted: impl FnOnce(NamedPermit<'c, N>) -> R,
+        refused: impl FnOnce(NamedPermit<'c, N>) -> R,
     ) -> R {
         let word = self.load();
         if self.plain && word.admits() {
@@ -67,7 +74,7 @@ impl Core {
             } else {
                 0
             };
-            return admitted(Permit {
+            return admitted(NamedPermit {
                 core: self,
                 word: permit::admitted_closed(word, start),
                 site,
@@ -83,7 +90,7 @@ impl Core {
                 #[cfg(feature = "metrics")]
                 self.meters.rejected();
                 self.record_refusal(Reason::Open, site.name());
-                return refused(Permit {
+                return refused(NamedPermit {
                     core: self,
                     word: permit::refused_for(Reason::Open.bits(), remaining),
                     site,
@@ -94,7 +101,7 @@ impl Core {
     }
 
     #[inline(never)]
-    pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
+    pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> NamedPermit<'_> {
         #[cfg(feature = "redis")]
         if let Some(store) = self.store.as_ref()
             && let Some(permit) = store.admit_cached(self, site, ASK_STORE)
@@ -103,7 +110,7 @@ impl Core {
         }
         #[cfg(feature = "redis")]
         if ASK_STORE && self.store.is_some() {
-            return Permit {
+            return NamedPermit {
                 core: self,
                 word: permit::refused(store::ASK_STORE, NO_WAIT),
                 site,
@@ -114,16 +121,16 @@ impl Core {
 
     /// Admission by this breaker alone (a local key, or a shared key's local breaker: a call
     /// that cannot reach its store and may run locally).
-    pub(crate) fn admit_local(&self, site: FnName) -> Permit<'_> {
+    pub(crate) fn admit_local(&self, site: FnName) -> NamedPermit<'_> {
         match self.admit_general(site) {
-            Ok(word) => Permit {
+            Ok(word) => NamedPermit {
                 core: self,
                 word,
                 site,
             },
             Err(refusal) => {
                 self.record_refusal(refusal.reason, site);
-                Permit {
+                NamedPermit {
                     core: self,
                     word: permit::refused(refusal.reason.bits(), refusal.retry_after),
                     site,
@@ -143,9 +150,9 @@ impl Core {
 
     /// Asks for admission for a caller that awaits (each attempt of the attempt driver); a
     /// refusal is an [`Error`]. On a breaker shared through a store the permit may ask the store
-    /// (`Permit::asks_store`), which the caller then awaits before running the attempt.
+    /// (`NamedPermit::asks_store`), which the caller then awaits before running the attempt.
     #[inline]
-    pub(crate) fn acquire_awaiting<N: Named>(&self, site: N) -> Result<Permit<'_, N>, Error> {
+    pub(crate) fn acquire_awaiting<N: Named>(&self, site: N) -> Result<NamedPermit<'_, N>, Error> {
         self.enter_then::<true, N, _>(
             site,
             |permit| match permit.refusal_code() {
@@ -160,7 +167,7 @@ impl Core {
 
     /// Asks for admission; a refusal is an [`Error`].
     #[inline]
-    pub(crate) fn acquire<N: Named>(&self, site: N) -> Result<Permit<'_, N>, Error> {
+    pub(crate) fn acquire<N: Named>(&self, site: N) -> Result<NamedPermit<'_, N>, Error> {
         self.enter_then::<false, N, _>(
             site,
             |permit| match permit.refusal() {

@@ -32,7 +32,7 @@ pub(crate) use store::{Boxed, Store, generation_of, shared_word, unknown_shared_
 #[cfg(test)]
 mod tests;
 
-pub use permit::{Named, OwnedPermit, Permit};
+pub use permit::{Named, NamedPermit, OwnedPermit, Permit};
 use permit::{Refusal, Ticket};
 pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
 
@@ -298,7 +298,7 @@ impl Breaker {
     /// refuses the call.
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Error> {
-        self.core.current().acquire(&"")
+        self.core.current().acquire(&"").map(Permit)
     }
 
     /// Runs `f` through the breaker; `is_failure` says which errors count.
@@ -317,7 +317,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = f();
-        permit.report(&result, is_failure);
+        permit.0.report(&result, is_failure);
         Ok(result)
     }
 
@@ -335,7 +335,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = fut.await;
-        permit.report(&result, is_failure);
+        permit.0.report(&result, is_failure);
         Ok(result)
     }
 
@@ -363,7 +363,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = f();
-        permit.report_classified(&result, is_failure);
+        permit.0.report_classified(&result, is_failure);
         Ok(result)
     }
 
@@ -380,7 +380,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = fut.await;
-        permit.report_classified(&result, is_failure);
+        permit.0.report_classified(&result, is_failure);
         Ok(result)
     }
 

@@ -100,11 +100,49 @@ impl Named for &'static &'static str {
 /// [`ignore`](Permit::ignore). A permit dropped without a report counts as a failure when the thread
 /// is panicking, and otherwise as a cancellation: its slot is given back and nothing is counted, so a
 /// cancelled half-open probe never leaves the circuit stuck.
-///
-/// `N` is where the permit finds its function's name for events; leave it out (`Permit<'a>`):
-/// only the attribute's expansion names another.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
-pub struct Permit<'a, N: Named = &'static &'static str> {
+pub struct Permit<'a>(pub(super) NamedPermit<'a>);
+
+impl Permit<'_> {
+    /// The call succeeded.
+    #[inline(always)]
+    pub fn success(self) {
+        self.0.success();
+    }
+
+    /// The call failed in a way that counts against the circuit.
+    #[inline]
+    pub fn failure(self) {
+        self.0.failure();
+    }
+
+    /// The call ended with an error that does not count as a failure (a business error): it
+    /// does not affect the circuit, or counts as a success when the policy says
+    /// [`Others::Success`](crate::Others::Success) ([`Policy::others`](crate::Policy::others)).
+    #[inline]
+    pub fn ignore(self) {
+        self.0.ignore();
+    }
+
+    /// True when this call is a half-open probe.
+    #[must_use]
+    pub fn is_probe(&self) -> bool {
+        self.0.is_probe()
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+/// A [`Permit`] that finds its function's name through `N` (see [`Named`]): the permit of the
+/// attribute's expansion, whose `N` is a zero-sized type of its call site, and the one every
+/// admission path makes ([`Permit`] wraps the one named by a plain path). Its public methods
+/// are [`Permit`]'s. Not for use outside the expansion.
+#[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
+pub struct NamedPermit<'a, N: Named = FnName> {
     pub(super) core: &'a Core,
     /// The word of admission (see the module docs): the mode and generation it was admitted
     /// under with its bulkhead bit and admission time, or a refusal with its wait. Inert once
@@ -113,12 +151,12 @@ pub struct Permit<'a, N: Named = &'static &'static str> {
     pub(super) site: N,
 }
 
-impl<'a, N: Named> Permit<'a, N> {
+impl<'a, N: Named> NamedPermit<'a, N> {
     /// The same admission, naming its function through `site`; this permit is settled (it
     /// reports nothing).
     #[inline(always)]
-    pub(crate) fn named<M: Named>(mut self, site: M) -> Permit<'a, M> {
-        let named = Permit {
+    pub(crate) fn named<M: Named>(mut self, site: M) -> NamedPermit<'a, M> {
+        let named = NamedPermit {
             core: self.core,
             word: self.word,
             site,
@@ -136,7 +174,7 @@ impl<'a, N: Named> Permit<'a, N> {
     }
 }
 
-impl<N: Named> Permit<'_, N> {
+impl<N: Named> NamedPermit<'_, N> {
     /// The call succeeded.
     #[inline(always)]
     pub fn success(mut self) {
@@ -165,13 +203,13 @@ impl<N: Named> Permit<'_, N> {
         self.settle(Verdict::Success);
     }
 
-    /// [`failure`](Permit::failure) in place (see [`succeeded`](Permit::succeeded)).
+    /// [`failure`](Permit::failure) in place (see [`succeeded`](NamedPermit::succeeded)).
     #[inline]
     pub(crate) fn failed(&mut self) {
         self.settle(Verdict::Failure);
     }
 
-    /// [`ignore`](Permit::ignore) in place (see [`succeeded`](Permit::succeeded)).
+    /// [`ignore`](Permit::ignore) in place (see [`succeeded`](NamedPermit::succeeded)).
     #[inline]
     pub(crate) fn ignored(&mut self) {
         let verdict = self.core.uncounted();
@@ -185,7 +223,7 @@ impl<N: Named> Permit<'_, N> {
         self.settle(Verdict::Released);
     }
 
-    /// [`released`](Permit::released), consuming the permit.
+    /// [`released`](NamedPermit::released), consuming the permit.
     #[inline]
     pub(crate) fn release(mut self) {
         self.released();
@@ -252,7 +290,7 @@ impl<N: Named> Permit<'_, N> {
         self.word.refusal()
     }
 
-    /// True when the call was refused ([`refusal`](Permit::refusal) is `Some`).
+    /// True when the call was refused ([`refusal`](NamedPermit::refusal) is `Some`).
     #[inline(always)]
     pub(crate) fn is_refused(&self) -> bool {
         self.word.refusal() != 0
@@ -303,7 +341,7 @@ fn error_of_word(core: &Core, word: Word) -> Error {
     }
 }
 
-impl<N: Named> Drop for Permit<'_, N> {
+impl<N: Named> Drop for NamedPermit<'_, N> {
     #[inline(always)]
     fn drop(&mut self) {
         if !self.word.inert() {
@@ -312,7 +350,7 @@ impl<N: Named> Drop for Permit<'_, N> {
     }
 }
 
-impl<N: Named> Permit<'_, N> {
+impl<N: Named> NamedPermit<'_, N> {
     /// Dropped without a report: a panic counts as a failure, anything else is a cancellation.
     #[cold]
     pub(super) fn abandon(&mut self) {
@@ -469,7 +507,7 @@ pub(super) fn abandoned() -> Verdict {
     }
 }
 
-impl<N: Named> fmt::Debug for Permit<'_, N> {
+impl<N: Named> fmt::Debug for NamedPermit<'_, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("key", &self.core.key)

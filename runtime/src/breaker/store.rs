@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::{Core, FnName, Named, Permit, Ticket, permit};
+use super::{Core, FnName, Named, NamedPermit, Ticket, permit};
 use crate::error::Reason;
 use crate::observe::Trigger;
 use crate::state::{NO_WAIT, State, Verdict, Word};
@@ -24,11 +24,12 @@ pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub(crate) trait Store: Send + Sync {
     /// Cached mode: admission answered from the replica's view of the shared state; `None` when
     /// the call must ask the store (`asks`: the caller can await the store, see [`Store::admit`]).
-    fn admit_cached<'c>(&self, core: &'c Core, site: FnName, asks: bool) -> Option<Permit<'c>>;
+    fn admit_cached<'c>(&self, core: &'c Core, site: FnName, asks: bool)
+    -> Option<NamedPermit<'c>>;
 
     /// The store's answer to the admission of a call of `site` on `core`: the permit that
     /// replaces the one that asked (admitted or refused).
-    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, Permit<'a>>;
+    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, NamedPermit<'a>>;
 
     /// Sends the outcome of a call the store admitted under `word` (`slow`: slow-call timing
     /// found it slow; `failure` `None`: released).
@@ -122,9 +123,9 @@ pub(crate) fn generation_of(word: Word) -> u64 {
 
 impl Core {
     /// An admitted permit carrying the store's `word`.
-    pub(crate) fn store_permit(&self, word: Word, site: FnName) -> Permit<'_> {
+    pub(crate) fn store_permit(&self, word: Word, site: FnName) -> NamedPermit<'_> {
         let start = if self.timed() { self.now() } else { 0 };
-        Permit {
+        NamedPermit {
             core: self,
             word: permit::admitted(word, start, false),
             site,
@@ -137,14 +138,14 @@ impl Core {
         reason: Reason,
         retry_after: Option<Duration>,
         site: FnName,
-    ) -> Permit<'_> {
+    ) -> NamedPermit<'_> {
         let retry_after = retry_after.map_or(NO_WAIT, |d| {
             u64::try_from(d.as_nanos())
                 .unwrap_or(u64::MAX - 1)
                 .min(u64::MAX - 1)
         });
         let refusal = self.count_refusal(reason, retry_after);
-        Permit {
+        NamedPermit {
             core: self,
             word: permit::refused(refusal.reason.bits(), refusal.retry_after),
             site,
@@ -314,7 +315,7 @@ impl Core {
     }
 }
 
-impl<'a, N: Named> Permit<'a, N> {
+impl<'a, N: Named> NamedPermit<'a, N> {
     /// The breaker, when this permit asks its store for admission.
     pub(crate) fn asks_store(&self) -> Option<&'a Core> {
         (self.word.refusal() == ASK_STORE).then_some(self.core)
@@ -331,7 +332,7 @@ impl<'a, N: Named> Permit<'a, N> {
     }
 
     /// Replaces a permit that asked the store with the store's answer.
-    pub(crate) fn replace(&mut self, answer: Permit<'a>) {
+    pub(crate) fn replace(&mut self, answer: NamedPermit<'a>) {
         let mut answer = answer;
         self.word = answer.word;
         answer.word = Word::SETTLED;

@@ -498,7 +498,10 @@ impl Named for SiteName {
 fn a_permit_named_by_its_type_is_two_words() {
     // What an annotated function holds across its body's await: the breaker and the word of
     // admission; the name comes from the type.
-    assert_eq!(size_of::<Permit<'_, SiteName>>(), 2 * size_of::<usize>());
+    assert_eq!(
+        size_of::<NamedPermit<'_, SiteName>>(),
+        2 * size_of::<usize>()
+    );
 }
 
 #[test]

@@ -11,20 +11,20 @@ use std::time::Duration;
 use super::Degrade;
 use super::link::{CONFIRMED, Link, view_generation, view_state};
 use super::script::{Answer, apply, call};
-use crate::breaker::{Boxed, Core, FnName, Named, Permit, shared_word, unknown_shared_word};
+use crate::breaker::{Boxed, Core, FnName, Named, NamedPermit, shared_word, unknown_shared_word};
 use crate::error::{Error, Reason};
 use crate::state::{State, Word};
 
 /// True when `permit` (refused) asks the store for admission: its breaker is shared.
 #[inline(always)]
-pub fn asks_store<N: Named>(permit: &Permit<'_, N>) -> bool {
+pub fn asks_store<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
     permit.asks_store().is_some()
 }
 
 /// True when `permit`'s breaker is shared in strict mode (or cached mode without its
 /// subscription): the call awaits the recording of its outcome.
 #[inline(always)]
-pub fn reports_to_store<N: Named>(permit: &Permit<'_, N>) -> bool {
+pub fn reports_to_store<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
     permit
         .core()
         .store
@@ -34,7 +34,9 @@ pub fn reports_to_store<N: Named>(permit: &Permit<'_, N>) -> bool {
 
 /// Completes the admission of an `async fn` call on a shared registry: awaits the script's answer
 /// and turns `permit` into it. Returns the refusal, if any.
-pub fn admit_shared<'p, 'a, N: Named>(permit: &'p mut Permit<'a, N>) -> Boxed<'p, Option<Error>> {
+pub fn admit_shared<'p, 'a, N: Named>(
+    permit: &'p mut NamedPermit<'a, N>,
+) -> Boxed<'p, Option<Error>> {
     let Some((core, store)) = permit
         .asks_store()
         .and_then(|core| Some((core, core.store.as_ref()?)))
@@ -53,10 +55,10 @@ pub fn admit_shared<'p, 'a, N: Named>(permit: &'p mut Permit<'a, N>) -> Boxed<'p
 /// `admitted` by value, so the driver never borrows it and does not keep it across the attempt.
 #[allow(clippy::type_complexity)]
 pub(crate) fn attempt_admission<'a, N: Named + 'a>(
-    admitted: Result<Permit<'a, N>, Error>,
+    admitted: Result<NamedPermit<'a, N>, Error>,
 ) -> Result<
-    Result<Permit<'a, N>, Error>,
-    std::pin::Pin<Box<impl std::future::Future<Output = Result<Permit<'a, N>, Error>> + 'a>>,
+    Result<NamedPermit<'a, N>, Error>,
+    std::pin::Pin<Box<impl std::future::Future<Output = Result<NamedPermit<'a, N>, Error>> + 'a>>,
 > {
     match admitted {
         Ok(mut permit) if asks_store(&permit) => Err(Box::pin(async move {
@@ -89,7 +91,7 @@ pub(super) fn admit<'a>(
     link: &'a Arc<Link>,
     core: &'a Core,
     site: FnName,
-) -> Boxed<'a, Permit<'a>> {
+) -> Boxed<'a, NamedPermit<'a>> {
     Box::pin(async move {
         let client = &link.store.client;
         let (seed, remaining) = core.seed();
@@ -106,7 +108,7 @@ pub(super) fn admit<'a>(
 }
 
 /// The permit of the script's answer to an `admit`.
-pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> Permit<'c> {
+pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> NamedPermit<'c> {
     match answer.code {
         1 | 2 => core.store_permit(shared_word(answer.generation), site),
         3 => core.store_refusal(Reason::HalfOpenFull, None, site),
@@ -134,7 +136,7 @@ pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> Pe
 /// local breaker recovers alone, and announces its transitions with `shared = false`.
 ///
 /// [`RedisStoreBuilder::local_recovery_after`]: super::RedisStoreBuilder::local_recovery_after
-pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> Permit<'c> {
+pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> NamedPermit<'c> {
     let client = &link.store.client;
     match client.degrade {
         Degrade::FailOpen => return core.store_permit(Word::SETTLED, site),
@@ -167,7 +169,7 @@ pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> Permit<
 /// the store's timeout), then gives back `out` (the call's result, moved into this boxed future so
 /// the caller's own future holds nothing of it across the await).
 pub fn flush_then<'p, T: 'p>(
-    permit: &'p Permit<'_, impl Named>,
+    permit: &'p NamedPermit<'_, impl Named>,
     out: T,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
     after_recording(recording(permit.core()), out)

@@ -12,7 +12,7 @@ use super::admit::{degraded, permit_of};
 use super::link::{CONFIRMED, Client, Link, view_generation, view_state};
 use super::report::{LEARN, send, send_admit};
 use super::script::follow;
-use crate::breaker::{Core, FnName, Permit, shared_word};
+use crate::breaker::{Core, FnName, NamedPermit, shared_word};
 use crate::error::Reason;
 
 /// Admission from the replica's view of the shared state, when the caller may not ask the
@@ -32,7 +32,7 @@ pub(crate) fn cached_admit<'c>(
     link: &Arc<Link>,
     site: FnName,
     asks: bool,
-) -> Option<Permit<'c>> {
+) -> Option<NamedPermit<'c>> {
     let client = &link.store.client;
     if !client.healthy.load(Ordering::Acquire) {
         // One `async` caller at a time asks the script, to learn when it answers again; the
@@ -58,7 +58,7 @@ pub(crate) fn cached_admit<'c>(
 
 /// The admission the view decides alone: closed or disabled admits under the view's
 /// generation, forced open refuses, open within its wait refuses; `None` otherwise.
-fn from_view<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>> {
+fn from_view<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<NamedPermit<'c>> {
     let view = link.view.load(Ordering::Acquire);
     if view & CONFIRMED == 0 {
         // Unknown, or only announced by a message: the script confirms it first.
@@ -83,7 +83,7 @@ fn from_view<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>
 /// current-thread runtime cannot wait for a task of its own runtime, so there the call is
 /// decided as while the store does not answer ([`degraded`]), and a background read updates the
 /// view for the next call.
-fn ask_blocking<'c>(core: &'c Core, link: &Arc<Link>, site: FnName) -> Permit<'c> {
+fn ask_blocking<'c>(core: &'c Core, link: &Arc<Link>, site: FnName) -> NamedPermit<'c> {
     use tokio::runtime::{Handle, RuntimeFlavor};
     let can_wait = match Handle::try_current() {
         Err(_) => Some(false),

@@ -17,7 +17,7 @@ use super::{
     DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
     Degrade, Mode, StoreError, StoreErrorKind,
 };
-use crate::breaker::{Boxed, Core, FnName, Permit, Store};
+use crate::breaker::{Boxed, Core, FnName, NamedPermit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
 use crate::observe::Trigger;
@@ -547,11 +547,16 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
 
 /// A shared breaker's link is its store.
 impl Store for Arc<Link> {
-    fn admit_cached<'c>(&self, core: &'c Core, site: FnName, asks: bool) -> Option<Permit<'c>> {
+    fn admit_cached<'c>(
+        &self,
+        core: &'c Core,
+        site: FnName,
+        asks: bool,
+    ) -> Option<NamedPermit<'c>> {
         cached_admit(core, self, site, asks)
     }
 
-    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, Permit<'a>> {
+    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, NamedPermit<'a>> {
         admit(self, core, site)
     }
 

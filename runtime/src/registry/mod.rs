@@ -6,7 +6,7 @@
 //!
 //! **Bounds.** Breakers created for dynamic keys are capped ([`Registry::set_max_keys`], default
 //! 10,000). When the cap is reached, creating one more advances a clock hand over the dynamic keys
-//! in creation order, looking at no more than [`SWEEP_STEP`](crate::limits::SWEEP_STEP) of them: a breaker with nothing in
+//! in creation order, looking at no more than [`SWEEP_STEP`] of them: a breaker with nothing in
 //! flight goes when it is closed and idle (no call found it since it was created or since the hand
 //! last passed it) or open with its wait over (the next probe would find out again all it knows). An open breaker still within its
 //! wait is never evicted, so a flood of new keys cannot reset a tripped circuit. If the hand frees
