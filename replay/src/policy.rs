@@ -45,6 +45,7 @@ pub enum Setting {
 
 /// A duration as the attribute writes it: one integer and the largest unit that divides it
 /// (`1500ms`, `30s`, `2m`).
+#[must_use]
 pub fn span_text(d: Duration) -> String {
     let nanos = d.as_nanos();
     const UNITS: [(&str, u128); 6] = [
@@ -84,6 +85,7 @@ impl Setting {
 
 impl Candidate {
     /// The candidate as a `--policy` string: `window=100,failure_rate=50,open_for=30s`.
+    #[must_use]
     pub fn policy_arg(&self) -> String {
         let fields: Vec<String> = self
             .settings
@@ -94,6 +96,7 @@ impl Candidate {
     }
 
     /// The candidate as attribute arguments: `window = 100, failure_rate = 50, open_for = "30s"`.
+    #[must_use]
     pub fn attribute_args(&self) -> String {
         let fields: Vec<String> = self
             .settings

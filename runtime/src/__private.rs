@@ -61,6 +61,7 @@ pub fn permit_released<N: Named>(permit: &mut NamedPermit<'_, N>) {
 /// this thread and task since this call was admitted (`ASYNC`: the function is an `async fn`).
 /// The default classification (every error counts) does not count it.
 #[inline]
+#[must_use]
 pub fn refused_inside<const ASYNC: bool>() -> bool {
     crate::nested::refused_inside::<ASYNC>()
 }
@@ -108,11 +109,13 @@ pub use crate::redis::admit::{admit_shared, asks_store, flush_then, reports_to_s
 
 /// The global registry.
 #[inline]
+#[must_use]
 pub fn global() -> &'static Registry {
     crate::registry::registry()
 }
 
 /// True for the global registry (the registration of a site without `registry = …`).
+#[must_use]
 pub fn in_global(registry: usize) -> bool {
     registry == global().address()
 }
@@ -222,6 +225,7 @@ impl<E: From<Error>> FromRejection for E {
 /// marked, so the breaker of an enclosing annotated function does not count it
 /// (`crate::nested`).
 #[inline]
+#[must_use]
 pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
     // Marked before the conversion, so the error is not kept across the call.
     if error.is_rejected() {

@@ -37,6 +37,7 @@ impl Reason {
     /// ```
     /// assert_eq!(fusebox::Reason::HalfOpenFull.code(), "half_open_full");
     /// ```
+    #[must_use]
     pub const fn code(self) -> &'static str {
         match self {
             Reason::Open => "open",
@@ -154,17 +155,20 @@ impl Error {
     }
 
     /// The key of the breaker that refused the call.
+    #[must_use]
     pub fn key(&self) -> &str {
         self.key.as_str()
     }
 
     /// Why the call was refused.
+    #[must_use]
     pub fn reason(&self) -> Reason {
         // Every `Error` is made by `Error::new` from a `Reason`, so the code is always valid.
         Reason::from_bits(self.packed >> WAIT_BITS).unwrap_or(Reason::Open)
     }
 
     /// When the circuit is open: how long until it admits a probe. `None` otherwise.
+    #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         match self.packed & NO_WAIT {
             NO_WAIT => None,
@@ -198,6 +202,7 @@ impl Error {
     /// clock.advance(Duration::from_millis(1500));
     /// assert_eq!(breaker.try_acquire().unwrap_err().retry_after_secs(), Some(1));
     /// ```
+    #[must_use]
     pub fn retry_after_secs(&self) -> Option<u64> {
         self.retry_after().map(whole_seconds)
     }
@@ -210,6 +215,7 @@ impl Error {
     /// so queueing the call or sending it elsewhere cannot do the work twice. False only for
     /// [`Reason::TimedOut`], where the call went out and may have done its work. The same
     /// distinction as [`Cause::Rejected`] against [`Cause::TimedOut`].
+    #[must_use]
     pub fn is_rejected(&self) -> bool {
         self.reason() != Reason::TimedOut
     }
@@ -219,11 +225,13 @@ impl Error {
         since = "0.1.0",
         note = "use `is_rejected`, the word of `Cause::Rejected` and of the `rejected` metric"
     )]
+    #[must_use]
     pub fn is_refusal(&self) -> bool {
         self.is_rejected()
     }
 
     /// True when the call never reached the backend because the circuit is open or probing.
+    #[must_use]
     pub fn is_circuit_open(&self) -> bool {
         matches!(
             self.reason(),
@@ -302,6 +310,7 @@ pub enum Cause<E> {
 impl<E> Cause<E> {
     /// The cause of a fusebox [`Error`]: [`Cause::TimedOut`] for [`Reason::TimedOut`],
     /// [`Cause::Rejected`] for every refusal.
+    #[must_use]
     pub fn from_error(error: Error) -> Self {
         if error.is_rejected() {
             Cause::Rejected(error)
@@ -311,6 +320,7 @@ impl<E> Cause<E> {
     }
 
     /// The refusal, when the breaker refused the call (the backend was never called).
+    #[must_use]
     pub fn rejected(&self) -> Option<&Error> {
         match self {
             Cause::Rejected(e) => Some(e),
@@ -319,6 +329,7 @@ impl<E> Cause<E> {
     }
 
     /// The timeout, when the call went out and ran out of time (its result is unknown).
+    #[must_use]
     pub fn timed_out(&self) -> Option<&Error> {
         match self {
             Cause::TimedOut(e) => Some(e),
@@ -327,6 +338,7 @@ impl<E> Cause<E> {
     }
 
     /// The error, when the call ran and failed.
+    #[must_use]
     pub fn failed(&self) -> Option<&E> {
         match self {
             Cause::Failed(e) => Some(e),
@@ -336,6 +348,7 @@ impl<E> Cause<E> {
 
     /// True when the backend was called ([`TimedOut`](Cause::TimedOut) or
     /// [`Failed`](Cause::Failed)); false only for [`Rejected`](Cause::Rejected).
+    #[must_use]
     pub fn went_out(&self) -> bool {
         !matches!(self, Cause::Rejected(_))
     }
@@ -344,6 +357,7 @@ impl<E> Cause<E> {
     /// and timeouts (whose [`Error::reason`] tells them apart). A refusal's error is marked like
     /// the attribute's own conversion, so the breaker of an enclosing annotated function does not
     /// count it (see the README's "Nested breakers").
+    #[must_use]
     pub fn into_error(self) -> E
     where
         E: From<Error>,

@@ -29,6 +29,7 @@ pub struct Site {
 
 impl Site {
     /// A call site of `function` for the breaker `key`.
+    #[must_use]
     pub const fn new(key: &'static str, function: &'static str, policy: Policy) -> Self {
         Site {
             key,
@@ -171,6 +172,7 @@ pub struct SiteBreaker(Option<Breaker>);
 impl SiteBreaker {
     /// An empty holder, filled by [`DynSite::enter`] or [`DynSite::breaker`].
     #[inline(always)]
+    #[must_use]
     pub const fn new() -> Self {
         SiteBreaker(None)
     }
@@ -178,6 +180,7 @@ impl SiteBreaker {
 
 impl DynSite {
     /// A call site of `function`.
+    #[must_use]
     pub const fn new(function: &'static str, policy: Policy) -> Self {
         DynSite {
             function,
@@ -320,6 +323,7 @@ pub struct MethodName {
 
 impl MethodName {
     /// The name of `method`, completed with its type on first use.
+    #[must_use]
     pub const fn new(method: &'static str) -> Self {
         MethodName {
             method,

@@ -149,6 +149,7 @@ pub enum State {
 
 impl State {
     /// Lowercase name used in events and messages.
+    #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
             State::Closed => "closed",

@@ -25,6 +25,7 @@ pub mod support {
 
     impl Receipt {
         /// A receipt for a payment queued for later.
+        #[must_use]
         pub fn pending() -> Self {
             Receipt
         }
@@ -132,6 +133,7 @@ pub mod support {
     pub struct Url(pub &'static str);
 
     impl Url {
+        #[must_use]
         pub fn host_str(&self) -> Option<&str> {
             Some(self.0)
         }
@@ -170,6 +172,7 @@ pub mod support {
     }
 
     impl StockError {
+        #[must_use]
         pub fn is_timeout(&self) -> bool {
             matches!(self, StockError::Timeout)
         }

@@ -431,21 +431,25 @@ impl Breaker {
     }
 
     /// The current state. Does not move an open circuit to half-open (only calls do).
+    #[must_use]
     pub fn state(&self) -> State {
         self.core.current().load().state()
     }
 
     /// A consistent-enough view of the breaker's counters.
+    #[must_use]
     pub fn snapshot(&self) -> Snapshot {
         self.core.current().snapshot()
     }
 
     /// The breaker's key.
+    #[must_use]
     pub fn key(&self) -> &str {
         self.core.current().key().as_str()
     }
 
     /// The policy the breaker runs.
+    #[must_use]
     pub fn policy(&self) -> Policy {
         *self.core.current().policy()
     }
@@ -481,6 +485,7 @@ impl Breaker {
     }
 
     /// Bytes this breaker occupies in memory (struct and window).
+    #[must_use]
     pub fn footprint(&self) -> usize {
         self.core.current().footprint()
     }

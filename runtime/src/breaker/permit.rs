@@ -269,6 +269,7 @@ impl<N: Named> NamedPermit<'_, N> {
     }
 
     /// True when this call is a half-open probe.
+    #[must_use]
     pub fn is_probe(&self) -> bool {
         self.word.state() == State::HalfOpen && !self.word.inert()
     }
@@ -409,6 +410,7 @@ impl OwnedPermit {
     }
 
     /// True when this call is a half-open probe.
+    #[must_use]
     pub fn is_probe(&self) -> bool {
         self.word.state() == State::HalfOpen && !self.word.inert()
     }

@@ -143,16 +143,19 @@ pub struct SharedWindow {
 impl SharedWindow {
     /// Outcomes in the shared window (all replicas), as of the store's last answer. An open or
     /// half-open circuit starts an empty window: 0 there.
+    #[must_use]
     pub fn calls(&self) -> u32 {
         self.calls
     }
 
     /// Failures among them.
+    #[must_use]
     pub fn failures(&self) -> u32 {
         self.failures
     }
 
     /// `failures / calls` in percent (0 when empty).
+    #[must_use]
     pub fn failure_rate(&self) -> f64 {
         if self.calls == 0 {
             0.0
@@ -163,6 +166,7 @@ impl SharedWindow {
 
     /// Time since that answer, on the registry's clock: how stale these counts may be (other
     /// replicas' calls since are not in them).
+    #[must_use]
     pub fn age(&self) -> Duration {
         self.age
     }
@@ -172,6 +176,7 @@ impl Snapshot {
     /// Whether this key is one circuit across replicas ([`Sharing::Shared`]), local
     /// ([`Sharing::Local`]), or should have been shared but could not be
     /// ([`Sharing::Unshareable`]).
+    #[must_use]
     pub fn sharing(&self) -> Sharing {
         self.sharing.sharing
     }
@@ -186,12 +191,14 @@ impl Snapshot {
     /// and [`failures`](Snapshot::failures) hold only the outcomes recorded locally (calls made
     /// while the store did not answer); this replica's calls the store admitted are
     /// [`replica_calls`](Snapshot::replica_calls).
+    #[must_use]
     pub fn shared_window(&self) -> Option<SharedWindow> {
         self.sharing.window
     }
 
     /// True while this replica's store does not answer: a shared key's calls degrade (per the
     /// store's `Degrade` setting) until it answers again. Always false on a key that is not shared.
+    #[must_use]
     pub fn degraded(&self) -> bool {
         self.sharing.degraded
     }
@@ -202,11 +209,13 @@ impl Snapshot {
     /// Such a call whose report the store did not answer is also recorded on the local breaker,
     /// in [`calls`](Snapshot::calls), as is a call the local breaker admitted alone; released
     /// calls and errors that do not count are in neither. 0 on a key that is not shared.
+    #[must_use]
     pub fn replica_calls(&self) -> u64 {
         self.sharing.replica_calls
     }
 
     /// Failures among [`replica_calls`](Snapshot::replica_calls).
+    #[must_use]
     pub fn replica_failures(&self) -> u64 {
         self.sharing.replica_failures
     }

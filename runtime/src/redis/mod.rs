@@ -236,6 +236,7 @@ pub enum StoreErrorKind {
 
 impl StoreError {
     /// Why the store could not be set up.
+    #[must_use]
     pub fn kind(&self) -> StoreErrorKind {
         self.kind
     }

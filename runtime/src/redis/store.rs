@@ -53,6 +53,7 @@ impl fmt::Debug for RedisStoreBuilder {
 
 impl RedisStoreBuilder {
     /// How calls use Redis (default [`Mode::Strict`]).
+    #[must_use]
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
         self
@@ -91,30 +92,35 @@ impl RedisStoreBuilder {
     }
 
     /// Prefix of the Redis key names, `{prefix:key}` (default `fusebox`).
+    #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
 
     /// What to do when Redis does not answer (default [`Degrade::Local`]).
+    #[must_use]
     pub fn degrade(mut self, degrade: Degrade) -> Self {
         self.degrade = degrade;
         self
     }
 
     /// Idle time after which Redis forgets a breaker's key (default [`DEFAULT_IDLE_TTL`]).
+    #[must_use]
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
         self.idle_ttl = ttl;
         self
     }
 
     /// Keeps `key` local: its breaker is not shared (per-host dynamic keys, for instance).
+    #[must_use]
     pub fn local_key(mut self, key: impl Into<String>) -> Self {
         self.local.push(key.into());
         self
     }
 
     /// For tests: the script takes time from `clock` instead of Redis `TIME`.
+    #[must_use]
     pub fn time_from(mut self, clock: impl Clock) -> Self {
         self.time = Some(Arc::new(clock));
         self
@@ -309,6 +315,7 @@ impl RedisStore {
     }
 
     /// Settings for a store at `url`.
+    #[must_use]
     pub fn builder(url: &str) -> RedisStoreBuilder {
         RedisStoreBuilder {
             url: url.to_owned(),
@@ -327,6 +334,7 @@ impl RedisStore {
     /// True while this store admits from its cached view: [`Mode::Cached`], the pub/sub
     /// subscription up and Redis answering. False in [`Mode::Strict`], and in cached mode while
     /// the subscription is down (calls are then strict until it is back).
+    #[must_use]
     pub fn is_cached(&self) -> bool {
         let client = &self.inner.client;
         client.cached
@@ -337,17 +345,20 @@ impl RedisStore {
     /// Outcomes this replica gave up sending: the store did not record them after every resend,
     /// or they overflowed the resend queue. With [`Degrade::Local`] they counted on this
     /// replica's local breaker only; with the other [`Degrade`]s, nowhere.
+    #[must_use]
     pub fn dropped_reports(&self) -> u64 {
         self.inner.client.dropped.load(Ordering::Acquire)
     }
 
     /// The bound on the next store call (see
     /// [`RedisStoreBuilder::adaptive_timeout`]).
+    #[must_use]
     pub fn timeout(&self) -> Duration {
         self.inner.client.timeout()
     }
 
     /// The Redis key name of breaker `key`.
+    #[must_use]
     pub fn redis_key(&self, key: &str) -> String {
         format!("{{{}:{}}}", self.inner.prefix, key)
     }

@@ -127,6 +127,7 @@ impl Registry {
     }
 
     /// Calls for dynamic keys that found the registry full and ran unprotected.
+    #[must_use]
     pub fn overflow_count(&self) -> u64 {
         self.overflow.load(Ordering::Relaxed)
     }

@@ -116,11 +116,13 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry on the real monotonic clock.
+    #[must_use]
     pub const fn new() -> Self {
         Self::build(ClockSource::Monotonic)
     }
 
     /// An empty registry reading `clock` (a [`FakeClock`](crate::clock::FakeClock) in tests).
+    #[must_use]
     pub fn with_clock(clock: impl Clock) -> Self {
         Self::build(ClockSource::Custom(Arc::new(clock)))
     }
@@ -174,6 +176,7 @@ impl Registry {
     /// declared by a `#[circuit_breaker]` with this literal key and this registry (created here
     /// before its first call, with the declared policy). A dynamic key longer than
     /// [`MAX_KEY_LEN`] is found by its full text or its bounded form.
+    #[must_use]
     pub fn get(&self, key: &str) -> Option<Breaker> {
         if let Some(found) = self.lookup(key) {
             return Some(found);
@@ -316,6 +319,7 @@ impl Registry {
     /// Snapshots of every breaker, sorted by key: those already used and every breaker declared
     /// by a `#[circuit_breaker]` with a literal key and this registry (created here if no call made
     /// it yet).
+    #[must_use]
     pub fn snapshot(&self) -> Vec<Snapshot> {
         for declared in crate::declared::of(self.address()) {
             if self.lookup(declared.key).is_none() {
@@ -330,11 +334,13 @@ impl Registry {
     }
 
     /// The number of registered breakers.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.map().len()
     }
 
     /// True when no breaker exists yet.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -393,6 +399,7 @@ impl std::fmt::Debug for Registry {
 static GLOBAL: Registry = Registry::new();
 
 /// The global registry, used by every `#[circuit_breaker]` without `registry = …`.
+#[must_use]
 pub fn registry() -> &'static Registry {
     &GLOBAL
 }

@@ -276,6 +276,7 @@ impl Registry {
     /// (`CircuitBreakerMiddleware::new`) built for this registry. Loading warns about each unknown
     /// key once (a `tracing` WARN, at the first load that finds it) rather than failing, because
     /// a dynamic key or a breaker made with [`breaker`](Registry::breaker) may still claim it.
+    #[must_use]
     pub fn unknown_keys(&self) -> Vec<UnknownKey> {
         let built = self.built.read().unwrap_or_else(|p| p.into_inner());
         let declared: BTreeSet<&str> = crate::declared::of(self.address())

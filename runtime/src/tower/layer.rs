@@ -63,6 +63,7 @@ impl CircuitBreakerLayer {
     /// in the one [`registry`](CircuitBreakerLayer::registry) names, with the policy
     /// [`policy`](CircuitBreakerLayer::policy) gives): its overrides are validated against that
     /// policy, and it is not one of [`Registry::unknown_keys`], before its breaker exists.
+    #[must_use]
     pub fn new(key: impl Into<Key>) -> Self {
         let key = key.into();
         CircuitBreakerLayer {
@@ -78,12 +79,14 @@ impl CircuitBreakerLayer {
 
 impl<C, K> CircuitBreakerLayer<C, K> {
     /// Uses `registry` (a `static`, or a `static LazyLock<Registry>`) instead of the global one.
+    #[must_use]
     pub fn registry(mut self, registry: &'static Registry) -> Self {
         self.registry = registry;
         self.declared()
     }
 
     /// The policy breakers are created with.
+    #[must_use]
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self.declared()
@@ -100,6 +103,7 @@ impl<C, K> CircuitBreakerLayer<C, K> {
     /// Which outcomes count as failures: a closure `|r: &Result<Response, Error>| -> bool`, or
     /// [`HttpFailures`](super::HttpFailures), [`GrpcFailures`](super::GrpcFailures),
     /// [`AnyError`]. `Error` here is the inner service's own error type.
+    #[must_use]
     pub fn failure<C2>(self, classifier: C2) -> CircuitBreakerLayer<C2, K> {
         CircuitBreakerLayer {
             registry: self.registry,
@@ -116,6 +120,7 @@ impl<C, K> CircuitBreakerLayer<C, K> {
     /// idle ones evicted and calls past the registry's cap running unprotected (see
     /// [`Registry::set_max_keys`]), so a key taken from what a client sends cannot grow memory
     /// without bound.
+    #[must_use]
     pub fn key_fn<Req, F>(self, f: F) -> CircuitBreakerLayer<C, KeyFn<F, Req>>
     where
         F: for<'r> Fn(&'r Req) -> Cow<'r, str>,

@@ -38,16 +38,19 @@ impl<S, C, K> CircuitBreaker<S, C, K> {
     }
 
     /// The wrapped service.
+    #[must_use]
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
 
     /// The wrapped service, mutably.
+    #[must_use]
     pub fn get_mut(&mut self) -> &mut S {
         &mut self.inner
     }
 
     /// The wrapped service, unwrapped.
+    #[must_use]
     pub fn into_inner(self) -> S {
         self.inner
     }
