@@ -17,7 +17,7 @@ pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
 // The entry points the expansion calls (here and in `site.rs`), and the admission and report
-// paths they reach (`Core::admit_word`, `Core::finish`, `permit::settle_word`, …), are
+// paths they reach (`Circuit::admission_for`, `Circuit::finish`, `permit::settle_admission`, …), are
 // `inline(always)` only when `debug_assertions` are off. The entry points are generic over the
 // permit's name type, unique to each annotated function, so in a debug build LLVM's
 // always-inliner would otherwise copy the whole admission and report path into every annotated
@@ -38,23 +38,23 @@ pub fn permit_failed<N: Named>(permit: &mut NamedPermit<'_, N>) {
 }
 
 /// Reports the call `permit` admitted, which ended with an error its classification does not
-/// count: nothing when the error was converted from an inner breaker's refusal (see
+/// count: ignored when the error was converted from an inner breaker's refusal (see
 /// `crate::nested`; `ASYNC`: the function is an `async fn`), otherwise what
-/// [`Policy::others`](crate::Policy::others) says (nothing, or a success).
+/// [`Policy::others`](crate::Policy::others) says (ignored, or a success).
 #[inline]
 pub fn permit_ignored<const ASYNC: bool, N: Named>(permit: &mut NamedPermit<'_, N>) {
     if crate::nested::refused_inside::<ASYNC>() {
-        permit.released();
+        permit.ignored_outright();
     } else {
         permit.ignored();
     }
 }
 
-/// Reports the call `permit` admitted as nothing at all: its error was converted from an inner
-/// breaker's refusal ([`refused_inside`]).
+/// Reports the call `permit` admitted as ignored whatever [`Policy::others`](crate::Policy::others)
+/// says: its error was converted from an inner breaker's refusal ([`refused_inside`]).
 #[inline]
-pub fn permit_released<N: Named>(permit: &mut NamedPermit<'_, N>) {
-    permit.released();
+pub fn permit_ignored_outright<N: Named>(permit: &mut NamedPermit<'_, N>) {
+    permit.ignored_outright();
 }
 
 /// True when the error being classified was converted from the refusal of an inner breaker, on
@@ -440,7 +440,7 @@ mod tests {
         (
             "breaker/admission.rs",
             include_str!("breaker/admission.rs"),
-            &["admit_word"],
+            &["admission_for"],
         ),
         (
             "breaker/report.rs",
@@ -450,7 +450,11 @@ mod tests {
         (
             "breaker/permit.rs",
             include_str!("breaker/permit.rs"),
-            &["error_for_refusal", "settle_word", "error_of_word"],
+            &[
+                "error_for_refusal",
+                "settle_admission",
+                "error_of_admission",
+            ],
         ),
     ];
 

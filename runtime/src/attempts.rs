@@ -149,7 +149,7 @@ pub enum Settled<T, E> {
 #[cfg(feature = "redis")]
 fn recording_of<'a, N: Named>(
     permit: &NamedPermit<'a, N>,
-) -> Option<crate::breaker::Boxed<'a, ()>> {
+) -> Option<crate::breaker::BoxFuture<'a, ()>> {
     crate::redis::admit::recording(permit.core())
 }
 
@@ -256,7 +256,7 @@ where
                         // error as `Policy::others` says.
                         Some(Err(error)) => {
                             if crate::nested::refused_inside::<true>() {
-                                permit.release();
+                                permit.ignore_outright();
                             } else {
                                 permit.ignore();
                             }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 pub use crate::key::Key;
 
-/// Why a call was rejected (or, for [`Reason::TimedOut`], abandoned); [`Reason::code`] is its
+/// Why a call did not run or did not finish: rejected before it started (every reason but
+/// one), or, for [`Reason::TimedOut`], abandoned after it went out. [`Reason::code`] is its
 /// stable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -160,7 +161,7 @@ impl Error {
         self.key.as_str()
     }
 
-    /// Why the call was refused.
+    /// Why the call was refused, or [`Reason::TimedOut`] when it went out and ran out of time.
     #[must_use]
     pub fn reason(&self) -> Reason {
         // Every `Error` is made by `Error::new` from a `Reason`, so the code is always valid.

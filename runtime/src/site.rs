@@ -71,7 +71,7 @@ impl Site {
         name: N,
     ) -> NamedPermit<'static, N> {
         crate::nested::clear();
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
         core.enter_named::<ASK_STORE, N>(name)
     }
 
@@ -89,7 +89,7 @@ impl Site {
         name: N,
     ) -> Result<NamedPermit<'static, N>, Error> {
         crate::nested::clear();
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
         core.acquire_awaiting(name)
     }
 

@@ -1,11 +1,11 @@
 //! Admission: the bulkhead, then the circuit. A closed plain circuit admits with one atomic load;
-//! every other state goes through [`Core::admit_general`], which decides with the pure functions of
+//! every other state goes through [`Circuit::admit_general`], which decides with the pure functions of
 //! `state` and publishes the decision with one compare-and-swap.
 
 use super::*;
 use crate::state::{self, Admission};
 
-impl Core {
+impl Circuit {
     /// Counts a refusal.
     #[cold]
     pub(super) fn count_refusal(&self, reason: Reason, retry_after: u64) -> Refusal {
@@ -27,9 +27,9 @@ impl Core {
         self.enter_named::<false, N>(site)
     }
 
-    /// Admission (`Core::enter` in tests); with `ASK_STORE`, a breaker shared through a store answers with a permit
+    /// Admission (`Circuit::enter` in tests); with `ASK_STORE`, a breaker shared through a store answers with a permit
     /// that asks the store (the breaker's `Store`), which an `async` caller then awaits.
-    /// Generic over `N` only to fetch the name: the admission itself is [`Core::admit_word`], one
+    /// Generic over `N` only to fetch the name: the admission itself is [`Circuit::admission_for`], one
     /// function whatever `N` is.
     #[inline(always)]
     pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(
@@ -38,21 +38,21 @@ impl Core {
     ) -> NamedPermit<'_, N> {
         NamedPermit {
             core: self,
-            word: self.admit_word::<ASK_STORE>(site.name()),
+            admission: self.admission_for::<ASK_STORE>(site.name()),
             site,
         }
     }
 
-    /// The word of admission of a call of the function named `site` (a refusal's word when
+    /// The admission of a call of the function named `site` (a refusal's when
     /// refused). `inline(always)` only without `debug_assertions`: a debug build compiles it once,
     /// instead of copying the admission path into every function that asks for admission.
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
-    pub(crate) fn admit_word<const ASK_STORE: bool>(&self, site: FnName) -> Word {
+    pub(crate) fn admission_for<const ASK_STORE: bool>(&self, site: FnName) -> Word {
         self.enter_then::<ASK_STORE, FnName, _>(
             site,
-            NamedPermit::into_word,
-            NamedPermit::into_word,
+            NamedPermit::into_admission,
+            NamedPermit::into_admission,
         )
     }
 
@@ -76,7 +76,7 @@ impl Core {
             };
             return admitted(NamedPermit {
                 core: self,
-                word: permit::admitted_closed(word, start),
+                admission: permit::admitted_closed(word, start),
                 site,
             });
         }
@@ -92,7 +92,7 @@ impl Core {
                 self.record_refusal(Reason::Open, site.name());
                 return refused(NamedPermit {
                     core: self,
-                    word: permit::refused_for(Reason::Open.bits(), remaining),
+                    admission: permit::refused_for(Reason::Open.bits(), remaining),
                     site,
                 });
             }
@@ -112,7 +112,7 @@ impl Core {
         if ASK_STORE && self.store.is_some() {
             return NamedPermit {
                 core: self,
-                word: permit::refused(store::ASK_STORE, NO_WAIT),
+                admission: permit::refused(store::ASK_STORE, NO_WAIT),
                 site,
             };
         }
@@ -125,14 +125,14 @@ impl Core {
         match self.admit_general(site) {
             Ok(word) => NamedPermit {
                 core: self,
-                word,
+                admission: word,
                 site,
             },
             Err(refusal) => {
                 self.record_refusal(refusal.reason, site);
                 NamedPermit {
                     core: self,
-                    word: permit::refused(refusal.reason.bits(), refusal.retry_after),
+                    admission: permit::refused(refusal.reason.bits(), refusal.retry_after),
                     site,
                 }
             }
@@ -143,7 +143,7 @@ impl Core {
     #[inline(always)]
     pub(super) fn record_refusal(&self, reason: Reason, site: FnName) {
         if crate::record::enabled() {
-            let outcome = crate::record::Recorded::Rejected(reason);
+            let outcome = crate::record::CallOutcome::Rejected(reason);
             crate::record::emit(self.key.as_str(), self.now(), None, outcome, site);
         }
     }
@@ -178,7 +178,7 @@ impl Core {
         )
     }
 
-    /// Admission through the bulkhead and the circuit: the permit's word of admission, or why not.
+    /// Admission through the bulkhead and the circuit: the permit's admission, or why not.
     pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Refusal> {
         let bulkhead = self.policy.max_concurrent != 0;
         if bulkhead
@@ -233,7 +233,7 @@ impl Core {
     }
 
     /// Admission in a state that does not simply admit: the decision is [`state::admission`],
-    /// published with one compare-and-swap by [`Core::update`].
+    /// published with one compare-and-swap by [`Circuit::update`].
     #[cold]
     pub(super) fn acquire_slow(&self, word: Word, site: FnName) -> Result<Word, Refusal> {
         let policy = &self.policy;

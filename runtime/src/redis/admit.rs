@@ -9,9 +9,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::{CONFIRMED, Link, view_generation, view_state};
+use super::link::{CONFIRMED, SharedKey, view_generation, view_state};
 use super::script::{Answer, apply, call};
-use crate::breaker::{Boxed, Core, FnName, Named, NamedPermit, shared_word, unknown_shared_word};
+use crate::breaker::{
+    BoxFuture, Circuit, FnName, Named, NamedPermit, shared_admission, unknown_shared_admission,
+};
 use crate::error::{Error, Reason};
 use crate::state::{State, Word};
 
@@ -36,7 +38,7 @@ pub fn reports_to_store<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
 /// and turns `permit` into it. Returns the refusal, if any.
 pub fn admit_shared<'p, 'a, N: Named>(
     permit: &'p mut NamedPermit<'a, N>,
-) -> Boxed<'p, Option<Error>> {
+) -> BoxFuture<'p, Option<Error>> {
     let Some((core, store)) = permit
         .asks_store()
         .and_then(|core| Some((core, core.store.as_ref()?)))
@@ -74,7 +76,7 @@ pub(crate) fn attempt_admission<'a, N: Named + 'a>(
 /// Gives back `out` once `recording` (when there is one) is done. One pointer in the caller's
 /// future while it waits.
 pub(crate) fn after_recording<'a, T: 'a>(
-    recording: Option<Boxed<'a, ()>>,
+    recording: Option<BoxFuture<'a, ()>>,
     out: T,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'a>> {
     Box::pin(async move {
@@ -88,10 +90,10 @@ pub(crate) fn after_recording<'a, T: 'a>(
 /// The store's answer to the admission of a call of `site` on `core` (shared through `link`),
 /// awaited from the script: the permit that replaces the one that asked.
 pub(super) fn admit<'a>(
-    link: &'a Arc<Link>,
-    core: &'a Core,
+    link: &'a Arc<SharedKey>,
+    core: &'a Circuit,
     site: FnName,
-) -> Boxed<'a, NamedPermit<'a>> {
+) -> BoxFuture<'a, NamedPermit<'a>> {
     Box::pin(async move {
         let client = &link.store.client;
         let (seed, remaining) = core.seed();
@@ -108,9 +110,9 @@ pub(super) fn admit<'a>(
 }
 
 /// The permit of the script's answer to an `admit`.
-pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> NamedPermit<'c> {
+pub(super) fn permit_of<'c>(core: &'c Circuit, answer: &Answer, site: FnName) -> NamedPermit<'c> {
     match answer.code {
-        1 | 2 => core.store_permit(shared_word(answer.generation), site),
+        1 | 2 => core.store_permit(shared_admission(answer.generation), site),
         3 => core.store_refusal(Reason::HalfOpenFull, None, site),
         4 => core.store_refusal(Reason::ForcedOpen, None, site),
         5 => core.store_refusal(Reason::Recovering, None, site),
@@ -136,7 +138,7 @@ pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> Na
 /// local breaker recovers alone, and announces its transitions with `shared = false`.
 ///
 /// [`RedisStoreBuilder::local_recovery_after`]: super::RedisStoreBuilder::local_recovery_after
-pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> NamedPermit<'c> {
+pub(super) fn degraded<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) -> NamedPermit<'c> {
     let client = &link.store.client;
     match client.degrade {
         Degrade::FailOpen => return core.store_permit(Word::SETTLED, site),
@@ -148,13 +150,13 @@ pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> NamedPe
     let closed_view = view & CONFIRMED != 0 && matches!(view_state(view), 0 | 4);
     match local {
         State::Closed | State::Disabled if closed_view => {
-            core.store_permit(shared_word(view_generation(view)), site)
+            core.store_permit(shared_admission(view_generation(view)), site)
         }
         // No confirmed view of this key (the replica's first calls, or its views were forgotten
         // when the subscription dropped, or only a message announced the state): the outcome is
         // sent all the same, and the script counts it if the circuit is closed when it arrives.
         State::Closed | State::Disabled if view & CONFIRMED == 0 => {
-            core.store_permit(unknown_shared_word(), site)
+            core.store_permit(unknown_shared_admission(), site)
         }
         State::Open | State::HalfOpen if !client.recovers_locally() => {
             let (_, remaining) = core.seed();
@@ -177,14 +179,14 @@ pub fn flush_then<'p, T: 'p>(
 
 /// The wait for the recording of the outcomes reported so far on `core`, when its calls await it
 /// (a breaker shared in strict mode); `None` otherwise.
-pub(crate) fn recording(core: &Core) -> Option<Boxed<'_, ()>> {
+pub(crate) fn recording(core: &Circuit) -> Option<BoxFuture<'_, ()>> {
     let store = core.store.as_ref()?;
     store.awaits_recording().then(|| store.flush())
 }
 
 /// Waits until the outcomes reported on `link` so far are recorded, bounded by the store's
 /// timeout.
-pub(super) fn flush(link: &Link) -> Boxed<'_, ()> {
+pub(super) fn flush(link: &SharedKey) -> BoxFuture<'_, ()> {
     Box::pin(async move {
         let target = link.pending.load(Ordering::Acquire);
         let wait = async {

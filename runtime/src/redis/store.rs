@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use super::admit::{admit, flush};
 use super::cached::{cached_admit, subscribe, subscriber};
-use super::link::{Bound, Client, Inner, Link};
+use super::link::{Bound, Client, SharedKey, SharedStore};
 use super::report::{report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use super::{
     DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
     Degrade, Mode, StoreError, StoreErrorKind,
 };
-use crate::breaker::{Boxed, Core, FnName, NamedPermit, Store};
+use crate::breaker::{BoxFuture, Circuit, FnName, NamedPermit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
 use crate::observe::Trigger;
@@ -221,7 +221,7 @@ impl RedisStoreBuilder {
             ));
         }
         Ok(RedisStore {
-            inner: Arc::new(Inner {
+            inner: Arc::new(SharedStore {
                 client,
                 prefix: self.prefix,
                 ttl_ms: self.idle_ttl.as_millis().max(1) as u64,
@@ -292,7 +292,7 @@ fn first_line(error: &redis::RedisError) -> String {
 /// A Redis store shared by the replicas of a service; hand it to [`Registry::share`](crate::Registry::share).
 #[derive(Clone)]
 pub struct RedisStore {
-    pub(super) inner: Arc<Inner>,
+    pub(super) inner: Arc<SharedStore>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -415,7 +415,7 @@ impl RedisStore {
             .await
             .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
         let operator: FnName = &"operator";
-        let breakers: Vec<Arc<Link>> = self
+        let breakers: Vec<Arc<SharedKey>> = self
             .inner
             .client
             .links
@@ -446,7 +446,7 @@ impl RedisStore {
         Ok(())
     }
 
-    pub(super) fn link(&self, key: &str, policy: Policy) -> Link {
+    pub(super) fn link(&self, key: &str, policy: Policy) -> SharedKey {
         let open_max = policy.open_max_nanos.max(policy.open_for_nanos);
         let ms = |nanos: u64| nanos.div_ceil(1_000_000).max(1);
         let args = [
@@ -475,7 +475,7 @@ impl RedisStore {
             ms(policy.lease_nanos()),
             u64::from(policy.failure_count),
         ];
-        Link {
+        SharedKey {
             hash: self.redis_key(key),
             args,
             store: self.inner.clone(),
@@ -506,7 +506,7 @@ pub struct SharedState {
 }
 
 /// Shares `core` through `store` when there is one and the key and policy allow it.
-pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
+pub(crate) fn attach(store: Option<&RedisStore>, core: Circuit) -> Arc<Circuit> {
     let Some(store) = store else {
         return Arc::new(core);
     };
@@ -557,22 +557,22 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
 }
 
 /// A shared breaker's link is its store.
-impl Store for Arc<Link> {
+impl Store for Arc<SharedKey> {
     fn admit_cached<'c>(
         &self,
-        core: &'c Core,
+        core: &'c Circuit,
         site: FnName,
         asks: bool,
     ) -> Option<NamedPermit<'c>> {
         cached_admit(core, self, site, asks)
     }
 
-    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, NamedPermit<'a>> {
+    fn admit<'a>(&'a self, core: &'a Circuit, site: FnName) -> BoxFuture<'a, NamedPermit<'a>> {
         admit(self, core, site)
     }
 
-    fn report(&self, word: Word, slow: bool, site: FnName, failure: Option<bool>) {
-        report(self, word, slow, site, failure);
+    fn report(&self, admission: Word, slow: bool, site: FnName, failure: Option<bool>) {
+        report(self, admission, slow, site, failure);
     }
 
     fn awaits_recording(&self) -> bool {
@@ -581,7 +581,7 @@ impl Store for Arc<Link> {
         !self.caches() && self.store.client.healthy.load(Ordering::Acquire)
     }
 
-    fn flush(&self) -> Boxed<'_, ()> {
+    fn flush(&self) -> BoxFuture<'_, ()> {
         flush(self)
     }
 

@@ -62,7 +62,7 @@ impl Registry {
     }
 
     #[cold]
-    pub(super) fn insert_dynamic(&self, key: &str, policy: Policy) -> Arc<Core> {
+    pub(super) fn insert_dynamic(&self, key: &str, policy: Policy) -> Arc<Circuit> {
         let _write = self.lock();
         if let Some(found) = self.lookup(key) {
             return found.core.current().clone();

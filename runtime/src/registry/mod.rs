@@ -21,7 +21,7 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use crate::breaker::{Breaker, Core, Snapshot};
+use crate::breaker::{Breaker, Circuit, Snapshot};
 use crate::clock::{Clock, ClockSource};
 use crate::error::Key;
 use crate::key::{KeyQuery, MapKey};
@@ -265,7 +265,7 @@ impl Registry {
             }
         };
         self.set_declared(key.as_str(), declared, &policy);
-        let core = Core::new(key, policy, self.clock.clone(), self.hooks().clone());
+        let core = Circuit::new(key, policy, self.clock.clone(), self.hooks().clone());
         #[cfg(feature = "redis")]
         let core = crate::redis::attach(self.store.get(), core);
         #[cfg(not(feature = "redis"))]

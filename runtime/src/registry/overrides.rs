@@ -61,7 +61,7 @@ impl std::fmt::Display for UnknownKey {
 
 /// Emits the transitions reconfiguration made, outside the registry's lock (hooks may call into
 /// the registry).
-pub(super) fn announce(changed: Vec<(Arc<Core>, State)>) {
+pub(super) fn announce(changed: Vec<(Arc<Circuit>, State)>) {
     for (core, before) in changed {
         core.announce_handover(before);
     }
@@ -134,7 +134,7 @@ impl Registry {
     }
 
     /// The declared policy of `breaker` (before overrides).
-    pub(super) fn declared_of(&self, breaker: &Core) -> Policy {
+    pub(super) fn declared_of(&self, breaker: &Circuit) -> Policy {
         self.declared
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -178,7 +178,7 @@ impl Registry {
         &self,
         next: Overrides,
         keys: impl IntoIterator<Item = String>,
-    ) -> Vec<(Arc<Core>, State)> {
+    ) -> Vec<(Arc<Circuit>, State)> {
         let mut changed = Vec::new();
         *self.overrides.write().unwrap_or_else(|p| p.into_inner()) = next;
         let overrides = self.overrides();
