@@ -136,6 +136,38 @@ fn id_of(id: &Value) -> String {
     }
 }
 
+/// The elements of an array (none for anything else).
+fn each(value: &Value) -> impl Iterator<Item = &Value> {
+    value.as_array().into_iter().flatten()
+}
+
+/// The strings of an array of strings.
+fn strings(value: &Value) -> Vec<&str> {
+    each(value).filter_map(Value::as_str).collect()
+}
+
+/// `parts` joined by `separator` between `open` and `close`; nothing when there are none.
+fn wrapped(parts: &[String], open: &str, separator: &str, close: &str) -> String {
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("{open}{}{close}", parts.join(separator))
+    }
+}
+
+/// `&'a mut referent` as the `borrowed_ref` type `borrowed` says.
+fn reference(borrowed: &Value, referent: &str) -> String {
+    let lifetime = borrowed["lifetime"]
+        .as_str()
+        .map_or(String::new(), |l| format!("{l} "));
+    let mutable = if borrowed["is_mutable"].as_bool() == Some(true) {
+        "mut "
+    } else {
+        ""
+    };
+    format!("&{lifetime}{mutable}{referent}")
+}
+
 /// The first (only) key of a tagged value and what it holds.
 fn tagged(value: &Value) -> (&str, &Value) {
     match value {
@@ -195,7 +227,7 @@ impl<'d> Lister<'d> {
     /// `#[must_use]` and `#[non_exhaustive]` of an item, as a prefix.
     fn attrs(item: &Value) -> String {
         let mut out = String::new();
-        for attr in item["attrs"].as_array().into_iter().flatten() {
+        for attr in each(&item["attrs"]) {
             match tagged(attr).0 {
                 "must_use" => out.push_str("#[must_use] "),
                 "non_exhaustive" => out.push_str("#[non_exhaustive] "),
@@ -214,15 +246,30 @@ impl<'d> Lister<'d> {
         self.lines.push(line);
     }
 
-    /// Records the public path of the item `id` (under `path`, named `name` when re-exported)
-    /// and of everything a module or a re-export reaches from it.
-    fn names(&mut self, id: &str, path: &str, name: Option<&str>) {
-        let Some(item) = self.get(id) else { return };
+    /// The item `id` and its path under `path` (its parent's), named `name` when re-exported.
+    fn at(&self, id: &str, path: &str, name: Option<&str>) -> Option<(&'d Value, String)> {
+        let item = self.get(id)?;
         let name = name.or_else(|| item["name"].as_str()).unwrap_or("");
         let full = if path.is_empty() {
             name.to_owned()
         } else {
             format!("{path}::{name}")
+        };
+        Some((item, full))
+    }
+
+    /// The canonical path rustdoc gives the item `id` (another crate's, or a private one).
+    fn canonical(&self, id: &str) -> Option<String> {
+        let parts = self.doc["paths"][id]["path"].as_array()?;
+        let parts: Vec<&str> = parts.iter().filter_map(Value::as_str).collect();
+        Some(parts.join("::"))
+    }
+
+    /// Records the public path of the item `id` (under `path`, named `name` when re-exported)
+    /// and of everything a module or a re-export reaches from it.
+    fn names(&mut self, id: &str, path: &str, name: Option<&str>) {
+        let Some((item, full)) = self.at(id, path, name) else {
+            return;
         };
         let (kind, inner) = tagged(&item["inner"]);
         match kind {
@@ -230,11 +277,7 @@ impl<'d> Lister<'d> {
                 let target = id_of(&inner["id"]);
                 if inner["is_glob"].as_bool() == Some(true) {
                     if let Some(module) = self.get(&target) {
-                        for child in module["inner"]["module"]["items"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                        {
+                        for child in each(&module["inner"]["module"]["items"]) {
                             self.names(&id_of(child), path, None);
                         }
                     }
@@ -244,7 +287,7 @@ impl<'d> Lister<'d> {
                 return;
             }
             "module" => {
-                for child in inner["items"].as_array().into_iter().flatten() {
+                for child in each(&inner["items"]) {
                     self.names(&id_of(child), &full, None);
                 }
             }
@@ -261,18 +304,14 @@ impl<'d> Lister<'d> {
 
     /// Lists the item `id` under `path` (its parent's path), named `name` when re-exported.
     fn item(&mut self, id: &str, path: &str, name: Option<&str>) {
-        let Some(item) = self.get(id) else { return };
-        let name = name.or_else(|| item["name"].as_str()).unwrap_or("");
-        let full = if path.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{path}::{name}")
+        let Some((item, full)) = self.at(id, path, name) else {
+            return;
         };
         let (kind, inner) = tagged(&item["inner"]);
         match kind {
             "module" => {
                 self.push(item, format!("pub mod {full}"));
-                for child in inner["items"].as_array().into_iter().flatten() {
+                for child in each(&inner["items"]) {
                     self.item(&id_of(child), &full, None);
                 }
             }
@@ -314,7 +353,7 @@ impl<'d> Lister<'d> {
         if let Some(item) = self.get(&target) {
             if glob {
                 let items = &item["inner"]["module"]["items"];
-                for child in items.as_array().into_iter().flatten() {
+                for child in each(items) {
                     self.item(&id_of(child), path, None);
                 }
             } else {
@@ -322,15 +361,8 @@ impl<'d> Lister<'d> {
             }
             return;
         }
-        let source = self.doc["paths"][&target]["path"]
-            .as_array()
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("::")
-            })
+        let source = self
+            .canonical(&target)
             .unwrap_or_else(|| inner["source"].as_str().unwrap_or("").to_owned());
         let line = if glob {
             format!("pub use {path}::* = {source}::*")
@@ -344,18 +376,10 @@ impl<'d> Lister<'d> {
         let generics = self.generics(&inner["generics"]);
         let (kind, fields) = tagged(&inner["kind"]);
         let line = match kind {
-            "tuple" => {
-                let fields: Vec<String> = fields
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|field| match self.get(&id_of(field)) {
-                        Some(field) => format!("pub {}", self.ty(&field["inner"]["struct_field"])),
-                        None => "_".to_owned(),
-                    })
-                    .collect();
-                format!("pub struct {full}{generics}({})", fields.join(", "))
-            }
+            "tuple" => format!(
+                "pub struct {full}{generics}({})",
+                self.tuple_fields(fields, "pub ")
+            ),
             _ => format!("pub struct {full}{generics}"),
         };
         self.push(item, line);
@@ -365,8 +389,20 @@ impl<'d> Lister<'d> {
         self.impls(&inner["impls"], full);
     }
 
+    /// The types of a tuple struct's or variant's fields, each after `visibility` (`_`: a field
+    /// hidden from the docs).
+    fn tuple_fields(&self, fields: &Value, visibility: &str) -> String {
+        let fields: Vec<String> = each(fields)
+            .map(|field| match self.get(&id_of(field)) {
+                Some(field) => format!("{visibility}{}", self.ty(&field["inner"]["struct_field"])),
+                None => "_".to_owned(),
+            })
+            .collect();
+        fields.join(", ")
+    }
+
     fn fields(&mut self, fields: &Value, path: &str) {
-        for field in fields.as_array().into_iter().flatten() {
+        for field in each(fields) {
             if let Some(field) = self.get(&id_of(field)) {
                 let line = format!(
                     "pub {path}::{}: {}",
@@ -381,7 +417,7 @@ impl<'d> Lister<'d> {
     fn enumeration(&mut self, item: &Value, inner: &Value, full: &str) {
         let line = format!("pub enum {full}{}", self.generics(&inner["generics"]));
         self.push(item, line);
-        for variant in inner["variants"].as_array().into_iter().flatten() {
+        for variant in each(&inner["variants"]) {
             let Some(variant) = self.get(&id_of(variant)) else {
                 continue;
             };
@@ -389,16 +425,8 @@ impl<'d> Lister<'d> {
             let (kind, fields) = tagged(&variant["inner"]["variant"]["kind"]);
             match kind {
                 "tuple" => {
-                    let types: Vec<String> = fields
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|field| match self.get(&id_of(field)) {
-                            Some(field) => self.ty(&field["inner"]["struct_field"]),
-                            None => "_".to_owned(),
-                        })
-                        .collect();
-                    self.push(variant, format!("pub {name}({})", types.join(", ")));
+                    let line = format!("pub {name}({})", self.tuple_fields(fields, ""));
+                    self.push(variant, line);
                 }
                 "struct" => {
                     self.push(variant, format!("pub {name} {{ .. }}"));
@@ -422,7 +450,7 @@ impl<'d> Lister<'d> {
             self.generics(&inner["generics"])
         );
         self.push(item, line);
-        for member in inner["items"].as_array().into_iter().flatten() {
+        for member in each(&inner["items"]) {
             self.member(&id_of(member), full);
         }
     }
@@ -453,7 +481,7 @@ impl<'d> Lister<'d> {
     /// The impls of a type: inherent impls' public items, and every trait impl but the blanket
     /// ones (with their associated types).
     fn impls(&mut self, impls: &Value, full: &str) {
-        for id in impls.as_array().into_iter().flatten() {
+        for id in each(impls) {
             let Some(item) = self.get(&id_of(id)) else {
                 continue;
             };
@@ -464,7 +492,7 @@ impl<'d> Lister<'d> {
             let generics = self.generics(&inner["generics"]);
             let for_type = self.ty(&inner["for"]);
             if inner["trait"].is_null() {
-                for member in inner["items"].as_array().into_iter().flatten() {
+                for member in each(&inner["items"]) {
                     let public = self
                         .get(&id_of(member))
                         .is_some_and(|member| member["visibility"].as_str() == Some("public"));
@@ -485,7 +513,7 @@ impl<'d> Lister<'d> {
                 self.where_clause(&inner["generics"])
             );
             self.lines.push(head.clone());
-            for member in inner["items"].as_array().into_iter().flatten() {
+            for member in each(&inner["items"]) {
                 let Some(member) = self.get(&id_of(member)) else {
                     continue;
                 };
@@ -532,10 +560,7 @@ impl<'d> Lister<'d> {
     }
 
     fn inputs(&self, inputs: &Value) -> String {
-        let args: Vec<String> = inputs
-            .as_array()
-            .into_iter()
-            .flatten()
+        let args: Vec<String> = each(inputs)
             .map(|pair| {
                 let name = pair[0].as_str().unwrap_or("_");
                 let ty = &pair[1];
@@ -543,17 +568,9 @@ impl<'d> Lister<'d> {
                     if ty["generic"].as_str() == Some("Self") {
                         return "self".to_owned();
                     }
-                    let reference = &ty["borrowed_ref"];
-                    if reference["type"]["generic"].as_str() == Some("Self") {
-                        let lifetime = reference["lifetime"]
-                            .as_str()
-                            .map_or(String::new(), |l| format!("{l} "));
-                        let mutable = if reference["is_mutable"].as_bool() == Some(true) {
-                            "mut "
-                        } else {
-                            ""
-                        };
-                        return format!("&{lifetime}{mutable}self");
+                    let borrowed = &ty["borrowed_ref"];
+                    if borrowed["type"]["generic"].as_str() == Some("Self") {
+                        return reference(borrowed, "self");
                     }
                 }
                 format!("{name}: {}", self.ty(ty))
@@ -564,21 +581,13 @@ impl<'d> Lister<'d> {
 
     /// `<…>` of a generics block (synthetic parameters, from `impl Trait` arguments, left out).
     fn generics(&self, generics: &Value) -> String {
-        let params: Vec<String> = generics["params"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let params: Vec<String> = each(&generics["params"])
             .filter_map(|param| {
                 let name = param["name"].as_str().unwrap_or("");
                 let (kind, inner) = tagged(&param["kind"]);
                 match kind {
                     "lifetime" => {
-                        let outlives: Vec<&str> = inner["outlives"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(Value::as_str)
-                            .collect();
+                        let outlives = strings(&inner["outlives"]);
                         Some(if outlives.is_empty() {
                             name.to_owned()
                         } else {
@@ -604,18 +613,11 @@ impl<'d> Lister<'d> {
                 }
             })
             .collect();
-        if params.is_empty() {
-            String::new()
-        } else {
-            format!("<{}>", params.join(", "))
-        }
+        wrapped(&params, "<", ", ", ">")
     }
 
     fn where_clause(&self, generics: &Value) -> String {
-        let predicates: Vec<String> = generics["where_predicates"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let predicates: Vec<String> = each(&generics["where_predicates"])
             .map(|predicate| {
                 let (kind, inner) = tagged(predicate);
                 match kind {
@@ -626,12 +628,7 @@ impl<'d> Lister<'d> {
                         self.bounds(&inner["bounds"])
                     ),
                     "lifetime_predicate" => {
-                        let outlives: Vec<&str> = inner["outlives"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(Value::as_str)
-                            .collect();
+                        let outlives = strings(&inner["outlives"]);
                         format!(
                             "{}: {}",
                             inner["lifetime"].as_str().unwrap_or(""),
@@ -645,32 +642,19 @@ impl<'d> Lister<'d> {
                 }
             })
             .collect();
-        if predicates.is_empty() {
-            String::new()
-        } else {
-            format!(" where {}", predicates.join(", "))
-        }
+        wrapped(&predicates, " where ", ", ", "")
     }
 
     fn higher_ranked(&self, params: &Value) -> String {
-        let names: Vec<&str> = params
-            .as_array()
-            .into_iter()
-            .flatten()
+        let names: Vec<&str> = each(params)
             .filter_map(|param| param["name"].as_str())
             .collect();
-        if names.is_empty() {
-            String::new()
-        } else {
-            format!("for<{}> ", names.join(", "))
-        }
+        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+        wrapped(&names, "for<", ", ", "> ")
     }
 
     fn bounds(&self, bounds: &Value) -> String {
-        let bounds: Vec<String> = bounds
-            .as_array()
-            .into_iter()
-            .flatten()
+        let bounds: Vec<String> = each(bounds)
             .map(|bound| {
                 let (kind, inner) = tagged(bound);
                 match kind {
@@ -701,15 +685,8 @@ impl<'d> Lister<'d> {
         if let Some(public) = self.public.get(&id) {
             return format!("{public}{}", self.args(&path["args"]));
         }
-        let name = self.doc["paths"][&id]["path"]
-            .as_array()
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("::")
-            })
+        let name = self
+            .canonical(&id)
             .unwrap_or_else(|| path["path"].as_str().unwrap_or("").to_owned());
         format!("{name}{}", self.args(&path["args"]))
     }
@@ -718,10 +695,7 @@ impl<'d> Lister<'d> {
         let (kind, inner) = tagged(args);
         match kind {
             "angle_bracketed" => {
-                let mut parts: Vec<String> = inner["args"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                let mut parts: Vec<String> = each(&inner["args"])
                     .map(|arg| {
                         let (kind, value) = tagged(arg);
                         match kind {
@@ -732,7 +706,7 @@ impl<'d> Lister<'d> {
                         }
                     })
                     .collect();
-                for constraint in inner["constraints"].as_array().into_iter().flatten() {
+                for constraint in each(&inner["constraints"]) {
                     let name = constraint["name"].as_str().unwrap_or("");
                     let (kind, binding) = tagged(&constraint["binding"]);
                     parts.push(match kind {
@@ -747,12 +721,7 @@ impl<'d> Lister<'d> {
                 }
             }
             "parenthesized" => {
-                let inputs: Vec<String> = inner["inputs"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|ty| self.ty(ty))
-                    .collect();
+                let inputs: Vec<String> = each(&inner["inputs"]).map(|ty| self.ty(ty)).collect();
                 let output = if inner["output"].is_null() {
                     String::new()
                 } else {
@@ -778,10 +747,7 @@ impl<'d> Lister<'d> {
         match kind {
             "resolved_path" => self.path(inner),
             "dyn_trait" => {
-                let mut parts: Vec<String> = inner["traits"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                let mut parts: Vec<String> = each(&inner["traits"])
                     .map(|poly| {
                         format!(
                             "{}{}",
@@ -814,12 +780,7 @@ impl<'d> Lister<'d> {
                 )
             }
             "tuple" => {
-                let types: Vec<String> = inner
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|ty| self.ty(ty))
-                    .collect();
+                let types: Vec<String> = each(inner).map(|ty| self.ty(ty)).collect();
                 if types.len() == 1 {
                     format!("({},)", types[0])
                 } else {
@@ -843,17 +804,7 @@ impl<'d> Lister<'d> {
                 },
                 self.ty(&inner["type"])
             ),
-            "borrowed_ref" => {
-                let lifetime = inner["lifetime"]
-                    .as_str()
-                    .map_or(String::new(), |l| format!("{l} "));
-                let mutable = if inner["is_mutable"].as_bool() == Some(true) {
-                    "mut "
-                } else {
-                    ""
-                };
-                format!("&{lifetime}{mutable}{}", self.ty(&inner["type"]))
-            }
+            "borrowed_ref" => reference(inner, &self.ty(&inner["type"])),
             "qualified_path" => {
                 let self_type = self.ty(&inner["self_type"]);
                 let name = inner["name"].as_str().unwrap_or("");

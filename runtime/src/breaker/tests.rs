@@ -368,7 +368,7 @@ fn bulkhead_refuses_over_the_limit_and_frees_slots() {
 
 #[test]
 fn a_permit_is_three_words() {
-    // The breaker, its admission (one word) (state, bulkhead slot and admission time, or the
+    // The breaker, its admission (one word: state, bulkhead slot and admission time, or the
     // refusal and its wait) and the function's name: an annotated future holds one of these.
     assert_eq!(size_of::<Permit<'_>>(), 3 * size_of::<usize>());
     assert_eq!(size_of::<OwnedPermit>(), 3 * size_of::<usize>());
