@@ -169,12 +169,14 @@ fn consecutive(candidate: &Candidate) -> u32 {
 }
 
 /// Warnings for `candidate` on `calls` (one key's calls), given its `run` and the trace's `outages`.
+#[must_use]
 pub fn lint(calls: &[Event], candidate: &Candidate, run: &Run, outages: &[Outage]) -> Vec<String> {
     let t0 = calls.first().map_or(0, Event::at_ns);
     lint_in(calls.iter().copied(), t0, candidate, run, outages)
 }
 
 /// [`lint`] on events read once from `calls`, the first reported at `t0`.
+#[must_use]
 pub fn lint_in(
     calls: impl IntoIterator<Item = Event>,
     t0: u64,

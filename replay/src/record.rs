@@ -85,6 +85,7 @@ impl RecordLayer {
     /// # Panics
     ///
     /// When the operating system refuses to start the writer thread.
+    #[must_use]
     pub fn new<W: Write + Send + 'static>(writer: W, capacity: usize) -> (RecordLayer, Recorder) {
         let (sender, receiver) = sync_channel(capacity.max(1));
         let shared = Arc::new(Shared::default());

@@ -120,6 +120,7 @@ pub struct Span {
 
 impl Span {
     /// Reads `events` (one key's calls, in trace order) once.
+    #[must_use]
     pub fn of(events: impl IntoIterator<Item = Event>) -> Span {
         let mut span = Span::default();
         for e in events {
@@ -156,6 +157,7 @@ pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
 
 /// [`find_outages`] on events read by `pass`, whose [`Span`] is `span`, twice over (the buckets,
 /// the runs of failures), holding nothing per call.
+#[must_use]
 pub fn find_outages_in<I: Iterator<Item = Event>>(
     pass: impl Fn() -> I,
     span: &Span,
@@ -419,6 +421,7 @@ pub fn replay(events: &[Event], candidate: &Candidate, outages: &[Outage]) -> Ru
 /// # Panics
 ///
 /// Only if `candidate.policy` is invalid: candidates are validated when parsed.
+#[must_use]
 pub fn replay_in(
     events: impl IntoIterator<Item = Event>,
     span: &Span,

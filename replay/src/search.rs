@@ -96,6 +96,7 @@ pub fn search(
 /// Every candidate replays the same in-memory events (16 bytes a call, read once): the trace is
 /// neither read nor parsed again per candidate. The candidates are shared among as many threads
 /// as the machine has cores.
+#[must_use]
 pub fn search_with(
     events: &[Event],
     candidates: &[Candidate],

@@ -285,6 +285,7 @@ impl From<&Call> for Event {
 }
 
 /// The events of `calls` (one key's calls, in trace order).
+#[must_use]
 pub fn events<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Vec<Event> {
     calls.into_iter().map(Event::from).collect()
 }
@@ -371,6 +372,7 @@ pub struct Reader<R> {
 
 impl<R: std::io::BufRead> Reader<R> {
     /// A reader of `input`.
+    #[must_use]
     pub fn new(input: R) -> Self {
         Reader {
             input,
@@ -528,6 +530,7 @@ impl<'de> serde::Deserialize<'de> for Members {
 }
 
 /// The closest of `names` to `name`, when one is close enough to be a misspelling.
+#[must_use]
 pub fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     names
         .into_iter()

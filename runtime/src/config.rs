@@ -83,6 +83,7 @@ fn field_names() -> impl Iterator<Item = &'static str> {
 
 /// Configuration that could not be loaded; nothing was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The text is not TOML of the expected shape (`[breakers.<key>]` tables), or an environment
     /// variable's name or encoding is wrong.
@@ -108,7 +109,16 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+/// [`Range`](ConfigError::Range)'s source is its [`PolicyError`] (whose `key` and `field` say
+/// what to fix); its message is that error's, so a log line with `{e}` needs nothing else.
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Range(e) => Some(e),
+            ConfigError::Syntax(_) | ConfigError::Field { .. } => None,
+        }
+    }
+}
 
 /// One written value: from a TOML document, or an environment variable's text.
 #[derive(Clone, Copy)]

@@ -85,14 +85,14 @@ pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
 pub use policy::{Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery, Window};
 pub use record::OUTCOME_TARGET;
-pub use registry::{Registry, SWEEP_STEP, registry};
+pub use registry::{Registry, UnknownKey, registry};
 pub use state::State;
 
 /// The bounds fusebox checks: the policy limits [`Policy::validate`] enforces, the key and
-/// registry limits, and the longest retry delay.
+/// registry limits (with the eviction sweep's step), and the longest retry delay.
 pub mod limits {
     pub use crate::attempts::MAX_BACKOFF;
-    pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN};
+    pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, SWEEP_STEP};
     pub use fusebox_policy::limits::*;
 }
 

@@ -21,9 +21,9 @@ pub(crate) fn enabled() -> bool {
     tracing::enabled!(target: OUTCOME_TARGET, tracing::Level::TRACE)
 }
 
-/// How a call ended, as the event names it.
+/// How a call ended, as the per-call outcome event (`call_outcome`) names it.
 #[derive(Clone, Copy)]
-pub(crate) enum Recorded {
+pub(crate) enum CallOutcome {
     Success,
     Failure,
     Ignored,
@@ -37,14 +37,14 @@ pub(crate) fn emit(
     key: &str,
     at_ns: u64,
     latency_ns: Option<u64>,
-    outcome: Recorded,
+    outcome: CallOutcome,
     function: &str,
 ) {
     let (outcome, reason) = match outcome {
-        Recorded::Success => ("success", None),
-        Recorded::Failure => ("failure", None),
-        Recorded::Ignored => ("ignored", None),
-        Recorded::Rejected(reason) => ("rejected", Some(reason.code())),
+        CallOutcome::Success => ("success", None),
+        CallOutcome::Failure => ("failure", None),
+        CallOutcome::Ignored => ("ignored", None),
+        CallOutcome::Rejected(reason) => ("rejected", Some(reason.code())),
     };
     let _ = std::panic::catch_unwind(|| {
         tracing::trace!(

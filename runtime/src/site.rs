@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::breaker::{Breaker, Named, Permit};
+use crate::breaker::{Breaker, Named, NamedPermit};
 use crate::error::{Error, Key};
 use crate::key::same_bytes;
 use crate::policy::Policy;
@@ -56,7 +56,7 @@ impl Site {
     }
 
     /// Asks this site's breaker in `registry` for admission; a refused call gets an inert permit
-    /// whose `Permit::refusal` says why.
+    /// whose `NamedPermit::refusal` says why.
     ///
     /// The permit finds the function's name through `name`, the expansion's zero-sized type that
     /// knows it (a function's [`Site::name`], a method's `MethodName`), so the permit held across
@@ -69,9 +69,9 @@ impl Site {
         &'static self,
         registry: &'static Registry,
         name: N,
-    ) -> Permit<'static, N> {
+    ) -> NamedPermit<'static, N> {
         crate::nested::clear();
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
         core.enter_named::<ASK_STORE, N>(name)
     }
 
@@ -87,9 +87,9 @@ impl Site {
         &'static self,
         registry: &'static Registry,
         name: N,
-    ) -> Result<Permit<'static, N>, Error> {
+    ) -> Result<NamedPermit<'static, N>, Error> {
         crate::nested::clear();
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
         core.acquire_awaiting(name)
     }
 
@@ -274,7 +274,7 @@ impl DynSite {
     }
 
     /// Asks the breaker of `key` in `registry` for admission; a refused call gets an inert permit
-    /// whose `Permit::refusal` says why. The breaker is kept in `held` when the call owns it (see
+    /// whose `NamedPermit::refusal` says why. The breaker is kept in `held` when the call owns it (see
     /// [`SiteBreaker`]); the permit borrows it.
     ///
     /// The permit finds the function's name through `name`, the expansion's zero-sized type that
@@ -289,7 +289,7 @@ impl DynSite {
         key: &str,
         held: &'b mut SiteBreaker,
         name: N,
-    ) -> Permit<'b, N> {
+    ) -> NamedPermit<'b, N> {
         crate::nested::clear();
         let breaker = self.breaker(registry, key, held);
         breaker.core.current().enter_named::<ASK_STORE, N>(name)
@@ -307,7 +307,7 @@ impl DynSite {
         &'static self,
         breaker: &'b Breaker,
         name: N,
-    ) -> Result<Permit<'b, N>, Error> {
+    ) -> Result<NamedPermit<'b, N>, Error> {
         crate::nested::clear();
         breaker.core.current().acquire_awaiting(name)
     }

@@ -149,7 +149,7 @@ fn the_breaker_names_nothing_built_on_it() {
 
 #[test]
 fn a_sibling_import_is_seen_in_every_form() {
-    let code = "use super::{Degrade, link::{Client, Link}};\nuse super::script::call;\n\
+    let code = "use super::{Degrade, link::{Client, SharedKey}};\nuse super::script::call;\n\
                 let x = crate::redis::report::send(1);";
     assert_eq!(
         from_parent(code, "redis"),

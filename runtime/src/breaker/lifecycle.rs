@@ -3,12 +3,12 @@
 
 use super::*;
 
-impl Core {
+impl Circuit {
     pub(crate) fn new(key: Key, policy: Policy, clock: ClockSource, hooks: Arc<Hooks>) -> Self {
         #[cfg(feature = "metrics")]
         let key_for_meters = &key.as_str().to_owned();
         let settings = policy.settings();
-        Core {
+        Circuit {
             key,
             policy,
             clock,
@@ -46,7 +46,7 @@ impl Core {
 
     /// This breaker, sharing its state through `store`: its calls leave the local fast paths.
     #[cfg(feature = "redis")]
-    pub(crate) fn with_store(mut self, store: Box<dyn Store>) -> Core {
+    pub(crate) fn with_store(mut self, store: Box<dyn Store>) -> Circuit {
         self.plain = false;
         self.store = Some(store);
         self
@@ -55,10 +55,10 @@ impl Core {
     /// A breaker for a new policy that continues this one's state: every state carries over
     /// (open keeps its deadline; half-open keeps its probes, whose reports reach the successor),
     /// except half-open under a different recovery mode, which becomes open with its wait already
-    /// over (see [`Core::announce_handover`]). The window's outcomes carry over when its kind and
+    /// over (see [`Circuit::announce_handover`]). The window's outcomes carry over when its kind and
     /// size are unchanged, and calls in flight keep counting against the bulkhead.
-    pub(crate) fn successor_with(&self, policy: Policy) -> Core {
-        let mut next = Core::new(
+    pub(crate) fn successor_with(&self, policy: Policy) -> Circuit {
+        let mut next = Circuit::new(
             self.key.clone(),
             policy,
             self.clock.clone(),
@@ -108,7 +108,7 @@ impl Core {
             self.episode.reported.load(Ordering::Acquire),
             Ordering::Release,
         );
-        *next.last.lock().unwrap_or_else(|p| p.into_inner()) = self.last_recorded();
+        *next.last.lock().unwrap_or_else(|p| p.into_inner()) = self.last_transition_record();
         #[cfg(feature = "redis")]
         next.shared.copy_from(&self.shared);
         next
@@ -126,7 +126,7 @@ impl Core {
 
     /// The newest breaker of this chain (itself unless reconfigured).
     #[inline]
-    pub(crate) fn current(self: &Arc<Core>) -> &Arc<Core> {
+    pub(crate) fn current(self: &Arc<Circuit>) -> &Arc<Circuit> {
         let mut core = self;
         while let Some(next) = core.successor.get() {
             core = next;
@@ -135,7 +135,7 @@ impl Core {
     }
 
     /// Retires this breaker in favour of `next`.
-    pub(crate) fn retire(&self, next: Arc<Core>) -> Result<(), Arc<Core>> {
+    pub(crate) fn retire(&self, next: Arc<Circuit>) -> Result<(), Arc<Circuit>> {
         self.successor.set(next)
     }
 
@@ -174,7 +174,7 @@ impl Core {
         !self.pinned.swap(true, Ordering::AcqRel)
     }
 
-    /// True when never evicted (see [`Core::claim`]).
+    /// True when never evicted (see [`Circuit::claim`]).
     pub(crate) fn is_pinned(&self) -> bool {
         self.pinned.load(Ordering::Acquire)
     }

@@ -5,22 +5,22 @@ use super::*;
 use crate::policy::{nanos, open_wait_nanos, slow_nanos};
 use crate::state;
 
-impl Core {
-    /// Emits the outcome event of a reported call admitted at [`Ticket::admitted_at`] (see [`Core::enter_named`]).
+impl Circuit {
+    /// Emits the outcome event of a reported call admitted at [`Ticket::admitted_at`] (see [`Circuit::enter_named`]).
     #[cold]
     pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
         let now = self.now();
         let latency = permit.latency(now);
         let outcome = match outcome {
-            Verdict::Success => crate::record::Recorded::Success,
-            Verdict::Failure => crate::record::Recorded::Failure,
-            Verdict::Released => crate::record::Recorded::Ignored,
+            Verdict::Success => crate::record::CallOutcome::Success,
+            Verdict::Failure => crate::record::CallOutcome::Failure,
+            Verdict::Ignored => crate::record::CallOutcome::Ignored,
         };
         crate::record::emit(self.key.as_str(), now, Some(latency), outcome, permit.site);
     }
 
     /// Starts a new half-open phase's admission sequence. (Its counts need no reset: they are
-    /// tagged with the phase's generation, see [`Core::count_in_phase`].)
+    /// tagged with the phase's generation, see [`Circuit::count_in_phase`].)
     pub(super) fn enter_phase(&self) {
         self.phase_seq.store(0, Ordering::Release);
     }
@@ -63,7 +63,7 @@ impl Core {
         if self.policy.settings().others == crate::Others::Success {
             Verdict::Success
         } else {
-            Verdict::Released
+            Verdict::Ignored
         }
     }
 
@@ -82,14 +82,14 @@ impl Core {
     pub(super) fn finish(&self, permit: Ticket, outcome: Verdict) {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
         // bulkhead (a time window reads the clock here, a count window does not).
-        if self.plain && outcome == Verdict::Success && permit.word.records() {
+        if self.plain && outcome == Verdict::Success && permit.admission.records() {
             // A plain circuit times no call: an admission time says outcome events were wanted.
             if permit.stamped() {
-                // Admitted while outcome events were wanted (see `Core::enter`).
+                // Admitted while outcome events were wanted (see `Circuit::enter`).
                 self.record_outcome(permit, outcome);
             }
             let word = self.load();
-            if word.same_epoch(permit.word) {
+            if word.same_epoch(permit.admission) {
                 #[cfg(feature = "metrics")]
                 self.meters.call(true, false);
                 let now = || self.now();
@@ -104,20 +104,20 @@ impl Core {
 
     #[inline(never)]
     pub(super) fn finish_general(&self, permit: Ticket, outcome: Verdict) {
-        if permit.word.inert() {
+        if permit.admission.inert() {
             return;
         }
         #[cfg(feature = "redis")]
-        if super::store::is_shared(permit.word) {
+        if super::store::is_shared(permit.admission) {
             let outcome = match outcome {
                 Verdict::Success => Some(false),
                 Verdict::Failure => Some(true),
-                Verdict::Released => None,
+                Verdict::Ignored => None,
             };
             self.count_shared(outcome);
             if let Some(store) = self.store.as_ref() {
                 let slow = self.is_slow(permit, self.now());
-                store.report(permit.word, slow, permit.site, outcome);
+                store.report(permit.admission, slow, permit.site, outcome);
             }
             return;
         }
@@ -145,7 +145,7 @@ impl Core {
         #[cfg(feature = "metrics")]
         self.meters
             .call(outcome == Verdict::Success, outcome == Verdict::Failure);
-        match permit.word.state() {
+        match permit.admission.state() {
             State::Closed | State::Disabled => self.report_closed(permit, outcome),
             State::HalfOpen => self.report_probe(permit, outcome),
             State::Open | State::ForcedOpen => {}
@@ -155,7 +155,7 @@ impl Core {
     #[inline]
     pub(super) fn report_closed(&self, permit: Ticket, outcome: Verdict) {
         let word = self.load();
-        if !word.same_epoch(permit.word) || outcome == Verdict::Released {
+        if !word.same_epoch(permit.admission) || outcome == Verdict::Ignored {
             return; // the circuit moved on, or the outcome does not count
         }
         let now = if self.timed() || self.window.needs_time() {
@@ -254,7 +254,9 @@ impl Core {
     pub(super) fn report_single_probe(&self, permit: Ticket, outcome: Verdict) {
         let half_open = self.policy.settings().half_open;
         let decided = self.update(self.load(), |word| {
-            state::after_probe(word, permit.word, outcome, half_open, |w| self.reopen(w))
+            state::after_probe(word, permit.admission, outcome, half_open, |w| {
+                self.reopen(w)
+            })
         });
         let Ok((word, next)) = decided else { return };
         if !next.same_epoch(word) {
@@ -282,8 +284,8 @@ impl Core {
     ) {
         let word = self.load();
         if word.state() != State::HalfOpen
-            || !word.same_epoch(permit.word)
-            || outcome == Verdict::Released
+            || !word.same_epoch(permit.admission)
+            || outcome == Verdict::Ignored
         {
             return;
         }

@@ -3,8 +3,8 @@
 
 use super::*;
 
-impl Core {
-    pub(super) fn last_recorded(&self) -> Option<Recorded> {
+impl Circuit {
+    pub(super) fn last_transition_record(&self) -> Option<TransitionRecord> {
         *self.last.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -42,7 +42,7 @@ impl Core {
             in_flight: self.counters.in_flight.load(Ordering::Acquire),
             metrics_only: self.metrics_only.load(Ordering::Acquire),
             policy: self.policy,
-            last_transition: self.last_recorded().map(|r| LastTransition {
+            last_transition: self.last_transition_record().map(|r| LastTransition {
                 from: r.from,
                 to: r.to,
                 trigger: r.trigger,
@@ -207,8 +207,9 @@ impl Snapshot {
     /// admitted under the shared state (by the store, or by this replica's view of it while the
     /// store did not answer), since the breaker was created (carried over a reconfiguration).
     /// Such a call whose report the store did not answer is also recorded on the local breaker,
-    /// in [`calls`](Snapshot::calls), as is a call the local breaker admitted alone; released
-    /// calls and errors that do not count are in neither. 0 on a key that is not shared.
+    /// in [`calls`](Snapshot::calls), as is a call the local breaker admitted alone; cancelled
+    /// calls and errors that do not count (ignored outcomes) are in neither. 0 on a key that is
+    /// not shared.
     #[must_use]
     pub fn replica_calls(&self) -> u64 {
         self.sharing.replica_calls

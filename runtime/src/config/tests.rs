@@ -150,6 +150,9 @@ fn environment_variables() {
 }
 
 fn range_field(err: ConfigError) -> (Option<String>, &'static str) {
+    // The policy error is the range error's source, and its message the range error's.
+    let source = std::error::Error::source(&err).map(ToString::to_string);
+    assert_eq!(source, Some(err.to_string()), "{err:?}");
     match err {
         ConfigError::Range(e) => (e.key().map(str::to_owned), e.field()),
         other => panic!("expected a range error, got {other}"),

@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use super::admit::{admit, flush};
 use super::cached::{cached_admit, subscribe, subscriber};
-use super::link::{Bound, Client, Inner, Link};
+use super::link::{Bound, Client, SharedKey, SharedStore};
 use super::report::{report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use super::{
     DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
     Degrade, Mode, StoreError, StoreErrorKind,
 };
-use crate::breaker::{Boxed, Core, FnName, Permit, Store};
+use crate::breaker::{BoxFuture, Circuit, FnName, NamedPermit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
 use crate::observe::Trigger;
@@ -222,7 +222,7 @@ impl RedisStoreBuilder {
             ));
         }
         Ok(RedisStore {
-            inner: Arc::new(Inner {
+            inner: Arc::new(SharedStore {
                 client,
                 prefix: self.prefix,
                 ttl_ms: self.idle_ttl.as_millis().max(1) as u64,
@@ -293,7 +293,7 @@ fn first_line(error: &redis::RedisError) -> String {
 /// A Redis store shared by the replicas of a service; hand it to [`Registry::share`](crate::Registry::share).
 #[derive(Clone)]
 pub struct RedisStore {
-    pub(super) inner: Arc<Inner>,
+    pub(super) inner: Arc<SharedStore>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -416,7 +416,7 @@ impl RedisStore {
             .await
             .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
         let operator: FnName = &"operator";
-        let breakers: Vec<Arc<Link>> = self
+        let breakers: Vec<Arc<SharedKey>> = self
             .inner
             .client
             .links
@@ -447,7 +447,7 @@ impl RedisStore {
         Ok(())
     }
 
-    pub(super) fn link(&self, key: &str, policy: Policy) -> Link {
+    pub(super) fn link(&self, key: &str, policy: Policy) -> SharedKey {
         let settings = policy.settings();
         let open_for = nanos(settings.open_for);
         let open_max = nanos(settings.open_max).max(open_for);
@@ -479,7 +479,7 @@ impl RedisStore {
             ms(lease_nanos(&policy)),
             settings.failure_count.map_or(0, u64::from),
         ];
-        Link {
+        SharedKey {
             hash: self.redis_key(key),
             args,
             store: self.inner.clone(),
@@ -510,7 +510,7 @@ pub struct SharedState {
 }
 
 /// Shares `core` through `store` when there is one and the key and policy allow it.
-pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
+pub(crate) fn attach(store: Option<&RedisStore>, core: Circuit) -> Arc<Circuit> {
     let Some(store) = store else {
         return Arc::new(core);
     };
@@ -561,17 +561,22 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
 }
 
 /// A shared breaker's link is its store.
-impl Store for Arc<Link> {
-    fn admit_cached<'c>(&self, core: &'c Core, site: FnName, asks: bool) -> Option<Permit<'c>> {
+impl Store for Arc<SharedKey> {
+    fn admit_cached<'c>(
+        &self,
+        core: &'c Circuit,
+        site: FnName,
+        asks: bool,
+    ) -> Option<NamedPermit<'c>> {
         cached_admit(core, self, site, asks)
     }
 
-    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, Permit<'a>> {
+    fn admit<'a>(&'a self, core: &'a Circuit, site: FnName) -> BoxFuture<'a, NamedPermit<'a>> {
         admit(self, core, site)
     }
 
-    fn report(&self, word: Word, slow: bool, site: FnName, failure: Option<bool>) {
-        report(self, word, slow, site, failure);
+    fn report(&self, admission: Word, slow: bool, site: FnName, failure: Option<bool>) {
+        report(self, admission, slow, site, failure);
     }
 
     fn awaits_recording(&self) -> bool {
@@ -580,7 +585,7 @@ impl Store for Arc<Link> {
         !self.caches() && self.store.client.healthy.load(Ordering::Acquire)
     }
 
-    fn flush(&self) -> Boxed<'_, ()> {
+    fn flush(&self) -> BoxFuture<'_, ()> {
         flush(self)
     }
 

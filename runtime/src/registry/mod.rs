@@ -21,7 +21,7 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use crate::breaker::{Breaker, Core, Snapshot};
+use crate::breaker::{Breaker, Circuit, Snapshot};
 use crate::clock::{Clock, ClockSource};
 use crate::error::Key;
 use crate::key::{KeyQuery, MapKey};
@@ -38,6 +38,7 @@ mod tests;
 
 use dynamic::bounded_key;
 use overrides::Overrides;
+pub use overrides::UnknownKey;
 
 /// Breakers by key; keys of up to [`INLINE_KEY_BYTES`](crate::key::INLINE_KEY_BYTES) bytes are held
 /// inside the map's entries, so a lookup compares them without following a pointer.
@@ -121,6 +122,7 @@ impl Registry {
     }
 
     /// An empty registry reading `clock` (a [`FakeClock`](crate::clock::FakeClock) in tests).
+    #[must_use]
     pub fn with_clock(clock: impl Clock) -> Self {
         Self::build(ClockSource::Custom(Arc::new(clock)))
     }
@@ -174,6 +176,7 @@ impl Registry {
     /// declared by a `#[circuit_breaker]` with this literal key and this registry (created here
     /// before its first call, with the declared policy). A dynamic key longer than
     /// [`MAX_KEY_LEN`] is found by its full text or its bounded form.
+    #[must_use]
     pub fn get(&self, key: &str) -> Option<Breaker> {
         if let Some(found) = self.lookup(key) {
             return Some(found);
@@ -261,7 +264,7 @@ impl Registry {
             }
         };
         self.set_declared(key.as_str(), declared, &policy);
-        let core = Core::new(key, policy, self.clock.clone(), self.hooks().clone());
+        let core = Circuit::new(key, policy, self.clock.clone(), self.hooks().clone());
         #[cfg(feature = "redis")]
         let core = crate::redis::attach(self.store.get(), core);
         #[cfg(not(feature = "redis"))]
@@ -316,6 +319,7 @@ impl Registry {
     /// Snapshots of every breaker, sorted by key: those already used and every breaker declared
     /// by a `#[circuit_breaker]` with a literal key and this registry (created here if no call made
     /// it yet).
+    #[must_use]
     pub fn snapshot(&self) -> Vec<Snapshot> {
         for declared in crate::declared::of(self.address()) {
             if self.lookup(declared.key).is_none() {
@@ -330,11 +334,13 @@ impl Registry {
     }
 
     /// The number of registered breakers.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.map().len()
     }
 
     /// True when no breaker exists yet.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -84,6 +84,7 @@ impl<C: AxumClassifier, K> CircuitBreakerLayer<C, K> {
     /// The layer for axum's `Router::layer` / `route_layer`: a refusal becomes
     /// `503 Service Unavailable` with `Retry-After` and a JSON body (see
     /// [`IntoResponse for fusebox::Error`](crate::Error#impl-IntoResponse-for-Error)).
+    #[must_use]
     pub fn axum(self) -> AxumLayer<C::Classifier, K> {
         AxumLayer(CircuitBreakerLayer {
             registry: self.registry,

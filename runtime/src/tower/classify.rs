@@ -80,6 +80,7 @@ pub fn grpc_code_counts(code: i32) -> bool {
 }
 
 /// The gRPC code carried by a `grpc-status` header value, if it is a valid one.
+#[must_use]
 pub fn grpc_status_code(value: &http::HeaderValue) -> Option<i32> {
     let text = value.to_str().ok()?;
     if text.is_empty() || text.len() > 2 || !text.bytes().all(|b| b.is_ascii_digit()) {

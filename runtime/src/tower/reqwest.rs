@@ -63,6 +63,7 @@ impl CircuitBreakerMiddleware {
     /// in the one [`registry`](Self::registry) names, with the policy [`policy`](Self::policy)
     /// gives): its overrides are validated against that policy, and it is not one of
     /// [`Registry::unknown_keys`], before the first request creates its breaker.
+    #[must_use]
     pub fn new(key: impl Into<Key>) -> Self {
         CircuitBreakerMiddleware {
             registry: crate::registry(),
