@@ -30,6 +30,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 mod attempts;
 mod breaker;
 pub mod clock;
@@ -65,7 +67,7 @@ pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sh
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
 pub use policy::{Others, Policy, PolicyError, PolicyPatch, Recovery, Window};
-pub use record::OUTCOME_TARGET;
+pub use record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use registry::{Registry, SWEEP_STEP, registry};
 pub use state::State;
 

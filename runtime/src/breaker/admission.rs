@@ -62,7 +62,7 @@ impl Core {
         let word = self.load();
         if self.plain && word.admits() {
             // A closed or disabled word has nothing above its mode and generation.
-            let start = if crate::record::enabled() {
+            let start = if crate::record::wanted() {
                 permit::marked(self.now())
             } else {
                 0
@@ -135,9 +135,10 @@ impl Core {
     /// Emits the outcome event of a refused call, when a subscriber wants it.
     #[inline(always)]
     pub(super) fn record_refusal(&self, reason: Reason, site: FnName) {
-        if crate::record::enabled() {
+        if crate::record::wanted() {
             let outcome = crate::record::Recorded::Rejected(reason);
-            crate::record::emit(self.key.as_str(), self.now(), None, outcome, site);
+            let state = self.load().state();
+            crate::record::emit(self.key.as_str(), state, self.now(), None, outcome, site);
         }
     }
 
@@ -190,7 +191,7 @@ impl Core {
             Ok(word) => {
                 let start = if self.timed() {
                     self.now()
-                } else if crate::record::enabled() {
+                } else if crate::record::wanted() {
                     permit::marked(self.now())
                 } else {
                     0

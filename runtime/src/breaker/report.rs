@@ -5,7 +5,7 @@ use super::*;
 use crate::state;
 
 impl Core {
-    /// Emits the outcome event of a reported call admitted at [`Ticket::admitted_at`] (see [`Core::enter_named`]).
+    /// Emits the outcome event and span of a reported call admitted at [`Ticket::admitted_at`] (see [`Core::enter_named`]).
     #[cold]
     pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
         let now = self.now();
@@ -15,7 +15,15 @@ impl Core {
             Verdict::Failure => crate::record::Recorded::Failure,
             Verdict::Released => crate::record::Recorded::Ignored,
         };
-        crate::record::emit(self.key.as_str(), now, Some(latency), outcome, permit.site);
+        let state = permit.word.state();
+        crate::record::emit(
+            self.key.as_str(),
+            state,
+            now,
+            Some(latency),
+            outcome,
+            permit.site,
+        );
     }
 
     /// Starts a new half-open phase's admission sequence. (Its counts need no reset: they are
@@ -123,7 +131,7 @@ impl Core {
         }
         // Untimed calls carry an admission time only when outcome events were wanted then.
         let recorded = if self.timed() {
-            crate::record::enabled()
+            crate::record::wanted()
         } else {
             permit.stamped()
         };
