@@ -115,11 +115,32 @@ impl History {
         self.keys.get_mut(key)
     }
 
+    /// Records a transition. A trip also adds a sample of the window that decided it, taken
+    /// just before the circuit opened (an open circuit's window is empty: without it the rates'
+    /// history would never show what tripped).
     pub(super) fn transition(&mut self, key: &str, entry: Entry) {
-        let kept = self.kept;
+        let (kept, samples) = (self.kept, self.samples);
         if let Some(h) = self.entry(key) {
             if matches!(entry.to, State::Open | State::ForcedOpen) {
                 h.opened = Some(entry.clone());
+            }
+            let tripped = matches!(
+                entry.trigger,
+                Trigger::FailureRate
+                    | Trigger::SlowRate
+                    | Trigger::Consecutive
+                    | Trigger::FailureCount
+            );
+            if tripped {
+                let before = Sample {
+                    at_ms: entry.at_ms,
+                    state: entry.from,
+                    failure_rate: entry.failure_rate,
+                    slow_rate: entry.slow_rate,
+                    calls: h.samples.back().map_or(0.0, |s| s.calls),
+                    rejected_per_s: h.samples.back().map_or(0.0, |s| s.rejected_per_s),
+                };
+                push(&mut h.samples, before, samples);
             }
             push(&mut h.transitions, entry, kept);
         }

@@ -69,6 +69,10 @@ fn the_history_ring_is_bounded_in_samples_keys_and_entries() {
     }
     history.transition("ring-b", entry(Trigger::Consecutive, 5, 100.0));
     assert_eq!(history.keys["ring-a"].transitions.len(), 2);
+    // A trip adds the deciding window as a sample, the last before the circuit opened.
+    let last = history.keys["ring-a"].samples.back().copied().unwrap();
+    assert_eq!((last.state, last.failure_rate), (State::Closed, 100.0));
+    assert_eq!(history.keys["ring-a"].samples.len(), 3);
     assert!(history.keys["ring-a"].opened.is_some());
     assert!(!history.keys.contains_key("ring-b"));
 }
