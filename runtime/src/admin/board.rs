@@ -6,44 +6,25 @@ use serde_json::{Value, json};
 use super::AdminConfig;
 use super::history::{History, KeyHistory, opened_text, rule};
 use crate::breaker::{Sharing, Snapshot};
-use crate::state::State;
 
 fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Why the circuit last opened: the router's record of the transition, or the snapshot's last
-/// transition when the router did not see it.
+/// Why the circuit last opened, as the router's hook recorded it (`null` before it saw one).
 fn opened(s: &Snapshot, history: Option<&KeyHistory>) -> Value {
-    let last = s
-        .last_transition
-        .as_ref()
-        .filter(|t| matches!(t.to, State::Open | State::ForcedOpen));
-    let entry = match history.and_then(|h| h.opened.clone()) {
-        Some(entry) => entry,
-        None => match last {
-            Some(t) => super::history::Entry {
-                at_ms: super::history::now_ms().saturating_sub(ms(t.elapsed)),
-                from: t.from,
-                to: t.to,
-                trigger: t.trigger,
-                failure_rate: t.failure_rate,
-                slow_rate: t.slow_rate,
-                calls: t.calls,
-                function: t.function.to_owned(),
-                by: None,
-            },
-            None => return Value::Null,
-        },
+    let Some(entry) = history.and_then(|h| h.opened.as_ref()) else {
+        return Value::Null;
     };
+    let last = s.last_transition.as_ref();
     // The snapshot's last transition carries the deciding window's failures when it is this one.
     let failures = last
-        .filter(|t| t.trigger == entry.trigger && t.calls == entry.calls)
+        .filter(|t| t.to == entry.to && t.trigger == entry.trigger && t.calls == entry.calls)
         .map(|t| t.failures);
     json!({
         "rule": rule(entry.trigger),
         "trigger": entry.trigger.as_str(),
-        "text": opened_text(&entry, failures, &s.policy),
+        "text": opened_text(entry, failures, &s.policy),
         "calls": entry.calls,
         "failures": failures,
         "failure_rate": entry.failure_rate,

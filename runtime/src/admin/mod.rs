@@ -37,8 +37,8 @@
 //! `failure_rate`, `slow_rate`, `consecutive_failures`, `rejected`, `retry_after_ms`,
 //! `probes_in_flight`, `phase`, `reopens`, `in_flight`, `metrics_only`, `last_transition`, and for a
 //! shared key `sharing`, `shared`, `replica_calls`, `replica_failures`, `degraded`), the marks
-//! `critical` and `group`, `opened` (why it last opened: the `rule` that tripped, the window that
-//! decided it, in `calls`, `failures`, `failure_rate` and `slow_rate`, and a sentence, `text`),
+//! `critical` and `group`, `opened` (why it last opened since the router was built, `null`
+//! before: the `rule` that tripped, the window that decided it, in `calls`, `failures`, `failure_rate` and `slow_rate`, and a sentence, `text`),
 //! `transitions` (the last ones, newest last, with `by` naming the operator of a manual one) and
 //! `actions` (the operator actions). A board's cards also carry `history`.
 //!
