@@ -159,7 +159,7 @@ impl Hub {
         self.connections.load(Ordering::Acquire)
     }
 
-    /// Every snapshot, and those a board shows.
+    /// Every breaker's snapshot.
     fn snapshots(&self) -> Vec<Snapshot> {
         self.registry.snapshot()
     }
