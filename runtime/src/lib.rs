@@ -44,6 +44,8 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 mod attempts;
 mod breaker;
 pub mod clock;
@@ -84,7 +86,7 @@ pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sh
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
 pub use policy::{Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery, Window};
-pub use record::OUTCOME_TARGET;
+pub use record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use registry::{Registry, UnknownKey, registry};
 pub use state::State;
 

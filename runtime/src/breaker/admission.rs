@@ -68,7 +68,7 @@ impl Circuit {
         let word = self.load();
         if self.plain && word.admits() {
             // A closed or disabled word has nothing above its mode and generation.
-            let start = if crate::record::enabled() {
+            let start = if crate::record::wanted() {
                 permit::marked(self.now())
             } else {
                 0
@@ -141,9 +141,10 @@ impl Circuit {
     /// Emits the outcome event of a refused call, when a subscriber wants it.
     #[inline(always)]
     pub(super) fn record_refusal(&self, reason: Reason, site: FnName) {
-        if crate::record::enabled() {
+        if crate::record::wanted() {
             let outcome = crate::record::CallOutcome::Rejected(reason);
-            crate::record::emit(self.key.as_str(), self.now(), None, outcome, site);
+            let state = self.load().state();
+            crate::record::emit(self.key.as_str(), state, self.now(), None, outcome, site);
         }
     }
 
@@ -197,7 +198,7 @@ impl Circuit {
             Ok(word) => {
                 let start = if self.timed() {
                     self.now()
-                } else if crate::record::enabled() {
+                } else if crate::record::wanted() {
                     permit::marked(self.now())
                 } else {
                     0

@@ -6,7 +6,7 @@ use crate::policy::{nanos, open_wait_nanos, slow_nanos};
 use crate::state;
 
 impl Circuit {
-    /// Emits the outcome event of a reported call admitted at [`Ticket::admitted_at`] (see [`Circuit::enter_named`]).
+    /// Emits the outcome event and span of a reported call admitted at [`Ticket::admitted_at`] (see [`Circuit::enter_named`]).
     #[cold]
     pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
         let now = self.now();
@@ -16,7 +16,15 @@ impl Circuit {
             Verdict::Failure => crate::record::CallOutcome::Failure,
             Verdict::Ignored => crate::record::CallOutcome::Ignored,
         };
-        crate::record::emit(self.key.as_str(), now, Some(latency), outcome, permit.site);
+        let state = permit.admission.state();
+        crate::record::emit(
+            self.key.as_str(),
+            state,
+            now,
+            Some(latency),
+            outcome,
+            permit.site,
+        );
     }
 
     /// Starts a new half-open phase's admission sequence. (Its counts need no reset: they are
@@ -123,7 +131,7 @@ impl Circuit {
         }
         // Untimed calls carry an admission time only when outcome events were wanted then.
         let recorded = if self.timed() {
-            crate::record::enabled()
+            crate::record::wanted()
         } else {
             permit.stamped()
         };
