@@ -438,7 +438,7 @@ fn keys_are_independent_and_one_key_is_one_breaker() {
     assert_eq!(KEYS.len(), 2);
     // The first registration fixed the policy of `shipping`.
     assert_eq!(
-        KEYS.get("shipping").unwrap().policy().get_window(),
+        KEYS.get("shipping").unwrap().policy().settings().window,
         fusebox::Window::Count(2)
     );
 }

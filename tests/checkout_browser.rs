@@ -1,7 +1,9 @@
-//! The checkout dashboard in a real browser: headless Debian `chromium` driven through WebDriver
-//! (`chromedriver`, spoken to over its HTTP protocol). Loads `/`, trips `checkout` through the API,
-//! and checks that the page shows `checkout` open and `shipping` closed without a reload. Saves a
-//! screenshot to `target/checkout-dashboard.png`. With the `redis` feature, also runs
+//! The checkout dashboard (`fusebox::admin`'s page) in a real browser: headless Debian `chromium`
+//! driven through WebDriver (`chromedriver`, spoken to over its HTTP protocol). Loads `/`, trips
+//! `checkout` through the API, and checks that the page shows `checkout` open with the rule that
+//! tripped it and its history, `shipping` closed, without a reload; then a control is refused
+//! without the operator token and accepted with it. Saves a screenshot to
+//! `target/checkout-dashboard.png`. With the `redis` feature, also runs
 //! `checkout --replicas 2` (a `redis-server` of its own) and checks one column per replica, both
 //! showing `checkout` open (`target/checkout-replicas-dashboard.png`).
 //!
@@ -201,12 +203,13 @@ async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
         client_timeout: Duration::from_secs(2),
         // not the policy's 10 s: applied through `Registry::configure`, as `CHECKOUT_OPEN_FOR` is
         open_for: Duration::from_secs(30),
+        admin_token: Some("s3cret".to_owned()),
         ..app::Config::default()
     })
     .await
     .expect("the service starts");
     let base = format!("http://{}", running.addr);
-    let browser = browser("one", 1000, 460).await;
+    let browser = browser("one", 1100, 760).await;
     let session = browser.session.clone();
     browser
         .run(scenario(session, reqwest::Client::new(), base))
@@ -290,7 +293,13 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
     let why = session
         .script("return document.querySelector('[data-key=checkout] .why').textContent;")
         .await;
-    assert!(why.as_str().unwrap().starts_with("last opened: "), "{why}");
+    let why = why.as_str().unwrap();
+    assert!(why.starts_with("last opened "), "{why}");
+    assert!(
+        why.contains("5 counted failures in a row (`consecutive` = 5)"),
+        "{why}"
+    );
+    history_and_controls(&session).await;
 
     let png = session
         .command(reqwest::Method::GET, "/screenshot", None)
@@ -304,9 +313,64 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
     std::fs::write(target.join("checkout-dashboard.png"), &png).unwrap();
 }
 
+/// On the tripped page: `checkout`'s history and marks, then a control refused without the
+/// operator token and one accepted with it.
+async fn history_and_controls(session: &Session) {
+    // The history: samples of the window (one a second, and one after the transition), with the
+    // open samples shaded.
+    session
+        .wait_for(
+            "return Number(document.querySelector('[data-key=checkout] .spark.failure').dataset.points) >= 2;",
+            json!(true),
+        )
+        .await;
+    session
+        .wait_for(
+            "return document.querySelectorAll('[data-key=checkout] .spark.failure rect').length > 0;",
+            json!(true),
+        )
+        .await;
+    let badges = session
+        .script("return document.querySelector('[data-key=checkout] .badges').textContent;")
+        .await;
+    assert_eq!(badges, "criticalgroup orders");
+
+    // A control without the operator token is refused, and says why.
+    session
+        .script("document.querySelector('[data-key=checkout] button[data-action=reset]').click(); return null;")
+        .await;
+    session
+        .wait_for(
+            "return document.querySelector('[data-key=checkout] .result').textContent.slice(0, 15);",
+            json!("refused (403): "),
+        )
+        .await;
+    assert_eq!(
+        session.script(CARD_STATE).await,
+        "checkout=open shipping=closed"
+    );
+    // With the token typed in, the same page's control is accepted.
+    session
+        .script(
+            "const t = document.getElementById('token'); t.value = 's3cret'; \
+             t.dispatchEvent(new Event('change')); \
+             document.querySelector('[data-key=shipping] button[data-action=force_open]').click(); return null;",
+        )
+        .await;
+    session
+        .wait_for(CARD_STATE, json!("checkout=open shipping=forced open"))
+        .await;
+    session
+        .wait_for(
+            "return document.querySelector('[data-key=shipping] .timeline').textContent.includes('force_open by token holder at 127.0.0.1:');",
+            json!(true),
+        )
+        .await;
+}
+
 /// Every card as `replica/key=state`, in page order.
 #[cfg(feature = "redis")]
-const REPLICA_CARD_STATE: &str = "return [...document.querySelectorAll('.card')].map(c => c.dataset.replica + '/' + c.dataset.key + '=' + c.querySelector('.state').textContent).join(' ');";
+const REPLICA_CARD_STATE: &str = "return [...document.querySelectorAll('.card')].map(c => c.dataset.instance + '/' + c.dataset.key + '=' + c.querySelector('.state').textContent).join(' ');";
 
 #[cfg(feature = "redis")]
 #[tokio::test]
@@ -314,7 +378,7 @@ async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
     let redis = redis_harness::RedisServer::start();
     let demo = checkout_support::start(&redis);
     let front = demo.front.clone();
-    let browser = browser("replicas", 1000, 720).await;
+    let browser = browser("replicas", 1100, 900).await;
     let session = browser.session.clone();
     browser
         .run(async move {
@@ -335,9 +399,9 @@ async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
                 .script("window.notReloaded = true; return null;")
                 .await;
             let headings = session
-                .script("return [...document.querySelectorAll('.replica > h2')].map(h => h.textContent).join(', ');")
+                .script("return [...document.querySelectorAll('.instance > h2')].map(h => h.textContent).join(', ');")
                 .await;
-            assert_eq!(headings, "replica A, replica B");
+            assert_eq!(headings, "instance A, instance B");
 
             // Five failures alternate between the replicas; the sixth call is refused.
             let http = reqwest::Client::new();

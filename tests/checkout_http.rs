@@ -1,4 +1,4 @@
-//! The checkout demo over real HTTP on loopback: the scenarios of the README's "See it work", as
+//! The checkout demo over real HTTP on loopback: the scenarios of `examples/checkout/README.md`, as
 //! curl would run them. The breakers read a `FakeClock` (`app::CLOCK`), so recovery is driven by
 //! advancing it; each test starts its own service and backend on free ports.
 
@@ -32,6 +32,8 @@ struct Answer {
 
 async fn demo() -> Demo {
     let serial = SERIAL.lock().await;
+    // Before the service starts, so its history begins with the scenario.
+    app::reset_all();
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let running = app::start(app::Config {
         addr: loopback,
@@ -43,7 +45,6 @@ async fn demo() -> Demo {
     })
     .await
     .expect("the service starts");
-    app::reset_all();
     Demo {
         base: format!("http://{}", running.addr),
         backend: running.backend_url,
@@ -156,9 +157,16 @@ async fn five_failures_open_the_circuit_and_the_sixth_never_reaches_the_backend(
     let card = demo.breaker("checkout").await;
     assert_eq!(card["state"], "open");
     assert_eq!(card["rejected"].as_u64().unwrap() - rejected_before, 1);
-    let why = card["opened_because"].as_str().unwrap();
-    assert!(why.starts_with("5 failures in a row (in `"), "{why}");
-    assert!(why.ends_with("::charge`)"), "{why}");
+    // The live window restarted empty; `opened` keeps the window that decided.
+    assert_eq!(card["calls"], 0);
+    let opened = &card["opened"];
+    assert_eq!(opened["rule"], "consecutive");
+    assert_eq!(
+        opened["text"],
+        "5 counted failures in a row (`consecutive` = 5); the window held 5 calls, 5 failed (100%)"
+    );
+    let function = opened["function"].as_str().unwrap();
+    assert!(function.ends_with("::charge"), "{function}");
 }
 
 #[tokio::test]
@@ -171,10 +179,10 @@ async fn half_of_the_window_failing_opens_it_too() {
     }
     let card = demo.breaker("checkout").await;
     assert_eq!(card["state"], "open");
-    let why = card["opened_because"].as_str().unwrap();
-    assert!(
-        why.starts_with("50% of the last 10 calls failed (in `"),
-        "{why}"
+    assert_eq!(card["opened"]["rule"], "failure_rate");
+    assert_eq!(
+        card["opened"]["text"],
+        "50% of 10 calls failed (`failure_rate` = 50%, `min_calls` = 10)"
     );
     assert_eq!(demo.order("ok").await.status, 503);
 }
@@ -355,7 +363,12 @@ async fn slow_counts_as_a_failure() {
 #[tokio::test]
 async fn operator_controls() {
     let demo = demo().await;
-    let post = |path: &str| demo.http.post(format!("{}{path}", demo.base)).send();
+    let post = |path: &str| {
+        demo.http
+            .post(format!("{}{path}", demo.base))
+            .header("x-fusebox-csrf", "1")
+            .send()
+    };
 
     let forced = post("/breakers/shipping/force_open").await.unwrap();
     assert_eq!(forced.status(), 200);
@@ -364,9 +377,16 @@ async fn operator_controls() {
     assert_eq!(refused.body["reason"], "forced_open");
     assert_eq!(refused.body["retry_after_ms"], Value::Null);
     assert_eq!(refused.retry_after, None);
+    let shipping = demo.breaker("shipping").await;
+    let text = shipping["opened"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("forced open by loopback 127.0.0.1:"),
+        "{text}"
+    );
+    assert_eq!(shipping["actions"][0]["action"], "force_open");
     assert_eq!(
-        demo.breaker("shipping").await["opened_because"],
-        "forced open by an operator"
+        shipping["transitions"][0]["by"],
+        shipping["actions"][0]["by"]
     );
 
     post("/breakers/shipping/reset").await.unwrap();
@@ -400,10 +420,122 @@ async fn operator_controls() {
     let body: Value = unknown.json().await.unwrap();
     assert_eq!(
         body["message"],
-        "no breaker `inventory`; use one of `checkout`, `shipping`"
+        "no breaker `inventory` in this registry; `GET breakers` lists the keys"
     );
     let bad = post("/breakers/checkout/explode").await.unwrap();
     assert_eq!(bad.status(), 404);
+    let body: Value = bad.json().await.unwrap();
+    assert_eq!(body["error"], "unknown_action");
+}
+
+#[tokio::test]
+async fn a_control_without_the_csrf_header_or_from_another_origin_is_refused() {
+    let demo = demo().await;
+    let bare = demo
+        .http
+        .post(format!("{}/breakers/checkout/force_open", demo.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 403);
+    let body: Value = bare.json().await.unwrap();
+    assert_eq!(body["error"], "csrf");
+    let foreign = demo
+        .http
+        .post(format!("{}/breakers/checkout/force_open", demo.base))
+        .header("x-fusebox-csrf", "1")
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    assert_eq!(demo.state("checkout").await, "closed");
+}
+
+#[tokio::test]
+async fn with_a_token_a_control_needs_it() {
+    let demo = demo().await;
+    let guarded = app::start(app::Config {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        backend_url: Some(demo.backend.clone()),
+        admin_token: Some("s3cret".to_owned()),
+        ..app::Config::default()
+    })
+    .await
+    .expect("the second instance starts");
+    let control = |token: Option<&str>| {
+        let mut request = demo
+            .http
+            .post(format!("http://{}/breakers/shipping/disable", guarded.addr))
+            .header("x-fusebox-csrf", "1");
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    let refused = control(None).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "unauthorized");
+    assert_eq!(control(Some("guess")).await.unwrap().status(), 403);
+    assert_eq!(demo.state("shipping").await, "closed");
+    let done = control(Some("s3cret")).await.unwrap();
+    assert_eq!(done.status(), 200);
+    let card: Value = done.json().await.unwrap();
+    assert_eq!(card["state"], "disabled");
+    let by = card["actions"][0]["by"].as_str().unwrap();
+    assert!(by.starts_with("token holder at 127.0.0.1:"), "{by}");
+}
+
+#[tokio::test]
+async fn one_breaker_by_key_and_an_unknown_key_is_a_json_404() {
+    let demo = demo().await;
+    let card = demo.get(&format!("{}/breakers/checkout", demo.base)).await;
+    assert_eq!(card["key"], "checkout");
+    assert_eq!(card["critical"], true);
+    assert_eq!(card["group"], "orders");
+    let missing = demo
+        .http
+        .get(format!("{}/breakers/inventory", demo.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["error"], "unknown_key");
+}
+
+#[tokio::test]
+async fn health_is_down_only_while_the_critical_key_is_open() {
+    let demo = demo().await;
+    let health = || async {
+        let answer = demo
+            .http
+            .get(format!("{}/health", demo.base))
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status().as_u16();
+        let body: Value = answer.json().await.unwrap();
+        (status, body)
+    };
+    assert_eq!(health().await.0, 200);
+    for _ in 0..5 {
+        assert_eq!(demo.post("/shipping/demo", "always_fail").await.status, 502);
+    }
+    let (status, body) = health().await;
+    assert_eq!((status, &body["status"]), (200, &"UP".into()), "{body}");
+    assert_eq!(body["open"], serde_json::json!(["shipping"]));
+    demo.trip_checkout().await;
+    let (status, body) = health().await;
+    assert_eq!((status, &body["status"]), (503, &"DOWN".into()), "{body}");
+    assert_eq!(body["down"], serde_json::json!(["checkout"]));
+    app::CLOCK.advance(Duration::from_secs(10));
+    assert_eq!(
+        health().await.0,
+        200,
+        "the wait is over: up, so a call can probe"
+    );
 }
 
 #[tokio::test]
@@ -504,7 +636,8 @@ async fn the_event_stream_pushes_a_board_on_every_change() {
     });
     let board = wait.await.expect("an event showing `checkout` open");
     assert_eq!(card_of(&board, "shipping")["state"], "closed");
-    assert_eq!(board["backend_hits"]["pay"], 5);
+    assert_eq!(card_of(&board, "checkout")["opened"]["rule"], "consecutive");
+    assert!(card_of(&board, "checkout")["history"]["failure_rate"].is_array());
 }
 
 /// Reads the stream until one whole `board` event is in `buffer`, and returns its data.

@@ -176,6 +176,7 @@ async fn operator_controls_reach_every_replica() {
     let http = reqwest::Client::new();
     let control = |action: &str| {
         http.post(format!("{}/breakers/checkout/{action}", demo.front))
+            .header(fusebox::admin::CSRF_HEADER, "1")
             .send()
     };
 
@@ -246,6 +247,7 @@ async fn a_control_sent_to_one_replica_moves_the_shared_circuit() {
     assert_eq!(first, "A");
     let forced = http
         .post(format!("{url}/breakers/checkout/force_open"))
+        .header(fusebox::admin::CSRF_HEADER, "1")
         .send()
         .await
         .expect("an answer");
@@ -279,7 +281,7 @@ async fn the_dashboard_stream_of_the_front_carries_both_replicas() {
         .expect("the event stream");
     let mut text = String::new();
     // Each replica sends its board on connect; read until both have arrived.
-    while !(text.contains("\"replica\":\"A\"") && text.contains("\"replica\":\"B\"")) {
+    while !(text.contains("\"instance\":\"A\"") && text.contains("\"instance\":\"B\"")) {
         let chunk = events
             .chunk()
             .await

@@ -45,7 +45,7 @@ fn by_default_an_error_failure_does_not_list_counts_as_nothing() {
     let breaker = REGISTRY.get("others-ignore").unwrap();
     // The window holds the two timeouts only: 2 of 2 failed.
     assert_eq!(breaker.state(), State::Open);
-    assert_eq!(breaker.policy().get_others(), Others::Ignore);
+    assert_eq!(breaker.policy().settings().others, Others::Ignore);
 }
 
 #[test]

@@ -351,3 +351,150 @@ fn every_call_emits_a_trace_outcome_event_with_key_time_latency_and_outcome() {
     let opened = order.iter().position(|m| *m == "circuit_opened").unwrap();
     assert_eq!(opened, 4, "{order:?}");
 }
+
+/// A span as captured: its name and every field given at creation or recorded later (strings as
+/// written), with `#id` and `#parent`.
+type SeenSpan = (String, std::collections::BTreeMap<String, String>);
+
+/// The spans a subscriber saw.
+#[derive(Clone, Default)]
+struct Spans(std::sync::Arc<std::sync::Mutex<Vec<SeenSpan>>>);
+
+struct SpanFields<'a>(&'a mut std::collections::BTreeMap<String, String>);
+
+impl tracing::field::Visit for SpanFields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for Spans
+where
+    S: tracing::Subscriber + for<'l> tracing_subscriber::registry::LookupSpan<'l>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut fields = std::collections::BTreeMap::new();
+        attrs.record(&mut SpanFields(&mut fields));
+        fields.insert("#id".to_owned(), id.into_u64().to_string());
+        let parent = _ctx.current_span().id().map_or(0, |p| p.into_u64());
+        fields.insert("#parent".to_owned(), parent.to_string());
+        self.0
+            .lock()
+            .unwrap()
+            .push((attrs.metadata().name().to_owned(), fields));
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut all = self.0.lock().unwrap();
+        let id = id.into_u64().to_string();
+        if let Some((_, fields)) = all.iter_mut().find(|(_, f)| f["#id"] == id) {
+            values.record(&mut SpanFields(fields));
+        }
+    }
+}
+
+#[circuit_breaker(key = "traced", registry = REGISTRY, window = 2, min_calls = 2, open_for = "2s", failure = [Timeout])]
+fn traced(fail: bool) -> Result<(), ApiError> {
+    if fail { Err(ApiError::Timeout) } else { Ok(()) }
+}
+
+#[test]
+fn each_call_records_key_state_outcome_and_reason_on_its_span() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    tracing::subscriber::with_default(subscriber, || {
+        // The second call (one failure in a window of two) opens the circuit.
+        for fail in [false, true, false] {
+            // A request span declaring the fields: the call fills them in.
+            let request = tracing::info_span!(
+                "request",
+                fusebox.key = tracing::field::Empty,
+                fusebox.state = tracing::field::Empty,
+                fusebox.outcome = tracing::field::Empty,
+                fusebox.reason = tracing::field::Empty,
+            );
+            let _entered = request.enter();
+            let _ = traced(fail);
+        }
+    });
+    let all = spans.0.lock().unwrap().clone();
+    let calls: Vec<String> = all
+        .iter()
+        .filter(|(name, _)| name == "fusebox.call")
+        .map(|(_, f)| {
+            format!(
+                "{} {} {} {}",
+                f["fusebox.key"],
+                f["fusebox.state"],
+                f["fusebox.outcome"],
+                f.get("fusebox.reason").map_or("-", String::as_str)
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "traced closed success -",
+            "traced closed failure -",
+            "traced open rejected open",
+        ]
+    );
+    // Each `fusebox.call` span is a child of the request span it ran in, and names the function.
+    let requests: Vec<&(String, _)> = all.iter().filter(|(n, _)| n == "request").collect();
+    let call_spans: Vec<&(String, _)> = all.iter().filter(|(n, _)| n == "fusebox.call").collect();
+    for (request, call) in requests.iter().zip(&call_spans) {
+        assert_eq!(call.1["#parent"], request.1["#id"]);
+        assert!(
+            call.1["fusebox.function"].ends_with("::traced"),
+            "{:?}",
+            call.1
+        );
+    }
+    // The request span's own fields.
+    let last = &requests[2].1;
+    assert_eq!(last["fusebox.key"], "traced");
+    assert_eq!(last["fusebox.state"], "open");
+    assert_eq!(last["fusebox.outcome"], "rejected");
+    assert_eq!(last["fusebox.reason"], "open");
+    assert_eq!(requests[0].1["fusebox.outcome"], "success");
+}
+
+#[test]
+fn no_span_is_made_when_no_subscriber_wants_it() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let spans = Spans::default();
+    // A subscriber that turns the `fusebox::call` target off.
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_default(tracing::Level::TRACE)
+        .with_target(
+            fusebox::SPAN_TARGET,
+            tracing_subscriber::filter::LevelFilter::OFF,
+        );
+    let subscriber = tracing_subscriber::registry().with(tracing_subscriber::Layer::with_filter(
+        spans.clone(),
+        filter,
+    ));
+    tracing::subscriber::with_default(subscriber, || {
+        let _ = traced(false);
+    });
+    let all = spans.0.lock().unwrap();
+    assert!(
+        all.iter().all(|(name, _)| name != "fusebox.call"),
+        "{:?}",
+        *all
+    );
+}

@@ -95,8 +95,8 @@ fn bare_variants_count_and_business_errors_do_not() {
     assert_eq!(state("sync-bare"), State::Closed);
     // `window = 4` alone lowers `min_calls` to 4.
     let policy = snapshot(&REGISTRY, "sync-bare").policy;
-    assert_eq!(policy.get_window(), fusebox::Window::Count(4));
-    assert_eq!(policy.get_min_calls(), 4);
+    assert_eq!(policy.settings().window, fusebox::Window::Count(4));
+    assert_eq!(policy.settings().min_calls, 4);
     assert_eq!(sync_bare(Kind::Ok), Ok(1));
     assert_eq!(sync_bare(Kind::Timeout), Err(ApiError::Timeout));
     assert_eq!(sync_bare(Kind::Connect), Err(ApiError::Connect(503)));
@@ -142,7 +142,7 @@ async fn full_paths_open_and_recover_after_open_for() {
     assert_eq!(state("async-paths"), State::Open);
     assert!(is_refused(&async_paths(Kind::Ok).await));
     let policy = snapshot(&REGISTRY, "async-paths").policy;
-    assert_eq!(policy.get_open_for(), Duration::from_millis(250));
+    assert_eq!(policy.settings().open_for, Duration::from_millis(250));
     CLOCK.advance(Duration::from_millis(250));
     assert_eq!(async_paths(Kind::Ok).await, Ok(1)); // the probe
     assert_eq!(state("async-paths"), State::Closed);
@@ -409,10 +409,10 @@ fn with_policy_only() -> ApiResult<u32> {
 fn crate_registry_and_policy() {
     assert_eq!(with_policy(Kind::Ok), Ok(1));
     let policy = snapshot(&PLAIN, "policy-const").policy;
-    assert_eq!(policy.get_window(), fusebox::Window::Count(2));
-    assert_eq!(policy.get_min_calls(), 2);
-    assert_eq!(policy.get_failure_rate(), Some(50));
-    assert_eq!(policy.get_open_for(), Duration::from_secs(60));
+    assert_eq!(policy.settings().window, fusebox::Window::Count(2));
+    assert_eq!(policy.settings().min_calls, 2);
+    assert_eq!(policy.settings().failure_rate, Some(50));
+    assert_eq!(policy.settings().open_for, Duration::from_secs(60));
     assert_eq!(with_policy(Kind::Timeout), Err(ApiError::Timeout));
     assert_eq!(snapshot(&PLAIN, "policy-const").state, State::Open);
     assert_eq!(with_policy_only(), Ok(3));

@@ -63,9 +63,9 @@ fn the_attribute_opens_after_n_failures_within_the_window_at_a_low_rate() {
     assert_eq!(trigger(&breaker), Trigger::FailureCount);
     assert!(lookup(false).unwrap_err().refusal().is_some());
     let policy = breaker.policy();
-    assert_eq!(policy.get_failure_count(), Some(3));
+    assert_eq!(policy.settings().failure_count, Some(3));
     assert_eq!(
-        policy.get_failure_rate(),
+        policy.settings().failure_rate,
         None,
         "alone it replaces the rate rule"
     );
@@ -144,8 +144,8 @@ fn configuration_sets_it_from_toml_and_the_environment() {
     registry
         .load_toml("[breakers.failure-count-toml]\nfailure_count = 2\n")
         .unwrap();
-    assert_eq!(b.policy().get_failure_count(), Some(2));
-    assert_eq!(b.policy().get_failure_rate(), None);
+    assert_eq!(b.policy().settings().failure_count, Some(2));
+    assert_eq!(b.policy().settings().failure_rate, None);
     call(&b, true);
     call(&b, true);
     assert_eq!(b.state(), State::Open);
@@ -159,7 +159,7 @@ fn configuration_sets_it_from_toml_and_the_environment() {
             "4".to_string(),
         )])
         .unwrap();
-    assert_eq!(ok.policy().get_failure_count(), Some(4));
+    assert_eq!(ok.policy().settings().failure_count, Some(4));
     // Out of range: more than the count window (100 calls) holds; nothing applied.
     let error = registry
         .load_toml("[breakers.failure-count-toml]\nfailure_count = 101\n")
@@ -168,7 +168,7 @@ fn configuration_sets_it_from_toml_and_the_environment() {
         error.to_string().contains("`failure_count` = 101"),
         "{error}"
     );
-    assert_eq!(b.policy().get_failure_count(), Some(2));
+    assert_eq!(b.policy().settings().failure_count, Some(2));
     // `Registry::configure` takes the same patch.
     let coded = registry
         .breaker("failure-count-coded", Policy::new())
@@ -176,5 +176,5 @@ fn configuration_sets_it_from_toml_and_the_environment() {
     registry
         .configure("failure-count-coded", PolicyPatch::new().failure_count(6))
         .unwrap();
-    assert_eq!(coded.policy().get_failure_count(), Some(6));
+    assert_eq!(coded.policy().settings().failure_count, Some(6));
 }

@@ -60,7 +60,7 @@ fn the_same_settings_give_the_same_policy_through_attribute_builder_toml_and_env
     let builder = Policy::new().window(5);
     let (file, env) = loaded("[breakers.k]\nwindow = 5\n", &[("FUSEBOX__K__WINDOW", "5")]);
     assert_eq!(builder.validate(), Ok(()));
-    assert_eq!(builder.get_min_calls(), 5);
+    assert_eq!(builder.settings().min_calls, 5);
     for policy in [attribute("front-window"), file, env] {
         assert_eq!(policy, builder);
     }
@@ -71,7 +71,7 @@ fn the_same_settings_give_the_same_policy_through_attribute_builder_toml_and_env
         "[breakers.k]\nconsecutive = 5\n",
         &[("FUSEBOX__K__CONSECUTIVE", "5")],
     );
-    assert_eq!(builder.get_failure_rate(), None);
+    assert_eq!(builder.settings().failure_rate, None);
     for policy in [attribute("front-consecutive"), file, env] {
         assert_eq!(policy, builder);
     }
@@ -95,8 +95,8 @@ fn the_same_settings_give_the_same_policy_through_attribute_builder_toml_and_env
             ("FUSEBOX__K__HALF_OPEN", "2"),
         ],
     );
-    assert_eq!(builder.get_failure_rate(), Some(40));
-    assert_eq!(builder.get_min_calls(), 10);
+    assert_eq!(builder.settings().failure_rate, Some(40));
+    assert_eq!(builder.settings().min_calls, 10);
     for policy in [attribute("front-both"), file, env] {
         assert_eq!(policy, builder);
     }
@@ -171,7 +171,7 @@ fn unknown_key_warnings(events: &[common::capture::Captured], key: &str) -> usiz
 fn an_unknown_key_is_warned_about_once_across_loads() {
     let registry = Registry::new();
     let events = common::capture::capture(|| {
-        // The README's order: the file, then the environment (and a reload of the file).
+        // The guide's order (`guide::operators`): the file, then the environment (and a reload of the file).
         let toml = "[breakers.stray-file-key]\nfailure_rate = 30\n";
         registry.load_toml(toml).unwrap();
         registry
@@ -193,9 +193,9 @@ fn configure_changes_only_the_fields_it_names() {
         .configure("payment", Policy::new().failure_rate(30))
         .unwrap();
     let policy = DECLARED.get("payment").unwrap().policy();
-    assert_eq!(policy.get_failure_rate(), Some(30));
+    assert_eq!(policy.settings().failure_rate, Some(30));
     assert_eq!(
-        policy.get_open_for(),
+        policy.settings().open_for,
         Duration::from_secs(30),
         "the declared `open_for` stays"
     );
@@ -204,7 +204,7 @@ fn configure_changes_only_the_fields_it_names() {
         .unwrap();
     let policy = DECLARED.get("payment").unwrap().policy();
     assert_eq!(
-        (policy.get_failure_rate(), policy.get_half_open()),
+        (policy.settings().failure_rate, policy.settings().half_open),
         (Some(30), 3),
         "successive calls add up"
     );
@@ -264,7 +264,7 @@ fn identical_declarations_after_an_override_do_not_warn() {
         .collect();
     assert_eq!(warnings, Vec::<&str>::new());
     assert_eq!(
-        LISTED.get("twin").unwrap().policy().get_failure_rate(),
+        LISTED.get("twin").unwrap().policy().settings().failure_rate,
         Some(25)
     );
 }
@@ -311,7 +311,10 @@ fn a_changed_reload_keeps_the_window_of_the_same_shape_and_the_state() {
         .unwrap();
     let snapshot = breaker.snapshot();
     assert_eq!((snapshot.calls, snapshot.failures), (4, 4));
-    assert_eq!(breaker.policy().get_open_for(), Duration::from_secs(30));
+    assert_eq!(
+        breaker.policy().settings().open_for,
+        Duration::from_secs(30)
+    );
     // A window of another size starts empty.
     registry.load_toml("[breakers.r]\nwindow = 20\n").unwrap();
     assert_eq!(breaker.snapshot().calls, 0);
@@ -401,7 +404,7 @@ fn a_reload_keeps_half_open_and_its_probe_or_announces_the_change() {
     }
     assert_eq!(seen.last(), Some(&(State::HalfOpen, State::Open)));
     assert_eq!(
-        breaker.policy().get_recovery(),
+        breaker.policy().settings().recovery,
         Recovery::Progressive {
             phases: 2,
             min_passes: 2
@@ -425,8 +428,11 @@ fn loads_replace_the_previous_load_whether_or_not_the_breaker_existed() {
     }
     let created = late.breaker("k", declared).unwrap();
     assert_eq!(existing.policy(), created.policy());
-    assert_eq!(existing.policy().get_failure_rate(), Some(50));
-    assert_eq!(existing.policy().get_open_for(), Duration::from_secs(30));
+    assert_eq!(existing.policy().settings().failure_rate, Some(50));
+    assert_eq!(
+        existing.policy().settings().open_for,
+        Duration::from_secs(30)
+    );
     // The environment is its own source, applied over the file.
     early
         .load_vars([("FUSEBOX__K__FAILURE_RATE".to_string(), "20".to_string())])
@@ -434,9 +440,9 @@ fn loads_replace_the_previous_load_whether_or_not_the_breaker_existed() {
     early
         .load_toml("[breakers.k]\nfailure_rate = 40\n")
         .unwrap();
-    assert_eq!(existing.policy().get_failure_rate(), Some(20));
+    assert_eq!(existing.policy().settings().failure_rate, Some(20));
     assert_eq!(
-        existing.policy().get_open_for(),
+        existing.policy().settings().open_for,
         Duration::from_secs(10),
         "the file no longer sets `open_for`"
     );

@@ -57,7 +57,7 @@ fn a_time_window_forgets_failures_older_than_the_window() {
     }
     let breaker = TIME.get("time-window").unwrap();
     assert!(
-        matches!(breaker.policy().get_window(), fusebox::Window::Time(_)),
+        matches!(breaker.policy().settings().window, fusebox::Window::Time(_)),
         "a time window"
     );
     assert_eq!(breaker.state(), State::Closed, "3 calls: below min_calls");
@@ -136,7 +136,11 @@ fn consecutive_alone_trips_after_n_in_a_row_and_a_success_resets_the_run() {
     let breaker = || RUN.get("in-a-row").unwrap();
     in_a_row(true).unwrap_err();
     in_a_row(true).unwrap_err();
-    assert_eq!(breaker().policy().get_failure_rate(), None, "rate rule off");
+    assert_eq!(
+        breaker().policy().settings().failure_rate,
+        None,
+        "rate rule off"
+    );
     assert_eq!(
         breaker().state(),
         State::Closed,
@@ -160,7 +164,7 @@ fn consecutive_alone_trips_after_n_in_a_row_and_a_success_resets_the_run() {
 fn consecutive_with_a_rate_trips_on_either_rule() {
     let _ = either(false);
     let breaker = || RUN.get("either").unwrap();
-    assert_eq!(breaker().policy().get_failure_rate(), Some(50));
+    assert_eq!(breaker().policy().settings().failure_rate, Some(50));
     breaker().reset();
     // The run: three in a row before min_calls is reached.
     for _ in 0..3 {
@@ -233,7 +237,7 @@ fn progressive_recovery_admits_a_growing_share_then_closes() {
     recovering(true).unwrap_err();
     let breaker = PHASE.get("progressive").unwrap();
     assert_eq!(
-        breaker.policy().get_recovery(),
+        breaker.policy().settings().recovery,
         Recovery::Progressive {
             phases: 4,
             min_passes: 4

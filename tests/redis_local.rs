@@ -62,7 +62,7 @@ async fn shared_false_keeps_the_key_local() {
     let toml = "[breakers.configured]\nshared = false\n";
     A.load_toml(toml).unwrap();
     B.load_toml(toml).unwrap();
-    assert!(!A.get("configured").unwrap().policy().is_shared());
+    assert!(!A.get("configured").unwrap().policy().settings().shared);
     assert_eq!(server.command(&["DEL", "{fusebox:configured}"]), ":1");
     for _ in 0..5 {
         let _ = configured_a().await;

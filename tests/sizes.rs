@@ -23,7 +23,7 @@ fn annotated_futures_stay_within_their_bounds() {
     let bare = size_of_val(&bare(1));
     let annotated = size_of_val(&annotated(1));
     let timer = size_of::<tokio::time::Sleep>();
-    // The permit (two words: the breaker and the word of admission; the function's name comes
+    // The permit (two words: the breaker and the admission; the function's name comes
     // from a zero-sized type of the expansion) beside the body's future: a body with no
     // `return`, `?` or macro call runs in place, with no `async` block (and no moved copy of the
     // parameters) around it. With `redis`, the admission and the report that may await the

@@ -1,5 +1,5 @@
 //! The order of the breaker and tower's own retry and timeout layers: which order counts every
-//! attempt. The README's rule: `retry(breaker(timeout(service)))`.
+//! attempt. The rule of `fusebox::tower` and `guide::tower`: `retry(breaker(timeout(service)))`.
 #![cfg(feature = "tower")]
 
 mod common;

@@ -436,7 +436,8 @@ fn a_layer_s_fixed_key_is_declared_before_its_breaker_exists() {
             .get("layer-only")
             .unwrap()
             .policy()
-            .get_failure_rate(),
+            .settings()
+            .failure_rate,
         Some(30),
         "the override applies to the breaker the layer creates"
     );

@@ -92,6 +92,7 @@ pub fn live_bytes() -> usize {
 /// The number of OS threads of this process, from the `Threads:` line of `/proc/self/status`.
 ///
 /// `None` where `/proc` is not available (outside Linux).
+#[must_use]
 pub fn os_threads() -> Option<usize> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
@@ -132,6 +133,7 @@ impl std::fmt::Display for BenchError {
 ///
 /// When `redis-server` cannot be started or does not accept connections within ten seconds.
 #[cfg(feature = "redis")]
+#[must_use]
 pub fn redis_server() -> (String, Option<RedisServer>) {
     use std::time::{Duration, Instant};
     if let Ok(url) = std::env::var("REDIS_URL") {

@@ -50,7 +50,7 @@ fn poll_once<F: Future>(fut: F) -> F::Output {
 
 /// The tests of this file run one at a time: run at once, a measured loop allocated five times in
 /// about one run in five, with the sizes of a window's first contention (`available_parallelism`
-/// reading the cgroup files, then the per-thread counters; README "Allocations" allows that once
+/// reading the cgroup files, then the per-thread counters; `guide::semantics`, "Allocations and memory", allows that once
 /// per breaker), though only one thread calls each measured breaker.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

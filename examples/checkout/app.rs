@@ -1,31 +1,26 @@
 //! The checkout service: an axum server whose payment and shipping calls go through fusebox
-//! breakers, a simulated backend on its own port, a JSON and Prometheus view of every breaker, the
-//! operator controls, and a live dashboard fed by server-sent events.
+//! breakers, a simulated backend on its own port, and Prometheus metrics; the dashboard, the JSON
+//! of every breaker, the operator controls and health are `fusebox::admin`'s router, merged in.
 //!
 //! `main.rs` runs it as `cargo run --example checkout`; the tests under `tests/checkout_*.rs`
 //! include this file and start it in-process on port 0. In a test build the breakers read a
 //! [`FakeClock`](fusebox::clock::FakeClock) ([`CLOCK`]), so recovery is driven without sleeping.
 
-use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::Duration;
 
-use axum::extract::{Path, State as Shared};
+use axum::extract::State as Shared;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fusebox::{Cause, Policy, Registry, Sharing, Snapshot, State, Transition};
+use fusebox::admin::AdminConfig;
+use fusebox::{Cause, Policy, Registry};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::broadcast;
-use tokio_stream::wrappers::BroadcastStream;
-use tokio_stream::{Stream, StreamExt};
 
 /// Key of the payment breaker (`POST /orders/demo`).
 pub(crate) const CHECKOUT: &str = "checkout";
@@ -64,131 +59,50 @@ pub(crate) const POLICY: Policy = Policy::new()
 pub(crate) static CLOCK: LazyLock<fusebox::clock::FakeClock> =
     LazyLock::new(fusebox::clock::FakeClock::new);
 
-/// The registry holding the service's breakers; every transition feeds the dashboard.
+/// The registry holding the service's breakers, which `fusebox::admin` serves.
 pub(crate) static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     #[cfg(test)]
     let registry = Registry::with_clock(CLOCK.clone());
     #[cfg(not(test))]
     let registry = Registry::new();
-    registry.on_transition(record_transition);
     registry
 });
 
-/// Wakes every dashboard stream: sent on each transition, each handled call and each control.
-static CHANGED: LazyLock<broadcast::Sender<()>> = LazyLock::new(|| broadcast::channel(64).0);
-
-/// Per key: why the circuit last opened and its recent transitions (newest last).
-static HISTORY: LazyLock<Mutex<HashMap<String, History>>> = LazyLock::new(Mutex::default);
-
-/// Transitions kept per key for the dashboard.
-const LOG_LEN: usize = 20;
-
-#[derive(Default)]
-struct History {
-    opened_because: Option<String>,
-    log: VecDeque<Value>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// The `on_transition` hook: remembers the transition and wakes the dashboards.
-fn record_transition(t: &Transition<'_>) {
-    let why = match t.to {
-        State::ForcedOpen => Some("forced open by an operator".to_owned()),
-        State::Open if t.from == State::HalfOpen => {
-            Some(format!("the recovery probe failed (in `{}`)", t.function))
-        }
-        State::Open if t.calls >= MIN_CALLS && t.failure_rate >= f64::from(FAILURE_RATE) => {
-            Some(format!(
-                "{:.0}% of the last {} calls failed (in `{}`)",
-                t.failure_rate, t.calls, t.function
-            ))
-        }
-        State::Open => Some(format!(
-            "{CONSECUTIVE} failures in a row (in `{}`)",
-            t.function
-        )),
-        _ => None,
+/// The operator surface of [`REGISTRY`]: `checkout` is critical (no order without payment), both
+/// keys form the group `orders`, one sample a second for two minutes of history. The controls
+/// are allowed to loopback peers, or with `token` only to `Authorization: Bearer <token>`.
+pub(crate) fn admin(token: Option<String>, instance: Option<String>) -> AdminConfig {
+    let config = AdminConfig::new()
+        .critical([CHECKOUT])
+        .group("orders", KEYS)
+        .history(Duration::from_secs(1), 120);
+    let config = match instance {
+        Some(id) => config.instance(id),
+        None => config,
     };
-    {
-        let mut all = HISTORY.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = all.entry(t.key.to_owned()).or_default();
-        if why.is_some() {
-            entry.opened_because = why;
-        }
-        entry.log.push_back(json!({
-            "at_ms": now_ms(),
-            "from": t.from.as_str(),
-            "to": t.to.as_str(),
-            "failure_rate": t.failure_rate,
-            "calls": t.calls,
-            "function": t.function,
-        }));
-        while entry.log.len() > LOG_LEN {
-            entry.log.pop_front();
-        }
+    match token {
+        None => config.allow_loopback(),
+        Some(token) => config.authorize(move |request| {
+            let sent = request.headers().get("authorization")?.to_str().ok()?;
+            (sent.strip_prefix("Bearer ")? == token).then(|| match request.peer() {
+                Some(peer) => format!("token holder at {peer}"),
+                None => "token holder".to_owned(),
+            })
+        }),
     }
-    let _ = CHANGED.send(());
 }
 
-/// The JSON card of one breaker: its snapshot plus why it last opened and its transition log.
-pub(crate) fn card(s: &Snapshot) -> Value {
-    let all = HISTORY.lock().unwrap_or_else(|p| p.into_inner());
-    let history = all.get(s.key.as_str());
-    json!({
-        "key": s.key.as_str(),
-        "state": s.state.as_str(),
-        "metrics_only": s.metrics_only,
-        "calls": s.calls,
-        "failures": s.failures,
-        "failure_rate": s.failure_rate,
-        "consecutive_failures": s.consecutive_failures,
-        "rejected": s.rejected,
-        "retry_after_ms": s.retry_after.map(|d| d.as_millis() as u64),
-        "probes_in_flight": s.probes_in_flight,
-        "open_for_ms": s.policy.get_open_for().as_millis() as u64,
-        // A key shared across replicas: the shared window (every replica's calls, from the
-        // store's last answer) and this replica's own calls the store admitted.
-        "sharing": match s.sharing() {
-            Sharing::Shared => "shared",
-            Sharing::Unshareable => "unshareable",
-            _ => "local",
-        },
-        "shared": s.shared_window().map(|w| json!({
-            "calls": w.calls(),
-            "failures": w.failures(),
-            "failure_rate": w.failure_rate(),
-            "age_ms": w.age().as_millis() as u64,
-        })),
-        "replica_calls": s.replica_calls(),
-        "replica_failures": s.replica_failures(),
-        "degraded": s.degraded(),
-        "opened_because": history.and_then(|h| h.opened_because.clone()),
-        "transitions": history.map_or(Vec::new(), |h| h.log.iter().cloned().collect()),
-    })
-}
-
-/// Snapshot of every breaker of [`REGISTRY`], as served by `GET /breakers`.
-pub(crate) fn breakers_json() -> Value {
-    let cards: Vec<Value> = REGISTRY.snapshot().iter().map(card).collect();
-    json!({ "breakers": cards })
-}
-
-/// Puts every breaker back to closed with an empty window and forgets the dashboard history
-/// (tests start each scenario from here).
+/// Puts every breaker back to closed with an empty window (tests start each scenario from here;
+/// each service started has a history of its own).
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn reset_all() {
+    // The recorder first: a breaker registers its metrics when it is created.
+    let _ = prometheus();
     for key in KEYS {
         if let Some(b) = REGISTRY.get(key) {
             b.reset();
         }
     }
-    HISTORY.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    let _ = CHANGED.send(());
 }
 
 /// How the service is started.
@@ -207,8 +121,11 @@ pub(crate) struct Config {
     pub client_timeout: Duration,
     /// How long the backend's `slow` mode waits before answering (longer than `client_timeout`).
     pub slow_for: Duration,
-    /// Sent back as `X-Replica-Id` when set.
+    /// Sent back as `X-Replica-Id` when set, and the dashboard's instance name.
     pub replica_id: Option<String>,
+    /// When set, the operator controls need `Authorization: Bearer <token>` (from any peer);
+    /// otherwise they are allowed to loopback peers only.
+    pub admin_token: Option<String>,
     /// The Redis store [`REGISTRY`] shares its circuits through (`--replicas N`): the operator
     /// controls `force_open`, `disable` and `reset` then move the shared circuit with
     /// [`RedisStore::force`](fusebox::redis::RedisStore::force) as well as the local breaker.
@@ -226,6 +143,7 @@ impl Default for Config {
             client_timeout: Duration::from_secs(1),
             slow_for: Duration::from_secs(2),
             replica_id: None,
+            admin_token: None,
             #[cfg(feature = "redis")]
             store: None,
         }
@@ -297,18 +215,19 @@ pub(crate) struct Running {
 pub(crate) async fn start(config: Config) -> Result<Running, String> {
     let _ = prometheus();
     for key in KEYS {
-        if config.open_for != POLICY.get_open_for() {
+        if config.open_for != POLICY.settings().open_for {
             REGISTRY
                 .configure(key, POLICY.open_for(config.open_for))
                 .map_err(|e| e.to_string())?;
         }
         REGISTRY.breaker(key, POLICY).map_err(|e| e.to_string())?;
     }
-    let (backend, backend_url) = match config.backend_url {
-        Some(url) => (None, url),
+    // The backend this process runs, if any, serves its own `GET /hits`.
+    let backend_url = match config.backend_url {
+        Some(url) => url,
         None => {
-            let (backend, addr) = start_backend(config.backend_addr, config.slow_for).await?;
-            (Some(backend), format!("http://{addr}"))
+            let (_, addr) = start_backend(config.backend_addr, config.slow_for).await?;
+            format!("http://{addr}")
         }
     };
     let http = reqwest::Client::builder()
@@ -320,25 +239,27 @@ pub(crate) async fn start(config: Config) -> Result<Running, String> {
             http,
             base: backend_url.clone(),
         },
-        backend,
         replica_id: config.replica_id.clone(),
-        #[cfg(feature = "redis")]
-        store: config.store.clone(),
     });
+    let admin = admin(config.admin_token.clone(), config.replica_id.clone());
+    #[cfg(feature = "redis")]
+    let admin = match config.store.clone() {
+        Some(store) => admin.store(store),
+        None => admin,
+    };
     let listener = TcpListener::bind(config.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.addr))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    // The dashboard, `/breakers`, `/events`, `/health` and the controls: the library's router.
     let routes = Router::new()
-        .route("/", get(dashboard))
         .route("/orders/demo", post(order))
         .route("/shipping/demo", post(ship))
-        .route("/breakers", get(breakers))
-        .route("/breakers/{key}/{action}", post(control))
-        .route("/events", get(events))
         .route("/metrics", get(metrics))
-        .with_state(app);
-    tokio::spawn(async move { axum::serve(listener, routes).await });
+        .with_state(app)
+        .merge(fusebox::admin::router(&REGISTRY, admin));
+    let service = routes.into_make_service_with_connect_info::<SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, service).await });
     Ok(Running { addr, backend_url })
 }
 
@@ -396,7 +317,6 @@ async fn backend_call(
     } else {
         backend.ship_hits.fetch_add(1, Ordering::Relaxed);
     }
-    let _ = CHANGED.send(());
     let mode = header_str(&headers, MODE_HEADER).unwrap_or("ok");
     match mode {
         "always_fail" => (
@@ -555,11 +475,7 @@ async fn unavailable(
 
 struct App {
     client: BackendClient,
-    /// The backend this process runs, if any (for the hit counts on the dashboard).
-    backend: Option<Arc<Backend>>,
     replica_id: Option<String>,
-    #[cfg(feature = "redis")]
-    store: Option<fusebox::redis::RedisStore>,
 }
 
 fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
@@ -587,7 +503,6 @@ async fn guarded(app: &App, key: &str, headers: &HeaderMap) -> Response {
             } else {
                 book_shipping(&app.client, &demo).await
             };
-            let _ = CHANGED.send(());
             respond(key, result)
         }
     };
@@ -641,97 +556,6 @@ fn respond(key: &str, result: Result<Value, PayError>) -> Response {
             response
         }
     }
-}
-
-async fn breakers() -> Json<Value> {
-    Json(breakers_json())
-}
-
-async fn control(
-    Shared(app): Shared<Arc<App>>,
-    Path((key, action)): Path<(String, String)>,
-) -> Response {
-    let Some(breaker) = REGISTRY.get(&key) else {
-        return (
-            StatusCode::NOT_FOUND,
-            Json(json!({
-                "error": "unknown_key",
-                "message": format!("no breaker `{key}`; use one of `checkout`, `shipping`"),
-            })),
-        )
-            .into_response();
-    };
-    #[cfg(feature = "redis")]
-    if let Some(store) = &app.store {
-        // The shared circuit moves for every replica; `metrics_only` has no shared form and
-        // stays on this replica's breaker (the front sends every control to every replica).
-        let shared = match action.as_str() {
-            "force_open" => Some(State::ForcedOpen),
-            "disable" => Some(State::Disabled),
-            "reset" => Some(State::Closed),
-            _ => None,
-        };
-        let moved = match shared {
-            Some(state) => store.force(&key, breaker.policy(), state).await,
-            None => Ok(()),
-        };
-        if let Err(e) = moved {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({
-                    "error": "store_unavailable",
-                    "message": format!("cannot move `{key}` in Redis ({e}); try again"),
-                })),
-            )
-                .into_response();
-        }
-    }
-    #[cfg(not(feature = "redis"))]
-    let _ = &app;
-    match action.as_str() {
-        "force_open" => breaker.force_open(),
-        "disable" => breaker.disable(),
-        "metrics_only" => breaker.metrics_only(),
-        "reset" => breaker.reset(),
-        other => {
-            return (
-                StatusCode::NOT_FOUND,
-                Json(json!({
-                    "error": "unknown_action",
-                    "message": format!(
-                        "unknown action `{other}`; use one of `force_open`, `disable`, `metrics_only`, `reset`"
-                    ),
-                })),
-            )
-                .into_response();
-        }
-    }
-    let _ = CHANGED.send(());
-    Json(card(&breaker.snapshot())).into_response()
-}
-
-/// The payload of one dashboard update: every breaker and the backend's hit counts.
-fn board(app: &App) -> String {
-    let mut all = breakers_json();
-    all["backend_hits"] = app.backend.as_ref().map_or(Value::Null, |b| b.hits());
-    all["replica"] = json!(app.replica_id);
-    all.to_string()
-}
-
-/// Server-sent events: one `board` event on connect, then one after every change.
-async fn events(
-    Shared(app): Shared<Arc<App>>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    // A lagging receiver only means several changes were merged into one update.
-    let changes = BroadcastStream::new(CHANGED.subscribe()).map(|_| ());
-    let stream = tokio_stream::once(())
-        .chain(changes)
-        .map(move |()| Ok(Event::default().event("board").data(board(&app))));
-    Sse::new(stream).keep_alive(KeepAlive::default())
-}
-
-async fn dashboard() -> Html<&'static str> {
-    Html(include_str!("dashboard.html"))
 }
 
 /// The process-wide Prometheus recorder, installed on first use (`None` if another recorder was

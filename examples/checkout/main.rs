@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Environment: `PORT` (default 8081), `BACKEND_PORT` (default 8082), `CHECKOUT_OPEN_FOR` (how long
-//! an opened circuit refuses calls, default `10s`; also `500ms`, `2m`), `REDIS_URL` (with
+//! an opened circuit refuses calls, default `10s`; also `500ms`, `2m`), `CHECKOUT_ADMIN_TOKEN`
+//! (when set, the operator controls need `Authorization: Bearer <token>`, which the dashboard's
+//! token field sends; otherwise they are allowed from loopback only), `REDIS_URL` (with
 //! `--replicas N`: the Redis to share circuits through; without it the demo starts its own
 //! `redis-server`).
 
@@ -42,6 +44,9 @@ fn config() -> Result<app::Config, String> {
         addr: SocketAddr::from(([127, 0, 0, 1], env_port("PORT", 8081)?)),
         backend_addr: SocketAddr::from(([127, 0, 0, 1], env_port("BACKEND_PORT", 8082)?)),
         open_for,
+        admin_token: std::env::var("CHECKOUT_ADMIN_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty()),
         ..defaults
     })
 }
@@ -102,7 +107,8 @@ async fn main() -> ExitCode {
     println!("curl -i -X POST {at}/orders/demo -H 'X-Demo-Backend-Mode: ok'");
     println!("curl -i -X POST {at}/orders/demo -H 'X-Demo-Backend-Mode: always_fail'");
     println!("curl -s {at}/breakers");
-    println!("curl -X POST {at}/breakers/checkout/reset");
+    println!("curl -s {at}/health");
+    println!("curl -X POST {at}/breakers/checkout/reset -H 'X-Fusebox-Csrf: 1'");
     std::future::pending::<()>().await;
     ExitCode::SUCCESS
 }

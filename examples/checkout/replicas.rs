@@ -243,7 +243,7 @@ pub(crate) async fn run(n: u32, config: app::Config) -> Result<(), String> {
     println!();
     println!("curl -i -X POST {at}/orders/demo -H 'X-Demo-Backend-Mode: always_fail'");
     println!("curl -s {at}/breakers");
-    println!("curl -X POST {at}/breakers/checkout/reset");
+    println!("curl -X POST {at}/breakers/checkout/reset -H 'X-Fusebox-Csrf: 1'");
     let _ = std::io::stdout().flush();
     let front = Arc::new(Front {
         replicas,
@@ -268,8 +268,9 @@ pub(crate) async fn run(n: u32, config: app::Config) -> Result<(), String> {
     Ok(())
 }
 
+/// The library's dashboard page: it shows one column per `instance` of the merged boards.
 async fn dashboard() -> Html<&'static str> {
-    Html(include_str!("dashboard.html"))
+    Html(fusebox::admin::dashboard_html())
 }
 
 fn unreachable(replica: &Replica, e: reqwest::Error) -> Response {
@@ -355,16 +356,24 @@ async fn breakers(Shared(front): Shared<Arc<Front>>) -> Response {
 }
 
 /// `POST /breakers/{key}/{action}`: sent to every replica (each moves the shared circuit in Redis
-/// and its own breaker); answers with every replica's card.
+/// and its own breaker) with the request's CSRF and `Authorization` headers, which each replica
+/// checks; answers with every replica's card.
 async fn control(
     Shared(front): Shared<Arc<Front>>,
     Path((key, action)): Path<(String, String)>,
+    headers: HeaderMap,
 ) -> Response {
     let mut cards = Vec::new();
     let mut status = StatusCode::OK;
     for replica in &front.replicas {
         let url = format!("{}/breakers/{key}/{action}", replica.url);
-        let answer = match front.http.post(url).send().await {
+        let mut request = front.http.post(url);
+        for name in [fusebox::admin::CSRF_HEADER, "authorization"] {
+            if let Some(value) = headers.get(name) {
+                request = request.header(name, value);
+            }
+        }
+        let answer = match request.send().await {
             Ok(answer) => answer,
             Err(e) => return unreachable(replica, e),
         };
@@ -378,7 +387,7 @@ async fn control(
 }
 
 /// `GET /events`: every replica's `board` events merged into one stream, each carrying its
-/// `replica` id and the backend's current hit counts.
+/// `instance` (the replica's id) and the backend's current hit counts.
 async fn events(
     Shared(front): Shared<Arc<Front>>,
 ) -> Sse<impl tokio_stream::Stream<Item = Result<Event, std::convert::Infallible>>> {

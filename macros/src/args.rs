@@ -28,70 +28,28 @@ use values::{
     duration_arg, failure_arg, int_in_range, key_arg, narrow, path_arg,
 };
 
-/// The policy knobs of the attribute, one row each, in the order the expansion calls their
-/// setters. A row reads `name: type = reader(arguments) => setter(s);`: the field of
-/// [`PolicyArgs`] and argument name, the checked value's type (a [`Kind`](crate::setters::Kind)),
-/// the function of `args/values.rs` that checks the written value (called with the argument's
-/// name, its value and the row's arguments), and the `Policy` setter the value is passed to
-/// (`window` has two: the count and the time window). Adding a knob to the attribute is adding
-/// its row here; the argument name, the reading, the setter call of the expansion, the setter
-/// call of the compile-time validation and the span of a refused value all follow from it.
-///
-/// The table is handed to a generator (`with_knobs!(generate)`): `policy_args!` below makes
-/// [`PolicyArgs`], [`KNOB_NAMES`] (which [`NAMES`] lists between the other arguments and the
-/// attempts) and `read_knob`; `setters.rs` makes [`Setter`](crate::setters::Setter).
-macro_rules! with_knobs {
-    ($generate:ident) => {
-        $generate! {
-            /// `window = N` or `window = "30s"`.
-            window: WindowArg = window_arg() => window, time_window;
-            /// `min_calls = N`.
-            min_calls: Spanned<u32> = count_arg("10", MAX_CALLS, "calls, at most `window`") => min_calls;
-            /// `failure_rate = N`, in percent.
-            failure_rate: Spanned<u8> = percent_arg("50") => failure_rate;
-            /// `consecutive = N`.
-            consecutive: Spanned<u32> = count_arg("5", MAX_WINDOW, "counted failures in a row") => consecutive;
-            /// `failure_count = N`.
-            failure_count: Spanned<u32> = count_arg("50", MAX_WINDOW, "counted failures in the window") => failure_count;
-            /// `slow = "2s"`, in nanoseconds.
-            slow: Spanned<u64> = duration_arg("2s", MS_TO_DAY) => slow;
-            /// `slow_rate = N`, in percent.
-            slow_rate: Spanned<u8> = percent_arg("80") => slow_rate;
-            /// `open_for = "10s"`, in nanoseconds.
-            open_for: Spanned<u64> = duration_arg("10s", MS_TO_DAY) => open_for;
-            /// `open_backoff = 2` or `2.5`.
-            open_backoff: Spanned<f64> = factor_arg() => open_backoff;
-            /// `open_max = "5m"`, in nanoseconds.
-            open_max: Spanned<u64> = duration_arg("5m", MS_TO_DAY) => open_max;
-            /// `half_open = N`.
-            half_open: Spanned<u32> = count_arg("1", MAX_HALF_OPEN, "probes") => half_open;
-            /// `half_open_lease = "30s"`, in nanoseconds.
-            half_open_lease: Spanned<u64> = duration_arg("30s", MS_TO_DAY) => half_open_lease;
-            /// `recovery = probes` or `recovery = progressive(phases = 3, min_passes = 5)`.
-            recovery: RecoveryArg = recovery_arg() => progressive;
-            /// `max_concurrent = N`.
-            max_concurrent: Spanned<u32> = count_arg("10", MAX_CONCURRENT, "calls in flight") => max_concurrent;
-            /// `shared = false`: the key stays local on a registry shared across replicas.
-            shared: Spanned<bool> = flag_arg("false") => shared;
-            /// `others = "success"`: errors the classification does not count are successes.
-            others: Spanned<Others> = others_arg() => others;
-        }
-    };
-}
-pub(crate) use with_knobs;
-
-/// Makes [`PolicyArgs`], [`KNOB_NAMES`] and `read_knob` from the knob table.
+/// Makes [`PolicyArgs`], [`KNOB_NAMES`] and `read_knob` from the attribute's arguments of the
+/// knob table (`fusebox_policy::with_knobs!(@arguments …)`: the rows that have an `attr` column),
+/// in the table's order (the order the expansion calls their setters). An argument's `name(type =
+/// reader(arguments) => setter(s))` gives the checked value's type (a [`Kind`](crate::setters::Kind)), the function of
+/// `args/values.rs` that checks the written value (called with the argument's name, its value
+/// and the row's arguments), and the `Policy` setter(s) the value is passed to (`window` has two:
+/// the count and the time window). `setters.rs` makes [`Setter`](crate::setters::Setter) from
+/// the same rows.
 macro_rules! policy_args {
-    ($($(#[$doc:meta])* $name:ident: $ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+;)*) => {
+    ($($name:ident($ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+);)*) => {
         /// The policy arguments; `None` keeps the base policy's value.
         #[derive(Default)]
         pub(crate) struct PolicyArgs {
             /// `policy = CONST`: the base the other knobs override.
             pub(crate) base: Option<Path>,
-            $($(#[$doc])* pub(crate) $name: Option<$ty>,)*
+            $(
+                #[doc = concat!("`", stringify!($name), " = …`.")]
+                pub(crate) $name: Option<$ty>,
+            )*
         }
 
-        /// The names of the knob table's rows, in its order.
+        /// The names of the knob table's rows that are arguments, in its order.
         pub(crate) const KNOB_NAMES: &[&str] = &[$(stringify!($name)),*];
 
         /// Reads the knob `name` into `policy`; false when `name` is no knob.
@@ -104,7 +62,7 @@ macro_rules! policy_args {
         }
     };
 }
-with_knobs!(policy_args);
+fusebox_policy::with_knobs!(@arguments policy_args);
 
 /// The arguments that are neither knobs nor attempts.
 const OTHER_NAMES: [&str; 7] = [

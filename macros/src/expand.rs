@@ -846,7 +846,7 @@ fn outcome(
                 #on_failed
             }
             #err_error => {
-                #private::permit_released(&mut #permit);
+                #private::permit_ignored_outright(&mut #permit);
                 #err_done
             }
         },

@@ -37,8 +37,8 @@ use proc_macro::TokenStream;
 /// `consecutive`, `failure_count`, `slow`, `slow_rate`, `open_for`, `open_backoff`, `open_max`, `half_open`,
 /// `half_open_lease`, `recovery`, `max_concurrent`, `shared` and `others` (`"ignore"`, or
 /// `"success"` to count errors `failure` does not count as successes); and, on an `async fn`, the attempt
-/// settings `timeout`, `retry`, `backoff` and `deadline`. See the `fusebox` README for the full
-/// reference.
+/// settings `timeout`, `retry`, `backoff` and `deadline`. The reference, each argument with an
+/// example, is the rustdoc of `fusebox::circuit_breaker`.
 #[proc_macro_attribute]
 pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::circuit_breaker(args.into(), item.into()).into()

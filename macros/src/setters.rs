@@ -3,8 +3,8 @@
 //! makes them on a real `fusebox_policy::Policy` and runs `Policy::validate`) read, so the
 //! attribute checks exactly the policy its expansion builds.
 //!
-//! [`Setter`] is made from the knob table of `args.rs` (one row per knob); what a value of each
-//! [`Kind`] does (its call on a policy, its tokens, its span) is written once here, per kind.
+//! [`Setter`] is made from the knob table (`fusebox_policy::with_knobs!`, one row per knob); what
+//! a value of each [`Kind`] does (its call on a policy, its tokens, its span) is written once here, per kind.
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use fusebox_policy::{Others, Policy};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote};
 
-use crate::args::{PolicyArgs, RecoveryArg, Spanned, WindowArg, with_knobs};
+use crate::args::{PolicyArgs, RecoveryArg, Spanned, WindowArg};
 
 /// The type of a knob's checked value: how it becomes its setter call.
 pub(crate) trait Kind: Copy {
@@ -174,23 +174,27 @@ impl Kind for RecoveryArg {
     }
 }
 
-/// Makes [`Setter`] and [`setters`] from the knob table.
+/// Makes [`Setter`] and [`setters`] from the attribute's arguments of the knob table
+/// (`fusebox_policy::with_knobs!(@arguments …)`; see `policy_args!` in `args.rs`).
 macro_rules! setter {
-    ($($(#[$doc:meta])* $name:ident: $ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+;)*) => {
+    ($($name:ident($ty:ty = $read:ident($($arg:expr),*) => $($set:ident),+);)*) => {
         /// One `Policy` setter call: the knob written, with its checked value and the span of
         /// the token it was written as.
         // One variant per row of the knob table, named as the knob is written.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy)]
         pub(crate) enum Setter {
-            $($(#[$doc])* $name($ty),)*
+            $(
+                #[doc = concat!("`", stringify!($name), " = …`.")]
+                $name($ty),
+            )*
         }
 
         /// The setter calls of the written knobs, in the order the expansion makes them.
         /// `recovery = probes` is the default and makes no call (with a base it is refused while
         /// checking).
         pub(crate) fn setters(args: &PolicyArgs) -> Vec<Setter> {
-            [$(args.$name.filter(Kind::calls).map(Setter::$name),)*]
+            [$(args.$name.filter(<$ty as Kind>::calls).map(Setter::$name),)*]
                 .into_iter()
                 .flatten()
                 .collect()
@@ -200,7 +204,7 @@ macro_rules! setter {
             /// This call made on `policy` (what the expansion's call does when the program runs).
             pub(crate) fn apply(self, policy: Policy) -> Policy {
                 match self {
-                    $(Setter::$name(value) => value.apply(policy, ($(Policy::$set),+)),)*
+                    $(Setter::$name(value) => <$ty as Kind>::apply(value, policy, ($(Policy::$set),+)),)*
                 }
             }
 
@@ -208,20 +212,20 @@ macro_rules! setter {
             /// `private` is the runtime's private module.
             pub(crate) fn tokens(self, private: &TokenStream) -> TokenStream {
                 match self {
-                    $(Setter::$name(value) => value.tokens(&[$(stringify!($set)),+], private),)*
+                    $(Setter::$name(value) => <$ty as Kind>::tokens(value, &[$(stringify!($set)),+], private),)*
                 }
             }
 
             /// The span of the token that set `field`, as `PolicyError::field` names it.
             pub(crate) fn span_of(self, field: &str) -> Option<Span> {
                 match self {
-                    $(Setter::$name(value) => value.span_of(stringify!($name), field),)*
+                    $(Setter::$name(value) => <$ty as Kind>::span_of(value, stringify!($name), field),)*
                 }
             }
         }
     };
 }
-with_knobs!(setter);
+fusebox_policy::with_knobs!(@arguments setter);
 
 /// A `Duration` of the given nanoseconds, located where it was written.
 pub(crate) fn duration(nanos: Spanned<u64>) -> TokenStream {
@@ -299,28 +303,28 @@ mod tests {
         // One call per row of the knob table: a new row needs its line above.
         assert_eq!(calls.len(), crate::args::KNOB_NAMES.len());
         let p = policy_of(&args.policy).unwrap();
-        assert_eq!(p.get_window(), Window::Count(20));
-        assert_eq!(p.get_min_calls(), 5);
-        assert_eq!(p.get_failure_rate(), Some(40));
-        assert_eq!(p.get_consecutive(), Some(3));
-        assert_eq!(p.get_failure_count(), Some(4));
-        assert_eq!(p.get_slow(), Some(Duration::from_secs(2)));
-        assert_eq!(p.get_slow_rate(), 80);
-        assert_eq!(p.get_open_for(), Duration::from_secs(30));
-        assert!((p.get_open_backoff() - 2.0).abs() < f64::EPSILON);
-        assert_eq!(p.get_open_max(), Duration::from_secs(300));
-        assert_eq!(p.get_half_open(), 2);
-        assert_eq!(p.get_half_open_lease(), Duration::from_secs(10));
+        assert_eq!(p.settings().window, Window::Count(20));
+        assert_eq!(p.settings().min_calls, 5);
+        assert_eq!(p.settings().failure_rate, Some(40));
+        assert_eq!(p.settings().consecutive, Some(3));
+        assert_eq!(p.settings().failure_count, Some(4));
+        assert_eq!(p.settings().slow, Some(Duration::from_secs(2)));
+        assert_eq!(p.settings().slow_rate, 80);
+        assert_eq!(p.settings().open_for, Duration::from_secs(30));
+        assert!((p.settings().open_backoff - 2.0).abs() < f64::EPSILON);
+        assert_eq!(p.settings().open_max, Duration::from_secs(300));
+        assert_eq!(p.settings().half_open, 2);
+        assert_eq!(p.settings().half_open_lease, Duration::from_secs(10));
         assert_eq!(
-            p.get_recovery(),
+            p.settings().recovery,
             Recovery::Progressive {
                 phases: 3,
                 min_passes: 5
             }
         );
-        assert_eq!(p.get_max_concurrent(), Some(8));
-        assert!(!p.is_shared());
-        assert_eq!(p.get_others(), fusebox_policy::Others::Success);
+        assert_eq!(p.settings().max_concurrent, Some(8));
+        assert!(!p.settings().shared);
+        assert_eq!(p.settings().others, fusebox_policy::Others::Success);
         assert!(p.validate().is_ok());
     }
 }

@@ -12,8 +12,12 @@ pub struct PolicyError {
 }
 
 impl PolicyError {
-    #[doc(hidden)]
-    pub fn new(field: &'static str, allowed: impl Into<String>, found: impl fmt::Display) -> Self {
+    /// An error for `field`, which must be in `allowed` and is `found`.
+    pub(crate) fn new(
+        field: &'static str,
+        allowed: impl Into<String>,
+        found: impl fmt::Display,
+    ) -> Self {
         PolicyError {
             key: None,
             field,
@@ -22,23 +26,26 @@ impl PolicyError {
         }
     }
 
-    #[doc(hidden)]
-    pub fn for_key(mut self, key: &str) -> Self {
+    /// This error, naming the breaker key the policy was meant for.
+    pub(crate) fn for_key(mut self, key: &str) -> Self {
         self.key = Some(key.to_owned());
         self
     }
 
     /// The breaker key the policy was meant for, when known.
+    #[must_use]
     pub fn key(&self) -> Option<&str> {
         self.key.as_deref()
     }
 
     /// The offending field, as spelled in the attribute.
+    #[must_use]
     pub fn field(&self) -> &'static str {
         self.field
     }
 
     /// The allowed range.
+    #[must_use]
     pub fn allowed(&self) -> &str {
         &self.allowed
     }

@@ -5,12 +5,12 @@ use super::*;
 #[test]
 fn defaults() {
     let p = Policy::new();
-    assert_eq!(p.get_window(), Window::Count(100));
-    assert_eq!(p.get_min_calls(), 10);
-    assert_eq!(p.get_failure_rate(), Some(50));
-    assert_eq!(p.get_open_for(), Duration::from_secs(10));
-    assert_eq!(p.get_half_open(), 1);
-    assert_eq!(p.get_recovery(), Recovery::Probes);
+    assert_eq!(p.settings().window, Window::Count(100));
+    assert_eq!(p.settings().min_calls, 10);
+    assert_eq!(p.settings().failure_rate, Some(50));
+    assert_eq!(p.settings().open_for, Duration::from_secs(10));
+    assert_eq!(p.settings().half_open, 1);
+    assert_eq!(p.settings().recovery, Recovery::Probes);
     assert!(p.validate().is_ok());
 }
 
@@ -60,26 +60,8 @@ fn validation_names_the_field_and_range() {
 }
 
 #[test]
-fn backoff_multiplies_and_caps() {
-    let p = Policy::new()
-        .open_for(Duration::from_secs(10))
-        .open_backoff(2.0)
-        .open_max(Duration::from_secs(60));
-    let secs = |n| Duration::from_nanos(p.open_wait_nanos(n)).as_secs();
-    assert_eq!(
-        [secs(0), secs(1), secs(2), secs(3), secs(100)],
-        [10, 20, 40, 60, 60]
-    );
-    assert_eq!(
-        Policy::new().open_wait_nanos(7),
-        10_000_000_000,
-        "no backoff by default"
-    );
-}
-
-#[test]
 fn rules_between_fields_are_decided_here_whatever_the_order() {
-    let min_calls = |p: Policy| p.get_min_calls();
+    let min_calls = |p: Policy| p.settings().min_calls;
     assert_eq!(min_calls(Policy::new().window(5)), 5);
     assert_eq!(min_calls(Policy::new().window(5).window(50)), 10);
     assert_eq!(min_calls(Policy::new().window(5).time_window(SECOND)), 10);
@@ -95,7 +77,7 @@ fn rules_between_fields_are_decided_here_whatever_the_order() {
     );
     assert!(Policy::new().window(5).validate().is_ok());
 
-    let rate = |p: Policy| p.get_failure_rate();
+    let rate = |p: Policy| p.settings().failure_rate;
     assert_eq!(rate(Policy::new().consecutive(5)), None);
     assert_eq!(
         rate(Policy::new().consecutive(5).failure_rate(40)),
@@ -141,7 +123,7 @@ fn a_policy_is_the_patch_of_the_fields_it_set() {
     let declared = Policy::new().window(20).open_for(Duration::from_secs(30));
     let patched = PolicyPatch::from(Policy::new().failure_rate(30)).apply(declared);
     assert_eq!(patched, declared.failure_rate(30));
-    assert_eq!(patched.get_open_for(), Duration::from_secs(30));
+    assert_eq!(patched.settings().open_for, Duration::from_secs(30));
     assert!(PolicyPatch::from(Policy::new()).is_empty());
     assert_eq!(
         PolicyPatch::new()
@@ -151,14 +133,18 @@ fn a_policy_is_the_patch_of_the_fields_it_set() {
     );
     // A patched field follows the same rules: a smaller window lowers `min_calls`.
     assert_eq!(
-        PolicyPatch::new().window(5).apply(declared).get_min_calls(),
+        PolicyPatch::new()
+            .window(5)
+            .apply(declared)
+            .settings()
+            .min_calls,
         5
     );
 }
 
 #[test]
 fn failure_count_replaces_the_rate_alone_and_stays_within_a_count_window() {
-    let rate = |p: Policy| p.get_failure_rate();
+    let rate = |p: Policy| p.settings().failure_rate;
     assert_eq!(rate(Policy::new().failure_count(5)), None);
     assert_eq!(
         rate(Policy::new().failure_count(5).failure_rate(40)),
@@ -178,8 +164,11 @@ fn failure_count_replaces_the_rate_alone_and_stays_within_a_count_window() {
         None,
         "`consecutive` still replaces the rate"
     );
-    assert_eq!(Policy::new().failure_count(5).get_failure_count(), Some(5));
-    assert_eq!(Policy::new().get_failure_count(), None);
+    assert_eq!(
+        Policy::new().failure_count(5).settings().failure_count,
+        Some(5)
+    );
+    assert_eq!(Policy::new().settings().failure_count, None);
     assert!(Policy::new().failure_count(5).validate().is_ok());
     assert!(
         Policy::new()
@@ -210,40 +199,61 @@ fn failure_count_replaces_the_rate_alone_and_stays_within_a_count_window() {
     );
     let patch = PolicyPatch::from(Policy::new().failure_count(7));
     assert_eq!(patch, PolicyPatch::new().failure_count(7));
-    assert_eq!(patch.apply(Policy::new()).get_failure_count(), Some(7));
+    assert_eq!(patch.apply(Policy::new()).settings().failure_count, Some(7));
     assert!(format!("{:?}", Policy::new().failure_count(7)).contains("failure_count: Some(7)"));
 }
 
-/// Each setter has its own bit of `Policy::explicit`, and the field has room for the next knob.
+/// Every setter records its knob: the patch of a policy carries the knobs it set, and applying
+/// it to the default policy gives that policy back.
 #[test]
-fn explicit_bits_are_distinct_and_leave_room_for_the_next_knob() {
-    let bits = [
-        set::WINDOW,
-        set::MIN_CALLS,
-        set::FAILURE_RATE,
-        set::SLOW,
-        set::SLOW_RATE,
-        set::CONSECUTIVE,
-        set::OPEN_FOR,
-        set::OPEN_BACKOFF,
-        set::OPEN_MAX,
-        set::HALF_OPEN,
-        set::HALF_OPEN_LEASE,
-        set::RECOVERY,
-        set::MAX_CONCURRENT,
-        set::STUCK_OPEN,
-        set::SHARED,
-        set::FAILURE_COUNT,
+fn a_policy_is_rebuilt_from_its_patch() {
+    let policies = [
+        Policy::new().window(5).min_calls(3).failure_rate(40),
+        Policy::new()
+            .time_window(SECOND)
+            .consecutive(4)
+            .failure_count(9),
+        Policy::new().slow(SECOND).slow_rate(70).rate_off(),
+        Policy::new()
+            .open_for(SECOND)
+            .open_backoff(2.5)
+            .open_max(60 * SECOND),
+        Policy::new()
+            .half_open(3)
+            .half_open_lease(2 * SECOND)
+            .progressive(3, 5),
+        Policy::new()
+            .recovery(Recovery::Probes)
+            .max_concurrent(8)
+            .stuck_open(2, SECOND)
+            .shared(false)
+            .others(Others::Success),
     ];
-    let mut all = 0;
-    for bit in bits {
-        assert_eq!(bit.count_ones(), 1);
-        assert_eq!(all & bit, 0, "two setters share bit {bit:#x}");
-        all |= bit;
+    for policy in policies {
+        let patch = PolicyPatch::from(policy);
+        assert!(!patch.is_empty());
+        assert_eq!(patch.apply(Policy::DEFAULT), policy, "{policy:?}");
+        assert_eq!(
+            PolicyPatch::from(patch.apply(Policy::DEFAULT)),
+            patch,
+            "the same knobs are explicit"
+        );
     }
-    let width = 8 * std::mem::size_of_val(&Policy::DEFAULT.explicit);
-    assert!(
-        bits.len() < width,
-        "`Policy::explicit` ({width} bits) has no bit left for the next knob; widen it"
-    );
+    assert_eq!(KNOBS.len(), 17);
+    assert_eq!(KNOBS[0], "window");
+}
+
+#[test]
+fn settings_read_every_knob() {
+    let s = Policy::new()
+        .stuck_open(0, SECOND)
+        .open_backoff(1.5)
+        .settings();
+    assert_eq!(s.stuck_open, (0, SECOND));
+    assert!((s.open_backoff - 1.5).abs() < f64::EPSILON);
+    assert_eq!(s.slow, None);
+    assert_eq!(s.max_concurrent, None);
+    assert!(s.shared);
+    assert_eq!(s.others, Others::Ignore);
+    assert_eq!(s.half_open_lease, s.open_for);
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::limits::{
     MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
 };
-use crate::{Policy, PolicyError, Recovery, Window, in_ms_range, set};
+use crate::{Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
 
 impl Policy {
     /// Checks every field; the first invalid one is reported with its allowed range.
@@ -17,6 +17,25 @@ impl Policy {
         self.validate_rates()?;
         self.validate_open()?;
         self.validate_recovery()
+    }
+
+    /// Checks every field as [`validate`](Policy::validate) does, for the breaker `key`: the
+    /// error names it.
+    ///
+    /// ```
+    /// # use fusebox_policy as fusebox;
+    /// use fusebox::Policy;
+    ///
+    /// let error = Policy::new().half_open(0).validate_for("payment").unwrap_err();
+    /// assert_eq!(error.key(), Some("payment"));
+    /// assert!(error.to_string().starts_with("breaker `payment`: invalid `half_open` = 0"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first field outside its allowed range, naming `key`.
+    pub fn validate_for(&self, key: &str) -> Result<(), PolicyError> {
+        self.validate().map_err(|e| e.for_key(key))
     }
 
     /// `window`, `min_calls`, `failure_rate`, `slow`, `slow_rate`, `consecutive`, `failure_count`.
@@ -55,7 +74,7 @@ impl Policy {
                 self.failure_rate.to_string(),
             );
         }
-        if (self.slow_nanos != 0 || self.is_explicit(set::SLOW)) && !in_ms_range(self.slow_nanos) {
+        if (self.slow_nanos != 0 || self.is_explicit(Knob::slow)) && !in_ms_range(self.slow_nanos) {
             return range(
                 "slow",
                 "\"1ms\"..=\"24h\"",
@@ -110,7 +129,7 @@ impl Policy {
             return range(
                 "open_for",
                 "\"1ms\"..=\"24h\"",
-                format!("{:?}", self.get_open_for()),
+                format!("{:?}", self.settings().open_for),
             );
         }
         if self.open_backoff_milli < 1000
@@ -132,7 +151,7 @@ impl Policy {
         if self.open_backoff_milli > 1000 && self.open_max_nanos < self.open_for_nanos {
             return range(
                 "open_max",
-                &format!("at least `open_for` ({:?})", self.get_open_for()),
+                &format!("at least `open_for` ({:?})", self.settings().open_for),
                 format!("{:?}", Duration::from_nanos(self.open_max_nanos)),
             );
         }
@@ -150,7 +169,7 @@ impl Policy {
                 self.half_open.to_string(),
             );
         }
-        if (self.half_open_lease_nanos != 0 || self.is_explicit(set::HALF_OPEN_LEASE))
+        if (self.half_open_lease_nanos != 0 || self.is_explicit(Knob::half_open_lease))
             && !in_ms_range(self.half_open_lease_nanos)
         {
             return range(

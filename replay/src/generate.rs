@@ -33,11 +33,13 @@ impl Scenario {
     ];
 
     /// The scenario called `name`.
+    #[must_use]
     pub fn parse(name: &str) -> Option<Scenario> {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
     }
 
     /// The incidents as (start, end) of the admission times of the calls they affect.
+    #[must_use]
     pub fn incidents(self) -> Vec<(Duration, Duration)> {
         let s = Duration::from_secs;
         match self {
@@ -54,6 +56,7 @@ impl Scenario {
 pub const KEY: &str = "backend";
 
 /// Generates `scenario`'s trace with `seed`.
+#[must_use]
 pub fn generate(scenario: Scenario, seed: u64) -> Vec<Call> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let ms = |n: u64| n * 1_000_000;

@@ -47,6 +47,7 @@ impl fmt::Display for Finding {
 
 /// The warnings about `candidate` on its own (a candidate that parsed is valid: what does not
 /// parse is the error [`crate::policy::parse_policy_arg`] returns).
+#[must_use]
 pub fn check(candidate: &Candidate) -> Vec<Finding> {
     let policy = &candidate.policy;
     let name = &candidate.name;
@@ -57,8 +58,8 @@ pub fn check(candidate: &Candidate) -> Vec<Finding> {
             message,
         });
     };
-    if let Some(rate) = policy.get_failure_rate() {
-        let min_calls = policy.get_min_calls();
+    if let Some(rate) = policy.settings().failure_rate {
+        let min_calls = policy.settings().min_calls;
         if 100 >= u32::from(rate) * min_calls {
             warn(format!(
                 "`{name}`: one failure can open it: it is {}% of `min_calls` = {min_calls} calls, at or above `failure_rate` = {rate}; raise `min_calls` (10 or more is usual)",
@@ -71,21 +72,21 @@ pub fn check(candidate: &Candidate) -> Vec<Finding> {
             ));
         }
     }
-    if policy.get_consecutive() == Some(1) {
+    if policy.settings().consecutive == Some(1) {
         warn(format!(
             "`{name}`: `consecutive` = 1 opens on any single failure; raise `consecutive` (5 is usual)"
         ));
     }
-    if let Window::Time(span) = policy.get_window()
+    if let Window::Time(span) = policy.settings().window
         && span < Duration::from_secs(1)
-        && (policy.get_failure_rate().is_some() || policy.get_slow().is_some())
+        && (policy.settings().failure_rate.is_some() || policy.settings().slow.is_some())
     {
         warn(format!(
             "`{name}`: a `window` of {} judges a rate on less than a second of traffic, which few services fill with `min_calls` calls; widen `window` (`10s` or more is usual)",
             span_text(span)
         ));
     }
-    let open_for = policy.get_open_for();
+    let open_for = policy.settings().open_for;
     if open_for < Duration::from_secs(1) {
         warn(format!(
             "`{name}`: `open_for` = {} sends a down backend a probe more than once a second; raise `open_for` (`5s` or more is usual)",
@@ -168,12 +169,14 @@ fn consecutive(candidate: &Candidate) -> u32 {
 }
 
 /// Warnings for `candidate` on `calls` (one key's calls), given its `run` and the trace's `outages`.
+#[must_use]
 pub fn lint(calls: &[Event], candidate: &Candidate, run: &Run, outages: &[Outage]) -> Vec<String> {
     let t0 = calls.first().map_or(0, Event::at_ns);
     lint_in(calls.iter().copied(), t0, candidate, run, outages)
 }
 
 /// [`lint`] on events read once from `calls`, the first reported at `t0`.
+#[must_use]
 pub fn lint_in(
     calls: impl IntoIterator<Item = Event>,
     t0: u64,
@@ -184,7 +187,7 @@ pub fn lint_in(
     let policy = &candidate.policy;
     let name = &candidate.name;
     let mut warnings = Vec::new();
-    let rate = policy.get_failure_rate().is_some() || policy.get_slow().is_some();
+    let rate = policy.settings().failure_rate.is_some() || policy.settings().slow.is_some();
     let run_rule = consecutive(candidate);
     if !rate && run_rule == 0 {
         warnings.push(format!(
@@ -192,8 +195,8 @@ pub fn lint_in(
         ));
         return warnings;
     }
-    let min_calls = policy.get_min_calls() as usize;
-    let (limit, what) = match policy.get_window() {
+    let min_calls = policy.settings().min_calls as usize;
+    let (limit, what) = match policy.settings().window {
         Window::Time(span) => (
             Some(busiest(calls, span.as_nanos() as u64, outages)),
             format!("busiest {} of", span_text(span)),

@@ -45,6 +45,7 @@ pub enum Setting {
 
 /// A duration as the attribute writes it: one integer and the largest unit that divides it
 /// (`1500ms`, `30s`, `2m`).
+#[must_use]
 pub fn span_text(d: Duration) -> String {
     let nanos = d.as_nanos();
     const UNITS: [(&str, u128); 6] = [
@@ -84,6 +85,7 @@ impl Setting {
 
 impl Candidate {
     /// The candidate as a `--policy` string: `window=100,failure_rate=50,open_for=30s`.
+    #[must_use]
     pub fn policy_arg(&self) -> String {
         let fields: Vec<String> = self
             .settings
@@ -94,6 +96,7 @@ impl Candidate {
     }
 
     /// The candidate as attribute arguments: `window = 100, failure_rate = 50, open_for = "30s"`.
+    #[must_use]
     pub fn attribute_args(&self) -> String {
         let fields: Vec<String> = self
             .settings
@@ -479,8 +482,8 @@ mod tests {
     #[test]
     fn a_policy_string_becomes_builder_calls() {
         let c = parse_policy_arg("window=20, failure_rate=50, open_for=30s", "p1").unwrap();
-        assert_eq!(c.policy.get_window(), fusebox::Window::Count(20));
-        assert_eq!(c.policy.get_open_for(), Duration::from_secs(30));
+        assert_eq!(c.policy.settings().window, fusebox::Window::Count(20));
+        assert_eq!(c.policy.settings().open_for, Duration::from_secs(30));
         assert_eq!(c.policy_arg(), "window=20,failure_rate=50,open_for=30s");
         assert_eq!(
             c.attribute_args(),
@@ -491,17 +494,17 @@ mod tests {
     #[test]
     fn consecutive_alone_turns_the_rate_rule_off_as_in_the_attribute() {
         let alone = parse_policy_arg("consecutive=5", "p").unwrap();
-        assert_eq!(alone.policy.get_failure_rate(), None);
+        assert_eq!(alone.policy.settings().failure_rate, None);
         let both = parse_policy_arg("consecutive=5,failure_rate=40", "p").unwrap();
-        assert_eq!(both.policy.get_failure_rate(), Some(40));
+        assert_eq!(both.policy.settings().failure_rate, Some(40));
     }
 
     #[test]
     fn failure_count_is_a_field_as_in_the_attribute() {
         let c = parse_policy_arg("window=\"1m\",failure_count=50", "p").unwrap();
-        assert_eq!(c.policy.get_failure_count(), Some(50));
+        assert_eq!(c.policy.settings().failure_count, Some(50));
         assert_eq!(
-            c.policy.get_failure_rate(),
+            c.policy.settings().failure_rate,
             None,
             "alone it replaces the rate rule"
         );

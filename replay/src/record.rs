@@ -73,6 +73,7 @@ impl std::fmt::Debug for Recorder {
 }
 
 /// The per-layer filter that lets only fusebox's outcome events through, at `TRACE` level.
+#[must_use]
 pub fn outcomes() -> Targets {
     Targets::new().with_target(fusebox::OUTCOME_TARGET, tracing_core::Level::TRACE)
 }
@@ -84,6 +85,7 @@ impl RecordLayer {
     /// # Panics
     ///
     /// When the operating system refuses to start the writer thread.
+    #[must_use]
     pub fn new<W: Write + Send + 'static>(writer: W, capacity: usize) -> (RecordLayer, Recorder) {
         let (sender, receiver) = sync_channel(capacity.max(1));
         let shared = Arc::new(Shared::default());
@@ -180,11 +182,13 @@ fn write_loop<W: Write>(receiver: Receiver<Message>, mut out: BufWriter<W>, shar
 
 impl Recorder {
     /// Calls dropped because the channel was full.
+    #[must_use]
     pub fn dropped(&self) -> u64 {
         self.shared.dropped.load(Ordering::Relaxed)
     }
 
     /// Trace lines written so far.
+    #[must_use]
     pub fn written(&self) -> u64 {
         self.shared.written.load(Ordering::Relaxed)
     }

@@ -36,6 +36,7 @@ pub struct Outage {
 
 impl Outage {
     /// True when `at_ns` falls in the outage.
+    #[must_use]
     pub fn contains(&self, at_ns: u64) -> bool {
         (self.start_ns..=self.end_ns).contains(&at_ns)
     }
@@ -74,6 +75,7 @@ impl OutageRule {
     /// This rule for a trace spanning `span_ns`: unchanged when its bucket cuts the span into at
     /// most [`MAX_BUCKETS`] buckets, otherwise with the narrowest whole-millisecond-free bucket
     /// that does, and a note saying so. A zero-width bucket is taken as 1 ns.
+    #[must_use]
     pub fn fit(self, span_ns: u64) -> (OutageRule, Option<String>) {
         let width = (self.bucket.as_nanos().max(1)).min(u128::from(u64::MAX)) as u64;
         let buckets = span_ns / width + 1;
@@ -118,6 +120,7 @@ pub struct Span {
 
 impl Span {
     /// Reads `events` (one key's calls, in trace order) once.
+    #[must_use]
     pub fn of(events: impl IntoIterator<Item = Event>) -> Span {
         let mut span = Span::default();
         for e in events {
@@ -146,6 +149,7 @@ impl Span {
 /// across gaps of up to `merge_gap`, with at least `min_failures` failures. An outage starts at its
 /// first failure and ends at its last. A bucket that would cut the trace into more than
 /// [`MAX_BUCKETS`] buckets is widened first ([`OutageRule::fit`]).
+#[must_use]
 pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
     let span = Span::of(events.iter().copied());
     find_outages_in(|| events.iter().copied(), &span, rule)
@@ -153,6 +157,7 @@ pub fn find_outages(events: &[Event], rule: OutageRule) -> Vec<Outage> {
 
 /// [`find_outages`] on events read by `pass`, whose [`Span`] is `span`, twice over (the buckets,
 /// the runs of failures), holding nothing per call.
+#[must_use]
 pub fn find_outages_in<I: Iterator<Item = Event>>(
     pass: impl Fn() -> I,
     span: &Span,
@@ -405,6 +410,7 @@ impl<'a> Replayer<'a, '_> {
 /// # Panics
 ///
 /// Only if `candidate.policy` is invalid: candidates are validated when parsed.
+#[must_use]
 pub fn replay(events: &[Event], candidate: &Candidate, outages: &[Outage]) -> Run {
     let span = Span::of(events.iter().copied());
     replay_in(events.iter().copied(), &span, candidate, outages)
@@ -415,6 +421,7 @@ pub fn replay(events: &[Event], candidate: &Candidate, outages: &[Outage]) -> Ru
 /// # Panics
 ///
 /// Only if `candidate.policy` is invalid: candidates are validated when parsed.
+#[must_use]
 pub fn replay_in(
     events: impl IntoIterator<Item = Event>,
     span: &Span,
@@ -506,6 +513,7 @@ fn tripped(state: State) -> bool {
 }
 
 /// The state of `changes` at `at_ns` (closed before the first change).
+#[must_use]
 pub fn state_at(changes: &[Change], at_ns: u64) -> State {
     let after = changes.partition_point(|c| c.at_ns <= at_ns);
     after
@@ -515,6 +523,7 @@ pub fn state_at(changes: &[Change], at_ns: u64) -> State {
 
 /// True when `at_ns` falls in one of `outages` (sorted and disjoint, as [`find_outages`] gives
 /// them): a binary search.
+#[must_use]
 pub fn in_outages(outages: &[Outage], at_ns: u64) -> bool {
     let i = outages.partition_point(|o| o.end_ns < at_ns);
     outages.get(i).is_some_and(|o| o.contains(at_ns))
@@ -567,6 +576,7 @@ fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
 
 impl Run {
     /// Total detection time, counting a missed outage as its whole length (the search's score).
+    #[must_use]
     pub fn detection_cost(&self, outages: &[Outage]) -> u64 {
         self.detection
             .iter()

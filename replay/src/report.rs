@@ -5,6 +5,7 @@ use std::fmt::Write;
 use crate::replay::{Outage, Run};
 
 /// Nanoseconds as seconds with two decimals: `1.25s`.
+#[must_use]
 pub fn secs(ns: u64) -> String {
     format!("{:.2}s", ns as f64 / 1e9)
 }
@@ -18,6 +19,7 @@ the outcome of the last known call (counted in `assumed`); latencies are the rec
 
 /// The detection column: one entry per outage, `missed` when the circuit never opened; past four
 /// outages, how many were found and the mean time to detect those, or `missed (all N)` when none was.
+#[must_use]
 pub fn detection_cell(run: &Run) -> String {
     if run.detection.is_empty() {
         return "no outage".into();
@@ -45,6 +47,7 @@ pub fn detection_cell(run: &Run) -> String {
 }
 
 /// The markdown table of `runs` on a trace of `calls` calls starting at `t0` with `outages`.
+#[must_use]
 pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(

@@ -11,6 +11,7 @@ use crate::trace::Event;
 /// The grid: `consecutive` alone × `open_for`, then `window` × `failure_rate` × `min_calls` ×
 /// `open_for` × `consecutive`, skipping the combinations `fusebox` rejects (a `min_calls` above a
 /// count window).
+#[must_use]
 pub fn grid() -> Vec<Candidate> {
     let windows = ["20", "50", "100", "10s", "60s"];
     let rates = ["25", "50", "75"];
@@ -52,6 +53,7 @@ pub fn grid() -> Vec<Candidate> {
 /// The indices of the runs on the Pareto front of (detection cost, wrongly refused calls): no
 /// other run is at least as good on both and better on one. Of runs equal on both, the first is
 /// kept. Sorted by detection cost.
+#[must_use]
 pub fn pareto(runs: &[Run], outages: &[Outage]) -> Vec<usize> {
     let score = scores(runs, outages);
     let mut front: Vec<usize> = (0..runs.len())
@@ -72,6 +74,7 @@ pub fn pareto(runs: &[Run], outages: &[Outage]) -> Vec<usize> {
 pub type Score = (u64, u64);
 
 /// Each run's [`Score`], in order.
+#[must_use]
 pub fn scores(runs: &[Run], outages: &[Outage]) -> Vec<Score> {
     runs.iter()
         .map(|r| (r.detection_cost(outages), r.wrongly_refused))
@@ -79,6 +82,7 @@ pub fn scores(runs: &[Run], outages: &[Outage]) -> Vec<Score> {
 }
 
 /// Replays every candidate of `candidates` and returns the runs with the front's indices.
+#[must_use]
 pub fn search(
     events: &[Event],
     candidates: &[Candidate],
@@ -92,6 +96,7 @@ pub fn search(
 /// Every candidate replays the same in-memory events (16 bytes a call, read once): the trace is
 /// neither read nor parsed again per candidate. The candidates are shared among as many threads
 /// as the machine has cores.
+#[must_use]
 pub fn search_with(
     events: &[Event],
     candidates: &[Candidate],
@@ -128,6 +133,7 @@ pub fn search_with(
 }
 
 /// The front as markdown, each row with the line to paste.
+#[must_use]
 pub fn front_table(
     candidates: &[Candidate],
     runs: &[Run],

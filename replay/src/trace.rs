@@ -40,6 +40,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The name used in traces.
+    #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
             Outcome::Success => "success",
@@ -50,6 +51,7 @@ impl Outcome {
     }
 
     /// Parses a trace's outcome name.
+    #[must_use]
     pub fn parse(name: &str) -> Option<Outcome> {
         Some(match name {
             "success" => Outcome::Success,
@@ -81,6 +83,7 @@ pub struct Call {
 
 impl Call {
     /// A call with no latency, reason or function.
+    #[must_use]
     pub fn new(at_ns: u64, key: &str, outcome: Outcome) -> Call {
         Call {
             at_ns,
@@ -93,17 +96,20 @@ impl Call {
     }
 
     /// This call with a latency.
+    #[must_use]
     pub fn with_latency(mut self, latency_ns: u64) -> Call {
         self.latency_ns = Some(latency_ns);
         self
     }
 
     /// When the call was admitted: `at_ns - latency_ns` (the report time when the latency is unknown).
+    #[must_use]
     pub fn admitted_ns(&self) -> u64 {
         self.at_ns.saturating_sub(self.latency_ns.unwrap_or(0))
     }
 
     /// The call as one trace line (without the newline).
+    #[must_use]
     pub fn to_line(&self) -> String {
         let mut map = serde_json::Map::new();
         map.insert("at_ns".into(), self.at_ns.into());
@@ -214,6 +220,7 @@ const TIMED: u64 = 1 << 61;
 
 impl Event {
     /// An event reported at `at_ns`. A latency above [`MAX_LATENCY_NS`] is kept as that maximum.
+    #[must_use]
     pub fn new(at_ns: u64, outcome: Outcome, latency_ns: Option<u64>) -> Event {
         let code = match outcome {
             Outcome::Success => 0u64,
@@ -229,11 +236,13 @@ impl Event {
     }
 
     /// When the call was reported, in nanoseconds on the recording clock.
+    #[must_use]
     pub const fn at_ns(&self) -> u64 {
         self.at_ns
     }
 
     /// How the call ended.
+    #[must_use]
     pub const fn outcome(&self) -> Outcome {
         match self.word >> 62 {
             0 => Outcome::Success,
@@ -244,6 +253,7 @@ impl Event {
     }
 
     /// Admission to report, when recorded.
+    #[must_use]
     pub const fn latency_ns(&self) -> Option<u64> {
         if self.word & TIMED == 0 {
             None
@@ -253,6 +263,7 @@ impl Event {
     }
 
     /// When the call was admitted: `at_ns - latency_ns` (the report time when the latency is unknown).
+    #[must_use]
     pub const fn admitted_ns(&self) -> u64 {
         match self.latency_ns() {
             Some(l) => self.at_ns.saturating_sub(l),
@@ -261,6 +272,7 @@ impl Event {
     }
 
     /// A success or a failure: an outcome the backend gave (not ignored, not refused).
+    #[must_use]
     pub const fn is_known(&self) -> bool {
         matches!(self.outcome(), Outcome::Success | Outcome::Failure)
     }
@@ -273,6 +285,7 @@ impl From<&Call> for Event {
 }
 
 /// The events of `calls` (one key's calls, in trace order).
+#[must_use]
 pub fn events<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Vec<Event> {
     calls.into_iter().map(Event::from).collect()
 }
@@ -359,6 +372,7 @@ pub struct Reader<R> {
 
 impl<R: std::io::BufRead> Reader<R> {
     /// A reader of `input`.
+    #[must_use]
     pub fn new(input: R) -> Self {
         Reader {
             input,
@@ -516,6 +530,7 @@ impl<'de> serde::Deserialize<'de> for Members {
 }
 
 /// The closest of `names` to `name`, when one is close enough to be a misspelling.
+#[must_use]
 pub fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     names
         .into_iter()

@@ -1,5 +1,5 @@
 //! The command line end to end: generate a trace, replay the example candidates, write the chart;
-//! the README's walk-through shows this very output.
+//! the crate's README (`replay/README.md`) shows this very output.
 
 use std::process::Command;
 
@@ -38,7 +38,7 @@ fn the_readme_walk_through_is_what_the_tool_prints() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("Counterfactual limits:"), "{stdout}");
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let shown: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("| ") || l.starts_with("- "))

@@ -3,65 +3,60 @@
 use std::future::Future;
 use std::sync::LazyLock;
 
-use crate::breaker::Permit;
 use crate::error::Error;
 use crate::registry::Registry;
 
 pub use crate::attempts::{
     AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
 };
-pub use crate::breaker::Named;
-pub use crate::declared::Declared;
+pub use crate::breaker::{Named, NamedPermit};
+pub use crate::declared::{Declared, DeclaredSite};
 pub use crate::error::Cause;
 pub use crate::policy::{Others, Policy};
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
-// The entry points the expansion calls (here and in `site.rs`), and the admission and report
-// paths they reach (`Core::admit_word`, `Core::finish`, `permit::settle_word`, …), are
-// `inline(always)` only when `debug_assertions` are off. The entry points are generic over the
-// permit's name type, unique to each annotated function, so in a debug build LLVM's
-// always-inliner would otherwise copy the whole admission and report path into every annotated
-// function (thousands of lines of LLVM IR each); as plain `#[inline]` functions the paths are
-// compiled once per crate. Release builds inline them as before.
+// The entry points below are `inline(always)` only without `debug_assertions`: ARCHITECTURE.md,
+// "Inlining".
 
-/// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`]).
+/// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`](crate::Permit::success)).
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub fn permit_succeeded<N: Named>(permit: &mut Permit<'_, N>) {
+pub fn permit_succeeded<N: Named>(permit: &mut NamedPermit<'_, N>) {
     permit.succeeded();
 }
 
 /// Reports the call `permit` admitted as a counted failure.
 #[inline]
-pub fn permit_failed<N: Named>(permit: &mut Permit<'_, N>) {
+pub fn permit_failed<N: Named>(permit: &mut NamedPermit<'_, N>) {
     permit.failed();
 }
 
 /// Reports the call `permit` admitted, which ended with an error its classification does not
-/// count: nothing when the error was converted from an inner breaker's refusal (see
+/// count: ignored when the error was converted from an inner breaker's refusal (see
 /// `crate::nested`; `ASYNC`: the function is an `async fn`), otherwise what
-/// [`Policy::others`](crate::Policy::others) says (nothing, or a success).
+/// [`Policy::others`](crate::Policy::others) says (ignored, or a success).
 #[inline]
-pub fn permit_ignored<const ASYNC: bool, N: Named>(permit: &mut Permit<'_, N>) {
+pub fn permit_ignored<const ASYNC: bool, N: Named>(permit: &mut NamedPermit<'_, N>) {
     if crate::nested::refused_inside::<ASYNC>() {
-        permit.released();
+        permit.ignored_outright();
     } else {
         permit.ignored();
     }
 }
 
-/// Reports the call `permit` admitted as nothing at all: its error was converted from an inner
-/// breaker's refusal ([`refused_inside`]).
+/// Reports the call `permit` admitted as ignored whatever [`Policy::others`](crate::Policy::others)
+/// says: its error was converted from an inner breaker's refusal ([`refused_inside`]).
 #[inline]
-pub fn permit_released<N: Named>(permit: &mut Permit<'_, N>) {
-    permit.released();
+pub fn permit_ignored_outright<N: Named>(permit: &mut NamedPermit<'_, N>) {
+    permit.ignored_outright();
 }
 
 /// True when the error being classified was converted from the refusal of an inner breaker, on
 /// this thread and task since this call was admitted (`ASYNC`: the function is an `async fn`).
 /// The default classification (every error counts) does not count it.
 #[inline]
+#[must_use]
 pub fn refused_inside<const ASYNC: bool>() -> bool {
     crate::nested::refused_inside::<ASYNC>()
 }
@@ -69,7 +64,7 @@ pub fn refused_inside<const ASYNC: bool>() -> bool {
 /// True when `permit` was refused.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub fn permit_refused<N: Named>(permit: &Permit<'_, N>) -> bool {
+pub fn permit_refused<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
     permit.is_refused()
 }
 
@@ -77,14 +72,14 @@ pub fn permit_refused<N: Named>(permit: &Permit<'_, N>) -> bool {
 /// refusal returns at once, so building its error in place adds nothing to the function's future.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub fn refusal_error<N: Named>(permit: &Permit<'_, N>) -> Error {
+pub fn refusal_error<N: Named>(permit: &NamedPermit<'_, N>) -> Error {
     permit.refusal_or_open()
 }
 
 /// The error of a refused permit (`None` when it was admitted).
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub fn permit_refusal<N: Named>(permit: &Permit<'_, N>) -> Option<Error> {
+pub fn permit_refusal<N: Named>(permit: &NamedPermit<'_, N>) -> Option<Error> {
     permit.refusal()
 }
 
@@ -98,7 +93,7 @@ pub fn timeout_body<F: Future>(limit: std::time::Duration, body: F) -> tokio::ti
 /// Reports the call `permit` admitted, which ran out of time, as a counted failure, and returns
 /// its error (reason [`TimedOut`](crate::Reason::TimedOut): the call went out).
 #[cold]
-pub fn permit_timed_out<N: Named>(permit: &mut Permit<'_, N>) -> Error {
+pub fn permit_timed_out<N: Named>(permit: &mut NamedPermit<'_, N>) -> Error {
     let error = Error::new(permit.key(), crate::Reason::TimedOut, None);
     permit.failed();
     error
@@ -109,11 +104,13 @@ pub use crate::redis::admit::{admit_shared, asks_store, flush_then, reports_to_s
 
 /// The global registry.
 #[inline]
+#[must_use]
 pub fn global() -> &'static Registry {
     crate::registry::registry()
 }
 
 /// True for the global registry (the registration of a site without `registry = …`).
+#[must_use]
 pub fn in_global(registry: usize) -> bool {
     registry == global().address()
 }
@@ -223,6 +220,7 @@ impl<E: From<Error>> FromRejection for E {
 /// marked, so the breaker of an enclosing annotated function does not count it
 /// (`crate::nested`).
 #[inline]
+#[must_use]
 pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
     // Marked before the conversion, so the error is not kept across the call.
     if error.is_rejected() {
@@ -416,7 +414,7 @@ impl<R, T> AwaitSyncFallback<R, T> for &FallbackReturn<R, T> {
 mod tests {
     /// The functions the expansion calls, and those its generic entry points call with the
     /// admission or the report path in their body, per file. Each annotated function has its own
-    /// permit type (`Permit<'_, N>`), so whatever a generic entry point always-inlines is copied
+    /// permit type (`NamedPermit<'_, N>`), so whatever a generic entry point always-inlines is copied
     /// into every annotated function: these stay out of line in debug builds.
     const ENTRY_POINTS: [(&str, &str, &[&str]); 5] = [
         (
@@ -437,7 +435,7 @@ mod tests {
         (
             "breaker/admission.rs",
             include_str!("breaker/admission.rs"),
-            &["admit_word"],
+            &["admission_for"],
         ),
         (
             "breaker/report.rs",
@@ -447,7 +445,11 @@ mod tests {
         (
             "breaker/permit.rs",
             include_str!("breaker/permit.rs"),
-            &["error_for_refusal", "settle_word", "error_of_word"],
+            &[
+                "error_for_refusal",
+                "settle_admission",
+                "error_of_admission",
+            ],
         ),
     ];
 
@@ -463,10 +465,8 @@ mod tests {
         })
     }
 
-    /// A debug build compiles the expansion's entry points, and the admission and report paths
-    /// under its generic ones, once per crate: none of them is always-inlined when
-    /// `debug_assertions` are on (each annotated function would otherwise carry its own copy of
-    /// the admission and report path).
+    /// None of the expansion's entry points, nor the admission and report paths under them, is
+    /// always-inlined when `debug_assertions` are on (ARCHITECTURE.md, "Inlining").
     #[test]
     fn entry_points_are_not_always_inlined_in_debug_builds() {
         for (file, source, names) in ENTRY_POINTS {

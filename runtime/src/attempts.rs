@@ -13,7 +13,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::breaker::{Named, Permit};
+use crate::breaker::{Named, NamedPermit};
 use crate::error::{Error, Reason};
 
 /// The longest single backoff delay.
@@ -147,13 +147,15 @@ pub enum Settled<T, E> {
 /// The wait for the recording of `permit`'s outcome in its breaker's store (strict mode), to be
 /// made before the permit settles; nothing to wait for otherwise.
 #[cfg(feature = "redis")]
-fn recording_of<'a, N: Named>(permit: &Permit<'a, N>) -> Option<crate::breaker::Boxed<'a, ()>> {
+fn recording_of<'a, N: Named>(
+    permit: &NamedPermit<'a, N>,
+) -> Option<crate::breaker::BoxFuture<'a, ()>> {
     crate::redis::admit::recording(permit.core())
 }
 
 /// Without the `redis` feature no outcome is recorded elsewhere.
 #[cfg(not(feature = "redis"))]
-fn recording_of<N: Named>(_permit: &Permit<'_, N>) {}
+fn recording_of<N: Named>(_permit: &NamedPermit<'_, N>) {}
 
 /// The delay before attempt `attempt + 1` (`attempt` ≥ 1): uniform in
 /// `0 ..= min(base × 2^(attempt-1), MAX_BACKOFF)` ("full jitter").
@@ -186,7 +188,7 @@ pub(crate) fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u3
     reason = "an `async fn` would hold a moved copy of each argument beside the captured one"
 )]
 pub fn run<'a, T, E, F, Fut, L: AttemptLimit, D: AttemptBudget, N: Named>(
-    admit: impl Fn() -> Result<Permit<'a, N>, Error>,
+    admit: impl Fn() -> Result<NamedPermit<'a, N>, Error>,
     cfg: &Attempts<L, D>,
     mut attempt: F,
     is_failure: impl Fn(&E) -> bool,
@@ -254,7 +256,7 @@ where
                         // error as `Policy::others` says.
                         Some(Err(error)) => {
                             if crate::nested::refused_inside::<true>() {
-                                permit.release();
+                                permit.ignore_outright();
                             } else {
                                 permit.ignore();
                             }

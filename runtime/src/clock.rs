@@ -96,6 +96,7 @@ pub struct FakeClock {
 
 impl FakeClock {
     /// A clock standing at zero.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -111,6 +112,7 @@ impl FakeClock {
     }
 
     /// The time since this clock's origin.
+    #[must_use]
     pub fn elapsed(&self) -> Duration {
         Duration::from_nanos(self.nanos.load(Ordering::Acquire))
     }

@@ -64,45 +64,26 @@ const PERCENT: &str = "a whole number of percent (1..=100)";
 /// The empty patch each row sets its field on.
 const P: PolicyPatch = PolicyPatch::new();
 
-/// The fields a key's table may set, one row each: the name and how its value becomes a patch,
-/// through the [`PolicyPatch`] setter of the same name. One row per knob of
-/// [`fusebox_policy::KNOBS`], except `stuck_open`, whose two rules are set one by one (see
-/// `SPLIT_KNOBS`). Adding a knob to the configuration is adding its row here.
-const FIELDS: [(&str, Reader); 18] = [
-    ("window", |f| f.window()),
-    ("min_calls", |f| Ok(P.min_calls(f.int(COUNT)?))),
-    ("failure_rate", |f| Ok(P.failure_rate(f.int(PERCENT)?))),
-    ("slow", |f| Ok(P.slow(f.duration()?))),
-    ("slow_rate", |f| Ok(P.slow_rate(f.int(PERCENT)?))),
-    ("consecutive", |f| Ok(P.consecutive(f.int(COUNT)?))),
-    ("failure_count", |f| Ok(P.failure_count(f.int(COUNT)?))),
-    ("open_for", |f| Ok(P.open_for(f.duration()?))),
-    ("open_backoff", |f| Ok(P.open_backoff(f.float()?))),
-    ("open_max", |f| Ok(P.open_max(f.duration()?))),
-    ("half_open", |f| Ok(P.half_open(f.int(COUNT)?))),
-    ("half_open_lease", |f| Ok(P.half_open_lease(f.duration()?))),
-    ("recovery", |f| Ok(P.recovery(f.recovery()?))),
-    ("max_concurrent", |f| Ok(P.max_concurrent(f.int(COUNT)?))),
-    ("stuck_after_recoveries", |f| {
-        Ok(P.stuck_after_recoveries(f.int(COUNT)?))
-    }),
-    ("stuck_after", |f| Ok(P.stuck_after(f.duration()?))),
-    ("shared", |f| Ok(P.shared(f.boolean()?))),
-    ("others", |f| Ok(P.others(f.others()?))),
-];
+/// Makes [`FIELDS`] from the `config` column of the knob table (`fusebox-policy`'s
+/// `knobs.rs`): each field's name and its reader.
+macro_rules! fields {
+    ($($field:ident: $read:expr,)*) => {
+        /// The fields a key's table may set, one row each: the name and how its value becomes a
+        /// patch, through the [`PolicyPatch`] setter of the same name, in the order of the knob
+        /// table. A knob is one field, except `stuck_open`, whose two rules are set one by one.
+        const FIELDS: &[(&str, Reader)] = &[$((stringify!($field), $read)),*];
+    };
+}
+fusebox_policy::with_knobs!(@config fields);
 
 /// The names of [`FIELDS`], in its order.
 fn field_names() -> impl Iterator<Item = &'static str> {
     FIELDS.iter().map(|(name, _)| *name)
 }
 
-/// The knobs set through more than one field, with their fields (checked by a test).
-#[cfg(test)]
-const SPLIT_KNOBS: [(&str, [&str; 2]); 1] =
-    [("stuck_open", ["stuck_after_recoveries", "stuck_after"])];
-
 /// Configuration that could not be loaded; nothing was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The text is not TOML of the expected shape (`[breakers.<key>]` tables), or an environment
     /// variable's name or encoding is wrong.
@@ -128,7 +109,16 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+/// [`Range`](ConfigError::Range)'s source is its [`PolicyError`] (whose `key` and `field` say
+/// what to fix); its message is that error's, so a log line with `{e}` needs nothing else.
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Range(e) => Some(e),
+            ConfigError::Syntax(_) | ConfigError::Field { .. } => None,
+        }
+    }
+}
 
 /// One written value: from a TOML document, or an environment variable's text.
 #[derive(Clone, Copy)]

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 pub use crate::key::Key;
 
-/// Why a call was rejected (or, for [`Reason::TimedOut`], abandoned); [`Reason::code`] is its
+/// Why a call did not run or did not finish: rejected before it started (every reason but
+/// one), or, for [`Reason::TimedOut`], abandoned after it went out. [`Reason::code`] is its
 /// stable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -37,6 +38,7 @@ impl Reason {
     /// ```
     /// assert_eq!(fusebox::Reason::HalfOpenFull.code(), "half_open_full");
     /// ```
+    #[must_use]
     pub const fn code(self) -> &'static str {
         match self {
             Reason::Open => "open",
@@ -154,17 +156,20 @@ impl Error {
     }
 
     /// The key of the breaker that refused the call.
+    #[must_use]
     pub fn key(&self) -> &str {
         self.key.as_str()
     }
 
-    /// Why the call was refused.
+    /// Why the call was refused, or [`Reason::TimedOut`] when it went out and ran out of time.
+    #[must_use]
     pub fn reason(&self) -> Reason {
         // Every `Error` is made by `Error::new` from a `Reason`, so the code is always valid.
         Reason::from_bits(self.packed >> WAIT_BITS).unwrap_or(Reason::Open)
     }
 
     /// When the circuit is open: how long until it admits a probe. `None` otherwise.
+    #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         match self.packed & NO_WAIT {
             NO_WAIT => None,
@@ -198,6 +203,7 @@ impl Error {
     /// clock.advance(Duration::from_millis(1500));
     /// assert_eq!(breaker.try_acquire().unwrap_err().retry_after_secs(), Some(1));
     /// ```
+    #[must_use]
     pub fn retry_after_secs(&self) -> Option<u64> {
         self.retry_after().map(whole_seconds)
     }
@@ -210,6 +216,7 @@ impl Error {
     /// so queueing the call or sending it elsewhere cannot do the work twice. False only for
     /// [`Reason::TimedOut`], where the call went out and may have done its work. The same
     /// distinction as [`Cause::Rejected`] against [`Cause::TimedOut`].
+    #[must_use]
     pub fn is_rejected(&self) -> bool {
         self.reason() != Reason::TimedOut
     }
@@ -219,11 +226,13 @@ impl Error {
         since = "0.1.0",
         note = "use `is_rejected`, the word of `Cause::Rejected` and of the `rejected` metric"
     )]
+    #[must_use]
     pub fn is_refusal(&self) -> bool {
         self.is_rejected()
     }
 
     /// True when the call never reached the backend because the circuit is open or probing.
+    #[must_use]
     pub fn is_circuit_open(&self) -> bool {
         matches!(
             self.reason(),
@@ -302,6 +311,7 @@ pub enum Cause<E> {
 impl<E> Cause<E> {
     /// The cause of a fusebox [`Error`]: [`Cause::TimedOut`] for [`Reason::TimedOut`],
     /// [`Cause::Rejected`] for every refusal.
+    #[must_use]
     pub fn from_error(error: Error) -> Self {
         if error.is_rejected() {
             Cause::Rejected(error)
@@ -311,6 +321,7 @@ impl<E> Cause<E> {
     }
 
     /// The refusal, when the breaker refused the call (the backend was never called).
+    #[must_use]
     pub fn rejected(&self) -> Option<&Error> {
         match self {
             Cause::Rejected(e) => Some(e),
@@ -319,6 +330,7 @@ impl<E> Cause<E> {
     }
 
     /// The timeout, when the call went out and ran out of time (its result is unknown).
+    #[must_use]
     pub fn timed_out(&self) -> Option<&Error> {
         match self {
             Cause::TimedOut(e) => Some(e),
@@ -327,6 +339,7 @@ impl<E> Cause<E> {
     }
 
     /// The error, when the call ran and failed.
+    #[must_use]
     pub fn failed(&self) -> Option<&E> {
         match self {
             Cause::Failed(e) => Some(e),
@@ -336,6 +349,7 @@ impl<E> Cause<E> {
 
     /// True when the backend was called ([`TimedOut`](Cause::TimedOut) or
     /// [`Failed`](Cause::Failed)); false only for [`Rejected`](Cause::Rejected).
+    #[must_use]
     pub fn went_out(&self) -> bool {
         !matches!(self, Cause::Rejected(_))
     }
@@ -343,7 +357,8 @@ impl<E> Cause<E> {
     /// Turns the cause back into the function's error, using `From<fusebox::Error>` for refusals
     /// and timeouts (whose [`Error::reason`] tells them apart). A refusal's error is marked like
     /// the attribute's own conversion, so the breaker of an enclosing annotated function does not
-    /// count it (see the README's "Nested breakers").
+    /// count it (see "Nested breakers" in [`guide::semantics`](crate::guide::semantics)).
+    #[must_use]
     pub fn into_error(self) -> E
     where
         E: From<Error>,
@@ -365,6 +380,18 @@ impl<E: fmt::Display> fmt::Display for Cause<E> {
         match self {
             Cause::Rejected(e) | Cause::TimedOut(e) => fmt::Display::fmt(e, f),
             Cause::Failed(e) => write!(f, "call failed: {e}"),
+        }
+    }
+}
+
+/// A cause is an error too, so a fallback can return it boxed or wrap it: its
+/// [`source`](std::error::Error::source) is the error it carries, the refusal or timeout's
+/// [`Error`], or the function's own error `E`.
+impl<E: std::error::Error + 'static> std::error::Error for Cause<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Cause::Rejected(e) | Cause::TimedOut(e) => Some(e),
+            Cause::Failed(e) => Some(e),
         }
     }
 }
@@ -480,6 +507,23 @@ mod tests {
         assert_eq!(c.failed(), Some(&3));
         assert!(c.rejected().is_none() && c.timed_out().is_none() && c.went_out());
         assert_eq!(c.to_string(), "call failed: 3");
+    }
+
+    #[test]
+    fn a_cause_is_an_error_whose_source_is_what_it_carries() {
+        use std::error::Error as _;
+        let io = || std::io::Error::other("connection reset");
+        let failed: Cause<std::io::Error> = Cause::Failed(io());
+        let source = failed.source().expect("a failure's source");
+        assert_eq!(source.to_string(), "connection reset");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        let open = Error::new(Key::from_static("payment"), Reason::Open, None);
+        let rejected: Cause<std::io::Error> = Cause::from_error(open.clone());
+        let boxed: Box<dyn std::error::Error> = Box::new(rejected);
+        assert_eq!(
+            boxed.source().and_then(|s| s.downcast_ref::<Error>()),
+            Some(&open)
+        );
     }
 
     #[test]

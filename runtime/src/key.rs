@@ -22,11 +22,13 @@ enum KeyRepr {
 
 impl Key {
     /// A key from a string literal; never allocates.
+    #[must_use]
     pub const fn from_static(key: &'static str) -> Self {
         Key(KeyRepr::Static(key))
     }
 
     /// The key as a string.
+    #[must_use]
     pub fn as_str(&self) -> &str {
         match &self.0 {
             KeyRepr::Static(s) => s,

@@ -75,6 +75,7 @@ pub const STATE: &str = "fusebox_state";
 pub const TRANSITIONS_TOTAL: &str = "fusebox_transitions_total";
 
 /// The value of [`STATE`] for `state`: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
+#[must_use]
 pub const fn state_value(state: State) -> f64 {
     match state {
         State::Closed => 0.0,

@@ -64,6 +64,7 @@ pub enum Trigger {
 
 impl Trigger {
     /// Lowercase name used in events (`failure_rate`, `probe_failed`, `operator`, …).
+    #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
             Trigger::FailureRate => "failure_rate",

@@ -3,13 +3,13 @@
 //! The expansion names them through `__private`.
 //!
 //! The entry points the expansion calls are `inline(always)` only without `debug_assertions`
-//! (see `__private`): a debug build compiles them once instead of once per annotated function.
+//! (ARCHITECTURE.md, "Inlining").
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::breaker::{Breaker, Named, Permit};
+use crate::breaker::{Breaker, Named, NamedPermit};
 use crate::error::{Error, Key};
 use crate::key::same_bytes;
 use crate::policy::Policy;
@@ -29,6 +29,7 @@ pub struct Site {
 
 impl Site {
     /// A call site of `function` for the breaker `key`.
+    #[must_use]
     pub const fn new(key: &'static str, function: &'static str, policy: Policy) -> Self {
         Site {
             key,
@@ -55,7 +56,7 @@ impl Site {
     }
 
     /// Asks this site's breaker in `registry` for admission; a refused call gets an inert permit
-    /// whose `Permit::refusal` says why.
+    /// whose `NamedPermit::refusal` says why.
     ///
     /// The permit finds the function's name through `name`, the expansion's zero-sized type that
     /// knows it (a function's [`Site::name`], a method's `MethodName`), so the permit held across
@@ -68,9 +69,9 @@ impl Site {
         &'static self,
         registry: &'static Registry,
         name: N,
-    ) -> Permit<'static, N> {
+    ) -> NamedPermit<'static, N> {
         crate::nested::clear();
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
         core.enter_named::<ASK_STORE, N>(name)
     }
 
@@ -86,9 +87,9 @@ impl Site {
         &'static self,
         registry: &'static Registry,
         name: N,
-    ) -> Result<Permit<'static, N>, Error> {
+    ) -> Result<NamedPermit<'static, N>, Error> {
         crate::nested::clear();
-        let core: &'static crate::breaker::Core = self.breaker(registry).core.current();
+        let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
         core.acquire_awaiting(name)
     }
 
@@ -171,6 +172,7 @@ pub struct SiteBreaker(Option<Breaker>);
 impl SiteBreaker {
     /// An empty holder, filled by [`DynSite::enter`] or [`DynSite::breaker`].
     #[inline(always)]
+    #[must_use]
     pub const fn new() -> Self {
         SiteBreaker(None)
     }
@@ -178,6 +180,7 @@ impl SiteBreaker {
 
 impl DynSite {
     /// A call site of `function`.
+    #[must_use]
     pub const fn new(function: &'static str, policy: Policy) -> Self {
         DynSite {
             function,
@@ -271,7 +274,7 @@ impl DynSite {
     }
 
     /// Asks the breaker of `key` in `registry` for admission; a refused call gets an inert permit
-    /// whose `Permit::refusal` says why. The breaker is kept in `held` when the call owns it (see
+    /// whose `NamedPermit::refusal` says why. The breaker is kept in `held` when the call owns it (see
     /// [`SiteBreaker`]); the permit borrows it.
     ///
     /// The permit finds the function's name through `name`, the expansion's zero-sized type that
@@ -286,7 +289,7 @@ impl DynSite {
         key: &str,
         held: &'b mut SiteBreaker,
         name: N,
-    ) -> Permit<'b, N> {
+    ) -> NamedPermit<'b, N> {
         crate::nested::clear();
         let breaker = self.breaker(registry, key, held);
         breaker.core.current().enter_named::<ASK_STORE, N>(name)
@@ -304,7 +307,7 @@ impl DynSite {
         &'static self,
         breaker: &'b Breaker,
         name: N,
-    ) -> Result<Permit<'b, N>, Error> {
+    ) -> Result<NamedPermit<'b, N>, Error> {
         crate::nested::clear();
         breaker.core.current().acquire_awaiting(name)
     }
@@ -320,6 +323,7 @@ pub struct MethodName {
 
 impl MethodName {
     /// The name of `method`, completed with its type on first use.
+    #[must_use]
     pub const fn new(method: &'static str) -> Self {
         MethodName {
             method,

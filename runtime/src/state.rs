@@ -40,11 +40,12 @@ pub(crate) const NO_WAIT: u64 = u64::MAX;
 pub(crate) enum Verdict {
     Success,
     Failure,
-    /// Neither: a business error, or a call that was cancelled before it finished.
-    Released,
+    /// Ignored, neither a success nor a failure: an error the classification does not count (a
+    /// business error), or a call that was cancelled before it finished.
+    Ignored,
 }
 
-/// What a decision makes of the state word it was shown (see `Core::update`).
+/// What a decision makes of the state word it was shown (see `Circuit::update`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step<T> {
     /// Leave the word as it is; the caller gets `T`.
@@ -127,7 +128,7 @@ pub(crate) fn after_probe(
         Verdict::Success if word.passed() + 1 >= half_open => word.to_closed(),
         Verdict::Success => word.with_passed(word.passed() + 1),
         Verdict::Failure => reopen(word),
-        Verdict::Released => word.with_issued(word.issued().saturating_sub(1)),
+        Verdict::Ignored => word.with_issued(word.issued().saturating_sub(1)),
     })
 }
 
@@ -149,6 +150,7 @@ pub enum State {
 
 impl State {
     /// Lowercase name used in events and messages.
+    #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
             State::Closed => "closed",

@@ -1,6 +1,6 @@
 //! The import rules of ARCHITECTURE.md, checked on the source, so that no two files of
 //! `runtime/src` come to import each other: `breaker/` names nothing of the modules built on it,
-//! and in `redis/`, `tower/` and `window/` each file imports from its siblings only those listed
+//! and in `admin/`, `redis/`, `tower/` and `window/` each file imports from its siblings only those listed
 //! before it.
 
 use std::path::Path;
@@ -12,6 +12,9 @@ const REDIS: [&str; 7] = [
 
 /// The files of `tower/`, each importing from its siblings only those before it.
 const TOWER: [&str; 6] = ["classify", "future", "service", "layer", "axum", "reqwest"];
+
+/// The files of `admin/`, each importing from its siblings only those before it.
+const ADMIN: [&str; 6] = ["history", "board", "health", "hub", "routes", "tests"];
 
 /// The files of `window/`, each importing from its siblings only those before it.
 const WINDOW: [&str; 4] = ["stripes", "count", "time", "tests"];
@@ -102,6 +105,11 @@ fn tower_files_import_only_the_files_before_them() {
 }
 
 #[test]
+fn admin_files_import_only_the_files_before_them() {
+    imports_only_earlier_files("admin", &ADMIN);
+}
+
+#[test]
 fn window_files_import_only_the_files_before_them() {
     imports_only_earlier_files("window", &WINDOW);
 }
@@ -110,6 +118,7 @@ fn window_files_import_only_the_files_before_them() {
 fn every_file_of_the_listed_folders_is_in_its_list() {
     for (dir, order) in [
         ("redis", &REDIS[..]),
+        ("admin", &ADMIN),
         ("tower", &TOWER),
         ("window", &WINDOW),
     ] {
@@ -151,7 +160,7 @@ fn the_breaker_names_nothing_built_on_it() {
 
 #[test]
 fn a_sibling_import_is_seen_in_every_form() {
-    let code = "use super::{Degrade, link::{Client, Link}};\nuse super::script::call;\n\
+    let code = "use super::{Degrade, link::{Client, SharedKey}};\nuse super::script::call;\n\
                 let x = crate::redis::report::send(1);";
     assert_eq!(
         from_parent(code, "redis"),

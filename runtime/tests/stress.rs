@@ -245,7 +245,7 @@ fn many_tasks_through_trips_and_recoveries() {
 
     // Final state: once the longest wait has passed, successful probes close the circuit.
     if state == State::Open {
-        // The deadline is rounded up to the next whole millisecond (README, "Time"), and this
+        // The deadline is rounded up to the next whole millisecond (`guide::semantics`, "Time"), and this
         // clock moves in microseconds: the wait left is at most the longest wait plus 1 ms.
         let left = snap.retry_after.unwrap();
         assert!(left <= OPEN_MAX + Duration::from_millis(1), "{left:?}");

@@ -7,7 +7,7 @@ use fusebox::{Cause, Registry, circuit_breaker};
 
 pub(crate) static REGISTRY: Registry = Registry::new();
 
-/// The README's pattern: the function's error wraps `fusebox::Error`.
+/// The guide's pattern: the function's error wraps `fusebox::Error`.
 #[derive(Debug)]
 pub(crate) enum ApiError {
     Timeout,

@@ -11,6 +11,11 @@
 #[doc = include_str!("../../README.md")]
 pub mod readme {}
 
+/// The README of `fusebox-replay` (its crates.io page), whose every `rust` block is a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../replay/README.md")]
+pub mod replay_readme {}
+
 /// What the README's snippets assume exists in the reader's code.
 pub mod support {
     use fusebox::Cause;
@@ -25,6 +30,7 @@ pub mod support {
 
     impl Receipt {
         /// A receipt for a payment queued for later.
+        #[must_use]
         pub fn pending() -> Self {
             Receipt
         }
@@ -132,6 +138,7 @@ pub mod support {
     pub struct Url(pub &'static str);
 
     impl Url {
+        #[must_use]
         pub fn host_str(&self) -> Option<&str> {
             Some(self.0)
         }
@@ -170,6 +177,7 @@ pub mod support {
     }
 
     impl StockError {
+        #[must_use]
         pub fn is_timeout(&self) -> bool {
             matches!(self, StockError::Timeout)
         }

@@ -1,4 +1,4 @@
-/// `io::Result<T>` is an alias: rustc cannot say "no variant" through it (see the README), and
+/// `io::Result<T>` is an alias: rustc cannot say "no variant" through it (`guide::compile_errors`), and
 /// `io::Error` is a struct with no variants at all (a predicate `failure = is_timeout` fits it).
 #[fusebox::circuit_breaker(key = "disk", failure = [TimedOut], fallback = cached)]
 fn read(path: &str) -> std::io::Result<String> {

@@ -1,9 +1,11 @@
 //! `cargo xtask test`: installs what the test suite needs (`redis-server`, `chromium`,
 //! `chromium-driver`) and runs the suite the way CI does: every crate with every feature, then the
 //! loom model check. `cargo xtask build-cost`: what fusebox costs a user in compile time (see
-//! `build_cost`).
+//! `build_cost`). `cargo xtask public-api`: writes the published crates' public API to their
+//! `public-api.txt` (`--check`: fails when one is stale; see `public_api`).
 
 mod build_cost;
+mod public_api;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -24,9 +26,11 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("build-cost") => build_cost::run(&args[1..]),
+        Some("public-api") => public_api::run(&args[1..]),
         _ => {
             eprintln!("usage: cargo xtask test [extra `cargo test` arguments]");
             eprintln!("       cargo xtask build-cost [--runs N] [--keep] [--offline]");
+            eprintln!("       cargo xtask public-api [--check]");
             ExitCode::FAILURE
         }
     }

@@ -18,26 +18,18 @@ fn messages(tokens: TokenStream) -> Vec<String> {
     }
 }
 
-/// Adding a knob to `fusebox-policy` without a row in the knob table (`with_knobs!`) fails this
-/// test, and so does a row that names no knob of `fusebox-policy`.
+/// The knob table's arguments are argument names, listed once, between the other arguments and
+/// the attempts.
 #[test]
-fn every_knob_is_an_argument() {
-    use fusebox_policy::NOT_ARGUMENTS;
-    for knob in fusebox_policy::KNOBS {
-        assert!(
-            KNOB_NAMES.contains(&knob) || NOT_ARGUMENTS.contains(&knob),
-            "knob `{knob}` of fusebox-policy is no attribute argument: add its row to \
-             `with_knobs!` in args.rs, or add it to `fusebox_policy::NOT_ARGUMENTS` with the reason"
-        );
-        assert!(!(KNOB_NAMES.contains(&knob) && NOT_ARGUMENTS.contains(&knob)));
+fn every_knob_argument_is_an_argument_name() {
+    assert_eq!(&NAMES[OTHER_NAMES.len()..][..KNOB_NAMES.len()], KNOB_NAMES);
+    for (i, name) in NAMES.iter().enumerate() {
+        assert!(!NAMES[i + 1..].contains(name), "`{name}` listed twice");
     }
     for row in KNOB_NAMES {
-        assert!(
-            fusebox_policy::KNOBS.contains(row),
-            "row `{row}` of `with_knobs!` names no knob of `fusebox_policy::KNOBS`"
-        );
-        assert!(NAMES.contains(row), "row `{row}` is not an argument name");
+        assert!(fusebox_policy::KNOBS.contains(row));
     }
+    assert!(!KNOB_NAMES.contains(&"stuck_open"));
 }
 
 /// A policy the argument checks let through is still judged by `Policy::validate`, at the
@@ -46,9 +38,9 @@ fn every_knob_is_an_argument() {
 fn the_runtime_validation_runs_on_the_arguments() {
     let plain = args(quote!(key = "k", window = 10, consecutive = 5)).unwrap();
     let policy = crate::validate::policy_of(&plain.policy).unwrap();
-    assert_eq!(policy.get_window(), Window::Count(10));
-    assert_eq!(policy.get_consecutive(), Some(5));
-    assert_eq!(policy.get_failure_rate(), None);
+    assert_eq!(policy.settings().window, Window::Count(10));
+    assert_eq!(policy.settings().consecutive, Some(5));
+    assert_eq!(policy.settings().failure_rate, None);
     assert!(crate::validate::check(&plain.policy).is_ok());
     let base = args(quote!(key = "k", policy = BASE, window = 10)).unwrap();
     assert!(crate::validate::policy_of(&base.policy).is_none());
@@ -548,8 +540,8 @@ fn failure_count_is_a_count_of_failures_within_the_window() {
     let parsed = args(quote!(key = "k", window = 20, failure_count = 5)).unwrap();
     assert_eq!(parsed.policy.failure_count.map(|n| n.value), Some(5));
     let policy = crate::validate::policy_of(&parsed.policy).unwrap();
-    assert_eq!(policy.get_failure_count(), Some(5));
-    assert_eq!(policy.get_failure_rate(), None);
+    assert_eq!(policy.settings().failure_count, Some(5));
+    assert_eq!(policy.settings().failure_rate, None);
     one_error(
         quote!(key = "k", failure_count = 0),
         "`failure_count = 0` is out of range",
@@ -583,10 +575,10 @@ fn the_attribute_rustdoc_names_every_argument() {
 fn others_takes_ignore_or_success() {
     let parsed = args(quote!(key = "k", others = "success")).unwrap();
     let policy = crate::validate::policy_of(&parsed.policy).unwrap();
-    assert_eq!(policy.get_others(), fusebox_policy::Others::Success);
+    assert_eq!(policy.settings().others, fusebox_policy::Others::Success);
     let parsed = args(quote!(key = "k", others = "ignore")).unwrap();
     let policy = crate::validate::policy_of(&parsed.policy).unwrap();
-    assert_eq!(policy.get_others(), fusebox_policy::Others::Ignore);
+    assert_eq!(policy.settings().others, fusebox_policy::Others::Ignore);
     one_error(
         quote!(key = "k", others = "maybe"),
         "unknown `others` value \"maybe\"; write `others = \"ignore\"` (the default: errors \

@@ -14,14 +14,16 @@ use crate::duration::{self, DurationError, UNIT_LIST};
 use crate::errors::Errors;
 
 /// The default count window of `fusebox::Policy`.
-pub(super) const DEFAULT_WINDOW: u64 = match Policy::DEFAULT.get_window() {
+pub(super) const DEFAULT_WINDOW: u64 = match Policy::DEFAULT.settings().window {
     Window::Count(n) => n as u64,
     Window::Time(_) => 0,
 };
 /// The default `open_for` of `fusebox::Policy`, in nanoseconds.
-pub(super) const DEFAULT_OPEN_FOR_NANOS: u64 = Policy::DEFAULT.get_open_for().as_nanos() as u64;
+pub(super) const DEFAULT_OPEN_FOR_NANOS: u64 =
+    Policy::DEFAULT.settings().open_for.as_nanos() as u64;
 /// The default `open_max` of `fusebox::Policy`, in nanoseconds.
-pub(super) const DEFAULT_OPEN_MAX_NANOS: u64 = Policy::DEFAULT.get_open_max().as_nanos() as u64;
+pub(super) const DEFAULT_OPEN_MAX_NANOS: u64 =
+    Policy::DEFAULT.settings().open_max.as_nanos() as u64;
 /// The largest count window, also the largest `consecutive` and `min_passes`.
 pub(super) const MAX_WINDOW: u64 = limits::MAX_WINDOW as u64;
 /// The most half-open probes.

@@ -1,11 +1,11 @@
 //! Admission: the bulkhead, then the circuit. A closed plain circuit admits with one atomic load;
-//! every other state goes through [`Core::admit_general`], which decides with the pure functions of
+//! every other state goes through [`Circuit::admit_general`], which decides with the pure functions of
 //! `state` and publishes the decision with one compare-and-swap.
 
 use super::*;
 use crate::state::{self, Admission};
 
-impl Core {
+impl Circuit {
     /// Counts a refusal.
     #[cold]
     pub(super) fn count_refusal(&self, reason: Reason, retry_after: u64) -> Refusal {
@@ -20,33 +20,39 @@ impl Core {
 
     /// Asks for admission: bulkhead first, then the circuit. Reads the clock only when the circuit
     /// is not closed or calls are timed. Never fails: a refused call gets an inert permit that says
-    /// why ([`Permit::refusal`]), so the admitted path moves no `Result` around.
+    /// why ([`NamedPermit::refusal`]), so the admitted path moves no `Result` around.
     #[inline(always)]
     #[cfg(test)]
-    pub(crate) fn enter<N: Named>(&self, site: N) -> Permit<'_, N> {
+    pub(crate) fn enter<N: Named>(&self, site: N) -> NamedPermit<'_, N> {
         self.enter_named::<false, N>(site)
     }
 
-    /// Admission (`Core::enter` in tests); with `ASK_STORE`, a breaker shared through a store answers with a permit
+    /// Admission (`Circuit::enter` in tests); with `ASK_STORE`, a breaker shared through a store answers with a permit
     /// that asks the store (the breaker's `Store`), which an `async` caller then awaits.
-    /// Generic over `N` only to fetch the name: the admission itself is [`Core::admit_word`], one
+    /// Generic over `N` only to fetch the name: the admission itself is [`Circuit::admission_for`], one
     /// function whatever `N` is.
     #[inline(always)]
-    pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(&self, site: N) -> Permit<'_, N> {
-        Permit {
+    pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(
+        &self,
+        site: N,
+    ) -> NamedPermit<'_, N> {
+        NamedPermit {
             core: self,
-            word: self.admit_word::<ASK_STORE>(site.name()),
+            admission: self.admission_for::<ASK_STORE>(site.name()),
             site,
         }
     }
 
-    /// The word of admission of a call of the function named `site` (a refusal's word when
-    /// refused). `inline(always)` only without `debug_assertions`: a debug build compiles it once,
-    /// instead of copying the admission path into every function that asks for admission.
+    /// The admission of a call of the function named `site` (a refusal's when refused).
+    /// `inline(always)` only without `debug_assertions` (ARCHITECTURE.md, "Inlining").
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
-    pub(crate) fn admit_word<const ASK_STORE: bool>(&self, site: FnName) -> Word {
-        self.enter_then::<ASK_STORE, FnName, _>(site, Permit::into_word, Permit::into_word)
+    pub(crate) fn admission_for<const ASK_STORE: bool>(&self, site: FnName) -> Word {
+        self.enter_then::<ASK_STORE, FnName, _>(
+            site,
+            NamedPermit::into_admission,
+            NamedPermit::into_admission,
+        )
     }
 
     /// Admission, handing the permit to `admitted` (a permit of the general path may be refused
@@ -56,20 +62,20 @@ impl Core {
     fn enter_then<'c, const ASK_STORE: bool, N: Named, R>(
         &'c self,
         site: N,
-        admitted: impl FnOnce(Permit<'c, N>) -> R,
-        refused: impl FnOnce(Permit<'c, N>) -> R,
+        admitted: impl FnOnce(NamedPermit<'c, N>) -> R,
+        refused: impl FnOnce(NamedPermit<'c, N>) -> R,
     ) -> R {
         let word = self.load();
         if self.plain && word.admits() {
             // A closed or disabled word has nothing above its mode and generation.
-            let start = if crate::record::enabled() {
+            let start = if crate::record::wanted() {
                 permit::marked(self.now())
             } else {
                 0
             };
-            return admitted(Permit {
+            return admitted(NamedPermit {
                 core: self,
-                word: permit::admitted_closed(word, start),
+                admission: permit::admitted_closed(word, start),
                 site,
             });
         }
@@ -83,9 +89,9 @@ impl Core {
                 #[cfg(feature = "metrics")]
                 self.meters.rejected();
                 self.record_refusal(Reason::Open, site.name());
-                return refused(Permit {
+                return refused(NamedPermit {
                     core: self,
-                    word: permit::refused_for(Reason::Open.bits(), remaining),
+                    admission: permit::refused_for(Reason::Open.bits(), remaining),
                     site,
                 });
             }
@@ -94,7 +100,7 @@ impl Core {
     }
 
     #[inline(never)]
-    pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> Permit<'_> {
+    pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> NamedPermit<'_> {
         #[cfg(feature = "redis")]
         if let Some(store) = self.store.as_ref()
             && let Some(permit) = store.admit_cached(self, site, ASK_STORE)
@@ -103,9 +109,9 @@ impl Core {
         }
         #[cfg(feature = "redis")]
         if ASK_STORE && self.store.is_some() {
-            return Permit {
+            return NamedPermit {
                 core: self,
-                word: permit::refused(store::ASK_STORE, NO_WAIT),
+                admission: permit::refused(store::ASK_STORE, NO_WAIT),
                 site,
             };
         }
@@ -114,18 +120,18 @@ impl Core {
 
     /// Admission by this breaker alone (a local key, or a shared key's local breaker: a call
     /// that cannot reach its store and may run locally).
-    pub(crate) fn admit_local(&self, site: FnName) -> Permit<'_> {
+    pub(crate) fn admit_local(&self, site: FnName) -> NamedPermit<'_> {
         match self.admit_general(site) {
-            Ok(word) => Permit {
+            Ok(word) => NamedPermit {
                 core: self,
-                word,
+                admission: word,
                 site,
             },
             Err(refusal) => {
                 self.record_refusal(refusal.reason, site);
-                Permit {
+                NamedPermit {
                     core: self,
-                    word: permit::refused(refusal.reason.bits(), refusal.retry_after),
+                    admission: permit::refused(refusal.reason.bits(), refusal.retry_after),
                     site,
                 }
             }
@@ -135,17 +141,18 @@ impl Core {
     /// Emits the outcome event of a refused call, when a subscriber wants it.
     #[inline(always)]
     pub(super) fn record_refusal(&self, reason: Reason, site: FnName) {
-        if crate::record::enabled() {
-            let outcome = crate::record::Recorded::Rejected(reason);
-            crate::record::emit(self.key.as_str(), self.now(), None, outcome, site);
+        if crate::record::wanted() {
+            let outcome = crate::record::CallOutcome::Rejected(reason);
+            let state = self.load().state();
+            crate::record::emit(self.key.as_str(), state, self.now(), None, outcome, site);
         }
     }
 
     /// Asks for admission for a caller that awaits (each attempt of the attempt driver); a
     /// refusal is an [`Error`]. On a breaker shared through a store the permit may ask the store
-    /// (`Permit::asks_store`), which the caller then awaits before running the attempt.
+    /// (`NamedPermit::asks_store`), which the caller then awaits before running the attempt.
     #[inline]
-    pub(crate) fn acquire_awaiting<N: Named>(&self, site: N) -> Result<Permit<'_, N>, Error> {
+    pub(crate) fn acquire_awaiting<N: Named>(&self, site: N) -> Result<NamedPermit<'_, N>, Error> {
         self.enter_then::<true, N, _>(
             site,
             |permit| match permit.refusal_code() {
@@ -160,7 +167,7 @@ impl Core {
 
     /// Asks for admission; a refusal is an [`Error`].
     #[inline]
-    pub(crate) fn acquire<N: Named>(&self, site: N) -> Result<Permit<'_, N>, Error> {
+    pub(crate) fn acquire<N: Named>(&self, site: N) -> Result<NamedPermit<'_, N>, Error> {
         self.enter_then::<false, N, _>(
             site,
             |permit| match permit.refusal() {
@@ -171,11 +178,12 @@ impl Core {
         )
     }
 
-    /// Admission through the bulkhead and the circuit: the permit's word of admission, or why not.
+    /// Admission through the bulkhead and the circuit: the permit's admission, or why not.
     pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Refusal> {
-        let bulkhead = self.policy.max_concurrent != 0;
-        if bulkhead
-            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= self.policy.max_concurrent
+        let max_concurrent = self.policy.settings().max_concurrent;
+        let bulkhead = max_concurrent.is_some();
+        if let Some(max) = max_concurrent
+            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= max
         {
             self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
             return Err(self.count_refusal(Reason::BulkheadFull, NO_WAIT));
@@ -190,7 +198,7 @@ impl Core {
             Ok(word) => {
                 let start = if self.timed() {
                     self.now()
-                } else if crate::record::enabled() {
+                } else if crate::record::wanted() {
                     permit::marked(self.now())
                 } else {
                     0
@@ -226,22 +234,17 @@ impl Core {
     }
 
     /// Admission in a state that does not simply admit: the decision is [`state::admission`],
-    /// published with one compare-and-swap by [`Core::update`].
+    /// published with one compare-and-swap by [`Circuit::update`].
     #[cold]
     pub(super) fn acquire_slow(&self, word: Word, site: FnName) -> Result<Word, Refusal> {
-        let policy = &self.policy;
+        let settings = self.policy.settings();
+        let lease = crate::policy::lease_nanos(&self.policy);
         let time = |word: Word| {
             let now = self.now();
             (now, self.time_of(word, now))
         };
         let decided = self.update(word, |word| {
-            state::admission(
-                word,
-                policy.recovery,
-                policy.half_open,
-                policy.lease_nanos(),
-                time,
-            )
+            state::admission(word, settings.recovery, settings.half_open, lease, time)
         });
         match decided {
             Ok((word, next)) => {

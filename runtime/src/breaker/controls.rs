@@ -4,7 +4,7 @@ use std::convert::Infallible;
 
 use super::*;
 
-impl Core {
+impl Circuit {
     /// Moves to `target` by operator action, whatever the current state.
     pub(super) fn force(&self, target: fn(Word) -> Word) {
         self.metrics_only.store(false, Ordering::Release);

@@ -3,18 +3,19 @@
 
 use super::*;
 
-impl Core {
+impl Circuit {
     pub(crate) fn new(key: Key, policy: Policy, clock: ClockSource, hooks: Arc<Hooks>) -> Self {
         #[cfg(feature = "metrics")]
         let key_for_meters = &key.as_str().to_owned();
-        Core {
+        let settings = policy.settings();
+        Circuit {
             key,
             policy,
             clock,
             hooks,
             state: AtomicU64::new(Word::INITIAL.0),
             time: TimeStamp::new(),
-            min_calls: policy.min_calls,
+            min_calls: settings.min_calls,
             window: Padded(Outcomes::new(&policy)),
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),
@@ -28,7 +29,9 @@ impl Core {
             used: AtomicBool::new(true),
             evicted: AtomicBool::new(false),
             pinned: AtomicBool::new(true),
-            plain: policy.slow_nanos == 0 && policy.consecutive == 0 && policy.max_concurrent == 0,
+            plain: settings.slow.is_none()
+                && settings.consecutive.is_none()
+                && settings.max_concurrent.is_none(),
             successor: std::sync::OnceLock::new(),
             episode: Episode::default(),
             last: std::sync::Mutex::new(None),
@@ -43,7 +46,7 @@ impl Core {
 
     /// This breaker, sharing its state through `store`: its calls leave the local fast paths.
     #[cfg(feature = "redis")]
-    pub(crate) fn with_store(mut self, store: Box<dyn Store>) -> Core {
+    pub(crate) fn with_store(mut self, store: Box<dyn Store>) -> Circuit {
         self.plain = false;
         self.store = Some(store);
         self
@@ -52,10 +55,10 @@ impl Core {
     /// A breaker for a new policy that continues this one's state: every state carries over
     /// (open keeps its deadline; half-open keeps its probes, whose reports reach the successor),
     /// except half-open under a different recovery mode, which becomes open with its wait already
-    /// over (see [`Core::announce_handover`]). The window's outcomes carry over when its kind and
+    /// over (see [`Circuit::announce_handover`]). The window's outcomes carry over when its kind and
     /// size are unchanged, and calls in flight keep counting against the bulkhead.
-    pub(crate) fn successor_with(&self, policy: Policy) -> Core {
-        let mut next = Core::new(
+    pub(crate) fn successor_with(&self, policy: Policy) -> Circuit {
+        let mut next = Circuit::new(
             self.key.clone(),
             policy,
             self.clock.clone(),
@@ -63,20 +66,19 @@ impl Core {
         );
         next.counters.0.in_flight = self.counters.in_flight.share();
         let word = self.load();
+        let (new, old) = (policy.settings(), self.policy.settings());
         let carried = match word.state() {
-            State::HalfOpen if policy.recovery != self.policy.recovery => {
-                word.to_open(self.now(), 0)
-            }
+            State::HalfOpen if new.recovery != old.recovery => word.to_open(self.now(), 0),
             _ => word,
         };
-        if policy.window == self.policy.window {
+        if new.window == old.window {
             next.window.copy_from(&self.window);
         }
-        if policy.consecutive != 0 && self.policy.consecutive != 0 {
+        if new.consecutive.is_some() && old.consecutive.is_some() {
             next.run
                 .store(self.run.load(Ordering::Acquire), Ordering::Release);
         }
-        if policy.recovery == self.policy.recovery {
+        if new.recovery == old.recovery {
             next.phase
                 .store(self.phase.load(Ordering::Acquire), Ordering::Release);
             next.phase_seq
@@ -106,7 +108,7 @@ impl Core {
             self.episode.reported.load(Ordering::Acquire),
             Ordering::Release,
         );
-        *next.last.lock().unwrap_or_else(|p| p.into_inner()) = self.last_recorded();
+        *next.last.lock().unwrap_or_else(|p| p.into_inner()) = self.last_transition_record();
         #[cfg(feature = "redis")]
         next.shared.copy_from(&self.shared);
         next
@@ -124,7 +126,7 @@ impl Core {
 
     /// The newest breaker of this chain (itself unless reconfigured).
     #[inline]
-    pub(crate) fn current(self: &Arc<Core>) -> &Arc<Core> {
+    pub(crate) fn current(self: &Arc<Circuit>) -> &Arc<Circuit> {
         let mut core = self;
         while let Some(next) = core.successor.get() {
             core = next;
@@ -133,7 +135,7 @@ impl Core {
     }
 
     /// Retires this breaker in favour of `next`.
-    pub(crate) fn retire(&self, next: Arc<Core>) -> Result<(), Arc<Core>> {
+    pub(crate) fn retire(&self, next: Arc<Circuit>) -> Result<(), Arc<Circuit>> {
         self.successor.set(next)
     }
 
@@ -172,7 +174,7 @@ impl Core {
         !self.pinned.swap(true, Ordering::AcqRel)
     }
 
-    /// True when never evicted (see [`Core::claim`]).
+    /// True when never evicted (see [`Circuit::claim`]).
     pub(crate) fn is_pinned(&self) -> bool {
         self.pinned.load(Ordering::Acquire)
     }
@@ -185,8 +187,8 @@ impl Core {
         if self.pinned.load(Ordering::Acquire) {
             return false;
         }
-        let busy =
-            self.policy.max_concurrent != 0 && self.counters.in_flight.load(Ordering::Acquire) != 0;
+        let busy = self.policy.settings().max_concurrent.is_some()
+            && self.counters.in_flight.load(Ordering::Acquire) != 0;
         if busy {
             return false;
         }

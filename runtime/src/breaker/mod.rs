@@ -29,12 +29,12 @@ mod snapshot;
 mod store;
 #[cfg(feature = "redis")]
 pub(crate) use store::{
-    ANY_GENERATION, Boxed, Store, generation_of, shared_word, unknown_shared_word,
+    ANY_GENERATION, BoxFuture, Store, generation_of, shared_admission, unknown_shared_admission,
 };
 #[cfg(test)]
 mod tests;
 
-pub use permit::{Named, OwnedPermit, Permit};
+pub use permit::{Named, NamedPermit, OwnedPermit, Permit};
 use permit::{Refusal, Ticket};
 pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
 
@@ -77,14 +77,15 @@ impl SharedCount {
 /// The annotated function's path, as a thin pointer (keeps permits small).
 pub(crate) type FnName = &'static &'static str;
 
-/// The shared body of a breaker.
+/// A circuit: the state word, the outcome window, the policy and the counters of one breaker,
+/// shared by every [`Breaker`] handle of its key (and replaced by a successor when reconfigured).
 ///
 /// `#[repr(C)]` so the field order is the declared one: the window, written by every recorded
 /// call, on lines of its own; then the fields every closed call reads, on one cache line (the hot
 /// line, which a closed call never writes); then the cold fields. A closed call reads or writes
 /// no cold field, so a breaker out of cache costs it the window's lines and the hot line.
 #[repr(C)]
-pub(crate) struct Core {
+pub(crate) struct Circuit {
     /// Written by every recorded call: on lines of its own, first (at the struct's address, which
     /// saves the closed path an address computation).
     window: Padded<Outcomes>,
@@ -94,7 +95,7 @@ pub(crate) struct Core {
     time: TimeStamp,
     /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
     /// reports still arriving here change nothing.
-    successor: std::sync::OnceLock<Arc<Core>>,
+    successor: std::sync::OnceLock<Arc<Circuit>>,
     clock: ClockSource,
     /// `policy.min_calls`, read by every recorded success while the window fills.
     min_calls: u32,
@@ -129,7 +130,7 @@ pub(crate) struct Core {
     /// closed), and whether `circuit_stuck_open` was reported for it.
     episode: Episode,
     /// The last transition, for snapshots (written on transitions only).
-    last: std::sync::Mutex<Option<Recorded>>,
+    last: std::sync::Mutex<Option<TransitionRecord>>,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).
@@ -141,7 +142,7 @@ pub(crate) struct Core {
     shared: store::SharedView,
 }
 
-/// The open episode of a breaker (see [`Core::episode`]).
+/// The open episode of a breaker (see [`Circuit::episode`]).
 #[derive(Default)]
 pub(super) struct Episode {
     since: AtomicU64,
@@ -150,7 +151,7 @@ pub(super) struct Episode {
 
 /// A transition as a snapshot keeps it.
 #[derive(Clone, Copy)]
-pub(super) struct Recorded {
+pub(super) struct TransitionRecord {
     at: u64,
     from: State,
     to: State,
@@ -159,7 +160,7 @@ pub(super) struct Recorded {
     function: &'static str,
 }
 
-impl Core {
+impl Circuit {
     #[inline]
     fn load(&self) -> Word {
         Word(self.state.load(Ordering::Acquire))
@@ -213,7 +214,7 @@ impl Core {
     /// True when calls are timed (slow-call tracking).
     #[inline]
     fn timed(&self) -> bool {
-        self.policy.slow_nanos != 0
+        self.policy.settings().slow.is_some()
     }
 
     /// Records the transition for snapshots, then announces it (see [`crate::observe::emit`]).
@@ -222,7 +223,7 @@ impl Core {
         self.emit_as(from, to, counts, function, trigger, false);
     }
 
-    /// [`Core::emit`]; `shared`: the transition was committed in the store for every replica
+    /// [`Circuit::emit`]; `shared`: the transition was committed in the store for every replica
     /// (false: decided by this breaker alone, as every transition of a local key and those a
     /// shared key's local breaker makes while its store does not answer).
     #[cold]
@@ -236,7 +237,7 @@ impl Core {
         shared: bool,
     ) {
         let function: &'static str = function;
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Recorded {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(TransitionRecord {
             at: self.now(),
             from,
             to,
@@ -288,7 +289,7 @@ impl Core {
 /// ```
 #[derive(Clone)]
 pub struct Breaker {
-    pub(crate) core: Arc<Core>,
+    pub(crate) core: Arc<Circuit>,
 }
 
 impl Breaker {
@@ -300,7 +301,7 @@ impl Breaker {
     /// refuses the call.
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Error> {
-        self.core.current().acquire(&"")
+        self.core.current().acquire(&"").map(Permit)
     }
 
     /// Runs `f` through the breaker; `is_failure` says which errors count.
@@ -319,7 +320,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = f();
-        permit.report(&result, is_failure);
+        permit.0.report(&result, is_failure);
         Ok(result)
     }
 
@@ -337,7 +338,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = fut.await;
-        permit.report(&result, is_failure);
+        permit.0.report(&result, is_failure);
         Ok(result)
     }
 
@@ -365,7 +366,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = f();
-        permit.report_classified(&result, is_failure);
+        permit.0.report_classified(&result, is_failure);
         Ok(result)
     }
 
@@ -382,7 +383,7 @@ impl Breaker {
     ) -> Result<Result<T, E>, Error> {
         let permit = self.try_acquire()?;
         let result = fut.await;
-        permit.report_classified(&result, is_failure);
+        permit.0.report_classified(&result, is_failure);
         Ok(result)
     }
 
@@ -424,30 +425,34 @@ impl Breaker {
         let mut permit = core.enter_named::<false, FnName>(site);
         let owned = OwnedPermit {
             core: core.clone(),
-            word: permit.word,
+            admission: permit.admission,
             site,
         };
         // The owned permit now carries the report; the borrowed one must not.
-        permit.word = Word::SETTLED;
+        permit.admission = Word::SETTLED;
         owned
     }
 
     /// The current state. Does not move an open circuit to half-open (only calls do).
+    #[must_use]
     pub fn state(&self) -> State {
         self.core.current().load().state()
     }
 
     /// A consistent-enough view of the breaker's counters.
+    #[must_use]
     pub fn snapshot(&self) -> Snapshot {
         self.core.current().snapshot()
     }
 
     /// The breaker's key.
+    #[must_use]
     pub fn key(&self) -> &str {
         self.core.current().key().as_str()
     }
 
     /// The policy the breaker runs.
+    #[must_use]
     pub fn policy(&self) -> Policy {
         *self.core.current().policy()
     }
@@ -483,6 +488,7 @@ impl Breaker {
     }
 
     /// Bytes this breaker occupies in memory (struct and window).
+    #[must_use]
     pub fn footprint(&self) -> usize {
         self.core.current().footprint()
     }

@@ -1,9 +1,9 @@
 //! Permits: the proof of admission a call carries until it reports ([`Permit`], [`OwnedPermit`]),
 //! and what a refused admission hands back.
 //!
-//! A permit is its breaker, one word of admission and where it finds the function's name
+//! A permit is its breaker, its admission (one word) and where it finds the function's name
 //! ([`Named`]): the name itself (three words), or, in the attribute's expansion, a zero-sized
-//! type that knows it (two words). The word of admission packs, low bits first:
+//! type that knows it (two words). The admission packs, low bits first:
 //!
 //! | bits   | admitted                                          | refused                     |
 //! |--------|---------------------------------------------------|-----------------------------|
@@ -18,7 +18,7 @@
 use super::*;
 use crate::state::EPOCH_BITS;
 
-/// Set in a permit's word when the call holds a bulkhead slot.
+/// Set in a permit's admission when the call holds a bulkhead slot.
 pub(super) const BULKHEAD_BIT: u64 = 1 << EPOCH_BITS;
 /// Where a permit's admission time starts.
 const TIME_SHIFT: u32 = EPOCH_BITS + 1;
@@ -42,7 +42,7 @@ pub(super) fn admitted_closed(word: Word, start: u64) -> Word {
     Word(word.0 | start << TIME_SHIFT)
 }
 
-/// An admission time that says "recorded" in a permit's word: never 0 modulo 2^49.
+/// An admission time that says "recorded" in a permit's admission: never 0 modulo 2^49.
 #[inline(always)]
 pub(super) fn marked(now: u64) -> u64 {
     (now & TIME_MASK).max(1)
@@ -70,7 +70,7 @@ pub(super) fn refused_for(code: u64, wait: u64) -> Word {
     Word(Word::refused(code).0 | wait.min(LONGEST_WAIT) << WAIT_SHIFT)
 }
 
-/// The wait a refused permit's word carries, in nanoseconds ([`NO_WAIT`]: none): the field,
+/// The wait a refused permit's admission carries, in nanoseconds ([`NO_WAIT`]: none): the field,
 /// sign-extended (a real wait's top bit is clear; "none" is all ones).
 #[inline(always)]
 fn wait_of(word: Word) -> u64 {
@@ -100,43 +100,81 @@ impl Named for &'static &'static str {
 /// [`ignore`](Permit::ignore). A permit dropped without a report counts as a failure when the thread
 /// is panicking, and otherwise as a cancellation: its slot is given back and nothing is counted, so a
 /// cancelled half-open probe never leaves the circuit stuck.
-///
-/// `N` is where the permit finds its function's name for events; leave it out (`Permit<'a>`):
-/// only the attribute's expansion names another.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
-pub struct Permit<'a, N: Named = &'static &'static str> {
-    pub(super) core: &'a Core,
-    /// The word of admission (see the module docs): the mode and generation it was admitted
+pub struct Permit<'a>(pub(super) NamedPermit<'a>);
+
+impl Permit<'_> {
+    /// The call succeeded.
+    #[inline(always)]
+    pub fn success(self) {
+        self.0.success();
+    }
+
+    /// The call failed in a way that counts against the circuit.
+    #[inline]
+    pub fn failure(self) {
+        self.0.failure();
+    }
+
+    /// The call ended with an error that does not count as a failure (a business error): it
+    /// does not affect the circuit, or counts as a success when the policy says
+    /// [`Others::Success`](crate::Others::Success) ([`Policy::others`](crate::Policy::others)).
+    #[inline]
+    pub fn ignore(self) {
+        self.0.ignore();
+    }
+
+    /// True when this call is a half-open probe.
+    #[must_use]
+    pub fn is_probe(&self) -> bool {
+        self.0.is_probe()
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+/// A [`Permit`] that finds its function's name through `N` (see [`Named`]): the permit of the
+/// attribute's expansion, whose `N` is a zero-sized type of its call site, and the one every
+/// admission path makes ([`Permit`] wraps the one named by a plain path). Its public methods
+/// are [`Permit`]'s. Not for use outside the expansion.
+#[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
+pub struct NamedPermit<'a, N: Named = FnName> {
+    pub(super) core: &'a Circuit,
+    /// The admission (see the module docs): the mode and generation it was admitted
     /// under with its bulkhead bit and admission time, or a refusal with its wait. Inert once
     /// settled (or when refused).
-    pub(super) word: Word,
+    pub(super) admission: Word,
     pub(super) site: N,
 }
 
-impl<'a, N: Named> Permit<'a, N> {
+impl<'a, N: Named> NamedPermit<'a, N> {
     /// The same admission, naming its function through `site`; this permit is settled (it
     /// reports nothing).
     #[inline(always)]
-    pub(crate) fn named<M: Named>(mut self, site: M) -> Permit<'a, M> {
-        let named = Permit {
+    pub(crate) fn named<M: Named>(mut self, site: M) -> NamedPermit<'a, M> {
+        let named = NamedPermit {
             core: self.core,
-            word: self.word,
+            admission: self.admission,
             site,
         };
-        self.word = Word::SETTLED;
+        self.admission = Word::SETTLED;
         named
     }
 
-    /// This permit's word of admission; the permit is settled (it reports nothing).
+    /// This permit's admission; the permit is settled (it reports nothing).
     #[inline(always)]
-    pub(super) fn into_word(mut self) -> Word {
-        let word = self.word;
-        self.word = Word::SETTLED;
+    pub(super) fn into_admission(mut self) -> Word {
+        let word = self.admission;
+        self.admission = Word::SETTLED;
         word
     }
 }
 
-impl<N: Named> Permit<'_, N> {
+impl<N: Named> NamedPermit<'_, N> {
     /// The call succeeded.
     #[inline(always)]
     pub fn success(mut self) {
@@ -165,30 +203,31 @@ impl<N: Named> Permit<'_, N> {
         self.settle(Verdict::Success);
     }
 
-    /// [`failure`](Permit::failure) in place (see [`succeeded`](Permit::succeeded)).
+    /// [`failure`](Permit::failure) in place (see [`succeeded`](NamedPermit::succeeded)).
     #[inline]
     pub(crate) fn failed(&mut self) {
         self.settle(Verdict::Failure);
     }
 
-    /// [`ignore`](Permit::ignore) in place (see [`succeeded`](Permit::succeeded)).
+    /// [`ignore`](Permit::ignore) in place (see [`succeeded`](NamedPermit::succeeded)).
     #[inline]
     pub(crate) fn ignored(&mut self) {
         let verdict = self.core.uncounted();
         self.settle(verdict);
     }
 
-    /// Reports a call that counts as nothing, whatever [`Policy::others`](crate::Policy::others)
-    /// says: its error was converted from an inner breaker's refusal.
+    /// Reports the call as ignored (neither a success nor a failure), whatever
+    /// [`Policy::others`](crate::Policy::others) says: its error was converted from an inner
+    /// breaker's refusal.
     #[inline]
-    pub(crate) fn released(&mut self) {
-        self.settle(Verdict::Released);
+    pub(crate) fn ignored_outright(&mut self) {
+        self.settle(Verdict::Ignored);
     }
 
-    /// [`released`](Permit::released), consuming the permit.
+    /// [`ignored_outright`](NamedPermit::ignored_outright), consuming the permit.
     #[inline]
-    pub(crate) fn release(mut self) {
-        self.released();
+    pub(crate) fn ignore_outright(mut self) {
+        self.ignored_outright();
     }
 
     /// What the breaker needs back to account for the call, as plain values (the permit's own
@@ -196,7 +235,7 @@ impl<N: Named> Permit<'_, N> {
     #[inline(always)]
     pub(super) fn ticket(&self) -> Ticket {
         Ticket {
-            word: self.word,
+            admission: self.admission,
             site: self.site.name(),
         }
     }
@@ -231,8 +270,9 @@ impl<N: Named> Permit<'_, N> {
     }
 
     /// True when this call is a half-open probe.
+    #[must_use]
     pub fn is_probe(&self) -> bool {
-        self.word.state() == State::HalfOpen && !self.word.inert()
+        self.admission.state() == State::HalfOpen && !self.admission.inert()
     }
 
     /// Why the call was refused, when it was. Permits handed out by
@@ -240,84 +280,87 @@ impl<N: Named> Permit<'_, N> {
     /// matching a `Result`, which keeps the admitted path free of moves.
     #[inline(always)]
     pub(crate) fn refusal(&self) -> Option<Error> {
-        match self.word.refusal() {
+        match self.admission.refusal() {
             0 => None,
             code => Some(self.refusal_error(code)),
         }
     }
 
-    /// The refusal code of the permit's word (0: admitted).
+    /// The refusal code of the permit's admission (0: admitted).
     #[inline(always)]
     pub(crate) fn refusal_code(&self) -> u64 {
-        self.word.refusal()
+        self.admission.refusal()
     }
 
-    /// True when the call was refused ([`refusal`](Permit::refusal) is `Some`).
+    /// True when the call was refused ([`refusal`](NamedPermit::refusal) is `Some`).
     #[inline(always)]
     pub(crate) fn is_refused(&self) -> bool {
-        self.word.refusal() != 0
+        self.admission.refusal() != 0
     }
 
     #[inline(always)]
     pub(super) fn refusal_error(&self, code: u64) -> Error {
-        error_for_refusal(&self.core.key, code, self.word)
+        error_for_refusal(&self.core.key, code, self.admission)
     }
 
-    /// Reports `outcome` in place (see [`settle_word`]); generic over `N` only to fetch the name.
+    /// Reports `outcome` in place (see [`settle_admission`]); generic over `N` only to fetch the name.
     #[inline(always)]
     pub(super) fn settle(&mut self, outcome: Verdict) {
-        settle_word(self.core, &mut self.word, self.site.name(), outcome);
+        settle_admission(self.core, &mut self.admission, self.site.name(), outcome);
     }
 
     /// The error of this permit's refusal, or an open circuit's (with no wait) when it was
     /// admitted.
     #[inline(always)]
     pub(crate) fn refusal_or_open(&self) -> Error {
-        error_of_word(self.core, self.word)
+        error_of_admission(self.core, self.admission)
     }
 }
 
 /// Reports `outcome` for the call admitted with `word` by `core`, named `site`, unless `word` is
 /// inert (refused or settled), and settles `word`. `inline(always)` only without
-/// `debug_assertions`: a debug build compiles it once, not once per permit's [`Named`].
+/// `debug_assertions` (ARCHITECTURE.md, "Inlining").
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-fn settle_word(core: &Core, word: &mut Word, site: FnName, outcome: Verdict) {
+fn settle_admission(core: &Circuit, word: &mut Word, site: FnName, outcome: Verdict) {
     if !word.inert() {
         // Settled before the report runs: whatever unwinds out of it, the drop that follows
         // does not report (or release a bulkhead slot) a second time.
-        let ticket = Ticket { word: *word, site };
+        let ticket = Ticket {
+            admission: *word,
+            site,
+        };
         *word = Word::SETTLED;
         core.finish(ticket, outcome);
     }
 }
 
 /// The error of the refusal `word` carries, or an open circuit's (with no wait) when `word` was
-/// admitted. `inline(always)` only without `debug_assertions` (see [`settle_word`]).
+/// admitted. `inline(always)` only without `debug_assertions` (ARCHITECTURE.md, "Inlining").
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-fn error_of_word(core: &Core, word: Word) -> Error {
+fn error_of_admission(core: &Circuit, word: Word) -> Error {
     match word.refusal() {
         0 => Error::new(core.key.clone(), Reason::Open, None),
         code => error_for_refusal(&core.key, code, word),
     }
 }
 
-impl<N: Named> Drop for Permit<'_, N> {
+impl<N: Named> Drop for NamedPermit<'_, N> {
     #[inline(always)]
     fn drop(&mut self) {
-        if !self.word.inert() {
+        if !self.admission.inert() {
             self.abandon();
         }
     }
 }
 
-impl<N: Named> Permit<'_, N> {
+impl<N: Named> NamedPermit<'_, N> {
     /// Dropped without a report: a panic counts as a failure, anything else is a cancellation.
     #[cold]
     pub(super) fn abandon(&mut self) {
         let ticket = self.ticket();
-        self.word = Word::SETTLED;
+        self.admission = Word::SETTLED;
         abandon(self.core, ticket);
     }
 }
@@ -325,7 +368,7 @@ impl<N: Named> Permit<'_, N> {
 /// Reports the admission of a permit dropped without a report (one copy, whatever the permit's
 /// [`Named`]).
 #[inline(never)]
-fn abandon(core: &Core, ticket: Ticket) {
+fn abandon(core: &Circuit, ticket: Ticket) {
     core.finish(ticket, abandoned());
 }
 
@@ -334,9 +377,9 @@ fn abandon(core: &Core, ticket: Ticket) {
 /// report, it counts as a failure when the thread is panicking and otherwise gives its slot back.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
 pub struct OwnedPermit {
-    pub(super) core: Arc<Core>,
+    pub(super) core: Arc<Circuit>,
     /// As [`Permit`]'s.
-    pub(super) word: Word,
+    pub(super) admission: Word,
     pub(super) site: FnName,
 }
 
@@ -371,23 +414,24 @@ impl OwnedPermit {
     }
 
     /// True when this call is a half-open probe.
+    #[must_use]
     pub fn is_probe(&self) -> bool {
-        self.word.state() == State::HalfOpen && !self.word.inert()
+        self.admission.state() == State::HalfOpen && !self.admission.inert()
     }
 
     /// True when the breaker refused the call (see [`Breaker::enter_owned`]).
     #[cfg(feature = "tower")]
     #[inline]
     pub(crate) fn is_refused(&self) -> bool {
-        self.word.refusal() != 0
+        self.admission.refusal() != 0
     }
 
     /// Why the call was refused, when it was (see [`Breaker::enter_owned`]).
     #[inline]
     pub(crate) fn refusal(&self) -> Option<Error> {
-        match self.word.refusal() {
+        match self.admission.refusal() {
             0 => None,
-            code => Some(error_for_refusal(&self.core.key, code, self.word)),
+            code => Some(error_for_refusal(&self.core.key, code, self.admission)),
         }
     }
 
@@ -400,8 +444,8 @@ impl OwnedPermit {
     /// The wait for the recording of this permit's outcome, to be created before the permit
     /// settles and awaited after (a breaker shared in strict mode admitted it); `None` otherwise.
     #[cfg(all(feature = "redis", feature = "tower"))]
-    pub(crate) fn recording(&self) -> Option<super::Boxed<'static, ()>> {
-        if !super::store::is_shared(self.word) {
+    pub(crate) fn recording(&self) -> Option<super::BoxFuture<'static, ()>> {
+        if !super::store::is_shared(self.admission) {
             return None;
         }
         let core = self.core.clone();
@@ -419,13 +463,13 @@ impl OwnedPermit {
     /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).
     #[inline]
     pub(crate) fn settle(&mut self, outcome: Verdict) {
-        if !self.word.inert() {
+        if !self.admission.inert() {
             let ticket = Ticket {
-                word: self.word,
+                admission: self.admission,
                 site: self.site,
             };
             // Settled before the report runs, so nothing unwinding out of it releases twice.
-            self.word = Word::SETTLED;
+            self.admission = Word::SETTLED;
             self.core.finish(ticket, outcome);
         }
     }
@@ -434,7 +478,7 @@ impl OwnedPermit {
 impl Drop for OwnedPermit {
     #[inline]
     fn drop(&mut self) {
-        if !self.word.inert() {
+        if !self.admission.inert() {
             self.abandon();
         }
     }
@@ -450,12 +494,12 @@ impl fmt::Debug for OwnedPermit {
 }
 
 /// The error of a permit refused with `code` (see [`refused`]), whose `word` carries the wait
-/// before the next probe. `inline(always)` only without `debug_assertions` (a debug build
-/// compiles it once, not once per permit's [`Named`]).
+/// before the next probe. `inline(always)` only without `debug_assertions` (ARCHITECTURE.md,
+/// "Inlining").
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 pub(super) fn error_for_refusal(key: &Key, code: u64, word: Word) -> Error {
-    // Only `refused(reason.bits(), …)` makes a refused word, so `code` is a reason's number.
+    // Only `refused(reason.bits(), …)` makes a refused admission, so `code` is a reason's number.
     const { assert!(NO_WAIT == u64::MAX) };
     Error::from_permit(key.clone(), code, wait_of(word))
 }
@@ -465,11 +509,11 @@ pub(super) fn abandoned() -> Verdict {
     if std::thread::panicking() {
         Verdict::Failure
     } else {
-        Verdict::Released
+        Verdict::Ignored
     }
 }
 
-impl<N: Named> fmt::Debug for Permit<'_, N> {
+impl<N: Named> fmt::Debug for NamedPermit<'_, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("key", &self.core.key)
@@ -481,8 +525,8 @@ impl<N: Named> fmt::Debug for Permit<'_, N> {
 /// A permit's admission, handed back when it reports.
 #[derive(Clone, Copy)]
 pub(super) struct Ticket {
-    /// The permit's word of admission (see the module docs).
-    pub(super) word: Word,
+    /// The permit's admission (see the module docs).
+    pub(super) admission: Word,
     pub(super) site: FnName,
 }
 
@@ -491,13 +535,13 @@ impl Ticket {
     /// timed).
     #[inline(always)]
     pub(super) fn admitted_at(self) -> u64 {
-        self.word.0 >> TIME_SHIFT
+        self.admission.0 >> TIME_SHIFT
     }
 
     /// True when the call carries an admission time (timed, or outcome events were wanted).
     #[inline(always)]
     pub(super) fn stamped(self) -> bool {
-        self.word.0 >> TIME_SHIFT != 0
+        self.admission.0 >> TIME_SHIFT != 0
     }
 
     /// How long the call took until `now`, modulo 2^49 ns (about 6.5 days).
@@ -520,14 +564,14 @@ impl Ticket {
     /// True when the call holds a bulkhead slot, to give back when it reports.
     #[inline(always)]
     pub(super) fn holds_slot(self) -> bool {
-        self.word.0 & BULKHEAD_BIT != 0
+        self.admission.0 & BULKHEAD_BIT != 0
     }
 
     /// The same admission without its bulkhead slot (given back already).
     #[inline(always)]
     pub(super) fn without_slot(self) -> Ticket {
         Ticket {
-            word: Word(self.word.0 & !BULKHEAD_BIT),
+            admission: Word(self.admission.0 & !BULKHEAD_BIT),
             ..self
         }
     }

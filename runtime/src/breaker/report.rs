@@ -2,24 +2,33 @@
 //! count (progressive recovery), and may trip, reopen or close the circuit.
 
 use super::*;
+use crate::policy::{nanos, open_wait_nanos, slow_nanos};
 use crate::state;
 
-impl Core {
-    /// Emits the outcome event of a reported call admitted at [`Ticket::admitted_at`] (see [`Core::enter_named`]).
+impl Circuit {
+    /// Emits the outcome event and span of a reported call admitted at [`Ticket::admitted_at`] (see [`Circuit::enter_named`]).
     #[cold]
     pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
         let now = self.now();
         let latency = permit.latency(now);
         let outcome = match outcome {
-            Verdict::Success => crate::record::Recorded::Success,
-            Verdict::Failure => crate::record::Recorded::Failure,
-            Verdict::Released => crate::record::Recorded::Ignored,
+            Verdict::Success => crate::record::CallOutcome::Success,
+            Verdict::Failure => crate::record::CallOutcome::Failure,
+            Verdict::Ignored => crate::record::CallOutcome::Ignored,
         };
-        crate::record::emit(self.key.as_str(), now, Some(latency), outcome, permit.site);
+        let state = permit.admission.state();
+        crate::record::emit(
+            self.key.as_str(),
+            state,
+            now,
+            Some(latency),
+            outcome,
+            permit.site,
+        );
     }
 
     /// Starts a new half-open phase's admission sequence. (Its counts need no reset: they are
-    /// tagged with the phase's generation, see [`Core::count_in_phase`].)
+    /// tagged with the phase's generation, see [`Circuit::count_in_phase`].)
     pub(super) fn enter_phase(&self) {
         self.phase_seq.store(0, Ordering::Release);
     }
@@ -59,10 +68,10 @@ impl Core {
     /// [`Others::Success`](crate::Others::Success).
     #[inline]
     pub(super) fn uncounted(&self) -> Verdict {
-        if self.policy.others == crate::Others::Success {
+        if self.policy.settings().others == crate::Others::Success {
             Verdict::Success
         } else {
-            Verdict::Released
+            Verdict::Ignored
         }
     }
 
@@ -71,25 +80,24 @@ impl Core {
     /// window and a shared key's report (whose flag the store's script adds up) use it.
     #[inline]
     pub(super) fn is_slow(&self, permit: Ticket, now: u64) -> bool {
-        self.timed() && permit.elapsed(now) > self.policy.slow_nanos
+        self.timed() && permit.elapsed(now) > slow_nanos(&self.policy)
     }
 
     /// Applies the outcome of a call admitted under `permit`. `inline(always)` only without
-    /// `debug_assertions`: a debug build compiles it once, instead of copying the report path into
-    /// every permit's report (each annotated function's permit type is its own).
+    /// `debug_assertions` (ARCHITECTURE.md, "Inlining").
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
     pub(super) fn finish(&self, permit: Ticket, outcome: Verdict) {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
         // bulkhead (a time window reads the clock here, a count window does not).
-        if self.plain && outcome == Verdict::Success && permit.word.records() {
+        if self.plain && outcome == Verdict::Success && permit.admission.records() {
             // A plain circuit times no call: an admission time says outcome events were wanted.
             if permit.stamped() {
-                // Admitted while outcome events were wanted (see `Core::enter`).
+                // Admitted while outcome events were wanted (see `Circuit::enter`).
                 self.record_outcome(permit, outcome);
             }
             let word = self.load();
-            if word.same_epoch(permit.word) {
+            if word.same_epoch(permit.admission) {
                 #[cfg(feature = "metrics")]
                 self.meters.call(true, false);
                 let now = || self.now();
@@ -104,26 +112,26 @@ impl Core {
 
     #[inline(never)]
     pub(super) fn finish_general(&self, permit: Ticket, outcome: Verdict) {
-        if permit.word.inert() {
+        if permit.admission.inert() {
             return;
         }
         #[cfg(feature = "redis")]
-        if super::store::is_shared(permit.word) {
+        if super::store::is_shared(permit.admission) {
             let outcome = match outcome {
                 Verdict::Success => Some(false),
                 Verdict::Failure => Some(true),
-                Verdict::Released => None,
+                Verdict::Ignored => None,
             };
             self.count_shared(outcome);
             if let Some(store) = self.store.as_ref() {
                 let slow = self.is_slow(permit, self.now());
-                store.report(permit.word, slow, permit.site, outcome);
+                store.report(permit.admission, slow, permit.site, outcome);
             }
             return;
         }
         // Untimed calls carry an admission time only when outcome events were wanted then.
         let recorded = if self.timed() {
-            crate::record::enabled()
+            crate::record::wanted()
         } else {
             permit.stamped()
         };
@@ -145,7 +153,7 @@ impl Core {
         #[cfg(feature = "metrics")]
         self.meters
             .call(outcome == Verdict::Success, outcome == Verdict::Failure);
-        match permit.word.state() {
+        match permit.admission.state() {
             State::Closed | State::Disabled => self.report_closed(permit, outcome),
             State::HalfOpen => self.report_probe(permit, outcome),
             State::Open | State::ForcedOpen => {}
@@ -155,7 +163,7 @@ impl Core {
     #[inline]
     pub(super) fn report_closed(&self, permit: Ticket, outcome: Verdict) {
         let word = self.load();
-        if !word.same_epoch(permit.word) || outcome == Verdict::Released {
+        if !word.same_epoch(permit.admission) || outcome == Verdict::Ignored {
             return; // the circuit moved on, or the outcome does not count
         }
         let now = if self.timed() || self.window.needs_time() {
@@ -165,7 +173,7 @@ impl Core {
         };
         let slow = self.is_slow(permit, now);
         let failure = outcome == Verdict::Failure;
-        let consecutive = self.policy.consecutive;
+        let consecutive = self.policy.settings().consecutive.unwrap_or(0);
         if !failure && !slow {
             if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
                 self.run.store(0, Ordering::Relaxed);
@@ -185,8 +193,11 @@ impl Core {
             };
         // `failure_count`: the window's counted failures, whatever the rate and `min_calls`.
         let count_tripped = failure
-            && self.policy.failure_count != 0
-            && counts.failures >= self.policy.failure_count;
+            && self
+                .policy
+                .settings()
+                .failure_count
+                .is_some_and(|count| counts.failures >= count);
         if word.state() == State::Closed
             && (run_tripped || count_tripped || counts.trips(&self.policy))
         {
@@ -214,7 +225,7 @@ impl Core {
 
     /// Which rate rule `counts` reached: the failure rate when it did, else the slow-call rate.
     pub(super) fn rate_rule(&self, counts: Counts) -> Trigger {
-        let rate = u64::from(self.policy.failure_rate);
+        let rate = self.policy.settings().failure_rate.map_or(0, u64::from);
         if rate != 0 && u64::from(counts.failures) * 100 >= rate * u64::from(counts.calls) {
             Trigger::FailureRate
         } else {
@@ -225,7 +236,7 @@ impl Core {
     #[cold]
     pub(super) fn trip(&self, word: Word, counts: Counts, site: FnName, trigger: Trigger) {
         let now = self.now();
-        let next = word.to_open(now, self.policy.open_wait_nanos(0));
+        let next = word.to_open(now, open_wait_nanos(&self.policy, 0));
         if self.cas(word, next).is_ok() {
             self.window.reset();
             self.run.store(0, Ordering::Release);
@@ -239,7 +250,7 @@ impl Core {
 
     #[cold]
     pub(super) fn report_probe(&self, permit: Ticket, outcome: Verdict) {
-        match self.policy.recovery {
+        match self.policy.settings().recovery {
             Recovery::Probes => self.report_single_probe(permit, outcome),
             Recovery::Progressive { phases, min_passes } => {
                 self.report_phase(permit, outcome, phases, min_passes)
@@ -249,9 +260,11 @@ impl Core {
 
     /// A probe's report under probe recovery: the decision is [`state::after_probe`].
     pub(super) fn report_single_probe(&self, permit: Ticket, outcome: Verdict) {
-        let half_open = self.policy.half_open;
+        let half_open = self.policy.settings().half_open;
         let decided = self.update(self.load(), |word| {
-            state::after_probe(word, permit.word, outcome, half_open, |w| self.reopen(w))
+            state::after_probe(word, permit.admission, outcome, half_open, |w| {
+                self.reopen(w)
+            })
         });
         let Ok((word, next)) = decided else { return };
         if !next.same_epoch(word) {
@@ -279,8 +292,8 @@ impl Core {
     ) {
         let word = self.load();
         if word.state() != State::HalfOpen
-            || !word.same_epoch(permit.word)
-            || outcome == Verdict::Released
+            || !word.same_epoch(permit.admission)
+            || outcome == Verdict::Ignored
         {
             return;
         }
@@ -290,7 +303,7 @@ impl Core {
         if calls < min_passes {
             return;
         }
-        let threshold = u64::from(self.policy.get_failure_rate().unwrap_or(50));
+        let threshold = u64::from(self.policy.settings().failure_rate.unwrap_or(50));
         let phase = word.passed();
         let next = if u64::from(failures) * 100 >= threshold * u64::from(calls) {
             self.reopen(word)
@@ -323,7 +336,7 @@ impl Core {
     /// The word of a failed recovery: open again, for a wait grown by `open_backoff`.
     pub(super) fn reopen(&self, word: Word) -> Word {
         let reopens = self.reopens.load(Ordering::Acquire).saturating_add(1);
-        word.to_open(self.now(), self.policy.open_wait_nanos(reopens))
+        word.to_open(self.now(), open_wait_nanos(&self.policy, reopens))
     }
 
     pub(super) fn left_half_open(
@@ -359,7 +372,8 @@ impl Core {
         }
         let open_nanos = now.saturating_sub(since - 1);
         let failed = self.reopens.load(Ordering::Acquire);
-        let (max_failed, max_nanos) = (self.policy.stuck_reopens, self.policy.stuck_open_nanos);
+        let (max_failed, max_open) = self.policy.settings().stuck_open;
+        let max_nanos = nanos(max_open);
         let stuck = (max_failed != 0 && failed >= max_failed)
             || (max_nanos != 0 && open_nanos >= max_nanos);
         if stuck && !self.episode.reported.swap(true, Ordering::AcqRel) {

@@ -3,8 +3,8 @@
 
 use super::*;
 
-impl Core {
-    pub(super) fn last_recorded(&self) -> Option<Recorded> {
+impl Circuit {
+    pub(super) fn last_transition_record(&self) -> Option<TransitionRecord> {
         *self.last.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -30,11 +30,11 @@ impl Core {
             rejected: self.counters.rejected.load(Ordering::Relaxed),
             retry_after: (state == State::Open)
                 .then(|| word.open_remaining(now, self.time_of(word, now))),
-            probes_in_flight: match (state, self.policy.recovery) {
+            probes_in_flight: match (state, self.policy.settings().recovery) {
                 (State::HalfOpen, Recovery::Probes) => word.issued().saturating_sub(word.passed()),
                 _ => 0,
             },
-            phase: match (state, self.policy.recovery) {
+            phase: match (state, self.policy.settings().recovery) {
                 (State::HalfOpen, Recovery::Progressive { .. }) => Some(word.passed()),
                 _ => None,
             },
@@ -42,7 +42,7 @@ impl Core {
             in_flight: self.counters.in_flight.load(Ordering::Acquire),
             metrics_only: self.metrics_only.load(Ordering::Acquire),
             policy: self.policy,
-            last_transition: self.last_recorded().map(|r| LastTransition {
+            last_transition: self.last_transition_record().map(|r| LastTransition {
                 from: r.from,
                 to: r.to,
                 trigger: r.trigger,
@@ -143,16 +143,19 @@ pub struct SharedWindow {
 impl SharedWindow {
     /// Outcomes in the shared window (all replicas), as of the store's last answer. An open or
     /// half-open circuit starts an empty window: 0 there.
+    #[must_use]
     pub fn calls(&self) -> u32 {
         self.calls
     }
 
     /// Failures among them.
+    #[must_use]
     pub fn failures(&self) -> u32 {
         self.failures
     }
 
     /// `failures / calls` in percent (0 when empty).
+    #[must_use]
     pub fn failure_rate(&self) -> f64 {
         if self.calls == 0 {
             0.0
@@ -163,6 +166,7 @@ impl SharedWindow {
 
     /// Time since that answer, on the registry's clock: how stale these counts may be (other
     /// replicas' calls since are not in them).
+    #[must_use]
     pub fn age(&self) -> Duration {
         self.age
     }
@@ -172,6 +176,7 @@ impl Snapshot {
     /// Whether this key is one circuit across replicas ([`Sharing::Shared`]), local
     /// ([`Sharing::Local`]), or should have been shared but could not be
     /// ([`Sharing::Unshareable`]).
+    #[must_use]
     pub fn sharing(&self) -> Sharing {
         self.sharing.sharing
     }
@@ -186,12 +191,14 @@ impl Snapshot {
     /// and [`failures`](Snapshot::failures) hold only the outcomes recorded locally (calls made
     /// while the store did not answer); this replica's calls the store admitted are
     /// [`replica_calls`](Snapshot::replica_calls).
+    #[must_use]
     pub fn shared_window(&self) -> Option<SharedWindow> {
         self.sharing.window
     }
 
     /// True while this replica's store does not answer: a shared key's calls degrade (per the
     /// store's `Degrade` setting) until it answers again. Always false on a key that is not shared.
+    #[must_use]
     pub fn degraded(&self) -> bool {
         self.sharing.degraded
     }
@@ -200,13 +207,16 @@ impl Snapshot {
     /// admitted under the shared state (by the store, or by this replica's view of it while the
     /// store did not answer), since the breaker was created (carried over a reconfiguration).
     /// Such a call whose report the store did not answer is also recorded on the local breaker,
-    /// in [`calls`](Snapshot::calls), as is a call the local breaker admitted alone; released
-    /// calls and errors that do not count are in neither. 0 on a key that is not shared.
+    /// in [`calls`](Snapshot::calls), as is a call the local breaker admitted alone; cancelled
+    /// calls and errors that do not count (ignored outcomes) are in neither. 0 on a key that is
+    /// not shared.
+    #[must_use]
     pub fn replica_calls(&self) -> u64 {
         self.sharing.replica_calls
     }
 
     /// Failures among [`replica_calls`](Snapshot::replica_calls).
+    #[must_use]
     pub fn replica_failures(&self) -> u64 {
         self.sharing.replica_failures
     }

@@ -1,5 +1,5 @@
 //! What a breaker shares through a store (feature `redis`): the [`Store`] seam a shared breaker
-//! calls, which the Redis store (`crate::redis`) implements for a breaker's link, the words of
+//! calls, which the Redis store (`crate::redis`) implements for a shared key, the admissions of
 //! permits the store admits, and what the store needs of a breaker (permits carrying its answer,
 //! the local state as the script's seed, the local mirror of the shared state). Nothing here is
 //! on a local key's path, and nothing here names the store's own types.
@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::{Core, FnName, Named, Permit, Ticket, permit};
+use super::{Circuit, FnName, Named, NamedPermit, Ticket, permit};
 use crate::error::Reason;
 use crate::observe::Trigger;
 use crate::state::{NO_WAIT, State, Verdict, Word};
@@ -17,34 +17,39 @@ use crate::window::Counts;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 /// A boxed future: keeps the annotated function's own future small on a local key's path.
-pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The store a shared breaker's state lives in, as the breaker and the expansion see it
-/// ([`Core::with_store`]); `crate::redis` implements it for a breaker's link to Redis.
+/// ([`Circuit::with_store`]); `crate::redis` implements it for a breaker's link to Redis.
 pub(crate) trait Store: Send + Sync {
     /// Cached mode: admission answered from the replica's view of the shared state; `None` when
     /// the call must ask the store (`asks`: the caller can await the store, see [`Store::admit`]).
-    fn admit_cached<'c>(&self, core: &'c Core, site: FnName, asks: bool) -> Option<Permit<'c>>;
+    fn admit_cached<'c>(
+        &self,
+        core: &'c Circuit,
+        site: FnName,
+        asks: bool,
+    ) -> Option<NamedPermit<'c>>;
 
     /// The store's answer to the admission of a call of `site` on `core`: the permit that
     /// replaces the one that asked (admitted or refused).
-    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, Permit<'a>>;
+    fn admit<'a>(&'a self, core: &'a Circuit, site: FnName) -> BoxFuture<'a, NamedPermit<'a>>;
 
-    /// Sends the outcome of a call the store admitted under `word` (`slow`: slow-call timing
-    /// found it slow; `failure` `None`: released).
-    fn report(&self, word: Word, slow: bool, site: FnName, failure: Option<bool>);
+    /// Sends the outcome of a call the store admitted with `admission` (`slow`: slow-call timing
+    /// found it slow; `failure` `None`: ignored).
+    fn report(&self, admission: Word, slow: bool, site: FnName, failure: Option<bool>);
 
     /// True when a call awaits the recording of its outcome ([`Store::flush`]).
     fn awaits_recording(&self) -> bool;
 
     /// Waits until the outcomes reported so far are recorded, bounded by the store's timeout.
-    fn flush(&self) -> Boxed<'_, ()>;
+    fn flush(&self) -> BoxFuture<'_, ()>;
 
     /// True while the store does not answer (its calls degrade), for snapshots.
     fn degraded(&self) -> bool;
 }
 
-/// What a snapshot shows of a breaker's sharing ([`Core::shared`]): the shared window as the
+/// What a snapshot shows of a breaker's sharing ([`Circuit::shared`]): the shared window as the
 /// store's last answer gave it, the outcomes of this replica's calls the store admitted, and
 /// whether the key should have been shared but could not be. Written by shared calls and store
 /// answers only: nothing on a local key's path touches it.
@@ -80,8 +85,8 @@ impl SharedView {
 pub(crate) const ASK_STORE: u64 = 15;
 
 /// Mode bits of a permit admitted by the store: bit 3 marks a permit admitted without a known
-/// shared generation (see [`unknown_shared_word`]), bits 4..14 hold the generation modulo 2^10 (a
-/// permit keeps 14 bits of the word it was admitted under).
+/// shared generation (see [`unknown_shared_admission`]), bits 4..14 hold the generation modulo 2^10 (a
+/// permit keeps 14 bits of the state word it was admitted under).
 const SHARED_MODE: u64 = 5;
 
 /// Bit 3 of a store's permit: admitted while the replica knew no generation of the key.
@@ -95,20 +100,20 @@ const GENERATION_MASK: u64 = (1 << 10) - 1;
 /// otherwise.
 pub(crate) const ANY_GENERATION: u64 = GENERATION_MASK + 1;
 
-/// True for the word of a permit admitted by the store.
+/// True for the admission of a permit the store admitted.
 #[inline]
 pub(crate) fn is_shared(word: Word) -> bool {
     word.0 & 0b111 == SHARED_MODE
 }
 
-/// The word of a permit the store admitted under `generation`.
-pub(crate) fn shared_word(generation: u64) -> Word {
+/// The admission of a permit the store admitted under `generation`.
+pub(crate) fn shared_admission(generation: u64) -> Word {
     Word(SHARED_MODE | (generation & GENERATION_MASK) << 4)
 }
 
-/// The word of a permit admitted on a shared key while the store did not answer and the replica
+/// The admission of a permit admitted on a shared key while the store did not answer and the replica
 /// knew no generation of the key (its first calls): its outcome still goes to the store.
-pub(crate) fn unknown_shared_word() -> Word {
+pub(crate) fn unknown_shared_admission() -> Word {
     Word(SHARED_MODE | UNKNOWN_GENERATION)
 }
 
@@ -120,13 +125,13 @@ pub(crate) fn generation_of(word: Word) -> u64 {
     (word.0 >> 4) & GENERATION_MASK
 }
 
-impl Core {
+impl Circuit {
     /// An admitted permit carrying the store's `word`.
-    pub(crate) fn store_permit(&self, word: Word, site: FnName) -> Permit<'_> {
+    pub(crate) fn store_permit(&self, word: Word, site: FnName) -> NamedPermit<'_> {
         let start = if self.timed() { self.now() } else { 0 };
-        Permit {
+        NamedPermit {
             core: self,
-            word: permit::admitted(word, start, false),
+            admission: permit::admitted(word, start, false),
             site,
         }
     }
@@ -137,16 +142,16 @@ impl Core {
         reason: Reason,
         retry_after: Option<Duration>,
         site: FnName,
-    ) -> Permit<'_> {
+    ) -> NamedPermit<'_> {
         let retry_after = retry_after.map_or(NO_WAIT, |d| {
             u64::try_from(d.as_nanos())
                 .unwrap_or(u64::MAX - 1)
                 .min(u64::MAX - 1)
         });
         let refusal = self.count_refusal(reason, retry_after);
-        Permit {
+        NamedPermit {
             core: self,
-            word: permit::refused(refusal.reason.bits(), refusal.retry_after),
+            admission: permit::refused(refusal.reason.bits(), refusal.retry_after),
             site,
         }
     }
@@ -171,9 +176,9 @@ impl Core {
         }
     }
 
-    /// Counts the outcome of a call the store admitted (`failure` `None`: released, or an error
+    /// Counts the outcome of a call the store admitted (`failure` `None`: ignored, or an error
     /// that does not count) in the metrics and in this replica's calls, once, where its permit
-    /// settles ([`Core::finish_general`]).
+    /// settles ([`Circuit::finish_general`]).
     pub(crate) fn count_shared(&self, failure: Option<bool>) {
         #[cfg(feature = "metrics")]
         self.meters
@@ -305,7 +310,7 @@ impl Core {
         if word.records() {
             self.report_closed(
                 Ticket {
-                    word: permit::admitted(word, self.now(), false),
+                    admission: permit::admitted(word, self.now(), false),
                     site,
                 },
                 outcome,
@@ -314,14 +319,14 @@ impl Core {
     }
 }
 
-impl<'a, N: Named> Permit<'a, N> {
+impl<'a, N: Named> NamedPermit<'a, N> {
     /// The breaker, when this permit asks its store for admission.
-    pub(crate) fn asks_store(&self) -> Option<&'a Core> {
-        (self.word.refusal() == ASK_STORE).then_some(self.core)
+    pub(crate) fn asks_store(&self) -> Option<&'a Circuit> {
+        (self.admission.refusal() == ASK_STORE).then_some(self.core)
     }
 
     /// The breaker that issued this permit.
-    pub(crate) fn core(&self) -> &'a Core {
+    pub(crate) fn core(&self) -> &'a Circuit {
         self.core
     }
 
@@ -331,9 +336,9 @@ impl<'a, N: Named> Permit<'a, N> {
     }
 
     /// Replaces a permit that asked the store with the store's answer.
-    pub(crate) fn replace(&mut self, answer: Permit<'a>) {
+    pub(crate) fn replace(&mut self, answer: NamedPermit<'a>) {
         let mut answer = answer;
-        self.word = answer.word;
-        answer.word = Word::SETTLED;
+        self.admission = answer.admission;
+        answer.admission = Word::SETTLED;
     }
 }

@@ -5,7 +5,7 @@ use crate::clock::FakeClock;
 
 fn breaker(policy: Policy) -> (Breaker, FakeClock) {
     let clock = FakeClock::new();
-    let core = Core::new(
+    let core = Circuit::new(
         Key::from_static("t"),
         policy,
         ClockSource::Custom(Arc::new(clock.clone())),
@@ -325,7 +325,7 @@ impl crate::clock::Clock for PanickingClock {
 #[test]
 fn a_report_that_unwinds_releases_its_bulkhead_slot_exactly_once() {
     let panics = Arc::new(AtomicBool::new(false));
-    let core = Core::new(
+    let core = Circuit::new(
         Key::from_static("t"),
         Policy::new().max_concurrent(2).slow(S),
         ClockSource::Custom(Arc::new(PanickingClock(FakeClock::new(), panics.clone()))),
@@ -368,7 +368,7 @@ fn bulkhead_refuses_over_the_limit_and_frees_slots() {
 
 #[test]
 fn a_permit_is_three_words() {
-    // The breaker, one word of admission (state, bulkhead slot and admission time, or the
+    // The breaker, its admission (one word: state, bulkhead slot and admission time, or the
     // refusal and its wait) and the function's name: an annotated future holds one of these.
     assert_eq!(size_of::<Permit<'_>>(), 3 * size_of::<usize>());
     assert_eq!(size_of::<OwnedPermit>(), 3 * size_of::<usize>());
@@ -413,7 +413,7 @@ fn a_call_longer_than_the_timed_span_is_measured_modulo_it() {
     let (b, clock) = breaker(policy);
     let permit = b.try_acquire().unwrap();
     // 6.5 days and 1 s: measured as 1 s, so not slow (documented in the permit's module docs
-    // and the README's "Time").
+    // and "Time" in `guide::semantics`).
     clock.advance(Duration::from_nanos(TIMED_SPAN) + S);
     permit.success();
     let snap = b.snapshot();
@@ -424,7 +424,7 @@ fn a_call_longer_than_the_timed_span_is_measured_modulo_it() {
 fn an_outcome_event_of_a_call_admitted_at_a_multiple_of_the_span_has_no_latency() {
     // Admitted at 0 modulo 2^49 while events are wanted: the word carries 1 (0 means "no time").
     let ticket = Ticket {
-        word: permit::admitted(Word::INITIAL, permit::marked(0), false),
+        admission: permit::admitted(Word::INITIAL, permit::marked(0), false),
         site: &"",
     };
     assert!(ticket.stamped());
@@ -432,7 +432,7 @@ fn an_outcome_event_of_a_call_admitted_at_a_multiple_of_the_span_has_no_latency(
     assert_eq!(ticket.latency(TIMED_SPAN), 0);
     assert_eq!(ticket.latency(5), 4, "1 ns off at most, never 6.5 days");
     let later = Ticket {
-        word: permit::admitted(Word::INITIAL, permit::marked(TIMED_SPAN - 3), false),
+        admission: permit::admitted(Word::INITIAL, permit::marked(TIMED_SPAN - 3), false),
         site: &"",
     };
     assert_eq!(later.latency(TIMED_SPAN + 4), 7);
@@ -498,7 +498,10 @@ impl Named for SiteName {
 fn a_permit_named_by_its_type_is_two_words() {
     // What an annotated function holds across its body's await: the breaker and the word of
     // admission; the name comes from the type.
-    assert_eq!(size_of::<Permit<'_, SiteName>>(), 2 * size_of::<usize>());
+    assert_eq!(
+        size_of::<NamedPermit<'_, SiteName>>(),
+        2 * size_of::<usize>()
+    );
 }
 
 #[test]
@@ -533,23 +536,35 @@ fn a_permit_named_by_its_type_names_its_function_in_events_when_it_reports_or_dr
 fn hot_fields_share_one_cache_line_apart_from_the_written_ones() {
     use std::mem::{align_of, offset_of, size_of};
     let hot = [
-        ("state", offset_of!(Core, state), size_of::<AtomicU64>()),
-        ("time", offset_of!(Core, time), size_of::<TimeStamp>()),
+        ("state", offset_of!(Circuit, state), size_of::<AtomicU64>()),
+        ("time", offset_of!(Circuit, time), size_of::<TimeStamp>()),
         (
             "successor",
-            offset_of!(Core, successor),
-            size_of::<std::sync::OnceLock<Arc<Core>>>(),
+            offset_of!(Circuit, successor),
+            size_of::<std::sync::OnceLock<Arc<Circuit>>>(),
         ),
-        ("clock", offset_of!(Core, clock), size_of::<ClockSource>()),
-        ("min_calls", offset_of!(Core, min_calls), size_of::<u32>()),
-        ("plain", offset_of!(Core, plain), 1),
-        ("used", offset_of!(Core, used), 1),
-        ("evicted", offset_of!(Core, evicted), 1),
-        ("pinned", offset_of!(Core, pinned), 1),
-        ("metrics_only", offset_of!(Core, metrics_only), 1),
+        (
+            "clock",
+            offset_of!(Circuit, clock),
+            size_of::<ClockSource>(),
+        ),
+        (
+            "min_calls",
+            offset_of!(Circuit, min_calls),
+            size_of::<u32>(),
+        ),
+        ("plain", offset_of!(Circuit, plain), 1),
+        ("used", offset_of!(Circuit, used), 1),
+        ("evicted", offset_of!(Circuit, evicted), 1),
+        ("pinned", offset_of!(Circuit, pinned), 1),
+        ("metrics_only", offset_of!(Circuit, metrics_only), 1),
     ];
-    assert_eq!(align_of::<Core>(), 64, "a breaker starts on a cache line");
-    let line = offset_of!(Core, state) / 64;
+    assert_eq!(
+        align_of::<Circuit>(),
+        64,
+        "a breaker starts on a cache line"
+    );
+    let line = offset_of!(Circuit, state) / 64;
     for (name, offset, size) in hot {
         assert_eq!(offset / 64, line, "`{name}` starts off the hot line");
         assert_eq!(
@@ -561,12 +576,12 @@ fn hot_fields_share_one_cache_line_apart_from_the_written_ones() {
     let written = [
         (
             "window",
-            offset_of!(Core, window),
+            offset_of!(Circuit, window),
             size_of::<Padded<Outcomes>>(),
         ),
         (
             "counters",
-            offset_of!(Core, counters),
+            offset_of!(Circuit, counters),
             size_of::<Padded<Counters>>(),
         ),
     ];

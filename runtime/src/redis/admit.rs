@@ -9,23 +9,25 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::{CONFIRMED, Link, view_generation, view_state};
+use super::link::{CONFIRMED, SharedKey, view_generation, view_state};
 use super::report::send_cancel;
 use super::script::{Answer, apply, call};
-use crate::breaker::{Boxed, Core, FnName, Named, Permit, shared_word, unknown_shared_word};
+use crate::breaker::{
+    BoxFuture, Circuit, FnName, Named, NamedPermit, shared_admission, unknown_shared_admission,
+};
 use crate::error::{Error, Reason};
 use crate::state::{State, Word};
 
 /// True when `permit` (refused) asks the store for admission: its breaker is shared.
 #[inline(always)]
-pub fn asks_store<N: Named>(permit: &Permit<'_, N>) -> bool {
+pub fn asks_store<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
     permit.asks_store().is_some()
 }
 
 /// True when `permit`'s breaker is shared in strict mode (or cached mode without its
 /// subscription): the call awaits the recording of its outcome.
 #[inline(always)]
-pub fn reports_to_store<N: Named>(permit: &Permit<'_, N>) -> bool {
+pub fn reports_to_store<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
     permit
         .core()
         .store
@@ -35,7 +37,9 @@ pub fn reports_to_store<N: Named>(permit: &Permit<'_, N>) -> bool {
 
 /// Completes the admission of an `async fn` call on a shared registry: awaits the script's answer
 /// and turns `permit` into it. Returns the refusal, if any.
-pub fn admit_shared<'p, 'a, N: Named>(permit: &'p mut Permit<'a, N>) -> Boxed<'p, Option<Error>> {
+pub fn admit_shared<'p, 'a, N: Named>(
+    permit: &'p mut NamedPermit<'a, N>,
+) -> BoxFuture<'p, Option<Error>> {
     let Some((core, store)) = permit
         .asks_store()
         .and_then(|core| Some((core, core.store.as_ref()?)))
@@ -54,10 +58,10 @@ pub fn admit_shared<'p, 'a, N: Named>(permit: &'p mut Permit<'a, N>) -> Boxed<'p
 /// `admitted` by value, so the driver never borrows it and does not keep it across the attempt.
 #[allow(clippy::type_complexity)]
 pub(crate) fn attempt_admission<'a, N: Named + 'a>(
-    admitted: Result<Permit<'a, N>, Error>,
+    admitted: Result<NamedPermit<'a, N>, Error>,
 ) -> Result<
-    Result<Permit<'a, N>, Error>,
-    std::pin::Pin<Box<impl std::future::Future<Output = Result<Permit<'a, N>, Error>> + 'a>>,
+    Result<NamedPermit<'a, N>, Error>,
+    std::pin::Pin<Box<impl std::future::Future<Output = Result<NamedPermit<'a, N>, Error>> + 'a>>,
 > {
     match admitted {
         Ok(mut permit) if asks_store(&permit) => Err(Box::pin(async move {
@@ -73,7 +77,7 @@ pub(crate) fn attempt_admission<'a, N: Named + 'a>(
 /// Gives back `out` once `recording` (when there is one) is done. One pointer in the caller's
 /// future while it waits.
 pub(crate) fn after_recording<'a, T: 'a>(
-    recording: Option<Boxed<'a, ()>>,
+    recording: Option<BoxFuture<'a, ()>>,
     out: T,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'a>> {
     Box::pin(async move {
@@ -87,10 +91,10 @@ pub(crate) fn after_recording<'a, T: 'a>(
 /// The store's answer to the admission of a call of `site` on `core` (shared through `link`),
 /// awaited from the script: the permit that replaces the one that asked.
 pub(super) fn admit<'a>(
-    link: &'a Arc<Link>,
-    core: &'a Core,
+    link: &'a Arc<SharedKey>,
+    core: &'a Circuit,
     site: FnName,
-) -> Boxed<'a, Permit<'a>> {
+) -> BoxFuture<'a, NamedPermit<'a>> {
     Box::pin(async move {
         let client = &link.store.client;
         let (seed, remaining) = core.seed();
@@ -125,7 +129,7 @@ pub(super) fn admit<'a>(
 /// An admission asked of the script whose answer has not been read: dropped armed, it gives back
 /// the probe the script may have granted ([`send_cancel`]).
 struct Unheard<'a> {
-    link: &'a Arc<Link>,
+    link: &'a Arc<SharedKey>,
     token: u64,
     site: FnName,
     armed: bool,
@@ -140,9 +144,9 @@ impl Drop for Unheard<'_> {
 }
 
 /// The permit of the script's answer to an `admit`.
-pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> Permit<'c> {
+pub(super) fn permit_of<'c>(core: &'c Circuit, answer: &Answer, site: FnName) -> NamedPermit<'c> {
     match answer.code {
-        1 | 2 => core.store_permit(shared_word(answer.generation), site),
+        1 | 2 => core.store_permit(shared_admission(answer.generation), site),
         3 => core.store_refusal(Reason::HalfOpenFull, None, site),
         4 => core.store_refusal(Reason::ForcedOpen, None, site),
         5 => core.store_refusal(Reason::Recovering, None, site),
@@ -168,7 +172,7 @@ pub(super) fn permit_of<'c>(core: &'c Core, answer: &Answer, site: FnName) -> Pe
 /// local breaker recovers alone, and announces its transitions with `shared = false`.
 ///
 /// [`RedisStoreBuilder::local_recovery_after`]: super::RedisStoreBuilder::local_recovery_after
-pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> Permit<'c> {
+pub(super) fn degraded<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) -> NamedPermit<'c> {
     let client = &link.store.client;
     match client.degrade {
         Degrade::FailOpen => return core.store_permit(Word::SETTLED, site),
@@ -180,13 +184,13 @@ pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> Permit<
     let closed_view = view & CONFIRMED != 0 && matches!(view_state(view), 0 | 4);
     match local {
         State::Closed | State::Disabled if closed_view => {
-            core.store_permit(shared_word(view_generation(view)), site)
+            core.store_permit(shared_admission(view_generation(view)), site)
         }
         // No confirmed view of this key (the replica's first calls, or its views were forgotten
         // when the subscription dropped, or only a message announced the state): the outcome is
         // sent all the same, and the script counts it if the circuit is closed when it arrives.
         State::Closed | State::Disabled if view & CONFIRMED == 0 => {
-            core.store_permit(unknown_shared_word(), site)
+            core.store_permit(unknown_shared_admission(), site)
         }
         State::Open | State::HalfOpen if !client.recovers_locally() => {
             let (_, remaining) = core.seed();
@@ -201,7 +205,7 @@ pub(super) fn degraded<'c>(core: &'c Core, link: &Link, site: FnName) -> Permit<
 /// the store's timeout), then gives back `out` (the call's result, moved into this boxed future so
 /// the caller's own future holds nothing of it across the await).
 pub fn flush_then<'p, T: 'p>(
-    permit: &'p Permit<'_, impl Named>,
+    permit: &'p NamedPermit<'_, impl Named>,
     out: T,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
     after_recording(recording(permit.core()), out)
@@ -209,14 +213,14 @@ pub fn flush_then<'p, T: 'p>(
 
 /// The wait for the recording of the outcomes reported so far on `core`, when its calls await it
 /// (a breaker shared in strict mode); `None` otherwise.
-pub(crate) fn recording(core: &Core) -> Option<Boxed<'_, ()>> {
+pub(crate) fn recording(core: &Circuit) -> Option<BoxFuture<'_, ()>> {
     let store = core.store.as_ref()?;
     store.awaits_recording().then(|| store.flush())
 }
 
 /// Waits until the outcomes reported on `link` so far are recorded, bounded by the store's
 /// timeout.
-pub(super) fn flush(link: &Link) -> Boxed<'_, ()> {
+pub(super) fn flush(link: &SharedKey) -> BoxFuture<'_, ()> {
     Box::pin(async move {
         let target = link.pending.load(Ordering::Acquire);
         let wait = async {

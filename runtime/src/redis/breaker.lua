@@ -12,7 +12,7 @@
 -- ARGV[13] probe lease (ms)   ARGV[14] failure count (failures in the window that open it, 0 = off)
 -- report:  ARGV[15] generation modulo 1024 (1024: admitted while the replica knew no generation;
 --          counted if the circuit is closed or disabled)  ARGV[16] the outcomes, one digit each in the order the
---          replica settled them (0 released, 1 success, 2 failure, 3 slow success, 4 slow failure):
+--          replica settled them (0 ignored, 1 success, 2 failure, 3 slow success, 4 slow failure):
 --          a replica sums what it settled meanwhile into one report per key and generation, so
 --          the script's load grows with the round trips, not with the calls; the outcomes after
 --          a transition are stale (changes nothing)

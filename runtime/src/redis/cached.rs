@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use super::TRANSITIONS;
 use super::admit::{degraded, permit_of};
-use super::link::{CONFIRMED, Client, Link, view_generation, view_state};
+use super::link::{CONFIRMED, Client, SharedKey, view_generation, view_state};
 use super::report::{LEARN, send, send_admit};
 use super::script::follow;
-use crate::breaker::{Core, FnName, Permit, shared_word};
+use crate::breaker::{Circuit, FnName, NamedPermit, shared_admission};
 use crate::error::Reason;
 
 /// Admission from the replica's view of the shared state, when the caller may not ask the
@@ -28,11 +28,11 @@ use crate::error::Reason;
 ///   bounded by the store's timeout, and so does a cached caller the view cannot decide.
 /// - While the store does not answer, both go to [`degraded`].
 pub(crate) fn cached_admit<'c>(
-    core: &'c Core,
-    link: &Arc<Link>,
+    core: &'c Circuit,
+    link: &Arc<SharedKey>,
     site: FnName,
     asks: bool,
-) -> Option<Permit<'c>> {
+) -> Option<NamedPermit<'c>> {
     let client = &link.store.client;
     if !client.healthy.load(Ordering::Acquire) {
         // One `async` caller at a time asks the script, to learn when it answers again; the
@@ -58,14 +58,14 @@ pub(crate) fn cached_admit<'c>(
 
 /// The admission the view decides alone: closed or disabled admits under the view's
 /// generation, forced open refuses, open within its wait refuses; `None` otherwise.
-fn from_view<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>> {
+fn from_view<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) -> Option<NamedPermit<'c>> {
     let view = link.view.load(Ordering::Acquire);
     if view & CONFIRMED == 0 {
         // Unknown, or only announced by a message: the script confirms it first.
         return None;
     }
     match view_state(view) {
-        0 | 4 => Some(core.store_permit(shared_word(view_generation(view)), site)),
+        0 | 4 => Some(core.store_permit(shared_admission(view_generation(view)), site)),
         3 => Some(core.store_refusal(Reason::ForcedOpen, None, site)),
         1 => match core.seed() {
             (1, remaining) if remaining > 0 => {
@@ -83,7 +83,7 @@ fn from_view<'c>(core: &'c Core, link: &Link, site: FnName) -> Option<Permit<'c>
 /// current-thread runtime cannot wait for a task of its own runtime, so there the call is
 /// decided as while the store does not answer ([`degraded`]), and a background read updates the
 /// view for the next call.
-fn ask_blocking<'c>(core: &'c Core, link: &Arc<Link>, site: FnName) -> Permit<'c> {
+fn ask_blocking<'c>(core: &'c Circuit, link: &Arc<SharedKey>, site: FnName) -> NamedPermit<'c> {
     use tokio::runtime::{Handle, RuntimeFlavor};
     let can_wait = match Handle::try_current() {
         Err(_) => Some(false),
@@ -110,7 +110,7 @@ fn ask_blocking<'c>(core: &'c Core, link: &Arc<Link>, site: FnName) -> Permit<'c
 }
 
 /// Starts a background read of the shared state, unless one is on its way.
-fn learn_later(link: &Arc<Link>, site: FnName) {
+fn learn_later(link: &Arc<SharedKey>, site: FnName) {
     if !link.learning.swap(true, Ordering::AcqRel) {
         send(link, 0, LEARN, 0, site);
     }
@@ -175,7 +175,7 @@ fn heard(text: &str) -> Option<Heard<'_>> {
 }
 
 /// Keeps the subscription of a cached store: hands every announced generation to the breakers
-/// of its key (each view takes it only when it checks out, see `Link::hear`); when the
+/// of its key (each view takes it only when it checks out, see `SharedKey::hear`); when the
 /// connection drops, the store's calls are strict until it is
 /// back and every view has been reset (each breaker's next call then asks the script).
 pub(super) async fn subscriber(
@@ -233,7 +233,7 @@ pub(super) async fn subscriber(
             let Some(heard) = heard(&text) else {
                 continue;
             };
-            let links: Vec<Arc<Link>> = strong
+            let links: Vec<Arc<SharedKey>> = strong
                 .links
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

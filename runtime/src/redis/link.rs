@@ -1,30 +1,31 @@
-//! What the store's pieces share: [`Link`], a shared breaker's tie to the store (its Redis key,
-//! its script arguments, its cached view, its reports in flight), the connection and script
-//! every link uses ([`Client`], [`Inner`]), and the [`Report`] a link queues. The types refer to
+//! What the store's pieces share: [`SharedKey`], a shared breaker's tie to the store (its Redis key,
+//! its script arguments, its cached view, its reports in flight), the store every shared key
+//! uses ([`SharedStore`], with its connection and script, [`Client`]), and the [`Report`] a
+//! shared key queues. The types refer to
 //! one another, so they live together; what is done with them is in the other files.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-
 use super::Degrade;
-use crate::breaker::{Core, FnName};
+use crate::breaker::{Circuit, FnName};
 use crate::clock::Clock;
 
-/// One breaker's connection to the store.
-pub(crate) struct Link {
+/// A shared key: one breaker's tie to the store (its Redis key, script arguments, cached view,
+/// reports in flight).
+pub(crate) struct SharedKey {
     pub(super) hash: String,
     pub(super) args: [u64; 12],
-    pub(super) store: Arc<Inner>,
+    pub(super) store: Arc<SharedStore>,
     /// Reports handed to the reporting task, and reports it has finished.
     pub(super) pending: AtomicU64,
     pub(super) applied: AtomicU64,
     pub(super) done: tokio::sync::Notify,
     /// The breaker, for the reporting task to seed and to announce transitions on.
-    pub(super) core: std::sync::Weak<Core>,
+    pub(super) core: std::sync::Weak<Circuit>,
     /// The newest shared state this replica knows (cached mode), as [`view_word`] packs it, or 0
-    /// when unknown (the next call asks the script). Written only under [`Link::known`].
+    /// when unknown (the next call asks the script). Written only under [`SharedKey::known`].
     pub(super) view: AtomicU64,
     /// What the view was learnt from: the key's incarnation, and the newest generation the script
     /// itself answered with (a message may announce more). Not on any call's path.
@@ -120,7 +121,7 @@ pub(super) fn view_generation(view: u64) -> u64 {
     view >> 5
 }
 
-/// What a link's view was learnt from ([`Link::known`]).
+/// What a link's view was learnt from ([`SharedKey::known`]).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Known {
     /// The incarnation of the key (0 while the view is unknown).
@@ -193,7 +194,7 @@ fn on_message(view: u64, known: Known, state: i64, generation: u64, incarnation:
     Verdict::Forget
 }
 
-impl Link {
+impl SharedKey {
     /// Records that the script answered `state` under `generation` of the key's `incarnation`
     /// (see [`on_answer`]); true when the view took it (the local breaker should follow).
     pub(super) fn observe(&self, state: i64, generation: u64, incarnation: u64) -> bool {
@@ -207,7 +208,7 @@ impl Link {
         self.judge(|view, known| on_message(view, known, state, generation, incarnation))
     }
 
-    /// Applies `verdict` to the view, under [`Link::known`]; true when it took the news.
+    /// Applies `verdict` to the view, under [`SharedKey::known`]; true when it took the news.
     fn judge(&self, verdict: impl FnOnce(u64, Known) -> Verdict) -> bool {
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         match verdict(self.view.load(Ordering::Acquire), *known) {
@@ -273,7 +274,7 @@ pub(super) struct Client {
     /// Every shared breaker by Redis key (both modes), for the subscription to update and for
     /// [`RedisStore::force`](super::RedisStore::force) to announce its transition on.
     pub(super) links:
-        std::sync::Mutex<std::collections::HashMap<String, Vec<std::sync::Weak<Link>>>>,
+        std::sync::Mutex<std::collections::HashMap<String, Vec<std::sync::Weak<SharedKey>>>>,
 }
 
 impl Client {
@@ -385,7 +386,9 @@ impl Bound {
     }
 }
 
-pub(super) struct Inner {
+/// A store as its shared keys see it: the connection and script ([`Client`]), the key prefix,
+/// the idle TTL, the keys kept local, and the queue of the reporting task.
+pub(super) struct SharedStore {
     pub(super) client: Arc<Client>,
     pub(super) prefix: String,
     pub(super) ttl_ms: u64,
@@ -396,10 +399,10 @@ pub(super) struct Inner {
 /// An outcome on its way to the store (or a read of the shared state, or an admission asked by
 /// a caller that cannot await it).
 pub(super) struct Report {
-    pub(super) link: Arc<Link>,
-    pub(super) core: Arc<Core>,
+    pub(super) link: Arc<SharedKey>,
+    pub(super) core: Arc<Circuit>,
     pub(super) generation: u64,
-    /// 0 released, 1 success, 2 failure, or a job of another kind (`LEARN`, `ADMIT`).
+    /// 0 ignored, 1 success, 2 failure, or a job of another kind (`LEARN`, `ADMIT`).
     pub(super) outcome: u8,
     /// 1 when slow-call timing found the call slow.
     pub(super) slow: u8,

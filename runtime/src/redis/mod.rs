@@ -131,7 +131,7 @@
 //! with a [`FakeClock`](crate::clock::FakeClock), and production code never needs it.
 //!
 //! **Files**, each using only those listed before it: `link.rs`: the types the others share (a
-//! breaker's `Link` to the store, the connection and script, a queued report). `script.rs`:
+//! breaker's `SharedKey` to the store, the connection and script, a queued report). `script.rs`:
 //! calling `breaker.lua`, reading its answers and applying them to the local breaker.
 //! `report.rs`: outcomes sent to the script off the call path, batched. `admit.rs`: what the
 //! expansion calls on a shared key (admission awaited from the script, the wait for an outcome's
@@ -249,6 +249,7 @@ pub enum StoreErrorKind {
 
 impl StoreError {
     /// Why the store could not be set up.
+    #[must_use]
     pub fn kind(&self) -> StoreErrorKind {
         self.kind
     }

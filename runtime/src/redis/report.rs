@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::{Asker, CONFIRMED, Client, Delta, Link, Report, view_generation, view_state};
+use super::link::{
+    Asker, CONFIRMED, Client, Delta, Report, SharedKey, view_generation, view_state,
+};
 use super::script::{Answer, answer_of, apply, degrade_event};
 use crate::breaker::{ANY_GENERATION, FnName, generation_of};
 use crate::state::Word;
@@ -15,7 +17,7 @@ use crate::state::Word;
 /// Sends the outcome of a call the store admitted under `word` (called when its permit settles;
 /// `slow` when slow-call timing found it slow).
 pub(super) fn report(
-    link: &Arc<Link>,
+    link: &Arc<SharedKey>,
     word: Word,
     slow: bool,
     site: FnName,
@@ -39,7 +41,7 @@ pub(super) fn report(
 /// the call was not admitted by the current closed view (a probe, a degraded call, an older
 /// generation): it is reported as in cached mode.
 fn fold(
-    link: &Arc<Link>,
+    link: &Arc<SharedKey>,
     generation: u64,
     failure: Option<bool>,
     slow: bool,
@@ -101,7 +103,7 @@ pub(super) const FOLD: u8 = 6;
 const NOW: u64 = 1;
 
 /// Makes every fold waiting for its interval due now (and wakes the reporting task).
-pub(super) fn send_flush_now(link: &Arc<Link>) {
+pub(super) fn send_flush_now(link: &Arc<SharedKey>) {
     enqueue(link, 0, FOLD, 0, &"flush", NOW, None);
 }
 
@@ -112,7 +114,7 @@ pub(super) const RESEND_QUEUE: usize = 4096;
 pub(super) const RESENDS: u16 = 8;
 
 /// Hands a job to the reporting task (or, when it is gone, applies it locally).
-pub(super) fn send(link: &Arc<Link>, generation: u64, outcome: u8, slow: u8, site: FnName) {
+pub(super) fn send(link: &Arc<SharedKey>, generation: u64, outcome: u8, slow: u8, site: FnName) {
     enqueue(link, generation, outcome, slow, site, 0, None);
 }
 
@@ -120,13 +122,13 @@ pub(super) fn send(link: &Arc<Link>, generation: u64, outcome: u8, slow: u8, sit
 /// granted one: its `admit` was sent, but its answer never arrived (the call timed out, failed,
 /// or its caller stopped waiting). Sent on the store's one connection after that `admit`, so
 /// Redis runs it after the admission whenever both arrive.
-pub(super) fn send_cancel(link: &Arc<Link>, token: u64, site: FnName) {
+pub(super) fn send_cancel(link: &Arc<SharedKey>, token: u64, site: FnName) {
     enqueue(link, 0, CANCEL, 0, site, token, None);
 }
 
 /// Asks the reporting task for an admission; the answer goes to `reply`.
 pub(super) fn send_admit(
-    link: &Arc<Link>,
+    link: &Arc<SharedKey>,
     seed: u64,
     remaining: u64,
     site: FnName,
@@ -138,7 +140,7 @@ pub(super) fn send_admit(
 }
 
 fn enqueue(
-    link: &Arc<Link>,
+    link: &Arc<SharedKey>,
     generation: u64,
     outcome: u8,
     slow: u8,
@@ -250,7 +252,7 @@ fn take(
     let resent = batch.len();
     // Merged per key, generation and call site: a transition's event names the function whose
     // outcome the script applied.
-    let mut open: std::collections::HashMap<(*const Link, u64, *const &str), usize> =
+    let mut open: std::collections::HashMap<(*const SharedKey, u64, *const &str), usize> =
         std::collections::HashMap::new();
     let mut taken = 0;
     let mut next = first;
@@ -433,7 +435,7 @@ pub(super) async fn worker(
     }
 }
 
-/// The failure flag of a report's outcome (`None`: released).
+/// The failure flag of a report's outcome (`None`: ignored).
 fn failure_of(outcome: u8) -> Option<bool> {
     match outcome {
         1 => Some(false),
@@ -470,7 +472,7 @@ fn give_up(client: &Client, job: &Report, count: u64) {
     }
 }
 
-/// The failure flag of an outcome's digit (`None`: released): the digit of [`code_of`] without
+/// The failure flag of an outcome's digit (`None`: ignored): the digit of [`code_of`] without
 /// its slow part.
 fn failure_of_code(code: u8) -> Option<bool> {
     let outcome = code - b'0';

@@ -6,8 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::link::{Client, Link};
-use crate::breaker::{Core, FnName};
+use super::link::{Client, SharedKey};
+use crate::breaker::{Circuit, FnName};
 use crate::observe::Trigger;
 use crate::state::State;
 use crate::window::Counts;
@@ -84,7 +84,7 @@ pub(super) fn state_of(code: i64) -> State {
 /// Runs the script for `link`, bounded by the store's timeout.
 pub(super) async fn call(
     client: &Client,
-    link: &Link,
+    link: &SharedKey,
     op: &str,
     extra: &[u64],
 ) -> Result<Answer, ()> {
@@ -121,7 +121,7 @@ pub(super) async fn call(
 }
 
 /// Reads one answer of the script (events for a recovery and for corrupt data the script reset).
-pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Result<Answer, ()> {
+pub(super) fn answer_of(client: &Client, link: &SharedKey, values: Vec<i64>) -> Result<Answer, ()> {
     if values.len() != 14 {
         degrade_event(client, link, &format!("unexpected answer {values:?}"));
         return Err(());
@@ -155,7 +155,7 @@ pub(super) fn answer_of(client: &Client, link: &Link, values: Vec<i64>) -> Resul
 /// The ERROR event of data the script did not write under `link`'s key: the key was reset
 /// (`whole`), or one field was cleared (a window slot, this replica's report sequence); `code`
 /// names the field.
-fn corrupt_event(link: &Link, whole: bool, code: i64) {
+fn corrupt_event(link: &SharedKey, whole: bool, code: i64) {
     let field = corrupt_field(code, link.store.client.replica);
     let what = if field == "type" {
         "the key is not a hash".to_owned()
@@ -177,7 +177,7 @@ fn corrupt_event(link: &Link, whole: bool, code: i64) {
     );
 }
 
-pub(super) fn degrade_event(client: &Client, link: &Link, why: &str) {
+pub(super) fn degrade_event(client: &Client, link: &SharedKey, why: &str) {
     if client.failed() {
         tracing::warn!(
             target: "fusebox",
@@ -190,8 +190,8 @@ pub(super) fn degrade_event(client: &Client, link: &Link, why: &str) {
 }
 
 /// Seeds the local breaker with the shared state an answer of the script reported, unless the
-/// view holds a newer generation of the same incarnation (see [`Link::observe`]).
-pub(super) fn learn(link: &Link, core: &Core, answer: &Answer) {
+/// view holds a newer generation of the same incarnation (see [`SharedKey::observe`]).
+pub(super) fn learn(link: &SharedKey, core: &Circuit, answer: &Answer) {
     if link.observe(answer.state, answer.generation, answer.incarnation) {
         follow(link, core, answer.state, answer.remaining_ms);
     }
@@ -202,7 +202,7 @@ pub(super) fn learn(link: &Link, core: &Core, answer: &Answer) {
 /// A forced-open or disabled state in Redis forces the local breaker too; the next closed or open
 /// state learnt from Redis replaces it (a local breaker forced through its handle alone, while
 /// Redis was closed, stays forced until Redis opens).
-pub(super) fn follow(link: &Link, core: &Core, state: i64, remaining_ms: u64) {
+pub(super) fn follow(link: &SharedKey, core: &Circuit, state: i64, remaining_ms: u64) {
     match state_of(state) {
         State::Open => {
             link.forced.store(false, Ordering::Release);
@@ -222,7 +222,7 @@ pub(super) fn follow(link: &Link, core: &Core, state: i64, remaining_ms: u64) {
 
 /// Applies an answer: seeds the local breaker, keeps the shared window for snapshots, and
 /// announces a transition this replica committed, with the rule the script says committed it.
-pub(super) fn apply(link: &Link, core: &Core, answer: &Answer, site: FnName) {
+pub(super) fn apply(link: &SharedKey, core: &Circuit, answer: &Answer, site: FnName) {
     let state = state_of(answer.state);
     if let Some((calls, failures)) = answer.window {
         core.observe_shared_window(calls, failures);

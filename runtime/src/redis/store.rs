@@ -9,20 +9,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::admit::{admit, flush};
-use super::conn::Conn;
 use super::cached::{cached_admit, subscribe, subscriber};
-use super::link::{Bound, Client, Inner, Link};
+use super::conn::Conn;
+use super::link::{Bound, Client, SharedKey, SharedStore};
 use super::report::{report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use super::{
     DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
     Degrade, Mode, StoreError, StoreErrorKind,
 };
-use crate::breaker::{Boxed, Core, FnName, Permit, Store};
+use crate::breaker::{BoxFuture, Circuit, FnName, NamedPermit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
 use crate::observe::Trigger;
-use crate::policy::{Policy, Recovery, Window};
+use crate::policy::{Policy, Recovery, Window, lease_nanos, nanos};
 use crate::state::{State, Word};
 
 /// Settings of a [`RedisStore`]; start with [`RedisStore::builder`].
@@ -55,6 +55,7 @@ impl fmt::Debug for RedisStoreBuilder {
 
 impl RedisStoreBuilder {
     /// How calls use Redis (default [`Mode::Strict`]).
+    #[must_use]
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
         self
@@ -64,6 +65,7 @@ impl RedisStoreBuilder {
     /// call, in [`Mode::Aggregated`] (default [`DEFAULT_FLUSH_INTERVAL`], 20 ms; at least 1 ms).
     /// Longer: less work for Redis, and up to that much more of each replica's calls admitted
     /// after a threshold was crossed.
+    #[must_use]
     pub fn flush_interval(mut self, interval: Duration) -> Self {
         self.flush_interval = interval.max(Duration::from_millis(1));
         self
@@ -102,30 +104,35 @@ impl RedisStoreBuilder {
     }
 
     /// Prefix of the Redis key names, `{prefix:key}` (default `fusebox`).
+    #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
 
     /// What to do when Redis does not answer (default [`Degrade::Local`]).
+    #[must_use]
     pub fn degrade(mut self, degrade: Degrade) -> Self {
         self.degrade = degrade;
         self
     }
 
     /// Idle time after which Redis forgets a breaker's key (default [`DEFAULT_IDLE_TTL`]).
+    #[must_use]
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
         self.idle_ttl = ttl;
         self
     }
 
     /// Keeps `key` local: its breaker is not shared (per-host dynamic keys, for instance).
+    #[must_use]
     pub fn local_key(mut self, key: impl Into<String>) -> Self {
         self.local.push(key.into());
         self
     }
 
     /// For tests: the script takes time from `clock` instead of Redis `TIME`.
+    #[must_use]
     pub fn time_from(mut self, clock: impl Clock) -> Self {
         self.time = Some(Arc::new(clock));
         self
@@ -282,7 +289,7 @@ impl RedisStoreBuilder {
             tokio::spawn(subscriber(Arc::downgrade(&client), subscribe_to, first));
         }
         Ok(RedisStore {
-            inner: Arc::new(Inner {
+            inner: Arc::new(SharedStore {
                 client,
                 prefix: self.prefix,
                 ttl_ms: self.idle_ttl.as_millis().max(1) as u64,
@@ -364,7 +371,7 @@ fn first_line(error: &redis::RedisError) -> String {
 /// A Redis store shared by the replicas of a service; hand it to [`Registry::share`](crate::Registry::share).
 #[derive(Clone)]
 pub struct RedisStore {
-    pub(super) inner: Arc<Inner>,
+    pub(super) inner: Arc<SharedStore>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -387,6 +394,7 @@ impl RedisStore {
     }
 
     /// Settings for a store at `url`.
+    #[must_use]
     pub fn builder(url: &str) -> RedisStoreBuilder {
         RedisStoreBuilder {
             url: url.to_owned(),
@@ -406,6 +414,7 @@ impl RedisStore {
     /// True while this store admits from its cached view: [`Mode::Cached`], the pub/sub
     /// subscription up and Redis answering. False in [`Mode::Strict`], and in cached mode while
     /// the subscription is down (calls are then strict until it is back).
+    #[must_use]
     pub fn is_cached(&self) -> bool {
         let client = &self.inner.client;
         client.cached
@@ -416,6 +425,7 @@ impl RedisStore {
     /// Outcomes this replica gave up sending: the store did not record them after every resend,
     /// or they overflowed the resend queue. With [`Degrade::Local`] they counted on this
     /// replica's local breaker only; with the other [`Degrade`]s, nowhere.
+    #[must_use]
     pub fn dropped_reports(&self) -> u64 {
         self.inner.client.dropped.load(Ordering::Acquire)
     }
@@ -425,7 +435,7 @@ impl RedisStore {
     /// store has recorded them, bounded by twice the store's timeout per key. For a graceful
     /// shutdown: outcomes summed and never sent are lost with the process.
     pub async fn flush(&self) {
-        let links: Vec<Arc<Link>> = {
+        let links: Vec<Arc<SharedKey>> = {
             let links = self
                 .inner
                 .client
@@ -449,11 +459,13 @@ impl RedisStore {
 
     /// The bound on the next store call (see
     /// [`RedisStoreBuilder::adaptive_timeout`]).
+    #[must_use]
     pub fn timeout(&self) -> Duration {
         self.inner.client.timeout()
     }
 
     /// The Redis key name of breaker `key`.
+    #[must_use]
     pub fn redis_key(&self, key: &str) -> String {
         format!("{{{}:{}}}", self.inner.prefix, key)
     }
@@ -510,7 +522,7 @@ impl RedisStore {
             .await
             .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
         let operator: FnName = &"operator";
-        let breakers: Vec<Arc<Link>> = self
+        let breakers: Vec<Arc<SharedKey>> = self
             .inner
             .client
             .links
@@ -541,36 +553,39 @@ impl RedisStore {
         Ok(())
     }
 
-    pub(super) fn link(&self, key: &str, policy: Policy) -> Link {
-        let open_max = policy.open_max_nanos.max(policy.open_for_nanos);
+    pub(super) fn link(&self, key: &str, policy: Policy) -> SharedKey {
+        let settings = policy.settings();
+        let open_for = nanos(settings.open_for);
+        let open_max = nanos(settings.open_max).max(open_for);
         let ms = |nanos: u64| nanos.div_ceil(1_000_000).max(1);
         let args = [
             self.inner.ttl_ms,
-            match policy.get_window() {
+            match settings.window {
                 Window::Count(n) => u64::from(n),
                 Window::Time(span) => TIME_WINDOW + time_slice_ms(span),
             },
-            u64::from(policy.min_calls),
-            u64::from(policy.failure_rate),
-            if policy.slow_nanos != 0 {
-                u64::from(policy.slow_rate)
+            u64::from(settings.min_calls),
+            settings.failure_rate.map_or(0, u64::from),
+            if settings.slow.is_some() {
+                u64::from(settings.slow_rate)
             } else {
                 0
             },
-            u64::from(policy.consecutive),
-            ms(policy.open_for_nanos),
-            u64::from(policy.open_backoff_milli),
+            settings.consecutive.map_or(0, u64::from),
+            ms(open_for),
+            // The factor in thousandths, as the policy holds it (the division is exact to undo).
+            (settings.open_backoff * 1000.0).round() as u64,
             ms(open_max),
-            match policy.recovery {
-                Recovery::Probes => u64::from(policy.half_open),
+            match settings.recovery {
+                Recovery::Probes => u64::from(settings.half_open),
                 Recovery::Progressive { phases, min_passes } => {
                     TIME_WINDOW + (u64::from(phases) << 20) + u64::from(min_passes)
                 }
             },
-            ms(policy.lease_nanos()),
-            u64::from(policy.failure_count),
+            ms(lease_nanos(&policy)),
+            settings.failure_count.map_or(0, u64::from),
         ];
-        Link {
+        SharedKey {
             hash: self.redis_key(key),
             args,
             store: self.inner.clone(),
@@ -602,16 +617,16 @@ pub struct SharedState {
 }
 
 /// Shares `core` through `store` when there is one and the key and policy allow it.
-pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
+pub(crate) fn attach(store: Option<&RedisStore>, core: Circuit) -> Arc<Circuit> {
     let Some(store) = store else {
         return Arc::new(core);
     };
     let key = core.key().as_str();
-    if !core.policy().shared || store.inner.local.iter().any(|k| k == key) {
+    if !core.policy().settings().shared || store.inner.local.iter().any(|k| k == key) {
         return Arc::new(core);
     }
     let policy = *core.policy();
-    if matches!(policy.window, Window::Time(span) if time_slice_ms(span) == 0) {
+    if matches!(policy.settings().window, Window::Time(span) if time_slice_ms(span) == 0) {
         core.set_unshareable();
         tracing::error!(
             target: "fusebox",
@@ -653,17 +668,22 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Core) -> Arc<Core> {
 }
 
 /// A shared breaker's link is its store.
-impl Store for Arc<Link> {
-    fn admit_cached<'c>(&self, core: &'c Core, site: FnName, asks: bool) -> Option<Permit<'c>> {
+impl Store for Arc<SharedKey> {
+    fn admit_cached<'c>(
+        &self,
+        core: &'c Circuit,
+        site: FnName,
+        asks: bool,
+    ) -> Option<NamedPermit<'c>> {
         cached_admit(core, self, site, asks)
     }
 
-    fn admit<'a>(&'a self, core: &'a Core, site: FnName) -> Boxed<'a, Permit<'a>> {
+    fn admit<'a>(&'a self, core: &'a Circuit, site: FnName) -> BoxFuture<'a, NamedPermit<'a>> {
         admit(self, core, site)
     }
 
-    fn report(&self, word: Word, slow: bool, site: FnName, failure: Option<bool>) {
-        report(self, word, slow, site, failure);
+    fn report(&self, admission: Word, slow: bool, site: FnName, failure: Option<bool>) {
+        report(self, admission, slow, site, failure);
     }
 
     fn awaits_recording(&self) -> bool {
@@ -672,7 +692,7 @@ impl Store for Arc<Link> {
         !self.caches() && self.store.client.healthy.load(Ordering::Acquire)
     }
 
-    fn flush(&self) -> Boxed<'_, ()> {
+    fn flush(&self) -> BoxFuture<'_, ()> {
         flush(self)
     }
 

@@ -62,7 +62,7 @@ impl Registry {
     }
 
     #[cold]
-    pub(super) fn insert_dynamic(&self, key: &str, policy: Policy) -> Arc<Core> {
+    pub(super) fn insert_dynamic(&self, key: &str, policy: Policy) -> Arc<Circuit> {
         let _write = self.lock();
         if let Some(found) = self.lookup(key) {
             return found.core.current().clone();
@@ -127,6 +127,7 @@ impl Registry {
     }
 
     /// Calls for dynamic keys that found the registry full and ran unprotected.
+    #[must_use]
     pub fn overflow_count(&self) -> u64 {
         self.overflow.load(Ordering::Relaxed)
     }

@@ -22,6 +22,7 @@ impl Registry {
     ///
     /// [`ConfigError`] when the text is not TOML of this shape, a field is unknown or of the
     /// wrong type, or a value is out of range for the key's declared policy; nothing changes then.
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
     pub fn load_toml(&self, text: &str) -> Result<usize, ConfigError> {
         let layer = config::toml_layer(text)?;
         self.load_layer(Source::File, layer)
@@ -36,6 +37,7 @@ impl Registry {
     /// # Errors
     ///
     /// As [`load_vars`](Registry::load_vars), and when a fusebox variable is not valid Unicode.
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
     pub fn load_env(&self) -> Result<usize, ConfigError> {
         self.load_vars_os(std::env::vars_os())
     }
@@ -58,6 +60,7 @@ impl Registry {
     ///
     /// [`ConfigError`] when a name is not `FUSEBOX__<KEY>__<FIELD>`, two names differ only in
     /// case, a field is unknown, or a value does not parse or is out of range; nothing changes then.
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
     pub fn load_vars(
         &self,
         vars: impl IntoIterator<Item = (String, String)>,

@@ -21,7 +21,7 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use crate::breaker::{Breaker, Core, Snapshot};
+use crate::breaker::{Breaker, Circuit, Snapshot};
 use crate::clock::{Clock, ClockSource};
 use crate::error::Key;
 use crate::key::{KeyQuery, MapKey};
@@ -38,6 +38,7 @@ mod tests;
 
 use dynamic::bounded_key;
 use overrides::Overrides;
+pub use overrides::UnknownKey;
 
 /// Breakers by key; keys of up to [`INLINE_KEY_BYTES`](crate::key::INLINE_KEY_BYTES) bytes are held
 /// inside the map's entries, so a lookup compares them without following a pointer.
@@ -115,11 +116,13 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry on the real monotonic clock.
+    #[must_use]
     pub const fn new() -> Self {
         Self::build(ClockSource::Monotonic)
     }
 
     /// An empty registry reading `clock` (a [`FakeClock`](crate::clock::FakeClock) in tests).
+    #[must_use]
     pub fn with_clock(clock: impl Clock) -> Self {
         Self::build(ClockSource::Custom(Arc::new(clock)))
     }
@@ -173,6 +176,7 @@ impl Registry {
     /// declared by a `#[circuit_breaker]` with this literal key and this registry (created here
     /// before its first call, with the declared policy). A dynamic key longer than
     /// [`MAX_KEY_LEN`] is found by its full text or its bounded form.
+    #[must_use]
     pub fn get(&self, key: &str) -> Option<Breaker> {
         if let Some(found) = self.lookup(key) {
             return Some(found);
@@ -200,7 +204,7 @@ impl Registry {
     ///
     /// A [`PolicyError`] naming the key, the field and its allowed range when `policy` is invalid.
     pub fn breaker(&self, key: &str, policy: Policy) -> Result<Breaker, PolicyError> {
-        policy.validate().map_err(|e| e.for_key(key))?;
+        policy.validate_for(key)?;
         Ok(self.get_or_insert(key, policy, || Key::from(key)))
     }
 
@@ -244,7 +248,7 @@ impl Registry {
             true => declared,
             false => {
                 let wanted = patch.apply(declared);
-                match wanted.validate() {
+                match wanted.validate_for(key.as_str()) {
                     Ok(()) => wanted,
                     Err(error) => {
                         let field = error.field();
@@ -252,8 +256,7 @@ impl Registry {
                             target: "fusebox",
                             key = key.as_str(),
                             field,
-                            "{}; the override is ignored and the declared policy applies",
-                            error.for_key(key.as_str())
+                            "{error}; the override is ignored and the declared policy applies",
                         );
                         declared
                     }
@@ -261,7 +264,7 @@ impl Registry {
             }
         };
         self.set_declared(key.as_str(), declared, &policy);
-        let core = Core::new(key, policy, self.clock.clone(), self.hooks().clone());
+        let core = Circuit::new(key, policy, self.clock.clone(), self.hooks().clone());
         #[cfg(feature = "redis")]
         let core = crate::redis::attach(self.store.get(), core);
         #[cfg(not(feature = "redis"))]
@@ -281,6 +284,7 @@ impl Registry {
     /// # Ok(()) }
     /// ```
     #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn share(&self, store: crate::redis::RedisStore) -> bool {
         let _write = self.lock();
         if self.store.set(store).is_err() {
@@ -315,6 +319,7 @@ impl Registry {
     /// Snapshots of every breaker, sorted by key: those already used and every breaker declared
     /// by a `#[circuit_breaker]` with a literal key and this registry (created here if no call made
     /// it yet).
+    #[must_use]
     pub fn snapshot(&self) -> Vec<Snapshot> {
         for declared in crate::declared::of(self.address()) {
             if self.lookup(declared.key).is_none() {
@@ -329,11 +334,13 @@ impl Registry {
     }
 
     /// The number of registered breakers.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.map().len()
     }
 
     /// True when no breaker exists yet.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -342,7 +349,7 @@ impl Registry {
 /// `policy` when valid; otherwise the default, with an error event naming the key and the field.
 /// (Literal attribute arguments are checked at compile time; a `policy = CONST` is checked here.)
 pub(crate) fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy {
-    match policy.validate() {
+    match policy.validate_for(key) {
         Ok(()) => policy,
         Err(error) => {
             let field = error.field();
@@ -351,8 +358,7 @@ pub(crate) fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy
                 key,
                 field,
                 function,
-                "{}; breaker `{key}` runs the default policy instead",
-                error.for_key(key)
+                "{error}; breaker `{key}` runs the default policy instead",
             );
             Policy::DEFAULT
         }
@@ -392,6 +398,7 @@ impl std::fmt::Debug for Registry {
 static GLOBAL: Registry = Registry::new();
 
 /// The global registry, used by every `#[circuit_breaker]` without `registry = …`.
+#[must_use]
 pub fn registry() -> &'static Registry {
     &GLOBAL
 }

@@ -32,6 +32,7 @@ impl Overrides {
 
 /// A configured key that no breaker of the registry declares, with the closest declared names.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UnknownKey {
     /// The configured key.
     pub key: String,
@@ -60,7 +61,7 @@ impl std::fmt::Display for UnknownKey {
 
 /// Emits the transitions reconfiguration made, outside the registry's lock (hooks may call into
 /// the registry).
-pub(super) fn announce(changed: Vec<(Arc<Core>, State)>) {
+pub(super) fn announce(changed: Vec<(Arc<Circuit>, State)>) {
     for (core, before) in changed {
         core.announce_handover(before);
     }
@@ -76,7 +77,7 @@ impl Registry {
     /// The patched policy is validated against the policy the code declares for `key` (and the
     /// live breaker's) first: an invalid one is refused with an error naming the key, the field
     /// and the allowed range, and nothing changes. How a live breaker takes the change is
-    /// described in the README ("Operators"): an unchanged policy leaves it untouched; otherwise it
+    /// described in [`guide::operators`](crate::guide::operators): an unchanged policy leaves it untouched; otherwise it
     /// keeps its state, its calls in flight and, when the window's kind and size are unchanged,
     /// its window.
     ///
@@ -125,7 +126,7 @@ impl Registry {
     pub(super) fn set_declared(&self, key: &str, declared: Policy, running: &Policy) {
         let mut all = self.declared.write().unwrap_or_else(|p| p.into_inner());
         // Equal values with other explicit fields still patch differently: keep those too.
-        if declared == *running && declared.explicit == running.explicit {
+        if declared == *running && PolicyPatch::from(declared) == PolicyPatch::from(*running) {
             all.remove(key);
         } else {
             all.insert(key.to_owned(), declared);
@@ -133,7 +134,7 @@ impl Registry {
     }
 
     /// The declared policy of `breaker` (before overrides).
-    pub(super) fn declared_of(&self, breaker: &Core) -> Policy {
+    pub(super) fn declared_of(&self, breaker: &Circuit) -> Policy {
         self.declared
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -165,7 +166,7 @@ impl Registry {
             bases.push(Policy::DEFAULT);
         }
         for base in bases {
-            patch.apply(base).validate().map_err(|e| e.for_key(key))?;
+            patch.apply(base).validate_for(key)?;
         }
         Ok(())
     }
@@ -177,7 +178,7 @@ impl Registry {
         &self,
         next: Overrides,
         keys: impl IntoIterator<Item = String>,
-    ) -> Vec<(Arc<Core>, State)> {
+    ) -> Vec<(Arc<Circuit>, State)> {
         let mut changed = Vec::new();
         *self.overrides.write().unwrap_or_else(|p| p.into_inner()) = next;
         let overrides = self.overrides();
@@ -275,6 +276,7 @@ impl Registry {
     /// (`CircuitBreakerMiddleware::new`) built for this registry. Loading warns about each unknown
     /// key once (a `tracing` WARN, at the first load that finds it) rather than failing, because
     /// a dynamic key or a breaker made with [`breaker`](Registry::breaker) may still claim it.
+    #[must_use]
     pub fn unknown_keys(&self) -> Vec<UnknownKey> {
         let built = self.built.read().unwrap_or_else(|p| p.into_inner());
         let declared: BTreeSet<&str> = crate::declared::of(self.address())

@@ -11,7 +11,7 @@ fn same_key_same_breaker_and_first_policy_wins() {
         .breaker("k", Policy::new().window(5).min_calls(5))
         .unwrap();
     let b = r.breaker("k", Policy::new()).unwrap();
-    assert_eq!(b.policy().get_window(), crate::Window::Count(5));
+    assert_eq!(b.policy().settings().window, crate::Window::Count(5));
     a.force_open();
     assert_eq!(b.state(), State::ForcedOpen);
     assert_eq!(r.len(), 1);
@@ -33,7 +33,7 @@ fn configure_before_and_after_first_use() {
     r.configure("early", Policy::new().window(7).min_calls(7))
         .unwrap();
     let early = r.breaker("early", Policy::new()).unwrap();
-    assert_eq!(early.policy().get_window(), crate::Window::Count(7));
+    assert_eq!(early.policy().settings().window, crate::Window::Count(7));
 
     let late = r
         .breaker("late", Policy::new().window(2).min_calls(1))
@@ -49,17 +49,17 @@ fn configure_before_and_after_first_use() {
     )
     .unwrap();
     // The old handle follows the replacement, which kept the open state.
-    assert_eq!(late.policy().get_window(), crate::Window::Count(3));
+    assert_eq!(late.policy().settings().window, crate::Window::Count(3));
     assert_eq!(late.state(), State::Open);
     assert_eq!(
-        r.get("late").unwrap().policy().get_window(),
+        r.get("late").unwrap().policy().settings().window,
         crate::Window::Count(3)
     );
 
     let err = r.configure("late", Policy::new().window(0)).unwrap_err();
     assert_eq!((err.key(), err.field()), (Some("late"), "window"));
     assert_eq!(
-        late.policy().get_window(),
+        late.policy().settings().window,
         crate::Window::Count(3),
         "nothing half-applied"
     );

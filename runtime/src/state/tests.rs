@@ -86,7 +86,7 @@ fn after_probe_counts_closes_reopens_releases_and_ignores_stale_reports() {
     };
     assert_eq!(failed.state(), State::Open);
     assert_eq!(
-        after_probe(issued, issued, Verdict::Released, 2, reopen),
+        after_probe(issued, issued, Verdict::Ignored, 2, reopen),
         Step::Replace(issued.with_issued(0))
     );
     let later = issued.to_open(0, MS).to_half_open(MS);

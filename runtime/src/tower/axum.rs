@@ -79,10 +79,12 @@ where
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl<C: AxumClassifier, K> CircuitBreakerLayer<C, K> {
     /// The layer for axum's `Router::layer` / `route_layer`: a refusal becomes
     /// `503 Service Unavailable` with `Retry-After` and a JSON body (see
     /// [`IntoResponse for fusebox::Error`](crate::Error#impl-IntoResponse-for-Error)).
+    #[must_use]
     pub fn axum(self) -> AxumLayer<C::Classifier, K> {
         AxumLayer(CircuitBreakerLayer {
             registry: self.registry,
@@ -179,6 +181,7 @@ impl<F> fmt::Debug for RejectionFuture<F> {
 /// `reason` is one of `open`, `half_open_full`, `recovering`, `forced_open`, `bulkhead_full`,
 /// `timed_out`). The breaker's key is not in the response, so internal names do not leak to
 /// clients.
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let secs = self.retry_after_secs().unwrap_or(1);

@@ -43,6 +43,7 @@ impl<T, E> Classify<T, E> for AnyError {
 pub struct HttpFailures;
 
 /// True for the statuses [`HttpFailures`] counts: `5xx` and `429 Too Many Requests`.
+#[must_use]
 pub fn http_status_counts(status: http::StatusCode) -> bool {
     status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS
 }
@@ -70,6 +71,7 @@ pub const GRPC_UNAVAILABLE: i32 = 14;
 ///
 /// Takes the numeric code, so it works with any gRPC stack; with tonic:
 /// `grpc_code_counts(status.code() as i32)`.
+#[must_use]
 pub fn grpc_code_counts(code: i32) -> bool {
     matches!(
         code,
@@ -78,6 +80,7 @@ pub fn grpc_code_counts(code: i32) -> bool {
 }
 
 /// The gRPC code carried by a `grpc-status` header value, if it is a valid one.
+#[must_use]
 pub fn grpc_status_code(value: &http::HeaderValue) -> Option<i32> {
     let text = value.to_str().ok()?;
     if text.is_empty() || text.len() > 2 || !text.bytes().all(|b| b.is_ascii_digit()) {

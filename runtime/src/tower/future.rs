@@ -13,7 +13,7 @@ use crate::breaker::{OwnedPermit, Verdict};
 /// A shared breaker's recording in flight (strict mode), with the result it holds back until
 /// then (nothing without the `redis` feature).
 #[cfg(feature = "redis")]
-type Recording<O> = Option<(crate::breaker::Boxed<'static, ()>, O)>;
+type Recording<O> = Option<(crate::breaker::BoxFuture<'static, ()>, O)>;
 #[cfg(not(feature = "redis"))]
 type Recording<O> = std::marker::PhantomData<O>;
 

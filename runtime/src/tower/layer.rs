@@ -2,13 +2,12 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::marker::PhantomData;
 
 use tower_layer::Layer;
 
 use super::SITE;
 use super::classify::AnyError;
-use super::service::{CircuitBreaker, PerRequest};
+use super::service::{CircuitBreaker, KeyFn};
 use crate::registry::{Registry, usable_policy};
 use crate::{Breaker, Key, Policy};
 
@@ -56,27 +55,6 @@ pub struct CircuitBreakerLayer<C = AnyError, K = FixedKey> {
 #[derive(Debug, Clone)]
 pub struct FixedKey(Key);
 
-/// The key of a [`CircuitBreakerLayer::key_fn`] layer: taken from each request.
-pub struct KeyFn<F, Req> {
-    f: F,
-    _req: PhantomData<fn(&Req)>,
-}
-
-impl<F: Clone, Req> Clone for KeyFn<F, Req> {
-    fn clone(&self) -> Self {
-        KeyFn {
-            f: self.f.clone(),
-            _req: PhantomData,
-        }
-    }
-}
-
-impl<F, Req> fmt::Debug for KeyFn<F, Req> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("KeyFn")
-    }
-}
-
 impl CircuitBreakerLayer {
     /// A layer for the circuit `key` of the global registry, with the default policy and
     /// classifier.
@@ -85,6 +63,7 @@ impl CircuitBreakerLayer {
     /// in the one [`registry`](CircuitBreakerLayer::registry) names, with the policy
     /// [`policy`](CircuitBreakerLayer::policy) gives): its overrides are validated against that
     /// policy, and it is not one of [`Registry::unknown_keys`], before its breaker exists.
+    #[must_use]
     pub fn new(key: impl Into<Key>) -> Self {
         let key = key.into();
         CircuitBreakerLayer {
@@ -100,12 +79,14 @@ impl CircuitBreakerLayer {
 
 impl<C, K> CircuitBreakerLayer<C, K> {
     /// Uses `registry` (a `static`, or a `static LazyLock<Registry>`) instead of the global one.
+    #[must_use]
     pub fn registry(mut self, registry: &'static Registry) -> Self {
         self.registry = registry;
         self.declared()
     }
 
     /// The policy breakers are created with.
+    #[must_use]
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self.declared()
@@ -122,6 +103,7 @@ impl<C, K> CircuitBreakerLayer<C, K> {
     /// Which outcomes count as failures: a closure `|r: &Result<Response, Error>| -> bool`, or
     /// [`HttpFailures`](super::HttpFailures), [`GrpcFailures`](super::GrpcFailures),
     /// [`AnyError`]. `Error` here is the inner service's own error type.
+    #[must_use]
     pub fn failure<C2>(self, classifier: C2) -> CircuitBreakerLayer<C2, K> {
         CircuitBreakerLayer {
             registry: self.registry,
@@ -138,6 +120,7 @@ impl<C, K> CircuitBreakerLayer<C, K> {
     /// idle ones evicted and calls past the registry's cap running unprotected (see
     /// [`Registry::set_max_keys`]), so a key taken from what a client sends cannot grow memory
     /// without bound.
+    #[must_use]
     pub fn key_fn<Req, F>(self, f: F) -> CircuitBreakerLayer<C, KeyFn<F, Req>>
     where
         F: for<'r> Fn(&'r Req) -> Cow<'r, str>,
@@ -146,10 +129,7 @@ impl<C, K> CircuitBreakerLayer<C, K> {
             registry: self.registry,
             policy: self.policy,
             classifier: self.classifier,
-            key: KeyFn {
-                f,
-                _req: PhantomData,
-            },
+            key: KeyFn::new(f),
             declared: None,
         }
     }
@@ -169,19 +149,12 @@ impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
 }
 
 impl<S, C: Clone, F: Clone, Req> Layer<S> for CircuitBreakerLayer<C, KeyFn<F, Req>> {
-    type Service = CircuitBreaker<S, C, PerRequest<F, Req>>;
+    type Service = CircuitBreaker<S, C, KeyFn<F, Req>>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        CircuitBreaker::new(
-            inner,
-            self.classifier.clone(),
-            PerRequest {
-                key: self.key.f.clone(),
-                registry: self.registry,
-                policy: usable_policy("key_fn", SITE, self.policy),
-                _req: PhantomData,
-            },
-        )
+        let policy = usable_policy("key_fn", SITE, self.policy);
+        let key = self.key.with(self.registry, policy);
+        CircuitBreaker::new(inner, self.classifier.clone(), key)
     }
 }
 

@@ -64,8 +64,10 @@ mod layer;
 mod service;
 
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
 #[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub mod reqwest;
 
 pub use classify::{
@@ -73,8 +75,8 @@ pub use classify::{
     GrpcFailures, HttpFailures, grpc_code_counts, grpc_status_code, http_status_counts,
 };
 pub use future::ResponseFuture;
-pub use layer::{CircuitBreakerLayer, FixedKey, KeyFn};
-pub use service::{Admission, CircuitBreaker, PerRequest};
+pub use layer::{CircuitBreakerLayer, FixedKey};
+pub use service::{Admission, CircuitBreaker, KeyFn};
 
 /// The error type of a wrapped service, as in tower: a refusal is a boxed
 /// [`fusebox::Error`](crate::Error).

@@ -63,6 +63,7 @@ impl CircuitBreakerMiddleware {
     /// in the one [`registry`](Self::registry) names, with the policy [`policy`](Self::policy)
     /// gives): its overrides are validated against that policy, and it is not one of
     /// [`Registry::unknown_keys`], before the first request creates its breaker.
+    #[must_use]
     pub fn new(key: impl Into<Key>) -> Self {
         CircuitBreakerMiddleware {
             registry: crate::registry(),
@@ -75,6 +76,7 @@ impl CircuitBreakerMiddleware {
     /// One circuit per host: the key is the URL's `host:port` (`api.example.com:443`, the port
     /// made explicit), so two ports of one host are two circuits. Keys are looked up like the
     /// attribute's dynamic keys and bounded by [`Registry::set_max_keys`].
+    #[must_use]
     pub fn per_host() -> Self {
         CircuitBreakerMiddleware {
             registry: crate::registry(),
@@ -84,12 +86,14 @@ impl CircuitBreakerMiddleware {
     }
 
     /// Uses `registry` (a `static`, or a `static LazyLock<Registry>`) instead of the global one.
+    #[must_use]
     pub fn registry(mut self, registry: &'static Registry) -> Self {
         self.registry = registry;
         self.declared()
     }
 
     /// The policy breakers are created with (an invalid one is logged and the default runs).
+    #[must_use]
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = usable_policy("reqwest", SITE_REQWEST, policy);
         self.declared()
@@ -130,6 +134,7 @@ fn host_key(url: &Url) -> String {
 }
 
 /// The [`fusebox::Error`](crate::Error) inside `err` when the middleware rejected the request.
+#[must_use]
 pub fn rejection(err: &reqwest_middleware::Error) -> Option<&Error> {
     match err {
         reqwest_middleware::Error::Middleware(inner) => inner.downcast_ref::<Error>(),
@@ -139,6 +144,7 @@ pub fn rejection(err: &reqwest_middleware::Error) -> Option<&Error> {
 
 /// The former name of [`rejection`].
 #[deprecated(since = "0.1.0", note = "use `rejection`")]
+#[must_use]
 pub fn refusal(err: &reqwest_middleware::Error) -> Option<&Error> {
     rejection(err)
 }

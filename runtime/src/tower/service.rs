@@ -38,25 +38,44 @@ impl<S, C, K> CircuitBreaker<S, C, K> {
     }
 
     /// The wrapped service.
+    #[must_use]
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
 
     /// The wrapped service, mutably.
+    #[must_use]
     pub fn get_mut(&mut self) -> &mut S {
         &mut self.inner
     }
 
     /// The wrapped service, unwrapped.
+    #[must_use]
     pub fn into_inner(self) -> S {
         self.inner
     }
 }
 
-/// Where a [`CircuitBreaker`] finds the breaker of a request.
-pub trait Admission<Req> {
+/// Where a [`CircuitBreaker`] finds the breaker of a request: a [`Breaker`] (the fixed key of
+/// [`CircuitBreakerLayer::new`](super::CircuitBreakerLayer::new)) or a [`KeyFn`] (a key taken
+/// from each request). Sealed: only these two implement it.
+pub trait Admission<Req>: sealed::Sealed {
     /// Asks the breaker of `req` for admission; a refused call gets an inert permit that says why.
     fn admit(&self, req: &Req) -> OwnedPermit;
+}
+
+/// The seal of [`Admission`]: a public trait in a private module, so no other crate can
+/// implement it.
+mod sealed {
+    #[expect(
+        unnameable_types,
+        reason = "the seal must not be nameable outside the crate"
+    )]
+    pub trait Sealed {}
+
+    impl Sealed for crate::Breaker {}
+
+    impl<F, Req> Sealed for super::KeyFn<F, Req> {}
 }
 
 impl<Req> Admission<Req> for Breaker {
@@ -66,31 +85,63 @@ impl<Req> Admission<Req> for Breaker {
     }
 }
 
-/// The per-request key of a [`CircuitBreakerLayer::key_fn`](super::CircuitBreakerLayer::key_fn)
-/// layer, with the registry and policy its breakers are created in.
-#[derive(Clone)]
-pub struct PerRequest<F, Req> {
-    /// The layer's key function.
-    pub(super) key: F,
-    pub(super) registry: &'static Registry,
-    pub(super) policy: Policy,
-    pub(super) _req: PhantomData<fn(&Req)>,
+/// The key of a [`CircuitBreakerLayer::key_fn`](super::CircuitBreakerLayer::key_fn) layer and
+/// of the services it makes: a function that takes the key from each request, with the registry
+/// and policy its breakers are created in (the layer's, given when it wraps a service).
+pub struct KeyFn<F, Req> {
+    /// The key function.
+    f: F,
+    registry: &'static Registry,
+    policy: Policy,
+    _req: PhantomData<fn(&Req)>,
 }
 
-impl<F, Req> Admission<Req> for PerRequest<F, Req>
+impl<F, Req> KeyFn<F, Req> {
+    /// The key function `f`, creating breakers in the global registry with the default policy
+    /// until [`with`](KeyFn::with) says otherwise.
+    pub(super) fn new(f: F) -> Self {
+        KeyFn {
+            f,
+            registry: crate::registry(),
+            policy: Policy::DEFAULT,
+            _req: PhantomData,
+        }
+    }
+
+    /// The same key function, creating breakers in `registry` with `policy`.
+    pub(super) fn with(&self, registry: &'static Registry, policy: Policy) -> Self
+    where
+        F: Clone,
+    {
+        KeyFn {
+            f: self.f.clone(),
+            registry,
+            policy,
+            _req: PhantomData,
+        }
+    }
+}
+
+impl<F: Clone, Req> Clone for KeyFn<F, Req> {
+    fn clone(&self) -> Self {
+        self.with(self.registry, self.policy)
+    }
+}
+
+impl<F, Req> Admission<Req> for KeyFn<F, Req>
 where
     F: for<'r> Fn(&'r Req) -> Cow<'r, str>,
 {
     #[inline]
     fn admit(&self, req: &Req) -> OwnedPermit {
-        let key = (self.key)(req);
+        let key = (self.f)(req);
         self.registry.dynamic(&key, self.policy).enter_owned(&SITE)
     }
 }
 
-impl<F, Req> fmt::Debug for PerRequest<F, Req> {
+impl<F, Req> fmt::Debug for KeyFn<F, Req> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PerRequest")
+        f.debug_struct("KeyFn")
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }

@@ -59,9 +59,10 @@ impl Counts {
         let reaches = |part: u32, rate: u8| {
             rate != 0 && u64::from(part) * 100 >= u64::from(rate) * u64::from(self.calls)
         };
-        self.calls >= policy.min_calls
-            && (reaches(self.failures, policy.failure_rate)
-                || (policy.slow_nanos != 0 && reaches(self.slow, policy.slow_rate)))
+        let settings = policy.settings();
+        self.calls >= settings.min_calls
+            && (reaches(self.failures, settings.failure_rate.unwrap_or(0))
+                || (settings.slow.is_some() && reaches(self.slow, settings.slow_rate)))
     }
 }
 
@@ -88,11 +89,13 @@ pub(crate) enum Outcomes {
 
 impl Outcomes {
     pub(crate) fn new(policy: &Policy) -> Self {
-        match policy.window {
-            WindowKind::Count(n) => Outcomes::Count(CountWindow::new(n, policy.slow_nanos != 0)),
+        let settings = policy.settings();
+        let timed = settings.slow.is_some();
+        match settings.window {
+            WindowKind::Count(n) => Outcomes::Count(CountWindow::new(n, timed)),
             WindowKind::Time(span) => Outcomes::Time(TimeWindow::new(
                 crate::clock::duration_to_nanos(span),
-                policy.slow_nanos != 0,
+                timed,
             )),
         }
     }

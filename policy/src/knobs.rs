@@ -1,0 +1,349 @@
+//! The knob table: one row per policy knob, from which every list of knobs is generated.
+//!
+//! [`with_knobs!`](crate::with_knobs) hands the rows to a generator macro (`with_knobs!(gen)`
+//! expands to `gen! { rows }`). This crate generates from them the fields of `Policy`, its
+//! setters, its `PolicySettings`, `PolicyPatch` and `KNOBS` (`lib.rs`, `patch.rs`); `fusebox-macros`
+//! the attribute's arguments; `fusebox` the fields of its configuration files. A row reads:
+//!
+//! ```text
+//! /// what the setting is (the doc of its `PolicySettings` field)
+//! name {
+//!     fields { field: Type = default, … }      // the private fields of `Policy`
+//!     setting { Type = |p| expression }        // its `PolicySettings` field, from `p: &Policy`
+//!     setters { /// doc
+//!               fn setter(arg: Type, …) { field: value, … } … }
+//!     patch { fn setter(…) { field: value } }  // optional: `PolicyPatch`-only setters
+//!     attr(Type = reader(arguments) => setter, …)  // optional: the attribute argument
+//!     config { field_name: reader, … }         // the configuration file's field(s)
+//! }
+//! ```
+//!
+//! A setter stores its values into the named fields and marks the knob as set explicitly; the
+//! same setter on `PolicyPatch` records the values, and `PolicyPatch::apply` stores them the
+//! same way. `attr` is the row of the attribute's argument table (`fusebox-macros`' `args.rs`:
+//! the checked value's type, the reader of `args/values.rs` with its arguments, the setter(s)
+//! the value is passed to); a knob without one is set in code or configuration only.
+//! `config` names the configuration field(s) and the reader (in `fusebox`'s `config.rs`) that
+//! turns a value into a `PolicyPatch`. The names in `attr` and `config` are resolved where
+//! those crates expand the table.
+
+/// Hands the knob table to the generator `$generate` (see the module `knobs.rs`): the one list
+/// of the policy knobs. Not a public API.
+///
+/// `with_knobs!(generate)` hands it every row as written; `with_knobs!(@arguments generate)`
+/// only the attribute's arguments, `name(type = reader(arguments) => setter, …);` per row that
+/// has an `attr` column; `with_knobs!(@config generate)` only the configuration fields,
+/// `field: reader,` each.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! with_knobs {
+    ($($generate:tt)+) => {
+        $crate::__knob_view! { [$($generate)+]
+            /// The window the rates are computed over: a count or a time window.
+            window {
+                fields { window: Window = Window::Count(100) }
+                setting { Window = |p| p.window }
+                setters {
+                    /// A count window: the last `calls` recorded outcomes (older ones are
+                    /// evicted).
+                    ///
+                    /// A `min_calls` above `calls` is lowered to it (see the rules in the type's
+                    /// documentation).
+                    fn window(calls: u32) { window: Window::Count(calls) }
+                    /// A time window: the outcomes recorded during the last `span`.
+                    fn time_window(span: Duration) { window: Window::Time(span) }
+                }
+                attr(WindowArg = window_arg() => window, time_window)
+                config { window: |f| f.window() }
+            }
+            /// The number of recorded calls below which the rates are not evaluated.
+            min_calls {
+                fields { min_calls: u32 = DEFAULT_MIN_CALLS }
+                setting { u32 = |p| p.min_calls }
+                setters {
+                    /// The number of recorded calls below which the circuit never opens on a
+                    /// rate (at most a count window; without this setter it is 10, or the count
+                    /// window when smaller).
+                    fn min_calls(calls: u32) { min_calls: calls }
+                }
+                attr(Spanned<u32> = count_arg("10", MAX_CALLS, "calls, at most `window`") => min_calls)
+                config { min_calls: |f| Ok(P.min_calls(f.int(COUNT)?)) }
+            }
+            /// The failure rate in percent that opens the circuit, or `None` when the rule is off.
+            failure_rate {
+                fields { failure_rate: u8 = DEFAULT_FAILURE_RATE }
+                setting { Option<u8> = |p| if p.failure_rate == 0 { None } else { Some(p.failure_rate) } }
+                setters {
+                    /// The failure rate, in percent of the window, at which the circuit opens
+                    /// (1..=100). Set explicitly, it stays on next to
+                    /// [`consecutive`](Policy::consecutive).
+                    fn failure_rate(percent: u8) { failure_rate: percent }
+                    /// Turns the failure-rate rule off (for a policy that trips on `consecutive`
+                    /// or `slow` only).
+                    fn rate_off() { failure_rate: 0 }
+                }
+                attr(Spanned<u8> = percent_arg("50") => failure_rate)
+                config { failure_rate: |f| Ok(P.failure_rate(f.int(PERCENT)?)) }
+            }
+            /// The counted failures in a row that open the circuit, or `None` when the rule is off.
+            consecutive {
+                fields { consecutive: u32 = 0 }
+                setting { Option<u32> = |p| unless_zero(p.consecutive) }
+                setters {
+                    /// Opens after `failures` counted failures in a row (any success resets the
+                    /// run). Unless [`failure_rate`](Policy::failure_rate) or
+                    /// [`rate_off`](Policy::rate_off) was called, this turns the rate rule off
+                    /// (`consecutive(0)` turns it back on).
+                    fn consecutive(failures: u32) { consecutive: failures }
+                }
+                attr(Spanned<u32> = count_arg("5", MAX_WINDOW, "counted failures in a row") => consecutive)
+                config { consecutive: |f| Ok(P.consecutive(f.int(COUNT)?)) }
+            }
+            /// The counted failures within the window that open the circuit, or `None` when the
+            /// rule is off.
+            failure_count {
+                fields { failure_count: u32 = 0 }
+                setting { Option<u32> = |p| unless_zero(p.failure_count) }
+                setters {
+                    /// Opens after `failures` counted failures within the window, whatever their
+                    /// rate (Sentinel's exception count: 50 failures a minute matter at a 0.5 %
+                    /// rate). The count is the window's: the last N calls of a count window, the
+                    /// last span of a time window. It is not gated by
+                    /// [`min_calls`](Policy::min_calls) (the count is its own minimum), and at
+                    /// most a count window. Unless [`failure_rate`](Policy::failure_rate) or
+                    /// [`rate_off`](Policy::rate_off) was called, this turns the rate rule off
+                    /// (`failure_count(0)` turns the count rule off and, with no `consecutive`,
+                    /// the rate rule back on).
+                    ///
+                    /// ```
+                    /// # use fusebox_policy as fusebox;
+                    /// use std::time::Duration;
+                    /// use fusebox::Policy;
+                    ///
+                    /// // 50 failures within a minute open the circuit, and so does a 50 % rate.
+                    /// const SEARCH: Policy = Policy::new()
+                    ///     .time_window(Duration::from_secs(60))
+                    ///     .failure_count(50)
+                    ///     .failure_rate(50);
+                    /// assert_eq!(SEARCH.settings().failure_count, Some(50));
+                    /// assert_eq!(SEARCH.settings().failure_rate, Some(50));
+                    /// // Alone, it replaces the rate rule.
+                    /// assert_eq!(Policy::new().failure_count(5).settings().failure_rate, None);
+                    /// ```
+                    fn failure_count(failures: u32) { failure_count: failures }
+                }
+                attr(Spanned<u32> = count_arg("50", MAX_WINDOW, "counted failures in the window") => failure_count)
+                config { failure_count: |f| Ok(P.failure_count(f.int(COUNT)?)) }
+            }
+            /// The slow-call threshold, or `None` when slow calls are not tracked.
+            slow {
+                fields { slow_nanos: u64 = 0 }
+                setting { Option<Duration> = |p| if p.slow_nanos == 0 { None } else { Some(Duration::from_nanos(p.slow_nanos)) } }
+                setters {
+                    /// A recorded call slower than `threshold` counts as slow (a slow success is
+                    /// slow, not failed). Strictly slower: a call that takes exactly `threshold`
+                    /// is not slow, one that takes a nanosecond more is.
+                    fn slow(threshold: Duration) { slow_nanos: duration_to_nanos(threshold) }
+                }
+                attr(Spanned<u64> = duration_arg("2s", MS_TO_DAY) => slow)
+                config { slow: |f| Ok(P.slow(f.duration()?)) }
+            }
+            /// The slow-call rate threshold in percent (it applies with `slow` only).
+            slow_rate {
+                fields { slow_rate: u8 = 100 }
+                setting { u8 = |p| p.slow_rate }
+                setters {
+                    /// The slow-call rate, in percent of the window, at which the circuit opens
+                    /// (1..=100; default 100).
+                    fn slow_rate(percent: u8) { slow_rate: percent }
+                }
+                attr(Spanned<u8> = percent_arg("80") => slow_rate)
+                config { slow_rate: |f| Ok(P.slow_rate(f.int(PERCENT)?)) }
+            }
+            /// The open wait (before any backoff).
+            open_for {
+                fields { open_for_nanos: u64 = 10_000_000_000 }
+                setting { Duration = |p| Duration::from_nanos(p.open_for_nanos) }
+                setters {
+                    /// How long the circuit stays open before it admits probes.
+                    fn open_for(wait: Duration) { open_for_nanos: duration_to_nanos(wait) }
+                }
+                attr(Spanned<u64> = duration_arg("10s", MS_TO_DAY) => open_for)
+                config { open_for: |f| Ok(P.open_for(f.duration()?)) }
+            }
+            /// The multiplier of the wait per failed recovery (1: no backoff).
+            open_backoff {
+                fields { open_backoff_milli: u32 = 1000 }
+                setting { f64 = |p| p.open_backoff_milli as f64 / 1000.0 }
+                setters {
+                    /// Each consecutive re-open (a failed recovery) multiplies the wait by
+                    /// `factor` (≥ 1), up to [`open_max`](Policy::open_max). A successful close
+                    /// resets it.
+                    fn open_backoff(factor: f64) { open_backoff_milli: factor_to_milli(factor) }
+                }
+                attr(Spanned<f64> = factor_arg() => open_backoff)
+                config { open_backoff: |f| Ok(P.open_backoff(f.float()?)) }
+            }
+            /// The longest wait `open_backoff` grows to.
+            open_max {
+                fields { open_max_nanos: u64 = DEFAULT_OPEN_MAX_NANOS }
+                setting { Duration = |p| Duration::from_nanos(p.open_max_nanos) }
+                setters {
+                    /// The longest wait `open_backoff` can grow to (default 5 minutes, never
+                    /// below `open_for`).
+                    fn open_max(wait: Duration) { open_max_nanos: duration_to_nanos(wait) }
+                }
+                attr(Spanned<u64> = duration_arg("5m", MS_TO_DAY) => open_max)
+                config { open_max: |f| Ok(P.open_max(f.duration()?)) }
+            }
+            /// The number of half-open probes.
+            half_open {
+                fields { half_open: u32 = 1 }
+                setting { u32 = |p| p.half_open }
+                setters {
+                    /// How many probes a half-open circuit admits; all must succeed to close it.
+                    fn half_open(probes: u32) { half_open: probes }
+                }
+                attr(Spanned<u32> = count_arg("1", MAX_HALF_OPEN, "probes") => half_open)
+                config { half_open: |f| Ok(P.half_open(f.int(COUNT)?)) }
+            }
+            /// How long a probe may stay unreported (`open_for` unless set).
+            half_open_lease {
+                fields { half_open_lease_nanos: u64 = 0 }
+                setting { Duration = |p| Duration::from_nanos(p.lease_nanos()) }
+                setters {
+                    /// How long half-open probes may stay unreported before their slots are
+                    /// re-armed (default: `open_for`).
+                    fn half_open_lease(lease: Duration) { half_open_lease_nanos: duration_to_nanos(lease) }
+                }
+                attr(Spanned<u64> = duration_arg("30s", MS_TO_DAY) => half_open_lease)
+                config { half_open_lease: |f| Ok(P.half_open_lease(f.duration()?)) }
+            }
+            /// Probes or progressive recovery.
+            recovery {
+                fields { recovery: Recovery = Recovery::Probes }
+                setting { Recovery = |p| p.recovery }
+                setters {
+                    /// Probe recovery (the default) or progressive recovery; see [`Recovery`].
+                    fn recovery(recovery: Recovery) { recovery: recovery }
+                    /// Progressive recovery: see [`Recovery::Progressive`].
+                    fn progressive(phases: u32, min_passes: u32) {
+                        recovery: Recovery::Progressive { phases, min_passes }
+                    }
+                }
+                attr(RecoveryArg = recovery_arg() => progressive)
+                config { recovery: |f| Ok(P.recovery(f.recovery()?)) }
+            }
+            /// The bulkhead limit, or `None` when calls in flight are unlimited.
+            max_concurrent {
+                fields { max_concurrent: u32 = 0 }
+                setting { Option<u32> = |p| unless_zero(p.max_concurrent) }
+                setters {
+                    /// At most `calls` calls in flight for this key; the next one is refused at
+                    /// once (reason `BulkheadFull`) and not counted as a failure.
+                    fn max_concurrent(calls: u32) { max_concurrent: calls }
+                }
+                attr(Spanned<u32> = count_arg("10", MAX_CONCURRENT, "calls in flight") => max_concurrent)
+                config { max_concurrent: |f| Ok(P.max_concurrent(f.int(COUNT)?)) }
+            }
+            /// When an open circuit counts as stuck: failed recoveries in a row (0: off) and the
+            /// open span (zero: off).
+            stuck_open {
+                fields { stuck_reopens: u32 = 3, stuck_open_nanos: u64 = 5 * 60 * 1_000_000_000 }
+                setting { (u32, Duration) = |p| (p.stuck_reopens, Duration::from_nanos(p.stuck_open_nanos)) }
+                setters {
+                    /// When an open circuit counts as stuck: after `failed_recoveries` failed
+                    /// recoveries in a row, or once it has been open for `open_longer_than` since
+                    /// it opened from closed, whichever comes first. A stuck circuit emits one
+                    /// `circuit_stuck_open` WARN event per open episode (an episode ends when the
+                    /// circuit closes or an operator changes its state). The time rule is checked
+                    /// on recovery attempts (the first call after each open wait), since breakers
+                    /// run no timers. `0` (or a zero duration) turns that rule off. Default: 3
+                    /// failed recoveries or 5 min. The attribute does not take it: set it on a
+                    /// `const` policy named with `policy = …`, or in configuration.
+                    fn stuck_open(failed_recoveries: u32, open_longer_than: Duration) {
+                        stuck_reopens: failed_recoveries,
+                        stuck_open_nanos: duration_to_nanos(open_longer_than)
+                    }
+                }
+                patch {
+                    /// The count rule of [`Policy::stuck_open`] alone: failed recoveries in a
+                    /// row (0: off).
+                    fn stuck_after_recoveries(failed_recoveries: u32) { stuck_reopens: failed_recoveries }
+                    /// The time rule of [`Policy::stuck_open`] alone: the open span (zero: off).
+                    fn stuck_after(open_longer_than: Duration) {
+                        stuck_open_nanos: duration_to_nanos(open_longer_than)
+                    }
+                }
+                config {
+                    stuck_after_recoveries: |f| Ok(P.stuck_after_recoveries(f.int(COUNT)?)),
+                    stuck_after: |f| Ok(P.stuck_after(f.duration()?))
+                }
+            }
+            /// False when [`Policy::shared`] keeps the key local.
+            shared {
+                fields { shared: bool = true }
+                setting { bool = |p| p.shared }
+                setters {
+                    /// On a registry shared across replicas (`Registry::share`, feature `redis`):
+                    /// `false` keeps this key's breaker local to the replica (per-host dynamic
+                    /// keys, for instance). Default `true`; on a registry that is not shared it
+                    /// changes nothing.
+                    fn shared(shared: bool) { shared: shared }
+                }
+                attr(Spanned<bool> = flag_arg("false") => shared)
+                config { shared: |f| Ok(P.shared(f.boolean()?)) }
+            }
+            /// What an error the classification does not count does (see [`Others`]).
+            others {
+                fields { others: Others = Others::Ignore }
+                setting { Others = |p| p.others }
+                setters {
+                    /// What an error that the classification does not count as a failure does:
+                    /// nothing ([`Others::Ignore`], the default) or a success in the window
+                    /// ([`Others::Success`], as Resilience4j, Polly and Sentinel count it). See
+                    /// [`Others`].
+                    fn others(others: Others) { others: others }
+                }
+                attr(Spanned<Others> = others_arg() => others)
+                config { others: |f| Ok(P.others(f.others()?)) }
+            }
+        }
+    };
+}
+
+/// The views of the knob table that [`with_knobs!`](crate::with_knobs) hands out. Not a public
+/// API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __knob_view {
+    ([@arguments $generate:ident] $(
+        $(#[$doc:meta])*
+        $name:ident {
+            fields $fields:tt
+            setting $setting:tt
+            setters $setters:tt
+            $(patch $patch:tt)?
+            $(attr $attr:tt)?
+            config $config:tt
+        }
+    )*) => {
+        $generate! { $($($name $attr;)?)* }
+    };
+    ([@config $generate:ident] $(
+        $(#[$doc:meta])*
+        $name:ident {
+            fields $fields:tt
+            setting $setting:tt
+            setters $setters:tt
+            $(patch $patch:tt)?
+            $(attr $attr:tt)?
+            config { $($field:ident: $read:expr),+ }
+        }
+    )*) => {
+        $generate! { $($($field: $read,)+)* }
+    };
+    ([$generate:ident] $($rows:tt)*) => {
+        $generate! { $($rows)* }
+    };
+}

@@ -1,0 +1,179 @@
+//! The JSON of a card (one breaker), of `GET /breakers` and of a board (the cards with their
+//! history), built from snapshots and the router's history.
+
+use serde_json::{Value, json};
+
+use super::AdminConfig;
+use super::history::{History, KeyHistory, opened_text, rule};
+use crate::breaker::{Sharing, Snapshot};
+
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Why the circuit last opened, as the router's hook recorded it (`null` before it saw one).
+fn opened(s: &Snapshot, history: Option<&KeyHistory>) -> Value {
+    let Some(entry) = history.and_then(|h| h.opened.as_ref()) else {
+        return Value::Null;
+    };
+    let last = s.last_transition.as_ref();
+    // The snapshot's last transition carries the deciding window's failures when it is this one.
+    let failures = last
+        .filter(|t| t.to == entry.to && t.trigger == entry.trigger && t.calls == entry.calls)
+        .map(|t| t.failures);
+    json!({
+        "rule": rule(entry.trigger),
+        "trigger": entry.trigger.as_str(),
+        "text": opened_text(entry, failures, &s.policy),
+        "calls": entry.calls,
+        "failures": failures,
+        "failure_rate": entry.failure_rate,
+        "slow_rate": entry.slow_rate,
+        "function": entry.function,
+        "at_ms": entry.at_ms,
+        "by": entry.by,
+    })
+}
+
+/// The card of one breaker.
+pub(super) fn card(s: &Snapshot, history: Option<&KeyHistory>, config: &AdminConfig) -> Value {
+    let key = s.key.as_str();
+    let transitions: Vec<Value> = history.map_or(Vec::new(), |h| {
+        h.transitions
+            .iter()
+            .map(|t| {
+                json!({
+                    "at_ms": t.at_ms,
+                    "from": t.from.as_str(),
+                    "to": t.to.as_str(),
+                    "trigger": t.trigger.as_str(),
+                    "failure_rate": t.failure_rate,
+                    "slow_rate": t.slow_rate,
+                    "calls": t.calls,
+                    "function": t.function,
+                    "by": t.by,
+                })
+            })
+            .collect()
+    });
+    let actions: Vec<Value> = history.map_or(Vec::new(), |h| {
+        h.actions
+            .iter()
+            .map(|a| json!({"at_ms": a.at_ms, "action": a.action, "by": a.by}))
+            .collect()
+    });
+    json!({
+        "key": key,
+        "state": s.state.as_str(),
+        "critical": config.critical.contains(key),
+        "group": config.groups.get(key),
+        "metrics_only": s.metrics_only,
+        "calls": s.calls,
+        "failures": s.failures,
+        "slow": s.slow,
+        "failure_rate": s.failure_rate,
+        "slow_rate": s.slow_rate,
+        "consecutive_failures": s.consecutive_failures,
+        "rejected": s.rejected,
+        "retry_after_ms": s.retry_after.map(ms),
+        "probes_in_flight": s.probes_in_flight,
+        "phase": s.phase,
+        "reopens": s.reopens,
+        "in_flight": s.in_flight,
+        "open_for_ms": ms(s.policy.settings().open_for),
+        "sharing": match s.sharing() {
+            Sharing::Shared => "shared",
+            Sharing::Unshareable => "unshareable",
+            _ => "local",
+        },
+        "shared": s.shared_window().map(|w| json!({
+            "calls": w.calls(),
+            "failures": w.failures(),
+            "failure_rate": w.failure_rate(),
+            "age_ms": ms(w.age()),
+        })),
+        "replica_calls": s.replica_calls(),
+        "replica_failures": s.replica_failures(),
+        "degraded": s.degraded(),
+        "last_transition": s.last_transition.as_ref().map(|t| json!({
+            "from": t.from.as_str(),
+            "to": t.to.as_str(),
+            "trigger": t.trigger.as_str(),
+            "elapsed_ms": ms(t.elapsed),
+            "failure_rate": t.failure_rate,
+            "slow_rate": t.slow_rate,
+            "calls": t.calls,
+            "failures": t.failures,
+            "slow": t.slow,
+            "function": t.function,
+        })),
+        "opened": opened(s, history),
+        "transitions": transitions,
+        "actions": actions,
+    })
+}
+
+/// The history of a card on a board: one array per series, oldest first.
+fn series(h: Option<&KeyHistory>) -> Value {
+    let Some(h) = h else {
+        return json!({"at_ms": [], "state": [], "failure_rate": [], "slow_rate": [], "calls": [], "rejected_per_s": []});
+    };
+    let round = |v: f64| (v * 10.0).round() / 10.0;
+    let column = |f: &dyn Fn(&super::history::Sample) -> Value| -> Value {
+        Value::Array(h.samples.iter().map(f).collect())
+    };
+    json!({
+        "at_ms": column(&|s| json!(s.at_ms)),
+        "state": column(&|s| json!(s.state.as_str())),
+        "failure_rate": column(&|s| json!(round(s.failure_rate))),
+        "slow_rate": column(&|s| json!(round(s.slow_rate))),
+        "calls": column(&|s| json!(round(s.calls))),
+        "rejected_per_s": column(&|s| json!(round(s.rejected_per_s))),
+    })
+}
+
+/// `GET /breakers`: every card.
+pub(super) fn breakers(snapshots: &[Snapshot], history: &History, config: &AdminConfig) -> Value {
+    let cards: Vec<Value> = snapshots
+        .iter()
+        .map(|s| card(s, history.keys.get(s.key.as_str()), config))
+        .collect();
+    json!({"breakers": cards, "instance": config.instance})
+}
+
+/// The keys a board shows, in its order: critical keys first, then by group, then by key (a
+/// stable sort of the registry's order), the first `max_keys` of them.
+pub(super) fn shown<'s>(snapshots: &'s [Snapshot], config: &AdminConfig) -> Vec<&'s Snapshot> {
+    let mut order: Vec<&Snapshot> = snapshots.iter().collect();
+    order.sort_by_key(|s| {
+        let key = s.key.as_str();
+        (!config.critical.contains(key), config.groups.get(key))
+    });
+    order.truncate(config.max_keys);
+    order
+}
+
+/// A board: the cards of the `shown` keys with their history; `all`: the registry's key count.
+pub(super) fn board(
+    shown: &[&Snapshot],
+    all: usize,
+    history: &History,
+    config: &AdminConfig,
+) -> String {
+    let cards: Vec<Value> = shown
+        .iter()
+        .map(|s| {
+            let h = history.keys.get(s.key.as_str());
+            let mut card = card(s, h, config);
+            card["history"] = series(h);
+            card
+        })
+        .collect();
+    json!({
+        "breakers": cards,
+        "omitted": all.saturating_sub(shown.len()),
+        "instance": config.instance,
+        "sample_every_ms": ms(config.sample_every),
+    })
+    .to_string()
+}

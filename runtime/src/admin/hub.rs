@@ -1,0 +1,234 @@
+//! A router's shared state: its history, the one board every event-stream connection reads, the
+//! connection count, and the one task that samples and publishes.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::AdminConfig;
+use super::board;
+use super::history::{Act, Entry, History, now_ms};
+use crate::breaker::Snapshot;
+use crate::registry::Registry;
+
+thread_local! {
+    /// The operator of the control running on this thread: the transition hook, which runs on
+    /// the thread that made the transition, names them in the transition it records.
+    static OPERATOR: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// The board every connection sends: computed once per change.
+#[derive(Debug, Clone)]
+pub(super) struct Board {
+    pub(super) json: Arc<str>,
+    /// When it was computed (`None`: never).
+    at: Option<Instant>,
+}
+
+/// A router's state.
+pub(super) struct Hub {
+    pub(super) registry: &'static Registry,
+    pub(super) config: AdminConfig,
+    history: Mutex<History>,
+    board: watch::Sender<Board>,
+    /// Serialises board computations, so concurrent connects compute at most one.
+    publishing: Mutex<()>,
+    wake: Arc<Notify>,
+    /// Set by a transition: the task takes a sample at its next turn.
+    transitioned: AtomicBool,
+    connections: AtomicUsize,
+    started: AtomicBool,
+}
+
+/// One event-stream connection: counted until dropped.
+pub(super) struct Connection(Arc<Hub>);
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Connection {
+    /// The board channel.
+    pub(super) fn boards(&self) -> watch::Receiver<Board> {
+        self.0.board.subscribe()
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        // The task holds only a weak reference: wake it so it sees the router is gone.
+        self.wake.notify_one();
+    }
+}
+
+impl Hub {
+    /// The state of a new router: registers its transition hook and starts its task when a
+    /// tokio runtime is current (otherwise on the first request).
+    pub(super) fn start(registry: &'static Registry, config: AdminConfig) -> Arc<Hub> {
+        let history = History::new(config.max_keys, config.samples, config.transitions);
+        let hub = Arc::new(Hub {
+            registry,
+            history: Mutex::new(history),
+            board: watch::Sender::new(Board {
+                json: Arc::from("{}"),
+                at: None,
+            }),
+            publishing: Mutex::new(()),
+            wake: Arc::new(Notify::new()),
+            transitioned: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
+            started: AtomicBool::new(false),
+            config,
+        });
+        let weak = Arc::downgrade(&hub);
+        registry.on_transition(move |t| {
+            let Some(hub) = weak.upgrade() else { return };
+            let by = OPERATOR.with(|o| o.borrow().clone());
+            hub.history().transition(t.key, Entry::of(t, by));
+            hub.transitioned.store(true, Ordering::Release);
+            hub.wake.notify_one();
+        });
+        if tokio::runtime::Handle::try_current().is_ok() {
+            hub.ensure_task();
+        }
+        hub
+    }
+
+    pub(super) fn history(&self) -> MutexGuard<'_, History> {
+        self.history.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Spawns the task on the current runtime, once (called by every handler).
+    pub(super) fn ensure_task(self: &Arc<Self>) {
+        if !self.started.swap(true, Ordering::AcqRel) {
+            tokio::spawn(run(Arc::downgrade(self), self.wake.clone()));
+        }
+    }
+
+    /// Runs `control` as `operator` (named in the transition it makes) and records the action.
+    pub(super) fn act(
+        &self,
+        key: &str,
+        action: &'static str,
+        operator: &str,
+        control: impl FnOnce(),
+    ) {
+        self.history().action(
+            key,
+            Act {
+                at_ms: now_ms(),
+                action,
+                by: operator.to_owned(),
+            },
+        );
+        OPERATOR.with(|o| *o.borrow_mut() = Some(operator.to_owned()));
+        control();
+        OPERATOR.with(|o| *o.borrow_mut() = None);
+        self.wake.notify_one();
+    }
+
+    /// A new event-stream connection, or `None` past the cap. The board it starts with is at
+    /// most `refresh` old.
+    pub(super) fn connect(self: &Arc<Self>) -> Option<Connection> {
+        let max = self.config.max_connections;
+        self.connections
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()?;
+        let connection = Connection(self.clone());
+        let stale = self
+            .board
+            .borrow()
+            .at
+            .is_none_or(|at| at.elapsed() >= self.config.refresh);
+        if stale {
+            self.publish();
+        }
+        self.wake.notify_one();
+        Some(connection)
+    }
+
+    /// The connections open now.
+    pub(super) fn connections(&self) -> usize {
+        self.connections.load(Ordering::Acquire)
+    }
+
+    /// Every breaker's snapshot.
+    fn snapshots(&self) -> Vec<Snapshot> {
+        self.registry.snapshot()
+    }
+
+    /// Samples every shown key's window into the history ring.
+    fn sample(&self) {
+        let all = self.snapshots();
+        let shown = board::shown(&all, &self.config);
+        self.history().sample(&shown, now_ms());
+    }
+
+    /// Computes the board and hands it to the connections when it changed.
+    pub(super) fn publish(&self) {
+        let _one = self.publishing.lock().unwrap_or_else(|p| p.into_inner());
+        let all = self.snapshots();
+        let shown = board::shown(&all, &self.config);
+        let json = board::board(&shown, all.len(), &self.history(), &self.config);
+        let now = Instant::now();
+        self.board.send_if_modified(|board| {
+            board.at = Some(now);
+            if *board.json == *json {
+                return false;
+            }
+            board.json = Arc::from(json);
+            true
+        });
+    }
+
+    /// `GET /breakers`.
+    pub(super) fn breakers(&self) -> serde_json::Value {
+        board::breakers(&self.snapshots(), &self.history(), &self.config)
+    }
+}
+
+/// The router's task: samples every `sample_every` (and after transitions) and, while someone
+/// watches, publishes after each change and every `refresh`, never twice within `min_interval`.
+/// Ends when the router is dropped.
+async fn run(hub: Weak<Hub>, wake: Arc<Notify>) {
+    let mut next_sample = Instant::now();
+    loop {
+        let Some(strong) = hub.upgrade() else { return };
+        let config = &strong.config;
+        let (every, refresh, min_interval) = (
+            config.sample_every,
+            config.refresh.max(config.min_interval),
+            config.min_interval,
+        );
+        let now = Instant::now();
+        if now >= next_sample || strong.transitioned.swap(false, Ordering::AcqRel) {
+            strong.sample();
+            if now >= next_sample {
+                next_sample = now + every;
+            }
+        }
+        let watched = strong.board.receiver_count() > 0;
+        if watched {
+            strong.publish();
+        }
+        drop(strong);
+        let deadline = if watched {
+            next_sample.min(now + refresh)
+        } else {
+            next_sample
+        };
+        // Changes during `min_interval` wait for the next turn: one board for all of them.
+        tokio::time::sleep(min_interval).await;
+        tokio::select! {
+            () = wake.notified() => {}
+            () = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The handlers of the router: the page, the JSON, the event stream, the controls and health.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{Path, State as Shared};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::hub::Hub;
+use super::{Action, CSRF_HEADER, ControlRequest};
+
+/// The routes over `hub`.
+pub(super) fn router<S>(hub: Arc<Hub>) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    Router::new()
+        .route("/", get(page))
+        .route("/breakers", get(breakers))
+        .route("/breakers/{key}", get(breaker))
+        .route("/breakers/{key}/{action}", post(control))
+        .route("/events", get(events))
+        .route("/health", get(health))
+        .with_state(hub)
+}
+
+/// A JSON error: `{"error": code, "message": message}`.
+fn error(status: StatusCode, code: &str, message: String) -> Response {
+    (status, Json(json!({"error": code, "message": message}))).into_response()
+}
+
+async fn page(Shared(hub): Shared<Arc<Hub>>) -> Response {
+    hub.ensure_task();
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        Html(super::dashboard_html()),
+    )
+        .into_response()
+}
+
+async fn breakers(Shared(hub): Shared<Arc<Hub>>) -> Response {
+    hub.ensure_task();
+    Json(hub.breakers()).into_response()
+}
+
+fn unknown_key(key: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "unknown_key",
+        format!("no breaker `{key}` in this registry; `GET breakers` lists the keys"),
+    )
+}
+
+async fn breaker(Shared(hub): Shared<Arc<Hub>>, Path(key): Path<String>) -> Response {
+    hub.ensure_task();
+    match hub.registry.get(&key) {
+        None => unknown_key(&key),
+        Some(b) => {
+            let snapshot = b.snapshot();
+            let history = hub.history();
+            let card = super::board::card(&snapshot, history.keys.get(key.as_str()), &hub.config);
+            Json(card).into_response()
+        }
+    }
+}
+
+async fn health(Shared(hub): Shared<Arc<Hub>>) -> Response {
+    let report = super::health::report(&hub.registry.snapshot(), &hub.config.critical);
+    super::health::respond(&report)
+}
+
+async fn events(Shared(hub): Shared<Arc<Hub>>) -> Response {
+    hub.ensure_task();
+    let Some(connection) = hub.connect() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_connections",
+            format!(
+                "{} event-stream connections are open, the most this router serves \
+                 (`AdminConfig::max_connections`); close one or raise the cap",
+                hub.connections()
+            ),
+        );
+    };
+    let boards = connection.boards();
+    // The first item is the current board; each later one waits for a new board. A connection
+    // that falls behind skips to the latest.
+    let stream = futures_util::stream::unfold(
+        (boards, connection, true),
+        |(mut boards, connection, first)| async move {
+            if !first {
+                boards.changed().await.ok()?;
+            }
+            let json = boards.borrow_and_update().json.clone();
+            let event = Event::default().event("board").data(&*json);
+            Some((Ok::<_, Infallible>(event), (boards, connection, false)))
+        },
+    );
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// Why a control request fails the CSRF guard, if it does.
+fn forged(headers: &HeaderMap) -> Option<String> {
+    let sent = headers
+        .get(CSRF_HEADER)
+        .is_some_and(|v| !v.as_bytes().is_empty());
+    if !sent {
+        return Some(format!(
+            "operator controls need the header `{CSRF_HEADER}` (any value), which a page of another \
+             site cannot send; add it to the request (the dashboard sends it)"
+        ));
+    }
+    if headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"cross-site")
+    {
+        return Some("a cross-site request cannot use operator controls".to_owned());
+    }
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    if let (Some(origin), Some(host)) = (origin, host) {
+        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+        if origin != "null" && origin_host != host {
+            return Some(format!(
+                "the request comes from `{origin}`, another origin than `{host}`; operator \
+                 controls accept requests from their own origin only"
+            ));
+        }
+    }
+    None
+}
+
+async fn control(
+    Shared(hub): Shared<Arc<Hub>>,
+    Path((key, action)): Path<(String, String)>,
+    parts: Parts,
+) -> Response {
+    hub.ensure_task();
+    let refused = |status: StatusCode, code: &str, message: String| {
+        tracing::warn!(target: "fusebox", event = "operator_refused", key = key.as_str(), action = action.as_str(), reason = code, "{message}");
+        error(status, code, message)
+    };
+    if let Some(message) = forged(&parts.headers) {
+        return refused(StatusCode::FORBIDDEN, "csrf", message);
+    }
+    let Some(act) = Action::parse(&action) else {
+        return refused(
+            StatusCode::NOT_FOUND,
+            "unknown_action",
+            format!(
+                "unknown action `{action}`; use one of `force_open`, `disable`, `metrics_only`, `reset`"
+            ),
+        );
+    };
+    let request = ControlRequest {
+        parts: &parts,
+        key: &key,
+        action: act,
+    };
+    let operator = hub.config.authorize.as_ref().and_then(|hook| {
+        // The hook is user code: a panic refuses the control instead of unwinding here.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&request)))
+            .ok()
+            .flatten()
+    });
+    let Some(operator) = operator else {
+        let why = match &hub.config.authorize {
+            None => "operator controls are refused: no `AdminConfig::authorize` hook allows them"
+                .to_owned(),
+            Some(_) => match request.peer() {
+                Some(peer) => {
+                    format!("`AdminConfig::authorize` refused `{action}` on `{key}` from {peer}")
+                }
+                None => format!("`AdminConfig::authorize` refused `{action}` on `{key}`"),
+            },
+        };
+        return refused(StatusCode::FORBIDDEN, "unauthorized", why);
+    };
+    let Some(breaker) = hub.registry.get(&key) else {
+        return unknown_key(&key);
+    };
+    #[cfg(feature = "redis")]
+    if let Some(store) = &hub.config.store {
+        use crate::state::State;
+        let shared = match act {
+            Action::ForceOpen => Some(State::ForcedOpen),
+            Action::Disable => Some(State::Disabled),
+            Action::Reset => Some(State::Closed),
+            Action::MetricsOnly => None,
+        };
+        if let Some(state) = shared
+            && let Err(e) = store.force(&key, breaker.policy(), state).await
+        {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                format!("cannot move `{key}` in the store ({e}); try again"),
+            );
+        }
+    }
+    tracing::warn!(
+        target: "fusebox",
+        event = "operator_action",
+        key = key.as_str(),
+        action = act.as_str(),
+        operator = operator.as_str(),
+        "operator `{operator}` ran `{act}` on `{key}`"
+    );
+    hub.act(&key, act.as_str(), &operator, || match act {
+        Action::ForceOpen => breaker.force_open(),
+        Action::Disable => breaker.disable(),
+        Action::MetricsOnly => breaker.metrics_only(),
+        Action::Reset => breaker.reset(),
+    });
+    let snapshot = breaker.snapshot();
+    let history = hub.history();
+    Json(super::board::card(
+        &snapshot,
+        history.keys.get(key.as_str()),
+        &hub.config,
+    ))
+    .into_response()
+}

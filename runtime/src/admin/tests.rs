@@ -1,0 +1,159 @@
+//! Unit tests of the admin surface's pieces: the history ring, the opening sentence, health.
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use super::history::{Entry, History, opened_text};
+use super::*;
+use crate::clock::FakeClock;
+use crate::observe::Trigger;
+use crate::policy::Policy;
+use crate::state::State;
+
+static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
+static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
+
+fn entry(trigger: Trigger, calls: u32, failure_rate: f64) -> Entry {
+    Entry {
+        at_ms: 0,
+        from: State::Closed,
+        to: State::Open,
+        trigger,
+        failure_rate,
+        slow_rate: 0.0,
+        calls,
+        function: "app::charge".to_owned(),
+        by: None,
+    }
+}
+
+#[test]
+fn the_opening_sentence_names_the_rule_and_the_window_that_decided() {
+    let policy = Policy::new().consecutive(5);
+    let text = opened_text(&entry(Trigger::Consecutive, 6, 83.3), Some(5), &policy);
+    assert_eq!(
+        text,
+        "5 counted failures in a row (`consecutive` = 5); the window held 6 calls, 5 failed (83%)"
+    );
+    let policy = Policy::new().failure_rate(50).min_calls(10);
+    let text = opened_text(&entry(Trigger::FailureRate, 10, 50.0), None, &policy);
+    assert_eq!(
+        text,
+        "50% of 10 calls failed (`failure_rate` = 50%, `min_calls` = 10)"
+    );
+    let mut forced = entry(Trigger::Operator, 0, 0.0);
+    forced.by = Some("loopback 127.0.0.1:5".to_owned());
+    assert_eq!(
+        opened_text(&forced, None, &policy),
+        "forced open by loopback 127.0.0.1:5"
+    );
+}
+
+#[test]
+fn the_history_ring_is_bounded_in_samples_keys_and_entries() {
+    let a = REGISTRY.breaker("ring-a", Policy::new()).unwrap();
+    let b = REGISTRY.breaker("ring-b", Policy::new()).unwrap();
+    let mut history = History::new(1, 3, 2);
+    let snapshots = [a.snapshot(), b.snapshot()];
+    let shown: Vec<&crate::Snapshot> = snapshots.iter().collect();
+    for at in 0..5 {
+        history.sample(&shown, at * 1000);
+    }
+    assert_eq!(history.keys.len(), 1, "one key tracked at most");
+    let ring = &history.keys["ring-a"];
+    let times: Vec<u64> = ring.samples.iter().map(|s| s.at_ms).collect();
+    assert_eq!(times, [2000, 3000, 4000]);
+    for _ in 0..5 {
+        history.transition("ring-a", entry(Trigger::Consecutive, 5, 100.0));
+    }
+    history.transition("ring-b", entry(Trigger::Consecutive, 5, 100.0));
+    assert_eq!(history.keys["ring-a"].transitions.len(), 2);
+    // A trip adds the deciding window as a sample, the last before the circuit opened.
+    let last = history.keys["ring-a"].samples.back().copied().unwrap();
+    assert_eq!((last.state, last.failure_rate), (State::Closed, 100.0));
+    assert_eq!(history.keys["ring-a"].samples.len(), 3);
+    assert!(history.keys["ring-a"].opened.is_some());
+    assert!(!history.keys.contains_key("ring-b"));
+}
+
+#[test]
+fn rejected_calls_per_second_come_from_the_difference_of_two_samples() {
+    let breaker = REGISTRY
+        .breaker("ring-rejected", Policy::new().window(1).min_calls(1))
+        .unwrap();
+    let mut history = History::new(10, 10, 10);
+    history.sample(&[&breaker.snapshot()], 1_000);
+    breaker.try_acquire().unwrap().failure();
+    for _ in 0..4 {
+        assert!(breaker.try_acquire().is_err());
+    }
+    history.sample(&[&breaker.snapshot()], 3_000);
+    let samples = &history.keys["ring-rejected"].samples;
+    assert_eq!(samples[1].rejected_per_s, 2.0);
+    assert_eq!(samples[1].state, State::Open);
+    assert_eq!(
+        samples[1].failure_rate, 0.0,
+        "an open circuit's window is empty"
+    );
+}
+
+#[test]
+fn health_follows_critical_keys_only() {
+    let critical = REGISTRY
+        .breaker("health-critical", Policy::new().window(1).min_calls(1))
+        .unwrap();
+    let other = REGISTRY
+        .breaker("health-other", Policy::new().window(1).min_calls(1))
+        .unwrap();
+    let keys: BTreeSet<String> = ["health-critical".to_owned()].into();
+    let check = || health::report(&REGISTRY.snapshot(), &keys);
+    assert_eq!(check().status(), Status::Up);
+
+    other.try_acquire().unwrap().failure();
+    assert_eq!(other.state(), State::Open);
+    let report = check();
+    assert_eq!(report.status(), Status::Up, "{:?}", report.json());
+    assert!(
+        report.json()["open"]
+            .as_array()
+            .unwrap()
+            .contains(&"health-other".into())
+    );
+
+    critical.try_acquire().unwrap().failure();
+    let report = check();
+    assert_eq!(report.status(), Status::Down);
+    assert_eq!(report.down(), ["health-critical"]);
+    assert_eq!(report.json()["status"], "DOWN");
+
+    // The wait is over: up again, so traffic returns and a call can probe.
+    CLOCK.advance(Duration::from_secs(10));
+    assert_eq!(check().status(), Status::Up);
+    critical.force_open();
+    assert_eq!(check().status(), Status::Down);
+    critical.reset();
+    other.reset();
+    assert_eq!(check().status(), Status::Up);
+}
+
+#[test]
+fn actions_parse_from_their_route_names_only() {
+    for action in Action::ALL {
+        assert_eq!(Action::parse(action.as_str()), Some(action));
+    }
+    assert_eq!(Action::parse("explode"), None);
+    assert_eq!(Action::parse("FORCE_OPEN"), None);
+}
+
+#[test]
+fn settings_below_their_bounds_are_raised() {
+    let config = AdminConfig::new()
+        .max_connections(0)
+        .history(Duration::ZERO, 0)
+        .transitions(5_000);
+    assert_eq!(config.max_connections, 1);
+    assert_eq!(config.sample_every, Duration::from_millis(10));
+    assert_eq!(config.samples, 1);
+    assert_eq!(config.transitions, 1_000);
+}

@@ -1,0 +1,57 @@
+//! The user guide: how fusebox behaves and how to run it, one chapter per module. This module
+//! holds documentation only; every example in it is a doctest.
+//!
+//! Start with [`start`], then read the chapter your question is in:
+//!
+//! | chapter | what it answers |
+//! |---|---|
+//! | [`start`] | the error type, the fallback and its [`Cause`](crate::Cause), calls without the attribute |
+//! | [`semantics`] | states, trip rules, what counts, cancellation, panics, time, concurrency |
+//! | [`retries`] | `timeout`, `retry`, `backoff` and `deadline` around a breaker |
+//! | [`dynamic_keys`] | one breaker per host or tenant, and how the registry stays bounded |
+//! | [`operators`] | configuration without recompiling, manual states, why a circuit opened |
+//! | [`observability`] | events, hooks, snapshots, metrics and the per-call outcome event |
+//! | `tower` | the tower layer, axum and reqwest (features `tower`, `axum`, `reqwest`) |
+//! | [`testing`] | driving breakers with [`FakeClock`](crate::clock::FakeClock) |
+//! | `replicas` | one circuit across replicas through Redis (feature `redis`) |
+//! | [`compile_errors`] | every misuse of the attribute and the error it gives |
+//!
+//! The attribute's arguments are documented on [`circuit_breaker`](crate::circuit_breaker).
+
+#[doc = include_str!("guide/start.md")]
+pub mod start {}
+
+#[doc = include_str!("guide/semantics.md")]
+pub mod semantics {}
+
+#[doc = include_str!("guide/retries.md")]
+pub mod retries {}
+
+#[doc = include_str!("guide/dynamic_keys.md")]
+pub mod dynamic_keys {}
+
+#[doc = include_str!("guide/operators.md")]
+#[cfg_attr(feature = "config", doc = include_str!("guide/configuration.md"))]
+pub mod operators {}
+
+#[doc = include_str!("guide/observability.md")]
+#[cfg_attr(feature = "metrics", doc = include_str!("guide/metrics.md"))]
+pub mod observability {}
+
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+#[doc = include_str!("guide/tower.md")]
+#[cfg_attr(feature = "axum", doc = include_str!("guide/axum.md"))]
+#[cfg_attr(feature = "reqwest", doc = include_str!("guide/reqwest.md"))]
+pub mod tower {}
+
+#[doc = include_str!("guide/testing.md")]
+pub mod testing {}
+
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+#[doc = include_str!("guide/replicas.md")]
+pub mod replicas {}
+
+#[doc = include_str!("guide/compile_errors.md")]
+pub mod compile_errors {}
