@@ -62,7 +62,7 @@ impl RedisStoreBuilder {
     }
 
     /// How long a replica sums a closed circuit's outcomes before it sends them in one script
-    /// call, in [`Mode::Aggregated`] (default [`DEFAULT_FLUSH_INTERVAL`], 20 ms; at least 1 ms).
+    /// call, in [`Mode::Aggregated`] (default [`DEFAULT_FLUSH_INTERVAL`](super::DEFAULT_FLUSH_INTERVAL), 20 ms; at least 1 ms).
     /// Longer: less work for Redis, and up to that much more of each replica's calls admitted
     /// after a threshold was crossed.
     #[must_use]
