@@ -72,6 +72,9 @@ struct Replica {
     registry: &'static Registry,
     /// Nanoseconds from the run's start to this replica's first refusal on the hot key (0: none).
     refused_at: AtomicU64,
+    /// Nanoseconds from the run's start to when this replica's hot breaker was first seen open
+    /// (polled every millisecond; 0: never).
+    open_at: AtomicU64,
 }
 
 /// One mode's figures.
@@ -81,6 +84,10 @@ struct Row {
     failing_calls_per_s: f64,
     cpu_per_s: f64,
     open_ms: Vec<f64>,
+    /// From the onset to the OPEN the store committed.
+    commit_ms: f64,
+    /// From the commit to each replica's breaker seen open.
+    reach_ms: Vec<f64>,
     replicas: usize,
     after_commit: u64,
     driven: u64,
@@ -111,28 +118,19 @@ fn main() {
         seconds - 1
     );
     println!(
-        "| mode | script calls/s healthy | after the onset | Redis CPU | onset → refused on every replica p50 / p99 / max | replicas refusing | hot calls admitted after OPEN committed | calls driven/s |"
+        "| mode | script calls/s healthy | after the onset | Redis CPU | onset → OPEN committed | committed → open on every replica p50 / p99 / max | onset → first refusal p50 / p99 / max | hot calls admitted after OPEN committed | calls driven/s |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
-        let mut open = row.open_ms.clone();
-        open.sort_by(f64::total_cmp);
-        let pick = |q: f64| {
-            open.get(((open.len() as f64 - 1.0) * q).round() as usize)
-                .copied()
-                .unwrap_or(f64::NAN)
-        };
         println!(
-            "| {} | {:.0} | {:.0} | {:.0}% | {:.1} / {:.1} / {:.1} ms | {} of {} | {} | {:.0} |",
+            "| {} | {:.0} | {:.0} | {:.0}% | {:.1} ms | {} | {} | {} | {:.0} |",
             row.mode,
             row.healthy_calls_per_s,
             row.failing_calls_per_s,
             row.cpu_per_s * 100.0,
-            pick(0.5),
-            pick(0.99),
-            pick(1.0),
-            open.len(),
-            row.replicas,
+            row.commit_ms,
+            spread(&row.reach_ms, row.replicas),
+            spread(&row.open_ms, row.replicas),
             row.after_commit,
             row.driven as f64 / seconds as f64,
         );
@@ -162,6 +160,7 @@ async fn start_fleet(
         fleet.push(Arc::new(Replica {
             registry,
             refused_at: AtomicU64::new(0),
+            open_at: AtomicU64::new(0),
         }));
     }
     (fleet, stores)
@@ -223,6 +222,48 @@ async fn drive(
                         after_commit.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+            }
+        }
+    }
+}
+
+/// p50 / p99 / max of `ms`, and how many of `of` replicas it covers when not all.
+fn spread(ms: &[f64], of: usize) -> String {
+    let mut sorted = ms.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let pick = |q: f64| {
+        sorted
+            .get(((sorted.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    let all = if sorted.len() == of {
+        String::new()
+    } else {
+        format!(" ({} of {of})", sorted.len())
+    };
+    format!(
+        "{:.1} / {:.1} / {:.1} ms{all}",
+        pick(0.5),
+        pick(0.99),
+        pick(1.0)
+    )
+}
+
+/// Polls every replica's hot breaker each millisecond until `end`, noting when each is first
+/// seen open.
+async fn watch(fleet: Vec<Arc<Replica>>, start: Instant, end: Instant) {
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    while Instant::now() < end {
+        tick.tick().await;
+        let now = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        for replica in &fleet {
+            let breaker = replica.registry.get("payment").unwrap();
+            if breaker.state() == fusebox::State::Open {
+                let _ =
+                    replica
+                        .open_at
+                        .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
             }
         }
     }
@@ -294,9 +335,18 @@ async fn run(
     let calls_onset = script_calls(conn);
     failing.store(true, Ordering::Release);
     let onset_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let monitor = tokio::spawn(watch(fleet.clone(), start, end));
     for task in tasks {
         task.await.unwrap();
     }
+    monitor.await.unwrap();
+    let committed_ns = committed.load(Ordering::Acquire);
+    let reach_ms = fleet
+        .iter()
+        .map(|r| r.open_at.load(Ordering::Acquire))
+        .filter(|&at| at > 0 && committed_ns > 0)
+        .map(|at| at.saturating_sub(committed_ns) as f64 / 1e6)
+        .collect();
     let total_s = start.elapsed().as_secs_f64();
     let calls_end = script_calls(conn);
     let cpu_end = redis_cpu(conn);
@@ -316,6 +366,8 @@ async fn run(
         failing_calls_per_s: (calls_end - calls_onset) / (total_s - healthy_s),
         cpu_per_s: (cpu_end - cpu_0) / total_s,
         open_ms,
+        commit_ms: committed_ns.saturating_sub(onset_ns) as f64 / 1e6,
+        reach_ms,
         replicas,
         after_commit: after_commit.load(Ordering::Relaxed),
         driven: driven.load(Ordering::Relaxed),
