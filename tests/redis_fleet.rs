@@ -15,7 +15,8 @@
 //! - *concurrent trip*: every task calls a failing backend until refused: the fleet's backend
 //!   calls stay within the in-flight bound (threshold + processes × 64 where calls await the
 //!   store; twice that in-flight term where admission comes from a replica's view: sync
-//!   functions and cached mode), every task ends refused, and exactly one `circuit_opened` is
+//!   functions and cached mode; in aggregated mode, plus one flush interval of calls per task),
+//!   every task ends refused, and exactly one `circuit_opened` is
 //!   announced across the fleet;
 //! - *probes under load*: `half_open = 3`, `open_for = "200ms"`, three trips and recoveries
 //!   while a busy loop runs on every core: exactly 3 probes reach the backend per recovery and
@@ -65,6 +66,9 @@ const PROBES: u64 = 3;
 /// each task may make this many more calls (of 1 ms each) after the trip was committed, before
 /// its replica learns it.
 const LAG_CALLS: u64 = 10;
+/// Aggregated mode's further lag: a replica sums its outcomes for one flush interval (20 ms by
+/// default) before it sends them, so each task may make this many more calls of 1 ms.
+const FLUSH_CALLS: u64 = 20;
 
 /// Hand-off: five failures of five calls open, for a minute.
 const HANDOFF: Policy = Policy::new()
@@ -575,7 +579,8 @@ fn fleet_replica() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let cached = std::env::var(MODE_VAR).as_deref() == Ok("cached");
+        let mode = std::env::var(MODE_VAR).unwrap_or_default();
+        let cached = mode == "cached" || mode == "aggregated";
         let timeout = std::env::var(TIMEOUT_VAR)
             .ok()
             .map(|ms| ms.parse().unwrap());
@@ -584,8 +589,11 @@ fn fleet_replica() {
             RedisStore::connect(&url).await
         } else {
             let mut builder = RedisStore::builder(&url);
-            if cached {
+            if mode == "cached" {
                 builder = builder.mode(fusebox::redis::Mode::Cached);
+            }
+            if mode == "aggregated" {
+                builder = builder.mode(fusebox::redis::Mode::Aggregated);
             }
             if let Some(ms) = timeout {
                 builder = builder.timeout(Duration::from_millis(ms));
@@ -1117,6 +1125,13 @@ impl Fleet {
             let in_flight = processes * u64::from(TASKS);
             let (bound, allowance) = if self.awaits(shape) {
                 (20 + in_flight, format!("{in_flight} in flight"))
+            } else if self.mode == "aggregated" {
+                (
+                    20 + (LAG_CALLS + FLUSH_CALLS) * in_flight,
+                    format!(
+                        "{FLUSH_CALLS} calls of 1 ms per task for the flush interval + {LAG_CALLS} while its replica learns the trip"
+                    ),
+                )
             } else {
                 (
                     20 + LAG_CALLS * in_flight,
@@ -1369,4 +1384,9 @@ fn fleet_of_four_processes() {
 #[test]
 fn fleet_of_two_processes_cached() {
     fleet(2, "cached");
+}
+
+#[test]
+fn fleet_of_two_processes_aggregated() {
+    fleet(2, "aggregated");
 }

@@ -6,7 +6,9 @@
 use std::path::Path;
 
 /// The files of `redis/`, each importing from its siblings only those before it.
-const REDIS: [&str; 6] = ["link", "script", "report", "admit", "cached", "store"];
+const REDIS: [&str; 7] = [
+    "conn", "link", "script", "report", "admit", "cached", "store",
+];
 
 /// The files of `tower/`, each importing from its siblings only those before it.
 const TOWER: [&str; 6] = ["classify", "future", "service", "layer", "axum", "reqwest"];

@@ -31,7 +31,7 @@
 //! | `GET /breakers/{key}` | one card; an unknown key is `404` with `{"error": "unknown_key", "message": …}` |
 //! | `POST /breakers/{key}/{action}` | the controls `force_open`, `disable`, `metrics_only`, `reset` (see [Security](#security)); answers with the card |
 //! | `GET /events` | server-sent events: one `board` event (the `/breakers` document plus the history) on connect and after each change |
-//! | `GET /health` | [`health`] with the keys [`AdminConfig::critical`] names: `200` when `UP`, `503` when `DOWN` |
+//! | `GET /health` | [`health()`] with the keys [`AdminConfig::critical`] names: `200` when `UP`, `503` when `DOWN` |
 //!
 //! A card is the [`Snapshot`](crate::Snapshot) (`state`, `calls`, `failures`, `slow`,
 //! `failure_rate`, `slow_rate`, `consecutive_failures`, `rejected`, `retry_after_ms`,
@@ -308,7 +308,7 @@ impl AdminConfig {
         })
     }
 
-    /// Marks `keys` critical: [`health`] (and `GET /health`) says `DOWN` while one of them is
+    /// Marks `keys` critical: [`health()`] (and `GET /health`) says `DOWN` while one of them is
     /// open within its wait, and the dashboard marks them.
     pub fn critical<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
         self.critical.extend(keys.into_iter().map(Into::into));

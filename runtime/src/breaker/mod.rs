@@ -29,7 +29,7 @@ mod snapshot;
 mod store;
 #[cfg(feature = "redis")]
 pub(crate) use store::{
-    BoxFuture, Store, generation_of, shared_admission, unknown_shared_admission,
+    ANY_GENERATION, BoxFuture, Store, generation_of, shared_admission, unknown_shared_admission,
 };
 #[cfg(test)]
 mod tests;

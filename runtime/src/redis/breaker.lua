@@ -1,8 +1,8 @@
 -- fusebox: one circuit breaker in one Redis hash. Admission and outcome recording, atomically.
 --
 -- KEYS[1]  the breaker's hash, `{prefix:key}`
--- ARGV[1]  op: `admit`, `report`, `cancel`, `force`, `state`, or `read` (`state` that never
---          creates the key)
+-- ARGV[1]  op: `admit`, `report`, `fold`, `cancel`, `force`, `state`, or `read` (`state` that
+--          never creates the key)
 -- ARGV[2]  time in milliseconds supplied by a test clock, or '' to read Redis `TIME`
 -- ARGV[3]  idle TTL (ms)      ARGV[4]  count window (calls), or 2^40 + the slice (ms) of a time
 --          window of ten slices   ARGV[5]  min_calls
@@ -19,6 +19,11 @@
 --          ARGV[17] the replica's id, ARGV[18] the report's sequence number in that replica: a
 --          report whose number is not above the last one recorded from that replica (field
 --          `q<id>`) is a copy sent again and changes nothing
+-- fold:    ARGV[15] generation (as for `report`), ARGV[16] the outcomes of that generation a
+--          replica summed (aggregated mode): `calls failures slow slow_failures lead trail peak`
+--          (lead: failures before the first success, trail: after the last, peak: the longest
+--          run of failures); a count window takes at most its length of them, spread evenly;
+--          the rules are judged once, on the whole fold. ARGV[17], ARGV[18] as for `report`
 -- force:   ARGV[15] target state
 -- admit:   ARGV[15] the replica's local state, ARGV[16] its open remaining (ms): used only when
 --          the key does not exist (first share of a breaker already in use, or Redis restarted
@@ -340,6 +345,33 @@ local function grant()
   write_tokens(list)
 end
 
+-- At most once: each replica numbers its reports and folds (ARGV[17] the replica, ARGV[18] the
+-- number); one already recorded (its answer was lost, and the replica sent it again) changes
+-- nothing. True for such a copy.
+local function recorded_before()
+  local seq = tonumber(ARGV[18])
+  if not (ARGV[17] and seq) then return false end
+  local field = 'q' .. ARGV[17]
+  local raw = redis.call('HGET', k, field)
+  local last = int(raw, MAXI)
+  if raw and not last then corrupt(REPLICA_SEQUENCE) end
+  if seq <= (last or 0) then return true end
+  redis.call('HSET', k, field, seq)
+  return false
+end
+
+-- The rule a closed circuit trips by after a fold whose failures reached a run of `peak`
+-- (the run before it included), 0 for none: `trip_rule` judged on the whole fold.
+local function fold_rule(failed, peak)
+  if consecutive > 0 and peak >= consecutive then return 3 end
+  if failed and failure_count > 0 and b.f >= failure_count then return 4 end
+  if b.n >= min_calls then
+    if rate > 0 and b.f * 100 >= rate * b.n then return 1 end
+    if slow_rate > 0 and b.s * 100 >= slow_rate * b.n then return 2 end
+  end
+  return 0
+end
+
 local function remaining()
   if b.st == 1 and b.dl > now then return b.dl - now end
   return 0
@@ -397,17 +429,7 @@ elseif op == 'report' then
   if type(codes) ~= 'string' or #codes > 1024 or not string.find(codes, '^[0-4]+$') then
     return redis.error_reply('fusebox: outcomes must be 1 to 1024 digits 0-4, not ' .. string.sub(tostring(codes), 1, 32))
   end
-  -- At most once: each replica numbers its reports; one already recorded (its answer was lost,
-  -- and the replica sent it again) changes nothing.
-  local seq = tonumber(ARGV[18])
-  local duplicate = false
-  if ARGV[17] and seq then
-    local field = 'q' .. ARGV[17]
-    local raw = redis.call('HGET', k, field)
-    local last = int(raw, MAXI)
-    if raw and not last then corrupt(REPLICA_SEQUENCE) end
-    if seq <= (last or 0) then duplicate = true else redis.call('HSET', k, field, seq) end
-  end
+  local duplicate = recorded_before()
   -- The count window's slots and the time window's bucket this report reads and writes, read
   -- once and written once at the end, so a report of many outcomes costs one read and one
   -- write per slot it touches.
@@ -518,6 +540,98 @@ elseif op == 'report' then
     list[#list + 1] = value
   end
   if #list > 0 then redis.call('HSET', k, unpack(list)) end
+elseif op == 'fold' then
+  -- A replica's outcomes of one generation summed: calls, failures, slow calls, slow failures,
+  -- the failures before its first success, after its last, and its longest run of failures.
+  local gen = tonumber(ARGV[15])
+  local d = {string.match(tostring(ARGV[16]), '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')}
+  for i = 1, 7 do d[i] = tonumber(d[i]) end
+  local n, f, s, sf, lead, trail, peak = d[1], d[2], d[3], d[4], d[5], d[6], d[7]
+  -- Checked whole before anything is written.
+  if not peak or n < 1 or n > 4294967295 or f > n or s > n or sf > f or sf > s or lead > f
+    or trail > f or peak > f or peak < lead or peak < trail or (f == n and (lead ~= n or trail ~= n)) then
+    return redis.error_reply('fusebox: a fold is `calls failures slow slow_failures lead trail peak`, consistent, not ' .. string.sub(tostring(ARGV[16]), 1, 64))
+  end
+  local duplicate = recorded_before()
+  local current = gen == 1024 and (b.st == 0 or b.st == 4) or gen == b.g % 1024
+  if not duplicate and current and (b.st == 0 or b.st == 4) then
+    code = 1
+    if slice_ms > 0 then
+      b.n, b.f, b.s = time_totals()
+      local slice = math.floor(now / slice_ms) + 1
+      local field = 't' .. (slice % 10)
+      local c, fl, sw = 0, 0, 0
+      local g, sl, oc, ofl, osw = bucket(field)
+      if g == b.g and sl == slice then c, fl, sw = oc, ofl, osw end
+      redis.call('HSET', k, field, string.format('%d:%d:%d:%d:%d', b.g, slice, c + n, fl + f, sw + s))
+      b.n, b.f, b.s = b.n + n, b.f + f, b.s + s
+    else
+      -- The window keeps the last `w` calls: a fold longer than the window writes every slot,
+      -- with its counts scaled; failures (and slow calls) are spread evenly over its slots.
+      local m = math.min(n, w)
+      local mf, ms, msf = f, s, sf
+      if m < n then
+        mf = math.floor(f * m / n + 0.5)
+        ms = math.floor(s * m / n + 0.5)
+        msf = math.min(math.floor(sf * m / n + 0.5), mf, ms)
+        ms = math.min(ms, msf + m - mf)
+      end
+      local fields, values = {}, {}
+      for i = 0, m - 1 do fields[#fields + 1] = 'r' .. ((b.cur + i) % w) end
+      local olds = {}
+      for i = 1, m, 4000 do
+        local part = redis.call('HMGET', k, unpack(fields, i, math.min(i + 3999, m)))
+        for j = 1, #part do olds[i + j - 1] = part[j] end
+      end
+      local df, ds, dsf = 0, 0, 0
+      for i = 1, m do
+        local raw = olds[i]
+        if raw then
+          local x = int(raw, MAXG * 8)
+          if x and math.floor(x / 8) == b.g and x % 8 >= 1 and x % 8 <= 4 then
+            local old_code = x % 8 - 1
+            b.n = b.n - 1
+            b.f = b.f - old_code % 2
+            b.s = b.s - math.floor(old_code / 2)
+          elseif not (x and math.floor(x / 8) ~= b.g) then
+            corrupt(1000 + tonumber(string.sub(fields[i], 2)))
+          end
+        end
+        -- Slot i carries a failure when the even spread of `mf` over `m` passes a whole one.
+        local failure = math.floor(i * mf / m) - df
+        df = df + failure
+        local slow = 0
+        if failure == 1 then
+          slow = math.floor(df * msf / math.max(mf, 1)) - dsf
+          dsf = dsf + slow
+        else
+          local fast = i - df
+          slow = math.floor(fast * (ms - msf) / math.max(m - mf, 1)) - (ds - dsf)
+        end
+        ds = ds + slow
+        values[#values + 1] = fields[i]
+        values[#values + 1] = b.g * 8 + 1 + failure + 2 * slow
+      end
+      for i = 1, #values, 4000 do
+        redis.call('HSET', k, unpack(values, i, math.min(i + 3999, #values)))
+      end
+      b.cur = (b.cur + m) % w
+      b.n, b.f, b.s = b.n + m, b.f + mf, b.s + ms
+    end
+    local run_peak
+    if f == n then
+      b.run = b.run + n
+      run_peak = b.run
+    else
+      run_peak = math.max(b.run + lead, peak)
+      b.run = trail
+    end
+    counted = true
+    if b.st == 0 then
+      rule = fold_rule(f > 0, run_peak)
+      if rule > 0 then calls, failures, slow_calls = open(0) end
+    end
+  end
 elseif op == 'cancel' then
   if b.st == 2 and phases == 0 then
     local token = tostring(ARGV[15]) .. '.' .. tostring(ARGV[16])
@@ -577,7 +691,7 @@ if b.g ~= g0 then
   redis.call('PUBLISH', 'fusebox:transitions', string.format('%d %d %d %d %s', b.st, b.g, remaining(), b.inc, k))
 end
 local wn, wf = b.n, b.f
-if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or op == 'cancel' or (op == 'report' and not counted)) then
+if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or op == 'cancel' or ((op == 'report' or op == 'fold') and not counted)) then
   wn, wf = -1, -1
 end
 return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad, wn, wf}

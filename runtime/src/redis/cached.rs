@@ -116,21 +116,29 @@ fn learn_later(link: &Arc<SharedKey>, site: FnName) {
     }
 }
 
-/// Subscribes to [`TRANSITIONS`] on a connection of its own, bounded by `timeout` (at least one
+/// Subscribes to [`TRANSITIONS`] on a connection of its own to one of `nodes` (one server, or
+/// each node of a cluster, where a message published on any node reaches every node's
+/// subscribers), trying them in turn from `first`, each bounded by `timeout` (at least one
 /// second).
 pub(super) async fn subscribe(
-    client: &redis::Client,
+    nodes: &[redis::Client],
+    first: usize,
     timeout: Duration,
 ) -> Option<redis::aio::PubSub> {
-    let attempt = async {
-        let mut pubsub = client.get_async_pubsub().await.ok()?;
-        pubsub.subscribe(TRANSITIONS).await.ok()?;
-        Some(pubsub)
-    };
-    tokio::time::timeout(timeout.max(Duration::from_secs(1)), attempt)
-        .await
-        .ok()
-        .flatten()
+    for i in 0..nodes.len() {
+        let node = &nodes[(first + i) % nodes.len()];
+        let attempt = async {
+            let mut pubsub = node.get_async_pubsub().await.ok()?;
+            pubsub.subscribe(TRANSITIONS).await.ok()?;
+            Some(pubsub)
+        };
+        if let Ok(Some(pubsub)) =
+            tokio::time::timeout(timeout.max(Duration::from_secs(1)), attempt).await
+        {
+            return Some(pubsub);
+        }
+    }
+    None
 }
 
 /// One message on [`TRANSITIONS`], as the script writes it: `state generation remaining-ms
@@ -172,11 +180,14 @@ fn heard(text: &str) -> Option<Heard<'_>> {
 /// back and every view has been reset (each breaker's next call then asks the script).
 pub(super) async fn subscriber(
     client: std::sync::Weak<Client>,
-    redis: redis::Client,
+    nodes: Vec<redis::Client>,
     mut pubsub: Option<redis::aio::PubSub>,
 ) {
     use futures_util::StreamExt;
     let mut dropped = false;
+    // The node to try first when the subscription drops: the next one (a cluster's node that
+    // failed may not come back).
+    let mut next = 1;
     loop {
         let Some(up) = pubsub.take() else {
             let Some(strong) = client.upgrade() else {
@@ -185,7 +196,8 @@ pub(super) async fn subscriber(
             let timeout = strong.timeout();
             drop(strong);
             tokio::time::sleep(timeout.max(Duration::from_millis(100))).await;
-            pubsub = subscribe(&redis, timeout).await;
+            pubsub = subscribe(&nodes, next, timeout).await;
+            next += 1;
             continue;
         };
         {

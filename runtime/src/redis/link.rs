@@ -8,8 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-
 use super::Degrade;
 use crate::breaker::{Circuit, FnName};
 use crate::clock::Clock;
@@ -37,6 +35,70 @@ pub(crate) struct SharedKey {
     /// The local breaker is forced open or disabled because Redis was: the next closed or open
     /// state learnt from Redis replaces it (a state forced on the handle alone stays).
     pub(super) forced: AtomicBool,
+    /// The closed circuit's outcomes summed since the last fold ([`Mode::Aggregated`]).
+    ///
+    /// [`Mode::Aggregated`]: super::Mode::Aggregated
+    pub(super) delta: std::sync::Mutex<Delta>,
+}
+
+/// A closed circuit's outcomes of one generation, summed on the replica for one `fold`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Delta {
+    /// The generation (modulo 2^10) its outcomes were admitted under.
+    pub(super) generation: u64,
+    pub(super) calls: u64,
+    pub(super) failures: u64,
+    pub(super) slow: u64,
+    pub(super) slow_failures: u64,
+    /// Failures before the first success.
+    pub(super) lead: u64,
+    /// The current run of failures (after the last success).
+    pub(super) trail: u64,
+    /// The longest run of failures.
+    pub(super) peak: u64,
+    pub(super) succeeded: bool,
+    /// A fold job for this delta is queued to the reporting task.
+    pub(super) queued: bool,
+}
+
+impl Delta {
+    /// Adds one outcome (`failure`, `slow`).
+    pub(super) fn add(&mut self, failure: bool, slow: bool) {
+        self.calls += 1;
+        self.slow += u64::from(slow);
+        if failure {
+            self.failures += 1;
+            self.slow_failures += u64::from(slow);
+            self.trail += 1;
+            self.peak = self.peak.max(self.trail);
+            if !self.succeeded {
+                self.lead += 1;
+            }
+        } else {
+            self.succeeded = true;
+            self.trail = 0;
+        }
+    }
+
+    /// The `fold` op's argument: `calls failures slow slow_failures lead trail peak`.
+    pub(super) fn argument(&self) -> String {
+        format!(
+            "{} {} {} {} {} {} {}",
+            self.calls,
+            self.failures,
+            self.slow,
+            self.slow_failures,
+            self.lead,
+            self.trail,
+            self.peak
+        )
+    }
+
+    /// Its outcomes as the local breaker records them (`Some(true)`: a failure), successes first.
+    pub(super) fn outcomes(&self) -> impl Iterator<Item = Option<bool>> {
+        let successes = self.calls - self.failures;
+        (0..self.calls).map(move |i| Some(i >= successes))
+    }
 }
 
 /// Marks a view the script itself answered with (not only announced by a message): cached mode
@@ -180,7 +242,7 @@ impl SharedKey {
 
 /// The connection and the script, shared by the store and its reporting task.
 pub(super) struct Client {
-    pub(super) conn: ConnectionManager,
+    pub(super) conn: super::conn::Conn,
     pub(super) script: redis::Script,
     /// The bound on each store call: fixed, or adapting to the observed round trip.
     pub(super) bound: Bound,
@@ -203,8 +265,10 @@ pub(super) struct Client {
     /// Reports given up: not recorded in the store after every resend, or past the resend queue.
     pub(super) dropped: AtomicU64,
     pub(super) time: Option<Arc<dyn Clock>>,
-    /// [`Mode::Cached`](super::Mode::Cached).
+    /// [`Mode::Cached`](super::Mode::Cached) or [`Mode::Aggregated`](super::Mode::Aggregated).
     pub(super) cached: bool,
+    /// [`Mode::Aggregated`](super::Mode::Aggregated): its flush interval.
+    pub(super) flush: Option<Duration>,
     /// The pub/sub subscription is up and every link's view was reset when it came up.
     pub(super) subscribed: AtomicBool,
     /// Every shared breaker by Redis key (both modes), for the subscription to update and for

@@ -54,6 +54,30 @@
 //! view, so each key's next call asks the script and resynchronises it
 //! ([`RedisStore::is_cached`] says which).
 //!
+//! **Aggregated mode** ([`Mode::Aggregated`]). As cached mode, and a closed view's outcomes are
+//! summed on the replica instead of sent one by one: calls, failures, slow calls, slow
+//! failures, the failures before the first success and after the last, and the longest run of
+//! failures. One `fold` script call per key per [flush
+//! interval](RedisStoreBuilder::flush_interval) (20 ms by default) carries the sum; the script
+//! adds it to the time window's current bucket, or writes it into the count window (at most the
+//! window's length of it, the failures and slow calls spread evenly, the counts scaled when the
+//! sum is longer than the window), and judges every rule once on the whole sum (`consecutive`
+//! on the runs, the one before the sum included). Probes, degraded calls and calls of an older
+//! generation are reported as in cached mode. The store's work per key is then bounded by the
+//! replicas and the flush interval, whatever the call rate; what it gives up: up to one flush
+//! interval of each replica's calls is admitted after a threshold was crossed (on top of cached
+//! mode's push), and a rule is judged on whole sums (a sum that crosses `consecutive` in its
+//! middle opens when it arrives). [`RedisStore::flush`] sends what is summed now (a graceful
+//! shutdown calls it; what was summed and never sent is lost with the process).
+//!
+//! **Redis Cluster** (feature `redis-cluster`). A `redis+cluster://host:port,host:port/` URL
+//! connects to a cluster: every breaker's key is hash-tagged (`{prefix:key}`), so its script call
+//! goes to the master of its slot; redis-rs's cluster connection follows `MOVED` and `ASK` and
+//! refreshes its slot map after a failover; the reporting task sends one pipeline per key; the
+//! subscription (cached and aggregated modes) is made to one node and moves to the next when it
+//! drops (a message published on any node reaches every node's subscribers). While a master
+//! fails over, its keys' calls degrade as while a single Redis restarts (see below).
+//!
 //! **Connecting.** [`RedisStore::connect`] hands out a store only once Redis has answered `PING`
 //! (so the password in the URL, if Redis wants one, was accepted) and loaded the script; each
 //! failure is a [`StoreError`] whose [`StoreErrorKind`] says which (`InvalidUrl`, `Unreachable`,
@@ -142,6 +166,7 @@
 
 pub(crate) mod admit;
 mod cached;
+mod conn;
 mod link;
 mod report;
 mod script;
@@ -176,7 +201,16 @@ pub enum Mode {
     /// reach every replica by pub/sub; half-open probes are still decided in Redis. While the
     /// subscription is down a replica behaves as [`Mode::Strict`] until it has resynchronised.
     Cached,
+    /// As [`Mode::Cached`], and a closed circuit's outcomes are summed on the replica: one
+    /// script call per key per [flush interval](RedisStoreBuilder::flush_interval) carries
+    /// them all (calls, failures, slow calls and the runs of failures), so the store's work per
+    /// key follows the replicas, not the calls. The rules are judged on whole sums: up to one
+    /// flush interval of a replica's calls is admitted after the threshold was crossed.
+    Aggregated,
 }
+
+/// How long a replica sums a closed circuit's outcomes before it sends them ([`Mode::Aggregated`]).
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(20);
 
 /// The pub/sub channel on which the script announces every new generation of a breaker.
 pub const TRANSITIONS: &str = "fusebox:transitions";

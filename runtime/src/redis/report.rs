@@ -7,9 +7,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::{Asker, Client, Report, SharedKey};
+use super::link::{
+    Asker, CONFIRMED, Client, Delta, Report, SharedKey, view_generation, view_state,
+};
 use super::script::{Answer, answer_of, apply, degrade_event};
-use crate::breaker::{FnName, generation_of};
+use crate::breaker::{ANY_GENERATION, FnName, generation_of};
 use crate::state::Word;
 
 /// Sends the outcome of a call the store admitted under `word` (called when its permit settles;
@@ -26,8 +28,58 @@ pub(super) fn report(
         Some(false) => 1,
         Some(true) => 2,
     };
+    let generation = generation_of(word);
+    if link.store.client.flush.is_some() && fold(link, generation, failure, slow, site) {
+        return;
+    }
     let slow = u8::from(failure.is_some() && slow);
-    send(link, generation_of(word), outcome, slow, site);
+    send(link, generation, outcome, slow, site);
+}
+
+/// Aggregated mode: sums the outcome of a call the replica's closed view admitted under
+/// `generation` into the link's delta, and queues one fold job per flush interval. False when
+/// the call was not admitted by the current closed view (a probe, a degraded call, an older
+/// generation): it is reported as in cached mode.
+fn fold(
+    link: &Arc<SharedKey>,
+    generation: u64,
+    failure: Option<bool>,
+    slow: bool,
+    site: FnName,
+) -> bool {
+    let view = link.view.load(Ordering::Acquire);
+    let closed = view & CONFIRMED != 0 && matches!(view_state(view), 0 | 4);
+    if generation == ANY_GENERATION
+        || !closed
+        || !link.caches()
+        || view_generation(view) & (ANY_GENERATION - 1) != generation
+    {
+        return false;
+    }
+    // Released: a closed circuit's window does not count it.
+    let Some(failure) = failure else {
+        return true;
+    };
+    let queue = {
+        let mut delta = link
+            .delta
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if delta.calls > 0 && delta.generation != generation {
+            // Outcomes of an older generation: the script would change nothing with them.
+            *delta = Delta {
+                queued: delta.queued,
+                ..Delta::default()
+            };
+        }
+        delta.generation = generation;
+        delta.add(failure, slow);
+        !std::mem::replace(&mut delta.queued, true)
+    };
+    if queue {
+        enqueue(link, generation, FOLD, 0, site, 0, None);
+    }
+    true
 }
 
 /// The `outcome` of a job that reads the shared state instead of reporting.
@@ -40,6 +92,20 @@ pub(super) const ADMIT: u8 = 4;
 /// The `outcome` of a job that gives back the half-open probe an admission may hold, when its
 /// answer never reached the replica (`sequence`: the admission's number; never sent twice).
 pub(super) const CANCEL: u8 = 5;
+
+/// The `outcome` of a job that sends a link's summed outcomes (aggregated mode) once its flush
+/// interval has passed.
+pub(super) const FOLD: u8 = 6;
+
+/// A fold job's `sequence` that makes every waiting fold due now ([`RedisStore::flush`]).
+///
+/// [`RedisStore::flush`]: super::RedisStore::flush
+const NOW: u64 = 1;
+
+/// Makes every fold waiting for its interval due now (and wakes the reporting task).
+pub(super) fn send_flush_now(link: &Arc<SharedKey>) {
+    enqueue(link, 0, FOLD, 0, &"flush", NOW, None);
+}
 
 /// The most reports waiting to be sent again; past it the oldest are given up (counted).
 pub(super) const RESEND_QUEUE: usize = 4096;
@@ -121,14 +187,51 @@ const MERGED: usize = 1024;
 struct Sent {
     job: Report,
     codes: Vec<u8>,
+    /// A fold's outcomes (its `codes` are the `fold` op's argument).
+    delta: Option<Delta>,
 }
 
 impl Sent {
-    /// The reports this call carries (one for an admission or a read).
+    /// The jobs this call stands for (one for an admission, a read or a fold).
     fn reports(&self) -> u64 {
-        self.codes.len().max(1) as u64
+        if self.delta.is_some() {
+            1
+        } else {
+            self.codes.len().max(1) as u64
+        }
+    }
+
+    /// The outcomes this call carries.
+    fn outcomes(&self) -> u64 {
+        match &self.delta {
+            Some(delta) => delta.calls,
+            None => self.codes.len() as u64,
+        }
+    }
+
+    /// True when it carries outcomes (sent again when the store does not answer).
+    fn carries_outcomes(&self) -> bool {
+        self.job.outcome <= 2 || self.job.outcome == FOLD
+    }
+
+    /// Records its outcomes on the local breaker (the store did not answer, `Degrade::Local`).
+    fn record_locally(&self) {
+        let job = &self.job;
+        match &self.delta {
+            Some(delta) => delta
+                .outcomes()
+                .for_each(|failure| job.core.report_locally(failure, job.site)),
+            None => self
+                .codes
+                .iter()
+                .for_each(|&code| job.core.report_locally(failure_of_code(code), job.site)),
+        }
     }
 }
+
+/// Folds waiting for their flush interval, in the order they were queued (each is due one
+/// interval after its delta's first outcome).
+type Folds = std::collections::VecDeque<(tokio::time::Instant, Report)>;
 
 /// The digit of a report's outcome in the script's `report` op.
 fn code_of(job: &Report) -> u8 {
@@ -144,6 +247,7 @@ fn take(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Report>,
     first: Option<Report>,
     batch: &mut Vec<Sent>,
+    folds: &mut Folds,
 ) {
     let resent = batch.len();
     // Merged per key, generation and call site: a transition's event names the function whose
@@ -162,10 +266,21 @@ fn take(
             None => break,
         };
         taken += 1;
+        if job.outcome == FOLD {
+            let now = tokio::time::Instant::now();
+            if job.sequence == NOW {
+                folds.iter_mut().for_each(|(due, _)| *due = now);
+                finished_job(&job, 1);
+                continue;
+            }
+            folds.push_back((now + client.flush.unwrap_or_default(), job));
+            continue;
+        }
         if job.outcome > 2 {
             batch.push(Sent {
                 job,
                 codes: Vec::new(),
+                delta: None,
             });
             continue;
         }
@@ -186,10 +301,38 @@ fn take(
         batch.push(Sent {
             job,
             codes: vec![code],
+            delta: None,
+        });
+    }
+    let now = tokio::time::Instant::now();
+    while batch.len() < BATCH
+        && let Some((due, _)) = folds.front()
+        && *due <= now
+    {
+        let Some((_, mut job)) = folds.pop_front() else {
+            break;
+        };
+        let delta = {
+            let mut delta = job
+                .link
+                .delta
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::mem::take(&mut *delta)
+        };
+        if delta.calls == 0 {
+            finished_job(&job, 1);
+            continue;
+        }
+        job.generation = delta.generation;
+        batch.push(Sent {
+            job,
+            codes: delta.argument().into_bytes(),
+            delta: Some(delta),
         });
     }
     for sent in &mut batch[resent..] {
-        if sent.job.outcome <= 2 {
+        if sent.carries_outcomes() {
             sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
         }
     }
@@ -210,12 +353,20 @@ pub(super) async fn worker(
 ) {
     let mut batch: Vec<Sent> = Vec::with_capacity(BATCH);
     let mut again: std::collections::VecDeque<Sent> = std::collections::VecDeque::new();
+    let mut folds = Folds::new();
     loop {
         let mut first = None;
         if again.is_empty() {
-            match rx.recv().await {
-                Some(job) => first = Some(job),
-                None => return,
+            let next = match folds.front() {
+                Some(&(due, _)) => tokio::time::timeout_at(due, rx.recv()).await.ok(),
+                None => Some(rx.recv().await),
+            };
+            match next {
+                Some(Some(job)) => first = Some(job),
+                // The store is gone: its folds are sent no more.
+                Some(None) => return,
+                // A fold is due.
+                None => {}
             }
         } else {
             // Waits a little before sending again, so a store that stopped answering is not
@@ -228,7 +379,10 @@ pub(super) async fn worker(
                 }
             }
         }
-        take(&client, &mut rx, first, &mut batch);
+        take(&client, &mut rx, first, &mut batch, &mut folds);
+        if batch.is_empty() {
+            continue;
+        }
         let answers = pipelined(&client, &batch).await;
         for (mut sent, answer) in batch.drain(..).zip(answers) {
             let job = &mut sent.job;
@@ -249,18 +403,16 @@ pub(super) async fn worker(
                     }
                 }
                 Err(()) => {
-                    if job.outcome <= 2 {
-                        if job.misses == 0 && client.degrade == Degrade::Local {
-                            for &code in &sent.codes {
-                                job.core.report_locally(failure_of_code(code), job.site);
-                            }
+                    if sent.carries_outcomes() {
+                        if sent.job.misses == 0 && client.degrade == Degrade::Local {
+                            sent.record_locally();
                         }
-                        job.misses += 1;
-                        if job.misses <= RESENDS {
+                        sent.job.misses += 1;
+                        if sent.job.misses <= RESENDS {
                             again.push_back(sent);
                             continue;
                         }
-                        give_up(&client, &sent.job, sent.reports());
+                        give_up(&client, &sent.job, sent.outcomes());
                     }
                     if let Some(asker) = sent.job.asker.take() {
                         // The script may have run the admission all the same (Redis busy past
@@ -272,12 +424,12 @@ pub(super) async fn worker(
             }
             finished(&sent);
         }
-        let mut waiting: u64 = again.iter().map(Sent::reports).sum();
+        let mut waiting: u64 = again.iter().map(Sent::outcomes).sum();
         while waiting > RESEND_QUEUE as u64
             && let Some(sent) = again.pop_front()
         {
-            waiting -= sent.reports();
-            give_up(&client, &sent.job, sent.reports());
+            waiting -= sent.outcomes();
+            give_up(&client, &sent.job, sent.outcomes());
             finished(&sent);
         }
     }
@@ -294,11 +446,15 @@ fn failure_of(outcome: u8) -> Option<bool> {
 
 /// A script call is done (answered, or given up), and with it every report it carries.
 fn finished(sent: &Sent) {
-    let job = &sent.job;
+    finished_job(&sent.job, sent.reports());
+}
+
+/// `reports` jobs merged into `job`'s script call are done.
+fn finished_job(job: &Report, reports: u64) {
     if job.outcome == LEARN {
         job.link.learning.store(false, Ordering::Release);
     }
-    job.link.applied.fetch_add(sent.reports(), Ordering::AcqRel);
+    job.link.applied.fetch_add(reports, Ordering::AcqRel);
     job.link.done.notify_waiters();
 }
 
@@ -330,6 +486,7 @@ fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
         LEARN => "state",
         ADMIT => "admit",
         CANCEL => "cancel",
+        FOLD => "fold",
         _ => "report",
     };
     let mut cmd = redis::cmd("EVALSHA");
@@ -366,9 +523,43 @@ fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
     cmd
 }
 
+/// Sends `batch` in one pipeline (on a cluster, one pipeline per key, at once: a pipeline holds
+/// the commands of one slot), bounded by the store's timeout; one answer per script call, in
+/// order.
+async fn pipelined(client: &Client, batch: &[Sent]) -> Vec<Result<Answer, ()>> {
+    if !client.conn.is_cluster() {
+        let all: Vec<&Sent> = batch.iter().collect();
+        return pipeline(client, &all).await;
+    }
+    let mut keys: Vec<&str> = Vec::new();
+    let mut groups: Vec<Vec<(usize, &Sent)>> = Vec::new();
+    for (i, sent) in batch.iter().enumerate() {
+        let hash = sent.job.link.hash.as_str();
+        match keys.iter().position(|key| *key == hash) {
+            Some(at) => groups[at].push((i, sent)),
+            None => {
+                keys.push(hash);
+                groups.push(vec![(i, sent)]);
+            }
+        }
+    }
+    let answered = futures_util::future::join_all(groups.iter().map(|group| async move {
+        let sents: Vec<&Sent> = group.iter().map(|(_, sent)| *sent).collect();
+        pipeline(client, &sents).await
+    }))
+    .await;
+    let mut answers: Vec<Result<Answer, ()>> = vec![Err(()); batch.len()];
+    for (group, answered) in groups.iter().zip(answered) {
+        for ((i, _), answer) in group.iter().zip(answered) {
+            answers[*i] = answer;
+        }
+    }
+    answers
+}
+
 /// Sends `batch` in one pipeline (loading the script once when Redis answers `NOSCRIPT`), bounded
 /// by the store's timeout; one answer per script call, in order.
-async fn pipelined(client: &Client, batch: &[Sent]) -> Vec<Result<Answer, ()>> {
+async fn pipeline(client: &Client, batch: &[&Sent]) -> Vec<Result<Answer, ()>> {
     let mut pipe = redis::pipe();
     for sent in batch {
         pipe.add_command(report_command(client, sent));

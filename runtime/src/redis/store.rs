@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::admit::{admit, flush};
 use super::cached::{cached_admit, subscribe, subscriber};
+use super::conn::Conn;
 use super::link::{Bound, Client, SharedKey, SharedStore};
 use super::report::{report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
@@ -37,6 +38,7 @@ pub struct RedisStoreBuilder {
     local: Vec<String>,
     time: Option<Arc<dyn Clock>>,
     mode: Mode,
+    flush_interval: Duration,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -56,6 +58,16 @@ impl RedisStoreBuilder {
     #[must_use]
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// How long a replica sums a closed circuit's outcomes before it sends them in one script
+    /// call, in [`Mode::Aggregated`] (default [`DEFAULT_FLUSH_INTERVAL`](super::DEFAULT_FLUSH_INTERVAL), 20 ms; at least 1 ms).
+    /// Longer: less work for Redis, and up to that much more of each replica's calls admitted
+    /// after a threshold was crossed.
+    #[must_use]
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.flush_interval = interval.max(Duration::from_millis(1));
         self
     }
 
@@ -140,6 +152,9 @@ impl RedisStoreBuilder {
     /// ([`StoreErrorKind::ScriptRefused`]). Its message shows the URL without its password.
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
         let url = super::redact(&self.url);
+        if let Some(nodes) = super::conn::cluster_nodes(&self.url) {
+            return self.connect_cluster(nodes, url).await;
+        }
         let client = redis::Client::open(self.url.as_str()).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::InvalidUrl,
@@ -157,23 +172,78 @@ impl RedisStoreBuilder {
             .set_number_of_retries(1)
             .set_max_delay(self.timeout);
         let client_for_pubsub = client.clone();
-        let silent = |step: &str| {
+        let conn = tokio::time::timeout(budget, client.get_connection_manager_with_config(config))
+            .await
+            .map_err(|_| silent(&url, "the connection", budget))?
+            .map_err(|e| connect_error(&url, "while connecting", e))?;
+        self.start(Conn::Single(conn), vec![client_for_pubsub], url)
+            .await
+    }
+
+    /// As [`connect`](RedisStoreBuilder::connect), for a `redis+cluster://` URL: a cluster
+    /// connection to `nodes`, subscribed (cached modes) to each node in turn.
+    #[cfg(feature = "redis-cluster")]
+    async fn connect_cluster(
+        self,
+        nodes: Vec<String>,
+        url: String,
+    ) -> Result<RedisStore, StoreError> {
+        let invalid = |e: redis::RedisError| {
             StoreError::new(
-                StoreErrorKind::Unreachable,
+                StoreErrorKind::InvalidUrl,
                 format!(
-                    "redis at `{url}` did not answer {step} within {budget:?}; start it, or fix the host and port in the url"
+                    "invalid redis cluster url `{url}` ({}); expected `redis+cluster://[user][:password@]host:port[,host:port...]/`",
+                    first_line(&e)
                 ),
-                None,
+                Some(e),
             )
         };
-        let mut conn =
-            tokio::time::timeout(budget, client.get_connection_manager_with_config(config))
-                .await
-                .map_err(|_| silent("the connection"))?
-                .map_err(|e| connect_error(&url, "while connecting", e))?;
+        let mut subscribe_to = Vec::with_capacity(nodes.len());
+        for node in &nodes {
+            subscribe_to.push(redis::Client::open(node.as_str()).map_err(invalid)?);
+        }
+        let budget = self.timeout.max(Duration::from_secs(1));
+        let client = redis::cluster::ClusterClientBuilder::new(nodes)
+            .connection_timeout(budget)
+            .response_timeout(self.timeout_ceiling)
+            .retries(2)
+            .build()
+            .map_err(invalid)?;
+        let conn = tokio::time::timeout(budget, client.get_async_connection())
+            .await
+            .map_err(|_| silent(&url, "the connection", budget))?
+            .map_err(|e| connect_error(&url, "while connecting", e))?;
+        self.start(Conn::Cluster(conn), subscribe_to, url).await
+    }
+
+    /// A cluster URL without the `redis-cluster` feature: an error that says so.
+    #[cfg(not(feature = "redis-cluster"))]
+    async fn connect_cluster(
+        self,
+        _nodes: Vec<String>,
+        url: String,
+    ) -> Result<RedisStore, StoreError> {
+        Err(StoreError::new(
+            StoreErrorKind::InvalidUrl,
+            format!(
+                "`{url}` is a redis cluster url; enable fusebox's `redis-cluster` feature to connect to a cluster"
+            ),
+            None,
+        ))
+    }
+
+    /// Checks `PING` and loads the script on `conn`, then starts the store: its reporting task
+    /// and, in the cached modes, its subscription (to the first of `subscribe_to` that answers).
+    async fn start(
+        self,
+        mut conn: Conn,
+        subscribe_to: Vec<redis::Client>,
+        url: String,
+    ) -> Result<RedisStore, StoreError> {
+        let budget = self.timeout.max(Duration::from_secs(1));
         let pong: String = tokio::time::timeout(budget, redis::cmd("PING").query_async(&mut conn))
             .await
-            .map_err(|_| silent("`PING`"))?
+            .map_err(|_| silent(&url, "`PING`", budget))?
             .map_err(|e| connect_error(&url, "to `PING`", e))?;
         if pong != "PONG" {
             return Err(StoreError::new(
@@ -188,7 +258,7 @@ impl RedisStoreBuilder {
         let script = redis::Script::new(include_str!("breaker.lua"));
         tokio::time::timeout(budget, script.prepare_invoke().load_async(&mut conn))
             .await
-            .map_err(|_| silent("`SCRIPT LOAD`"))?
+            .map_err(|_| silent(&url, "`SCRIPT LOAD`", budget))?
             .map_err(|e| connect_error(&url, "to `SCRIPT LOAD`", e))?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let client = Arc::new(Client {
@@ -205,7 +275,8 @@ impl RedisStoreBuilder {
             admissions: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             time: self.time,
-            cached: self.mode == Mode::Cached,
+            cached: self.mode != Mode::Strict,
+            flush: (self.mode == Mode::Aggregated).then_some(self.flush_interval),
             subscribed: AtomicBool::new(false),
             links: std::sync::Mutex::new(std::collections::HashMap::new()),
         });
@@ -213,13 +284,9 @@ impl RedisStoreBuilder {
         if client.cached {
             // The first subscription is made before the store is handed out, so a reachable
             // Redis gives cached admission from the first call.
-            let first = subscribe(&client_for_pubsub, client.timeout()).await;
+            let first = subscribe(&subscribe_to, 0, client.timeout()).await;
             client.subscribed.store(first.is_some(), Ordering::Release);
-            tokio::spawn(subscriber(
-                Arc::downgrade(&client),
-                client_for_pubsub,
-                first,
-            ));
+            tokio::spawn(subscriber(Arc::downgrade(&client), subscribe_to, first));
         }
         Ok(RedisStore {
             inner: Arc::new(SharedStore {
@@ -231,6 +298,17 @@ impl RedisStoreBuilder {
             }),
         })
     }
+}
+
+/// The [`StoreError`] of a connection step (`step`) that got no answer within `budget`.
+fn silent(url: &str, step: &str, budget: Duration) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Unreachable,
+        format!(
+            "redis at `{url}` did not answer {step} within {budget:?}; start it, or fix the host and port in the url"
+        ),
+        None,
+    )
 }
 
 /// The [`StoreError`] of a `redis` error met while connecting (`step`: what was being done:
@@ -329,6 +407,7 @@ impl RedisStore {
             local: Vec::new(),
             time: None,
             mode: Mode::Strict,
+            flush_interval: super::DEFAULT_FLUSH_INTERVAL,
         }
     }
 
@@ -349,6 +428,33 @@ impl RedisStore {
     #[must_use]
     pub fn dropped_reports(&self) -> u64 {
         self.inner.client.dropped.load(Ordering::Acquire)
+    }
+
+    /// Sends now what this replica has not sent yet (in [`Mode::Aggregated`], the outcomes summed
+    /// since the last flush interval; in every mode, the reports queued), and waits until the
+    /// store has recorded them, bounded by twice the store's timeout per key. For a graceful
+    /// shutdown: outcomes summed and never sent are lost with the process.
+    pub async fn flush(&self) {
+        let links: Vec<Arc<SharedKey>> = {
+            let links = self
+                .inner
+                .client
+                .links
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            links
+                .values()
+                .flatten()
+                .filter_map(std::sync::Weak::upgrade)
+                .collect()
+        };
+        let Some(first) = links.first() else {
+            return;
+        };
+        super::report::send_flush_now(first);
+        for link in &links {
+            super::admit::flush(link).await;
+        }
     }
 
     /// The bound on the next store call (see
@@ -491,6 +597,7 @@ impl RedisStore {
             known: std::sync::Mutex::default(),
             learning: AtomicBool::new(false),
             forced: AtomicBool::new(false),
+            delta: std::sync::Mutex::default(),
         }
     }
 }
