@@ -71,6 +71,7 @@ const DEFAULT_FAILURE_RATE: u8 = 50;
 
 /// Which outcomes the failure and slow-call rates are computed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Window {
     /// The last N recorded calls.
     Count(u32),
@@ -80,6 +81,7 @@ pub enum Window {
 
 /// How a circuit leaves half-open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Recovery {
     /// Admit `half_open` probes; all must succeed to close, any failure reopens (the default).
     Probes,

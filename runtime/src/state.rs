@@ -88,16 +88,15 @@ pub(crate) fn admission(
                 return Step::Keep(Admission::Refuse(Reason::Open, remaining));
             }
             Step::Replace(match recovery {
-                Recovery::Probes => word.to_half_open(now),
                 Recovery::Progressive { .. } => word.to_phase(1, now),
+                // `Recovery::Probes` (the enum is non-exhaustive).
+                _ => word.to_half_open(now),
             })
         }
         State::HalfOpen => match recovery {
             Recovery::Progressive { phases, .. } => Step::Keep(Admission::Share(phases)),
-            Recovery::Probes if word.issued() < half_open => {
-                Step::Replace(word.with_issued(word.issued() + 1))
-            }
-            Recovery::Probes => {
+            _ if word.issued() < half_open => Step::Replace(word.with_issued(word.issued() + 1)),
+            _ => {
                 let (now, armed) = time(word);
                 if word.lease_expired(now, lease_nanos, armed) {
                     // The probes never reported within their lease: re-arm.

@@ -16,7 +16,7 @@ use crate::errors::Errors;
 /// The default count window of `fusebox::Policy`.
 pub(super) const DEFAULT_WINDOW: u64 = match Policy::DEFAULT.settings().window {
     Window::Count(n) => n as u64,
-    Window::Time(_) => 0,
+    _ => 0,
 };
 /// The default `open_for` of `fusebox::Policy`, in nanoseconds.
 pub(super) const DEFAULT_OPEN_FOR_NANOS: u64 =

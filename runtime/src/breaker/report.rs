@@ -251,10 +251,11 @@ impl Circuit {
     #[cold]
     pub(super) fn report_probe(&self, permit: Ticket, outcome: Verdict) {
         match self.policy.settings().recovery {
-            Recovery::Probes => self.report_single_probe(permit, outcome),
             Recovery::Progressive { phases, min_passes } => {
                 self.report_phase(permit, outcome, phases, min_passes)
             }
+            // `Recovery::Probes` (the enum is non-exhaustive; a later kind is added here).
+            _ => self.report_single_probe(permit, outcome),
         }
     }
 

@@ -561,8 +561,10 @@ impl RedisStore {
         let args = [
             self.inner.ttl_ms,
             match settings.window {
-                Window::Count(n) => u64::from(n),
                 Window::Time(span) => TIME_WINDOW + time_slice_ms(span),
+                Window::Count(n) => u64::from(n),
+                // The enum is non-exhaustive; a later kind is added here.
+                _ => 0,
             },
             u64::from(settings.min_calls),
             settings.failure_rate.map_or(0, u64::from),
@@ -577,10 +579,11 @@ impl RedisStore {
             (settings.open_backoff * 1000.0).round() as u64,
             ms(open_max),
             match settings.recovery {
-                Recovery::Probes => u64::from(settings.half_open),
                 Recovery::Progressive { phases, min_passes } => {
                     TIME_WINDOW + (u64::from(phases) << 20) + u64::from(min_passes)
                 }
+                // `Recovery::Probes` (the enum is non-exhaustive).
+                _ => u64::from(settings.half_open),
             },
             ms(lease_nanos(&policy)),
             settings.failure_count.map_or(0, u64::from),

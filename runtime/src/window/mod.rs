@@ -92,11 +92,13 @@ impl Outcomes {
         let settings = policy.settings();
         let timed = settings.slow.is_some();
         match settings.window {
-            WindowKind::Count(n) => Outcomes::Count(CountWindow::new(n, timed)),
             WindowKind::Time(span) => Outcomes::Time(TimeWindow::new(
                 crate::clock::duration_to_nanos(span),
                 timed,
             )),
+            WindowKind::Count(n) => Outcomes::Count(CountWindow::new(n, timed)),
+            // The enum is non-exhaustive; a later kind is added here.
+            _ => Outcomes::Count(CountWindow::new(100, timed)),
         }
     }
 
