@@ -52,7 +52,9 @@ impl Client {
                 ::core::result::Result::Err(__fusebox_error)
             }
             ::core::result::Result::Err(__fusebox_error) => {
-                ::fusebox::__private_0_1_0::permit_ignored_outright(&mut __fusebox_permit);
+                ::fusebox::__private_0_1_0::permit_ignored_outright(
+                    &mut __fusebox_permit,
+                );
                 ::core::result::Result::Err(__fusebox_error)
             }
         }
