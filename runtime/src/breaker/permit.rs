@@ -441,25 +441,6 @@ impl OwnedPermit {
         self.settle(abandoned());
     }
 
-    /// The wait for the recording of this permit's outcome, to be created before the permit
-    /// settles and awaited after (a breaker shared in strict mode admitted it); `None` otherwise.
-    #[cfg(all(feature = "redis", feature = "tower"))]
-    pub(crate) fn recording(&self) -> Option<super::BoxFuture<'static, ()>> {
-        if !super::store::is_shared(self.admission) {
-            return None;
-        }
-        let core = self.core.clone();
-        let store = core.store.as_ref()?;
-        if !store.awaits_recording() {
-            return None;
-        }
-        Some(Box::pin(async move {
-            if let Some(store) = core.store.as_ref() {
-                store.flush().await;
-            }
-        }))
-    }
-
     /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).
     #[inline]
     pub(crate) fn settle(&mut self, outcome: Verdict) {

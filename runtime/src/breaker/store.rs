@@ -81,6 +81,27 @@ impl SharedView {
     }
 }
 
+#[cfg(feature = "tower")]
+impl super::OwnedPermit {
+    /// The wait for the recording of this permit's outcome, to be created before the permit
+    /// settles and awaited after (a breaker shared in strict mode admitted it); `None` otherwise.
+    pub(crate) fn recording(&self) -> Option<BoxFuture<'static, ()>> {
+        if !is_shared(self.admission) {
+            return None;
+        }
+        let core = self.core.clone();
+        let store = core.store.as_ref()?;
+        if !store.awaits_recording() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            if let Some(store) = core.store.as_ref() {
+                store.flush().await;
+            }
+        }))
+    }
+}
+
 /// The refusal code of a permit that asks the store (beyond every [`Reason`]'s number).
 pub(crate) const ASK_STORE: u64 = 15;
 
