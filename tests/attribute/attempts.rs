@@ -1,8 +1,6 @@
 //! `timeout`, `retry`, `backoff`, `deadline` and `max_concurrent` through the attribute, on tokio's
 //! paused clock: every sleep is virtual, so the timings below are exact and nothing really waits.
 
-mod common;
-
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -10,7 +8,7 @@ use std::sync::{LazyLock, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::{Cause, Reason, State, circuit_breaker};
 use tokio::time::Instant;
 

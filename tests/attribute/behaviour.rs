@@ -1,14 +1,12 @@
 //! Behaviour of annotated functions, driven by a fake clock: trips, eviction, classification,
 //! rejection, half-open probing, cancellation, panics, key sharing and fallbacks.
 
-mod common;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::{Cause, Reason, State, circuit_breaker};
 
 // ---------------------------------------------------------------- window eviction

@@ -2,9 +2,7 @@
 //! converted from the refusal of an inner breaker (stacked attributes, nested annotated
 //! functions), which an outer breaker never counts.
 
-mod common;
-
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::{Others, Policy, State};
 
 fake_registry!(CLOCK, REGISTRY);

@@ -1,11 +1,9 @@
 //! Transition events: names, levels and fields, as a log pipeline would see them.
 
-mod common;
-
 use std::time::Duration;
 
-use common::ApiError;
-use common::capture::{Captured, capture, named};
+use crate::common::ApiError;
+use crate::common::capture::{Captured, capture, named};
 use fusebox::circuit_breaker;
 
 fake_registry!(CLOCK, REGISTRY);
@@ -42,7 +40,7 @@ fn every_transition_emits_an_event_with_key_states_rate_calls_and_function() {
     assert_eq!(opened.fields["to"], "open");
     assert_eq!(opened.fields["failure_rate"], "75.0");
     assert_eq!(opened.fields["calls"], "4");
-    assert_eq!(opened.fields["function"], "events::backend");
+    assert_eq!(opened.fields["function"], "attribute::events::backend");
     assert_eq!(events[1].level, tracing::Level::INFO);
     assert_eq!(
         (
@@ -280,11 +278,14 @@ fn a_method_s_events_name_its_type() {
     let inherent = functions_of(|| {
         let _ = client.authorize(true);
     });
-    assert_eq!(inherent, ["events::clients::HostClient::authorize"]);
+    assert_eq!(
+        inherent,
+        ["attribute::events::clients::HostClient::authorize"]
+    );
     let trait_impl = functions_of(|| {
         let _ = client.call("events-trait", true);
     });
-    assert_eq!(trait_impl, ["events::clients::HostClient::call"]);
+    assert_eq!(trait_impl, ["attribute::events::clients::HostClient::call"]);
     let attempts = functions_of(|| {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -292,7 +293,10 @@ fn a_method_s_events_name_its_type() {
             .unwrap();
         let _ = runtime.block_on(client.capture(true));
     });
-    assert_eq!(attempts, ["events::clients::HostClient::capture"]);
+    assert_eq!(
+        attempts,
+        ["attribute::events::clients::HostClient::capture"]
+    );
 }
 
 #[test]

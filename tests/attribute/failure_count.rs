@@ -2,11 +2,9 @@
 //! through the attribute, `Policy` and configuration; `min_calls` does not gate it; with a rate
 //! rule either may trip.
 
-mod common;
-
 use std::time::Duration;
 
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::clock::FakeClock;
 use fusebox::{Breaker, Policy, PolicyPatch, Registry, State, Trigger};
 

@@ -3,8 +3,6 @@
 //! counts it, and the circuit opens; the call still returns the response itself, with or without
 //! a fallback. `Breaker::call_classified` does the same without the attribute.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

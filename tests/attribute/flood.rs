@@ -1,12 +1,10 @@
 //! Attacker-controlled dynamic keys: a flood of once-tripped keys does not switch protection off,
 //! keys claimed by `Registry::breaker` leave the dynamic-key cap, and long keys stay bounded.
 
-mod common;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::limits::MAX_KEY_LEN;
 use fusebox::{Policy, Reason, State, circuit_breaker};
 

@@ -2,12 +2,10 @@
 //! the declared policy at load time, patches that change only what they name, and reloads that
 //! keep what they can (the window, the state, calls in flight).
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::{Policy, PolicyPatch, Reason, Recovery, Registry, State, circuit_breaker};
 
 fn outcome(fail: bool) -> Result<(), ApiError> {
@@ -156,7 +154,7 @@ fn a_key_nothing_declares_is_reported_with_the_closest_declared_names() {
 }
 
 /// The WARN events of `events` that name an unknown key `key`.
-fn unknown_key_warnings(events: &[common::capture::Captured], key: &str) -> usize {
+fn unknown_key_warnings(events: &[crate::common::capture::Captured], key: &str) -> usize {
     events
         .iter()
         .filter(|e| {
@@ -170,7 +168,7 @@ fn unknown_key_warnings(events: &[common::capture::Captured], key: &str) -> usiz
 #[test]
 fn an_unknown_key_is_warned_about_once_across_loads() {
     let registry = Registry::new();
-    let events = common::capture::capture(|| {
+    let events = crate::common::capture::capture(|| {
         // The guide's order (`guide::operators`): the file, then the environment (and a reload of the file).
         let toml = "[breakers.stray-file-key]\nfailure_rate = 30\n";
         registry.load_toml(toml).unwrap();
@@ -250,7 +248,7 @@ fn the_snapshot_lists_every_declared_breaker_before_its_first_call() {
 
 #[test]
 fn identical_declarations_after_an_override_do_not_warn() {
-    let events = common::capture::capture(|| {
+    let events = crate::common::capture::capture(|| {
         LISTED
             .load_toml("[breakers.twin]\nfailure_rate = 25\n")
             .unwrap();
@@ -260,7 +258,7 @@ fn identical_declarations_after_an_override_do_not_warn() {
     let warnings: Vec<&str> = events
         .iter()
         .filter(|e| e.level <= tracing::Level::WARN)
-        .map(common::capture::Captured::message)
+        .map(crate::common::capture::Captured::message)
         .collect();
     assert_eq!(warnings, Vec::<&str>::new());
     assert_eq!(

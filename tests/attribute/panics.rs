@@ -2,13 +2,11 @@
 //! never corrupt a count, release a permit twice, wedge the bulkhead or half-open probes, or abort
 //! the process.
 
-mod common;
-
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::clock::FakeClock;
 use fusebox::{Policy, Reason, Registry, State, circuit_breaker};
 

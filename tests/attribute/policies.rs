@@ -2,15 +2,13 @@
 //! slow calls, consecutive failures, open backoff, progressive recovery, half-open leases, the
 //! bulkhead, `policy = CONST` with overrides, and dynamic keys.
 
-mod common;
-
 use std::future::Future;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::{Policy, Reason, Recovery, State, circuit_breaker};
 
 /// The refusal inside `result`, or a panic naming what came instead.

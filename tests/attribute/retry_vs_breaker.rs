@@ -1,7 +1,7 @@
 //! The headline example, run on tokio's paused clock so its timings are exact.
 
 #[allow(dead_code)]
-#[path = "../examples/basic/retry_vs_breaker.rs"]
+#[path = "../../examples/basic/retry_vs_breaker.rs"]
 mod example;
 
 use example::{ATTEMPTS, REQUESTS, Report, TIMEOUT};

@@ -3,7 +3,7 @@
 //! debug and release builds (`cargo run --release -p fusebox-bench --example future_sizes` prints
 //! the release figures of BENCHMARKS.md).
 
-#[path = "common/sizes.rs"]
+#[path = "../common/sizes.rs"]
 mod subjects;
 
 use subjects::{annotated, bare, bare_dynamic, dynamic, with_fallback, with_retry, with_timeout};

@@ -9,8 +9,6 @@
 //! `FUSEBOX_SOAK_SEED`); a failure prints the seed and the step. `soak` runs without reloads;
 //! `soak_with_reloads` adds them when [`RELOADS`] is on.
 
-mod common;
-
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
@@ -19,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::{Cause, Policy, State, circuit_breaker};
 
 /// Live reloads (`Registry::configure` with the same or a changed policy) in `soak_with_reloads`.

@@ -1,8 +1,6 @@
 //! `fusebox::admin` beyond the checkout demo: the event stream's connection cap, and the Grafana
 //! dashboard of `docs/grafana/fusebox.json` against the series fusebox exports.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;

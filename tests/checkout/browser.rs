@@ -10,13 +10,7 @@
 //! Needs `chromium` and `chromedriver` on `PATH` (`apt-get install -y chromium chromium-driver`);
 //! without them this test fails and says so.
 
-#[allow(dead_code)]
-#[path = "../examples/checkout/app.rs"]
-mod app;
-#[cfg(feature = "redis")]
-mod checkout_support;
-#[cfg(feature = "redis")]
-mod redis_harness;
+use crate::app;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -196,6 +190,8 @@ async fn browser(name: &str, width: u32, height: u32) -> Browser {
 
 #[tokio::test]
 async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
+    let _app = crate::APP.lock().await;
+    app::reset_all();
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let running = app::start(app::Config {
         addr: loopback,
@@ -375,8 +371,8 @@ const REPLICA_CARD_STATE: &str = "return [...document.querySelectorAll('.card')]
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
-    let redis = redis_harness::RedisServer::start();
-    let demo = checkout_support::start(&redis);
+    let redis = crate::redis_harness::RedisServer::start();
+    let demo = crate::support::start(&redis);
     let front = demo.front.clone();
     let browser = browser("replicas", 1100, 900).await;
     let session = browser.session.clone();

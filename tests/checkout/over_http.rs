@@ -2,19 +2,14 @@
 //! curl would run them. The breakers read a `FakeClock` (`app::CLOCK`), so recovery is driven by
 //! advancing it; each test starts its own service and backend on free ports.
 
-#[allow(dead_code)]
-#[path = "../examples/checkout/app.rs"]
-mod app;
+use crate::app;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tokio::sync::{Mutex, MutexGuard};
-
-/// The breakers and their clock are process-wide statics: one test at a time.
-static SERIAL: Mutex<()> = Mutex::const_new(());
+use tokio::sync::MutexGuard;
 
 struct Demo {
     base: String,
@@ -31,7 +26,7 @@ struct Answer {
 }
 
 async fn demo() -> Demo {
-    let serial = SERIAL.lock().await;
+    let serial = crate::APP.lock().await;
     // Before the service starts, so its history begins with the scenario.
     app::reset_all();
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));

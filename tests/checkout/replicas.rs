@@ -4,13 +4,9 @@
 //! round-robin front and the backend, all over real HTTP on loopback.
 //!
 //! When `redis-server` is missing the test fails with the install line; it never skips.
-#![cfg(feature = "redis")]
 
-mod checkout_support;
-mod redis_harness;
-
-use checkout_support::{Demo, start};
-use redis_harness::RedisServer;
+use crate::redis_harness::RedisServer;
+use crate::support::{Demo, start};
 use reqwest::StatusCode;
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
 //! `checkout --replicas 2` as a real process tree: the example's binary, its replicas and its
-//! front, for the tests under `tests/checkout_*.rs`.
+//! front, for the tests under `tests/checkout/`.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};

@@ -1,16 +1,13 @@
 //! Cached mode against a real `redis-server`: transitions pushed by pub/sub, and the replica
 //! strict while its subscription is down.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 static CACHED: LazyLock<Registry> = LazyLock::new(Registry::new);
 static CALLS: AtomicU32 = AtomicU32::new(0);
@@ -39,7 +36,7 @@ async fn call() -> Option<Reason> {
 
 /// Polls (bounded, 5 s) until `done` holds; true when it did.
 async fn until<F: std::future::Future<Output = bool>>(done: impl FnMut() -> F) -> bool {
-    redis_harness::until(Duration::from_secs(5), done).await
+    crate::harness::until(Duration::from_secs(5), done).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,9 +2,6 @@
 //! wants a password refuses a store without it (or with a wrong one) at connect, as
 //! `StoreErrorKind::Authentication`, never as a later `TimedOut`; something that is not Redis is
 //! `NotRedis`, a closed port `Unreachable`; and no error shows the password it was given.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::error::Error as _;
 use std::io::{Read, Write};
@@ -12,9 +9,9 @@ use std::net::TcpListener;
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::redis::{RedisStore, StoreError, StoreErrorKind};
 use fusebox::{Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 const PASSWORD: &str = "s3cr3t-hunter2";
 

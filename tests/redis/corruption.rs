@@ -3,21 +3,17 @@
 //! and the field, and `RedisStore::force` repairs the key; a cached replica follows a key deleted
 //! and created again, however many generations it had seen; a message forged on the transitions
 //! channel decides no call; `RedisStore::state` never creates a key.
-#![cfg(feature = "redis")]
-
-mod common;
-mod redis_harness;
 
 use std::io::{BufRead, BufReader};
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::capture::Capture;
+use crate::common::capture::Capture;
+use crate::harness::{BackendError, RedisServer};
 use fusebox::clock::FakeClock;
 use fusebox::redis::{Mode, RedisStore, TRANSITIONS};
 use fusebox::{Policy, Reason, Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 use tracing_subscriber::layer::SubscriberExt;
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
@@ -353,7 +349,7 @@ async fn recreated(fail: bool) -> Result<(), BackendError> {
 
 /// Polls (bounded, 10 s) until `done` holds; true when it did.
 async fn until<F: std::future::Future<Output = bool>>(done: impl FnMut() -> F) -> bool {
-    redis_harness::until(Duration::from_secs(10), done).await
+    crate::harness::until(Duration::from_secs(10), done).await
 }
 
 /// Cached mode: the replica's view has learnt a generation thousands above the one a new key
@@ -586,7 +582,7 @@ impl Reply {
 
 /// Sends one command to `server` and reads its whole reply.
 fn query(server: &RedisServer, args: &[&str]) -> Reply {
-    read_reply(&mut BufReader::new(redis_harness::send_command(
+    read_reply(&mut BufReader::new(crate::harness::send_command(
         server.port,
         args,
     )))

@@ -1,14 +1,11 @@
 //! A dynamic key (`key = expr`) on a shared registry: an `async fn`'s admission asks the store, so
 //! a circuit one replica opened under a per-host key refuses the same host on another replica.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 static A: LazyLock<Registry> = LazyLock::new(Registry::new);
 static B: LazyLock<Registry> = LazyLock::new(Registry::new);

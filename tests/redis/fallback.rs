@@ -1,16 +1,13 @@
 //! The fallback of an `async fn` on a shared key: awaited after the call settled and its outcome
 //! was recorded in the store, so a failure handed to the fallback on one replica is already the
 //! shared circuit's when the fallback runs, and another replica's refusal reaches its fallback.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 use std::sync::Mutex;
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::redis::RedisStore;
 use fusebox::{Cause, Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 static A: LazyLock<Registry> = LazyLock::new(Registry::new);
 static B: LazyLock<Registry> = LazyLock::new(Registry::new);

@@ -1,15 +1,12 @@
 //! The Redis store under faults: Redis killed, restarted, hung, and garbage under a breaker's key.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 /// Generous bound for "answered within the store timeout" on a loaded machine (timeout: 50 ms).
 const BOUND: Duration = Duration::from_secs(2);

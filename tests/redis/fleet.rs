@@ -29,9 +29,6 @@
 //!
 //! Every scenario's checks are collected, and each test fails once at its end with all of them,
 //! each saying what was expected and what each process saw.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -41,9 +38,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::redis::{RedisStore, SharedState};
 use fusebox::{Policy, Reason, Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 /// The replica's registry; every annotated function below is one of its breakers.
 static FLEET: LazyLock<Registry> = LazyLock::new(Registry::new);
@@ -768,12 +765,8 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(90);
 impl Proc {
     fn spawn(url: &str, mode: &str) -> Proc {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "fleet_replica",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .arg(crate::harness::this_test(module_path!(), "fleet_replica"))
+            .args(["--exact", "--nocapture", "--test-threads=1"])
             .env(URL_VAR, url)
             .env(MODE_VAR, mode)
             .stdin(Stdio::piped())
@@ -786,7 +779,7 @@ impl Proc {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                // libtest may have written `test fleet_replica ... ` on the same line first.
+                // libtest may have written `test fleet::fleet_replica ... ` on the same line first.
                 if let Some(at) = line.find("FLEET ")
                     && tx.send(line[at + "FLEET ".len()..].to_owned()).is_err()
                 {
@@ -1077,7 +1070,7 @@ impl Fleet {
     /// The fields of `key`'s hash in Redis but its window slots (`r*`, `t*`), for a failure's
     /// message.
     fn fields(&self, key: &str) -> String {
-        let words = redis_harness::reply_on(
+        let words = crate::harness::reply_on(
             self.server.port,
             &["HGETALL", &format!("{{fusebox:{key}}}")],
         );

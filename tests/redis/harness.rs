@@ -10,6 +10,15 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The name libtest gives the test `name` of the module `module` (its `module_path!()`): what a
+/// test passes with `--exact` to run that one test of this binary in a child process.
+pub(crate) fn this_test(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
 /// The install line printed when `redis-server` is missing.
 pub(crate) const INSTALL: &str = "apt-get install -y redis-server";
 

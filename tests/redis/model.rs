@@ -5,17 +5,14 @@
 //!
 //! The script normally reads Redis `TIME`; here the store is built with
 //! `RedisStoreBuilder::time_from`, so both breakers read the same `FakeClock`.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::clock::FakeClock;
 use fusebox::redis::RedisStore;
 use fusebox::{Registry, State, Trigger, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static MEMORY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));

@@ -3,18 +3,15 @@
 //! replica's outcomes, from the store's last answer, with its age), says the key is shared and
 //! whether the store answers; a key that cannot be shared says so; each replica's metrics count
 //! its shared calls, and its state gauge follows the state it mirrors from Redis.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::clock::FakeClock;
 use fusebox::redis::RedisStore;
 use fusebox::{Policy, Reason, Registry, Sharing, State, circuit_breaker};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use redis_harness::{BackendError, RedisServer};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

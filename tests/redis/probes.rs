@@ -1,16 +1,13 @@
 //! Half-open probes across replicas: a probe lease re-arms the probes of a replica that died.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::clock::FakeClock;
 use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static DYING: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));

@@ -1,16 +1,13 @@
 //! One circuit across replicas: real `redis-server`, separate processes and separate connections.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 static REPLICA: LazyLock<Registry> = LazyLock::new(Registry::new);
 static BACKEND_CALLS: AtomicU32 = AtomicU32::new(0);
@@ -83,12 +80,8 @@ struct Replica {
 impl Replica {
     fn spawn(url: &str, mode: &str) -> Replica {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "replica_process",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .arg(crate::harness::this_test(module_path!(), "replica_process"))
+            .args(["--exact", "--nocapture", "--test-threads=1"])
             .env("FUSEBOX_REPLICA_URL", url)
             .env("FUSEBOX_REPLICA_MODE", mode)
             .stdin(Stdio::piped())
@@ -109,7 +102,7 @@ impl Replica {
         writeln!(self.child.stdin.as_mut().unwrap(), "{command}").unwrap();
         loop {
             let line = self.lines.next().expect("replica answered").unwrap();
-            // libtest may have written `test replica_process ... ` on the same line first.
+            // libtest may have written `test replicas::replica_process ... ` on the same line first.
             if let Some(at) = line.find("REPLICA ") {
                 let rest = &line[at + "REPLICA ".len()..];
                 let mut parts = rest.splitn(3, ' ');
@@ -431,12 +424,8 @@ fn exact_across_separate_processes() {
     let mut children: Vec<_> = (0..PROCESSES)
         .map(|_| {
             let mut child = Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "burst_process",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
+                .arg(crate::harness::this_test(module_path!(), "burst_process"))
+                .args(["--exact", "--nocapture", "--test-threads=1"])
                 .env("FUSEBOX_BURST_URL", server.url())
                 .env("FUSEBOX_BURST_CALLERS", (64 / PROCESSES).to_string())
                 .stdin(Stdio::piped())

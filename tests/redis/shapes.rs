@@ -4,17 +4,14 @@
 //! refused; replica B, fresh, must then be refused without reaching the backend. Also: a replica
 //! whose store stops answering runs no half-open of its own, and outcomes whose report timed out
 //! while Redis was busy are sent again and recorded exactly once.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::redis::RedisStore;
 use fusebox::{Policy, Reason, Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 static RETRY_A: LazyLock<Registry> = LazyLock::new(Registry::new);
 static RETRY_B: LazyLock<Registry> = LazyLock::new(Registry::new);
@@ -364,7 +361,7 @@ async fn unheard_admission_gives_its_probe_back(
     tokio::time::sleep(Duration::from_millis(350)).await;
     let port = server.port;
     let sleeper =
-        std::thread::spawn(move || redis_harness::command_on(port, &["EVAL", BUSY_400_MS, "0"]));
+        std::thread::spawn(move || crate::harness::command_on(port, &["EVAL", BUSY_400_MS, "0"]));
     std::thread::sleep(Duration::from_millis(50));
     let before = UNHEARD_CALLS.load(Ordering::SeqCst);
     // Redis runs the admission once it is free, granting the probe to nobody.
@@ -451,7 +448,7 @@ async fn reports_that_timed_out_are_resent_and_recorded_once() {
     // A script that keeps Redis busy for 400 ms: every report sent meanwhile times out, and
     // runs once Redis is free again.
     let sleeper =
-        std::thread::spawn(move || redis_harness::command_on(port, &["EVAL", BUSY_400_MS, "0"]));
+        std::thread::spawn(move || crate::harness::command_on(port, &["EVAL", BUSY_400_MS, "0"]));
     std::thread::sleep(Duration::from_millis(50));
     let mut made = 1u32;
     let mut failed = 0u32;

@@ -1,16 +1,13 @@
 //! Outcomes settled faster than one round trip each reach Redis summed: the store's reporting task
 //! sends what its replica settled meanwhile as one script call per key, so the script's load
 //! follows the round trips, not the calls, and every outcome is still counted once.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::harness::{BackendError, RedisServer, reply_on};
 use fusebox::{Policy, Registry, circuit_breaker};
-use redis_harness::{BackendError, RedisServer, reply_on};
 
 static SUMMED: LazyLock<Registry> = LazyLock::new(Registry::new);
 static CALLS: AtomicU32 = AtomicU32::new(0);

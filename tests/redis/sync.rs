@@ -3,15 +3,12 @@
 //! seed with the shared state, decides only while the view is unknown on a current-thread runtime
 //! (which cannot wait for its own store task) or while the store does not answer; the outcomes of
 //! the calls it admits then go to Redis all the same.
-#![cfg(feature = "redis")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 
+use crate::harness::{BackendError, RedisServer};
 use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 static SYNC_ONLY: LazyLock<Registry> = LazyLock::new(Registry::new);
 static MIXED: LazyLock<Registry> = LazyLock::new(Registry::new);

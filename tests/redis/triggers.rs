@@ -4,19 +4,15 @@
 //! saw fewer failures trip together. A state forced through `RedisStore::force` is announced
 //! (`trigger = "operator"`) by the replica that forced it, whose local breaker follows; the other
 //! replicas follow it silently, on their next call (strict) or from the subscription (cached).
-#![cfg(feature = "redis")]
-
-mod common;
-mod redis_harness;
 
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use common::capture::{capture, named};
+use crate::common::capture::{capture, named};
+use crate::harness::{BackendError, RedisServer};
 use fusebox::clock::FakeClock;
 use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Registry, State, Trigger, circuit_breaker};
-use redis_harness::{BackendError, RedisServer};
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static SHARED: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
@@ -90,7 +86,7 @@ fn seen(key: &str) -> Vec<(State, State, Trigger)> {
 }
 
 /// Runs `f` on a current-thread runtime with the events of this thread captured.
-fn on_runtime(f: impl std::future::Future<Output = ()>) -> Vec<common::capture::Captured> {
+fn on_runtime(f: impl std::future::Future<Output = ()>) -> Vec<crate::common::capture::Captured> {
     capture(|| {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -278,7 +274,7 @@ fn state(registry: &Registry, key: &str) -> Option<State> {
 }
 
 /// The `key`, `from`, `to`, `trigger`, `function` and `calls` of every transition event of `key`.
-fn transitions(events: &[common::capture::Captured], key: &str) -> Vec<[String; 6]> {
+fn transitions(events: &[crate::common::capture::Captured], key: &str) -> Vec<[String; 6]> {
     events
         .iter()
         .filter(|e| {

@@ -1,20 +1,16 @@
 //! The axum layer on a real loopback server: a failing route opens the circuit, refusals are
 //! `503` with `Retry-After` and a JSON body without reaching the handler, and the circuit
 //! half-opens and closes after the wait (a fake clock).
-#![cfg(feature = "axum")]
-
-mod common;
-mod tower_support;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::support::{get as http_get, serve};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use fusebox::tower::CircuitBreakerLayer;
 use fusebox::{Policy, State};
-use tower_support::{get as http_get, serve};
 
 const TRIP_AT_3: Policy = Policy::new()
     .window(3)

@@ -1,8 +1,5 @@
 //! The order of the breaker and tower's own retry and timeout layers: which order counts every
 //! attempt. The rule of `fusebox::tower` and `guide::tower`: `retry(breaker(timeout(service)))`.
-#![cfg(feature = "tower")]
-
-mod common;
 
 use std::future::{Ready, ready};
 use std::sync::Arc;

@@ -1,9 +1,6 @@
 //! The tower layer on in-process services, driven by fake clocks: refusals, `poll_ready`,
 //! cancellation of a half-open probe, panics, classification, per-request keys, and a key shared
 //! with an annotated function.
-#![cfg(feature = "tower")]
-
-mod common;
 
 use std::future::{Future, pending};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -13,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use common::ApiError;
+use crate::common::ApiError;
 use fusebox::tower::{BoxError, CircuitBreakerLayer};
 use fusebox::{Policy, Reason, State, circuit_breaker};
 use tower::{Layer, Service, ServiceExt, service_fn};
@@ -406,7 +403,7 @@ fn a_layer_s_fixed_key_is_declared_before_its_breaker_exists() {
     let layer = CircuitBreakerLayer::new("layer-only")
         .registry(&DECLARING)
         .policy(Policy::new().window(5));
-    let events = common::capture::capture(|| {
+    let events = crate::common::capture::capture(|| {
         DECLARING
             .load_toml("[breakers.layer-only]\nfailure_rate = 30\n[breakers.layer-onyl]\nfailure_rate = 30\n")
             .unwrap();

@@ -1,22 +1,18 @@
 //! The reqwest-middleware middleware against real loopback servers: one circuit per host (two
 //! ports, two keys, isolated), a fixed key shared by every host, and refusals that send nothing.
-#![cfg(all(feature = "reqwest", feature = "axum"))]
-
-mod common;
-mod tower_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::support::serve;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use fusebox::tower::reqwest::{CircuitBreakerMiddleware, rejection};
 use fusebox::{Policy, Reason, State};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
-use tower_support::serve;
 
 const TRIP_AT_3: Policy = Policy::new()
     .window(3)
