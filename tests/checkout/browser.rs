@@ -12,7 +12,7 @@
 
 use crate::app;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -190,20 +190,14 @@ async fn browser(name: &str, width: u32, height: u32) -> Browser {
 
 #[tokio::test]
 async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
-    let _app = crate::APP.lock().await;
-    app::reset_all();
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let running = app::start(app::Config {
-        addr: loopback,
-        backend_addr: loopback,
+    let (_app, running) = crate::start_app(app::Config {
         client_timeout: Duration::from_secs(2),
         // not the policy's 10 s: applied through `Registry::configure`, as `CHECKOUT_OPEN_FOR` is
         open_for: Duration::from_secs(30),
         admin_token: Some("s3cret".to_owned()),
         ..app::Config::default()
     })
-    .await
-    .expect("the service starts");
+    .await;
     let base = format!("http://{}", running.addr);
     let browser = browser("one", 1100, 760).await;
     let session = browser.session.clone();

@@ -21,6 +21,28 @@ mod over_http;
 #[cfg(feature = "redis")]
 mod replicas;
 
+use std::net::SocketAddr;
+
+use tokio::sync::{Mutex, MutexGuard};
+
 /// [`app`]'s breakers, their clock and its metrics recorder are process-wide statics: the tests
-/// that start the service in this process take this first, one at a time.
-static APP: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// that start the service in this process hold this, one at a time ([`start_app`]).
+static APP: Mutex<()> = Mutex::const_new(());
+
+/// Starts [`app`] on free loopback ports (`config`'s `addr` and `backend_addr` are replaced),
+/// every breaker closed with an empty window and its declared policy; the guard keeps the other
+/// tests of [`app`] waiting until it drops.
+async fn start_app(config: app::Config) -> (MutexGuard<'static, ()>, app::Running) {
+    let guard = APP.lock().await;
+    // Before the service starts, so its history begins with the scenario.
+    app::reset_all();
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let running = app::start(app::Config {
+        addr: loopback,
+        backend_addr: loopback,
+        ..config
+    })
+    .await
+    .expect("the service starts");
+    (guard, running)
+}

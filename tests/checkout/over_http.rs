@@ -26,20 +26,13 @@ struct Answer {
 }
 
 async fn demo() -> Demo {
-    let serial = crate::APP.lock().await;
-    // Before the service starts, so its history begins with the scenario.
-    app::reset_all();
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let running = app::start(app::Config {
-        addr: loopback,
-        backend_addr: loopback,
+    let (serial, running) = crate::start_app(app::Config {
         // generous, so that an `ok` call never times out on a loaded machine
         client_timeout: Duration::from_secs(2),
         slow_for: Duration::from_secs(60),
         ..app::Config::default()
     })
-    .await
-    .expect("the service starts");
+    .await;
     Demo {
         base: format!("http://{}", running.addr),
         backend: running.backend_url,
