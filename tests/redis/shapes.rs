@@ -315,33 +315,38 @@ async fn a_degraded_replica_runs_no_half_open_of_its_own() {
 static UNHEARD_ASYNC: LazyLock<Registry> = LazyLock::new(Registry::new);
 static UNHEARD_SYNC: LazyLock<Registry> = LazyLock::new(Registry::new);
 static UNHEARD_DROPPED: LazyLock<Registry> = LazyLock::new(Registry::new);
-static UNHEARD_CALLS: AtomicU32 = AtomicU32::new(0);
+/// The backend calls of each: the three tests run at once.
+static UNHEARD_ASYNC_CALLS: AtomicU32 = AtomicU32::new(0);
+static UNHEARD_SYNC_CALLS: AtomicU32 = AtomicU32::new(0);
+static UNHEARD_DROPPED_CALLS: AtomicU32 = AtomicU32::new(0);
 
 /// One probe; a lost probe is re-armed only after 60 s, far past the test.
 #[circuit_breaker(key = "shape-unheard-async", registry = UNHEARD_ASYNC, window = 2, min_calls = 2, open_for = "300ms", half_open_lease = "60s")]
 async fn unheard_async() -> Result<(), BackendError> {
-    UNHEARD_CALLS.fetch_add(1, Ordering::SeqCst);
+    UNHEARD_ASYNC_CALLS.fetch_add(1, Ordering::SeqCst);
     Err(BackendError::Down)
 }
 
 #[circuit_breaker(key = "shape-unheard-sync", registry = UNHEARD_SYNC, window = 2, min_calls = 2, open_for = "300ms", half_open_lease = "60s")]
 fn unheard_sync() -> Result<(), BackendError> {
-    UNHEARD_CALLS.fetch_add(1, Ordering::SeqCst);
+    UNHEARD_SYNC_CALLS.fetch_add(1, Ordering::SeqCst);
     Err(BackendError::Down)
 }
 
 #[circuit_breaker(key = "shape-unheard-dropped", registry = UNHEARD_DROPPED, window = 2, min_calls = 2, open_for = "300ms", half_open_lease = "60s")]
 async fn unheard_dropped() -> Result<(), BackendError> {
-    UNHEARD_CALLS.fetch_add(1, Ordering::SeqCst);
+    UNHEARD_DROPPED_CALLS.fetch_add(1, Ordering::SeqCst);
     Err(BackendError::Down)
 }
 
 /// An admission whose answer is never read (`unheard`, while Redis is busy for 400 ms) is run by
 /// Redis all the same, once it is free: the probe it grants is given back, so the next call is
-/// the probe (not refused with `HalfOpenFull` until the lease runs out).
+/// the probe (not refused with `HalfOpenFull` until the lease runs out). `calls` counts the
+/// backend calls of `call`.
 async fn unheard_admission_gives_its_probe_back(
     registry: &'static Registry,
     key: &str,
+    calls: &AtomicU32,
     store_timeout: Duration,
     call: impl AsyncFn() -> Result<(), BackendError>,
     unheard: impl AsyncFn(),
@@ -363,12 +368,12 @@ async fn unheard_admission_gives_its_probe_back(
     let sleeper =
         std::thread::spawn(move || crate::harness::command_on(port, &["EVAL", BUSY_400_MS, "0"]));
     std::thread::sleep(Duration::from_millis(50));
-    let before = UNHEARD_CALLS.load(Ordering::SeqCst);
+    let before = calls.load(Ordering::SeqCst);
     // Redis runs the admission once it is free, granting the probe to nobody.
     unheard().await;
     sleeper.join().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while UNHEARD_CALLS.load(Ordering::SeqCst) == before {
+    while calls.load(Ordering::SeqCst) == before {
         assert!(std::time::Instant::now() < deadline, "no probe in 10 s");
         let refused = reason(&call().await);
         assert_ne!(
@@ -378,11 +383,7 @@ async fn unheard_admission_gives_its_probe_back(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(
-        UNHEARD_CALLS.load(Ordering::SeqCst),
-        before + 1,
-        "one probe"
-    );
+    assert_eq!(calls.load(Ordering::SeqCst), before + 1, "one probe");
     assert_eq!(
         registry.get(key).unwrap().state(),
         State::Open,
@@ -396,6 +397,7 @@ async fn an_async_admission_that_timed_out_gives_its_probe_back() {
     unheard_admission_gives_its_probe_back(
         &UNHEARD_ASYNC,
         "shape-unheard-async",
+        &UNHEARD_ASYNC_CALLS,
         Duration::from_millis(100),
         async || unheard_async().await,
         async || assert_eq!(reason(&unheard_async().await), Some(Reason::Open)),
@@ -408,6 +410,7 @@ async fn a_sync_admission_that_timed_out_gives_its_probe_back() {
     unheard_admission_gives_its_probe_back(
         &UNHEARD_SYNC,
         "shape-unheard-sync",
+        &UNHEARD_SYNC_CALLS,
         Duration::from_millis(100),
         async || unheard_sync(),
         async || assert_eq!(reason(&unheard_sync()), Some(Reason::Open)),
@@ -421,6 +424,7 @@ async fn an_admission_dropped_by_its_caller_gives_its_probe_back() {
     unheard_admission_gives_its_probe_back(
         &UNHEARD_DROPPED,
         "shape-unheard-dropped",
+        &UNHEARD_DROPPED_CALLS,
         Duration::from_secs(2),
         async || unheard_dropped().await,
         async || {
