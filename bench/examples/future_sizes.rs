@@ -2,7 +2,7 @@
 //! each kind of argument, and the size of `fusebox::Error`: the table of BENCHMARKS.md.
 //!
 //! Run: `cargo run --release -p fusebox-bench --example future_sizes` (sizes depend on the
-//! optimisation level: the suite's `tests/sizes.rs` asserts bounds that hold in both).
+//! optimisation level: the suite's `tests/attribute/sizes.rs` asserts bounds that hold in both).
 
 #[path = "../../tests/common/sizes.rs"]
 mod subjects;

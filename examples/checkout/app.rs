@@ -2,7 +2,7 @@
 //! breakers, a simulated backend on its own port, and Prometheus metrics; the dashboard, the JSON
 //! of every breaker, the operator controls and health are `fusebox::admin`'s router, merged in.
 //!
-//! `main.rs` runs it as `cargo run --example checkout`; the tests under `tests/checkout_*.rs`
+//! `main.rs` runs it as `cargo run --example checkout`; the tests under `tests/checkout/`
 //! include this file and start it in-process on port 0. In a test build the breakers read a
 //! [`FakeClock`](fusebox::clock::FakeClock) ([`CLOCK`]), so recovery is driven without sleeping.
 
@@ -92,13 +92,15 @@ pub(crate) fn admin(token: Option<String>, instance: Option<String>) -> AdminCon
     }
 }
 
-/// Puts every breaker back to closed with an empty window (tests start each scenario from here;
-/// each service started has a history of its own).
+/// Puts every breaker back to closed with an empty window and its declared policy (tests start
+/// each scenario from here; each service started has a history of its own).
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn reset_all() {
     // The recorder first: a breaker registers its metrics when it is created.
     let _ = prometheus();
     for key in KEYS {
+        // What a previous `start` applied (`Config::open_for`).
+        let _ = REGISTRY.unconfigure(key);
         if let Some(b) = REGISTRY.get(key) {
             b.reset();
         }

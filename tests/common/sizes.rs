@@ -1,4 +1,4 @@
-//! The functions whose futures `tests/sizes.rs` bounds and `bench/examples/future_sizes.rs`
+//! The functions whose futures `tests/attribute/sizes.rs` bounds and `bench/examples/future_sizes.rs`
 //! prints: one `async fn` awaiting one inner future, bare and under `#[circuit_breaker]` with each
 //! kind of argument.
 #![allow(dead_code)] // each includer uses its own subset

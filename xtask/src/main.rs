@@ -12,12 +12,12 @@ use std::process::{Command, ExitCode};
 
 /// What the suite needs from Debian's packages: (binary, package, used by).
 const NEEDS: [(&str, &str, &str); 3] = [
-    ("redis-server", "redis-server", "tests/redis_*.rs"),
-    ("chromium", "chromium", "tests/checkout_browser.rs"),
+    ("redis-server", "redis-server", "tests/redis/"),
+    ("chromium", "chromium", "tests/checkout/browser.rs"),
     (
         "chromedriver",
         "chromium-driver",
-        "tests/checkout_browser.rs",
+        "tests/checkout/browser.rs",
     ),
 ];
 

@@ -1,0 +1,87 @@
+//! The headline example, run on tokio's paused clock so its timings are exact.
+
+#[allow(dead_code)]
+#[path = "../../examples/basic/retry_vs_breaker.rs"]
+mod example;
+
+use example::{ATTEMPTS, REQUESTS, Report, TIMEOUT};
+
+#[tokio::test(start_paused = true)]
+async fn breaker_cuts_backend_calls_from_60_to_5_and_finishes_sooner() {
+    let retry = example::run(false).await;
+    assert_eq!(
+        retry,
+        Report {
+            backend_calls: REQUESTS * ATTEMPTS,
+            successes: 0,
+            fast_errors: 0,
+            timeouts: REQUESTS,
+            elapsed: TIMEOUT * 60,
+        }
+    );
+    let breaker = example::run(true).await;
+    assert_eq!(breaker.backend_calls, 5);
+    assert_eq!(breaker.successes, 0);
+    // Request 1 times out three times; request 2 twice, then the circuit is open: its third attempt
+    // and every later request are refused at once.
+    assert_eq!(breaker.timeouts, 1);
+    assert_eq!(breaker.fast_errors, REQUESTS - 1);
+    assert_eq!(breaker.elapsed, TIMEOUT * 5);
+    assert!(breaker.elapsed < retry.elapsed);
+    let table = example::table(&retry, &breaker);
+    assert!(
+        table.contains("| retry alone           |            60 |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| retry through breaker |             5 |"),
+        "{table}"
+    );
+    let snapshot = fusebox::registry().get("backend").unwrap().snapshot();
+    assert_eq!(snapshot.state, fusebox::State::Open);
+    assert_eq!(snapshot.rejected, u64::from(REQUESTS - 1));
+}
+
+/// The README's first command, `cargo run --example retry_vs_breaker` from the workspace root,
+/// builds a package whose only dependencies are fusebox and tokio (not the suite's axum,
+/// reqwest, trybuild or Prometheus exporter), and finds it among the default members.
+#[test]
+fn the_headline_example_is_a_default_member_that_depends_on_fusebox_and_tokio_only() {
+    let output = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(output.status.success(), "{output:?}");
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let packages = metadata["packages"].as_array().unwrap();
+    let owners: Vec<&serde_json::Value> = packages
+        .iter()
+        .filter(|p| {
+            p["targets"].as_array().unwrap().iter().any(|t| {
+                t["name"] == "retry_vs_breaker" && t["kind"].as_array().unwrap()[0] == "example"
+            })
+        })
+        .collect();
+    assert_eq!(owners.len(), 1, "one package has the example");
+    let owner = owners[0];
+    let mut deps: Vec<&str> = owner["dependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    deps.sort_unstable();
+    assert_eq!(deps, ["fusebox", "tokio"], "{}", owner["name"]);
+    let defaults = metadata["workspace_default_members"].as_array().unwrap();
+    assert!(
+        defaults.contains(&owner["id"]),
+        "`cargo run --example retry_vs_breaker` from the root finds only default members"
+    );
+}

@@ -1,0 +1,431 @@
+//! The checkout dashboard (`fusebox::admin`'s page) in a real browser: headless Debian `chromium`
+//! driven through WebDriver (`chromedriver`, spoken to over its HTTP protocol). Loads `/`, trips
+//! `checkout` through the API, and checks that the page shows `checkout` open with the rule that
+//! tripped it and its history, `shipping` closed, without a reload; then a control is refused
+//! without the operator token and accepted with it. Saves a screenshot to
+//! `target/checkout-dashboard.png`. With the `redis` feature, also runs
+//! `checkout --replicas 2` (a `redis-server` of its own) and checks one column per replica, both
+//! showing `checkout` open (`target/checkout-replicas-dashboard.png`).
+//!
+//! Needs `chromium` and `chromedriver` on `PATH` (`apt-get install -y chromium chromium-driver`);
+//! without them this test fails and says so.
+
+use crate::app;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+const INSTALL: &str = "apt-get install -y chromium chromium-driver";
+
+/// The first file called `name` on `PATH`.
+fn find(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The `chromedriver` process; killed when dropped.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A WebDriver session.
+struct Session {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Session {
+    async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.http.request(method, format!("{}{path}", self.url));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("chromedriver answers");
+        let status = response.status();
+        let answer: Value = response.json().await.expect("a WebDriver JSON answer");
+        assert!(status.is_success(), "WebDriver `{path}` failed: {answer}");
+        answer["value"].clone()
+    }
+
+    async fn script(&self, source: &str) -> Value {
+        self.command(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({ "script": source, "args": [] })),
+        )
+        .await
+    }
+
+    /// Runs `source` until it returns `expected`, for at most 15 s (the page updates by itself).
+    async fn wait_for(&self, source: &str, expected: Value) {
+        let start = Instant::now();
+        let mut last = Value::Null;
+        while start.elapsed() < Duration::from_secs(15) {
+            last = self.script(source).await;
+            if last == expected {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("`{source}` returned {last}, expected {expected}");
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+const CARD_STATE: &str = "return [...document.querySelectorAll('.card')].map(c => c.dataset.key + '=' + c.querySelector('.state').textContent).join(' ');";
+
+/// A headless chromium under `chromedriver` with one WebDriver session.
+struct Browser {
+    _driver: Driver,
+    session: std::sync::Arc<Session>,
+    profile: PathBuf,
+}
+
+impl Browser {
+    /// Runs `scenario` in its own task, then closes the browser (also when the scenario failed)
+    /// and passes the failure on.
+    async fn run<F>(self, scenario: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let outcome = tokio::spawn(scenario).await;
+        self.session
+            .command(reqwest::Method::DELETE, "", None)
+            .await;
+        let _ = std::fs::remove_dir_all(&self.profile);
+        if let Err(failed) = outcome {
+            std::panic::resume_unwind(failed.into_panic());
+        }
+    }
+}
+
+/// Starts `chromedriver` and a headless `chromium` of `width`×`height` pixels.
+async fn browser(name: &str, width: u32, height: u32) -> Browser {
+    let chromium = find("chromium")
+        .unwrap_or_else(|| panic!("`chromium` is not installed; install it with `{INSTALL}`"));
+    let chromedriver = find("chromedriver")
+        .unwrap_or_else(|| panic!("`chromedriver` is not installed; install it with `{INSTALL}`"));
+    let port = free_port();
+    let driver = Driver(
+        Command::new(&chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", chromedriver.display())),
+    );
+    let http = reqwest::Client::new();
+    let driver_url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    loop {
+        let ready = http.get(format!("{driver_url}/status")).send().await;
+        if let Ok(r) = ready {
+            let status: Value = r.json().await.unwrap_or_default();
+            if status["value"]["ready"] == true {
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "`chromedriver` did not become ready on port {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let profile =
+        std::env::temp_dir().join(format!("checkout-chromium-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&profile);
+    let created = http
+        .post(format!("{driver_url}/session"))
+        .json(&json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    format!("--window-size={width},{height}"),
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+            },
+        }}}))
+        .send()
+        .await
+        .expect("chromedriver answers");
+    let created: Value = created.json().await.unwrap();
+    let id = created["value"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no WebDriver session: {created}"))
+        .to_owned();
+    let session = Session {
+        http: http.clone(),
+        url: format!("{driver_url}/session/{id}"),
+    };
+    Browser {
+        _driver: driver,
+        session: std::sync::Arc::new(session),
+        profile,
+    }
+}
+
+#[tokio::test]
+async fn dashboard_shows_checkout_open_and_shipping_closed_without_a_reload() {
+    let (_app, running) = crate::start_app(app::Config {
+        client_timeout: Duration::from_secs(2),
+        // not the policy's 10 s: applied through `Registry::configure`, as `CHECKOUT_OPEN_FOR` is
+        open_for: Duration::from_secs(30),
+        admin_token: Some("s3cret".to_owned()),
+        ..app::Config::default()
+    })
+    .await;
+    let base = format!("http://{}", running.addr);
+    let browser = browser("one", 1100, 760).await;
+    let session = browser.session.clone();
+    browser
+        .run(scenario(session, reqwest::Client::new(), base))
+        .await;
+}
+
+/// Loads the dashboard, trips `checkout` through the API and checks the page; saves a screenshot.
+async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base: String) {
+    session
+        .command(
+            reqwest::Method::POST,
+            "/url",
+            Some(json!({ "url": format!("{base}/") })),
+        )
+        .await;
+    // The cards exist only once the first server-sent event arrived.
+    session
+        .wait_for(CARD_STATE, json!("checkout=closed shipping=closed"))
+        .await;
+    session
+        .script("window.notReloaded = true; return null;")
+        .await;
+
+    // Trip `checkout` through the API, one order at a time, and refuse one more.
+    for _ in 0..5 {
+        let r = http
+            .post(format!("{base}/orders/demo"))
+            .header("X-Demo-Backend-Mode", "always_fail")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 502);
+    }
+    let refused = http
+        .post(format!("{base}/orders/demo"))
+        .header("X-Demo-Backend-Mode", "ok")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    let shipped = http
+        .post(format!("{base}/shipping/demo"))
+        .header("X-Demo-Backend-Mode", "ok")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shipped.status(), 200);
+
+    session
+        .wait_for(CARD_STATE, json!("checkout=open shipping=closed"))
+        .await;
+    assert_eq!(
+        session.script("return window.notReloaded === true;").await,
+        true,
+        "the page was reloaded"
+    );
+    session
+        .wait_for(
+            "return document.querySelector('[data-key=checkout] .rejected').textContent;",
+            json!("1"),
+        )
+        .await;
+    // The breakers read a fake clock that does not move: the last event carried the whole wait,
+    // which the page counts down by itself.
+    assert_eq!(
+        session
+            .script(
+                "return document.querySelector('[data-key=checkout] .probe').dataset.retryAfterMs;"
+            )
+            .await,
+        "30000"
+    );
+    let shown = session
+        .script("return document.querySelector('[data-key=checkout] .probe').textContent;")
+        .await;
+    let shown = shown.as_str().unwrap();
+    assert!(
+        shown.ends_with(" s") && shown.starts_with(['2', '3']),
+        "{shown}"
+    );
+    let why = session
+        .script("return document.querySelector('[data-key=checkout] .why').textContent;")
+        .await;
+    let why = why.as_str().unwrap();
+    assert!(why.starts_with("last opened "), "{why}");
+    assert!(
+        why.contains("5 counted failures in a row (`consecutive` = 5)"),
+        "{why}"
+    );
+    history_and_controls(&session).await;
+
+    let png = session
+        .command(reqwest::Method::GET, "/screenshot", None)
+        .await;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(png.as_str().unwrap())
+        .unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("checkout-dashboard.png"), &png).unwrap();
+}
+
+/// On the tripped page: `checkout`'s history and marks, then a control refused without the
+/// operator token and one accepted with it.
+async fn history_and_controls(session: &Session) {
+    // The history: samples of the window (one a second, and one after the transition), with the
+    // open samples shaded.
+    session
+        .wait_for(
+            "return Number(document.querySelector('[data-key=checkout] .spark.failure').dataset.points) >= 2;",
+            json!(true),
+        )
+        .await;
+    session
+        .wait_for(
+            "return document.querySelectorAll('[data-key=checkout] .spark.failure rect').length > 0;",
+            json!(true),
+        )
+        .await;
+    let badges = session
+        .script("return document.querySelector('[data-key=checkout] .badges').textContent;")
+        .await;
+    assert_eq!(badges, "criticalgroup orders");
+
+    // A control without the operator token is refused, and says why.
+    session
+        .script("document.querySelector('[data-key=checkout] button[data-action=reset]').click(); return null;")
+        .await;
+    session
+        .wait_for(
+            "return document.querySelector('[data-key=checkout] .result').textContent.slice(0, 15);",
+            json!("refused (403): "),
+        )
+        .await;
+    assert_eq!(
+        session.script(CARD_STATE).await,
+        "checkout=open shipping=closed"
+    );
+    // With the token typed in, the same page's control is accepted.
+    session
+        .script(
+            "const t = document.getElementById('token'); t.value = 's3cret'; \
+             t.dispatchEvent(new Event('change')); \
+             document.querySelector('[data-key=shipping] button[data-action=force_open]').click(); return null;",
+        )
+        .await;
+    session
+        .wait_for(CARD_STATE, json!("checkout=open shipping=forced open"))
+        .await;
+    session
+        .wait_for(
+            "return document.querySelector('[data-key=shipping] .timeline').textContent.includes('force_open by token holder at 127.0.0.1:');",
+            json!(true),
+        )
+        .await;
+}
+
+/// Every card as `replica/key=state`, in page order.
+#[cfg(feature = "redis")]
+const REPLICA_CARD_STATE: &str = "return [...document.querySelectorAll('.card')].map(c => c.dataset.instance + '/' + c.dataset.key + '=' + c.querySelector('.state').textContent).join(' ');";
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
+    let redis = crate::redis_harness::RedisServer::start();
+    let demo = crate::support::start(&redis);
+    let front = demo.front.clone();
+    let browser = browser("replicas", 1100, 900).await;
+    let session = browser.session.clone();
+    browser
+        .run(async move {
+            session
+                .command(
+                    reqwest::Method::POST,
+                    "/url",
+                    Some(json!({ "url": format!("{front}/") })),
+                )
+                .await;
+            session
+                .wait_for(
+                    REPLICA_CARD_STATE,
+                    json!("A/checkout=closed A/shipping=closed B/checkout=closed B/shipping=closed"),
+                )
+                .await;
+            session
+                .script("window.notReloaded = true; return null;")
+                .await;
+            let headings = session
+                .script("return [...document.querySelectorAll('.instance > h2')].map(h => h.textContent).join(', ');")
+                .await;
+            assert_eq!(headings, "instance A, instance B");
+
+            // Five failures alternate between the replicas; the sixth call is refused.
+            let http = reqwest::Client::new();
+            for expected in [502, 502, 502, 502, 502, 503] {
+                let r = http
+                    .post(format!("{front}/orders/demo"))
+                    .header("X-Demo-Backend-Mode", "always_fail")
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), expected);
+            }
+            session
+                .wait_for(
+                    REPLICA_CARD_STATE,
+                    json!("A/checkout=open A/shipping=closed B/checkout=open B/shipping=closed"),
+                )
+                .await;
+            assert_eq!(
+                session.script("return window.notReloaded === true;").await,
+                true,
+                "the page was reloaded"
+            );
+            let png = session
+                .command(reqwest::Method::GET, "/screenshot", None)
+                .await;
+            let png = base64::engine::general_purpose::STANDARD
+                .decode(png.as_str().unwrap())
+                .unwrap();
+            assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+            let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+            std::fs::create_dir_all(&target).unwrap();
+            std::fs::write(target.join("checkout-replicas-dashboard.png"), &png).unwrap();
+        })
+        .await;
+    drop(demo);
+}
