@@ -12,6 +12,8 @@ mod common;
 mod harness;
 
 mod cached;
+#[cfg(feature = "redis-cluster")]
+mod cluster;
 mod connect;
 mod corruption;
 mod dynamic;

@@ -4,17 +4,14 @@
 //! Replica A trips each key, replica B is refused without reaching the backend; then the master
 //! holding one key is killed (`kill -9`): while its replica is promoted every call answers within
 //! the store's timeout, and afterwards a circuit tripped on A is still refused on B.
-#![cfg(feature = "redis-cluster")]
-
-mod redis_harness;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::harness::{BackendError, RedisServer, command_on, reply_on};
 use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, circuit_breaker};
-use redis_harness::{BackendError, RedisServer, command_on, reply_on};
 
 static A: LazyLock<Registry> = LazyLock::new(Registry::new);
 static B: LazyLock<Registry> = LazyLock::new(Registry::new);
@@ -85,7 +82,7 @@ impl Cluster {
             .unwrap_or_else(|e| {
                 panic!(
                     "cannot run `redis-cli`: {e}; install it with `{}`",
-                    redis_harness::INSTALL
+                    crate::harness::INSTALL
                 )
             });
         assert!(
