@@ -79,9 +79,12 @@ fn the_history_ring_is_bounded_in_samples_keys_and_entries() {
 
 #[test]
 fn rejected_calls_per_second_come_from_the_difference_of_two_samples() {
-    let breaker = REGISTRY
-        .breaker("ring-rejected", Policy::new().window(1).min_calls(1))
-        .unwrap();
+    // Open for an hour: another test advances the shared clock by 10 s meanwhile.
+    let policy = Policy::new()
+        .window(1)
+        .min_calls(1)
+        .open_for(Duration::from_secs(3600));
+    let breaker = REGISTRY.breaker("ring-rejected", policy).unwrap();
     let mut history = History::new(10, 10, 10);
     history.sample(&[&breaker.snapshot()], 1_000);
     breaker.try_acquire().unwrap().failure();
