@@ -236,15 +236,29 @@ local function bucket(field)
   return g, sl, c, fl, sw
 end
 
--- A count window's slot `field` (`generation * 8 + code`, code 1..4), 0 when it is empty, or
--- does not parse (reported; it is about to be overwritten).
-local function slot(field)
-  local raw = redis.call('HGET', k, field)
+-- A count window's slot `field` holding `raw` (`generation * 8 + code`, code 1..4), 0 when it
+-- is empty, or does not parse (reported; it is about to be overwritten).
+local function slot_of(field, raw)
   if not raw then return 0 end
   local x = int(raw, MAXG * 8)
   if x and (math.floor(x / 8) ~= b.g or (x % 8 >= 1 and x % 8 <= 4)) then return x end
   corrupt(1000 + tonumber(string.sub(field, 2)))
   return 0
+end
+
+local function slot(field)
+  return slot_of(field, redis.call('HGET', k, field))
+end
+
+-- Takes slot value `x` (as `slot` reads it) out of the window's totals when it is of the
+-- current generation: it is about to be overwritten.
+local function forget(x)
+  if x > 0 and math.floor(x / 8) == b.g then
+    local old_code = x % 8 - 1
+    b.n = b.n - 1
+    b.f = b.f - old_code % 2
+    b.s = b.s - math.floor(old_code / 2)
+  end
 end
 
 -- The generation the caller may hold: a change is published to cached replicas.
@@ -287,10 +301,11 @@ local function open(reopens)
   return calls, failures, slow_calls
 end
 
--- The rule a closed circuit trips by after an outcome (`failure`: 1 when it failed), 0 for none;
--- checked in the order the in-memory breaker checks them.
-local function trip_rule(failure)
-  if consecutive > 0 and b.run >= consecutive then return 3 end
+-- The rule a closed circuit trips by after an outcome (`failure`: 1 when it failed) or a fold
+-- (`failure`: 1 when it held a failure), with `run` failures in a row, 0 for none; checked in the
+-- order the in-memory breaker checks them.
+local function trip_rule(failure, run)
+  if consecutive > 0 and run >= consecutive then return 3 end
   -- `failure_count`: the window's failures, whatever the rate and `min_calls`.
   if failure == 1 and failure_count > 0 and b.f >= failure_count then return 4 end
   if b.n >= min_calls then
@@ -360,16 +375,20 @@ local function recorded_before()
   return false
 end
 
--- The rule a closed circuit trips by after a fold whose failures reached a run of `peak`
--- (the run before it included), 0 for none: `trip_rule` judged on the whole fold.
-local function fold_rule(failed, peak)
-  if consecutive > 0 and peak >= consecutive then return 3 end
-  if failed and failure_count > 0 and b.f >= failure_count then return 4 end
-  if b.n >= min_calls then
-    if rate > 0 and b.f * 100 >= rate * b.n then return 1 end
-    if slow_rate > 0 and b.s * 100 >= slow_rate * b.n then return 2 end
-  end
-  return 0
+-- The time window's current bucket, as `{field, slice, c, fl, sw}` (empty when it holds another
+-- slice or generation), after the window's totals are read into `b`.
+local function current_bucket()
+  local slice = math.floor(now / slice_ms) + 1
+  local tb = {field = 't' .. (slice % 10), slice = slice, c = 0, fl = 0, sw = 0}
+  local g, sl, oc, ofl, osw = bucket(tb.field)
+  if g == b.g and sl == slice then tb.c, tb.fl, tb.sw = oc, ofl, osw end
+  b.n, b.f, b.s = time_totals()
+  return tb
+end
+
+-- A bucket as the hash holds it: `generation:slice:calls:failures:slow`.
+local function bucket_text(tb)
+  return string.format('%d:%d:%d:%d:%d', b.g, tb.slice, tb.c, tb.fl, tb.sw)
 end
 
 local function remaining()
@@ -457,24 +476,12 @@ elseif op == 'report' then
       if outcome ~= 0 then
         local failure = outcome == 2 and 1 or 0
         if slice_ms > 0 then
-          if not tb then
-            local slice = math.floor(now / slice_ms) + 1
-            tb = {field = 't' .. (slice % 10), slice = slice, c = 0, fl = 0, sw = 0}
-            local g, sl, oc, ofl, osw = bucket(tb.field)
-            if g == b.g and sl == slice then tb.c, tb.fl, tb.sw = oc, ofl, osw end
-            b.n, b.f, b.s = time_totals()
-          end
+          if not tb then tb = current_bucket() end
           tb.c, tb.fl, tb.sw = tb.c + 1, tb.fl + failure, tb.sw + slow
-          writes[tb.field] = string.format('%d:%d:%d:%d:%d', b.g, tb.slice, tb.c, tb.fl, tb.sw)
+          writes[tb.field] = bucket_text(tb)
         else
           local field = 'r' .. b.cur
-          local old = get_slot(field)
-          if old > 0 and math.floor(old / 8) == b.g then
-            local old_code = old % 8 - 1
-            b.n = b.n - 1
-            b.f = b.f - old_code % 2
-            b.s = b.s - math.floor(old_code / 2)
-          end
+          forget(get_slot(field))
           slots[field] = b.g * 8 + 1 + failure + 2 * slow
           writes[field] = slots[field]
           b.cur = (b.cur + 1) % w
@@ -483,7 +490,7 @@ elseif op == 'report' then
         if failure == 1 then b.run = b.run + 1 else b.run = 0 end
         counted = true
         if b.st == 0 then
-          rule = trip_rule(failure)
+          rule = trip_rule(failure, b.run)
           if rule > 0 then calls, failures, slow_calls = open(0) end
         end
       end
@@ -557,13 +564,9 @@ elseif op == 'fold' then
   if not duplicate and current and (b.st == 0 or b.st == 4) then
     code = 1
     if slice_ms > 0 then
-      b.n, b.f, b.s = time_totals()
-      local slice = math.floor(now / slice_ms) + 1
-      local field = 't' .. (slice % 10)
-      local c, fl, sw = 0, 0, 0
-      local g, sl, oc, ofl, osw = bucket(field)
-      if g == b.g and sl == slice then c, fl, sw = oc, ofl, osw end
-      redis.call('HSET', k, field, string.format('%d:%d:%d:%d:%d', b.g, slice, c + n, fl + f, sw + s))
+      local tb = current_bucket()
+      tb.c, tb.fl, tb.sw = tb.c + n, tb.fl + f, tb.sw + s
+      redis.call('HSET', k, tb.field, bucket_text(tb))
       b.n, b.f, b.s = b.n + n, b.f + f, b.s + s
     else
       -- The window keeps the last `w` calls: a fold longer than the window writes every slot,
@@ -585,18 +588,7 @@ elseif op == 'fold' then
       end
       local df, ds, dsf = 0, 0, 0
       for i = 1, m do
-        local raw = olds[i]
-        if raw then
-          local x = int(raw, MAXG * 8)
-          if x and math.floor(x / 8) == b.g and x % 8 >= 1 and x % 8 <= 4 then
-            local old_code = x % 8 - 1
-            b.n = b.n - 1
-            b.f = b.f - old_code % 2
-            b.s = b.s - math.floor(old_code / 2)
-          elseif not (x and math.floor(x / 8) ~= b.g) then
-            corrupt(1000 + tonumber(string.sub(fields[i], 2)))
-          end
-        end
+        forget(slot_of(fields[i], olds[i]))
         -- Slot i carries a failure when the even spread of `mf` over `m` passes a whole one.
         local failure = math.floor(i * mf / m) - df
         df = df + failure
@@ -628,7 +620,7 @@ elseif op == 'fold' then
     end
     counted = true
     if b.st == 0 then
-      rule = fold_rule(f > 0, run_peak)
+      rule = trip_rule(f > 0 and 1 or 0, run_peak)
       if rule > 0 then calls, failures, slow_calls = open(0) end
     end
   end
