@@ -62,6 +62,7 @@ pub mod metrics;
 mod nested;
 mod observe;
 mod policy;
+mod pushback;
 mod record;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -85,6 +86,7 @@ pub mod __private_0_1_0;
 pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sharing, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
+pub use pushback::RetryAfter;
 pub use policy::{Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery, Window};
 pub use record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use registry::{Registry, UnknownKey, registry};

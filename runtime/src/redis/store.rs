@@ -548,6 +548,7 @@ impl RedisStore {
                 operator,
                 Trigger::Operator,
                 true,
+                None,
             );
         }
         Ok(())
