@@ -152,9 +152,7 @@ fn the_open_event_and_the_transition_say_pushback_lengthened_the_wait() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let hook = seen.clone();
     EVENTS.on_transition(move |t| {
-        hook.lock()
-            .unwrap()
-            .push((t.to, t.trigger, t.pushback));
+        hook.lock().unwrap().push((t.to, t.trigger, t.pushback));
     });
     let events = capture(|| {
         assert!(announced(Backend::Busy(SECS(7.0))).is_err());

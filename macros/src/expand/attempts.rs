@@ -102,7 +102,8 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     };
     // The wait a counted error asked for (`RetryAfter`): the next attempt waits for it.
     let wait = pushback(names, true);
-    let retry_after = quote!(|#error: &#error_type| -> ::core::option::Option<::core::time::Duration> { #wait });
+    let retry_after =
+        quote!(|#error: &#error_type| -> ::core::option::Option<::core::time::Duration> { #wait });
     let (on_failed, on_refused) = settle(args, names, params, true, quote!(from_error(#refused)));
     let alias = error_alias(args, names);
     let run = quote! {

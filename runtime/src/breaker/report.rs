@@ -411,12 +411,9 @@ impl Circuit {
     /// failure asked for more meanwhile); the wait, when pushback lengthened it (for the event).
     pub(super) fn spend_pushback(&self, wait: OpenWait) -> Option<Duration> {
         if wait.until != 0 {
-            let _ = self.pushback.compare_exchange(
-                wait.until,
-                0,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+            let _ =
+                self.pushback
+                    .compare_exchange(wait.until, 0, Ordering::AcqRel, Ordering::Acquire);
         }
         wait.lengthened.then(|| Duration::from_nanos(wait.nanos))
     }
@@ -432,7 +429,10 @@ impl Circuit {
         let mut pushback = None;
         if reopened {
             // The wait `reopen` gave it, read again for the event (the same rule, a moment later).
-            let reopens = self.reopens.fetch_add(1, Ordering::AcqRel).saturating_add(1);
+            let reopens = self
+                .reopens
+                .fetch_add(1, Ordering::AcqRel)
+                .saturating_add(1);
             pushback = self.spend_pushback(self.open_wait(reopens, self.now()));
         } else {
             self.reopens.store(0, Ordering::Release);

@@ -296,7 +296,10 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
         for status in [500, 502, 504, 301, 200] {
-            assert_eq!(HttpFailures.retry_after(&with_retry_after(status, "7"), now), None);
+            assert_eq!(
+                HttpFailures.retry_after(&with_retry_after(status, "7"), now),
+                None
+            );
         }
         for value in ["", "0", "-7", "7s", "1.5", "soon", past.as_str()] {
             assert_eq!(
