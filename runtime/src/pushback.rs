@@ -121,6 +121,8 @@ mod tests {
     struct Plain;
 
     #[test]
+    // The borrow picks the method: without it `Plain` would find no `pushback` at all.
+    #[allow(clippy::needless_borrow)]
     fn the_wait_is_read_only_from_types_that_carry_one() {
         #[allow(unused_imports)]
         use super::{NoRetryAfter as _, ReadsRetryAfter as _};
