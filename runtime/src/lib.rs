@@ -62,6 +62,7 @@ pub mod metrics;
 mod nested;
 mod observe;
 mod policy;
+mod pushback;
 mod record;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -86,6 +87,7 @@ pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sh
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
 pub use policy::{Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery, Window};
+pub use pushback::RetryAfter;
 pub use record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use registry::{Registry, UnknownKey, registry};
 pub use state::State;

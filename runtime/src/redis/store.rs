@@ -551,6 +551,7 @@ impl RedisStore {
                 operator,
                 Trigger::Operator,
                 true,
+                None,
             );
         }
         Ok(())

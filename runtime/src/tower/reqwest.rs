@@ -11,7 +11,9 @@
 //! ```
 //!
 //! Outcomes are classified with [`HttpFailures`]: a `5xx` or `429` response and a transport error
-//! count, any other response is a success. A rejected request is not sent; it fails with
+//! count, any other response is a success. A `429` or `503` with `Retry-After` (seconds or an
+//! HTTP-date) is pushback: when it opens the circuit, the circuit stays open at least that long
+//! (capped by `open_max`; see [`http_retry_after`](super::http_retry_after)). A rejected request is not sent; it fails with
 //! `reqwest_middleware::Error::Middleware` wrapping a [`fusebox::Error`](crate::Error), which
 //! [`rejection`] finds:
 //!
@@ -28,6 +30,7 @@
 //! ```
 
 use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
 
 use ::reqwest::{Request, Response, Url};
 use http::Extensions;
@@ -156,6 +159,16 @@ impl Classify<Response, reqwest_middleware::Error> for HttpFailures {
             Err(_) => true,
         }
     }
+
+    /// `Retry-After` of a `429` or `503` response ([`http_retry_after`](super::http_retry_after)).
+    fn retry_after(
+        &self,
+        outcome: &Result<Response, reqwest_middleware::Error>,
+        now: SystemTime,
+    ) -> Option<Duration> {
+        let response = outcome.as_ref().ok()?;
+        super::http_retry_after(response.status(), response.headers(), now)
+    }
 }
 
 #[async_trait::async_trait]
@@ -173,9 +186,14 @@ impl Middleware for CircuitBreakerMiddleware {
         // Dropped unreported if this future is cancelled (nothing counted) or a panic unwinds
         // through it (a failure).
         let result = next.run(req, extensions).await;
-        match &result {
-            _ if HttpFailures.is_failure(&result) => permit.failure(),
-            _ => permit.success(),
+        if !HttpFailures.is_failure(&result) {
+            permit.success();
+        } else if let Some(wait) = HttpFailures.retry_after(&result, permit.wall_time()) {
+            // Pushback: a `429` or `503` with `Retry-After` keeps the circuit open that long
+            // when it opens it.
+            permit.failure_after(wait);
+        } else {
+            permit.failure();
         }
         result
     }
