@@ -2,7 +2,7 @@
 //! count (progressive recovery), and may trip, reopen or close the circuit.
 
 use super::*;
-use crate::policy::{nanos, open_wait_nanos, slow_nanos};
+use crate::policy::{OpenContext, jittered_nanos, nanos, open_wait_nanos, slow_nanos};
 use crate::state;
 
 impl Circuit {
@@ -236,7 +236,7 @@ impl Circuit {
     #[cold]
     pub(super) fn trip(&self, word: Word, counts: Counts, site: FnName, trigger: Trigger) {
         let now = self.now();
-        let next = word.to_open(now, open_wait_nanos(&self.policy, 0));
+        let next = word.to_open(now, self.open_wait(0, counts));
         if self.cas(word, next).is_ok() {
             self.window.reset();
             self.run.store(0, Ordering::Release);
@@ -264,7 +264,13 @@ impl Circuit {
         let half_open = self.policy.settings().half_open;
         let decided = self.update(self.load(), |word| {
             state::after_probe(word, permit.admission, outcome, half_open, |w| {
-                self.reopen(w)
+                // The probes that decided: those that passed, and this failed one.
+                let probes = Counts {
+                    calls: w.passed() + 1,
+                    failures: 1,
+                    slow: 0,
+                };
+                self.reopen(w, probes)
             })
         });
         let Ok((word, next)) = decided else { return };
@@ -307,7 +313,12 @@ impl Circuit {
         let threshold = u64::from(self.policy.settings().failure_rate.unwrap_or(50));
         let phase = word.passed();
         let next = if u64::from(failures) * 100 >= threshold * u64::from(calls) {
-            self.reopen(word)
+            let phase_counts = Counts {
+                calls,
+                failures,
+                slow: 0,
+            };
+            self.reopen(word, phase_counts)
         } else if phase >= phases {
             word.to_closed()
         } else {
@@ -334,10 +345,24 @@ impl Circuit {
         }
     }
 
-    /// The word of a failed recovery: open again, for a wait grown by `open_backoff`.
-    pub(super) fn reopen(&self, word: Word) -> Word {
+    /// The word of a failed recovery decided by the recovery's calls `probes`: open again, for a
+    /// wait grown by `open_backoff` (or its function's).
+    pub(super) fn reopen(&self, word: Word, probes: Counts) -> Word {
         let reopens = self.reopens.load(Ordering::Acquire).saturating_add(1);
-        word.to_open(self.now(), open_wait_nanos(&self.policy, reopens))
+        word.to_open(self.now(), self.open_wait(reopens, probes))
+    }
+
+    /// The open wait in nanoseconds after `reopens` failed recoveries in a row, for an opening
+    /// decided by `counts` (the window that tripped, or the recovery's calls). Runs only when
+    /// the circuit opens.
+    #[cold]
+    pub(super) fn open_wait(&self, reopens: u32, counts: Counts) -> u64 {
+        // 1. The policy's wait: `open_for` grown by `open_backoff`, or its function's, floored
+        //    and capped by `open_max`.
+        let open = OpenContext::new(reopens, counts.calls, counts.failures, counts.slow);
+        let wait = open_wait_nanos(&self.policy, &open);
+        // 2. Spread by `open_jitter` (last: it spreads whatever wait the steps before it gave).
+        jittered_nanos(&self.policy, wait)
     }
 
     pub(super) fn left_half_open(
