@@ -14,7 +14,7 @@
 //!               fn setter(arg: Type, …) { field: value, … } … }
 //!     patch { fn setter(…) { field: value } }  // optional: `PolicyPatch`-only setters
 //!     attr(Type = reader(arguments) => setter, …)  // optional: the attribute argument
-//!     config { field_name: reader, … }         // the configuration file's field(s)
+//!     config { field_name: reader, … }         // the configuration file's field(s), if any
 //! }
 //! ```
 //!
@@ -24,7 +24,8 @@
 //! the checked value's type, the reader of `args/values.rs` with its arguments, the setter(s)
 //! the value is passed to); a knob without one is set in code or configuration only.
 //! `config` names the configuration field(s) and the reader (in `fusebox`'s `config.rs`) that
-//! turns a value into a `PolicyPatch`. The names in `attr` and `config` are resolved where
+//! turns a value into a `PolicyPatch` (none for `open_for_fn`: configuration cannot name a
+//! function, and says so). The names in `attr` and `config` are resolved where
 //! those crates expand the table.
 
 /// Hands the knob table to the generator `$generate` (see the module `knobs.rs`): the one list
@@ -231,7 +232,7 @@ macro_rules! with_knobs {
                         open_fn: Some(OpenForFn::new(function))
                     }
                 }
-                config { open_for_fn: |f| Err(f.function()) }
+                config {}
             }
             /// The spread of the open wait, in percent of it (0: none).
             open_jitter {
@@ -391,10 +392,10 @@ macro_rules! __knob_view {
             setters $setters:tt
             $(patch $patch:tt)?
             $(attr $attr:tt)?
-            config { $($field:ident: $read:expr),+ }
+            config { $($field:ident: $read:expr),* }
         }
     )*) => {
-        $generate! { $($($field: $read,)+)* }
+        $generate! { $($($field: $read,)*)* }
     };
     ([$generate:ident] $($rows:tt)*) => {
         $generate! { $($rows)* }

@@ -320,6 +320,10 @@ impl Field<'_> {
         if let Some((_, read)) = FIELDS.iter().find(|(name, _)| *name == self.name) {
             return read(self);
         }
+        if self.name == "open_for_fn" {
+            // A knob of the table that configuration cannot set.
+            return Err(self.function());
+        }
         let hint = crate::declared::closest(self.name, field_names())
             .first()
             .map(|f| format!("did you mean `{f}`? "))
