@@ -392,10 +392,23 @@ mod tests {
         assert!(p.settings().open_for_fn.is_some());
         assert!(p.validate().is_ok());
         // A function grows the wait itself: `open_backoff` beside it is refused at its token.
-        let args = crate::args::parse(quote!(key = "k", open_for = wait, open_backoff = 2))
+        let error = crate::args::parse(quote!(key = "k", open_for = wait, open_backoff = 2))
             .args
-            .unwrap();
-        let error = crate::validate::check(&args.policy).unwrap_err();
+            .err()
+            .expect("refused");
+        assert!(
+            error.to_string().starts_with(
+                "`open_backoff` has no effect with `open_for = wait`: the function is given the \
+                 failed recoveries"
+            ),
+            "{error}"
+        );
+        // The runtime's validation refuses the same policy built in code.
+        let error = fusebox_policy::Policy::new()
+            .open_for_fn(|_| Duration::ZERO)
+            .open_backoff(2.0)
+            .validate()
+            .unwrap_err();
         assert!(error.to_string().contains("with an `open_for` function"), "{error}");
     }
 }

@@ -151,7 +151,7 @@ impl Policy {
         if self.open_fn.is_some() && self.open_backoff_milli != 1000 {
             return range(
                 "open_backoff",
-                "1 with an `open_for` function (it is given the failed recoveries: grow the wait there)",
+                "1 (no backoff) with an `open_for` function, which is given the failed recoveries and grows the wait itself",
                 format!("{}", f64::from(self.open_backoff_milli) / 1000.0),
             );
         }
