@@ -428,6 +428,8 @@ pub fn replay_in(
     candidate: &Candidate,
     outages: &[Outage],
 ) -> Run {
+    // `open_jitter` draws from this thread's generator: seeded, so a replay is reproducible.
+    fastrand::seed(0x6675_7365_626f_78);
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
     let changes = Arc::new(Mutex::new(Vec::new()));
