@@ -386,7 +386,9 @@ mod tests {
             .collect();
         assert_eq!(
             calls,
-            [". open_for_fn ({ let __fusebox_open_for : fn (& P :: OpenContext) -> :: core :: time :: Duration = waits :: by_failures ; __fusebox_open_for })"]
+            [
+                ". open_for_fn ({ let __fusebox_open_for : fn (& P :: OpenContext) -> :: core :: time :: Duration = waits :: by_failures ; __fusebox_open_for })"
+            ]
         );
         let p = policy_of(&args.policy).unwrap();
         assert!(p.settings().open_for_fn.is_some());
@@ -409,6 +411,9 @@ mod tests {
             .open_backoff(2.0)
             .validate()
             .unwrap_err();
-        assert!(error.to_string().contains("with an `open_for` function"), "{error}");
+        assert!(
+            error.to_string().contains("with an `open_for` function"),
+            "{error}"
+        );
     }
 }

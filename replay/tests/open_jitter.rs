@@ -11,18 +11,33 @@ fn jitter_moves_the_probes_and_replays_the_same_twice() {
     let refs = fusebox_replay::trace::events(&calls);
     let outages = find_outages(&refs, OutageRule::default());
     let plain = parse_policy_arg("consecutive=5,open_for=5s", "plain").unwrap();
-    let jittered = parse_policy_arg("consecutive=5,open_for=5s,open_jitter=100", "jittered").unwrap();
+    let jittered =
+        parse_policy_arg("consecutive=5,open_for=5s,open_jitter=100", "jittered").unwrap();
     assert_eq!(jittered.policy.settings().open_jitter, 100);
-    assert_eq!(jittered.policy_arg(), "consecutive=5,open_for=5s,open_jitter=100");
-    let (a, b) = (replay(&refs, &plain, &outages), replay(&refs, &jittered, &outages));
+    assert_eq!(
+        jittered.policy_arg(),
+        "consecutive=5,open_for=5s,open_jitter=100"
+    );
+    let (a, b) = (
+        replay(&refs, &plain, &outages),
+        replay(&refs, &jittered, &outages),
+    );
     assert!(a.openings > 0, "the scenario opens the circuit");
     // Each wait is 5 s to 10 s instead of 5 s: the circuit stays open longer in all.
-    assert!(b.open_ns > a.open_ns, "{} ns open against {} ns", b.open_ns, a.open_ns);
+    assert!(
+        b.open_ns > a.open_ns,
+        "{} ns open against {} ns",
+        b.open_ns,
+        a.open_ns
+    );
     let again = replay(&refs, &jittered, &outages);
-    let instants = |run: &fusebox_replay::replay::Run| {
-        run.changes.iter().map(|c| c.at_ns).collect::<Vec<_>>()
-    };
-    assert_eq!(instants(&again), instants(&b), "a seeded draw: reproducible");
+    let instants =
+        |run: &fusebox_replay::replay::Run| run.changes.iter().map(|c| c.at_ns).collect::<Vec<_>>();
+    assert_eq!(
+        instants(&again),
+        instants(&b),
+        "a seeded draw: reproducible"
+    );
     assert_eq!(again.open_ns, b.open_ns);
 }
 

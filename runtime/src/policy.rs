@@ -146,7 +146,10 @@ mod tests {
         let draws: Vec<u64> = (0..1000).map(|_| jittered_nanos(&p, wait)).collect();
         assert!(draws.iter().all(|&d| (wait..=wait + wait / 5).contains(&d)));
         let (low, high) = (draws.iter().min().unwrap(), draws.iter().max().unwrap());
-        assert!(high - low > wait / 5 * 9 / 10, "spread over the span: {low}..{high}");
+        assert!(
+            high - low > wait / 5 * 9 / 10,
+            "spread over the span: {low}..{high}"
+        );
         assert_eq!(jittered_nanos(&Policy::new().open_jitter(100), 0), 0);
     }
 }

@@ -123,7 +123,9 @@ fn the_function_s_wait_is_capped_by_open_max_and_floored_at_a_millisecond() {
     let capped = registry
         .breaker(
             "open-wait-capped",
-            one_call.open_for_fn(an_hour).open_max(Duration::from_secs(60)),
+            one_call
+                .open_for_fn(an_hour)
+                .open_max(Duration::from_secs(60)),
         )
         .unwrap();
     trip(&capped);

@@ -25,10 +25,16 @@ async fn shared_keys_opened_at_one_instant_ask_for_probes_over_the_jitter_span()
         .open_for(Duration::from_secs(10))
         .open_jitter(50);
     let breakers: Vec<_> = (0..20)
-        .map(|i| REPLICA.breaker(&format!("shared-jitter-{i}"), policy).unwrap())
+        .map(|i| {
+            REPLICA
+                .breaker(&format!("shared-jitter-{i}"), policy)
+                .unwrap()
+        })
         .collect();
     for breaker in &breakers {
-        let failed = breaker.call_async(async { Err::<(), ()>(()) }, |_| true).await;
+        let failed = breaker
+            .call_async(async { Err::<(), ()>(()) }, |_| true)
+            .await;
         assert_eq!(failed.expect("closed"), Err(()));
     }
     let (wait, span) = (Duration::from_secs(10), Duration::from_secs(5));
@@ -51,15 +57,22 @@ async fn shared_keys_opened_at_one_instant_ask_for_probes_over_the_jitter_span()
         waits.push(waited);
     }
     assert!(
-        waits.iter().all(|w| (wait - Duration::from_millis(50)..=wait + span).contains(w)),
+        waits
+            .iter()
+            .all(|w| (wait - Duration::from_millis(50)..=wait + span).contains(w)),
         "{waits:?}"
     );
     let (low, high) = (*waits.iter().min().unwrap(), *waits.iter().max().unwrap());
-    assert!(high - low >= Duration::from_secs(2), "spread {low:?}..{high:?}");
+    assert!(
+        high - low >= Duration::from_secs(2),
+        "spread {low:?}..{high:?}"
+    );
     // Past the shared deadline and every replica's own: each key admits its one probe.
     CLOCK.advance(wait + span);
     for breaker in &breakers {
-        let probed = breaker.call_async(async { Ok::<(), ()>(()) }, |_| true).await;
+        let probed = breaker
+            .call_async(async { Ok::<(), ()>(()) }, |_| true)
+            .await;
         assert_eq!(probed.expect("the probe"), Ok(()));
     }
     // The probes' reports close the shared circuits; the next admission learns it.

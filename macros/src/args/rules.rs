@@ -62,7 +62,9 @@ fn check_policy(errors: &mut Errors, policy: &PolicyArgs, seen: &HashMap<String,
     if let (Some(OpenForArg::Function(function)), Some(backoff)) =
         (&policy.open_for, policy.open_backoff)
     {
-        let function = quote::ToTokens::to_token_stream(function).to_string().replace(' ', "");
+        let function = quote::ToTokens::to_token_stream(function)
+            .to_string()
+            .replace(' ', "");
         errors.push(syn::Error::new(
             backoff.span,
             format!(

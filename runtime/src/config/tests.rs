@@ -409,13 +409,22 @@ fn a_function_cannot_be_configured_and_a_duration_replaces_it() {
         .unwrap_err();
     assert_eq!(range_field(err), (Some("wait".into()), "open_jitter"));
     assert!(
-        r.breaker("wait", declared).unwrap().policy().settings().open_for_fn.is_some(),
+        r.breaker("wait", declared)
+            .unwrap()
+            .policy()
+            .settings()
+            .open_for_fn
+            .is_some(),
         "nothing was applied"
     );
     r.load_toml("[breakers.wait]\nopen_for = \"30s\"\nopen_jitter = 10\n")
         .unwrap();
     let p = r.breaker("wait", declared).unwrap().policy();
-    assert_eq!(p.settings().open_for_fn, None, "a duration replaces the function");
+    assert_eq!(
+        p.settings().open_for_fn,
+        None,
+        "a duration replaces the function"
+    );
     assert_eq!(p.settings().open_for, Duration::from_secs(30));
     assert_eq!(p.settings().open_jitter, 10);
 }
