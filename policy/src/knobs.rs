@@ -191,8 +191,9 @@ macro_rules! with_knobs {
                 fields { open_max_nanos: u64 = DEFAULT_OPEN_MAX_NANOS }
                 setting { Duration = |p| Duration::from_nanos(p.open_max_nanos) }
                 setters {
-                    /// The longest wait `open_backoff` can grow to (default 5 minutes, never
-                    /// below `open_for`).
+                    /// The longest wait `open_backoff` can grow to, and the cap of an
+                    /// [`open_for_fn`](Policy::open_for_fn) function's wait (default 5 minutes,
+                    /// never below `open_for`).
                     fn open_max(wait: Duration) { open_max_nanos: duration_to_nanos(wait) }
                 }
                 attr(Spanned<u64> = duration_arg("5m", MS_TO_DAY) => open_max)
