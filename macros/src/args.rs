@@ -135,6 +135,15 @@ pub(crate) enum WindowArg {
     Time(Spanned<u64>),
 }
 
+/// `open_for = ...`.
+#[derive(Clone)]
+pub(crate) enum OpenForArg {
+    /// `open_for = "10s"`: a fixed wait, in nanoseconds.
+    Wait(Spanned<u64>),
+    /// `open_for = path::to::function`: a `fn(&fusebox::OpenContext) -> Duration`.
+    Function(Path),
+}
+
 /// `recovery = ...`.
 #[derive(Clone, Copy)]
 pub(crate) enum RecoveryArg {

@@ -167,7 +167,7 @@ impl Names {
 }
 
 /// `tokens`, every one located at `span` (keeping its own hygiene).
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
     tokens
         .into_iter()
         .map(|mut token| {

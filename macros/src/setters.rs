@@ -8,14 +8,15 @@
 
 use std::time::Duration;
 
-use fusebox_policy::{Others, Policy};
+use fusebox_policy::{OpenContext, Others, Policy};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
-use quote::{ToTokens, quote};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::spanned::Spanned as _;
 
-use crate::args::{PolicyArgs, RecoveryArg, Spanned, WindowArg};
+use crate::args::{OpenForArg, PolicyArgs, RecoveryArg, Spanned, WindowArg};
 
 /// The type of a knob's checked value: how it becomes its setter call.
-pub(crate) trait Kind: Copy {
+pub(crate) trait Kind: Clone {
     /// The `Policy` setter(s) the value is passed to.
     type Setters;
     /// False when the value makes no call (`recovery = probes`, the default).
@@ -139,6 +140,47 @@ impl Kind for WindowArg {
     }
 }
 
+/// A fixed wait (the first setter) or an open-wait function (the second). The function's call
+/// is located at its path, bound to a `fn(&OpenContext) -> Duration` first, so a function of
+/// another signature is a type mismatch reported there. The attribute's own validation cannot
+/// call the function: it validates the policy with a stand-in.
+impl Kind for OpenForArg {
+    type Setters = (
+        fn(Policy, Duration) -> Policy,
+        fn(Policy, fn(&OpenContext) -> Duration) -> Policy,
+    );
+    fn apply(self, policy: Policy, (wait, function): Self::Setters) -> Policy {
+        match self {
+            OpenForArg::Wait(nanos) => nanos.apply(policy, wait),
+            OpenForArg::Function(_) => function(policy, |_| Duration::ZERO),
+        }
+    }
+    fn tokens(self, names: &[&str], private: &TokenStream) -> TokenStream {
+        match self {
+            OpenForArg::Wait(nanos) => nanos.tokens(&names[..1], private),
+            OpenForArg::Function(path) => {
+                let name = method(names[1]);
+                let span = path.span();
+                let local = Ident::new("__fusebox_open_for", Span::mixed_site());
+                let ty = crate::expand::respan(
+                    quote!(fn(&#private::OpenContext) -> ::core::time::Duration),
+                    span,
+                );
+                quote_spanned!(span=> .#name({
+                    let #local: #ty = #path;
+                    #local
+                }))
+            }
+        }
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        match self {
+            OpenForArg::Wait(nanos) => nanos.span_of(knob, field),
+            OpenForArg::Function(path) => (field == knob).then(|| path.span()),
+        }
+    }
+}
+
 /// Progressive recovery, whose two settings are refused by their own names; `probes` (the
 /// default) makes no call.
 impl Kind for RecoveryArg {
@@ -182,7 +224,7 @@ macro_rules! setter {
         /// the token it was written as.
         // One variant per row of the knob table, named as the knob is written.
         #[allow(non_camel_case_types)]
-        #[derive(Clone, Copy)]
+        #[derive(Clone)]
         pub(crate) enum Setter {
             $(
                 #[doc = concat!("`", stringify!($name), " = …`.")]
@@ -194,7 +236,7 @@ macro_rules! setter {
         /// `recovery = probes` is the default and makes no call (with a base it is refused while
         /// checking).
         pub(crate) fn setters(args: &PolicyArgs) -> Vec<Setter> {
-            [$(args.$name.filter(<$ty as Kind>::calls).map(Setter::$name),)*]
+            [$(args.$name.clone().filter(<$ty as Kind>::calls).map(Setter::$name),)*]
                 .into_iter()
                 .flatten()
                 .collect()
@@ -217,9 +259,9 @@ macro_rules! setter {
             }
 
             /// The span of the token that set `field`, as `PolicyError::field` names it.
-            pub(crate) fn span_of(self, field: &str) -> Option<Span> {
+            pub(crate) fn span_of(&self, field: &str) -> Option<Span> {
                 match self {
-                    $(Setter::$name(value) => <$ty as Kind>::span_of(value, stringify!($name), field),)*
+                    $(Setter::$name(value) => <$ty as Kind>::span_of(value.clone(), stringify!($name), field),)*
                 }
             }
         }
@@ -266,6 +308,7 @@ mod tests {
             open_for = "30s",
             open_backoff = 2,
             open_max = "5m",
+            open_jitter = 20,
             half_open = 2,
             half_open_lease = "10s",
             recovery = progressive(phases = 3, min_passes = 5),
@@ -292,6 +335,7 @@ mod tests {
                 ". open_for (:: core :: time :: Duration :: from_nanos (30000000000))",
                 ". open_backoff (2.0)",
                 ". open_max (:: core :: time :: Duration :: from_nanos (300000000000))",
+                ". open_jitter (20)",
                 ". half_open (2)",
                 ". half_open_lease (:: core :: time :: Duration :: from_nanos (10000000000))",
                 ". progressive (3 , 5)",
@@ -313,6 +357,7 @@ mod tests {
         assert_eq!(p.settings().open_for, Duration::from_secs(30));
         assert!((p.settings().open_backoff - 2.0).abs() < f64::EPSILON);
         assert_eq!(p.settings().open_max, Duration::from_secs(300));
+        assert_eq!(p.settings().open_jitter, 20);
         assert_eq!(p.settings().half_open, 2);
         assert_eq!(p.settings().half_open_lease, Duration::from_secs(10));
         assert_eq!(
@@ -326,5 +371,49 @@ mod tests {
         assert!(!p.settings().shared);
         assert_eq!(p.settings().others, fusebox_policy::Others::Success);
         assert!(p.validate().is_ok());
+    }
+
+    /// `open_for = path` calls `open_for_fn` with the path bound to the function type, and the
+    /// attribute validates the policy with a function set.
+    #[test]
+    fn open_for_takes_a_function_path() {
+        let args = crate::args::parse(quote!(key = "k", open_for = waits::by_failures))
+            .args
+            .unwrap();
+        let calls: Vec<String> = setters(&args.policy)
+            .into_iter()
+            .map(|setter| setter.tokens(&quote!(P)).to_string())
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ". open_for_fn ({ let __fusebox_open_for : fn (& P :: OpenContext) -> :: core :: time :: Duration = waits :: by_failures ; __fusebox_open_for })"
+            ]
+        );
+        let p = policy_of(&args.policy).unwrap();
+        assert!(p.settings().open_for_fn.is_some());
+        assert!(p.validate().is_ok());
+        // A function grows the wait itself: `open_backoff` beside it is refused at its token.
+        let error = crate::args::parse(quote!(key = "k", open_for = wait, open_backoff = 2))
+            .args
+            .err()
+            .expect("refused");
+        assert!(
+            error.to_string().starts_with(
+                "`open_backoff` has no effect with `open_for = wait`: the function is given the \
+                 failed recoveries"
+            ),
+            "{error}"
+        );
+        // The runtime's validation refuses the same policy built in code.
+        let error = fusebox_policy::Policy::new()
+            .open_for_fn(|_| Duration::ZERO)
+            .open_backoff(2.0)
+            .validate()
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("with an `open_for` function"),
+            "{error}"
+        );
     }
 }

@@ -14,7 +14,7 @@
 //!               fn setter(arg: Type, …) { field: value, … } … }
 //!     patch { fn setter(…) { field: value } }  // optional: `PolicyPatch`-only setters
 //!     attr(Type = reader(arguments) => setter, …)  // optional: the attribute argument
-//!     config { field_name: reader, … }         // the configuration file's field(s)
+//!     config { field_name: reader, … }         // the configuration file's field(s), if any
 //! }
 //! ```
 //!
@@ -24,7 +24,8 @@
 //! the checked value's type, the reader of `args/values.rs` with its arguments, the setter(s)
 //! the value is passed to); a knob without one is set in code or configuration only.
 //! `config` names the configuration field(s) and the reader (in `fusebox`'s `config.rs`) that
-//! turns a value into a `PolicyPatch`. The names in `attr` and `config` are resolved where
+//! turns a value into a `PolicyPatch` (none for `open_for_fn`: configuration cannot name a
+//! function, and says so). The names in `attr` and `config` are resolved where
 //! those crates expand the table.
 
 /// Hands the knob table to the generator `$generate` (see the module `knobs.rs`): the one list
@@ -165,11 +166,12 @@ macro_rules! with_knobs {
                 fields { open_for_nanos: u64 = 10_000_000_000 }
                 setting { Duration = |p| Duration::from_nanos(p.open_for_nanos) }
                 setters {
-                    /// How long the circuit stays open before it admits probes.
-                    fn open_for(wait: Duration) { open_for_nanos: duration_to_nanos(wait) }
+                    /// How long the circuit stays open before it admits probes. It replaces an
+                    /// open-wait function set before (see [`open_for_fn`](Policy::open_for_fn)).
+                    fn open_for(wait: Duration) { open_for_nanos: duration_to_nanos(wait), open_fn: None }
                 }
-                attr(Spanned<u64> = duration_arg("10s", MS_TO_DAY) => open_for)
-                config { open_for: |f| Ok(P.open_for(f.duration()?)) }
+                attr(OpenForArg = open_for_arg("10s", MS_TO_DAY) => open_for, open_for_fn)
+                config { open_for: |f| f.open_for() }
             }
             /// The multiplier of the wait per failed recovery (1: no backoff).
             open_backoff {
@@ -189,12 +191,65 @@ macro_rules! with_knobs {
                 fields { open_max_nanos: u64 = DEFAULT_OPEN_MAX_NANOS }
                 setting { Duration = |p| Duration::from_nanos(p.open_max_nanos) }
                 setters {
-                    /// The longest wait `open_backoff` can grow to (default 5 minutes, never
-                    /// below `open_for`).
+                    /// The longest wait `open_backoff` can grow to, and the cap of an
+                    /// [`open_for_fn`](Policy::open_for_fn) function's wait (default 5 minutes,
+                    /// never below `open_for`).
                     fn open_max(wait: Duration) { open_max_nanos: duration_to_nanos(wait) }
                 }
                 attr(Spanned<u64> = duration_arg("5m", MS_TO_DAY) => open_max)
                 config { open_max: |f| Ok(P.open_max(f.duration()?)) }
+            }
+            /// The open-wait function, or `None` when the wait is `open_for` grown by
+            /// `open_backoff`.
+            open_for_fn {
+                fields { open_fn: Option<OpenForFn> = None }
+                setting { Option<OpenForFn> = |p| p.open_fn }
+                setters {
+                    /// The open wait is what `function` returns, given the failed recoveries so
+                    /// far and the window that opened the circuit ([`OpenContext`]); it replaces
+                    /// `open_for` × `open_backoff` (a policy with a function takes no
+                    /// `open_backoff`: the function grows the wait itself). The wait is floored at
+                    /// 1 ms and capped at [`open_max`](Policy::open_max) (or `open_for`, when
+                    /// larger), then spread by [`open_jitter`](Policy::open_jitter). `open_for`
+                    /// stays the default half-open lease, and a later
+                    /// [`open_for`](Policy::open_for) replaces the function. The attribute writes
+                    /// it `open_for = path::to::function`; configuration cannot name a function
+                    /// (it sets `open_for`, which replaces it).
+                    ///
+                    /// ```
+                    /// # use fusebox_policy as fusebox;
+                    /// use std::time::Duration;
+                    /// use fusebox::{OpenContext, Policy};
+                    ///
+                    /// fn wait(open: &OpenContext) -> Duration {
+                    ///     Duration::from_secs(5) * (open.failed_recoveries() + 1)
+                    /// }
+                    ///
+                    /// const PAYMENT: Policy = Policy::new().open_for_fn(wait).open_max(Duration::from_secs(60));
+                    /// assert!(PAYMENT.validate().is_ok());
+                    /// assert!(PAYMENT.settings().open_for_fn.is_some());
+                    /// ```
+                    fn open_for_fn(function: fn(&OpenContext) -> Duration) {
+                        open_fn: Some(OpenForFn::new(function))
+                    }
+                }
+                config {}
+            }
+            /// The spread of the open wait, in percent of it (0: none).
+            open_jitter {
+                fields { open_jitter: u8 = 0 }
+                setting { u8 = |p| p.open_jitter }
+                setters {
+                    /// Spreads each open wait by up to `percent` (0..=100; 0, the default, is
+                    /// off): a wait `w` becomes `w` plus a random part of `w × percent / 100`,
+                    /// drawn per opening, so keys and replicas that opened at the same instant
+                    /// probe at different instants. Never shorter than the computed wait (fixed,
+                    /// backoff or function, with its cap): the longest is `open_max` plus its
+                    /// spread.
+                    fn open_jitter(percent: u8) { open_jitter: percent }
+                }
+                attr(Spanned<u8> = percent_arg("20") => open_jitter)
+                config { open_jitter: |f| Ok(P.open_jitter(f.int(PERCENT)?)) }
             }
             /// The number of half-open probes.
             half_open {
@@ -338,10 +393,10 @@ macro_rules! __knob_view {
             setters $setters:tt
             $(patch $patch:tt)?
             $(attr $attr:tt)?
-            config { $($field:ident: $read:expr),+ }
+            config { $($field:ident: $read:expr),* }
         }
     )*) => {
-        $generate! { $($($field: $read,)+)* }
+        $generate! { $($($field: $read,)*)* }
     };
     ([$generate:ident] $($rows:tt)*) => {
         $generate! { $($rows)* }

@@ -26,12 +26,14 @@ use crate::limits::{MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MIN_OPEN_FOR};
 mod error;
 mod knobs;
 pub mod limits;
+mod open;
 mod patch;
 #[cfg(test)]
 mod tests;
 mod validate;
 
 pub use error::PolicyError;
+pub use open::{OpenContext, OpenForFn};
 pub use patch::PolicyPatch;
 
 /// True when `nanos` is within `MIN_OPEN_FOR..=MAX_OPEN_FOR`.
@@ -217,6 +219,8 @@ macro_rules! policy {
         /// | `consecutive` | off | [`Policy::consecutive`] |
         /// | `open_for` | 10 s | [`Policy::open_for`] |
         /// | `open_backoff`, `open_max` | 1 (none), 5 min | [`Policy::open_backoff`], [`Policy::open_max`] |
+        /// | `open_for_fn` | none | [`Policy::open_for_fn`]: the wait from a function of the failed recoveries and the window |
+        /// | `open_jitter` | 0 % (off) | [`Policy::open_jitter`]: each wait spread by up to this share |
         /// | `half_open`, `half_open_lease` | 1 probe, = `open_for` | [`Policy::half_open`], [`Policy::half_open_lease`] |
         /// | `recovery` | probes | [`Policy::progressive`] |
         /// | `max_concurrent` | unlimited | [`Policy::max_concurrent`] |
@@ -347,6 +351,11 @@ impl Policy {
     /// fields not set explicitly take their rule's value.
     const fn mark(mut self, knob: Knob) -> Self {
         self.explicit |= knob.bit();
+        if matches!(knob, Knob::open_for) {
+            // `open_for` replaced the function (its setter cleared it): a patch made of this
+            // policy clears it too.
+            self.explicit |= Knob::open_for_fn.bit();
+        }
         if matches!(knob, Knob::window)
             && let Window::Count(calls) = self.window
             && self.min_calls > calls

@@ -218,6 +218,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
             .open_for(SECOND)
             .open_backoff(2.5)
             .open_max(60 * SECOND),
+        Policy::new().open_for_fn(ten_per_recovery).open_jitter(20),
         Policy::new()
             .half_open(3)
             .half_open_lease(2 * SECOND)
@@ -239,7 +240,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
             "the same knobs are explicit"
         );
     }
-    assert_eq!(KNOBS.len(), 17);
+    assert_eq!(KNOBS.len(), 19);
     assert_eq!(KNOBS[0], "window");
 }
 
@@ -256,4 +257,49 @@ fn settings_read_every_knob() {
     assert!(s.shared);
     assert_eq!(s.others, Others::Ignore);
     assert_eq!(s.half_open_lease, s.open_for);
+}
+
+fn ten_per_recovery(open: &OpenContext) -> Duration {
+    Duration::from_secs(10) * (open.failed_recoveries() + 1)
+}
+
+#[test]
+fn an_open_wait_function_is_set_replaced_and_validated() {
+    const P: Policy = Policy::new().open_for_fn(ten_per_recovery);
+    assert!(P.validate().is_ok());
+    let function = P.settings().open_for_fn.expect("set");
+    assert_eq!(
+        function.call(&OpenContext::new(2, 10, 5, 0)),
+        Duration::from_secs(30)
+    );
+    assert_eq!(function, OpenForFn::new(ten_per_recovery));
+    assert_eq!(Policy::new().settings().open_for_fn, None);
+    // A later `open_for` replaces it, in code and through a patch.
+    let fixed = P.open_for(Duration::from_secs(3));
+    assert_eq!(fixed.settings().open_for_fn, None);
+    let patched = PolicyPatch::new().open_for(Duration::from_secs(3)).apply(P);
+    assert_eq!(patched.settings().open_for_fn, None);
+    assert_eq!(patched.settings().open_for, Duration::from_secs(3));
+    let configured = PolicyPatch::from(Policy::new().open_for(Duration::from_secs(3))).apply(P);
+    assert_eq!(configured.settings().open_for_fn, None);
+    // A patch that names other knobs keeps it.
+    let kept = PolicyPatch::new().failure_rate(30).apply(P);
+    assert_eq!(kept.settings().open_for_fn, Some(function));
+    // The function grows the wait itself: no `open_backoff` beside it.
+    let e = P.open_backoff(2.0).validate().unwrap_err();
+    assert_eq!(e.field(), "open_backoff");
+    assert!(e.to_string().contains("with an `open_for` function"), "{e}");
+}
+
+#[test]
+fn open_jitter_is_a_percentage_of_the_wait() {
+    assert_eq!(Policy::new().settings().open_jitter, 0);
+    assert_eq!(Policy::new().open_jitter(20).settings().open_jitter, 20);
+    assert!(Policy::new().open_jitter(100).validate().is_ok());
+    let e = Policy::new().open_jitter(101).validate().unwrap_err();
+    assert_eq!(e.field(), "open_jitter");
+    assert_eq!(
+        e.to_string(),
+        "invalid `open_jitter` = 101; use a value in 0..=100 percent of the open wait (0: no spread)"
+    );
 }

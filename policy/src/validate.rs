@@ -121,7 +121,7 @@ impl Policy {
         Ok(())
     }
 
-    /// `open_for`, `open_backoff`, `open_max`.
+    /// `open_for`, `open_backoff`, `open_max`, `open_for_fn`, `open_jitter`.
     fn validate_open(&self) -> Result<(), PolicyError> {
         let range =
             |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
@@ -146,6 +146,20 @@ impl Policy {
                 "open_max",
                 "\"1ms\"..=\"24h\" (and at least `open_for` with `open_backoff`)",
                 format!("{:?}", Duration::from_nanos(self.open_max_nanos)),
+            );
+        }
+        if self.open_fn.is_some() && self.open_backoff_milli != 1000 {
+            return range(
+                "open_backoff",
+                "1 (no backoff) with an `open_for` function, which is given the failed recoveries and grows the wait itself",
+                format!("{}", f64::from(self.open_backoff_milli) / 1000.0),
+            );
+        }
+        if self.open_jitter > 100 {
+            return range(
+                "open_jitter",
+                "0..=100 percent of the open wait (0: no spread)",
+                self.open_jitter.to_string(),
             );
         }
         if self.open_backoff_milli > 1000 && self.open_max_nanos < self.open_for_nanos {

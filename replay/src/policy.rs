@@ -13,6 +13,11 @@
 //! min_calls = 20
 //! consecutive = 10
 //! ```
+//!
+//! `open_jitter` replays: each replay draws its spread from a generator seeded the same way, so a
+//! replay is reproducible. An open-wait function (`open_for = path` in the attribute) cannot be
+//! named in a string: `open_for` takes a duration here, and `open_backoff`/`open_max` approximate
+//! a function's growing waits.
 
 use std::fmt;
 use std::time::Duration;
@@ -226,6 +231,11 @@ const FIELDS: &[Field] = &[
         apply: |p, s| p.open_max(span(s)),
     },
     Field {
+        name: "open_jitter",
+        kind: Kind::Percent,
+        apply: |p, s| p.open_jitter(int(s) as u8),
+    },
+    Field {
         name: "half_open",
         kind: Kind::Count,
         apply: |p, s| p.half_open(int(s)),
@@ -252,6 +262,12 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
     let raw = raw.trim();
     let as_int = || raw.parse::<u32>().ok();
     let as_span = || humantime::parse_duration(raw).ok();
+    if field.name == "open_for" && raw.contains("::") {
+        return Err(format!(
+            "`{raw}` names a function, which a replayed policy cannot; give `open_for` a \
+             duration (with `open_backoff` and `open_max` to approximate the function's waits)"
+        ));
+    }
     let setting = match field.kind {
         Kind::CountOrSpan => as_int()
             .map(Setting::Int)

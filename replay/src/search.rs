@@ -8,7 +8,7 @@ use crate::replay::{Outage, Run, replay};
 use crate::report::secs;
 use crate::trace::Event;
 
-/// The grid: `consecutive` alone × `open_for`, then `window` × `failure_rate` × `min_calls` ×
+/// The grid: `consecutive` alone × `open_for` (without and with `open_jitter = 20`), then `window` × `failure_rate` × `min_calls` ×
 /// `open_for` × `consecutive`, skipping the combinations `fusebox` rejects (a `min_calls` above a
 /// count window).
 #[must_use]
@@ -25,10 +25,12 @@ pub fn grid() -> Vec<Candidate> {
             out.push(candidate);
         }
     };
-    // `consecutive` alone (the failure-rate rule off).
-    for c in ["3", "5", "10"] {
-        for o in open_for {
-            add(format!("consecutive={c},open_for={o}"), &mut out);
+    // `consecutive` alone (the failure-rate rule off), without and with `open_jitter`.
+    for jitter in ["", ",open_jitter=20"] {
+        for c in ["3", "5", "10"] {
+            for o in open_for {
+                add(format!("consecutive={c},open_for={o}{jitter}"), &mut out);
+            }
         }
     }
     for w in windows {

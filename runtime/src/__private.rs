@@ -12,7 +12,7 @@ pub use crate::attempts::{
 pub use crate::breaker::{Named, NamedPermit};
 pub use crate::declared::{Declared, DeclaredSite};
 pub use crate::error::Cause;
-pub use crate::policy::{Others, Policy};
+pub use crate::policy::{OpenContext, Others, Policy};
 pub use crate::pushback::{NoRetryAfter, PushbackOf, ReadsRetryAfter};
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 pub use ::inventory;

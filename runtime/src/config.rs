@@ -205,6 +205,35 @@ impl Field<'_> {
             .map_err(|_| self.wrong("a duration like \"30s\" or \"800ms\""))
     }
 
+    /// `open_for`: a duration. A function cannot be named here: a value that looks like a path
+    /// says so.
+    fn open_for(&self) -> Result<PolicyPatch, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Env(s) => s,
+            Raw::Toml(_) => "",
+        };
+        if text.contains("::") {
+            return Err(self.function());
+        }
+        Ok(P.open_for(self.duration()?))
+    }
+
+    /// The error of a field that would name a function (`open_for_fn`, or `open_for` given a
+    /// path): configuration holds values, and a function is named in code.
+    fn function(&self) -> ConfigError {
+        ConfigError::Field {
+            key: echo(self.key),
+            message: format!(
+                "`{}` = {} names a function, which configuration cannot; set the function in \
+                 code (`open_for = path` in the attribute, or `Policy::open_for_fn`), or set \
+                 `open_for` to a duration like \"30s\" here (it replaces the function)",
+                self.name,
+                self.raw.shown()
+            ),
+        }
+    }
+
     fn boolean(&self) -> Result<bool, ConfigError> {
         match self.raw {
             Raw::Toml(DeValue::Boolean(b)) => Ok(*b),
@@ -290,6 +319,10 @@ impl Field<'_> {
     fn patch(&self) -> Result<PolicyPatch, ConfigError> {
         if let Some((_, read)) = FIELDS.iter().find(|(name, _)| *name == self.name) {
             return read(self);
+        }
+        if self.name == "open_for_fn" {
+            // A knob of the table that configuration cannot set.
+            return Err(self.function());
         }
         let hint = crate::declared::closest(self.name, field_names())
             .first()

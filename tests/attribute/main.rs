@@ -17,6 +17,7 @@ mod expand_ok;
 mod failure_count;
 mod failure_if;
 mod flood;
+mod open_wait;
 mod overrides;
 mod panics;
 mod policies;

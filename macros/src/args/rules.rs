@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use proc_macro2::Span;
 
 use super::values::{DEFAULT_OPEN_FOR_NANOS, DEFAULT_OPEN_MAX_NANOS, DEFAULT_WINDOW};
-use super::{AttemptArgs, PolicyArgs, RecoveryArg, WindowArg};
+use super::{AttemptArgs, OpenForArg, PolicyArgs, RecoveryArg, WindowArg};
 use crate::duration;
 use crate::errors::Errors;
 
@@ -59,8 +59,24 @@ fn check_policy(errors: &mut Errors, policy: &PolicyArgs, seen: &HashMap<String,
         ));
     }
     // The wait the circuit starts with: written, the default, or unknown (the base's).
-    let open_for = match (policy.open_for, based) {
-        (Some(open_for), _) => Some((open_for.value, "")),
+    if let (Some(OpenForArg::Function(function)), Some(backoff)) =
+        (&policy.open_for, policy.open_backoff)
+    {
+        let function = quote::ToTokens::to_token_stream(function)
+            .to_string()
+            .replace(' ', "");
+        errors.push(syn::Error::new(
+            backoff.span,
+            format!(
+                "`open_backoff` has no effect with `open_for = {function}`: the function is given \
+                 the failed recoveries and grows the wait itself; remove `open_backoff`"
+            ),
+        ));
+    }
+    // (An open-wait function is capped by `open_max` alone: nothing to compare.)
+    let open_for = match (&policy.open_for, based) {
+        (Some(OpenForArg::Wait(open_for)), _) => Some((open_for.value, "")),
+        (Some(OpenForArg::Function(_)), _) => None,
         (None, false) => Some((DEFAULT_OPEN_FOR_NANOS, ", the default")),
         (None, true) => None,
     };

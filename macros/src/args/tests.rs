@@ -74,7 +74,7 @@ fn every_argument() {
     assert!(matches!(policy.window, Some(WindowArg::Count(w)) if w.value == 20));
     assert_eq!(policy.min_calls.map(|w| w.value), Some(5));
     assert_eq!(policy.failure_rate.map(|w| w.value), Some(40));
-    assert_eq!(policy.open_for.map(|w| w.value), Some(30_000_000_000));
+    assert!(matches!(policy.open_for, Some(OpenForArg::Wait(w)) if w.value == 30_000_000_000));
     assert_eq!(policy.half_open.map(|w| w.value), Some(3));
 }
 
@@ -429,7 +429,10 @@ fn ranges() {
 
 #[test]
 fn durations() {
-    let nanos = |tokens| args(tokens).unwrap().policy.open_for.unwrap().value;
+    let nanos = |tokens| match args(tokens).unwrap().policy.open_for.unwrap() {
+        OpenForArg::Wait(wait) => wait.value,
+        OpenForArg::Function(_) => unreachable!("a duration was written"),
+    };
     assert_eq!(nanos(quote!(key = "k", open_for = "1ms")), 1_000_000);
     assert_eq!(nanos(quote!(key = "k", open_for = "1500us")), 1_500_000);
     assert_eq!(

@@ -9,7 +9,7 @@ use syn::{Expr, ExprLit, Ident, Lit, Path};
 
 use fusebox_policy::{Others, Policy, Window, limits};
 
-use super::{Failure, Key, RecoveryArg, Spanned, Variant, WindowArg};
+use super::{Failure, Key, OpenForArg, RecoveryArg, Spanned, Variant, WindowArg};
 use crate::duration::{self, DurationError, UNIT_LIST};
 use crate::errors::Errors;
 
@@ -161,6 +161,30 @@ pub(super) fn failure_arg(value: &Expr) -> syn::Result<Failure> {
             Ok(Failure::Variants(variants))
         }
         _ => Err(syn::Error::new_spanned(value, SHAPE)),
+    }
+}
+
+/// `open_for = "10s"` (a fixed wait) or `open_for = path::to::function` (an open-wait function,
+/// `fn(&fusebox::OpenContext) -> Duration`, whose signature the expansion checks at the path).
+pub(super) fn open_for_arg(
+    name: &Ident,
+    value: &Expr,
+    example: &str,
+    range: DurationRange,
+) -> syn::Result<OpenForArg> {
+    match value {
+        Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => {
+            Ok(OpenForArg::Function(path.path.clone()))
+        }
+        Expr::Lit(_) => duration_arg(name, value, example, range).map(OpenForArg::Wait),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "`{name}` takes a duration string literal, like `{name} = \"{example}\"`, or the \
+                 path of a function `fn(&fusebox::OpenContext) -> Duration` that computes the \
+                 wait, like `{name} = open_wait`"
+            ),
+        )),
     }
 }
 

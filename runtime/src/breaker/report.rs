@@ -2,7 +2,7 @@
 //! count (progressive recovery), and may trip, reopen or close the circuit.
 
 use super::*;
-use crate::policy::{nanos, open_wait_nanos, slow_nanos};
+use crate::policy::{OpenContext, jittered_nanos, nanos, open_wait_nanos, slow_nanos};
 use crate::state;
 
 /// An open wait in nanoseconds, with the pushback it read ([`Circuit::open_wait`]).
@@ -247,7 +247,7 @@ impl Circuit {
     #[cold]
     pub(super) fn trip(&self, word: Word, counts: Counts, site: FnName, trigger: Trigger) {
         let now = self.now();
-        let wait = self.open_wait(0, now);
+        let wait = self.open_wait(0, counts, now);
         let next = word.to_open(now, wait.nanos);
         if self.cas(word, next).is_ok() {
             self.window.reset();
@@ -285,7 +285,13 @@ impl Circuit {
         let half_open = self.policy.settings().half_open;
         let decided = self.update(self.load(), |word| {
             state::after_probe(word, permit.admission, outcome, half_open, |w| {
-                self.reopen(w)
+                // The probes that decided: those that passed, and this failed one.
+                let probes = Counts {
+                    calls: w.passed() + 1,
+                    failures: 1,
+                    slow: 0,
+                };
+                self.reopen(w, probes)
             })
         });
         let Ok((word, next)) = decided else { return };
@@ -328,7 +334,12 @@ impl Circuit {
         let threshold = u64::from(self.policy.settings().failure_rate.unwrap_or(50));
         let phase = word.passed();
         let next = if u64::from(failures) * 100 >= threshold * u64::from(calls) {
-            self.reopen(word)
+            let phase_counts = Counts {
+                calls,
+                failures,
+                slow: 0,
+            };
+            self.reopen(word, phase_counts)
         } else if phase >= phases {
             word.to_closed()
         } else {
@@ -355,11 +366,12 @@ impl Circuit {
         }
     }
 
-    /// The word of a failed recovery: open again, for a wait grown by `open_backoff`.
-    pub(super) fn reopen(&self, word: Word) -> Word {
+    /// The word of a failed recovery decided by the recovery's calls `probes`: open again, for a
+    /// wait grown by `open_backoff` (or its function's).
+    pub(super) fn reopen(&self, word: Word, probes: Counts) -> Word {
         let reopens = self.reopens.load(Ordering::Acquire).saturating_add(1);
         let now = self.now();
-        word.to_open(now, self.open_wait(reopens, now).nanos)
+        word.to_open(now, self.open_wait(reopens, probes, now).nanos)
     }
 
     /// Pushback: a counted failure asked to be left alone for `wait` (see [`crate::RetryAfter`]).
@@ -379,32 +391,36 @@ impl Circuit {
         newest.pushback.fetch_max(until, Ordering::AcqRel);
     }
 
-    /// The open wait after `reopens` failed recoveries (`open_for`, grown by `open_backoff`),
-    /// lengthened to what is left at `now` of the latest wait a counted failure asked for
-    /// ([`Circuit::push_back`]), capped by `open_max` (never below `open_for`). Pushback never
-    /// shortens the policy's wait.
-    pub(super) fn open_wait(&self, reopens: u32, now: u64) -> OpenWait {
-        let nanos_wait = open_wait_nanos(&self.policy, reopens);
+    /// The open wait after `reopens` failed recoveries in a row, for an opening at `now` decided
+    /// by `counts` (the window that tripped, or the recovery's calls). Runs only when the circuit
+    /// opens.
+    #[cold]
+    pub(super) fn open_wait(&self, reopens: u32, counts: Counts, now: u64) -> OpenWait {
+        // 1. The policy's wait: `open_for` grown by `open_backoff`, or its function's, floored
+        //    and capped by `open_max`.
+        let open = OpenContext::new(reopens, counts.calls, counts.failures, counts.slow);
+        let policy_wait = open_wait_nanos(&self.policy, &open);
+        // 2. Pushback: lengthened to what is left of the latest wait a counted failure asked for
+        //    ([`Circuit::push_back`]), capped by `open_max` (never below `open_for`); it never
+        //    shortens the policy's wait.
         let until = self.pushback.load(Ordering::Acquire);
-        let wait = OpenWait {
-            nanos: nanos_wait,
+        let mut wait = OpenWait {
+            nanos: policy_wait,
             until,
             lengthened: false,
         };
-        if until <= now {
-            return wait;
+        if until > now {
+            let settings = self.policy.settings();
+            let cap = nanos(settings.open_max).max(nanos(settings.open_for));
+            let asked = (until - now).min(cap);
+            if asked > policy_wait {
+                wait.nanos = asked;
+                wait.lengthened = true;
+            }
         }
-        let settings = self.policy.settings();
-        let cap = nanos(settings.open_max).max(nanos(settings.open_for));
-        let asked = (until - now).min(cap);
-        if asked <= nanos_wait {
-            return wait;
-        }
-        OpenWait {
-            nanos: asked,
-            until,
-            lengthened: true,
-        }
+        // 3. Spread by `open_jitter` (last: it spreads whatever wait the steps before it gave).
+        wait.nanos = jittered_nanos(&self.policy, wait.nanos);
+        wait
     }
 
     /// After the open `wait` was published: the pushback it honoured is spent (unless a later
@@ -433,7 +449,7 @@ impl Circuit {
                 .reopens
                 .fetch_add(1, Ordering::AcqRel)
                 .saturating_add(1);
-            pushback = self.spend_pushback(self.open_wait(reopens, self.now()));
+            pushback = self.spend_pushback(self.open_wait(reopens, probes, self.now()));
         } else {
             self.reopens.store(0, Ordering::Release);
             self.episode.since.store(0, Ordering::Release);

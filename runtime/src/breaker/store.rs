@@ -266,14 +266,20 @@ impl Circuit {
         let mut word = self.load();
         loop {
             let next = match (state, word.state()) {
+                // `open_jitter`: a shared wait learned after this replica's own spread of an
+                // earlier one ran out (a failed recovery) is spread again.
+                (State::Open, State::Open)
+                    if self.policy.settings().open_jitter != 0
+                        && !open_remaining.is_zero()
+                        && self.seed().1 == 0 =>
+                {
+                    word.to_open(self.now(), self.jittered_wait(open_remaining))
+                }
                 (State::Open, State::Open)
                 | (State::Closed, State::Closed)
                 | (State::ForcedOpen, State::ForcedOpen)
                 | (State::Disabled, State::Disabled) => return,
-                (State::Open, _) => word.to_open(
-                    self.now(),
-                    u64::try_from(open_remaining.as_nanos()).unwrap_or(u64::MAX),
-                ),
+                (State::Open, _) => word.to_open(self.now(), self.jittered_wait(open_remaining)),
                 (State::Closed, State::Open | State::HalfOpen) => word.to_closed(),
                 (State::Closed, State::ForcedOpen | State::Disabled) if release => word.to_closed(),
                 (State::ForcedOpen, _) => word.to_forced_open(),
@@ -292,6 +298,21 @@ impl Circuit {
                 Err(seen) => word = seen,
             }
         }
+    }
+
+    /// The wait this replica holds its calls for when it learns the shared circuit open for
+    /// `open_remaining`: that wait spread by this replica's own draw of `open_jitter` (the
+    /// wait itself without it), so replicas that learn one shared opening ask for the probe at
+    /// different instants, never before the shared deadline.
+    fn jittered_wait(&self, open_remaining: Duration) -> u64 {
+        let wait = u64::try_from(open_remaining.as_nanos()).unwrap_or(u64::MAX);
+        crate::policy::jittered_nanos(&self.policy, wait)
+    }
+
+    /// True when this replica spreads the shared open wait (`open_jitter`): in strict mode too,
+    /// it then refuses locally until its own deadline before asking the store.
+    pub(crate) fn jitters(&self) -> bool {
+        self.policy.settings().open_jitter != 0
     }
 
     /// Announces a transition this replica committed in the store, with the `trigger` the store

@@ -22,6 +22,7 @@ fn every_field_reads_its_knob() {
         open_for = "30s"
         open_backoff = 2
         open_max = "5m"
+        open_jitter = 20
         half_open = 2
         half_open_lease = "10s"
         recovery = { phases = 3, min_passes = 5 }
@@ -44,6 +45,7 @@ fn every_field_reads_its_knob() {
         .open_for(Duration::from_secs(30))
         .open_backoff(2.0)
         .open_max(Duration::from_secs(300))
+        .open_jitter(20)
         .half_open(2)
         .half_open_lease(Duration::from_secs(10))
         .progressive(3, 5)
@@ -53,9 +55,13 @@ fn every_field_reads_its_knob() {
         .others(crate::policy::Others::Success);
     assert_eq!(layer["k"], PolicyPatch::from(declared));
     let names: Vec<&str> = field_names().collect();
-    assert_eq!(names.len(), fusebox_policy::KNOBS.len() + 1, "{names:?}");
+    // `stuck_open` is two fields, `open_for_fn` none (configuration cannot name a function).
+    assert_eq!(names.len(), fusebox_policy::KNOBS.len(), "{names:?}");
     for knob in fusebox_policy::KNOBS {
-        assert!(knob == &"stuck_open" || names.contains(knob), "`{knob}`");
+        assert!(
+            ["stuck_open", "open_for_fn"].contains(knob) || names.contains(knob),
+            "`{knob}`"
+        );
     }
 }
 
@@ -369,4 +375,56 @@ fn others_is_a_field_of_toml_and_of_the_environment() {
         err.to_string(),
         "breaker `a`: `others` = \"maybe\" is not `\"ignore\"` or `\"success\"`"
     );
+}
+
+/// Configuration cannot name an open-wait function: `open_for_fn`, or `open_for` given a path,
+/// is an error that says where a function is set; `open_for` as a duration replaces a declared
+/// function; `open_jitter` is read and validated.
+#[test]
+fn a_function_cannot_be_configured_and_a_duration_replaces_it() {
+    fn by_recoveries(open: &crate::OpenContext) -> Duration {
+        Duration::from_secs(u64::from(open.failed_recoveries()) + 1)
+    }
+    let r = Registry::new();
+    let declared = Policy::new().open_for_fn(by_recoveries);
+    r.breaker("wait", declared).unwrap();
+    for toml in [
+        "[breakers.wait]\nopen_for_fn = \"waits::by_recoveries\"\n",
+        "[breakers.wait]\nopen_for = \"waits::by_recoveries\"\n",
+    ] {
+        let err = r.load_toml(toml).unwrap_err().to_string();
+        assert!(
+            err.starts_with("breaker `wait`: ")
+                && err.contains("names a function, which configuration cannot")
+                && err.contains("`Policy::open_for_fn`"),
+            "{err}"
+        );
+    }
+    let err = r
+        .load_vars([("FUSEBOX__WAIT__OPEN_FOR_FN".into(), "by_recoveries".into())])
+        .unwrap_err();
+    assert!(err.to_string().contains("names a function"), "{err}");
+    let err = r
+        .load_toml("[breakers.wait]\nopen_jitter = 101\n")
+        .unwrap_err();
+    assert_eq!(range_field(err), (Some("wait".into()), "open_jitter"));
+    assert!(
+        r.breaker("wait", declared)
+            .unwrap()
+            .policy()
+            .settings()
+            .open_for_fn
+            .is_some(),
+        "nothing was applied"
+    );
+    r.load_toml("[breakers.wait]\nopen_for = \"30s\"\nopen_jitter = 10\n")
+        .unwrap();
+    let p = r.breaker("wait", declared).unwrap().policy();
+    assert_eq!(
+        p.settings().open_for_fn,
+        None,
+        "a duration replaces the function"
+    );
+    assert_eq!(p.settings().open_for, Duration::from_secs(30));
+    assert_eq!(p.settings().open_jitter, 10);
 }

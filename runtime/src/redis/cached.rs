@@ -22,7 +22,8 @@ use crate::error::Reason;
 ///   admits, an open one whose wait is not over refuses, a forced-open one refuses; half-open, an
 ///   open wait that is over and an unknown view ask the script, so half-open probes stay exact
 ///   across replicas.
-/// - Otherwise (strict mode, or the subscription down) every admission asks the script. An
+/// - Otherwise (strict mode, or the subscription down) every admission asks the script, except,
+///   with `open_jitter`, while this replica's spread of a shared open wait it learnt lasts. An
 ///   `async` caller (`asks`) awaits it; a caller that cannot await (a sync function,
 ///   `try_acquire`, the tower layer's `call`) asks it on its own thread ([`ask_blocking`]),
 ///   bounded by the store's timeout, and so does a cached caller the view cannot decide.
@@ -49,6 +50,19 @@ pub(crate) fn cached_admit<'c>(
         && let Some(permit) = from_view(core, link, site)
     {
         return Some(permit);
+    }
+    // `open_jitter` in strict mode: this replica waits out its own spread of the shared wait
+    // (see `Circuit::mirror`) before it asks the script for a probe.
+    if !link.caches()
+        && core.jitters()
+        && let (1, remaining) = core.seed()
+        && remaining > 0
+    {
+        return Some(core.store_refusal(
+            Reason::Open,
+            Some(Duration::from_millis(remaining)),
+            site,
+        ));
     }
     if asks {
         return None;

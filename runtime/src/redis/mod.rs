@@ -117,7 +117,11 @@
 //! `min_calls`, `consecutive`, `failure_count` (the window's failures, counted in the script),
 //! `open_for`, `open_backoff`/`open_max`, `half_open` (N probes) with `half_open_lease`,
 //! progressive recovery (phase k of n admits k calls in every n, decided in the script), and the
-//! forced states through [`RedisStore::force`]. **Not supported:** a time window whose tenth is
+//! forced states through [`RedisStore::force`]. `open_jitter` applies per replica: a replica
+//! that learns the shared circuit open holds its calls until its own spread of the shared wait
+//! (never shorter), refusing locally until then in strict mode too, and then asks the script. An
+//! `open_for` function cannot run in the script: such a key is shared with the wait `open_for`,
+//! and a WARN event naming the key says so. **Not supported:** a time window whose tenth is
 //! not a whole number of milliseconds: such a key stays local (with an error event naming the
 //! key), as do keys named by [`RedisStoreBuilder::local_key`] and keys whose policy says
 //! [`Policy::shared`](crate::Policy::shared)`(false)` (`shared = false` on the attribute or in a

@@ -675,6 +675,14 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Circuit) -> Arc<Circuit> 
         );
         return Arc::new(core);
     }
+    if policy.settings().open_for_fn.is_some() {
+        tracing::warn!(
+            target: "fusebox",
+            key,
+            field = "open_for",
+            "breaker `{key}` computes its open wait with a function, which the redis store cannot run: on this shared key every opening waits `open_for` (then this replica's `open_jitter`); keep the key local (`shared = false`) to use the function"
+        );
+    }
     let mut link = store.link(key, policy);
     let hash = link.hash.clone();
     let mut linked = None;
