@@ -24,4 +24,5 @@ mod private_surface;
 mod retry_vs_breaker;
 mod sizes;
 mod soak;
+mod throttle;
 mod time_window_limits;
