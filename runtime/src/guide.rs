@@ -8,8 +8,8 @@
 //! | [`start`] | the error type, the fallback and its [`Cause`](crate::Cause), calls without the attribute |
 //! | [`semantics`] | states, trip rules, what counts, cancellation, panics, time, concurrency |
 //! | [`retries`] | `timeout`, `retry`, `backoff` and `deadline` around a breaker |
+//! | [`load_control`] | keeping load off a struggling backend: adaptive throttling (`throttle`) |
 //! | [`dynamic_keys`] | one breaker per host or tenant, and how the registry stays bounded |
-//! | [`load_control`] | shedding load before the circuit opens: adaptive throttling |
 //! | [`operators`] | configuration without recompiling, manual states, why a circuit opened |
 //! | [`observability`] | events, hooks, snapshots, metrics and the per-call outcome event |
 //! | `tower` | the tower layer, axum and reqwest (features `tower`, `axum`, `reqwest`) |
@@ -28,11 +28,11 @@ pub mod semantics {}
 #[doc = include_str!("guide/retries.md")]
 pub mod retries {}
 
-#[doc = include_str!("guide/dynamic_keys.md")]
-pub mod dynamic_keys {}
-
 #[doc = include_str!("guide/load_control.md")]
 pub mod load_control {}
+
+#[doc = include_str!("guide/dynamic_keys.md")]
+pub mod dynamic_keys {}
 
 #[doc = include_str!("guide/operators.md")]
 #[cfg_attr(feature = "config", doc = include_str!("guide/configuration.md"))]
