@@ -34,8 +34,9 @@ use proc_macro::TokenStream;
 /// predicate `fn(&E) -> bool`), `failure_if` (a predicate `fn(&T) -> bool` counting `Ok`
 /// values as failures), `fallback`, `registry`, `crate`; the policy knobs `policy`,
 /// `window` (a count, or a duration for a time window), `min_calls`, `failure_rate`,
-/// `consecutive`, `failure_count`, `slow`, `slow_rate`, `open_for` (a duration, or a function of
-/// the failed recoveries and the window), `open_backoff`, `open_max`, `open_jitter`, `half_open`,
+/// `consecutive`, `failure_count`, `throttle` (the factor of adaptive throttling), `slow`,
+/// `slow_rate`, `open_for` (a duration, or a function of the failed recoveries and the window),
+/// `open_backoff`, `open_max`, `open_jitter`, `half_open`,
 /// `half_open_lease`, `recovery`, `max_concurrent`, `shared` and `others` (`"ignore"`, or
 /// `"success"` to count errors `failure` does not count as successes); and, on an `async fn`, the attempt
 /// settings `timeout`, `retry`, `backoff` and `deadline`. The reference, each argument with an

@@ -303,6 +303,7 @@ mod tests {
             failure_rate = 40,
             consecutive = 3,
             failure_count = 4,
+            throttle = 1.5,
             slow = "2s",
             slow_rate = 80,
             open_for = "30s",
@@ -330,6 +331,7 @@ mod tests {
                 ". failure_rate (40)",
                 ". consecutive (3)",
                 ". failure_count (4)",
+                ". throttle (1.5)",
                 ". slow (:: core :: time :: Duration :: from_nanos (2000000000))",
                 ". slow_rate (80)",
                 ". open_for (:: core :: time :: Duration :: from_nanos (30000000000))",
@@ -352,6 +354,7 @@ mod tests {
         assert_eq!(p.settings().failure_rate, Some(40));
         assert_eq!(p.settings().consecutive, Some(3));
         assert_eq!(p.settings().failure_count, Some(4));
+        assert_eq!(p.settings().throttle, Some(1.5));
         assert_eq!(p.settings().slow, Some(Duration::from_secs(2)));
         assert_eq!(p.settings().slow_rate, 80);
         assert_eq!(p.settings().open_for, Duration::from_secs(30));

@@ -136,6 +136,37 @@ macro_rules! with_knobs {
                 attr(Spanned<u32> = count_arg("50", MAX_WINDOW, "counted failures in the window") => failure_count)
                 config { failure_count: |f| Ok(P.failure_count(f.int(COUNT)?)) }
             }
+            /// The K of adaptive throttling (accepts are multiplied by it in the rejection
+            /// probability), or `None` when closed calls are not throttled.
+            throttle {
+                fields { throttle_milli: u32 = 0 }
+                setting { Option<f64> = |p| if p.throttle_milli == 0 { None } else { Some(p.throttle_milli as f64 / 1000.0) } }
+                setters {
+                    /// Adaptive throttling (Google SRE's client-side throttling, a soft opening):
+                    /// while the circuit is closed, each call is rejected with probability
+                    /// `max(0, (requests − k × accepts) / (requests + 1))`, where `requests` is the
+                    /// window's recorded calls and `accepts` its successes, so load is shed in
+                    /// proportion to the failures before a rule opens the circuit. `k` is at
+                    /// least 1 (at most 100); lower sheds more: with `k = 2`, nothing is shed
+                    /// while at least half the calls succeed. Like the rate rules, it waits for
+                    /// [`min_calls`](Policy::min_calls). A call it rejects carries the reason
+                    /// `throttled` and is not recorded in the window. `throttle(0.0)` turns it
+                    /// off (the default).
+                    ///
+                    /// ```
+                    /// # use fusebox_policy as fusebox;
+                    /// use fusebox::Policy;
+                    ///
+                    /// const SEARCH: Policy = Policy::new().throttle(2.0).failure_rate(90);
+                    /// assert_eq!(SEARCH.settings().throttle, Some(2.0));
+                    /// assert_eq!(Policy::new().settings().throttle, None);
+                    /// assert!(Policy::new().throttle(0.5).validate().is_err());
+                    /// ```
+                    fn throttle(k: f64) { throttle_milli: throttle_to_milli(k) }
+                }
+                attr(Spanned<f64> = throttle_arg() => throttle)
+                config { throttle: |f| Ok(P.throttle(f.float()?)) }
+            }
             /// The slow-call threshold, or `None` when slow calls are not tracked.
             slow {
                 fields { slow_nanos: u64 = 0 }

@@ -62,6 +62,20 @@ const fn factor_to_milli(factor: f64) -> u32 {
     }
 }
 
+/// A `throttle` factor in thousandths, rounded: 0 only for 0 (off); any other value that rounds
+/// to 0 (a negative, a NaN, a tiny factor) becomes 1, which validation refuses.
+const fn throttle_to_milli(k: f64) -> u32 {
+    if k == 0.0 {
+        0
+    } else if k >= crate::limits::MAX_THROTTLE * 10.0 {
+        u32::MAX
+    } else if k > 0.0005 {
+        (k * 1000.0 + 0.5) as u32
+    } else {
+        1
+    }
+}
+
 /// `None` for 0 (a rule that is off), else the count.
 const fn unless_zero(count: u32) -> Option<u32> {
     if count == 0 { None } else { Some(count) }

@@ -20,3 +20,5 @@ pub const MIN_OPEN_FOR: Duration = Duration::from_millis(1);
 pub const MAX_OPEN_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 /// The largest `open_backoff` multiplier.
 pub const MAX_OPEN_BACKOFF: f64 = 100.0;
+/// The largest `throttle` factor (the K of adaptive throttling).
+pub const MAX_THROTTLE: f64 = 100.0;

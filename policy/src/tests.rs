@@ -212,7 +212,8 @@ fn a_policy_is_rebuilt_from_its_patch() {
         Policy::new()
             .time_window(SECOND)
             .consecutive(4)
-            .failure_count(9),
+            .failure_count(9)
+            .throttle(1.5),
         Policy::new().slow(SECOND).slow_rate(70).rate_off(),
         Policy::new()
             .open_for(SECOND)
@@ -240,7 +241,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
             "the same knobs are explicit"
         );
     }
-    assert_eq!(KNOBS.len(), 19);
+    assert_eq!(KNOBS.len(), 20);
     assert_eq!(KNOBS[0], "window");
 }
 
@@ -254,6 +255,7 @@ fn settings_read_every_knob() {
     assert!((s.open_backoff - 1.5).abs() < f64::EPSILON);
     assert_eq!(s.slow, None);
     assert_eq!(s.max_concurrent, None);
+    assert_eq!(s.throttle, None);
     assert!(s.shared);
     assert_eq!(s.others, Others::Ignore);
     assert_eq!(s.half_open_lease, s.open_for);
@@ -302,4 +304,24 @@ fn open_jitter_is_a_percentage_of_the_wait() {
         e.to_string(),
         "invalid `open_jitter` = 101; use a value in 0..=100 percent of the open wait (0: no spread)"
     );
+}
+
+#[test]
+fn throttle_takes_a_factor_from_one_to_a_hundred_and_zero_turns_it_off() {
+    let k = |p: Policy| p.settings().throttle;
+    assert_eq!(k(Policy::new()), None);
+    assert_eq!(k(Policy::new().throttle(2.0)), Some(2.0));
+    assert_eq!(k(Policy::new().throttle(1.5)), Some(1.5));
+    assert_eq!(k(Policy::new().throttle(2.0).throttle(0.0)), None);
+    for ok in [1.0, 2.0, 100.0] {
+        assert!(Policy::new().throttle(ok).validate().is_ok(), "{ok}");
+    }
+    for bad in [0.999, 0.5, 0.0001, -1.0, f64::NAN, 100.01, f64::INFINITY] {
+        let error = Policy::new().throttle(bad).validate().unwrap_err();
+        assert_eq!(error.field(), "throttle", "{bad}");
+        assert!(
+            error.to_string().contains("use a value in 1..=100"),
+            "{error}"
+        );
+    }
 }

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use crate::limits::{
-    MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
+    MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_THROTTLE, MAX_TIME_WINDOW, MAX_WINDOW,
+    MIN_TIME_WINDOW,
 };
 use crate::{Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
 
@@ -38,7 +39,8 @@ impl Policy {
         self.validate().map_err(|e| e.for_key(key))
     }
 
-    /// `window`, `min_calls`, `failure_rate`, `slow`, `slow_rate`, `consecutive`, `failure_count`.
+    /// `window`, `min_calls`, `failure_rate`, `slow`, `slow_rate`, `consecutive`, `failure_count`,
+    /// `throttle`.
     fn validate_rates(&self) -> Result<(), PolicyError> {
         let range =
             |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
@@ -105,6 +107,16 @@ impl Policy {
                 "failure_count",
                 &format!("1..={n} (at most a count `window`)"),
                 self.failure_count.to_string(),
+            );
+        }
+        if self.throttle_milli != 0
+            && (self.throttle_milli < 1000
+                || f64::from(self.throttle_milli) > MAX_THROTTLE * 1000.0)
+        {
+            return range(
+                "throttle",
+                "1..=100 (the factor on accepts: 2 sheds nothing while half the calls succeed; 0 turns throttling off)",
+                format!("{}", f64::from(self.throttle_milli) / 1000.0),
             );
         }
         if self.failure_rate == 0

@@ -42,7 +42,7 @@ pub enum Setting {
     Int(u32),
     /// A duration (a time window, a wait).
     Span(Duration),
-    /// A factor (`open_backoff`).
+    /// A factor (`open_backoff`, `throttle`).
     Factor(f64),
     /// `off` (`failure_rate = off`).
     Off,
@@ -201,6 +201,14 @@ const FIELDS: &[Field] = &[
         name: "failure_count",
         kind: Kind::Count,
         apply: |p, s| p.failure_count(int(s)),
+    },
+    Field {
+        name: "throttle",
+        kind: Kind::Factor,
+        apply: |p, s| match s {
+            Setting::Factor(k) => p.throttle(k),
+            _ => p,
+        },
     },
     Field {
         name: "slow",
@@ -513,6 +521,15 @@ mod tests {
         assert_eq!(alone.policy.settings().failure_rate, None);
         let both = parse_policy_arg("consecutive=5,failure_rate=40", "p").unwrap();
         assert_eq!(both.policy.settings().failure_rate, Some(40));
+    }
+
+    #[test]
+    fn throttle_is_a_factor_as_in_the_attribute() {
+        let c = parse_policy_arg("window=100,throttle=1.5", "p").unwrap();
+        assert_eq!(c.policy.settings().throttle, Some(1.5));
+        assert_eq!(c.attribute_args(), "window = 100, throttle = 1.5");
+        let error = parse_policy_arg("throttle=fast", "p").unwrap_err();
+        assert!(error.message.contains("a number such as `2.0`"), "{error}");
     }
 
     #[test]

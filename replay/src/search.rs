@@ -10,7 +10,8 @@ use crate::trace::Event;
 
 /// The grid: `consecutive` alone × `open_for` (without and with `open_jitter = 20`), then `window` × `failure_rate` × `min_calls` ×
 /// `open_for` × `consecutive`, skipping the combinations `fusebox` rejects (a `min_calls` above a
-/// count window).
+/// count window), then adaptive throttling: `window` × `throttle` (1.5, 2, 3) under a 75 %
+/// failure rate.
 #[must_use]
 pub fn grid() -> Vec<Candidate> {
     let windows = ["20", "50", "100", "10s", "60s"];
@@ -47,6 +48,15 @@ pub fn grid() -> Vec<Candidate> {
                     }
                 }
             }
+        }
+    }
+    // Adaptive throttling sheds calls below the rate at which the circuit opens.
+    for w in windows {
+        for k in ["1.5", "2", "3"] {
+            add(
+                format!("window={w},failure_rate=75,min_calls=10,open_for=30s,throttle={k}"),
+                &mut out,
+            );
         }
     }
     out

@@ -33,7 +33,7 @@ fn on_the_grid_the_front_is_exactly_the_undominated_runs() {
     let refs = fusebox_replay::trace::events(&calls);
     let outages = find_outages(&refs, OutageRule::default());
     let candidates = grid();
-    assert_eq!(candidates.len(), 423, "replay/README.md counts them");
+    assert_eq!(candidates.len(), 438, "replay/README.md counts them");
     let (runs, front) = search(&refs, &candidates, &outages);
     assert_eq!(front, pareto(&runs, &outages));
     let score = |i: usize| (runs[i].detection_cost(&outages), runs[i].wrongly_refused);

@@ -24,11 +24,16 @@ pub enum Reason {
     /// The call took longer than its timeout (`timeout = "…"`, after every retry). Unlike every
     /// other reason, the backend **was** called: the call went out and its result is unknown.
     TimedOut,
+    /// Adaptive throttling (`throttle = 2.0`) rejected the call while the circuit is closed: the
+    /// window's recent calls succeed too rarely, and this call fell in the share shed by the
+    /// rejection probability `max(0, (requests − k × accepts) / (requests + 1))`. The next call
+    /// may go out: it carries no wait.
+    Throttled,
 }
 
 impl Reason {
     /// The reason's stable code: `open`, `half_open_full`, `recovering`, `forced_open`,
-    /// `bulkhead_full` or `timed_out`.
+    /// `bulkhead_full`, `timed_out` or `throttled`.
     ///
     /// These strings are stable (a new reason adds a code, none changes), so log queries, HTTP
     /// bodies, dashboards and traces can match on them: the per-call outcome event's `reason`
@@ -47,10 +52,11 @@ impl Reason {
             Reason::ForcedOpen => "forced_open",
             Reason::BulkheadFull => "bulkhead_full",
             Reason::TimedOut => "timed_out",
+            Reason::Throttled => "throttled",
         }
     }
 
-    /// The reason's number in a rejected permit's word: `1..=6`, never 0 (which means "not
+    /// The reason's number in a rejected permit's word: `1..=7`, never 0 (which means "not
     /// rejected"). Explicit so reordering the variants cannot change what a stored number means.
     #[inline(always)]
     pub(crate) const fn bits(self) -> u64 {
@@ -61,6 +67,7 @@ impl Reason {
             Reason::ForcedOpen => 4,
             Reason::BulkheadFull => 5,
             Reason::TimedOut => 6,
+            Reason::Throttled => 7,
         }
     }
 
@@ -74,6 +81,7 @@ impl Reason {
             4 => Reason::ForcedOpen,
             5 => Reason::BulkheadFull,
             6 => Reason::TimedOut,
+            7 => Reason::Throttled,
             _ => return None,
         })
     }
@@ -88,6 +96,7 @@ impl fmt::Display for Reason {
             Reason::ForcedOpen => "forced open",
             Reason::BulkheadFull => "at its concurrency limit",
             Reason::TimedOut => "timed out",
+            Reason::Throttled => "throttling calls while recent ones fail",
         })
     }
 }
@@ -109,7 +118,7 @@ pub struct Error {
     packed: u64,
 }
 
-/// Bits of [`Error::packed`] above the wait that hold the reason's code (codes are `1..=6`).
+/// Bits of [`Error::packed`] above the wait that hold the reason's code (codes are `1..=7`).
 const REASON_BITS: u32 = 3;
 /// Bits of [`Error::packed`] that hold the wait.
 const WAIT_BITS: u32 = u64::BITS - REASON_BITS;
@@ -295,7 +304,7 @@ impl std::error::Error for Error {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cause<E> {
     /// The breaker refused the call before it started (open, half-open full, recovering, forced
-    /// open, bulkhead full): the backend was never called. With `retry`, the breaker refused the
+    /// open, bulkhead full, throttled): the backend was never called. With `retry`, the breaker refused the
     /// first attempt, or refused a retry after attempts that failed with counted failures (whose
     /// results are known); never after a timed-out attempt.
     Rejected(Error),
@@ -407,13 +416,14 @@ mod tests {
             Reason::ForcedOpen,
             Reason::BulkheadFull,
             Reason::TimedOut,
+            Reason::Throttled,
         ];
         for (i, reason) in all.into_iter().enumerate() {
             assert_eq!(reason.bits(), i as u64 + 1, "{reason:?}");
             assert_eq!(Reason::from_bits(reason.bits()), Some(reason));
         }
         assert_eq!(Reason::from_bits(0), None);
-        assert_eq!(Reason::from_bits(7), None);
+        assert_eq!(Reason::from_bits(8), None);
     }
 
     use super::*;
@@ -428,6 +438,7 @@ mod tests {
             (Reason::ForcedOpen, "forced_open"),
             (Reason::BulkheadFull, "bulkhead_full"),
             (Reason::TimedOut, "timed_out"),
+            (Reason::Throttled, "throttled"),
         ];
         for (reason, code) in codes {
             assert_eq!(reason.code(), code, "{reason:?}");
@@ -452,6 +463,7 @@ mod tests {
             Reason::ForcedOpen,
             Reason::BulkheadFull,
             Reason::TimedOut,
+            Reason::Throttled,
         ] {
             for wait in waits {
                 for key in [
@@ -489,6 +501,12 @@ mod tests {
         let e = Error::new(Key::from("search"), Reason::TimedOut, None);
         assert_eq!(e.to_string(), "call through circuit `search` timed out");
         assert!(!e.is_circuit_open());
+        let e = Error::new(Key::from("search"), Reason::Throttled, None);
+        assert_eq!(
+            e.to_string(),
+            "circuit `search` is throttling calls while recent ones fail"
+        );
+        assert!(e.is_rejected() && !e.is_circuit_open() && e.retry_after().is_none());
     }
 
     #[test]

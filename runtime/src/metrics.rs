@@ -9,6 +9,7 @@
 //! |---|---|---|---|
 //! | `fusebox_calls_total` | counter | `key`, `outcome` | one increment per call (per attempt, with `retry`), with exactly one `outcome` |
 //! | `fusebox_shadow_rejected_total` | counter | `key` | calls that metrics-only mode admitted although the breaker would have rejected them |
+//! | `fusebox_throttled_total` | counter | `key` | calls adaptive throttling (`throttle`) rejected, reason `throttled`: a part of `outcome="rejected"` |
 //! | `fusebox_state` | gauge | `key` | the breaker's state as a number (table below) |
 //! | `fusebox_transitions_total` | counter | `key`, `from`, `to` | state changes, by the states left and entered |
 //!
@@ -69,6 +70,9 @@ use crate::State;
 pub const CALLS_TOTAL: &str = "fusebox_calls_total";
 /// `fusebox_shadow_rejected_total{key}`: calls metrics-only mode ran instead of rejecting.
 pub const SHADOW_REJECTED_TOTAL: &str = "fusebox_shadow_rejected_total";
+/// `fusebox_throttled_total{key}`: calls adaptive throttling rejected (each also counted once in
+/// [`CALLS_TOTAL`] with `outcome="rejected"`).
+pub const THROTTLED_TOTAL: &str = "fusebox_throttled_total";
 /// `fusebox_state{key}`: the state as a number (see [`state_value`]).
 pub const STATE: &str = "fusebox_state";
 /// `fusebox_transitions_total{key, from, to}`: state changes.

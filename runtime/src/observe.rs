@@ -249,6 +249,7 @@ pub(crate) struct Meters {
     ignored: metrics::Counter,
     rejected: metrics::Counter,
     shadow_rejected: metrics::Counter,
+    throttled: metrics::Counter,
 }
 
 #[cfg(feature = "metrics")]
@@ -262,6 +263,7 @@ impl Meters {
             ignored: counter("ignored"),
             rejected: counter("rejected"),
             shadow_rejected: metrics::counter!(crate::metrics::SHADOW_REJECTED_TOTAL, "key" => key.to_owned()),
+            throttled: metrics::counter!(crate::metrics::THROTTLED_TOTAL, "key" => key.to_owned()),
         }
     }
 
@@ -277,6 +279,12 @@ impl Meters {
     #[inline]
     pub(crate) fn rejected(&self) {
         self.rejected.increment(1);
+    }
+
+    /// A call adaptive throttling rejected (counted as rejected too).
+    #[inline]
+    pub(crate) fn throttled(&self) {
+        self.throttled.increment(1);
     }
 
     /// A call that metrics-only mode admitted instead of rejecting.

@@ -5,7 +5,7 @@
 //! time of the report, in nanoseconds), `latency_ns` (admission to report, when the call was timed),
 //! `outcome` (`success`, `failure`, `ignored` or `rejected`, the words of the `fusebox_calls_total`
 //! metric), `reason` (for a rejected call, [`Reason::code`]: `open`, `half_open_full`,
-//! `recovering`, `forced_open`, `bulkhead_full`) and `function`.
+//! `recovering`, `forced_open`, `bulkhead_full`, `throttled`) and `function`.
 //!
 //! Every such call also opens and closes one `INFO` span, target [`SPAN_TARGET`], named
 //! `fusebox.call`, a child of the caller's current span, with the fields `fusebox.key`,

@@ -162,3 +162,52 @@ fn the_state_gauge_values_are_the_documented_ones() {
         assert_eq!(fusebox::metrics::state_value(state), value, "{state:?}");
     }
 }
+
+#[test]
+fn throttled_calls_are_rejected_calls_counted_apart_too() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    const CALLS: u64 = 200;
+    let shed = metrics::with_local_recorder(&recorder, || {
+        let registry = Registry::new();
+        let policy = Policy::new()
+            .window(10)
+            .min_calls(10)
+            .failure_rate(100)
+            .throttle(1.0);
+        let b = registry.breaker("throttled", policy).unwrap();
+        b.try_acquire().unwrap().success();
+        for _ in 0..9 {
+            b.try_acquire().unwrap().failure();
+        }
+        // p = (10 - 1) / 11; the admitted calls change nothing the formula reads.
+        for _ in 10..CALLS {
+            if let Ok(permit) = b.try_acquire() {
+                permit.ignore();
+            }
+        }
+        let snapshot = b.snapshot();
+        assert_eq!(snapshot.rejected, snapshot.throttled);
+        snapshot.throttled
+    });
+    assert!(shed > 100, "{shed} shed");
+    let snap = snapshotter.snapshot().into_vec();
+    let outcomes = outcomes(&snap, "throttled");
+    assert_eq!(
+        outcomes.iter().map(|(_, n)| n).sum::<u64>(),
+        CALLS,
+        "one outcome per call: {outcomes:?}"
+    );
+    assert!(
+        outcomes.contains(&("rejected".to_owned(), shed)),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        value(
+            &snap,
+            fusebox::metrics::THROTTLED_TOTAL,
+            &[("key", "throttled")]
+        ),
+        Some(format!("Counter({shed})"))
+    );
+}

@@ -26,4 +26,5 @@ mod pushback;
 mod retry_vs_breaker;
 mod sizes;
 mod soak;
+mod throttle;
 mod time_window_limits;

@@ -29,4 +29,5 @@ mod replicas;
 mod shapes;
 mod summed;
 mod sync;
+mod throttle;
 mod triggers;

@@ -1,6 +1,7 @@
 //! The axum layer on a real loopback server: a failing route opens the circuit, refusals are
 //! `503` with `Retry-After` and a JSON body without reaching the handler, and the circuit
-//! half-opens and closes after the wait (a fake clock).
+//! half-opens and closes after the wait (a fake clock); a request adaptive throttling sheds is a
+//! `503` with the reason `throttled` while the circuit stays closed.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
@@ -112,4 +113,58 @@ fn client_errors_of_the_handler_do_not_open_the_circuit() {
     assert_eq!(breaker.state(), State::Closed);
     assert_eq!(breaker.snapshot().failures, 0);
     assert_eq!(NOT_FOUND_HITS.load(Ordering::SeqCst), 10);
+}
+
+static THROTTLED_HITS: AtomicU32 = AtomicU32::new(0);
+
+/// Always down.
+async fn browning_out() -> StatusCode {
+    THROTTLED_HITS.fetch_add(1, Ordering::SeqCst);
+    StatusCode::INTERNAL_SERVER_ERROR
+}
+
+#[test]
+fn a_throttled_request_is_a_503_with_reason_throttled_and_the_circuit_stays_closed() {
+    // No rule trips within the test (a run of 1000 failures), so only throttling sheds.
+    let policy = Policy::new()
+        .window(10)
+        .min_calls(10)
+        .rate_off()
+        .consecutive(1000)
+        .throttle(1.0);
+    let app = Router::new().route("/browning", get(browning_out)).layer(
+        CircuitBreakerLayer::new("axum-throttled")
+            .registry(&REGISTRY)
+            .policy(policy)
+            .axum(),
+    );
+    let addr = serve(app);
+    for _ in 0..10 {
+        assert_eq!(http_get(addr, "/browning").status, 500);
+    }
+    // p = 10 / 11 of the requests are shed before the handler (the window stays all failures).
+    let mut shed = 0;
+    for _ in 0..100 {
+        let reply = http_get(addr, "/browning");
+        match reply.status {
+            503 => {
+                assert_eq!(
+                    reply.body,
+                    r#"{"error":"circuit_open","reason":"throttled","retry_after":1}"#
+                );
+                assert_eq!(reply.headers["retry-after"], "1", "no wait: the least");
+                shed += 1;
+            }
+            500 => {}
+            other => panic!("status {other}"),
+        }
+    }
+    assert!(
+        (75..=100).contains(&shed),
+        "{shed} of 100 shed at p = 10/11"
+    );
+    assert_eq!(THROTTLED_HITS.load(Ordering::SeqCst), 110 - shed);
+    let breaker = REGISTRY.get("axum-throttled").unwrap();
+    assert_eq!(breaker.state(), State::Closed);
+    assert_eq!(breaker.snapshot().throttled, u64::from(shed));
 }

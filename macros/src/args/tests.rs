@@ -558,6 +558,33 @@ fn failure_count_is_a_count_of_failures_within_the_window() {
     );
 }
 
+#[test]
+fn throttle_is_a_factor_from_one_to_a_hundred() {
+    for (tokens, k) in [(quote!(throttle = 2), 2.0), (quote!(throttle = 1.25), 1.25)] {
+        let parsed = args(quote!(key = "k", #tokens)).unwrap();
+        assert_eq!(parsed.policy.throttle.map(|k| k.value), Some(k));
+        let policy = crate::validate::policy_of(&parsed.policy).unwrap();
+        assert_eq!(policy.settings().throttle, Some(k));
+    }
+    one_error(
+        quote!(key = "k", throttle = 0.5),
+        "`throttle = 0.5` is below 1: it would shed load while every call succeeds",
+    );
+    one_error(quote!(key = "k", throttle = 0), "`throttle = 0` is below 1");
+    one_error(
+        quote!(key = "k", throttle = 101),
+        "`throttle = 101` is out of range; use a factor from 1",
+    );
+    one_error(
+        quote!(key = "k", throttle = "2"),
+        "`throttle` takes a number literal like `throttle = 2`",
+    );
+    one_error(
+        quote!(key = "k", throttle = K),
+        "`throttle` takes a number literal",
+    );
+}
+
 /// The attribute's rustdoc in this crate names every argument the attribute accepts.
 #[test]
 fn the_attribute_rustdoc_names_every_argument() {

@@ -32,6 +32,8 @@ pub(super) const MAX_HALF_OPEN: u64 = limits::MAX_HALF_OPEN as u64;
 pub(super) const MAX_PHASES: u64 = limits::MAX_PHASES as u64;
 /// The largest `open_backoff` factor.
 pub(super) const MAX_OPEN_BACKOFF: f64 = limits::MAX_OPEN_BACKOFF;
+/// The largest `throttle` factor.
+pub(super) const MAX_THROTTLE: f64 = limits::MAX_THROTTLE;
 /// The largest `min_calls` (a time window bounds it only by the calls it holds).
 pub(super) const MAX_CALLS: u64 = u32::MAX as u64;
 /// The largest `max_concurrent`.
@@ -402,6 +404,49 @@ pub(super) fn factor_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>
                 "`{name} = {digits}` is out of range; use a factor from 1 (no backoff) to 100, \
                  and cap the wait with `open_max`"
             ),
+        )),
+    }
+}
+
+/// `throttle = 2` or `throttle = 1.5`: the factor on accepts in the rejection probability of
+/// adaptive throttling, from 1 to 100.
+pub(super) fn throttle_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>> {
+    const USE: &str = "use a factor from 1 (sheds the most) to 100, like `throttle = 2` (sheds \
+                       nothing while half the calls succeed)";
+    let (k, digits, span) = match literal(value) {
+        Some(Lit::Int(int)) => (
+            int.base10_parse::<u64>().map(|n| n as f64).ok(),
+            int.base10_digits().to_owned(),
+            int.span(),
+        ),
+        Some(Lit::Float(float)) => (
+            float.base10_parse::<f64>().ok(),
+            float.base10_digits().to_owned(),
+            float.span(),
+        ),
+        _ => {
+            return Err(syn::Error::new_spanned(
+                value,
+                format!(
+                    "`{name}` takes a number literal like `{name} = 2` or `{name} = 1.5`: the \
+                     factor on accepts in the rejection probability \
+                     `(requests - {name} * accepts) / (requests + 1)`"
+                ),
+            ));
+        }
+    };
+    match k {
+        Some(k) if k < 1.0 => Err(syn::Error::new(
+            span,
+            format!(
+                "`{name} = {digits}` is below 1: it would shed load while every call succeeds; \
+                 {USE}"
+            ),
+        )),
+        Some(k) if k <= MAX_THROTTLE => Ok(Spanned { value: k, span }),
+        _ => Err(syn::Error::new(
+            span,
+            format!("`{name} = {digits}` is out of range; {USE}"),
         )),
     }
 }

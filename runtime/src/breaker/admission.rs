@@ -102,10 +102,24 @@ impl Circuit {
     #[inline(never)]
     pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> NamedPermit<'_> {
         #[cfg(feature = "redis")]
-        if let Some(store) = self.store.as_ref()
-            && let Some(permit) = store.admit_cached(self, site, ASK_STORE)
-        {
-            return permit;
+        if let Some(store) = self.store.as_ref() {
+            // Adaptive throttling on a shared key draws from the shared window of the store's
+            // last answer, before the store is asked.
+            if let Some(k) = self.policy.settings().throttle
+                && self.load().state() == State::Closed
+                && self.sheds(self.shared_counts(), k)
+                && let Err(refusal) = self.refuse_throttled()
+            {
+                self.record_refusal(refusal.reason, site);
+                return NamedPermit {
+                    core: self,
+                    admission: permit::refused(refusal.reason.bits(), refusal.retry_after),
+                    site,
+                };
+            }
+            if let Some(permit) = store.admit_cached(self, site, ASK_STORE) {
+                return permit;
+            }
         }
         #[cfg(feature = "redis")]
         if ASK_STORE && self.store.is_some() {
@@ -190,7 +204,14 @@ impl Circuit {
         }
         let word = self.load();
         let admitted = if word.admits() {
-            Ok(word)
+            // Adaptive throttling: a closed circuit sheds a share of its calls (never a
+            // disabled one, which admits everything).
+            match self.policy.settings().throttle {
+                Some(k) if word.state() == State::Closed && self.sheds(self.local_counts(), k) => {
+                    self.refuse_throttled()
+                }
+                _ => Ok(word),
+            }
         } else {
             self.acquire_slow(word, site)
         };
@@ -212,6 +233,37 @@ impl Circuit {
                 Err(refusal)
             }
         }
+    }
+
+    /// The window's counts for adaptive throttling's draw (the clock is read by a time window only).
+    fn local_counts(&self) -> Counts {
+        let now = if self.window.needs_time() {
+            self.now()
+        } else {
+            0
+        };
+        self.window.counts(now)
+    }
+
+    /// Adaptive throttling's draw (policy `throttle = k`, a closed circuit): true when this call
+    /// falls in the share shed, with the probability [`Counts::throttle_probability`] gives
+    /// `counts`.
+    fn sheds(&self, counts: Counts, k: f64) -> bool {
+        let p = counts.throttle_probability(k, self.min_calls);
+        p > 0.0 && fastrand::f64() < p
+    }
+
+    /// The refusal of a call adaptive throttling shed ([`Reason::Throttled`], counted apart too),
+    /// or in metrics-only mode an admission whose outcome is not recorded.
+    #[cold]
+    fn refuse_throttled(&self) -> Result<Word, Refusal> {
+        let refused = self.refuse_or_shadow(Reason::Throttled, NO_WAIT);
+        if refused.is_err() {
+            self.counters.throttled.fetch_add(1, Ordering::Relaxed);
+            #[cfg(feature = "metrics")]
+            self.meters.throttled();
+        }
+        refused
     }
 
     /// A refusal, or in metrics-only mode an admission whose outcome is not recorded.

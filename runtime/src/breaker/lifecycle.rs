@@ -25,6 +25,7 @@ impl Circuit {
             metrics_only: AtomicBool::new(false),
             counters: Padded(Counters {
                 rejected: AtomicU64::new(0),
+                throttled: AtomicU64::new(0),
                 in_flight: SharedCount::default(),
             }),
             used: AtomicBool::new(true),
@@ -32,7 +33,8 @@ impl Circuit {
             pinned: AtomicBool::new(true),
             plain: settings.slow.is_none()
                 && settings.consecutive.is_none()
-                && settings.max_concurrent.is_none(),
+                && settings.max_concurrent.is_none()
+                && settings.throttle.is_none(),
             successor: std::sync::OnceLock::new(),
             episode: Episode::default(),
             last: std::sync::Mutex::new(None),
@@ -95,6 +97,10 @@ impl Circuit {
             .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
         next.counters.rejected.store(
             self.counters.rejected.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        next.counters.throttled.store(
+            self.counters.throttled.load(Ordering::Acquire),
             Ordering::Release,
         );
         next.reopens

@@ -38,9 +38,12 @@ pub use permit::{Named, NamedPermit, OwnedPermit, Permit};
 use permit::{Refusal, Ticket};
 pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
 
-/// Refusals since creation, and calls in flight (kept only with `max_concurrent`).
+/// Refusals since creation (those of adaptive throttling apart too), and calls in flight (kept
+/// only with `max_concurrent`).
 pub(super) struct Counters {
     rejected: AtomicU64,
+    /// Refusals by adaptive throttling (also in `rejected`), written only when `throttle` is set.
+    throttled: AtomicU64,
     /// Shared with the breakers that replace this one on reconfiguration, so calls admitted before
     /// a reload still count against the bulkhead after it.
     in_flight: SharedCount,
@@ -99,7 +102,8 @@ pub(crate) struct Circuit {
     clock: ClockSource,
     /// `policy.min_calls`, read by every recorded success while the window fills.
     min_calls: u32,
-    /// No slow-call timing, no consecutive rule, no bulkhead: the fast paths apply (either window).
+    /// No slow-call timing, no consecutive rule, no bulkhead, no adaptive throttling: the fast
+    /// paths apply (either window).
     plain: bool,
     /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
     used: AtomicBool,

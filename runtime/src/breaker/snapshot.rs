@@ -28,6 +28,7 @@ impl Circuit {
             slow_rate: counts.slow_rate(),
             consecutive_failures: self.run.load(Ordering::Acquire),
             rejected: self.counters.rejected.load(Ordering::Relaxed),
+            throttled: self.counters.throttled.load(Ordering::Relaxed),
             retry_after: (state == State::Open)
                 .then(|| word.open_remaining(now, self.time_of(word, now))),
             probes_in_flight: match (state, self.policy.settings().recovery) {
@@ -82,6 +83,9 @@ pub struct Snapshot {
     /// have rejected and ran instead (the metrics count those apart, as
     /// `fusebox_shadow_rejected_total`: see [`crate::metrics`]).
     pub rejected: u64,
+    /// Calls adaptive throttling (`throttle`) rejected since the breaker was created, with the
+    /// reason [`Reason::Throttled`](crate::Reason::Throttled); they are counted in `rejected` too.
+    pub throttled: u64,
     /// When open: time until the next probe is admitted.
     pub retry_after: Option<Duration>,
     /// When half-open with probes: probes admitted and not yet reported.

@@ -223,6 +223,18 @@ impl Circuit {
             .store(self.now().saturating_add(1), Ordering::Release);
     }
 
+    /// The shared window of the store's last answer (empty before the first), which adaptive
+    /// throttling draws from on a shared key.
+    pub(crate) fn shared_counts(&self) -> Counts {
+        let window = self.shared.window.load(Ordering::Relaxed);
+        let (calls, failures) = ((window >> 32) as u32, window as u32);
+        Counts {
+            calls,
+            failures: failures.min(calls),
+            slow: 0,
+        }
+    }
+
     /// Marks a breaker whose registry shares its keys but whose policy the store cannot share:
     /// its snapshot says [`Sharing::Unshareable`](super::Sharing::Unshareable).
     pub(crate) fn set_unshareable(&self) {

@@ -659,3 +659,107 @@ fn an_operator_reset_forgets_pushback() {
     b.try_acquire().unwrap().failure();
     assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(secs(5)));
 }
+
+#[test]
+fn throttle_probability_follows_the_formula() {
+    let counts = |calls, failures| Counts {
+        calls,
+        failures,
+        slow: 0,
+    };
+    let p = |c: Counts, k| c.throttle_probability(k, 10);
+    // (100 - 2 × 50) / 101 = 0: half the calls succeed, K = 2 sheds nothing.
+    assert_eq!(p(counts(100, 50), 2.0), 0.0);
+    // (100 - 2 × 20) / 101
+    assert!((p(counts(100, 80), 2.0) - 60.0 / 101.0).abs() < 1e-12);
+    // (100 - 1.5 × 50) / 101
+    assert!((p(counts(100, 50), 1.5) - 25.0 / 101.0).abs() < 1e-12);
+    // Every call failed: all but one in `requests + 1`.
+    assert!((p(counts(100, 100), 2.0) - 100.0 / 101.0).abs() < 1e-12);
+    // Below `min_calls`, nothing is shed; an empty window neither.
+    assert_eq!(p(counts(9, 9), 1.0), 0.0);
+    assert_eq!(counts(0, 0).throttle_probability(1.0, 0), 0.0);
+    // Failures never exceed calls in the formula.
+    assert!(p(counts(10, 20), 1.0) <= 10.0 / 11.0);
+}
+
+#[test]
+fn a_throttling_breaker_leaves_the_fast_path_and_a_plain_one_keeps_it() {
+    let (plain, _) = breaker(Policy::new());
+    assert!(plain.core.plain);
+    let (throttled, _) = breaker(Policy::new().throttle(2.0));
+    assert!(!throttled.core.plain);
+}
+
+#[test]
+fn throttling_sheds_a_closed_circuit_s_calls_with_their_own_reason() {
+    fastrand::seed(7);
+    let (b, _) = breaker(
+        Policy::new()
+            .window(10)
+            .min_calls(10)
+            .throttle(1.0)
+            .rate_off()
+            .consecutive(1000),
+    );
+    // Ten failures: p = 10 / 11 for the next calls.
+    for _ in 0..10 {
+        b.try_acquire().unwrap().failure();
+    }
+    assert_eq!(b.state(), State::Closed);
+    let mut shed = 0;
+    for _ in 0..1000 {
+        match b.try_acquire() {
+            // Admitted calls are not reported: the window stays as it is.
+            Ok(permit) => permit.ignore(),
+            Err(e) => {
+                assert_eq!(e.reason(), Reason::Throttled);
+                assert_eq!(e.retry_after(), None);
+                shed += 1;
+            }
+        }
+    }
+    assert!(
+        (850..=960).contains(&shed),
+        "{shed} of 1000 shed at p = 10/11"
+    );
+    let snapshot = b.snapshot();
+    assert_eq!(snapshot.throttled, shed);
+    assert_eq!(snapshot.rejected, shed);
+    assert_eq!(snapshot.calls, 10, "a shed call is not recorded");
+    // A disabled breaker admits everything; an open one refuses with its own reason.
+    b.disable();
+    for _ in 0..10 {
+        b.try_acquire().unwrap().failure();
+    }
+    for _ in 0..100 {
+        b.try_acquire().unwrap().ignore();
+    }
+    b.force_open();
+    assert_eq!(b.try_acquire().unwrap_err().reason(), Reason::ForcedOpen);
+}
+
+#[test]
+fn metrics_only_mode_runs_the_calls_throttling_would_shed() {
+    let (b, _) = breaker(
+        Policy::new()
+            .window(10)
+            .min_calls(10)
+            .throttle(1.0)
+            .rate_off()
+            .consecutive(1000),
+    );
+    for _ in 0..10 {
+        b.try_acquire().unwrap().failure();
+    }
+    b.metrics_only();
+    for _ in 0..100 {
+        b.try_acquire().unwrap().failure();
+    }
+    let snapshot = b.snapshot();
+    assert_eq!(snapshot.throttled, 0, "nothing was rejected");
+    assert!(
+        snapshot.rejected > 50,
+        "the calls it would have shed are counted"
+    );
+}

@@ -179,7 +179,7 @@ impl<F> fmt::Debug for RejectionFuture<F> {
 /// at least 1; `1` when the refusal carries no wait) and the body
 /// `{"error":"circuit_open","reason":"open","retry_after":30}` (`content-type: application/json`;
 /// `reason` is one of `open`, `half_open_full`, `recovering`, `forced_open`, `bulkhead_full`,
-/// `timed_out`). The breaker's key is not in the response, so internal names do not leak to
+/// `timed_out`, `throttled`). The breaker's key is not in the response, so internal names do not leak to
 /// clients.
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl IntoResponse for Error {

@@ -66,6 +66,21 @@ impl Counts {
     }
 }
 
+impl Counts {
+    /// Adaptive throttling's rejection probability for factor `k` (Google SRE's client-side
+    /// throttling): `max(0, (requests − k × accepts) / (requests + 1))`, where `requests` is the
+    /// window's calls and `accepts` its successes (calls that did not fail; a slow success is
+    /// accepted). 0 below `min_calls` recorded calls, like the rate rules.
+    pub(crate) fn throttle_probability(self, k: f64, min_calls: u32) -> f64 {
+        if self.calls == 0 || self.calls < min_calls {
+            return 0.0;
+        }
+        let requests = f64::from(self.calls);
+        let accepts = f64::from(self.calls - self.failures.min(self.calls));
+        ((requests - k * accepts) / (requests + 1.0)).max(0.0)
+    }
+}
+
 fn percent(part: u32, all: u32) -> f64 {
     if all == 0 {
         0.0
