@@ -24,7 +24,7 @@ use fusebox_policy::Others;
 
 use crate::errors::Errors;
 use values::{
-    BACKOFF, MAX_CALLS, MAX_CONCURRENT, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY,
+    BACKOFF, MAX_CALLS, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY,
     duration_arg, failure_arg, int_in_range, key_arg, narrow, path_arg,
 };
 
@@ -133,6 +133,16 @@ pub(crate) enum WindowArg {
     Count(Spanned<u32>),
     /// `window = "30s"`: the calls of the last span, in nanoseconds.
     Time(Spanned<u64>),
+}
+
+/// `max_concurrent = ...`.
+#[derive(Clone, Copy)]
+pub(crate) enum ConcurrencyArg {
+    /// `max_concurrent = 10`: a fixed limit.
+    Fixed(Spanned<u32>),
+    /// `max_concurrent = "adaptive(2..200)"`: an adaptive limit's floor and ceiling, located at
+    /// the string.
+    Adaptive(Spanned<(u32, u32)>),
 }
 
 /// `recovery = ...`.

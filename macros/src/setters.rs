@@ -12,7 +12,7 @@ use fusebox_policy::{Others, Policy};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote};
 
-use crate::args::{PolicyArgs, RecoveryArg, Spanned, WindowArg};
+use crate::args::{ConcurrencyArg, PolicyArgs, RecoveryArg, Spanned, WindowArg};
 
 /// The type of a knob's checked value: how it becomes its setter call.
 pub(crate) trait Kind: Copy {
@@ -135,6 +135,35 @@ impl Kind for WindowArg {
         match self {
             WindowArg::Count(calls) => calls.span_of(knob, field),
             WindowArg::Time(span) => span.span_of(knob, field),
+        }
+    }
+}
+
+/// A fixed bulkhead (the first setter) or an adaptive one, with its floor and ceiling (the
+/// second).
+impl Kind for ConcurrencyArg {
+    type Setters = (fn(Policy, u32) -> Policy, fn(Policy, u32, u32) -> Policy);
+    fn apply(self, policy: Policy, (fixed, adaptive): Self::Setters) -> Policy {
+        match self {
+            ConcurrencyArg::Fixed(calls) => calls.apply(policy, fixed),
+            ConcurrencyArg::Adaptive(range) => adaptive(policy, range.value.0, range.value.1),
+        }
+    }
+    fn tokens(self, names: &[&str], private: &TokenStream) -> TokenStream {
+        match self {
+            ConcurrencyArg::Fixed(calls) => calls.tokens(&names[..1], private),
+            ConcurrencyArg::Adaptive(range) => {
+                let name = method(names[1]);
+                let floor = range.value.0.token(range.span);
+                let ceiling = range.value.1.token(range.span);
+                quote!(.#name(#floor, #ceiling))
+            }
+        }
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        match self {
+            ConcurrencyArg::Fixed(calls) => calls.span_of(knob, field),
+            ConcurrencyArg::Adaptive(range) => (field == knob).then_some(range.span),
         }
     }
 }
@@ -322,9 +351,33 @@ mod tests {
                 min_passes: 5
             }
         );
-        assert_eq!(p.settings().max_concurrent, Some(8));
+        assert_eq!(
+            p.settings().max_concurrent,
+            Some(fusebox_policy::Concurrency::Fixed(8))
+        );
         assert!(!p.settings().shared);
         assert_eq!(p.settings().others, fusebox_policy::Others::Success);
         assert!(p.validate().is_ok());
+    }
+
+    /// `max_concurrent = "adaptive(2..200)"` becomes `adaptive_concurrency(2, 200)`.
+    #[test]
+    fn an_adaptive_bulkhead_becomes_its_setter_call() {
+        let args = crate::args::parse(quote!(key = "k", max_concurrent = "adaptive(2..200)"))
+            .args
+            .unwrap();
+        let calls: Vec<String> = setters(&args.policy)
+            .into_iter()
+            .map(|setter| setter.tokens(&quote!(P)).to_string())
+            .collect();
+        assert_eq!(calls, [". adaptive_concurrency (2 , 200)"]);
+        let p = policy_of(&args.policy).unwrap();
+        assert_eq!(
+            p.settings().max_concurrent,
+            Some(fusebox_policy::Concurrency::Adaptive {
+                floor: 2,
+                ceiling: 200
+            })
+        );
     }
 }

@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use crate::limits::{
-    MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
+    MAX_CONCURRENT, MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
 };
-use crate::{Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
+use crate::{Concurrency, Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
 
 impl Policy {
     /// Checks every field; the first invalid one is reported with its allowed range.
@@ -16,7 +16,8 @@ impl Policy {
     pub fn validate(&self) -> Result<(), PolicyError> {
         self.validate_rates()?;
         self.validate_open()?;
-        self.validate_recovery()
+        self.validate_recovery()?;
+        self.validate_concurrency()
     }
 
     /// Checks every field as [`validate`](Policy::validate) does, for the breaker `key`: the
@@ -189,6 +190,22 @@ impl Policy {
                     min_passes.to_string(),
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// `max_concurrent` when adaptive: `1 <= floor <= ceiling <= MAX_CONCURRENT`.
+    fn validate_concurrency(&self) -> Result<(), PolicyError> {
+        if let Some(Concurrency::Adaptive { floor, ceiling }) = self.settings().max_concurrent
+            && (floor == 0 || floor > ceiling || ceiling > MAX_CONCURRENT)
+        {
+            return Err(PolicyError::new(
+                "max_concurrent",
+                &format!(
+                    "\"adaptive(floor..ceiling)\" with 1 <= floor <= ceiling <= {MAX_CONCURRENT}, like \"adaptive(2..200)\""
+                ),
+                format!("\"adaptive({floor}..{ceiling})\""),
+            ));
         }
         Ok(())
     }

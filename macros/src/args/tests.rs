@@ -115,7 +115,7 @@ fn every_new_argument() {
         Some(RecoveryArg::Progressive { phases, min_passes })
             if phases.value == 3 && min_passes.value == 5
     ));
-    assert_eq!(policy.max_concurrent.map(|w| w.value), Some(10));
+    assert!(matches!(policy.max_concurrent, Some(ConcurrencyArg::Fixed(w)) if w.value == 10));
     let attempts = &parsed.attempts;
     assert!(attempts.any());
     assert_eq!(attempts.timeout.map(|w| w.value), Some(800_000_000));
@@ -220,6 +220,22 @@ fn new_ranges() {
         (
             quote!(key = "k", max_concurrent = 0),
             "`max_concurrent = 0` is out of range",
+        ),
+        (
+            quote!(key = "k", max_concurrent = "adaptive(5..2)"),
+            "`max_concurrent = \"adaptive(5..2)\"` is out of range; the floor must be at least 1",
+        ),
+        (
+            quote!(key = "k", max_concurrent = "adaptive(0..2)"),
+            "`max_concurrent = \"adaptive(0..2)\"` is out of range",
+        ),
+        (
+            quote!(key = "k", max_concurrent = "adaptve"),
+            "invalid `max_concurrent`: unknown bulkhead \"adaptve\"",
+        ),
+        (
+            quote!(key = "k", max_concurrent = adaptive),
+            "`max_concurrent` takes an integer literal for a fixed limit",
         ),
         (
             quote!(key = "k", timeout = "0s"),

@@ -182,8 +182,9 @@ impl Circuit {
     pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Refusal> {
         let max_concurrent = self.policy.settings().max_concurrent;
         let bulkhead = max_concurrent.is_some();
-        if let Some(max) = max_concurrent
-            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= max
+        if let Some(concurrency) = max_concurrent
+            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel)
+                >= self.concurrency_limit(concurrency)
         {
             self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
             return Err(self.count_refusal(Reason::BulkheadFull, NO_WAIT));
@@ -196,7 +197,7 @@ impl Circuit {
         };
         match admitted {
             Ok(word) => {
-                let start = if self.timed() {
+                let start = if self.clocked() {
                     self.now()
                 } else if crate::record::wanted() {
                     permit::marked(self.now())

@@ -130,7 +130,7 @@ impl Circuit {
             return;
         }
         // Untimed calls carry an admission time only when outcome events were wanted then.
-        let recorded = if self.timed() {
+        let recorded = if self.clocked() {
             crate::record::wanted()
         } else {
             permit.stamped()
@@ -139,7 +139,13 @@ impl Circuit {
             self.record_outcome(permit, outcome);
         }
         if permit.holds_slot() {
-            self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+            let in_flight = self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+            if let Some(limiter) = self.counters.limiter.as_deref()
+                && outcome != Verdict::Ignored
+            {
+                let took = permit.elapsed(self.now());
+                limiter.sample(took, outcome == Verdict::Failure, in_flight);
+            }
         }
         if let Some(next) = self.successor.get() {
             // Reconfigured: the newest breaker decides. The bulkhead slot, shared with it, was
