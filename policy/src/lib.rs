@@ -186,8 +186,9 @@ pub enum Concurrency {
     /// - otherwise, when at least half the round's calls found the limit at least half used,
     ///   it grows by one, up to `ceiling`.
     ///
-    /// The no-load latency is the lowest round mean seen; while the limit sits at its floor and
-    /// latency stays high it moves up toward the rounds' (the backend got slower for good).
+    /// The no-load latency is the lowest round mean seen; after
+    /// [`ADAPTIVE_REBASE_ROUNDS`](limits::ADAPTIVE_REBASE_ROUNDS) (32) slow rounds in a row at
+    /// the floor, it becomes the last round's (the backend got slower for good).
     /// The limit starts at [`ADAPTIVE_START`](limits::ADAPTIVE_START) (20) within
     /// `floor..=ceiling`.
     Adaptive {

@@ -37,3 +37,6 @@ pub const ADAPTIVE_MAX_ROUND: u32 = 1000;
 pub const ADAPTIVE_TOLERANCE: f64 = 1.1;
 /// What an adaptive bulkhead's limit is multiplied by when it shrinks.
 pub const ADAPTIVE_BACKOFF: f64 = 0.9;
+/// After this many slow rounds in a row at its floor, an adaptive bulkhead takes the latency it
+/// sees as the backend's new no-load latency (it got slower for good).
+pub const ADAPTIVE_REBASE_ROUNDS: u32 = 32;

@@ -193,7 +193,8 @@ pub(super) fn concurrency_arg(name: &Ident, value: &Expr) -> syn::Result<Concurr
                          most 1000000";
     const { assert!(MAX_CONCURRENT == 1_000_000, "update `RANGE`") };
     match literal(value) {
-        Some(Lit::Int(_)) => {
+        // A float is refused by `int_in_range` as a count written with a fraction.
+        Some(Lit::Int(_) | Lit::Float(_)) => {
             let calls = int_in_range(name, value, "10", 1, MAX_CONCURRENT, "calls in flight")?;
             Ok(ConcurrencyArg::Fixed(narrow(calls)))
         }

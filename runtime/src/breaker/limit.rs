@@ -10,7 +10,8 @@
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use fusebox_policy::limits::{
-    ADAPTIVE_BACKOFF, ADAPTIVE_MAX_ROUND, ADAPTIVE_ROUND, ADAPTIVE_START, ADAPTIVE_TOLERANCE,
+    ADAPTIVE_BACKOFF, ADAPTIVE_MAX_ROUND, ADAPTIVE_REBASE_ROUNDS, ADAPTIVE_ROUND, ADAPTIVE_START,
+    ADAPTIVE_TOLERANCE,
 };
 
 /// Where the open round's call count starts in [`Limiter::round`] (below it: the sum of the
@@ -39,6 +40,8 @@ pub(crate) struct Limiter {
     marks: AtomicU64,
     /// The no-load latency, in microseconds (0: no round closed yet).
     baseline: AtomicU64,
+    /// Slow rounds in a row at the floor (written by the report that closes a round).
+    stuck: AtomicU32,
     /// `fusebox_concurrency_limit{key}`, set whenever the limit changes.
     #[cfg(feature = "metrics")]
     gauge: metrics::Gauge,
@@ -57,30 +60,62 @@ pub(crate) struct Round {
     pub(crate) busy: u32,
 }
 
-/// The limit and no-load latency (microseconds; 0: unknown) after `round`, from `limit` and
-/// `baseline` (the rule of [`Concurrency::Adaptive`](crate::Concurrency)).
-pub(crate) fn decide(limit: u32, floor: u32, ceiling: u32, baseline: u64, round: Round) -> (u32, u64) {
+/// What a limiter has learnt: the limit, the no-load latency (microseconds; 0: unknown) and
+/// the slow rounds in a row it spent at its floor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Learnt {
+    pub(crate) limit: u32,
+    pub(crate) baseline: u64,
+    pub(crate) stuck: u32,
+}
+
+/// What `learnt` becomes after `round`, between `floor` and `ceiling` (the rule of
+/// [`Concurrency::Adaptive`](crate::Concurrency)).
+pub(crate) fn decide(learnt: Learnt, floor: u32, ceiling: u32, round: Round) -> Learnt {
+    let Learnt {
+        limit,
+        baseline,
+        stuck,
+    } = learnt;
     let mean = (round.micros / u64::from(round.calls.max(1))).max(1);
     let failing = round.failures != 0 && u64::from(round.failures) * 10 >= u64::from(round.calls);
     let slow = baseline != 0 && mean as f64 > baseline as f64 * ADAPTIVE_TOLERANCE;
     if failing || slow {
-        let shrunk = (f64::from(limit) * ADAPTIVE_BACKOFF) as u32;
-        let baseline = if slow && !failing && limit <= floor {
-            // Already at the floor and still slow: the backend got slower for good, so its
-            // no-load latency moves toward what the rounds see.
-            baseline + ((mean - baseline) / 8).max(1)
+        let limit = ((f64::from(limit) * ADAPTIVE_BACKOFF) as u32).clamp(floor, ceiling);
+        let stuck = if slow && !failing && learnt.limit <= floor {
+            stuck + 1
         } else {
-            baseline
+            0
         };
-        return (shrunk.clamp(floor, ceiling), baseline);
+        if stuck >= ADAPTIVE_REBASE_ROUNDS {
+            // At the floor and slow for that many rounds: the backend got slower for good, and
+            // this latency is its new normal.
+            return Learnt {
+                limit,
+                baseline: mean,
+                stuck: 0,
+            };
+        }
+        return Learnt {
+            limit,
+            baseline,
+            stuck,
+        };
     }
-    let baseline = if baseline == 0 { mean } else { baseline.min(mean) };
     let grown = if u64::from(round.busy) * 2 >= u64::from(round.calls) {
         limit.saturating_add(1)
     } else {
         limit
     };
-    (grown.clamp(floor, ceiling), baseline)
+    Learnt {
+        limit: grown.clamp(floor, ceiling),
+        baseline: if baseline == 0 {
+            mean
+        } else {
+            baseline.min(mean)
+        },
+        stuck: 0,
+    }
 }
 
 impl Limiter {
@@ -102,6 +137,7 @@ impl Limiter {
             round: AtomicU64::new(0),
             marks: AtomicU64::new(0),
             baseline: AtomicU64::new(baseline),
+            stuck: AtomicU32::new(0),
             #[cfg(feature = "metrics")]
             gauge,
         }
@@ -172,21 +208,25 @@ impl Limiter {
             failures: (marks & (BUSY - 1)) as u32,
             busy: (marks >> 32) as u32,
         };
-        let limit = self.limit();
-        let baseline = self.baseline.load(Ordering::Acquire);
-        let (next, baseline) = decide(limit, self.floor, self.ceiling, baseline, round);
-        self.baseline.store(baseline, Ordering::Release);
-        if next != limit {
-            self.limit.store(next, Ordering::Relaxed);
+        let learnt = Learnt {
+            limit: self.limit(),
+            baseline: self.baseline.load(Ordering::Acquire),
+            stuck: self.stuck.load(Ordering::Acquire),
+        };
+        let next = decide(learnt, self.floor, self.ceiling, round);
+        self.baseline.store(next.baseline, Ordering::Release);
+        self.stuck.store(next.stuck, Ordering::Release);
+        if next.limit != learnt.limit {
+            self.limit.store(next.limit, Ordering::Relaxed);
             #[cfg(feature = "metrics")]
-            self.gauge.set(f64::from(next));
+            self.gauge.set(f64::from(next.limit));
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Limiter, Round, decide};
+    use super::{ADAPTIVE_REBASE_ROUNDS, Learnt, Limiter, Round, decide};
 
     fn round(calls: u32, mean_micros: u64, failures: u32, busy: u32) -> Round {
         Round {
@@ -197,36 +237,68 @@ mod tests {
         }
     }
 
+    /// `decide` from (limit, baseline) with no slow rounds at the floor, to (limit, baseline).
+    fn step(limit: u32, floor: u32, baseline: u64, round: Round) -> (u32, u64) {
+        let next = decide(
+            Learnt {
+                limit,
+                baseline,
+                stuck: 0,
+            },
+            floor,
+            100,
+            round,
+        );
+        (next.limit, next.baseline)
+    }
+
     #[test]
     fn a_busy_round_whose_latency_holds_grows_the_limit_by_one() {
-        assert_eq!(decide(20, 1, 100, 1000, round(20, 1050, 0, 20)), (21, 1000));
-        assert_eq!(decide(100, 1, 100, 1000, round(100, 1000, 0, 100)), (100, 1000));
+        assert_eq!(step(20, 1, 1000, round(20, 1050, 0, 20)), (21, 1000));
+        assert_eq!(step(100, 1, 1000, round(100, 1000, 0, 100)), (100, 1000));
         // Not busy: the limit was not what held the calls back.
-        assert_eq!(decide(20, 1, 100, 1000, round(20, 1000, 0, 9)), (20, 1000));
+        assert_eq!(step(20, 1, 1000, round(20, 1000, 0, 9)), (20, 1000));
         // The first round sets the no-load latency, a faster one lowers it.
-        assert_eq!(decide(20, 1, 100, 0, round(20, 700, 0, 20)), (21, 700));
-        assert_eq!(decide(20, 1, 100, 1000, round(20, 600, 0, 20)), (21, 600));
+        assert_eq!(step(20, 1, 0, round(20, 700, 0, 20)), (21, 700));
+        assert_eq!(step(20, 1, 1000, round(20, 600, 0, 20)), (21, 600));
     }
 
     #[test]
     fn a_slow_or_failing_round_shrinks_the_limit_by_a_tenth() {
-        assert_eq!(decide(50, 1, 100, 1000, round(50, 1101, 0, 50)), (45, 1000));
-        assert_eq!(decide(50, 1, 100, 1000, round(50, 1000, 5, 50)), (45, 1000));
+        assert_eq!(step(50, 1, 1000, round(50, 1101, 0, 50)), (45, 1000));
+        assert_eq!(step(50, 1, 1000, round(50, 1000, 5, 50)), (45, 1000));
         // Under a tenth failed: not a drop.
-        assert_eq!(decide(50, 1, 100, 1000, round(50, 1000, 4, 50)), (51, 1000));
+        assert_eq!(step(50, 1, 1000, round(50, 1000, 4, 50)), (51, 1000));
         // Never below the floor; small limits still shrink by one.
-        assert_eq!(decide(5, 1, 100, 1000, round(8, 5000, 0, 8)), (4, 1000));
-        assert_eq!(decide(3, 3, 100, 1000, round(8, 2000, 8, 8)), (3, 1000));
+        assert_eq!(step(5, 1, 1000, round(8, 5000, 0, 8)), (4, 1000));
+        assert_eq!(step(3, 3, 1000, round(8, 2000, 8, 8)), (3, 1000));
     }
 
     #[test]
     fn at_the_floor_a_lasting_slowdown_becomes_the_new_normal() {
-        let (mut limit, mut baseline) = (2, 1000);
-        for _ in 0..100 {
-            (limit, baseline) = decide(limit, 2, 100, baseline, round(8, 3000, 0, 8));
+        let mut learnt = Learnt {
+            limit: 2,
+            baseline: 1000,
+            stuck: 0,
+        };
+        for round_number in 1..=ADAPTIVE_REBASE_ROUNDS {
+            learnt = decide(learnt, 2, 100, round(8, 3000, 0, 8));
+            let expected = if round_number < ADAPTIVE_REBASE_ROUNDS {
+                (1000, round_number)
+            } else {
+                (3000, 0)
+            };
+            assert_eq!((learnt.limit, learnt.baseline, learnt.stuck), (2, expected.0, expected.1));
         }
-        assert!(baseline > 2500, "{baseline}");
-        assert!(limit > 2, "grows again once 3 ms is normal: {limit}");
+        learnt = decide(learnt, 2, 100, round(8, 3000, 0, 8));
+        assert_eq!(learnt.limit, 3, "grows again once 3 ms is normal");
+        // A round that is not slow, or a limit above the floor, starts the count again.
+        let above = Learnt {
+            limit: 5,
+            baseline: 1000,
+            stuck: 7,
+        };
+        assert_eq!(decide(above, 2, 100, round(8, 3000, 0, 8)).stuck, 0);
     }
 
     #[test]
