@@ -24,8 +24,8 @@ use fusebox_policy::Others;
 
 use crate::errors::Errors;
 use values::{
-    BACKOFF, MAX_CALLS, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY,
-    duration_arg, failure_arg, int_in_range, key_arg, narrow, path_arg,
+    BACKOFF, MAX_CALLS, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY, duration_arg, failure_arg,
+    int_in_range, key_arg, narrow, path_arg,
 };
 
 /// Makes [`PolicyArgs`], [`KNOB_NAMES`] and `read_knob` from the attribute's arguments of the

@@ -279,7 +279,10 @@ fn adaptive_concurrency_reads_validates_and_is_replaced_by_a_fixed_limit() {
     assert_eq!(fixed.adaptive_concurrency(2, 200), adaptive);
     // Through a patch too.
     let patched = PolicyPatch::new().max_concurrent(8).apply(adaptive);
-    assert_eq!(patched.settings().max_concurrent, Some(Concurrency::Fixed(8)));
+    assert_eq!(
+        patched.settings().max_concurrent,
+        Some(Concurrency::Fixed(8))
+    );
 
     for (floor, ceiling) in [(0, 10), (11, 10), (1, 1_000_001)] {
         let error = Policy::new()
@@ -302,13 +305,36 @@ fn concurrency_text_reads_the_adaptive_spellings() {
     use crate::Concurrency;
     let adaptive = |floor, ceiling| Ok(Concurrency::Adaptive { floor, ceiling });
     assert_eq!(Concurrency::from_text("adaptive"), adaptive(1, 1000));
-    assert_eq!(Concurrency::from_text(" adaptive(2..200) "), adaptive(2, 200));
-    assert_eq!(Concurrency::from_text("adaptive(2..=200)"), adaptive(2, 200));
-    assert_eq!(Concurrency::from_text("adaptive( 2 .. 200 )"), adaptive(2, 200));
-    for bad in ["adaptiv", "adaptive(2)", "adaptive(a..3)", "adaptive(2..200", "10", "auto"] {
+    assert_eq!(
+        Concurrency::from_text(" adaptive(2..200) "),
+        adaptive(2, 200)
+    );
+    assert_eq!(
+        Concurrency::from_text("adaptive(2..=200)"),
+        adaptive(2, 200)
+    );
+    assert_eq!(
+        Concurrency::from_text("adaptive( 2 .. 200 )"),
+        adaptive(2, 200)
+    );
+    for bad in [
+        "adaptiv",
+        "adaptive(2)",
+        "adaptive(a..3)",
+        "adaptive(2..200",
+        "10",
+        "auto",
+    ] {
         let error = Concurrency::from_text(bad).unwrap_err();
         assert!(error.contains("adaptive(floor..ceiling)"), "{bad}: {error}");
     }
     assert_eq!(Concurrency::Fixed(8).to_string(), "8");
-    assert_eq!(Concurrency::Adaptive { floor: 2, ceiling: 200 }.to_string(), "adaptive(2..200)");
+    assert_eq!(
+        Concurrency::Adaptive {
+            floor: 2,
+            ceiling: 200
+        }
+        .to_string(),
+        "adaptive(2..200)"
+    );
 }

@@ -13,7 +13,11 @@ fn spike() -> Vec<Event> {
     let mut calls: Vec<(u64, u64)> = (0..30_000u64)
         .map(|i| {
             let admitted = i * MS;
-            let latency = if (10_000..20_000).contains(&i) { 200 * MS } else { 10 * MS };
+            let latency = if (10_000..20_000).contains(&i) {
+                200 * MS
+            } else {
+                10 * MS
+            };
             (admitted + latency, latency)
         })
         .collect();
@@ -32,8 +36,15 @@ fn an_adaptive_bulkhead_refuses_during_a_latency_spike_and_a_fixed_one_does_not(
         replay(&events, &candidate, &[]).refused
     };
     assert_eq!(refused("window=100"), 0, "no bulkhead");
-    assert_eq!(refused("window=100,max_concurrent=300"), 0, "a fixed limit above the spike");
-    assert!(refused("window=100,max_concurrent=50") > 1_000, "a fixed limit below it");
+    assert_eq!(
+        refused("window=100,max_concurrent=300"),
+        0,
+        "a fixed limit above the spike"
+    );
+    assert!(
+        refused("window=100,max_concurrent=50") > 1_000,
+        "a fixed limit below it"
+    );
     let adaptive = refused("window=100,max_concurrent=adaptive(5..300)");
     assert!(
         adaptive > 1_000 && adaptive < 10_000,
@@ -48,13 +59,25 @@ fn an_adaptive_bulkhead_refuses_during_a_latency_spike_and_a_fixed_one_does_not(
 #[test]
 fn the_adaptive_spelling_is_read_and_written_back() {
     let candidate = parse_policy_arg("max_concurrent=adaptive(2..200)", "c").unwrap();
-    assert_eq!(candidate.settings, vec![("max_concurrent", Setting::Adaptive(2, 200))]);
+    assert_eq!(
+        candidate.settings,
+        vec![("max_concurrent", Setting::Adaptive(2, 200))]
+    );
     assert_eq!(candidate.policy_arg(), "max_concurrent=adaptive(2..200)");
-    assert_eq!(candidate.attribute_args(), "max_concurrent = \"adaptive(2..200)\"");
+    assert_eq!(
+        candidate.attribute_args(),
+        "max_concurrent = \"adaptive(2..200)\""
+    );
     let plain = parse_policy_arg("max_concurrent=adaptive", "c").unwrap();
-    assert_eq!(plain.settings, vec![("max_concurrent", Setting::Adaptive(1, 1000))]);
+    assert_eq!(
+        plain.settings,
+        vec![("max_concurrent", Setting::Adaptive(1, 1000))]
+    );
     let error = parse_policy_arg("max_concurrent=adaptive(9..2)", "c").unwrap_err();
     assert_eq!(error.field.as_deref(), Some("max_concurrent"), "{error}");
     let error = parse_policy_arg("max_concurrent=adaptve", "c").unwrap_err();
-    assert!(error.to_string().contains("adaptive(floor..ceiling)"), "{error}");
+    assert!(
+        error.to_string().contains("adaptive(floor..ceiling)"),
+        "{error}"
+    );
 }

@@ -174,7 +174,10 @@ fn the_concurrency_limit_gauge_follows_the_bulkhead() {
             .breaker("fixed-bulkhead", Policy::new().max_concurrent(8))
             .unwrap();
         let adaptive = registry
-            .breaker("adaptive-bulkhead", Policy::new().adaptive_concurrency(2, 200))
+            .breaker(
+                "adaptive-bulkhead",
+                Policy::new().adaptive_concurrency(2, 200),
+            )
             .unwrap();
         // One round of 20 calls whose latency holds, with the limit in use: 21.
         let calls: Vec<_> = (0..20)

@@ -76,7 +76,10 @@ impl Simulation {
                     }
                 }
             }
-            assert_eq!(self.in_flight.len() as u32, self.breaker.snapshot().in_flight);
+            assert_eq!(
+                self.in_flight.len() as u32,
+                self.breaker.snapshot().in_flight
+            );
             let ((done, _), permit) = self.in_flight.pop_first().expect("a call in flight");
             self.clock.advance(Duration::from_nanos(done - self.now));
             self.now = done;
@@ -113,11 +116,17 @@ fn the_adaptive_limit_settles_near_the_knee_and_follows_it_when_it_moves() {
     // Below the knee the latency holds: the limit grows to it, and settles there.
     let backend = Backend { base: ms, knee: 50 };
     let warmup = sim.run(&backend, 10_000);
-    assert!(warmup.windows(2).take(200).all(|w| w[1] >= w[0]), "grows first");
+    assert!(
+        warmup.windows(2).take(200).all(|w| w[1] >= w[0]),
+        "grows first"
+    );
     settled_near(&sim.run(&backend, 10_000), 50);
 
     // More capacity: the limit finds the new knee.
-    let backend = Backend { base: ms, knee: 100 };
+    let backend = Backend {
+        base: ms,
+        knee: 100,
+    };
     sim.run(&backend, 20_000);
     settled_near(&sim.run(&backend, 10_000), 100);
 
@@ -168,7 +177,10 @@ fn a_fixed_limit_stays_fixed_whatever_the_latency() {
 fn failing_calls_shrink_the_adaptive_limit() {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
-    let policy = Policy::new().adaptive_concurrency(4, 100).rate_off().consecutive(1_000);
+    let policy = Policy::new()
+        .adaptive_concurrency(4, 100)
+        .rate_off()
+        .consecutive(1_000);
     let breaker = registry.breaker("adaptive-failing", policy).unwrap();
     for _ in 0..30 {
         let permits: Vec<OwnedPermit> = (0..20)
@@ -176,10 +188,18 @@ fn failing_calls_shrink_the_adaptive_limit() {
             .collect();
         clock.advance(Duration::from_millis(5));
         for (i, permit) in permits.into_iter().enumerate() {
-            if i % 4 == 0 { permit.failure() } else { permit.success() }
+            if i % 4 == 0 {
+                permit.failure()
+            } else {
+                permit.success()
+            }
         }
     }
-    assert_eq!(breaker.snapshot().concurrency_limit, Some(4), "down to the floor");
+    assert_eq!(
+        breaker.snapshot().concurrency_limit,
+        Some(4),
+        "down to the floor"
+    );
 }
 
 crate::fake_registry!(ADAPTIVE_CLOCK, ADAPTIVE);
@@ -214,7 +234,10 @@ fn the_attribute_takes_an_adaptive_bulkhead() {
         })
     );
     let snapshot = breaker.snapshot();
-    assert_eq!((snapshot.in_flight, snapshot.concurrency_limit), (20, Some(20)));
+    assert_eq!(
+        (snapshot.in_flight, snapshot.concurrency_limit),
+        (20, Some(20))
+    );
     match poll_once(&mut Box::pin(gated())) {
         Some(Err(ApiError::Refused(error))) => assert_eq!(error.reason(), Reason::BulkheadFull),
         other => panic!("expected a bulkhead refusal, got {other:?}"),

@@ -171,7 +171,10 @@ fn a_card_shows_the_bulkhead_limit_fixed_or_adaptive() {
     };
     let adaptive = Policy::new().adaptive_concurrency(2, 200);
     assert_eq!(limit(adaptive, "card-adaptive"), (0.into(), 20.into()));
-    assert_eq!(limit(Policy::new().max_concurrent(8), "card-fixed"), (0.into(), 8.into()));
+    assert_eq!(
+        limit(Policy::new().max_concurrent(8), "card-fixed"),
+        (0.into(), 8.into())
+    );
     let unlimited = limit(Policy::new(), "card-unlimited");
     assert_eq!(unlimited.1, serde_json::Value::Null);
 }

@@ -124,8 +124,7 @@ impl Limiter {
     pub(crate) fn new(key: &str, floor: u32, ceiling: u32, start: u32, baseline: u64) -> Self {
         let limit = start.clamp(floor, ceiling);
         #[cfg(feature = "metrics")]
-        let gauge =
-            metrics::gauge!(crate::metrics::CONCURRENCY_LIMIT, "key" => key.to_owned());
+        let gauge = metrics::gauge!(crate::metrics::CONCURRENCY_LIMIT, "key" => key.to_owned());
         #[cfg(feature = "metrics")]
         gauge.set(f64::from(limit));
         #[cfg(not(feature = "metrics"))]
@@ -184,7 +183,10 @@ impl Limiter {
             self.marks.fetch_add(marks, Ordering::AcqRel);
         }
         let add = ONE_CALL | (nanos / 1000).min(LONGEST_SAMPLE);
-        let seen = self.round.fetch_add(add, Ordering::AcqRel).wrapping_add(add);
+        let seen = self
+            .round
+            .fetch_add(add, Ordering::AcqRel)
+            .wrapping_add(add);
         let size = u64::from(limit.clamp(ADAPTIVE_ROUND, ADAPTIVE_MAX_ROUND));
         // The report whose compare-and-swap empties a full round decides it; a report that
         // loses to a later one leaves the round to that one.
@@ -288,7 +290,10 @@ mod tests {
             } else {
                 (3000, 0)
             };
-            assert_eq!((learnt.limit, learnt.baseline, learnt.stuck), (2, expected.0, expected.1));
+            assert_eq!(
+                (learnt.limit, learnt.baseline, learnt.stuck),
+                (2, expected.0, expected.1)
+            );
         }
         learnt = decide(learnt, 2, 100, round(8, 3000, 0, 8));
         assert_eq!(learnt.limit, 3, "grows again once 3 ms is normal");

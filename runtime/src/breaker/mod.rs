@@ -234,7 +234,11 @@ impl Circuit {
     fn concurrency_limit(&self, concurrency: Concurrency) -> u32 {
         match concurrency {
             Concurrency::Fixed(max) => max,
-            _ => self.counters.limiter.as_ref().map_or(u32::MAX, |l| l.limit()),
+            _ => self
+                .counters
+                .limiter
+                .as_ref()
+                .map_or(u32::MAX, |l| l.limit()),
         }
     }
 

@@ -384,7 +384,10 @@ fn max_concurrent_takes_a_fixed_or_an_adaptive_bulkhead_in_toml_and_the_environm
     let b = r.breaker("b", Policy::new()).unwrap().policy();
     assert_eq!(b.settings().max_concurrent, adaptive(1, 1000));
     r.load_vars([
-        ("FUSEBOX__C__MAX_CONCURRENT".to_owned(), "adaptive(4..=40)".to_owned()),
+        (
+            "FUSEBOX__C__MAX_CONCURRENT".to_owned(),
+            "adaptive(4..=40)".to_owned(),
+        ),
         ("FUSEBOX__D__MAX_CONCURRENT".to_owned(), " 12 ".to_owned()),
     ])
     .unwrap();
@@ -394,7 +397,10 @@ fn max_concurrent_takes_a_fixed_or_an_adaptive_bulkhead_in_toml_and_the_environm
     let d = r
         .breaker("d", Policy::new().adaptive_concurrency(2, 200))
         .unwrap();
-    assert_eq!(d.policy().settings().max_concurrent, Some(Concurrency::Fixed(12)));
+    assert_eq!(
+        d.policy().settings().max_concurrent,
+        Some(Concurrency::Fixed(12))
+    );
     assert_eq!(d.snapshot().concurrency_limit, Some(12));
 
     let err = r
