@@ -202,7 +202,7 @@ impl Policy {
         {
             return Err(PolicyError::new(
                 "max_concurrent",
-                &format!(
+                format!(
                     "\"adaptive(floor..ceiling)\" with 1 <= floor <= ceiling <= {MAX_CONCURRENT}, like \"adaptive(2..200)\""
                 ),
                 format!("\"adaptive({floor}..{ceiling})\""),

@@ -222,22 +222,6 @@ fn new_ranges() {
             "`max_concurrent = 0` is out of range",
         ),
         (
-            quote!(key = "k", max_concurrent = "adaptive(5..2)"),
-            "`max_concurrent = \"adaptive(5..2)\"` is out of range; the floor must be at least 1",
-        ),
-        (
-            quote!(key = "k", max_concurrent = "adaptive(0..2)"),
-            "`max_concurrent = \"adaptive(0..2)\"` is out of range",
-        ),
-        (
-            quote!(key = "k", max_concurrent = "adaptve"),
-            "invalid `max_concurrent`: unknown bulkhead \"adaptve\"",
-        ),
-        (
-            quote!(key = "k", max_concurrent = adaptive),
-            "`max_concurrent` takes an integer literal for a fixed limit",
-        ),
-        (
             quote!(key = "k", timeout = "0s"),
             "`timeout = \"0s\"` is out of range",
         ),
@@ -273,6 +257,37 @@ fn new_ranges() {
         quote!(key = "k", retry = 100, backoff = "30s", deadline = "24h"),
         quote!(key = "k", slow_rate = 50, policy = SLOW),
         quote!(key = "k", open_max = "1s", policy = BASE),
+    ] {
+        assert!(args(ok.clone()).is_ok(), "{ok}");
+    }
+}
+
+#[test]
+fn adaptive_bulkhead_ranges_and_spellings() {
+    for (tokens, expected) in [
+        (
+            quote!(key = "k", max_concurrent = "adaptive(5..2)"),
+            "`max_concurrent = \"adaptive(5..2)\"` is out of range; the floor must be at least 1",
+        ),
+        (
+            quote!(key = "k", max_concurrent = "adaptive(0..2)"),
+            "`max_concurrent = \"adaptive(0..2)\"` is out of range",
+        ),
+        (
+            quote!(key = "k", max_concurrent = "adaptve"),
+            "invalid `max_concurrent`: unknown bulkhead \"adaptve\"",
+        ),
+        (
+            quote!(key = "k", max_concurrent = adaptive),
+            "`max_concurrent` takes an integer literal for a fixed limit",
+        ),
+    ] {
+        one_error(tokens, expected);
+    }
+    for ok in [
+        quote!(key = "k", max_concurrent = "adaptive"),
+        quote!(key = "k", max_concurrent = "adaptive(1..1000000)"),
+        quote!(key = "k", max_concurrent = "adaptive(5..=5)"),
     ] {
         assert!(args(ok.clone()).is_ok(), "{ok}");
     }
