@@ -237,12 +237,12 @@ macro_rules! with_knobs {
             /// The bulkhead: a fixed limit or an adaptive one on the calls in flight, or `None`
             /// when calls in flight are unlimited.
             max_concurrent {
-                fields { max_concurrent: u32 = 0, adaptive: bool = false, concurrency_floor: u32 = 0 }
-                setting { Option<Concurrency> = |p| Concurrency::of(p.max_concurrent, p.adaptive, p.concurrency_floor) }
+                fields { max_concurrent: u32 = 0, concurrency_floor: u32 = 0 }
+                setting { Option<Concurrency> = |p| Concurrency::of(p.max_concurrent, p.concurrency_floor) }
                 setters {
                     /// At most `calls` calls in flight for this key; the next one is refused at
                     /// once (reason `BulkheadFull`) and not counted as a failure.
-                    fn max_concurrent(calls: u32) { max_concurrent: calls, adaptive: false, concurrency_floor: 0 }
+                    fn max_concurrent(calls: u32) { max_concurrent: calls, concurrency_floor: 0 }
                     /// A bulkhead whose limit adapts to latency, between `floor` and `ceiling`
                     /// calls in flight (`max_concurrent = "adaptive(floor..ceiling)"` in the
                     /// attribute and in configuration): it grows by one per round of calls whose
@@ -260,7 +260,8 @@ macro_rules! with_knobs {
                     /// );
                     /// ```
                     fn adaptive_concurrency(floor: u32, ceiling: u32) {
-                        max_concurrent: ceiling, adaptive: true, concurrency_floor: floor
+                        max_concurrent: ceiling,
+                        concurrency_floor: floor.saturating_add(1)
                     }
                 }
                 attr(ConcurrencyArg = concurrency_arg() => max_concurrent, adaptive_concurrency)

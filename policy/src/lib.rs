@@ -200,17 +200,19 @@ pub enum Concurrency {
 }
 
 impl Concurrency {
-    /// The setting of the fields of a [`Policy`]'s `max_concurrent` row.
-    const fn of(limit: u32, adaptive: bool, floor: u32) -> Option<Concurrency> {
-        if adaptive {
+    /// The setting of the fields of a [`Policy`]'s `max_concurrent` row: the limit (the
+    /// ceiling, when adaptive; 0: no bulkhead) and the adaptive floor plus one (0: a fixed
+    /// limit). A breaker without a bulkhead reads the limit only.
+    const fn of(limit: u32, floor_plus_one: u32) -> Option<Concurrency> {
+        if limit == 0 {
+            None
+        } else if floor_plus_one == 0 {
+            Some(Concurrency::Fixed(limit))
+        } else {
             Some(Concurrency::Adaptive {
-                floor,
+                floor: floor_plus_one - 1,
                 ceiling: limit,
             })
-        } else if limit == 0 {
-            None
-        } else {
-            Some(Concurrency::Fixed(limit))
         }
     }
 

@@ -284,7 +284,7 @@ fn adaptive_concurrency_reads_validates_and_is_replaced_by_a_fixed_limit() {
         Some(Concurrency::Fixed(8))
     );
 
-    for (floor, ceiling) in [(0, 10), (11, 10), (1, 1_000_001)] {
+    for (floor, ceiling) in [(0, 10), (11, 10), (1, 1_000_001), (5, 0), (0, 0)] {
         let error = Policy::new()
             .adaptive_concurrency(floor, ceiling)
             .validate_for("search")

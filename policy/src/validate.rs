@@ -6,7 +6,7 @@ use crate::limits::{
     MAX_CONCURRENT, MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW,
     MIN_TIME_WINDOW,
 };
-use crate::{Concurrency, Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
+use crate::{Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
 
 impl Policy {
     /// Checks every field; the first invalid one is reported with its allowed range.
@@ -197,7 +197,9 @@ impl Policy {
 
     /// `max_concurrent` when adaptive: `1 <= floor <= ceiling <= MAX_CONCURRENT`.
     fn validate_concurrency(&self) -> Result<(), PolicyError> {
-        if let Some(Concurrency::Adaptive { floor, ceiling }) = self.settings().max_concurrent
+        // Read from the fields: an adaptive limit with a ceiling of 0 reads as no bulkhead.
+        let (floor, ceiling) = (self.concurrency_floor.wrapping_sub(1), self.max_concurrent);
+        if self.concurrency_floor != 0
             && (floor == 0 || floor > ceiling || ceiling > MAX_CONCURRENT)
         {
             return Err(PolicyError::new(

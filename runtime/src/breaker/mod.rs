@@ -220,15 +220,6 @@ impl Circuit {
         self.policy.settings().slow.is_some()
     }
 
-    /// True when admissions read the clock: calls are timed, or an adaptive bulkhead learns
-    /// from their latency.
-    #[inline]
-    fn clocked(&self) -> bool {
-        let settings = self.policy.settings();
-        settings.slow.is_some()
-            || matches!(settings.max_concurrent, Some(Concurrency::Adaptive { .. }))
-    }
-
     /// The bulkhead's limit now: the fixed one, or the adaptive one's current value.
     #[inline]
     fn concurrency_limit(&self, concurrency: Concurrency) -> u32 {

@@ -130,7 +130,8 @@ impl Circuit {
             return;
         }
         // Untimed calls carry an admission time only when outcome events were wanted then.
-        let recorded = if self.clocked() {
+        // Timed calls, and the calls of an adaptive bulkhead, carry their admission time.
+        let recorded = if self.timed() || (permit.holds_slot() && self.counters.limiter.is_some()) {
             crate::record::wanted()
         } else {
             permit.stamped()
