@@ -24,8 +24,8 @@ use fusebox_policy::Others;
 
 use crate::errors::Errors;
 use values::{
-    BACKOFF, MAX_CALLS, MAX_CONCURRENT, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY,
-    duration_arg, failure_arg, int_in_range, key_arg, narrow, path_arg,
+    BACKOFF, MAX_CALLS, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY, duration_arg, failure_arg,
+    int_in_range, key_arg, narrow, path_arg,
 };
 
 /// Makes [`PolicyArgs`], [`KNOB_NAMES`] and `read_knob` from the attribute's arguments of the
@@ -142,6 +142,16 @@ pub(crate) enum OpenForArg {
     Wait(Spanned<u64>),
     /// `open_for = path::to::function`: a `fn(&fusebox::OpenContext) -> Duration`.
     Function(Path),
+}
+
+/// `max_concurrent = ...`.
+#[derive(Clone, Copy)]
+pub(crate) enum ConcurrencyArg {
+    /// `max_concurrent = 10`: a fixed limit.
+    Fixed(Spanned<u32>),
+    /// `max_concurrent = "adaptive(2..200)"`: an adaptive limit's floor and ceiling, located at
+    /// the string.
+    Adaptive(Spanned<(u32, u32)>),
 }
 
 /// `recovery = ...`.

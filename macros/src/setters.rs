@@ -13,7 +13,7 @@ use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 
-use crate::args::{OpenForArg, PolicyArgs, RecoveryArg, Spanned, WindowArg};
+use crate::args::{ConcurrencyArg, OpenForArg, PolicyArgs, RecoveryArg, Spanned, WindowArg};
 
 /// The type of a knob's checked value: how it becomes its setter call.
 pub(crate) trait Kind: Clone {
@@ -177,6 +177,35 @@ impl Kind for OpenForArg {
         match self {
             OpenForArg::Wait(nanos) => nanos.span_of(knob, field),
             OpenForArg::Function(path) => (field == knob).then(|| path.span()),
+        }
+    }
+}
+
+/// A fixed bulkhead (the first setter) or an adaptive one, with its floor and ceiling (the
+/// second).
+impl Kind for ConcurrencyArg {
+    type Setters = (fn(Policy, u32) -> Policy, fn(Policy, u32, u32) -> Policy);
+    fn apply(self, policy: Policy, (fixed, adaptive): Self::Setters) -> Policy {
+        match self {
+            ConcurrencyArg::Fixed(calls) => calls.apply(policy, fixed),
+            ConcurrencyArg::Adaptive(range) => adaptive(policy, range.value.0, range.value.1),
+        }
+    }
+    fn tokens(self, names: &[&str], private: &TokenStream) -> TokenStream {
+        match self {
+            ConcurrencyArg::Fixed(calls) => calls.tokens(&names[..1], private),
+            ConcurrencyArg::Adaptive(range) => {
+                let name = method(names[1]);
+                let floor = range.value.0.token(range.span);
+                let ceiling = range.value.1.token(range.span);
+                quote!(.#name(#floor, #ceiling))
+            }
+        }
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        match self {
+            ConcurrencyArg::Fixed(calls) => calls.span_of(knob, field),
+            ConcurrencyArg::Adaptive(range) => (field == knob).then_some(range.span),
         }
     }
 }
@@ -370,7 +399,10 @@ mod tests {
                 min_passes: 5
             }
         );
-        assert_eq!(p.settings().max_concurrent, Some(8));
+        assert_eq!(
+            p.settings().max_concurrent,
+            Some(fusebox_policy::Concurrency::Fixed(8))
+        );
         assert!(!p.settings().shared);
         assert_eq!(p.settings().others, fusebox_policy::Others::Success);
         assert!(p.validate().is_ok());
@@ -417,6 +449,27 @@ mod tests {
         assert!(
             error.to_string().contains("with an `open_for` function"),
             "{error}"
+        );
+    }
+
+    /// `max_concurrent = "adaptive(2..200)"` becomes `adaptive_concurrency(2, 200)`.
+    #[test]
+    fn an_adaptive_bulkhead_becomes_its_setter_call() {
+        let args = crate::args::parse(quote!(key = "k", max_concurrent = "adaptive(2..200)"))
+            .args
+            .unwrap();
+        let calls: Vec<String> = setters(&args.policy)
+            .into_iter()
+            .map(|setter| setter.tokens(&quote!(P)).to_string())
+            .collect();
+        assert_eq!(calls, [". adaptive_concurrency (2 , 200)"]);
+        let p = policy_of(&args.policy).unwrap();
+        assert_eq!(
+            p.settings().max_concurrent,
+            Some(fusebox_policy::Concurrency::Adaptive {
+                floor: 2,
+                ceiling: 200
+            })
         );
     }
 }

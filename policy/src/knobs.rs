@@ -320,17 +320,38 @@ macro_rules! with_knobs {
                 attr(RecoveryArg = recovery_arg() => progressive)
                 config { recovery: |f| Ok(P.recovery(f.recovery()?)) }
             }
-            /// The bulkhead limit, or `None` when calls in flight are unlimited.
+            /// The bulkhead: a fixed limit or an adaptive one on the calls in flight, or `None`
+            /// when calls in flight are unlimited.
             max_concurrent {
-                fields { max_concurrent: u32 = 0 }
-                setting { Option<u32> = |p| unless_zero(p.max_concurrent) }
+                fields { max_concurrent: u32 = 0, concurrency_floor: u32 = 0 }
+                setting { Option<Concurrency> = |p| Concurrency::of(p.max_concurrent, p.concurrency_floor) }
                 setters {
                     /// At most `calls` calls in flight for this key; the next one is refused at
                     /// once (reason `BulkheadFull`) and not counted as a failure.
-                    fn max_concurrent(calls: u32) { max_concurrent: calls }
+                    fn max_concurrent(calls: u32) { max_concurrent: calls, concurrency_floor: 0 }
+                    /// A bulkhead whose limit adapts to latency, between `floor` and `ceiling`
+                    /// calls in flight (`max_concurrent = "adaptive(floor..ceiling)"` in the
+                    /// attribute and in configuration): it grows by one per round of calls whose
+                    /// latency holds, and shrinks by a tenth when latency rises or calls fail.
+                    /// See [`Concurrency::Adaptive`].
+                    ///
+                    /// ```
+                    /// # use fusebox_policy as fusebox;
+                    /// use fusebox::{Concurrency, Policy};
+                    ///
+                    /// const SEARCH: Policy = Policy::new().adaptive_concurrency(2, 200);
+                    /// assert_eq!(
+                    ///     SEARCH.settings().max_concurrent,
+                    ///     Some(Concurrency::Adaptive { floor: 2, ceiling: 200 })
+                    /// );
+                    /// ```
+                    fn adaptive_concurrency(floor: u32, ceiling: u32) {
+                        max_concurrent: ceiling,
+                        concurrency_floor: floor.saturating_add(1)
+                    }
                 }
-                attr(Spanned<u32> = count_arg("10", MAX_CONCURRENT, "calls in flight") => max_concurrent)
-                config { max_concurrent: |f| Ok(P.max_concurrent(f.int(COUNT)?)) }
+                attr(ConcurrencyArg = concurrency_arg() => max_concurrent, adaptive_concurrency)
+                config { max_concurrent: |f| f.concurrency() }
             }
             /// When an open circuit counts as stuck: failed recoveries in a row (0: off) and the
             /// open span (zero: off).

@@ -170,6 +170,121 @@ impl fmt::Display for Others {
     }
 }
 
+/// The bulkhead of a key: how many of its calls may be in flight at once
+/// ([`PolicySettings::max_concurrent`]; `None` there when unlimited).
+///
+/// Written `max_concurrent = 10` (a fixed limit) or `max_concurrent = "adaptive"` /
+/// `"adaptive(2..200)"` (an adaptive one, with its floor and ceiling) in the attribute and in
+/// configuration; [`Concurrency::from_text`] reads the second form.
+///
+/// ```
+/// # use fusebox_policy as fusebox;
+/// use fusebox::{Concurrency, Policy};
+///
+/// assert_eq!(Policy::new().max_concurrent(8).settings().max_concurrent, Some(Concurrency::Fixed(8)));
+/// assert_eq!(Concurrency::from_text("adaptive(2..200)"), Ok(Concurrency::Adaptive { floor: 2, ceiling: 200 }));
+/// assert_eq!(Concurrency::from_text("adaptive").unwrap().to_string(), "adaptive(1..1000)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Concurrency {
+    /// At most this many calls in flight ([`Policy::max_concurrent`]).
+    Fixed(u32),
+    /// A limit found from latency ([`Policy::adaptive_concurrency`]), by additive increase and
+    /// multiplicative decrease (AIMD, as Netflix's concurrency-limits and TCP do). The calls
+    /// a breaker reports are taken in rounds of as many calls as the limit (at least
+    /// [`ADAPTIVE_ROUND`](limits::ADAPTIVE_ROUND)); at the end of each round:
+    ///
+    /// - a tenth or more of the round's calls were counted failures, or the round's mean
+    ///   latency is more than [`ADAPTIVE_TOLERANCE`](limits::ADAPTIVE_TOLERANCE) times the
+    ///   no-load latency: the limit is multiplied by
+    ///   [`ADAPTIVE_BACKOFF`](limits::ADAPTIVE_BACKOFF) (0.9), down to `floor`;
+    /// - otherwise, when at least half the round's calls found the limit at least half used,
+    ///   it grows by one, up to `ceiling`.
+    ///
+    /// The no-load latency is the lowest round mean seen; after
+    /// [`ADAPTIVE_REBASE_ROUNDS`](limits::ADAPTIVE_REBASE_ROUNDS) (32) slow rounds in a row at
+    /// the floor, it becomes the last round's (the backend got slower for good).
+    /// The limit starts at [`ADAPTIVE_START`](limits::ADAPTIVE_START) (20) within
+    /// `floor..=ceiling`.
+    Adaptive {
+        /// The lowest limit (at least 1).
+        floor: u32,
+        /// The highest limit (at least `floor`).
+        ceiling: u32,
+    },
+}
+
+impl Concurrency {
+    /// The setting of the fields of a [`Policy`]'s `max_concurrent` row: the limit (the
+    /// ceiling, when adaptive; 0: no bulkhead) and the adaptive floor plus one (0: a fixed
+    /// limit). A breaker without a bulkhead reads the limit only.
+    const fn of(limit: u32, floor_plus_one: u32) -> Option<Concurrency> {
+        if limit == 0 {
+            None
+        } else if floor_plus_one == 0 {
+            Some(Concurrency::Fixed(limit))
+        } else {
+            Some(Concurrency::Adaptive {
+                floor: floor_plus_one - 1,
+                ceiling: limit,
+            })
+        }
+    }
+
+    /// The adaptive limit written as `"adaptive"` (floor
+    /// [`ADAPTIVE_FLOOR`](limits::ADAPTIVE_FLOOR), ceiling
+    /// [`ADAPTIVE_CEILING`](limits::ADAPTIVE_CEILING)), `"adaptive(2..200)"` or
+    /// `"adaptive(2..=200)"` (both bounds included either way). The bounds are not checked here
+    /// ([`Policy::validate`] does).
+    ///
+    /// # Errors
+    ///
+    /// A message saying what to write, for any other text.
+    pub fn from_text(text: &str) -> Result<Concurrency, String> {
+        const SHAPE: &str = "write `\"adaptive\"` or `\"adaptive(floor..ceiling)\"`, like \
+                             `\"adaptive(2..200)\"`, or a whole number for a fixed limit";
+        let text = text.trim();
+        if text == "adaptive" {
+            return Ok(Concurrency::Adaptive {
+                floor: limits::ADAPTIVE_FLOOR,
+                ceiling: limits::ADAPTIVE_CEILING,
+            });
+        }
+        let range = text
+            .strip_prefix("adaptive")
+            .map(str::trim_start)
+            .and_then(|rest| rest.strip_prefix('('))
+            .and_then(|rest| rest.strip_suffix(')'));
+        let Some(range) = range else {
+            return Err(format!("unknown bulkhead {text:?}; {SHAPE}"));
+        };
+        let (floor, ceiling) = range
+            .split_once("..=")
+            .or_else(|| range.split_once(".."))
+            .ok_or_else(|| format!("`{text}` has no range; {SHAPE}"))?;
+        let bound = |b: &str| {
+            b.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("`{}` in `{text}` is not a whole number; {SHAPE}", b.trim()))
+        };
+        Ok(Concurrency::Adaptive {
+            floor: bound(floor)?,
+            ceiling: bound(ceiling)?,
+        })
+    }
+}
+
+impl fmt::Display for Concurrency {
+    /// `8` for a fixed limit, `adaptive(2..200)` for an adaptive one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Concurrency::Fixed(calls) => write!(f, "{calls}"),
+            Concurrency::Adaptive { floor, ceiling } => write!(f, "adaptive({floor}..{ceiling})"),
+        }
+    }
+}
+
 /// Makes, from the knob table: [`Knob`], [`KNOBS`], [`Policy`] (its fields, `DEFAULT`, its
 /// setters and [`Policy::settings`]), [`PolicySettings`], and `Policy`'s `PartialEq` and `Debug`.
 macro_rules! policy {
@@ -237,7 +352,7 @@ macro_rules! policy {
         /// | `open_jitter` | 0 % (off) | [`Policy::open_jitter`]: each wait spread by up to this share |
         /// | `half_open`, `half_open_lease` | 1 probe, = `open_for` | [`Policy::half_open`], [`Policy::half_open_lease`] |
         /// | `recovery` | probes | [`Policy::progressive`] |
-        /// | `max_concurrent` | unlimited | [`Policy::max_concurrent`] |
+        /// | `max_concurrent` | unlimited | [`Policy::max_concurrent`], [`Policy::adaptive_concurrency`] |
         /// | `stuck_open` | 3 failed recoveries or 5 min | [`Policy::stuck_open`] (the `circuit_stuck_open` event) |
         /// | `others` | ignore | [`Policy::others`]: uncounted errors ignored, or counted as successes |
         ///

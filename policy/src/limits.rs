@@ -22,3 +22,23 @@ pub const MAX_OPEN_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 pub const MAX_OPEN_BACKOFF: f64 = 100.0;
 /// The largest `throttle` factor (the K of adaptive throttling).
 pub const MAX_THROTTLE: f64 = 100.0;
+/// The largest `max_concurrent`, and the highest ceiling of an adaptive one.
+pub const MAX_CONCURRENT: u32 = 1_000_000;
+/// The floor of `max_concurrent = "adaptive"` written without its range.
+pub const ADAPTIVE_FLOOR: u32 = 1;
+/// The ceiling of `max_concurrent = "adaptive"` written without its range.
+pub const ADAPTIVE_CEILING: u32 = 1000;
+/// The limit an adaptive bulkhead starts at (within its floor and ceiling).
+pub const ADAPTIVE_START: u32 = 20;
+/// The fewest calls in a round of an adaptive bulkhead (a round is as many calls as the limit).
+pub const ADAPTIVE_ROUND: u32 = 8;
+/// The most calls in a round of an adaptive bulkhead.
+pub const ADAPTIVE_MAX_ROUND: u32 = 1000;
+/// An adaptive bulkhead shrinks when a round's mean latency exceeds the no-load latency by this
+/// factor.
+pub const ADAPTIVE_TOLERANCE: f64 = 1.1;
+/// What an adaptive bulkhead's limit is multiplied by when it shrinks.
+pub const ADAPTIVE_BACKOFF: f64 = 0.9;
+/// After this many slow rounds in a row at its floor, an adaptive bulkhead takes the latency it
+/// sees as the backend's new no-load latency (it got slower for good).
+pub const ADAPTIVE_REBASE_ROUNDS: u32 = 32;

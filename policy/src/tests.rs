@@ -230,6 +230,8 @@ fn a_policy_is_rebuilt_from_its_patch() {
             .stuck_open(2, SECOND)
             .shared(false)
             .others(Others::Success),
+        Policy::new().adaptive_concurrency(2, 200),
+        Policy::new().adaptive_concurrency(2, 200).max_concurrent(8),
     ];
     for policy in policies {
         let patch = PolicyPatch::from(policy);
@@ -324,4 +326,83 @@ fn throttle_takes_a_factor_from_one_to_a_hundred_and_zero_turns_it_off() {
             "{error}"
         );
     }
+}
+
+#[test]
+fn adaptive_concurrency_reads_validates_and_is_replaced_by_a_fixed_limit() {
+    use crate::Concurrency;
+    let adaptive = Policy::new().adaptive_concurrency(2, 200);
+    assert_eq!(
+        adaptive.settings().max_concurrent,
+        Some(Concurrency::Adaptive {
+            floor: 2,
+            ceiling: 200
+        })
+    );
+    assert!(adaptive.validate().is_ok());
+    // A fixed limit set afterwards replaces the adaptive one, and the other way round.
+    let fixed = adaptive.max_concurrent(8);
+    assert_eq!(fixed.settings().max_concurrent, Some(Concurrency::Fixed(8)));
+    assert_eq!(fixed, Policy::new().max_concurrent(8));
+    assert_eq!(fixed.adaptive_concurrency(2, 200), adaptive);
+    // Through a patch too.
+    let patched = PolicyPatch::new().max_concurrent(8).apply(adaptive);
+    assert_eq!(
+        patched.settings().max_concurrent,
+        Some(Concurrency::Fixed(8))
+    );
+
+    for (floor, ceiling) in [(0, 10), (11, 10), (1, 1_000_001), (5, 0), (0, 0)] {
+        let error = Policy::new()
+            .adaptive_concurrency(floor, ceiling)
+            .validate_for("search")
+            .unwrap_err();
+        assert_eq!(error.field(), "max_concurrent");
+        let text = error.to_string();
+        assert!(
+            text.contains(&format!("\"adaptive({floor}..{ceiling})\""))
+                && text.contains("1 <= floor <= ceiling <= 1000000"),
+            "{text}"
+        );
+    }
+    assert!(Policy::new().adaptive_concurrency(5, 5).validate().is_ok());
+}
+
+#[test]
+fn concurrency_text_reads_the_adaptive_spellings() {
+    use crate::Concurrency;
+    let adaptive = |floor, ceiling| Ok(Concurrency::Adaptive { floor, ceiling });
+    assert_eq!(Concurrency::from_text("adaptive"), adaptive(1, 1000));
+    assert_eq!(
+        Concurrency::from_text(" adaptive(2..200) "),
+        adaptive(2, 200)
+    );
+    assert_eq!(
+        Concurrency::from_text("adaptive(2..=200)"),
+        adaptive(2, 200)
+    );
+    assert_eq!(
+        Concurrency::from_text("adaptive( 2 .. 200 )"),
+        adaptive(2, 200)
+    );
+    for bad in [
+        "adaptiv",
+        "adaptive(2)",
+        "adaptive(a..3)",
+        "adaptive(2..200",
+        "10",
+        "auto",
+    ] {
+        let error = Concurrency::from_text(bad).unwrap_err();
+        assert!(error.contains("adaptive(floor..ceiling)"), "{bad}: {error}");
+    }
+    assert_eq!(Concurrency::Fixed(8).to_string(), "8");
+    assert_eq!(
+        Concurrency::Adaptive {
+            floor: 2,
+            ceiling: 200
+        }
+        .to_string(),
+        "adaptive(2..200)"
+    );
 }

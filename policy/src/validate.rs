@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use crate::limits::{
-    MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_THROTTLE, MAX_TIME_WINDOW, MAX_WINDOW,
-    MIN_TIME_WINDOW,
+    MAX_CONCURRENT, MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_THROTTLE, MAX_TIME_WINDOW,
+    MAX_WINDOW, MIN_TIME_WINDOW,
 };
 use crate::{Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
 
@@ -17,7 +17,8 @@ impl Policy {
     pub fn validate(&self) -> Result<(), PolicyError> {
         self.validate_rates()?;
         self.validate_open()?;
-        self.validate_recovery()
+        self.validate_recovery()?;
+        self.validate_concurrency()
     }
 
     /// Checks every field as [`validate`](Policy::validate) does, for the breaker `key`: the
@@ -215,6 +216,24 @@ impl Policy {
                     min_passes.to_string(),
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// `max_concurrent` when adaptive: `1 <= floor <= ceiling <= MAX_CONCURRENT`.
+    fn validate_concurrency(&self) -> Result<(), PolicyError> {
+        // Read from the fields: an adaptive limit with a ceiling of 0 reads as no bulkhead.
+        let (floor, ceiling) = (self.concurrency_floor.wrapping_sub(1), self.max_concurrent);
+        if self.concurrency_floor != 0
+            && (floor == 0 || floor > ceiling || ceiling > MAX_CONCURRENT)
+        {
+            return Err(PolicyError::new(
+                "max_concurrent",
+                format!(
+                    "\"adaptive(floor..ceiling)\" with 1 <= floor <= ceiling <= {MAX_CONCURRENT}, like \"adaptive(2..200)\""
+                ),
+                format!("\"adaptive({floor}..{ceiling})\""),
+            ));
         }
         Ok(())
     }

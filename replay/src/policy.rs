@@ -46,6 +46,8 @@ pub enum Setting {
     Factor(f64),
     /// `off` (`failure_rate = off`).
     Off,
+    /// An adaptive bulkhead (`max_concurrent = adaptive(2..200)`): its floor and ceiling.
+    Adaptive(u32, u32),
 }
 
 /// A duration as the attribute writes it: one integer and the largest unit that divides it
@@ -76,13 +78,16 @@ impl Setting {
             Setting::Span(d) => span_text(*d),
             Setting::Factor(f) => f.to_string(),
             Setting::Off => "off".into(),
+            Setting::Adaptive(floor, ceiling) => format!("adaptive({floor}..{ceiling})"),
         }
     }
 
     /// The value as the attribute or a TOML file writes it (durations quoted).
     fn literal(&self) -> String {
         match self {
-            Setting::Span(_) | Setting::Off => format!("\"{}\"", self.text()),
+            Setting::Span(_) | Setting::Off | Setting::Adaptive(..) => {
+                format!("\"{}\"", self.text())
+            }
             _ => self.text(),
         }
     }
@@ -146,6 +151,8 @@ enum Kind {
     PercentOrOff,
     Span,
     Factor,
+    /// A count (a fixed bulkhead) or `adaptive` / `adaptive(floor..ceiling)`.
+    Bulkhead,
 }
 
 /// One policy field: its name, what it accepts and the `Policy` builder call it becomes.
@@ -255,8 +262,11 @@ const FIELDS: &[Field] = &[
     },
     Field {
         name: "max_concurrent",
-        kind: Kind::Count,
-        apply: |p, s| p.max_concurrent(int(s)),
+        kind: Kind::Bulkhead,
+        apply: |p, s| match s {
+            Setting::Adaptive(floor, ceiling) => p.adaptive_concurrency(floor, ceiling),
+            _ => p.max_concurrent(int(s)),
+        },
     },
 ];
 
@@ -290,6 +300,14 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
             .ok()
             .filter(|f| f.is_finite())
             .map(Setting::Factor),
+        Kind::Bulkhead => as_int().map(Setting::Int).or_else(|| {
+            match fusebox::Concurrency::from_text(raw.trim_matches('"')) {
+                Ok(fusebox::Concurrency::Adaptive { floor, ceiling }) => {
+                    Some(Setting::Adaptive(floor, ceiling))
+                }
+                _ => None,
+            }
+        }),
     };
     setting.ok_or_else(|| {
         let expected = match field.kind {
@@ -299,6 +317,9 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
             Kind::PercentOrOff => "a percentage from 1 to 100, or `off`",
             Kind::Span => "a duration such as `500ms`, `30s` or `2m`",
             Kind::Factor => "a number such as `2.0`",
+            Kind::Bulkhead => {
+                "a number of calls in flight (`10`), or `adaptive` / `adaptive(floor..ceiling)` (`adaptive(2..200)`)"
+            }
         };
         format!("invalid value `{raw}`; expected {expected}")
     })

@@ -11,6 +11,7 @@
 //! slow_rate = 60
 //! recovery = { phases = 3, min_passes = 5 }
 //! others = "success"     # errors `failure` does not count are successes ("ignore": nothing)
+//! max_concurrent = "adaptive(2..200)"  # an integer is a fixed bulkhead
 //! ```
 //!
 //! Each field left out keeps the value the code declares; each field named goes through the
@@ -33,7 +34,7 @@ use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
-use crate::policy::{Others, PolicyError, PolicyPatch, Recovery};
+use crate::policy::{Concurrency, Others, PolicyError, PolicyPatch, Recovery};
 
 /// The longest piece of input an error message repeats.
 const ECHO: usize = 40;
@@ -277,6 +278,27 @@ impl Field<'_> {
         } else {
             let span = self.duration().map_err(|_| self.wrong(EXPECTED))?;
             Ok(PolicyPatch::new().time_window(span))
+        }
+    }
+
+    /// `max_concurrent`: an integer (a fixed limit) or `"adaptive"` / `"adaptive(2..200)"` (see
+    /// [`Concurrency::from_text`]).
+    fn concurrency(&self) -> Result<PolicyPatch, ConfigError> {
+        const EXPECTED: &str = "a bulkhead: a whole number of calls in flight (`max_concurrent = 10`) or `\"adaptive\"` / `\"adaptive(floor..ceiling)\"` (`max_concurrent = \"adaptive(2..200)\"`)";
+        let text = match self.raw {
+            Raw::Toml(DeValue::Integer(_)) => return Ok(P.max_concurrent(self.int(EXPECTED)?)),
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
+            Raw::Env(s) if s.trim().bytes().all(|b| b.is_ascii_digit()) => {
+                return Ok(P.max_concurrent(self.int(EXPECTED)?));
+            }
+            Raw::Env(s) => s,
+        };
+        match Concurrency::from_text(text) {
+            Ok(Concurrency::Adaptive { floor, ceiling }) => {
+                Ok(P.adaptive_concurrency(floor, ceiling))
+            }
+            _ => Err(self.wrong(EXPECTED)),
         }
     }
 

@@ -87,8 +87,8 @@ pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sh
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
 pub use policy::{
-    OpenContext, OpenForFn, Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery,
-    Window,
+    Concurrency, OpenContext, OpenForFn, Others, Policy, PolicyError, PolicyPatch, PolicySettings,
+    Recovery, Window,
 };
 pub use pushback::RetryAfter;
 pub use record::{OUTCOME_TARGET, SPAN_TARGET};

@@ -12,6 +12,7 @@
 //! | `fusebox_throttled_total` | counter | `key` | calls adaptive throttling (`throttle`) rejected, reason `throttled`: a part of `outcome="rejected"` |
 //! | `fusebox_state` | gauge | `key` | the breaker's state as a number (table below) |
 //! | `fusebox_transitions_total` | counter | `key`, `from`, `to` | state changes, by the states left and entered |
+//! | `fusebox_concurrency_limit` | gauge | `key` | the bulkhead's limit on calls in flight (`max_concurrent`): fixed, or an adaptive one's current value, set whenever it changes; absent without a bulkhead |
 //!
 //! `key` is the breaker's key. `outcome` of [`CALLS_TOTAL`]:
 //!
@@ -77,6 +78,9 @@ pub const THROTTLED_TOTAL: &str = "fusebox_throttled_total";
 pub const STATE: &str = "fusebox_state";
 /// `fusebox_transitions_total{key, from, to}`: state changes.
 pub const TRANSITIONS_TOTAL: &str = "fusebox_transitions_total";
+/// `fusebox_concurrency_limit{key}`: the bulkhead's limit on calls in flight (fixed, or an
+/// adaptive one's current value).
+pub const CONCURRENCY_LIMIT: &str = "fusebox_concurrency_limit";
 
 /// The value of [`STATE`] for `state`: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
 #[must_use]

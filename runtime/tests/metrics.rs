@@ -211,3 +211,36 @@ fn throttled_calls_are_rejected_calls_counted_apart_too() {
         Some(format!("Counter({shed})"))
     );
 }
+
+#[test]
+fn the_concurrency_limit_gauge_follows_the_bulkhead() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = fusebox::clock::FakeClock::new();
+    metrics::with_local_recorder(&recorder, || {
+        let registry = Registry::with_clock(clock.clone());
+        registry
+            .breaker("fixed-bulkhead", Policy::new().max_concurrent(8))
+            .unwrap();
+        let adaptive = registry
+            .breaker(
+                "adaptive-bulkhead",
+                Policy::new().adaptive_concurrency(2, 200),
+            )
+            .unwrap();
+        // One round of 20 calls whose latency holds, with the limit in use: 21.
+        let calls: Vec<_> = (0..20)
+            .map(|_| adaptive.try_acquire_owned().unwrap())
+            .collect();
+        clock.advance(std::time::Duration::from_millis(5));
+        calls.into_iter().for_each(|call| call.success());
+        assert_eq!(adaptive.snapshot().concurrency_limit, Some(21));
+        registry.breaker("no-bulkhead", Policy::new()).unwrap();
+    });
+    let snap = snapshotter.snapshot().into_vec();
+    let limit = |key| value(&snap, "fusebox_concurrency_limit", &[("key", key)]);
+    let gauge = |n: f64| Some(format!("{:?}", DebugValue::Gauge(n.into())));
+    assert_eq!(limit("fixed-bulkhead"), gauge(8.0));
+    assert_eq!(limit("adaptive-bulkhead"), gauge(21.0));
+    assert_eq!(limit("no-bulkhead"), None);
+}

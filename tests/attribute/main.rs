@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod adaptive;
 mod attempts;
 mod behaviour;
 mod classification;

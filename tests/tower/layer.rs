@@ -439,3 +439,35 @@ fn a_layer_s_fixed_key_is_declared_before_its_breaker_exists() {
         "the override applies to the breaker the layer creates"
     );
 }
+
+// ---------------------------------------------------------------- adaptive bulkhead
+
+fake_registry!(ADAPTIVE_CLOCK, ADAPTIVE);
+
+#[test]
+fn the_layer_holds_calls_to_the_adaptive_limit() {
+    let policy = Policy::new().adaptive_concurrency(2, 200);
+    let layer = CircuitBreakerLayer::new("adaptive")
+        .registry(&ADAPTIVE)
+        .policy(policy);
+    let mut hanging = layer.layer(service_fn(|_: u32| pending::<Result<u32, &str>>()));
+    let mut calls: Vec<_> = (0..20).map(|n| Box::pin(hanging.call(n))).collect();
+    for call in &mut calls {
+        assert!(poll_once(call.as_mut()).is_pending());
+    }
+    let breaker = ADAPTIVE.get("adaptive").unwrap();
+    let snap = breaker.snapshot();
+    assert_eq!((snap.in_flight, snap.concurrency_limit), (20, Some(20)));
+    let mut over = pin!(hanging.call(21));
+    match poll_once(over.as_mut()) {
+        Poll::Ready(Err(err)) => assert_eq!(refusal(&err).reason(), Reason::BulkheadFull),
+        other => panic!("the adaptive limit is 20, expected a refusal: {other:?}"),
+    }
+    drop(calls);
+    let snap = breaker.snapshot();
+    assert_eq!(
+        (snap.in_flight, snap.concurrency_limit),
+        (0, Some(20)),
+        "cancelled calls free their slots and teach the limit nothing"
+    );
+}

@@ -115,7 +115,7 @@ fn every_new_argument() {
         Some(RecoveryArg::Progressive { phases, min_passes })
             if phases.value == 3 && min_passes.value == 5
     ));
-    assert_eq!(policy.max_concurrent.map(|w| w.value), Some(10));
+    assert!(matches!(policy.max_concurrent, Some(ConcurrencyArg::Fixed(w)) if w.value == 10));
     let attempts = &parsed.attempts;
     assert!(attempts.any());
     assert_eq!(attempts.timeout.map(|w| w.value), Some(800_000_000));
@@ -257,6 +257,37 @@ fn new_ranges() {
         quote!(key = "k", retry = 100, backoff = "30s", deadline = "24h"),
         quote!(key = "k", slow_rate = 50, policy = SLOW),
         quote!(key = "k", open_max = "1s", policy = BASE),
+    ] {
+        assert!(args(ok.clone()).is_ok(), "{ok}");
+    }
+}
+
+#[test]
+fn adaptive_bulkhead_ranges_and_spellings() {
+    for (tokens, expected) in [
+        (
+            quote!(key = "k", max_concurrent = "adaptive(5..2)"),
+            "`max_concurrent = \"adaptive(5..2)\"` is out of range; the floor must be at least 1",
+        ),
+        (
+            quote!(key = "k", max_concurrent = "adaptive(0..2)"),
+            "`max_concurrent = \"adaptive(0..2)\"` is out of range",
+        ),
+        (
+            quote!(key = "k", max_concurrent = "adaptve"),
+            "invalid `max_concurrent`: unknown bulkhead \"adaptve\"",
+        ),
+        (
+            quote!(key = "k", max_concurrent = adaptive),
+            "`max_concurrent` takes an integer literal for a fixed limit",
+        ),
+    ] {
+        one_error(tokens, expected);
+    }
+    for ok in [
+        quote!(key = "k", max_concurrent = "adaptive"),
+        quote!(key = "k", max_concurrent = "adaptive(1..1000000)"),
+        quote!(key = "k", max_concurrent = "adaptive(5..=5)"),
     ] {
         assert!(args(ok.clone()).is_ok(), "{ok}");
     }

@@ -7,9 +7,9 @@ use std::collections::HashSet;
 
 use syn::{Expr, ExprLit, Ident, Lit, Path};
 
-use fusebox_policy::{Others, Policy, Window, limits};
+use fusebox_policy::{Concurrency, Others, Policy, Window, limits};
 
-use super::{Failure, Key, OpenForArg, RecoveryArg, Spanned, Variant, WindowArg};
+use super::{ConcurrencyArg, Failure, Key, OpenForArg, RecoveryArg, Spanned, Variant, WindowArg};
 use crate::duration::{self, DurationError, UNIT_LIST};
 use crate::errors::Errors;
 
@@ -37,7 +37,7 @@ pub(super) const MAX_THROTTLE: f64 = limits::MAX_THROTTLE;
 /// The largest `min_calls` (a time window bounds it only by the calls it holds).
 pub(super) const MAX_CALLS: u64 = u32::MAX as u64;
 /// The largest `max_concurrent`.
-pub(super) const MAX_CONCURRENT: u64 = 1_000_000;
+pub(super) const MAX_CONCURRENT: u64 = limits::MAX_CONCURRENT as u64;
 /// The most attempts `retry` allows.
 pub(super) const MAX_RETRY: u64 = 100;
 
@@ -208,6 +208,51 @@ pub(super) fn window_arg(name: &Ident, value: &Expr) -> syn::Result<WindowArg> {
             "`window` takes an integer literal for a count window, like `window = 100`, or a \
              duration string for a time window, like `window = \"30s\"`; to share settings \
              between functions, use a `const` `fusebox::Policy` with `policy = NAME`",
+        )),
+    }
+}
+
+/// `max_concurrent = 10` (a fixed limit) or `max_concurrent = "adaptive"` /
+/// `"adaptive(2..200)"` (an adaptive one, with its floor and ceiling).
+pub(super) fn concurrency_arg(name: &Ident, value: &Expr) -> syn::Result<ConcurrencyArg> {
+    const RANGE: &str = "the floor must be at least 1 and at most the ceiling, and the ceiling at \
+                         most 1000000";
+    const { assert!(MAX_CONCURRENT == 1_000_000, "update `RANGE`") };
+    match literal(value) {
+        // A float is refused by `int_in_range` as a count written with a fraction.
+        Some(Lit::Int(_) | Lit::Float(_)) => {
+            let calls = int_in_range(name, value, "10", 1, MAX_CONCURRENT, "calls in flight")?;
+            Ok(ConcurrencyArg::Fixed(narrow(calls)))
+        }
+        Some(Lit::Str(text)) => match Concurrency::from_text(&text.value()) {
+            Ok(Concurrency::Adaptive { floor, ceiling })
+                if floor >= 1 && floor <= ceiling && u64::from(ceiling) <= MAX_CONCURRENT =>
+            {
+                Ok(ConcurrencyArg::Adaptive(Spanned {
+                    value: (floor, ceiling),
+                    span: text.span(),
+                }))
+            }
+            Ok(_) => Err(syn::Error::new(
+                text.span(),
+                format!(
+                    "`{name} = {:?}` is out of range; {RANGE}, like `{name} = \"adaptive(2..200)\"`",
+                    text.value()
+                ),
+            )),
+            Err(message) => Err(syn::Error::new(
+                text.span(),
+                format!("invalid `{name}`: {message}, like `{name} = 10`"),
+            )),
+        },
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "`{name}` takes an integer literal for a fixed limit, like `{name} = 10`, or a \
+                 string for a limit that adapts to latency, like `{name} = \"adaptive\"` or \
+                 `{name} = \"adaptive(2..200)\"`; to share settings between functions, use a \
+                 `const` `fusebox::Policy` with `policy = NAME`"
+            ),
         )),
     }
 }

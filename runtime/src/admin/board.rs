@@ -80,6 +80,7 @@ pub(super) fn card(s: &Snapshot, history: Option<&KeyHistory>, config: &AdminCon
         "phase": s.phase,
         "reopens": s.reopens,
         "in_flight": s.in_flight,
+        "concurrency_limit": s.concurrency_limit,
         "open_for_ms": ms(s.policy.settings().open_for),
         "sharing": match s.sharing() {
             Sharing::Shared => "shared",

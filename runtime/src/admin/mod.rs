@@ -35,7 +35,8 @@
 //!
 //! A card is the [`Snapshot`](crate::Snapshot) (`state`, `calls`, `failures`, `slow`,
 //! `failure_rate`, `slow_rate`, `consecutive_failures`, `rejected`, `retry_after_ms`,
-//! `probes_in_flight`, `phase`, `reopens`, `in_flight`, `metrics_only`, `last_transition`, and for a
+//! `probes_in_flight`, `phase`, `reopens`, `in_flight`, `concurrency_limit` (the bulkhead's
+//! limit, fixed or adaptive; `null` without one), `metrics_only`, `last_transition`, and for a
 //! shared key `sharing`, `shared`, `replica_calls`, `replica_failures`, `degraded`), the marks
 //! `critical` and `group`, `opened` (why it last opened since the router was built, `null`
 //! before: the `rule` that tripped, the window that decided it, in `calls`, `failures`, `failure_rate` and `slow_rate`, and a sentence, `text`),

@@ -160,3 +160,21 @@ fn settings_below_their_bounds_are_raised() {
     assert_eq!(config.samples, 1);
     assert_eq!(config.transitions, 1_000);
 }
+
+#[test]
+fn a_card_shows_the_bulkhead_limit_fixed_or_adaptive() {
+    let config = AdminConfig::default();
+    let limit = |policy: Policy, key: &str| {
+        let breaker = REGISTRY.breaker(key, policy).unwrap();
+        let card = super::board::card(&breaker.snapshot(), None, &config);
+        (card["in_flight"].clone(), card["concurrency_limit"].clone())
+    };
+    let adaptive = Policy::new().adaptive_concurrency(2, 200);
+    assert_eq!(limit(adaptive, "card-adaptive"), (0.into(), 20.into()));
+    assert_eq!(
+        limit(Policy::new().max_concurrent(8), "card-fixed"),
+        (0.into(), 8.into())
+    );
+    let unlimited = limit(Policy::new(), "card-unlimited");
+    assert_eq!(unlimited.1, serde_json::Value::Null);
+}

@@ -196,11 +196,20 @@ impl Circuit {
     pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Refusal> {
         let max_concurrent = self.policy.settings().max_concurrent;
         let bulkhead = max_concurrent.is_some();
-        if let Some(max) = max_concurrent
-            && self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= max
-        {
-            self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
-            return Err(self.count_refusal(Reason::BulkheadFull, NO_WAIT));
+        // An adaptive limit learns from latency: its calls carry their admission time.
+        let mut adaptive = false;
+        if let Some(concurrency) = max_concurrent {
+            let limit = match concurrency {
+                Concurrency::Fixed(max) => max,
+                _ => {
+                    adaptive = true;
+                    self.concurrency_limit(concurrency)
+                }
+            };
+            if self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= limit {
+                self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+                return Err(self.count_refusal(Reason::BulkheadFull, NO_WAIT));
+            }
         }
         let word = self.load();
         let admitted = if word.admits() {
@@ -217,7 +226,7 @@ impl Circuit {
         };
         match admitted {
             Ok(word) => {
-                let start = if self.timed() {
+                let start = if adaptive || self.timed() {
                     self.now()
                 } else if crate::record::wanted() {
                     permit::marked(self.now())

@@ -8,6 +8,18 @@ impl Circuit {
         #[cfg(feature = "metrics")]
         let key_for_meters = &key.as_str().to_owned();
         let settings = policy.settings();
+        let limiter = match settings.max_concurrent {
+            Some(Concurrency::Adaptive { floor, ceiling }) => Some(Box::new(
+                limit::Limiter::starting(key.as_str(), floor, ceiling),
+            )),
+            #[cfg(feature = "metrics")]
+            Some(Concurrency::Fixed(max)) => {
+                metrics::gauge!(crate::metrics::CONCURRENCY_LIMIT, "key" => key.as_str().to_owned())
+                    .set(f64::from(max));
+                None
+            }
+            _ => None,
+        };
         Circuit {
             key,
             policy,
@@ -27,6 +39,7 @@ impl Circuit {
                 rejected: AtomicU64::new(0),
                 throttled: AtomicU64::new(0),
                 in_flight: SharedCount::default(),
+                limiter,
             }),
             used: AtomicBool::new(true),
             evicted: AtomicBool::new(false),
@@ -68,6 +81,17 @@ impl Circuit {
             self.hooks.clone(),
         );
         next.counters.0.in_flight = self.counters.in_flight.share();
+        if let (Some(Concurrency::Adaptive { floor, ceiling }), Some(limiter)) = (
+            policy.settings().max_concurrent,
+            self.counters.limiter.as_deref(),
+        ) {
+            // The new bounds, from the limit and no-load latency learnt so far.
+            next.counters.0.limiter = Some(Box::new(limiter.continued(
+                self.key.as_str(),
+                floor,
+                ceiling,
+            )));
+        }
         let word = self.load();
         let (new, old) = (policy.settings(), self.policy.settings());
         let carried = match word.state() {

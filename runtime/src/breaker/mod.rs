@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::clock::ClockSource;
 use crate::error::{Error, Key, Reason};
 use crate::observe::{Hooks, Trigger};
-use crate::policy::{Policy, Recovery};
+use crate::policy::{Concurrency, Policy, Recovery};
 pub(crate) use crate::state::Verdict;
 use crate::state::{NO_WAIT, State, Step, TimeStamp, Word};
 use crate::window::{Counts, Outcomes, Sample};
@@ -22,6 +22,7 @@ use crate::window::{Counts, Outcomes, Sample};
 mod admission;
 mod controls;
 mod lifecycle;
+mod limit;
 mod permit;
 mod report;
 mod snapshot;
@@ -47,6 +48,8 @@ pub(super) struct Counters {
     /// Shared with the breakers that replace this one on reconfiguration, so calls admitted before
     /// a reload still count against the bulkhead after it.
     in_flight: SharedCount,
+    /// The adaptive bulkhead's limit (only with `max_concurrent = "adaptive…"`).
+    limiter: Option<Box<limit::Limiter>>,
 }
 
 /// A counter shared along a chain of reconfigured breakers, allocated on first use (a breaker
@@ -222,6 +225,19 @@ impl Circuit {
     #[inline]
     fn timed(&self) -> bool {
         self.policy.settings().slow.is_some()
+    }
+
+    /// The bulkhead's limit now: the fixed one, or the adaptive one's current value.
+    #[inline]
+    fn concurrency_limit(&self, concurrency: Concurrency) -> u32 {
+        match concurrency {
+            Concurrency::Fixed(max) => max,
+            _ => self
+                .counters
+                .limiter
+                .as_ref()
+                .map_or(u32::MAX, |l| l.limit()),
+        }
     }
 
     /// Records the transition for snapshots, then announces it (see [`crate::observe::emit`]).

@@ -141,7 +141,8 @@ impl Circuit {
             return;
         }
         // Untimed calls carry an admission time only when outcome events were wanted then.
-        let recorded = if self.timed() {
+        // Timed calls, and the calls of an adaptive bulkhead, carry their admission time.
+        let recorded = if self.timed() || (permit.holds_slot() && self.counters.limiter.is_some()) {
             crate::record::wanted()
         } else {
             permit.stamped()
@@ -150,7 +151,13 @@ impl Circuit {
             self.record_outcome(permit, outcome);
         }
         if permit.holds_slot() {
-            self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+            let in_flight = self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+            if let Some(limiter) = self.counters.limiter.as_deref()
+                && outcome != Verdict::Ignored
+            {
+                let took = permit.elapsed(self.now());
+                limiter.sample(took, outcome == Verdict::Failure, in_flight);
+            }
         }
         if let Some(next) = self.successor.get() {
             // Reconfigured: the newest breaker decides. The bulkhead slot, shared with it, was

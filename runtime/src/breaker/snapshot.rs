@@ -41,6 +41,11 @@ impl Circuit {
             },
             reopens: self.reopens.load(Ordering::Acquire),
             in_flight: self.counters.in_flight.load(Ordering::Acquire),
+            concurrency_limit: self
+                .policy
+                .settings()
+                .max_concurrent
+                .map(|concurrency| self.concurrency_limit(concurrency)),
             metrics_only: self.metrics_only.load(Ordering::Acquire),
             policy: self.policy,
             last_transition: self.last_transition_record().map(|r| LastTransition {
@@ -96,6 +101,9 @@ pub struct Snapshot {
     pub reopens: u32,
     /// Calls in flight, when the policy sets `max_concurrent`.
     pub in_flight: u32,
+    /// The bulkhead's limit on calls in flight: `max_concurrent` when fixed, an adaptive
+    /// one's current value (`max_concurrent = "adaptive…"`), `None` without a bulkhead.
+    pub concurrency_limit: Option<u32>,
     /// True in metrics-only mode.
     pub metrics_only: bool,
     /// The policy it runs.

@@ -428,3 +428,61 @@ fn a_function_cannot_be_configured_and_a_duration_replaces_it() {
     assert_eq!(p.settings().open_for, Duration::from_secs(30));
     assert_eq!(p.settings().open_jitter, 10);
 }
+
+#[test]
+fn max_concurrent_takes_a_fixed_or_an_adaptive_bulkhead_in_toml_and_the_environment() {
+    use crate::policy::Concurrency;
+    let adaptive = |floor, ceiling| Some(Concurrency::Adaptive { floor, ceiling });
+    let r = Registry::new();
+    r.load_toml("[breakers.a]\nmax_concurrent = \"adaptive(2..200)\"\n[breakers.b]\nmax_concurrent = \"adaptive\"\n")
+        .unwrap();
+    let a = r.breaker("a", Policy::new().max_concurrent(8)).unwrap();
+    assert_eq!(a.policy().settings().max_concurrent, adaptive(2, 200));
+    assert_eq!(a.snapshot().concurrency_limit, Some(20), "starts at 20");
+    let b = r.breaker("b", Policy::new()).unwrap().policy();
+    assert_eq!(b.settings().max_concurrent, adaptive(1, 1000));
+    r.load_vars([
+        (
+            "FUSEBOX__C__MAX_CONCURRENT".to_owned(),
+            "adaptive(4..=40)".to_owned(),
+        ),
+        ("FUSEBOX__D__MAX_CONCURRENT".to_owned(), " 12 ".to_owned()),
+    ])
+    .unwrap();
+    let c = r.breaker("c", Policy::new()).unwrap().policy();
+    assert_eq!(c.settings().max_concurrent, adaptive(4, 40));
+    // A fixed limit over a declared adaptive one replaces it.
+    let d = r
+        .breaker("d", Policy::new().adaptive_concurrency(2, 200))
+        .unwrap();
+    assert_eq!(
+        d.policy().settings().max_concurrent,
+        Some(Concurrency::Fixed(12))
+    );
+    assert_eq!(d.snapshot().concurrency_limit, Some(12));
+
+    let err = r
+        .load_toml("[breakers.a]\nmax_concurrent = \"adaptive(50..20)\"\n")
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "breaker `a`: invalid `max_concurrent` = \"adaptive(50..20)\"; use a value in \
+         \"adaptive(floor..ceiling)\" with 1 <= floor <= ceiling <= 1000000, like \"adaptive(2..200)\""
+    );
+    for bad in ["\"auto\"", "true", "\"adaptive(2)\""] {
+        let err = r
+            .load_toml(&format!("[breakers.a]\nmax_concurrent = {bad}\n"))
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!(
+                "breaker `a`: `max_concurrent` = {bad} is not a bulkhead: a whole number of calls in flight"
+            )),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        a.policy().settings().max_concurrent,
+        adaptive(2, 200),
+        "nothing applied"
+    );
+}

@@ -1,0 +1,20 @@
+#[derive(Debug)]
+pub enum ApiError {
+    Timeout,
+    Connect(u16),
+    Declined { code: u32 },
+    Refused(fusebox::Error),
+}
+
+impl From<fusebox::Error> for ApiError {
+    fn from(error: fusebox::Error) -> Self {
+        ApiError::Refused(error)
+    }
+}
+
+#[fusebox::circuit_breaker(key = "payment", failure = [Timeout], max_concurrent = "adaptve(2..200)")]
+fn charge(amount: u64) -> Result<u64, ApiError> {
+    Ok(amount)
+}
+
+fn main() {}
