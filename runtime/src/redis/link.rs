@@ -291,9 +291,9 @@ pub(super) struct Client {
     pub(super) flush: Option<Duration>,
     /// The pub/sub subscription is up and every link's view was reset when it came up.
     pub(super) subscribed: AtomicBool,
-    /// What the reporting task sends next (see [`Rounds`](super::report::Rounds)); a call
+    /// What the reporting task sends next (see [`Rounds`]); a call
     /// waiting for its own report may send a round itself.
-    pub(super) rounds: tokio::sync::Mutex<super::report::Rounds>,
+    pub(super) rounds: tokio::sync::Mutex<Rounds>,
     /// Wakes the reporting task: a report was queued, or the store is closing.
     pub(super) work: tokio::sync::Notify,
     /// The store was dropped: the reporting task sends what is queued and ends.
@@ -478,6 +478,32 @@ pub(super) struct Answer {
     pub(super) incarnation: u64,
     /// The current window after this call, (calls, failures), when the script read it.
     pub(super) window: Option<(u32, u32)>,
+}
+
+/// A script call as the reporting task sends it: a job, and for a report the outcomes merged
+/// into it (one digit each, in the order they were settled; see `breaker.lua`).
+pub(super) struct Sent {
+    pub(super) job: Report,
+    pub(super) codes: Vec<u8>,
+    /// A fold's outcomes (its `codes` are the `fold` op's argument).
+    pub(super) delta: Option<Delta>,
+}
+
+/// Folds waiting for their flush interval, in the order they were queued (each is due one
+/// interval after its delta's first outcome).
+pub(super) type Folds = std::collections::VecDeque<(tokio::time::Instant, Report)>;
+
+/// What the reporting task sends next: the queue, the script calls of the round on its way, the
+/// calls waiting to be sent again and the folds waiting for their interval. Behind
+/// [`Client::rounds`]: one round at a time is sent, by the reporting task or by a call that
+/// waits for its own report (strict mode), so every report leaves in the order it was numbered.
+pub(super) struct Rounds {
+    pub(super) rx: tokio::sync::mpsc::UnboundedReceiver<Report>,
+    /// The round on its way; calls left here by a round that was cancelled (its caller stopped
+    /// waiting) are sent again first, with their numbers.
+    pub(super) batch: Vec<Sent>,
+    pub(super) again: std::collections::VecDeque<Sent>,
+    pub(super) folds: Folds,
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::Degrade;
 use super::link::{
-    Asker, CONFIRMED, Client, Delta, Report, SharedKey, view_generation, view_state,
+    Asker, CONFIRMED, Client, Delta, Folds, Report, Rounds, Sent, SharedKey, view_generation,
+    view_state,
 };
 use super::script::{Answer, answer_of, apply, degrade_event};
 use crate::breaker::{ANY_GENERATION, FnName, generation_of};
@@ -190,15 +191,6 @@ const DRAIN: usize = 16 * 1024;
 /// The most outcomes merged into one script call (the script applies them in one loop).
 const MERGED: usize = 1024;
 
-/// A script call as the reporting task sends it: a job, and for a report the outcomes merged
-/// into it (one digit each, in the order they were settled; see `breaker.lua`).
-struct Sent {
-    job: Report,
-    codes: Vec<u8>,
-    /// A fold's outcomes (its `codes` are the `fold` op's argument).
-    delta: Option<Delta>,
-}
-
 impl Sent {
     /// The jobs this call stands for (one for an admission, a read or a fold).
     fn reports(&self) -> u64 {
@@ -249,10 +241,6 @@ impl Sent {
         }
     }
 }
-
-/// Folds waiting for their flush interval, in the order they were queued (each is due one
-/// interval after its delta's first outcome).
-type Folds = std::collections::VecDeque<(tokio::time::Instant, Report)>;
 
 /// The digit of a report's outcome in the script's `report` op.
 fn code_of(job: &Report) -> u8 {
@@ -350,19 +338,6 @@ fn take(
             sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
         }
     }
-}
-
-/// What the reporting task sends next: the queue, the script calls of the round on its way, the
-/// calls waiting to be sent again and the folds waiting for their interval. Behind
-/// [`Client::rounds`]: one round at a time is sent, by the reporting task or by a call that
-/// waits for its own report (strict mode), so every report leaves in the order it was numbered.
-pub(super) struct Rounds {
-    rx: tokio::sync::mpsc::UnboundedReceiver<Report>,
-    /// The round on its way; calls left here by a round that was cancelled (its caller stopped
-    /// waiting) are sent again first, with their numbers.
-    batch: Vec<Sent>,
-    again: std::collections::VecDeque<Sent>,
-    folds: Folds,
 }
 
 impl Rounds {

@@ -11,8 +11,8 @@ use std::time::Duration;
 use super::admit::{admit, flush};
 use super::cached::{cached_admit, subscribe, subscriber};
 use super::conn::Conn;
-use super::link::{Bound, Client, SharedKey, SharedStore};
-use super::report::{Rounds, report, worker};
+use super::link::{Bound, Client, Rounds, SharedKey, SharedStore};
+use super::report::{report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use super::{
     DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
