@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use fusebox_policy::{Others, Policy};
+use fusebox_policy::{Others, Policy, RetryBudget};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote};
 
@@ -110,6 +110,27 @@ impl Kind for Spanned<Others> {
             _ => Ident::new("Ignore", self.span),
         };
         quote!(.#name(#private::Others::#variant))
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        (field == knob).then_some(self.span)
+    }
+}
+
+/// A retry budget: its ratio and floor, passed to the setter as two literals.
+impl Kind for Spanned<RetryBudget> {
+    type Setters = fn(Policy, u16, u32) -> Policy;
+    fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
+        set(policy, self.value.percent, self.value.floor)
+    }
+    fn tokens(self, names: &[&str], _private: &TokenStream) -> TokenStream {
+        let name = method(names[0]);
+        let at = |value| Spanned {
+            value,
+            span: self.span,
+        };
+        let percent = literal(at(u32::from(self.value.percent)), Literal::u32_unsuffixed);
+        let floor = literal(at(self.value.floor), Literal::u32_unsuffixed);
+        quote!(.#name(#percent, #floor))
     }
     fn span_of(self, knob: &str, field: &str) -> Option<Span> {
         (field == knob).then_some(self.span)

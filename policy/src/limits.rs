@@ -20,3 +20,10 @@ pub const MIN_OPEN_FOR: Duration = Duration::from_millis(1);
 pub const MAX_OPEN_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 /// The largest `open_backoff` multiplier.
 pub const MAX_OPEN_BACKOFF: f64 = 100.0;
+/// The span a retry budget counts attempts and retries over (Finagle's `ttl`), kept in one-second
+/// buckets.
+pub const RETRY_BUDGET_SPAN: Duration = Duration::from_secs(10);
+/// The largest ratio of a retry budget, in percent of first attempts.
+pub const MAX_RETRY_PERCENT: u16 = 1000;
+/// The largest floor of a retry budget, in retries per second.
+pub const MAX_RETRY_FLOOR: u32 = 100_000;

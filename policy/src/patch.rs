@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use crate::{Knob, Others, Policy, Recovery, Window, duration_to_nanos, factor_to_milli};
+use crate::{
+    Knob, Others, Policy, Recovery, RetryBudget, Window, duration_to_nanos, factor_to_milli,
+};
 
 /// Makes [`PolicyPatch`] from the knob table: a field of `Option`s per field of [`Policy`], the
 /// setters of `Policy` (and the patch-only ones), `then`, `apply` and `From<Policy>`.

@@ -47,6 +47,7 @@
 #[cfg(feature = "admin")]
 pub mod admin;
 mod attempts;
+mod budget;
 mod breaker;
 pub mod clock;
 #[cfg(feature = "config")]
@@ -85,7 +86,9 @@ pub mod __private_0_1_0;
 pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sharing, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
-pub use policy::{Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery, Window};
+pub use policy::{
+    Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery, RetryBudget, Window,
+};
 pub use record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use registry::{Registry, UnknownKey, registry};
 pub use state::State;

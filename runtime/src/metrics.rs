@@ -11,6 +11,7 @@
 //! | `fusebox_shadow_rejected_total` | counter | `key` | calls that metrics-only mode admitted although the breaker would have rejected them |
 //! | `fusebox_state` | gauge | `key` | the breaker's state as a number (table below) |
 //! | `fusebox_transitions_total` | counter | `key`, `from`, `to` | state changes, by the states left and entered |
+//! | `fusebox_retries_refused_total` | counter | `key` | retries the key's retry budget refused ([`Policy::retry_budget`](crate::Policy::retry_budget); registered for keys with a budget only) |
 //!
 //! `key` is the breaker's key. `outcome` of [`CALLS_TOTAL`]:
 //!
@@ -69,6 +70,8 @@ use crate::State;
 pub const CALLS_TOTAL: &str = "fusebox_calls_total";
 /// `fusebox_shadow_rejected_total{key}`: calls metrics-only mode ran instead of rejecting.
 pub const SHADOW_REJECTED_TOTAL: &str = "fusebox_shadow_rejected_total";
+/// `fusebox_retries_refused_total{key}`: retries the key's retry budget refused.
+pub const RETRIES_REFUSED_TOTAL: &str = "fusebox_retries_refused_total";
 /// `fusebox_state{key}`: the state as a number (see [`state_value`]).
 pub const STATE: &str = "fusebox_state";
 /// `fusebox_transitions_total{key, from, to}`: state changes.

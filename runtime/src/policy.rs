@@ -6,7 +6,7 @@ use std::time::Duration;
 
 pub(crate) use fusebox_policy::limits::TIME_BUCKETS;
 pub use fusebox_policy::{
-    Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery, Window,
+    Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery, RetryBudget, Window,
 };
 
 /// `duration` in nanoseconds, saturating at `u64::MAX` (a policy's durations come from

@@ -8,6 +8,9 @@ impl Circuit {
         #[cfg(feature = "metrics")]
         let key_for_meters = &key.as_str().to_owned();
         let settings = policy.settings();
+        let budget = settings
+            .retry_budget
+            .map(|budget| Box::new(crate::budget::Budget::new(budget, key.as_str())));
         Circuit {
             key,
             policy,
@@ -24,6 +27,7 @@ impl Circuit {
             metrics_only: AtomicBool::new(false),
             counters: Padded(Counters {
                 rejected: AtomicU64::new(0),
+                retries_refused: AtomicU64::new(0),
                 in_flight: SharedCount::default(),
             }),
             used: AtomicBool::new(true),
@@ -32,6 +36,8 @@ impl Circuit {
             plain: settings.slow.is_none()
                 && settings.consecutive.is_none()
                 && settings.max_concurrent.is_none(),
+            budgeted: settings.retry_budget.is_some(),
+            budget,
             successor: std::sync::OnceLock::new(),
             episode: Episode::default(),
             last: std::sync::Mutex::new(None),
@@ -92,8 +98,15 @@ impl Circuit {
         next.state.store(carried.0, Ordering::Release);
         next.metrics_only
             .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
+        if let (Some(next), Some(this)) = (&next.budget, &self.budget) {
+            next.copy_from(this);
+        }
         next.counters.rejected.store(
             self.counters.rejected.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        next.counters.retries_refused.store(
+            self.counters.retries_refused.load(Ordering::Acquire),
             Ordering::Release,
         );
         next.reopens

@@ -28,6 +28,8 @@ impl Circuit {
             slow_rate: counts.slow_rate(),
             consecutive_failures: self.run.load(Ordering::Acquire),
             rejected: self.counters.rejected.load(Ordering::Relaxed),
+            retries_refused: self.counters.retries_refused.load(Ordering::Relaxed),
+            retry_budget_balance: self.retry_balance(),
             retry_after: (state == State::Open)
                 .then(|| word.open_remaining(now, self.time_of(word, now))),
             probes_in_flight: match (state, self.policy.settings().recovery) {
@@ -82,6 +84,11 @@ pub struct Snapshot {
     /// have rejected and ran instead (the metrics count those apart, as
     /// `fusebox_shadow_rejected_total`: see [`crate::metrics`]).
     pub rejected: u64,
+    /// Retries the retry budget refused since the breaker was created (0 without
+    /// [`Policy::retry_budget`]).
+    pub retries_refused: u64,
+    /// With [`Policy::retry_budget`]: the retries the budget allows now.
+    pub retry_budget_balance: Option<u64>,
     /// When open: time until the next probe is admitted.
     pub retry_after: Option<Duration>,
     /// When half-open with probes: probes admitted and not yet reported.
