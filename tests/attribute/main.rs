@@ -11,6 +11,7 @@ mod common;
 
 mod attempts;
 mod behaviour;
+mod budget;
 mod classification;
 mod events;
 mod expand_ok;
