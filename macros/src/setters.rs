@@ -292,7 +292,8 @@ mod tests {
             recovery = progressive(phases = 3, min_passes = 5),
             max_concurrent = 8,
             shared = false,
-            others = "success"
+            others = "success",
+            retry_budget = "25%, 3/s"
         ))
         .args
         .unwrap();
@@ -319,6 +320,7 @@ mod tests {
                 ". max_concurrent (8)",
                 ". shared (false)",
                 ". others (P :: Others :: Success)",
+                ". retry_budget (25 , 3)",
             ]
         );
         // One call per row of the knob table: a new row needs its line above.
@@ -346,6 +348,13 @@ mod tests {
         assert_eq!(p.settings().max_concurrent, Some(8));
         assert!(!p.settings().shared);
         assert_eq!(p.settings().others, fusebox_policy::Others::Success);
+        assert_eq!(
+            p.settings().retry_budget,
+            Some(fusebox_policy::RetryBudget {
+                percent: 25,
+                floor: 3
+            })
+        );
         assert!(p.validate().is_ok());
     }
 }
