@@ -26,6 +26,10 @@ pub struct Candidate {
     pub name: String,
     /// The policy.
     pub policy: Policy,
+    /// Attempts per call (`retry`, as the attribute's; 1: no retry). A replay retries a call
+    /// that failed in the recording up to `retry - 1` times, each retry asking the policy's
+    /// `retry_budget` first and assumed to fail as the call did.
+    pub retry: u32,
     /// The settings as written, in order: `(field, value)`.
     pub settings: Vec<(&'static str, Setting)>,
 }
@@ -41,6 +45,8 @@ pub enum Setting {
     Factor(f64),
     /// `off` (`failure_rate = off`).
     Off,
+    /// A retry budget (`retry_budget = "20%, 10/s"`).
+    Budget(fusebox::RetryBudget),
 }
 
 /// A duration as the attribute writes it: one integer and the largest unit that divides it
@@ -71,13 +77,16 @@ impl Setting {
             Setting::Span(d) => span_text(*d),
             Setting::Factor(f) => f.to_string(),
             Setting::Off => "off".into(),
+            Setting::Budget(b) => b.to_string(),
         }
     }
 
     /// The value as the attribute or a TOML file writes it (durations quoted).
     fn literal(&self) -> String {
         match self {
-            Setting::Span(_) | Setting::Off => format!("\"{}\"", self.text()),
+            Setting::Span(_) | Setting::Off | Setting::Budget(_) => {
+                format!("\"{}\"", self.text())
+            }
             _ => self.text(),
         }
     }
@@ -141,6 +150,8 @@ enum Kind {
     PercentOrOff,
     Span,
     Factor,
+    /// A retry budget: `20%` or `20%, 10/s`.
+    Budget,
 }
 
 /// One policy field: its name, what it accepts and the `Policy` builder call it becomes.
@@ -240,6 +251,21 @@ const FIELDS: &[Field] = &[
         kind: Kind::Count,
         apply: |p, s| p.max_concurrent(int(s)),
     },
+    // Attempts per call: not a `Policy` knob (the attribute's `retry`); read into
+    // `Candidate::retry` by `build`.
+    Field {
+        name: "retry",
+        kind: Kind::Count,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "retry_budget",
+        kind: Kind::Budget,
+        apply: |p, s| match s {
+            Setting::Budget(b) => p.retry_budget(b.percent, b.floor),
+            _ => p,
+        },
+    },
 ];
 
 fn field_names() -> String {
@@ -266,6 +292,7 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
             .ok()
             .filter(|f| f.is_finite())
             .map(Setting::Factor),
+        Kind::Budget => raw.parse::<fusebox::RetryBudget>().ok().map(Setting::Budget),
     };
     setting.ok_or_else(|| {
         let expected = match field.kind {
@@ -275,6 +302,7 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
             Kind::PercentOrOff => "a percentage from 1 to 100, or `off`",
             Kind::Span => "a duration such as `500ms`, `30s` or `2m`",
             Kind::Factor => "a number such as `2.0`",
+            Kind::Budget => "a retry budget such as `20%` or `20%, 10/s`",
         };
         format!("invalid value `{raw}`; expected {expected}")
     })
@@ -319,6 +347,20 @@ fn build(
     if has("consecutive") && !has("failure_rate") {
         policy = policy.rate_off();
     }
+    let retry = match settings.iter().find(|(f, _)| *f == "retry") {
+        Some((_, Setting::Int(n))) if (1..=100).contains(n) => *n,
+        Some((_, other)) => {
+            return Err(PolicyError {
+                place: place.to_owned(),
+                field: Some("retry".into()),
+                message: format!(
+                    "invalid value `{}`; expected 1..=100 attempts",
+                    other.text()
+                ),
+            });
+        }
+        None => 1,
+    };
     policy.validate().map_err(|e| PolicyError {
         place: place.to_owned(),
         field: Some(e.field().to_owned()),
@@ -327,6 +369,7 @@ fn build(
     Ok(Candidate {
         name: name.to_owned(),
         policy,
+        retry,
         settings,
     })
 }
@@ -347,6 +390,13 @@ pub fn parse_policy_arg(arg: &str, default_name: &str) -> Result<Candidate, Poli
     };
     let mut fields = Vec::new();
     for part in body.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        // `retry_budget=20%, 10/s`: the floor after the comma belongs to the budget.
+        if let Some(budget) = fields.last_mut().filter(|(f, _, _): &&mut (String, String, String)| {
+            f == "retry_budget" && !part.contains('=')
+        }) {
+            budget.1 = format!("{}, {part}", budget.1);
+            continue;
+        }
         let Some((field, value)) = part.split_once('=') else {
             return Err(PolicyError {
                 place,
