@@ -8,6 +8,7 @@
 //! | [`start`] | the error type, the fallback and its [`Cause`](crate::Cause), calls without the attribute |
 //! | [`semantics`] | states, trip rules, what counts, cancellation, panics, time, concurrency |
 //! | [`retries`] | `timeout`, `retry`, `backoff` and `deadline` around a breaker |
+//! | [`load_control`] | retry budgets: how many retries a key allows |
 //! | [`dynamic_keys`] | one breaker per host or tenant, and how the registry stays bounded |
 //! | [`operators`] | configuration without recompiling, manual states, why a circuit opened |
 //! | [`observability`] | events, hooks, snapshots, metrics and the per-call outcome event |
@@ -26,6 +27,9 @@ pub mod semantics {}
 
 #[doc = include_str!("guide/retries.md")]
 pub mod retries {}
+
+#[doc = include_str!("guide/load_control.md")]
+pub mod load_control {}
 
 #[doc = include_str!("guide/dynamic_keys.md")]
 pub mod dynamic_keys {}
