@@ -66,8 +66,7 @@ impl RetryBudget {
 }
 
 /// The form every message names: how a retry budget is written.
-pub const RETRY_BUDGET_FORM: &str =
-    "a percentage of first attempts and an optional floor in retries per second, like \"20%\" or \"20%, 10/s\"";
+pub const RETRY_BUDGET_FORM: &str = "a percentage of first attempts and an optional floor in retries per second, like \"20%\" or \"20%, 10/s\"";
 
 impl std::str::FromStr for RetryBudget {
     type Err = String;
@@ -128,8 +127,32 @@ mod tests {
     #[test]
     fn problems_name_the_limit() {
         assert_eq!(RetryBudget::percent(20).problem(), None);
-        assert!(RetryBudget { percent: 1001, floor: 0 }.problem().unwrap().contains("1000%"));
-        assert!(RetryBudget { percent: 1, floor: 100_001 }.problem().unwrap().contains("100000/s"));
-        assert!(RetryBudget { percent: 0, floor: 0 }.problem().unwrap().contains("every retry"));
+        assert!(
+            RetryBudget {
+                percent: 1001,
+                floor: 0
+            }
+            .problem()
+            .unwrap()
+            .contains("1000%")
+        );
+        assert!(
+            RetryBudget {
+                percent: 1,
+                floor: 100_001
+            }
+            .problem()
+            .unwrap()
+            .contains("100000/s")
+        );
+        assert!(
+            RetryBudget {
+                percent: 0,
+                floor: 0
+            }
+            .problem()
+            .unwrap()
+            .contains("every retry")
+        );
     }
 }

@@ -283,6 +283,9 @@ fn a_retry_budget_is_validated_with_its_limits() {
         let error = bad.validate_for("payment").unwrap_err();
         assert_eq!(error.field(), "retry_budget");
         let text = error.to_string();
-        assert!(text.contains("retry_budget") && text.contains(says), "{text}");
+        assert!(
+            text.contains("retry_budget") && text.contains(says),
+            "{text}"
+        );
     }
 }

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use crate::limits::{
-    MAX_HALF_OPEN, MAX_RETRY_FLOOR, MAX_RETRY_PERCENT, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
+    MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_RETRY_FLOOR, MAX_RETRY_PERCENT,
+    MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
 };
 use crate::{Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
 

@@ -292,7 +292,10 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
             .ok()
             .filter(|f| f.is_finite())
             .map(Setting::Factor),
-        Kind::Budget => raw.parse::<fusebox::RetryBudget>().ok().map(Setting::Budget),
+        Kind::Budget => raw
+            .parse::<fusebox::RetryBudget>()
+            .ok()
+            .map(Setting::Budget),
     };
     setting.ok_or_else(|| {
         let expected = match field.kind {
@@ -391,9 +394,13 @@ pub fn parse_policy_arg(arg: &str, default_name: &str) -> Result<Candidate, Poli
     let mut fields = Vec::new();
     for part in body.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         // `retry_budget=20%, 10/s`: the floor after the comma belongs to the budget.
-        if let Some(budget) = fields.last_mut().filter(|(f, _, _): &&mut (String, String, String)| {
-            f == "retry_budget" && !part.contains('=')
-        }) {
+        if let Some(budget) =
+            fields
+                .last_mut()
+                .filter(|(f, _, _): &&mut (String, String, String)| {
+                    f == "retry_budget" && !part.contains('=')
+                })
+        {
             budget.1 = format!("{}, {part}", budget.1);
             continue;
         }

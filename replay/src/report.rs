@@ -97,7 +97,11 @@ pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String 
         let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
         let _ = writeln!(out, "|---|---:|---:|");
         for r in runs {
-            let _ = writeln!(out, "| {} | {} | {} |", r.name, r.retries, r.retries_refused);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                r.name, r.retries, r.retries_refused
+            );
         }
     }
     let _ = writeln!(out);

@@ -26,7 +26,10 @@ fn a_retry_budget_limits_the_retries_of_an_outage() {
             floor: 0
         })
     );
-    assert_eq!(budget.policy_arg(), "window=1s,min_calls=50,retry=3,retry_budget=20%, 0/s");
+    assert_eq!(
+        budget.policy_arg(),
+        "window=1s,min_calls=50,retry=3,retry_budget=20%, 0/s"
+    );
     let failures = refs
         .iter()
         .filter(|e| e.outcome() == fusebox_replay::trace::Outcome::Failure)
@@ -35,7 +38,11 @@ fn a_retry_budget_limits_the_retries_of_an_outage() {
 
     let free = replay(&refs, &unlimited, &outages);
     assert_eq!(free.openings, 0);
-    assert_eq!(free.retries, 2 * failures, "every failed call retried twice");
+    assert_eq!(
+        free.retries,
+        2 * failures,
+        "every failed call retried twice"
+    );
     assert_eq!(free.retries_refused, 0);
 
     let limited = replay(&refs, &budget, &outages);
@@ -50,8 +57,14 @@ fn a_retry_budget_limits_the_retries_of_an_outage() {
     assert!(limited.retries_refused >= failures / 2);
 
     let report = table(&[free, limited], &outages, refs[0].at_ns(), refs.len());
-    assert!(report.contains("| policy | retries | refused by the retry budget |"), "{report}");
-    assert!(report.contains(&format!("| unlimited | {} | 0 |", 2 * failures)), "{report}");
+    assert!(
+        report.contains("| policy | retries | refused by the retry budget |"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!("| unlimited | {} | 0 |", 2 * failures)),
+        "{report}"
+    );
 }
 
 #[test]

@@ -195,7 +195,11 @@ mod tests {
             b.deposit(start);
         }
         assert_eq!(b.balance(start), 5);
-        assert_eq!(b.balance(start + 9 * SEC + SEC / 2), 5, "still inside the span");
+        assert_eq!(
+            b.balance(start + 9 * SEC + SEC / 2),
+            5,
+            "still inside the span"
+        );
         assert_eq!(b.balance(start + 10 * SEC), 0, "the bucket is a span old");
         // A long idle: every bucket is stale, and reused by its new second.
         b.deposit(start + 3_600 * SEC);
@@ -216,7 +220,11 @@ mod tests {
         b.add(now, 1, COUNT_MAX + 5);
         let totals = b.totals(now);
         assert_eq!((totals.attempts, totals.retries), (COUNT_MAX, COUNT_MAX));
-        assert_eq!(b.totals(now + SEC).attempts, COUNT_MAX, "same span, stamp intact");
+        assert_eq!(
+            b.totals(now + SEC).attempts,
+            COUNT_MAX,
+            "same span, stamp intact"
+        );
     }
 
     #[test]

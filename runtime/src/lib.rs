@@ -47,8 +47,8 @@
 #[cfg(feature = "admin")]
 pub mod admin;
 mod attempts;
-mod budget;
 mod breaker;
+mod budget;
 pub mod clock;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]

@@ -141,7 +141,10 @@ mod tests {
             })
             .await
             .unwrap();
-            assert!(MARKS.get() & REFUSAL != 0, "the other task's mark is on this thread");
+            assert!(
+                MARKS.get() & REFUSAL != 0,
+                "the other task's mark is on this thread"
+            );
             tokio::spawn(async {
                 assert!(!refused_inside::<true>(), "another task's mark");
                 assert!(!refused_inside::<false>(), "another task's mark");

@@ -61,7 +61,10 @@ async fn a_dead_backend_gets_at_most_twenty_percent_more_calls_plus_the_floor() 
         retries >= 2 * (first - refused),
         "{retries} retries, {refused} calls refused one: a call without a refusal retried twice"
     );
-    assert!(refused >= first / 2, "most calls had a retry refused: {refused}");
+    assert!(
+        refused >= first / 2,
+        "most calls had a retry refused: {refused}"
+    );
     assert!(snapshot.retry_budget_balance.is_some());
 }
 
@@ -122,9 +125,17 @@ async fn a_fallback_tells_a_refused_retry_from_attempts_that_ran_out() {
     for n in 1..=5 {
         assert_eq!(seen().await, Ok("attempts ran out"), "call {n}");
     }
-    assert_eq!(SEEN_CALLS.load(Ordering::SeqCst), 15, "10 retries of the floor");
+    assert_eq!(
+        SEEN_CALLS.load(Ordering::SeqCst),
+        15,
+        "10 retries of the floor"
+    );
     assert_eq!(seen().await, Ok("budget"));
-    assert_eq!(SEEN_CALLS.load(Ordering::SeqCst), 16, "one attempt, no retry");
+    assert_eq!(
+        SEEN_CALLS.load(Ordering::SeqCst),
+        16,
+        "one attempt, no retry"
+    );
     let breaker = SEEN.get("seen").unwrap();
     assert_eq!(breaker.snapshot().retries_refused, 1);
     assert_eq!(breaker.snapshot().retry_budget_balance, Some(0));

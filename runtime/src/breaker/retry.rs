@@ -58,7 +58,9 @@ impl Circuit {
             return true;
         }
         crate::nested::mark_budget();
-        self.counters.retries_refused.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .retries_refused
+            .fetch_add(1, Ordering::Relaxed);
         let (key, function): (&str, &'static str) = (self.key.as_str(), site);
         let _ = std::panic::catch_unwind(|| {
             tracing::debug!(
@@ -74,7 +76,9 @@ impl Circuit {
 
     /// The retries the budget allows now, when the policy has one.
     pub(crate) fn retry_balance(&self) -> Option<u64> {
-        self.budget.as_ref().map(|budget| budget.balance(self.now()))
+        self.budget
+            .as_ref()
+            .map(|budget| budget.balance(self.now()))
     }
 }
 
@@ -93,9 +97,12 @@ impl Breaker {
     /// let registry = Registry::new();
     /// let breaker = registry.breaker("search", Policy::new().retry_budget(50, 0)).unwrap();
     /// for _ in 0..4 {
-    ///     breaker.count_attempt();
+    ///     breaker.count_attempt(); // four first attempts
     /// }
-    /// assert!(breaker.try_retry() && breaker.try_retry(), "50 % of 4 first attempts");
+    /// for _ in 0..2 {
+    ///     assert!(breaker.try_retry(), "50 % of 4 first attempts");
+    ///     breaker.count_attempt(); // the retry goes out
+    /// }
     /// assert!(!breaker.try_retry(), "the third is refused");
     /// assert_eq!(breaker.snapshot().retry_budget_balance, Some(0));
     /// assert_eq!(breaker.snapshot().retries_refused, 1);

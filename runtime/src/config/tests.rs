@@ -377,7 +377,8 @@ fn others_is_a_field_of_toml_and_of_the_environment() {
 fn retry_budget_is_a_field_of_toml_and_of_the_environment() {
     use crate::policy::RetryBudget;
     let r = Registry::new();
-    r.load_toml("[breakers.a]\nretry_budget = \"20%\"\n").unwrap();
+    r.load_toml("[breakers.a]\nretry_budget = \"20%\"\n")
+        .unwrap();
     let a = r.breaker("a", Policy::new()).unwrap();
     assert_eq!(
         a.policy().settings().retry_budget,
@@ -386,7 +387,11 @@ fn retry_budget_is_a_field_of_toml_and_of_the_environment() {
             floor: 10
         })
     );
-    assert_eq!(a.snapshot().retry_budget_balance, Some(100), "the floor's reserve");
+    assert_eq!(
+        a.snapshot().retry_budget_balance,
+        Some(100),
+        "the floor's reserve"
+    );
     r.load_vars([("FUSEBOX__B__RETRY_BUDGET".to_owned(), "5%, 0/s".to_owned())])
         .unwrap();
     let b = r.breaker("b", Policy::new().retry_budget(50, 50)).unwrap();
@@ -415,7 +420,8 @@ fn retry_budget_is_a_field_of_toml_and_of_the_environment() {
         .load_toml("[breakers.a]\nretry_budget = \"0%, 0/s\"\n")
         .unwrap_err();
     assert!(
-        err.to_string().contains("invalid `retry_budget`") && err.to_string().contains("refuses every retry"),
+        err.to_string().contains("invalid `retry_budget`")
+            && err.to_string().contains("refuses every retry"),
         "{err}"
     );
 }
