@@ -200,7 +200,7 @@ impl Policy {
         match self.retry_budget.map(|b| (b, b.problem())) {
             Some((budget, Some(problem))) => Err(PolicyError::new(
                 "retry_budget",
-                &format!(
+                format!(
                     "0..={MAX_RETRY_PERCENT}% with a floor of 0..={MAX_RETRY_FLOOR}/s, not both zero ({problem})"
                 ),
                 format!("\"{budget}\""),
