@@ -35,7 +35,7 @@ use syn::{
 };
 
 use attempts::{Attempt, attempts_body};
-use classify::{classify, fallback_call, uses_alias};
+use classify::{classify, fallback_call, pushback, uses_alias};
 use values::{declare, policy};
 
 use crate::args::{self, Args, Key};
@@ -823,16 +823,18 @@ fn outcome(
     // An error converted from an inner breaker's refusal (a stacked attribute, an annotated
     // function calling another) is not counted by the default classification, and never as a
     // success (`refused_inside`, `permit_ignored`).
+    // A counted error reports the wait it asked for, when its type implements `RetryAfter`.
+    let wait = pushback(names, false);
     let report_error = match (classify(args.failure.as_ref(), names, true), &args.fallback) {
         (Some(counts), None) => quote! {
             #err_error => {
-                if #counts { #private::permit_failed(&mut #permit) } else { #private::permit_ignored::<#is_async, _>(&mut #permit) }
+                if #counts { #private::permit_failed_after(&mut #permit, #wait) } else { #private::permit_ignored::<#is_async, _>(&mut #permit) }
                 #on_failed
             }
         },
         (Some(counts), Some(_)) => quote! {
             #err_error if #counts => {
-                #private::permit_failed(&mut #permit);
+                #private::permit_failed_after(&mut #permit, #wait);
                 #on_failed
             }
             #err_error => {
@@ -842,7 +844,7 @@ fn outcome(
         },
         (None, _) => quote! {
             #err_error if !#private::refused_inside::<#is_async>() => {
-                #private::permit_failed(&mut #permit);
+                #private::permit_failed_after(&mut #permit, #wait);
                 #on_failed
             }
             #err_error => {

@@ -13,6 +13,7 @@ pub use crate::breaker::{Named, NamedPermit};
 pub use crate::declared::{Declared, DeclaredSite};
 pub use crate::error::Cause;
 pub use crate::policy::{Others, Policy};
+pub use crate::pushback::{NoRetryAfter, PushbackOf, ReadsRetryAfter};
 pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
@@ -30,6 +31,17 @@ pub fn permit_succeeded<N: Named>(permit: &mut NamedPermit<'_, N>) {
 #[inline]
 pub fn permit_failed<N: Named>(permit: &mut NamedPermit<'_, N>) {
     permit.failed();
+}
+
+/// Reports the call `permit` admitted as a counted failure that carries `wait`, the pushback
+/// its error asked for (read by `(&PushbackOf(&error)).pushback()`: `None` for an error type
+/// that does not implement [`RetryAfter`](crate::RetryAfter)).
+#[inline]
+pub fn permit_failed_after<N: Named>(
+    permit: &mut NamedPermit<'_, N>,
+    wait: Option<std::time::Duration>,
+) {
+    permit.failed_after(wait);
 }
 
 /// Reports the call `permit` admitted, which ended with an error its classification does not

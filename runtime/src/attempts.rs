@@ -174,7 +174,14 @@ pub(crate) fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u3
 }
 
 /// Runs `attempt` under `cfg`, asking `admit` for a permit before each try; `is_failure` says
-/// which errors count, `is_failed_ok` which `Ok` values do (`failure_if`; `|_| false` without it).
+/// which errors count, `is_failed_ok` which `Ok` values do (`failure_if`; `|_| false` without it),
+/// and `retry_after` the wait a counted error asked for (pushback, [`RetryAfter`](crate::RetryAfter);
+/// `|_| None` for an error type without it).
+///
+/// Pushback: a counted error that asked for a wait reports it to the breaker, and the next
+/// attempt starts no sooner than that wait (the delay is the larger of the backoff and the
+/// wait). When the deadline leaves no room for it, or it is longer than [`MAX_BACKOFF`], the
+/// call ends with that error instead of retrying early.
 ///
 /// An `Ok` value that counts is a counted failure like a counted error: it is reported as one and
 /// retried while attempts are left; when none is (or the deadline leaves no room) it is returned
@@ -197,6 +204,7 @@ pub fn run<'a, T, E, F, Fut, L: AttemptLimit, D: AttemptBudget, N: Named>(
     mut attempt: F,
     is_failure: impl Fn(&E) -> bool,
     is_failed_ok: impl Fn(&T) -> bool,
+    retry_after: impl Fn(&E) -> Option<Duration>,
 ) -> impl Future<Output = Settled<T, E>>
 where
     F: FnMut() -> Fut,
@@ -226,6 +234,8 @@ where
                 let admitted = admit();
                 // The permit and the attempt's result live in a block of their own, which ends
                 // before the recording is awaited: neither is kept across that wait.
+                // Pushback: the wait the attempt's counted error asked for.
+                let mut pushback = None;
                 let (failed, recording, budget) = {
                     let permit = match admitted {
                         Ok(permit) => permit,
@@ -256,7 +266,9 @@ where
                             (Settled::Done(Ok(value)), counted)
                         }
                         Some(Err(error)) if is_failure(&error) => {
-                            permit.failure();
+                            pushback = retry_after(&error);
+                            let mut permit = permit;
+                            permit.failed_after(pushback);
                             (Settled::Failed(error), true)
                         }
                         // Not counted: an inner breaker's refusal counts as nothing; any other
@@ -290,6 +302,13 @@ where
                 }
                 // Seeded per delay: a generator held across the attempts would grow the future.
                 let delay = backoff_delay(&mut fastrand::Rng::new(), cfg.backoff, n);
+                // Pushback: never sooner than the server asked; a wait past `MAX_BACKOFF` ends
+                // the call (as one the deadline leaves no room for).
+                let delay = match pushback {
+                    Some(wait) if wait > MAX_BACKOFF => return failed,
+                    Some(wait) => delay.max(wait),
+                    None => delay,
+                };
                 if !cfg.deadline.allows(started, delay) {
                     return failed;
                 }

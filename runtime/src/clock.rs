@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// A source of monotonic time in nanoseconds since a fixed origin.
 ///
@@ -15,6 +15,14 @@ use std::time::Duration;
 pub trait Clock: Send + Sync + 'static {
     /// Nanoseconds since this clock's origin. Must never go backwards.
     fn now_nanos(&self) -> u64;
+
+    /// The wall-clock time now: what an HTTP-date `Retry-After` is measured against to become a
+    /// wait (pushback, see [`RetryAfter`](crate::RetryAfter)). Nothing else reads it. The real
+    /// clocks answer [`SystemTime::now`]; [`FakeClock`] answers the Unix epoch plus the time it
+    /// was advanced by, so tests drive dates too.
+    fn wall_time(&self) -> SystemTime {
+        SystemTime::now()
+    }
 }
 
 /// The default real clock: cheap to read, with the resolution of the kernel's tick.
@@ -123,6 +131,12 @@ impl Clock for FakeClock {
     fn now_nanos(&self) -> u64 {
         self.nanos.load(Ordering::Acquire)
     }
+
+    /// The Unix epoch plus [`elapsed`](FakeClock::elapsed): `Thu, 01 Jan 1970 00:00:07 GMT`
+    /// once advanced by 7 seconds.
+    fn wall_time(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + self.elapsed()
+    }
 }
 
 /// The clock a registry reads: the monotonic clock without dynamic dispatch, or any other.
@@ -138,6 +152,15 @@ impl ClockSource {
         match self {
             ClockSource::Monotonic => MonotonicClock.now_nanos(),
             ClockSource::Custom(clock) => clock.now_nanos(),
+        }
+    }
+
+    /// The clock's wall time ([`Clock::wall_time`]).
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn wall_time(&self) -> SystemTime {
+        match self {
+            ClockSource::Monotonic => MonotonicClock.wall_time(),
+            ClockSource::Custom(clock) => clock.wall_time(),
         }
     }
 }
@@ -173,6 +196,16 @@ mod tests {
         b.advance(Duration::from_millis(5));
         assert_eq!(a.now_nanos(), 3_005_000_000);
         assert_eq!(b.elapsed(), Duration::from_millis(3005));
+    }
+
+    #[test]
+    fn fake_clock_wall_time_is_the_epoch_plus_its_time() {
+        let clock = FakeClock::new();
+        clock.advance(Duration::from_secs(7));
+        assert_eq!(
+            clock.wall_time(),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(7)
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! | [`start`] | the error type, the fallback and its [`Cause`](crate::Cause), calls without the attribute |
 //! | [`semantics`] | states, trip rules, what counts, cancellation, panics, time, concurrency |
 //! | [`retries`] | `timeout`, `retry`, `backoff` and `deadline` around a breaker |
-//! | [`load_control`] | retry budgets: how many retries a key allows |
+//! | [`load_control`] | keeping load off a struggling backend: pushback (`Retry-After`), retry budgets |
 //! | [`dynamic_keys`] | one breaker per host or tenant, and how the registry stays bounded |
 //! | [`operators`] | configuration without recompiling, manual states, why a circuit opened |
 //! | [`observability`] | events, hooks, snapshots, metrics and the per-call outcome event |

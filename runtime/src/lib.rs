@@ -63,6 +63,7 @@ pub mod metrics;
 mod nested;
 mod observe;
 mod policy;
+mod pushback;
 mod record;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -89,6 +90,7 @@ pub use observe::{Transition, Trigger};
 pub use policy::{
     Others, Policy, PolicyError, PolicyPatch, PolicySettings, Recovery, RetryBudget, Window,
 };
+pub use pushback::RetryAfter;
 pub use record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use registry::{Registry, UnknownKey, registry};
 pub use state::State;

@@ -32,6 +32,9 @@ pub struct Transition<'a> {
     pub function: &'a str,
     /// What caused it.
     pub trigger: Trigger,
+    /// An open whose wait a counted failure's pushback lengthened ([`RetryAfter`](crate::RetryAfter),
+    /// an HTTP `Retry-After`): the wait it opened for (at most `open_max`). `None`: the policy's wait.
+    pub pushback: Option<std::time::Duration>,
 }
 
 /// What caused a transition: the rule that tripped, the recovery step, or an operator.
@@ -136,8 +139,13 @@ pub(crate) fn emit(
     function: &'static str,
     trigger: Trigger,
     shared: bool,
+    pushback: Option<std::time::Duration>,
 ) {
-    let announce = || announce(hooks, key, from, to, counts, function, trigger, shared);
+    let announce = || {
+        announce(
+            hooks, key, from, to, counts, function, trigger, shared, pushback,
+        )
+    };
     if let Err(payload) = catch_unwind(AssertUnwindSafe(announce)) {
         // A subscriber panicked; a second panic while reporting it is dropped too.
         let message = panic_message(payload.as_ref()).to_owned();
@@ -158,8 +166,11 @@ fn announce(
     function: &str,
     trigger: Trigger,
     shared: bool,
+    pushback: Option<std::time::Duration>,
 ) {
     let rule = trigger.as_str();
+    // Present only on an open that pushback lengthened.
+    let pushback_secs = pushback.map(|wait| wait.as_secs_f64());
     let failure_rate = counts.failure_rate();
     let slow_rate = counts.slow_rate();
     let calls = counts.calls;
@@ -168,7 +179,7 @@ fn announce(
         State::Open | State::ForcedOpen => tracing::warn!(
             target: "fusebox",
             event = "circuit_opened",
-            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule, shared,
+            key, from = from_name, to = to_name, failure_rate, slow_rate, calls, function, trigger = rule, shared, pushback_secs,
             "circuit_opened"
         ),
         State::HalfOpen => tracing::info!(
@@ -195,6 +206,7 @@ fn announce(
         calls,
         function,
         trigger,
+        pushback,
     });
 }
 

@@ -22,6 +22,7 @@ mod overrides;
 mod panics;
 mod policies;
 mod private_surface;
+mod pushback;
 mod retry_vs_breaker;
 mod sizes;
 mod soak;

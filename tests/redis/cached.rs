@@ -175,3 +175,54 @@ async fn sync_calls_use_the_cached_view() {
         "a refused sync call ran"
     );
 }
+
+static GATED: LazyLock<Registry> = LazyLock::new(Registry::new);
+static GATED_CALLS: AtomicU32 = AtomicU32::new(0);
+static GATED_FAILS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Five failures in a row open it: the fewest failures that can.
+#[circuit_breaker(key = "gated", registry = GATED, consecutive = 5, open_for = "60s")]
+async fn gated() -> Result<(), BackendError> {
+    GATED_CALLS.fetch_add(1, Ordering::SeqCst);
+    if GATED_FAILS.load(Ordering::SeqCst) {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+/// A busy Redis (every client paused for 300 ms, shorter than the store's timeout) while a cached
+/// replica's calls fail: its view admits alone only until as many of its failures as open the
+/// circuit (5) are unanswered; the next call waits for the script, and the circuit opens after at
+/// most one more backend call. Without the gate all twenty calls would reach the backend while
+/// Redis sleeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_redis_gates_the_view_after_the_failures_that_can_open_it() {
+    let server = RedisServer::start();
+    let store = server.cached_store().await;
+    assert!(GATED.share(store.clone()));
+    // The first call learns the closed view; the next ones are admitted by it.
+    assert!(gated().await.is_ok());
+    let policy = GATED.get("gated").unwrap().policy();
+    assert!(
+        until(|| async { store.state("gated", policy).await.map(|s| s.calls) == Ok(1) }).await,
+        "the first outcome is recorded"
+    );
+    GATED_FAILS.store(true, Ordering::SeqCst);
+    assert_eq!(server.command(&["CLIENT", "PAUSE", "300", "ALL"]), "+OK");
+    let before = GATED_CALLS.load(Ordering::SeqCst);
+    let mut refused = None;
+    for _ in 0..20 {
+        if let Err(BackendError::Refused(e)) = gated().await {
+            refused = Some(e.reason());
+            break;
+        }
+    }
+    let reached = GATED_CALLS.load(Ordering::SeqCst) - before;
+    assert_eq!(refused, Some(Reason::Open), "the circuit opened");
+    assert!(
+        (5..=6).contains(&reached),
+        "5 failures admitted by the view, then at most one by the script; {reached} reached the backend"
+    );
+    assert_eq!(store.dropped_reports(), 0);
+}

@@ -59,10 +59,14 @@ const TIMEOUT_VAR: &str = "FUSEBOX_FLEET_STORE_TIMEOUT_MS";
 const TASKS: u32 = 64;
 /// Probes per recovery (`half_open`).
 const PROBES: u64 = 3;
-/// The lag allowed where admission comes from a replica's view (sync functions, cached mode):
-/// each task may make this many more calls (of 1 ms each) after the trip was committed, before
-/// its replica learns it.
+/// The lag allowed where admission comes from a replica's view (sync functions in strict mode,
+/// aggregated mode): each task may make this many more calls (of 1 ms each) after the trip was
+/// committed, before its replica learns it.
 const LAG_CALLS: u64 = 10;
+/// Cached mode: the fewest failures that trip the concurrent trip's policy (20 calls, all failed):
+/// once this many of a replica's failures are unanswered by the script, its view admits no call
+/// alone, whatever the host's load.
+const GATE: u64 = 20;
 /// Aggregated mode's further lag: a replica sums its outcomes for one flush interval (20 ms by
 /// default) before it sends them, so each task may make this many more calls of 1 ms.
 const FLUSH_CALLS: u64 = 20;
@@ -1123,6 +1127,13 @@ impl Fleet {
                     20 + (LAG_CALLS + FLUSH_CALLS) * in_flight,
                     format!(
                         "{FLUSH_CALLS} calls of 1 ms per task for the flush interval + {LAG_CALLS} while its replica learns the trip"
+                    ),
+                )
+            } else if self.mode == "cached" {
+                (
+                    20 + processes * GATE + 2 * in_flight,
+                    format!(
+                        "{GATE} unanswered failures per process, after which its view admits nothing alone, and 2 calls per task (one in flight, one the script admits before the reports arrive)"
                     ),
                 )
             } else {

@@ -15,3 +15,5 @@ mod compose;
 mod layer;
 #[cfg(all(feature = "reqwest", feature = "axum"))]
 mod middleware;
+#[cfg(all(feature = "reqwest", feature = "axum"))]
+mod pushback;

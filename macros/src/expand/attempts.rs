@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned};
 use syn::Ident;
 use syn::spanned::Spanned as _;
 
-use super::classify::classify;
+use super::classify::{classify, pushback};
 use super::values::attempts_value;
 use super::{Admit, Names, Site, admission, deferred_fallback, error_alias, respan, settle};
 use crate::args::{Args, AttemptArgs};
@@ -37,7 +37,7 @@ pub(super) struct Attempt<'a> {
 /// static SITE: Site = Site::new(key, function, policy);      // or DynSite, and the breaker
 /// let admit = move || SITE.acquire(registry, Name);           // or `move || SITE.acquire(breaker, Name)`
 /// const ATTEMPTS: Attempts<T, D> = Attempts { timeout, retry, backoff, deadline };
-/// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure, is_failed_ok).await;
+/// let settled = run_attempts(admit, &ATTEMPTS, attempt, is_failure, is_failed_ok, retry_after).await;
 /// match settled {
 ///     Settled::Done(result) => result,
 ///     Settled::Failed(error) => Err(error),
@@ -100,6 +100,10 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
         }
         None => quote!(|_: &_| -> bool { false }),
     };
+    // The wait a counted error asked for (`RetryAfter`): the next attempt waits for it.
+    let wait = pushback(names, true);
+    let retry_after =
+        quote!(|#error: &#error_type| -> ::core::option::Option<::core::time::Duration> { #wait });
     let (on_failed, on_refused) = settle(args, names, params, true, quote!(from_error(#refused)));
     let alias = error_alias(args, names);
     let run = quote! {
@@ -109,6 +113,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
             #attempt,
             #is_failure,
             #is_failed_ok,
+            #retry_after,
         )
         .await
     };

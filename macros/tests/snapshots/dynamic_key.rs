@@ -43,7 +43,17 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
         }
         ::core::result::Result::Err(__fusebox_error) => {
             if is_transient(&__fusebox_error) {
-                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
+                ::fusebox::__private_0_1_0::permit_failed_after(
+                    &mut __fusebox_permit,
+                    {
+                        #[allow(unused_imports)]
+                        use ::fusebox::__private_0_1_0::{
+                            NoRetryAfter as _, ReadsRetryAfter as _,
+                        };
+                        (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
+                            .pushback()
+                    },
+                )
             } else {
                 ::fusebox::__private_0_1_0::permit_ignored::<
                     false,

@@ -53,6 +53,21 @@ impl Client {
                         > as ::fusebox::__private_0_1_0::Outcome>::Error,
                     | -> bool { !::fusebox::__private_0_1_0::refused_inside::<true>() },
                     |_: &_| -> bool { false },
+                    |
+                        __fusebox_error: &<Result<
+                            String,
+                            FetchError,
+                        > as ::fusebox::__private_0_1_0::Outcome>::Error,
+                    | -> ::core::option::Option<::core::time::Duration> {
+                        {
+                            #[allow(unused_imports)]
+                            use ::fusebox::__private_0_1_0::{
+                                NoRetryAfter as _, ReadsRetryAfter as _,
+                            };
+                            (&::fusebox::__private_0_1_0::PushbackOf(__fusebox_error))
+                                .pushback()
+                        }
+                    },
                 )
                 .await
         };

@@ -44,7 +44,17 @@ pub fn f(kind: Kind) -> ApiResult<u32> {
                 & __fusebox_error, __FuseboxErrorOf:: < ApiResult < u32 > > ::Timeout {
                 .. }
             ) {
-                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
+                ::fusebox::__private_0_1_0::permit_failed_after(
+                    &mut __fusebox_permit,
+                    {
+                        #[allow(unused_imports)]
+                        use ::fusebox::__private_0_1_0::{
+                            NoRetryAfter as _, ReadsRetryAfter as _,
+                        };
+                        (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
+                            .pushback()
+                    },
+                )
             } else {
                 ::fusebox::__private_0_1_0::permit_ignored::<
                     false,

@@ -52,7 +52,17 @@ fn stock(sku: u32) -> Result<u32, StockError> {
             & __fusebox_error, StockError::Timeout { .. } | StockError::Unavailable { ..
             }
         ) => {
-            ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit);
+            ::fusebox::__private_0_1_0::permit_failed_after(
+                &mut __fusebox_permit,
+                {
+                    #[allow(unused_imports)]
+                    use ::fusebox::__private_0_1_0::{
+                        NoRetryAfter as _, ReadsRetryAfter as _,
+                    };
+                    (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
+                        .pushback()
+                },
+            );
             ::fusebox::__private_0_1_0::call_fallback(
                 (
                     sku,

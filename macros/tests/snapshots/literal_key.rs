@@ -41,7 +41,17 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
         }
         ::core::result::Result::Err(__fusebox_error) => {
             if ::core::matches!(& __fusebox_error, PaymentError::Timeout { .. }) {
-                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
+                ::fusebox::__private_0_1_0::permit_failed_after(
+                    &mut __fusebox_permit,
+                    {
+                        #[allow(unused_imports)]
+                        use ::fusebox::__private_0_1_0::{
+                            NoRetryAfter as _, ReadsRetryAfter as _,
+                        };
+                        (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
+                            .pushback()
+                    },
+                )
             } else {
                 ::fusebox::__private_0_1_0::permit_ignored::<
                     false,

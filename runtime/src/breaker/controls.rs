@@ -16,6 +16,7 @@ impl Circuit {
         self.window.reset();
         self.run.store(0, Ordering::Release);
         self.reopens.store(0, Ordering::Release);
+        self.pushback.store(0, Ordering::Release);
         self.episode.since.store(0, Ordering::Release);
         self.enter_phase();
         if word.state() != next.state() {

@@ -22,6 +22,7 @@ impl Circuit {
             window: Padded(Outcomes::new(&policy)),
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),
+            pushback: AtomicU64::new(0),
             phase: AtomicU64::new(0),
             phase_seq: AtomicU64::new(0),
             metrics_only: AtomicBool::new(false),
@@ -111,6 +112,8 @@ impl Circuit {
         );
         next.reopens
             .store(self.reopens.load(Ordering::Acquire), Ordering::Release);
+        next.pushback
+            .store(self.pushback.load(Ordering::Acquire), Ordering::Release);
         next.pinned
             .store(self.pinned.load(Ordering::Acquire), Ordering::Release);
         next.episode.since.store(

@@ -125,6 +125,9 @@ pub(crate) struct Circuit {
     run: AtomicU32,
     /// Failed recoveries in a row: the exponent of `open_backoff`.
     reopens: AtomicU32,
+    /// Pushback: the latest time (nanoseconds of the clock) a counted failure asked to be left
+    /// alone until; 0 when none. Read when the circuit opens (`Circuit::open_wait`).
+    pushback: AtomicU64,
     /// Progressive recovery: the phase's generation (low 16 bits), calls (next 24) and failures
     /// (top 24) it recorded.
     phase: AtomicU64,
@@ -244,6 +247,23 @@ impl Circuit {
         trigger: Trigger,
         shared: bool,
     ) {
+        self.emit_pushed(from, to, counts, function, trigger, shared, None);
+    }
+
+    /// [`Circuit::emit_as`] of an open whose wait `pushback` lengthened to what a failure asked
+    /// for (`None`: the policy's wait).
+    #[cold]
+    #[allow(clippy::too_many_arguments)] // one argument per field of the event
+    pub(crate) fn emit_pushed(
+        &self,
+        from: State,
+        to: State,
+        counts: Counts,
+        function: FnName,
+        trigger: Trigger,
+        shared: bool,
+        pushback: Option<Duration>,
+    ) {
         let function: &'static str = function;
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(TransitionRecord {
             at: self.now(),
@@ -262,6 +282,7 @@ impl Circuit {
             function,
             trigger,
             shared,
+            pushback,
         );
     }
 

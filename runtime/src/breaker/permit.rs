@@ -116,6 +116,15 @@ impl Permit<'_> {
         self.0.failure();
     }
 
+    /// The call failed in a way that counts, and the server asked to be left alone for `wait`
+    /// (pushback, see [`RetryAfter`](crate::RetryAfter)): when this failure opens the circuit,
+    /// or one does before `wait` is over, it stays open at least until then (capped by
+    /// `open_max`).
+    #[inline]
+    pub fn failure_after(self, wait: Duration) {
+        self.0.failure_after(wait);
+    }
+
     /// The call ended with an error that does not count as a failure (a business error): it
     /// does not affect the circuit, or counts as a success when the policy says
     /// [`Others::Success`](crate::Others::Success) ([`Policy::others`](crate::Policy::others)).
@@ -187,6 +196,13 @@ impl<N: Named> NamedPermit<'_, N> {
         self.failed();
     }
 
+    /// The call failed in a way that counts, and the server asked to be left alone for `wait`
+    /// (see [`Permit::failure_after`]).
+    #[inline]
+    pub fn failure_after(mut self, wait: Duration) {
+        self.failed_after(Some(wait));
+    }
+
     /// The call ended with an error that does not count as a failure (a business error): it
     /// does not affect the circuit, or counts as a success when the policy says
     /// [`Others::Success`](crate::Others::Success) ([`Policy::others`](crate::Policy::others)).
@@ -207,6 +223,18 @@ impl<N: Named> NamedPermit<'_, N> {
     #[inline]
     pub(crate) fn failed(&mut self) {
         self.settle(Verdict::Failure);
+    }
+
+    /// [`failure_after`](Permit::failure_after) in place, or [`failed`](NamedPermit::failed)
+    /// without a wait.
+    #[inline]
+    pub(crate) fn failed_after(&mut self, wait: Option<Duration>) {
+        if let Some(wait) = wait
+            && !self.admission.inert()
+        {
+            self.core.push_back(wait);
+        }
+        self.failed();
     }
 
     /// [`ignore`](Permit::ignore) in place (see [`succeeded`](NamedPermit::succeeded)).
@@ -394,6 +422,30 @@ impl OwnedPermit {
     #[inline]
     pub fn failure(mut self) {
         self.settle(Verdict::Failure);
+    }
+
+    /// The call failed in a way that counts, and the server asked to be left alone for `wait`
+    /// (see [`Permit::failure_after`]).
+    #[inline]
+    pub fn failure_after(mut self, wait: Duration) {
+        self.push_back(wait);
+        self.settle(Verdict::Failure);
+    }
+
+    /// Pushback before a failure is settled: the server asked to be left alone for `wait`.
+    #[inline]
+    pub(crate) fn push_back(&self, wait: Duration) {
+        if !self.admission.inert() {
+            self.core.push_back(wait);
+        }
+    }
+
+    /// The wall time of the breaker's clock ([`Clock::wall_time`](crate::clock::Clock::wall_time)),
+    /// against which an HTTP-date `Retry-After` becomes a wait.
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn wall_time(&self) -> std::time::SystemTime {
+        self.core.clock.wall_time()
     }
 
     /// The call ended with an error that does not count as a failure (a business error): it

@@ -5,6 +5,17 @@ use super::*;
 use crate::policy::{nanos, open_wait_nanos, slow_nanos};
 use crate::state;
 
+/// An open wait in nanoseconds, with the pushback it read ([`Circuit::open_wait`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct OpenWait {
+    /// The wait.
+    pub(super) nanos: u64,
+    /// The pushback's deadline it read (0: none).
+    until: u64,
+    /// True when pushback made the wait longer than the policy's.
+    lengthened: bool,
+}
+
 impl Circuit {
     /// Emits the outcome event and span of a reported call admitted at [`Ticket::admitted_at`] (see [`Circuit::enter_named`]).
     #[cold]
@@ -236,7 +247,8 @@ impl Circuit {
     #[cold]
     pub(super) fn trip(&self, word: Word, counts: Counts, site: FnName, trigger: Trigger) {
         let now = self.now();
-        let next = word.to_open(now, open_wait_nanos(&self.policy, 0));
+        let wait = self.open_wait(0, now);
+        let next = word.to_open(now, wait.nanos);
         if self.cas(word, next).is_ok() {
             self.window.reset();
             self.run.store(0, Ordering::Release);
@@ -244,7 +256,16 @@ impl Circuit {
                 .since
                 .store(now.saturating_add(1), Ordering::Release);
             self.episode.reported.store(false, Ordering::Release);
-            self.emit(State::Closed, State::Open, counts, site, trigger);
+            let pushback = self.spend_pushback(wait);
+            self.emit_pushed(
+                State::Closed,
+                State::Open,
+                counts,
+                site,
+                trigger,
+                false,
+                pushback,
+            );
         }
     }
 
@@ -337,7 +358,64 @@ impl Circuit {
     /// The word of a failed recovery: open again, for a wait grown by `open_backoff`.
     pub(super) fn reopen(&self, word: Word) -> Word {
         let reopens = self.reopens.load(Ordering::Acquire).saturating_add(1);
-        word.to_open(self.now(), open_wait_nanos(&self.policy, reopens))
+        let now = self.now();
+        word.to_open(now, self.open_wait(reopens, now).nanos)
+    }
+
+    /// Pushback: a counted failure asked to be left alone for `wait` (see [`crate::RetryAfter`]).
+    /// Kept as the latest moment asked for, which the next open honours ([`Circuit::open_wait`]).
+    /// Only failures that carry a wait call it: the paths without pushback never read the field.
+    #[cold]
+    pub(crate) fn push_back(&self, wait: Duration) {
+        if wait.is_zero() {
+            return;
+        }
+        // Reconfigured: the newest breaker decides (as the report does).
+        let mut newest = self;
+        while let Some(later) = newest.successor.get() {
+            newest = later;
+        }
+        let until = newest.now().saturating_add(nanos(wait)).max(1);
+        newest.pushback.fetch_max(until, Ordering::AcqRel);
+    }
+
+    /// The open wait after `reopens` failed recoveries (`open_for`, grown by `open_backoff`),
+    /// lengthened to what is left at `now` of the latest wait a counted failure asked for
+    /// ([`Circuit::push_back`]), capped by `open_max` (never below `open_for`). Pushback never
+    /// shortens the policy's wait.
+    pub(super) fn open_wait(&self, reopens: u32, now: u64) -> OpenWait {
+        let nanos_wait = open_wait_nanos(&self.policy, reopens);
+        let until = self.pushback.load(Ordering::Acquire);
+        let wait = OpenWait {
+            nanos: nanos_wait,
+            until,
+            lengthened: false,
+        };
+        if until <= now {
+            return wait;
+        }
+        let settings = self.policy.settings();
+        let cap = nanos(settings.open_max).max(nanos(settings.open_for));
+        let asked = (until - now).min(cap);
+        if asked <= nanos_wait {
+            return wait;
+        }
+        OpenWait {
+            nanos: asked,
+            until,
+            lengthened: true,
+        }
+    }
+
+    /// After the open `wait` was published: the pushback it honoured is spent (unless a later
+    /// failure asked for more meanwhile); the wait, when pushback lengthened it (for the event).
+    pub(super) fn spend_pushback(&self, wait: OpenWait) -> Option<Duration> {
+        if wait.until != 0 {
+            let _ =
+                self.pushback
+                    .compare_exchange(wait.until, 0, Ordering::AcqRel, Ordering::Acquire);
+        }
+        wait.lengthened.then(|| Duration::from_nanos(wait.nanos))
     }
 
     pub(super) fn left_half_open(
@@ -348,15 +426,29 @@ impl Circuit {
         trigger: Trigger,
     ) {
         let reopened = next.state() == State::Open;
+        let mut pushback = None;
         if reopened {
-            self.reopens.fetch_add(1, Ordering::AcqRel);
+            // The wait `reopen` gave it, read again for the event (the same rule, a moment later).
+            let reopens = self
+                .reopens
+                .fetch_add(1, Ordering::AcqRel)
+                .saturating_add(1);
+            pushback = self.spend_pushback(self.open_wait(reopens, self.now()));
         } else {
             self.reopens.store(0, Ordering::Release);
             self.episode.since.store(0, Ordering::Release);
         }
         self.window.reset();
         self.run.store(0, Ordering::Release);
-        self.emit(State::HalfOpen, next.state(), probes, site, trigger);
+        self.emit_pushed(
+            State::HalfOpen,
+            next.state(),
+            probes,
+            site,
+            trigger,
+            false,
+            pushback,
+        );
         if reopened {
             self.check_stuck(self.now(), site);
         }

@@ -618,3 +618,44 @@ fn a_call_of_exactly_slow_is_not_slow_and_one_nanosecond_more_is() {
     assert_eq!((snap.calls, snap.slow), (2, 1), "`slow` + 1 ns is slow");
     assert_eq!(b.state(), State::Closed, "1 slow call of 2 is under 100 %");
 }
+
+#[test]
+fn pushback_lengthens_the_open_wait_never_shortens_it_and_is_spent_by_the_open() {
+    let secs = Duration::from_secs;
+    let (b, clock) = breaker(Policy::new().consecutive(2).open_for(secs(5)));
+    // A wait that is over before the trip counts for nothing.
+    b.try_acquire().unwrap().failure_after(secs(3));
+    clock.advance(secs(4));
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(secs(5)));
+    // Reset: a wait asked for while closed, then spent by the open it lengthened.
+    b.reset();
+    b.try_acquire().unwrap().failure_after(secs(20));
+    b.try_acquire().unwrap().failure_after(secs(8));
+    assert_eq!(
+        b.try_acquire().unwrap_err().retry_after(),
+        Some(secs(20)),
+        "the latest moment asked for"
+    );
+    clock.advance(secs(20));
+    let probe = b.try_acquire().unwrap();
+    assert!(probe.is_probe());
+    probe.failure();
+    assert_eq!(
+        b.try_acquire().unwrap_err().retry_after(),
+        Some(secs(5)),
+        "the trip spent the pushback: the reopen waits the policy's wait"
+    );
+}
+
+#[test]
+fn an_operator_reset_forgets_pushback() {
+    let secs = Duration::from_secs;
+    let (b, _clock) = breaker(Policy::new().consecutive(2).open_for(secs(5)));
+    b.try_acquire().unwrap().failure_after(secs(60));
+    b.reset();
+    b.try_acquire().unwrap().failure();
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(secs(5)));
+}

@@ -223,15 +223,21 @@ pub(crate) fn recording(core: &Circuit) -> Option<BoxFuture<'_, ()>> {
 pub(super) fn flush(link: &SharedKey) -> BoxFuture<'_, ()> {
     Box::pin(async move {
         let target = link.pending.load(Ordering::Acquire);
+        let client = &link.store.client;
         let wait = async {
             loop {
                 let notified = link.done.notified();
                 if link.applied.load(Ordering::Acquire) >= target {
                     return;
                 }
+                // No round on its way: this call sends the queued reports, its own among them,
+                // itself (no hop through the reporting task).
+                if super::report::send_own(client).await {
+                    continue;
+                }
                 notified.await;
             }
         };
-        let _ = tokio::time::timeout(link.store.client.timeout() * 2, wait).await;
+        let _ = tokio::time::timeout(client.timeout() * 2, wait).await;
     })
 }

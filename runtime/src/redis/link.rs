@@ -17,6 +17,13 @@ use crate::clock::Clock;
 pub(crate) struct SharedKey {
     pub(super) hash: String,
     pub(super) args: [u64; 12],
+    /// This replica's failures sent (or summed) and not yet answered by the script.
+    pub(super) unconfirmed: AtomicU64,
+    /// The fewest failures that can open the circuit: while [`SharedKey::unconfirmed`] is at least
+    /// this, the view admits nothing alone (the script admits, and the call awaits its
+    /// recording), so a replica whose reports are slow to arrive cannot keep calling a backend
+    /// the fleet's failures may already have tripped.
+    pub(super) gate: u64,
     pub(super) store: Arc<SharedStore>,
     /// Reports handed to the reporting task, and reports it has finished.
     pub(super) pending: AtomicU64,
@@ -231,6 +238,19 @@ impl SharedKey {
         self.view.store(0, Ordering::Release);
     }
 
+    /// True while too many of this replica's failures are unanswered for the view to admit
+    /// alone ([`SharedKey::gate`]).
+    pub(super) fn gated(&self) -> bool {
+        self.unconfirmed.load(Ordering::Relaxed) >= self.gate
+    }
+
+    /// `failures` of this replica's failures were answered by the script (or given up).
+    pub(super) fn confirmed(&self, failures: u64) {
+        if failures > 0 {
+            self.unconfirmed.fetch_sub(failures, Ordering::Relaxed);
+        }
+    }
+
     /// True when this link's calls use the cached path now.
     pub(super) fn caches(&self) -> bool {
         let client = &self.store.client;
@@ -271,6 +291,13 @@ pub(super) struct Client {
     pub(super) flush: Option<Duration>,
     /// The pub/sub subscription is up and every link's view was reset when it came up.
     pub(super) subscribed: AtomicBool,
+    /// What the reporting task sends next (see [`Rounds`](super::report::Rounds)); a call
+    /// waiting for its own report may send a round itself.
+    pub(super) rounds: tokio::sync::Mutex<super::report::Rounds>,
+    /// Wakes the reporting task: a report was queued, or the store is closing.
+    pub(super) work: tokio::sync::Notify,
+    /// The store was dropped: the reporting task sends what is queued and ends.
+    pub(super) closing: AtomicBool,
     /// Every shared breaker by Redis key (both modes), for the subscription to update and for
     /// [`RedisStore::force`](super::RedisStore::force) to announce its transition on.
     pub(super) links:
@@ -394,6 +421,14 @@ pub(super) struct SharedStore {
     pub(super) ttl_ms: u64,
     pub(super) local: Vec<String>,
     pub(super) reports: tokio::sync::mpsc::UnboundedSender<Report>,
+}
+
+impl Drop for SharedStore {
+    fn drop(&mut self) {
+        // Its reports can no longer be queued: the reporting task sends the last ones and ends.
+        self.client.closing.store(true, Ordering::Release);
+        self.client.work.notify_one();
+    }
 }
 
 /// An outcome on its way to the store (or a read of the shared state, or an admission asked by

@@ -123,6 +123,11 @@
 //! [`Policy::shared`](crate::Policy::shared)`(false)` (`shared = false` on the attribute or in a
 //! key's config table).
 //!
+//! **Pushback** ([`RetryAfter`](crate::RetryAfter), `Retry-After`) is not sent to the script: a
+//! shared circuit opens for the policy's wait, so one replica's answer from the server does not
+//! hold the whole fleet off. The attempt driver still waits for it on the replica that got it, and
+//! the local breaker honours it when it decides alone (the store not answering).
+//!
 //! **Redis slow or down.** Every store call is bounded by a timeout that adapts to the round
 //! trips observed ([`RedisStoreBuilder::adaptive_timeout`]; default between [`DEFAULT_TIMEOUT`]
 //! and [`DEFAULT_TIMEOUT_CEILING`]), or a fixed one ([`RedisStoreBuilder::timeout`]). When a call

@@ -29,6 +29,9 @@ pub(super) fn report(
         Some(true) => 2,
     };
     let generation = generation_of(word);
+    if failure == Some(true) {
+        link.unconfirmed.fetch_add(1, Ordering::Relaxed);
+    }
     if link.store.client.flush.is_some() && fold(link, generation, failure, slow, site) {
         return;
     }
@@ -67,6 +70,7 @@ fn fold(
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if delta.calls > 0 && delta.generation != generation {
             // Outcomes of an older generation: the script would change nothing with them.
+            link.confirmed(delta.failures);
             *delta = Delta {
                 queued: delta.queued,
                 ..Delta::default()
@@ -165,11 +169,15 @@ fn enqueue(
         misses: 0,
         asker,
     };
-    if let Err(failed) = link.store.reports.send(job) {
-        let job = failed.0;
-        job.core.report_locally(failure, site);
-        job.link.applied.fetch_add(1, Ordering::AcqRel);
-        job.link.done.notify_waiters();
+    match link.store.reports.send(job) {
+        Ok(()) => link.store.client.work.notify_one(),
+        Err(failed) => {
+            let job = failed.0;
+            job.link.confirmed(u64::from(failure == Some(true)));
+            job.core.report_locally(failure, site);
+            job.link.applied.fetch_add(1, Ordering::AcqRel);
+            job.link.done.notify_waiters();
+        }
     }
 }
 
@@ -209,6 +217,19 @@ impl Sent {
         }
     }
 
+    /// The failures this call carries.
+    fn failures(&self) -> u64 {
+        match &self.delta {
+            Some(delta) => delta.failures,
+            None if self.job.outcome <= 2 => self
+                .codes
+                .iter()
+                .filter(|&&code| failure_of_code(code) == Some(true))
+                .count() as u64,
+            None => 0,
+        }
+    }
+
     /// True when it carries outcomes (sent again when the store does not answer).
     fn carries_outcomes(&self) -> bool {
         self.job.outcome <= 2 || self.job.outcome == FOLD
@@ -245,7 +266,6 @@ fn code_of(job: &Report) -> u8 {
 fn take(
     client: &Client,
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Report>,
-    first: Option<Report>,
     batch: &mut Vec<Sent>,
     folds: &mut Folds,
 ) {
@@ -255,15 +275,9 @@ fn take(
     let mut open: std::collections::HashMap<(*const SharedKey, u64, *const &str), usize> =
         std::collections::HashMap::new();
     let mut taken = 0;
-    let mut next = first;
-    loop {
-        let job = match next.take() {
-            Some(job) => job,
-            None if taken < DRAIN && batch.len() < BATCH => match rx.try_recv() {
-                Ok(job) => job,
-                Err(_) => break,
-            },
-            None => break,
+    while taken < DRAIN && batch.len() < BATCH {
+        let Ok(job) = rx.try_recv() else {
+            break;
         };
         taken += 1;
         if job.outcome == FOLD {
@@ -338,53 +352,53 @@ fn take(
     }
 }
 
-/// Sends reports in order, each script call carrying the outcomes of one key and generation
-/// settled since the last round trip, and the calls of one round (up to [`BATCH`]) pipelined.
-///
-/// A report the store does not answer is recorded on the local breaker (the first time) and
-/// sent again, before any later report, up to [`RESENDS`] times; the script records each report
-/// at most once (its sequence number), so a report whose answer was lost, though the script ran,
-/// is not counted twice. At most [`RESEND_QUEUE`] outcomes wait to be sent again; what is given
-/// up is counted ([`RedisStore::dropped_reports`](super::RedisStore::dropped_reports)) and
-/// announced with a WARN event.
-pub(super) async fn worker(
-    client: Arc<Client>,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Report>,
-) {
-    let mut batch: Vec<Sent> = Vec::with_capacity(BATCH);
-    let mut again: std::collections::VecDeque<Sent> = std::collections::VecDeque::new();
-    let mut folds = Folds::new();
-    loop {
-        let mut first = None;
-        if again.is_empty() {
-            let next = match folds.front() {
-                Some(&(due, _)) => tokio::time::timeout_at(due, rx.recv()).await.ok(),
-                None => Some(rx.recv().await),
-            };
-            match next {
-                Some(Some(job)) => first = Some(job),
-                // The store is gone: its folds are sent no more.
-                Some(None) => return,
-                // A fold is due.
-                None => {}
-            }
-        } else {
-            // Waits a little before sending again, so a store that stopped answering is not
-            // asked in a loop.
-            tokio::time::sleep(client.timeout().min(Duration::from_millis(100))).await;
-            while batch.len() < BATCH {
-                match again.pop_front() {
-                    Some(sent) => batch.push(sent),
-                    None => break,
-                }
+/// What the reporting task sends next: the queue, the script calls of the round on its way, the
+/// calls waiting to be sent again and the folds waiting for their interval. Behind
+/// [`Client::rounds`]: one round at a time is sent, by the reporting task or by a call that
+/// waits for its own report (strict mode), so every report leaves in the order it was numbered.
+pub(super) struct Rounds {
+    rx: tokio::sync::mpsc::UnboundedReceiver<Report>,
+    /// The round on its way; calls left here by a round that was cancelled (its caller stopped
+    /// waiting) are sent again first, with their numbers.
+    batch: Vec<Sent>,
+    again: std::collections::VecDeque<Sent>,
+    folds: Folds,
+}
+
+impl Rounds {
+    /// The reporting state of a store whose reports arrive on `rx`.
+    pub(super) fn new(rx: tokio::sync::mpsc::UnboundedReceiver<Report>) -> Rounds {
+        Rounds {
+            rx,
+            batch: Vec::with_capacity(BATCH),
+            again: std::collections::VecDeque::new(),
+            folds: Folds::new(),
+        }
+    }
+
+    /// Sends one round: the calls waiting to be sent again, then what is queued (and the folds
+    /// that are due), pipelined, and applies the answers. False when there was nothing to send.
+    ///
+    /// A report the store does not answer is recorded on the local breaker (the first time) and
+    /// sent again, before any later report, up to [`RESENDS`] times; the script records each
+    /// report at most once (its sequence number), so a report whose answer was lost, though the
+    /// script ran, is not counted twice. At most [`RESEND_QUEUE`] outcomes wait to be sent
+    /// again; what is given up is counted
+    /// ([`RedisStore::dropped_reports`](super::RedisStore::dropped_reports)) and announced with
+    /// a WARN event.
+    pub(super) async fn round(&mut self, client: &Client) -> bool {
+        while self.batch.len() < BATCH {
+            match self.again.pop_front() {
+                Some(sent) => self.batch.push(sent),
+                None => break,
             }
         }
-        take(&client, &mut rx, first, &mut batch, &mut folds);
-        if batch.is_empty() {
-            continue;
+        take(client, &mut self.rx, &mut self.batch, &mut self.folds);
+        if self.batch.is_empty() {
+            return false;
         }
-        let answers = pipelined(&client, &batch).await;
-        for (mut sent, answer) in batch.drain(..).zip(answers) {
+        let answers = pipelined(client, &self.batch).await;
+        for (mut sent, answer) in self.batch.drain(..).zip(answers) {
             let job = &mut sent.job;
             match answer {
                 // A give-back changes no state; on a missing key its answer says nothing of the
@@ -409,10 +423,10 @@ pub(super) async fn worker(
                         }
                         sent.job.misses += 1;
                         if sent.job.misses <= RESENDS {
-                            again.push_back(sent);
+                            self.again.push_back(sent);
                             continue;
                         }
-                        give_up(&client, &sent.job, sent.outcomes());
+                        give_up(client, &sent.job, sent.outcomes());
                     }
                     if let Some(asker) = sent.job.asker.take() {
                         // The script may have run the admission all the same (Redis busy past
@@ -424,15 +438,78 @@ pub(super) async fn worker(
             }
             finished(&sent);
         }
-        let mut waiting: u64 = again.iter().map(Sent::outcomes).sum();
+        let mut waiting: u64 = self.again.iter().map(Sent::outcomes).sum();
         while waiting > RESEND_QUEUE as u64
-            && let Some(sent) = again.pop_front()
+            && let Some(sent) = self.again.pop_front()
         {
             waiting -= sent.outcomes();
-            give_up(&client, &sent.job, sent.outcomes());
+            give_up(client, &sent.job, sent.outcomes());
             finished(&sent);
         }
+        true
     }
+}
+
+/// The reporting task: sends rounds ([`Rounds::round`]) while reports are queued, each script
+/// call carrying the outcomes of one key and generation settled since the last round trip, and
+/// the calls of one round (up to [`BATCH`]) pipelined; a fold is sent when its interval has
+/// passed. A call waiting for its own report (strict mode) may send a round itself when no
+/// round is on its way ([`send_own`]); the task then finds less to send.
+pub(super) async fn worker(client: Arc<Client>) {
+    loop {
+        let (due, resending) = {
+            let rounds = client.rounds.lock().await;
+            if client.closing.load(Ordering::Acquire) && rounds.rx.is_empty() {
+                return;
+            }
+            (
+                rounds.folds.front().map(|&(due, _)| due),
+                !rounds.again.is_empty(),
+            )
+        };
+        if resending {
+            // Waits a little before sending again, so a store that stopped answering is not
+            // asked in a loop.
+            tokio::time::sleep(client.timeout().min(Duration::from_millis(100))).await;
+        } else if let Some(due) = due {
+            let _ = tokio::time::timeout_at(due, client.work.notified()).await;
+        } else {
+            client.work.notified().await;
+        }
+        let mut rounds = client.rounds.lock().await;
+        // Sends while reports are queued; calls to send again wait for the next pass (after the
+        // pause above).
+        loop {
+            rounds.round(&client).await;
+            if rounds.rx.is_empty() || !rounds.again.is_empty() {
+                break;
+            }
+        }
+    }
+}
+
+/// A call waiting for the recording of its outcome (strict mode) sends the next round itself
+/// when no round is on its way: its report then reaches the store without a hop through the
+/// reporting task. False when a round is on its way (the call waits for it instead).
+pub(super) async fn send_own(client: &Client) -> bool {
+    /// Wakes the reporting task when the round ends with work left for it, or is cancelled
+    /// (its calls stay in the round, to be sent again).
+    struct Handover<'a>(&'a Client, bool);
+    impl Drop for Handover<'_> {
+        fn drop(&mut self) {
+            if self.1 {
+                self.0.work.notify_one();
+            }
+        }
+    }
+    let Ok(mut rounds) = client.rounds.try_lock() else {
+        return false;
+    };
+    let mut handover = Handover(client, true);
+    let sent = rounds.round(client).await;
+    // What queued meanwhile, or waits to be sent again, is the task's.
+    handover.1 = !rounds.rx.is_empty() || !rounds.again.is_empty();
+    sent
 }
 
 /// The failure flag of a report's outcome (`None`: ignored).
@@ -446,6 +523,7 @@ fn failure_of(outcome: u8) -> Option<bool> {
 
 /// A script call is done (answered, or given up), and with it every report it carries.
 fn finished(sent: &Sent) {
+    sent.job.link.confirmed(sent.failures());
     finished_job(&sent.job, sent.reports());
 }
 

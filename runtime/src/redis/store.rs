@@ -12,7 +12,7 @@ use super::admit::{admit, flush};
 use super::cached::{cached_admit, subscribe, subscriber};
 use super::conn::Conn;
 use super::link::{Bound, Client, SharedKey, SharedStore};
-use super::report::{report, worker};
+use super::report::{Rounds, report, worker};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use super::{
     DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
@@ -279,8 +279,11 @@ impl RedisStoreBuilder {
             flush: (self.mode == Mode::Aggregated).then_some(self.flush_interval),
             subscribed: AtomicBool::new(false),
             links: std::sync::Mutex::new(std::collections::HashMap::new()),
+            rounds: tokio::sync::Mutex::new(Rounds::new(rx)),
+            work: tokio::sync::Notify::new(),
+            closing: AtomicBool::new(false),
         });
-        tokio::spawn(worker(client.clone(), rx));
+        tokio::spawn(worker(client.clone()));
         if client.cached {
             // The first subscription is made before the store is handed out, so a reachable
             // Redis gives cached admission from the first call.
@@ -548,6 +551,7 @@ impl RedisStore {
                 operator,
                 Trigger::Operator,
                 true,
+                None,
             );
         }
         Ok(())
@@ -591,6 +595,14 @@ impl RedisStore {
         SharedKey {
             hash: self.redis_key(key),
             args,
+            unconfirmed: AtomicU64::new(0),
+            // Aggregated mode's bound is its flush interval: gating its views would send every
+            // call to the script while a backend fails often without tripping.
+            gate: if self.inner.client.flush.is_some() {
+                u64::MAX
+            } else {
+                fewest_failures_to_trip(&policy)
+            },
             store: self.inner.clone(),
             pending: AtomicU64::new(0),
             applied: AtomicU64::new(0),
@@ -603,6 +615,30 @@ impl RedisStore {
             delta: std::sync::Mutex::default(),
         }
     }
+}
+
+/// The fewest failures that can open `policy`'s circuit from an empty window (its `consecutive`,
+/// its `failure_count`, or its rate's share of `min_calls`; `u64::MAX` when only the slow-call
+/// rule trips it): a replica with this many failures the script has not answered admits no more
+/// calls from its view ([`SharedKey::gate`]).
+fn fewest_failures_to_trip(policy: &Policy) -> u64 {
+    let settings = policy.settings();
+    let min_calls = match settings.window {
+        Window::Count(n) => settings.min_calls.min(n),
+        _ => settings.min_calls,
+    };
+    [
+        settings.consecutive.map(u64::from),
+        settings.failure_count.map(u64::from),
+        settings
+            .failure_rate
+            .map(|rate| (u64::from(min_calls) * u64::from(rate)).div_ceil(100)),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|failures| failures.max(1))
+    .min()
+    .unwrap_or(u64::MAX)
 }
 
 /// A breaker's state as Redis holds it ([`RedisStore::state`]).
@@ -691,8 +727,9 @@ impl Store for Arc<SharedKey> {
 
     fn awaits_recording(&self) -> bool {
         // While the store does not answer, a call does not wait for a recording that cannot
-        // come (its outcome is resent by the reporting task).
-        !self.caches() && self.store.client.healthy.load(Ordering::Acquire)
+        // come (its outcome is resent by the reporting task). A cached call awaits it while the
+        // view is gated (too many of this replica's failures unanswered).
+        (!self.caches() || self.gated()) && self.store.client.healthy.load(Ordering::Acquire)
     }
 
     fn flush(&self) -> BoxFuture<'_, ()> {
@@ -701,5 +738,42 @@ impl Store for Arc<SharedKey> {
 
     fn degraded(&self) -> bool {
         !self.store.client.healthy.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fewest_failures_to_trip;
+    use crate::Policy;
+    use std::time::Duration;
+
+    #[test]
+    fn the_gate_is_the_fewest_failures_any_rule_trips_on() {
+        // The default: half of 10 calls.
+        assert_eq!(fewest_failures_to_trip(&Policy::new()), 5);
+        assert_eq!(fewest_failures_to_trip(&Policy::new().consecutive(3)), 3);
+        assert_eq!(
+            fewest_failures_to_trip(&Policy::new().failure_count(50).failure_rate(10)),
+            1
+        );
+        // `min_calls` above a count window is the window.
+        assert_eq!(
+            fewest_failures_to_trip(&Policy::new().window(4).min_calls(10).failure_rate(50)),
+            2
+        );
+        assert_eq!(
+            fewest_failures_to_trip(
+                &Policy::new()
+                    .time_window(Duration::from_secs(10))
+                    .min_calls(20)
+                    .failure_rate(100)
+            ),
+            20
+        );
+        // Only the slow-call rule trips: no gate.
+        assert_eq!(
+            fewest_failures_to_trip(&Policy::new().rate_off().slow(Duration::from_secs(1))),
+            u64::MAX
+        );
     }
 }

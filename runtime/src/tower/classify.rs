@@ -6,6 +6,8 @@
 //! (or counts as a success under [`Policy::others`](crate::Policy::others)`(Others::Success)`),
 //! exactly like an error outside the attribute's `failure = […]`.
 
+use std::time::{Duration, SystemTime};
+
 /// Decides whether one outcome of a wrapped service counts as a failure.
 ///
 /// Implemented by every `Fn(&Result<T, E>) -> bool` closure, by [`AnyError`] (the default),
@@ -13,6 +15,18 @@
 pub trait Classify<T, E> {
     /// True when `outcome` counts as a failure against the circuit.
     fn is_failure(&self, outcome: &Result<T, E>) -> bool;
+
+    /// Pushback: the wait a failed `outcome` asked for (see [`RetryAfter`](crate::RetryAfter)),
+    /// or `None`. `now` is the wall time of the breaker's clock
+    /// ([`Clock::wall_time`](crate::clock::Clock::wall_time)), against which a date becomes a
+    /// wait. Asked only of outcomes [`is_failure`](Classify::is_failure) counts. `None` unless
+    /// implemented; [`HttpFailures`] and [`GrpcFailures`] read `Retry-After`
+    /// ([`http_retry_after`]).
+    #[inline]
+    fn retry_after(&self, outcome: &Result<T, E>, now: SystemTime) -> Option<Duration> {
+        let _ = (outcome, now);
+        None
+    }
 }
 
 impl<T, E, F> Classify<T, E> for F
@@ -56,6 +70,67 @@ impl<B, E> Classify<http::Response<B>, E> for HttpFailures {
             Err(_) => true,
         }
     }
+
+    /// `Retry-After` of a `429` or `503` response ([`http_retry_after`]).
+    fn retry_after(
+        &self,
+        outcome: &Result<http::Response<B>, E>,
+        now: SystemTime,
+    ) -> Option<Duration> {
+        let response = outcome.as_ref().ok()?;
+        http_retry_after(response.status(), response.headers(), now)
+    }
+}
+
+/// Pushback of an HTTP response: the wait its `Retry-After` header asks for, when the status is
+/// `429 Too Many Requests` or `503 Service Unavailable` (RFC 9110 §10.2.3; the header means
+/// something else on a redirect, and nothing on other statuses). The value is delta-seconds
+/// (`Retry-After: 7`) or an HTTP-date (`Retry-After: Wed, 21 Oct 2015 07:28:07 GMT`), which
+/// becomes the time from `now` to that date. `None` without the header, for a value that is
+/// neither, and for a date not after `now`.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use fusebox::tower::http_retry_after;
+///
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("7"));
+/// let now = SystemTime::now();
+/// assert_eq!(
+///     http_retry_after(http::StatusCode::SERVICE_UNAVAILABLE, &headers, now),
+///     Some(Duration::from_secs(7))
+/// );
+/// assert_eq!(http_retry_after(http::StatusCode::OK, &headers, now), None);
+/// ```
+#[must_use]
+pub fn http_retry_after(
+    status: http::StatusCode,
+    headers: &http::HeaderMap,
+    now: SystemTime,
+) -> Option<Duration> {
+    if status != http::StatusCode::TOO_MANY_REQUESTS
+        && status != http::StatusCode::SERVICE_UNAVAILABLE
+    {
+        return None;
+    }
+    retry_after_value(headers.get(http::header::RETRY_AFTER)?, now)
+}
+
+/// The wait a `Retry-After` value asks for, measured from `now` when it is a date (see
+/// [`http_retry_after`]); `None` for a malformed value or a date not after `now`.
+#[must_use]
+pub fn retry_after_value(value: &http::HeaderValue, now: SystemTime) -> Option<Duration> {
+    let text = value.to_str().ok()?.trim();
+    let wait = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        // delta-seconds: a value too large for a `u64` waits as long as one can say.
+        Duration::from_secs(text.parse().unwrap_or(u64::MAX))
+    } else {
+        httpdate::parse_http_date(text)
+            .ok()?
+            .duration_since(now)
+            .ok()?
+    };
+    (!wait.is_zero()).then_some(wait)
 }
 
 /// gRPC status `DEADLINE_EXCEEDED`.
@@ -102,6 +177,16 @@ pub fn grpc_status_code(value: &http::HeaderValue) -> Option<i32> {
 pub struct GrpcFailures;
 
 impl<B, E> Classify<http::Response<B>, E> for GrpcFailures {
+    /// `Retry-After` of a `429` or `503` response ([`http_retry_after`]).
+    fn retry_after(
+        &self,
+        outcome: &Result<http::Response<B>, E>,
+        now: SystemTime,
+    ) -> Option<Duration> {
+        let response = outcome.as_ref().ok()?;
+        http_retry_after(response.status(), response.headers(), now)
+    }
+
     fn is_failure(&self, outcome: &Result<http::Response<B>, E>) -> bool {
         match outcome {
             Ok(response) => {
@@ -177,6 +262,58 @@ mod tests {
             assert!(!HttpFailures.is_failure(&http(status)), "{status}");
         }
         assert!(HttpFailures.is_failure(&Err::<http::Response<()>, _>(())));
+    }
+
+    fn with_retry_after(status: u16, value: &str) -> Result<http::Response<()>, ()> {
+        Ok(http::Response::builder()
+            .status(status)
+            .header("retry-after", value)
+            .body(())
+            .unwrap())
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates_of_429_and_503() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(7));
+        for status in [429, 503] {
+            for value in ["7", " 7 ", date.as_str()] {
+                assert_eq!(
+                    HttpFailures.retry_after(&with_retry_after(status, value), now),
+                    Some(Duration::from_secs(7)),
+                    "{status} {value:?}"
+                );
+            }
+            assert_eq!(
+                GrpcFailures.retry_after(&with_retry_after(status, "7"), now),
+                Some(Duration::from_secs(7))
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_ignores_other_statuses_past_dates_and_garbage() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
+        for status in [500, 502, 504, 301, 200] {
+            assert_eq!(
+                HttpFailures.retry_after(&with_retry_after(status, "7"), now),
+                None
+            );
+        }
+        for value in ["", "0", "-7", "7s", "1.5", "soon", past.as_str()] {
+            assert_eq!(
+                HttpFailures.retry_after(&with_retry_after(503, value), now),
+                None,
+                "{value:?}"
+            );
+        }
+        assert_eq!(HttpFailures.retry_after(&http(503), now), None);
+        assert_eq!(
+            HttpFailures.retry_after(&with_retry_after(503, "99999999999999999999"), now),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(AnyError.retry_after(&Err::<(), _>(()), now), None);
     }
 
     #[test]

@@ -94,7 +94,16 @@ where
         };
         this.inner.set(None);
         let outcome = match &result {
-            _ if this.classifier.is_failure(&result) => Verdict::Failure,
+            _ if this.classifier.is_failure(&result) => {
+                // Pushback: the wait the failure asked for (a `Retry-After`), before it settles.
+                if let Some(wait) = this
+                    .classifier
+                    .retry_after(&result, this.permit.wall_time())
+                {
+                    this.permit.push_back(wait);
+                }
+                Verdict::Failure
+            }
             Ok(_) => Verdict::Success,
             // Not a failure: nothing, or a success under `Others::Success`.
             Err(_) => this.permit.uncounted(),

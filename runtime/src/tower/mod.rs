@@ -75,7 +75,8 @@ pub mod reqwest;
 
 pub use classify::{
     AnyError, Classify, GRPC_DEADLINE_EXCEEDED, GRPC_RESOURCE_EXHAUSTED, GRPC_UNAVAILABLE,
-    GrpcFailures, HttpFailures, grpc_code_counts, grpc_status_code, http_status_counts,
+    GrpcFailures, HttpFailures, grpc_code_counts, grpc_status_code, http_retry_after,
+    http_status_counts, retry_after_value,
 };
 pub use future::ResponseFuture;
 pub use layer::{CircuitBreakerLayer, FixedKey};

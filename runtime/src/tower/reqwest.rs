@@ -11,7 +11,9 @@
 //! ```
 //!
 //! Outcomes are classified with [`HttpFailures`]: a `5xx` or `429` response and a transport error
-//! count, any other response is a success. A rejected request is not sent; it fails with
+//! count, any other response is a success. A `429` or `503` with `Retry-After` (seconds or an
+//! HTTP-date) is pushback: when it opens the circuit, the circuit stays open at least that long
+//! (capped by `open_max`; see [`http_retry_after`](super::http_retry_after)). A rejected request is not sent; it fails with
 //! `reqwest_middleware::Error::Middleware` wrapping a [`fusebox::Error`](crate::Error), which
 //! [`rejection`] finds:
 //!
@@ -28,6 +30,7 @@
 //! ```
 
 use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
 
 use ::reqwest::{Request, Response, Url};
 use http::Extensions;
@@ -111,7 +114,9 @@ impl CircuitBreakerMiddleware {
     /// ([`Policy::retry_budget`](crate::Policy::retry_budget), through
     /// [`policy`](Self::policy) or configuration): a retry the budget or the circuit refuses,
     /// or the last attempt, ends the request with that attempt's response or error. Between
-    /// attempts it waits a full-jitter exponential backoff from `backoff` (zero: no wait).
+    /// attempts it waits a full-jitter exponential backoff from `backoff` (zero: no wait), and
+    /// never less than a `429` or `503` response's `Retry-After` (a wait over 30 s ends the
+    /// request with that response).
     ///
     /// ```
     /// use std::time::Duration;
@@ -190,6 +195,16 @@ impl Classify<Response, reqwest_middleware::Error> for HttpFailures {
             Err(_) => true,
         }
     }
+
+    /// `Retry-After` of a `429` or `503` response ([`http_retry_after`](super::http_retry_after)).
+    fn retry_after(
+        &self,
+        outcome: &Result<Response, reqwest_middleware::Error>,
+        now: SystemTime,
+    ) -> Option<Duration> {
+        let response = outcome.as_ref().ok()?;
+        super::http_retry_after(response.status(), response.headers(), now)
+    }
 }
 
 #[async_trait::async_trait]
@@ -210,9 +225,14 @@ impl Middleware for CircuitBreakerMiddleware {
         // Dropped unreported if this future is cancelled (nothing counted) or a panic unwinds
         // through it (a failure).
         let result = next.run(req, extensions).await;
-        match &result {
-            _ if HttpFailures.is_failure(&result) => permit.failure(),
-            _ => permit.success(),
+        if !HttpFailures.is_failure(&result) {
+            permit.success();
+        } else if let Some(wait) = HttpFailures.retry_after(&result, permit.wall_time()) {
+            // Pushback: a `429` or `503` with `Retry-After` keeps the circuit open that long
+            // when it opens it.
+            permit.failure_after(wait);
+        } else {
+            permit.failure();
         }
         result
     }
@@ -248,17 +268,30 @@ impl CircuitBreakerMiddleware {
             let again = if n < attempts { req.try_clone() } else { None };
             let result = next.clone().run(req, extensions).await;
             let failed = HttpFailures.is_failure(&result);
-            if failed {
-                permit.failure();
+            // Pushback: the wait a `429` or `503` asked for, reported as in `handle`.
+            let wait = if failed {
+                HttpFailures.retry_after(&result, permit.wall_time())
             } else {
-                permit.success();
+                None
+            };
+            match (failed, wait) {
+                (false, _) => permit.success(),
+                (true, Some(wait)) => permit.failure_after(wait),
+                (true, None) => permit.failure(),
             }
+            // A retry never comes back before the server's wait; one longer than the longest
+            // backoff ends the request, as the attribute's retries do.
+            let backed_off = crate::attempts::backoff_delay(&mut fastrand::Rng::new(), backoff, n);
+            let delay = backed_off.max(wait.unwrap_or_default());
             match again {
-                Some(copy) if failed && breaker.try_retry() => req = copy,
+                Some(copy)
+                    if failed && delay <= crate::attempts::MAX_BACKOFF && breaker.try_retry() =>
+                {
+                    req = copy;
+                }
                 _ => return result,
             }
             last = Some(result);
-            let delay = crate::attempts::backoff_delay(&mut fastrand::Rng::new(), backoff, n);
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
