@@ -234,4 +234,33 @@ mod tests {
         assert_eq!(b.totals(0).attempts, 1);
         assert_eq!(b.totals(SEC).attempts, 1);
     }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn refusals_are_counted_in_the_key_s_metric() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let b = metrics::with_local_recorder(&recorder, || budget(0, 1));
+        let refused = (0..15).filter(|_| !b.withdraw(SEC)).count();
+        assert_eq!(refused, 5, "a floor of 1/s: 10 retries in the span");
+        let counted: Vec<_> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == crate::metrics::RETRIES_REFUSED_TOTAL)
+            .map(|(key, _, _, value)| {
+                let labels: Vec<String> = key
+                    .key()
+                    .labels()
+                    .map(|l| format!("{}={}", l.key(), l.value()))
+                    .collect();
+                (labels, value)
+            })
+            .collect();
+        assert_eq!(
+            counted,
+            [(vec!["key=k".to_owned()], DebugValue::Counter(5))]
+        );
+    }
 }
