@@ -20,7 +20,7 @@ use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, Ident, LitStr, Path, Token};
 
-use fusebox_policy::Others;
+use fusebox_policy::{Others, RetryBudget};
 
 use crate::errors::Errors;
 use values::{

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use fusebox_policy::{OpenContext, Others, Policy};
+use fusebox_policy::{OpenContext, Others, Policy, RetryBudget};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
@@ -111,6 +111,27 @@ impl Kind for Spanned<Others> {
             _ => Ident::new("Ignore", self.span),
         };
         quote!(.#name(#private::Others::#variant))
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        (field == knob).then_some(self.span)
+    }
+}
+
+/// A retry budget: its ratio and floor, passed to the setter as two literals.
+impl Kind for Spanned<RetryBudget> {
+    type Setters = fn(Policy, u16, u32) -> Policy;
+    fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
+        set(policy, self.value.percent, self.value.floor)
+    }
+    fn tokens(self, names: &[&str], _private: &TokenStream) -> TokenStream {
+        let name = method(names[0]);
+        let at = |value| Spanned {
+            value,
+            span: self.span,
+        };
+        let percent = literal(at(u32::from(self.value.percent)), Literal::u32_unsuffixed);
+        let floor = literal(at(self.value.floor), Literal::u32_unsuffixed);
+        quote!(.#name(#percent, #floor))
     }
     fn span_of(self, knob: &str, field: &str) -> Option<Span> {
         (field == knob).then_some(self.span)
@@ -344,7 +365,8 @@ mod tests {
             recovery = progressive(phases = 3, min_passes = 5),
             max_concurrent = 8,
             shared = false,
-            others = "success"
+            others = "success",
+            retry_budget = "25%, 3/s"
         ))
         .args
         .unwrap();
@@ -373,6 +395,7 @@ mod tests {
                 ". max_concurrent (8)",
                 ". shared (false)",
                 ". others (P :: Others :: Success)",
+                ". retry_budget (25 , 3)",
             ]
         );
         // One call per row of the knob table: a new row needs its line above.
@@ -405,6 +428,13 @@ mod tests {
         );
         assert!(!p.settings().shared);
         assert_eq!(p.settings().others, fusebox_policy::Others::Success);
+        assert_eq!(
+            p.settings().retry_budget,
+            Some(fusebox_policy::RetryBudget {
+                percent: 25,
+                floor: 3
+            })
+        );
         assert!(p.validate().is_ok());
     }
 

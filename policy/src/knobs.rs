@@ -415,6 +415,36 @@ macro_rules! with_knobs {
                 attr(Spanned<Others> = others_arg() => others)
                 config { others: |f| Ok(P.others(f.others()?)) }
             }
+            /// The retry budget of the key, or `None` when retries are limited only by `retry`.
+            retry_budget {
+                fields { retry_budget: Option<RetryBudget> = None }
+                setting { Option<RetryBudget> = |p| p.retry_budget }
+                setters {
+                    /// Limits the key's retries: over the last 10 s
+                    /// ([`RETRY_BUDGET_SPAN`](crate::limits::RETRY_BUDGET_SPAN)), retries may be
+                    /// `percent` % of the first attempts (0..=1000), plus `floor` retries per
+                    /// second whatever the ratio (0..=100000; Finagle's defaults are 20 % and
+                    /// 10/s). A retry the budget refuses ends the call with the last attempt's
+                    /// outcome. Kept per key and per replica, on the request path (no timer).
+                    /// Off by default. See [`RetryBudget`].
+                    ///
+                    /// ```
+                    /// # use fusebox_policy as fusebox;
+                    /// use fusebox::{Policy, RetryBudget};
+                    ///
+                    /// const PAYMENT: Policy = Policy::new().retry_budget(20, 10);
+                    /// assert_eq!(PAYMENT.settings().retry_budget, Some(RetryBudget { percent: 20, floor: 10 }));
+                    /// assert_eq!(Policy::new().settings().retry_budget, None);
+                    /// ```
+                    fn retry_budget(percent: u16, floor: u32) {
+                        retry_budget: Some(RetryBudget { percent, floor })
+                    }
+                    /// No retry budget (the default): retries are limited only by `retry`.
+                    fn no_retry_budget() { retry_budget: None }
+                }
+                attr(Spanned<RetryBudget> = retry_budget_arg() => retry_budget)
+                config { retry_budget: |f| f.retry_budget() }
+            }
         }
     };
 }

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use crate::limits::{MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MIN_OPEN_FOR};
 
+mod budget;
 mod error;
 mod knobs;
 pub mod limits;
@@ -32,6 +33,7 @@ mod patch;
 mod tests;
 mod validate;
 
+pub use budget::{RETRY_BUDGET_FORM, RetryBudget};
 pub use error::PolicyError;
 pub use open::{OpenContext, OpenForFn};
 pub use patch::PolicyPatch;
@@ -355,6 +357,7 @@ macro_rules! policy {
         /// | `max_concurrent` | unlimited | [`Policy::max_concurrent`], [`Policy::adaptive_concurrency`] |
         /// | `stuck_open` | 3 failed recoveries or 5 min | [`Policy::stuck_open`] (the `circuit_stuck_open` event) |
         /// | `others` | ignore | [`Policy::others`]: uncounted errors ignored, or counted as successes |
+        /// | `retry_budget` | off | [`Policy::retry_budget`]: retries allowed as a share of first attempts, plus a floor |
         ///
         /// Two rules connect fields, and they are decided here once for every way a policy is set (the
         /// attribute, this builder, [`Registry::configure`](https://docs.rs/fusebox/latest/fusebox/struct.Registry.html#method.configure) and the

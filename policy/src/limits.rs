@@ -42,3 +42,10 @@ pub const ADAPTIVE_BACKOFF: f64 = 0.9;
 /// After this many slow rounds in a row at its floor, an adaptive bulkhead takes the latency it
 /// sees as the backend's new no-load latency (it got slower for good).
 pub const ADAPTIVE_REBASE_ROUNDS: u32 = 32;
+/// The span a retry budget counts attempts and retries over (Finagle's `ttl`), kept in one-second
+/// buckets.
+pub const RETRY_BUDGET_SPAN: Duration = Duration::from_secs(10);
+/// The largest ratio of a retry budget, in percent of first attempts.
+pub const MAX_RETRY_PERCENT: u16 = 1000;
+/// The largest floor of a retry budget, in retries per second.
+pub const MAX_RETRY_FLOOR: u32 = 100_000;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::{
-    Knob, OpenContext, OpenForFn, Others, Policy, Recovery, Window, duration_to_nanos,
+    Knob, OpenContext, OpenForFn, Others, Policy, Recovery, RetryBudget, Window, duration_to_nanos,
     factor_to_milli, throttle_to_milli,
 };
 

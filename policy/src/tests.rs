@@ -232,6 +232,8 @@ fn a_policy_is_rebuilt_from_its_patch() {
             .others(Others::Success),
         Policy::new().adaptive_concurrency(2, 200),
         Policy::new().adaptive_concurrency(2, 200).max_concurrent(8),
+        Policy::new().retry_budget(20, 10),
+        Policy::new().retry_budget(20, 10).no_retry_budget(),
     ];
     for policy in policies {
         let patch = PolicyPatch::from(policy);
@@ -243,7 +245,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
             "the same knobs are explicit"
         );
     }
-    assert_eq!(KNOBS.len(), 20);
+    assert_eq!(KNOBS.len(), 21);
     assert_eq!(KNOBS[0], "window");
 }
 
@@ -405,4 +407,34 @@ fn concurrency_text_reads_the_adaptive_spellings() {
         .to_string(),
         "adaptive(2..200)"
     );
+}
+
+#[test]
+fn a_retry_budget_is_validated_with_its_limits() {
+    use crate::RetryBudget;
+    assert_eq!(Policy::new().settings().retry_budget, None);
+    let ok = Policy::new().retry_budget(20, 10);
+    assert!(ok.validate().is_ok());
+    assert_eq!(
+        ok.settings().retry_budget,
+        Some(RetryBudget {
+            percent: 20,
+            floor: 10
+        })
+    );
+    assert!(Policy::new().retry_budget(0, 5).validate().is_ok());
+    assert!(Policy::new().retry_budget(1000, 0).validate().is_ok());
+    for (bad, says) in [
+        (Policy::new().retry_budget(1001, 10), "1000%"),
+        (Policy::new().retry_budget(20, 100_001), "100000/s"),
+        (Policy::new().retry_budget(0, 0), "refuses every retry"),
+    ] {
+        let error = bad.validate_for("payment").unwrap_err();
+        assert_eq!(error.field(), "retry_budget");
+        let text = error.to_string();
+        assert!(
+            text.contains("retry_budget") && text.contains(says),
+            "{text}"
+        );
+    }
 }

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use crate::limits::{
-    MAX_CONCURRENT, MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_THROTTLE, MAX_TIME_WINDOW,
-    MAX_WINDOW, MIN_TIME_WINDOW,
+    MAX_CONCURRENT, MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_RETRY_FLOOR,
+    MAX_RETRY_PERCENT, MAX_THROTTLE, MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
 };
 use crate::{Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
 
@@ -18,7 +18,8 @@ impl Policy {
         self.validate_rates()?;
         self.validate_open()?;
         self.validate_recovery()?;
-        self.validate_concurrency()
+        self.validate_concurrency()?;
+        self.validate_retry_budget()
     }
 
     /// Checks every field as [`validate`](Policy::validate) does, for the breaker `key`: the
@@ -236,5 +237,19 @@ impl Policy {
             ));
         }
         Ok(())
+    }
+
+    /// `retry_budget`.
+    fn validate_retry_budget(&self) -> Result<(), PolicyError> {
+        match self.retry_budget.map(|b| (b, b.problem())) {
+            Some((budget, Some(problem))) => Err(PolicyError::new(
+                "retry_budget",
+                format!(
+                    "0..={MAX_RETRY_PERCENT}% with a floor of 0..={MAX_RETRY_FLOOR}/s, not both zero ({problem})"
+                ),
+                format!("\"{budget}\""),
+            )),
+            _ => Ok(()),
+        }
     }
 }

@@ -31,6 +31,10 @@ pub struct Candidate {
     pub name: String,
     /// The policy.
     pub policy: Policy,
+    /// Attempts per call (`retry`, as the attribute's; 1: no retry). A replay retries a call
+    /// that failed in the recording up to `retry - 1` times, each retry asking the policy's
+    /// `retry_budget` first and assumed to fail as the call did.
+    pub retry: u32,
     /// The settings as written, in order: `(field, value)`.
     pub settings: Vec<(&'static str, Setting)>,
 }
@@ -48,6 +52,8 @@ pub enum Setting {
     Off,
     /// An adaptive bulkhead (`max_concurrent = adaptive(2..200)`): its floor and ceiling.
     Adaptive(u32, u32),
+    /// A retry budget (`retry_budget = "20%, 10/s"`).
+    Budget(fusebox::RetryBudget),
 }
 
 /// A duration as the attribute writes it: one integer and the largest unit that divides it
@@ -79,13 +85,14 @@ impl Setting {
             Setting::Factor(f) => f.to_string(),
             Setting::Off => "off".into(),
             Setting::Adaptive(floor, ceiling) => format!("adaptive({floor}..{ceiling})"),
+            Setting::Budget(b) => b.to_string(),
         }
     }
 
     /// The value as the attribute or a TOML file writes it (durations quoted).
     fn literal(&self) -> String {
         match self {
-            Setting::Span(_) | Setting::Off | Setting::Adaptive(..) => {
+            Setting::Span(_) | Setting::Off | Setting::Adaptive(..) | Setting::Budget(_) => {
                 format!("\"{}\"", self.text())
             }
             _ => self.text(),
@@ -153,6 +160,8 @@ enum Kind {
     Factor,
     /// A count (a fixed bulkhead) or `adaptive` / `adaptive(floor..ceiling)`.
     Bulkhead,
+    /// A retry budget: `20%` or `20%, 10/s`.
+    Budget,
 }
 
 /// One policy field: its name, what it accepts and the `Policy` builder call it becomes.
@@ -268,6 +277,21 @@ const FIELDS: &[Field] = &[
             _ => p.max_concurrent(int(s)),
         },
     },
+    // Attempts per call: not a `Policy` knob (the attribute's `retry`); read into
+    // `Candidate::retry` by `build`.
+    Field {
+        name: "retry",
+        kind: Kind::Count,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "retry_budget",
+        kind: Kind::Budget,
+        apply: |p, s| match s {
+            Setting::Budget(b) => p.retry_budget(b.percent, b.floor),
+            _ => p,
+        },
+    },
 ];
 
 fn field_names() -> String {
@@ -308,6 +332,10 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
                 _ => None,
             }
         }),
+        Kind::Budget => raw
+            .parse::<fusebox::RetryBudget>()
+            .ok()
+            .map(Setting::Budget),
     };
     setting.ok_or_else(|| {
         let expected = match field.kind {
@@ -320,6 +348,7 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
             Kind::Bulkhead => {
                 "a number of calls in flight (`10`), or `adaptive` / `adaptive(floor..ceiling)` (`adaptive(2..200)`)"
             }
+            Kind::Budget => "a retry budget such as `20%` or `20%, 10/s`",
         };
         format!("invalid value `{raw}`; expected {expected}")
     })
@@ -364,6 +393,20 @@ fn build(
     if has("consecutive") && !has("failure_rate") {
         policy = policy.rate_off();
     }
+    let retry = match settings.iter().find(|(f, _)| *f == "retry") {
+        Some((_, Setting::Int(n))) if (1..=100).contains(n) => *n,
+        Some((_, other)) => {
+            return Err(PolicyError {
+                place: place.to_owned(),
+                field: Some("retry".into()),
+                message: format!(
+                    "invalid value `{}`; expected 1..=100 attempts",
+                    other.text()
+                ),
+            });
+        }
+        None => 1,
+    };
     policy.validate().map_err(|e| PolicyError {
         place: place.to_owned(),
         field: Some(e.field().to_owned()),
@@ -372,6 +415,7 @@ fn build(
     Ok(Candidate {
         name: name.to_owned(),
         policy,
+        retry,
         settings,
     })
 }
@@ -392,6 +436,17 @@ pub fn parse_policy_arg(arg: &str, default_name: &str) -> Result<Candidate, Poli
     };
     let mut fields = Vec::new();
     for part in body.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        // `retry_budget=20%, 10/s`: the floor after the comma belongs to the budget.
+        if let Some(budget) =
+            fields
+                .last_mut()
+                .filter(|(f, _, _): &&mut (String, String, String)| {
+                    f == "retry_budget" && !part.contains('=')
+                })
+        {
+            budget.1 = format!("{}, {part}", budget.1);
+            continue;
+        }
         let Some((field, value)) = part.split_once('=') else {
             return Err(PolicyError {
                 place,

@@ -294,6 +294,11 @@ pub struct Run {
     pub probes: u64,
     /// Admitted calls that the recording had refused: their outcome was assumed.
     pub assumed: u64,
+    /// Retries made (with the candidate's `retry`): each a call to the backend the recording
+    /// did not make, assumed to fail as the call it retries did.
+    pub retries: u64,
+    /// Retries the candidate's `retry_budget` refused.
+    pub retries_refused: u64,
 }
 
 /// An opening this soon after the previous closing counts as a flap.
@@ -318,6 +323,8 @@ struct Pending<'a> {
 /// The replay of one candidate in progress: the calls read and not yet settled.
 struct Replayer<'a, 'o> {
     breaker: &'a fusebox::Breaker,
+    /// Attempts per call (the candidate's `retry`).
+    retry: u32,
     clock: FakeClock,
     now: u64,
     /// The trace's longest latency: no call is admitted earlier than the last report read minus it.
@@ -368,6 +375,7 @@ impl<'a> Replayer<'a, '_> {
                 let (at_ns, recorded) = (self.reports[slot].at_ns, self.reports[slot].recorded);
                 match self.breaker.try_acquire() {
                     Ok(permit) => {
+                        self.breaker.count_attempt();
                         run.probes += u64::from(permit.is_probe());
                         run.assumed += u64::from(recorded == Outcome::Refused);
                         if recorded == Outcome::Failure && in_outages(self.outages, at_ns) {
@@ -389,11 +397,34 @@ impl<'a> Replayer<'a, '_> {
                 if let Some(permit) = call.permit {
                     match call.reports {
                         Outcome::Success => permit.success(),
-                        Outcome::Failure => permit.failure(),
+                        Outcome::Failure => {
+                            permit.failure();
+                            self.retry_failed(run);
+                        }
                         _ => permit.ignore(),
                     }
                 }
             }
+        }
+    }
+}
+
+impl Replayer<'_, '_> {
+    /// The retries of a call that failed (with `retry`): at its report, each one asked of the
+    /// retry budget, admitted by the breaker and assumed to fail as the call did (a trace holds
+    /// calls, not attempts). A retry refused by the budget or the breaker ends them.
+    fn retry_failed(&self, run: &mut Run) {
+        for _ in 1..self.retry {
+            if !self.breaker.try_retry() {
+                run.retries_refused += 1;
+                return;
+            }
+            let Ok(permit) = self.breaker.try_acquire() else {
+                return;
+            };
+            self.breaker.count_attempt();
+            run.retries += 1;
+            permit.failure();
         }
     }
 }
@@ -468,10 +499,13 @@ pub fn replay_in(
         open_ns: 0,
         probes: 0,
         assumed: 0,
+        retries: 0,
+        retries_refused: 0,
     };
     let (t0, end_ns) = (span.first_ns, span.last_ns);
     let mut replayer = Replayer {
         breaker: &breaker,
+        retry: candidate.retry,
         clock,
         now: 0,
         longest: span.longest_ns,

@@ -90,10 +90,31 @@ pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String 
             r.assumed
         );
     }
+    if runs.iter().any(|r| r.retries + r.retries_refused > 0) {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{RETRIES}");
+        let _ = writeln!(out);
+        let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
+        let _ = writeln!(out, "|---|---:|---:|");
+        for r in runs {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                r.name, r.retries, r.retries_refused
+            );
+        }
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "{LIMITS}");
     out
 }
+
+/// What the retries table says of how a replay models them.
+pub const RETRIES: &str = "\
+Retries (candidates with `retry`): a trace holds calls, not attempts, so each call that failed is \
+retried at its report, up to `retry - 1` times, each retry assumed to fail as the call did, asked \
+of the candidate's `retry_budget` and admitted by its breaker; `retries` are backend calls the \
+recording did not make.";
 
 #[cfg(test)]
 mod tests {
@@ -114,6 +135,8 @@ mod tests {
             open_ns: 0,
             probes: 0,
             assumed: 0,
+            retries: 0,
+            retries_refused: 0,
         }
     }
 

@@ -6,6 +6,10 @@
 //! mode) and its outcome recorded there, as a plain `async fn`'s call is. No retry follows a refusal (the circuit
 //! is open, half-open full or the bulkhead is full) or an error that is not a counted failure.
 //!
+//! With a retry budget (`Policy::retry_budget`), each attempt is counted in the key's budget and
+//! each retry must be allowed by it; a retry it refuses ends the call with the last attempt's
+//! outcome, as when the attempts run out.
+//!
 //! A timeout is never reported as a refusal: when a retry is refused after an attempt timed out,
 //! the call ends with that timeout (the backend was called, its result is unknown). A retry refused
 //! after counted failures ends with the refusal: no attempt's result is unknown.
@@ -232,7 +236,7 @@ where
                 // before the recording is awaited: neither is kept across that wait.
                 // Pushback: the wait the attempt's counted error asked for.
                 let mut pushback = None;
-                let (failed, recording) = {
+                let (failed, recording, budget) = {
                     let permit = match admitted {
                         Ok(permit) => permit,
                         // A retry refused after a timed-out attempt: that attempt went out, so
@@ -243,6 +247,9 @@ where
                         Err(refused) => return Settled::Refused(refused),
                     };
                     let result = L::finished::<Fut>(cfg.timeout.bound(attempt()).await);
+                    // A key with a retry budget counts the attempt once it is over, so the future
+                    // keeps nothing more across it (`None` without a budget).
+                    let budget = permit.count_attempt();
                     // Strict mode: the wait for this attempt's recording, made before the permit
                     // settles (it reads what was reported when first polled), awaited after.
                     let recording = recording_of(&permit);
@@ -281,7 +288,7 @@ where
                             (Settled::Refused(error), true)
                         }
                     };
-                    (failed, recording)
+                    (failed, recording, budget)
                 };
                 // Strict mode: the attempt's outcome is recorded in the store before the call
                 // returns or the next attempt asks for admission.
@@ -303,6 +310,13 @@ where
                     None => delay,
                 };
                 if !cfg.deadline.allows(started, delay) {
+                    return failed;
+                }
+                // The key's retry budget refused the retry: the call ends with this attempt's
+                // outcome (`Cause::retry_refused` tells).
+                if let Some(budget) = budget
+                    && !budget.allows_retry()
+                {
                     return failed;
                 }
                 (!delay.is_zero()).then_some(delay)

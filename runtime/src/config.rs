@@ -12,6 +12,7 @@
 //! recovery = { phases = 3, min_passes = 5 }
 //! others = "success"     # errors `failure` does not count are successes ("ignore": nothing)
 //! max_concurrent = "adaptive(2..200)"  # an integer is a fixed bulkhead
+//! retry_budget = "20%, 10/s"  # retries: 20 % of first attempts + 10/s over 10 s ("off": none)
 //! ```
 //!
 //! Each field left out keeps the value the code declares; each field named goes through the
@@ -34,7 +35,7 @@ use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
-use crate::policy::{Concurrency, Others, PolicyError, PolicyPatch, Recovery};
+use crate::policy::{Concurrency, Others, PolicyError, PolicyPatch, Recovery, RetryBudget};
 
 /// The longest piece of input an error message repeats.
 const ECHO: usize = 40;
@@ -252,6 +253,22 @@ impl Field<'_> {
             Raw::Toml(_) => "",
         };
         Others::from_name(text).ok_or_else(|| self.wrong("`\"ignore\"` or `\"success\"`"))
+    }
+
+    /// A retry budget, `"20%"` or `"20%, 10/s"` (see [`RetryBudget`]), or `"off"`: the patch
+    /// that sets it.
+    fn retry_budget(&self) -> Result<PolicyPatch, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Env(s) => s.trim(),
+            Raw::Toml(_) => "",
+        };
+        if text.trim() == "off" {
+            return Ok(P.no_retry_budget());
+        }
+        text.parse::<RetryBudget>()
+            .map(|b| P.retry_budget(b.percent, b.floor))
+            .map_err(|_| self.wrong("a retry budget like \"20%\" or \"20%, 10/s\" (or \"off\")"))
     }
 
     fn float(&self) -> Result<f64, ConfigError> {

@@ -356,6 +356,54 @@ impl<E> Cause<E> {
         }
     }
 
+    /// True when the call ended because the key's retry budget
+    /// ([`Policy::retry_budget`](crate::Policy::retry_budget)) refused a retry: the cause is
+    /// the last attempt's ([`Failed`](Cause::Failed) with its error, or
+    /// [`TimedOut`](Cause::TimedOut)), and attempts were left. False for
+    /// [`Rejected`](Cause::Rejected) and for a call whose attempts ran out.
+    ///
+    /// It reads a mark the attempt driver leaves on the thread and tokio task when the call
+    /// ends, which the next admission of an annotated function on that thread clears (the
+    /// rules of "Nested breakers" in [`guide::semantics`](crate::guide::semantics)): ask it in
+    /// the fallback, before the fallback calls another annotated function.
+    ///
+    /// ```
+    /// use fusebox::{Cause, Policy, Registry, clock::FakeClock};
+    /// use std::sync::LazyLock;
+    ///
+    /// static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(FakeClock::new()));
+    /// // 0 % of first attempts and 1 retry per second: 10 retries over the 10 s span.
+    /// const BUDGET: Policy = Policy::new().retry_budget(0, 1).consecutive(1_000);
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// struct Down;
+    /// impl From<fusebox::Error> for Down {
+    ///     fn from(_: fusebox::Error) -> Self { Down }
+    /// }
+    ///
+    /// #[fusebox::circuit_breaker(key = "doc-budget", policy = BUDGET, retry = 3,
+    ///                            registry = REGISTRY, fallback = why)]
+    /// async fn fetch() -> Result<&'static str, Down> {
+    ///     Err(Down)
+    /// }
+    ///
+    /// async fn why(cause: Cause<Down>) -> Result<&'static str, Down> {
+    ///     Ok(if cause.retry_refused() { "budget" } else { "attempts" })
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// // 5 calls take 2 retries each: the budget's 10 retries.
+    /// for _ in 0..5 {
+    ///     assert_eq!(fetch().await, Ok("attempts"));
+    /// }
+    /// assert_eq!(fetch().await, Ok("budget"), "no retry left: one attempt only");
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn retry_refused(&self) -> bool {
+        self.went_out() && crate::nested::budget_refused()
+    }
+
     /// True when the backend was called ([`TimedOut`](Cause::TimedOut) or
     /// [`Failed`](Cause::Failed)); false only for [`Rejected`](Cause::Rejected).
     #[must_use]

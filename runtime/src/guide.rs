@@ -8,7 +8,7 @@
 //! | [`start`] | the error type, the fallback and its [`Cause`](crate::Cause), calls without the attribute |
 //! | [`semantics`] | states, trip rules, what counts, cancellation, panics, time, concurrency |
 //! | [`retries`] | `timeout`, `retry`, `backoff` and `deadline` around a breaker |
-//! | [`load_control`] | keeping load off a struggling backend: pushback (`Retry-After`), open-wait functions and jitter, adaptive throttling (`throttle`), the adaptive bulkhead |
+//! | [`load_control`] | keeping load off a struggling backend: pushback (`Retry-After`), retry budgets, open-wait functions and jitter, adaptive throttling (`throttle`), the adaptive bulkhead |
 //! | [`dynamic_keys`] | one breaker per host or tenant, and how the registry stays bounded |
 //! | [`operators`] | configuration without recompiling, manual states, why a circuit opened |
 //! | [`observability`] | events, hooks, snapshots, metrics and the per-call outcome event |

@@ -48,6 +48,7 @@
 pub mod admin;
 mod attempts;
 mod breaker;
+mod budget;
 pub mod clock;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
@@ -88,7 +89,7 @@ pub use error::{Cause, Error, Key, Reason};
 pub use observe::{Transition, Trigger};
 pub use policy::{
     Concurrency, OpenContext, OpenForFn, Others, Policy, PolicyError, PolicyPatch, PolicySettings,
-    Recovery, Window,
+    Recovery, RetryBudget, Window,
 };
 pub use pushback::RetryAfter;
 pub use record::{OUTCOME_TARGET, SPAN_TARGET};

@@ -29,6 +29,11 @@
 //! - a body that handles an inner refusal and then returns another error, with no annotated call
 //!   between them, has that error taken for the refusal: it is not counted.
 //!
+//! The same cell holds a second mark: the attempt driver sets it when a key's retry budget
+//! refused a retry and the call ends with its last attempt's outcome, for
+//! [`Cause::retry_refused`](crate::Cause::retry_refused). It follows the same rules: set in a
+//! task, cleared by the next admission on the thread.
+//!
 //! [`Cause::into_error`]: crate::Cause::into_error
 //! [`Cause::Rejected`]: crate::Cause::Rejected
 
@@ -36,25 +41,51 @@ use std::cell::Cell;
 
 use tokio::task::Id;
 
+/// [`MARKS`]: the last error converted from a refusal may be the error being classified.
+const REFUSAL: u8 = 1;
+/// [`MARKS`]: the attempt driver's call that ended last ended because the retry budget refused
+/// a retry ([`Cause::retry_refused`](crate::Cause::retry_refused)).
+const BUDGET: u8 = 2;
+
 thread_local! {
-    /// True while the last error converted from a refusal on this thread, since the last
-    /// admission of an annotated function on it, may be the error being classified.
-    static REFUSED: Cell<bool> = const { Cell::new(false) };
-    /// The tokio task [`REFUSED`] was set in (`None`: outside a task).
+    /// The marks ([`REFUSAL`], [`BUDGET`]) set on this thread since the last admission of an
+    /// annotated function on it. One cell, so an admission clears both with one store.
+    static MARKS: Cell<u8> = const { Cell::new(0) };
+    /// The tokio task [`MARKS`] were set in (`None`: outside a task).
     static TASK: Cell<Option<Id>> = const { Cell::new(None) };
 }
 
-/// Clears the mark: an annotated function was admitted (or refused) on this thread.
+/// Clears the marks: an annotated function was admitted (or refused) on this thread.
 #[inline(always)]
 pub(crate) fn clear() {
-    REFUSED.set(false);
+    MARKS.set(0);
+}
+
+/// Sets `mark` in this task: a mark of another task is dropped first.
+#[inline]
+fn set(mark: u8) {
+    let task = tokio::task::try_id();
+    let kept = if TASK.get() == task { MARKS.get() } else { 0 };
+    TASK.set(task);
+    MARKS.set(kept | mark);
 }
 
 /// Marks the error being converted from a refusal on this thread and task.
 #[inline]
 pub(crate) fn mark() {
-    TASK.set(tokio::task::try_id());
-    REFUSED.set(true);
+    set(REFUSAL);
+}
+
+/// Marks the end of a call whose retry the retry budget refused, on this thread and task.
+#[cold]
+pub(crate) fn mark_budget() {
+    set(BUDGET);
+}
+
+/// True when the last call through the attempt driver on this thread and task, since the last
+/// admission, ended because the retry budget refused its retry.
+pub(crate) fn budget_refused() -> bool {
+    MARKS.get() & BUDGET != 0 && TASK.get() == tokio::task::try_id()
 }
 
 /// True when the error being classified was converted from an inner breaker's refusal: the
@@ -64,7 +95,7 @@ pub(crate) fn mark() {
 /// with no tokio runtime, futures of other executors may have run on this thread since.
 #[cold]
 pub(crate) fn refused_inside<const ASYNC: bool>() -> bool {
-    if !REFUSED.get() {
+    if MARKS.get() & REFUSAL == 0 {
         return false;
     }
     let task = tokio::task::try_id();
@@ -110,7 +141,10 @@ mod tests {
             })
             .await
             .unwrap();
-            assert!(REFUSED.get(), "the other task's mark is on this thread");
+            assert!(
+                MARKS.get() & REFUSAL != 0,
+                "the other task's mark is on this thread"
+            );
             tokio::spawn(async {
                 assert!(!refused_inside::<true>(), "another task's mark");
                 assert!(!refused_inside::<false>(), "another task's mark");

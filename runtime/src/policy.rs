@@ -8,7 +8,7 @@ pub(crate) use fusebox_policy::limits::TIME_BUCKETS;
 use fusebox_policy::limits::{MAX_OPEN_FOR, MIN_OPEN_FOR};
 pub use fusebox_policy::{
     Concurrency, OpenContext, OpenForFn, Others, Policy, PolicyError, PolicyPatch, PolicySettings,
-    Recovery, Window,
+    Recovery, RetryBudget, Window,
 };
 
 /// `duration` in nanoseconds, saturating at `u64::MAX` (a policy's durations come from

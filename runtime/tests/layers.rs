@@ -11,7 +11,9 @@ const REDIS: [&str; 7] = [
 ];
 
 /// The files of `tower/`, each importing from its siblings only those before it.
-const TOWER: [&str; 6] = ["classify", "future", "service", "layer", "axum", "reqwest"];
+const TOWER: [&str; 7] = [
+    "classify", "future", "service", "layer", "retry", "axum", "reqwest",
+];
 
 /// The files of `admin/`, each importing from its siblings only those before it.
 const ADMIN: [&str; 6] = ["history", "board", "health", "hub", "routes", "tests"];

@@ -12,6 +12,7 @@ mod common;
 mod adaptive;
 mod attempts;
 mod behaviour;
+mod budget;
 mod classification;
 mod events;
 mod expand_ok;

@@ -10,6 +10,7 @@ mod support;
 
 #[cfg(feature = "axum")]
 mod axum_layer;
+mod budget;
 mod compose;
 mod layer;
 #[cfg(all(feature = "reqwest", feature = "axum"))]

@@ -653,6 +653,38 @@ fn others_takes_ignore_or_success() {
 }
 
 #[test]
+fn retry_budget_takes_a_share_and_a_floor() {
+    let parsed = args(quote!(key = "k", retry_budget = "20%")).unwrap();
+    let policy = crate::validate::policy_of(&parsed.policy).unwrap();
+    assert_eq!(
+        policy.settings().retry_budget,
+        Some(fusebox_policy::RetryBudget {
+            percent: 20,
+            floor: 10
+        })
+    );
+    one_error(
+        quote!(key = "k", retry_budget = "20"),
+        "invalid `retry_budget` \"20\": write a percentage of first attempts and an optional \
+         floor in retries per second, like \"20%\" or \"20%, 10/s\"",
+    );
+    one_error(
+        quote!(key = "k", retry_budget = "2000%"),
+        "invalid `retry_budget` \"2000%\": the ratio 2000% is above 1000%; the ratio is \
+         0..=1000% and the floor 0..=100000/s, like `retry_budget = \"20%\"`",
+    );
+    one_error(
+        quote!(key = "k", retry_budget = "0%, 0/s"),
+        "invalid `retry_budget` \"0%, 0/s\": `0%, 0/s` refuses every retry (use one attempt: no \
+         `retry`)",
+    );
+    one_error(
+        quote!(key = "k", retry_budget = 20),
+        "`retry_budget` takes a string, like `retry_budget = \"20%\"`",
+    );
+}
+
+#[test]
 fn raw_identifiers_name_the_same_arguments() {
     let parsed = args(quote!(r#key = "k", r#window = 4, r#fallback = use_cached)).unwrap();
     assert!(matches!(parsed.key, Key::Literal(_)));

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use syn::{Expr, ExprLit, Ident, Lit, Path};
 
-use fusebox_policy::{Concurrency, Others, Policy, Window, limits};
+use fusebox_policy::{Concurrency, Others, Policy, RETRY_BUDGET_FORM, RetryBudget, Window, limits};
 
 use super::{ConcurrencyArg, Failure, Key, OpenForArg, RecoveryArg, Spanned, Variant, WindowArg};
 use crate::duration::{self, DurationError, UNIT_LIST};
@@ -404,6 +404,45 @@ pub(super) fn others_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<Othe
         _ => Err(syn::Error::new_spanned(
             value,
             format!("`{name}` takes a string; {accepted}"),
+        )),
+    }
+}
+
+/// `retry_budget = "20%"` or `retry_budget = "20%, 10/s"`: a share of first attempts (0..=1000
+/// percent) and a floor in retries per second (0..=100000; 10 when left out), not both zero.
+pub(super) fn retry_budget_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<RetryBudget>> {
+    let example = format!("like `{name} = \"20%\"` or `{name} = \"20%, 10/s\"`");
+    match literal(value) {
+        Some(Lit::Str(text)) => {
+            let budget = text.value().parse::<RetryBudget>().map_err(|_| {
+                syn::Error::new(
+                    text.span(),
+                    format!(
+                        "invalid `{name}` {:?}: write {RETRY_BUDGET_FORM}",
+                        text.value()
+                    ),
+                )
+            })?;
+            match budget.problem() {
+                None => Ok(Spanned {
+                    value: budget,
+                    span: text.span(),
+                }),
+                Some(problem) => Err(syn::Error::new(
+                    text.span(),
+                    format!(
+                        "invalid `{name}` {:?}: {problem}; the ratio is 0..={}% and the floor \
+                         0..={}/s, {example}",
+                        text.value(),
+                        limits::MAX_RETRY_PERCENT,
+                        limits::MAX_RETRY_FLOOR
+                    ),
+                )),
+            }
+        }
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{name}` takes a string, {example}"),
         )),
     }
 }

@@ -20,6 +20,9 @@ impl Circuit {
             }
             _ => None,
         };
+        let budget = settings
+            .retry_budget
+            .map(|budget| Box::new(crate::budget::Budget::new(budget, key.as_str())));
         Circuit {
             key,
             policy,
@@ -38,6 +41,7 @@ impl Circuit {
             counters: Padded(Counters {
                 rejected: AtomicU64::new(0),
                 throttled: AtomicU64::new(0),
+                retries_refused: AtomicU64::new(0),
                 in_flight: SharedCount::default(),
                 limiter,
             }),
@@ -48,6 +52,8 @@ impl Circuit {
                 && settings.consecutive.is_none()
                 && settings.max_concurrent.is_none()
                 && settings.throttle.is_none(),
+            budgeted: settings.retry_budget.is_some(),
+            budget,
             successor: std::sync::OnceLock::new(),
             episode: Episode::default(),
             last: std::sync::Mutex::new(None),
@@ -119,12 +125,19 @@ impl Circuit {
         next.state.store(carried.0, Ordering::Release);
         next.metrics_only
             .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
+        if let (Some(next), Some(this)) = (&next.budget, &self.budget) {
+            next.copy_from(this);
+        }
         next.counters.rejected.store(
             self.counters.rejected.load(Ordering::Acquire),
             Ordering::Release,
         );
         next.counters.throttled.store(
             self.counters.throttled.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        next.counters.retries_refused.store(
+            self.counters.retries_refused.load(Ordering::Acquire),
             Ordering::Release,
         );
         next.reopens

@@ -25,6 +25,7 @@ mod lifecycle;
 mod limit;
 mod permit;
 mod report;
+mod retry;
 mod snapshot;
 #[cfg(feature = "redis")]
 mod store;
@@ -39,12 +40,14 @@ pub use permit::{Named, NamedPermit, OwnedPermit, Permit};
 use permit::{Refusal, Ticket};
 pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
 
-/// Refusals since creation (those of adaptive throttling apart too), and calls in flight (kept
-/// only with `max_concurrent`).
+/// Refusals since creation (those of adaptive throttling apart too), retries refused by the retry
+/// budget, and calls in flight (kept only with `max_concurrent`).
 pub(super) struct Counters {
     rejected: AtomicU64,
     /// Refusals by adaptive throttling (also in `rejected`), written only when `throttle` is set.
     throttled: AtomicU64,
+    /// Retries the retry budget refused since creation.
+    retries_refused: AtomicU64,
     /// Shared with the breakers that replace this one on reconfiguration, so calls admitted before
     /// a reload still count against the bulkhead after it.
     in_flight: SharedCount,
@@ -108,6 +111,9 @@ pub(crate) struct Circuit {
     /// No slow-call timing, no consecutive rule, no bulkhead, no adaptive throttling: the fast
     /// paths apply (either window).
     plain: bool,
+    /// The policy has a retry budget (`budget` is set): the attempt driver counts its attempts.
+    /// In the hot line's padding, so reading it costs a call that already read the line nothing.
+    budgeted: bool,
     /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
     used: AtomicBool,
     /// Set when the registry's sweep removed this dynamic breaker: a call site's cache of its last
@@ -141,6 +147,8 @@ pub(crate) struct Circuit {
     episode: Episode,
     /// The last transition, for snapshots (written on transitions only).
     last: std::sync::Mutex<Option<TransitionRecord>>,
+    /// The retry budget, when the policy has one (`budgeted`).
+    budget: Option<Box<crate::budget::Budget>>,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).

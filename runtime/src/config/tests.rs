@@ -31,6 +31,7 @@ fn every_field_reads_its_knob() {
         stuck_after = "1m"
         shared = false
         others = "success"
+        retry_budget = "25%, 3/s"
         "#,
     )
     .unwrap();
@@ -52,7 +53,8 @@ fn every_field_reads_its_knob() {
         .max_concurrent(8)
         .stuck_open(4, Duration::from_secs(60))
         .shared(false)
-        .others(crate::policy::Others::Success);
+        .others(crate::policy::Others::Success)
+        .retry_budget(25, 3);
     assert_eq!(layer["k"], PolicyPatch::from(declared));
     let names: Vec<&str> = field_names().collect();
     // `stuck_open` is two fields, `open_for_fn` none (configuration cannot name a function).
@@ -484,5 +486,58 @@ fn max_concurrent_takes_a_fixed_or_an_adaptive_bulkhead_in_toml_and_the_environm
         a.policy().settings().max_concurrent,
         adaptive(2, 200),
         "nothing applied"
+    );
+}
+
+#[test]
+fn retry_budget_is_a_field_of_toml_and_of_the_environment() {
+    use crate::policy::RetryBudget;
+    let r = Registry::new();
+    r.load_toml("[breakers.a]\nretry_budget = \"20%\"\n")
+        .unwrap();
+    let a = r.breaker("a", Policy::new()).unwrap();
+    assert_eq!(
+        a.policy().settings().retry_budget,
+        Some(RetryBudget {
+            percent: 20,
+            floor: 10
+        })
+    );
+    assert_eq!(
+        a.snapshot().retry_budget_balance,
+        Some(100),
+        "the floor's reserve"
+    );
+    r.load_vars([("FUSEBOX__B__RETRY_BUDGET".to_owned(), "5%, 0/s".to_owned())])
+        .unwrap();
+    let b = r.breaker("b", Policy::new().retry_budget(50, 50)).unwrap();
+    assert_eq!(
+        b.policy().settings().retry_budget,
+        Some(RetryBudget {
+            percent: 5,
+            floor: 0
+        })
+    );
+    // `"off"` takes a declared budget away.
+    r.load_vars([("FUSEBOX__B__RETRY_BUDGET".to_owned(), "off".to_owned())])
+        .unwrap();
+    let b = r.get("b").unwrap();
+    assert_eq!(b.policy().settings().retry_budget, None);
+    assert_eq!(b.snapshot().retry_budget_balance, None);
+    assert!(b.try_retry(), "no budget: every retry is allowed");
+    let err = r
+        .load_toml("[breakers.a]\nretry_budget = 20\n")
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "breaker `a`: `retry_budget` = 20 is not a retry budget like \"20%\" or \"20%, 10/s\" (or \"off\")"
+    );
+    let err = r
+        .load_toml("[breakers.a]\nretry_budget = \"0%, 0/s\"\n")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("invalid `retry_budget`")
+            && err.to_string().contains("refuses every retry"),
+        "{err}"
     );
 }

@@ -57,10 +57,13 @@
 //! An `Ok` response the classifier counts (a 503) is a failure of that attempt; a retry policy that
 //! retries those responses too gives what the attribute's `failure_if` with `retry` does: every
 //! attempt counted on its own, and the last response returned when no attempt is left.
+//! Wrap the retry policy in [`BudgetPolicy`] to make its retries go through the key's retry
+//! budget ([`Policy::retry_budget`](crate::Policy::retry_budget)).
 
 mod classify;
 mod future;
 mod layer;
+mod retry;
 mod service;
 
 #[cfg(feature = "axum")]
@@ -77,6 +80,7 @@ pub use classify::{
 };
 pub use future::ResponseFuture;
 pub use layer::{CircuitBreakerLayer, FixedKey};
+pub use retry::BudgetPolicy;
 pub use service::{Admission, CircuitBreaker, KeyFn};
 
 /// The error type of a wrapped service, as in tower: a refusal is a boxed

@@ -57,6 +57,8 @@ pub struct CircuitBreakerMiddleware {
     registry: &'static Registry,
     policy: Policy,
     keying: Keying,
+    /// Attempts per idempotent request ([`retry`](Self::retry); 1: no retry) and the backoff's base.
+    retry: (u32, std::time::Duration),
 }
 
 impl CircuitBreakerMiddleware {
@@ -72,6 +74,7 @@ impl CircuitBreakerMiddleware {
             registry: crate::registry(),
             policy: Policy::DEFAULT,
             keying: Keying::Fixed(key.into(), OnceLock::new()),
+            retry: NO_RETRY,
         }
         .declared()
     }
@@ -85,6 +88,7 @@ impl CircuitBreakerMiddleware {
             registry: crate::registry(),
             policy: Policy::DEFAULT,
             keying: Keying::PerHost,
+            retry: NO_RETRY,
         }
     }
 
@@ -100,6 +104,33 @@ impl CircuitBreakerMiddleware {
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = usable_policy("reqwest", SITE_REQWEST, policy);
         self.declared()
+    }
+
+    /// Makes up to `attempts` attempts (at least 1; 1 is the default, no retry) of a request
+    /// with an idempotent method (`GET`, `HEAD`, `OPTIONS`, `TRACE`, `PUT`, `DELETE`) and a
+    /// body that can be cloned, while an attempt counts as a failure ([`HttpFailures`]: a `5xx`,
+    /// a `429`, a transport error). Every attempt is admitted and counted by the circuit, as the
+    /// attribute's `retry` does, and every retry must be allowed by the key's retry budget
+    /// ([`Policy::retry_budget`](crate::Policy::retry_budget), through
+    /// [`policy`](Self::policy) or configuration): a retry the budget or the circuit refuses,
+    /// or the last attempt, ends the request with that attempt's response or error. Between
+    /// attempts it waits a full-jitter exponential backoff from `backoff` (zero: no wait), and
+    /// never less than a `429` or `503` response's `Retry-After` (a wait over 30 s ends the
+    /// request with that response).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fusebox::tower::reqwest::CircuitBreakerMiddleware;
+    ///
+    /// let middleware = CircuitBreakerMiddleware::new("inventory")
+    ///     .policy(fusebox::Policy::new().retry_budget(20, 10))
+    ///     .retry(3, Duration::from_millis(50));
+    /// # let _ = middleware;
+    /// ```
+    #[must_use]
+    pub fn retry(mut self, attempts: u32, backoff: std::time::Duration) -> Self {
+        self.retry = (attempts.clamp(1, MAX_ATTEMPTS), backoff);
+        self
     }
 
     /// Declares the fixed key, if any, in the registry with the policy.
@@ -123,6 +154,11 @@ impl CircuitBreakerMiddleware {
         }
     }
 }
+
+/// No retry: one attempt.
+const NO_RETRY: (u32, std::time::Duration) = (1, std::time::Duration::ZERO);
+/// The most attempts [`CircuitBreakerMiddleware::retry`] makes (the attribute's limit).
+const MAX_ATTEMPTS: u32 = 100;
 
 /// The function name the middleware's breakers report in events.
 const SITE_REQWEST: &str = "fusebox::tower::reqwest::CircuitBreakerMiddleware";
@@ -179,6 +215,9 @@ impl Middleware for CircuitBreakerMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
+        if self.retry.0 > 1 && req.method().is_idempotent() {
+            return self.handle_retrying(req, extensions, next).await;
+        }
         let permit = self
             .breaker(req.url())
             .acquire_owned(&SITE_REQWEST)
@@ -196,6 +235,67 @@ impl Middleware for CircuitBreakerMiddleware {
             permit.failure();
         }
         result
+    }
+}
+
+impl CircuitBreakerMiddleware {
+    /// [`Middleware::handle`] with [`retry`](Self::retry): each attempt admitted and counted,
+    /// each retry allowed by the circuit and the key's retry budget.
+    async fn handle_retrying(
+        &self,
+        req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let breaker = self.breaker(req.url());
+        let (attempts, backoff) = self.retry;
+        let mut req = req;
+        let mut last = None;
+        let mut n = 0;
+        loop {
+            n += 1;
+            let permit = match breaker.acquire_owned(&SITE_REQWEST) {
+                Ok(permit) => permit,
+                // A retry the circuit refuses ends with the last attempt's outcome.
+                Err(refused) => {
+                    return last
+                        .unwrap_or_else(|| Err(reqwest_middleware::Error::middleware(refused)));
+                }
+            };
+            breaker.count_attempt();
+            // The next attempt's copy, made before this one consumes the request (`None`: a
+            // streaming body, which cannot be sent twice).
+            let again = if n < attempts { req.try_clone() } else { None };
+            let result = next.clone().run(req, extensions).await;
+            let failed = HttpFailures.is_failure(&result);
+            // Pushback: the wait a `429` or `503` asked for, reported as in `handle`.
+            let wait = if failed {
+                HttpFailures.retry_after(&result, permit.wall_time())
+            } else {
+                None
+            };
+            match (failed, wait) {
+                (false, _) => permit.success(),
+                (true, Some(wait)) => permit.failure_after(wait),
+                (true, None) => permit.failure(),
+            }
+            // A retry never comes back before the server's wait; one longer than the longest
+            // backoff ends the request, as the attribute's retries do.
+            let backed_off = crate::attempts::backoff_delay(&mut fastrand::Rng::new(), backoff, n);
+            let delay = backed_off.max(wait.unwrap_or_default());
+            match again {
+                Some(copy)
+                    if failed && delay <= crate::attempts::MAX_BACKOFF && breaker.try_retry() =>
+                {
+                    req = copy;
+                }
+                _ => return result,
+            }
+            last = Some(result);
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+        }
     }
 }
 
