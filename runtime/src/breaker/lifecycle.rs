@@ -35,6 +35,7 @@ impl Circuit {
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),
             pushback: AtomicU64::new(0),
+            reopen_pushback: AtomicU64::new(0),
             phase: AtomicU64::new(0),
             phase_seq: AtomicU64::new(0),
             metrics_only: AtomicBool::new(false),

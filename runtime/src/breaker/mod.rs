@@ -135,6 +135,8 @@ pub(crate) struct Circuit {
     /// Pushback: the latest time (nanoseconds of the clock) a counted failure asked to be left
     /// alone until; 0 when none. Read when the circuit opens (`Circuit::open_wait`).
     pushback: AtomicU64,
+    /// The pushback deadline a failed recovery's reopen honoured (0: none), for its event.
+    reopen_pushback: AtomicU64,
     /// Progressive recovery: the phase's generation (low 16 bits), calls (next 24) and failures
     /// (top 24) it recorded.
     phase: AtomicU64,

@@ -378,7 +378,11 @@ impl Circuit {
     pub(super) fn reopen(&self, word: Word, probes: Counts) -> Word {
         let reopens = self.reopens.load(Ordering::Acquire).saturating_add(1);
         let now = self.now();
-        word.to_open(now, self.open_wait(reopens, probes, now).nanos)
+        let wait = self.open_wait(reopens, probes, now);
+        // For the event (`left_half_open`): the last wait computed is the one published.
+        self.reopen_pushback
+            .store(if wait.lengthened { wait.until } else { 0 }, Ordering::Release);
+        word.to_open(now, wait.nanos)
     }
 
     /// Pushback: a counted failure asked to be left alone for `wait` (see [`crate::RetryAfter`]).
@@ -451,12 +455,19 @@ impl Circuit {
         let reopened = next.state() == State::Open;
         let mut pushback = None;
         if reopened {
-            // The wait `reopen` gave it, read again for the event (the same rule, a moment later).
-            let reopens = self
-                .reopens
-                .fetch_add(1, Ordering::AcqRel)
-                .saturating_add(1);
-            pushback = self.spend_pushback(self.open_wait(reopens, probes, self.now()));
+            self.reopens.fetch_add(1, Ordering::AcqRel);
+            // The pushback `reopen` honoured, if any: spent, and named in the event.
+            let until = self.reopen_pushback.swap(0, Ordering::AcqRel);
+            if until != 0 {
+                let now = self.now();
+                let settings = self.policy.settings();
+                let cap = nanos(settings.open_max).max(nanos(settings.open_for));
+                pushback = self.spend_pushback(OpenWait {
+                    nanos: until.saturating_sub(now).min(cap),
+                    until,
+                    lengthened: true,
+                });
+            }
         } else {
             self.reopens.store(0, Ordering::Release);
             self.episode.since.store(0, Ordering::Release);
