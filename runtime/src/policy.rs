@@ -34,7 +34,7 @@ pub(crate) fn lease_nanos(policy: &Policy) -> u64 {
 /// recoveries so far and the window that opened the circuit), before any jitter:
 ///
 /// - with an open-wait function ([`Policy::open_for_fn`]), what it returns, floored at
-///   [`MIN_OPEN_FOR`](fusebox_policy::limits::MIN_OPEN_FOR) (1 ms) and capped at `open_max` (or
+///   [`MIN_OPEN_FOR`] (1 ms) and capped at `open_max` (or
 ///   `open_for`, when larger); a function that panics gives the wait without it (the panic is
 ///   reported as an ERROR event);
 /// - else `open_for` multiplied by `open_backoff` once per failed recovery, capped at `open_max`
@@ -68,7 +68,7 @@ pub(crate) fn open_wait_nanos(policy: &Policy, open: &OpenContext) -> u64 {
 
 /// `wait` (nanoseconds) spread by `policy`'s `open_jitter`: plus a part of up to `open_jitter`
 /// percent of it, drawn at random on each call (so each opening of each key, in each replica,
-/// draws its own), capped at [`MAX_OPEN_FOR`](fusebox_policy::limits::MAX_OPEN_FOR) plus its
+/// draws its own), capped at [`MAX_OPEN_FOR`] plus its
 /// spread. Never shorter than `wait`. `wait` itself when the jitter is off.
 #[cold]
 pub(crate) fn jittered_nanos(policy: &Policy, wait: u64) -> u64 {

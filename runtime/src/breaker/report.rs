@@ -380,8 +380,10 @@ impl Circuit {
         let now = self.now();
         let wait = self.open_wait(reopens, probes, now);
         // For the event (`left_half_open`): the last wait computed is the one published.
-        self.reopen_pushback
-            .store(if wait.lengthened { wait.until } else { 0 }, Ordering::Release);
+        self.reopen_pushback.store(
+            if wait.lengthened { wait.until } else { 0 },
+            Ordering::Release,
+        );
         word.to_open(now, wait.nanos)
     }
 

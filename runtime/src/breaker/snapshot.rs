@@ -91,7 +91,7 @@ pub struct Snapshot {
     /// `fusebox_shadow_rejected_total`: see [`crate::metrics`]).
     pub rejected: u64,
     /// Calls adaptive throttling (`throttle`) rejected since the breaker was created, with the
-    /// reason [`Reason::Throttled`](crate::Reason::Throttled); they are counted in `rejected` too.
+    /// reason [`Reason::Throttled`]; they are counted in `rejected` too.
     pub throttled: u64,
     /// Retries the retry budget refused since the breaker was created (0 without
     /// [`Policy::retry_budget`]).
