@@ -1,0 +1,183 @@
+//! What each load-control knob costs on the closed path, side by side with the same breaker
+//! without it, in one run.
+//!
+//! Every subject is an annotated `async fn` on the compare bench's policy (a count window of 100,
+//! 50 %, open for an hour) whose inner work is `std::future::ready(Ok(1))`, polled once with a
+//! no-op waker (no runtime). Each pair differs by one argument:
+//!
+//! - `plain` against `open_jitter = 20` and `open_for = function` (both act only when the circuit
+//!   opens: the closed path should not move);
+//! - `plain` against `throttle = 2` (a closed call reads the window's counts and draws a number);
+//! - `retry = 3` against `retry = 3, retry_budget = "20%"` (every first attempt is a deposit);
+//! - `max_concurrent = 10` against `max_concurrent = "adaptive(2..200)"` (the adaptive limit reads
+//!   the clock at admission and samples the latency at the report).
+//!
+//! Pushback acts only on counted failures that carry a wait, so it has no closed-path case.
+//!
+//! Run: `cargo bench -p fusebox-bench --bench load_control`
+
+use std::future::{Future, ready};
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use criterion::Criterion;
+use fusebox::OpenContext;
+use fusebox_bench::BenchError;
+
+/// Polls `fut` once with a no-op waker; every benchmarked future is ready at once.
+#[inline(always)]
+fn poll_once<F: Future>(fut: F) -> F::Output {
+    let mut fut = pin!(fut);
+    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("the benchmarked futures are ready at once"),
+    }
+}
+
+#[inline(always)]
+async fn work() -> Result<u64, BenchError> {
+    ready(Ok(1)).await
+}
+
+/// An open-wait function: ten seconds per failed recovery.
+fn by_recoveries(open: &OpenContext) -> Duration {
+    Duration::from_secs(10) * (open.failed_recoveries() + 1)
+}
+
+#[fusebox::circuit_breaker(key = "lc-plain", window = 100, failure_rate = 50, open_for = "1h")]
+async fn plain() -> Result<u64, BenchError> {
+    work().await
+}
+
+#[fusebox::circuit_breaker(
+    key = "lc-jitter",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h",
+    open_jitter = 20
+)]
+async fn jitter() -> Result<u64, BenchError> {
+    work().await
+}
+
+#[fusebox::circuit_breaker(
+    key = "lc-open-fn",
+    window = 100,
+    failure_rate = 50,
+    open_for = by_recoveries
+)]
+async fn open_fn() -> Result<u64, BenchError> {
+    work().await
+}
+
+#[fusebox::circuit_breaker(
+    key = "lc-throttle",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h",
+    throttle = 2.0
+)]
+async fn throttled() -> Result<u64, BenchError> {
+    work().await
+}
+
+#[fusebox::circuit_breaker(
+    key = "lc-retry",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h",
+    retry = 3
+)]
+async fn retried() -> Result<u64, BenchError> {
+    work().await
+}
+
+#[fusebox::circuit_breaker(
+    key = "lc-budget",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h",
+    retry = 3,
+    retry_budget = "20%"
+)]
+async fn budgeted() -> Result<u64, BenchError> {
+    work().await
+}
+
+#[fusebox::circuit_breaker(
+    key = "lc-bulkhead",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h",
+    max_concurrent = 10
+)]
+async fn bulkhead() -> Result<u64, BenchError> {
+    work().await
+}
+
+#[fusebox::circuit_breaker(
+    key = "lc-adaptive",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h",
+    max_concurrent = "adaptive(2..200)"
+)]
+async fn adaptive() -> Result<u64, BenchError> {
+    work().await
+}
+
+macro_rules! subject {
+    ($group:ident, $name:literal, $f:ident) => {
+        assert_eq!(poll_once($f()).ok(), Some(1), "{} succeeds", $name);
+        $group.bench_function($name, |b| b.iter(|| black_box(poll_once($f()))));
+    };
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(1_000))
+        .measurement_time(Duration::from_millis(3_000))
+        .sample_size(50)
+        .configure_from_args();
+    {
+        let mut g = c.benchmark_group("opening_knobs");
+        subject!(g, "plain", plain);
+        subject!(g, "open_jitter", jitter);
+        subject!(g, "open_for_fn", open_fn);
+        g.finish();
+    }
+    {
+        let mut g = c.benchmark_group("throttle");
+        subject!(g, "plain", plain);
+        subject!(g, "throttle", throttled);
+        g.finish();
+    }
+    {
+        let mut g = c.benchmark_group("retry_budget");
+        subject!(g, "retry", retried);
+        subject!(g, "retry_budget", budgeted);
+        g.finish();
+    }
+    {
+        let mut g = c.benchmark_group("bulkhead");
+        subject!(g, "fixed", bulkhead);
+        subject!(g, "adaptive", adaptive);
+        g.finish();
+    }
+    for (key, expected) in [
+        ("lc-plain", false),
+        ("lc-throttle", false),
+        ("lc-budget", false),
+        ("lc-adaptive", false),
+    ] {
+        let breaker = fusebox::registry().get(key).expect("registered");
+        assert_eq!(
+            breaker.snapshot().rejected > 0,
+            expected,
+            "{key}: no call refused while measuring"
+        );
+    }
+    c.final_summary();
+}
