@@ -62,8 +62,16 @@ impl Client {
                         ) if ::core::matches!(
                             & __fusebox_error, ApiError::Timeout { .. }
                         ) => {
-                            ::fusebox::__private_0_1_0::permit_failed(
+                            ::fusebox::__private_0_1_0::permit_failed_after(
                                 &mut __fusebox_permit,
+                                {
+                                    #[allow(unused_imports)]
+                                    use ::fusebox::__private_0_1_0::{
+                                        NoRetryAfter as _, ReadsRetryAfter as _,
+                                    };
+                                    (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
+                                        .pushback()
+                                },
                             );
                             ::core::result::Result::Err(
                                 ::fusebox::__private_0_1_0::Cause::<

@@ -50,7 +50,17 @@ impl Client {
             ::core::result::Result::Err(
                 __fusebox_error,
             ) if !::fusebox::__private_0_1_0::refused_inside::<true>() => {
-                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit);
+                ::fusebox::__private_0_1_0::permit_failed_after(
+                    &mut __fusebox_permit,
+                    {
+                        #[allow(unused_imports)]
+                        use ::fusebox::__private_0_1_0::{
+                            NoRetryAfter as _, ReadsRetryAfter as _,
+                        };
+                        (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
+                            .pushback()
+                    },
+                );
                 ::core::result::Result::Err(__fusebox_error)
             }
             ::core::result::Result::Err(__fusebox_error) => {
