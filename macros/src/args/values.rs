@@ -447,28 +447,34 @@ pub(super) fn retry_budget_arg(name: &Ident, value: &Expr) -> syn::Result<Spanne
     }
 }
 
-/// `open_backoff = 2` or `open_backoff = 2.5`: a factor in 1..=100.
-pub(super) fn factor_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>> {
-    let (factor, digits, span) = match literal(value) {
-        Some(Lit::Int(int)) => (
+/// An integer or float literal: its value (`None` when it does not parse), its digits as
+/// written, and its span; `None` for any other expression.
+fn number_literal(value: &Expr) -> Option<(Option<f64>, String, proc_macro2::Span)> {
+    match literal(value)? {
+        Lit::Int(int) => Some((
             int.base10_parse::<u64>().map(|n| n as f64).ok(),
             int.base10_digits().to_owned(),
             int.span(),
-        ),
-        Some(Lit::Float(float)) => (
+        )),
+        Lit::Float(float) => Some((
             float.base10_parse::<f64>().ok(),
             float.base10_digits().to_owned(),
             float.span(),
-        ),
-        _ => {
-            return Err(syn::Error::new_spanned(
-                value,
-                format!(
-                    "`{name}` takes a number literal like `{name} = 2` or `{name} = 1.5`: the \
-                     factor the open wait grows by after each failed recovery"
-                ),
-            ));
-        }
+        )),
+        _ => None,
+    }
+}
+
+/// `open_backoff = 2` or `open_backoff = 2.5`: a factor in 1..=100.
+pub(super) fn factor_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>> {
+    let Some((factor, digits, span)) = number_literal(value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "`{name}` takes a number literal like `{name} = 2` or `{name} = 1.5`: the \
+                 factor the open wait grows by after each failed recovery"
+            ),
+        ));
     };
     match factor {
         Some(factor) if factor < 1.0 => Err(syn::Error::new(
@@ -497,27 +503,15 @@ pub(super) fn factor_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>
 pub(super) fn throttle_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<f64>> {
     const USE: &str = "use a factor from 1 (sheds the most) to 100, like `throttle = 2` (sheds \
                        nothing while half the calls succeed)";
-    let (k, digits, span) = match literal(value) {
-        Some(Lit::Int(int)) => (
-            int.base10_parse::<u64>().map(|n| n as f64).ok(),
-            int.base10_digits().to_owned(),
-            int.span(),
-        ),
-        Some(Lit::Float(float)) => (
-            float.base10_parse::<f64>().ok(),
-            float.base10_digits().to_owned(),
-            float.span(),
-        ),
-        _ => {
-            return Err(syn::Error::new_spanned(
-                value,
-                format!(
-                    "`{name}` takes a number literal like `{name} = 2` or `{name} = 1.5`: the \
-                     factor on accepts in the rejection probability \
-                     `(requests - {name} * accepts) / (requests + 1)`"
-                ),
-            ));
-        }
+    let Some((k, digits, span)) = number_literal(value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "`{name}` takes a number literal like `{name} = 2` or `{name} = 1.5`: the \
+                 factor on accepts in the rejection probability \
+                 `(requests - {name} * accepts) / (requests + 1)`"
+            ),
+        ));
     };
     match k {
         Some(k) if k < 1.0 => Err(syn::Error::new(
