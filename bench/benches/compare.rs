@@ -19,11 +19,9 @@
 //!
 //! Run: `cargo bench -p fusebox-bench --bench compare`
 
-use std::future::{Future, ready};
+use std::future::ready;
 use std::hint::black_box;
-use std::pin::pin;
 use std::sync::Barrier;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
@@ -32,15 +30,7 @@ use criterion::{BenchmarkGroup, Criterion};
 /// The open wait of every breaker: far longer than a run.
 const OPEN_WAIT: Duration = Duration::from_secs(60 * 60);
 
-/// Polls `fut` once with a no-op waker; every benchmarked future is ready at once.
-#[inline(always)]
-fn poll_once<F: Future>(fut: F) -> F::Output {
-    let mut fut = pin!(fut);
-    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(out) => out,
-        Poll::Pending => unreachable!("the benchmarked futures are ready at once"),
-    }
-}
+use fusebox_bench::poll_once;
 
 /// The sync inner work.
 #[inline(always)]

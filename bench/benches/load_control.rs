@@ -16,25 +16,15 @@
 //!
 //! Run: `cargo bench -p fusebox-bench --bench load_control`
 
-use std::future::{Future, ready};
+use std::future::ready;
 use std::hint::black_box;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use criterion::Criterion;
 use fusebox::OpenContext;
 use fusebox_bench::BenchError;
 
-/// Polls `fut` once with a no-op waker; every benchmarked future is ready at once.
-#[inline(always)]
-fn poll_once<F: Future>(fut: F) -> F::Output {
-    let mut fut = pin!(fut);
-    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(out) => out,
-        Poll::Pending => unreachable!("the benchmarked futures are ready at once"),
-    }
-}
+use fusebox_bench::poll_once;
 
 #[inline(always)]
 async fn work() -> Result<u64, BenchError> {

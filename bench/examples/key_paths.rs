@@ -9,11 +9,8 @@
 //! counts by the call count: only the counted calls are collected (the set-up, which creates the
 //! keys and fills the visited keys' windows, is simulated but not counted).
 
-use std::future::Future;
 use std::hint::black_box;
-use std::pin::pin;
 use std::sync::LazyLock;
-use std::task::{Context, Poll, Waker};
 
 /// The registry of the dynamic-key path, with room for every key.
 static HOSTS: LazyLock<fusebox::Registry> = LazyLock::new(|| {
@@ -41,13 +38,7 @@ async fn per_host(host: &str, n: u64) -> Result<u64, KeyError> {
     Ok(black_box(n))
 }
 
-fn poll_once<F: Future>(fut: F) -> F::Output {
-    let mut fut = pin!(fut);
-    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(out) => out,
-        Poll::Pending => unreachable!("the future is ready at once"),
-    }
-}
+use fusebox_bench::poll_once;
 
 /// The counted calls of the `fusebox` path (valgrind counts inside this function only).
 #[inline(never)]

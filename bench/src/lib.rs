@@ -170,3 +170,15 @@ impl Drop for RedisServer {
         let _ = self.0.wait();
     }
 }
+
+/// Polls `fut` once with a no-op waker (no runtime), for benchmarked futures that are ready at
+/// once; panics when one is not.
+#[inline(always)]
+pub fn poll_once<F: std::future::Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match fut.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => unreachable!("the benchmarked futures are ready at once"),
+    }
+}

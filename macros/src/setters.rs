@@ -340,7 +340,16 @@ mod tests {
     use quote::quote;
 
     use super::setters;
+    use crate::args::PolicyArgs;
     use crate::validate::policy_of;
+
+    /// The setter calls the attribute's `policy` arguments become, as text.
+    fn setter_calls(policy: &PolicyArgs) -> Vec<String> {
+        setters(policy)
+            .into_iter()
+            .map(|setter| setter.tokens(&quote!(P)).to_string())
+            .collect()
+    }
 
     /// Every knob written becomes its setter, both as tokens and on the policy the attribute
     /// validates.
@@ -370,10 +379,7 @@ mod tests {
         ))
         .args
         .unwrap();
-        let calls: Vec<String> = setters(&args.policy)
-            .into_iter()
-            .map(|setter| setter.tokens(&quote!(P)).to_string())
-            .collect();
+        let calls = setter_calls(&args.policy);
         assert_eq!(
             calls,
             [
@@ -445,10 +451,7 @@ mod tests {
         let args = crate::args::parse(quote!(key = "k", open_for = waits::by_failures))
             .args
             .unwrap();
-        let calls: Vec<String> = setters(&args.policy)
-            .into_iter()
-            .map(|setter| setter.tokens(&quote!(P)).to_string())
-            .collect();
+        let calls = setter_calls(&args.policy);
         assert_eq!(
             calls,
             [
@@ -488,10 +491,7 @@ mod tests {
         let args = crate::args::parse(quote!(key = "k", max_concurrent = "adaptive(2..200)"))
             .args
             .unwrap();
-        let calls: Vec<String> = setters(&args.policy)
-            .into_iter()
-            .map(|setter| setter.tokens(&quote!(P)).to_string())
-            .collect();
+        let calls = setter_calls(&args.policy);
         assert_eq!(calls, [". adaptive_concurrency (2 , 200)"]);
         let p = policy_of(&args.policy).unwrap();
         assert_eq!(
