@@ -117,6 +117,23 @@ impl Kind for Spanned<Others> {
     }
 }
 
+/// A group's name, passed to the setter as a string literal.
+impl Kind for Spanned<&'static str> {
+    type Setters = fn(Policy, &'static str) -> Policy;
+    fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
+        set(policy, self.value)
+    }
+    fn tokens(self, names: &[&str], _private: &TokenStream) -> TokenStream {
+        let name = method(names[0]);
+        let mut text = Literal::string(self.value);
+        text.set_span(self.span);
+        quote!(.#name(#text))
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        (field == knob).then_some(self.span)
+    }
+}
+
 /// A retry budget: its ratio and floor, passed to the setter as two literals.
 impl Kind for Spanned<RetryBudget> {
     type Setters = fn(Policy, u16, u32) -> Policy;
