@@ -383,7 +383,8 @@ mod tests {
             max_concurrent = 8,
             shared = false,
             others = "success",
-            retry_budget = "25%, 3/s"
+            retry_budget = "25%, 3/s",
+            group = "search"
         ))
         .args
         .unwrap();
@@ -413,6 +414,7 @@ mod tests {
                 ". shared (false)",
                 ". others (P :: Others :: Success)",
                 ". retry_budget (25 , 3)",
+                ". group (\"search\")",
             ]
         );
         // One call per row of the knob table: a new row needs its line above.
@@ -432,6 +434,7 @@ mod tests {
         assert_eq!(p.settings().open_jitter, 20);
         assert_eq!(p.settings().half_open, 2);
         assert_eq!(p.settings().half_open_lease, Duration::from_secs(10));
+        assert_eq!(p.settings().group, Some("search"));
         assert_eq!(
             p.settings().recovery,
             Recovery::Progressive {
