@@ -259,7 +259,7 @@ impl Policy {
         match self.group {
             Some(name) if crate::group_name_problem(name).is_some() => Err(PolicyError::new(
                 "group",
-                "a name of 1 to 64 ASCII letters, digits, `-`, `_`, `.` or `:`",
+                "1..=64 characters among ASCII letters, digits, `-`, `_`, `.`, `:` (like \"search-eu\")",
                 format!("{name:?}"),
             )),
             _ => Ok(()),

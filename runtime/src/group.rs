@@ -364,8 +364,7 @@ impl GroupCore {
         {
             return; // another caller makes this pass
         }
-        if !self.refused.swap(false, Ordering::AcqRel) && self.panic.swap(false, Ordering::AcqRel)
-        {
+        if !self.refused.swap(false, Ordering::AcqRel) && self.panic.swap(false, Ordering::AcqRel) {
             tracing::info!(
                 target: "fusebox",
                 group = self.name,
@@ -377,7 +376,8 @@ impl GroupCore {
             .into_iter()
             .filter_map(|circuit| {
                 let counts = circuit.closed_counts(now)?;
-                (counts.calls > 0 && counts.calls >= circuit.min_calls_of()).then_some((circuit, counts))
+                (counts.calls > 0 && counts.calls >= circuit.min_calls_of())
+                    .then_some((circuit, counts))
             })
             .collect();
         for (circuit, trigger) in outliers(&qualifying, &policy) {
@@ -468,7 +468,9 @@ impl Member {
     fn release_one(&self) -> bool {
         let released = self
             .held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| held.checked_sub(1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_sub(1)
+            })
             .is_ok();
         if released {
             self.group.open.fetch_sub(1, Ordering::AcqRel);
@@ -550,7 +552,11 @@ impl Groups {
 /// Adds `circuit` (a new breaker, or the successor of one) to its member's group under its key.
 pub(crate) fn join(circuit: &Arc<Circuit>) {
     if let Some(member) = circuit.member() {
-        let mut members = member.group.members.lock().unwrap_or_else(|p| p.into_inner());
+        let mut members = member
+            .group
+            .members
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         members.insert(circuit.key().as_str().to_owned(), Arc::downgrade(circuit));
     }
 }

@@ -484,7 +484,10 @@ fn two_members_tripping_at_once_never_exceed_the_group_cap() {
     builder.preemption_bound = Some(2);
     builder.check(|| {
         let registry = Registry::with_clock(FakeClock::new());
-        let policy = Policy::new().group("loom").consecutive(1).open_for(OPEN_FOR);
+        let policy = Policy::new()
+            .group("loom")
+            .consecutive(1)
+            .open_for(OPEN_FOR);
         let a = registry.breaker("a", policy).unwrap();
         let b = registry.breaker("b", policy).unwrap();
         let _c = registry.breaker("c", policy).unwrap();

@@ -24,7 +24,11 @@ fake_registry!(ONE_CLOCK, ONE);
 #[circuit_breaker(key = host, group = "search", registry = ONE, window = 100, min_calls = 20,
     failure_rate = 90, failure = [Connect])]
 fn search_one(host: &str, fail: bool) -> Result<u32, ApiError> {
-    if fail { Err(ApiError::Connect(503)) } else { Ok(1) }
+    if fail {
+        Err(ApiError::Connect(503))
+    } else {
+        Ok(1)
+    }
 }
 
 #[test]
@@ -37,7 +41,11 @@ fn a_host_at_50_percent_among_hosts_at_99_percent_is_the_only_one_ejected() {
         }
     }
     for i in 0..HOSTS {
-        assert_eq!(ONE.get(&host(i)).unwrap().state(), State::Closed, "no pass before the interval");
+        assert_eq!(
+            ONE.get(&host(i)).unwrap().state(),
+            State::Closed,
+            "no pass before the interval"
+        );
     }
     // The interval is over: the next counted failure of any member makes the pass.
     ONE_CLOCK.advance(Duration::from_secs(11));
@@ -47,9 +55,17 @@ fn a_host_at_50_percent_among_hosts_at_99_percent_is_the_only_one_ejected() {
     assert_eq!(degraded.state(), State::Open);
     let last = degraded.snapshot().last_transition.unwrap();
     assert_eq!(last.trigger, Trigger::OutlierSuccessRate);
-    assert_eq!(degraded.snapshot().retry_after, Some(Duration::from_secs(30)), "the base ejection");
+    assert_eq!(
+        degraded.snapshot().retry_after,
+        Some(Duration::from_secs(30)),
+        "the base ejection"
+    );
     for i in (0..HOSTS).filter(|&i| i != 3) {
-        assert_eq!(ONE.get(&host(i)).unwrap().state(), State::Closed, "host {i} is healthy");
+        assert_eq!(
+            ONE.get(&host(i)).unwrap().state(),
+            State::Closed,
+            "host {i} is healthy"
+        );
     }
     let group = ONE.group("search").unwrap();
     let snapshot = group.snapshot();
@@ -76,14 +92,22 @@ static CONTROL: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(FakeC
 #[circuit_breaker(key = host, group = "search", registry = BROKEN, window = 100, min_calls = 20,
     failure_rate = 40, failure = [Connect])]
 fn search_broken(host: &str, fail: bool) -> Result<u32, ApiError> {
-    if fail { Err(ApiError::Connect(503)) } else { Ok(1) }
+    if fail {
+        Err(ApiError::Connect(503))
+    } else {
+        Ok(1)
+    }
 }
 
 /// The same rule without a group: the control.
 #[circuit_breaker(key = host, registry = CONTROL, window = 100, min_calls = 20, failure_rate = 40,
     failure = [Connect])]
 fn search_control(host: &str, fail: bool) -> Result<u32, ApiError> {
-    if fail { Err(ApiError::Connect(503)) } else { Ok(1) }
+    if fail {
+        Err(ApiError::Connect(503))
+    } else {
+        Ok(1)
+    }
 }
 
 fn open_hosts(registry: &Registry) -> usize {
@@ -102,9 +126,16 @@ fn a_broken_client_opens_at_most_a_tenth_of_the_group_while_a_fixed_rule_opens_e
             let _ = search_control(&host(i), fail);
         }
     }
-    assert_eq!(open_hosts(&CONTROL), HOSTS, "the fixed rule alone opens every host");
+    assert_eq!(
+        open_hosts(&CONTROL),
+        HOSTS,
+        "the fixed rule alone opens every host"
+    );
     let open = open_hosts(&BROKEN);
-    assert_eq!(open, 1, "at most 10 % open: at least 90 % of the hosts stay closed");
+    assert_eq!(
+        open, 1,
+        "at most 10 % open: at least 90 % of the hosts stay closed"
+    );
     let snapshot = BROKEN.group("search").unwrap().snapshot();
     assert!(snapshot.in_panic, "the group says it is in panic");
     assert!(snapshot.refused > 0);
@@ -126,7 +157,11 @@ fn fill(registry: &Registry, key: &str, every: u32) {
 fn a_flapping_member_is_ejected_for_one_two_three_times_the_base_then_reset_after_a_healthy_span() {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
-    let policy = Policy::new().group("flap").window(100).min_calls(20).failure_rate(90);
+    let policy = Policy::new()
+        .group("flap")
+        .window(100)
+        .min_calls(20)
+        .failure_rate(90);
     let keys: Vec<String> = (0..6).map(|i| format!("flap-{i}")).collect();
     for key in &keys {
         registry.breaker(key, policy).unwrap();
@@ -156,7 +191,11 @@ fn a_flapping_member_is_ejected_for_one_two_three_times_the_base_then_reset_afte
         // The wait over, a passing probe closes it.
         clock.advance(wait);
         let _ = flapping.call(|| Ok::<(), ()>(()), |_| true);
-        assert_eq!(flapping.state(), State::Closed, "round {round}: the probe closed it");
+        assert_eq!(
+            flapping.state(),
+            State::Closed,
+            "round {round}: the probe closed it"
+        );
     }
     assert_eq!(waits, [base, base * 2, base * 3, base]);
 }
@@ -169,7 +208,11 @@ fn the_ejection_wait_is_capped_and_the_group_settings_apply() {
         "capped",
         GroupPolicy::new().ejection(Duration::from_secs(10), Duration::from_secs(15)),
     );
-    let policy = Policy::new().group("capped").window(100).min_calls(20).failure_rate(90);
+    let policy = Policy::new()
+        .group("capped")
+        .window(100)
+        .min_calls(20)
+        .failure_rate(90);
     let keys: Vec<String> = (0..5).map(|i| format!("capped-{i}")).collect();
     for key in &keys {
         registry.breaker(key, policy).unwrap();
@@ -197,7 +240,12 @@ fn failure_percentage_ejects_a_member_above_85_percent_failures() {
     let registry = Registry::with_clock(clock.clone());
     // The success-rate rule off: only failure percentage can eject.
     registry.configure_group("fp", GroupPolicy::new().success_rate(0.0).max_ejection(50));
-    let policy = Policy::new().group("fp").window(100).min_calls(20).rate_off().failure_count(100);
+    let policy = Policy::new()
+        .group("fp")
+        .window(100)
+        .min_calls(20)
+        .rate_off()
+        .failure_count(100);
     let keys: Vec<String> = (0..6).map(|i| format!("fp-{i}")).collect();
     for key in &keys {
         registry.breaker(key, policy).unwrap();
@@ -211,21 +259,32 @@ fn failure_percentage_ejects_a_member_above_85_percent_failures() {
         }
     }
     clock.advance(Duration::from_secs(10));
-    let _ = registry.get(&keys[2]).unwrap().call(|| Err::<(), ()>(()), |_| true);
+    let _ = registry
+        .get(&keys[2])
+        .unwrap()
+        .call(|| Err::<(), ()>(()), |_| true);
     let first = registry.get(&keys[0]).unwrap();
     assert_eq!(first.state(), State::Open);
     assert_eq!(
         first.snapshot().last_transition.unwrap().trigger,
         Trigger::OutlierFailurePercentage
     );
-    assert_eq!(registry.get(&keys[1]).unwrap().state(), State::Closed, "80 % is not above 85 %");
+    assert_eq!(
+        registry.get(&keys[1]).unwrap().state(),
+        State::Closed,
+        "80 % is not above 85 %"
+    );
 }
 
 #[test]
 fn fewer_than_five_qualifying_members_eject_nobody() {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
-    let policy = Policy::new().group("small").window(100).min_calls(20).failure_rate(95);
+    let policy = Policy::new()
+        .group("small")
+        .window(100)
+        .min_calls(20)
+        .failure_rate(95);
     let keys: Vec<String> = (0..4).map(|i| format!("small-{i}")).collect();
     for key in &keys {
         registry.breaker(key, policy).unwrap();
@@ -234,7 +293,10 @@ fn fewer_than_five_qualifying_members_eject_nobody() {
         fill(&registry, key, if i == 0 { 2 } else { 0 });
     }
     clock.advance(Duration::from_secs(10));
-    let _ = registry.get(&keys[0]).unwrap().call(|| Err::<(), ()>(()), |_| true);
+    let _ = registry
+        .get(&keys[0])
+        .unwrap()
+        .call(|| Err::<(), ()>(()), |_| true);
     assert_eq!(registry.get(&keys[0]).unwrap().state(), State::Closed);
 }
 
@@ -275,8 +337,14 @@ fn many_threads_never_open_more_members_than_the_cap() {
             .count();
         let snapshot = group.snapshot();
         assert_eq!(snapshot.max_open, 5);
-        assert!(open <= 5, "phase {phase}: {open} members open, the cap is 5");
-        assert_eq!(open as u32, snapshot.open, "phase {phase}: the count matches the states");
+        assert!(
+            open <= 5,
+            "phase {phase}: {open} members open, the cap is 5"
+        );
+        assert_eq!(
+            open as u32, snapshot.open,
+            "phase {phase}: the count matches the states"
+        );
         assert!(snapshot.in_panic);
         // The waits over, the next phase's calls probe, close and trip again.
         clock.advance(Duration::from_secs(11));

@@ -556,7 +556,11 @@ fn group_is_a_field_of_toml_and_of_the_environment() {
     r.load_vars([("FUSEBOX__B__GROUP".to_owned(), "none".to_owned())])
         .unwrap();
     let b = r.breaker("b", Policy::new().group("search")).unwrap();
-    assert_eq!(b.policy().settings().group, None, "`none` takes a declared group away");
+    assert_eq!(
+        b.policy().settings().group,
+        None,
+        "`none` takes a declared group away"
+    );
     let error = r
         .load_toml("[breakers.c]\ngroup = \"two words\"\n")
         .unwrap_err()

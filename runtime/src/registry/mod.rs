@@ -166,7 +166,9 @@ impl Registry {
             core.member = Some(member.clone());
             return core;
         }
-        let group = self.groups.get_or_create(name, None, self.clock.now_nanos());
+        let group = self
+            .groups
+            .get_or_create(name, None, self.clock.now_nanos());
         core.member = Some(crate::group::Member::new(group));
         core
     }
