@@ -54,7 +54,7 @@ use crate::window::Counts;
 ///     .max_ejection(20)
 ///     .ejection(Duration::from_secs(10), Duration::from_secs(120));
 /// assert_eq!(SEARCH.settings().max_ejection, 20);
-/// assert_eq!(GroupPolicy::new().settings().stdev_factor, 1.9);
+/// assert_eq!(GroupPolicy::new().settings().stdev_factor, Some(1.9));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GroupPolicy {
