@@ -221,6 +221,8 @@ impl Default for GroupPolicy {
 pub(crate) struct GroupCore {
     name: &'static str,
     policy: RwLock<GroupPolicy>,
+    /// `policy`'s `max_ejection`, read by every trip without the lock.
+    max_ejection: AtomicU32,
     /// The members by key: the newest breaker of each (a successor replaces its predecessor).
     members: Mutex<HashMap<String, Weak<Circuit>>>,
     /// Live members ([`Member`]s not dropped).
@@ -274,6 +276,7 @@ impl GroupCore {
         GroupCore {
             name,
             policy: RwLock::new(policy),
+            max_ejection: AtomicU32::new(u32::from(policy.max_ejection)),
             members: Mutex::new(HashMap::new()),
             size: AtomicU32::new(0),
             open: AtomicU32::new(0),
@@ -297,10 +300,8 @@ impl GroupCore {
     /// Takes one place under the cap if one is free (compare-and-swap: never more than the cap,
     /// whatever the number of threads).
     fn try_take(&self) -> bool {
-        let cap = Self::cap(
-            self.size.load(Ordering::Acquire),
-            self.policy().max_ejection,
-        );
+        let percent = self.max_ejection.load(Ordering::Acquire) as u8;
+        let cap = Self::cap(self.size.load(Ordering::Acquire), percent);
         let mut open = self.open.load(Ordering::Acquire);
         loop {
             if open >= cap {
@@ -533,6 +534,9 @@ impl Groups {
         if let Some(group) = list.iter().find(|g| g.name == name) {
             if let Some(policy) = policy {
                 *group.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+                group
+                    .max_ejection
+                    .store(u32::from(policy.max_ejection), Ordering::Release);
             }
             return group.clone();
         }
