@@ -19,7 +19,7 @@
 //! - **The panic threshold**: at most [`max_ejection`](GroupPolicy::max_ejection) percent of the
 //!   members (at least one) are open at once, whichever rule opened them, relative or the member's
 //!   own. A member that would exceed it stays closed; the first refusal of an episode emits one
-//!   `group_panic` WARN event, and [`GroupSnapshot::in_panic`] shows it until a pass finds no
+//!   `group_panic` WARN event (fields `group`, `key`, `members`, `open`, `max_ejection`), and [`GroupSnapshot::in_panic`] shows it until a pass finds no
 //!   refusal since the previous one (`group_panic_over`, INFO).
 //! - **Ejection backoff**: an ejected member stays open [`base`](GroupPolicy::ejection) × the times
 //!   it was ejected, up to a maximum; after a [`healthy_span`](GroupPolicy::healthy_span) closed,
@@ -325,17 +325,22 @@ impl GroupCore {
         self.refusals.fetch_add(1, Ordering::Relaxed);
         self.refused.store(true, Ordering::Release);
         if !self.panic.swap(true, Ordering::AcqRel) {
-            let policy = self.policy();
-            tracing::warn!(
-                target: "fusebox",
-                group = self.name,
-                key,
-                members = self.size.load(Ordering::Acquire),
-                open = self.open.load(Ordering::Acquire),
-                max_ejection = policy.max_ejection,
-                "group_panic: the group's members open at once reached `max_ejection`; \
-                 `{key}` stays closed (the fault may be the caller's own)",
-            );
+            let (group, max_ejection) = (self.name, self.max_ejection.load(Ordering::Acquire));
+            let members = self.size.load(Ordering::Acquire);
+            let open = self.open.load(Ordering::Acquire);
+            // A subscriber that panics does not unwind into the breaker.
+            let _ = std::panic::catch_unwind(|| {
+                tracing::warn!(
+                    target: "fusebox",
+                    event = "group_panic",
+                    group,
+                    key,
+                    members,
+                    open,
+                    max_ejection,
+                    "group_panic"
+                )
+            });
         }
     }
 
@@ -366,11 +371,15 @@ impl GroupCore {
             return; // another caller makes this pass
         }
         if !self.refused.swap(false, Ordering::AcqRel) && self.panic.swap(false, Ordering::AcqRel) {
-            tracing::info!(
-                target: "fusebox",
-                group = self.name,
-                "group_panic_over: no member was kept closed by `max_ejection` in the last interval",
-            );
+            let group = self.name;
+            let _ = std::panic::catch_unwind(|| {
+                tracing::info!(
+                    target: "fusebox",
+                    event = "group_panic_over",
+                    group,
+                    "group_panic_over"
+                )
+            });
         }
         let qualifying: Vec<(Arc<Circuit>, Counts)> = self
             .live()

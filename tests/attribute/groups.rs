@@ -6,6 +6,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use crate::common::ApiError;
+use crate::common::capture::{capture, named};
 use fusebox::clock::FakeClock;
 use fusebox::{GroupPolicy, Policy, Registry, State, Trigger, circuit_breaker};
 
@@ -118,14 +119,21 @@ fn open_hosts(registry: &Registry) -> usize {
 
 #[test]
 fn a_broken_client_opens_at_most_a_tenth_of_the_group_while_a_fixed_rule_opens_every_host() {
-    for round in 0..100 {
-        for i in 0..HOSTS {
-            // 45 % failures on every host, evenly spread.
-            let fail = (round * 9 + i) % 20 < 9;
-            let _ = search_broken(&host(i), fail);
-            let _ = search_control(&host(i), fail);
+    let events = capture(|| {
+        for round in 0..100 {
+            for i in 0..HOSTS {
+                // 45 % failures on every host, evenly spread.
+                let fail = (round * 9 + i) % 20 < 9;
+                let _ = search_broken(&host(i), fail);
+                let _ = search_control(&host(i), fail);
+            }
         }
-    }
+    });
+    let panics = named(&events, "group_panic");
+    assert_eq!(panics.len(), 1, "one event per episode");
+    assert_eq!(panics[0].level, tracing::Level::WARN);
+    assert_eq!(panics[0].fields["group"], "search");
+    assert_eq!(panics[0].fields["members"], "10");
     assert_eq!(
         open_hosts(&CONTROL),
         HOSTS,
