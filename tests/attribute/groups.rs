@@ -358,3 +358,54 @@ fn many_threads_never_open_more_members_than_the_cap() {
         clock.advance(Duration::from_secs(11));
     }
 }
+
+#[test]
+fn a_group_of_ten_thousand_members_makes_one_pass_per_interval() {
+    let clock = FakeClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let policy = Policy::new()
+        .group("large")
+        .window(10)
+        .min_calls(5)
+        .failure_rate(100);
+    let members: Vec<_> = (0..10_000)
+        .map(|i| registry.breaker(&format!("large-{i}"), policy).unwrap())
+        .collect();
+    // Every member has its calls; member 0 fails 4 of 5 (below its own 100 % rule), the
+    // others none.
+    for (i, member) in members.iter().enumerate() {
+        for n in 0..5 {
+            let fail = i == 0 && n < 4;
+            let _ = member.call(|| if fail { Err(()) } else { Ok(()) }, |_| true);
+        }
+    }
+    let group = registry.group("large").unwrap();
+    assert_eq!(
+        (group.snapshot().members, group.snapshot().max_open),
+        (10_000, 1_000)
+    );
+    assert_eq!(group.snapshot().ejections, 0, "no pass before the interval");
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(
+        members[0].state(),
+        State::Closed,
+        "its own rule did not open it"
+    );
+    let _ = members[0].call(|| Err::<(), ()>(()), |_| true);
+    assert_eq!(
+        members[0].state(),
+        State::Open,
+        "the one outlier among 10,000"
+    );
+    assert_eq!(
+        members[0].snapshot().last_transition.unwrap().trigger,
+        Trigger::OutlierSuccessRate
+    );
+    assert_eq!(group.snapshot().ejections, 1);
+    assert_eq!(group.snapshot().ejected, ["large-0"]);
+    // The next pass waits for the next interval, whatever the failures meanwhile.
+    for member in &members[2..100] {
+        let _ = member.call(|| Err::<(), ()>(()), |_| true);
+    }
+    assert_eq!(group.snapshot().ejections, 1);
+}
