@@ -39,7 +39,8 @@ use proc_macro::TokenStream;
 /// `open_backoff`, `open_max`, `open_jitter`, `half_open`,
 /// `half_open_lease`, `recovery`, `max_concurrent`, `shared`, `others` (`"ignore"`, or
 /// `"success"` to count errors `failure` does not count as successes) and `retry_budget`
-/// (`"20%"` or `"20%, 10/s"`: retries as a share of first attempts, plus a floor); and, on an `async fn`, the attempt
+/// (`"20%"` or `"20%, 10/s"`: retries as a share of first attempts, plus a floor), `group`
+/// (`"search"`: the key is a member of a group of keys); and, on an `async fn`, the attempt
 /// settings `timeout`, `retry`, `backoff` and `deadline`. The reference, each argument with an
 /// example, is the rustdoc of `fusebox::circuit_breaker`.
 #[proc_macro_attribute]

@@ -117,6 +117,23 @@ impl Kind for Spanned<Others> {
     }
 }
 
+/// A group's name, passed to the setter as a string literal.
+impl Kind for Spanned<&'static str> {
+    type Setters = fn(Policy, &'static str) -> Policy;
+    fn apply(self, policy: Policy, set: Self::Setters) -> Policy {
+        set(policy, self.value)
+    }
+    fn tokens(self, names: &[&str], _private: &TokenStream) -> TokenStream {
+        let name = method(names[0]);
+        let mut text = Literal::string(self.value);
+        text.set_span(self.span);
+        quote!(.#name(#text))
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        (field == knob).then_some(self.span)
+    }
+}
+
 /// A retry budget: its ratio and floor, passed to the setter as two literals.
 impl Kind for Spanned<RetryBudget> {
     type Setters = fn(Policy, u16, u32) -> Policy;
@@ -375,7 +392,8 @@ mod tests {
             max_concurrent = 8,
             shared = false,
             others = "success",
-            retry_budget = "25%, 3/s"
+            retry_budget = "25%, 3/s",
+            group = "search"
         ))
         .args
         .unwrap();
@@ -402,6 +420,7 @@ mod tests {
                 ". shared (false)",
                 ". others (P :: Others :: Success)",
                 ". retry_budget (25 , 3)",
+                ". group (\"search\")",
             ]
         );
         // One call per row of the knob table: a new row needs its line above.
@@ -421,6 +440,7 @@ mod tests {
         assert_eq!(p.settings().open_jitter, 20);
         assert_eq!(p.settings().half_open, 2);
         assert_eq!(p.settings().half_open_lease, Duration::from_secs(10));
+        assert_eq!(p.settings().group, Some("search"));
         assert_eq!(
             p.settings().recovery,
             Recovery::Progressive {

@@ -445,6 +445,34 @@ macro_rules! with_knobs {
                 attr(Spanned<RetryBudget> = retry_budget_arg() => retry_budget)
                 config { retry_budget: |f| f.retry_budget() }
             }
+            /// The group the key is a member of, or `None` when it is judged alone.
+            group {
+                fields { group: Option<&'static str> = None }
+                setting { Option<&'static str> = |p| p.group }
+                setters {
+                    /// Makes the key a member of the group `name` (per-host dynamic keys of one
+                    /// cluster, say): each member is still its own breaker with its own rules,
+                    /// and the group adds outlier ejection relative to the members (success rate
+                    /// below the group's mean, failure percentage) and a cap on how many members
+                    /// may be open at once (the panic threshold). See the guide's chapter
+                    /// `fusebox::guide::groups`. A name is 1 to 64 bytes of ASCII letters,
+                    /// digits, `-`, `_`, `.` or `:`.
+                    ///
+                    /// ```
+                    /// # use fusebox_policy as fusebox;
+                    /// use fusebox::Policy;
+                    ///
+                    /// const SEARCH_HOST: Policy = Policy::new().group("search");
+                    /// assert_eq!(SEARCH_HOST.settings().group, Some("search"));
+                    /// assert_eq!(Policy::new().settings().group, None);
+                    /// ```
+                    fn group(name: &'static str) { group: Some(name) }
+                    /// No group (the default): the key is judged alone.
+                    fn no_group() { group: None }
+                }
+                attr(Spanned<&'static str> = group_arg() => group)
+                config { group: |f| f.group() }
+            }
         }
     };
 }

@@ -78,6 +78,23 @@ const fn throttle_to_milli(k: f64) -> u32 {
     }
 }
 
+/// What is wrong with a group name, or `None` when it is valid: 1 to 64 bytes of ASCII letters,
+/// digits, `-`, `_`, `.` or `:`.
+fn group_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("empty")
+    } else if name.len() > 64 {
+        Some("longer than 64 bytes")
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+    {
+        Some("a character other than ASCII letters, digits, `-`, `_`, `.` or `:`")
+    } else {
+        None
+    }
+}
+
 /// `None` for 0 (a rule that is off), else the count.
 const fn unless_zero(count: u32) -> Option<u32> {
     if count == 0 { None } else { Some(count) }
@@ -358,6 +375,7 @@ macro_rules! policy {
         /// | `stuck_open` | 3 failed recoveries or 5 min | [`Policy::stuck_open`] (the `circuit_stuck_open` event) |
         /// | `others` | ignore | [`Policy::others`]: uncounted errors ignored, or counted as successes |
         /// | `retry_budget` | off | [`Policy::retry_budget`]: retries allowed as a share of first attempts, plus a floor |
+        /// | `group` | none | [`Policy::group`]: the key is a member of a group, judged against its siblings too |
         ///
         /// Two rules connect fields, and they are decided here once for every way a policy is set (the
         /// attribute, this builder, [`Registry::configure`](https://docs.rs/fusebox/latest/fusebox/struct.Registry.html#method.configure) and the

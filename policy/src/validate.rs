@@ -19,7 +19,8 @@ impl Policy {
         self.validate_open()?;
         self.validate_recovery()?;
         self.validate_concurrency()?;
-        self.validate_retry_budget()
+        self.validate_retry_budget()?;
+        self.validate_group()
     }
 
     /// Checks every field as [`validate`](Policy::validate) does, for the breaker `key`: the
@@ -248,6 +249,18 @@ impl Policy {
                     "0..={MAX_RETRY_PERCENT}% with a floor of 0..={MAX_RETRY_FLOOR}/s, not both zero ({problem})"
                 ),
                 format!("\"{budget}\""),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `group`: a name of 1 to 64 bytes of ASCII letters, digits, `-`, `_`, `.` or `:`.
+    fn validate_group(&self) -> Result<(), PolicyError> {
+        match self.group {
+            Some(name) if crate::group_name_problem(name).is_some() => Err(PolicyError::new(
+                "group",
+                "1..=64 characters among ASCII letters, digits, `-`, `_`, `.`, `:` (like \"search-eu\")",
+                format!("{name:?}"),
             )),
             _ => Ok(()),
         }

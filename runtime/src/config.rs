@@ -271,6 +271,21 @@ impl Field<'_> {
             .map_err(|_| self.wrong("a retry budget like \"20%\" or \"20%, 10/s\" (or \"off\")"))
     }
 
+    /// A group's name (`group = "search"`), or `"none"`: the patch that sets it. A name read
+    /// from configuration is kept for the process's life, once per distinct name
+    /// ([`crate::group::intern`]), as the attribute's literal is.
+    fn group(&self) -> Result<PolicyPatch, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Env(s) => s.trim(),
+            Raw::Toml(_) => return Err(self.wrong("a group's name as a string, like \"search\"")),
+        };
+        if text == "none" {
+            return Ok(P.no_group());
+        }
+        Ok(P.group(crate::group::intern(text)))
+    }
+
     fn float(&self) -> Result<f64, ConfigError> {
         let n = match self.raw {
             Raw::Toml(DeValue::Float(n)) => n.as_str().parse::<f64>().ok(),

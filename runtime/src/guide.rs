@@ -10,6 +10,7 @@
 //! | [`retries`] | `timeout`, `retry`, `backoff` and `deadline` around a breaker |
 //! | [`load_control`] | keeping load off a struggling backend: pushback (`Retry-After`), retry budgets, open-wait functions and jitter, adaptive throttling (`throttle`), the adaptive bulkhead |
 //! | [`dynamic_keys`] | one breaker per host or tenant, and how the registry stays bounded |
+//! | [`groups`] | per-host keys judged against their siblings: outlier ejection, the panic threshold, choosing healthy members |
 //! | [`operators`] | configuration without recompiling, manual states, why a circuit opened |
 //! | [`observability`] | events, hooks, snapshots, metrics and the per-call outcome event |
 //! | `tower` | the tower layer, axum and reqwest (features `tower`, `axum`, `reqwest`) |
@@ -33,6 +34,9 @@ pub mod load_control {}
 
 #[doc = include_str!("guide/dynamic_keys.md")]
 pub mod dynamic_keys {}
+
+#[doc = include_str!("guide/groups.md")]
+pub mod groups {}
 
 #[doc = include_str!("guide/operators.md")]
 #[cfg_attr(feature = "config", doc = include_str!("guide/configuration.md"))]

@@ -55,6 +55,7 @@ pub mod clock;
 pub mod config;
 mod declared;
 mod error;
+mod group;
 pub mod guide;
 mod key;
 #[cfg(feature = "metrics")]
@@ -86,6 +87,7 @@ pub mod __private_0_1_0;
 
 pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sharing, Snapshot};
 pub use error::{Cause, Error, Key, Reason};
+pub use group::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
 pub use observe::{Transition, Trigger};
 pub use policy::{
     Concurrency, OpenContext, OpenForFn, Others, Policy, PolicyError, PolicyPatch, PolicySettings,

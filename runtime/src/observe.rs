@@ -63,6 +63,11 @@ pub enum Trigger {
     Operator,
     /// A new policy was applied to the breaker.
     Reconfigured,
+    /// Closed → open: the group's success-rate rule ejected the member (its success rate was
+    /// below the group's mean by more than the policy's standard deviations).
+    OutlierSuccessRate,
+    /// Closed → open: the group's failure-percentage rule ejected the member.
+    OutlierFailurePercentage,
 }
 
 impl Trigger {
@@ -81,6 +86,8 @@ impl Trigger {
             Trigger::PhasePassed => "phase_passed",
             Trigger::Operator => "operator",
             Trigger::Reconfigured => "reconfigured",
+            Trigger::OutlierSuccessRate => "outlier_success_rate",
+            Trigger::OutlierFailurePercentage => "outlier_failure_percentage",
         }
     }
 }

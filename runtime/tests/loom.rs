@@ -473,3 +473,39 @@ fn a_reset_racing_a_cleared_failure_leaves_an_exact_count() {
         assert_eq!(breaker.snapshot().failures, 1);
     });
 }
+
+/// Two members of a group whose cap is one (three members, 10 %) trip at once: exactly one opens,
+/// the other stays closed, and the group counts one place taken. The cap is one
+/// compare-and-swap counter, taken before the state word's compare-and-swap and given back when
+/// that one loses.
+#[test]
+fn two_members_tripping_at_once_never_exceed_the_group_cap() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(2);
+    builder.check(|| {
+        let registry = Registry::with_clock(FakeClock::new());
+        let policy = Policy::new()
+            .group("loom")
+            .consecutive(1)
+            .open_for(OPEN_FOR);
+        let a = registry.breaker("a", policy).unwrap();
+        let b = registry.breaker("b", policy).unwrap();
+        let _c = registry.breaker("c", policy).unwrap();
+        let other = {
+            let a = a.clone();
+            thread::spawn(move || {
+                let _ = a.try_acquire().map(|permit| permit.failure());
+            })
+        };
+        let _ = b.try_acquire().map(|permit| permit.failure());
+        other.join().unwrap();
+        let open = [&a, &b]
+            .iter()
+            .filter(|breaker| breaker.state() == State::Open)
+            .count();
+        assert_eq!(open, 1, "the cap is one member");
+        let group = registry.group("loom").unwrap().snapshot();
+        assert_eq!((group.open, group.max_open), (1, 1));
+        assert!(group.in_panic);
+    });
+}

@@ -19,6 +19,7 @@ mod expand_ok;
 mod failure_count;
 mod failure_if;
 mod flood;
+mod groups;
 mod open_wait;
 mod overrides;
 mod panics;

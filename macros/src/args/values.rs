@@ -408,6 +408,25 @@ pub(super) fn others_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<Othe
     }
 }
 
+/// `group = "search"`: the name of the group the key is a member of. Its characters are
+/// checked by the policy's validation (at the same token); here, that it is a string.
+pub(super) fn group_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<&'static str>> {
+    match literal(value) {
+        // A compile-time value of the attribute: leaked once per expansion, like the tokens.
+        Some(Lit::Str(text)) => Ok(Spanned {
+            value: Box::leak(text.value().into_boxed_str()),
+            span: text.span(),
+        }),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "`{name}` takes the group's name as a string, like `{name} = \"search\"` \
+                 (with a per-member key such as `key = host`)"
+            ),
+        )),
+    }
+}
+
 /// `retry_budget = "20%"` or `retry_budget = "20%, 10/s"`: a share of first attempts (0..=1000
 /// percent) and a floor in retries per second (0..=100000; 10 when left out), not both zero.
 pub(super) fn retry_budget_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<RetryBudget>> {

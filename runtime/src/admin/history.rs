@@ -130,6 +130,8 @@ impl History {
                     | Trigger::SlowRate
                     | Trigger::Consecutive
                     | Trigger::FailureCount
+                    | Trigger::OutlierSuccessRate
+                    | Trigger::OutlierFailurePercentage
             );
             if tripped {
                 let before = Sample {
@@ -228,6 +230,16 @@ pub(super) fn opened_text(entry: &Entry, failures: Option<u32>, policy: &Policy)
         Trigger::FailureCount => format!(
             "{} counted failures in the window (`failure_count` = {0}); {window}",
             policy.settings().failure_count.unwrap_or(0)
+        ),
+        Trigger::OutlierSuccessRate => format!(
+            "ejected from its group `{}`: its success rate was below the group's mean by more \
+             than the group's standard deviations; {window}",
+            policy.settings().group.unwrap_or("")
+        ),
+        Trigger::OutlierFailurePercentage => format!(
+            "ejected from its group `{}`: its failures were above the group's \
+             `failure_percentage`; {window}",
+            policy.settings().group.unwrap_or("")
         ),
         Trigger::ProbeFailed => "a recovery probe failed; the wait starts again".to_owned(),
         Trigger::Operator => match &entry.by {

@@ -26,6 +26,7 @@ impl Circuit {
         Circuit {
             key,
             policy,
+            member: None,
             clock,
             hooks,
             state: AtomicU64::new(Word::INITIAL.0),

@@ -127,6 +127,9 @@ pub(crate) struct Circuit {
     // Cold: read on transitions, events, snapshots and the general paths.
     key: Key,
     policy: Policy,
+    /// The key's membership of its policy's group (`None` without one): read on a closed
+    /// circuit's counted failures, trips and transitions only.
+    pub(crate) member: Option<Arc<crate::group::Member>>,
     hooks: Arc<Hooks>,
     /// Counted failures in a row (only kept when `consecutive` is set).
     run: AtomicU32,
@@ -287,6 +290,11 @@ impl Circuit {
         pushback: Option<Duration>,
     ) {
         let function: &'static str = function;
+        if let Some(member) = &self.member
+            && matches!(to, State::Closed | State::Disabled)
+        {
+            member.released(self.now());
+        }
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(TransitionRecord {
             at: self.now(),
             from,
@@ -314,6 +322,35 @@ impl Circuit {
 
     pub(crate) fn key(&self) -> &Key {
         &self.key
+    }
+
+    /// The key's membership of a group, if its policy names one.
+    pub(crate) fn member(&self) -> Option<&Arc<crate::group::Member>> {
+        self.member.as_ref()
+    }
+
+    /// The window's counts, when the circuit is closed and not retired (a group's pass).
+    pub(crate) fn closed_counts(&self, now: u64) -> Option<Counts> {
+        (self.load().state() == State::Closed && self.successor.get().is_none())
+            .then(|| self.window.counts(now))
+    }
+
+    /// The policy's `min_calls`.
+    pub(crate) fn min_calls_of(&self) -> u32 {
+        self.min_calls
+    }
+
+    /// True when the circuit is open within its wait, or forced open (a group's ejected member).
+    pub(crate) fn ejected_now(&self) -> bool {
+        let word = self.load();
+        match word.state() {
+            State::ForcedOpen => true,
+            State::Open => {
+                let now = self.now();
+                word.open_remaining_nanos(now, self.time_of(word, now)) > 0
+            }
+            _ => false,
+        }
     }
 
     /// Bytes this breaker occupies: the shared struct and the window.

@@ -228,6 +228,9 @@ impl Circuit {
             };
             self.trip(word, counts, permit.site, trigger);
         }
+        if failure && let Some(member) = &self.member {
+            member.group.tick(self.now());
+        }
     }
 
     /// Trips the circuit when `counts` reach a rate rule (a closed, not retired breaker only).
@@ -255,8 +258,56 @@ impl Circuit {
     pub(super) fn trip(&self, word: Word, counts: Counts, site: FnName, trigger: Trigger) {
         let now = self.now();
         let wait = self.open_wait(0, counts, now);
+        self.trip_for(word, counts, site, trigger, now, wait);
+    }
+
+    /// A group's relative rule ejects this member (closed, not retired): it opens for the
+    /// ejection backoff's wait, under the group's cap. True when it opened.
+    #[cold]
+    pub(crate) fn eject(&self, trigger: Trigger, now: u64) -> bool {
+        let Some(member) = &self.member else {
+            return false;
+        };
+        let word = self.load();
+        if word.state() != State::Closed || self.successor.get().is_some() {
+            return false;
+        }
+        let (nanos, times) = member.next_ejection(now);
+        let wait = OpenWait {
+            nanos,
+            until: 0,
+            lengthened: false,
+        };
+        let counts = self.window.counts(now);
+        let opened = self.trip_for(word, counts, &"group", trigger, now, wait);
+        if opened {
+            member.ejected(times);
+        }
+        opened
+    }
+
+    /// Opens the circuit from `word` (closed) for `wait`; a group's member first takes a place
+    /// under its group's cap, and stays closed when there is none. True when it opened.
+    fn trip_for(
+        &self,
+        word: Word,
+        counts: Counts,
+        site: FnName,
+        trigger: Trigger,
+        now: u64,
+        wait: OpenWait,
+    ) -> bool {
+        if let Some(member) = &self.member
+            && let crate::group::Hold::Refused = member.hold(self.key.as_str())
+        {
+            return false;
+        }
         let next = word.to_open(now, wait.nanos);
-        if self.cas(word, next).is_ok() {
+        let opened = self.cas(word, next).is_ok();
+        if !opened && let Some(member) = &self.member {
+            member.unhold();
+        }
+        if opened {
             self.window.reset();
             self.run.store(0, Ordering::Release);
             self.episode
@@ -274,6 +325,7 @@ impl Circuit {
                 pushback,
             );
         }
+        opened
     }
 
     #[cold]

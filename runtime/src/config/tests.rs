@@ -32,6 +32,7 @@ fn every_field_reads_its_knob() {
         shared = false
         others = "success"
         retry_budget = "25%, 3/s"
+        group = "search"
         "#,
     )
     .unwrap();
@@ -54,7 +55,8 @@ fn every_field_reads_its_knob() {
         .stuck_open(4, Duration::from_secs(60))
         .shared(false)
         .others(crate::policy::Others::Success)
-        .retry_budget(25, 3);
+        .retry_budget(25, 3)
+        .group("search");
     assert_eq!(layer["k"], PolicyPatch::from(declared));
     let names: Vec<&str> = field_names().collect();
     // `stuck_open` is two fields, `open_for_fn` none (configuration cannot name a function).
@@ -542,4 +544,26 @@ fn retry_budget_is_a_field_of_toml_and_of_the_environment() {
             && err.to_string().contains("refuses every retry"),
         "{err}"
     );
+}
+
+#[test]
+fn group_is_a_field_of_toml_and_of_the_environment() {
+    let r = Registry::new();
+    r.load_toml("[breakers.a]\ngroup = \"search\"\n").unwrap();
+    let a = r.breaker("a", Policy::new()).unwrap();
+    assert_eq!(a.policy().settings().group, Some("search"));
+    assert_eq!(r.group("search").unwrap().snapshot().members, 1);
+    r.load_vars([("FUSEBOX__B__GROUP".to_owned(), "none".to_owned())])
+        .unwrap();
+    let b = r.breaker("b", Policy::new().group("search")).unwrap();
+    assert_eq!(
+        b.policy().settings().group,
+        None,
+        "`none` takes a declared group away"
+    );
+    let error = r
+        .load_toml("[breakers.c]\ngroup = \"two words\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`group`"), "{error}");
 }

@@ -112,6 +112,8 @@ pub struct Registry {
     /// The store every breaker of this registry shares its state through ([`Registry::share`]).
     #[cfg(feature = "redis")]
     store: OnceLock<crate::redis::RedisStore>,
+    /// The groups of keys ([`Registry::group`]), created with their first member.
+    groups: crate::group::Groups,
 }
 
 impl Registry {
@@ -148,7 +150,72 @@ impl Registry {
             overflow: AtomicU64::new(0),
             #[cfg(feature = "redis")]
             store: OnceLock::new(),
+            groups: crate::group::Groups::new(),
         }
+    }
+
+    /// `core` with its membership of its policy's group: `old`'s (the breaker it succeeds) when
+    /// the group is the same, a new one (the group created with its first member) otherwise.
+    pub(super) fn with_membership(&self, mut core: Circuit, old: Option<&Circuit>) -> Circuit {
+        let Some(name) = core.policy().settings().group else {
+            return core;
+        };
+        if let Some(member) = old.and_then(Circuit::member)
+            && member.group_name() == name
+        {
+            core.member = Some(member.clone());
+            return core;
+        }
+        let group = self
+            .groups
+            .get_or_create(name, None, self.clock.now_nanos());
+        core.member = Some(crate::group::Member::new(group));
+        core
+    }
+
+    /// The group `name`, once a member (or [`configure_group`](Registry::configure_group))
+    /// created it. See the guide's chapter on groups (`fusebox::guide::groups`).
+    ///
+    /// ```
+    /// use fusebox::{Policy, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// assert!(registry.group("search").is_none());
+    /// registry.breaker("search-1:9200", Policy::new().group("search")).unwrap();
+    /// let search = registry.group("search").unwrap();
+    /// assert_eq!(search.snapshot().members, 1);
+    /// ```
+    #[must_use]
+    pub fn group(&self, name: &str) -> Option<crate::Group> {
+        self.groups.get(name).map(|core| crate::Group { core })
+    }
+
+    /// Sets the settings of the group `name` (creating it, so its first members find them),
+    /// and returns it. The group's members are the keys whose policy names it.
+    ///
+    /// ```
+    /// use fusebox::{GroupPolicy, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// let search = registry.configure_group("search", GroupPolicy::new().max_ejection(30));
+    /// assert_eq!(search.policy().settings().max_ejection, 30);
+    /// ```
+    pub fn configure_group(&self, name: &str, policy: crate::GroupPolicy) -> crate::Group {
+        let name = crate::group::intern(name);
+        let core = self
+            .groups
+            .get_or_create(name, Some(policy), self.clock.now_nanos());
+        crate::Group { core }
+    }
+
+    /// Snapshots of every group, sorted by name.
+    #[must_use]
+    pub fn groups(&self) -> Vec<crate::GroupSnapshot> {
+        self.groups
+            .all()
+            .into_iter()
+            .map(|core| crate::Group { core }.snapshot())
+            .collect()
     }
 
     #[inline]
@@ -265,10 +332,12 @@ impl Registry {
         };
         self.set_declared(key.as_str(), declared, &policy);
         let core = Circuit::new(key, policy, self.clock.clone(), self.hooks().clone());
+        let core = self.with_membership(core, None);
         #[cfg(feature = "redis")]
         let core = crate::redis::attach(self.store.get(), core);
         #[cfg(not(feature = "redis"))]
         let core = Arc::new(core);
+        crate::group::join(&core);
         Breaker { core }
     }
 
@@ -294,8 +363,10 @@ impl Registry {
         let existing: Vec<Breaker> = map.values().cloned().collect();
         for breaker in existing {
             let old = breaker.core.current();
-            let next = crate::redis::attach(self.store.get(), old.successor_with(*old.policy()));
+            let next = self.with_membership(old.successor_with(*old.policy()), Some(&**old));
+            let next = crate::redis::attach(self.store.get(), next);
             if old.retire(next.clone()).is_ok() {
+                crate::group::join(&next);
                 map.insert(MapKey::from(old.key().as_str()), Breaker { core: next });
             }
         }

@@ -196,11 +196,13 @@ impl Registry {
             self.set_declared(&key, declared, &policy);
             let before = old.snapshot().state;
             // A shared registry's replacement shares its state too (unless `shared = false`).
+            let next = self.with_membership(old.successor_with(policy), Some(&**old));
             #[cfg(feature = "redis")]
-            let next = crate::redis::attach(self.store.get(), old.successor_with(policy));
+            let next = crate::redis::attach(self.store.get(), next);
             #[cfg(not(feature = "redis"))]
-            let next = Arc::new(old.successor_with(policy));
+            let next = Arc::new(next);
             if old.retire(next.clone()).is_ok() {
+                crate::group::join(&next);
                 map.insert(
                     MapKey::from(old.key().as_str()),
                     Breaker { core: next.clone() },
