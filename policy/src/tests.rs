@@ -234,6 +234,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
         Policy::new().adaptive_concurrency(2, 200).max_concurrent(8),
         Policy::new().retry_budget(20, 10),
         Policy::new().retry_budget(20, 10).no_retry_budget(),
+        Policy::new().group("search"),
     ];
     for policy in policies {
         let patch = PolicyPatch::from(policy);
@@ -245,7 +246,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
             "the same knobs are explicit"
         );
     }
-    assert_eq!(KNOBS.len(), 21);
+    assert_eq!(KNOBS.len(), 22);
     assert_eq!(KNOBS[0], "window");
 }
 
