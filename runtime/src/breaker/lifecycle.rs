@@ -201,7 +201,9 @@ impl Circuit {
         /// Every circuit kept so far (few: one per key a fixed-key layer wraps, and its
         /// replacements; looked up only when a layer wraps a service).
         static KEPT: std::sync::Mutex<Vec<&'static Circuit>> = std::sync::Mutex::new(Vec::new());
-        let mut kept = KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut kept = KEPT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(core) = kept.iter().find(|core| std::ptr::eq(**core, &**self)) {
             return core;
         }

@@ -172,8 +172,7 @@ fn successes_of(job: &Report) -> (u64, u64) {
             return (0, 0);
         }
         let next = Summed::new(seen.epoch(), seen.generation(), 0);
-        match successes.compare_exchange_weak(seen.0, next.0, Ordering::AcqRel, Ordering::Acquire)
-        {
+        match successes.compare_exchange_weak(seen.0, next.0, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return (seen.count(), seen.generation()),
             Err(now) => seen = Summed(now),
         }
