@@ -312,3 +312,47 @@ async fn aggregated_mode_folds_outcomes_and_judges_each_fold_whole() {
     assert_eq!(sent, 1, "4,000 outcomes in {sent} script calls");
     assert_eq!(store.dropped_reports(), 0);
 }
+
+static ORDERED: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+/// Two failures in a row open; the rate rule never judges (it needs 100 calls).
+#[circuit_breaker(key = "ordered", registry = ORDERED, window = 100, min_calls = 100, consecutive = 2, open_for = "60s")]
+async fn ordered(fail: bool) -> Result<(), BackendError> {
+    if fail {
+        Err(BackendError::Down)
+    } else {
+        Ok(())
+    }
+}
+
+/// Cached mode sums a closed view's successes on the replica, and a failure sends the sum ahead
+/// of itself: the script sees the outcomes in their order. On a current-thread runtime nothing is
+/// sent while the calls run (none of them waits), so summed successes that jumped ahead of the
+/// failures would make three failures in a row and open the circuit.
+#[tokio::test]
+async fn summed_successes_reach_the_script_in_their_order_among_failures() {
+    let server = RedisServer::start();
+    let store = server.cached_store().await;
+    assert!(ORDERED.share(store.clone()));
+    let _ = ordered(false).await;
+    for _ in 0..3 {
+        for fail in [false, false, true] {
+            let _ = ordered(fail).await;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while window(&server, "ordered").0 < 10 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        window(&server, "ordered"),
+        (10, 3),
+        "every outcome counted once"
+    );
+    let policy = ORDERED.get("ordered").unwrap().policy();
+    assert_eq!(
+        store.state("ordered", policy).await.unwrap().state,
+        fusebox::State::Closed,
+        "no two failures in a row reached the script"
+    );
+}

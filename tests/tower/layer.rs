@@ -426,8 +426,7 @@ fn a_layer_s_fixed_key_is_declared_before_its_breaker_exists() {
         .load_toml("[breakers.layer-only]\nmin_calls = 50\n")
         .unwrap_err();
     assert!(err.to_string().contains("at most `window`"), "{err}");
-    let service = layer.layer(service_fn(|()| async { Ok::<_, ApiError>(()) }));
-    drop(service);
+    let _service = layer.layer(service_fn(|()| async { Ok::<_, ApiError>(()) }));
     assert_eq!(
         DECLARING
             .get("layer-only")
@@ -469,5 +468,64 @@ fn the_layer_holds_calls_to_the_adaptive_limit() {
         (snap.in_flight, snap.concurrency_limit),
         (0, Some(20)),
         "cancelled calls free their slots and teach the limit nothing"
+    );
+}
+
+// ---------------------------------------------------------------- the kept circuit
+
+fake_registry!(KEPT_CLOCK, KEPT);
+
+#[test]
+fn a_layered_service_follows_a_reconfiguration_of_its_key() {
+    let layer = CircuitBreakerLayer::new("kept-reconfigured")
+        .registry(&KEPT)
+        .policy(TRIP_AT_3);
+    let mut svc = layer.layer(service_fn(|_: u32| async { Err::<u32, _>("down") }));
+    let mut fut = pin!(svc.call(1));
+    assert!(poll_once(fut.as_mut()).is_ready());
+    assert_eq!(
+        KEPT.get("kept-reconfigured").unwrap().state(),
+        State::Closed
+    );
+    // One failure in a row now opens: the service's next call reports to the new breaker.
+    KEPT.configure(
+        "kept-reconfigured",
+        fusebox::PolicyPatch::new().consecutive(1),
+    )
+    .unwrap();
+    let mut fut = pin!(svc.call(2));
+    assert!(poll_once(fut.as_mut()).is_ready());
+    assert_eq!(
+        KEPT.get("kept-reconfigured").unwrap().state(),
+        State::Open,
+        "the failure reached the reconfigured breaker"
+    );
+    let mut fut = pin!(svc.call(3));
+    match poll_once(fut.as_mut()) {
+        Poll::Ready(Err(err)) => assert_eq!(refusal(&err).reason(), Reason::Open),
+        other => panic!("the open breaker refuses: {other:?}"),
+    }
+}
+
+#[test]
+fn a_response_future_that_outlives_its_service_still_reports() {
+    let layer = CircuitBreakerLayer::new("kept-outlived")
+        .registry(&KEPT)
+        .policy(TRIP_AT_3);
+    let mut futures = Vec::new();
+    for n in 0..3 {
+        // Each service goes out of scope before its future is polled.
+        let mut svc = layer.layer(service_fn(|_: u32| async { Err::<u32, _>("down") }));
+        futures.push(Box::pin(svc.call(n)));
+    }
+    let breaker = KEPT.get("kept-outlived").unwrap();
+    assert_eq!(breaker.state(), State::Closed, "nothing reported yet");
+    for mut fut in futures {
+        assert!(poll_once(fut.as_mut()).is_ready());
+    }
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "the three failures reached the breaker"
     );
 }

@@ -182,6 +182,54 @@ impl Circuit {
         core
     }
 
+    /// The newest breaker of the chain of a kept circuit (see [`Circuit::kept`]).
+    #[cfg(feature = "tower")]
+    #[inline(always)]
+    pub(crate) fn newest(&'static self) -> &'static Circuit {
+        let mut core = self;
+        while let Some(next) = core.successor.get() {
+            core = next;
+        }
+        core
+    }
+
+    /// This circuit, kept for the life of the process: the fixed-key tower layer's services
+    /// hold it by a plain reference, so a call takes and gives back no reference count. One
+    /// counted reference per kept circuit is never given back (taken once, on the first
+    /// request for it); the circuits it replaces when reconfigured are reached through it.
+    #[cfg(feature = "tower")]
+    pub(crate) fn kept(self: &Arc<Circuit>) -> &'static Circuit {
+        /// Every circuit kept so far (few: one per key a fixed-key layer wraps, and its
+        /// replacements; looked up only when a layer wraps a service).
+        static KEPT: std::sync::Mutex<Vec<&'static Circuit>> = std::sync::Mutex::new(Vec::new());
+        let mut kept = KEPT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(core) = kept.iter().find(|core| std::ptr::eq(**core, &**self)) {
+            return core;
+        }
+        let core: &'static Circuit = Box::leak(Box::new(self.clone()));
+        kept.push(core);
+        core
+    }
+
+    /// Asks `core` (a kept circuit, or the newest of its chain) for admission on behalf of
+    /// `site`, like [`Breaker::enter_owned`], with a permit that holds it by reference.
+    #[cfg(feature = "tower")]
+    #[inline(always)]
+    pub(crate) fn enter_kept(&'static self, site: FnName) -> OwnedPermit {
+        let core = self.newest();
+        let mut permit = core.enter_named::<false, FnName>(site);
+        let owned = OwnedPermit {
+            core: permit::Holder::Kept(core),
+            admission: permit.admission,
+            site,
+        };
+        // The owned permit now carries the report; the borrowed one must not.
+        permit.admission = Word::SETTLED;
+        owned
+    }
+
     /// Retires this breaker in favour of `next`.
     pub(crate) fn retire(&self, next: Arc<Circuit>) -> Result<(), Arc<Circuit>> {
         self.successor.set(next)

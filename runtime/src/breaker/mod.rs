@@ -512,13 +512,19 @@ impl Breaker {
         let core = self.core.current();
         let mut permit = core.enter_named::<false, FnName>(site);
         let owned = OwnedPermit {
-            core: core.clone(),
+            core: permit::Holder::Counted(core.clone()),
             admission: permit.admission,
             site,
         };
         // The owned permit now carries the report; the borrowed one must not.
         permit.admission = Word::SETTLED;
         owned
+    }
+
+    /// The circuit of this handle, kept for the life of the process (see [`Circuit::kept`]).
+    #[cfg(feature = "tower")]
+    pub(crate) fn kept(&self) -> &'static Circuit {
+        self.core.kept()
     }
 
     /// The current state. Does not move an open circuit to half-open (only calls do).

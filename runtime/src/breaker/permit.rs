@@ -400,12 +400,35 @@ fn abandon(core: &Circuit, ticket: Ticket) {
     core.finish(ticket, abandoned());
 }
 
+/// How an [`OwnedPermit`] holds its breaker: a reference count, or, for a circuit kept for the
+/// life of the process (the one a fixed-key tower layer wraps, see [`Circuit::kept`]), a plain
+/// reference, which costs a call no atomic read-modify-write to take and to give back.
+#[derive(Clone)]
+pub(crate) enum Holder {
+    /// A counted reference.
+    Counted(Arc<Circuit>),
+    /// A circuit that is never freed.
+    Kept(&'static Circuit),
+}
+
+impl std::ops::Deref for Holder {
+    type Target = Circuit;
+
+    #[inline(always)]
+    fn deref(&self) -> &Circuit {
+        match self {
+            Holder::Counted(core) => core,
+            Holder::Kept(core) => core,
+        }
+    }
+}
+
 /// A [`Permit`] that holds its breaker, for futures that outlive the [`Breaker`] handle (the
 /// tower layer's response future). Reports and drops exactly like a [`Permit`]: dropped without a
 /// report, it counts as a failure when the thread is panicking and otherwise gives its slot back.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
 pub struct OwnedPermit {
-    pub(super) core: Arc<Circuit>,
+    pub(super) core: Holder,
     /// As [`Permit`]'s.
     pub(super) admission: Word,
     pub(super) site: FnName,

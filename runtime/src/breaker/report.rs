@@ -135,7 +135,8 @@ impl Circuit {
             };
             self.count_shared(outcome);
             if let Some(store) = self.store.as_ref() {
-                let slow = self.is_slow(permit, self.now());
+                // Untimed calls read no clock.
+                let slow = self.timed() && self.is_slow(permit, self.now());
                 store.report(permit.admission, slow, permit.site, outcome);
             }
             return;

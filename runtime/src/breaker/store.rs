@@ -85,10 +85,17 @@ impl SharedView {
 impl super::OwnedPermit {
     /// The wait for the recording of this permit's outcome, to be created before the permit
     /// settles and awaited after (a breaker shared in strict mode admitted it); `None` otherwise.
+    #[inline(always)]
     pub(crate) fn recording(&self) -> Option<BoxFuture<'static, ()>> {
         if !is_shared(self.admission) {
             return None;
         }
+        self.shared_recording()
+    }
+
+    /// [`recording`](super::OwnedPermit::recording) of a permit the store admitted.
+    #[inline(never)]
+    fn shared_recording(&self) -> Option<BoxFuture<'static, ()>> {
         let core = self.core.clone();
         let store = core.store.as_ref()?;
         if !store.awaits_recording() {
@@ -122,7 +129,7 @@ const GENERATION_MASK: u64 = (1 << 10) - 1;
 pub(crate) const ANY_GENERATION: u64 = GENERATION_MASK + 1;
 
 /// True for the admission of a permit the store admitted.
-#[inline]
+#[inline(always)]
 pub(crate) fn is_shared(word: Word) -> bool {
     word.0 & 0b111 == SHARED_MODE
 }

@@ -46,6 +46,59 @@ pub(crate) struct SharedKey {
     ///
     /// [`Mode::Aggregated`]: super::Mode::Aggregated
     pub(super) delta: std::sync::Mutex<Delta>,
+    /// Cached mode: the successes of the closed view summed since the last job that took them
+    /// ([`Summed`] packs them), sent by one job in the queue instead of one job each.
+    pub(super) successes: AtomicU64,
+}
+
+/// What [`SharedKey::successes`] packs: the generation the successes were admitted under (bits
+/// 0..11, [`ANY_GENERATION`](crate::breaker::ANY_GENERATION) included), the epoch (bits 11..32,
+/// advanced each time a report that is not summed takes the sum ahead of itself, so an older
+/// job does not take later successes) and the count (bits 32..64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Summed(pub(super) u64);
+
+impl Summed {
+    const GENERATION_BITS: u32 = 11;
+    const EPOCH_BITS: u32 = 21;
+    const COUNT_SHIFT: u32 = Self::GENERATION_BITS + Self::EPOCH_BITS;
+    const GENERATION_MASK: u64 = (1 << Self::GENERATION_BITS) - 1;
+    const EPOCH_MASK: u64 = (1 << Self::EPOCH_BITS) - 1;
+
+    /// `count` successes of `generation` in `epoch`.
+    pub(super) fn new(epoch: u64, generation: u64, count: u64) -> Summed {
+        Summed(
+            (generation & Self::GENERATION_MASK)
+                | (epoch & Self::EPOCH_MASK) << Self::GENERATION_BITS
+                | count << Self::COUNT_SHIFT,
+        )
+    }
+
+    pub(super) fn generation(self) -> u64 {
+        self.0 & Self::GENERATION_MASK
+    }
+
+    pub(super) fn epoch(self) -> u64 {
+        (self.0 >> Self::GENERATION_BITS) & Self::EPOCH_MASK
+    }
+
+    pub(super) fn count(self) -> u64 {
+        self.0 >> Self::COUNT_SHIFT
+    }
+
+    /// One more success of the same generation and epoch.
+    pub(super) fn plus_one(self) -> Summed {
+        Summed(self.0 + (1 << Self::COUNT_SHIFT))
+    }
+
+    /// True when this sum was started in the epoch `tag` (a job's record of the epoch it was
+    /// queued in).
+    pub(super) fn of_epoch(self, tag: u64) -> bool {
+        self.epoch() == tag & Self::EPOCH_MASK
+    }
+
+    /// The largest count a sum holds.
+    pub(super) const MAX_COUNT: u64 = u32::MAX as u64;
 }
 
 /// A closed circuit's outcomes of one generation, summed on the replica for one `fold`.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::Degrade;
 use super::link::{
-    Asker, CONFIRMED, Client, Delta, Folds, Report, Rounds, Sent, SharedKey, view_generation,
-    view_state,
+    Asker, CONFIRMED, Client, Delta, Folds, Report, Rounds, Sent, SharedKey, Summed,
+    view_generation, view_state,
 };
 use super::script::{Answer, answer_of, apply, degrade_event};
 use crate::breaker::{ANY_GENERATION, FnName, generation_of};
@@ -33,7 +33,19 @@ pub(super) fn report(
     if failure == Some(true) {
         link.unconfirmed.fetch_add(1, Ordering::Relaxed);
     }
-    if link.store.client.flush.is_some() && fold(link, generation, failure, slow, site) {
+    if link.store.client.flush.is_some() {
+        if fold(link, generation, failure, slow, site) {
+            return;
+        }
+    } else if failure == Some(false)
+        && !slow
+        && link.caches()
+        && !link.gated()
+        && sum(link, generation, site)
+    {
+        // Cached mode: a success is summed on the link, and one queued job carries the sum (no
+        // queueing and waking per success); a failure, or any report that is not summed, sends
+        // the sum ahead of itself, so the script sees the outcomes in their order.
         return;
     }
     let slow = u8::from(failure.is_some() && slow);
@@ -86,6 +98,94 @@ fn fold(
     }
     true
 }
+
+/// Adds a success admitted under `generation` to the link's sum, queueing the job that will
+/// take the sum when it is the first one; false when the sum holds another generation's
+/// successes (the success is then sent on its own, after them).
+fn sum(link: &Arc<SharedKey>, generation: u64, site: FnName) -> bool {
+    let mut seen = Summed(link.successes.load(Ordering::Acquire));
+    loop {
+        let next = if seen.count() == 0 {
+            Summed::new(seen.epoch(), generation, 1)
+        } else if seen.generation() == generation && seen.count() < Summed::MAX_COUNT {
+            seen.plus_one()
+        } else {
+            return false;
+        };
+        match link.successes.compare_exchange_weak(
+            seen.0,
+            next.0,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                if seen.count() == 0 {
+                    enqueue(link, generation, SUMMED, 0, site, seen.epoch(), None);
+                }
+                return true;
+            }
+            Err(now) => seen = Summed(now),
+        }
+    }
+}
+
+/// Takes the link's summed successes ahead of a report that is not summed: they are queued
+/// before it, and a job queued for them earlier finds nothing (the epoch moved on).
+fn seal(link: &Arc<SharedKey>, site: FnName) {
+    let mut seen = Summed(link.successes.load(Ordering::Acquire));
+    loop {
+        if seen.count() == 0 {
+            return;
+        }
+        let next = Summed::new(seen.epoch() + 1, seen.generation(), 0);
+        match link.successes.compare_exchange_weak(
+            seen.0,
+            next.0,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => break,
+            Err(now) => seen = Summed(now),
+        }
+    }
+    enqueue(
+        link,
+        seen.generation(),
+        SUCCESSES,
+        0,
+        site,
+        seen.count(),
+        None,
+    );
+}
+
+/// The successes a [`SUMMED`] or [`SUCCESSES`] job stands for, and their generation; a summed
+/// job takes the link's sum if it is still of the epoch the job was queued in.
+fn successes_of(job: &Report) -> (u64, u64) {
+    if job.outcome == SUCCESSES {
+        return (job.sequence, job.generation);
+    }
+    let successes = &job.link.successes;
+    let mut seen = Summed(successes.load(Ordering::Acquire));
+    loop {
+        if seen.count() == 0 || !seen.of_epoch(job.sequence) {
+            return (0, 0);
+        }
+        let next = Summed::new(seen.epoch(), seen.generation(), 0);
+        match successes.compare_exchange_weak(seen.0, next.0, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return (seen.count(), seen.generation()),
+            Err(now) => seen = Summed(now),
+        }
+    }
+}
+
+/// The `outcome` of a job that takes the successes summed on its link (`sequence`: the epoch
+/// of the sum it was queued for, see [`Summed`]).
+pub(super) const SUMMED: u8 = 7;
+
+/// The `outcome` of a job carrying `sequence` successes of `generation`, taken from the link's
+/// sum ahead of a report that is not summed.
+pub(super) const SUCCESSES: u8 = 8;
 
 /// The `outcome` of a job that reads the shared state instead of reporting.
 pub(super) const LEARN: u8 = 3;
@@ -153,6 +253,9 @@ fn enqueue(
     sequence: u64,
     asker: Option<Box<Asker>>,
 ) {
+    if outcome <= 2 {
+        seal(link, site);
+    }
     let failure = failure_of(outcome);
     link.pending.fetch_add(1, Ordering::AcqRel);
     let Some(owner) = link.core.upgrade() else {
@@ -174,8 +277,15 @@ fn enqueue(
         Ok(()) => link.store.client.work.notify_one(),
         Err(failed) => {
             let job = failed.0;
-            job.link.confirmed(u64::from(failure == Some(true)));
-            job.core.report_locally(failure, site);
+            if matches!(job.outcome, SUMMED | SUCCESSES) {
+                let (successes, _) = successes_of(&job);
+                for _ in 0..successes {
+                    job.core.report_locally(Some(false), site);
+                }
+            } else {
+                job.link.confirmed(u64::from(failure == Some(true)));
+                job.core.report_locally(failure, site);
+            }
             job.link.applied.fetch_add(1, Ordering::AcqRel);
             job.link.done.notify_waiters();
         }
@@ -278,6 +388,17 @@ fn take(
             folds.push_back((now + client.flush.unwrap_or_default(), job));
             continue;
         }
+        if matches!(job.outcome, SUMMED | SUCCESSES) {
+            let (successes, generation) = successes_of(&job);
+            if successes == 0 {
+                finished_job(&job, 1);
+                continue;
+            }
+            // The job stands for each of its successes from now on.
+            job.link.pending.fetch_add(successes - 1, Ordering::AcqRel);
+            push_successes(batch, &mut open, job, generation, successes);
+            continue;
+        }
         if job.outcome > 2 {
             batch.push(Sent {
                 job,
@@ -337,6 +458,65 @@ fn take(
         if sent.carries_outcomes() {
             sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
         }
+    }
+}
+
+/// Merges `successes` successes of `generation` (a summed job's, `job`) into the round's script
+/// calls of their key, generation and call site, starting new calls of at most [`MERGED`]
+/// outcomes as needed.
+fn push_successes(
+    batch: &mut Vec<Sent>,
+    open: &mut std::collections::HashMap<(*const SharedKey, u64, *const &str), usize>,
+    mut job: Report,
+    generation: u64,
+    mut successes: u64,
+) {
+    job.outcome = 1;
+    job.slow = 0;
+    job.generation = generation;
+    let code = code_of(&job);
+    let merge_key = (
+        Arc::as_ptr(&job.link),
+        generation,
+        std::ptr::from_ref(job.site),
+    );
+    let mut job = Some(job);
+    while successes > 0 {
+        let at = match open.get(&merge_key) {
+            Some(&at) if batch[at].codes.len() < MERGED => at,
+            _ => {
+                let report = match job.take() {
+                    Some(job) => job,
+                    None => {
+                        let first = &batch[open[&merge_key]].job;
+                        Report {
+                            link: first.link.clone(),
+                            core: first.core.clone(),
+                            generation,
+                            outcome: 1,
+                            slow: 0,
+                            misses: 0,
+                            site: first.site,
+                            sequence: 0,
+                            asker: None,
+                        }
+                    }
+                };
+                open.insert(merge_key, batch.len());
+                batch.push(Sent {
+                    job: report,
+                    codes: Vec::new(),
+                    delta: None,
+                });
+                batch.len() - 1
+            }
+        };
+        let room = (MERGED - batch[at].codes.len()) as u64;
+        let n = successes.min(room);
+        batch[at]
+            .codes
+            .extend(std::iter::repeat_n(code, n as usize));
+        successes -= n;
     }
 }
 

@@ -613,6 +613,7 @@ impl RedisStore {
             learning: AtomicBool::new(false),
             forced: AtomicBool::new(false),
             delta: std::sync::Mutex::default(),
+            successes: AtomicU64::new(0),
         }
     }
 }

@@ -68,7 +68,7 @@ where
 {
     type Output = Result<T, BoxError>;
 
-    #[inline]
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         #[cfg(feature = "redis")]

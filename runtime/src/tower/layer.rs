@@ -7,9 +7,9 @@ use tower_layer::Layer;
 
 use super::SITE;
 use super::classify::AnyError;
-use super::service::{CircuitBreaker, KeyFn};
+use super::service::{CircuitBreaker, FixedBreaker, KeyFn};
 use crate::registry::{Registry, usable_policy};
-use crate::{Breaker, Key, Policy};
+use crate::{Key, Policy};
 
 /// A tower [`Layer`] that routes every call of the wrapped service through a circuit breaker of a
 /// fusebox [`Registry`]: the same circuits, policies, events and operator controls as
@@ -136,7 +136,7 @@ impl<C, K> CircuitBreakerLayer<C, K> {
 }
 
 impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
-    type Service = CircuitBreaker<S, C, Breaker>;
+    type Service = CircuitBreaker<S, C, FixedBreaker>;
 
     fn layer(&self, inner: S) -> Self::Service {
         let key = &self.key.0;
@@ -144,7 +144,7 @@ impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
         let breaker = self
             .registry
             .get_or_insert(key.as_str(), policy, || key.clone());
-        CircuitBreaker::new(inner, self.classifier.clone(), breaker)
+        CircuitBreaker::new(inner, self.classifier.clone(), FixedBreaker::new(&breaker))
     }
 }
 

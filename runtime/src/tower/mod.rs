@@ -81,7 +81,7 @@ pub use classify::{
 pub use future::ResponseFuture;
 pub use layer::{CircuitBreakerLayer, FixedKey};
 pub use retry::BudgetPolicy;
-pub use service::{Admission, CircuitBreaker, KeyFn};
+pub use service::{Admission, CircuitBreaker, FixedBreaker, KeyFn};
 
 /// The error type of a wrapped service, as in tower: a refusal is a boxed
 /// [`fusebox::Error`](crate::Error).

@@ -9,7 +9,7 @@ use tower_service::Service;
 
 use super::future::ResponseFuture;
 use super::{BoxError, Classify, SITE};
-use crate::breaker::OwnedPermit;
+use crate::breaker::{Circuit, OwnedPermit};
 use crate::{Breaker, Policy, Registry};
 
 /// A service wrapped in a circuit breaker. Made by
@@ -56,9 +56,9 @@ impl<S, C, K> CircuitBreaker<S, C, K> {
     }
 }
 
-/// Where a [`CircuitBreaker`] finds the breaker of a request: a [`Breaker`] (the fixed key of
-/// [`CircuitBreakerLayer::new`](super::CircuitBreakerLayer::new)) or a [`KeyFn`] (a key taken
-/// from each request). Sealed: only these two implement it.
+/// Where a [`CircuitBreaker`] finds the breaker of a request: a [`FixedBreaker`] (the fixed key
+/// of [`CircuitBreakerLayer::new`](super::CircuitBreakerLayer::new)), a [`Breaker`], or a
+/// [`KeyFn`] (a key taken from each request). Sealed: only these implement it.
 pub trait Admission<Req>: sealed::Sealed {
     /// Asks the breaker of `req` for admission; a refused call gets an inert permit that says why.
     fn admit(&self, req: &Req) -> OwnedPermit;
@@ -75,6 +75,8 @@ mod sealed {
 
     impl Sealed for crate::Breaker {}
 
+    impl Sealed for super::FixedBreaker {}
+
     impl<F, Req> Sealed for super::KeyFn<F, Req> {}
 }
 
@@ -82,6 +84,35 @@ impl<Req> Admission<Req> for Breaker {
     #[inline]
     fn admit(&self, _req: &Req) -> OwnedPermit {
         self.enter_owned(&SITE)
+    }
+}
+
+/// The breaker of the services a [`CircuitBreakerLayer::new`](super::CircuitBreakerLayer::new)
+/// layer makes: the circuit of its fixed key, kept for the life of the process, so that a call's
+/// response future holds it by a plain reference (taking and dropping it costs no atomic
+/// operation). Calls follow the circuit's reconfigurations like a [`Breaker`]'s.
+#[derive(Clone, Copy)]
+pub struct FixedBreaker(&'static Circuit);
+
+impl FixedBreaker {
+    /// The circuit of `breaker`, kept.
+    pub(super) fn new(breaker: &Breaker) -> Self {
+        FixedBreaker(breaker.kept())
+    }
+}
+
+impl<Req> Admission<Req> for FixedBreaker {
+    #[inline]
+    fn admit(&self, _req: &Req) -> OwnedPermit {
+        self.0.enter_kept(&SITE)
+    }
+}
+
+impl fmt::Debug for FixedBreaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("FixedBreaker")
+            .field(&self.0.newest().key().as_str())
+            .finish()
     }
 }
 
