@@ -85,3 +85,53 @@ fn the_headline_example_is_a_default_member_that_depends_on_fusebox_and_tokio_on
         "`cargo run --example retry_vs_breaker` from the root finds only default members"
     );
 }
+
+/// What `fusebox` with its default features builds, as resolved by `cargo tree`: the attribute,
+/// the registry and the coarse clock, and no TOML parser (feature `config`), no TSC clock
+/// (feature `tsc`), and nothing of HTTP or TLS (features `tower`, `axum`, `reqwest`, `admin`,
+/// `redis`).
+#[test]
+fn fusebox_default_features_bring_no_toml_http_tls_or_tsc() {
+    let output = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "fusebox",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(output.status.success(), "{output:?}");
+    let tree = String::from_utf8(output.stdout).unwrap();
+    let crates: Vec<&str> = tree
+        .lines()
+        .filter_map(|line| line.split(' ').next())
+        .collect();
+    assert!(crates.contains(&"fusebox-macros"), "{tree}");
+    let heavy = [
+        "toml",
+        "toml_parser",
+        "humantime",
+        "quanta",
+        "raw-cpuid",
+        "http",
+        "hyper",
+        "axum",
+        "reqwest",
+        "tower",
+        "redis",
+        "rustls",
+        "native-tls",
+        "openssl",
+        "serde_json",
+    ];
+    let found: Vec<&&str> = heavy.iter().filter(|name| crates.contains(name)).collect();
+    assert!(found.is_empty(), "default features bring {found:?}:\n{tree}");
+}
