@@ -137,5 +137,8 @@ fn fusebox_default_features_bring_no_toml_http_tls_or_tsc() {
         "serde_json",
     ];
     let found: Vec<&&str> = heavy.iter().filter(|name| crates.contains(name)).collect();
-    assert!(found.is_empty(), "default features bring {found:?}:\n{tree}");
+    assert!(
+        found.is_empty(),
+        "default features bring {found:?}:\n{tree}"
+    );
 }
