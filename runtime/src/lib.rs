@@ -32,14 +32,20 @@
 //!
 //! # Features
 //!
-//! | feature | default | what it adds |
-//! |---|---|---|
-//! | `config` | yes | per-key overrides from TOML and environment variables (`fusebox::config`) |
-//! | `metrics` | | counters and a gauge per key through the `metrics` crate (`fusebox::metrics`) |
-//! | `tower` | | `fusebox::tower::CircuitBreakerLayer` around any tower `Service` |
-//! | `axum` | | the tower layer's `503 Service Unavailable` answer for axum (includes `tower`) |
-//! | `reqwest` | | a `reqwest-middleware` middleware (includes `tower`) |
-//! | `redis` | | one circuit across replicas through Redis (`fusebox::redis`) |
+//! None is on by default: without features, fusebox builds the attribute, the registry and the
+//! coarse monotonic clock, and brings no TLS, HTTP client or server, or TOML parser.
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `config` | per-key overrides from TOML and environment variables (`fusebox::config`, `Registry::load_toml`, `load_env`) |
+//! | `metrics` | counters and a gauge per key through the `metrics` crate (`fusebox::metrics`) |
+//! | `tower` | `fusebox::tower::CircuitBreakerLayer` around any tower `Service` |
+//! | `axum` | the tower layer's `503 Service Unavailable` answer for axum (includes `tower`) |
+//! | `reqwest` | a `reqwest-middleware` middleware (includes `tower`) |
+//! | `admin` | `fusebox::admin`: the operators' JSON, dashboard and controls as an axum router (includes `axum`) |
+//! | `redis` | one circuit across replicas through Redis (`fusebox::redis`) |
+//! | `redis-cluster` | the Redis store on a Redis Cluster (includes `redis`) |
+//! | `tsc` | [`PreciseClock`](clock::PreciseClock) reads the CPU's time-stamp counter (`quanta`) instead of `std::time::Instant` |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -44,9 +44,12 @@ async fn breaker_cuts_backend_calls_from_60_to_5_and_finishes_sooner() {
 
 /// The README's first command, `cargo run --example retry_vs_breaker` from the workspace root,
 /// builds a package whose only dependencies are fusebox and tokio (not the suite's axum,
-/// reqwest, trybuild or Prometheus exporter), and finds it among the default members.
+/// reqwest, trybuild or Prometheus exporter), and finds it as the only default member: cargo
+/// unifies the features of every selected package, so another default member that enables
+/// fusebox features (the suite's `admin`, `metrics`, `config`) would build them for this example
+/// too.
 #[test]
-fn the_headline_example_is_a_default_member_that_depends_on_fusebox_and_tokio_only() {
+fn the_headline_example_is_the_only_default_member_and_depends_on_fusebox_and_tokio_only() {
     let output = std::process::Command::new(env!("CARGO"))
         .args([
             "metadata",
@@ -80,8 +83,62 @@ fn the_headline_example_is_a_default_member_that_depends_on_fusebox_and_tokio_on
     deps.sort_unstable();
     assert_eq!(deps, ["fusebox", "tokio"], "{}", owner["name"]);
     let defaults = metadata["workspace_default_members"].as_array().unwrap();
+    assert_eq!(
+        defaults,
+        &[owner["id"].clone()],
+        "`cargo run --example retry_vs_breaker` from the root builds the default members' features"
+    );
+}
+
+/// What `fusebox` with its default features builds, as resolved by `cargo tree`: the attribute,
+/// the registry and the coarse clock, and no TOML parser (feature `config`), no TSC clock
+/// (feature `tsc`), and nothing of HTTP or TLS (features `tower`, `axum`, `reqwest`, `admin`,
+/// `redis`).
+#[test]
+fn fusebox_default_features_bring_no_toml_http_tls_or_tsc() {
+    let output = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "fusebox",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(output.status.success(), "{output:?}");
+    let tree = String::from_utf8(output.stdout).unwrap();
+    let crates: Vec<&str> = tree
+        .lines()
+        .filter_map(|line| line.split(' ').next())
+        .collect();
+    assert!(crates.contains(&"fusebox-macros"), "{tree}");
+    let heavy = [
+        "toml",
+        "toml_parser",
+        "humantime",
+        "quanta",
+        "raw-cpuid",
+        "http",
+        "hyper",
+        "axum",
+        "reqwest",
+        "tower",
+        "redis",
+        "rustls",
+        "native-tls",
+        "openssl",
+        "serde_json",
+    ];
+    let found: Vec<&&str> = heavy.iter().filter(|name| crates.contains(name)).collect();
     assert!(
-        defaults.contains(&owner["id"]),
-        "`cargo run --example retry_vs_breaker` from the root finds only default members"
+        found.is_empty(),
+        "default features bring {found:?}:\n{tree}"
     );
 }

@@ -1,5 +1,5 @@
 //! The checkout demo with `--replicas 2`, as a newcomer runs it: the example's own binary (built
-//! with `cargo build --example checkout --all-features` if needed), two replica processes sharing
+//! with `cargo build -p fusebox-suite --example checkout --all-features` if needed), two replica processes sharing
 //! their circuits through a real `redis-server` (started by the test, persistence off), the
 //! round-robin front and the backend, all over real HTTP on loopback.
 //!

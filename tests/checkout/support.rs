@@ -23,10 +23,10 @@ fn example_binary() -> PathBuf {
         ])
         .arg("--all-features")
         .status()
-        .expect("run `cargo build --example checkout`");
+        .expect("run `cargo build -p fusebox-suite --example checkout`");
     assert!(
         status.success(),
-        "`cargo build --example checkout --all-features` failed"
+        "`cargo build -p fusebox-suite --example checkout --all-features` failed"
     );
     // target/debug/deps/<this test>-… → target/debug/examples/checkout
     let exe = std::env::current_exe().expect("this test's path");
