@@ -12,6 +12,9 @@
 //! - `max_concurrent = 10` against `max_concurrent = "adaptive(2..200)"` (the adaptive limit reads
 //!   the clock at admission and samples the latency at the report).
 //!
+//! - `key = host` against `key = host, group = "search"` (a group's rules run on a member's
+//!   failures only, at most once per interval).
+//!
 //! Pushback acts only on counted failures that carry a wait, so it has no closed-path case.
 //!
 //! Run: `cargo bench -p fusebox-bench --bench load_control`
@@ -118,6 +121,24 @@ async fn adaptive() -> Result<u64, BenchError> {
     work().await
 }
 
+#[fusebox::circuit_breaker(key = host, window = 100, failure_rate = 50, open_for = "1h")]
+async fn per_host(host: &str) -> Result<u64, BenchError> {
+    let _ = host;
+    work().await
+}
+
+#[fusebox::circuit_breaker(
+    key = host,
+    group = "search",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h"
+)]
+async fn grouped(host: &str) -> Result<u64, BenchError> {
+    let _ = host;
+    work().await
+}
+
 macro_rules! subject {
     ($group:ident, $name:literal, $f:ident) => {
         assert_eq!(poll_once($f()).ok(), Some(1), "{} succeeds", $name);
@@ -156,6 +177,22 @@ fn main() {
         subject!(g, "adaptive", adaptive);
         g.finish();
     }
+    {
+        let mut g = c.benchmark_group("group");
+        assert_eq!(poll_once(per_host("search-1:9200")).ok(), Some(1));
+        assert_eq!(poll_once(grouped("search-2:9200")).ok(), Some(1));
+        g.bench_function("per_host", |b| {
+            b.iter(|| black_box(poll_once(per_host(black_box("search-1:9200")))))
+        });
+        g.bench_function("per_host_grouped", |b| {
+            b.iter(|| black_box(poll_once(grouped(black_box("search-2:9200")))))
+        });
+        g.finish();
+    }
+    assert!(
+        fusebox::registry().group("search").is_some(),
+        "the grouped key is a member of its group"
+    );
     for (key, expected) in [
         ("lc-plain", false),
         ("lc-throttle", false),
