@@ -103,60 +103,51 @@ fn fold(
 /// take the sum when it is the first one; false when the sum holds another generation's
 /// successes (the success is then sent on its own, after them).
 fn sum(link: &Arc<SharedKey>, generation: u64, site: FnName) -> bool {
-    let mut seen = Summed(link.successes.load(Ordering::Acquire));
-    loop {
-        let next = if seen.count() == 0 {
-            Summed::new(seen.epoch(), generation, 1)
-        } else if seen.generation() == generation && seen.count() < Summed::MAX_COUNT {
-            seen.plus_one()
-        } else {
-            return false;
-        };
-        match link.successes.compare_exchange_weak(
-            seen.0,
-            next.0,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => {
-                if seen.count() == 0 {
-                    enqueue(link, generation, SUMMED, 0, site, seen.epoch(), None);
-                }
-                return true;
+    let added = link
+        .successes
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+            let seen = Summed(word);
+            if seen.count() == 0 {
+                Some(Summed::new(seen.epoch(), generation, 1).0)
+            } else if seen.generation() == generation && seen.count() < Summed::MAX_COUNT {
+                Some(seen.plus_one().0)
+            } else {
+                None
             }
-            Err(now) => seen = Summed(now),
+        });
+    match added {
+        Ok(before) => {
+            let seen = Summed(before);
+            if seen.count() == 0 {
+                enqueue(link, generation, SUMMED, 0, site, seen.epoch(), None);
+            }
+            true
         }
+        Err(_) => false,
     }
 }
 
 /// Takes the link's summed successes ahead of a report that is not summed: they are queued
 /// before it, and a job queued for them earlier finds nothing (the epoch moved on).
 fn seal(link: &Arc<SharedKey>, site: FnName) {
-    let mut seen = Summed(link.successes.load(Ordering::Acquire));
-    loop {
-        if seen.count() == 0 {
-            return;
-        }
-        let next = Summed::new(seen.epoch() + 1, seen.generation(), 0);
-        match link.successes.compare_exchange_weak(
-            seen.0,
-            next.0,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => break,
-            Err(now) => seen = Summed(now),
-        }
+    let taken = link
+        .successes
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+            let seen = Summed(word);
+            (seen.count() != 0).then(|| Summed::new(seen.epoch() + 1, seen.generation(), 0).0)
+        });
+    if let Ok(before) = taken {
+        let seen = Summed(before);
+        enqueue(
+            link,
+            seen.generation(),
+            SUCCESSES,
+            0,
+            site,
+            seen.count(),
+            None,
+        );
     }
-    enqueue(
-        link,
-        seen.generation(),
-        SUCCESSES,
-        0,
-        site,
-        seen.count(),
-        None,
-    );
 }
 
 /// The successes a [`SUMMED`] or [`SUCCESSES`] job stands for, and their generation; a summed
@@ -165,17 +156,17 @@ fn successes_of(job: &Report) -> (u64, u64) {
     if job.outcome == SUCCESSES {
         return (job.sequence, job.generation);
     }
-    let successes = &job.link.successes;
-    let mut seen = Summed(successes.load(Ordering::Acquire));
-    loop {
-        if seen.count() == 0 || !seen.of_epoch(job.sequence) {
-            return (0, 0);
-        }
-        let next = Summed::new(seen.epoch(), seen.generation(), 0);
-        match successes.compare_exchange_weak(seen.0, next.0, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return (seen.count(), seen.generation()),
-            Err(now) => seen = Summed(now),
-        }
+    let taken = job
+        .link
+        .successes
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+            let seen = Summed(word);
+            (seen.count() != 0 && seen.of_epoch(job.sequence))
+                .then(|| Summed::new(seen.epoch(), seen.generation(), 0).0)
+        });
+    match taken {
+        Ok(before) => (Summed(before).count(), Summed(before).generation()),
+        Err(_) => (0, 0),
     }
 }
 
