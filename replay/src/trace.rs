@@ -319,6 +319,8 @@ pub enum ReadError {
     SeveralKeys(Vec<String>),
     /// The trace has no call.
     Empty,
+    /// The trace has more keys than a replay of every key takes (the limit is given).
+    TooManyKeys(usize),
 }
 
 fn key_list(keys: &[String]) -> String {
@@ -347,6 +349,10 @@ impl fmt::Display for ReadError {
                 key_list(keys)
             ),
             ReadError::Empty => write!(f, "the trace has no calls"),
+            ReadError::TooManyKeys(limit) => write!(
+                f,
+                "the trace has more than {limit} keys; replay one with `--key`"
+            ),
         }
     }
 }
@@ -500,6 +506,69 @@ pub fn read_with(
             lines,
         }),
     }
+}
+
+/// One call of a trace with many keys: the index of its key in [`KeyedTrace::keys`] and the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyedEvent {
+    /// The index of the call's key in [`KeyedTrace::keys`].
+    pub key: u32,
+    /// The call.
+    pub event: Event,
+}
+
+/// Every call of a trace, of every key, as read by [`read_keys`].
+#[derive(Debug, Clone, Default)]
+pub struct KeyedTrace {
+    /// The trace's keys, in the order of their first call.
+    pub keys: Vec<String>,
+    /// Its calls, in trace order (24 bytes each).
+    pub calls: Vec<KeyedEvent>,
+}
+
+impl KeyedTrace {
+    /// The calls of key number `key`, in trace order.
+    pub fn events_of(&self, key: u32) -> impl Iterator<Item = Event> + '_ {
+        self.calls
+            .iter()
+            .filter(move |c| c.key == key)
+            .map(|c| c.event)
+    }
+}
+
+/// The most keys [`read_keys`] replays at once: each is a breaker in the replay's registry.
+pub const MAX_REPLAY_KEYS: usize = 100_000;
+
+/// Reads a whole trace, every key kept: 24 bytes per call, and each key's name once.
+///
+/// # Errors
+///
+/// As [`read`] (without the key errors), and [`ReadError::TooManyKeys`] past
+/// [`MAX_REPLAY_KEYS`] keys.
+pub fn read_keys(input: impl std::io::BufRead) -> Result<KeyedTrace, ReadError> {
+    let mut index: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    let mut trace = KeyedTrace::default();
+    let mut reader = Reader::new(input);
+    while let Some(call) = reader.next_call()? {
+        let event = Event::from(&call);
+        let key = match index.get(&call.key) {
+            Some(&k) => k,
+            None => {
+                if trace.keys.len() >= MAX_REPLAY_KEYS {
+                    return Err(ReadError::TooManyKeys(MAX_REPLAY_KEYS));
+                }
+                let k = trace.keys.len() as u32;
+                trace.keys.push(call.key.clone());
+                index.insert(call.key, k);
+                k
+            }
+        };
+        trace.calls.push(KeyedEvent { key, event });
+    }
+    if trace.calls.is_empty() {
+        return Err(ReadError::Empty);
+    }
+    Ok(trace)
 }
 
 /// The members of a JSON object in the order written, duplicates kept (a `serde_json::Map`
