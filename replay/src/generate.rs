@@ -122,13 +122,17 @@ pub enum HostScenario {
     /// 10 hosts, 10 calls/s each for 2 min; from 30 s to 90 s every host succeeds 55 % of its
     /// calls (the client is broken, not the hosts), 99 % otherwise.
     BrokenClient,
+    /// [`HostScenario::DegradedHost`] with each call's outcome drawn at random: the healthy
+    /// hosts' success rates spread around 99 %, as real traffic's do.
+    NoisyHosts,
 }
 
 impl HostScenario {
     /// All host scenarios with their command-line names.
-    pub const ALL: [(&'static str, HostScenario); 2] = [
+    pub const ALL: [(&'static str, HostScenario); 3] = [
         ("degraded-host", HostScenario::DegradedHost),
         ("broken-client", HostScenario::BrokenClient),
+        ("noisy-hosts", HostScenario::NoisyHosts),
     ];
 
     /// The scenario called `name`.
@@ -142,10 +146,13 @@ impl HostScenario {
     pub fn hosts(self) -> Hosts {
         let s = Duration::from_secs;
         let during = match self {
-            HostScenario::DegradedHost => (0..10).map(|i| if i == 3 { 50 } else { 99 }).collect(),
+            HostScenario::DegradedHost | HostScenario::NoisyHosts => {
+                (0..10).map(|i| if i == 3 { 50 } else { 99 }).collect()
+            }
             HostScenario::BrokenClient => vec![55; 10],
         };
         Hosts {
+            random: self == HostScenario::NoisyHosts,
             healthy: 99,
             during,
             incident: (s(30), s(90)),
@@ -169,6 +176,10 @@ pub struct Hosts {
     pub length: Duration,
     /// Calls per second to each host.
     pub per_second: u32,
+    /// Each call's outcome drawn at random with its host's success percentage; otherwise each
+    /// host's failures are evenly spread (at 99 %, exactly one call in 100 fails, from a seeded
+    /// offset), so every window of 100 calls has the host's exact rate.
+    pub random: bool,
 }
 
 /// The key of host number `i` in a [`Hosts`] trace.
@@ -178,8 +189,9 @@ pub fn host_key(i: usize) -> String {
 }
 
 /// Generates a [`Hosts`] trace with `seed`: each call succeeds (20–60 ms) or fails (a 5 ms
-/// refused connection) at random with its host's success percentage; the hosts' calls are
-/// interleaved, in report-time order. The same seed gives the same trace.
+/// refused connection) with its host's success percentage (evenly spread, or at random with
+/// [`Hosts::random`]); the hosts' calls are interleaved, in report-time order. The same seed
+/// gives the same trace.
 #[must_use]
 pub fn generate_hosts(hosts: &Hosts, seed: u64) -> Vec<Call> {
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -189,6 +201,8 @@ pub fn generate_hosts(hosts: &Hosts, seed: u64) -> Vec<Call> {
     let (start, end) = (nanos(hosts.incident.0), nanos(hosts.incident.1));
     let n = hosts.during.len() as u64;
     let mut calls = Vec::new();
+    // Per host, the failures owed in hundredths of a call: a failure each time it reaches 100.
+    let mut owed: Vec<u32> = hosts.during.iter().map(|_| rng.u32(0..100)).collect();
     let mut tick = spacing;
     while tick < nanos(hosts.length) {
         for (i, &during) in hosts.during.iter().enumerate() {
@@ -199,7 +213,17 @@ pub fn generate_hosts(hosts: &Hosts, seed: u64) -> Vec<Call> {
             } else {
                 hosts.healthy
             };
-            let (outcome, latency) = if rng.u32(0..100) < success {
+            let fails = if hosts.random {
+                rng.u32(0..100) >= success
+            } else {
+                owed[i] += 100 - success.min(100);
+                let due = owed[i] >= 100;
+                if due {
+                    owed[i] -= 100;
+                }
+                due
+            };
+            let (outcome, latency) = if !fails {
                 (Outcome::Success, ms(20 + rng.u64(0..40)))
             } else {
                 (Outcome::Failure, ms(5))

@@ -527,6 +527,12 @@ pub struct KeyedTrace {
 }
 
 impl KeyedTrace {
+    /// The index of `key`, if the trace has it.
+    #[must_use]
+    pub fn index_of(&self, key: &str) -> Option<u32> {
+        self.keys.iter().position(|k| k == key).map(|i| i as u32)
+    }
+
     /// The calls of key number `key`, in trace order.
     pub fn events_of(&self, key: u32) -> impl Iterator<Item = Event> + '_ {
         self.calls

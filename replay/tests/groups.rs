@@ -6,13 +6,18 @@
 use fusebox_replay::generate::{HostScenario, generate_hosts, host_key};
 use fusebox_replay::keyed::{KeyedRun, find_keyed_outages, replay_keys};
 use fusebox_replay::policy::parse_policy_arg;
-use fusebox_replay::replay::OutageRule;
+use fusebox_replay::replay::{OutageRule, Run};
 use fusebox_replay::trace::{KeyedTrace, read_keys};
 
 fn trace_of(scenario: HostScenario) -> KeyedTrace {
     let calls = generate_hosts(&scenario.hosts(), 7);
     let text: String = calls.iter().map(|c| c.to_line() + "\n").collect();
     read_keys(text.as_bytes()).unwrap()
+}
+
+/// The run of host number `i`.
+fn host<'a>(trace: &KeyedTrace, run: &'a KeyedRun, i: usize) -> &'a Run {
+    &run.keys[trace.index_of(&host_key(i)).unwrap() as usize]
 }
 
 fn replay(trace: &KeyedTrace, policy: &str) -> KeyedRun {
@@ -37,10 +42,11 @@ const HOST: &str = "window=100,min_calls=20,failure_rate=90";
 fn a_trace_of_ten_hosts_replays_each_key_on_its_own_breaker() {
     let trace = trace_of(HostScenario::DegradedHost);
     assert_eq!(trace.keys.len(), 10);
-    let run = replay(&trace, "consecutive=3");
-    // Only the degraded host has 3 failures in a row often enough; the others hardly ever.
+    let run = replay(&trace, "window=20,failure_rate=40");
+    // Only the degraded host fails 40 % of 20 calls.
     assert_eq!(run.keys.len(), 10);
-    assert!(run.keys[3].openings > 0, "{:?}", run.keys[3]);
+    assert_eq!(opened(&trace, &run), [host_key(3)]);
+    assert!(host(&trace, &run, 3).refused > 0);
     let calls: u64 = run.keys.iter().map(|r| r.refused).sum();
     assert_eq!(run.total.refused, calls, "the totals are the keys' sums");
     assert!(run.group.is_none());
@@ -54,7 +60,7 @@ fn a_host_at_50_percent_among_hosts_at_99_percent_is_the_only_one_ejected() {
 
     let grouped = replay(&trace, &format!("{HOST},group=search"));
     assert_eq!(opened(&trace, &grouped), [host_key(3)]);
-    let degraded = &grouped.keys[3];
+    let degraded = host(&trace, &grouped, 3);
     assert!(degraded.ejections >= 1, "{degraded:?}");
     assert!(degraded.refused_by_ejection > 0);
     assert!(degraded.ejected_ns >= 30_000_000_000, "at least the base ejection");
@@ -106,4 +112,15 @@ fn group_keys_chooses_the_members() {
     let run = replay(&trace, &format!("{HOST},group=search,group_keys=host-*"));
     assert_eq!(run.group.as_ref().unwrap().members, 10);
     assert_eq!(opened(&trace, &run), [host_key(3)]);
+}
+
+#[test]
+fn on_noisy_hosts_the_stdev_factor_decides_which_hosts_are_ejected() {
+    // Outcomes drawn at random: the healthy hosts' rates spread around 99 %, and 1.9 standard
+    // deviations of a tight cluster is little.
+    let trace = trace_of(HostScenario::NoisyHosts);
+    let default = replay(&trace, &format!("{HOST},group=search"));
+    let wider = replay(&trace, &format!("{HOST},group=search,stdev_factor=2.5"));
+    assert!(opened(&trace, &default).len() > 1, "{:?}", opened(&trace, &default));
+    assert_eq!(opened(&trace, &wider), [host_key(3)]);
 }
