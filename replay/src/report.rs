@@ -211,11 +211,19 @@ pub fn keyed_table(
         }
         let quiet = r.keys.len() - active.len();
         let more = active.len().saturating_sub(KEY_ROWS);
-        if more + quiet > 0 {
+        let mut rest = Vec::new();
+        if more > 0 {
+            rest.push(format!("{more} more keys opened or refused (not listed)"));
+        }
+        if quiet > 0 {
+            rest.push(format!("{quiet} key(s) never opened nor refused"));
+        }
+        if !rest.is_empty() {
             let _ = writeln!(
                 out,
-                "| {} | {more} more that opened or refused, {quiet} that never did | | | | | | | | | | |",
-                r.name
+                "| {} | {} | | | | | | | | | | |",
+                r.name,
+                rest.join("; ")
             );
         }
     }

@@ -77,12 +77,12 @@ fn an_unknown_scenario_is_an_error_listing_the_scenarios() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "error: unknown scenario `meltdown`; expected one of `hard-outage`, `brownout`, `latency-spike`, `flapping`, `low-traffic`"
+        "error: unknown scenario `meltdown`; expected one of `hard-outage`, `brownout`, `latency-spike`, `flapping`, `low-traffic`, `degraded-host`, `broken-client`, `noisy-hosts`"
     );
 }
 
 #[test]
-fn a_trace_with_several_keys_needs_key() {
+fn a_trace_with_several_keys_replays_every_key_or_the_one_key_given() {
     let dir = std::env::temp_dir().join(format!("fusebox-replay-keys-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let trace = dir.join("two.jsonl");
@@ -94,17 +94,36 @@ fn a_trace_with_several_keys_needs_key() {
             i * 1_000_000
         ));
     }
-    std::fs::write(&trace, text).unwrap();
+    std::fs::write(&trace, &text).unwrap();
     let out = bin()
         .arg(&trace)
         .args(["--policy", "consecutive=3", "--no-chart"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr).trim(),
-        "error: the trace has several keys (`a`, `b`); choose one with `--key`"
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.starts_with("20 calls of 2 keys, each key on its own breaker; 2 outage(s)"),
+        "{stdout}"
     );
+    // Each key opens at its own third failure: two openings in all.
+    assert!(
+        stdout.contains("| p1 | 0.00s / 0.00s | 0 | 6 | 2 |"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("| p1 | `a` | 10 |"), "{stdout}");
+    assert!(stdout.contains("| p1 | `b` | 10 |"), "{stdout}");
+    // The same from stdin.
+    let mut child = bin()
+        .arg("-")
+        .args(["--policy", "consecutive=3", "--no-chart"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let piped = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8(piped.stdout).unwrap(), stdout);
     let out = bin()
         .arg(&trace)
         .args(["--key", "a", "--policy", "consecutive=3", "--no-chart"])
