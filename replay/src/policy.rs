@@ -967,4 +967,57 @@ mod tests {
         let c = parse_policy_arg("fast: consecutive=5", "p1").unwrap();
         assert_eq!(c.name, "fast");
     }
+
+    #[test]
+    fn a_group_and_its_settings_are_fields() {
+        let c = parse_policy_arg(
+            "window=100,group=search,group_keys=host-*|cache-1,max_ejection=20,stdev_factor=2.5,base_ejection=10s,max_ejection_time=1m,failure_percentage=off",
+            "p",
+        )
+        .unwrap();
+        let group = c.group.as_ref().unwrap();
+        assert_eq!(group.name, "search");
+        assert!(group.keys.matches("host-3") && group.keys.matches("cache-1"));
+        assert!(!group.keys.matches("cache-2"));
+        let s = group.policy.settings();
+        assert_eq!(s.max_ejection, 20);
+        assert_eq!(s.stdev_factor, Some(2.5));
+        assert_eq!(s.failure_percentage, None);
+        assert_eq!(
+            (s.base_ejection, s.max_ejection_time),
+            (Duration::from_secs(10), Duration::from_secs(60))
+        );
+        assert_eq!(c.policy.settings().group, None, "the replay gives the members their group");
+        assert_eq!(c.attribute_args(), "window = 100, group = \"search\"");
+        assert_eq!(
+            c.group_code().unwrap(),
+            "registry().configure_group(\"search\", GroupPolicy::new().max_ejection(20).success_rate(2.5).ejection(Duration::from_nanos(10000000000), Duration::from_nanos(60000000000)).failure_percentage(0))"
+        );
+        assert_eq!(
+            parse_policy_arg(&c.policy_arg(), "p").unwrap().group,
+            c.group,
+            "the `--policy` string reads back"
+        );
+        let every = parse_policy_arg("group=search", "p").unwrap();
+        assert_eq!(every.group.unwrap().keys, KeySet::All);
+    }
+
+    #[test]
+    fn group_settings_without_a_group_or_out_of_range_are_errors_that_say_the_fix() {
+        let e = parse_policy_arg("max_ejection=20", "p").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--policy \"max_ejection=20\": field `max_ejection`: a group's setting, and the candidate has no group; name it with `group=…` (e.g. `group=search`)"
+        );
+        let e = parse_policy_arg("group=no spaces", "p").unwrap_err().to_string();
+        assert!(e.contains("field `group`: invalid value `no spaces`; expected a group's name"), "{e}");
+        let e = parse_policy_arg("group=g,stdev_factor=-1", "p").unwrap_err().to_string();
+        assert!(e.contains("expected a number of standard deviations"), "{e}");
+        let e = parse_policy_arg("group=g,base_ejection=1m,max_ejection_time=10s", "p")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `max_ejection_time`: 10s is shorter than `base_ejection` = 1m"), "{e}");
+        let e = parse_policy_arg("group=g,max_ejection=0", "p").unwrap_err().to_string();
+        assert!(e.ends_with("expected a percentage from 1 to 100"), "{e}");
+    }
 }

@@ -766,4 +766,24 @@ mod tests {
         let call = Call::new(5, "k", Outcome::Failure).with_latency(3);
         assert_eq!(parse_line(&call.to_line(), 1).unwrap(), call);
     }
+
+    #[test]
+    fn read_keys_keeps_every_key_in_the_order_of_its_first_call() {
+        let text = "{\"at_ns\":1,\"key\":\"b\",\"outcome\":\"success\"}\n{\"at_ns\":2,\"key\":\"a\",\"outcome\":\"failure\"}\n{\"at_ns\":3,\"key\":\"b\",\"outcome\":\"failure\"}\n";
+        let t = read_keys(text.as_bytes()).unwrap();
+        assert_eq!(t.keys, ["b", "a"]);
+        assert_eq!(t.index_of("a"), Some(1));
+        assert_eq!(
+            t.events_of(0).collect::<Vec<_>>(),
+            [
+                Event::new(1, Outcome::Success, None),
+                Event::new(3, Outcome::Failure, None)
+            ]
+        );
+        assert_eq!(std::mem::size_of::<KeyedEvent>(), 24);
+        assert_eq!(
+            read_keys(&b""[..]).unwrap_err().to_string(),
+            "the trace has no calls"
+        );
+    }
 }

@@ -124,3 +124,29 @@ fn on_noisy_hosts_the_stdev_factor_decides_which_hosts_are_ejected() {
     assert!(opened(&trace, &default).len() > 1, "{:?}", opened(&trace, &default));
     assert_eq!(opened(&trace, &wider), [host_key(3)]);
 }
+
+#[test]
+fn search_explores_stdev_factor_and_max_ejection_on_the_totals() {
+    let trace = trace_of(HostScenario::NoisyHosts);
+    let base = parse_policy_arg(&format!("{HOST},group=search"), "p").unwrap();
+    let grid = fusebox_replay::search::group_grid(std::slice::from_ref(&base));
+    assert_eq!(grid.len(), 25, "5 stdev factors x 5 max ejections");
+    let outages = find_keyed_outages(&trace, OutageRule::default());
+    let (runs, front) =
+        fusebox_replay::search::search_keys_with(&trace, &grid, &outages, || {});
+    assert_eq!(runs.len(), 25);
+    assert!(front.len() >= 2, "{front:?}");
+    // Without the success-rate rule nothing is ejected (the failure percentage rule needs 85 %):
+    // no call wrongly refused, and the slowest detection of the front (sorted by detection).
+    let off = grid
+        .iter()
+        .position(|c| c.policy_arg().ends_with("stdev_factor=0,max_ejection=10"))
+        .unwrap();
+    assert_eq!(runs[off].total.ejections, 0);
+    assert_eq!(runs[*front.last().unwrap()].total.wrongly_refused, 0);
+    // The fastest detection ejects host-3.
+    let fastest = &runs[front[0]];
+    assert!(host(&trace, fastest, 3).ejections > 0);
+    let table = fusebox_replay::search::keyed_front_table(&grid, &runs, &front, &outages);
+    assert!(table.contains("configure_group(\"search\", GroupPolicy::new()"), "{table}");
+}
