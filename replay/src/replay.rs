@@ -495,7 +495,8 @@ impl Replayer<'_, '_> {
 }
 
 /// Replays `events` (one key's calls, in trace order) through a breaker running `candidate`,
-/// scoring it against `outages`.
+/// scoring it against `outages`. With a group, the key is its only member (the relative rules
+/// need `min_members` members: only the cap applies); [`crate::keyed`] replays many keys.
 ///
 /// Calls are admitted at [`Event::admitted_ns`] and reported at [`Event::at_ns`], in time order
 /// (at equal times in trace order, admissions first). The trace is read once, in order: a call's
@@ -526,11 +527,20 @@ pub fn replay_in(
 ) -> Run {
     let keys = ["replay".to_owned()];
     let events = events.into_iter().map(|event| KeyedEvent { key: 0, event });
+    // The one key replayed is the only member of the candidate's group, whatever `group_keys`.
+    let alone = candidate.group.as_ref().map(|group| {
+        let mut alone = candidate.clone();
+        alone.group = Some(crate::policy::GroupSpec {
+            keys: crate::policy::KeySet::All,
+            ..group.clone()
+        });
+        alone
+    });
     let (mut runs, _) = replay_keys_in(
         events,
         &keys,
         std::slice::from_ref(span),
-        candidate,
+        alone.as_ref().unwrap_or(candidate),
         &[outages.to_vec()],
         FakeClock::new(),
     );
