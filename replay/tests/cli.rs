@@ -134,3 +134,78 @@ fn a_trace_with_several_keys_replays_every_key_or_the_one_key_given() {
     assert!(stdout.starts_with("10 calls, 1 outage(s)"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_readme_groups_walk_through_is_what_the_tool_prints() {
+    let dir = std::env::temp_dir().join(format!("fusebox-replay-groups-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let run = |scenario: &str, args: &[&str]| -> String {
+        let trace = dir.join(format!("{scenario}.jsonl"));
+        let out = bin()
+            .args(["generate", scenario, "-o"])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let out = bin().arg(&trace).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let host = "window=100,min_calls=20,failure_rate=90";
+    let degraded = run(
+        "degraded-host",
+        &[
+            "--policy",
+            &format!("alone: {host}"),
+            "--policy",
+            &format!("search: {host},group=search"),
+            "--no-chart",
+        ],
+    );
+    let broken = run(
+        "broken-client",
+        &[
+            "--policy",
+            "search: window=100,min_calls=20,failure_rate=40,group=search",
+            "--policy",
+            "loose: window=100,min_calls=20,failure_rate=40,group=search,max_ejection=50",
+            "--no-chart",
+        ],
+    );
+    let searched = run(
+        "noisy-hosts",
+        &[
+            "--search",
+            "--policy",
+            &format!("search: {host},group=search"),
+            "--no-chart",
+        ],
+    );
+    let groups_of_broken: Vec<&str> = broken
+        .lines()
+        .skip_while(|l| !l.starts_with("| policy | group"))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert_eq!(groups_of_broken.len(), 4, "{broken}");
+    let front: Vec<&str> = searched
+        .lines()
+        .skip_while(|l| !l.starts_with("| time to detect (total)"))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert!(front.len() >= 4, "{searched}");
+    let shown = degraded
+        .lines()
+        .filter(|l| l.starts_with("| ") || l.starts_with("- "))
+        .chain(groups_of_broken)
+        .chain(front);
+    for line in shown {
+        assert!(readme.contains(line), "README lacks `{line}`");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
