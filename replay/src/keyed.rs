@@ -198,10 +198,7 @@ pub fn replay_keys(trace: &KeyedTrace, candidate: &Candidate, outages: &KeyedOut
     let group = candidate.group.as_ref().map(|spec| {
         let snapshot = registry.group(spec.name).map(|g| g.snapshot());
         let episodes = episodes.lock().unwrap_or_else(|p| p.into_inner());
-        let episodes: Vec<_> = episodes
-            .iter()
-            .filter(|(g, _, _)| g == spec.name)
-            .collect();
+        let episodes: Vec<_> = episodes.iter().filter(|(g, _, _)| g == spec.name).collect();
         let members: Vec<usize> = (0..trace.keys.len())
             .filter(|&k| spec.keys.matches(&trace.keys[k]))
             .collect();

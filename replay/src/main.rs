@@ -22,7 +22,8 @@ use fusebox_replay::{chart, lint, report, search};
 ///
 /// The trace is read line by line (a line longer than 64 KiB is an error naming it); a trace file
 /// is read again for each pass, so memory stays flat, while stdin and `--search` keep each call
-/// of the replayed key in 16 bytes. A progress bar is drawn on stderr when it is a terminal.
+/// of the replayed key in 16 bytes. Without `--key`, a trace with several keys replays every key
+/// (each call kept in 24 bytes), each on its own breaker, with the groups candidates name. A progress bar is drawn on stderr when it is a terminal.
 #[derive(Parser)]
 #[command(
     name = "fusebox-replay",
@@ -459,8 +460,8 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         match read {
             // Several keys and no `--key`: every key replays, on its own breaker.
             Err(trace::ReadError::SeveralKeys(_)) if from_file => {
-                let file =
-                    std::fs::File::open(&path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+                let file = std::fs::File::open(&path)
+                    .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
                 let all = trace::read_keys(BufReader::with_capacity(1 << 16, file))
                     .map_err(name_errors)?;
                 return keyed.run(&all, out);

@@ -987,7 +987,11 @@ mod tests {
             (s.base_ejection, s.max_ejection_time),
             (Duration::from_secs(10), Duration::from_secs(60))
         );
-        assert_eq!(c.policy.settings().group, None, "the replay gives the members their group");
+        assert_eq!(
+            c.policy.settings().group,
+            None,
+            "the replay gives the members their group"
+        );
         assert_eq!(c.attribute_args(), "window = 100, group = \"search\"");
         assert_eq!(
             c.group_code().unwrap(),
@@ -1004,20 +1008,37 @@ mod tests {
 
     #[test]
     fn group_settings_without_a_group_or_out_of_range_are_errors_that_say_the_fix() {
-        let e = parse_policy_arg("max_ejection=20", "p").unwrap_err().to_string();
+        let e = parse_policy_arg("max_ejection=20", "p")
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "--policy \"max_ejection=20\": field `max_ejection`: a group's setting, and the candidate has no group; name it with `group=…` (e.g. `group=search`)"
         );
-        let e = parse_policy_arg("group=no spaces", "p").unwrap_err().to_string();
-        assert!(e.contains("field `group`: invalid value `no spaces`; expected a group's name"), "{e}");
-        let e = parse_policy_arg("group=g,stdev_factor=-1", "p").unwrap_err().to_string();
-        assert!(e.contains("expected a number of standard deviations"), "{e}");
+        let e = parse_policy_arg("group=no spaces", "p")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("field `group`: invalid value `no spaces`; expected a group's name"),
+            "{e}"
+        );
+        let e = parse_policy_arg("group=g,stdev_factor=-1", "p")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("expected a number of standard deviations"),
+            "{e}"
+        );
         let e = parse_policy_arg("group=g,base_ejection=1m,max_ejection_time=10s", "p")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("field `max_ejection_time`: 10s is shorter than `base_ejection` = 1m"), "{e}");
-        let e = parse_policy_arg("group=g,max_ejection=0", "p").unwrap_err().to_string();
+        assert!(
+            e.contains("field `max_ejection_time`: 10s is shorter than `base_ejection` = 1m"),
+            "{e}"
+        );
+        let e = parse_policy_arg("group=g,max_ejection=0", "p")
+            .unwrap_err()
+            .to_string();
         assert!(e.ends_with("expected a percentage from 1 to 100"), "{e}");
     }
 }

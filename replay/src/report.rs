@@ -251,7 +251,10 @@ pub fn keyed_table(
             }
         }
     }
-    if runs.iter().any(|r| r.total.retries + r.total.retries_refused > 0) {
+    if runs
+        .iter()
+        .any(|r| r.total.retries + r.total.retries_refused > 0)
+    {
         let _ = writeln!(out, "\n{RETRIES}\n");
         let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
         let _ = writeln!(out, "|---|---:|---:|");

@@ -7,9 +7,9 @@ use std::fmt::Write;
 use crate::keyed::{KeyedOutages, KeyedRun, replay_keys};
 use crate::policy::{Candidate, parse_policy_arg};
 use crate::replay::{Outage, Run, replay};
-use crate::trace::KeyedTrace;
 use crate::report::secs;
 use crate::trace::Event;
+use crate::trace::KeyedTrace;
 
 /// The grid: `consecutive` alone × `open_for` (without and with `open_jitter = 20`), then `window` × `failure_rate` × `min_calls` ×
 /// `open_for` × `consecutive`, skipping the combinations `fusebox` rejects (a `min_calls` above a
@@ -306,7 +306,10 @@ pub fn keyed_front_table(
             candidates[i].policy_arg()
         );
     }
-    let _ = writeln!(out, "\nAs code (the members' attribute, the group's settings):\n");
+    let _ = writeln!(
+        out,
+        "\nAs code (the members' attribute, the group's settings):\n"
+    );
     for &i in front {
         let _ = writeln!(
             out,

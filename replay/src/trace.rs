@@ -21,7 +21,8 @@
 //! [`Reader`] reads a trace as a stream, one line at a time. [`read`] keeps each call of the
 //! replayed key as a 16-byte [`Event`] (a trace of ten million calls holds 160 MB of events,
 //! whatever its lines' length); [`read_with`] hands each to a closure and keeps nothing, for a
-//! caller that reads the file again for each pass.
+//! caller that reads the file again for each pass; [`read_keys`] keeps every call of every key
+//! (24 bytes each, [`KeyedEvent`]), for a replay of every key ([`crate::keyed`]).
 
 use std::fmt;
 

@@ -100,7 +100,11 @@ fn a_trace_with_several_keys_replays_every_key_or_the_one_key_given() {
         .args(["--policy", "consecutive=3", "--no-chart"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
         stdout.starts_with("20 calls of 2 keys, each key on its own breaker; 2 outage(s)"),

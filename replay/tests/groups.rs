@@ -56,14 +56,21 @@ fn a_trace_of_ten_hosts_replays_each_key_on_its_own_breaker() {
 fn a_host_at_50_percent_among_hosts_at_99_percent_is_the_only_one_ejected() {
     let trace = trace_of(HostScenario::DegradedHost);
     let alone = replay(&trace, HOST);
-    assert_eq!(opened(&trace, &alone), Vec::<String>::new(), "no host trips alone");
+    assert_eq!(
+        opened(&trace, &alone),
+        Vec::<String>::new(),
+        "no host trips alone"
+    );
 
     let grouped = replay(&trace, &format!("{HOST},group=search"));
     assert_eq!(opened(&trace, &grouped), [host_key(3)]);
     let degraded = host(&trace, &grouped, 3);
     assert!(degraded.ejections >= 1, "{degraded:?}");
     assert!(degraded.refused_by_ejection > 0);
-    assert!(degraded.ejected_ns >= 30_000_000_000, "at least the base ejection");
+    assert!(
+        degraded.ejected_ns >= 30_000_000_000,
+        "at least the base ejection"
+    );
     let group = grouped.group.as_ref().unwrap();
     assert_eq!((group.members, group.most_open), (10, 1));
     assert_eq!(group.ejections, grouped.total.ejections);
@@ -76,7 +83,11 @@ fn a_broken_client_keeps_at_least_90_percent_of_the_hosts_closed() {
     // A fixed rule at 60 % success (40 % failures) opens nearly every host.
     let fixed = "window=100,min_calls=20,failure_rate=40";
     let alone = replay(&trace, fixed);
-    assert!(opened(&trace, &alone).len() >= 8, "{:?}", opened(&trace, &alone));
+    assert!(
+        opened(&trace, &alone).len() >= 8,
+        "{:?}",
+        opened(&trace, &alone)
+    );
 
     let grouped = replay(&trace, &format!("{fixed},group=search"));
     let group = grouped.group.as_ref().unwrap();
@@ -121,7 +132,11 @@ fn on_noisy_hosts_the_stdev_factor_decides_which_hosts_are_ejected() {
     let trace = trace_of(HostScenario::NoisyHosts);
     let default = replay(&trace, &format!("{HOST},group=search"));
     let wider = replay(&trace, &format!("{HOST},group=search,stdev_factor=2.5"));
-    assert!(opened(&trace, &default).len() > 1, "{:?}", opened(&trace, &default));
+    assert!(
+        opened(&trace, &default).len() > 1,
+        "{:?}",
+        opened(&trace, &default)
+    );
     assert_eq!(opened(&trace, &wider), [host_key(3)]);
 }
 
@@ -132,8 +147,7 @@ fn search_explores_stdev_factor_and_max_ejection_on_the_totals() {
     let grid = fusebox_replay::search::group_grid(std::slice::from_ref(&base));
     assert_eq!(grid.len(), 25, "5 stdev factors x 5 max ejections");
     let outages = find_keyed_outages(&trace, OutageRule::default());
-    let (runs, front) =
-        fusebox_replay::search::search_keys_with(&trace, &grid, &outages, || {});
+    let (runs, front) = fusebox_replay::search::search_keys_with(&trace, &grid, &outages, || {});
     assert_eq!(runs.len(), 25);
     assert!(front.len() >= 2, "{front:?}");
     // Without the success-rate rule nothing is ejected (the failure percentage rule needs 85 %):
@@ -148,5 +162,8 @@ fn search_explores_stdev_factor_and_max_ejection_on_the_totals() {
     let fastest = &runs[front[0]];
     assert!(host(&trace, fastest, 3).ejections > 0);
     let table = fusebox_replay::search::keyed_front_table(&grid, &runs, &front, &outages);
-    assert!(table.contains("configure_group(\"search\", GroupPolicy::new()"), "{table}");
+    assert!(
+        table.contains("configure_group(\"search\", GroupPolicy::new()"),
+        "{table}"
+    );
 }
