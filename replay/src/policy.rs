@@ -275,8 +275,11 @@ fn is_group_setting(field: &str) -> bool {
     GROUP_FIELDS.iter().any(|(f, _)| *f == field)
 }
 
-/// The group's settings: each field and the [`GroupPolicy`] call it makes.
-const GROUP_FIELDS: &[(&str, fn(GroupPolicy, Setting) -> GroupPolicy)] = &[
+/// A group's setting: its field and the [`GroupPolicy`] call it makes.
+type GroupField = (&'static str, fn(GroupPolicy, Setting) -> GroupPolicy);
+
+/// The group's settings.
+const GROUP_FIELDS: &[GroupField] = &[
     ("interval", |g, s| g.interval(span(s))),
     ("stdev_factor", |g, s| match s {
         Setting::Factor(f) => g.success_rate(f),

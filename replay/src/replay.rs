@@ -558,27 +558,9 @@ pub(crate) struct Log {
     pub(crate) ejected: Vec<bool>,
 }
 
-/// The replay of `events` (calls of `keys`, in trace order) through one registry on a fake clock,
-/// one breaker per key, each scored against its own outages (`outages[key]`) and span
-/// (`spans[key]`). Each key runs `candidate.policy`; the keys its group matches join the group
-/// (`Policy::group`), whose settings are set with `Registry::configure_group` before any member
-/// is made. The registry runs on `clock` (a new [`FakeClock`], at 0). Returns a [`Run`] per key
-/// (named by its key) and the registry, for its groups.
-///
-/// # Panics
-///
-/// Only if `candidate.policy` is invalid: candidates are validated when parsed.
-pub(crate) fn replay_keys_in(
-    events: impl IntoIterator<Item = KeyedEvent>,
-    keys: &[String],
-    spans: &[Span],
-    candidate: &Candidate,
-    outages: &[Vec<Outage>],
-    clock: FakeClock,
-) -> (Vec<Run>, Registry) {
-    // `open_jitter` draws from this thread's generator: seeded, so a replay is reproducible.
-    fastrand::seed(0x0066_7573_6562_6f78);
-    let registry = Registry::with_clock(clock.clone());
+/// Installs the transition hook of a replay of `keys` on `registry`: it logs every change with
+/// its key and keeps which keys are ejected now.
+fn log_transitions(registry: &Registry, clock: &FakeClock, keys: &[String]) -> Arc<Mutex<Log>> {
     let log = Arc::new(Mutex::new(Log {
         changes: Vec::new(),
         ejected: vec![false; keys.len()],
@@ -610,6 +592,31 @@ pub(crate) fn replay_keys_in(
             log.changes.push((key, change));
         });
     }
+    log
+}
+
+/// The replay of `events` (calls of `keys`, in trace order) through one registry on a fake clock,
+/// one breaker per key, each scored against its own outages (`outages[key]`) and span
+/// (`spans[key]`). Each key runs `candidate.policy`; the keys its group matches join the group
+/// (`Policy::group`), whose settings are set with `Registry::configure_group` before any member
+/// is made. The registry runs on `clock` (a new [`FakeClock`], at 0). Returns a [`Run`] per key
+/// (named by its key) and the registry, for its groups.
+///
+/// # Panics
+///
+/// Only if `candidate.policy` is invalid: candidates are validated when parsed.
+pub(crate) fn replay_keys_in(
+    events: impl IntoIterator<Item = KeyedEvent>,
+    keys: &[String],
+    spans: &[Span],
+    candidate: &Candidate,
+    outages: &[Vec<Outage>],
+    clock: FakeClock,
+) -> (Vec<Run>, Registry) {
+    // `open_jitter` draws from this thread's generator: seeded, so a replay is reproducible.
+    fastrand::seed(0x0066_7573_6562_6f78);
+    let registry = Registry::with_clock(clock.clone());
+    let log = log_transitions(&registry, &clock, keys);
     if let Some(group) = &candidate.group {
         registry.configure_group(group.name, group.policy);
     }

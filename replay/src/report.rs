@@ -173,6 +173,29 @@ pub fn keyed_table(
             t.assumed
         );
     }
+    per_key_rows(&mut out, runs, keys, outages);
+    group_rows(&mut out, runs);
+    if runs
+        .iter()
+        .any(|r| r.total.retries + r.total.retries_refused > 0)
+    {
+        let _ = writeln!(out, "\n{RETRIES}\n");
+        let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
+        let _ = writeln!(out, "|---|---:|---:|");
+        for r in runs {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                r.name, r.total.retries, r.total.retries_refused
+            );
+        }
+    }
+    let _ = writeln!(out, "\n{LIMITS}");
+    out
+}
+
+/// The per-key table of [`keyed_table`].
+fn per_key_rows(out: &mut String, runs: &[KeyedRun], keys: &[String], outages: &KeyedOutages) {
     let _ = writeln!(
         out,
         "\nPer key (keys that opened or refused a call; those that refused most first):\n"
@@ -227,6 +250,10 @@ pub fn keyed_table(
             );
         }
     }
+}
+
+/// The groups table of [`keyed_table`], when a candidate has a group.
+fn group_rows(out: &mut String, runs: &[KeyedRun]) {
     if runs.iter().any(|r| r.group.is_some()) {
         let _ = writeln!(out, "\n{GROUPS}\n");
         let _ = writeln!(
@@ -251,23 +278,6 @@ pub fn keyed_table(
             }
         }
     }
-    if runs
-        .iter()
-        .any(|r| r.total.retries + r.total.retries_refused > 0)
-    {
-        let _ = writeln!(out, "\n{RETRIES}\n");
-        let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
-        let _ = writeln!(out, "|---|---:|---:|");
-        for r in runs {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} |",
-                r.name, r.total.retries, r.total.retries_refused
-            );
-        }
-    }
-    let _ = writeln!(out, "\n{LIMITS}");
-    out
 }
 
 /// What the groups table says of its columns.
