@@ -18,7 +18,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 
 use crate::policy::Candidate;
 use crate::replay::{Outage, OutageRule, Run, Span, find_outages_in, replay_keys_in};
-use crate::trace::KeyedTrace;
+use crate::trace::{Event, KeyedTrace};
 
 /// What one candidate did to one group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,15 +70,20 @@ impl KeyedOutages {
     }
 }
 
-/// Finds each key's outages with `rule`, in its own calls.
+/// Finds each key's outages with `rule`, in its own calls (sorted by key for the time it takes:
+/// a copy of the calls, 16 bytes each, while it runs).
 #[must_use]
 pub fn find_keyed_outages(trace: &KeyedTrace, rule: OutageRule) -> KeyedOutages {
     let mut spans = vec![Span::default(); trace.keys.len()];
+    let mut by_key: Vec<Vec<Event>> = vec![Vec::new(); trace.keys.len()];
     for c in &trace.calls {
         spans[c.key as usize].push(c.event);
+        by_key[c.key as usize].push(c.event);
     }
-    let per_key = (0..trace.keys.len())
-        .map(|k| find_outages_in(|| trace.events_of(k as u32), &spans[k], rule))
+    let per_key = by_key
+        .iter()
+        .zip(&spans)
+        .map(|(events, span)| find_outages_in(|| events.iter().copied(), span, rule))
         .collect();
     KeyedOutages { per_key, spans }
 }

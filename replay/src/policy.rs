@@ -1044,4 +1044,22 @@ mod tests {
             .to_string();
         assert!(e.ends_with("expected a percentage from 1 to 100"), "{e}");
     }
+
+    #[test]
+    fn a_policy_file_takes_a_group() {
+        let text = "[policies.search]\nwindow = 100\ngroup = \"search\"\ngroup_keys = \"host-*\"\nstdev_factor = 2.5\nmax_ejection = 20\nfailure_percentage = \"off\"\nbase_ejection = \"10s\"\n";
+        let c = &parse_policy_file(text, "groups.toml").unwrap()[0];
+        let group = c.group.as_ref().unwrap();
+        assert_eq!(group.keys, KeySet::Patterns(vec!["host-*".into()]));
+        let s = group.policy.settings();
+        assert_eq!(
+            (s.stdev_factor, s.max_ejection, s.failure_percentage),
+            (Some(2.5), 20, None)
+        );
+        assert_eq!(s.base_ejection, Duration::from_secs(10));
+        let e = parse_policy_file("[policies.p]\nmax_ejecton = 20\n", "groups.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean `max_ejection`?"), "{e}");
+    }
 }

@@ -291,7 +291,8 @@ pub struct Run {
     /// Calls refused whose recorded outcome was a success.
     pub wrongly_refused: u64,
     /// [`Run::wrongly_refused`] per slice of the trace: [`SLICES`] equal slices from its first call
-    /// to its last (for the chart).
+    /// to its last (for the chart); empty for the keys of a replay of many keys
+    /// ([`crate::keyed`]), which draws no chart.
     pub wrong_by_slice: Vec<u64>,
     /// Calls refused in all.
     pub refused: u64,
@@ -451,7 +452,10 @@ impl<'a> Replayer<'a, '_> {
                         drop(log);
                         if recorded == Outcome::Success {
                             run.wrongly_refused += 1;
-                            run.wrong_by_slice[self.slice_of(at_ns)] += 1;
+                            let slice = self.slice_of(at_ns);
+                            if let Some(n) = run.wrong_by_slice.get_mut(slice) {
+                                *n += 1;
+                            }
                         }
                     }
                 }
@@ -637,6 +641,12 @@ pub(crate) fn replay_keys_in(
     fastrand::seed(0x5eed);
 
     let mut runs: Vec<Run> = keys.iter().map(|k| Run::empty(k)).collect();
+    if keys.len() > 1 {
+        // No chart for many keys: no slices per key (2.4 KB each).
+        for run in &mut runs {
+            run.wrong_by_slice = Vec::new();
+        }
+    }
     let t0 = spans.iter().map(|s| s.first_ns).min().unwrap_or(0);
     let end_ns = spans.iter().map(|s| s.last_ns).max().unwrap_or(0);
     let mut replayer = Replayer {

@@ -534,7 +534,7 @@ impl KeyedTrace {
         self.keys.iter().position(|k| k == key).map(|i| i as u32)
     }
 
-    /// The calls of key number `key`, in trace order.
+    /// The calls of key number `key`, in trace order (a pass over every call).
     pub fn events_of(&self, key: u32) -> impl Iterator<Item = Event> + '_ {
         self.calls
             .iter()
