@@ -110,11 +110,12 @@ pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String 
     out
 }
 
-/// The most keys a per-key table lists per candidate (those that opened or refused first).
+/// The most keys a per-key table lists per candidate (those that refused most first), and the
+/// most outages listed above it.
 pub const KEY_ROWS: usize = 50;
 
 /// The report of `runs` on a trace with many keys (`keys`, their outages `outages`, starting at
-/// `t0`): the outages per key, the totals over every key, a row per key that opened or refused
+/// `t0`): the outages (the first [`KEY_ROWS`] to start), the totals over every key, a row per key that opened or refused
 /// (at most [`KEY_ROWS`] per candidate, those that refused most first), and a row per group.
 #[must_use]
 pub fn keyed_table(
@@ -132,16 +133,27 @@ pub fn keyed_table(
         keys.len(),
         all.len()
     );
-    for (key, list) in keys.iter().zip(&outages.per_key) {
-        for o in list {
-            let _ = writeln!(
-                out,
-                "- `{key}`: {} to {} ({} failures)",
-                secs(o.start_ns - t0),
-                secs(o.end_ns - t0),
-                o.failures
-            );
-        }
+    let mut listed: Vec<(&String, &Outage)> = keys
+        .iter()
+        .zip(&outages.per_key)
+        .flat_map(|(key, list)| list.iter().map(move |o| (key, o)))
+        .collect();
+    listed.sort_by_key(|(key, o)| (o.start_ns, *key));
+    for (key, o) in listed.iter().take(KEY_ROWS) {
+        let _ = writeln!(
+            out,
+            "- `{key}`: {} to {} ({} failures)",
+            secs(o.start_ns - t0),
+            secs(o.end_ns - t0),
+            o.failures
+        );
+    }
+    if listed.len() > KEY_ROWS {
+        let _ = writeln!(
+            out,
+            "- and {} more outage(s), not listed",
+            listed.len() - KEY_ROWS
+        );
     }
     let _ = writeln!(out, "\nTotals over every key:\n");
     let _ = writeln!(

@@ -5,7 +5,7 @@
 
 use fusebox_replay::generate::{HostScenario, generate_hosts, host_key};
 use fusebox_replay::keyed::{KeyedRun, find_keyed_outages, replay_keys};
-use fusebox_replay::policy::parse_policy_arg;
+use fusebox_replay::policy::{parse_policy_arg, parse_policy_file};
 use fusebox_replay::replay::{OutageRule, Run};
 use fusebox_replay::trace::{KeyedTrace, read_keys};
 
@@ -166,4 +166,27 @@ fn search_explores_stdev_factor_and_max_ejection_on_the_totals() {
         table.contains("configure_group(\"search\", GroupPolicy::new()"),
         "{table}"
     );
+}
+
+#[test]
+fn the_groups_example_file_replays_and_its_cap_holds() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/groups.toml"))
+            .unwrap();
+    let candidates = parse_policy_file(&text, "groups.toml").unwrap();
+    let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["alone", "search", "loose"]);
+    let trace = trace_of(HostScenario::BrokenClient);
+    let outages = find_keyed_outages(&trace, OutageRule::default());
+    let most: Vec<u64> = candidates
+        .iter()
+        .map(|c| {
+            let run = replay_keys(&trace, c, &outages);
+            run.group
+                .as_ref()
+                .map_or(opened(&trace, &run).len() as u64, |g| g.most_open)
+        })
+        .collect();
+    assert!(most[0] >= 8, "{most:?}");
+    assert_eq!(most[1..], [1, 5]);
 }
