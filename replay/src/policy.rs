@@ -237,7 +237,7 @@ impl Candidate {
         let mut base_and_max = false;
         for (field, value) in &self.settings {
             let call = match (*field, value) {
-                ("interval", v) => format!(".interval(Duration::from_nanos({}))", nanos_of(*v)),
+                ("interval", v) => format!(".interval({})", duration_code(span(*v))),
                 ("stdev_factor", Setting::Factor(f)) => format!(".success_rate({f:?})"),
                 ("min_members", v) => format!(".min_members({})", v.text()),
                 ("failure_percentage", Setting::Off) => ".failure_percentage(0)".into(),
@@ -247,14 +247,12 @@ impl Candidate {
                     base_and_max = true;
                     let s = group.policy.settings();
                     format!(
-                        ".ejection(Duration::from_nanos({}), Duration::from_nanos({}))",
-                        s.base_ejection.as_nanos(),
-                        s.max_ejection_time.as_nanos()
+                        ".ejection({}, {})",
+                        duration_code(s.base_ejection),
+                        duration_code(s.max_ejection_time)
                     )
                 }
-                ("healthy_span", v) => {
-                    format!(".healthy_span(Duration::from_nanos({}))", nanos_of(*v))
-                }
+                ("healthy_span", v) => format!(".healthy_span({})", duration_code(span(*v))),
                 _ => continue,
             };
             calls.push_str(&call);
@@ -266,8 +264,16 @@ impl Candidate {
     }
 }
 
-fn nanos_of(s: Setting) -> u128 {
-    span(s).as_nanos()
+/// `d` as the code that makes it: `Duration::from_secs(30)`, `from_millis`, or `from_nanos`.
+fn duration_code(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos.is_multiple_of(1_000_000_000) {
+        format!("Duration::from_secs({})", d.as_secs())
+    } else if nanos.is_multiple_of(1_000_000) {
+        format!("Duration::from_millis({})", d.as_millis())
+    } else {
+        format!("Duration::from_nanos({nanos})")
+    }
 }
 
 /// True for the fields that are a group's settings (not a `Policy` knob).
@@ -998,7 +1004,7 @@ mod tests {
         assert_eq!(c.attribute_args(), "window = 100, group = \"search\"");
         assert_eq!(
             c.group_code().unwrap(),
-            "registry().configure_group(\"search\", GroupPolicy::new().max_ejection(20).success_rate(2.5).ejection(Duration::from_nanos(10000000000), Duration::from_nanos(60000000000)).failure_percentage(0))"
+            "registry().configure_group(\"search\", GroupPolicy::new().max_ejection(20).success_rate(2.5).ejection(Duration::from_secs(10), Duration::from_secs(60)).failure_percentage(0))"
         );
         assert_eq!(
             parse_policy_arg(&c.policy_arg(), "p").unwrap().group,
