@@ -499,8 +499,8 @@ impl Replayer<'_, '_> {
 }
 
 /// Replays `events` (one key's calls, in trace order) through a breaker running `candidate`,
-/// scoring it against `outages`. With a group, the key is its only member (the relative rules
-/// need `min_members` members: only the cap applies); [`crate::keyed`] replays many keys.
+/// scoring it against `outages`. With a group, the key is its only member (with the default
+/// `min_members` of 5 the relative rules never apply); [`crate::keyed`] replays many keys.
 ///
 /// Calls are admitted at [`Event::admitted_ns`] and reported at [`Event::at_ns`], in time order
 /// (at equal times in trace order, admissions first). The trace is read once, in order: a call's
