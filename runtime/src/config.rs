@@ -27,6 +27,35 @@
 //! digits and `_` need the TOML file). Each value is one value, never a TOML document: an integer,
 //! a number, a duration such as `30s`, or for `recovery` an inline table
 //! `{ phases = 3, min_passes = 5 }`.
+//!
+//! # Groups of keys
+//!
+//! A `[groups.<name>]` table sets the settings of the group of keys `name` (see
+//! `fusebox::guide::groups`), one field per [`GroupPolicy`](crate::GroupPolicy) setter, of the
+//! same name:
+//!
+//! ```toml
+//! [groups.search]
+//! interval = "10s"           # the shortest time between two passes of the relative rules
+//! success_rate = 1.9         # standard deviations below the mean (0: the rule is off)
+//! failure_percentage = 85    # failures above which a member is ejected (0: off)
+//! min_members = 5            # qualifying members a pass needs
+//! max_ejection = 10          # the most members open at once, in percent (at least one)
+//! ejection = { base = "30s", max = "5m" }  # base × times ejected, at most max
+//! healthy_span = "5m"        # closed this long, a member's ejection count starts again
+//! ```
+//!
+//! The variables `FUSEBOX_GROUPS__<NAME>__<FIELD>=<value>` say the same
+//! (`FUSEBOX_GROUPS__SEARCH__MAX_EJECTION=20`, `FUSEBOX_GROUPS__SEARCH__EJECTION={ base = "10s",
+//! max = "2m" }`), read as the breakers' are. Each field named changes that setting only, over
+//! the settings code gave the group ([`Registry::configure_group`](crate::Registry::configure_group),
+//! or the defaults): the file's patch first, then the environment's; each load replaces its
+//! source's previous patches (a group it no longer names returns to the others). A group named
+//! here is created if no member created it yet, so its first members find their settings.
+//! Each field is checked as it is read (`interval` and `ejection`'s `base` at least 1 ms,
+//! `ejection`'s `max` at least its `base`, percentages 0 ..= 100, `min_members` at least 1,
+//! `success_rate` at least 0 and below 1000): an error is a [`ConfigError::Group`] naming the group and the
+//! field, and nothing of the load applies, neither to the keys nor to the groups.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -36,9 +65,7 @@ use std::time::Duration;
 use toml::de::{DeTable, DeValue};
 
 use crate::group::GroupPatch;
-use crate::policy::{
-    Concurrency, Others, Policy, PolicyError, PolicyPatch, Recovery, RetryBudget,
-};
+use crate::policy::{Concurrency, Others, PolicyError, PolicyPatch, Recovery, RetryBudget};
 
 /// The longest piece of input an error message repeats.
 const ECHO: usize = 40;
@@ -90,8 +117,8 @@ fn field_names() -> impl Iterator<Item = &'static str> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The text is not TOML of the expected shape (`[breakers.<key>]` tables), or an environment
-    /// variable's name or encoding is wrong.
+    /// The text is not TOML of the expected shape (`[breakers.<key>]` and `[groups.<name>]`
+    /// tables), or an environment variable's name or encoding is wrong.
     Syntax(String),
     /// A key's table has an unknown field or a value of the wrong type.
     Field {
@@ -440,7 +467,8 @@ const GROUP_FIELDS: [&str; 7] = [
 /// What a group's duration field expects.
 const GROUP_DURATION: &str = "a duration of at least 1 ms, like \"10s\"";
 /// What `ejection` expects.
-const EJECTION: &str = "a table `{ base = \"30s\", max = \"5m\" }` (`base` at least 1 ms, `max` at least `base`)";
+const EJECTION: &str =
+    "a table `{ base = \"30s\", max = \"5m\" }` (`base` at least 1 ms, `max` at least `base`)";
 
 impl Field<'_> {
     /// A duration of at least 1 ms (`interval`).
@@ -506,9 +534,10 @@ impl Field<'_> {
                 patch.success_rate = Some(factor);
             }
             "failure_percentage" => {
-                patch.failure_percentage = Some(
-                    self.percent_or_off("a whole number of percent (0..=100; 0 turns the rule off)")?,
-                );
+                patch.failure_percentage =
+                    Some(self.percent_or_off(
+                        "a whole number of percent (0..=100; 0 turns the rule off)",
+                    )?);
             }
             "min_members" => {
                 const EXPECTED: &str = "a whole number of members, at least 1";
@@ -540,9 +569,7 @@ impl Field<'_> {
                     message: format!(
                         "unknown field `{}`; {hint}expected one of {}",
                         echo(unknown),
-                        GROUP_FIELDS
-                            .map(|f| format!("`{f}`"))
-                            .join(", ")
+                        GROUP_FIELDS.map(|f| format!("`{f}`")).join(", ")
                     ),
                 });
             }
@@ -557,7 +584,7 @@ fn group_patch_of<'a>(
     fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
 ) -> Result<GroupPatch, ConfigError> {
     let name = crate::group::intern(group);
-    if let Err(error) = Policy::new().group(name).validate() {
+    if let Err(error) = crate::policy::Policy::new().group(name).validate() {
         return Err(ConfigError::Group {
             group: echo(group),
             field: String::new(),

@@ -697,12 +697,14 @@ impl Groups {
         now: u64,
     ) {
         let mut inner = self.lock();
-        let slot = if file { &mut inner.file } else { &mut inner.env };
+        let slot = if file {
+            &mut inner.file
+        } else {
+            &mut inner.env
+        };
         let old = std::mem::replace(slot, layer);
-        let touched: std::collections::BTreeSet<String> = old
-            .into_keys()
-            .chain(slot.keys().cloned())
-            .collect();
+        let touched: std::collections::BTreeSet<String> =
+            old.into_keys().chain(slot.keys().cloned()).collect();
         for name in touched {
             let group = inner.get_or_create(intern(&name), now);
             group.set_policy(inner.effective(group.name, group.declared()));

@@ -378,8 +378,7 @@ async fn dashboard_shows_a_group_in_panic_with_its_ejected_member() {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router: axum::Router =
-        fusebox::admin::router(&GROUPS, fusebox::admin::AdminConfig::new());
+    let router: axum::Router = fusebox::admin::router(&GROUPS, fusebox::admin::AdminConfig::new());
     tokio::spawn(async move { axum::serve(listener, router).await });
     let browser = browser("groups", 1100, 760).await;
     let session = browser.session.clone();

@@ -214,7 +214,10 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
     assert_eq!(group["name"], "board");
     assert_eq!(group["members"], 3);
     assert_eq!(group["ejected"], serde_json::json!(["board-a"]));
-    assert_eq!((group["open"].clone(), group["max_open"].clone()), (1.into(), 1.into()));
+    assert_eq!(
+        (group["open"].clone(), group["max_open"].clone()),
+        (1.into(), 1.into())
+    );
     assert_eq!(group["max_ejection"], 10);
     assert_eq!(group["in_panic"], true);
     assert_eq!(group["refused"], 1);
@@ -242,7 +245,8 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
     assert_eq!(card("loner")["ejected"], false);
 
     // `GET /breakers` carries the same group, its rows over every key.
-    let document = super::board::breakers(&all, &registry.groups(), &History::new(10, 10, 10), &config);
+    let document =
+        super::board::breakers(&all, &registry.groups(), &History::new(10, 10, 10), &config);
     assert_eq!(document["groups"][0]["keys"], group["keys"]);
     // A member forced open is ejected too.
     registry.get("board-c").unwrap().force_open();

@@ -615,7 +615,10 @@ fn group_patches_layer_over_the_declared_settings_and_a_reload_takes_them_back()
     .unwrap();
     let settings = r.group("g").unwrap().policy().settings();
     assert_eq!(settings.max_ejection, 20, "the file's patch");
-    assert_eq!(settings.min_members, 2, "the declared value of a field not named");
+    assert_eq!(
+        settings.min_members, 2,
+        "the declared value of a field not named"
+    );
     assert_eq!(
         (settings.base_ejection, settings.max_ejection_time),
         (Duration::from_secs(1), Duration::from_secs(4)),
@@ -638,9 +641,18 @@ fn group_patches_layer_over_the_declared_settings_and_a_reload_takes_them_back()
 fn group_settings_come_from_the_environment_in_the_breakers_style() {
     let r = Registry::new();
     r.load_vars([
-        ("FUSEBOX_GROUPS__SEARCH__MAX_EJECTION".to_owned(), "25".to_owned()),
-        ("fusebox_groups__search__interval".to_owned(), "2s".to_owned()),
-        ("FUSEBOX_GROUPS__SEARCH__SUCCESS_RATE".to_owned(), "0".to_owned()),
+        (
+            "FUSEBOX_GROUPS__SEARCH__MAX_EJECTION".to_owned(),
+            "25".to_owned(),
+        ),
+        (
+            "fusebox_groups__search__interval".to_owned(),
+            "2s".to_owned(),
+        ),
+        (
+            "FUSEBOX_GROUPS__SEARCH__SUCCESS_RATE".to_owned(),
+            "0".to_owned(),
+        ),
         ("FUSEBOX__S1__GROUP".to_owned(), "search".to_owned()),
     ])
     .unwrap();
@@ -657,8 +669,14 @@ fn group_settings_come_from_the_environment_in_the_breakers_style() {
     );
     let error = r
         .load_vars([
-            ("FUSEBOX_GROUPS__SEARCH__MIN_MEMBERS".to_owned(), "2".to_owned()),
-            ("FUSEBOX_GROUPS__search__min_members".to_owned(), "3".to_owned()),
+            (
+                "FUSEBOX_GROUPS__SEARCH__MIN_MEMBERS".to_owned(),
+                "2".to_owned(),
+            ),
+            (
+                "FUSEBOX_GROUPS__search__min_members".to_owned(),
+                "3".to_owned(),
+            ),
         ])
         .unwrap_err();
     assert!(error.to_string().contains("of group `search`"), "{error}");
@@ -710,7 +728,12 @@ fn an_invalid_group_field_is_a_typed_error_naming_the_group_and_the_field_and_no
         ("ejection = { base = \"1m\" }", "ejection"),
     ] {
         let error = group_error(&format!("[groups.g]\n{toml}\n"));
-        let ConfigError::Group { group, field: named, message } = &error else {
+        let ConfigError::Group {
+            group,
+            field: named,
+            message,
+        } = &error
+        else {
             panic!("{toml}: {error:?}");
         };
         assert_eq!((group.as_str(), named.as_str()), ("g", field), "{toml}");
