@@ -31,7 +31,7 @@
 //! # Groups of keys
 //!
 //! A `[groups.<name>]` table sets the settings of the group of keys `name` (see
-//! `fusebox::guide::groups`), one field per [`GroupPolicy`](crate::GroupPolicy) setter, of the
+//! [`guide::groups`](crate::guide::groups)), one field per [`GroupPolicy`](crate::GroupPolicy) setter, of the
 //! same name:
 //!
 //! ```toml
@@ -48,14 +48,15 @@
 //! The variables `FUSEBOX_GROUPS__<NAME>__<FIELD>=<value>` say the same
 //! (`FUSEBOX_GROUPS__SEARCH__MAX_EJECTION=20`, `FUSEBOX_GROUPS__SEARCH__EJECTION={ base = "10s",
 //! max = "2m" }`), read as the breakers' are. Each field named changes that setting only, over
-//! the settings code gave the group ([`Registry::configure_group`](crate::Registry::configure_group),
-//! or the defaults): the file's patch first, then the environment's; each load replaces its
-//! source's previous patches (a group it no longer names returns to the others). A group named
-//! here is created if no member created it yet, so its first members find their settings.
-//! Each field is checked as it is read (`interval` and `ejection`'s `base` at least 1 ms,
-//! `ejection`'s `max` at least its `base`, percentages 0 ..= 100, `min_members` at least 1,
-//! `success_rate` at least 0 and below 1000): an error is a [`ConfigError::Group`] naming the group and the
-//! field, and nothing of the load applies, neither to the keys nor to the groups.
+//! the settings code gave the group
+//! ([`Registry::configure_group`](crate::Registry::configure_group), or the defaults): the
+//! file's patch first, then the environment's; each load replaces its source's previous patches
+//! (a group it no longer names returns to the others). A group named here is created if no
+//! member created it yet, so its first members find their settings. Each field is checked as it
+//! is read (`interval` and `ejection`'s `base` at least 1 ms, `ejection`'s `max` at least its
+//! `base`, percentages 0 ..= 100, `min_members` at least 1, `success_rate` at least 0 and below
+//! 1000): an error is a [`ConfigError::Group`] naming the group and the field, and nothing of
+//! the load applies, neither to the keys nor to the groups.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;

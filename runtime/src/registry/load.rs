@@ -18,9 +18,9 @@ impl Registry {
     /// applied on top; a group it does not name returns to the settings
     /// [`configure_group`](Registry::configure_group) gave it, or the defaults, with the
     /// environment's on top). A group's settings apply to the group now, and to a group
-    /// created later by its first member. A key no breaker declares is not an error (a dynamic key may claim it
-    /// later): it is reported with a `tracing` warning naming the closest declared keys, and by
-    /// [`Registry::unknown_keys`].
+    /// created later by its first member (see [`crate::config`] for the fields). A key no
+    /// breaker declares is not an error (a dynamic key may claim it later): it is reported with
+    /// a `tracing` warning naming the closest declared keys, and by [`Registry::unknown_keys`].
     ///
     /// # Errors
     ///
