@@ -31,8 +31,8 @@
 //! # Groups of keys
 //!
 //! A `[groups.<name>]` table sets the settings of the group of keys `name` (see
-//! [`guide::groups`](crate::guide::groups)), one field per [`GroupPolicy`](crate::GroupPolicy) setter, of the
-//! same name:
+//! [`guide::groups`](crate::guide::groups)), one field per
+//! [`GroupPolicy`](crate::GroupPolicy) setter, of the same name:
 //!
 //! ```toml
 //! [groups.search]
