@@ -191,7 +191,10 @@ impl Registry {
     }
 
     /// Sets the settings of the group `name` (creating it, so its first members find them),
-    /// and returns it. The group's members are the keys whose policy names it.
+    /// and returns it. The group's members are the keys whose policy names it. Settings loaded
+    /// from configuration (`[groups.<name>]` in [`load_toml`](Registry::load_toml),
+    /// `FUSEBOX_GROUPS__<NAME>__<FIELD>` in [`load_env`](Registry::load_env), feature `config`)
+    /// apply on top of these, field by field.
     ///
     /// ```
     /// use fusebox::{GroupPolicy, Registry};
