@@ -144,6 +144,15 @@ struct Row {
     late_ms: Vec<f64>,
     /// The flush interval (ms), 0 outside aggregated mode.
     flush_ms: f64,
+    /// The share of the run each worker thread of the replicas' runtime ran (NaN where the
+    /// kernel does not say).
+    busy: f64,
+    /// The share of the run during which some runnable task of the host waited for a CPU (NaN
+    /// where the kernel does not say).
+    pressure: f64,
+    /// Milliseconds per second each worker thread of the replicas' runtime waited for a CPU
+    /// while runnable (NaN where the kernel does not say).
+    cpu_wait_ms_per_s: f64,
 }
 
 fn main() {
@@ -209,12 +218,12 @@ fn main() {
         );
     }
     println!(
-        "\n| mode | onset → crossed | crossed → OPEN committed | crossed → open on every replica p50 / p99 / max | round trip (PING) p50 / p99 | timer late p50 / p99 | target: flush + 2 round trips | p99 within it |"
+        "\n| mode | onset → crossed | crossed → OPEN committed | crossed → open on every replica p50 / p99 / max | round trip (PING) p50 / p99 | timer late p50 / p99 | worker threads busy / waiting for a CPU | host CPU pressure | target: flush + 2 round trips | p99 within it |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for row in &rows {
         let Some(crossed) = row.crossed_ms else {
-            println!("| {} | never crossed | | | | | | |", row.mode);
+            println!("| {} | never crossed | | | | | | | | |", row.mode);
             continue;
         };
         let rtt_50 = quantile(&row.rtt_ms, 0.5);
@@ -225,16 +234,56 @@ fn main() {
             f64::INFINITY
         };
         println!(
-            "| {} | {crossed:.1} ms | {:.1} ms | {} | {rtt_50:.2} / {:.2} ms | {:.2} / {:.2} ms | {target:.1} ms | {} |",
+            "| {} | {crossed:.1} ms | {:.1} ms | {} | {rtt_50:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.0}% / {:.0} ms/s | {:.0}% | {target:.1} ms | {} |",
             row.mode,
             row.crossed_commit_ms,
             spread(&row.crossed_reach_ms, row.replicas),
             quantile(&row.rtt_ms, 0.99),
             quantile(&row.late_ms, 0.5),
             quantile(&row.late_ms, 0.99),
+            row.busy * 100.0,
+            row.cpu_wait_ms_per_s,
+            row.pressure * 100.0,
             if p99 <= target { "met" } else { "missed" },
         );
     }
+}
+
+/// Nanoseconds the tokio worker threads of this process ran and spent runnable but waiting for a
+/// CPU (the first two fields of `/proc/self/task/*/schedstat`), and how many there are; `None`
+/// where the kernel does not say.
+fn cpu_wait() -> Option<(u64, u64, usize)> {
+    let mut ran = 0;
+    let mut waited = 0;
+    let mut workers = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let path = task.path();
+        let is_worker = std::fs::read_to_string(path.join("comm"))
+            .is_ok_and(|name| name.starts_with("tokio-rt-worker"));
+        let times = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|stat| {
+                let mut fields = stat.split_whitespace().map(str::parse::<u64>);
+                Some((fields.next()?.ok()?, fields.next()?.ok()?))
+            });
+        if let (true, Some((run, wait))) = (is_worker, times) {
+            ran += run;
+            waited += wait;
+            workers += 1;
+        }
+    }
+    (workers > 0).then_some((ran, waited, workers))
+}
+
+/// Microseconds some runnable task of the host waited for a CPU (`total` of the `some` line of
+/// `/proc/pressure/cpu`); `None` where the kernel does not say.
+fn cpu_pressure() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
+    let some = text.lines().find(|line| line.starts_with("some"))?;
+    some.split_whitespace()
+        .find_map(|field| field.strip_prefix("total="))?
+        .parse()
+        .ok()
 }
 
 /// What one mode's run is given.
@@ -479,6 +528,8 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
     }
     let calls_0 = script_calls(conn);
     let cpu_0 = redis_cpu(conn);
+    let wait_0 = cpu_wait();
+    let pressure_0 = cpu_pressure();
     let per_replica_ms = (setup.rate as f64 / setup.replicas as f64) / 1000.0;
     let end = start + Duration::from_secs(seconds);
     let pinger = tokio::spawn(ping(setup.url.to_owned(), end));
@@ -534,6 +585,20 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
         None => Vec::new(),
     };
     let total_s = start.elapsed().as_secs_f64();
+    let (busy, cpu_wait_ms_per_s) = match (wait_0, cpu_wait()) {
+        (Some((ran_0, waited_0, _)), Some((ran, waited, workers))) => {
+            let per_worker_ms_s = |ns: u64| ns as f64 / 1e6 / total_s / workers as f64;
+            (
+                per_worker_ms_s(ran.saturating_sub(ran_0)) / 1e3,
+                per_worker_ms_s(waited.saturating_sub(waited_0)),
+            )
+        }
+        _ => (f64::NAN, f64::NAN),
+    };
+    let pressure = match (pressure_0, cpu_pressure()) {
+        (Some(before), Some(after)) => after.saturating_sub(before) as f64 / 1e6 / total_s,
+        _ => f64::NAN,
+    };
     let calls_end = script_calls(conn);
     let cpu_end = redis_cpu(conn);
     let open_ms = fleet
@@ -558,12 +623,14 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
         after_commit: after_commit.load(Ordering::Relaxed),
         driven: driven.load(Ordering::Relaxed),
         crossed_ms: crossed_ns.map(|at| at.saturating_sub(onset_ns) as f64 / 1e6),
-        crossed_commit_ms: crossed_ns.map_or(f64::NAN, |at| {
-            (committed_ns as f64 - at as f64) / 1e6
-        }),
+        crossed_commit_ms: crossed_ns
+            .map_or(f64::NAN, |at| (committed_ns as f64 - at as f64) / 1e6),
         crossed_reach_ms,
         rtt_ms,
         late_ms,
+        cpu_wait_ms_per_s,
+        busy,
+        pressure,
         flush_ms: if matches!(setup.mode, Mode::Aggregated) {
             setup.flush.as_secs_f64() * 1e3
         } else {
