@@ -155,10 +155,7 @@ impl RedisStoreBuilder {
         if let Some(nodes) = super::conn::cluster_nodes(&self.url) {
             return self.connect_cluster(nodes, url).await;
         }
-        let client = redis::IntoConnectionInfo::into_connection_info(self.url.as_str())
-            .map(|info| info.set_tcp_settings(no_delay()))
-            .and_then(redis::Client::open)
-            .map_err(|e| {
+        let client = redis::Client::open(self.url.as_str()).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::InvalidUrl,
                 format!(
@@ -207,7 +204,6 @@ impl RedisStoreBuilder {
         }
         let budget = self.timeout.max(Duration::from_secs(1));
         let client = redis::cluster::ClusterClientBuilder::new(nodes)
-            .tcp_settings(no_delay())
             .connection_timeout(budget)
             .response_timeout(self.timeout_ceiling)
             .retries(2)
@@ -305,15 +301,6 @@ impl RedisStoreBuilder {
             }),
         })
     }
-}
-
-/// The store's TCP settings: `TCP_NODELAY` on (redis-rs 1.x leaves Nagle's algorithm on). The
-/// store writes a pipeline while another is on its way (each caller of a strict store, the
-/// reporting task's rounds, admissions asked by callers that cannot await), and Nagle holds such
-/// a write until the earlier one is acknowledged: tens of milliseconds with a delayed ACK, on
-/// the path of every trip and fold.
-fn no_delay() -> redis::io::tcp::TcpSettings {
-    redis::io::tcp::TcpSettings::default().set_nodelay(true)
 }
 
 /// The [`StoreError`] of a connection step (`step`) that got no answer within `budget`.
