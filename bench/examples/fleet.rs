@@ -34,8 +34,12 @@
 //!   breaker every 0.25 ms from the onset and notes when each is first open.
 //! - **round trip**: a `PING` every 5 ms on a connection of its own, from a task of the
 //!   replicas' runtime (so its figure includes that runtime's scheduling), p50 and p99 over the
-//!   run; and how late that task's timer fired (the scheduling delay every replica's flush timer
-//!   pays too).
+//!   run; **timer late**: how late a task of that runtime that sleeps 5 ms at a time wakes (the
+//!   scheduling delay every replica's flush timer pays too).
+//! - **load**: the share of the run each worker thread of the replicas' runtime ran and how long
+//!   it waited for a CPU while runnable, how long Redis waited for a CPU (`/proc/*/schedstat`),
+//!   and the host's CPU pressure (`/proc/pressure/cpu`: the share of the run during which some
+//!   runnable task waited for a CPU).
 //! - **target**: the flush interval (0 in strict and cached mode) plus two round trips at the
 //!   `PING`'s p50; **met** when "crossed → open on every replica" at p99 is within it.
 //!
@@ -140,19 +144,12 @@ struct Row {
     crossed_reach_ms: Vec<f64>,
     /// The `PING` round trips (ms).
     rtt_ms: Vec<f64>,
-    /// How late the `PING` task's timer fired (ms).
+    /// How late the timer task woke (ms).
     late_ms: Vec<f64>,
     /// The flush interval (ms), 0 outside aggregated mode.
     flush_ms: f64,
-    /// The share of the run each worker thread of the replicas' runtime ran (NaN where the
-    /// kernel does not say).
-    busy: f64,
-    /// The share of the run during which some runnable task of the host waited for a CPU (NaN
-    /// where the kernel does not say).
-    pressure: f64,
-    /// Milliseconds per second each worker thread of the replicas' runtime waited for a CPU
-    /// while runnable (NaN where the kernel does not say).
-    cpu_wait_ms_per_s: f64,
+    /// How the host ran the replicas and Redis.
+    load: Load,
 }
 
 fn main() {
@@ -218,12 +215,12 @@ fn main() {
         );
     }
     println!(
-        "\n| mode | onset → crossed | crossed → OPEN committed | crossed → open on every replica p50 / p99 / max | round trip (PING) p50 / p99 | timer late p50 / p99 | worker threads busy / waiting for a CPU | host CPU pressure | target: flush + 2 round trips | p99 within it |"
+        "\n| mode | onset → crossed | crossed → OPEN committed | crossed → open on every replica p50 / p99 / max | round trip (PING) p50 / p99 | timer late p50 / p99 | worker threads busy / waiting for a CPU | Redis waiting for a CPU | host CPU pressure | target: flush + 2 round trips | p99 within it |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for row in &rows {
         let Some(crossed) = row.crossed_ms else {
-            println!("| {} | never crossed | | | | | | | | |", row.mode);
+            println!("| {} | never crossed | | | | | | | | | |", row.mode);
             continue;
         };
         let rtt_50 = quantile(&row.rtt_ms, 0.5);
@@ -234,16 +231,17 @@ fn main() {
             f64::INFINITY
         };
         println!(
-            "| {} | {crossed:.1} ms | {:.1} ms | {} | {rtt_50:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.0}% / {:.0} ms/s | {:.0}% | {target:.1} ms | {} |",
+            "| {} | {crossed:.1} ms | {:.1} ms | {} | {rtt_50:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.0}% / {:.0} ms/s | {:.0} ms/s | {:.0}% | {target:.1} ms | {} |",
             row.mode,
             row.crossed_commit_ms,
             spread(&row.crossed_reach_ms, row.replicas),
             quantile(&row.rtt_ms, 0.99),
             quantile(&row.late_ms, 0.5),
             quantile(&row.late_ms, 0.99),
-            row.busy * 100.0,
-            row.cpu_wait_ms_per_s,
-            row.pressure * 100.0,
+            row.load.busy * 100.0,
+            row.load.wait_ms_per_s,
+            row.load.redis_wait_ms_per_s,
+            row.load.pressure * 100.0,
             if p99 <= target { "met" } else { "missed" },
         );
     }
@@ -284,6 +282,69 @@ fn cpu_pressure() -> Option<u64> {
         .find_map(|field| field.strip_prefix("total="))?
         .parse()
         .ok()
+}
+
+/// How the host ran the replicas and Redis during a run (NaN where the kernel does not say).
+#[derive(Clone, Copy)]
+struct Load {
+    /// The share of the run each worker thread of the replicas' runtime ran.
+    busy: f64,
+    /// Milliseconds per second each worker thread of the replicas' runtime waited for a CPU
+    /// while runnable.
+    wait_ms_per_s: f64,
+    /// Milliseconds per second Redis's main thread waited for a CPU while runnable.
+    redis_wait_ms_per_s: f64,
+    /// The share of the run during which some runnable task of the host waited for a CPU.
+    pressure: f64,
+}
+
+/// The counters [`Load`] is the difference of, read at a run's start.
+struct LoadStart {
+    at: Instant,
+    workers: Option<(u64, u64, usize)>,
+    redis: u32,
+    redis_times: Option<(u64, u64)>,
+    pressure: Option<u64>,
+}
+
+impl LoadStart {
+    fn now(conn: &mut redis::Connection) -> LoadStart {
+        let redis = redis_pid(conn);
+        LoadStart {
+            at: Instant::now(),
+            workers: cpu_wait(),
+            redis,
+            redis_times: sched_times(redis),
+            pressure: cpu_pressure(),
+        }
+    }
+
+    /// The load since the start.
+    fn since(&self) -> Load {
+        let seconds = self.at.elapsed().as_secs_f64();
+        let ms_per_s = |ns: u64| ns as f64 / 1e6 / seconds;
+        let (busy, wait_ms_per_s) = match (self.workers, cpu_wait()) {
+            (Some((ran_0, waited_0, _)), Some((ran, waited, workers))) => (
+                ms_per_s(ran.saturating_sub(ran_0)) / 1e3 / workers as f64,
+                ms_per_s(waited.saturating_sub(waited_0)) / workers as f64,
+            ),
+            _ => (f64::NAN, f64::NAN),
+        };
+        let redis_wait_ms_per_s = match (self.redis_times, sched_times(self.redis)) {
+            (Some((_, before)), Some((_, after))) => ms_per_s(after.saturating_sub(before)),
+            _ => f64::NAN,
+        };
+        let pressure = match (self.pressure, cpu_pressure()) {
+            (Some(before), Some(after)) => after.saturating_sub(before) as f64 / 1e6 / seconds,
+            _ => f64::NAN,
+        };
+        Load {
+            busy,
+            wait_ms_per_s,
+            redis_wait_ms_per_s,
+            pressure,
+        }
+    }
 }
 
 /// What one mode's run is given.
@@ -403,6 +464,14 @@ async fn drive(
     outcomes
 }
 
+/// Milliseconds from `from` to each of `instants` (nanoseconds from the run's start).
+fn ms_from(from: u64, instants: &[u64]) -> Vec<f64> {
+    instants
+        .iter()
+        .map(|&at| (at as f64 - from as f64) / 1e6)
+        .collect()
+}
+
 /// The `q` quantile of `values` (NaN when empty).
 fn quantile(values: &[f64], q: f64) -> f64 {
     let mut sorted = values.to_vec();
@@ -475,22 +544,48 @@ fn watch(fleet: Vec<Arc<Replica>>, start: Instant, end: Instant) -> std::thread:
     })
 }
 
-/// Sends a `PING` every 5 ms until `end` on a connection of its own; the round trips and how
-/// late each tick of its timer fired, in milliseconds.
-async fn ping(url: String, end: Instant) -> (Vec<f64>, Vec<f64>) {
+/// Sends a `PING` every 5 ms until `end` on a connection of its own; the round trips, in
+/// milliseconds.
+async fn ping(url: String, end: Instant) -> Vec<f64> {
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let (mut rtt, mut late) = (Vec::new(), Vec::new());
+    let mut rtt = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(5));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     while Instant::now() < end {
-        let due = tick.tick().await;
-        late.push(due.elapsed().as_secs_f64() * 1e3);
+        tick.tick().await;
         let sent = Instant::now();
         let _: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
         rtt.push(sent.elapsed().as_secs_f64() * 1e3);
     }
-    (rtt, late)
+    rtt
+}
+
+/// Sleeps 5 ms at a time until `end`; how late each sleep ended, in milliseconds (the
+/// scheduling delay of a timer of the replicas' runtime).
+async fn timer(end: Instant) -> Vec<f64> {
+    let mut late = Vec::new();
+    let mut due = tokio::time::Instant::now();
+    while Instant::now() < end {
+        due += Duration::from_millis(5);
+        tokio::time::sleep_until(due).await;
+        late.push(due.elapsed().as_secs_f64() * 1e3);
+        due = due.max(tokio::time::Instant::now());
+    }
+    late
+}
+
+/// Redis's process id (`process_id` of `INFO server`).
+fn redis_pid(conn: &mut redis::Connection) -> u32 {
+    info(conn, "server", "process_id:") as u32
+}
+
+/// Nanoseconds process `pid`'s main thread ran and waited for a CPU while runnable (its
+/// `/proc/<pid>/schedstat`); `None` where the kernel does not say (or Redis runs elsewhere).
+fn sched_times(pid: u32) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    let mut fields = stat.split_whitespace().map(str::parse::<u64>);
+    Some((fields.next()?.ok()?, fields.next()?.ok()?))
 }
 
 async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
@@ -528,11 +623,11 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
     }
     let calls_0 = script_calls(conn);
     let cpu_0 = redis_cpu(conn);
-    let wait_0 = cpu_wait();
-    let pressure_0 = cpu_pressure();
+    let load = LoadStart::now(conn);
     let per_replica_ms = (setup.rate as f64 / setup.replicas as f64) / 1000.0;
     let end = start + Duration::from_secs(seconds);
     let pinger = tokio::spawn(ping(setup.url.to_owned(), end));
+    let timing = tokio::spawn(timer(end));
     let mut tasks = Vec::new();
     for (i, replica) in fleet.iter().enumerate() {
         let replica = replica.clone();
@@ -563,7 +658,8 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
     for task in tasks {
         outcomes.extend(task.await.unwrap());
     }
-    let (rtt_ms, late_ms) = pinger.await.unwrap();
+    let rtt_ms = pinger.await.unwrap();
+    let late_ms = timing.await.unwrap();
     monitor.join().unwrap();
     let committed_ns = committed.load(Ordering::Acquire);
     let opened: Vec<u64> = fleet
@@ -571,34 +667,15 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
         .map(|r| r.open_at.load(Ordering::Acquire))
         .filter(|&at| at > 0)
         .collect();
-    let reach_ms = opened
-        .iter()
-        .filter(|_| committed_ns > 0)
-        .map(|&at| at.saturating_sub(committed_ns) as f64 / 1e6)
-        .collect();
+    let reach_ms = if committed_ns > 0 {
+        ms_from(committed_ns, &opened)
+    } else {
+        Vec::new()
+    };
     let crossed_ns = crossing(outcomes, onset_ns);
-    let crossed_reach_ms = match crossed_ns {
-        Some(crossed) => opened
-            .iter()
-            .map(|&at| (at as f64 - crossed as f64) / 1e6)
-            .collect(),
-        None => Vec::new(),
-    };
+    let crossed_reach_ms = crossed_ns.map_or_else(Vec::new, |at| ms_from(at, &opened));
     let total_s = start.elapsed().as_secs_f64();
-    let (busy, cpu_wait_ms_per_s) = match (wait_0, cpu_wait()) {
-        (Some((ran_0, waited_0, _)), Some((ran, waited, workers))) => {
-            let per_worker_ms_s = |ns: u64| ns as f64 / 1e6 / total_s / workers as f64;
-            (
-                per_worker_ms_s(ran.saturating_sub(ran_0)) / 1e3,
-                per_worker_ms_s(waited.saturating_sub(waited_0)),
-            )
-        }
-        _ => (f64::NAN, f64::NAN),
-    };
-    let pressure = match (pressure_0, cpu_pressure()) {
-        (Some(before), Some(after)) => after.saturating_sub(before) as f64 / 1e6 / total_s,
-        _ => f64::NAN,
-    };
+    let load = load.since();
     let calls_end = script_calls(conn);
     let cpu_end = redis_cpu(conn);
     let open_ms = fleet
@@ -628,9 +705,7 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
         crossed_reach_ms,
         rtt_ms,
         late_ms,
-        cpu_wait_ms_per_s,
-        busy,
-        pressure,
+        load,
         flush_ms: if matches!(setup.mode, Mode::Aggregated) {
             setup.flush.as_secs_f64() * 1e3
         } else {
