@@ -358,6 +358,17 @@ struct Setup<'a> {
     flush: Duration,
 }
 
+impl Setup<'_> {
+    /// The flush interval in milliseconds, 0 outside aggregated mode.
+    fn flush_ms(&self) -> f64 {
+        if matches!(self.mode, Mode::Aggregated) {
+            self.flush.as_secs_f64() * 1e3
+        } else {
+            0.0
+        }
+    }
+}
+
 /// `replicas` replicas in `mode`, each with the hot and cold keys registered.
 async fn start_fleet(setup: &Setup<'_>) -> (Vec<Arc<Replica>>, Vec<RedisStore>) {
     let mut fleet = Vec::with_capacity(setup.replicas);
@@ -588,16 +599,11 @@ fn sched_times(pid: u32) -> Option<(u64, u64)> {
     Some((fields.next()?.ok()?, fields.next()?.ok()?))
 }
 
-async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
-    let (fleet, stores) = start_fleet(setup).await;
-    let seconds = setup.seconds;
-    let start = Instant::now();
-    let onset = Duration::from_secs(seconds - 1);
-    let failing = Arc::new(AtomicBool::new(false));
-    // Nanoseconds from the start to the OPEN the store committed (the first replica whose
-    // transition hook saw it shared).
+/// Nanoseconds from `start` to the OPEN the store committed on the hot key (the first replica
+/// whose transition hook sees it), 0 until then.
+fn commits(fleet: &[Arc<Replica>], start: Instant) -> Arc<AtomicU64> {
     let committed = Arc::new(AtomicU64::new(0));
-    for replica in &fleet {
+    for replica in fleet {
         let committed = committed.clone();
         replica.registry.on_transition(move |t| {
             if t.key == "payment" && t.to == fusebox::State::Open {
@@ -606,11 +612,13 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
             }
         });
     }
-    let after_commit = Arc::new(AtomicU64::new(0));
-    let driven = Arc::new(AtomicU64::new(0));
-    // Warm-up: every replica learns every key.
+    committed
+}
+
+/// Warm-up: every replica calls every key once, so it knows them all; the hot calls' outcomes.
+async fn warm_up(fleet: &[Arc<Replica>], start: Instant) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
-    for replica in &fleet {
+    for replica in fleet {
         for key in ["payment", "cold-0", "cold-1", "cold-2"] {
             let breaker = replica.registry.get(key).unwrap();
             let _ = breaker
@@ -621,6 +629,19 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
             }
         }
     }
+    outcomes
+}
+
+async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
+    let (fleet, stores) = start_fleet(setup).await;
+    let seconds = setup.seconds;
+    let start = Instant::now();
+    let onset = Duration::from_secs(seconds - 1);
+    let failing = Arc::new(AtomicBool::new(false));
+    let committed = commits(&fleet, start);
+    let after_commit = Arc::new(AtomicU64::new(0));
+    let driven = Arc::new(AtomicU64::new(0));
+    let mut outcomes = warm_up(&fleet, start).await;
     let calls_0 = script_calls(conn);
     let cpu_0 = redis_cpu(conn);
     let load = LoadStart::now(conn);
@@ -678,12 +699,12 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
     let load = load.since();
     let calls_end = script_calls(conn);
     let cpu_end = redis_cpu(conn);
-    let open_ms = fleet
+    let refused: Vec<u64> = fleet
         .iter()
         .map(|r| r.refused_at.load(Ordering::Acquire))
         .filter(|&at| at > onset_ns)
-        .map(|at| (at - onset_ns) as f64 / 1e6)
         .collect();
+    let open_ms = ms_from(onset_ns, &refused);
     for store in &stores {
         // Sends what is summed, so the next mode starts from an idle Redis.
         store.flush().await;
@@ -706,10 +727,6 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
         rtt_ms,
         late_ms,
         load,
-        flush_ms: if matches!(setup.mode, Mode::Aggregated) {
-            setup.flush.as_secs_f64() * 1e3
-        } else {
-            0.0
-        },
+        flush_ms: setup.flush_ms(),
     }
 }
