@@ -189,7 +189,7 @@ impl SiteBreaker {
 /// map keeps what it removes (for every key) in memory: a call holds it no longer than it runs.
 #[derive(Default)]
 pub struct LocalBreaker {
-    guard: Option<papaya::LocalGuard<'static>>,
+    guard: Option<crate::registry::Pinned>,
     owned: Option<Breaker>,
 }
 
@@ -290,7 +290,7 @@ impl DynSite {
         held: &'b mut LocalBreaker,
     ) -> &'b Breaker {
         let LocalBreaker { guard, owned } = held;
-        let guard: &'b papaya::LocalGuard<'static> = guard.insert(registry.map_guard());
+        let guard: &'b crate::registry::Pinned = guard.insert(registry.pinned());
         let Some(breaker) = registry.find_dynamic_in(key, guard) else {
             let made = owned.insert(registry.dynamic(key, self.policy));
             SEEN.set(Arc::as_ptr(&made.core) as usize);
