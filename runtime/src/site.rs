@@ -188,8 +188,36 @@ impl SiteBreaker {
 /// move between threads at each await, holds a [`SiteBreaker`] instead. While a guard lives, the
 /// map keeps what it removes (for every key) in memory: a call holds it no longer than it runs.
 #[derive(Default)]
-pub struct LocalBreaker {
-    guard: Option<crate::registry::Pinned>,
+pub struct LocalBreaker(std::mem::ManuallyDrop<Option<Pinned>>);
+
+impl Drop for LocalBreaker {
+    /// A holder the site's cache served is empty: one check, inline; the map's pin and an owned
+    /// breaker are released out of line.
+    #[inline(always)]
+    fn drop(&mut self) {
+        // `take` leaves `None`, which owns nothing: `ManuallyDrop` only keeps the compiler from
+        // adding a second, outlined check of the field after this one.
+        if let Some(Pinned { map, owned }) = self.0.take() {
+            drop(map);
+            if let Some(owned) = owned {
+                release(owned);
+            }
+        }
+    }
+}
+
+/// Drops the breaker a call created (it was not in the map), out of line.
+#[cold]
+#[inline(never)]
+fn release(owned: Breaker) {
+    drop(owned);
+}
+
+/// A [`LocalBreaker`] that went to the map: the map pinned, and the breaker the call created when
+/// the map did not have it. One `Option` around both, so a call served by the site's cache drops
+/// its holder with one check.
+struct Pinned {
+    map: crate::registry::Pinned,
     owned: Option<Breaker>,
 }
 
@@ -198,18 +226,15 @@ impl LocalBreaker {
     #[inline(always)]
     #[must_use]
     pub const fn new() -> Self {
-        LocalBreaker {
-            guard: None,
-            owned: None,
-        }
+        LocalBreaker(std::mem::ManuallyDrop::new(None))
     }
 }
 
 impl std::fmt::Debug for LocalBreaker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalBreaker")
-            .field("guarded", &self.guard.is_some())
-            .field("owned", &self.owned)
+            .field("pinned", &self.0.is_some())
+            .field("owned", &self.0.as_ref().and_then(|p| p.owned.as_ref()))
             .finish()
     }
 }
@@ -289,9 +314,11 @@ impl DynSite {
         key: &str,
         held: &'b mut LocalBreaker,
     ) -> &'b Breaker {
-        let LocalBreaker { guard, owned } = held;
-        let guard: &'b crate::registry::Pinned = guard.insert(registry.pinned());
-        let Some(breaker) = registry.find_dynamic_in(key, guard) else {
+        let Pinned { map, owned } = held.0.insert(Pinned {
+            map: registry.pinned(),
+            owned: None,
+        });
+        let Some(breaker) = registry.find_dynamic_in(key, map) else {
             let made = owned.insert(registry.dynamic(key, self.policy));
             SEEN.set(Arc::as_ptr(&made.core) as usize);
             return made;
@@ -630,7 +657,7 @@ mod tests {
     }
 
     fn held_nothing_owned(held: &LocalBreaker) -> bool {
-        held.owned.is_none() && held.guard.is_some()
+        held.0.as_ref().is_some_and(|pinned| pinned.owned.is_none())
     }
 
     /// Threads calling a plain `fn` over more keys than the cap: every call is admitted on its
