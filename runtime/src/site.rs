@@ -648,12 +648,22 @@ mod tests {
         OTHER.breaker(&REGISTRY, "b", &mut other);
         let mut other = SiteBreaker::new();
         OTHER.breaker(&REGISTRY, "c", &mut other);
-        assert!(REGISTRY.get("a").is_none(), "`a` was evicted during the call");
+        assert!(
+            REGISTRY.get("a").is_none(),
+            "`a` was evicted during the call"
+        );
         permit.failure();
-        assert!(held_nothing_owned(&held), "found in the map: borrowed, not owned");
+        assert!(
+            held_nothing_owned(&held),
+            "found in the map: borrowed, not owned"
+        );
         drop(held);
         let fresh = REGISTRY.breaker("a", Policy::DEFAULT).unwrap();
-        assert_eq!(fresh.snapshot().calls, 0, "the report went to the evicted breaker");
+        assert_eq!(
+            fresh.snapshot().calls,
+            0,
+            "the report went to the evicted breaker"
+        );
     }
 
     fn held_nothing_owned(held: &LocalBreaker) -> bool {
