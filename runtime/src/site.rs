@@ -191,8 +191,8 @@ impl SiteBreaker {
 pub struct LocalBreaker(std::mem::ManuallyDrop<Option<Pinned>>);
 
 impl Drop for LocalBreaker {
-    /// A holder the site's cache served is empty: one check, inline; the map's pin and an owned
-    /// breaker are released out of line.
+    /// A holder the site's cache served is empty: one check, inline. The map's pin is released
+    /// here too; a breaker the call created, out of line.
     #[inline(always)]
     fn drop(&mut self) {
         // `take` leaves `None`, which owns nothing: `ManuallyDrop` only keeps the compiler from
