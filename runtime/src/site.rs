@@ -666,6 +666,27 @@ mod tests {
         );
     }
 
+    /// A plain `fn` calling another (or itself) with a dynamic key: the inner call pins the map
+    /// again on the same thread and both borrow the same breaker.
+    #[test]
+    fn nested_calls_pin_the_map_again() {
+        static OUTER: DynSite = DynSite::new("t::outer", Policy::DEFAULT);
+        static INNER: DynSite = DynSite::new("t::inner", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+        let name: crate::breaker::FnName = &"t::f";
+        for round in 0..3 {
+            let mut outer = LocalBreaker::new();
+            let permit = OUTER.enter_local(&REGISTRY, "a", &mut outer, name);
+            let mut inner = LocalBreaker::new();
+            let nested = INNER.enter_local(&REGISTRY, "a", &mut inner, name);
+            nested.success();
+            drop(inner);
+            permit.success();
+            drop(outer);
+            assert_eq!(REGISTRY.get("a").unwrap().snapshot().calls, 2 * (round + 1));
+        }
+    }
+
     fn held_nothing_owned(held: &LocalBreaker) -> bool {
         held.0.as_ref().is_some_and(|pinned| pinned.owned.is_none())
     }
