@@ -44,6 +44,15 @@ pub use overrides::UnknownKey;
 /// inside the map's entries, so a lookup compares them without following a pointer.
 type Map = papaya::HashMap<MapKey, Breaker, foldhash::fast::RandomState>;
 
+/// A `'static` registry's map, pinned: breakers borrowed from it stay alive while it lives.
+pub(crate) type Pinned = papaya::HashMapRef<
+    'static,
+    MapKey,
+    Breaker,
+    foldhash::fast::RandomState,
+    papaya::LocalGuard<'static>,
+>;
+
 /// The default cap on breakers created for dynamic keys.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
 
