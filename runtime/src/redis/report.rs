@@ -383,7 +383,9 @@ fn take(
                 continue;
             }
             // Due one flush interval after the delta's first outcome, however late this task
-            // took its job (a busy host may run it well after the outcome was summed).
+            // took its job (a busy host may run it well after the outcome was summed), less
+            // tokio's timer tick: a timer fires on the millisecond tick after its deadline, so
+            // a deadline one tick early lets the fold leave within its interval.
             let since = job
                 .link
                 .delta
@@ -391,7 +393,9 @@ fn take(
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .since
                 .unwrap_or(now);
-            folds.push_back((since + client.flush.unwrap_or_default(), job));
+            let flush = client.flush.unwrap_or_default();
+            let tick = Duration::from_millis(1).min(flush / 4);
+            folds.push_back((since + flush - tick, job));
             continue;
         }
         if matches!(job.outcome, SUMMED | SUCCESSES) {
