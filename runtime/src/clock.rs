@@ -39,7 +39,8 @@ pub trait Clock: Send + Sync + 'static {
 pub struct MonotonicClock;
 
 impl Clock for MonotonicClock {
-    #[inline]
+    /// Always inlined: a time window's closed success reads it on every call.
+    #[inline(always)]
     fn now_nanos(&self) -> u64 {
         #[cfg(target_os = "linux")]
         {
@@ -164,7 +165,7 @@ pub(crate) enum ClockSource {
 }
 
 impl ClockSource {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn now_nanos(&self) -> u64 {
         match self {
             ClockSource::Monotonic => MonotonicClock.now_nanos(),
