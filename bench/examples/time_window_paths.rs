@@ -12,13 +12,12 @@
 //!   time per call, less sensitive to the load;
 //! - instructions per call: `valgrind --tool=callgrind target/release/examples/time_window_paths
 //!   <path> 1000000` (add `--cache-sim=yes --LL=8388608,16,64` for cache misses), minus the run
-//!   of `none`, divided by the call count, with `<path>` one of `count-async`, `count-sync`
-//!   (default clock: a count window reads no clock), `fake-time-async`, `fake-time-sync`,
-//!   `fake-count-async`, `fake-count-sync`. The default clock's time paths (`time-async`,
-//!   `time-sync`, `clock`) do not run under valgrind: `rustix` looks the vDSO up through the
-//!   auxiliary vector, whose vDSO image valgrind does not map (rustix issue 1559), so the fake
-//!   clock stands in for it: its read (an atomic load behind a `dyn Clock` call) replaces the
-//!   vDSO's `CLOCK_MONOTONIC_COARSE` read.
+//!   of `none`, divided by the call count, with `<path>` one of `count-async`, `time-async`,
+//!   `count-sync`, `time-sync`, `clock` (the clock's read alone), `open-async`, `open-sync`
+//!   (refused calls) or the `fake-` versions of the first four on the `FakeClock` registry. valgrind gives the program no vDSO: glibc reads the clock by the
+//!   `clock_gettime` system call, whose kernel side callgrind does not count, so its counts of
+//!   the default clock's time paths leave the vDSO's instructions out. `bench/step_count.py`
+//!   single-steps a call under gdb and counts them too.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -84,8 +83,45 @@ fn fake_count_sync() -> Result<u64, BenchError> {
     Ok(black_box(1))
 }
 
+/// Opened by failures in the set-up: each call after it is refused (the open path reads the
+/// clock to know whether its wait is over).
+#[circuit_breaker(
+    key = "time-window-paths.open-async",
+    window = 10,
+    min_calls = 5,
+    open_for = "1h"
+)]
+async fn open_async(fail: bool) -> Result<u64, BenchError> {
+    if fail {
+        Err(BenchError::Inner(0))
+    } else {
+        Ok(black_box(1))
+    }
+}
+
+/// Opened by failures in the set-up, sync.
+#[circuit_breaker(
+    key = "time-window-paths.open-sync",
+    window = 10,
+    min_calls = 5,
+    open_for = "1h"
+)]
+fn open_sync(fail: bool) -> Result<u64, BenchError> {
+    if fail {
+        Err(BenchError::Inner(0))
+    } else {
+        Ok(black_box(1))
+    }
+}
+
 /// The default-clock paths, timed by `wall`.
-const PATHS: [&str; 5] = ["count-async", "time-async", "count-sync", "time-sync", "clock"];
+const PATHS: [&str; 5] = [
+    "count-async",
+    "time-async",
+    "count-sync",
+    "time-sync",
+    "clock",
+];
 
 /// One call of the path `path`.
 #[inline(always)]
@@ -100,6 +136,8 @@ fn call(path: &str) -> u64 {
         "fake-count-async" => poll_once(fake_count_async()).unwrap_or(0),
         "fake-time-sync" => fake_time_sync().unwrap_or(0),
         "fake-count-sync" => fake_count_sync().unwrap_or(0),
+        "open-async" => poll_once(open_async(false)).unwrap_or(0),
+        "open-sync" => open_sync(false).unwrap_or(0),
         _ => 0,
     }
 }
@@ -126,6 +164,8 @@ fn run(path: &str, calls: u64) -> u64 {
         "fake-count-async" => repeat!(poll_once(fake_count_async()).unwrap_or(0)),
         "fake-time-sync" => repeat!(fake_time_sync().unwrap_or(0)),
         "fake-count-sync" => repeat!(fake_count_sync().unwrap_or(0)),
+        "open-async" => repeat!(poll_once(open_async(false)).unwrap_or(0)),
+        "open-sync" => repeat!(open_sync(false).unwrap_or(0)),
         _ => 0,
     }
 }
@@ -133,6 +173,10 @@ fn run(path: &str, calls: u64) -> u64 {
 fn main() {
     let mut args = std::env::args().skip(1);
     let path = args.next().unwrap_or_default();
+    for _ in 0..10 {
+        let _ = poll_once(open_async(true));
+        let _ = open_sync(true);
+    }
     let warmed: Vec<&str> = if path == "wall" {
         PATHS.to_vec()
     } else {

@@ -229,7 +229,7 @@ impl Circuit {
         self.time.time_of(word, now, || self.load())
     }
 
-    #[inline(always)]
+    #[inline]
     fn now(&self) -> u64 {
         self.clock.now_nanos()
     }

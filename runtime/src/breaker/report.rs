@@ -198,7 +198,10 @@ impl Circuit {
             if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
                 self.run.store(0, Ordering::Relaxed);
             }
-            if let Some(counts) = self.window.record_fast_success(Now::At(now), self.min_calls) {
+            if let Some(counts) = self
+                .window
+                .record_fast_success(Now::At(now), self.min_calls)
+            {
                 self.judge(word, counts, permit.site);
             }
             return;

@@ -492,18 +492,12 @@ fn a_quiet_slices_success_reads_one_cache_line() {
     let base = std::ptr::from_ref(&outcomes) as usize;
     let end = |field: usize, size: usize| field - base + size;
     let read = [
-        (
-            "quiet",
-            end(std::ptr::from_ref(&w.quiet) as usize, 8),
-        ),
+        ("quiet", end(std::ptr::from_ref(&w.quiet) as usize, 8)),
         (
             "slice_nanos",
             end(std::ptr::from_ref(&w.slice_nanos) as usize, 8),
         ),
-        (
-            "buckets",
-            end(std::ptr::from_ref(&w.buckets) as usize, 8),
-        ),
+        ("buckets", end(std::ptr::from_ref(&w.buckets) as usize, 8)),
         (
             "stripes",
             end(
@@ -513,6 +507,9 @@ fn a_quiet_slices_success_reads_one_cache_line() {
         ),
     ];
     for (name, end) in read {
-        assert!(end <= 64, "`{name}` ends at byte {end}, past the first line");
+        assert!(
+            end <= 64,
+            "`{name}` ends at byte {end}, past the first line"
+        );
     }
 }

@@ -207,9 +207,8 @@ impl TimeWindow {
     }
 
     /// [`TimeWindow::record_fast_success`] outside the quiet slice: finds the slice, claims its
-    /// bucket, and publishes the slice as quiet once the other slices hold `min_calls`. Out of
-    /// line: the quiet path is the one inlined into the breaker's report.
-    #[inline(never)]
+    /// bucket, and publishes the slice as quiet once the other slices hold `min_calls`.
+    #[inline]
     fn record_unquiet_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
         let slice = self.slice(now);
         let bucket = self.bucket(slice);
