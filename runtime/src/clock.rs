@@ -39,7 +39,9 @@ pub trait Clock: Send + Sync + 'static {
 pub struct MonotonicClock;
 
 impl Clock for MonotonicClock {
-    #[inline]
+    /// Always inlined in release builds: a time window's closed success reads it on every call.
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn now_nanos(&self) -> u64 {
         #[cfg(target_os = "linux")]
         {
@@ -164,7 +166,8 @@ pub(crate) enum ClockSource {
 }
 
 impl ClockSource {
-    #[inline]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn now_nanos(&self) -> u64 {
         match self {
             ClockSource::Monotonic => MonotonicClock.now_nanos(),

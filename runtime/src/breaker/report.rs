@@ -4,6 +4,7 @@
 use super::*;
 use crate::policy::{OpenContext, jittered_nanos, nanos, open_wait_nanos, slow_nanos};
 use crate::state;
+use crate::window::Now;
 
 /// An open wait in nanoseconds, with the pushback it read ([`Circuit::open_wait`]).
 #[derive(Clone, Copy, Debug)]
@@ -111,7 +112,7 @@ impl Circuit {
             if word.same_epoch(permit.admission) {
                 #[cfg(feature = "metrics")]
                 self.meters.call(true, false);
-                let now = || self.now();
+                let now = Now::Read(&self.clock);
                 if let Some(counts) = self.window.record_fast_success(now, self.min_calls) {
                     self.judge(word, counts, permit.site);
                 }
@@ -197,7 +198,10 @@ impl Circuit {
             if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
                 self.run.store(0, Ordering::Relaxed);
             }
-            if let Some(counts) = self.window.record_fast_success(|| now, self.min_calls) {
+            if let Some(counts) = self
+                .window
+                .record_fast_success(Now::At(now), self.min_calls)
+            {
                 self.judge(word, counts, permit.site);
             }
             return;
