@@ -4,7 +4,8 @@
 //!
 //! `main.rs` runs it as `cargo run -p fusebox-checkout`; the package's tests (`tests/`) include
 //! this file and start it in-process on port 0. In a test build the breakers read a
-//! [`FakeClock`](fusebox::clock::FakeClock) ([`CLOCK`]), so recovery is driven without sleeping.
+//! [`FakeClock`](fusebox::clock::FakeClock) (`CLOCK`, test builds only), so recovery is driven
+//! without sleeping.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
