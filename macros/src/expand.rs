@@ -397,8 +397,10 @@ fn expand(args: Args, function: Function) -> TokenStream {
         };
         let admit = if cfg!(feature = "redis") && is_async {
             Admit::SharedPermit
-        } else {
+        } else if is_async {
             Admit::Permit
+        } else {
+            Admit::LocalPermit
         };
         let admission = admission(&args, &names, &site, admit);
         let outcome = outcome(&args, &names, &params, is_async, &run, timeout);
@@ -566,6 +568,9 @@ enum Admit {
     Closure,
     /// [`Admit::Permit`] for an `async fn` that may ask a shared registry's store.
     SharedPermit,
+    /// [`Admit::Permit`] for a plain `fn`: a dynamic key's breaker is borrowed under the
+    /// registry map's guard for the call, not counted.
+    LocalPermit,
 }
 
 /// The admission, for both paths: the `static` call site (a `Site` registered at link time for a
@@ -598,7 +603,7 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
         .map(|MethodNaming { name, .. }| quote!(#name.get(::core::any::type_name::<Self>)));
     let (named, named_declare) = site_name(site, method_name.as_ref(), private);
     let take = match admit {
-        Admit::Permit => quote!(enter::<false, _>),
+        Admit::Permit | Admit::LocalPermit => quote!(enter::<false, _>),
         Admit::SharedPermit => quote!(enter::<true, _>),
         Admit::Closure => quote!(acquire),
     };
@@ -616,7 +621,7 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
                 #named_declare
             };
             match admit {
-                Admit::Permit | Admit::SharedPermit => quote! {
+                Admit::Permit | Admit::SharedPermit | Admit::LocalPermit => quote! {
                     #head
                     #method_declare
                     let mut #permit = #site.#take(#registry #method_arg);
@@ -639,20 +644,33 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
                 ::core::convert::AsRef::<str>::as_ref(&(#key))
             );
             // The call owns the key's breaker unless the site's cache lends it (one word, kept
-            // alive across the body's awaits); the permit borrows it.
-            let take = match admit {
-                Admit::Permit | Admit::SharedPermit => quote! {
-                    let mut #permit = #site.#take(#registry, #key_str, &mut #held #method_arg);
-                },
-                Admit::Closure => quote! {
-                    let #breaker = #site.breaker(#registry, #key_str, &mut #held);
-                    let #admit_local = move || #site.#take(#breaker #method_arg);
-                },
+            // alive across the body's awaits); the permit borrows it. A plain `fn` borrows it
+            // from the registry's map under a guard held for the call instead of owning it.
+            let (holder, take) = match admit {
+                Admit::Permit | Admit::SharedPermit => (
+                    quote!(SiteBreaker),
+                    quote! {
+                        let mut #permit = #site.#take(#registry, #key_str, &mut #held #method_arg);
+                    },
+                ),
+                Admit::LocalPermit => (
+                    quote!(LocalBreaker),
+                    quote! {
+                        let mut #permit = #site.enter_local(#registry, #key_str, &mut #held #method_arg);
+                    },
+                ),
+                Admit::Closure => (
+                    quote!(SiteBreaker),
+                    quote! {
+                        let #breaker = #site.breaker(#registry, #key_str, &mut #held);
+                        let #admit_local = move || #site.#take(#breaker #method_arg);
+                    },
+                ),
             };
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
                 #named_declare
-                let mut #held = #private::SiteBreaker::new();
+                let mut #held = #private::#holder::new();
                 #method_declare
                 #take
             }
