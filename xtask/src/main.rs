@@ -56,13 +56,22 @@ fn test(extra: &[String]) -> ExitCode {
     }
     println!("== loom model check of the breaker's compare-and-swap transitions");
     // `fusebox-loom` (runtime/loom) holds the model check alone, so this build compiles fusebox's
-    // normal dependencies and loom, none of fusebox's dev-dependencies. The cfg reaches every
-    // crate (cargo has no per-crate flags), hence a target directory of its own.
+    // normal dependencies and loom, none of fusebox's dev-dependencies; the profile `loom` (the
+    // root Cargo.toml) optimises only what runs the models. The cfg reaches every crate (cargo has
+    // no per-crate flags), hence a target directory of its own.
     let loom = Command::new(&cargo)
         .current_dir(root)
         .env("RUSTFLAGS", "--cfg fusebox_loom")
         .env("CARGO_TARGET_DIR", root.join("target/loom"))
-        .args(["test", "-p", "fusebox-loom", "--test", "loom", "--release"])
+        .args([
+            "test",
+            "-p",
+            "fusebox-loom",
+            "--test",
+            "loom",
+            "--profile",
+            "loom",
+        ])
         .status();
     if matches!(loom, Ok(s) if s.success()) {
         ExitCode::SUCCESS

@@ -5,7 +5,7 @@
 //! with a failure whose call it does not count.
 //!
 //! Run with
-//! `RUSTFLAGS="--cfg fusebox_loom" CARGO_TARGET_DIR=target/loom cargo test -p fusebox-loom --release`
+//! `RUSTFLAGS="--cfg fusebox_loom" CARGO_TARGET_DIR=target/loom cargo test -p fusebox-loom --profile loom`
 //! (the cfg switches the breaker's atomics to loom's; `cargo xtask test` runs it).
 #![cfg(fusebox_loom)]
 
