@@ -202,7 +202,10 @@ fn main() {
         // A group of 10,000 members, each with a call in its window.
         fusebox::registry().set_max_keys(20_000);
         for i in 0..10_000 {
-            assert_eq!(poll_once(grouped_large(&format!("large-{i}:9200"))).ok(), Some(1));
+            assert_eq!(
+                poll_once(grouped_large(&format!("large-{i}:9200"))).ok(),
+                Some(1)
+            );
         }
         g.bench_function("per_host_grouped_10000", |b| {
             b.iter(|| black_box(poll_once(grouped_large(black_box("large-0:9200")))))
@@ -214,7 +217,9 @@ fn main() {
         "the grouped key is a member of its group"
     );
     assert_eq!(
-        fusebox::registry().group("large").map(|g| g.snapshot().members),
+        fusebox::registry()
+            .group("large")
+            .map(|g| g.snapshot().members),
         Some(10_000),
         "the large group holds its 10,000 members"
     );

@@ -24,6 +24,11 @@ use serde_json::{Value, json};
 
 const INSTALL: &str = "apt-get install -y chromium chromium-driver";
 
+/// The workspace's `target/`, where the screenshots go.
+fn workspace_target() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target")
+}
+
 /// The first file called `name` on `PATH`.
 fn find(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -300,7 +305,7 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
         .decode(png.as_str().unwrap())
         .unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    let target = workspace_target();
     std::fs::create_dir_all(&target).unwrap();
     std::fs::write(target.join("checkout-dashboard.png"), &png).unwrap();
 }
@@ -496,7 +501,7 @@ async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
                 .decode(png.as_str().unwrap())
                 .unwrap();
             assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
-            let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+            let target = workspace_target();
             std::fs::create_dir_all(&target).unwrap();
             std::fs::write(target.join("checkout-replicas-dashboard.png"), &png).unwrap();
         })
