@@ -1023,10 +1023,10 @@ fn shared_store(
         // `Option` ends with this statement, so an admitted call's future holds nothing of it
         // across the body's `.await`. Located at the return type, where a missing
         // `From<fusebox::Error>` is reported.
-        let rejection = respan(quote!(#private::rejection), names.output_span);
+        let rejection = respan(quote!(#private::rejection(#raw)), names.output_span);
         let err = respan(quote!(::core::result::Result::Err), names.output_span);
         quote! {
-            if let ::core::option::Option::Some(#refused) = #rejection(#raw) {
+            if let ::core::option::Option::Some(#refused) = #rejection {
                 return #err(#refused);
             }
             #matched

@@ -124,17 +124,10 @@ pub fn permit_timed_out(permit: &mut RawPermit<'_>, name: FnName) -> Error {
 #[cfg(feature = "redis")]
 pub use crate::redis::admit::{admit_shared, asks_store, flush_then, reports_to_store};
 
-/// The global registry.
-#[inline]
-#[must_use]
-pub fn global() -> &'static Registry {
-    crate::registry::registry()
-}
-
 /// True for the global registry (the registration of a site without `registry = …`).
 #[must_use]
 pub fn in_global(registry: usize) -> bool {
-    registry == global().address()
+    registry == GLOBAL.address()
 }
 
 /// True when `registry` is the one `registry = path` names (the registration of its sites): it
@@ -449,10 +442,9 @@ impl<R, T> AwaitSyncFallback<R, T> for &FallbackReturn<R, T> {
 
 #[cfg(test)]
 mod tests {
-    /// The functions the expansion calls, and those its generic entry points call with the
-    /// admission or the report path in their body, per file. Each annotated function has its own
-    /// permit type (`NamedPermit<'_, N>`), so whatever a generic entry point always-inlines is copied
-    /// into every annotated function: these stay out of line in debug builds.
+    /// The functions the expansion calls, and those they call with the admission or the report
+    /// path in their body, per file. Whatever an entry point always-inlines is copied into every
+    /// annotated function that calls it: these stay out of line in debug builds.
     const ENTRY_POINTS: [(&str, &str, &[&str]); 5] = [
         (
             "__private.rs",
@@ -462,6 +454,7 @@ mod tests {
                 "permit_refused",
                 "refusal_error",
                 "permit_refusal",
+                "rejection",
             ],
         ),
         (

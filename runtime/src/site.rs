@@ -52,14 +52,8 @@ impl Site {
         }
     }
 
-    /// The annotated function's path, as permits carry it.
-    #[inline(always)]
-    pub fn name(&'static self) -> &'static &'static str {
-        &self.function
-    }
-
     /// Asks this site's breaker in `registry` for admission for the function named `name` (a
-    /// function's [`Site::name`], a method's `MethodName`); a refused call gets an inert permit
+    /// function's [`Site::function`], a method's `MethodName`); a refused call gets an inert permit
     /// whose refusal says why.
     ///
     /// The expansion puts the permit in a `NamedPermit` with its zero-sized type that knows the
@@ -196,12 +190,6 @@ impl DynSite {
             current: AtomicUsize::new(0),
             claimed: AtomicUsize::new(0),
         }
-    }
-
-    /// The path of the annotated function, as permits carry it.
-    #[inline(always)]
-    pub fn name(&'static self) -> &'static &'static str {
-        &self.function
     }
 
     /// The breaker of `key` in `registry` (created on first use, within the registry's cap),

@@ -441,7 +441,14 @@ impl<N: Named> Drop for NamedPermit<'_, N> {
     #[inline(always)]
     fn drop(&mut self) {
         if !self.raw.admission.inert() {
-            abandon(&mut self.raw, self.site.name());
+            // Values, not the permit's address: the permit stays in registers on the hot path,
+            // where the check above folds away after a report.
+            let ticket = Ticket {
+                admission: self.raw.admission,
+                site: self.site.name(),
+            };
+            self.raw.admission = Word::SETTLED;
+            abandon(self.raw.core, ticket);
         }
     }
 }
@@ -450,13 +457,8 @@ impl<N: Named> Drop for NamedPermit<'_, N> {
 /// [`Named`]): a panic counts as a failure, anything else is a cancellation.
 #[cold]
 #[inline(never)]
-fn abandon(permit: &mut RawPermit<'_>, site: FnName) {
-    let ticket = Ticket {
-        admission: permit.admission,
-        site,
-    };
-    permit.admission = Word::SETTLED;
-    permit.core.finish(ticket, abandoned());
+fn abandon(core: &Circuit, ticket: Ticket) {
+    core.finish(ticket, abandoned());
 }
 
 /// How an [`OwnedPermit`] holds its breaker: a reference count, or, for a circuit kept for the
