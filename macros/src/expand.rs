@@ -167,9 +167,9 @@ struct Names {
 }
 
 impl Names {
-    /// The permit's [`RawPermit`](../fusebox/__private/struct.RawPermit.html) and the function's
-    /// path, the arguments of every report: the functions that take them are not generic, so
-    /// each annotated function adds none of its own.
+    /// The permit's `RawPermit` and the function's path, the arguments of every report: the
+    /// functions that take them are not generic, so each annotated function adds none of its
+    /// own.
     fn raw_and_name(&self) -> TokenStream {
         let Names { permit, name, .. } = self;
         quote!(&mut #permit.raw, #name)
@@ -883,22 +883,7 @@ fn outcome(
             }
         },
     };
-    let report_ok = match &args.failure_if {
-        None => quote!(#private::permit_succeeded(#raw_and_name);),
-        // `failure_if`: the `Ok` value is judged and returned as is; located at the predicate,
-        // so a wrong signature is reported there.
-        Some(predicate) => {
-            let span = predicate.span();
-            let value = Ident::new(&value.to_string(), value.span().located_at(span));
-            quote_spanned! {span=>
-                if #predicate(&#value) {
-                    #private::permit_failed(#raw_and_name)
-                } else {
-                    #private::permit_succeeded(#raw_and_name)
-                }
-            }
-        }
-    };
+    let report_ok = report_ok(args, names);
     let scrutinee = match timeout {
         Some(_) => result.to_token_stream(),
         None => run.clone(),
@@ -947,6 +932,28 @@ fn outcome(
         on_refused,
         matched,
     )
+}
+
+/// The report of a call that returned `Ok`: a success, or, with `failure_if`, what the predicate
+/// says of the value (located at the predicate, so a wrong signature is reported there); the
+/// value is returned as is.
+fn report_ok(args: &Args, names: &Names) -> TokenStream {
+    let Names { private, value, .. } = names;
+    let raw_and_name = names.raw_and_name();
+    match &args.failure_if {
+        None => quote!(#private::permit_succeeded(#raw_and_name);),
+        Some(predicate) => {
+            let span = predicate.span();
+            let value = Ident::new(&value.to_string(), value.span().located_at(span));
+            quote_spanned! {span=>
+                if #predicate(&#value) {
+                    #private::permit_failed(#raw_and_name)
+                } else {
+                    #private::permit_succeeded(#raw_and_name)
+                }
+            }
+        }
+    }
 }
 
 /// The refusal check and the call. With the `redis` feature, an `async fn` on a shared registry

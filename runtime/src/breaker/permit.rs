@@ -259,8 +259,10 @@ impl<N: Named> NamedPermit<'_, N> {
         self.raw.succeeded(self.site.name());
     }
 
-    /// [`failure`](Permit::failure) in place (see [`RawPermit::succeeded`]).
-    #[inline]
+    /// [`failure`](Permit::failure) in place (see [`RawPermit::succeeded`]). Always inlined: it
+    /// only names the permit's function for [`RawPermit::failed`], which is the inlining step
+    /// callers see.
+    #[inline(always)]
     pub(crate) fn failed(&mut self) {
         self.raw.failed(self.site.name());
     }

@@ -21,6 +21,7 @@ use crate::state::{State, Word};
 
 /// True when `permit` (refused) asks the store for admission: its breaker is shared.
 #[inline(always)]
+#[must_use]
 pub fn asks_store(permit: &RawPermit<'_>) -> bool {
     permit.asks_store().is_some()
 }
@@ -28,6 +29,7 @@ pub fn asks_store(permit: &RawPermit<'_>) -> bool {
 /// True when `permit`'s breaker is shared in strict mode (or cached mode without its
 /// subscription): the call awaits the recording of its outcome.
 #[inline(always)]
+#[must_use]
 pub fn reports_to_store(permit: &RawPermit<'_>) -> bool {
     permit
         .core()
