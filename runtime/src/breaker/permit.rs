@@ -158,12 +158,14 @@ impl fmt::Debug for Permit<'_> {
 /// function. Only the drop (a cancelled or panicking call) asks `site` for the name.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
 pub struct NamedPermit<'a, N: Named = FnName> {
+    /// Where the permit finds its function's name. First: with the name in front of the breaker
+    /// and the admission, `Breaker::try_acquire` returns its permit as it did when the three were
+    /// fields of one struct (two register moves fewer on its closed path).
+    #[doc(hidden)]
+    pub site: N,
     /// The breaker and the admission.
     #[doc(hidden)]
     pub raw: RawPermit<'a>,
-    /// Where the permit finds its function's name.
-    #[doc(hidden)]
-    pub site: N,
 }
 
 /// A permit without its name: the breaker that admitted (or refused) the call and the admission.
@@ -259,10 +261,8 @@ impl<N: Named> NamedPermit<'_, N> {
         self.raw.succeeded(self.site.name());
     }
 
-    /// [`failure`](Permit::failure) in place (see [`RawPermit::succeeded`]). Always inlined: it
-    /// only names the permit's function for [`RawPermit::failed`], which is the inlining step
-    /// callers see.
-    #[inline(always)]
+    /// [`failure`](Permit::failure) in place (see [`RawPermit::succeeded`]).
+    #[inline]
     pub(crate) fn failed(&mut self) {
         self.raw.failed(self.site.name());
     }
