@@ -14,6 +14,8 @@
 //! - `two_threads`, `two_threads_open`: `closed_success` and `open_rejected` from two threads at once
 //!   on one shared breaker; the time reported is wall time for all calls divided by their number;
 //! - `closed_success` also times fusebox with a 1 s time window and with slow-call timing on;
+//! - `time_window_10s`: an outside harness's shape, `window = "10s", min_calls = 10` against no
+//!   window argument (the default count window), async and sync, in the time window's steady state;
 //! - `dynamic_key`: fusebox's per-call key lookup (`key = host`) at 1, 1,000 and 100,000 keys, and a
 //!   bare `papaya` lookup of the same keys in the same run.
 //!
@@ -158,6 +160,30 @@ mod fb {
     )]
     pub(crate) async fn closed_time_window(fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// The outside harness's time window: `window = "10s", min_calls = 10`, all else default.
+    #[fusebox::circuit_breaker(key = "bench-10s-time-async", window = "10s", min_calls = 10)]
+    pub(crate) async fn ten_s_time_async(fail: bool) -> Result<u64, BenchError> {
+        work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// [`ten_s_time_async`]'s count-window reference: no window argument (the default window).
+    #[fusebox::circuit_breaker(key = "bench-10s-count-async")]
+    pub(crate) async fn ten_s_count_async(fail: bool) -> Result<u64, BenchError> {
+        work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// The outside harness's time window, sync.
+    #[fusebox::circuit_breaker(key = "bench-10s-time-sync", window = "10s", min_calls = 10)]
+    pub(crate) fn ten_s_time_sync(fail: bool) -> Result<u64, BenchError> {
+        work_sync(fail).map_err(BenchError::Inner)
+    }
+
+    /// [`ten_s_time_sync`]'s count-window reference.
+    #[fusebox::circuit_breaker(key = "bench-10s-count-sync")]
+    pub(crate) fn ten_s_count_sync(fail: bool) -> Result<u64, BenchError> {
+        work_sync(fail).map_err(BenchError::Inner)
     }
 
     /// Stays closed, timing every call against a slow-call threshold.
@@ -633,6 +659,51 @@ fn closed_success(c: &mut Criterion, s: &Subjects) {
     g.finish();
 }
 
+/// The outside harness's shape: a 10 s time window with `min_calls = 10` against the default
+/// count window, the global registry and the default clock, async and sync. Before timing, each
+/// breaker gets calls in two slices of its window (a slice of a 10 s window is 1 s), so the time
+/// window's other slices hold `min_calls`: the steady state of a long run, which criterion's
+/// warm-up alone would reach only after its first second.
+fn time_window_10s(c: &mut Criterion) {
+    for round in 0..2 {
+        if round == 1 {
+            std::thread::sleep(Duration::from_millis(1_100));
+        }
+        for _ in 0..100 {
+            assert!(poll_once(fb::ten_s_time_async(false)).is_ok());
+            assert!(poll_once(fb::ten_s_count_async(false)).is_ok());
+            assert!(fb::ten_s_time_sync(false).is_ok());
+            assert!(fb::ten_s_count_sync(false).is_ok());
+        }
+    }
+    let mut g = c.benchmark_group("time_window_10s");
+    one(&mut g, "fusebox/attr-async-count-window", || {
+        poll_once(fb::ten_s_count_async(false))
+    });
+    one(&mut g, "fusebox/attr-async-time-window", || {
+        poll_once(fb::ten_s_time_async(false))
+    });
+    one(&mut g, "fusebox/attr-sync-count-window", || {
+        fb::ten_s_count_sync(false)
+    });
+    one(&mut g, "fusebox/attr-sync-time-window", || {
+        fb::ten_s_time_sync(false)
+    });
+    g.finish();
+    for key in [
+        "bench-10s-time-async",
+        "bench-10s-count-async",
+        "bench-10s-time-sync",
+        "bench-10s-count-sync",
+    ] {
+        assert_eq!(
+            fb::snapshot(key).state,
+            fusebox::State::Closed,
+            "`{key}` is closed"
+        );
+    }
+}
+
 /// One breaker per key: the per-call lookup at 1, 1,000 and 100,000 keys (fusebox only: the other
 /// crates have no registry), visiting 4,096 keys in a scattered order as traffic to many hosts would,
 /// each followed by a bare `papaya` lookup of the same keys in the same order (the reference).
@@ -780,6 +851,7 @@ fn main() {
     let subjects = Subjects::new();
     baseline(&mut c);
     closed_success(&mut c, &subjects);
+    time_window_10s(&mut c);
     open_rejected(&mut c, &subjects);
     open_fallback(&mut c, &subjects);
     two_threads(&mut c, &subjects);

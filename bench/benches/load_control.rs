@@ -13,7 +13,7 @@
 //!   the clock at admission and samples the latency at the report).
 //!
 //! - `key = host` against `key = host, group = "search"` (a group's rules run on a member's
-//!   failures only, at most once per interval).
+//!   failures only, at most once per interval), and a member of a group of 10,000.
 //!
 //! Pushback acts only on counted failures that carry a wait, so it has no closed-path case.
 //!
@@ -139,6 +139,18 @@ async fn grouped(host: &str) -> Result<u64, BenchError> {
     work().await
 }
 
+#[fusebox::circuit_breaker(
+    key = host,
+    group = "large",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h"
+)]
+async fn grouped_large(host: &str) -> Result<u64, BenchError> {
+    let _ = host;
+    work().await
+}
+
 macro_rules! subject {
     ($group:ident, $name:literal, $f:ident) => {
         assert_eq!(poll_once($f()).ok(), Some(1), "{} succeeds", $name);
@@ -187,11 +199,29 @@ fn main() {
         g.bench_function("per_host_grouped", |b| {
             b.iter(|| black_box(poll_once(grouped(black_box("search-2:9200")))))
         });
+        // A group of 10,000 members, each with a call in its window.
+        fusebox::registry().set_max_keys(20_000);
+        for i in 0..10_000 {
+            assert_eq!(
+                poll_once(grouped_large(&format!("large-{i}:9200"))).ok(),
+                Some(1)
+            );
+        }
+        g.bench_function("per_host_grouped_10000", |b| {
+            b.iter(|| black_box(poll_once(grouped_large(black_box("large-0:9200")))))
+        });
         g.finish();
     }
     assert!(
         fusebox::registry().group("search").is_some(),
         "the grouped key is a member of its group"
+    );
+    assert_eq!(
+        fusebox::registry()
+            .group("large")
+            .map(|g| g.snapshot().members),
+        Some(10_000),
+        "the large group holds its 10,000 members"
     );
     for (key, expected) in [
         ("lc-plain", false),

@@ -1,11 +1,12 @@
 //! Runs one dynamic-key path a fixed number of times, for instruction and cache-miss counts under
 //! valgrind (which, unlike wall time, do not depend on machine load): the annotated `async fn`
-//! with `key = host`, or a bare `papaya` lookup of the same `&str`s in the same order.
+//! with `key = host`, the same as a plain `fn`, or a bare `papaya` lookup of the same `&str`s in
+//! the same order.
 //!
 //! Run: `cargo build --release -p fusebox-bench --example key_paths` then
 //! `valgrind --tool=callgrind --cache-sim=yes --LL=8388608,16,64 --collect-atstart=no
 //! --toggle-collect='key_paths::*_calls' target/release/examples/key_paths <path> <keys> 200000`
-//! with `<path>` `fusebox` or `papaya` and `<keys>` 1, 1000 or 100000, and divide the collected
+//! with `<path>` `fusebox`, `fusebox-sync` or `papaya` and `<keys>` 1, 1000 or 100000, and divide the collected
 //! counts by the call count: only the counted calls are collected (the set-up, which creates the
 //! keys and fills the visited keys' windows, is simulated but not counted).
 
@@ -38,6 +39,12 @@ async fn per_host(host: &str, n: u64) -> Result<u64, KeyError> {
     Ok(black_box(n))
 }
 
+/// The same breaker per host from a plain `fn`.
+#[fusebox::circuit_breaker(key = host, registry = HOSTS, window = 100, failure_rate = 50, open_for = "1h")]
+fn per_host_sync(host: &str, n: u64) -> Result<u64, KeyError> {
+    Ok(black_box(n))
+}
+
 use fusebox_bench::poll_once;
 
 /// The counted calls of the `fusebox` path (valgrind counts inside this function only).
@@ -47,6 +54,17 @@ fn fusebox_calls(order: &[&str], calls: usize) -> u64 {
     for i in 0..calls {
         let host = black_box(order[i & 4095]);
         sum += poll_once(per_host(host, 1)).unwrap_or(0);
+    }
+    sum
+}
+
+/// The counted calls of the `fusebox-sync` path (valgrind counts inside this function only).
+#[inline(never)]
+fn fusebox_sync_calls(order: &[&str], calls: usize) -> u64 {
+    let mut sum = 0;
+    for i in 0..calls {
+        let host = black_box(order[i & 4095]);
+        sum += per_host_sync(host, 1).unwrap_or(0);
     }
     sum
 }
@@ -95,6 +113,17 @@ fn main() {
             }
             sum += fusebox_calls(&order, calls);
         }
+        "fusebox-sync" => {
+            for host in &hosts {
+                sum += per_host_sync(host, 1).unwrap_or(0);
+            }
+            for _ in 0..100 {
+                for host in &order {
+                    sum += per_host_sync(host, 1).unwrap_or(0);
+                }
+            }
+            sum += fusebox_sync_calls(&order, calls);
+        }
         "papaya" => {
             let bare: papaya::HashMap<String, std::sync::Arc<u64>, foldhash::fast::RandomState> =
                 papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
@@ -103,7 +132,7 @@ fn main() {
             }
             sum += papaya_calls(&bare, &order, calls);
         }
-        other => panic!("unknown path `{other}`; expected `fusebox` or `papaya`"),
+        other => panic!("unknown path `{other}`; expected `fusebox`, `fusebox-sync` or `papaya`"),
     }
     println!("{sum}");
 }

@@ -427,8 +427,10 @@ fn expand(args: Args, function: Function) -> TokenStream {
         };
         let admit = if cfg!(feature = "redis") && is_async {
             Admit::SharedPermit
-        } else {
+        } else if is_async {
             Admit::Permit
+        } else {
+            Admit::LocalPermit
         };
         let admission = admission(&args, &names, &site, admit);
         let outcome = outcome(&args, &names, &params, is_async, &run, timeout);
@@ -596,6 +598,9 @@ enum Admit {
     Closure,
     /// [`Admit::Permit`] for an `async fn` that may ask a shared registry's store.
     SharedPermit,
+    /// [`Admit::Permit`] for a plain `fn`: a dynamic key's breaker is borrowed under the
+    /// registry map's guard for the call, not counted.
+    LocalPermit,
 }
 
 /// The admission, for both paths: the `static` call site (a `Site` registered at link time for a
@@ -644,7 +649,7 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
                 #named_declare
             };
             match admit {
-                Admit::Permit | Admit::SharedPermit => {
+                Admit::Permit | Admit::SharedPermit | Admit::LocalPermit => {
                     let permit_value = enter(admit == Admit::SharedPermit, registry.clone());
                     quote! {
                         #head
@@ -670,26 +675,42 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
                 ::core::convert::AsRef::<str>::as_ref(&(#key))
             );
             // The call owns the key's breaker unless the site's cache lends it (one word, kept
-            // alive across the body's awaits); the permit borrows it.
-            let take = match admit {
+            // alive across the body's awaits); the permit borrows it. A plain `fn` borrows it
+            // from the registry's map under a guard held for the call instead of owning it.
+            let (holder, take) = match admit {
                 Admit::Permit | Admit::SharedPermit => {
                     let permit_value = enter(
                         admit == Admit::SharedPermit,
                         quote!(#registry, #key_str, &mut #held),
                     );
-                    quote! {
-                        let mut #permit = #permit_value;
-                    }
+                    (
+                        quote!(SiteBreaker),
+                        quote! {
+                            let mut #permit = #permit_value;
+                        },
+                    )
                 }
-                Admit::Closure => quote! {
-                    let #breaker = #site.breaker(#registry, #key_str, &mut #held);
-                    let #admit_local = move || #site.acquire(#breaker, #named);
-                },
+                Admit::LocalPermit => (
+                    quote!(LocalBreaker),
+                    quote! {
+                        let mut #permit = #private::NamedPermit {
+                            raw: #site.enter_local(#registry, #key_str, &mut #held, #name),
+                            site: #named,
+                        };
+                    },
+                ),
+                Admit::Closure => (
+                    quote!(SiteBreaker),
+                    quote! {
+                        let #breaker = #site.breaker(#registry, #key_str, &mut #held);
+                        let #admit_local = move || #site.acquire(#breaker, #named);
+                    },
+                ),
             };
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
                 #named_declare
-                let mut #held = #private::SiteBreaker::new();
+                let mut #held = #private::#holder::new();
                 #method_declare
                 #take
             }

@@ -113,6 +113,22 @@ fn dynamic_key() {
 }
 
 #[test]
+fn dynamic_key_async() {
+    let out = pretty(
+        quote!(key = host, registry = REGISTRY),
+        quote!(
+            async fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
+                http::get(host, path).await
+            }
+        ),
+        true,
+    );
+    // An `async fn` owns the breaker it finds (its future may move between threads); a plain
+    // `fn` borrows it under the map's guard (`dynamic_key`).
+    check("dynamic_key_async", &out);
+}
+
+#[test]
 fn dynamic_key_retry() {
     let out = pretty(
         quote!(key = self.host, retry = 3, registry = REGISTRY),

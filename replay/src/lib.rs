@@ -5,6 +5,8 @@
 //! - [`replay`]: runs a trace through real `fusebox` breakers on a fake clock, once per candidate
 //!   policy ([`policy`]), and scores each: time to detect each outage, calls wrongly refused,
 //!   failures let through, openings, flaps, time open, probes.
+//! - [`keyed`]: a trace with many keys replayed on one breaker per key in one registry, with the
+//!   groups a candidate puts keys in (the runtime's own group code), scored per key and per group.
 //! - [`trace`]: the trace format, read as a stream into 16-byte [`trace::Event`]s.
 //! - [`search`] (a grid and its Pareto front), [`lint`] (a policy on its own, or on a trace),
 //!   [`generate`], [`report`] and (feature `cli`) [`chart`] (the replay chart and the search's
@@ -17,6 +19,7 @@
 #[cfg(feature = "cli")]
 pub mod chart;
 pub mod generate;
+pub mod keyed;
 pub mod lint;
 pub mod policy;
 pub mod record;

@@ -10,7 +10,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use fusebox_replay::generate::{Scenario, generate};
+use fusebox_replay::generate::{HostScenario, Scenario, generate, generate_hosts};
+use fusebox_replay::keyed::{find_keyed_outages, replay_keys};
 use fusebox_replay::policy::{Candidate, parse_policy_arg, parse_policy_file};
 use fusebox_replay::replay::{OutageRule, Span, find_outages_in, replay_in};
 use fusebox_replay::trace::{self, Event};
@@ -21,7 +22,8 @@ use fusebox_replay::{chart, lint, report, search};
 ///
 /// The trace is read line by line (a line longer than 64 KiB is an error naming it); a trace file
 /// is read again for each pass, so memory stays flat, while stdin and `--search` keep each call
-/// of the replayed key in 16 bytes. A progress bar is drawn on stderr when it is a terminal.
+/// of the replayed key in 16 bytes. Without `--key`, a trace with several keys replays every key
+/// (each call kept in 24 bytes), each on its own breaker, with the groups candidates name. A progress bar is drawn on stderr when it is a terminal.
 #[derive(Parser)]
 #[command(
     name = "fusebox-replay",
@@ -39,7 +41,8 @@ struct Cli {
     /// A TOML file of named candidates (`[policies.<name>]` tables).
     #[arg(long = "policies")]
     policy_file: Option<PathBuf>,
-    /// The key to replay (needed when the trace has more than one).
+    /// The key to replay. Without it, a trace with several keys replays every key, each on its
+    /// own breaker in one registry (the groups of candidates with `group` included).
     #[arg(long)]
     key: Option<String>,
     /// Where to write the SVG chart (and, with `--search`, the scatter next to it, as
@@ -64,7 +67,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write a synthetic trace: hard-outage, brownout, latency-spike, flapping or low-traffic.
+    /// Write a synthetic trace: hard-outage, brownout, latency-spike, flapping or low-traffic (key
+    /// `backend`); degraded-host, broken-client or noisy-hosts (ten keys `host-0` … `host-9`).
     Generate {
         /// The scenario.
         scenario: String,
@@ -189,18 +193,28 @@ fn generate_command(
 ) -> Result<(), Failure> {
     let names: Vec<String> = Scenario::ALL
         .iter()
-        .map(|(n, _)| format!("`{n}`"))
+        .map(|(n, _)| n)
+        .chain(HostScenario::ALL.iter().map(|(n, _)| n))
+        .map(|n| format!("`{n}`"))
         .collect();
-    let s = Scenario::parse(scenario).ok_or_else(|| {
-        format!(
+    let one = Scenario::parse(scenario);
+    let hosts = HostScenario::parse(scenario);
+    if one.is_none() && hosts.is_none() {
+        return Err(format!(
             "unknown scenario `{scenario}`; expected one of {}",
             names.join(", ")
         )
-    })?;
+        .into());
+    }
     let write = |out: &mut dyn Write| -> io::Result<()> {
         let mut offset = 0u64;
         for k in 0..repeat {
-            let calls = generate(s, seed.wrapping_add(k));
+            let seed = seed.wrapping_add(k);
+            let calls = match (one, hosts) {
+                (Some(s), _) => generate(s, seed),
+                (_, Some(h)) => generate_hosts(&h.hosts(), seed),
+                (None, None) => Vec::new(),
+            };
             let last = calls.last().map_or(0, |c| c.at_ns);
             for mut call in calls {
                 call.at_ns += offset;
@@ -318,6 +332,60 @@ fn reread(failed: &RefCell<Option<String>>, shown: &str) -> Result<(), String> {
     }
 }
 
+/// The replay of a trace with several keys (no `--key`): every key on its own breaker.
+struct Keyed<'a> {
+    candidates: &'a [Candidate],
+    rule: OutageRule,
+    search: bool,
+    chart: bool,
+}
+
+impl Keyed<'_> {
+    /// Replays every candidate on every key of `all`, and the group grid with `--search`.
+    fn run(&self, all: &trace::KeyedTrace, out: &mut dyn Write) -> Result<(), Failure> {
+        let first = all.calls.first().map_or(0, |c| c.event.at_ns());
+        let last = all.calls.last().map_or(0, |c| c.event.at_ns());
+        let (rule, note) = self.rule.fit(last - first);
+        if let Some(note) = note {
+            eprintln!("note: {note}");
+        }
+        let outages = find_keyed_outages(all, rule);
+        if !self.candidates.is_empty() {
+            let bar = progress(
+                self.candidates.len() as u64,
+                "replaying {pos}/{len} {wide_bar} {eta}",
+            );
+            let runs: Vec<_> = self
+                .candidates
+                .iter()
+                .map(|c| {
+                    let run = replay_keys(all, c, &outages);
+                    bar.inc(1);
+                    run
+                })
+                .collect();
+            bar.finish_and_clear();
+            let table = report::keyed_table(&runs, &all.keys, &outages, first, all.calls.len());
+            writeln!(out, "{table}").map_err(written)?;
+        }
+        if self.search {
+            let grid = search::group_grid(self.candidates);
+            let bar = progress(grid.len() as u64, "searching {pos}/{len} {wide_bar} {eta}");
+            let (runs, front) = search::search_keys_with(all, &grid, &outages, || bar.inc(1));
+            bar.finish_and_clear();
+            let table = search::keyed_front_table(&grid, &runs, &front, &outages);
+            writeln!(out, "{table}").map_err(written)?;
+        }
+        if self.chart {
+            eprintln!(
+                "note: no chart for a trace with {} keys; chart one with `--key KEY`",
+                all.keys.len()
+            );
+        }
+        Ok(())
+    }
+}
+
 /// The scatter's file: `replay.svg` → `replay-search.svg`.
 fn scatter_path(chart: &Path) -> PathBuf {
     let stem = chart
@@ -367,16 +435,54 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
     };
     let mut kept = Vec::new();
     let mut span = Span::default();
-    let read = trace::read_with(input, cli.key.as_deref(), |e| {
-        span.push(e);
-        if in_memory {
-            kept.push(e);
-        }
-    })
-    .map_err(|e| match e {
+    let rule = OutageRule {
+        bucket: cli.bucket,
+        failure_rate: cli.outage_rate,
+        ..OutageRule::default()
+    };
+    let name_errors = |e: trace::ReadError| match e {
         trace::ReadError::Line(_) | trace::ReadError::Io(_) => format!("`{shown}` {e}"),
         e => e.to_string(),
-    })?;
+    };
+    let keyed = Keyed {
+        candidates: &candidates,
+        rule,
+        search: cli.search,
+        chart: !cli.no_chart,
+    };
+    let read = if from_file || cli.key.is_some() {
+        let read = trace::read_with(input, cli.key.as_deref(), |e| {
+            span.push(e);
+            if in_memory {
+                kept.push(e);
+            }
+        });
+        match read {
+            // Several keys and no `--key`: every key replays, on its own breaker.
+            Err(trace::ReadError::SeveralKeys(_)) if from_file => {
+                let file = std::fs::File::open(&path)
+                    .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+                let all = trace::read_keys(BufReader::with_capacity(1 << 16, file))
+                    .map_err(name_errors)?;
+                return keyed.run(&all, out);
+            }
+            read => read.map_err(name_errors)?,
+        }
+    } else {
+        let all = trace::read_keys(input).map_err(name_errors)?;
+        if all.keys.len() > 1 {
+            return keyed.run(&all, out);
+        }
+        for c in &all.calls {
+            span.push(c.event);
+            kept.push(c.event);
+        }
+        trace::Trace {
+            key: all.keys[0].clone(),
+            events: Vec::new(),
+            lines: all.calls.len() as u64,
+        }
+    };
     let reread_failed: RefCell<Option<String>> = RefCell::new(None);
     let events = &kept;
     let pass = || -> Box<dyn Iterator<Item = Event> + '_> {
@@ -388,12 +494,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
     };
 
     let t0 = span.first_ns;
-    let (rule, note) = OutageRule {
-        bucket: cli.bucket,
-        failure_rate: cli.outage_rate,
-        ..OutageRule::default()
-    }
-    .fit(span.known_ns.map_or(0, |(a, b)| b - a));
+    let (rule, note) = rule.fit(span.known_ns.map_or(0, |(a, b)| b - a));
     if let Some(note) = note {
         eprintln!("note: {note}");
     }

@@ -14,6 +14,22 @@
 //! consecutive = 10
 //! ```
 //!
+//! A candidate may put keys of a trace with many keys in a group (`group = "search"`, with
+//! `group_keys` choosing the members and the [`fusebox::GroupPolicy`] settings `interval`,
+//! `stdev_factor`, `min_members`, `failure_percentage`, `max_ejection`, `base_ejection`,
+//! `max_ejection_time` and `healthy_span`): see [`GroupSpec`].
+//!
+//! ```toml
+//! [policies.search]
+//! window = 100
+//! min_calls = 20
+//! failure_rate = 90
+//! group = "search"
+//! group_keys = "search-*"  # `*` (every key, the default), `prefix*`, or `a|b|c`
+//! max_ejection = 20
+//! stdev_factor = 1.9
+//! ```
+//!
 //! `open_jitter` replays: each replay draws its spread from a generator seeded the same way, so a
 //! replay is reproducible. An open-wait function (`open_for = path` in the attribute) cannot be
 //! named in a string: `open_for` takes a duration here, and `open_backoff`/`open_max` approximate
@@ -22,7 +38,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use fusebox::Policy;
+use fusebox::{GroupPolicy, Policy};
 
 /// A policy to replay, with the settings it was written with (to print it back).
 #[derive(Debug, Clone)]
@@ -37,6 +53,67 @@ pub struct Candidate {
     pub retry: u32,
     /// The settings as written, in order: `(field, value)`.
     pub settings: Vec<(&'static str, Setting)>,
+    /// The group its keys join (`group`), with its members and settings; `None`: every key is
+    /// judged alone.
+    pub group: Option<GroupSpec>,
+}
+
+/// A candidate's group: its name, the keys of the trace that join it, and its settings.
+///
+/// A replay of a trace with many keys gives every key its own breaker in one registry, as the
+/// registry does with a dynamic key; the keys `keys` matches run the candidate's policy with
+/// [`Policy::group`], and the group has `policy` ([`fusebox::Registry::configure_group`]), so
+/// the runtime's own group code ejects, caps and backs off.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSpec {
+    /// The group's name (`group = "search"`).
+    pub name: &'static str,
+    /// The keys that join it (`group_keys`).
+    pub keys: KeySet,
+    /// Its settings.
+    pub policy: GroupPolicy,
+}
+
+/// The keys of a trace that join a candidate's group (`group_keys`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySet {
+    /// Every key of the trace (`*`, the default).
+    All,
+    /// The keys matching one of the patterns (`search-*|cache-1`): a pattern ending in `*` is a
+    /// prefix, any other is a whole key.
+    Patterns(Vec<String>),
+}
+
+impl KeySet {
+    /// Reads `*`, `prefix*`, or patterns separated by `|`.
+    #[must_use]
+    pub fn parse(raw: &str) -> Option<KeySet> {
+        let patterns: Vec<String> = raw
+            .split('|')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if patterns.is_empty() {
+            return None;
+        }
+        if patterns.iter().any(|p| p == "*") {
+            return Some(KeySet::All);
+        }
+        Some(KeySet::Patterns(patterns))
+    }
+
+    /// True when `key` joins the group.
+    #[must_use]
+    pub fn matches(&self, key: &str) -> bool {
+        match self {
+            KeySet::All => true,
+            KeySet::Patterns(patterns) => patterns.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => key.starts_with(prefix),
+                None => key == p,
+            }),
+        }
+    }
 }
 
 /// One field's value.
@@ -54,6 +131,23 @@ pub enum Setting {
     Adaptive(u32, u32),
     /// A retry budget (`retry_budget = "20%, 10/s"`).
     Budget(fusebox::RetryBudget),
+    /// A name or a pattern (`group = "search"`, `group_keys = "search-*"`), kept once per
+    /// distinct text for the process's life.
+    Name(&'static str),
+}
+
+/// `text` as a `&'static str`, kept once per distinct text (group names and key patterns: few).
+fn intern(text: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<Option<std::collections::HashSet<&'static str>>> =
+        std::sync::Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    let names = names.get_or_insert_with(std::collections::HashSet::new);
+    if let Some(known) = names.get(text) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(text.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
 }
 
 /// A duration as the attribute writes it: one integer and the largest unit that divides it
@@ -86,13 +180,18 @@ impl Setting {
             Setting::Off => "off".into(),
             Setting::Adaptive(floor, ceiling) => format!("adaptive({floor}..{ceiling})"),
             Setting::Budget(b) => b.to_string(),
+            Setting::Name(n) => (*n).to_owned(),
         }
     }
 
     /// The value as the attribute or a TOML file writes it (durations quoted).
     fn literal(&self) -> String {
         match self {
-            Setting::Span(_) | Setting::Off | Setting::Adaptive(..) | Setting::Budget(_) => {
+            Setting::Span(_)
+            | Setting::Off
+            | Setting::Adaptive(..)
+            | Setting::Budget(_)
+            | Setting::Name(_) => {
                 format!("\"{}\"", self.text())
             }
             _ => self.text(),
@@ -112,18 +211,102 @@ impl Candidate {
         fields.join(",")
     }
 
-    /// The candidate as attribute arguments: `window = 100, failure_rate = 50, open_for = "30s"`.
+    /// The candidate as attribute arguments: `window = 100, failure_rate = 50, open_for = "30s"`
+    /// (with `group = "search"`, but without the group's settings and members: see
+    /// [`Candidate::group_code`]).
     #[must_use]
     pub fn attribute_args(&self) -> String {
         let fields: Vec<String> = self
             .settings
             .iter()
-            .filter(|(_, v)| *v != Setting::Off)
+            .filter(|(f, v)| *v != Setting::Off && !is_group_setting(f) && *f != "group_keys")
             .map(|(f, v)| format!("{f} = {}", v.literal()))
             .collect();
         fields.join(", ")
     }
 }
+
+impl Candidate {
+    /// The group's settings as the code that sets them, when the candidate has a group:
+    /// `registry().configure_group("search", GroupPolicy::new().max_ejection(20))`. Only the
+    /// settings the candidate wrote are called.
+    #[must_use]
+    pub fn group_code(&self) -> Option<String> {
+        let group = self.group.as_ref()?;
+        let mut calls = String::new();
+        let mut base_and_max = false;
+        for (field, value) in &self.settings {
+            let call = match (*field, value) {
+                ("interval", v) => format!(".interval({})", duration_code(span(*v))),
+                ("stdev_factor", Setting::Factor(f)) => format!(".success_rate({f:?})"),
+                ("min_members", v) => format!(".min_members({})", v.text()),
+                ("failure_percentage", Setting::Off) => ".failure_percentage(0)".into(),
+                ("failure_percentage", v) => format!(".failure_percentage({})", v.text()),
+                ("max_ejection", v) => format!(".max_ejection({})", v.text()),
+                ("base_ejection" | "max_ejection_time", _) if !base_and_max => {
+                    base_and_max = true;
+                    let s = group.policy.settings();
+                    format!(
+                        ".ejection({}, {})",
+                        duration_code(s.base_ejection),
+                        duration_code(s.max_ejection_time)
+                    )
+                }
+                ("healthy_span", v) => format!(".healthy_span({})", duration_code(span(*v))),
+                _ => continue,
+            };
+            calls.push_str(&call);
+        }
+        Some(format!(
+            "registry().configure_group(\"{}\", GroupPolicy::new(){calls})",
+            group.name
+        ))
+    }
+}
+
+/// `d` as the code that makes it: `Duration::from_secs(30)`, `from_millis`, or `from_nanos`.
+fn duration_code(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos.is_multiple_of(1_000_000_000) {
+        format!("Duration::from_secs({})", d.as_secs())
+    } else if nanos.is_multiple_of(1_000_000) {
+        format!("Duration::from_millis({})", d.as_millis())
+    } else {
+        format!("Duration::from_nanos({nanos})")
+    }
+}
+
+/// True for the fields that are a group's settings (not a `Policy` knob).
+fn is_group_setting(field: &str) -> bool {
+    GROUP_FIELDS.iter().any(|(f, _)| *f == field)
+}
+
+/// A group's setting: its field and the [`GroupPolicy`] call it makes.
+type GroupField = (&'static str, fn(GroupPolicy, Setting) -> GroupPolicy);
+
+/// The group's settings.
+const GROUP_FIELDS: &[GroupField] = &[
+    ("interval", |g, s| g.interval(span(s))),
+    ("stdev_factor", |g, s| match s {
+        Setting::Factor(f) => g.success_rate(f),
+        _ => g,
+    }),
+    ("min_members", |g, s| g.min_members(int(s))),
+    ("failure_percentage", |g, s| match s {
+        Setting::Off => g.failure_percentage(0),
+        s => g.failure_percentage(int(s) as u8),
+    }),
+    ("max_ejection", |g, s| g.max_ejection(int(s) as u8)),
+    ("base_ejection", |g, s| {
+        let max = g.settings().max_ejection_time;
+        g.ejection(span(s), max)
+    }),
+    ("max_ejection_time", |g, s| {
+        let base = g.settings().base_ejection;
+        g.ejection(base, span(s))
+    }),
+    ("healthy_span", |g, s| g.healthy_span(span(s))),
+];
 
 /// A policy that could not be read: where, which field, and what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +345,12 @@ enum Kind {
     Bulkhead,
     /// A retry budget: `20%` or `20%, 10/s`.
     Budget,
+    /// A group's name (`search`).
+    Name,
+    /// The keys joining a group: `*`, `prefix*`, or `a|b|c`.
+    Keys,
+    /// A factor of 0 or more (`stdev_factor`; 0 turns the rule off).
+    Stdev,
 }
 
 /// One policy field: its name, what it accepts and the `Policy` builder call it becomes.
@@ -292,6 +481,58 @@ const FIELDS: &[Field] = &[
             _ => p,
         },
     },
+    // A group and its settings: read into `Candidate::group` by `build`; the replay gives the
+    // keys that join it `Policy::group`.
+    Field {
+        name: "group",
+        kind: Kind::Name,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "group_keys",
+        kind: Kind::Keys,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "interval",
+        kind: Kind::Span,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "stdev_factor",
+        kind: Kind::Stdev,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "min_members",
+        kind: Kind::Count,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "failure_percentage",
+        kind: Kind::PercentOrOff,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "max_ejection",
+        kind: Kind::Percent,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "base_ejection",
+        kind: Kind::Span,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "max_ejection_time",
+        kind: Kind::Span,
+        apply: |p, _| p,
+    },
+    Field {
+        name: "healthy_span",
+        kind: Kind::Span,
+        apply: |p, _| p,
+    },
 ];
 
 fn field_names() -> String {
@@ -336,6 +577,17 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
             .parse::<fusebox::RetryBudget>()
             .ok()
             .map(Setting::Budget),
+        Kind::Name => fusebox::Policy::new()
+            .group(intern(raw))
+            .validate()
+            .ok()
+            .map(|()| Setting::Name(intern(raw))),
+        Kind::Keys => KeySet::parse(raw).map(|_| Setting::Name(intern(raw))),
+        Kind::Stdev => raw
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite() && (0.0..1000.0).contains(f))
+            .map(Setting::Factor),
     };
     setting.ok_or_else(|| {
         let expected = match field.kind {
@@ -349,6 +601,13 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
                 "a number of calls in flight (`10`), or `adaptive` / `adaptive(floor..ceiling)` (`adaptive(2..200)`)"
             }
             Kind::Budget => "a retry budget such as `20%` or `20%, 10/s`",
+            Kind::Name => {
+                "a group's name: 1 to 64 ASCII letters, digits, `_`, `-`, `.` or `:` (`search`)"
+            }
+            Kind::Keys => {
+                "the keys that join the group: `*` (every key), a prefix (`search-*`) or keys and prefixes separated by `|` (`a|b|cache-*`)"
+            }
+            Kind::Stdev => "a number of standard deviations such as `1.9` (0 turns the rule off)",
         };
         format!("invalid value `{raw}`; expected {expected}")
     })
@@ -412,12 +671,65 @@ fn build(
         field: Some(e.field().to_owned()),
         message: format!("{e}"),
     })?;
+    let group = build_group(&settings, place)?;
     Ok(Candidate {
         name: name.to_owned(),
         policy,
         retry,
         settings,
+        group,
     })
+}
+
+/// The candidate's group from its settings: `None` without `group`; an error for a group
+/// setting without `group`.
+fn build_group(
+    settings: &[(&'static str, Setting)],
+    place: &str,
+) -> Result<Option<GroupSpec>, PolicyError> {
+    let name = settings.iter().find_map(|(f, v)| match (*f, v) {
+        ("group", Setting::Name(n)) => Some(*n),
+        _ => None,
+    });
+    let Some(name) = name else {
+        if let Some((field, _)) = settings
+            .iter()
+            .find(|(f, _)| is_group_setting(f) || *f == "group_keys")
+        {
+            return Err(PolicyError {
+                place: place.to_owned(),
+                field: Some((*field).to_owned()),
+                message: "a group's setting, and the candidate has no group; name it with `group=…` (e.g. `group=search`)".into(),
+            });
+        }
+        return Ok(None);
+    };
+    let keys = settings
+        .iter()
+        .find_map(|(f, v)| match (*f, v) {
+            ("group_keys", Setting::Name(raw)) => KeySet::parse(raw),
+            _ => None,
+        })
+        .unwrap_or(KeySet::All);
+    let mut policy = GroupPolicy::new();
+    for (field, value) in settings {
+        if let Some((_, apply)) = GROUP_FIELDS.iter().find(|(f, _)| f == field) {
+            policy = apply(policy, *value);
+        }
+    }
+    let s = policy.settings();
+    if s.max_ejection_time < s.base_ejection {
+        return Err(PolicyError {
+            place: place.to_owned(),
+            field: Some("max_ejection_time".into()),
+            message: format!(
+                "{} is shorter than `base_ejection` = {}; give the longest ejection at least the first one's wait",
+                span_text(s.max_ejection_time),
+                span_text(s.base_ejection)
+            ),
+        });
+    }
+    Ok(Some(GroupSpec { name, keys, policy }))
 }
 
 /// Reads a `--policy` string: `[name:] field=value, field=value, …`. Fields left out keep
@@ -663,5 +975,97 @@ mod tests {
     fn a_named_string_keeps_its_name() {
         let c = parse_policy_arg("fast: consecutive=5", "p1").unwrap();
         assert_eq!(c.name, "fast");
+    }
+
+    #[test]
+    fn a_group_and_its_settings_are_fields() {
+        let c = parse_policy_arg(
+            "window=100,group=search,group_keys=host-*|cache-1,max_ejection=20,stdev_factor=2.5,base_ejection=10s,max_ejection_time=1m,failure_percentage=off",
+            "p",
+        )
+        .unwrap();
+        let group = c.group.as_ref().unwrap();
+        assert_eq!(group.name, "search");
+        assert!(group.keys.matches("host-3") && group.keys.matches("cache-1"));
+        assert!(!group.keys.matches("cache-2"));
+        let s = group.policy.settings();
+        assert_eq!(s.max_ejection, 20);
+        assert_eq!(s.stdev_factor, Some(2.5));
+        assert_eq!(s.failure_percentage, None);
+        assert_eq!(
+            (s.base_ejection, s.max_ejection_time),
+            (Duration::from_secs(10), Duration::from_secs(60))
+        );
+        assert_eq!(
+            c.policy.settings().group,
+            None,
+            "the replay gives the members their group"
+        );
+        assert_eq!(c.attribute_args(), "window = 100, group = \"search\"");
+        assert_eq!(
+            c.group_code().unwrap(),
+            "registry().configure_group(\"search\", GroupPolicy::new().max_ejection(20).success_rate(2.5).ejection(Duration::from_secs(10), Duration::from_secs(60)).failure_percentage(0))"
+        );
+        assert_eq!(
+            parse_policy_arg(&c.policy_arg(), "p").unwrap().group,
+            c.group,
+            "the `--policy` string reads back"
+        );
+        let every = parse_policy_arg("group=search", "p").unwrap();
+        assert_eq!(every.group.unwrap().keys, KeySet::All);
+    }
+
+    #[test]
+    fn group_settings_without_a_group_or_out_of_range_are_errors_that_say_the_fix() {
+        let e = parse_policy_arg("max_ejection=20", "p")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--policy \"max_ejection=20\": field `max_ejection`: a group's setting, and the candidate has no group; name it with `group=…` (e.g. `group=search`)"
+        );
+        let e = parse_policy_arg("group=no spaces", "p")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("field `group`: invalid value `no spaces`; expected a group's name"),
+            "{e}"
+        );
+        let e = parse_policy_arg("group=g,stdev_factor=-1", "p")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("expected a number of standard deviations"),
+            "{e}"
+        );
+        let e = parse_policy_arg("group=g,base_ejection=1m,max_ejection_time=10s", "p")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("field `max_ejection_time`: 10s is shorter than `base_ejection` = 1m"),
+            "{e}"
+        );
+        let e = parse_policy_arg("group=g,max_ejection=0", "p")
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("expected a percentage from 1 to 100"), "{e}");
+    }
+
+    #[test]
+    fn a_policy_file_takes_a_group() {
+        let text = "[policies.search]\nwindow = 100\ngroup = \"search\"\ngroup_keys = \"host-*\"\nstdev_factor = 2.5\nmax_ejection = 20\nfailure_percentage = \"off\"\nbase_ejection = \"10s\"\n";
+        let c = &parse_policy_file(text, "groups.toml").unwrap()[0];
+        let group = c.group.as_ref().unwrap();
+        assert_eq!(group.keys, KeySet::Patterns(vec!["host-*".into()]));
+        let s = group.policy.settings();
+        assert_eq!(
+            (s.stdev_factor, s.max_ejection, s.failure_percentage),
+            (Some(2.5), 20, None)
+        );
+        assert_eq!(s.base_ejection, Duration::from_secs(10));
+        let e = parse_policy_file("[policies.p]\nmax_ejecton = 20\n", "groups.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean `max_ejection`?"), "{e}");
     }
 }

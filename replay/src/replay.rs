@@ -18,10 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fusebox::clock::{Clock, FakeClock};
-use fusebox::{Registry, State};
+use fusebox::{Breaker, Registry, State, Trigger};
 
 use crate::policy::Candidate;
-use crate::trace::{Event, Outcome};
+use crate::trace::{Event, KeyedEvent, Outcome};
 
 /// A period of the trace when the backend was failing (see [`find_outages`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +261,21 @@ pub struct Change {
     pub from: State,
     /// The state it entered.
     pub to: State,
+    /// What caused it.
+    pub trigger: Trigger,
+}
+
+impl Change {
+    /// True for an ejection: a closed member opened by a relative rule of its group.
+    #[must_use]
+    pub fn is_ejection(&self) -> bool {
+        self.from == State::Closed
+            && self.to == State::Open
+            && matches!(
+                self.trigger,
+                Trigger::OutlierSuccessRate | Trigger::OutlierFailurePercentage
+            )
+    }
 }
 
 /// What one candidate did on one trace.
@@ -276,7 +291,8 @@ pub struct Run {
     /// Calls refused whose recorded outcome was a success.
     pub wrongly_refused: u64,
     /// [`Run::wrongly_refused`] per slice of the trace: [`SLICES`] equal slices from its first call
-    /// to its last (for the chart).
+    /// to its last (for the chart); empty for the keys of a replay of many keys
+    /// ([`crate::keyed`]), which draws no chart.
     pub wrong_by_slice: Vec<u64>,
     /// Calls refused in all.
     pub refused: u64,
@@ -299,6 +315,39 @@ pub struct Run {
     pub retries: u64,
     /// Retries the candidate's `retry_budget` refused.
     pub retries_refused: u64,
+    /// Ejections: openings by a relative rule of the key's group (a key in a group only).
+    pub ejections: u64,
+    /// Time from each ejection until the key next closed, up to its last call.
+    pub ejected_ns: u64,
+    /// Calls refused while the key was ejected (from an ejection until it next closed).
+    pub refused_by_ejection: u64,
+}
+
+impl Run {
+    /// A run of `name` with nothing counted yet.
+    #[must_use]
+    pub fn empty(name: &str) -> Run {
+        Run {
+            name: name.to_owned(),
+            changes: Vec::new(),
+            detection: Vec::new(),
+            wrongly_refused: 0,
+            wrong_by_slice: vec![0; SLICES],
+            refused: 0,
+            failures_let_through: 0,
+            openings: 0,
+            flaps: 0,
+            false_openings: 0,
+            open_ns: 0,
+            probes: 0,
+            assumed: 0,
+            retries: 0,
+            retries_refused: 0,
+            ejections: 0,
+            ejected_ns: 0,
+            refused_by_ejection: 0,
+        }
+    }
 }
 
 /// An opening this soon after the previous closing counts as a flap.
@@ -313,6 +362,8 @@ type Admission = std::cmp::Reverse<(u64, u64)>;
 
 /// A call read and not yet reported, in [`Replayer`]'s queue of reports.
 struct Pending<'a> {
+    /// The index of its key (0 for a one-key replay).
+    key: u32,
     at_ns: u64,
     recorded: Outcome,
     /// What it reports: its recorded outcome, or for a call the recording refused, the last known one.
@@ -322,14 +373,19 @@ struct Pending<'a> {
 
 /// The replay of one candidate in progress: the calls read and not yet settled.
 struct Replayer<'a, 'o> {
-    breaker: &'a fusebox::Breaker,
+    /// The breaker of each key, by index.
+    breakers: &'a [Breaker],
+    /// Per key: ejected now (from an ejection until the key next closes), kept by the
+    /// transition hook.
+    log: &'a Mutex<Log>,
     /// Attempts per call (the candidate's `retry`).
     retry: u32,
     clock: FakeClock,
     now: u64,
     /// The trace's longest latency: no call is admitted earlier than the last report read minus it.
     longest: u64,
-    outages: &'o [Outage],
+    /// Each key's outages, by index.
+    outages: &'o [Vec<Outage>],
     t0: u64,
     span: u64,
     admissions: BinaryHeap<Admission>,
@@ -346,7 +402,7 @@ impl<'a> Replayer<'a, '_> {
 
     /// Takes the steps (admissions and reports) that no call read after one reported at `until`
     /// can precede; all of them when `until` is `None`.
-    fn step(&mut self, until: Option<u64>, run: &mut Run) {
+    fn step(&mut self, until: Option<u64>, runs: &mut [Run]) {
         loop {
             // The earliest admission or report (reports are queued in time order); at equal
             // times in call order, an admission before a report.
@@ -372,22 +428,34 @@ impl<'a> Replayer<'a, '_> {
             if kind == 0 {
                 self.admissions.pop();
                 let slot = (i - self.first_pending) as usize;
-                let (at_ns, recorded) = (self.reports[slot].at_ns, self.reports[slot].recorded);
-                match self.breaker.try_acquire() {
+                let (key, at_ns, recorded) = {
+                    let r = &self.reports[slot];
+                    (r.key as usize, r.at_ns, r.recorded)
+                };
+                let (breaker, run) = (&self.breakers[key], &mut runs[key]);
+                match breaker.try_acquire() {
                     Ok(permit) => {
-                        self.breaker.count_attempt();
+                        breaker.count_attempt();
                         run.probes += u64::from(permit.is_probe());
                         run.assumed += u64::from(recorded == Outcome::Refused);
-                        if recorded == Outcome::Failure && in_outages(self.outages, at_ns) {
+                        if recorded == Outcome::Failure && in_outages(&self.outages[key], at_ns) {
                             run.failures_let_through += 1;
                         }
                         self.reports[slot].permit = Some(permit);
                     }
                     Err(_) => {
                         run.refused += 1;
+                        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+                        if log.ejected.get(key).copied().unwrap_or(false) {
+                            run.refused_by_ejection += 1;
+                        }
+                        drop(log);
                         if recorded == Outcome::Success {
                             run.wrongly_refused += 1;
-                            run.wrong_by_slice[self.slice_of(at_ns)] += 1;
+                            let slice = self.slice_of(at_ns);
+                            if let Some(n) = run.wrong_by_slice.get_mut(slice) {
+                                *n += 1;
+                            }
                         }
                     }
                 }
@@ -399,7 +467,8 @@ impl<'a> Replayer<'a, '_> {
                         Outcome::Success => permit.success(),
                         Outcome::Failure => {
                             permit.failure();
-                            self.retry_failed(run);
+                            let key = call.key as usize;
+                            self.retry_failed(&self.breakers[key], &mut runs[key]);
                         }
                         _ => permit.ignore(),
                     }
@@ -413,16 +482,16 @@ impl Replayer<'_, '_> {
     /// The retries of a call that failed (with `retry`): at its report, each one asked of the
     /// retry budget, admitted by the breaker and assumed to fail as the call did (a trace holds
     /// calls, not attempts). A retry refused by the budget or the breaker ends them.
-    fn retry_failed(&self, run: &mut Run) {
+    fn retry_failed(&self, breaker: &Breaker, run: &mut Run) {
         for _ in 1..self.retry {
-            if !self.breaker.try_retry() {
+            if !breaker.try_retry() {
                 run.retries_refused += 1;
                 return;
             }
-            let Ok(permit) = self.breaker.try_acquire() else {
+            let Ok(permit) = breaker.try_acquire() else {
                 return;
             };
-            self.breaker.count_attempt();
+            breaker.count_attempt();
             run.retries += 1;
             permit.failure();
         }
@@ -430,7 +499,8 @@ impl Replayer<'_, '_> {
 }
 
 /// Replays `events` (one key's calls, in trace order) through a breaker running `candidate`,
-/// scoring it against `outages`.
+/// scoring it against `outages`. With a group, the key is its only member (with the default
+/// `min_members` of 5 the relative rules never apply); [`crate::keyed`] replays many keys.
 ///
 /// Calls are admitted at [`Event::admitted_ns`] and reported at [`Event::at_ns`], in time order
 /// (at equal times in trace order, admissions first). The trace is read once, in order: a call's
@@ -459,56 +529,133 @@ pub fn replay_in(
     candidate: &Candidate,
     outages: &[Outage],
 ) -> Run {
-    // `open_jitter` draws from this thread's generator: seeded, so a replay is reproducible.
-    fastrand::seed(0x0066_7573_6562_6f78);
-    let clock = FakeClock::new();
-    let registry = Registry::with_clock(clock.clone());
-    let changes = Arc::new(Mutex::new(Vec::new()));
+    let keys = ["replay".to_owned()];
+    let events = events.into_iter().map(|event| KeyedEvent { key: 0, event });
+    // The one key replayed is the only member of the candidate's group, whatever `group_keys`.
+    let alone = candidate.group.as_ref().map(|group| {
+        let mut alone = candidate.clone();
+        alone.group = Some(crate::policy::GroupSpec {
+            keys: crate::policy::KeySet::All,
+            ..group.clone()
+        });
+        alone
+    });
+    let (mut runs, _) = replay_keys_in(
+        events,
+        &keys,
+        std::slice::from_ref(span),
+        alone.as_ref().unwrap_or(candidate),
+        &[outages.to_vec()],
+        FakeClock::new(),
+    );
+    let mut run = runs.pop().expect("one key");
+    run.name.clone_from(&candidate.name);
+    run
+}
+
+/// What the transition hook keeps of a replay: every change with its key, and which keys are
+/// ejected now.
+#[derive(Default)]
+pub(crate) struct Log {
+    changes: Vec<(u32, Change)>,
+    /// Per key: from an ejection until the key next closes.
+    pub(crate) ejected: Vec<bool>,
+}
+
+/// Installs the transition hook of a replay of `keys` on `registry`: it logs every change with
+/// its key and keeps which keys are ejected now.
+fn log_transitions(registry: &Registry, clock: &FakeClock, keys: &[String]) -> Arc<Mutex<Log>> {
+    let log = Arc::new(Mutex::new(Log {
+        changes: Vec::new(),
+        ejected: vec![false; keys.len()],
+    }));
     {
-        let changes = changes.clone();
+        let log = log.clone();
         let clock = clock.clone();
+        let index: std::collections::HashMap<String, u32> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i as u32))
+            .collect();
         registry.on_transition(move |t| {
-            changes
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Change {
-                    at_ns: clock.now_nanos(),
-                    from: t.from,
-                    to: t.to,
-                });
+            let Some(&key) = index.get(t.key) else {
+                return;
+            };
+            let change = Change {
+                at_ns: clock.now_nanos(),
+                from: t.from,
+                to: t.to,
+                trigger: t.trigger,
+            };
+            let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+            if change.is_ejection() {
+                log.ejected[key as usize] = true;
+            } else if !tripped(change.to) {
+                log.ejected[key as usize] = false;
+            }
+            log.changes.push((key, change));
         });
     }
-    let breaker = registry
-        .breaker("replay", candidate.policy)
-        .expect("candidates are validated when they are read");
+    log
+}
+
+/// The replay of `events` (calls of `keys`, in trace order) through one registry on a fake clock,
+/// one breaker per key, each scored against its own outages (`outages[key]`) and span
+/// (`spans[key]`). Each key runs `candidate.policy`; the keys its group matches join the group
+/// (`Policy::group`), whose settings are set with `Registry::configure_group` before any member
+/// is made. The registry runs on `clock` (a new [`FakeClock`], at 0). Returns a [`Run`] per key
+/// (named by its key) and the registry, for its groups.
+///
+/// # Panics
+///
+/// Only if `candidate.policy` is invalid: candidates are validated when parsed.
+pub(crate) fn replay_keys_in(
+    events: impl IntoIterator<Item = KeyedEvent>,
+    keys: &[String],
+    spans: &[Span],
+    candidate: &Candidate,
+    outages: &[Vec<Outage>],
+    clock: FakeClock,
+) -> (Vec<Run>, Registry) {
+    // `open_jitter` draws from this thread's generator: seeded, so a replay is reproducible.
+    fastrand::seed(0x0066_7573_6562_6f78);
+    let registry = Registry::with_clock(clock.clone());
+    let log = log_transitions(&registry, &clock, keys);
+    if let Some(group) = &candidate.group {
+        registry.configure_group(group.name, group.policy);
+    }
+    let breakers: Vec<Breaker> = keys
+        .iter()
+        .map(|key| {
+            let policy = match &candidate.group {
+                Some(group) if group.keys.matches(key) => candidate.policy.group(group.name),
+                _ => candidate.policy,
+            };
+            registry
+                .breaker(key, policy)
+                .expect("candidates are validated when they are read")
+        })
+        .collect();
     // Adaptive throttling (`throttle`) draws from this thread's generator: seeded, a candidate
     // replays the same way every time, on whichever thread.
     fastrand::seed(0x5eed);
 
-    let mut run = Run {
-        name: candidate.name.clone(),
-        changes: Vec::new(),
-        detection: Vec::new(),
-        wrongly_refused: 0,
-        wrong_by_slice: vec![0; SLICES],
-        refused: 0,
-        failures_let_through: 0,
-        openings: 0,
-        flaps: 0,
-        false_openings: 0,
-        open_ns: 0,
-        probes: 0,
-        assumed: 0,
-        retries: 0,
-        retries_refused: 0,
-    };
-    let (t0, end_ns) = (span.first_ns, span.last_ns);
+    let mut runs: Vec<Run> = keys.iter().map(|k| Run::empty(k)).collect();
+    if keys.len() > 1 {
+        // No chart for many keys: no slices per key (2.4 KB each).
+        for run in &mut runs {
+            run.wrong_by_slice = Vec::new();
+        }
+    }
+    let t0 = spans.iter().map(|s| s.first_ns).min().unwrap_or(0);
+    let end_ns = spans.iter().map(|s| s.last_ns).max().unwrap_or(0);
     let mut replayer = Replayer {
-        breaker: &breaker,
+        breakers: &breakers,
+        log: &log,
         retry: candidate.retry,
         clock,
         now: 0,
-        longest: span.longest_ns,
+        longest: spans.iter().map(|s| s.longest_ns).max().unwrap_or(0),
         outages,
         t0,
         span: (end_ns - t0).max(1),
@@ -516,34 +663,42 @@ pub fn replay_in(
         reports: VecDeque::new(),
         first_pending: 0,
     };
-    let mut last_known = Outcome::Success;
-    for (i, e) in events.into_iter().enumerate() {
+    let mut last_known = vec![Outcome::Success; keys.len()];
+    for (i, KeyedEvent { key, event: e }) in events.into_iter().enumerate() {
         let recorded = e.outcome();
+        let last = &mut last_known[key as usize];
         let reports = match recorded {
-            Outcome::Refused => last_known,
+            Outcome::Refused => *last,
             o => {
                 if o != Outcome::Ignored {
-                    last_known = o;
+                    *last = o;
                 }
                 o
             }
         };
-        replayer.step(Some(e.at_ns()), &mut run);
+        replayer.step(Some(e.at_ns()), &mut runs);
         replayer
             .admissions
             .push(std::cmp::Reverse((e.admitted_ns(), i as u64)));
         replayer.reports.push_back(Pending {
+            key,
             at_ns: e.at_ns(),
             recorded,
             reports,
             permit: None,
         });
     }
-    replayer.step(None, &mut run);
+    replayer.step(None, &mut runs);
     drop(replayer);
-    run.changes = std::mem::take(&mut *changes.lock().unwrap_or_else(|p| p.into_inner()));
-    score(&mut run, outages, end_ns);
-    run
+    drop(breakers);
+    let changes = std::mem::take(&mut log.lock().unwrap_or_else(|p| p.into_inner()).changes);
+    for (key, change) in changes {
+        runs[key as usize].changes.push(change);
+    }
+    for ((run, outages), span) in runs.iter_mut().zip(outages).zip(spans) {
+        score(run, outages, span.last_ns);
+    }
+    (runs, registry)
 }
 
 /// True for the states in which a circuit refuses (some) calls.
@@ -571,7 +726,16 @@ pub fn in_outages(outages: &[Outage], at_ns: u64) -> bool {
 fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
     let mut last_close: Option<u64> = None;
     let mut open_since: Option<u64> = None;
+    let mut ejected_since: Option<u64> = None;
     for c in &run.changes {
+        if c.is_ejection() {
+            run.ejections += 1;
+            ejected_since.get_or_insert(c.at_ns);
+        } else if !tripped(c.to)
+            && let Some(since) = ejected_since.take()
+        {
+            run.ejected_ns += c.at_ns - since;
+        }
         if c.from == State::Closed && c.to == State::Open {
             run.openings += 1;
             if last_close.is_some_and(|t| c.at_ns - t <= FLAP_WINDOW.as_nanos() as u64) {
@@ -596,6 +760,9 @@ fn score(run: &mut Run, outages: &[Outage], end_ns: u64) {
     }
     if let Some(since) = open_since {
         run.open_ns += end_ns.saturating_sub(since);
+    }
+    if let Some(since) = ejected_since {
+        run.ejected_ns += end_ns.saturating_sub(since);
     }
     run.detection = outages
         .iter()

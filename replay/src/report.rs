@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::keyed::{KeyedOutages, KeyedRun};
 use crate::replay::{Outage, Run};
 
 /// Nanoseconds as seconds with two decimals: `1.25s`.
@@ -109,6 +110,196 @@ pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String 
     out
 }
 
+/// The most keys a per-key table lists per candidate (those that refused most first), and the
+/// most outages listed above it.
+pub const KEY_ROWS: usize = 50;
+
+/// The report of `runs` on a trace with many keys (`keys`, their outages `outages`, starting at
+/// `t0`): the outages (the first [`KEY_ROWS`] to start), the totals over every key, a row per key that opened or refused
+/// (at most [`KEY_ROWS`] per candidate, those that refused most first), and a row per group.
+#[must_use]
+pub fn keyed_table(
+    runs: &[KeyedRun],
+    keys: &[String],
+    outages: &KeyedOutages,
+    t0: u64,
+    calls: usize,
+) -> String {
+    let mut out = String::new();
+    let all = outages.all();
+    let _ = writeln!(
+        out,
+        "{calls} calls of {} keys, each key on its own breaker; {} outage(s) (times from the first call):",
+        keys.len(),
+        all.len()
+    );
+    let mut listed: Vec<(&String, &Outage)> = keys
+        .iter()
+        .zip(&outages.per_key)
+        .flat_map(|(key, list)| list.iter().map(move |o| (key, o)))
+        .collect();
+    listed.sort_by_key(|(key, o)| (o.start_ns, *key));
+    for (key, o) in listed.iter().take(KEY_ROWS) {
+        let _ = writeln!(
+            out,
+            "- `{key}`: {} to {} ({} failures)",
+            secs(o.start_ns - t0),
+            secs(o.end_ns - t0),
+            o.failures
+        );
+    }
+    if listed.len() > KEY_ROWS {
+        let _ = writeln!(
+            out,
+            "- and {} more outage(s), not listed",
+            listed.len() - KEY_ROWS
+        );
+    }
+    let _ = writeln!(out, "\nTotals over every key:\n");
+    let _ = writeln!(
+        out,
+        "| policy | time to detect | wrongly refused | failures let through | openings | ejections | time ejected | refused by ejection | flaps | false openings | time open | probes | refused | assumed |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for r in runs {
+        let t = &r.total;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.name,
+            detection_cell(t),
+            t.wrongly_refused,
+            t.failures_let_through,
+            t.openings,
+            t.ejections,
+            secs(t.ejected_ns),
+            t.refused_by_ejection,
+            t.flaps,
+            t.false_openings,
+            secs(t.open_ns),
+            t.probes,
+            t.refused,
+            t.assumed
+        );
+    }
+    per_key_rows(&mut out, runs, keys, outages);
+    group_rows(&mut out, runs);
+    if runs
+        .iter()
+        .any(|r| r.total.retries + r.total.retries_refused > 0)
+    {
+        let _ = writeln!(out, "\n{RETRIES}\n");
+        let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
+        let _ = writeln!(out, "|---|---:|---:|");
+        for r in runs {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                r.name, r.total.retries, r.total.retries_refused
+            );
+        }
+    }
+    let _ = writeln!(out, "\n{LIMITS}");
+    out
+}
+
+/// The per-key table of [`keyed_table`].
+fn per_key_rows(out: &mut String, runs: &[KeyedRun], keys: &[String], outages: &KeyedOutages) {
+    let _ = writeln!(
+        out,
+        "\nPer key (keys that opened or refused a call; those that refused most first):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| policy | key | calls | time to detect | openings | ejections | time ejected | refused by ejection | refused | wrongly refused | failures let through | time open |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for r in runs {
+        let mut active: Vec<usize> = (0..r.keys.len())
+            .filter(|&k| r.keys[k].openings + r.keys[k].refused > 0)
+            .collect();
+        active.sort_by_key(|&k| std::cmp::Reverse(r.keys[k].refused));
+        for &k in active.iter().take(KEY_ROWS) {
+            let run = &r.keys[k];
+            let _ = writeln!(
+                out,
+                "| {} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.name,
+                keys[k],
+                outages.spans[k].calls,
+                detection_cell(run),
+                run.openings,
+                run.ejections,
+                secs(run.ejected_ns),
+                run.refused_by_ejection,
+                run.refused,
+                run.wrongly_refused,
+                run.failures_let_through,
+                secs(run.open_ns)
+            );
+        }
+        let quiet = r.keys.len() - active.len();
+        let more = active.len().saturating_sub(KEY_ROWS);
+        let mut rest = Vec::new();
+        if more > 0 {
+            rest.push(format!("{more} more keys opened or refused (not listed)"));
+        }
+        if quiet > 0 {
+            rest.push(format!("{quiet} key(s) never opened nor refused"));
+        }
+        if !rest.is_empty() {
+            let _ = writeln!(
+                out,
+                "| {} | {} | | | | | | | | | | |",
+                r.name,
+                rest.join("; ")
+            );
+        }
+    }
+}
+
+/// The groups table of [`keyed_table`], when a candidate has a group.
+fn group_rows(out: &mut String, runs: &[KeyedRun]) {
+    if runs.iter().any(|r| r.group.is_some()) {
+        let _ = writeln!(out, "\n{GROUPS}\n");
+        let _ = writeln!(
+            out,
+            "| policy | group | members | ejections | trips kept closed by the cap | panic episodes | time in panic | most open at once |"
+        );
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
+        for r in runs {
+            if let Some(g) = &r.group {
+                let _ = writeln!(
+                    out,
+                    "| {} | `{}` | {} | {} | {} | {} | {} | {} |",
+                    r.name,
+                    g.name,
+                    g.members,
+                    g.ejections,
+                    g.kept_closed,
+                    g.panics,
+                    secs(g.panic_ns),
+                    g.most_open
+                );
+            }
+        }
+    }
+}
+
+/// What the groups table says of its columns.
+pub const GROUPS: &str = "\
+Groups (candidates with `group`): ejections by the group's relative rules (success rate, failure \
+percentage), trips of members its cap (`max_ejection`) kept closed, panic episodes (one \
+`group_panic` event each) and the time from each to its `group_panic_over` (which a pass of the \
+relative rules announces, at the first counted failure after an interval with none kept closed), \
+and the most members open at once. A key is ejected from an ejection until it next closes.";
+
 /// What the retries table says of how a replay models them.
 pub const RETRIES: &str = "\
 Retries (candidates with `retry`): a trace holds calls, not attempts, so each call that failed is \
@@ -122,21 +313,8 @@ mod tests {
 
     fn run(detection: Vec<Option<u64>>) -> Run {
         Run {
-            name: "p".into(),
-            changes: Vec::new(),
             detection,
-            wrongly_refused: 0,
-            wrong_by_slice: Vec::new(),
-            refused: 0,
-            failures_let_through: 0,
-            openings: 0,
-            flaps: 0,
-            false_openings: 0,
-            open_ns: 0,
-            probes: 0,
-            assumed: 0,
-            retries: 0,
-            retries_refused: 0,
+            ..Run::empty("p")
         }
     }
 

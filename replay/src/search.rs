@@ -1,12 +1,15 @@
 //! `--search`: replays a grid of the main knobs and keeps the Pareto front of time to detect
-//! outages against calls wrongly refused.
+//! outages against calls wrongly refused. On a trace with many keys, the grid is a group's
+//! `stdev_factor` × `max_ejection` ([`group_grid`]), scored on the totals over every key.
 
 use std::fmt::Write;
 
+use crate::keyed::{KeyedOutages, KeyedRun, replay_keys};
 use crate::policy::{Candidate, parse_policy_arg};
 use crate::replay::{Outage, Run, replay};
 use crate::report::secs;
 use crate::trace::Event;
+use crate::trace::KeyedTrace;
 
 /// The grid: `consecutive` alone × `open_for` (without and with `open_jitter = 20`), then `window` × `failure_rate` × `min_calls` ×
 /// `open_for` × `consecutive`, skipping the combinations `fusebox` rejects (a `min_calls` above a
@@ -180,6 +183,140 @@ pub fn front_table(
     let _ = writeln!(out, "\nAs `--policy` strings:\n");
     for &i in front {
         let _ = writeln!(out, "    --policy \"{}\"", candidates[i].policy_arg());
+    }
+    out
+}
+
+/// The `stdev_factor` values [`group_grid`] tries (0: the success-rate rule off).
+pub const STDEV_FACTORS: [&str; 5] = ["1.5", "1.9", "2.5", "3", "0"];
+
+/// The `max_ejection` values [`group_grid`] tries.
+pub const MAX_EJECTIONS: [&str; 5] = ["10", "20", "30", "50", "100"];
+
+/// The grid of a trace with many keys: each of `bases` (with its group; a candidate without one
+/// gets `group=all`, every key a member; no candidate: `fusebox`'s default policy in `group=all`)
+/// with each of [`STDEV_FACTORS`] × [`MAX_EJECTIONS`], the rest of its settings as written.
+#[must_use]
+pub fn group_grid(bases: &[Candidate]) -> Vec<Candidate> {
+    let default = [String::new()];
+    let lines: Vec<String> = if bases.is_empty() {
+        default.to_vec()
+    } else {
+        bases.iter().map(Candidate::policy_arg).collect()
+    };
+    let mut out = Vec::new();
+    for (base, line) in lines.iter().enumerate() {
+        let grouped = bases.get(base).is_some_and(|c| c.group.is_some());
+        let mut line = line.clone();
+        if !grouped {
+            if !line.is_empty() {
+                line.push(',');
+            }
+            line.push_str("group=all");
+        }
+        for f in STDEV_FACTORS {
+            for m in MAX_EJECTIONS {
+                let name = format!("g{}", out.len() + 1);
+                let full = format!("{line},stdev_factor={f},max_ejection={m}");
+                if let Ok(candidate) = parse_policy_arg(&full, &name) {
+                    out.push(candidate);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Replays every candidate of `candidates` on every key of `trace` and returns the runs with the
+/// front's indices (the Pareto front of the totals: detection cost over every key's outages
+/// against calls wrongly refused), calling `done` after each candidate's replay. The candidates
+/// are shared among as many threads as the machine has cores.
+#[must_use]
+pub fn search_keys_with(
+    trace: &KeyedTrace,
+    candidates: &[Candidate],
+    outages: &KeyedOutages,
+    done: impl Fn() + Sync,
+) -> (Vec<KeyedRun>, Vec<usize>) {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, candidates.len().max(1));
+    let chunk = candidates.len().div_ceil(threads).max(1);
+    let runs: Vec<KeyedRun> = std::thread::scope(|scope| {
+        let handles: Vec<_> = candidates
+            .chunks(chunk)
+            .map(|part| {
+                let done = &done;
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|c| {
+                            let run = replay_keys(trace, c, outages);
+                            done();
+                            run
+                        })
+                        .collect::<Vec<KeyedRun>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let totals: Vec<Run> = runs.iter().map(|r| r.total.clone()).collect();
+    let front = pareto(&totals, &outages.all());
+    (runs, front)
+}
+
+/// The front of a search of a trace with many keys as markdown: the totals, the group's
+/// ejections and panics, and each policy as a `--policy` string and as code.
+#[must_use]
+pub fn keyed_front_table(
+    candidates: &[Candidate],
+    runs: &[KeyedRun],
+    front: &[usize],
+    outages: &KeyedOutages,
+) -> String {
+    let all = outages.all();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Pareto front of {} group settings (`stdev_factor` × `max_ejection`): time to detect every key's outages (a missed outage counts as its whole length) against calls wrongly refused, over every key.\n",
+        candidates.len()
+    );
+    let _ = writeln!(
+        out,
+        "| time to detect (total) | missed | wrongly refused | failures let through | ejections | most open at once | panic episodes | `--policy` |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---|");
+    for &i in front {
+        let t = &runs[i].total;
+        let missed = t.detection.iter().filter(|d| d.is_none()).count();
+        let group = runs[i].group.as_ref();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | `{}` |",
+            secs(t.detection_cost(&all)),
+            missed,
+            t.wrongly_refused,
+            t.failures_let_through,
+            t.ejections,
+            group.map_or(0, |g| g.most_open),
+            group.map_or(0, |g| g.panics),
+            candidates[i].policy_arg()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nAs code (the members' attribute, the group's settings):\n"
+    );
+    for &i in front {
+        let _ = writeln!(
+            out,
+            "    #[circuit_breaker(key = host, {})]  {}",
+            candidates[i].attribute_args(),
+            candidates[i].group_code().unwrap_or_default()
+        );
     }
     out
 }

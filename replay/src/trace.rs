@@ -21,7 +21,8 @@
 //! [`Reader`] reads a trace as a stream, one line at a time. [`read`] keeps each call of the
 //! replayed key as a 16-byte [`Event`] (a trace of ten million calls holds 160 MB of events,
 //! whatever its lines' length); [`read_with`] hands each to a closure and keeps nothing, for a
-//! caller that reads the file again for each pass.
+//! caller that reads the file again for each pass; [`read_keys`] keeps every call of every key
+//! (24 bytes each, [`KeyedEvent`]), for a replay of every key ([`crate::keyed`]).
 
 use std::fmt;
 
@@ -319,6 +320,8 @@ pub enum ReadError {
     SeveralKeys(Vec<String>),
     /// The trace has no call.
     Empty,
+    /// The trace has more keys than a replay of every key takes (the limit is given).
+    TooManyKeys(usize),
 }
 
 fn key_list(keys: &[String]) -> String {
@@ -347,6 +350,10 @@ impl fmt::Display for ReadError {
                 key_list(keys)
             ),
             ReadError::Empty => write!(f, "the trace has no calls"),
+            ReadError::TooManyKeys(limit) => write!(
+                f,
+                "the trace has more than {limit} keys; replay one with `--key`"
+            ),
         }
     }
 }
@@ -500,6 +507,75 @@ pub fn read_with(
             lines,
         }),
     }
+}
+
+/// One call of a trace with many keys: the index of its key in [`KeyedTrace::keys`] and the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyedEvent {
+    /// The index of the call's key in [`KeyedTrace::keys`].
+    pub key: u32,
+    /// The call.
+    pub event: Event,
+}
+
+/// Every call of a trace, of every key, as read by [`read_keys`].
+#[derive(Debug, Clone, Default)]
+pub struct KeyedTrace {
+    /// The trace's keys, in the order of their first call.
+    pub keys: Vec<String>,
+    /// Its calls, in trace order (24 bytes each).
+    pub calls: Vec<KeyedEvent>,
+}
+
+impl KeyedTrace {
+    /// The index of `key`, if the trace has it.
+    #[must_use]
+    pub fn index_of(&self, key: &str) -> Option<u32> {
+        self.keys.iter().position(|k| k == key).map(|i| i as u32)
+    }
+
+    /// The calls of key number `key`, in trace order (a pass over every call).
+    pub fn events_of(&self, key: u32) -> impl Iterator<Item = Event> + '_ {
+        self.calls
+            .iter()
+            .filter(move |c| c.key == key)
+            .map(|c| c.event)
+    }
+}
+
+/// The most keys [`read_keys`] replays at once: each is a breaker in the replay's registry.
+pub const MAX_REPLAY_KEYS: usize = 100_000;
+
+/// Reads a whole trace, every key kept: 24 bytes per call, and each key's name once.
+///
+/// # Errors
+///
+/// As [`read`] (without the key errors), and [`ReadError::TooManyKeys`] past
+/// [`MAX_REPLAY_KEYS`] keys.
+pub fn read_keys(input: impl std::io::BufRead) -> Result<KeyedTrace, ReadError> {
+    let mut index: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    let mut trace = KeyedTrace::default();
+    let mut reader = Reader::new(input);
+    while let Some(call) = reader.next_call()? {
+        let event = Event::from(&call);
+        let key = match index.get(&call.key) {
+            Some(&k) => k,
+            None => {
+                if trace.keys.len() >= MAX_REPLAY_KEYS {
+                    return Err(ReadError::TooManyKeys(MAX_REPLAY_KEYS));
+                }
+                let k = trace.keys.len() as u32;
+                trace.keys.push(call.key.clone());
+                index.insert(call.key, k);
+                k
+            }
+        };
+        trace.calls.push(KeyedEvent { key, event });
+    }
+    if trace.calls.is_empty() {
+        return Err(ReadError::Empty);
+    }
+    Ok(trace)
 }
 
 /// The members of a JSON object in the order written, duplicates kept (a `serde_json::Map`
@@ -690,5 +766,25 @@ mod tests {
     fn round_trips_a_line() {
         let call = Call::new(5, "k", Outcome::Failure).with_latency(3);
         assert_eq!(parse_line(&call.to_line(), 1).unwrap(), call);
+    }
+
+    #[test]
+    fn read_keys_keeps_every_key_in_the_order_of_its_first_call() {
+        let text = "{\"at_ns\":1,\"key\":\"b\",\"outcome\":\"success\"}\n{\"at_ns\":2,\"key\":\"a\",\"outcome\":\"failure\"}\n{\"at_ns\":3,\"key\":\"b\",\"outcome\":\"failure\"}\n";
+        let t = read_keys(text.as_bytes()).unwrap();
+        assert_eq!(t.keys, ["b", "a"]);
+        assert_eq!(t.index_of("a"), Some(1));
+        assert_eq!(
+            t.events_of(0).collect::<Vec<_>>(),
+            [
+                Event::new(1, Outcome::Success, None),
+                Event::new(3, Outcome::Failure, None)
+            ]
+        );
+        assert_eq!(std::mem::size_of::<KeyedEvent>(), 24);
+        assert_eq!(
+            read_keys(&b""[..]).unwrap_err().to_string(),
+            "the trace has no calls"
+        );
     }
 }

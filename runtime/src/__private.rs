@@ -16,7 +16,7 @@ pub use crate::error::Cause;
 pub use crate::policy::{OpenContext, Others, Policy};
 pub use crate::pushback::{NoPushback, PushbackOf};
 pub use crate::registry::GLOBAL;
-pub use crate::site::{DynSite, MethodName, Site, SiteBreaker};
+pub use crate::site::{DynSite, LocalBreaker, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
 // The entry points below are `inline(always)` only without `debug_assertions`: ARCHITECTURE.md,

@@ -39,14 +39,16 @@ pub trait Clock: Send + Sync + 'static {
 pub struct MonotonicClock;
 
 impl Clock for MonotonicClock {
-    #[inline]
+    /// Always inlined in release builds: a time window's closed success reads it on every call.
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn now_nanos(&self) -> u64 {
         #[cfg(target_os = "linux")]
         {
-            let now = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
-            (now.tv_sec as u64)
-                .wrapping_mul(1_000_000_000)
-                .wrapping_add(now.tv_nsec as u64)
+            // `now_without_cache_update`: `now` would also store the reading in a global that
+            // every thread writes.
+            let now = coarsetime::Instant::now_without_cache_update();
+            coarsetime::Duration::from_ticks(now.as_ticks()).as_nanos()
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -164,7 +166,8 @@ pub(crate) enum ClockSource {
 }
 
 impl ClockSource {
-    #[inline]
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn now_nanos(&self) -> u64 {
         match self {
             ClockSource::Monotonic => MonotonicClock.now_nanos(),

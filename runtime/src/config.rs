@@ -27,6 +27,36 @@
 //! digits and `_` need the TOML file). Each value is one value, never a TOML document: an integer,
 //! a number, a duration such as `30s`, or for `recovery` an inline table
 //! `{ phases = 3, min_passes = 5 }`.
+//!
+//! # Groups of keys
+//!
+//! A `[groups.<name>]` table sets the settings of the group of keys `name` (see
+//! [`guide::groups`](crate::guide::groups)), one field per
+//! [`GroupPolicy`](crate::GroupPolicy) setter, of the same name:
+//!
+//! ```toml
+//! [groups.search]
+//! interval = "10s"           # the shortest time between two passes of the relative rules
+//! success_rate = 1.9         # standard deviations below the mean (0: the rule is off)
+//! failure_percentage = 85    # failures above which a member is ejected (0: off)
+//! min_members = 5            # qualifying members a pass needs
+//! max_ejection = 10          # the most members open at once, in percent (at least one)
+//! ejection = { base = "30s", max = "5m" }  # base × times ejected, at most max
+//! healthy_span = "5m"        # closed this long, a member's ejection count starts again
+//! ```
+//!
+//! The variables `FUSEBOX_GROUPS__<NAME>__<FIELD>=<value>` say the same
+//! (`FUSEBOX_GROUPS__SEARCH__MAX_EJECTION=20`, `FUSEBOX_GROUPS__SEARCH__EJECTION={ base = "10s",
+//! max = "2m" }`), read as the breakers' are. Each field named changes that setting only, over
+//! the settings code gave the group
+//! ([`Registry::configure_group`](crate::Registry::configure_group), or the defaults): the
+//! file's patch first, then the environment's; each load replaces its source's previous patches
+//! (a group it no longer names returns to the others). A group named here is created if no
+//! member created it yet, so its first members find their settings. Each field is checked as it
+//! is read (`interval` and `ejection`'s `base` at least 1 ms, `ejection`'s `max` at least its
+//! `base`, percentages 0 ..= 100, `min_members` at least 1, `success_rate` at least 0 and below
+//! 1000): an error is a [`ConfigError::Group`] naming the group and the field, and nothing of
+//! the load applies, neither to the keys nor to the groups.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -35,6 +65,7 @@ use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
+use crate::group::GroupPatch;
 use crate::policy::{Concurrency, Others, PolicyError, PolicyPatch, Recovery, RetryBudget};
 
 /// The longest piece of input an error message repeats.
@@ -87,8 +118,8 @@ fn field_names() -> impl Iterator<Item = &'static str> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The text is not TOML of the expected shape (`[breakers.<key>]` tables), or an environment
-    /// variable's name or encoding is wrong.
+    /// The text is not TOML of the expected shape (`[breakers.<key>]` and `[groups.<name>]`
+    /// tables), or an environment variable's name or encoding is wrong.
     Syntax(String),
     /// A key's table has an unknown field or a value of the wrong type.
     Field {
@@ -99,6 +130,17 @@ pub enum ConfigError {
     },
     /// A value is outside its allowed range.
     Range(PolicyError),
+    /// A group's table (`[groups.<name>]`, or a `FUSEBOX_GROUPS__<NAME>__<FIELD>` variable) has
+    /// an unknown field, a value of the wrong type or out of its range, or the group's name is
+    /// not one a policy can name.
+    Group {
+        /// The group's name.
+        group: String,
+        /// The field at fault (empty when the name itself is).
+        field: String,
+        /// What is wrong and how to fix it, naming the field.
+        message: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -107,6 +149,7 @@ impl fmt::Display for ConfigError {
             ConfigError::Syntax(m) => write!(f, "invalid fusebox configuration: {m}"),
             ConfigError::Field { key, message } => write!(f, "breaker `{key}`: {message}"),
             ConfigError::Range(e) => fmt::Display::fmt(e, f),
+            ConfigError::Group { group, message, .. } => write!(f, "group `{group}`: {message}"),
         }
     }
 }
@@ -117,7 +160,7 @@ impl std::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ConfigError::Range(e) => Some(e),
-            ConfigError::Syntax(_) | ConfigError::Field { .. } => None,
+            ConfigError::Syntax(_) | ConfigError::Field { .. } | ConfigError::Group { .. } => None,
         }
     }
 }
@@ -173,18 +216,30 @@ impl Raw<'_> {
     }
 }
 
-/// Reads one field of one key.
+/// Reads one field of one key (or of one group's table).
 struct Field<'a> {
+    /// The breaker key, or the group's name when `group` is set.
     key: &'a str,
     name: &'a str,
     raw: Raw<'a>,
+    /// A field of a `[groups.<name>]` table: its errors are [`ConfigError::Group`].
+    group: bool,
 }
 
 impl Field<'_> {
     fn wrong(&self, expected: &str) -> ConfigError {
-        ConfigError::Field {
-            key: echo(self.key),
-            message: format!("`{}` = {} is not {expected}", self.name, self.raw.shown()),
+        let message = format!("`{}` = {} is not {expected}", self.name, self.raw.shown());
+        if self.group {
+            ConfigError::Group {
+                group: echo(self.key),
+                field: echo(self.name),
+                message,
+            }
+        } else {
+            ConfigError::Field {
+                key: echo(self.key),
+                message,
+            }
         }
     }
 
@@ -396,6 +451,160 @@ impl Field<'_> {
     }
 }
 
+/// The fields of a group's table (`[groups.<name>]`), each named as the [`GroupPolicy`] setter
+/// its value goes through.
+///
+/// [`GroupPolicy`]: crate::GroupPolicy
+const GROUP_FIELDS: [&str; 7] = [
+    "interval",
+    "success_rate",
+    "failure_percentage",
+    "min_members",
+    "max_ejection",
+    "ejection",
+    "healthy_span",
+];
+
+/// What a group's duration field expects.
+const GROUP_DURATION: &str = "a duration of at least 1 ms, like \"10s\"";
+/// What `ejection` expects.
+const EJECTION: &str =
+    "a table `{ base = \"30s\", max = \"5m\" }` (`base` at least 1 ms, `max` at least `base`)";
+
+impl Field<'_> {
+    /// A duration of at least 1 ms (`interval`).
+    fn group_duration(&self) -> Result<Duration, ConfigError> {
+        match self.duration() {
+            Ok(d) if d >= Duration::from_millis(1) => Ok(d),
+            _ => Err(self.wrong(GROUP_DURATION)),
+        }
+    }
+
+    /// A whole number of percent, 0 ..= 100.
+    fn percent_or_off(&self, expected: &str) -> Result<u8, ConfigError> {
+        match self.int::<u8>(expected) {
+            Ok(n) if n <= 100 => Ok(n),
+            _ => Err(self.wrong(expected)),
+        }
+    }
+
+    /// `ejection = { base = "30s", max = "5m" }`: the ejection backoff's base and maximum.
+    fn ejection(&self) -> Result<(Duration, Duration), ConfigError> {
+        let parsed;
+        let table = match self.raw {
+            Raw::Toml(DeValue::Table(t)) => t,
+            Raw::Toml(_) => return Err(self.wrong(EJECTION)),
+            Raw::Env(s) => {
+                // One inline table, never a document: no line breaks.
+                if s.contains(['\n', '\r']) {
+                    return Err(self.wrong(EJECTION));
+                }
+                parsed = DeValue::parse(s)
+                    .ok()
+                    .and_then(|v| match v.into_inner() {
+                        DeValue::Table(t) => Some(t),
+                        _ => None,
+                    })
+                    .ok_or_else(|| self.wrong(EJECTION))?;
+                &parsed
+            }
+        };
+        let get = |name: &str| match table.get(name).map(|v| v.get_ref()) {
+            Some(DeValue::String(s)) => humantime::parse_duration(s.trim()).ok(),
+            _ => None,
+        };
+        match (get("base"), get("max"), table.len()) {
+            (Some(base), Some(max), 2) if base >= Duration::from_millis(1) && max >= base => {
+                Ok((base, max))
+            }
+            _ => Err(self.wrong(EJECTION)),
+        }
+    }
+
+    /// This field of a group's table, added to `patch`.
+    fn group_field(&self, mut patch: GroupPatch) -> Result<GroupPatch, ConfigError> {
+        match self.name {
+            "interval" => patch.interval = Some(self.group_duration()?),
+            "success_rate" => {
+                const EXPECTED: &str =
+                    "a number of standard deviations, at least 0 (off) and below 1000, like 1.9";
+                let factor = self.float().map_err(|_| self.wrong(EXPECTED))?;
+                if !(0.0..1000.0).contains(&factor) {
+                    return Err(self.wrong(EXPECTED));
+                }
+                patch.success_rate = Some(factor);
+            }
+            "failure_percentage" => {
+                patch.failure_percentage =
+                    Some(self.percent_or_off(
+                        "a whole number of percent (0..=100; 0 turns the rule off)",
+                    )?);
+            }
+            "min_members" => {
+                const EXPECTED: &str = "a whole number of members, at least 1";
+                match self.int::<u32>(EXPECTED)? {
+                    0 => return Err(self.wrong(EXPECTED)),
+                    n => patch.min_members = Some(n),
+                }
+            }
+            "max_ejection" => {
+                patch.max_ejection = Some(self.percent_or_off(
+                    "a whole number of percent (0..=100; at least one member may always be open)",
+                )?);
+            }
+            "ejection" => patch.ejection = Some(self.ejection()?),
+            "healthy_span" => {
+                patch.healthy_span = Some(
+                    self.duration()
+                        .map_err(|_| self.wrong("a duration like \"5m\""))?,
+                );
+            }
+            unknown => {
+                let hint = crate::declared::closest(unknown, GROUP_FIELDS)
+                    .first()
+                    .map(|f| format!("did you mean `{f}`? "))
+                    .unwrap_or_default();
+                return Err(ConfigError::Group {
+                    group: echo(self.key),
+                    field: echo(unknown),
+                    message: format!(
+                        "unknown field `{}`; {hint}expected one of {}",
+                        echo(unknown),
+                        GROUP_FIELDS.map(|f| format!("`{f}`")).join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(patch)
+    }
+}
+
+/// The patch of one group from its fields; the group's name must be one a policy can name.
+fn group_patch_of<'a>(
+    group: &str,
+    fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
+) -> Result<GroupPatch, ConfigError> {
+    let name = crate::group::intern(group);
+    if let Err(error) = crate::policy::Policy::new().group(name).validate() {
+        return Err(ConfigError::Group {
+            group: echo(group),
+            field: String::new(),
+            message: format!("not a group name a policy can name: {error}"),
+        });
+    }
+    let mut patch = GroupPatch::default();
+    for (name, raw) in fields {
+        let field = Field {
+            key: group,
+            name,
+            raw,
+            group: true,
+        };
+        patch = field.group_field(patch)?;
+    }
+    Ok(patch)
+}
+
 /// The patch of one key from its fields.
 fn patch_of<'a>(
     key: &str,
@@ -403,7 +612,13 @@ fn patch_of<'a>(
 ) -> Result<PolicyPatch, ConfigError> {
     let mut patch = PolicyPatch::new();
     for (name, raw) in fields {
-        patch = patch.then(Field { key, name, raw }.patch()?);
+        let field = Field {
+            key,
+            name,
+            raw,
+            group: false,
+        };
+        patch = patch.then(field.patch()?);
     }
     Ok(patch)
 }
@@ -412,65 +627,112 @@ fn patch_of<'a>(
 pub(crate) type Layer =
     HashMap<String, PolicyPatch, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>;
 
-const PREFIX: &str = "FUSEBOX__";
+/// Patches of groups' settings by group name, as one load brings them.
+pub(crate) type GroupLayer = BTreeMap<String, GroupPatch>;
 
-/// The overrides of a TOML document, one patch per key (what
+/// What one load brings: the breakers' patches and the groups'.
+#[derive(Debug, Default)]
+pub(crate) struct Loaded {
+    /// `[breakers.<key>]` / `FUSEBOX__<KEY>__<FIELD>`.
+    pub(crate) breakers: Layer,
+    /// `[groups.<name>]` / `FUSEBOX_GROUPS__<NAME>__<FIELD>`.
+    pub(crate) groups: GroupLayer,
+}
+
+const PREFIX: &str = "FUSEBOX__";
+const GROUP_PREFIX: &str = "FUSEBOX_GROUPS__";
+
+/// The tables under the top-level table `section` (`breakers` or `groups`) of a document.
+fn tables<'a>(
+    section: &str,
+    value: Option<&'a DeValue<'a>>,
+) -> Result<Vec<(&'a str, &'a DeTable<'a>)>, ConfigError> {
+    let single = if section == "groups" { "name" } else { "key" };
+    let entries = match value {
+        None => return Ok(Vec::new()),
+        Some(DeValue::Table(t)) => t,
+        Some(_) => {
+            return Err(ConfigError::Syntax(format!(
+                "`{section}` must be tables: `[{section}.<{single}>]`"
+            )));
+        }
+    };
+    let mut out = Vec::new();
+    for (name, table) in entries {
+        let name: &str = name.get_ref();
+        let DeValue::Table(table) = table.get_ref() else {
+            let message = format!(
+                "`{section}.{}` must be a table: `[{section}.{}]`",
+                echo(name),
+                echo(name)
+            );
+            return Err(if section == "groups" {
+                ConfigError::Group {
+                    group: echo(name),
+                    field: String::new(),
+                    message,
+                }
+            } else {
+                ConfigError::Field {
+                    key: echo(name),
+                    message,
+                }
+            });
+        };
+        out.push((name, table));
+    }
+    Ok(out)
+}
+
+/// The overrides of a TOML document: one patch per key, one per group (what
 /// [`Registry::load_toml`](crate::Registry::load_toml) applies).
-pub(crate) fn toml_layer(text: &str) -> Result<Layer, ConfigError> {
+pub(crate) fn toml_layer(text: &str) -> Result<Loaded, ConfigError> {
     let mut document = DeTable::parse(text)
         .map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?
         .into_inner();
     let breakers = document.remove("breakers").map(|b| b.into_inner());
+    let groups = document.remove("groups").map(|g| g.into_inner());
     if let Some(other) = document.keys().next() {
         return Err(ConfigError::Syntax(format!(
-            "unknown top-level table `{}`; overrides go in `[breakers.<key>]` tables",
+            "unknown top-level table `{}`; overrides go in `[breakers.<key>]` tables, group \
+             settings in `[groups.<name>]` tables",
             echo(other.get_ref())
         )));
     }
-    let breakers = match breakers {
-        None => DeTable::new(),
-        Some(DeValue::Table(t)) => t,
-        Some(_) => {
-            return Err(ConfigError::Syntax(
-                "`breakers` must be tables: `[breakers.<key>]`".into(),
-            ));
-        }
-    };
-    let mut layer = Layer::default();
-    for (key, table) in &breakers {
-        let key: &str = key.get_ref();
-        let DeValue::Table(table) = table.get_ref() else {
-            return Err(ConfigError::Field {
-                key: echo(key),
-                message: format!(
-                    "`breakers.{}` must be a table: `[breakers.{}]`",
-                    echo(key),
-                    echo(key)
-                ),
-            });
-        };
+    let mut loaded = Loaded::default();
+    for (key, table) in tables("breakers", breakers.as_ref())? {
         let patch = patch_of(
             key,
             table
                 .iter()
                 .map(|(f, v)| (f.get_ref().as_ref(), Raw::Toml(v.get_ref()))),
         )?;
-        layer.insert(key.to_owned(), patch);
+        loaded.breakers.insert(key.to_owned(), patch);
     }
-    Ok(layer)
+    for (group, table) in tables("groups", groups.as_ref())? {
+        let patch = group_patch_of(
+            group,
+            table
+                .iter()
+                .map(|(f, v)| (f.get_ref().as_ref(), Raw::Toml(v.get_ref()))),
+        )?;
+        loaded.groups.insert(group.to_owned(), patch);
+    }
+    Ok(loaded)
 }
 
 /// The overrides of environment variables that may not be Unicode: the non-Unicode ones are
-/// skipped, unless their name starts with the prefix, which is an error.
+/// skipped, unless their name starts with one of the prefixes, which is an error.
 pub(crate) fn vars_os_layer(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
-) -> Result<Layer, ConfigError> {
+) -> Result<Loaded, ConfigError> {
     let mut utf8 = Vec::new();
     for (name, value) in vars {
-        let ours = name
-            .as_encoded_bytes()
-            .get(..PREFIX.len())
-            .is_some_and(|p| p.eq_ignore_ascii_case(PREFIX.as_bytes()));
+        let ours = [PREFIX, GROUP_PREFIX].iter().any(|prefix| {
+            name.as_encoded_bytes()
+                .get(..prefix.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(prefix.as_bytes()))
+        });
         match (name.into_string(), value.into_string()) {
             (Ok(name), Ok(value)) => utf8.push((name, value)),
             (name, _) if ours => {
@@ -486,44 +748,68 @@ pub(crate) fn vars_os_layer(
     vars_layer(utf8)
 }
 
-/// The overrides of `FUSEBOX__<KEY>__<FIELD>` pairs, one patch per key (what
+/// Fields by owner (a key or a group), each with the variable's name as written and its value.
+type Owners = BTreeMap<String, BTreeMap<String, (String, String)>>;
+
+/// Adds the variable `name` = `raw` (after `prefix`) to `owners`: `<OWNER>__<FIELD>`,
+/// lowercased; `what` names the owner in messages (`breaker`, `group`).
+fn add_var(
+    owners: &mut Owners,
+    prefix: &str,
+    what: &str,
+    name: String,
+    raw: String,
+) -> Result<(), ConfigError> {
+    let rest = &name[prefix.len()..];
+    let Some((owner, field)) = rest
+        .split_once("__")
+        .filter(|(o, f)| !o.is_empty() && !f.is_empty())
+    else {
+        let shape = if what == "group" {
+            "FUSEBOX_GROUPS__<NAME>__<FIELD>"
+        } else {
+            "FUSEBOX__<KEY>__<FIELD>"
+        };
+        return Err(ConfigError::Syntax(format!(
+            "`{}` must be `{shape}`",
+            echo(&name)
+        )));
+    };
+    let (owner, field) = (owner.to_lowercase(), field.to_lowercase());
+    let fields = owners.entry(owner.clone()).or_default();
+    if let Some((earlier, _)) = fields.get(&field) {
+        return Err(ConfigError::Syntax(format!(
+            "`{}` and `{}` both set `{}` of {what} `{}` (names are case-insensitive); remove one",
+            echo(earlier),
+            echo(&name),
+            echo(&field),
+            echo(&owner)
+        )));
+    }
+    fields.insert(field, (name, raw));
+    Ok(())
+}
+
+/// The overrides of `FUSEBOX__<KEY>__<FIELD>` pairs, one patch per key, and of
+/// `FUSEBOX_GROUPS__<NAME>__<FIELD>` pairs, one per group (what
 /// [`Registry::load_vars`](crate::Registry::load_vars) applies).
 pub(crate) fn vars_layer(
     vars: impl IntoIterator<Item = (String, String)>,
-) -> Result<Layer, ConfigError> {
-    // key -> field -> (name as written, value)
-    let mut keys: BTreeMap<String, BTreeMap<String, (String, String)>> = BTreeMap::new();
+) -> Result<Loaded, ConfigError> {
+    let mut keys = Owners::new();
+    let mut groups = Owners::new();
     for (name, raw) in vars {
-        let Some(rest) = name
-            .get(..PREFIX.len())
-            .filter(|p| p.eq_ignore_ascii_case(PREFIX))
-            .map(|_| &name[PREFIX.len()..])
-        else {
-            continue;
+        let starts = |prefix: &str| {
+            name.get(..prefix.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
         };
-        let Some((key, field)) = rest
-            .split_once("__")
-            .filter(|(k, f)| !k.is_empty() && !f.is_empty())
-        else {
-            return Err(ConfigError::Syntax(format!(
-                "`{}` must be `FUSEBOX__<KEY>__<FIELD>`",
-                echo(&name)
-            )));
-        };
-        let (key, field) = (key.to_lowercase(), field.to_lowercase());
-        let fields = keys.entry(key.clone()).or_default();
-        if let Some((earlier, _)) = fields.get(&field) {
-            return Err(ConfigError::Syntax(format!(
-                "`{}` and `{}` both set `{}` of breaker `{}` (names are case-insensitive); remove one",
-                echo(earlier),
-                echo(&name),
-                echo(&field),
-                echo(&key)
-            )));
+        if starts(PREFIX) {
+            add_var(&mut keys, PREFIX, "breaker", name, raw)?;
+        } else if starts(GROUP_PREFIX) {
+            add_var(&mut groups, GROUP_PREFIX, "group", name, raw)?;
         }
-        fields.insert(field, (name, raw));
     }
-    let mut layer = Layer::default();
+    let mut loaded = Loaded::default();
     for (key, fields) in &keys {
         let patch = patch_of(
             key,
@@ -531,9 +817,18 @@ pub(crate) fn vars_layer(
                 .iter()
                 .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
         )?;
-        layer.insert(key.clone(), patch);
+        loaded.breakers.insert(key.clone(), patch);
     }
-    Ok(layer)
+    for (group, fields) in &groups {
+        let patch = group_patch_of(
+            group,
+            fields
+                .iter()
+                .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
+        )?;
+        loaded.groups.insert(group.clone(), patch);
+    }
+    Ok(loaded)
 }
 
 #[cfg(test)]

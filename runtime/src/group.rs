@@ -23,7 +23,10 @@
 //!   refusal since the previous one (`group_panic_over`, INFO).
 //! - **Ejection backoff**: an ejected member stays open [`base`](GroupPolicy::ejection) × the times
 //!   it was ejected, up to a maximum; after a [`healthy_span`](GroupPolicy::healthy_span) closed,
-//!   the count starts again. A failed probe reopens it for its own policy's wait.
+//!   the count starts again. The wait then goes through the member's own open-wait rules, as
+//!   any opening of the key: capped by its `open_max` (never below its `open_for`), lengthened
+//!   by pushback ([`RetryAfter`](crate::RetryAfter)), spread by its `open_jitter`. A failed
+//!   probe reopens it for its own policy's wait.
 //!
 //! The success path of a member is the one of any key; a counted failure of a member reads the
 //! clock and the group's stamp. Keys without a group never reach this module.
@@ -89,7 +92,8 @@ pub struct GroupSettings {
     /// The open wait of a first ejection; the n-th ejection in a row waits n times this
     /// (default 30 s).
     pub base_ejection: Duration,
-    /// The longest ejection wait (default 300 s).
+    /// The longest ejection wait (default 300 s); a member's own `open_max` caps its
+    /// ejections too.
     pub max_ejection_time: Duration,
     /// How long an ejected member must stay closed before its ejection count starts again
     /// (default 300 s).
@@ -163,7 +167,9 @@ impl GroupPolicy {
         self
     }
 
-    /// The ejection backoff: `base` × the times ejected in a row, at most `max`.
+    /// The ejection backoff: `base` × the times ejected in a row, at most `max`. Each member's
+    /// own `open_max` caps its ejections too (default 5 minutes, as `max`'s default), and its
+    /// `open_jitter` spreads them: raise a member's `open_max` with `max`.
     #[must_use]
     pub const fn ejection(mut self, base: Duration, max: Duration) -> Self {
         self.base_nanos = nanos(base);
@@ -217,9 +223,70 @@ impl Default for GroupPolicy {
     }
 }
 
+/// Changes to a group's settings read from configuration (a `[groups.<name>]` table or
+/// `FUSEBOX_GROUPS__<NAME>__<FIELD>` variables): each field named goes through the
+/// [`GroupPolicy`] setter of the same name; a field left out keeps the group's value.
+#[cfg(feature = "config")]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct GroupPatch {
+    pub(crate) interval: Option<Duration>,
+    pub(crate) success_rate: Option<f64>,
+    pub(crate) failure_percentage: Option<u8>,
+    pub(crate) min_members: Option<u32>,
+    pub(crate) max_ejection: Option<u8>,
+    pub(crate) ejection: Option<(Duration, Duration)>,
+    pub(crate) healthy_span: Option<Duration>,
+}
+
+#[cfg(feature = "config")]
+impl GroupPatch {
+    /// This patch, then `later` (which wins on the fields both name).
+    pub(crate) fn then(self, later: GroupPatch) -> GroupPatch {
+        GroupPatch {
+            interval: later.interval.or(self.interval),
+            success_rate: later.success_rate.or(self.success_rate),
+            failure_percentage: later.failure_percentage.or(self.failure_percentage),
+            min_members: later.min_members.or(self.min_members),
+            max_ejection: later.max_ejection.or(self.max_ejection),
+            ejection: later.ejection.or(self.ejection),
+            healthy_span: later.healthy_span.or(self.healthy_span),
+        }
+    }
+
+    /// `policy` with the fields this patch names set.
+    pub(crate) fn apply(&self, mut policy: GroupPolicy) -> GroupPolicy {
+        if let Some(interval) = self.interval {
+            policy = policy.interval(interval);
+        }
+        if let Some(factor) = self.success_rate {
+            policy = policy.success_rate(factor);
+        }
+        if let Some(percent) = self.failure_percentage {
+            policy = policy.failure_percentage(percent);
+        }
+        if let Some(members) = self.min_members {
+            policy = policy.min_members(members);
+        }
+        if let Some(percent) = self.max_ejection {
+            policy = policy.max_ejection(percent);
+        }
+        if let Some((base, max)) = self.ejection {
+            policy = policy.ejection(base, max);
+        }
+        if let Some(span) = self.healthy_span {
+            policy = policy.healthy_span(span);
+        }
+        policy
+    }
+}
+
 /// A group as the registry holds it: its members, the count of open ones, its interval stamp.
 pub(crate) struct GroupCore {
     name: &'static str,
+    /// The settings code gave it ([`Registry::configure_group`](crate::Registry::configure_group);
+    /// the defaults otherwise), before configuration's patches. Written under the [`Groups`] lock.
+    declared: Mutex<GroupPolicy>,
+    /// The settings in force: `declared` with configuration's patches applied.
     policy: RwLock<GroupPolicy>,
     /// `policy`'s `max_ejection`, read by every trip without the lock.
     max_ejection: AtomicU32,
@@ -272,9 +339,10 @@ pub(crate) enum Hold {
 }
 
 impl GroupCore {
-    fn new(name: &'static str, policy: GroupPolicy, now: u64) -> Self {
+    fn new(name: &'static str, declared: GroupPolicy, policy: GroupPolicy, now: u64) -> Self {
         GroupCore {
             name,
+            declared: Mutex::new(declared),
             policy: RwLock::new(policy),
             max_ejection: AtomicU32::new(u32::from(policy.max_ejection)),
             members: Mutex::new(HashMap::new()),
@@ -290,6 +358,18 @@ impl GroupCore {
 
     fn policy(&self) -> GroupPolicy {
         *self.policy.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    #[cfg(feature = "config")]
+    fn declared(&self) -> GroupPolicy {
+        *self.declared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts `policy` in force (under the [`Groups`] lock).
+    fn set_policy(&self, policy: GroupPolicy) {
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+        self.max_ejection
+            .store(u32::from(policy.max_ejection), Ordering::Release);
     }
 
     /// The most members open at once for `size` members and `percent`: at least one.
@@ -515,48 +595,125 @@ impl Member {
 /// The groups of one registry, by name (few: a linear search).
 #[derive(Default)]
 pub(crate) struct Groups {
-    list: Mutex<Vec<Arc<GroupCore>>>,
+    inner: Mutex<GroupsInner>,
+}
+
+/// What [`Groups`] holds under its lock.
+#[derive(Default)]
+struct GroupsInner {
+    list: Vec<Arc<GroupCore>>,
+    /// The patches of the last `load_toml`, by group name.
+    #[cfg(feature = "config")]
+    file: std::collections::BTreeMap<String, GroupPatch>,
+    /// The patches of the last `load_env`/`load_vars`, by group name.
+    #[cfg(feature = "config")]
+    env: std::collections::BTreeMap<String, GroupPatch>,
+}
+
+impl GroupsInner {
+    fn find(&self, name: &str) -> Option<&Arc<GroupCore>> {
+        self.list.iter().find(|g| g.name == name)
+    }
+
+    /// The settings in force for the group `name` declared with `declared`: the file's patch,
+    /// then the environment's, applied on top.
+    fn effective(&self, name: &str, declared: GroupPolicy) -> GroupPolicy {
+        #[cfg(feature = "config")]
+        {
+            let patch = [&self.file, &self.env]
+                .into_iter()
+                .filter_map(|layer| layer.get(name).copied())
+                .fold(GroupPatch::default(), GroupPatch::then);
+            patch.apply(declared)
+        }
+        #[cfg(not(feature = "config"))]
+        {
+            let _ = name;
+            declared
+        }
+    }
+
+    /// The group `name`, created (declared with the defaults) if absent.
+    fn get_or_create(&mut self, name: &'static str, now: u64) -> Arc<GroupCore> {
+        if let Some(group) = self.find(name) {
+            return group.clone();
+        }
+        let declared = GroupPolicy::new();
+        let policy = self.effective(name, declared);
+        let group = Arc::new(GroupCore::new(name, declared, policy, now));
+        self.list.push(group.clone());
+        group
+    }
 }
 
 impl Groups {
     pub(crate) const fn new() -> Self {
         Groups {
-            list: Mutex::new(Vec::new()),
+            inner: Mutex::new(GroupsInner {
+                list: Vec::new(),
+                #[cfg(feature = "config")]
+                file: std::collections::BTreeMap::new(),
+                #[cfg(feature = "config")]
+                env: std::collections::BTreeMap::new(),
+            }),
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GroupsInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The group `name`, if any member or setting created it.
     pub(crate) fn get(&self, name: &str) -> Option<Arc<GroupCore>> {
-        let list = self.list.lock().unwrap_or_else(|p| p.into_inner());
-        list.iter().find(|g| g.name == name).cloned()
+        self.lock().find(name).cloned()
     }
 
-    /// The group `name`, created with the default settings (or `policy`) if absent; `policy`
-    /// replaces the settings of an existing group.
+    /// The group `name`, created with the default settings if absent; `policy`, when given,
+    /// becomes the settings code declares for it (configuration's patches still apply on top).
     pub(crate) fn get_or_create(
         &self,
         name: &'static str,
         policy: Option<GroupPolicy>,
         now: u64,
     ) -> Arc<GroupCore> {
-        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(group) = list.iter().find(|g| g.name == name) {
-            if let Some(policy) = policy {
-                *group.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
-                group
-                    .max_ejection
-                    .store(u32::from(policy.max_ejection), Ordering::Release);
-            }
-            return group.clone();
+        let mut inner = self.lock();
+        let group = inner.get_or_create(name, now);
+        if let Some(policy) = policy {
+            *group.declared.lock().unwrap_or_else(|p| p.into_inner()) = policy;
+            group.set_policy(inner.effective(name, policy));
         }
-        let group = Arc::new(GroupCore::new(name, policy.unwrap_or_default(), now));
-        list.push(group.clone());
         group
+    }
+
+    /// Replaces the patches the previous load from `file` (true: `load_toml`) or the environment
+    /// set with `layer`, and puts the result in force in every group either names (creating
+    /// those that do not exist yet, so their first members find their settings). A group the
+    /// new layer no longer names returns to its declared settings (with the other source's patch).
+    #[cfg(feature = "config")]
+    pub(crate) fn load(
+        &self,
+        file: bool,
+        layer: std::collections::BTreeMap<String, GroupPatch>,
+        now: u64,
+    ) {
+        let mut inner = self.lock();
+        let slot = if file {
+            &mut inner.file
+        } else {
+            &mut inner.env
+        };
+        let old = std::mem::replace(slot, layer);
+        let touched: std::collections::BTreeSet<String> =
+            old.into_keys().chain(slot.keys().cloned()).collect();
+        for name in touched {
+            let group = inner.get_or_create(intern(&name), now);
+            group.set_policy(inner.effective(group.name, group.declared()));
+        }
     }
 
     /// Every group, sorted by name.
     pub(crate) fn all(&self) -> Vec<Arc<GroupCore>> {
-        let mut all = self.list.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut all = self.lock().list.clone();
         all.sort_by_key(|g| g.name);
         all
     }

@@ -36,6 +36,7 @@ pub mod load_control {}
 pub mod dynamic_keys {}
 
 #[doc = include_str!("guide/groups.md")]
+#[cfg_attr(feature = "config", doc = include_str!("guide/groups_config.md"))]
 pub mod groups {}
 
 #[doc = include_str!("guide/operators.md")]

@@ -179,6 +179,67 @@ impl SiteBreaker {
     }
 }
 
+/// Where a dynamic-key call of a plain `fn` keeps its breaker while it runs: the breaker found in
+/// the registry is borrowed under a guard of the registry's map, held for the call, so the call
+/// takes no reference count (the map frees an evicted or replaced breaker only once every guard
+/// that could see it has been dropped). A breaker the call had to create, or the site's cached
+/// one, is held or borrowed as by [`SiteBreaker`].
+///
+/// A guard ties the call to its thread, which a plain `fn` never leaves; an `async fn`, which may
+/// move between threads at each await, holds a [`SiteBreaker`] instead. While a guard lives, the
+/// map keeps what it removes (for every key) in memory: a call holds it no longer than it runs.
+#[derive(Default)]
+pub struct LocalBreaker(std::mem::ManuallyDrop<Option<Pinned>>);
+
+impl Drop for LocalBreaker {
+    /// A holder the site's cache served is empty: one check, inline. The map's pin is released
+    /// here too; a breaker the call created, out of line.
+    #[inline(always)]
+    fn drop(&mut self) {
+        // `take` leaves `None`, which owns nothing: `ManuallyDrop` only keeps the compiler from
+        // adding a second, outlined check of the field after this one.
+        if let Some(Pinned { map, owned }) = self.0.take() {
+            drop(map);
+            if let Some(owned) = owned {
+                release(owned);
+            }
+        }
+    }
+}
+
+/// Drops the breaker a call created (it was not in the map), out of line.
+#[cold]
+#[inline(never)]
+fn release(owned: Breaker) {
+    drop(owned);
+}
+
+/// A [`LocalBreaker`] that went to the map: the map pinned, and the breaker the call created when
+/// the map did not have it. One `Option` around both, so a call served by the site's cache drops
+/// its holder with one check.
+struct Pinned {
+    map: crate::registry::Pinned,
+    owned: Option<Breaker>,
+}
+
+impl LocalBreaker {
+    /// An empty holder, filled by [`DynSite::enter_local`].
+    #[inline(always)]
+    #[must_use]
+    pub const fn new() -> Self {
+        LocalBreaker(std::mem::ManuallyDrop::new(None))
+    }
+}
+
+impl std::fmt::Debug for LocalBreaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalBreaker")
+            .field("pinned", &self.0.is_some())
+            .field("owned", &self.0.as_ref().and_then(|p| p.owned.as_ref()))
+            .finish()
+    }
+}
+
 impl DynSite {
     /// A call site of `function`.
     #[must_use]
@@ -238,6 +299,32 @@ impl DynSite {
         held.0.insert(breaker)
     }
 
+    /// [`DynSite::look_up`] for a call that runs on this thread (a plain `fn`): the breaker found
+    /// in the map is borrowed under the guard `held` keeps for the call, without a reference
+    /// count.
+    #[inline(never)]
+    fn look_up_local<'b>(
+        &'static self,
+        registry: &'static Registry,
+        key: &str,
+        held: &'b mut LocalBreaker,
+    ) -> &'b Breaker {
+        let Pinned { map, owned } = held.0.insert(Pinned {
+            map: registry.pinned(),
+            owned: None,
+        });
+        let Some(breaker) = registry.find_dynamic_in(key, map) else {
+            let made = owned.insert(registry.dynamic(key, self.policy));
+            SEEN.set(Arc::as_ptr(&made.core) as usize);
+            return made;
+        };
+        let at = Arc::as_ptr(&breaker.core) as usize;
+        if SEEN.replace(at) == at {
+            self.cache(registry, key, breaker);
+        }
+        breaker
+    }
+
     /// Points the cache at `key`: a slot that already serves it, else the next free slot.
     #[cold]
     fn cache(&'static self, registry: &'static Registry, key: &str, breaker: &Breaker) {
@@ -284,6 +371,27 @@ impl DynSite {
         crate::nested::clear();
         let breaker = self.breaker(registry, key, held);
         breaker.core.current().enter_raw::<ASK_STORE>(name)
+    }
+
+    /// [`DynSite::enter`] for a plain `fn`, whose call runs on the calling thread: a breaker found
+    /// in the registry is borrowed under the map's guard that `held` keeps for the call (see
+    /// [`LocalBreaker`]), so the call takes no reference count. The name is as on
+    /// [`Site::enter`].
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub fn enter_local<'b>(
+        &'static self,
+        registry: &'static Registry,
+        key: &str,
+        held: &'b mut LocalBreaker,
+        name: FnName,
+    ) -> RawPermit<'b> {
+        crate::nested::clear();
+        let breaker = match self.cached(registry, key) {
+            Some(breaker) => breaker,
+            None => self.look_up_local(registry, key, held),
+        };
+        breaker.core.current().enter_raw::<false>(name)
     }
 
     /// Asks `breaker` (from [`DynSite::breaker`]) for admission (each attempt of a function with
@@ -378,7 +486,7 @@ impl crate::declared::DeclaredSite for Site {
 mod tests {
     use std::sync::LazyLock;
 
-    use super::{DynSite, SiteBreaker, method_path};
+    use super::{DynSite, LocalBreaker, SiteBreaker, method_path};
     use crate::breaker::Breaker;
     use crate::policy::Policy;
     use crate::registry::Registry;
@@ -506,6 +614,106 @@ mod tests {
             let served = SITE.find(&REGISTRY, key);
             assert!(cached(&served), "{key}");
             assert!(same(&served, &REGISTRY, key));
+        }
+    }
+
+    /// A plain `fn`'s call whose breaker the registry evicts while it runs: the call borrows the
+    /// breaker under the map's guard, so its report lands on the evicted breaker (still alive),
+    /// and the key's next call gets a fresh one.
+    #[test]
+    fn a_borrowed_breaker_evicted_during_the_call_takes_its_report() {
+        static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
+        static OTHER: DynSite = DynSite::new("t::g", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+            let registry = Registry::new();
+            registry.set_max_keys(1);
+            registry
+        });
+        let name: crate::breaker::FnName = &"t::f";
+        let mut held = LocalBreaker::new();
+        // Made by a first call: found in the map from then on.
+        SITE.enter_local(&REGISTRY, "a", &mut LocalBreaker::new(), name)
+            .ignore();
+        let permit = SITE.enter_local(&REGISTRY, "a", &mut held, name);
+        // Full: the first new key gives `a` its second chance, the next one evicts it.
+        let mut other = SiteBreaker::new();
+        OTHER.breaker(&REGISTRY, "b", &mut other);
+        let mut other = SiteBreaker::new();
+        OTHER.breaker(&REGISTRY, "c", &mut other);
+        assert!(
+            REGISTRY.get("a").is_none(),
+            "`a` was evicted during the call"
+        );
+        permit.failure();
+        assert!(
+            held_nothing_owned(&held),
+            "found in the map: borrowed, not owned"
+        );
+        drop(held);
+        let fresh = REGISTRY.breaker("a", Policy::DEFAULT).unwrap();
+        assert_eq!(
+            fresh.snapshot().calls,
+            0,
+            "the report went to the evicted breaker"
+        );
+    }
+
+    /// A plain `fn` calling another (or itself) with a dynamic key: the inner call pins the map
+    /// again on the same thread and both borrow the same breaker.
+    #[test]
+    fn nested_calls_pin_the_map_again() {
+        static OUTER: DynSite = DynSite::new("t::outer", Policy::DEFAULT);
+        static INNER: DynSite = DynSite::new("t::inner", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+        let name: crate::breaker::FnName = &"t::f";
+        for round in 0..3 {
+            let mut outer = LocalBreaker::new();
+            let permit = OUTER.enter_local(&REGISTRY, "a", &mut outer, name);
+            let mut inner = LocalBreaker::new();
+            let nested = INNER.enter_local(&REGISTRY, "a", &mut inner, name);
+            nested.success();
+            drop(inner);
+            permit.success();
+            drop(outer);
+            assert_eq!(REGISTRY.get("a").unwrap().snapshot().calls, 2 * (round + 1));
+        }
+    }
+
+    fn held_nothing_owned(held: &LocalBreaker) -> bool {
+        held.0.as_ref().is_some_and(|pinned| pinned.owned.is_none())
+    }
+
+    /// Threads calling a plain `fn` over more keys than the cap: every call is admitted on its
+    /// key's breaker and reports to it, borrowed under the map's guard while the sweep evicts
+    /// idle keys around it.
+    #[test]
+    fn borrowed_breakers_survive_eviction_under_concurrent_calls() {
+        static SITE: DynSite = DynSite::new("t::f", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+            let registry = Registry::new();
+            registry.set_max_keys(8);
+            registry
+        });
+        let keys: Vec<String> = (0..40).map(|i| format!("host-{i}")).collect();
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let keys = &keys;
+                scope.spawn(move || {
+                    let name: crate::breaker::FnName = &"t::f";
+                    for round in 0..3_000 {
+                        let key = &keys[(round * 7 + t * 13) % keys.len()];
+                        let mut held = LocalBreaker::new();
+                        let permit = SITE.enter_local(&REGISTRY, key, &mut held, name);
+                        assert!(permit.refusal().is_none(), "{key}: closed, admitted");
+                        assert_eq!(permit.key().as_str(), key.as_str());
+                        permit.success();
+                    }
+                });
+            }
+        });
+        assert!(REGISTRY.len() <= 8, "within the cap: {}", REGISTRY.len());
+        for breaker in REGISTRY.snapshot() {
+            assert_eq!(breaker.failures, 0, "{}", breaker.key);
         }
     }
 

@@ -409,3 +409,129 @@ fn a_group_of_ten_thousand_members_makes_one_pass_per_interval() {
     }
     assert_eq!(group.snapshot().ejections, 1);
 }
+
+// ------------------------------------------- ejection waits through the member's open rules
+
+/// A registry with the members `{prefix}-0..5` of `group` on `policy`, every one but the first
+/// with a healthy window.
+fn flapping_group(group: &'static str, policy: Policy) -> (FakeClock, Registry, Vec<String>) {
+    let clock = FakeClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let policy = policy
+        .group(group)
+        .window(100)
+        .min_calls(20)
+        .failure_rate(90);
+    let keys: Vec<String> = (0..5).map(|i| format!("{group}-{i}")).collect();
+    for key in &keys {
+        registry.breaker(key, policy).unwrap();
+    }
+    for key in &keys[1..] {
+        fill(&registry, key, 0);
+    }
+    (clock, registry, keys)
+}
+
+/// Ejects `key` (half its calls failing among healthy siblings, then the interval's pass) and
+/// returns its wait.
+fn eject(clock: &FakeClock, registry: &Registry, key: &str) -> Duration {
+    fill(registry, key, 2);
+    clock.advance(Duration::from_secs(10));
+    let member = registry.get(key).unwrap();
+    let _ = member.call(|| Err::<(), ()>(()), |_| true);
+    let snapshot = member.snapshot();
+    assert_eq!(snapshot.state, State::Open);
+    assert_eq!(
+        snapshot.last_transition.unwrap().trigger,
+        Trigger::OutlierSuccessRate
+    );
+    snapshot.retry_after.unwrap()
+}
+
+#[test]
+fn an_ejection_is_spread_by_the_members_open_jitter_and_probes_within_its_spread() {
+    let (clock, registry, keys) = flapping_group("jitter", Policy::new().open_jitter(50));
+    let member = registry.get(&keys[0]).unwrap();
+    let base = Duration::from_secs(30);
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        let wait = eject(&clock, &registry, &keys[0]);
+        assert!(
+            wait >= base && wait <= base * 3 / 2,
+            "{wait:?} is within [30 s, 30 s × 1.5]"
+        );
+        waits.push(wait);
+        // No probe before the spread wait is over; the first call after it probes.
+        clock.advance(wait - Duration::from_millis(1));
+        assert!(member.try_acquire().is_err(), "still ejected");
+        clock.advance(Duration::from_millis(1));
+        member.try_acquire().expect("the probe").success();
+        assert_eq!(member.state(), State::Closed);
+        // A healthy span closed: the next ejection is a first one again (30 s before the spread).
+        clock.advance(Duration::from_secs(301));
+    }
+    assert!(
+        waits.iter().any(|w| *w > base),
+        "the jitter lengthened some of {waits:?}"
+    );
+}
+
+#[test]
+fn the_members_open_max_caps_its_ejection_backoff() {
+    let (clock, registry, keys) =
+        flapping_group("openmax", Policy::new().open_max(Duration::from_secs(45)));
+    let member = registry.get(&keys[0]).unwrap();
+    let mut waits = Vec::new();
+    for _ in 0..3 {
+        let wait = eject(&clock, &registry, &keys[0]);
+        waits.push(wait);
+        clock.advance(wait);
+        let _ = member.call(|| Ok::<(), ()>(()), |_| true);
+        assert_eq!(member.state(), State::Closed);
+    }
+    // 30 s, then 60 s and 90 s capped at `open_max`.
+    assert_eq!(
+        waits,
+        [
+            Duration::from_secs(30),
+            Duration::from_secs(45),
+            Duration::from_secs(45)
+        ]
+    );
+}
+
+// ----------------------------------------------------- group settings from configuration
+
+#[test]
+fn a_groups_table_in_toml_sets_the_ejection_backoff_of_the_members() {
+    let (clock, registry, keys) = flapping_group("configured", Policy::new());
+    registry
+        .load_toml("[groups.configured]\nejection = { base = \"5s\", max = \"12s\" }\n")
+        .unwrap();
+    let member = registry.get(&keys[0]).unwrap();
+    let mut waits = Vec::new();
+    for _ in 0..3 {
+        let wait = eject(&clock, &registry, &keys[0]);
+        waits.push(wait);
+        clock.advance(wait);
+        let _ = member.call(|| Ok::<(), ()>(()), |_| true);
+    }
+    assert_eq!(
+        waits,
+        [
+            Duration::from_secs(5),
+            Duration::from_secs(10),
+            Duration::from_secs(12)
+        ]
+    );
+    // The environment's settings layer over the file's.
+    registry
+        .load_vars([(
+            "FUSEBOX_GROUPS__CONFIGURED__MAX_EJECTION".to_owned(),
+            "40".to_owned(),
+        )])
+        .unwrap();
+    let settings = registry.group("configured").unwrap().policy().settings();
+    assert_eq!(settings.max_ejection, 40);
+    assert_eq!(settings.base_ejection, Duration::from_secs(5));
+}

@@ -13,11 +13,11 @@ use std::process::{Command, ExitCode};
 /// What the suite needs from Debian's packages: (binary, package, used by).
 const NEEDS: [(&str, &str, &str); 3] = [
     ("redis-server", "redis-server", "tests/redis/"),
-    ("chromium", "chromium", "tests/checkout/browser.rs"),
+    ("chromium", "chromium", "examples/checkout/tests/browser.rs"),
     (
         "chromedriver",
         "chromium-driver",
-        "tests/checkout/browser.rs",
+        "examples/checkout/tests/browser.rs",
     ),
 ];
 
@@ -55,11 +55,23 @@ fn test(extra: &[String]) -> ExitCode {
         return ExitCode::FAILURE;
     }
     println!("== loom model check of the breaker's compare-and-swap transitions");
+    // `fusebox-loom` (runtime/loom) holds the model check alone, so this build compiles fusebox's
+    // normal dependencies and loom, none of fusebox's dev-dependencies; the profile `loom` (the
+    // root Cargo.toml) optimises only what runs the models. The cfg reaches every crate (cargo has
+    // no per-crate flags), hence a target directory of its own.
     let loom = Command::new(&cargo)
         .current_dir(root)
         .env("RUSTFLAGS", "--cfg fusebox_loom")
         .env("CARGO_TARGET_DIR", root.join("target/loom"))
-        .args(["test", "-p", "fusebox", "--test", "loom", "--release"])
+        .args([
+            "test",
+            "-p",
+            "fusebox-loom",
+            "--test",
+            "loom",
+            "--profile",
+            "loom",
+        ])
         .status();
     if matches!(loom, Ok(s) if s.success()) {
         ExitCode::SUCCESS

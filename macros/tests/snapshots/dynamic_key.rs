@@ -13,12 +13,10 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
             &__FUSEBOX_SITE.function
         }
     }
-    let mut __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new();
+    let mut __fusebox_held = ::fusebox::__private_0_1_0::LocalBreaker::new();
     let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
         raw: __FUSEBOX_SITE
-            .enter::<
-                false,
-            >(
+            .enter_local(
                 ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
                 ::core::convert::AsRef::<str>::as_ref(&(host)),
                 &mut __fusebox_held,

@@ -1,11 +1,13 @@
-//! The JSON of a card (one breaker), of `GET /breakers` and of a board (the cards with their
-//! history), built from snapshots and the router's history.
+//! The JSON of a card (one breaker), of a group, of `GET /breakers` and of a board (the cards
+//! with their history, and the groups), built from snapshots and the router's history.
 
 use serde_json::{Value, json};
 
 use super::AdminConfig;
 use super::history::{History, KeyHistory, opened_text, rule};
 use crate::breaker::{Sharing, Snapshot};
+use crate::group::GroupSnapshot;
+use crate::state::State;
 
 fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -32,6 +34,50 @@ fn opened(s: &Snapshot, history: Option<&KeyHistory>) -> Value {
         "function": entry.function,
         "at_ms": entry.at_ms,
         "by": entry.by,
+    })
+}
+
+/// True when `s` is a group's member that is ejected now: open within its wait, or forced open
+/// (what [`Group::is_ejected`](crate::Group::is_ejected) says).
+fn ejected(s: &Snapshot) -> bool {
+    s.policy.settings().group.is_some()
+        && match s.state {
+            State::ForcedOpen => true,
+            State::Open => s.retry_after.is_some_and(|wait| !wait.is_zero()),
+            _ => false,
+        }
+}
+
+/// A group of the registry: its counts from `g`, and a row for each of its members among the
+/// board's keys `shown` (by key), marked when ejected.
+pub(super) fn group(g: &GroupSnapshot, shown: &[&Snapshot]) -> Value {
+    let mut rows: Vec<&Snapshot> = shown
+        .iter()
+        .copied()
+        .filter(|s| s.policy.settings().group == Some(g.name))
+        .collect();
+    rows.sort_by(|a, b| a.key.as_str().cmp(b.key.as_str()));
+    let rows: Vec<Value> = rows
+        .into_iter()
+        .map(|s| {
+            json!({
+                "key": s.key.as_str(),
+                "state": s.state.as_str(),
+                "ejected": ejected(s),
+            })
+        })
+        .collect();
+    json!({
+        "name": g.name,
+        "members": g.members,
+        "ejected": g.ejected,
+        "open": g.open,
+        "max_open": g.max_open,
+        "max_ejection": g.policy.settings().max_ejection,
+        "in_panic": g.in_panic,
+        "refused": g.refused,
+        "ejections": g.ejections,
+        "keys": rows,
     })
 }
 
@@ -67,6 +113,8 @@ pub(super) fn card(s: &Snapshot, history: Option<&KeyHistory>, config: &AdminCon
         "state": s.state.as_str(),
         "critical": config.critical.contains(key),
         "group": config.groups.get(key),
+        "member_of": s.policy.settings().group,
+        "ejected": ejected(s),
         "metrics_only": s.metrics_only,
         "calls": s.calls,
         "failures": s.failures,
@@ -133,13 +181,20 @@ fn series(h: Option<&KeyHistory>) -> Value {
     })
 }
 
-/// `GET /breakers`: every card.
-pub(super) fn breakers(snapshots: &[Snapshot], history: &History, config: &AdminConfig) -> Value {
+/// `GET /breakers`: every card, and every group of the registry.
+pub(super) fn breakers(
+    snapshots: &[Snapshot],
+    groups: &[GroupSnapshot],
+    history: &History,
+    config: &AdminConfig,
+) -> Value {
     let cards: Vec<Value> = snapshots
         .iter()
         .map(|s| card(s, history.keys.get(s.key.as_str()), config))
         .collect();
-    json!({"breakers": cards, "instance": config.instance})
+    let all: Vec<&Snapshot> = snapshots.iter().collect();
+    let groups: Vec<Value> = groups.iter().map(|g| group(g, &all)).collect();
+    json!({"breakers": cards, "groups": groups, "instance": config.instance})
 }
 
 /// The keys a board shows, in its order: critical keys first, then by group, then by key (a
@@ -154,10 +209,12 @@ pub(super) fn shown<'s>(snapshots: &'s [Snapshot], config: &AdminConfig) -> Vec<
     order
 }
 
-/// A board: the cards of the `shown` keys with their history; `all`: the registry's key count.
+/// A board: the cards of the `shown` keys with their history, and the registry's `groups` (each
+/// with rows for its members among the `shown` keys); `all`: the registry's key count.
 pub(super) fn board(
     shown: &[&Snapshot],
     all: usize,
+    groups: &[GroupSnapshot],
     history: &History,
     config: &AdminConfig,
 ) -> String {
@@ -170,8 +227,10 @@ pub(super) fn board(
             card
         })
         .collect();
+    let groups: Vec<Value> = groups.iter().map(|g| group(g, shown)).collect();
     json!({
         "breakers": cards,
+        "groups": groups,
         "omitted": all.saturating_sub(shown.len()),
         "instance": config.instance,
         "sample_every_ms": ms(config.sample_every),

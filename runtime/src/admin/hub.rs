@@ -176,7 +176,8 @@ impl Hub {
         let _one = self.publishing.lock().unwrap_or_else(|p| p.into_inner());
         let all = self.snapshots();
         let shown = board::shown(&all, &self.config);
-        let json = board::board(&shown, all.len(), &self.history(), &self.config);
+        let groups = self.registry.groups();
+        let json = board::board(&shown, all.len(), &groups, &self.history(), &self.config);
         let now = Instant::now();
         self.board.send_if_modified(|board| {
             board.at = Some(now);
@@ -190,7 +191,12 @@ impl Hub {
 
     /// `GET /breakers`.
     pub(super) fn breakers(&self) -> serde_json::Value {
-        board::breakers(&self.snapshots(), &self.history(), &self.config)
+        board::breakers(
+            &self.snapshots(),
+            &self.registry.groups(),
+            &self.history(),
+            &self.config,
+        )
     }
 }
 

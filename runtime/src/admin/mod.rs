@@ -26,8 +26,8 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /` | the dashboard: per key its state, failure-rate, slow-rate and call history (sparklines over the last minutes), the rule that opened it with the window that decided, the time to the next probe, the transitions and operator actions, and the controls; critical, grouped and shared keys are marked; updated by `GET /events`, never by polling |
-//! | `GET /breakers` | every breaker as JSON: `{"breakers": [card, …], "instance": …}` |
+//! | `GET /` | the dashboard: per key its state, failure-rate, slow-rate and call history (sparklines over the last minutes), the rule that opened it with the window that decided, the time to the next probe, the transitions and operator actions, and the controls; critical, grouped and shared keys are marked; above the cards, one panel per group of keys ([`Registry::groups`]): its members, how many are open of the most allowed, whether it is in panic, and a row per member on the board, marked when ejected; updated by `GET /events`, never by polling |
+//! | `GET /breakers` | every breaker and every group of keys as JSON: `{"breakers": [card, …], "groups": [group, …], "instance": …}` |
 //! | `GET /breakers/{key}` | one card; an unknown key is `404` with `{"error": "unknown_key", "message": …}` |
 //! | `POST /breakers/{key}/{action}` | the controls `force_open`, `disable`, `metrics_only`, `reset` (see [Security](#security)); answers with the card |
 //! | `GET /events` | server-sent events: one `board` event (the `/breakers` document plus the history) on connect and after each change |
@@ -41,7 +41,21 @@
 //! `critical` and `group`, `opened` (why it last opened since the router was built, `null`
 //! before: the `rule` that tripped, the window that decided it, in `calls`, `failures`, `failure_rate` and `slow_rate`, and a sentence, `text`),
 //! `transitions` (the last ones, newest last, with `by` naming the operator of a manual one) and
-//! `actions` (the operator actions). A board's cards also carry `history`.
+//! `actions` (the operator actions), and for a member of a group of keys
+//! ([`Policy::group`](crate::Policy::group)) `member_of` (the group's name; `null` for a key
+//! without one) and `ejected` (open within its wait or forced open, as
+//! [`Group::is_ejected`](crate::Group::is_ejected) says; always `false` without a group). A
+//! board's cards also carry `history`. (`group` is the dashboard's own grouping,
+//! [`AdminConfig::group`], unrelated to a policy's group.)
+//!
+//! A group is the [`GroupSnapshot`](crate::GroupSnapshot) of one of [`Registry::groups`]:
+//! `name`, `members` (how many), `ejected` (the keys of the members ejected now), `open` (the
+//! places taken under the cap) and `max_open` (the cap: the most members open at once),
+//! `max_ejection` (the cap in percent of the members), `in_panic` (the cap kept a member closed
+//! and no pass since found the group calm), `refused` (trips the cap refused) and `ejections`
+//! (ejections by the relative rules), both since the group was created; and `keys`, a row
+//! `{"key", "state", "ejected"}` for each of its members among the keys the document shows (a
+//! board's first [`AdminConfig::max_keys`] keys; every key in `GET /breakers`), by key.
 //!
 //! **Reading a card right after it opened.** An open circuit starts an empty window, so its
 //! `calls` and `failure_rate` say 0 while `opened` says what tripped it: the dashboard shows the

@@ -178,3 +178,81 @@ fn a_card_shows_the_bulkhead_limit_fixed_or_adaptive() {
     let unlimited = limit(Policy::new(), "card-unlimited");
     assert_eq!(unlimited.1, serde_json::Value::Null);
 }
+
+#[test]
+fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
+    let registry = Registry::with_clock(FakeClock::new());
+    let member = Policy::new().group("board").consecutive(1);
+    let keys = ["board-a", "board-b", "board-c"];
+    for key in keys {
+        registry.breaker(key, member).unwrap();
+    }
+    registry.breaker("loner", Policy::new()).unwrap();
+    // Three members: the cap is one open member. `board-a` takes it; `board-b`'s trip is
+    // refused, which puts the group in panic.
+    let a = registry.get("board-a").unwrap();
+    a.try_acquire().unwrap().failure();
+    assert_eq!(a.state(), State::Open);
+    let b = registry.get("board-b").unwrap();
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Closed, "kept closed by the cap");
+
+    let config = AdminConfig::new();
+    let all = registry.snapshot();
+    let shown = super::board::shown(&all, &config);
+    let board = super::board::board(
+        &shown,
+        all.len(),
+        &registry.groups(),
+        &History::new(10, 10, 10),
+        &config,
+    );
+    let board: serde_json::Value = serde_json::from_str(&board).unwrap();
+    let groups = board["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{board}");
+    let group = &groups[0];
+    assert_eq!(group["name"], "board");
+    assert_eq!(group["members"], 3);
+    assert_eq!(group["ejected"], serde_json::json!(["board-a"]));
+    assert_eq!(
+        (group["open"].clone(), group["max_open"].clone()),
+        (1.into(), 1.into())
+    );
+    assert_eq!(group["max_ejection"], 10);
+    assert_eq!(group["in_panic"], true);
+    assert_eq!(group["refused"], 1);
+    assert_eq!(
+        group["keys"],
+        serde_json::json!([
+            {"key": "board-a", "state": "open", "ejected": true},
+            {"key": "board-b", "state": "closed", "ejected": false},
+            {"key": "board-c", "state": "closed", "ejected": false},
+        ])
+    );
+    let card = |key: &str| {
+        board["breakers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["key"] == key)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(card("board-a")["member_of"], "board");
+    assert_eq!(card("board-a")["ejected"], true);
+    assert_eq!(card("board-b")["ejected"], false);
+    assert_eq!(card("loner")["member_of"], serde_json::Value::Null);
+    assert_eq!(card("loner")["ejected"], false);
+
+    // `GET /breakers` carries the same group, its rows over every key.
+    let document =
+        super::board::breakers(&all, &registry.groups(), &History::new(10, 10, 10), &config);
+    assert_eq!(document["groups"][0]["keys"], group["keys"]);
+    // A member forced open is ejected too.
+    registry.get("board-c").unwrap().force_open();
+    let all = registry.snapshot();
+    let shown: Vec<&crate::Snapshot> = all.iter().collect();
+    let group = super::board::group(&registry.group("board").unwrap().snapshot(), &shown);
+    assert_eq!(group["keys"][2]["ejected"], true);
+    assert_eq!(group["ejected"], serde_json::json!(["board-a", "board-c"]));
+}

@@ -470,7 +470,8 @@ fn abandon(core: &Circuit, ticket: Ticket) {
 pub(crate) enum Holder {
     /// A counted reference.
     Counted(Arc<Circuit>),
-    /// A circuit that is never freed.
+    /// A circuit that is never freed (only the tower layer makes one).
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     Kept(&'static Circuit),
 }
 

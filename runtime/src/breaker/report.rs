@@ -4,6 +4,7 @@
 use super::*;
 use crate::policy::{OpenContext, jittered_nanos, nanos, open_wait_nanos, slow_nanos};
 use crate::state;
+use crate::window::Now;
 
 /// An open wait in nanoseconds, with the pushback it read ([`Circuit::open_wait`]).
 #[derive(Clone, Copy, Debug)]
@@ -111,7 +112,7 @@ impl Circuit {
             if word.same_epoch(permit.admission) {
                 #[cfg(feature = "metrics")]
                 self.meters.call(true, false);
-                let now = || self.now();
+                let now = Now::Read(&self.clock);
                 if let Some(counts) = self.window.record_fast_success(now, self.min_calls) {
                     self.judge(word, counts, permit.site);
                 }
@@ -197,7 +198,10 @@ impl Circuit {
             if consecutive != 0 && self.run.load(Ordering::Relaxed) != 0 {
                 self.run.store(0, Ordering::Relaxed);
             }
-            if let Some(counts) = self.window.record_fast_success(|| now, self.min_calls) {
+            if let Some(counts) = self
+                .window
+                .record_fast_success(Now::At(now), self.min_calls)
+            {
                 self.judge(word, counts, permit.site);
             }
             return;
@@ -263,7 +267,9 @@ impl Circuit {
     }
 
     /// A group's relative rule ejects this member (closed, not retired): it opens for the
-    /// ejection backoff's wait, under the group's cap. True when it opened.
+    /// ejection backoff's wait, capped by the member's `open_max` (never below its `open_for`),
+    /// lengthened by pushback and spread by its `open_jitter` as any opening is, under the
+    /// group's cap. True when it opened.
     #[cold]
     pub(crate) fn eject(&self, trigger: Trigger, now: u64) -> bool {
         let Some(member) = &self.member else {
@@ -273,12 +279,11 @@ impl Circuit {
         if word.state() != State::Closed || self.successor.get().is_some() {
             return false;
         }
-        let (nanos, times) = member.next_ejection(now);
-        let wait = OpenWait {
-            nanos,
-            until: 0,
-            lengthened: false,
-        };
+        let (backoff, times) = member.next_ejection(now);
+        // The member's own cap and spread, as for any other opening of the key.
+        let settings = self.policy.settings();
+        let cap = nanos(settings.open_max).max(nanos(settings.open_for));
+        let wait = self.lengthened_and_spread(backoff.min(cap), now);
         let counts = self.window.counts(now);
         let opened = self.trip_for(word, counts, &"group", trigger, now, wait);
         if opened {
@@ -466,6 +471,14 @@ impl Circuit {
         //    and capped by `open_max`.
         let open = OpenContext::new(reopens, counts.calls, counts.failures, counts.slow);
         let policy_wait = open_wait_nanos(&self.policy, &open);
+        self.lengthened_and_spread(policy_wait, now)
+    }
+
+    /// Steps 2 and 3 of every open wait ([`Circuit::open_wait`], and a group's ejection, whose
+    /// step 1 is the ejection backoff capped by `open_max`): `policy_wait` lengthened by
+    /// pushback, then spread by `open_jitter`.
+    #[cold]
+    pub(super) fn lengthened_and_spread(&self, policy_wait: u64, now: u64) -> OpenWait {
         // 2. Pushback: lengthened to what is left of the latest wait a counted failure asked for
         //    ([`Circuit::push_back`]), capped by `open_max` (never below `open_for`); it never
         //    shortens the policy's wait.

@@ -57,7 +57,7 @@ fn every_field_reads_its_knob() {
         .others(crate::policy::Others::Success)
         .retry_budget(25, 3)
         .group("search");
-    assert_eq!(layer["k"], PolicyPatch::from(declared));
+    assert_eq!(layer.breakers["k"], PolicyPatch::from(declared));
     let names: Vec<&str> = field_names().collect();
     // `stuck_open` is two fields, `open_for_fn` none (configuration cannot name a function).
     assert_eq!(names.len(), fusebox_policy::KNOBS.len(), "{names:?}");
@@ -566,4 +566,238 @@ fn group_is_a_field_of_toml_and_of_the_environment() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("`group`"), "{error}");
+}
+
+#[test]
+fn a_group_table_sets_every_group_setting_and_applies_to_members_created_later() {
+    let r = Registry::new();
+    let n = r
+        .load_toml(
+            r#"
+            [groups.search]
+            interval = "5s"
+            success_rate = 2.5
+            failure_percentage = 70
+            min_members = 3
+            max_ejection = 30
+            ejection = { base = "10s", max = "2m" }
+            healthy_span = "1m"
+            "#,
+        )
+        .unwrap();
+    assert_eq!(n, 0, "groups are not counted as keys");
+    let expected = crate::GroupPolicy::new()
+        .interval(Duration::from_secs(5))
+        .success_rate(2.5)
+        .failure_percentage(70)
+        .min_members(3)
+        .max_ejection(30)
+        .ejection(Duration::from_secs(10), Duration::from_secs(120))
+        .healthy_span(Duration::from_secs(60));
+    let search = r.group("search").expect("a group's table creates it");
+    assert_eq!(search.policy(), expected);
+    // A member created afterwards joins the configured group.
+    r.breaker("s1", Policy::new().group("search")).unwrap();
+    let snapshot = search.snapshot();
+    assert_eq!((snapshot.members, snapshot.policy), (1, expected));
+}
+
+#[test]
+fn group_patches_layer_over_the_declared_settings_and_a_reload_takes_them_back() {
+    let r = Registry::new();
+    let declared = crate::GroupPolicy::new().max_ejection(40).min_members(2);
+    r.configure_group("g", declared);
+    r.load_toml("[groups.g]\nmax_ejection = 20\n").unwrap();
+    r.load_vars([(
+        "FUSEBOX_GROUPS__G__EJECTION".to_owned(),
+        r#"{ base = "1s", max = "4s" }"#.to_owned(),
+    )])
+    .unwrap();
+    let settings = r.group("g").unwrap().policy().settings();
+    assert_eq!(settings.max_ejection, 20, "the file's patch");
+    assert_eq!(
+        settings.min_members, 2,
+        "the declared value of a field not named"
+    );
+    assert_eq!(
+        (settings.base_ejection, settings.max_ejection_time),
+        (Duration::from_secs(1), Duration::from_secs(4)),
+        "the environment's patch"
+    );
+    // Code declaring again keeps the loaded patches on top.
+    r.configure_group("g", declared.max_ejection(50).min_members(4));
+    let settings = r.group("g").unwrap().policy().settings();
+    assert_eq!((settings.max_ejection, settings.min_members), (20, 4));
+    // A load that no longer names the group takes its patch back.
+    r.load_toml("").unwrap();
+    r.load_vars([]).unwrap();
+    assert_eq!(
+        r.group("g").unwrap().policy(),
+        declared.max_ejection(50).min_members(4)
+    );
+}
+
+#[test]
+fn group_settings_come_from_the_environment_in_the_breakers_style() {
+    let r = Registry::new();
+    r.load_vars([
+        (
+            "FUSEBOX_GROUPS__SEARCH__MAX_EJECTION".to_owned(),
+            "25".to_owned(),
+        ),
+        (
+            "fusebox_groups__search__interval".to_owned(),
+            "2s".to_owned(),
+        ),
+        (
+            "FUSEBOX_GROUPS__SEARCH__SUCCESS_RATE".to_owned(),
+            "0".to_owned(),
+        ),
+        ("FUSEBOX__S1__GROUP".to_owned(), "search".to_owned()),
+    ])
+    .unwrap();
+    let settings = r.group("search").unwrap().policy().settings();
+    assert_eq!(settings.max_ejection, 25);
+    assert_eq!(settings.interval, Duration::from_secs(2));
+    assert_eq!(settings.stdev_factor, None, "0 turns the rule off");
+    let error = r
+        .load_vars([("FUSEBOX_GROUPS__SEARCH".to_owned(), "25".to_owned())])
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid fusebox configuration: `FUSEBOX_GROUPS__SEARCH` must be `FUSEBOX_GROUPS__<NAME>__<FIELD>`"
+    );
+    let error = r
+        .load_vars([
+            (
+                "FUSEBOX_GROUPS__SEARCH__MIN_MEMBERS".to_owned(),
+                "2".to_owned(),
+            ),
+            (
+                "FUSEBOX_GROUPS__search__min_members".to_owned(),
+                "3".to_owned(),
+            ),
+        ])
+        .unwrap_err();
+    assert!(error.to_string().contains("of group `search`"), "{error}");
+}
+
+/// The error of loading `toml` into a registry whose group `g` has settings: the group's
+/// settings and the breaker `k`'s policy are unchanged.
+fn group_error(toml: &str) -> ConfigError {
+    let r = Registry::new();
+    let before = r.configure_group("g", crate::GroupPolicy::new().max_ejection(40));
+    let k = r.breaker("k", Policy::new()).unwrap();
+    let error = r
+        .load_toml(&format!("[breakers.k]\nconsecutive = 3\n\n{toml}"))
+        .unwrap_err();
+    assert_eq!(before.policy(), crate::GroupPolicy::new().max_ejection(40));
+    assert_eq!(
+        r.get("k").unwrap().policy(),
+        k.policy(),
+        "nothing applied: {error}"
+    );
+    assert!(r.group("other").is_none(), "no group created: {error}");
+    error
+}
+
+#[test]
+fn an_invalid_group_field_is_a_typed_error_naming_the_group_and_the_field_and_nothing_applies() {
+    let error = group_error("[groups.g]\nmin_members = 3\n[groups.other]\nmax_ejection = 150\n");
+    assert_eq!(
+        error,
+        ConfigError::Group {
+            group: "other".to_owned(),
+            field: "max_ejection".to_owned(),
+            message: "`max_ejection` = 150 is not a whole number of percent (0..=100; at least \
+                      one member may always be open)"
+                .to_owned(),
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        "group `other`: `max_ejection` = 150 is not a whole number of percent (0..=100; at least \
+         one member may always be open)"
+    );
+    for (toml, field) in [
+        ("interval = \"0s\"", "interval"),
+        ("success_rate = -1", "success_rate"),
+        ("failure_percentage = 101", "failure_percentage"),
+        ("min_members = 0", "min_members"),
+        ("ejection = { base = \"1m\", max = \"30s\" }", "ejection"),
+        ("ejection = { base = \"1m\" }", "ejection"),
+    ] {
+        let error = group_error(&format!("[groups.g]\n{toml}\n"));
+        let ConfigError::Group {
+            group,
+            field: named,
+            message,
+        } = &error
+        else {
+            panic!("{toml}: {error:?}");
+        };
+        assert_eq!((group.as_str(), named.as_str()), ("g", field), "{toml}");
+        assert!(message.starts_with(&format!("`{field}` = ")), "{message}");
+    }
+}
+
+#[test]
+fn an_unknown_group_field_names_the_closest_and_every_field() {
+    let error = group_error("[groups.g]\nmax_ejections = 20\n");
+    assert_eq!(
+        error.to_string(),
+        "group `g`: unknown field `max_ejections`; did you mean `max_ejection`? expected one of \
+         `interval`, `success_rate`, `failure_percentage`, `min_members`, `max_ejection`, \
+         `ejection`, `healthy_span`"
+    );
+    let ConfigError::Group { field, .. } = error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(field, "max_ejections");
+}
+
+#[test]
+fn a_group_field_of_the_wrong_type_says_what_it_expects() {
+    for (toml, message) in [
+        (
+            "interval = 10",
+            "group `g`: `interval` = 10 is not a duration of at least 1 ms, like \"10s\"",
+        ),
+        (
+            "max_ejection = \"20%\"",
+            "group `g`: `max_ejection` = \"20%\" is not a whole number of percent (0..=100; at \
+             least one member may always be open)",
+        ),
+        (
+            "ejection = \"30s\"",
+            "group `g`: `ejection` = \"30s\" is not a table `{ base = \"30s\", max = \"5m\" }` \
+             (`base` at least 1 ms, `max` at least `base`)",
+        ),
+        (
+            "success_rate = \"high\"",
+            "group `g`: `success_rate` = \"high\" is not a number of standard deviations, at \
+             least 0 (off) and below 1000, like 1.9",
+        ),
+    ] {
+        assert_eq!(
+            group_error(&format!("[groups.g]\n{toml}\n")).to_string(),
+            message
+        );
+    }
+    assert_eq!(
+        Registry::new()
+            .load_toml("groups = 3\n")
+            .unwrap_err()
+            .to_string(),
+        "invalid fusebox configuration: `groups` must be tables: `[groups.<name>]`"
+    );
+    assert_eq!(
+        group_error("[groups]\ng = 3\n").to_string(),
+        "group `g`: `groups.g` must be a table: `[groups.g]`"
+    );
+    let error = group_error("[groups.\"two words\"]\nmax_ejection = 20\n").to_string();
+    assert!(
+        error.starts_with("group `two words`: not a group name a policy can name: invalid `group`"),
+        "{error}"
+    );
 }

@@ -119,6 +119,8 @@ pub(super) struct Delta {
     pub(super) succeeded: bool,
     /// A fold job for this delta is queued to the reporting task.
     pub(super) queued: bool,
+    /// When its first outcome was summed: its fold is due one flush interval later.
+    pub(super) since: Option<tokio::time::Instant>,
 }
 
 impl Delta {

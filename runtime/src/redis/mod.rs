@@ -58,10 +58,12 @@
 //! summed on the replica instead of sent one by one: calls, failures, slow calls, slow
 //! failures, the failures before the first success and after the last, and the longest run of
 //! failures. One `fold` script call per key per [flush
-//! interval](RedisStoreBuilder::flush_interval) (20 ms by default) carries the sum; the script
-//! adds it to the time window's current bucket, or writes it into the count window (at most the
-//! window's length of it, the failures and slow calls spread evenly, the counts scaled when the
-//! sum is longer than the window), and judges every rule once on the whole sum (`consecutive`
+//! interval](RedisStoreBuilder::flush_interval) (20 ms by default), sent within one interval of
+//! the first outcome it sums (its timer is set one millisecond early, as tokio's timer fires on
+//! the tick after its deadline), carries the sum; the script adds it to the time window's current
+//! bucket, or writes it into the count window (at most the window's length of it, the failures
+//! and slow calls spread evenly, the counts scaled when the sum is longer than the window), and
+//! judges every rule once on the whole sum (`consecutive`
 //! on the runs, the one before the sum included). Probes, degraded calls and calls of an older
 //! generation are reported as in cached mode. The store's work per key is then bounded by the
 //! replicas and the flush interval, whatever the call rate; what it gives up: up to one flush

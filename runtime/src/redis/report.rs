@@ -86,12 +86,18 @@ fn fold(
             link.confirmed(delta.failures);
             *delta = Delta {
                 queued: delta.queued,
+                since: delta.since,
                 ..Delta::default()
             };
         }
         delta.generation = generation;
         delta.add(failure, slow);
-        !std::mem::replace(&mut delta.queued, true)
+        let first = !std::mem::replace(&mut delta.queued, true);
+        if first {
+            // The fold's interval starts now, whenever the reporting task takes its job.
+            delta.since = Some(tokio::time::Instant::now());
+        }
+        first
     };
     if queue {
         enqueue(link, generation, FOLD, 0, site, 0, None);
@@ -376,7 +382,20 @@ fn take(
                 finished_job(&job, 1);
                 continue;
             }
-            folds.push_back((now + client.flush.unwrap_or_default(), job));
+            // Due one flush interval after the delta's first outcome, however late this task
+            // took its job (a busy host may run it well after the outcome was summed), less
+            // tokio's timer tick: a timer fires on the millisecond tick after its deadline, so
+            // a deadline one tick early lets the fold leave within its interval.
+            let since = job
+                .link
+                .delta
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .since
+                .unwrap_or(now);
+            let flush = client.flush.unwrap_or_default();
+            let tick = Duration::from_millis(1).min(flush / 4);
+            folds.push_back((since + flush - tick, job));
             continue;
         }
         if matches!(job.outcome, SUMMED | SUCCESSES) {

@@ -53,6 +53,27 @@ impl Registry {
         Some(Breaker { core: core.clone() })
     }
 
+    /// The registered breaker of a dynamic key of at most [`MAX_KEY_LEN`] bytes, borrowed from
+    /// `pinned` (this registry's map, from [`Registry::pinned`]) and marked used (`None` when the
+    /// key is longer, or not registered). The borrow takes no reference count: the map frees what
+    /// it removes only once every pin that could see it has been dropped.
+    #[inline]
+    pub(crate) fn find_dynamic_in<'g>(&self, key: &str, pinned: &'g Pinned) -> Option<&'g Breaker> {
+        if key.len() > MAX_KEY_LEN {
+            return None;
+        }
+        let found = pinned.get(&KeyQuery(key))?;
+        found.core.current().touch();
+        Some(found)
+    }
+
+    /// This registry's map, pinned for [`Registry::find_dynamic_in`]: while the pin lives, no
+    /// breaker the map held when it was made is freed (evicted or replaced ones included).
+    #[inline]
+    pub(crate) fn pinned(&'static self) -> Pinned {
+        self.map().pin()
+    }
+
     /// A dynamic key over [`MAX_KEY_LEN`] bytes: looked up by its bounded form.
     #[cold]
     #[inline(never)]

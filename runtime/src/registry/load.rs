@@ -10,26 +10,33 @@ use super::{Registry, Source};
 use crate::config::{self, ConfigError};
 
 impl Registry {
-    /// Loads `[breakers.<key>]` overrides from TOML text; returns how many keys were configured.
+    /// Loads `[breakers.<key>]` overrides and `[groups.<name>]` group settings from TOML text;
+    /// returns how many keys were configured (the groups are not counted).
     ///
     /// Replaces every override the previous `load_toml` set (a key this text does not name
     /// returns to its declared policy, with the environment's and `configure`'s overrides still
-    /// applied on top). A key no breaker declares is not an error (a dynamic key may claim it
-    /// later): it is reported with a `tracing` warning naming the closest declared keys, and by
-    /// [`Registry::unknown_keys`].
+    /// applied on top; a group it does not name returns to the settings
+    /// [`configure_group`](Registry::configure_group) gave it, or the defaults, with the
+    /// environment's on top). A group's settings apply to the group now, and to a group
+    /// created later by its first member (see [`crate::config`] for the fields). A key no
+    /// breaker declares is not an error (a dynamic key may claim it later): it is reported with
+    /// a `tracing` warning naming the closest declared keys, and by [`Registry::unknown_keys`].
     ///
     /// # Errors
     ///
     /// [`ConfigError`] when the text is not TOML of this shape, a field is unknown or of the
-    /// wrong type, or a value is out of range for the key's declared policy; nothing changes then.
+    /// wrong type, or a value is out of range for the key's declared policy
+    /// ([`ConfigError::Group`] for a group's table); nothing changes then, neither in the keys
+    /// nor in the groups.
     #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
     pub fn load_toml(&self, text: &str) -> Result<usize, ConfigError> {
-        let layer = config::toml_layer(text)?;
-        self.load_layer(Source::File, layer)
+        let loaded = config::toml_layer(text)?;
+        self.load_layer(Source::File, loaded)
             .map_err(ConfigError::Range)
     }
 
-    /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` variables of this process's environment.
+    /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` variables of this process's environment,
+    /// and group settings from `FUSEBOX_GROUPS__<NAME>__<FIELD>` variables.
     ///
     /// Variables that are not valid Unicode are skipped, unless their name starts with the
     /// prefix, which is an error. Replaces every override the previous environment load set.
@@ -47,26 +54,28 @@ impl Registry {
         &self,
         vars: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<usize, ConfigError> {
-        let layer = config::vars_os_layer(vars)?;
-        self.load_layer(Source::Env, layer)
+        let loaded = config::vars_os_layer(vars)?;
+        self.load_layer(Source::Env, loaded)
             .map_err(ConfigError::Range)
     }
 
-    /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` pairs (what [`load_env`](Registry::load_env)
-    /// reads from the environment). The prefix, key and field are case-insensitive; two names
+    /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` pairs and group settings from
+    /// `FUSEBOX_GROUPS__<NAME>__<FIELD>` pairs (what [`load_env`](Registry::load_env) reads from
+    /// the environment). The prefix, key (or group) and field are case-insensitive; two names
     /// that differ only in case are an error.
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when a name is not `FUSEBOX__<KEY>__<FIELD>`, two names differ only in
-    /// case, a field is unknown, or a value does not parse or is out of range; nothing changes then.
+    /// [`ConfigError`] when a name is not `FUSEBOX__<KEY>__<FIELD>` (or
+    /// `FUSEBOX_GROUPS__<NAME>__<FIELD>`), two names differ only in case, a field is unknown, or
+    /// a value does not parse or is out of range; nothing changes then.
     #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
     pub fn load_vars(
         &self,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<usize, ConfigError> {
-        let layer = config::vars_layer(vars)?;
-        self.load_layer(Source::Env, layer)
+        let loaded = config::vars_layer(vars)?;
+        self.load_layer(Source::Env, loaded)
             .map_err(ConfigError::Range)
     }
 }

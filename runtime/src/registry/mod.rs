@@ -44,6 +44,15 @@ pub use overrides::UnknownKey;
 /// inside the map's entries, so a lookup compares them without following a pointer.
 type Map = papaya::HashMap<MapKey, Breaker, foldhash::fast::RandomState>;
 
+/// A `'static` registry's map, pinned: breakers borrowed from it stay alive while it lives.
+pub(crate) type Pinned = papaya::HashMapRef<
+    'static,
+    MapKey,
+    Breaker,
+    foldhash::fast::RandomState,
+    papaya::LocalGuard<'static>,
+>;
+
 /// The default cap on breakers created for dynamic keys.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
 
@@ -191,7 +200,10 @@ impl Registry {
     }
 
     /// Sets the settings of the group `name` (creating it, so its first members find them),
-    /// and returns it. The group's members are the keys whose policy names it.
+    /// and returns it. The group's members are the keys whose policy names it. Settings loaded
+    /// from configuration (`[groups.<name>]` in [`load_toml`](Registry::load_toml),
+    /// `FUSEBOX_GROUPS__<NAME>__<FIELD>` in [`load_env`](Registry::load_env), feature `config`)
+    /// apply on top of these, field by field.
     ///
     /// ```
     /// use fusebox::{GroupPolicy, Registry};

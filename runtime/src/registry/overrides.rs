@@ -213,13 +213,18 @@ impl Registry {
         changed
     }
 
-    /// Replaces every override loaded from `source` with `layer`, after validating each key it
-    /// touches; returns how many keys `layer` configures.
+    /// Replaces every override loaded from `source` with `loaded`'s, after validating each key
+    /// it touches (the groups' patches were validated field by field when read); returns how
+    /// many keys `loaded` configures.
     #[cfg(feature = "config")]
-    pub(crate) fn load_layer(&self, source: Source, layer: Patches) -> Result<usize, PolicyError> {
+    pub(crate) fn load_layer(
+        &self,
+        source: Source,
+        loaded: crate::config::Loaded,
+    ) -> Result<usize, PolicyError> {
         let _write = self.lock();
         let mut next = self.overrides().clone();
-        let old = std::mem::replace(next.layer_mut(source), layer);
+        let old = std::mem::replace(next.layer_mut(source), loaded.breakers);
         let touched: BTreeSet<String> = old
             .into_keys()
             .chain(next.layer_mut(source).keys().cloned())
@@ -228,6 +233,11 @@ impl Registry {
             self.validate_key(&next, key)?;
         }
         let n = next.layer_mut(source).len();
+        self.groups.load(
+            source == Source::File,
+            loaded.groups,
+            self.clock.now_nanos(),
+        );
         let changed = self.commit(next, touched);
         drop(_write);
         announce(changed);

@@ -27,6 +27,7 @@ mod tests;
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
+use crate::clock::ClockSource;
 use crate::policy::{Policy, Window as WindowKind};
 use count::CountWindow;
 use time::TimeWindow;
@@ -89,6 +90,27 @@ fn percent(part: u32, all: u32) -> f64 {
     }
 }
 
+/// The time of a record, for the windows that need it: a clock to read (only by a time window,
+/// inlined into its caller: no closure or call between the window and the clock) or a time read
+/// already.
+#[derive(Clone, Copy)]
+pub(crate) enum Now<'a> {
+    /// Read this clock.
+    Read(&'a ClockSource),
+    /// This time.
+    At(u64),
+}
+
+impl Now<'_> {
+    #[inline(always)]
+    fn read(self) -> u64 {
+        match self {
+            Now::Read(clock) => clock.now_nanos(),
+            Now::At(now) => now,
+        }
+    }
+}
+
 /// A recorded outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Sample {
@@ -123,20 +145,16 @@ impl Outcomes {
         matches!(self, Outcomes::Time(_))
     }
 
-    /// Records a success that was not slow (`now` is only called by time windows). Returns the
+    /// Records a success that was not slow (only time windows read `now`). Returns the
     /// counts when they must be judged: a success cannot raise a rate, but it can bring the
     /// window to `min_calls`, the moment the rules start to apply, and a time window's rate can
     /// rise when its oldest slice expires. Count windows judge when a success brings them to
     /// `min_calls`; time windows also judge the first record of each slice.
     #[inline(always)]
-    pub(crate) fn record_fast_success(
-        &self,
-        now: impl FnOnce() -> u64,
-        min_calls: u32,
-    ) -> Option<Counts> {
+    pub(crate) fn record_fast_success(&self, now: Now<'_>, min_calls: u32) -> Option<Counts> {
         match self {
             Outcomes::Count(w) => w.record_fast_success(min_calls),
-            Outcomes::Time(w) => w.record_fast_success(now(), min_calls),
+            Outcomes::Time(w) => w.record_fast_success(now.read(), min_calls),
         }
     }
 

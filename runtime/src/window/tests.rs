@@ -2,7 +2,7 @@
 
 use super::count::{BitRing, CountWindow, fastmod};
 use super::stripes::{STRIPE_FOLD, stripe_count};
-use super::time::{TimeWindow, split, tally_of};
+use super::time::{QUIET_INDEX_BITS, TimeWindow, split, tally_of};
 use super::{Counts, Outcomes, Sample};
 use crate::policy::Policy;
 use crate::sync::Ordering;
@@ -413,6 +413,103 @@ fn a_full_windows_success_reads_one_cache_line() {
             offset + size <= 64,
             "`{name}` ends at byte {}, past the first line",
             offset + size
+        );
+    }
+}
+
+#[test]
+fn a_quiet_slice_takes_successes_without_judgement() {
+    let s = 1_000_000_000u64;
+    let counts = |calls, failures| Counts {
+        calls,
+        failures,
+        slow: 0,
+    };
+    let quiet = |w: &TimeWindow| w.quiet.load(Ordering::Relaxed);
+    let w = TimeWindow::new(10 * s, false);
+    for _ in 0..3 {
+        w.record(0, OK);
+    }
+    assert_eq!(quiet(&w), 0, "the first slice's other slices hold nothing");
+    // Slice 2: its first record sums slice 1 (3 calls, `min_calls = 3`) and is judged; the next
+    // publishes the slice as quiet (slice 2, bucket 2).
+    assert_eq!(w.record_fast_success(s, 3), Some(counts(4, 0)));
+    assert_eq!(w.record_fast_success(s + 1, 3), None);
+    assert_eq!(quiet(&w), 2 << QUIET_INDEX_BITS | 2);
+    for i in 2..12 {
+        assert_eq!(w.record_fast_success(s + i, 3), None);
+    }
+    assert_eq!(w.counts(s + 12), counts(15, 0));
+    // A failure in the quiet slice is judged as ever, with every success before it.
+    assert_eq!(w.record(s + 13, FAIL), counts(16, 1));
+    assert_eq!(w.record_fast_success(s + 14, 3), None);
+    // Past the slice, the next slice's first record is judged again, then quiet in turn.
+    assert_eq!(w.record_fast_success(2 * s, 3), Some(counts(18, 1)));
+    assert_eq!(w.record_fast_success(2 * s + 1, 3), None);
+    assert_eq!(quiet(&w), 3 << QUIET_INDEX_BITS | 3);
+    assert_eq!(w.sum(2, 2), counts(14, 1));
+    assert_eq!(w.sum(3, 3), counts(2, 0));
+    // A reset unpublishes it: the window is empty, so no slice is quiet.
+    w.reset();
+    assert_eq!(quiet(&w), 0);
+    assert_eq!(w.record_fast_success(2 * s + 2, 3), Some(counts(1, 0)));
+    assert_eq!(w.record_fast_success(2 * s + 3, 3), None);
+    assert_eq!(quiet(&w), 0, "the other slices are empty after the reset");
+    assert_eq!(w.record_fast_success(2 * s + 4, 3), Some(counts(3, 0)));
+    // A copy into a reconfigured breaker's window keeps the outcomes but not the quiet slice.
+    let copy = TimeWindow::new(10 * s, false);
+    w.record_fast_success(3 * s, 3);
+    w.record_fast_success(3 * s + 1, 3);
+    assert_ne!(quiet(&w), 0);
+    copy.copy_from(&w);
+    assert_eq!(quiet(&copy), 0);
+    assert_eq!(copy.counts(3 * s + 2), w.counts(3 * s + 2));
+}
+
+#[test]
+fn a_quiet_slice_is_never_a_slice_whose_others_are_below_min_calls() {
+    let s = 1_000_000_000u64;
+    let w = TimeWindow::new(10 * s, false);
+    w.record(0, FAIL);
+    w.record(0, FAIL);
+    // Slice 2: the other slices hold 2 calls, below `min_calls = 4`: every success is counted by
+    // `fetch_add`, and the one that brings the window to 4 is judged (50 % failures).
+    assert!(w.record_fast_success(s, 4).is_some());
+    assert_eq!(w.record_fast_success(s + 1, 4).map(|c| c.calls), Some(4));
+    assert_eq!(w.record_fast_success(s + 2, 4), None);
+    assert_eq!(w.quiet.load(Ordering::Relaxed), 0);
+}
+
+/// A success in the quiet slice reads the enum's variant (the niche of the count window's box,
+/// at offset 0), `quiet`, `slice_nanos`, `buckets` and `stripes`: all on the window's first
+/// cache line.
+#[test]
+fn a_quiet_slices_success_reads_one_cache_line() {
+    let outcomes = Outcomes::Time(TimeWindow::new(10_000_000_000, false));
+    let Outcomes::Time(w) = &outcomes else {
+        unreachable!("a time window")
+    };
+    let base = std::ptr::from_ref(&outcomes) as usize;
+    let end = |field: usize, size: usize| field - base + size;
+    let read = [
+        ("quiet", end(std::ptr::from_ref(&w.quiet) as usize, 8)),
+        (
+            "slice_nanos",
+            end(std::ptr::from_ref(&w.slice_nanos) as usize, 8),
+        ),
+        ("buckets", end(std::ptr::from_ref(&w.buckets) as usize, 8)),
+        (
+            "stripes",
+            end(
+                std::ptr::from_ref(&w.stripes) as usize,
+                std::mem::size_of_val(&w.stripes),
+            ),
+        ),
+    ];
+    for (name, end) in read {
+        assert!(
+            end <= 64,
+            "`{name}` ends at byte {end}, past the first line"
         );
     }
 }

@@ -19,6 +19,14 @@
 //! into that slice's bucket. A success deferred by a caller that read the clock just before a
 //! boundary, and folded after the new slice's first record summed the older slices, is missing
 //! from that slice's judgements (it counts again once summed afresh).
+//!
+//! **Quiet slice.** The slice whose successes need no judgement (its bucket claimed, the other
+//! slices summed for it and holding `min_calls` alone) is published in one word, `quiet`: the
+//! slice and its bucket's index. A success whose time falls in it reads that word, the slice's
+//! length and the stripes, all on the window's first cache line, and adds to the bucket: no
+//! division, no stamp or totals to compare. Any other success (a slice's first records, a window
+//! below `min_calls`) takes the general path above, which publishes the slice once it is quiet.
+//! A reset unpublishes it first.
 
 use crate::policy::TIME_BUCKETS;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
@@ -59,7 +67,15 @@ pub(super) fn split(tally: u64) -> (u32, u32) {
     (tally as u32, (tally / FAILURE_ONE) as u32)
 }
 
-struct Bucket {
+/// Bits of [`TimeWindow::quiet`] that hold the quiet slice's bucket index (the slice is above).
+pub(super) const QUIET_INDEX_BITS: u32 = 4;
+
+const _: () = assert!(TIME_BUCKETS <= 1 << QUIET_INDEX_BITS);
+
+/// The buckets of a window, one per slice of its span.
+pub(super) type Buckets = [Bucket; TIME_BUCKETS as usize];
+
+pub(super) struct Bucket {
     /// Index of the time slice counted here, plus one (0: never used).
     stamp: AtomicU64,
     /// Calls (low half) and failures (high half), updated together.
@@ -69,11 +85,22 @@ struct Bucket {
 }
 
 /// The outcomes of the last `span`, in [`TIME_BUCKETS`] slices.
+///
+/// `#[repr(C)]`: a success in the quiet slice reads `quiet`, `slice_nanos`, `buckets` and
+/// `stripes`, first, on the window's first cache line (after the enum's niche, see
+/// `a_quiet_slices_success_reads_one_cache_line`), and then writes its bucket.
+#[repr(C)]
 pub(crate) struct TimeWindow {
-    slice_nanos: u64,
+    /// The quiet slice (see the module's documentation): the slice, shifted left by
+    /// [`QUIET_INDEX_BITS`], and its bucket's index below; 0 when no slice is quiet.
+    pub(super) quiet: AtomicU64,
+    pub(super) slice_nanos: u64,
+    pub(super) buckets: Box<Buckets>,
+    /// Successes deferred while the window is contended, each tagged with its slice (allocated on
+    /// first contention; see [`TimeWindow::record_fast_success`]).
+    pub(super) stripes: LazyStripes,
     /// Slow calls are tracked (the policy sets `slow`).
     track_slow: bool,
-    buckets: Box<[Bucket]>,
     /// The slice most recently seen, so most calls find theirs without a division.
     current: AtomicU64,
     /// The slice `prior_*` were summed for: the window's other slices, which do not change while
@@ -82,23 +109,19 @@ pub(crate) struct TimeWindow {
     /// Calls and failures of the other slices, as one tally.
     prior_tally: AtomicU64,
     prior_slow: AtomicU32,
-    /// Successes deferred while the window is contended, each tagged with its slice (allocated on
-    /// first contention; see [`TimeWindow::record_fast_success`]).
-    pub(super) stripes: LazyStripes,
 }
 
 impl TimeWindow {
     pub(crate) fn new(span_nanos: u64, track_slow: bool) -> Self {
         TimeWindow {
+            quiet: AtomicU64::new(0),
             slice_nanos: (span_nanos / u64::from(TIME_BUCKETS)).max(1),
             track_slow,
-            buckets: (0..TIME_BUCKETS)
-                .map(|_| Bucket {
-                    stamp: AtomicU64::new(0),
-                    tally: AtomicU64::new(0),
-                    slow: AtomicU32::new(0),
-                })
-                .collect(),
+            buckets: Box::new(std::array::from_fn(|_| Bucket {
+                stamp: AtomicU64::new(0),
+                tally: AtomicU64::new(0),
+                slow: AtomicU32::new(0),
+            })),
             current: AtomicU64::new(0),
             prior_for: AtomicU64::new(0),
             prior_tally: AtomicU64::new(0),
@@ -120,10 +143,16 @@ impl TimeWindow {
         slice
     }
 
+    /// The index of the bucket of `slice`.
+    #[inline(always)]
+    fn index(slice: u64) -> usize {
+        (slice % u64::from(TIME_BUCKETS)) as usize
+    }
+
     /// The bucket of `slice`, claimed for it.
     #[inline(always)]
     fn bucket(&self, slice: u64) -> &Bucket {
-        let bucket = &self.buckets[(slice % u64::from(TIME_BUCKETS)) as usize];
+        let bucket = &self.buckets[Self::index(slice)];
         let stamp = bucket.stamp.load(Ordering::Acquire);
         if stamp != slice {
             self.rotate(bucket, stamp, slice);
@@ -141,26 +170,53 @@ impl TimeWindow {
     /// When the other slices alone hold `min_calls`, no success of this slice is judged: the
     /// success adds to its bucket by compare-and-swap, and once that met contention, to its
     /// thread's stripe, tagged with the slice and folded into the slice's bucket before any
-    /// reading of the window.
+    /// reading of the window. Such a slice is published as quiet, and a success whose time falls
+    /// in it goes there straight from one word (see the module's documentation). A window
+    /// takes one `min_calls` (its breaker's) for all its records.
     #[inline(always)]
     pub(super) fn record_fast_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
+        let quiet = self.quiet.load(Ordering::Acquire);
+        let slice = quiet >> QUIET_INDEX_BITS;
+        // The slice starts at `(slice - 1) * slice_nanos`; a time before it wraps to more than a
+        // slice.
+        let into = now.wrapping_sub(slice.wrapping_sub(1).wrapping_mul(self.slice_nanos));
+        if quiet != 0 && into < self.slice_nanos {
+            let index = (quiet & ((1 << QUIET_INDEX_BITS) - 1)) as usize;
+            self.add_success(&self.buckets[index], slice);
+            return None;
+        }
+        self.record_unquiet_success(now, min_calls)
+    }
+
+    /// Adds a success that needs no judgement to `bucket`, the bucket of `slice`: by
+    /// compare-and-swap, or to the thread's stripe once the window met contention.
+    #[inline(always)]
+    fn add_success(&self, bucket: &Bucket, slice: u64) {
+        if let Some(stripes) = self.stripes.get() {
+            self.defer(stripes.mine(), slice);
+            return;
+        }
+        let tally = bucket.tally.load(Ordering::Relaxed);
+        if bucket
+            .tally
+            .compare_exchange(tally, tally + 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            self.contended(slice);
+        }
+    }
+
+    /// [`TimeWindow::record_fast_success`] outside the quiet slice: finds the slice, claims its
+    /// bucket, and publishes the slice as quiet once the other slices hold `min_calls`.
+    #[inline]
+    fn record_unquiet_success(&self, now: u64, min_calls: u32) -> Option<Counts> {
         let slice = self.slice(now);
         let bucket = self.bucket(slice);
         if self.prior_for.load(Ordering::Acquire) == slice {
             let prior_calls = self.prior_tally.load(Ordering::Acquire) as u32;
             if prior_calls >= min_calls {
-                if let Some(stripes) = self.stripes.get() {
-                    self.defer(stripes.mine(), slice);
-                    return None;
-                }
-                let tally = bucket.tally.load(Ordering::Relaxed);
-                if bucket
-                    .tally
-                    .compare_exchange(tally, tally + 1, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-                {
-                    self.contended(slice);
-                }
+                self.make_quiet(bucket, slice);
+                self.add_success(bucket, slice);
                 return None;
             }
             let tally = bucket.tally.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
@@ -171,6 +227,26 @@ impl TimeWindow {
         }
         let tally = bucket.tally.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         Some(self.judged(bucket, slice, tally))
+    }
+
+    /// Publishes `slice`, whose bucket is `bucket` and whose other slices were summed for it and
+    /// hold `min_calls`, as the quiet slice; unless the bucket moved on to a newer slice, or a
+    /// reset forgot the sums meanwhile (it clears `prior_for` before it unpublishes).
+    #[cold]
+    fn make_quiet(&self, bucket: &Bucket, slice: u64) {
+        let word = slice << QUIET_INDEX_BITS | Self::index(slice) as u64;
+        if slice >> (64 - QUIET_INDEX_BITS) != 0
+            || self.quiet.load(Ordering::Relaxed) == word
+            || bucket.stamp.load(Ordering::Acquire) != slice
+        {
+            return;
+        }
+        self.quiet.store(word, Ordering::SeqCst);
+        if self.prior_for.load(Ordering::SeqCst) != slice {
+            let _ = self
+                .quiet
+                .compare_exchange(word, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
     }
 
     /// A success whose compare-and-swap met contention: deferred in a stripe, allocated now if
@@ -357,7 +433,8 @@ impl TimeWindow {
                 stripe.store(0, Ordering::Release);
             }
         }
-        self.prior_for.store(0, Ordering::Release);
+        self.prior_for.store(0, Ordering::SeqCst);
+        self.quiet.store(0, Ordering::SeqCst);
         for bucket in self.buckets.iter() {
             bucket.stamp.store(0, Ordering::Release);
             bucket.tally.store(0, Ordering::Release);
@@ -380,6 +457,8 @@ impl TimeWindow {
                 copy32(&to.slow, &from.slow);
             }
         }
+        // `quiet` is left unpublished: the new breaker's `min_calls` may differ, and its first
+        // success publishes it again.
         copy64(&self.current, &from.current);
         copy64(&self.prior_for, &from.prior_for);
         copy64(&self.prior_tally, &from.prior_tally);
@@ -389,7 +468,7 @@ impl TimeWindow {
     }
 
     pub(super) fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.buckets)
+        std::mem::size_of::<Buckets>()
             + self
                 .stripes
                 .get()

@@ -5,8 +5,8 @@
 //! with a failure whose call it does not count.
 //!
 //! Run with
-//! `RUSTFLAGS="--cfg fusebox_loom" CARGO_TARGET_DIR=target/loom cargo test -p fusebox --test loom --release`
-//! (the cfg switches the breaker's atomics to loom's).
+//! `RUSTFLAGS="--cfg fusebox_loom" CARGO_TARGET_DIR=target/loom cargo test -p fusebox-loom --profile loom`
+//! (the cfg switches the breaker's atomics to loom's; `cargo xtask test` runs it).
 #![cfg(fusebox_loom)]
 
 use std::time::Duration;

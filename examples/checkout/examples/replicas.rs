@@ -2,8 +2,8 @@
 //! through Redis, against a backend that fails every call. Prints the table call by call.
 //!
 //! ```sh
-//! cargo run -p fusebox-suite --example replicas --features redis   # starts its own redis-server
-//! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p fusebox-suite --example replicas --features redis
+//! cargo run -p fusebox-checkout --example replicas --features redis   # starts its own redis-server
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p fusebox-checkout --example replicas --features redis
 //! ```
 
 use std::io::{BufRead, BufReader, Write};

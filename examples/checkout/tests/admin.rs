@@ -3,12 +3,16 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
+use fusebox::Registry;
 use fusebox::admin::{self, AdminConfig};
+use fusebox::clock::FakeClock;
 use serde_json::Value;
 
-fake_registry!(CLOCK, REGISTRY);
+static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
+static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
 
 /// Serves `admin::router(&REGISTRY, config)` on a free loopback port.
 async fn serve(config: AdminConfig) -> SocketAddr {
@@ -127,7 +131,10 @@ fn exprs(value: &Value, at: &str, out: &mut Vec<(String, String)>) {
 
 #[test]
 fn the_grafana_dashboard_queries_only_series_fusebox_exports() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/grafana/fusebox.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/grafana/fusebox.json"
+    );
     let text = std::fs::read_to_string(path).expect("docs/grafana/fusebox.json");
     let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
     assert_eq!(dashboard["uid"], "fusebox");

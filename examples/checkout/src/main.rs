@@ -2,9 +2,9 @@
 //! breakers, with a live dashboard.
 //!
 //! ```sh
-//! cargo run -p fusebox-suite --example checkout   # http://127.0.0.1:8081/
+//! cargo run -p fusebox-checkout   # http://127.0.0.1:8081/
 //! curl -i -X POST localhost:8081/orders/demo -H 'X-Demo-Backend-Mode: always_fail'
-//! cargo run -p fusebox-suite --example checkout --features redis -- --replicas 2   # two replicas, one circuit
+//! cargo run -p fusebox-checkout --features redis -- --replicas 2   # two replicas, one circuit
 //! ```
 //!
 //! Environment: `PORT` (default 8081), `BACKEND_PORT` (default 8082), `CHECKOUT_OPEN_FOR` (how long

@@ -1,7 +1,7 @@
-//! The checkout demo with `--replicas 2`, as a newcomer runs it: the example's own binary (built
-//! with `cargo build -p fusebox-suite --example checkout --all-features` if needed), two replica processes sharing
-//! their circuits through a real `redis-server` (started by the test, persistence off), the
-//! round-robin front and the backend, all over real HTTP on loopback.
+//! The checkout demo with `--replicas 2`, as a newcomer runs it: the package's own binary (which
+//! cargo builds with the test's features), two replica processes sharing their circuits through
+//! a real `redis-server` (started by the test, persistence off), the round-robin front and the
+//! backend, all over real HTTP on loopback.
 //!
 //! When `redis-server` is missing the test fails with the install line; it never skips.
 

@@ -1,16 +1,14 @@
-//! The checkout example (`examples/checkout`) and `fusebox::admin`: the demo over HTTP, its
-//! dashboard in a real browser, `--replicas 2` over a real `redis-server` (feature `redis`), and
-//! the admin router on its own. One test binary; `cargo test -p fusebox-suite --all-features
-//! --test checkout -- browser` runs one module.
+//! The checkout demo (`src/`) and `fusebox::admin`: the demo over HTTP, its dashboard in a real
+//! browser, `checkout --replicas 2` over a real `redis-server` (feature `redis`), and the admin
+//! router on its own. One test binary; `cargo test -p fusebox-checkout --all-features -- browser`
+//! runs one module.
 
-#[macro_use]
-#[path = "../common/mod.rs"]
-mod common;
 #[allow(dead_code)]
-#[path = "../../examples/checkout/app.rs"]
+#[path = "../src/app.rs"]
 mod app;
+/// The `redis-server` harness of fusebox's own Redis tests.
 #[cfg(feature = "redis")]
-#[path = "../redis/harness.rs"]
+#[path = "../../../tests/redis/harness.rs"]
 mod redis_harness;
 #[cfg(feature = "redis")]
 mod support;

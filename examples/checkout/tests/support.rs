@@ -1,47 +1,11 @@
-//! `checkout --replicas 2` as a real process tree: the example's binary, its replicas and its
-//! front, for the tests under `tests/checkout/`.
+//! `checkout --replicas 2` as a real process tree: the demo's binary (which cargo builds, with
+//! the test's features, before this test), its replicas and its front.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use crate::redis_harness::RedisServer;
-
-/// The example's binary, built next to this test's binary.
-fn example_binary() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
-    let status = Command::new(cargo)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "fusebox-suite",
-            "--example",
-            "checkout",
-        ])
-        .arg("--all-features")
-        .status()
-        .expect("run `cargo build -p fusebox-suite --example checkout`");
-    assert!(
-        status.success(),
-        "`cargo build -p fusebox-suite --example checkout --all-features` failed"
-    );
-    // target/debug/deps/<this test>-… → target/debug/examples/checkout
-    let exe = std::env::current_exe().expect("this test's path");
-    let profile = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    let binary = profile.join("examples").join("checkout");
-    assert!(
-        binary.is_file(),
-        "no example binary at {}",
-        binary.display()
-    );
-    binary
-}
 
 /// The running demo: killed on drop (its replicas exit when their standard input closes).
 pub(crate) struct Demo {
@@ -73,7 +37,7 @@ fn url_in(line: &str) -> String {
 
 /// Starts `checkout --replicas 2` on free ports, sharing through `redis`, and waits for its front.
 pub(crate) fn start(redis: &RedisServer) -> Demo {
-    let mut child = Command::new(example_binary())
+    let mut child = Command::new(env!("CARGO_BIN_EXE_checkout"))
         .args(["--replicas", "2"])
         .env("PORT", "0")
         .env("BACKEND_PORT", "0")

@@ -212,8 +212,8 @@ fn replicas_beyond_one_say_what_is_missing() {
         app::replicas_unavailable(2),
         "`--replicas 2` shares circuits between processes through the Redis store \
          (`fusebox::redis`), which this build does not have; run \
-         `cargo run -p fusebox-suite --example checkout --features redis -- --replicas 2`, or \
-         `cargo run -p fusebox-suite --example checkout` for one replica"
+         `cargo run -p fusebox-checkout --features redis -- --replicas 2`, or \
+         `cargo run -p fusebox-checkout` for one replica"
     );
 }
 

@@ -3,7 +3,9 @@
 //! `checkout` through the API, and checks that the page shows `checkout` open with the rule that
 //! tripped it and its history, `shipping` closed, without a reload; then a control is refused
 //! without the operator token and accepted with it. Saves a screenshot to
-//! `target/checkout-dashboard.png`. With the `redis` feature, also runs
+//! `target/checkout-dashboard.png`. A page of its own serves a registry with a group of keys in
+//! panic and checks the group's panel and its ejected member (`target/groups-dashboard.png`).
+//! With the `redis` feature, also runs
 //! `checkout --replicas 2` (a `redis-server` of its own) and checks one column per replica, both
 //! showing `checkout` open (`target/checkout-replicas-dashboard.png`).
 //!
@@ -21,6 +23,11 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 const INSTALL: &str = "apt-get install -y chromium chromium-driver";
+
+/// The workspace's `target/`, where the screenshots go.
+fn workspace_target() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target")
+}
 
 /// The first file called `name` on `PATH`.
 fn find(name: &str) -> Option<PathBuf> {
@@ -298,7 +305,7 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
         .decode(png.as_str().unwrap())
         .unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    let target = workspace_target();
     std::fs::create_dir_all(&target).unwrap();
     std::fs::write(target.join("checkout-dashboard.png"), &png).unwrap();
 }
@@ -355,6 +362,78 @@ async fn history_and_controls(session: &Session) {
             "return document.querySelector('[data-key=shipping] .timeline').textContent.includes('force_open by token holder at 127.0.0.1:');",
             json!(true),
         )
+        .await;
+}
+
+/// The registry the group scenario's dashboard serves: its own, so the checkout's cards stay
+/// as the other scenarios expect.
+static GROUPS: std::sync::LazyLock<fusebox::Registry> =
+    std::sync::LazyLock::new(|| fusebox::Registry::with_clock(fusebox::clock::FakeClock::new()));
+
+#[tokio::test]
+async fn dashboard_shows_a_group_in_panic_with_its_ejected_member() {
+    // Three members of `search`: the cap is one open member. `search-1` opens and takes it;
+    // `search-2`'s trip is kept closed by the cap, which puts the group in panic.
+    let member = fusebox::Policy::new().group("search").consecutive(1);
+    for key in ["search-1", "search-2", "search-3"] {
+        GROUPS.breaker(key, member).unwrap();
+    }
+    for key in ["search-1", "search-2"] {
+        GROUPS.get(key).unwrap().try_acquire().unwrap().failure();
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router: axum::Router = fusebox::admin::router(&GROUPS, fusebox::admin::AdminConfig::new());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let browser = browser("groups", 1100, 760).await;
+    let session = browser.session.clone();
+    browser
+        .run(async move {
+            session
+                .command(
+                    reqwest::Method::POST,
+                    "/url",
+                    Some(json!({ "url": format!("http://{addr}/") })),
+                )
+                .await;
+            session
+                .wait_for(
+                    "return document.querySelectorAll('.group[data-group=search] tr').length;",
+                    json!(3),
+                )
+                .await;
+            let group = session
+                .script(
+                    "const g = document.querySelector('.group[data-group=search]'); \
+                     return [g.dataset.panic, g.querySelector('.panic').hidden, \
+                     g.querySelector('.counts').textContent, \
+                     [...g.querySelectorAll('tr')].map(r => r.dataset.key + '=' + r.dataset.ejected).join(' ')];",
+                )
+                .await;
+            assert_eq!(
+                group,
+                json!([
+                    "true",
+                    false,
+                    "3 members · 1 ejected · 1 open of at most 1 (10%) · 0 ejections by the group's rules · 1 trip kept closed by the cap",
+                    "search-1=true search-2=false search-3=false"
+                ])
+            );
+            let badges = session
+                .script("return document.querySelector('.card[data-key=\"search-1\"] .badges').textContent;")
+                .await;
+            assert_eq!(badges, "member of searchejected");
+            let png = session
+                .command(reqwest::Method::GET, "/screenshot", None)
+                .await;
+            let png = base64::engine::general_purpose::STANDARD
+                .decode(png.as_str().unwrap())
+                .unwrap();
+            assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+            let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+            std::fs::create_dir_all(&target).unwrap();
+            std::fs::write(target.join("groups-dashboard.png"), &png).unwrap();
+        })
         .await;
 }
 
@@ -422,7 +501,7 @@ async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
                 .decode(png.as_str().unwrap())
                 .unwrap();
             assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
-            let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+            let target = workspace_target();
             std::fs::create_dir_all(&target).unwrap();
             std::fs::write(target.join("checkout-replicas-dashboard.png"), &png).unwrap();
         })

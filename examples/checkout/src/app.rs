@@ -2,9 +2,10 @@
 //! breakers, a simulated backend on its own port, and Prometheus metrics; the dashboard, the JSON
 //! of every breaker, the operator controls and health are `fusebox::admin`'s router, merged in.
 //!
-//! `main.rs` runs it as `cargo run -p fusebox-suite --example checkout`; the tests under `tests/checkout/`
-//! include this file and start it in-process on port 0. In a test build the breakers read a
-//! [`FakeClock`](fusebox::clock::FakeClock) ([`CLOCK`]), so recovery is driven without sleeping.
+//! `main.rs` runs it as `cargo run -p fusebox-checkout`; the package's tests (`tests/`) include
+//! this file and start it in-process on port 0. In a test build the breakers read a
+//! [`FakeClock`](fusebox::clock::FakeClock) (`CLOCK`, test builds only), so recovery is driven
+//! without sleeping.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -195,8 +196,8 @@ pub(crate) fn replicas_unavailable(n: u32) -> String {
     format!(
         "`--replicas {n}` shares circuits between processes through the Redis store \
          (`fusebox::redis`), which this build does not have; run \
-         `cargo run -p fusebox-suite --example checkout --features redis -- --replicas {n}`, or \
-         `cargo run -p fusebox-suite --example checkout` for one replica"
+         `cargo run -p fusebox-checkout --features redis -- --replicas {n}`, or \
+         `cargo run -p fusebox-checkout` for one replica"
     )
 }
 

@@ -1,1 +1,0 @@
-//! Integration tests and examples of fusebox live in `tests/` and `examples/`; this crate has no code of its own.
