@@ -620,26 +620,11 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     let admit_local = local("__fusebox_admit");
     let breaker = local("__fusebox_breaker");
     let held = local("__fusebox_held");
-    let static_name = method_name.as_ref().map(|naming| {
-        let MethodNaming {
-            name,
-            function_name,
-            ..
-        } = naming;
-        quote!(static #name: #private::MethodName = #private::MethodName::new(#function_name);)
-    });
-    let first_name = method_name
-        .as_ref()
-        .map(|MethodNaming { name, .. }| quote!(#name.get(::core::any::type_name::<Self>)));
     let (named, named_declare) = site_name(names);
     // The single call's admission is not generic: the permit gets its name type here.
     let name = &names.name;
     let enter = |ask_store: bool, args: TokenStream| quote!(#private::NamedPermit { raw: #site.enter::<#ask_store>(#args, #name), site: #named });
-    // A method's name is completed on its first call, before the admission.
-    let method_declare = match first_name {
-        Some(first) => quote!(#static_name #first;),
-        None => TokenStream::new(),
-    };
+    let method_declare = method_declare(method_name.as_ref(), private);
     match &args.key {
         Key::Literal(key) => {
             let declare = declare(site, args.registry.as_ref(), private);
@@ -715,6 +700,22 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
                 #take
             }
         }
+    }
+}
+
+/// A method's `static` name and its completion on the first call, before the admission (nothing
+/// for a function).
+fn method_declare(method_name: Option<&MethodNaming>, private: &TokenStream) -> TokenStream {
+    let Some(MethodNaming {
+        name,
+        function_name,
+    }) = method_name
+    else {
+        return TokenStream::new();
+    };
+    quote! {
+        static #name: #private::MethodName = #private::MethodName::new(#function_name);
+        #name.get(::core::any::type_name::<Self>);
     }
 }
 

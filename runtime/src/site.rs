@@ -633,8 +633,11 @@ mod tests {
         let mut held = LocalBreaker::new();
         // Made by a first call: found in the map from then on.
         SITE.enter_local(&REGISTRY, "a", &mut LocalBreaker::new(), name)
+            .named(name)
             .ignore();
-        let permit = SITE.enter_local(&REGISTRY, "a", &mut held, name);
+        let permit = SITE
+            .enter_local(&REGISTRY, "a", &mut held, name)
+            .named(name);
         // Full: the first new key gives `a` its second chance, the next one evicts it.
         let mut other = SiteBreaker::new();
         OTHER.breaker(&REGISTRY, "b", &mut other);
@@ -668,9 +671,13 @@ mod tests {
         let name: crate::breaker::FnName = &"t::f";
         for round in 0..3 {
             let mut outer = LocalBreaker::new();
-            let permit = OUTER.enter_local(&REGISTRY, "a", &mut outer, name);
+            let permit = OUTER
+                .enter_local(&REGISTRY, "a", &mut outer, name)
+                .named(name);
             let mut inner = LocalBreaker::new();
-            let nested = INNER.enter_local(&REGISTRY, "a", &mut inner, name);
+            let nested = INNER
+                .enter_local(&REGISTRY, "a", &mut inner, name)
+                .named(name);
             nested.success();
             drop(inner);
             permit.success();
@@ -703,7 +710,9 @@ mod tests {
                     for round in 0..3_000 {
                         let key = &keys[(round * 7 + t * 13) % keys.len()];
                         let mut held = LocalBreaker::new();
-                        let permit = SITE.enter_local(&REGISTRY, key, &mut held, name);
+                        let permit = SITE
+                            .enter_local(&REGISTRY, key, &mut held, name)
+                            .named(name);
                         assert!(permit.refusal().is_none(), "{key}: closed, admitted");
                         assert_eq!(permit.key().as_str(), key.as_str());
                         permit.success();

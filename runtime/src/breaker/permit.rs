@@ -197,6 +197,12 @@ impl<'a> RawPermit<'a> {
     pub(crate) fn key(&self) -> Key {
         self.core.key.clone()
     }
+
+    /// This permit, naming its function through `site` (what the expansion builds).
+    #[cfg(test)]
+    pub(crate) fn named<N: Named>(self, site: N) -> NamedPermit<'a, N> {
+        NamedPermit { site, raw: self }
+    }
 }
 
 impl<'a, N: Named> NamedPermit<'a, N> {
