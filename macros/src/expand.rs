@@ -125,6 +125,11 @@ pub(crate) fn private_module() -> Ident {
     Ident::new(&format!("__private_{version}"), Span::call_site())
 }
 
+/// The `static` call site's name.
+const SITE: &str = "__FUSEBOX_SITE";
+/// The name of a method's `static` `MethodName`.
+const METHOD_NAME: &str = "__FUSEBOX_NAME";
+
 /// Names shared by the generated code.
 struct Names {
     /// `::fusebox::__private_<version>`, or `<crate = path>::__private_<version>`.
@@ -142,6 +147,8 @@ struct Names {
     /// Where to point errors about the return type.
     output_span: Span,
     permit: Ident,
+    /// The function's path as the reports take it: the site's, or a method's `MethodName`'s.
+    name: TokenStream,
     result: Ident,
     error: Ident,
     value: Ident,
@@ -160,6 +167,20 @@ struct Names {
 }
 
 impl Names {
+    /// The permit's `RawPermit` and the function's path, the arguments of every report: the
+    /// functions that take them are not generic, so each annotated function adds none of its
+    /// own.
+    fn raw_and_name(&self) -> TokenStream {
+        let Names { permit, name, .. } = self;
+        quote!(&mut #permit.raw, #name)
+    }
+
+    /// The permit's raw part, borrowed, for the checks of its admission.
+    fn raw(&self) -> TokenStream {
+        let permit = &self.permit;
+        quote!(&#permit.raw)
+    }
+
     /// The runtime's private module, located at `span` so a failed bound is reported there.
     fn private_at(&self, span: Span) -> TokenStream {
         respan(self.private.clone(), span)
@@ -296,8 +317,8 @@ fn conditional_errors(conditional: Vec<(Vec<syn::Attribute>, syn::Error)>) -> To
 }
 
 impl Names {
-    /// The names of the expansion of a function returning `output`.
-    fn new(args: &Args, output: Type) -> Names {
+    /// The names of the expansion of a function returning `output` (a method's when `method`).
+    fn new(args: &Args, output: Type, method: bool) -> Names {
         let krate = match &args.krate {
             Some(path) => path.to_token_stream(),
             None => quote!(::fusebox),
@@ -322,7 +343,16 @@ impl Names {
                 (output.clone(), output, error)
             }
         };
+        // A function's path is a place of its site (`&SITE.function`), not a call.
+        let name = if method {
+            let name = Ident::new(METHOD_NAME, Span::mixed_site());
+            quote!(#name.cached())
+        } else {
+            let site = Ident::new(SITE, Span::mixed_site());
+            quote!(&#site.function)
+        };
         Names {
+            name,
             private,
             output_span,
             error_path,
@@ -352,14 +382,14 @@ fn expand(args: Args, function: Function) -> TokenStream {
         boxed,
     } = function;
     let conditional = conditional_errors(conditional);
-    let names = Names::new(&args, output);
+    let names = Names::new(&args, output, is_method(&item.sig));
     let private = &names.private;
 
     let body = item.body.to_token_stream();
     let function_name = item.sig.ident.unraw().to_string();
     // A method's events name its type: `type_name::<Self>()` is only known in the body.
     let method_name = is_method(&item.sig).then(|| MethodNaming {
-        name: Ident::new("__FUSEBOX_NAME", Span::mixed_site()),
+        name: Ident::new(METHOD_NAME, Span::mixed_site()),
         function_name: function_name.clone(),
     });
     let registry = match &args.registry {
@@ -367,10 +397,10 @@ fn expand(args: Args, function: Function) -> TokenStream {
             let private = names.private_at(path.span());
             quote_spanned!(path.span()=> #private::registry_of(&#path))
         }
-        None => quote!(#private::global()),
+        None => quote!(&#private::GLOBAL),
     };
     let site = Site {
-        site: Ident::new("__FUSEBOX_SITE", Span::mixed_site()),
+        site: Ident::new(SITE, Span::mixed_site()),
         function_path: quote!(::core::concat!(::core::module_path!(), "::", #function_name)),
         policy: policy(&args.policy, private),
         registry,
@@ -590,28 +620,11 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     let admit_local = local("__fusebox_admit");
     let breaker = local("__fusebox_breaker");
     let held = local("__fusebox_held");
-    let static_name = method_name.as_ref().map(|naming| {
-        let MethodNaming {
-            name,
-            function_name,
-            ..
-        } = naming;
-        quote!(static #name: #private::MethodName = #private::MethodName::new(#function_name);)
-    });
-    let first_name = method_name
-        .as_ref()
-        .map(|MethodNaming { name, .. }| quote!(#name.get(::core::any::type_name::<Self>)));
-    let (named, named_declare) = site_name(site, method_name.as_ref(), private);
-    let take = match admit {
-        Admit::Permit | Admit::LocalPermit => quote!(enter::<false, _>),
-        Admit::SharedPermit => quote!(enter::<true, _>),
-        Admit::Closure => quote!(acquire),
-    };
-    // A method's name is completed on its first call, before the admission.
-    let (method_declare, method_arg) = match first_name {
-        Some(first) => (quote!(#static_name #first;), quote!(, #named)),
-        None => (TokenStream::new(), quote!(, #named)),
-    };
+    let (named, named_declare) = site_name(names);
+    // The single call's admission is not generic: the permit gets its name type here.
+    let name = &names.name;
+    let enter = |ask_store: bool, args: TokenStream| quote!(#private::NamedPermit { raw: #site.enter::<#ask_store>(#args, #name), site: #named });
+    let method_declare = method_declare(method_name.as_ref(), private);
     match &args.key {
         Key::Literal(key) => {
             let declare = declare(site, args.registry.as_ref(), private);
@@ -621,18 +634,21 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
                 #named_declare
             };
             match admit {
-                Admit::Permit | Admit::SharedPermit | Admit::LocalPermit => quote! {
-                    #head
-                    #method_declare
-                    let mut #permit = #site.#take(#registry #method_arg);
-                },
+                Admit::Permit | Admit::SharedPermit | Admit::LocalPermit => {
+                    let permit_value = enter(admit == Admit::SharedPermit, registry.clone());
+                    quote! {
+                        #head
+                        #method_declare
+                        let mut #permit = #permit_value;
+                    }
+                }
                 Admit::Closure => {
                     let registry_local = local("__fusebox_registry");
                     quote! {
                         #head
                         let #registry_local = #registry;
                         #method_declare
-                        let #admit_local = move || #site.#take(#registry_local #method_arg);
+                        let #admit_local = move || #site.acquire(#registry_local, #named);
                     }
                 }
             }
@@ -647,23 +663,32 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
             // alive across the body's awaits); the permit borrows it. A plain `fn` borrows it
             // from the registry's map under a guard held for the call instead of owning it.
             let (holder, take) = match admit {
-                Admit::Permit | Admit::SharedPermit => (
-                    quote!(SiteBreaker),
-                    quote! {
-                        let mut #permit = #site.#take(#registry, #key_str, &mut #held #method_arg);
-                    },
-                ),
+                Admit::Permit | Admit::SharedPermit => {
+                    let permit_value = enter(
+                        admit == Admit::SharedPermit,
+                        quote!(#registry, #key_str, &mut #held),
+                    );
+                    (
+                        quote!(SiteBreaker),
+                        quote! {
+                            let mut #permit = #permit_value;
+                        },
+                    )
+                }
                 Admit::LocalPermit => (
                     quote!(LocalBreaker),
                     quote! {
-                        let mut #permit = #site.enter_local(#registry, #key_str, &mut #held #method_arg);
+                        let mut #permit = #private::NamedPermit {
+                            raw: #site.enter_local(#registry, #key_str, &mut #held, #name),
+                            site: #named,
+                        };
                     },
                 ),
                 Admit::Closure => (
                     quote!(SiteBreaker),
                     quote! {
                         let #breaker = #site.breaker(#registry, #key_str, &mut #held);
-                        let #admit_local = move || #site.#take(#breaker #method_arg);
+                        let #admit_local = move || #site.acquire(#breaker, #named);
                     },
                 ),
             };
@@ -678,26 +703,35 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     }
 }
 
+/// A method's `static` name and its completion on the first call, before the admission (nothing
+/// for a function).
+fn method_declare(method_name: Option<&MethodNaming>, private: &TokenStream) -> TokenStream {
+    let Some(MethodNaming {
+        name,
+        function_name,
+    }) = method_name
+    else {
+        return TokenStream::new();
+    };
+    quote! {
+        static #name: #private::MethodName = #private::MethodName::new(#function_name);
+        #name.get(::core::any::type_name::<Self>);
+    }
+}
+
 /// The zero-sized type through which the permit finds the function's name (the name is static
 /// per call site, whether the key is literal or dynamic), and its declaration: the permit does not
-/// hold the name, so it is two words across the body's await, not three.
-fn site_name(
-    site: &Ident,
-    method_name: Option<&MethodNaming>,
-    private: &TokenStream,
-) -> (Ident, TokenStream) {
+/// hold the name, so it is two words across the body's await, not three. Only a permit dropped
+/// unreported asks it; the reports pass the name themselves ([`Names::raw_and_name`]).
+fn site_name(names: &Names) -> (Ident, TokenStream) {
+    let Names { private, name, .. } = names;
     let named = Ident::new("__FuseboxName", Span::mixed_site());
-    let name_of = match method_name {
-        Some(MethodNaming { name, .. }) => quote!(#name.cached()),
-        None => quote!(#site.name()),
-    };
     let declare = quote! {
-        #[derive(::core::clone::Clone, ::core::marker::Copy)]
         struct #named;
         impl #private::Named for #named {
             #[inline(always)]
-            fn name(self) -> &'static &'static str {
-                #name_of
+            fn name(&self) -> &'static &'static str {
+                #name
             }
         }
     };
@@ -817,13 +851,13 @@ fn outcome(
     let Names {
         private,
         output_span,
-        permit,
         error,
         value,
         refused,
         result,
         ..
     } = names;
+    let raw_and_name = names.raw_and_name();
     // Patterns and values of the function's own `Result` are located at the return type: when the
     // function does not return a `Result`, every resulting mismatch is reported there.
     let at_output = |tokens: TokenStream| respan(tokens, *output_span);
@@ -846,47 +880,32 @@ fn outcome(
     let report_error = match (classify(args.failure.as_ref(), names, true), &args.fallback) {
         (Some(counts), None) => quote! {
             #err_error => {
-                if #counts { #private::permit_failed_after(&mut #permit, #wait) } else { #private::permit_ignored::<#is_async, _>(&mut #permit) }
+                if #counts { #private::permit_failed_after(#raw_and_name, #wait) } else { #private::permit_ignored::<#is_async>(#raw_and_name) }
                 #on_failed
             }
         },
         (Some(counts), Some(_)) => quote! {
             #err_error if #counts => {
-                #private::permit_failed_after(&mut #permit, #wait);
+                #private::permit_failed_after(#raw_and_name, #wait);
                 #on_failed
             }
             #err_error => {
-                #private::permit_ignored::<#is_async, _>(&mut #permit);
+                #private::permit_ignored::<#is_async>(#raw_and_name);
                 #err_done
             }
         },
         (None, _) => quote! {
             #err_error if !#private::refused_inside::<#is_async>() => {
-                #private::permit_failed_after(&mut #permit, #wait);
+                #private::permit_failed_after(#raw_and_name, #wait);
                 #on_failed
             }
             #err_error => {
-                #private::permit_ignored_outright(&mut #permit);
+                #private::permit_ignored_outright(#raw_and_name);
                 #err_done
             }
         },
     };
-    let report_ok = match &args.failure_if {
-        None => quote!(#private::permit_succeeded(&mut #permit);),
-        // `failure_if`: the `Ok` value is judged and returned as is; located at the predicate,
-        // so a wrong signature is reported there.
-        Some(predicate) => {
-            let span = predicate.span();
-            let value = Ident::new(&value.to_string(), value.span().located_at(span));
-            quote_spanned! {span=>
-                if #predicate(&#value) {
-                    #private::permit_failed(&mut #permit)
-                } else {
-                    #private::permit_succeeded(&mut #permit)
-                }
-            }
-        }
-    };
+    let report_ok = report_ok(args, names);
     let scrutinee = match timeout {
         Some(_) => result.to_token_stream(),
         None => run.clone(),
@@ -914,7 +933,7 @@ fn outcome(
             match #private::timeout_body(#limit, #run).await {
                 #ok(#result) => #matched,
                 #err(_) => {
-                    let #refused = #private::permit_timed_out(&mut #permit);
+                    let #refused = #private::permit_timed_out(#raw_and_name);
                     #on_timeout
                 }
             }
@@ -927,7 +946,36 @@ fn outcome(
     } else {
         quote!(return #on_refused;)
     };
-    shared_store(is_async, defers, names, on_refused, matched)
+    shared_store(
+        is_async,
+        defers,
+        args.fallback.is_none(),
+        names,
+        on_refused,
+        matched,
+    )
+}
+
+/// The report of a call that returned `Ok`: a success, or, with `failure_if`, what the predicate
+/// says of the value (located at the predicate, so a wrong signature is reported there); the
+/// value is returned as is.
+fn report_ok(args: &Args, names: &Names) -> TokenStream {
+    let Names { private, value, .. } = names;
+    let raw_and_name = names.raw_and_name();
+    match &args.failure_if {
+        None => quote!(#private::permit_succeeded(#raw_and_name);),
+        Some(predicate) => {
+            let span = predicate.span();
+            let value = Ident::new(&value.to_string(), value.span().located_at(span));
+            quote_spanned! {span=>
+                if #predicate(&#value) {
+                    #private::permit_failed(#raw_and_name)
+                } else {
+                    #private::permit_succeeded(#raw_and_name)
+                }
+            }
+        }
+    }
 }
 
 /// The refusal check and the call. With the `redis` feature, an `async fn` on a shared registry
@@ -936,13 +984,13 @@ fn outcome(
 fn shared_store(
     is_async: bool,
     defers: bool,
+    no_fallback: bool,
     names: &Names,
     on_refused: TokenStream,
     matched: TokenStream,
 ) -> TokenStream {
     let Names {
         private,
-        permit,
         refused,
         output,
         value,
@@ -950,15 +998,17 @@ fn shared_store(
         error_type,
         ..
     } = names;
+    let raw = names.raw();
+    let raw_and_name = names.raw_and_name();
     if cfg!(feature = "redis") && is_async && defers {
         let out = Ident::new("__fusebox_out", Span::mixed_site());
         let ok = quote!(::core::result::Result::Ok);
         let err = quote!(::core::result::Result::Err);
         quote! {
-            if #private::asks_store(&#permit) {
-                #private::admit_shared(&mut #permit).await;
+            if #private::asks_store(#raw) {
+                #private::admit_shared(#raw_and_name).await;
             }
-            if let ::core::option::Option::Some(#refused) = #private::permit_refusal(&#permit) {
+            if let ::core::option::Option::Some(#refused) = #private::permit_refusal(#raw) {
                 #on_refused
             }
             // The function's own result (`Ok`) or the fallback's cause (`Err`), recorded in the
@@ -967,8 +1017,8 @@ fn shared_store(
                 #output,
                 #private::Cause<#error_type>,
             > = #matched;
-            let #out = if #private::reports_to_store(&#permit) {
-                #private::flush_then(&#permit, #out).await
+            let #out = if #private::reports_to_store(#raw) {
+                #private::flush_then(#raw, #out).await
             } else {
                 #out
             };
@@ -982,20 +1032,33 @@ fn shared_store(
         quote! {
             // The store's admission replaces the permit; then one refusal check (so the fallback
             // call is written once), whose refusal lives only in this statement.
-            if #private::asks_store(&#permit) {
-                #private::admit_shared(&mut #permit).await;
+            if #private::asks_store(#raw) {
+                #private::admit_shared(#raw_and_name).await;
             }
-            if let ::core::option::Option::Some(#refused) = #private::permit_refusal(&#permit) {
+            if let ::core::option::Option::Some(#refused) = #private::permit_refusal(#raw) {
                 #on_refused
             }
             // Typed as the function's output, so a wrong fallback is one mismatch, not two.
             let #out: #output = #matched;
-            if #private::reports_to_store(&#permit) {
+            if #private::reports_to_store(#raw) {
                 // The result moves into the (boxed) wait, so the function's own future holds
                 // nothing of it across this await.
-                return #private::flush_then(&#permit, #out).await;
+                return #private::flush_then(#raw, #out).await;
             }
             #out
+        }
+    } else if no_fallback {
+        // Without a fallback a refusal returns the function's own error at once: one call, whose
+        // `Option` ends with this statement, so an admitted call's future holds nothing of it
+        // across the body's `.await`. Located at the return type, where a missing
+        // `From<fusebox::Error>` is reported.
+        let rejection = respan(quote!(#private::rejection(#raw)), names.output_span);
+        let err = respan(quote!(::core::result::Result::Err), names.output_span);
+        quote! {
+            if let ::core::option::Option::Some(#refused) = #rejection {
+                return #err(#refused);
+            }
+            #matched
         }
     } else {
         quote! {
@@ -1003,8 +1066,8 @@ fn shared_store(
             // holds nothing of it across the body's `.await`. A flag, then the error: an `if let`
             // on an `Option<Error>` would keep the option borrowed, and so in the future, across
             // the fallback's `.await`.
-            if #private::permit_refused(&#permit) {
-                let #refused = #private::refusal_error(&#permit);
+            if #private::permit_refused(#raw) {
+                let #refused = #private::refusal_error(#raw);
                 #on_refused
             }
             #matched

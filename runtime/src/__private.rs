@@ -9,39 +9,46 @@ use crate::registry::Registry;
 pub use crate::attempts::{
     AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
 };
-pub use crate::breaker::{Named, NamedPermit};
+use crate::breaker::FnName;
+pub use crate::breaker::{Named, NamedPermit, RawPermit};
 pub use crate::declared::{Declared, DeclaredSite};
 pub use crate::error::Cause;
 pub use crate::policy::{OpenContext, Others, Policy};
-pub use crate::pushback::{NoRetryAfter, PushbackOf, ReadsRetryAfter};
+pub use crate::pushback::{NoPushback, PushbackOf};
+pub use crate::registry::GLOBAL;
 pub use crate::site::{DynSite, LocalBreaker, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
 // The entry points below are `inline(always)` only without `debug_assertions`: ARCHITECTURE.md,
 // "Inlining".
 
-/// Reports the call `permit` admitted as a success (the expansion's form of [`Permit::success`](crate::Permit::success)).
+/// Reports the call `permit` admitted as a success (the expansion's form of
+/// [`Permit::success`](crate::Permit::success)); `name` is the function's path.
+///
+/// The functions that report take the permit's [`RawPermit`] and the name rather than the
+/// [`NamedPermit`]: they are compiled once per crate, not once per annotated function.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub fn permit_succeeded<N: Named>(permit: &mut NamedPermit<'_, N>) {
-    permit.succeeded();
+pub fn permit_succeeded(permit: &mut RawPermit<'_>, name: FnName) {
+    permit.succeeded(name);
 }
 
 /// Reports the call `permit` admitted as a counted failure.
 #[inline]
-pub fn permit_failed<N: Named>(permit: &mut NamedPermit<'_, N>) {
-    permit.failed();
+pub fn permit_failed(permit: &mut RawPermit<'_>, name: FnName) {
+    permit.failed(name);
 }
 
 /// Reports the call `permit` admitted as a counted failure that carries `wait`, the pushback
 /// its error asked for (read by `(&PushbackOf(&error)).pushback()`: `None` for an error type
 /// that does not implement [`RetryAfter`](crate::RetryAfter)).
 #[inline]
-pub fn permit_failed_after<N: Named>(
-    permit: &mut NamedPermit<'_, N>,
+pub fn permit_failed_after(
+    permit: &mut RawPermit<'_>,
+    name: FnName,
     wait: Option<std::time::Duration>,
 ) {
-    permit.failed_after(wait);
+    permit.failed_after(wait, name);
 }
 
 /// Reports the call `permit` admitted, which ended with an error its classification does not
@@ -49,19 +56,19 @@ pub fn permit_failed_after<N: Named>(
 /// `crate::nested`; `ASYNC`: the function is an `async fn`), otherwise what
 /// [`Policy::others`](crate::Policy::others) says (ignored, or a success).
 #[inline]
-pub fn permit_ignored<const ASYNC: bool, N: Named>(permit: &mut NamedPermit<'_, N>) {
+pub fn permit_ignored<const ASYNC: bool>(permit: &mut RawPermit<'_>, name: FnName) {
     if crate::nested::refused_inside::<ASYNC>() {
-        permit.ignored_outright();
+        permit.ignored_outright(name);
     } else {
-        permit.ignored();
+        permit.ignored(name);
     }
 }
 
 /// Reports the call `permit` admitted as ignored whatever [`Policy::others`](crate::Policy::others)
 /// says: its error was converted from an inner breaker's refusal ([`refused_inside`]).
 #[inline]
-pub fn permit_ignored_outright<N: Named>(permit: &mut NamedPermit<'_, N>) {
-    permit.ignored_outright();
+pub fn permit_ignored_outright(permit: &mut RawPermit<'_>, name: FnName) {
+    permit.ignored_outright(name);
 }
 
 /// True when the error being classified was converted from the refusal of an inner breaker, on
@@ -76,7 +83,8 @@ pub fn refused_inside<const ASYNC: bool>() -> bool {
 /// True when `permit` was refused.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub fn permit_refused<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
+#[must_use]
+pub fn permit_refused(permit: &RawPermit<'_>) -> bool {
     permit.is_refused()
 }
 
@@ -84,14 +92,16 @@ pub fn permit_refused<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
 /// refusal returns at once, so building its error in place adds nothing to the function's future.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub fn refusal_error<N: Named>(permit: &NamedPermit<'_, N>) -> Error {
+#[must_use]
+pub fn refusal_error(permit: &RawPermit<'_>) -> Error {
     permit.refusal_or_open()
 }
 
 /// The error of a refused permit (`None` when it was admitted).
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub fn permit_refusal<N: Named>(permit: &NamedPermit<'_, N>) -> Option<Error> {
+#[must_use]
+pub fn permit_refusal(permit: &RawPermit<'_>) -> Option<Error> {
     permit.refusal()
 }
 
@@ -105,26 +115,19 @@ pub fn timeout_body<F: Future>(limit: std::time::Duration, body: F) -> tokio::ti
 /// Reports the call `permit` admitted, which ran out of time, as a counted failure, and returns
 /// its error (reason [`TimedOut`](crate::Reason::TimedOut): the call went out).
 #[cold]
-pub fn permit_timed_out<N: Named>(permit: &mut NamedPermit<'_, N>) -> Error {
+pub fn permit_timed_out(permit: &mut RawPermit<'_>, name: FnName) -> Error {
     let error = Error::new(permit.key(), crate::Reason::TimedOut, None);
-    permit.failed();
+    permit.failed(name);
     error
 }
 
 #[cfg(feature = "redis")]
 pub use crate::redis::admit::{admit_shared, asks_store, flush_then, reports_to_store};
 
-/// The global registry.
-#[inline]
-#[must_use]
-pub fn global() -> &'static Registry {
-    crate::registry::registry()
-}
-
 /// True for the global registry (the registration of a site without `registry = …`).
 #[must_use]
 pub fn in_global(registry: usize) -> bool {
-    registry == global().address()
+    registry == GLOBAL.address()
 }
 
 /// True when `registry` is the one `registry = path` names (the registration of its sites): it
@@ -239,6 +242,21 @@ pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
         crate::nested::mark();
     }
     E::from_rejection(error)
+}
+
+/// The refusal of `permit` as the function's error type, converted as [`error_from_refusal`]
+/// converts it, or `None` when the call was admitted: how a function without a fallback checks
+/// its admission, one call (generic over the error type only, so shared by every annotated
+/// function with the same one).
+#[cfg_attr(debug_assertions, inline)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+#[must_use]
+pub fn rejection<E: FromRejection>(permit: &RawPermit<'_>) -> Option<E> {
+    if permit.is_refused() {
+        Some(error_from_refusal(permit.refusal_or_open()))
+    } else {
+        None
+    }
 }
 
 /// A fallback called with the annotated function's arguments and the cause, given as one tuple:
@@ -424,10 +442,9 @@ impl<R, T> AwaitSyncFallback<R, T> for &FallbackReturn<R, T> {
 
 #[cfg(test)]
 mod tests {
-    /// The functions the expansion calls, and those its generic entry points call with the
-    /// admission or the report path in their body, per file. Each annotated function has its own
-    /// permit type (`NamedPermit<'_, N>`), so whatever a generic entry point always-inlines is copied
-    /// into every annotated function: these stay out of line in debug builds.
+    /// The functions the expansion calls, and those they call with the admission or the report
+    /// path in their body, per file. Whatever an entry point always-inlines is copied into every
+    /// annotated function that calls it: these stay out of line in debug builds.
     const ENTRY_POINTS: [(&str, &str, &[&str]); 5] = [
         (
             "__private.rs",
@@ -437,6 +454,7 @@ mod tests {
                 "permit_refused",
                 "refusal_error",
                 "permit_refusal",
+                "rejection",
             ],
         ),
         (

@@ -154,7 +154,7 @@ pub enum Settled<T, E> {
 fn recording_of<'a, N: Named>(
     permit: &NamedPermit<'a, N>,
 ) -> Option<crate::breaker::BoxFuture<'a, ()>> {
-    crate::redis::admit::recording(permit.core())
+    crate::redis::admit::recording(permit.raw.core())
 }
 
 /// Without the `redis` feature no outcome is recorded elsewhere.
@@ -268,7 +268,8 @@ where
                         Some(Err(error)) if is_failure(&error) => {
                             pushback = retry_after(&error);
                             let mut permit = permit;
-                            permit.failed_after(pushback);
+                            let name = permit.site.name();
+                            permit.raw.failed_after(pushback, name);
                             (Settled::Failed(error), true)
                         }
                         // Not counted: an inner breaker's refusal counts as nothing; any other

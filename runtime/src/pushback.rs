@@ -73,38 +73,46 @@ impl<T: RetryAfter + ?Sized> RetryAfter for Box<T> {
 }
 
 /// The error an annotated function failed with, wrapped so the expansion can read its
-/// [`RetryAfter`] without requiring it: `(&PushbackOf(&error)).pushback()` finds
-/// [`ReadsRetryAfter`] when the type implements [`RetryAfter`] and [`NoRetryAfter`] (by autoref)
-/// otherwise. Not for use outside the expansion.
+/// [`RetryAfter`] without requiring it: `PushbackOf(&error).pushback()` is the inherent method of
+/// an error type that implements [`RetryAfter`], and otherwise (that method's bound unmet) the
+/// method of [`NoPushback`], reached by deref, which carries no wait. Method calls on concrete
+/// types, so the expansion needs no trait in scope. Not for use outside the expansion.
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct PushbackOf<'a, E: ?Sized>(pub &'a E);
 
-/// The [`PushbackOf`] method of an error type that implements [`RetryAfter`].
-#[doc(hidden)]
-pub trait ReadsRetryAfter {
+impl<E: RetryAfter + ?Sized> PushbackOf<'_, E> {
     /// The error's wait.
-    fn pushback(&self) -> Option<Duration>;
-}
-
-impl<E: RetryAfter + ?Sized> ReadsRetryAfter for PushbackOf<'_, E> {
     #[inline]
-    fn pushback(&self) -> Option<Duration> {
+    #[must_use]
+    pub fn pushback(&self) -> Option<Duration> {
         self.0.retry_after()
     }
 }
 
-/// The [`PushbackOf`] method of any other error type: no wait.
-#[doc(hidden)]
-pub trait NoRetryAfter {
-    /// No wait.
+impl<E: ?Sized> std::ops::Deref for PushbackOf<'_, E> {
+    type Target = NoPushback;
+
     #[inline(always)]
-    fn pushback(&self) -> Option<Duration> {
-        None
+    fn deref(&self) -> &NoPushback {
+        &NoPushback
     }
 }
 
-impl<E: ?Sized> NoRetryAfter for &PushbackOf<'_, E> {}
+/// What [`PushbackOf`] derefs to: the `pushback` of an error type that does not implement
+/// [`RetryAfter`]. Not for use outside the expansion.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct NoPushback;
+
+impl NoPushback {
+    /// No wait.
+    #[inline(always)]
+    #[must_use]
+    pub fn pushback(&self) -> Option<Duration> {
+        None
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -121,26 +129,28 @@ mod tests {
     struct Plain;
 
     #[test]
-    // The borrow picks the method: without it `Plain` would find no `pushback` at all.
-    #[allow(clippy::needless_borrow)]
     fn the_wait_is_read_only_from_types_that_carry_one() {
-        #[allow(unused_imports)]
-        use super::{NoRetryAfter as _, ReadsRetryAfter as _};
+        assert_eq!(PushbackOf(&Busy).pushback(), Some(Duration::from_secs(7)));
+        assert_eq!(PushbackOf(&Plain).pushback(), None);
         assert_eq!(
-            (&PushbackOf(&Busy)).pushback(),
+            PushbackOf(&Box::new(Busy)).pushback(),
             Some(Duration::from_secs(7))
         );
-        assert_eq!((&PushbackOf(&Plain)).pushback(), None);
-        assert_eq!(
-            (&PushbackOf(&Box::new(Busy))).pushback(),
-            Some(Duration::from_secs(7))
-        );
+        let boxed: Box<dyn std::error::Error> = "not a RetryAfter".into();
+        assert_eq!(PushbackOf(&boxed).pushback(), None);
     }
 
     fn generic<E>(error: &E) -> Option<Duration> {
-        #[allow(unused_imports)]
-        use super::{NoRetryAfter as _, ReadsRetryAfter as _};
-        (&PushbackOf(error)).pushback()
+        PushbackOf(error).pushback()
+    }
+
+    fn bounded<E: RetryAfter>(error: &E) -> Option<Duration> {
+        PushbackOf(error).pushback()
+    }
+
+    #[test]
+    fn a_bounded_type_parameter_carries_its_wait() {
+        assert_eq!(bounded(&Busy), Some(Duration::from_secs(7)));
     }
 
     #[test]

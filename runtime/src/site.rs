@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::breaker::{Breaker, Named, NamedPermit};
+use crate::breaker::{Breaker, FnName, Named, NamedPermit, RawPermit};
 use crate::error::{Error, Key};
 use crate::key::same_bytes;
 use crate::policy::Policy;
@@ -22,7 +22,10 @@ use crate::registry::Registry;
 #[derive(Debug)]
 pub struct Site {
     key: &'static str,
-    function: &'static str,
+    /// The annotated function's path. Public for the expansion alone, which passes
+    /// `&SITE.function` to each report: a place, not a call (see [`Site::enter`]).
+    #[doc(hidden)]
+    pub function: &'static str,
     policy: Policy,
     breaker: OnceLock<Breaker>,
 }
@@ -49,35 +52,31 @@ impl Site {
         }
     }
 
-    /// The annotated function's path, as permits carry it.
-    #[inline(always)]
-    pub fn name(&'static self) -> &'static &'static str {
-        &self.function
-    }
-
-    /// Asks this site's breaker in `registry` for admission; a refused call gets an inert permit
-    /// whose `NamedPermit::refusal` says why.
+    /// Asks this site's breaker in `registry` for admission for the function named `name` (a
+    /// function's [`Site::function`], a method's `MethodName`); a refused call gets an inert permit
+    /// whose refusal says why.
     ///
-    /// The permit finds the function's name through `name`, the expansion's zero-sized type that
-    /// knows it (a function's [`Site::name`], a method's `MethodName`), so the permit held across
-    /// the body's await is two words. With `ASK_STORE` (an `async fn`), a breaker shared through a
-    /// store answers with a permit that asks the store, which `admit_shared` awaits; without it, or
-    /// on a registry that shares nothing, admission is the same as a sync function's.
+    /// The expansion puts the permit in a `NamedPermit` with its zero-sized type that knows the
+    /// name, so the permit held across the body's await is two words; this function and the
+    /// reports take the name as an argument, so they are compiled once, not once per annotated
+    /// function. With `ASK_STORE` (an `async fn`), a breaker shared through a store answers with
+    /// a permit that asks the store, which `admit_shared` awaits; without it, or on a registry
+    /// that shares nothing, admission is the same as a sync function's.
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
-    pub fn enter<const ASK_STORE: bool, N: Named>(
+    pub fn enter<const ASK_STORE: bool>(
         &'static self,
         registry: &'static Registry,
-        name: N,
-    ) -> NamedPermit<'static, N> {
+        name: FnName,
+    ) -> RawPermit<'static> {
         crate::nested::clear();
         let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
-        core.enter_named::<ASK_STORE, N>(name)
+        core.enter_raw::<ASK_STORE>(name)
     }
 
     /// Asks this site's breaker in `registry` for admission (each attempt of a function with
     /// `retry`, `backoff` or `deadline`); a refusal is an [`Error`]. The permit finds the
-    /// function's name through `name`, as with [`Site::enter`].
+    /// function's name through `name`, the expansion's zero-sized type that knows it.
     ///
     /// # Errors
     ///
@@ -119,7 +118,9 @@ pub(crate) const SITE_CACHE_SLOTS: usize = 4;
 /// registry, is never handed out: that call goes to the map.
 #[derive(Debug)]
 pub struct DynSite {
-    function: &'static str,
+    /// The annotated function's path, public for the expansion alone (see [`Site::function`]).
+    #[doc(hidden)]
+    pub function: &'static str,
     policy: Policy,
     /// Keys found twice in a row, with their breakers, filled in order and never emptied.
     slots: [OnceLock<Cached>; SITE_CACHE_SLOTS],
@@ -252,12 +253,6 @@ impl DynSite {
         }
     }
 
-    /// The path of the annotated function, as permits carry it.
-    #[inline(always)]
-    pub fn name(&'static self) -> &'static &'static str {
-        &self.function
-    }
-
     /// The breaker of `key` in `registry` (created on first use, within the registry's cap),
     /// kept in `held` when the call must own it.
     #[cfg_attr(debug_assertions, inline)]
@@ -360,51 +355,48 @@ impl DynSite {
         }
     }
 
-    /// Asks the breaker of `key` in `registry` for admission; a refused call gets an inert permit
-    /// whose `NamedPermit::refusal` says why. The breaker is kept in `held` when the call owns it (see
-    /// [`SiteBreaker`]); the permit borrows it.
-    ///
-    /// The permit finds the function's name through `name`, the expansion's zero-sized type that
-    /// knows it (a function's [`DynSite::name`], a method's `MethodName`), so the permit held
-    /// across the body's await is two words, beside the one word of `held`. `ASK_STORE` is as on
-    /// [`Site::enter`].
+    /// Asks the breaker of `key` in `registry` for admission for the function named `name`; a
+    /// refused call gets an inert permit whose refusal says why. The breaker is kept in `held`
+    /// when the call owns it (see [`SiteBreaker`]); the permit borrows it. `ASK_STORE` and the
+    /// name are as on [`Site::enter`].
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
-    pub fn enter<'b, const ASK_STORE: bool, N: Named>(
+    pub fn enter<'b, const ASK_STORE: bool>(
         &'static self,
         registry: &'static Registry,
         key: &str,
         held: &'b mut SiteBreaker,
-        name: N,
-    ) -> NamedPermit<'b, N> {
+        name: FnName,
+    ) -> RawPermit<'b> {
         crate::nested::clear();
         let breaker = self.breaker(registry, key, held);
-        breaker.core.current().enter_named::<ASK_STORE, N>(name)
+        breaker.core.current().enter_raw::<ASK_STORE>(name)
     }
 
     /// [`DynSite::enter`] for a plain `fn`, whose call runs on the calling thread: a breaker found
     /// in the registry is borrowed under the map's guard that `held` keeps for the call (see
-    /// [`LocalBreaker`]), so the call takes no reference count.
+    /// [`LocalBreaker`]), so the call takes no reference count. The name is as on
+    /// [`Site::enter`].
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
-    pub fn enter_local<'b, N: Named>(
+    pub fn enter_local<'b>(
         &'static self,
         registry: &'static Registry,
         key: &str,
         held: &'b mut LocalBreaker,
-        name: N,
-    ) -> NamedPermit<'b, N> {
+        name: FnName,
+    ) -> RawPermit<'b> {
         crate::nested::clear();
         let breaker = match self.cached(registry, key) {
             Some(breaker) => breaker,
             None => self.look_up_local(registry, key, held),
         };
-        breaker.core.current().enter_named::<false, N>(name)
+        breaker.core.current().enter_raw::<false>(name)
     }
 
     /// Asks `breaker` (from [`DynSite::breaker`]) for admission (each attempt of a function with
     /// `retry`, `backoff` or `deadline`); a refusal is an [`Error`]. The permit finds the
-    /// function's name through `name`, as with [`DynSite::enter`].
+    /// function's name through `name`, as with [`Site::acquire`].
     ///
     /// # Errors
     ///
@@ -641,8 +633,11 @@ mod tests {
         let mut held = LocalBreaker::new();
         // Made by a first call: found in the map from then on.
         SITE.enter_local(&REGISTRY, "a", &mut LocalBreaker::new(), name)
+            .named(name)
             .ignore();
-        let permit = SITE.enter_local(&REGISTRY, "a", &mut held, name);
+        let permit = SITE
+            .enter_local(&REGISTRY, "a", &mut held, name)
+            .named(name);
         // Full: the first new key gives `a` its second chance, the next one evicts it.
         let mut other = SiteBreaker::new();
         OTHER.breaker(&REGISTRY, "b", &mut other);
@@ -676,9 +671,13 @@ mod tests {
         let name: crate::breaker::FnName = &"t::f";
         for round in 0..3 {
             let mut outer = LocalBreaker::new();
-            let permit = OUTER.enter_local(&REGISTRY, "a", &mut outer, name);
+            let permit = OUTER
+                .enter_local(&REGISTRY, "a", &mut outer, name)
+                .named(name);
             let mut inner = LocalBreaker::new();
-            let nested = INNER.enter_local(&REGISTRY, "a", &mut inner, name);
+            let nested = INNER
+                .enter_local(&REGISTRY, "a", &mut inner, name)
+                .named(name);
             nested.success();
             drop(inner);
             permit.success();
@@ -711,7 +710,9 @@ mod tests {
                     for round in 0..3_000 {
                         let key = &keys[(round * 7 + t * 13) % keys.len()];
                         let mut held = LocalBreaker::new();
-                        let permit = SITE.enter_local(&REGISTRY, key, &mut held, name);
+                        let permit = SITE
+                            .enter_local(&REGISTRY, key, &mut held, name)
+                            .named(name);
                         assert!(permit.refusal().is_none(), "{key}: closed, admitted");
                         assert_eq!(permit.key().as_str(), key.as_str());
                         permit.success();

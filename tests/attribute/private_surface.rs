@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 
 /// Public items of `__private` the expansion never names, each with the item of `__private`
 /// whose signature names it (so it must stay reachable).
-const IN_SIGNATURES: [(&str, &str); 12] = [
+const IN_SIGNATURES: [(&str, &str); 13] = [
     ("DeclaredSite", "Declared"),
-    ("NamedPermit", "permit_succeeded"),
+    ("RawPermit", "permit_succeeded"),
+    ("NoPushback", "PushbackOf"),
     ("AttemptLimit", "run_attempts"),
     ("AttemptBudget", "run_attempts"),
     ("RegistryRef", "registry_of"),

@@ -63,17 +63,13 @@ pub(super) fn classify(
 }
 
 /// An `Option<Duration>` expression: the wait the error asked for, when its type implements
-/// `RetryAfter` (autoref specialization: `PushbackOf`'s `ReadsRetryAfter` method needs the bound,
-/// `NoRetryAfter`'s, one reference further, does not and answers `None`). The error is the local
-/// `error` of [`Names`], an `E` or, when `by_ref`, a `&E`.
+/// `RetryAfter` (`PushbackOf`'s inherent `pushback` needs the bound; without it the method found
+/// is that of `NoPushback`, which `PushbackOf` derefs to, and answers `None`). The error is the
+/// local `error` of [`Names`], an `E` or, when `by_ref`, a `&E`.
 pub(super) fn pushback(names: &Names, by_ref: bool) -> TokenStream {
     let Names { private, error, .. } = names;
     let reference = (!by_ref).then(|| quote!(&));
-    quote!({
-        #[allow(unused_imports)]
-        use #private::{NoRetryAfter as _, ReadsRetryAfter as _};
-        (&#private::PushbackOf(#reference #error)).pushback()
-    })
+    quote!(#private::PushbackOf(#reference #error).pushback())
 }
 
 /// The call of the fallback with the function's parameters and `cause` (a `Cause` expression),

@@ -13,21 +13,29 @@ impl Client {
                 ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
                 ::fusebox::__private_0_1_0::in_global)
             }
-            #[derive(::core::clone::Clone, ::core::marker::Copy)]
             struct __FuseboxName;
             impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
                 #[inline(always)]
-                fn name(self) -> &'static &'static str {
-                    __FUSEBOX_SITE.name()
+                fn name(&self) -> &'static &'static str {
+                    &__FUSEBOX_SITE.function
                 }
             }
-            let mut __fusebox_permit = __FUSEBOX_SITE
-                .enter::<true, _>(::fusebox::__private_0_1_0::global(), __FuseboxName);
-            if ::fusebox::__private_0_1_0::asks_store(&__fusebox_permit) {
-                ::fusebox::__private_0_1_0::admit_shared(&mut __fusebox_permit).await;
+            let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
+                raw: __FUSEBOX_SITE
+                    .enter::<
+                        true,
+                    >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
+                site: __FuseboxName,
+            };
+            if ::fusebox::__private_0_1_0::asks_store(&__fusebox_permit.raw) {
+                ::fusebox::__private_0_1_0::admit_shared(
+                        &mut __fusebox_permit.raw,
+                        &__FUSEBOX_SITE.function,
+                    )
+                    .await;
             }
             if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
-                &__fusebox_permit,
+                &__fusebox_permit.raw,
             ) {
                 break '__fusebox_settled ::fusebox::__private_0_1_0::Cause::<
                     <Result<u32, ApiError> as ::fusebox::__private_0_1_0::Outcome>::Error,
@@ -51,7 +59,8 @@ impl Client {
                     match __fusebox_result {
                         ::core::result::Result::Ok(__fusebox_value) => {
                             ::fusebox::__private_0_1_0::permit_succeeded(
-                                &mut __fusebox_permit,
+                                &mut __fusebox_permit.raw,
+                                &__FUSEBOX_SITE.function,
                             );
                             ::core::result::Result::Ok(
                                 ::core::result::Result::Ok(__fusebox_value),
@@ -63,15 +72,10 @@ impl Client {
                             & __fusebox_error, ApiError::Timeout { .. }
                         ) => {
                             ::fusebox::__private_0_1_0::permit_failed_after(
-                                &mut __fusebox_permit,
-                                {
-                                    #[allow(unused_imports)]
-                                    use ::fusebox::__private_0_1_0::{
-                                        NoRetryAfter as _, ReadsRetryAfter as _,
-                                    };
-                                    (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
-                                        .pushback()
-                                },
+                                &mut __fusebox_permit.raw,
+                                &__FUSEBOX_SITE.function,
+                                ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error)
+                                    .pushback(),
                             );
                             ::core::result::Result::Err(
                                 ::fusebox::__private_0_1_0::Cause::<
@@ -85,8 +89,7 @@ impl Client {
                         ::core::result::Result::Err(__fusebox_error) => {
                             ::fusebox::__private_0_1_0::permit_ignored::<
                                 true,
-                                _,
-                            >(&mut __fusebox_permit);
+                            >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function);
                             ::core::result::Result::Ok(
                                 ::core::result::Result::Err(__fusebox_error),
                             )
@@ -95,7 +98,8 @@ impl Client {
                 }
                 ::core::result::Result::Err(_) => {
                     let __fusebox_refused = ::fusebox::__private_0_1_0::permit_timed_out(
-                        &mut __fusebox_permit,
+                        &mut __fusebox_permit.raw,
+                        &__FUSEBOX_SITE.function,
                     );
                     ::core::result::Result::Err(
                         ::fusebox::__private_0_1_0::Cause::<
@@ -108,9 +112,12 @@ impl Client {
                 }
             };
             let __fusebox_out = if ::fusebox::__private_0_1_0::reports_to_store(
-                &__fusebox_permit,
+                &__fusebox_permit.raw,
             ) {
-                ::fusebox::__private_0_1_0::flush_then(&__fusebox_permit, __fusebox_out)
+                ::fusebox::__private_0_1_0::flush_then(
+                        &__fusebox_permit.raw,
+                        __fusebox_out,
+                    )
                     .await
             } else {
                 __fusebox_out

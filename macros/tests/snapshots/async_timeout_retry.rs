@@ -12,15 +12,14 @@ impl Client {
             ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
             ::fusebox::__private_0_1_0::in_global)
         }
-        #[derive(::core::clone::Clone, ::core::marker::Copy)]
         struct __FuseboxName;
         impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
             #[inline(always)]
-            fn name(self) -> &'static &'static str {
+            fn name(&self) -> &'static &'static str {
                 __FUSEBOX_NAME.cached()
             }
         }
-        let __fusebox_registry = ::fusebox::__private_0_1_0::global();
+        let __fusebox_registry = &::fusebox::__private_0_1_0::GLOBAL;
         static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
             "send",
         );
@@ -58,14 +57,8 @@ impl Client {
                             ApiError,
                         > as ::fusebox::__private_0_1_0::Outcome>::Error,
                     | -> ::core::option::Option<::core::time::Duration> {
-                        {
-                            #[allow(unused_imports)]
-                            use ::fusebox::__private_0_1_0::{
-                                NoRetryAfter as _, ReadsRetryAfter as _,
-                            };
-                            (&::fusebox::__private_0_1_0::PushbackOf(__fusebox_error))
-                                .pushback()
-                        }
+                        ::fusebox::__private_0_1_0::PushbackOf(__fusebox_error)
+                            .pushback()
                     },
                 )
                 .await

@@ -6,56 +6,51 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
         ::core::concat!(::core::module_path!(), "::", "fetch"),
         ::fusebox::__private_0_1_0::Policy::DEFAULT,
     );
-    #[derive(::core::clone::Clone, ::core::marker::Copy)]
     struct __FuseboxName;
     impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
         #[inline(always)]
-        fn name(self) -> &'static &'static str {
-            __FUSEBOX_SITE.name()
+        fn name(&self) -> &'static &'static str {
+            &__FUSEBOX_SITE.function
         }
     }
     let mut __fusebox_held = ::fusebox::__private_0_1_0::LocalBreaker::new();
-    let mut __fusebox_permit = __FUSEBOX_SITE
-        .enter_local(
-            ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
-            ::core::convert::AsRef::<str>::as_ref(&(host)),
-            &mut __fusebox_held,
-            __FuseboxName,
-        );
-    if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
-        let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
-            &__fusebox_permit,
-        );
-        return ::core::result::Result::Err(
-            ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
-        );
+    let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
+        raw: __FUSEBOX_SITE
+            .enter_local(
+                ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
+                ::core::convert::AsRef::<str>::as_ref(&(host)),
+                &mut __fusebox_held,
+                &__FUSEBOX_SITE.function,
+            ),
+        site: __FuseboxName,
+    };
+    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
+        &__fusebox_permit.raw,
+    ) {
+        return ::core::result::Result::Err(__fusebox_refused);
     }
     match ::fusebox::__private_0_1_0::sync_body::<
         Result<String, FetchError>,
         _,
     >(move || { http::get(host, path) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
-            ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
+            ::fusebox::__private_0_1_0::permit_succeeded(
+                &mut __fusebox_permit.raw,
+                &__FUSEBOX_SITE.function,
+            );
             ::core::result::Result::Ok(__fusebox_value)
         }
         ::core::result::Result::Err(__fusebox_error) => {
             if is_transient(&__fusebox_error) {
                 ::fusebox::__private_0_1_0::permit_failed_after(
-                    &mut __fusebox_permit,
-                    {
-                        #[allow(unused_imports)]
-                        use ::fusebox::__private_0_1_0::{
-                            NoRetryAfter as _, ReadsRetryAfter as _,
-                        };
-                        (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
-                            .pushback()
-                    },
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
+                    ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
                 )
             } else {
                 ::fusebox::__private_0_1_0::permit_ignored::<
                     false,
-                    _,
-                >(&mut __fusebox_permit)
+                >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

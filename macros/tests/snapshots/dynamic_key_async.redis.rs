@@ -7,30 +7,35 @@ impl Client {
             ::core::concat!(::core::module_path!(), "::", "fetch"),
             ::fusebox::__private_0_1_0::Policy::DEFAULT,
         );
-        #[derive(::core::clone::Clone, ::core::marker::Copy)]
         struct __FuseboxName;
         impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
             #[inline(always)]
-            fn name(self) -> &'static &'static str {
-                __FUSEBOX_SITE.name()
+            fn name(&self) -> &'static &'static str {
+                &__FUSEBOX_SITE.function
             }
         }
         let mut __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new();
-        let mut __fusebox_permit = __FUSEBOX_SITE
-            .enter::<
-                true,
-                _,
-            >(
-                ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
-                ::core::convert::AsRef::<str>::as_ref(&(host)),
-                &mut __fusebox_held,
-                __FuseboxName,
-            );
-        if ::fusebox::__private_0_1_0::asks_store(&__fusebox_permit) {
-            ::fusebox::__private_0_1_0::admit_shared(&mut __fusebox_permit).await;
+        let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
+            raw: __FUSEBOX_SITE
+                .enter::<
+                    true,
+                >(
+                    ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
+                    ::core::convert::AsRef::<str>::as_ref(&(host)),
+                    &mut __fusebox_held,
+                    &__FUSEBOX_SITE.function,
+                ),
+            site: __FuseboxName,
+        };
+        if ::fusebox::__private_0_1_0::asks_store(&__fusebox_permit.raw) {
+            ::fusebox::__private_0_1_0::admit_shared(
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
+                )
+                .await;
         }
         if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
-            &__fusebox_permit,
+            &__fusebox_permit.raw,
         ) {
             return ::core::result::Result::Err(
                 ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
@@ -40,35 +45,33 @@ impl Client {
             Result<String, FetchError>,
         >({ http::get(host, path).await }) {
             ::core::result::Result::Ok(__fusebox_value) => {
-                ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
+                ::fusebox::__private_0_1_0::permit_succeeded(
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
+                );
                 ::core::result::Result::Ok(__fusebox_value)
             }
             ::core::result::Result::Err(
                 __fusebox_error,
             ) if !::fusebox::__private_0_1_0::refused_inside::<true>() => {
                 ::fusebox::__private_0_1_0::permit_failed_after(
-                    &mut __fusebox_permit,
-                    {
-                        #[allow(unused_imports)]
-                        use ::fusebox::__private_0_1_0::{
-                            NoRetryAfter as _, ReadsRetryAfter as _,
-                        };
-                        (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
-                            .pushback()
-                    },
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
+                    ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
                 );
                 ::core::result::Result::Err(__fusebox_error)
             }
             ::core::result::Result::Err(__fusebox_error) => {
                 ::fusebox::__private_0_1_0::permit_ignored_outright(
-                    &mut __fusebox_permit,
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
                 );
                 ::core::result::Result::Err(__fusebox_error)
             }
         };
-        if ::fusebox::__private_0_1_0::reports_to_store(&__fusebox_permit) {
+        if ::fusebox::__private_0_1_0::reports_to_store(&__fusebox_permit.raw) {
             return ::fusebox::__private_0_1_0::flush_then(
-                    &__fusebox_permit,
+                    &__fusebox_permit.raw,
                     __fusebox_out,
                 )
                 .await;

@@ -7,11 +7,10 @@ impl Client {
             ::core::concat!(::core::module_path!(), "::", "fetch"),
             ::fusebox::__private_0_1_0::Policy::DEFAULT,
         );
-        #[derive(::core::clone::Clone, ::core::marker::Copy)]
         struct __FuseboxName;
         impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
             #[inline(always)]
-            fn name(self) -> &'static &'static str {
+            fn name(&self) -> &'static &'static str {
                 __FUSEBOX_NAME.cached()
             }
         }
@@ -59,14 +58,8 @@ impl Client {
                             FetchError,
                         > as ::fusebox::__private_0_1_0::Outcome>::Error,
                     | -> ::core::option::Option<::core::time::Duration> {
-                        {
-                            #[allow(unused_imports)]
-                            use ::fusebox::__private_0_1_0::{
-                                NoRetryAfter as _, ReadsRetryAfter as _,
-                            };
-                            (&::fusebox::__private_0_1_0::PushbackOf(__fusebox_error))
-                                .pushback()
-                        }
+                        ::fusebox::__private_0_1_0::PushbackOf(__fusebox_error)
+                            .pushback()
                     },
                 )
                 .await

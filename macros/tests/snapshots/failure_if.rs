@@ -13,23 +13,24 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
         ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
         ::fusebox::__private_0_1_0::in_global)
     }
-    #[derive(::core::clone::Clone, ::core::marker::Copy)]
     struct __FuseboxName;
     impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
         #[inline(always)]
-        fn name(self) -> &'static &'static str {
-            __FUSEBOX_SITE.name()
+        fn name(&self) -> &'static &'static str {
+            &__FUSEBOX_SITE.function
         }
     }
-    let mut __fusebox_permit = __FUSEBOX_SITE
-        .enter::<false, _>(::fusebox::__private_0_1_0::global(), __FuseboxName);
-    if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
-        let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
-            &__fusebox_permit,
-        );
-        return ::core::result::Result::Err(
-            ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
-        );
+    let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
+        raw: __FUSEBOX_SITE
+            .enter::<
+                false,
+            >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
+        site: __FuseboxName,
+    };
+    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
+        &__fusebox_permit.raw,
+    ) {
+        return ::core::result::Result::Err(__fusebox_refused);
     }
     match ::fusebox::__private_0_1_0::sync_body::<
         Result<Response, FetchError>,
@@ -37,9 +38,15 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
     >(move || { http::get(path) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
             if http::is_unavailable(&__fusebox_value) {
-                ::fusebox::__private_0_1_0::permit_failed(&mut __fusebox_permit)
+                ::fusebox::__private_0_1_0::permit_failed(
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
+                )
             } else {
-                ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit)
+                ::fusebox::__private_0_1_0::permit_succeeded(
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
+                )
             }
             ::core::result::Result::Ok(__fusebox_value)
         }
@@ -47,20 +54,17 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
             __fusebox_error,
         ) if !::fusebox::__private_0_1_0::refused_inside::<false>() => {
             ::fusebox::__private_0_1_0::permit_failed_after(
-                &mut __fusebox_permit,
-                {
-                    #[allow(unused_imports)]
-                    use ::fusebox::__private_0_1_0::{
-                        NoRetryAfter as _, ReadsRetryAfter as _,
-                    };
-                    (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
-                        .pushback()
-                },
+                &mut __fusebox_permit.raw,
+                &__FUSEBOX_SITE.function,
+                ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
             );
             ::core::result::Result::Err(__fusebox_error)
         }
         ::core::result::Result::Err(__fusebox_error) => {
-            ::fusebox::__private_0_1_0::permit_ignored_outright(&mut __fusebox_permit);
+            ::fusebox::__private_0_1_0::permit_ignored_outright(
+                &mut __fusebox_permit.raw,
+                &__FUSEBOX_SITE.function,
+            );
             ::core::result::Result::Err(__fusebox_error)
         }
     }

@@ -11,19 +11,23 @@ fn stock(sku: u32) -> Result<u32, StockError> {
         ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
         ::fusebox::__private_0_1_0::in_global)
     }
-    #[derive(::core::clone::Clone, ::core::marker::Copy)]
     struct __FuseboxName;
     impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
         #[inline(always)]
-        fn name(self) -> &'static &'static str {
-            __FUSEBOX_SITE.name()
+        fn name(&self) -> &'static &'static str {
+            &__FUSEBOX_SITE.function
         }
     }
-    let mut __fusebox_permit = __FUSEBOX_SITE
-        .enter::<false, _>(::fusebox::__private_0_1_0::global(), __FuseboxName);
-    if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit) {
+    let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
+        raw: __FUSEBOX_SITE
+            .enter::<
+                false,
+            >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
+        site: __FuseboxName,
+    };
+    if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit.raw) {
         let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
-            &__fusebox_permit,
+            &__fusebox_permit.raw,
         );
         return ::fusebox::__private_0_1_0::call_fallback(
             (
@@ -43,7 +47,10 @@ fn stock(sku: u32) -> Result<u32, StockError> {
         _,
     >(|| { inventory::count(sku) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
-            ::fusebox::__private_0_1_0::permit_succeeded(&mut __fusebox_permit);
+            ::fusebox::__private_0_1_0::permit_succeeded(
+                &mut __fusebox_permit.raw,
+                &__FUSEBOX_SITE.function,
+            );
             ::core::result::Result::Ok(__fusebox_value)
         }
         ::core::result::Result::Err(
@@ -53,15 +60,9 @@ fn stock(sku: u32) -> Result<u32, StockError> {
             }
         ) => {
             ::fusebox::__private_0_1_0::permit_failed_after(
-                &mut __fusebox_permit,
-                {
-                    #[allow(unused_imports)]
-                    use ::fusebox::__private_0_1_0::{
-                        NoRetryAfter as _, ReadsRetryAfter as _,
-                    };
-                    (&::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error))
-                        .pushback()
-                },
+                &mut __fusebox_permit.raw,
+                &__FUSEBOX_SITE.function,
+                ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
             );
             ::fusebox::__private_0_1_0::call_fallback(
                 (
@@ -79,8 +80,7 @@ fn stock(sku: u32) -> Result<u32, StockError> {
         ::core::result::Result::Err(__fusebox_error) => {
             ::fusebox::__private_0_1_0::permit_ignored::<
                 false,
-                _,
-            >(&mut __fusebox_permit);
+            >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function);
             ::core::result::Result::Err(__fusebox_error)
         }
     }

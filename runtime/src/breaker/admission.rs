@@ -24,23 +24,14 @@ impl Circuit {
     #[inline(always)]
     #[cfg(test)]
     pub(crate) fn enter<N: Named>(&self, site: N) -> NamedPermit<'_, N> {
-        self.enter_named::<false, N>(site)
+        NamedPermit::new(self, self.admission_for::<false>(site.name()), site)
     }
 
-    /// Admission (`Circuit::enter` in tests); with `ASK_STORE`, a breaker shared through a store answers with a permit
-    /// that asks the store (the breaker's `Store`), which an `async` caller then awaits.
-    /// Generic over `N` only to fetch the name: the admission itself is [`Circuit::admission_for`], one
-    /// function whatever `N` is.
+    /// Admission for the function named `site`, the permit without its name (the expansion's,
+    /// see [`RawPermit`]): not generic, so compiled once whatever the function.
     #[inline(always)]
-    pub(crate) fn enter_named<const ASK_STORE: bool, N: Named>(
-        &self,
-        site: N,
-    ) -> NamedPermit<'_, N> {
-        NamedPermit {
-            core: self,
-            admission: self.admission_for::<ASK_STORE>(site.name()),
-            site,
-        }
+    pub(crate) fn enter_raw<const ASK_STORE: bool>(&self, site: FnName) -> RawPermit<'_> {
+        RawPermit::new(self, self.admission_for::<ASK_STORE>(site))
     }
 
     /// The admission of a call of the function named `site` (a refusal's when refused).
@@ -73,11 +64,11 @@ impl Circuit {
             } else {
                 0
             };
-            return admitted(NamedPermit {
-                core: self,
-                admission: permit::admitted_closed(word, start),
+            return admitted(NamedPermit::new(
+                self,
+                permit::admitted_closed(word, start),
                 site,
-            });
+            ));
         }
         // The other common case: an open circuit whose wait is not over refuses without leaving
         // this function (one clock read, one counter).
@@ -89,11 +80,11 @@ impl Circuit {
                 #[cfg(feature = "metrics")]
                 self.meters.rejected();
                 self.record_refusal(Reason::Open, site.name());
-                return refused(NamedPermit {
-                    core: self,
-                    admission: permit::refused_for(Reason::Open.bits(), remaining),
+                return refused(NamedPermit::new(
+                    self,
+                    permit::refused_for(Reason::Open.bits(), remaining),
                     site,
-                });
+                ));
             }
         }
         admitted(self.enter_general::<ASK_STORE>(site.name()).named(site))
@@ -111,11 +102,11 @@ impl Circuit {
                 && let Err(refusal) = self.refuse_throttled()
             {
                 self.record_refusal(refusal.reason, site);
-                return NamedPermit {
-                    core: self,
-                    admission: permit::refused(refusal.reason.bits(), refusal.retry_after),
+                return NamedPermit::new(
+                    self,
+                    permit::refused(refusal.reason.bits(), refusal.retry_after),
                     site,
-                };
+                );
             }
             if let Some(permit) = store.admit_cached(self, site, ASK_STORE) {
                 return permit;
@@ -123,11 +114,7 @@ impl Circuit {
         }
         #[cfg(feature = "redis")]
         if ASK_STORE && self.store.is_some() {
-            return NamedPermit {
-                core: self,
-                admission: permit::refused(store::ASK_STORE, NO_WAIT),
-                site,
-            };
+            return NamedPermit::new(self, permit::refused(store::ASK_STORE, NO_WAIT), site);
         }
         self.admit_local(site)
     }
@@ -136,18 +123,14 @@ impl Circuit {
     /// that cannot reach its store and may run locally).
     pub(crate) fn admit_local(&self, site: FnName) -> NamedPermit<'_> {
         match self.admit_general(site) {
-            Ok(word) => NamedPermit {
-                core: self,
-                admission: word,
-                site,
-            },
+            Ok(word) => NamedPermit::new(self, word, site),
             Err(refusal) => {
                 self.record_refusal(refusal.reason, site);
-                NamedPermit {
-                    core: self,
-                    admission: permit::refused(refusal.reason.bits(), refusal.retry_after),
+                NamedPermit::new(
+                    self,
+                    permit::refused(refusal.reason.bits(), refusal.retry_after),
                     site,
-                }
+                )
             }
         }
     }

@@ -219,15 +219,11 @@ impl Circuit {
     #[inline(always)]
     pub(crate) fn enter_kept(&'static self, site: FnName) -> OwnedPermit {
         let core = self.newest();
-        let mut permit = core.enter_named::<false, FnName>(site);
-        let owned = OwnedPermit {
+        OwnedPermit {
             core: permit::Holder::Kept(core),
-            admission: permit.admission,
+            admission: core.admission_for::<false>(site),
             site,
-        };
-        // The owned permit now carries the report; the borrowed one must not.
-        permit.admission = Word::SETTLED;
-        owned
+        }
     }
 
     /// Retires this breaker in favour of `next`.

@@ -36,7 +36,7 @@ pub(crate) use store::{
 #[cfg(test)]
 mod tests;
 
-pub use permit::{Named, NamedPermit, OwnedPermit, Permit};
+pub use permit::{Named, NamedPermit, OwnedPermit, Permit, RawPermit};
 use permit::{Refusal, Ticket};
 pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
 
@@ -510,15 +510,11 @@ impl Breaker {
     #[inline(always)]
     pub(crate) fn enter_owned(&self, site: FnName) -> OwnedPermit {
         let core = self.core.current();
-        let mut permit = core.enter_named::<false, FnName>(site);
-        let owned = OwnedPermit {
+        OwnedPermit {
             core: permit::Holder::Counted(core.clone()),
-            admission: permit.admission,
+            admission: core.admission_for::<false>(site),
             site,
-        };
-        // The owned permit now carries the report; the borrowed one must not.
-        permit.admission = Word::SETTLED;
-        owned
+        }
     }
 
     /// The circuit of this handle, kept for the life of the process (see [`Circuit::kept`]).

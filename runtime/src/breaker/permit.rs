@@ -80,16 +80,17 @@ fn wait_of(word: Word) -> u64 {
 /// Where a permit finds the path of the function it was admitted for, which events carry: the
 /// path itself (`&'static &'static str`, one word), or a zero-sized type of the attribute's
 /// expansion that knows its call site's path, so the permit an annotated function holds across
-/// its body's await is two words. Not for use outside the expansion.
+/// its body's await is two words. Only a permit's drop asks it (the expansion's reports pass the
+/// path themselves, see [`RawPermit`]). Not for use outside the expansion.
 #[doc(hidden)]
-pub trait Named: Copy + Send + Sync + 'static {
+pub trait Named: Send + Sync + 'static {
     /// The function's path.
-    fn name(self) -> &'static &'static str;
+    fn name(&self) -> &'static &'static str;
 }
 
 impl Named for &'static &'static str {
     #[inline(always)]
-    fn name(self) -> &'static &'static str {
+    fn name(&self) -> &'static &'static str {
         self
     }
 }
@@ -150,35 +151,84 @@ impl fmt::Debug for Permit<'_> {
 /// attribute's expansion, whose `N` is a zero-sized type of its call site, and the one every
 /// admission path makes ([`Permit`] wraps the one named by a plain path). Its public methods
 /// are [`Permit`]'s. Not for use outside the expansion.
+///
+/// Its fields are public for the expansion alone, which builds it from a [`RawPermit`] and
+/// reports through `raw` with functions that take the name as an argument: those are compiled
+/// once per crate, while a function generic over `N` would be compiled again for each annotated
+/// function. Only the drop (a cancelled or panicking call) asks `site` for the name.
 #[must_use = "report the outcome with `success()`, `failure()` or `ignore()`"]
 pub struct NamedPermit<'a, N: Named = FnName> {
+    /// Where the permit finds its function's name. First: with the name in front of the breaker
+    /// and the admission, `Breaker::try_acquire` returns its permit as it did when the three were
+    /// fields of one struct (two register moves fewer on its closed path).
+    #[doc(hidden)]
+    pub site: N,
+    /// The breaker and the admission.
+    #[doc(hidden)]
+    pub raw: RawPermit<'a>,
+}
+
+/// A permit without its name: the breaker that admitted (or refused) the call and the admission.
+/// Reports through it take the function's name as an argument (see [`NamedPermit`]); it has no
+/// drop of its own, the [`NamedPermit`] around it reports a call dropped unreported. Not for use
+/// outside the expansion.
+pub struct RawPermit<'a> {
     pub(super) core: &'a Circuit,
     /// The admission (see the module docs): the mode and generation it was admitted
     /// under with its bulkhead bit and admission time, or a refusal with its wait. Inert once
     /// settled (or when refused).
     pub(super) admission: Word,
-    pub(super) site: N,
+}
+
+impl<'a> RawPermit<'a> {
+    /// The permit of `core` with `admission`.
+    #[inline(always)]
+    pub(super) fn new(core: &'a Circuit, admission: Word) -> Self {
+        RawPermit { core, admission }
+    }
+
+    /// The breaker that issued this permit.
+    #[inline(always)]
+    pub(crate) fn core(&self) -> &'a Circuit {
+        self.core
+    }
+
+    /// The key of the breaker that issued this permit.
+    pub(crate) fn key(&self) -> Key {
+        self.core.key.clone()
+    }
+
+    /// This permit, naming its function through `site` (what the expansion builds).
+    #[cfg(test)]
+    pub(crate) fn named<N: Named>(self, site: N) -> NamedPermit<'a, N> {
+        NamedPermit { site, raw: self }
+    }
 }
 
 impl<'a, N: Named> NamedPermit<'a, N> {
+    /// The permit of `core` with `admission`, naming its function through `site`.
+    #[inline(always)]
+    pub(super) fn new(core: &'a Circuit, admission: Word, site: N) -> Self {
+        NamedPermit {
+            raw: RawPermit::new(core, admission),
+            site,
+        }
+    }
+
     /// The same admission, naming its function through `site`; this permit is settled (it
     /// reports nothing).
     #[inline(always)]
     pub(crate) fn named<M: Named>(mut self, site: M) -> NamedPermit<'a, M> {
-        let named = NamedPermit {
-            core: self.core,
-            admission: self.admission,
-            site,
-        };
-        self.admission = Word::SETTLED;
+        let named = NamedPermit::new(self.raw.core, self.raw.admission, site);
+        self.raw.admission = Word::SETTLED;
         named
     }
 
     /// This permit's admission; the permit is settled (it reports nothing).
     #[inline(always)]
     pub(super) fn into_admission(mut self) -> Word {
-        let word = self.admission;
-        self.admission = Word::SETTLED;
+        let word = self.raw.admission;
+        self.raw.admission = Word::SETTLED;
         word
     }
 }
@@ -200,7 +250,7 @@ impl<N: Named> NamedPermit<'_, N> {
     /// (see [`Permit::failure_after`]).
     #[inline]
     pub fn failure_after(mut self, wait: Duration) {
-        self.failed_after(Some(wait));
+        self.raw.failed_after(Some(wait), self.site.name());
     }
 
     /// The call ended with an error that does not count as a failure (a business error): it
@@ -208,64 +258,25 @@ impl<N: Named> NamedPermit<'_, N> {
     /// [`Others::Success`](crate::Others::Success) ([`Policy::others`](crate::Policy::others)).
     #[inline]
     pub fn ignore(mut self) {
-        self.ignored();
+        self.raw.ignored(self.site.name());
     }
 
-    /// [`success`](Permit::success) in place: the attribute's expansion reports through these, so
-    /// the permit is never moved (a move of a value just written costs a store-forwarding stall).
-    /// Reporting twice is harmless: the second report does nothing.
+    /// [`success`](Permit::success) in place (see [`RawPermit::succeeded`]).
     #[inline(always)]
     pub(crate) fn succeeded(&mut self) {
-        self.settle(Verdict::Success);
+        self.raw.succeeded(self.site.name());
     }
 
-    /// [`failure`](Permit::failure) in place (see [`succeeded`](NamedPermit::succeeded)).
+    /// [`failure`](Permit::failure) in place (see [`RawPermit::succeeded`]).
     #[inline]
     pub(crate) fn failed(&mut self) {
-        self.settle(Verdict::Failure);
+        self.raw.failed(self.site.name());
     }
 
-    /// [`failure_after`](Permit::failure_after) in place, or [`failed`](NamedPermit::failed)
-    /// without a wait.
-    #[inline]
-    pub(crate) fn failed_after(&mut self, wait: Option<Duration>) {
-        if let Some(wait) = wait
-            && !self.admission.inert()
-        {
-            self.core.push_back(wait);
-        }
-        self.failed();
-    }
-
-    /// [`ignore`](Permit::ignore) in place (see [`succeeded`](NamedPermit::succeeded)).
-    #[inline]
-    pub(crate) fn ignored(&mut self) {
-        let verdict = self.core.uncounted();
-        self.settle(verdict);
-    }
-
-    /// Reports the call as ignored (neither a success nor a failure), whatever
-    /// [`Policy::others`](crate::Policy::others) says: its error was converted from an inner
-    /// breaker's refusal.
-    #[inline]
-    pub(crate) fn ignored_outright(&mut self) {
-        self.settle(Verdict::Ignored);
-    }
-
-    /// [`ignored_outright`](NamedPermit::ignored_outright), consuming the permit.
+    /// [`ignored_outright`](RawPermit::ignored_outright), consuming the permit.
     #[inline]
     pub(crate) fn ignore_outright(mut self) {
-        self.ignored_outright();
-    }
-
-    /// What the breaker needs back to account for the call, as plain values (the permit's own
-    /// address never escapes, so it stays in registers on the hot path).
-    #[inline(always)]
-    pub(super) fn ticket(&self) -> Ticket {
-        Ticket {
-            admission: self.admission,
-            site: self.site.name(),
-        }
+        self.raw.ignored_outright(self.site.name());
     }
 
     /// Reports `result`: `Ok` is a success, an error `is_failure` accepts a failure, any other
@@ -294,12 +305,78 @@ impl<N: Named> NamedPermit<'_, N> {
 
     /// The key of the breaker that issued this permit.
     pub(crate) fn key(&self) -> Key {
-        self.core.key.clone()
+        self.raw.core.key.clone()
     }
 
     /// True when this call is a half-open probe.
     #[must_use]
     pub fn is_probe(&self) -> bool {
+        self.raw.is_probe()
+    }
+
+    /// Why the call was refused, when it was (see [`RawPermit::refusal`]).
+    #[inline(always)]
+    pub(crate) fn refusal(&self) -> Option<Error> {
+        self.raw.refusal()
+    }
+
+    /// The refusal code of the permit's admission (0: admitted).
+    #[inline(always)]
+    pub(crate) fn refusal_code(&self) -> u64 {
+        self.raw.admission.refusal()
+    }
+
+    #[inline(always)]
+    pub(super) fn refusal_error(&self, code: u64) -> Error {
+        self.raw.refusal_error(code)
+    }
+}
+
+impl RawPermit<'_> {
+    /// [`success`](Permit::success) in place, for the function named `site`: the attribute's
+    /// expansion reports through these, so the permit is never moved (a move of a value just
+    /// written costs a store-forwarding stall). Reporting twice is harmless: the second report
+    /// does nothing.
+    #[inline(always)]
+    pub(crate) fn succeeded(&mut self, site: FnName) {
+        self.settle(Verdict::Success, site);
+    }
+
+    /// [`failure`](Permit::failure) in place (see [`succeeded`](RawPermit::succeeded)).
+    #[inline]
+    pub(crate) fn failed(&mut self, site: FnName) {
+        self.settle(Verdict::Failure, site);
+    }
+
+    /// [`failure_after`](Permit::failure_after) in place, or [`failed`](RawPermit::failed)
+    /// without a wait.
+    #[inline]
+    pub(crate) fn failed_after(&mut self, wait: Option<Duration>, site: FnName) {
+        if let Some(wait) = wait
+            && !self.admission.inert()
+        {
+            self.core.push_back(wait);
+        }
+        self.failed(site);
+    }
+
+    /// [`ignore`](Permit::ignore) in place (see [`succeeded`](RawPermit::succeeded)).
+    #[inline]
+    pub(crate) fn ignored(&mut self, site: FnName) {
+        let verdict = self.core.uncounted();
+        self.settle(verdict, site);
+    }
+
+    /// Reports the call as ignored (neither a success nor a failure), whatever
+    /// [`Policy::others`](crate::Policy::others) says: its error was converted from an inner
+    /// breaker's refusal.
+    #[inline]
+    pub(crate) fn ignored_outright(&mut self, site: FnName) {
+        self.settle(Verdict::Ignored, site);
+    }
+
+    /// True when this call is a half-open probe.
+    fn is_probe(&self) -> bool {
         self.admission.state() == State::HalfOpen && !self.admission.inert()
     }
 
@@ -314,13 +391,7 @@ impl<N: Named> NamedPermit<'_, N> {
         }
     }
 
-    /// The refusal code of the permit's admission (0: admitted).
-    #[inline(always)]
-    pub(crate) fn refusal_code(&self) -> u64 {
-        self.admission.refusal()
-    }
-
-    /// True when the call was refused ([`refusal`](NamedPermit::refusal) is `Some`).
+    /// True when the call was refused ([`refusal`](RawPermit::refusal) is `Some`).
     #[inline(always)]
     pub(crate) fn is_refused(&self) -> bool {
         self.admission.refusal() != 0
@@ -331,10 +402,10 @@ impl<N: Named> NamedPermit<'_, N> {
         error_for_refusal(&self.core.key, code, self.admission)
     }
 
-    /// Reports `outcome` in place (see [`settle_admission`]); generic over `N` only to fetch the name.
+    /// Reports `outcome` in place for the function named `site` (see [`settle_admission`]).
     #[inline(always)]
-    pub(super) fn settle(&mut self, outcome: Verdict) {
-        settle_admission(self.core, &mut self.admission, self.site.name(), outcome);
+    pub(super) fn settle(&mut self, outcome: Verdict, site: FnName) {
+        settle_admission(self.core, &mut self.admission, site, outcome);
     }
 
     /// The error of this permit's refusal, or an open circuit's (with no wait) when it was
@@ -377,24 +448,22 @@ fn error_of_admission(core: &Circuit, word: Word) -> Error {
 impl<N: Named> Drop for NamedPermit<'_, N> {
     #[inline(always)]
     fn drop(&mut self) {
-        if !self.admission.inert() {
-            self.abandon();
+        if !self.raw.admission.inert() {
+            // Values, not the permit's address: the permit stays in registers on the hot path,
+            // where the check above folds away after a report.
+            let ticket = Ticket {
+                admission: self.raw.admission,
+                site: self.site.name(),
+            };
+            self.raw.admission = Word::SETTLED;
+            abandon(self.raw.core, ticket);
         }
     }
 }
 
-impl<N: Named> NamedPermit<'_, N> {
-    /// Dropped without a report: a panic counts as a failure, anything else is a cancellation.
-    #[cold]
-    pub(super) fn abandon(&mut self) {
-        let ticket = self.ticket();
-        self.admission = Word::SETTLED;
-        abandon(self.core, ticket);
-    }
-}
-
 /// Reports the admission of a permit dropped without a report (one copy, whatever the permit's
-/// [`Named`]).
+/// [`Named`]): a panic counts as a failure, anything else is a cancellation.
+#[cold]
 #[inline(never)]
 fn abandon(core: &Circuit, ticket: Ticket) {
     core.finish(ticket, abandoned());
@@ -571,6 +640,12 @@ pub(super) fn abandoned() -> Verdict {
 }
 
 impl<N: Named> fmt::Debug for NamedPermit<'_, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.raw, f)
+    }
+}
+
+impl fmt::Debug for RawPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("key", &self.core.key)

@@ -25,10 +25,11 @@ impl<'a, N: Named> NamedPermit<'a, N> {
     /// the retry decision. `None` (one load of a flag on the line admission read) without one.
     #[inline(always)]
     pub(crate) fn count_attempt(&self) -> Option<RetryGate<'a>> {
-        if self.core.budgeted {
-            self.core.deposit_attempt();
+        let core = self.raw.core;
+        if core.budgeted {
+            core.deposit_attempt();
             Some(RetryGate {
-                core: self.core,
+                core,
                 site: self.site.name(),
             })
         } else {

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::{Circuit, FnName, Named, NamedPermit, Ticket, permit};
+use super::{Circuit, FnName, NamedPermit, RawPermit, Ticket, permit};
 use crate::error::Reason;
 use crate::observe::Trigger;
 use crate::state::{NO_WAIT, State, Verdict, Word};
@@ -157,11 +157,7 @@ impl Circuit {
     /// An admitted permit carrying the store's `word`.
     pub(crate) fn store_permit(&self, word: Word, site: FnName) -> NamedPermit<'_> {
         let start = if self.timed() { self.now() } else { 0 };
-        NamedPermit {
-            core: self,
-            admission: permit::admitted(word, start, false),
-            site,
-        }
+        NamedPermit::new(self, permit::admitted(word, start, false), site)
     }
 
     /// A refused permit with `reason` and the wait before the next probe.
@@ -177,11 +173,11 @@ impl Circuit {
                 .min(u64::MAX - 1)
         });
         let refusal = self.count_refusal(reason, retry_after);
-        NamedPermit {
-            core: self,
-            admission: permit::refused(refusal.reason.bits(), refusal.retry_after),
+        NamedPermit::new(
+            self,
+            permit::refused(refusal.reason.bits(), refusal.retry_after),
             site,
-        }
+        )
     }
 
     /// The local breaker's state (a shared key's mirror of the store's).
@@ -380,26 +376,16 @@ impl Circuit {
     }
 }
 
-impl<'a, N: Named> NamedPermit<'a, N> {
+impl<'a> RawPermit<'a> {
     /// The breaker, when this permit asks its store for admission.
     pub(crate) fn asks_store(&self) -> Option<&'a Circuit> {
         (self.admission.refusal() == ASK_STORE).then_some(self.core)
     }
 
-    /// The breaker that issued this permit.
-    pub(crate) fn core(&self) -> &'a Circuit {
-        self.core
-    }
-
-    /// The annotated function's path.
-    pub(crate) fn site(&self) -> FnName {
-        self.site.name()
-    }
-
     /// Replaces a permit that asked the store with the store's answer.
     pub(crate) fn replace(&mut self, answer: NamedPermit<'a>) {
         let mut answer = answer;
-        self.admission = answer.admission;
-        answer.admission = Word::SETTLED;
+        self.admission = answer.raw.admission;
+        answer.raw.admission = Word::SETTLED;
     }
 }

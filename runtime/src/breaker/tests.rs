@@ -487,11 +487,10 @@ fn a_bulkhead_permit_keeps_its_admission_time_apart_from_its_slot() {
 }
 
 /// A name known to its type, as the attribute's expansion declares one per call site.
-#[derive(Clone, Copy)]
 struct SiteName;
 
 impl Named for SiteName {
-    fn name(self) -> &'static &'static str {
+    fn name(&self) -> &'static &'static str {
         &"app::charge"
     }
 }

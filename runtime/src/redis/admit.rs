@@ -13,21 +13,24 @@ use super::link::{CONFIRMED, SharedKey, view_generation, view_state};
 use super::report::send_cancel;
 use super::script::{Answer, apply, call};
 use crate::breaker::{
-    BoxFuture, Circuit, FnName, Named, NamedPermit, shared_admission, unknown_shared_admission,
+    BoxFuture, Circuit, FnName, Named, NamedPermit, RawPermit, shared_admission,
+    unknown_shared_admission,
 };
 use crate::error::{Error, Reason};
 use crate::state::{State, Word};
 
 /// True when `permit` (refused) asks the store for admission: its breaker is shared.
 #[inline(always)]
-pub fn asks_store<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
+#[must_use]
+pub fn asks_store(permit: &RawPermit<'_>) -> bool {
     permit.asks_store().is_some()
 }
 
 /// True when `permit`'s breaker is shared in strict mode (or cached mode without its
 /// subscription): the call awaits the recording of its outcome.
 #[inline(always)]
-pub fn reports_to_store<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
+#[must_use]
+pub fn reports_to_store(permit: &RawPermit<'_>) -> bool {
     permit
         .core()
         .store
@@ -35,10 +38,11 @@ pub fn reports_to_store<N: Named>(permit: &NamedPermit<'_, N>) -> bool {
         .is_some_and(|store| store.awaits_recording())
 }
 
-/// Completes the admission of an `async fn` call on a shared registry: awaits the script's answer
-/// and turns `permit` into it. Returns the refusal, if any.
-pub fn admit_shared<'p, 'a, N: Named>(
-    permit: &'p mut NamedPermit<'a, N>,
+/// Completes the admission of an `async fn` call on a shared registry (the function named
+/// `name`): awaits the script's answer and turns `permit` into it. Returns the refusal, if any.
+pub fn admit_shared<'p, 'a>(
+    permit: &'p mut RawPermit<'a>,
+    name: FnName,
 ) -> BoxFuture<'p, Option<Error>> {
     let Some((core, store)) = permit
         .asks_store()
@@ -46,7 +50,7 @@ pub fn admit_shared<'p, 'a, N: Named>(
     else {
         return Box::pin(std::future::ready(None));
     };
-    let answer = store.admit(core, permit.site());
+    let answer = store.admit(core, name);
     Box::pin(async move {
         permit.replace(answer.await);
         permit.refusal()
@@ -64,8 +68,9 @@ pub(crate) fn attempt_admission<'a, N: Named + 'a>(
     std::pin::Pin<Box<impl std::future::Future<Output = Result<NamedPermit<'a, N>, Error>> + 'a>>,
 > {
     match admitted {
-        Ok(mut permit) if asks_store(&permit) => Err(Box::pin(async move {
-            match admit_shared(&mut permit).await {
+        Ok(mut permit) if asks_store(&permit.raw) => Err(Box::pin(async move {
+            let name = permit.site.name();
+            match admit_shared(&mut permit.raw, name).await {
                 None => Ok(permit),
                 Some(refused) => Err(refused),
             }
@@ -205,7 +210,7 @@ pub(super) fn degraded<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) ->
 /// the store's timeout), then gives back `out` (the call's result, moved into this boxed future so
 /// the caller's own future holds nothing of it across the await).
 pub fn flush_then<'p, T: 'p>(
-    permit: &'p NamedPermit<'_, impl Named>,
+    permit: &'p RawPermit<'_>,
     out: T,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
     after_recording(recording(permit.core()), out)

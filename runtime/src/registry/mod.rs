@@ -478,7 +478,9 @@ impl std::fmt::Debug for Registry {
     }
 }
 
-static GLOBAL: Registry = Registry::new();
+/// The global registry (see [`registry`]); the expansion names it as `&__private::GLOBAL`, a
+/// place rather than a call.
+pub static GLOBAL: Registry = Registry::new();
 
 /// The global registry, used by every `#[circuit_breaker]` without `registry = …`.
 #[must_use]
