@@ -45,10 +45,10 @@ impl Clock for MonotonicClock {
     fn now_nanos(&self) -> u64 {
         #[cfg(target_os = "linux")]
         {
-            // `now_without_cache_update`: `now` would also store the reading in a global that
-            // every thread writes.
-            let now = coarsetime::Instant::now_without_cache_update();
-            coarsetime::Duration::from_ticks(now.as_ticks()).as_nanos()
+            let now = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+            (now.tv_sec as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(now.tv_nsec as u64)
         }
         #[cfg(not(target_os = "linux"))]
         {

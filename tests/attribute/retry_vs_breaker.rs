@@ -135,9 +135,6 @@ fn fusebox_default_features_bring_no_toml_http_tls_or_tsc() {
         "native-tls",
         "openssl",
         "serde_json",
-        // the coarse clock needs only `libc`, which papaya's `seize` already brings
-        "rustix",
-        "linux-raw-sys",
     ];
     let found: Vec<&&str> = heavy.iter().filter(|name| crates.contains(name)).collect();
     assert!(
