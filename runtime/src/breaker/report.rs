@@ -18,7 +18,7 @@ pub(super) struct OpenWait {
 }
 
 impl Circuit {
-    /// Emits the outcome event and span of a reported call admitted at [`Ticket::admitted_at`] (see [`Circuit::enter_named`]).
+    /// Emits the outcome event and span of a reported call admitted at [`Ticket::admitted_at`] (see [`Circuit::enter_raw`]).
     #[cold]
     pub(super) fn record_outcome(&self, permit: Ticket, outcome: Verdict) {
         let now = self.now();
