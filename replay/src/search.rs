@@ -118,23 +118,35 @@ pub fn search_with(
     outages: &[Outage],
     done: impl Fn() + Sync,
 ) -> (Vec<Run>, Vec<usize>) {
+    let runs = on_every_core(candidates, |c| replay(events, c, outages), done);
+    let front = pareto(&runs, outages);
+    (runs, front)
+}
+
+/// `replay` of every candidate, in order, the candidates shared among as many threads as the
+/// machine has cores, calling `done` after each.
+fn on_every_core<R: Send>(
+    candidates: &[Candidate],
+    replay: impl Fn(&Candidate) -> R + Sync,
+    done: impl Fn() + Sync,
+) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .clamp(1, candidates.len().max(1));
     let chunk = candidates.len().div_ceil(threads).max(1);
-    let runs: Vec<Run> = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let handles: Vec<_> = candidates
             .chunks(chunk)
             .map(|part| {
-                let done = &done;
+                let (done, replay) = (&done, &replay);
                 scope.spawn(move || {
                     part.iter()
                         .map(|c| {
-                            let run = replay(events, c, outages);
+                            let run = replay(c);
                             done();
                             run
                         })
-                        .collect::<Vec<Run>>()
+                        .collect::<Vec<R>>()
                 })
             })
             .collect();
@@ -142,9 +154,7 @@ pub fn search_with(
             .into_iter()
             .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
-    });
-    let front = pareto(&runs, outages);
-    (runs, front)
+    })
 }
 
 /// The front as markdown, each row with the line to paste.
@@ -238,31 +248,7 @@ pub fn search_keys_with(
     outages: &KeyedOutages,
     done: impl Fn() + Sync,
 ) -> (Vec<KeyedRun>, Vec<usize>) {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .clamp(1, candidates.len().max(1));
-    let chunk = candidates.len().div_ceil(threads).max(1);
-    let runs: Vec<KeyedRun> = std::thread::scope(|scope| {
-        let handles: Vec<_> = candidates
-            .chunks(chunk)
-            .map(|part| {
-                let done = &done;
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|c| {
-                            let run = replay_keys(trace, c, outages);
-                            done();
-                            run
-                        })
-                        .collect::<Vec<KeyedRun>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
+    let runs = on_every_core(candidates, |c| replay_keys(trace, c, outages), done);
     let totals: Vec<Run> = runs.iter().map(|r| r.total.clone()).collect();
     let front = pareto(&totals, &outages.all());
     (runs, front)
