@@ -252,6 +252,7 @@ where
                     let budget = permit.count_attempt();
                     // Strict mode: the wait for this attempt's recording, made before the permit
                     // settles (it reads what was reported when first polled), awaited after.
+                    #[cfg_attr(not(feature = "redis"), allow(clippy::let_unit_value))]
                     let recording = recording_of(&permit);
                     // A counted failure (an error, a timeout, or an `Ok` value `is_failed_ok`
                     // counts): the only outcome that may be retried.

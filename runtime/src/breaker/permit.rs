@@ -187,8 +187,9 @@ impl<'a> RawPermit<'a> {
         RawPermit { core, admission }
     }
 
-    /// The breaker that issued this permit.
+    /// The breaker that issued this permit (read by the shared store's strict mode).
     #[inline(always)]
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn core(&self) -> &'a Circuit {
         self.core
     }
