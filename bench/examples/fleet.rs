@@ -262,12 +262,7 @@ fn cpu_wait() -> Option<(u64, u64, usize)> {
         let path = task.path();
         let is_worker = std::fs::read_to_string(path.join("comm"))
             .is_ok_and(|name| name.starts_with("tokio-rt-worker"));
-        let times = std::fs::read_to_string(path.join("schedstat"))
-            .ok()
-            .and_then(|stat| {
-                let mut fields = stat.split_whitespace().map(str::parse::<u64>);
-                Some((fields.next()?.ok()?, fields.next()?.ok()?))
-            });
+        let times = schedstat(&path.join("schedstat"));
         if let (true, Some((run, wait))) = (is_worker, times) {
             ran += run;
             waited += wait;
@@ -598,7 +593,12 @@ fn redis_pid(conn: &mut redis::Connection) -> u32 {
 /// Nanoseconds process `pid`'s main thread ran and waited for a CPU while runnable (its
 /// `/proc/<pid>/schedstat`); `None` where the kernel does not say (or Redis runs elsewhere).
 fn sched_times(pid: u32) -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    schedstat(std::path::Path::new(&format!("/proc/{pid}/schedstat")))
+}
+
+/// The first two fields of a `schedstat` file: nanoseconds run, nanoseconds runnable and waiting.
+fn schedstat(path: &std::path::Path) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(path).ok()?;
     let mut fields = stat.split_whitespace().map(str::parse::<u64>);
     Some((fields.next()?.ok()?, fields.next()?.ok()?))
 }

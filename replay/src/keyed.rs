@@ -17,7 +17,7 @@ use fusebox::clock::{Clock, FakeClock};
 use tracing_subscriber::layer::SubscriberExt as _;
 
 use crate::policy::Candidate;
-use crate::replay::{Outage, OutageRule, Run, Span, find_outages_in, replay_keys_in};
+use crate::replay::{Outage, OutageRule, Run, Span, find_outages_in, replay_keys_in, tripped};
 use crate::trace::{Event, KeyedTrace};
 
 /// What one candidate did to one group.
@@ -235,7 +235,7 @@ fn most_open<'a>(runs: impl Iterator<Item = &'a Run>) -> u64 {
     for run in runs {
         let mut was = false;
         for c in &run.changes {
-            let is = !matches!(c.to, fusebox::State::Closed | fusebox::State::Disabled);
+            let is = tripped(c.to);
             if is != was {
                 steps.push((c.at_ns, if is { 1 } else { -1 }));
                 was = is;

@@ -327,12 +327,18 @@ impl Run {
     /// A run of `name` with nothing counted yet.
     #[must_use]
     pub fn empty(name: &str) -> Run {
+        Run::with_slices(name, SLICES)
+    }
+
+    /// A run of `name` with nothing counted yet and `slices` slices of wrongly refused calls
+    /// (none for a key of a many-key replay, which draws no chart).
+    fn with_slices(name: &str, slices: usize) -> Run {
         Run {
             name: name.to_owned(),
             changes: Vec::new(),
             detection: Vec::new(),
             wrongly_refused: 0,
-            wrong_by_slice: vec![0; SLICES],
+            wrong_by_slice: vec![0; slices],
             refused: 0,
             failures_let_through: 0,
             openings: 0,
@@ -640,13 +646,9 @@ pub(crate) fn replay_keys_in(
     // replays the same way every time, on whichever thread.
     fastrand::seed(0x5eed);
 
-    let mut runs: Vec<Run> = keys.iter().map(|k| Run::empty(k)).collect();
-    if keys.len() > 1 {
-        // No chart for many keys: no slices per key (2.4 KB each).
-        for run in &mut runs {
-            run.wrong_by_slice = Vec::new();
-        }
-    }
+    // No chart for many keys: no slices per key (2.4 KB each).
+    let slices = if keys.len() > 1 { 0 } else { SLICES };
+    let mut runs: Vec<Run> = keys.iter().map(|k| Run::with_slices(k, slices)).collect();
     let t0 = spans.iter().map(|s| s.first_ns).min().unwrap_or(0);
     let end_ns = spans.iter().map(|s| s.last_ns).max().unwrap_or(0);
     let mut replayer = Replayer {
@@ -702,7 +704,7 @@ pub(crate) fn replay_keys_in(
 }
 
 /// True for the states in which a circuit refuses (some) calls.
-fn tripped(state: State) -> bool {
+pub(crate) fn tripped(state: State) -> bool {
     matches!(state, State::Open | State::HalfOpen | State::ForcedOpen)
 }
 

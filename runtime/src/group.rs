@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use crate::breaker::Circuit;
+use crate::clock::duration_to_nanos as nanos;
 use crate::observe::Trigger;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::window::Counts;
@@ -98,15 +99,6 @@ pub struct GroupSettings {
     /// How long an ejected member must stay closed before its ejection count starts again
     /// (default 300 s).
     pub healthy_span: Duration,
-}
-
-const fn nanos(d: Duration) -> u64 {
-    let n = d.as_nanos();
-    if n > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        n as u64
-    }
 }
 
 impl GroupPolicy {

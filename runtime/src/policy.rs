@@ -30,6 +30,13 @@ pub(crate) fn lease_nanos(policy: &Policy) -> u64 {
     nanos(policy.settings().half_open_lease)
 }
 
+/// The longest open wait of `policy` in nanoseconds: `open_max`, or `open_for` when larger.
+#[inline]
+pub(crate) fn open_cap_nanos(policy: &Policy) -> u64 {
+    let settings = policy.settings();
+    nanos(settings.open_max).max(nanos(settings.open_for))
+}
+
 /// The open wait of `policy` in nanoseconds, for an opening described by `open` (the failed
 /// recoveries so far and the window that opened the circuit), before any jitter:
 ///
@@ -43,7 +50,7 @@ pub(crate) fn lease_nanos(policy: &Policy) -> u64 {
 pub(crate) fn open_wait_nanos(policy: &Policy, open: &OpenContext) -> u64 {
     let settings = policy.settings();
     let open_for = nanos(settings.open_for);
-    let cap = nanos(settings.open_max).max(open_for);
+    let cap = open_cap_nanos(policy);
     if let Some(function) = settings.open_for_fn {
         match std::panic::catch_unwind(|| function.call(open)) {
             Ok(wait) => return nanos(wait).clamp(nanos(MIN_OPEN_FOR), cap),

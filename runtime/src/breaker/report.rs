@@ -2,7 +2,9 @@
 //! count (progressive recovery), and may trip, reopen or close the circuit.
 
 use super::*;
-use crate::policy::{OpenContext, jittered_nanos, nanos, open_wait_nanos, slow_nanos};
+use crate::policy::{
+    OpenContext, jittered_nanos, nanos, open_cap_nanos, open_wait_nanos, slow_nanos,
+};
 use crate::state;
 use crate::window::Now;
 
@@ -281,8 +283,7 @@ impl Circuit {
         }
         let (backoff, times) = member.next_ejection(now);
         // The member's own cap and spread, as for any other opening of the key.
-        let settings = self.policy.settings();
-        let cap = nanos(settings.open_max).max(nanos(settings.open_for));
+        let cap = open_cap_nanos(&self.policy);
         let wait = self.lengthened_and_spread(backoff.min(cap), now);
         let counts = self.window.counts(now);
         let opened = self.trip_for(word, counts, &"group", trigger, now, wait);
@@ -489,9 +490,7 @@ impl Circuit {
             lengthened: false,
         };
         if until > now {
-            let settings = self.policy.settings();
-            let cap = nanos(settings.open_max).max(nanos(settings.open_for));
-            let asked = (until - now).min(cap);
+            let asked = (until - now).min(open_cap_nanos(&self.policy));
             if asked > policy_wait {
                 wait.nanos = asked;
                 wait.lengthened = true;
@@ -528,10 +527,8 @@ impl Circuit {
             let until = self.reopen_pushback.swap(0, Ordering::AcqRel);
             if until != 0 {
                 let now = self.now();
-                let settings = self.policy.settings();
-                let cap = nanos(settings.open_max).max(nanos(settings.open_for));
                 pushback = self.spend_pushback(OpenWait {
-                    nanos: until.saturating_sub(now).min(cap),
+                    nanos: until.saturating_sub(now).min(open_cap_nanos(&self.policy)),
                     until,
                     lengthened: true,
                 });
