@@ -219,7 +219,7 @@ impl Candidate {
         let fields: Vec<String> = self
             .settings
             .iter()
-            .filter(|(f, v)| *v != Setting::Off && !is_group_setting(f) && *f != "group_keys")
+            .filter(|(f, v)| *v != Setting::Off && !is_group_field(f))
             .map(|(f, v)| format!("{f} = {}", v.literal()))
             .collect();
         fields.join(", ")
@@ -279,6 +279,11 @@ fn duration_code(d: Duration) -> String {
 /// True for the fields that are a group's settings (not a `Policy` knob).
 fn is_group_setting(field: &str) -> bool {
     GROUP_FIELDS.iter().any(|(f, _)| *f == field)
+}
+
+/// True for a group's settings and `group_keys`: the fields that need a `group`.
+fn is_group_field(field: &str) -> bool {
+    is_group_setting(field) || field == "group_keys"
 }
 
 /// A group's setting: its field and the [`GroupPolicy`] call it makes.
@@ -358,6 +363,15 @@ struct Field {
     name: &'static str,
     kind: Kind,
     apply: fn(Policy, Setting) -> Policy,
+}
+
+/// A field read by `build` into the candidate, not a `Policy` knob: applying it changes nothing.
+const fn inert(name: &'static str, kind: Kind) -> Field {
+    Field {
+        name,
+        kind,
+        apply: |p, _| p,
+    }
 }
 
 fn int(s: Setting) -> u32 {
@@ -468,11 +482,7 @@ const FIELDS: &[Field] = &[
     },
     // Attempts per call: not a `Policy` knob (the attribute's `retry`); read into
     // `Candidate::retry` by `build`.
-    Field {
-        name: "retry",
-        kind: Kind::Count,
-        apply: |p, _| p,
-    },
+    inert("retry", Kind::Count),
     Field {
         name: "retry_budget",
         kind: Kind::Budget,
@@ -483,56 +493,16 @@ const FIELDS: &[Field] = &[
     },
     // A group and its settings: read into `Candidate::group` by `build`; the replay gives the
     // keys that join it `Policy::group`.
-    Field {
-        name: "group",
-        kind: Kind::Name,
-        apply: |p, _| p,
-    },
-    Field {
-        name: "group_keys",
-        kind: Kind::Keys,
-        apply: |p, _| p,
-    },
-    Field {
-        name: "interval",
-        kind: Kind::Span,
-        apply: |p, _| p,
-    },
-    Field {
-        name: "stdev_factor",
-        kind: Kind::Stdev,
-        apply: |p, _| p,
-    },
-    Field {
-        name: "min_members",
-        kind: Kind::Count,
-        apply: |p, _| p,
-    },
-    Field {
-        name: "failure_percentage",
-        kind: Kind::PercentOrOff,
-        apply: |p, _| p,
-    },
-    Field {
-        name: "max_ejection",
-        kind: Kind::Percent,
-        apply: |p, _| p,
-    },
-    Field {
-        name: "base_ejection",
-        kind: Kind::Span,
-        apply: |p, _| p,
-    },
-    Field {
-        name: "max_ejection_time",
-        kind: Kind::Span,
-        apply: |p, _| p,
-    },
-    Field {
-        name: "healthy_span",
-        kind: Kind::Span,
-        apply: |p, _| p,
-    },
+    inert("group", Kind::Name),
+    inert("group_keys", Kind::Keys),
+    inert("interval", Kind::Span),
+    inert("stdev_factor", Kind::Stdev),
+    inert("min_members", Kind::Count),
+    inert("failure_percentage", Kind::PercentOrOff),
+    inert("max_ejection", Kind::Percent),
+    inert("base_ejection", Kind::Span),
+    inert("max_ejection_time", Kind::Span),
+    inert("healthy_span", Kind::Span),
 ];
 
 fn field_names() -> String {
@@ -692,10 +662,7 @@ fn build_group(
         _ => None,
     });
     let Some(name) = name else {
-        if let Some((field, _)) = settings
-            .iter()
-            .find(|(f, _)| is_group_setting(f) || *f == "group_keys")
-        {
+        if let Some((field, _)) = settings.iter().find(|(f, _)| is_group_field(f)) {
             return Err(PolicyError {
                 place: place.to_owned(),
                 field: Some((*field).to_owned()),
