@@ -91,20 +91,7 @@ pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String 
             r.assumed
         );
     }
-    if runs.iter().any(|r| r.retries + r.retries_refused > 0) {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "{RETRIES}");
-        let _ = writeln!(out);
-        let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
-        let _ = writeln!(out, "|---|---:|---:|");
-        for r in runs {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} |",
-                r.name, r.retries, r.retries_refused
-            );
-        }
-    }
+    retry_rows(&mut out, runs.iter().map(|r| (r.name.as_str(), r)));
     let _ = writeln!(out);
     let _ = writeln!(out, "{LIMITS}");
     out
@@ -187,23 +174,23 @@ pub fn keyed_table(
     }
     per_key_rows(&mut out, runs, keys, outages);
     group_rows(&mut out, runs);
-    if runs
-        .iter()
-        .any(|r| r.total.retries + r.total.retries_refused > 0)
-    {
-        let _ = writeln!(out, "\n{RETRIES}\n");
-        let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
-        let _ = writeln!(out, "|---|---:|---:|");
-        for r in runs {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} |",
-                r.name, r.total.retries, r.total.retries_refused
-            );
-        }
-    }
+    retry_rows(&mut out, runs.iter().map(|r| (r.name.as_str(), &r.total)));
     let _ = writeln!(out, "\n{LIMITS}");
     out
+}
+
+/// The retries table (after [`RETRIES`]): each policy's retries and the retries its budget
+/// refused, when any policy retried.
+fn retry_rows<'a>(out: &mut String, runs: impl Iterator<Item = (&'a str, &'a Run)> + Clone) {
+    if !runs.clone().any(|(_, r)| r.retries + r.retries_refused > 0) {
+        return;
+    }
+    let _ = writeln!(out, "\n{RETRIES}\n");
+    let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
+    let _ = writeln!(out, "|---|---:|---:|");
+    for (name, r) in runs {
+        let _ = writeln!(out, "| {name} | {} | {} |", r.retries, r.retries_refused);
+    }
 }
 
 /// The per-key table of [`keyed_table`].
