@@ -69,6 +69,30 @@ fn fusebox_sync_calls(order: &[&str], calls: usize) -> u64 {
     sum
 }
 
+/// The counted calls of the `papaya-count` path: the bare lookup, and one relaxed increment of
+/// the value found (what any per-key counter of outcomes writes).
+#[inline(never)]
+fn papaya_count_calls(
+    bare: &papaya::HashMap<
+        String,
+        std::sync::Arc<std::sync::atomic::AtomicU64>,
+        foldhash::fast::RandomState,
+    >,
+    order: &[&str],
+    calls: usize,
+) -> u64 {
+    let mut sum = 0;
+    for i in 0..calls {
+        let host = black_box(order[i & 4095]);
+        sum += black_box(
+            bare.pin()
+                .get(host)
+                .map_or(0, |v| v.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+        );
+    }
+    sum
+}
+
 /// The counted calls of the `papaya` path (valgrind counts inside this function only).
 #[inline(never)]
 fn papaya_calls(
@@ -131,6 +155,17 @@ fn main() {
                 bare.pin().insert(host.clone(), std::sync::Arc::new(1));
             }
             sum += papaya_calls(&bare, &order, calls);
+        }
+        "papaya-count" => {
+            let bare: papaya::HashMap<
+                String,
+                std::sync::Arc<std::sync::atomic::AtomicU64>,
+                foldhash::fast::RandomState,
+            > = papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
+            for host in &hosts {
+                bare.pin().insert(host.clone(), std::sync::Arc::default());
+            }
+            sum += papaya_count_calls(&bare, &order, calls);
         }
         other => panic!("unknown path `{other}`; expected `fusebox`, `fusebox-sync` or `papaya`"),
     }

@@ -620,10 +620,10 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     let admit_local = local("__fusebox_admit");
     let breaker = local("__fusebox_breaker");
     let held = local("__fusebox_held");
-    let (named, named_declare) = site_name(names);
-    // The single call's admission is not generic: the permit gets its name type here.
+    // The permit finds the function's name through the name itself (`&'static &'static str`):
+    // three words, and no type of the expansion's own.
     let name = &names.name;
-    let enter = |ask_store: bool, args: TokenStream| quote!(#private::NamedPermit { raw: #site.enter::<#ask_store>(#args, #name), site: #named });
+    let enter = |ask_store: bool, args: TokenStream| quote!(#private::NamedPermit { raw: #site.enter::<#ask_store>(#args, #name), site: #name });
     let method_declare = method_declare(method_name.as_ref(), private);
     match &args.key {
         Key::Literal(key) => {
@@ -631,7 +631,6 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
             let head = quote! {
                 static #site: #private::Site = #private::Site::new(#key, #function_path, #policy);
                 #declare
-                #named_declare
             };
             match admit {
                 Admit::Permit | Admit::SharedPermit | Admit::LocalPermit => {
@@ -644,8 +643,10 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
                 }
                 Admit::Closure => {
                     let registry_local = local("__fusebox_registry");
+                    let (named, named_declare) = site_name(names);
                     quote! {
                         #head
+                        #named_declare
                         let #registry_local = #registry;
                         #method_declare
                         let #admit_local = move || #site.acquire(#registry_local, #named);
@@ -680,21 +681,24 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
                     quote! {
                         let mut #permit = #private::NamedPermit {
                             raw: #site.enter_local(#registry, #key_str, &mut #held, #name),
-                            site: #named,
+                            site: #name,
                         };
                     },
                 ),
-                Admit::Closure => (
-                    quote!(SiteBreaker),
-                    quote! {
-                        let #breaker = #site.breaker(#registry, #key_str, &mut #held);
-                        let #admit_local = move || #site.acquire(#breaker, #named);
-                    },
-                ),
+                Admit::Closure => {
+                    let (named, named_declare) = site_name(names);
+                    (
+                        quote!(SiteBreaker),
+                        quote! {
+                            #named_declare
+                            let #breaker = #site.breaker(#registry, #key_str, &mut #held);
+                            let #admit_local = move || #site.acquire(#breaker, #named);
+                        },
+                    )
+                }
             };
             quote! {
                 static #site: #private::DynSite = #private::DynSite::new(#function_path, #policy);
-                #named_declare
                 let mut #held = #private::#holder::new();
                 #method_declare
                 #take
@@ -719,10 +723,11 @@ fn method_declare(method_name: Option<&MethodNaming>, private: &TokenStream) -> 
     }
 }
 
-/// The zero-sized type through which the permit finds the function's name (the name is static
-/// per call site, whether the key is literal or dynamic), and its declaration: the permit does not
-/// hold the name, so it is two words across the body's await, not three. Only a permit dropped
-/// unreported asks it; the reports pass the name themselves ([`Names::raw_and_name`]).
+/// The zero-sized type through which an attempt's permit finds the function's name, and its
+/// declaration. The attempt driver keeps a permit in several of its states, so there the name
+/// type saves a word in each; a single call's permit holds the name itself (one word, and no
+/// type of the expansion's own to compile). Only a permit dropped unreported asks it; the reports
+/// pass the name themselves ([`Names::raw_and_name`]).
 fn site_name(names: &Names) -> (Ident, TokenStream) {
     let Names { private, name, .. } = names;
     let named = Ident::new("__FuseboxName", Span::mixed_site());

@@ -13,19 +13,12 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
         ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
         ::fusebox::__private_0_1_0::in_global)
     }
-    struct __FuseboxName;
-    impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
-        #[inline(always)]
-        fn name(&self) -> &'static &'static str {
-            &__FUSEBOX_SITE.function
-        }
-    }
     let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
         raw: __FUSEBOX_SITE
             .enter::<
                 false,
             >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
-        site: __FuseboxName,
+        site: &__FUSEBOX_SITE.function,
     };
     if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
         &__fusebox_permit.raw,

@@ -56,8 +56,8 @@ impl Site {
     /// function's [`Site::function`], a method's `MethodName`); a refused call gets an inert permit
     /// whose refusal says why.
     ///
-    /// The expansion puts the permit in a `NamedPermit` with its zero-sized type that knows the
-    /// name, so the permit held across the body's await is two words; this function and the
+    /// The expansion puts the permit in a `NamedPermit` beside the name (three words across the
+    /// body's await, and no type of the expansion's own to compile); this function and the
     /// reports take the name as an argument, so they are compiled once, not once per annotated
     /// function. With `ASK_STORE` (an `async fn`), a breaker shared through a store answers with
     /// a permit that asks the store, which `admit_shared` awaits; without it, or on a registry
@@ -76,7 +76,8 @@ impl Site {
 
     /// Asks this site's breaker in `registry` for admission (each attempt of a function with
     /// `retry`, `backoff` or `deadline`); a refusal is an [`Error`]. The permit finds the
-    /// function's name through `name`, the expansion's zero-sized type that knows it.
+    /// function's name through `name`, the expansion's zero-sized type that knows it (the attempt
+    /// driver keeps a permit in several of its states, so the type saves a word in each).
     ///
     /// # Errors
     ///

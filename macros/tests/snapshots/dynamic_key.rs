@@ -6,13 +6,6 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
         ::core::concat!(::core::module_path!(), "::", "fetch"),
         ::fusebox::__private_0_1_0::Policy::DEFAULT,
     );
-    struct __FuseboxName;
-    impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
-        #[inline(always)]
-        fn name(&self) -> &'static &'static str {
-            &__FUSEBOX_SITE.function
-        }
-    }
     let mut __fusebox_held = ::fusebox::__private_0_1_0::LocalBreaker::new();
     let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
         raw: __FUSEBOX_SITE
@@ -22,7 +15,7 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
                 &mut __fusebox_held,
                 &__FUSEBOX_SITE.function,
             ),
-        site: __FuseboxName,
+        site: &__FUSEBOX_SITE.function,
     };
     if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
         &__fusebox_permit.raw,

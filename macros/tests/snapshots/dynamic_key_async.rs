@@ -7,13 +7,6 @@ impl Client {
             ::core::concat!(::core::module_path!(), "::", "fetch"),
             ::fusebox::__private_0_1_0::Policy::DEFAULT,
         );
-        struct __FuseboxName;
-        impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
-            #[inline(always)]
-            fn name(&self) -> &'static &'static str {
-                &__FUSEBOX_SITE.function
-            }
-        }
         let mut __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new();
         let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
             raw: __FUSEBOX_SITE
@@ -25,7 +18,7 @@ impl Client {
                     &mut __fusebox_held,
                     &__FUSEBOX_SITE.function,
                 ),
-            site: __FuseboxName,
+            site: &__FUSEBOX_SITE.function,
         };
         if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
             &__fusebox_permit.raw,

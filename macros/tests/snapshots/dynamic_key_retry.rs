@@ -7,13 +7,6 @@ impl Client {
             ::core::concat!(::core::module_path!(), "::", "fetch"),
             ::fusebox::__private_0_1_0::Policy::DEFAULT,
         );
-        struct __FuseboxName;
-        impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
-            #[inline(always)]
-            fn name(&self) -> &'static &'static str {
-                __FUSEBOX_NAME.cached()
-            }
-        }
         let mut __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new();
         static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
             "fetch",
@@ -26,7 +19,7 @@ impl Client {
                 &mut __fusebox_held,
             );
         let __fusebox_admit = move || {
-            __FUSEBOX_SITE.acquire(__fusebox_breaker, __FuseboxName)
+            __FUSEBOX_SITE.acquire(__fusebox_breaker, __FUSEBOX_NAME.cached())
         };
         const __FUSEBOX_ATTEMPTS: ::fusebox::__private_0_1_0::Attempts<
             ::fusebox::__private_0_1_0::Unbounded,

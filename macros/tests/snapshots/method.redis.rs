@@ -16,13 +16,6 @@ impl Client {
             ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
             ::fusebox::__private_0_1_0::in_global)
         }
-        struct __FuseboxName;
-        impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
-            #[inline(always)]
-            fn name(&self) -> &'static &'static str {
-                __FUSEBOX_NAME.cached()
-            }
-        }
         static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
             "send",
         );
@@ -32,7 +25,7 @@ impl Client {
                 .enter::<
                     true,
                 >(&::fusebox::__private_0_1_0::GLOBAL, __FUSEBOX_NAME.cached()),
-            site: __FuseboxName,
+            site: __FUSEBOX_NAME.cached(),
         };
         if ::fusebox::__private_0_1_0::asks_store(&__fusebox_permit.raw) {
             ::fusebox::__private_0_1_0::admit_shared(

@@ -16,13 +16,6 @@ impl Client {
             ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
             ::fusebox::__private_0_1_0::in_global)
         }
-        struct __FuseboxName;
-        impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
-            #[inline(always)]
-            fn name(&self) -> &'static &'static str {
-                __FUSEBOX_NAME.cached()
-            }
-        }
         static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
             "send",
         );
@@ -32,7 +25,7 @@ impl Client {
                 .enter::<
                     false,
                 >(&::fusebox::__private_0_1_0::GLOBAL, __FUSEBOX_NAME.cached()),
-            site: __FuseboxName,
+            site: __FUSEBOX_NAME.cached(),
         };
         if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
             &__fusebox_permit.raw,

@@ -2,8 +2,8 @@
 //! and what a refused admission hands back.
 //!
 //! A permit is its breaker, its admission (one word) and where it finds the function's name
-//! ([`Named`]): the name itself (three words), or, in the attribute's expansion, a zero-sized
-//! type that knows it (two words). The admission packs, low bits first:
+//! ([`Named`]): the name itself (three words), or, in the attribute's attempt driver, a
+//! zero-sized type that knows it (two words). The admission packs, low bits first:
 //!
 //! | bits   | admitted                                          | refused                     |
 //! |--------|---------------------------------------------------|-----------------------------|
@@ -78,9 +78,9 @@ fn wait_of(word: Word) -> u64 {
 }
 
 /// Where a permit finds the path of the function it was admitted for, which events carry: the
-/// path itself (`&'static &'static str`, one word), or a zero-sized type of the attribute's
-/// expansion that knows its call site's path, so the permit an annotated function holds across
-/// its body's await is two words. Only a permit's drop asks it (the expansion's reports pass the
+/// path itself (`&'static &'static str`, one word: what a single call's permit holds), or a
+/// zero-sized type of the attribute's expansion that knows its call site's path (what the attempt
+/// driver's permits hold, two words in each of its states). Only a permit's drop asks it (the expansion's reports pass the
 /// path themselves, see [`RawPermit`]). Not for use outside the expansion.
 #[doc(hidden)]
 pub trait Named: Send + Sync + 'static {
