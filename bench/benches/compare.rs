@@ -16,8 +16,9 @@
 //! - `closed_success` also times fusebox with a 1 s time window and with slow-call timing on;
 //! - `time_window_10s`: an outside harness's shape, `window = "10s", min_calls = 10` against no
 //!   window argument (the default count window), async and sync, in the time window's steady state;
-//! - `dynamic_key`: fusebox's per-call key lookup (`key = host`) at 1, 1,000 and 100,000 keys, and a
-//!   bare `papaya` lookup of the same keys in the same run.
+//! - `dynamic_key`: fusebox's per-call key lookup (`key = host`, an `async fn` and a plain `fn`) at
+//!   1, 1,000 and 100,000 keys, a bare `papaya` lookup of the same keys in the same run, and that
+//!   lookup followed by a literal key's closed call (the two with the breaker's lines in L1).
 //!
 //! Run: `cargo bench -p fusebox-bench --bench compare`
 
@@ -211,6 +212,12 @@ mod fb {
     #[fusebox::circuit_breaker(key = host, registry = HOSTS, window = 100, failure_rate = 50, open_for = "1h")]
     pub(crate) async fn per_host(host: &str, fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
+    }
+
+    /// The same breaker per host from a plain `fn` (it borrows its breaker from the map).
+    #[fusebox::circuit_breaker(key = host, registry = HOSTS, window = 100, failure_rate = 50, open_for = "1h")]
+    pub(crate) fn per_host_sync(host: &str, fail: bool) -> Result<u64, BenchError> {
+        work_sync(fail).map_err(BenchError::Inner)
     }
 
     /// One call through the manual API, with the sync inner work.
@@ -729,6 +736,13 @@ fn dynamic_keys(c: &mut Criterion) {
                 black_box(poll_once(fb::per_host(black_box(order[i]), false)))
             })
         });
+        g.bench_function(format!("fusebox/attr-sync/{keys}-keys"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & 4095;
+                black_box(fb::per_host_sync(black_box(order[i]), false))
+            })
+        });
         // The reference in the same run: a bare `papaya` lookup of the same `&str`s, same order.
         let bare: papaya::HashMap<String, std::sync::Arc<u64>, foldhash::fast::RandomState> =
             papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
@@ -740,6 +754,16 @@ fn dynamic_keys(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) & 4095;
                 black_box(bare.pin().get(black_box(order[i])).map(|v| **v))
+            })
+        });
+        // What a lookup followed by a closed call costs when the breaker's lines are in L1: the
+        // same bare lookup, then the annotated `async fn` of a literal key (same policy).
+        g.bench_function(format!("bare-papaya-then-literal-key/{keys}-keys"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & 4095;
+                let found = bare.pin().get(black_box(order[i])).map(|v| **v);
+                black_box((found, poll_once(fb::closed_async(false))))
             })
         });
     }

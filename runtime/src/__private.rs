@@ -253,7 +253,11 @@ pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
 #[must_use]
 pub fn rejection<E: FromRejection>(permit: &RawPermit<'_>) -> Option<E> {
     if permit.is_refused() {
-        Some(error_from_refusal(permit.refusal_or_open()))
+        // A refused permit's error is a refusal: marked first, so the error is built after the
+        // mark's thread-local accesses and goes from its fields to the caller's error without a
+        // round trip through the stack.
+        crate::nested::mark();
+        Some(E::from_rejection(permit.refusal_or_open()))
     } else {
         None
     }
