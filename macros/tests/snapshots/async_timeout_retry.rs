@@ -12,13 +12,20 @@ impl Client {
             ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
             ::fusebox::__private_0_1_0::in_global)
         }
+        struct __FuseboxName;
+        impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
+            #[inline(always)]
+            fn name(&self) -> &'static &'static str {
+                __FUSEBOX_NAME.cached()
+            }
+        }
         let __fusebox_registry = &::fusebox::__private_0_1_0::GLOBAL;
         static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
             "send",
         );
         __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
         let __fusebox_admit = move || {
-            __FUSEBOX_SITE.acquire(__fusebox_registry, __FUSEBOX_NAME.cached())
+            __FUSEBOX_SITE.acquire(__fusebox_registry, __FuseboxName)
         };
         const __FUSEBOX_ATTEMPTS: ::fusebox::__private_0_1_0::Attempts<
             ::core::time::Duration,

@@ -12,6 +12,13 @@ impl Client {
             "fetch",
         );
         __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
+        struct __FuseboxName;
+        impl ::fusebox::__private_0_1_0::Named for __FuseboxName {
+            #[inline(always)]
+            fn name(&self) -> &'static &'static str {
+                __FUSEBOX_NAME.cached()
+            }
+        }
         let __fusebox_breaker = __FUSEBOX_SITE
             .breaker(
                 ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
@@ -19,7 +26,7 @@ impl Client {
                 &mut __fusebox_held,
             );
         let __fusebox_admit = move || {
-            __FUSEBOX_SITE.acquire(__fusebox_breaker, __FUSEBOX_NAME.cached())
+            __FUSEBOX_SITE.acquire(__fusebox_breaker, __FuseboxName)
         };
         const __FUSEBOX_ATTEMPTS: ::fusebox::__private_0_1_0::Attempts<
             ::fusebox::__private_0_1_0::Unbounded,
