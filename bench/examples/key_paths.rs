@@ -6,7 +6,8 @@
 //! Run: `cargo build --release -p fusebox-bench --example key_paths` then
 //! `valgrind --tool=callgrind --cache-sim=yes --LL=8388608,16,64 --collect-atstart=no
 //! --toggle-collect='key_paths::*_calls' target/release/examples/key_paths <path> <keys> 200000`
-//! with `<path>` `fusebox`, `fusebox-sync` or `papaya` and `<keys>` 1, 1000 or 100000, and divide the collected
+//! with `<path>` `fusebox`, `fusebox-sync`, `papaya` or `papaya-count` (the lookup and one relaxed
+//! increment of the value found) and `<keys>` 1, 1000 or 100000, and divide the collected
 //! counts by the call count: only the counted calls are collected (the set-up, which creates the
 //! keys and fills the visited keys' windows, is simulated but not counted).
 
@@ -69,43 +70,28 @@ fn fusebox_sync_calls(order: &[&str], calls: usize) -> u64 {
     sum
 }
 
-/// The counted calls of the `papaya-count` path: the bare lookup, and one relaxed increment of
-/// the value found (what any per-key counter of outcomes writes).
+/// A bare `papaya` map of the hosts to `V`, the bare paths' map.
+type Bare<V> = papaya::HashMap<String, std::sync::Arc<V>, foldhash::fast::RandomState>;
+
+/// The counted calls of the `papaya` and `papaya-count` paths (valgrind counts inside this
+/// function only): the bare lookup, then `read` of the value found.
 #[inline(never)]
-fn papaya_count_calls(
-    bare: &papaya::HashMap<
-        String,
-        std::sync::Arc<std::sync::atomic::AtomicU64>,
-        foldhash::fast::RandomState,
-    >,
-    order: &[&str],
-    calls: usize,
-) -> u64 {
+fn papaya_calls<V>(bare: &Bare<V>, order: &[&str], calls: usize, read: impl Fn(&V) -> u64) -> u64 {
     let mut sum = 0;
     for i in 0..calls {
         let host = black_box(order[i & 4095]);
-        sum += black_box(
-            bare.pin()
-                .get(host)
-                .map_or(0, |v| v.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
-        );
+        sum += black_box(bare.pin().get(host).map_or(0, |v| read(v)));
     }
     sum
 }
 
-/// The counted calls of the `papaya` path (valgrind counts inside this function only).
-#[inline(never)]
-fn papaya_calls(
-    bare: &papaya::HashMap<String, std::sync::Arc<u64>, foldhash::fast::RandomState>,
-    order: &[&str],
-    calls: usize,
-) -> u64 {
-    let mut sum = 0;
-    for i in 0..calls {
-        let host = black_box(order[i & 4095]);
-        sum += black_box(bare.pin().get(host).map_or(0, |v| **v));
+/// The bare map of `hosts`, each to `V::default()`.
+fn bare_map<V: Default>(hosts: &[String]) -> Bare<V> {
+    let bare = Bare::with_hasher(foldhash::fast::RandomState::default());
+    for host in hosts {
+        bare.pin().insert(host.clone(), std::sync::Arc::default());
     }
-    sum
+    bare
 }
 
 fn main() {
@@ -149,25 +135,20 @@ fn main() {
             sum += fusebox_sync_calls(&order, calls);
         }
         "papaya" => {
-            let bare: papaya::HashMap<String, std::sync::Arc<u64>, foldhash::fast::RandomState> =
-                papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
-            for host in &hosts {
-                bare.pin().insert(host.clone(), std::sync::Arc::new(1));
-            }
-            sum += papaya_calls(&bare, &order, calls);
+            let bare = bare_map::<u64>(&hosts);
+            sum += papaya_calls(&bare, &order, calls, |v| *v);
         }
+        // The bare lookup and one relaxed increment of the value found (what any per-key counter
+        // of outcomes writes).
         "papaya-count" => {
-            let bare: papaya::HashMap<
-                String,
-                std::sync::Arc<std::sync::atomic::AtomicU64>,
-                foldhash::fast::RandomState,
-            > = papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
-            for host in &hosts {
-                bare.pin().insert(host.clone(), std::sync::Arc::default());
-            }
-            sum += papaya_count_calls(&bare, &order, calls);
+            let bare = bare_map::<std::sync::atomic::AtomicU64>(&hosts);
+            sum += papaya_calls(&bare, &order, calls, |v| {
+                v.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            });
         }
-        other => panic!("unknown path `{other}`; expected `fusebox`, `fusebox-sync` or `papaya`"),
+        other => panic!(
+            "unknown path `{other}`; expected `fusebox`, `fusebox-sync`, `papaya` or `papaya-count`"
+        ),
     }
     println!("{sum}");
 }
