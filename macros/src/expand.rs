@@ -623,7 +623,10 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
     // The permit finds the function's name through the name itself (`&'static &'static str`):
     // three words, and no type of the expansion's own.
     let name = &names.name;
-    let enter = |ask_store: bool, args: TokenStream| quote!(#private::NamedPermit { raw: #site.enter::<#ask_store>(#args, #name), site: #name });
+    let permit_of = |raw: TokenStream| quote!(#private::NamedPermit { raw: #raw, site: #name });
+    let enter = |ask_store: bool, args: TokenStream| {
+        permit_of(quote!(#site.enter::<#ask_store>(#args, #name)))
+    };
     let method_declare = method_declare(method_name.as_ref(), private);
     match &args.key {
         Key::Literal(key) => {
@@ -676,15 +679,17 @@ fn admission(args: &Args, names: &Names, site: &Site, admit: Admit) -> TokenStre
                         },
                     )
                 }
-                Admit::LocalPermit => (
-                    quote!(LocalBreaker),
-                    quote! {
-                        let mut #permit = #private::NamedPermit {
-                            raw: #site.enter_local(#registry, #key_str, &mut #held, #name),
-                            site: #name,
-                        };
-                    },
-                ),
+                Admit::LocalPermit => {
+                    let permit_value = permit_of(
+                        quote!(#site.enter_local(#registry, #key_str, &mut #held, #name)),
+                    );
+                    (
+                        quote!(LocalBreaker),
+                        quote! {
+                            let mut #permit = #permit_value;
+                        },
+                    )
+                }
                 Admit::Closure => {
                     let (named, named_declare) = site_name(names);
                     (
@@ -726,8 +731,9 @@ fn method_declare(method_name: Option<&MethodNaming>, private: &TokenStream) -> 
 /// The zero-sized type through which an attempt's permit finds the function's name, and its
 /// declaration. The attempt driver keeps a permit in several of its states, so there the name
 /// type saves a word in each; a single call's permit holds the name itself (one word, and no
-/// type of the expansion's own to compile). Only a permit dropped unreported asks it; the reports
-/// pass the name themselves ([`Names::raw_and_name`]).
+/// type of the expansion's own to compile). The driver's permits ask it when they report or are
+/// dropped unreported; a single call's reports pass the name themselves
+/// ([`Names::raw_and_name`]).
 fn site_name(names: &Names) -> (Ident, TokenStream) {
     let Names { private, name, .. } = names;
     let named = Ident::new("__FuseboxName", Span::mixed_site());

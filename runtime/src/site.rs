@@ -293,11 +293,18 @@ impl DynSite {
             SEEN.set(Arc::as_ptr(&made.core) as usize);
             return held.0.insert(made);
         };
+        self.seen(registry, key, &breaker);
+        held.0.insert(breaker)
+    }
+
+    /// Notes that this thread's lookup found `breaker` in the map, and caches `key` when its
+    /// previous lookup found the same one.
+    #[inline(always)]
+    fn seen(&'static self, registry: &'static Registry, key: &str, breaker: &Breaker) {
         let at = Arc::as_ptr(&breaker.core) as usize;
         if SEEN.replace(at) == at {
-            self.cache(registry, key, &breaker);
+            self.cache(registry, key, breaker);
         }
-        held.0.insert(breaker)
     }
 
     /// [`DynSite::look_up`] for a call that runs on this thread (a plain `fn`): the breaker found
@@ -319,10 +326,7 @@ impl DynSite {
             SEEN.set(Arc::as_ptr(&made.core) as usize);
             return made;
         };
-        let at = Arc::as_ptr(&breaker.core) as usize;
-        if SEEN.replace(at) == at {
-            self.cache(registry, key, breaker);
-        }
+        self.seen(registry, key, breaker);
         breaker
     }
 

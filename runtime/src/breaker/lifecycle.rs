@@ -218,12 +218,7 @@ impl Circuit {
     #[cfg(feature = "tower")]
     #[inline(always)]
     pub(crate) fn enter_kept(&'static self, site: FnName) -> OwnedPermit {
-        let core = self.newest();
-        OwnedPermit {
-            core: permit::Holder::Kept(core),
-            admission: core.admission_for::<false>(site),
-            site,
-        }
+        OwnedPermit::enter(permit::Holder::Kept(self.newest()), site)
     }
 
     /// Retires this breaker in favour of `next`.

@@ -509,12 +509,7 @@ impl Breaker {
     /// [`OwnedPermit::refusal`] says why (like the attribute's admission, no `Result` to move).
     #[inline(always)]
     pub(crate) fn enter_owned(&self, site: FnName) -> OwnedPermit {
-        let core = self.core.current();
-        OwnedPermit {
-            core: permit::Holder::Counted(core.clone()),
-            admission: core.admission_for::<false>(site),
-            site,
-        }
+        OwnedPermit::enter(permit::Holder::Counted(self.core.current().clone()), site)
     }
 
     /// The circuit of this handle, kept for the life of the process (see [`Circuit::kept`]).

@@ -80,8 +80,9 @@ fn wait_of(word: Word) -> u64 {
 /// Where a permit finds the path of the function it was admitted for, which events carry: the
 /// path itself (`&'static &'static str`, one word: what a single call's permit holds), or a
 /// zero-sized type of the attribute's expansion that knows its call site's path (what the attempt
-/// driver's permits hold, two words in each of its states). Only a permit's drop asks it (the expansion's reports pass the
-/// path themselves, see [`RawPermit`]). Not for use outside the expansion.
+/// driver's permits hold, two words in each of its states). The expansion's single-call reports
+/// pass the path themselves (see [`RawPermit`]), so there a permit asks it only when dropped
+/// unreported. Not for use outside the expansion.
 #[doc(hidden)]
 pub trait Named: Send + Sync + 'static {
     /// The function's path.
@@ -148,8 +149,9 @@ impl fmt::Debug for Permit<'_> {
 }
 
 /// A [`Permit`] that finds its function's name through `N` (see [`Named`]): the permit of the
-/// attribute's expansion, whose `N` is a zero-sized type of its call site, and the one every
-/// admission path makes ([`Permit`] wraps the one named by a plain path). Its public methods
+/// attribute's expansion (named by the function's path for a single call, by a zero-sized type
+/// of its call site in the attempt driver), and the one every admission path makes ([`Permit`]
+/// wraps the one named by a plain path). Its public methods
 /// are [`Permit`]'s. Not for use outside the expansion.
 ///
 /// Its fields are public for the expansion alone, which builds it from a [`RawPermit`] and
@@ -306,7 +308,7 @@ impl<N: Named> NamedPermit<'_, N> {
 
     /// The key of the breaker that issued this permit.
     pub(crate) fn key(&self) -> Key {
-        self.raw.core.key.clone()
+        self.raw.key()
     }
 
     /// True when this call is a half-open probe.
@@ -506,6 +508,18 @@ pub struct OwnedPermit {
 }
 
 impl OwnedPermit {
+    /// Asks the circuit `core` holds for admission on behalf of `site` (a refused call gets an
+    /// inert permit, as the attribute's admission does).
+    #[inline(always)]
+    pub(super) fn enter(core: Holder, site: FnName) -> Self {
+        let admission = core.admission_for::<false>(site);
+        OwnedPermit {
+            core,
+            admission,
+            site,
+        }
+    }
+
     /// The call succeeded.
     #[inline]
     pub fn success(mut self) {
