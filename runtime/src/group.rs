@@ -625,12 +625,23 @@ impl GroupsInner {
         }
     }
 
-    /// The group `name`, created (declared with the defaults) if absent.
-    fn get_or_create(&mut self, name: &'static str, now: u64) -> Arc<GroupCore> {
-        if let Some(group) = self.find(name) {
-            return group.clone();
+    /// The group `name`, created (declared with `declared`, the defaults when `None`) if absent;
+    /// an existing group's declared settings become `declared` when given.
+    fn get_or_create(
+        &mut self,
+        name: &'static str,
+        declared: Option<GroupPolicy>,
+        now: u64,
+    ) -> Arc<GroupCore> {
+        if let Some(group) = self.find(name).cloned() {
+            if let Some(declared) = declared {
+                *group.declared.lock().unwrap_or_else(|p| p.into_inner()) = declared;
+                group.set_policy(self.effective(name, declared));
+            }
+            return group;
         }
-        let declared = GroupPolicy::new();
+        let declared = declared.unwrap_or_default();
+        // Made with the settings in force, so its first pass is one of their intervals away.
         let policy = self.effective(name, declared);
         let group = Arc::new(GroupCore::new(name, declared, policy, now));
         self.list.push(group.clone());
@@ -668,13 +679,7 @@ impl Groups {
         policy: Option<GroupPolicy>,
         now: u64,
     ) -> Arc<GroupCore> {
-        let mut inner = self.lock();
-        let group = inner.get_or_create(name, now);
-        if let Some(policy) = policy {
-            *group.declared.lock().unwrap_or_else(|p| p.into_inner()) = policy;
-            group.set_policy(inner.effective(name, policy));
-        }
-        group
+        self.lock().get_or_create(name, policy, now)
     }
 
     /// Replaces the patches the previous load from `file` (true: `load_toml`) or the environment
@@ -698,7 +703,7 @@ impl Groups {
         let touched: std::collections::BTreeSet<String> =
             old.into_keys().chain(slot.keys().cloned()).collect();
         for name in touched {
-            let group = inner.get_or_create(intern(&name), now);
+            let group = inner.get_or_create(intern(&name), None, now);
             group.set_policy(inner.effective(group.name, group.declared()));
         }
     }
@@ -874,6 +879,22 @@ mod tests {
         assert_eq!(policy.wait_nanos(2), 60 * s);
         assert_eq!(policy.wait_nanos(10), 300 * s);
         assert_eq!(policy.wait_nanos(11), 300 * s);
+    }
+
+    #[test]
+    fn a_group_made_with_its_settings_takes_its_first_pass_one_of_their_intervals_away() {
+        let s = 1_000_000_000;
+        let groups = Groups::new();
+        let fast = GroupPolicy::new().interval(Duration::from_secs(1));
+        let group = groups.get_or_create("first-pass-fast", Some(fast), 5 * s);
+        assert_eq!(group.next_pass.load(Ordering::Relaxed), 6 * s);
+        let slow = GroupPolicy::new().interval(Duration::from_secs(60));
+        let group = groups.get_or_create("first-pass-slow", Some(slow), 5 * s);
+        assert_eq!(group.next_pass.load(Ordering::Relaxed), 65 * s);
+        // A member's lookup (no settings) finds it as it is.
+        let found = groups.get_or_create("first-pass-slow", None, 7 * s);
+        assert!(Arc::ptr_eq(&found, &group));
+        assert_eq!(found.policy().interval_nanos, 60 * s);
     }
 
     #[test]
