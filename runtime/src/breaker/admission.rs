@@ -147,7 +147,7 @@ impl Circuit {
 
     /// Asks for admission for a caller that awaits (each attempt of the attempt driver); a
     /// refusal is an [`Error`]. On a breaker shared through a store the permit may ask the store
-    /// (`NamedPermit::asks_store`), which the caller then awaits before running the attempt.
+    /// (`RawPermit::asks_store`), which the caller then awaits before running the attempt.
     #[inline]
     pub(crate) fn acquire_awaiting<N: Named>(&self, site: N) -> Result<NamedPermit<'_, N>, Error> {
         self.enter_then::<true, N, _>(

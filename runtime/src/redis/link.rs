@@ -117,9 +117,8 @@ pub(super) struct Delta {
     /// The longest run of failures.
     pub(super) peak: u64,
     pub(super) succeeded: bool,
-    /// A fold job for this delta is queued to the reporting task.
-    pub(super) queued: bool,
-    /// When its first outcome was summed: its fold is due one flush interval later.
+    /// When its first outcome was summed (`None`: nothing summed since the last fold, so no fold
+    /// job is queued): its fold is due one flush interval later, less the timer's tick.
     pub(super) since: Option<tokio::time::Instant>,
 }
 
@@ -544,8 +543,8 @@ pub(super) struct Sent {
     pub(super) delta: Option<Delta>,
 }
 
-/// Folds waiting for their flush interval, in the order they were queued (each is due one
-/// interval after its delta's first outcome).
+/// Folds waiting for their flush interval, in the order of their deadlines (each is due one
+/// interval after its delta's first outcome, less the timer's tick).
 pub(super) type Folds = std::collections::VecDeque<(tokio::time::Instant, Report)>;
 
 /// What the reporting task sends next: the queue, the script calls of the round on its way, the

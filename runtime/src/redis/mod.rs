@@ -59,8 +59,8 @@
 //! failures, the failures before the first success and after the last, and the longest run of
 //! failures. One `fold` script call per key per [flush
 //! interval](RedisStoreBuilder::flush_interval) (20 ms by default), sent within one interval of
-//! the first outcome it sums (its timer is set one millisecond early, as tokio's timer fires on
-//! the tick after its deadline), carries the sum; the script adds it to the time window's current
+//! the first outcome it sums (its timer is set one tick early, 1 ms or a quarter of the
+//! interval when that is less, as tokio's timer fires on the tick after its deadline), carries the sum; the script adds it to the time window's current
 //! bucket, or writes it into the count window (at most the window's length of it, the failures
 //! and slow calls spread evenly, the counts scaled when the sum is longer than the window), and
 //! judges every rule once on the whole sum (`consecutive`

@@ -85,16 +85,16 @@ fn fold(
             // Outcomes of an older generation: the script would change nothing with them.
             link.confirmed(delta.failures);
             *delta = Delta {
-                queued: delta.queued,
                 since: delta.since,
                 ..Delta::default()
             };
         }
         delta.generation = generation;
         delta.add(failure, slow);
-        let first = !std::mem::replace(&mut delta.queued, true);
+        // The first outcome since the last fold queues a fold job; its interval starts now,
+        // whenever the reporting task takes the job.
+        let first = delta.since.is_none();
         if first {
-            // The fold's interval starts now, whenever the reporting task takes its job.
             delta.since = Some(tokio::time::Instant::now());
         }
         first
@@ -395,7 +395,11 @@ fn take(
                 .unwrap_or(now);
             let flush = client.flush.unwrap_or_default();
             let tick = Duration::from_millis(1).min(flush / 4);
-            folds.push_back((since + flush - tick, job));
+            let due = since + flush - tick;
+            // In deadline order: a caller held up between its first outcome and sending the job
+            // queues it behind later ones, and the folds leave from the front.
+            let at = folds.partition_point(|(other, _)| *other <= due);
+            folds.insert(at, (due, job));
             continue;
         }
         if matches!(job.outcome, SUMMED | SUCCESSES) {
