@@ -724,8 +724,10 @@ fn time_window_10s(c: &mut Criterion) {
 }
 
 /// One breaker per key: the per-call lookup at 1, 1,000 and 100,000 keys (fusebox only: the other
-/// crates have no registry), visiting 4,096 keys in a scattered order as traffic to many hosts would,
-/// each followed by a bare `papaya` lookup of the same keys in the same order (the reference).
+/// crates have no registry), from an `async fn` and a plain `fn`, visiting 4,096 keys in a
+/// scattered order as traffic to many hosts would; each followed by a bare `papaya` lookup of the
+/// same keys in the same order (the reference) and by that lookup then a literal key's closed
+/// call (the floor: a breaker whose lines are in L1).
 fn dynamic_keys(c: &mut Criterion) {
     let mut g = c.benchmark_group("dynamic_key");
     let hosts: Vec<String> = (0..100_000)

@@ -262,8 +262,10 @@ fn cpu_wait() -> Option<(u64, u64, usize)> {
         let path = task.path();
         let is_worker = std::fs::read_to_string(path.join("comm"))
             .is_ok_and(|name| name.starts_with("tokio-rt-worker"));
-        let times = schedstat(&path.join("schedstat"));
-        if let (true, Some((run, wait))) = (is_worker, times) {
+        if !is_worker {
+            continue;
+        }
+        if let Some((run, wait)) = schedstat(&path.join("schedstat")) {
             ran += run;
             waited += wait;
             workers += 1;
@@ -686,17 +688,14 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
     let rtt_ms = pinger.await.unwrap();
     let late_ms = timing.await.unwrap();
     monitor.join().unwrap();
-    let committed_ns = committed.load(Ordering::Acquire);
+    // `None` when no replica saw the OPEN committed.
+    let committed_ns = Some(committed.load(Ordering::Acquire)).filter(|&at| at > 0);
     let opened: Vec<u64> = fleet
         .iter()
         .map(|r| r.open_at.load(Ordering::Acquire))
         .filter(|&at| at > 0)
         .collect();
-    let reach_ms = if committed_ns > 0 {
-        ms_from(committed_ns, &opened)
-    } else {
-        Vec::new()
-    };
+    let reach_ms = committed_ns.map_or_else(Vec::new, |at| ms_from(at, &opened));
     let crossed_ns = crossing(outcomes, onset_ns);
     let crossed_reach_ms = crossed_ns.map_or_else(Vec::new, |at| ms_from(at, &opened));
     let total_s = start.elapsed().as_secs_f64();
@@ -719,14 +718,17 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
         failing_calls_per_s: (calls_end - calls_onset) / (total_s - healthy_s),
         cpu_per_s: (cpu_end - cpu_0) / total_s,
         open_ms,
-        commit_ms: committed_ns.saturating_sub(onset_ns) as f64 / 1e6,
+        commit_ms: committed_ns.map_or(f64::NAN, |at| at.saturating_sub(onset_ns) as f64 / 1e6),
         reach_ms,
         replicas: setup.replicas,
         after_commit: after_commit.load(Ordering::Relaxed),
         driven: driven.load(Ordering::Relaxed),
         crossed_ms: crossed_ns.map(|at| at.saturating_sub(onset_ns) as f64 / 1e6),
         crossed_commit_ms: crossed_ns
-            .map_or(f64::NAN, |at| (committed_ns as f64 - at as f64) / 1e6),
+            .zip(committed_ns)
+            .map_or(f64::NAN, |(at, committed)| {
+                (committed as f64 - at as f64) / 1e6
+            }),
         crossed_reach_ms,
         rtt_ms,
         late_ms,

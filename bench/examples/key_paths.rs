@@ -48,24 +48,28 @@ fn per_host_sync(host: &str, n: u64) -> Result<u64, KeyError> {
 
 use fusebox_bench::poll_once;
 
-/// The counted calls of the `fusebox` path (valgrind counts inside this function only).
+/// The counted calls of the `fusebox` and `fusebox-sync` paths (valgrind counts inside this
+/// function only): `call` for each key of `order` in turn.
 #[inline(never)]
-fn fusebox_calls(order: &[&str], calls: usize) -> u64 {
+fn fusebox_calls(order: &[&str], calls: usize, call: impl Fn(&str) -> u64) -> u64 {
     let mut sum = 0;
     for i in 0..calls {
-        let host = black_box(order[i & 4095]);
-        sum += poll_once(per_host(host, 1)).unwrap_or(0);
+        sum += call(black_box(order[i & 4095]));
     }
     sum
 }
 
-/// The counted calls of the `fusebox-sync` path (valgrind counts inside this function only).
-#[inline(never)]
-fn fusebox_sync_calls(order: &[&str], calls: usize) -> u64 {
+/// Creates every key's breaker through `call`, then fills the visited keys' windows (100 calls
+/// each), as a long benchmark run does: the counted calls then take the full window's path.
+fn fill(hosts: &[String], order: &[&str], call: impl Fn(&str) -> u64) -> u64 {
     let mut sum = 0;
-    for i in 0..calls {
-        let host = black_box(order[i & 4095]);
-        sum += per_host_sync(host, 1).unwrap_or(0);
+    for host in hosts {
+        sum += call(host);
+    }
+    for _ in 0..100 {
+        for host in order {
+            sum += call(host);
+        }
     }
     sum
 }
@@ -111,28 +115,14 @@ fn main() {
     let mut sum = 0u64;
     match path.as_str() {
         "fusebox" => {
-            for host in &hosts {
-                sum += poll_once(per_host(host, 1)).unwrap_or(0);
-            }
-            // Fill the visited keys' windows (100 calls each), as a long benchmark run does: the
-            // counted calls then take the full window's path.
-            for _ in 0..100 {
-                for host in &order {
-                    sum += poll_once(per_host(host, 1)).unwrap_or(0);
-                }
-            }
-            sum += fusebox_calls(&order, calls);
+            let call = |host: &str| poll_once(per_host(host, 1)).unwrap_or(0);
+            sum += fill(&hosts, &order, call);
+            sum += fusebox_calls(&order, calls, call);
         }
         "fusebox-sync" => {
-            for host in &hosts {
-                sum += per_host_sync(host, 1).unwrap_or(0);
-            }
-            for _ in 0..100 {
-                for host in &order {
-                    sum += per_host_sync(host, 1).unwrap_or(0);
-                }
-            }
-            sum += fusebox_sync_calls(&order, calls);
+            let call = |host: &str| per_host_sync(host, 1).unwrap_or(0);
+            sum += fill(&hosts, &order, call);
+            sum += fusebox_calls(&order, calls, call);
         }
         "papaya" => {
             let bare = bare_map::<u64>(&hosts);

@@ -123,25 +123,6 @@ const PATHS: [&str; 5] = [
     "clock",
 ];
 
-/// One call of the path `path`.
-#[inline(always)]
-fn call(path: &str) -> u64 {
-    match path {
-        "time-async" => poll_once(time_async()).unwrap_or(0),
-        "count-async" => poll_once(count_async()).unwrap_or(0),
-        "time-sync" => time_sync().unwrap_or(0),
-        "count-sync" => count_sync().unwrap_or(0),
-        "clock" => MonotonicClock.now_nanos(),
-        "fake-time-async" => poll_once(fake_time_async()).unwrap_or(0),
-        "fake-count-async" => poll_once(fake_count_async()).unwrap_or(0),
-        "fake-time-sync" => fake_time_sync().unwrap_or(0),
-        "fake-count-sync" => fake_count_sync().unwrap_or(0),
-        "open-async" => poll_once(open_async(false)).unwrap_or(0),
-        "open-sync" => open_sync(false).unwrap_or(0),
-        _ => 0,
-    }
-}
-
 /// `calls` calls of `path`; the path is matched once, outside the loop.
 #[inline(never)]
 fn run(path: &str, calls: u64) -> u64 {
@@ -192,9 +173,7 @@ fn main() {
             }
         }
         for name in &warmed {
-            for _ in 0..200 {
-                black_box(call(name));
-            }
+            black_box(run(name, 200));
         }
     }
     if path == "wall" {
