@@ -113,19 +113,18 @@ pub fn keyed_table(
     calls: usize,
 ) -> String {
     let mut out = String::new();
-    let all = outages.all();
-    let _ = writeln!(
-        out,
-        "{calls} calls of {} keys, each key on its own breaker; {} outage(s) (times from the first call):",
-        keys.len(),
-        all.len()
-    );
     let mut listed: Vec<(&String, &Outage)> = keys
         .iter()
         .zip(&outages.per_key)
         .flat_map(|(key, list)| list.iter().map(move |o| (key, o)))
         .collect();
     listed.sort_by_key(|(key, o)| (o.start_ns, *key));
+    let _ = writeln!(
+        out,
+        "{calls} calls of {} keys, each key on its own breaker; {} outage(s) (times from the first call):",
+        keys.len(),
+        listed.len()
+    );
     for (key, o) in listed.iter().take(KEY_ROWS) {
         let _ = writeln!(
             out,

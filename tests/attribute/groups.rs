@@ -412,8 +412,8 @@ fn a_group_of_ten_thousand_members_makes_one_pass_per_interval() {
 
 // ------------------------------------------- ejection waits through the member's open rules
 
-/// A registry with the members `{prefix}-0..5` of `group` on `policy`, every one but the first
-/// with a healthy window.
+/// A registry with the members `{group}-0` to `{group}-4` of `group` on `policy`, every one but
+/// the first with a healthy window.
 fn flapping_group(group: &'static str, policy: Policy) -> (FakeClock, Registry, Vec<String>) {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());

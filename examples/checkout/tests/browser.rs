@@ -54,6 +54,21 @@ struct Session {
 }
 
 impl Session {
+    /// Takes a screenshot of the page, checks it is a PNG, and saves it as `file` in the
+    /// workspace's `target/`.
+    async fn save_screenshot(&self, file: &str) {
+        let png = self
+            .command(reqwest::Method::GET, "/screenshot", None)
+            .await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap())
+            .unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+        let target = workspace_target();
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join(file), &png).unwrap();
+    }
+
     async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
         let mut request = self.http.request(method, format!("{}{path}", self.url));
         if let Some(body) = body {
@@ -298,16 +313,7 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
     );
     history_and_controls(&session).await;
 
-    let png = session
-        .command(reqwest::Method::GET, "/screenshot", None)
-        .await;
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(png.as_str().unwrap())
-        .unwrap();
-    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
-    let target = workspace_target();
-    std::fs::create_dir_all(&target).unwrap();
-    std::fs::write(target.join("checkout-dashboard.png"), &png).unwrap();
+    session.save_screenshot("checkout-dashboard.png").await;
 }
 
 /// On the tripped page: `checkout`'s history and marks, then a control refused without the
@@ -423,16 +429,7 @@ async fn dashboard_shows_a_group_in_panic_with_its_ejected_member() {
                 .script("return document.querySelector('.card[data-key=\"search-1\"] .badges').textContent;")
                 .await;
             assert_eq!(badges, "member of searchejected");
-            let png = session
-                .command(reqwest::Method::GET, "/screenshot", None)
-                .await;
-            let png = base64::engine::general_purpose::STANDARD
-                .decode(png.as_str().unwrap())
-                .unwrap();
-            assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
-            let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
-            std::fs::create_dir_all(&target).unwrap();
-            std::fs::write(target.join("groups-dashboard.png"), &png).unwrap();
+            session.save_screenshot("groups-dashboard.png").await;
         })
         .await;
 }
@@ -494,16 +491,7 @@ async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
                 true,
                 "the page was reloaded"
             );
-            let png = session
-                .command(reqwest::Method::GET, "/screenshot", None)
-                .await;
-            let png = base64::engine::general_purpose::STANDARD
-                .decode(png.as_str().unwrap())
-                .unwrap();
-            assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
-            let target = workspace_target();
-            std::fs::create_dir_all(&target).unwrap();
-            std::fs::write(target.join("checkout-replicas-dashboard.png"), &png).unwrap();
+            session.save_screenshot("checkout-replicas-dashboard.png").await;
         })
         .await;
     drop(demo);

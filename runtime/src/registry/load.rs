@@ -17,10 +17,11 @@ impl Registry {
     /// returns to its declared policy, with the environment's and `configure`'s overrides still
     /// applied on top; a group it does not name returns to the settings
     /// [`configure_group`](Registry::configure_group) gave it, or the defaults, with the
-    /// environment's on top). A group's settings apply to the group now, and to a group
-    /// created later by its first member (see [`crate::config`] for the fields). A key no
-    /// breaker declares is not an error (a dynamic key may claim it later): it is reported with
-    /// a `tracing` warning naming the closest declared keys, and by [`Registry::unknown_keys`].
+    /// environment's on top). A group's settings apply to the group now (a group the text
+    /// names is created if absent, so its first members find them; see [`crate::config`] for the
+    /// fields). A key no breaker declares is not an error (a dynamic key may claim it later): it
+    /// is reported with a `tracing` warning naming the closest declared keys, and by
+    /// [`Registry::unknown_keys`].
     ///
     /// # Errors
     ///
@@ -38,8 +39,8 @@ impl Registry {
     /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` variables of this process's environment,
     /// and group settings from `FUSEBOX_GROUPS__<NAME>__<FIELD>` variables.
     ///
-    /// Variables that are not valid Unicode are skipped, unless their name starts with the
-    /// prefix, which is an error. Replaces every override the previous environment load set.
+    /// Variables that are not valid Unicode are skipped, unless their name starts with one
+    /// of the prefixes, which is an error. Replaces every override the previous environment load set.
     ///
     /// # Errors
     ///
