@@ -110,7 +110,7 @@ macro_rules! fields {
 fusebox_policy::with_knobs!(@config fields);
 
 /// The names of [`FIELDS`], in its order.
-fn field_names() -> impl Iterator<Item = &'static str> {
+fn field_names() -> impl Iterator<Item = &'static str> + Clone {
     FIELDS.iter().map(|(name, _)| *name)
 }
 
@@ -228,7 +228,31 @@ struct Field<'a> {
 
 impl Field<'_> {
     fn wrong(&self, expected: &str) -> ConfigError {
-        let message = format!("`{}` = {} is not {expected}", self.name, self.raw.shown());
+        self.error(format!(
+            "`{}` = {} is not {expected}",
+            self.name,
+            self.raw.shown()
+        ))
+    }
+
+    /// An unknown field: the closest of `names` as a hint, and every one of them.
+    fn unknown(&self, names: impl Iterator<Item = &'static str> + Clone) -> ConfigError {
+        let hint = crate::declared::closest(self.name, names.clone())
+            .first()
+            .map(|f| format!("did you mean `{f}`? "))
+            .unwrap_or_default();
+        self.error(format!(
+            "unknown field `{}`; {hint}expected one of {}",
+            echo(self.name),
+            names
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
+    /// This field's error saying `message`: a group's field or a breaker's.
+    fn error(&self, message: String) -> ConfigError {
         if self.group {
             ConfigError::Group {
                 group: echo(self.key),
@@ -389,18 +413,22 @@ impl Field<'_> {
         }
     }
 
-    fn recovery(&self) -> Result<Recovery, ConfigError> {
-        const EXPECTED: &str = "a table `{ phases = 3, min_passes = 5 }`";
+    /// This field's value as one table (a TOML table, or in the environment one inline table on
+    /// one line), read by `read`; `expected` says what the value should be when it is not a
+    /// table or `read` finds nothing.
+    fn table<T>(
+        &self,
+        expected: &str,
+        read: impl FnOnce(&DeTable<'_>) -> Option<T>,
+    ) -> Result<T, ConfigError> {
         let parsed;
         let table = match self.raw {
             Raw::Toml(DeValue::Table(t)) => t,
-            Raw::Toml(DeValue::String(s)) if s == "probes" => return Ok(Recovery::Probes),
-            Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
-            Raw::Env(s) if s.trim() == "probes" => return Ok(Recovery::Probes),
+            Raw::Toml(_) => return Err(self.wrong(expected)),
             Raw::Env(s) => {
                 // One inline table, never a document: no line breaks.
                 if s.contains(['\n', '\r']) {
-                    return Err(self.wrong(EXPECTED));
+                    return Err(self.wrong(expected));
                 }
                 parsed = DeValue::parse(s)
                     .ok()
@@ -408,20 +436,34 @@ impl Field<'_> {
                         DeValue::Table(t) => Some(t),
                         _ => None,
                     })
-                    .ok_or_else(|| self.wrong(EXPECTED))?;
+                    .ok_or_else(|| self.wrong(expected))?;
                 &parsed
             }
         };
-        let get = |name: &str| {
-            table
-                .get(name)
-                .and_then(|v| toml_int(v.get_ref()))
-                .and_then(|n| u32::try_from(n).ok())
-        };
-        match (get("phases"), get("min_passes"), table.len()) {
-            (Some(phases), Some(min_passes), 2) => Ok(Recovery::Progressive { phases, min_passes }),
-            _ => Err(self.wrong(EXPECTED)),
+        read(table).ok_or_else(|| self.wrong(expected))
+    }
+
+    fn recovery(&self) -> Result<Recovery, ConfigError> {
+        const EXPECTED: &str = "a table `{ phases = 3, min_passes = 5 }`";
+        match self.raw {
+            Raw::Toml(DeValue::String(s)) if s == "probes" => return Ok(Recovery::Probes),
+            Raw::Env(s) if s.trim() == "probes" => return Ok(Recovery::Probes),
+            _ => {}
         }
+        self.table(EXPECTED, |table| {
+            let get = |name: &str| {
+                table
+                    .get(name)
+                    .and_then(|v| toml_int(v.get_ref()))
+                    .and_then(|n| u32::try_from(n).ok())
+            };
+            match (get("phases"), get("min_passes"), table.len()) {
+                (Some(phases), Some(min_passes), 2) => {
+                    Some(Recovery::Progressive { phases, min_passes })
+                }
+                _ => None,
+            }
+        })
     }
 
     /// This field as a patch.
@@ -433,21 +475,7 @@ impl Field<'_> {
             // A knob of the table that configuration cannot set.
             return Err(self.function());
         }
-        let hint = crate::declared::closest(self.name, field_names())
-            .first()
-            .map(|f| format!("did you mean `{f}`? "))
-            .unwrap_or_default();
-        Err(ConfigError::Field {
-            key: echo(self.key),
-            message: format!(
-                "unknown field `{}`; {hint}expected one of {}",
-                echo(self.name),
-                field_names()
-                    .map(|f| format!("`{f}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        })
+        Err(self.unknown(field_names()))
     }
 }
 
@@ -490,35 +518,18 @@ impl Field<'_> {
 
     /// `ejection = { base = "30s", max = "5m" }`: the ejection backoff's base and maximum.
     fn ejection(&self) -> Result<(Duration, Duration), ConfigError> {
-        let parsed;
-        let table = match self.raw {
-            Raw::Toml(DeValue::Table(t)) => t,
-            Raw::Toml(_) => return Err(self.wrong(EJECTION)),
-            Raw::Env(s) => {
-                // One inline table, never a document: no line breaks.
-                if s.contains(['\n', '\r']) {
-                    return Err(self.wrong(EJECTION));
+        self.table(EJECTION, |table| {
+            let get = |name: &str| match table.get(name).map(|v| v.get_ref()) {
+                Some(DeValue::String(s)) => humantime::parse_duration(s.trim()).ok(),
+                _ => None,
+            };
+            match (get("base"), get("max"), table.len()) {
+                (Some(base), Some(max), 2) if base >= Duration::from_millis(1) && max >= base => {
+                    Some((base, max))
                 }
-                parsed = DeValue::parse(s)
-                    .ok()
-                    .and_then(|v| match v.into_inner() {
-                        DeValue::Table(t) => Some(t),
-                        _ => None,
-                    })
-                    .ok_or_else(|| self.wrong(EJECTION))?;
-                &parsed
+                _ => None,
             }
-        };
-        let get = |name: &str| match table.get(name).map(|v| v.get_ref()) {
-            Some(DeValue::String(s)) => humantime::parse_duration(s.trim()).ok(),
-            _ => None,
-        };
-        match (get("base"), get("max"), table.len()) {
-            (Some(base), Some(max), 2) if base >= Duration::from_millis(1) && max >= base => {
-                Ok((base, max))
-            }
-            _ => Err(self.wrong(EJECTION)),
-        }
+        })
     }
 
     /// This field of a group's table, added to `patch`.
@@ -559,21 +570,7 @@ impl Field<'_> {
                         .map_err(|_| self.wrong("a duration like \"5m\""))?,
                 );
             }
-            unknown => {
-                let hint = crate::declared::closest(unknown, GROUP_FIELDS)
-                    .first()
-                    .map(|f| format!("did you mean `{f}`? "))
-                    .unwrap_or_default();
-                return Err(ConfigError::Group {
-                    group: echo(self.key),
-                    field: echo(unknown),
-                    message: format!(
-                        "unknown field `{}`; {hint}expected one of {}",
-                        echo(unknown),
-                        GROUP_FIELDS.map(|f| format!("`{f}`")).join(", ")
-                    ),
-                });
-            }
+            _ => return Err(self.unknown(GROUP_FIELDS.into_iter())),
         }
         Ok(patch)
     }
