@@ -682,22 +682,20 @@ impl Groups {
         self.lock().get_or_create(name, policy, now)
     }
 
-    /// Replaces the patches the previous load from `file` (true: `load_toml`) or the environment
-    /// set with `layer`, and puts the result in force in every group either names (creating
+    /// Replaces the patches the previous load from `source` set with `layer`, and puts the result in force in every group either names (creating
     /// those that do not exist yet, so their first members find their settings). A group the
     /// new layer no longer names returns to its declared settings (with the other source's patch).
     #[cfg(feature = "config")]
     pub(crate) fn load(
         &self,
-        file: bool,
+        source: crate::registry::Source,
         layer: std::collections::BTreeMap<String, GroupPatch>,
         now: u64,
     ) {
         let mut inner = self.lock();
-        let slot = if file {
-            &mut inner.file
-        } else {
-            &mut inner.env
+        let slot = match source {
+            crate::registry::Source::File => &mut inner.file,
+            crate::registry::Source::Env => &mut inner.env,
         };
         let old = std::mem::replace(slot, layer);
         let touched: std::collections::BTreeSet<String> =

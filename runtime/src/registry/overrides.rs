@@ -233,11 +233,8 @@ impl Registry {
             self.validate_key(&next, key)?;
         }
         let n = next.layer_mut(source).len();
-        self.groups.load(
-            source == Source::File,
-            loaded.groups,
-            self.clock.now_nanos(),
-        );
+        self.groups
+            .load(source, loaded.groups, self.clock.now_nanos());
         let changed = self.commit(next, touched);
         drop(_write);
         announce(changed);
