@@ -1,4 +1,4 @@
-//! A call's latency through an axum service that also serves `fusebox::admin`, with no
+//! A call's latency through an axum service that also serves `fusebox-admin`, with no
 //! dashboard connection and with 500 idle `GET /events` connections held open.
 //!
 //! The service runs on a two-worker tokio runtime: `POST /call` runs an annotated `async fn`
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use fusebox::Registry;
-use fusebox::admin::{self, AdminConfig};
+use fusebox_admin::{self as admin, AdminConfig};
 use fusebox_bench::BenchError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -42,7 +42,6 @@
 //! | `tower` | `fusebox::tower::CircuitBreakerLayer` around any tower `Service` |
 //! | `axum` | the tower layer's `503 Service Unavailable` answer for axum (includes `tower`) |
 //! | `reqwest` | a `reqwest-middleware` middleware (includes `tower`) |
-//! | `admin` | `fusebox::admin`: the operators' JSON, dashboard and controls as an axum router (includes `axum`) |
 //! | `redis` | one circuit across replicas through Redis (`fusebox::redis`) |
 //! | `redis-cluster` | the Redis store on a Redis Cluster (includes `redis`) |
 //! | `tsc` | [`PreciseClock`](clock::PreciseClock) reads the CPU's time-stamp counter (`quanta`) instead of `std::time::Instant` |
@@ -50,8 +49,6 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(feature = "admin")]
-pub mod admin;
 mod attempts;
 mod breaker;
 mod budget;

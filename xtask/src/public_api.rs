@@ -14,7 +14,11 @@ use std::process::{Command, ExitCode};
 use serde_json::Value;
 
 /// The crates whose API is kept: (package, directory in the workspace).
-const CRATES: [(&str, &str); 2] = [("fusebox", "runtime"), ("fusebox-policy", "policy")];
+const CRATES: [(&str, &str); 3] = [
+    ("fusebox", "runtime"),
+    ("fusebox-policy", "policy"),
+    ("fusebox-admin", "integrations/admin"),
+];
 
 /// The file each crate's directory holds.
 const FILE: &str = "public-api.txt";

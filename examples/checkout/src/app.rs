@@ -1,6 +1,6 @@
 //! The checkout service: an axum server whose payment and shipping calls go through fusebox
 //! breakers, a simulated backend on its own port, and Prometheus metrics; the dashboard, the JSON
-//! of every breaker, the operator controls and health are `fusebox::admin`'s router, merged in.
+//! of every breaker, the operator controls and health are `fusebox-admin`'s router, merged in.
 //!
 //! `main.rs` runs it as `cargo run -p fusebox-checkout`; the package's tests (`tests/`) include
 //! this file and start it in-process on port 0. In a test build the breakers read a
@@ -17,8 +17,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fusebox::admin::AdminConfig;
 use fusebox::{Cause, Policy, Registry};
+use fusebox_admin::AdminConfig;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -60,7 +60,7 @@ pub(crate) const POLICY: Policy = Policy::new()
 pub(crate) static CLOCK: LazyLock<fusebox::clock::FakeClock> =
     LazyLock::new(fusebox::clock::FakeClock::new);
 
-/// The registry holding the service's breakers, which `fusebox::admin` serves.
+/// The registry holding the service's breakers, which `fusebox-admin` serves.
 pub(crate) static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     #[cfg(test)]
     let registry = Registry::with_clock(CLOCK.clone());
@@ -260,7 +260,7 @@ pub(crate) async fn start(config: Config) -> Result<Running, String> {
         .route("/shipping/demo", post(ship))
         .route("/metrics", get(metrics))
         .with_state(app)
-        .merge(fusebox::admin::router(&REGISTRY, admin));
+        .merge(fusebox_admin::router(&REGISTRY, admin));
     let service = routes.into_make_service_with_connect_info::<SocketAddr>();
     tokio::spawn(async move { axum::serve(listener, service).await });
     Ok(Running { addr, backend_url })

@@ -270,7 +270,7 @@ pub(crate) async fn run(n: u32, config: app::Config) -> Result<(), String> {
 
 /// The library's dashboard page: it shows one column per `instance` of the merged boards.
 async fn dashboard() -> Html<&'static str> {
-    Html(fusebox::admin::dashboard_html())
+    Html(fusebox_admin::dashboard_html())
 }
 
 fn unreachable(replica: &Replica, e: reqwest::Error) -> Response {
@@ -368,7 +368,7 @@ async fn control(
     for replica in &front.replicas {
         let url = format!("{}/breakers/{key}/{action}", replica.url);
         let mut request = front.http.post(url);
-        for name in [fusebox::admin::CSRF_HEADER, "authorization"] {
+        for name in [fusebox_admin::CSRF_HEADER, "authorization"] {
             if let Some(value) = headers.get(name) {
                 request = request.header(name, value);
             }

@@ -1,4 +1,4 @@
-//! `fusebox::admin` beyond the checkout demo: the event stream's connection cap, and the Grafana
+//! `fusebox-admin` beyond the checkout demo: the event stream's connection cap, and the Grafana
 //! dashboard of `docs/grafana/fusebox.json` against the series fusebox exports.
 
 use std::collections::BTreeSet;
@@ -7,8 +7,8 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use fusebox::Registry;
-use fusebox::admin::{self, AdminConfig};
 use fusebox::clock::FakeClock;
+use fusebox_admin::{self as admin, AdminConfig};
 use serde_json::Value;
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);

@@ -1,4 +1,4 @@
-//! The checkout dashboard (`fusebox::admin`'s page) in a real browser: headless Debian `chromium`
+//! The checkout dashboard (`fusebox-admin`'s page) in a real browser: headless Debian `chromium`
 //! driven through WebDriver (`chromedriver`, spoken to over its HTTP protocol). Loads `/`, trips
 //! `checkout` through the API, and checks that the page shows `checkout` open with the rule that
 //! tripped it and its history, `shipping` closed, without a reload; then a control is refused
@@ -389,7 +389,7 @@ async fn dashboard_shows_a_group_in_panic_with_its_ejected_member() {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router: axum::Router = fusebox::admin::router(&GROUPS, fusebox::admin::AdminConfig::new());
+    let router: axum::Router = fusebox_admin::router(&GROUPS, fusebox_admin::AdminConfig::new());
     tokio::spawn(async move { axum::serve(listener, router).await });
     let browser = browser("groups", 1100, 760).await;
     let session = browser.session.clone();

@@ -1,4 +1,4 @@
-//! The checkout demo (`src/`) and `fusebox::admin`: the demo over HTTP, its dashboard in a real
+//! The checkout demo (`src/`) and `fusebox-admin`: the demo over HTTP, its dashboard in a real
 //! browser, `checkout --replicas 2` over a real `redis-server` (feature `redis`), and the admin
 //! router on its own. One test binary; `cargo test -p fusebox-checkout --all-features -- browser`
 //! runs one module.

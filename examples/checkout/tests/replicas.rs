@@ -172,7 +172,7 @@ async fn operator_controls_reach_every_replica() {
     let http = reqwest::Client::new();
     let control = |action: &str| {
         http.post(format!("{}/breakers/checkout/{action}", demo.front))
-            .header(fusebox::admin::CSRF_HEADER, "1")
+            .header(fusebox_admin::CSRF_HEADER, "1")
             .send()
     };
 
@@ -243,7 +243,7 @@ async fn a_control_sent_to_one_replica_moves_the_shared_circuit() {
     assert_eq!(first, "A");
     let forced = http
         .post(format!("{url}/breakers/checkout/force_open"))
-        .header(fusebox::admin::CSRF_HEADER, "1")
+        .header(fusebox_admin::CSRF_HEADER, "1")
         .send()
         .await
         .expect("an answer");

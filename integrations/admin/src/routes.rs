@@ -12,8 +12,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::hub::Hub;
-use super::{Action, CSRF_HEADER, ControlRequest};
+use crate::config::{Action, CSRF_HEADER, ControlRequest};
+use crate::hub::Hub;
 
 /// The routes over `hub`.
 pub(super) fn router<S>(hub: Arc<Hub>) -> Router<S>
@@ -39,7 +39,7 @@ async fn page(Shared(hub): Shared<Arc<Hub>>) -> Response {
     hub.ensure_task();
     (
         [(header::CACHE_CONTROL, "no-store")],
-        Html(super::dashboard_html()),
+        Html(dashboard_html()),
     )
         .into_response()
 }
@@ -64,15 +64,15 @@ async fn breaker(Shared(hub): Shared<Arc<Hub>>, Path(key): Path<String>) -> Resp
         Some(b) => {
             let snapshot = b.snapshot();
             let history = hub.history();
-            let card = super::board::card(&snapshot, history.keys.get(key.as_str()), &hub.config);
+            let card = crate::board::card(&snapshot, history.keys.get(key.as_str()), &hub.config);
             Json(card).into_response()
         }
     }
 }
 
 async fn health(Shared(hub): Shared<Arc<Hub>>) -> Response {
-    let report = super::health::report(&hub.registry.snapshot(), &hub.config.critical);
-    super::health::respond(&report)
+    let report = crate::health::report(&hub.registry.snapshot(), &hub.config.critical);
+    crate::health::respond(&report)
 }
 
 async fn events(Shared(hub): Shared<Arc<Hub>>) -> Response {
@@ -189,7 +189,7 @@ async fn control(
     };
     #[cfg(feature = "redis")]
     if let Some(store) = &hub.config.store {
-        use crate::state::State;
+        use fusebox::State;
         let shared = match act {
             Action::ForceOpen => Some(State::ForcedOpen),
             Action::Disable => Some(State::Disabled),
@@ -222,10 +222,18 @@ async fn control(
     });
     let snapshot = breaker.snapshot();
     let history = hub.history();
-    Json(super::board::card(
+    Json(crate::board::card(
         &snapshot,
         history.keys.get(key.as_str()),
         &hub.config,
     ))
     .into_response()
+}
+
+/// The dashboard page that `GET /` serves. It reads `events` relative to its own address; a
+/// front that merges several instances' event streams can serve it as it is (one column per
+/// `instance`).
+#[must_use]
+pub fn dashboard_html() -> &'static str {
+    include_str!("dashboard.html")
 }

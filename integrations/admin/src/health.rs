@@ -9,9 +9,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use serde_json::{Value, json};
 
-use crate::breaker::Snapshot;
-use crate::registry::Registry;
-use crate::state::State;
+use fusebox::Registry;
+use fusebox::Snapshot;
+use fusebox::State;
 
 /// The health of a registry's breakers for a readiness route: `health(registry).critical([…])`.
 ///
@@ -25,8 +25,8 @@ use crate::state::State;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// let health = fusebox::admin::health(fusebox::registry()).critical(["payment"]);
-/// assert_eq!(health.check().status(), fusebox::admin::Status::Up);
+/// let health = fusebox_admin::health(fusebox::registry()).critical(["payment"]);
+/// assert_eq!(health.check().status(), fusebox_admin::Status::Up);
 /// let app: axum::Router = axum::Router::new().route("/ready", health.into_route());
 /// # let _ = app;
 /// # }

@@ -3,11 +3,11 @@
 
 use serde_json::{Value, json};
 
-use super::AdminConfig;
-use super::history::{History, KeyHistory, opened_text, rule};
-use crate::breaker::{Sharing, Snapshot};
-use crate::group::GroupSnapshot;
-use crate::state::State;
+use crate::config::AdminConfig;
+use crate::history::{History, KeyHistory, opened_text, rule};
+use fusebox::GroupSnapshot;
+use fusebox::State;
+use fusebox::{Sharing, Snapshot};
 
 fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -38,7 +38,7 @@ fn opened(s: &Snapshot, history: Option<&KeyHistory>) -> Value {
 }
 
 /// True when `s` is a group's member that is ejected now: open within its wait, or forced open
-/// (what [`Group::is_ejected`](crate::Group::is_ejected) says).
+/// (what [`Group::is_ejected`](fusebox::Group::is_ejected) says).
 fn ejected(s: &Snapshot) -> bool {
     s.policy.settings().group.is_some()
         && match s.state {
@@ -168,7 +168,7 @@ fn series(h: Option<&KeyHistory>) -> Value {
         return json!({"at_ms": [], "state": [], "failure_rate": [], "slow_rate": [], "calls": [], "rejected_per_s": []});
     };
     let round = |v: f64| (v * 10.0).round() / 10.0;
-    let column = |f: &dyn Fn(&super::history::Sample) -> Value| -> Value {
+    let column = |f: &dyn Fn(&crate::history::Sample) -> Value| -> Value {
         Value::Array(h.samples.iter().map(f).collect())
     };
     json!({

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use super::history::{Entry, History, opened_text};
 use super::*;
-use crate::clock::FakeClock;
-use crate::observe::Trigger;
-use crate::policy::Policy;
-use crate::state::State;
+use fusebox::Policy;
+use fusebox::State;
+use fusebox::Trigger;
+use fusebox::clock::FakeClock;
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
@@ -56,7 +56,7 @@ fn the_history_ring_is_bounded_in_samples_keys_and_entries() {
     let b = REGISTRY.breaker("ring-b", Policy::new()).unwrap();
     let mut history = History::new(1, 3, 2);
     let snapshots = [a.snapshot(), b.snapshot()];
-    let shown: Vec<&crate::Snapshot> = snapshots.iter().collect();
+    let shown: Vec<&fusebox::Snapshot> = snapshots.iter().collect();
     for at in 0..5 {
         history.sample(&shown, at * 1000);
     }
@@ -251,7 +251,7 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
     // A member forced open is ejected too.
     registry.get("board-c").unwrap().force_open();
     let all = registry.snapshot();
-    let shown: Vec<&crate::Snapshot> = all.iter().collect();
+    let shown: Vec<&fusebox::Snapshot> = all.iter().collect();
     let group = super::board::group(&registry.group("board").unwrap().snapshot(), &shown);
     assert_eq!(group["keys"][2]["ejected"], true);
     assert_eq!(group["ejected"], serde_json::json!(["board-a", "board-c"]));

@@ -4,10 +4,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::breaker::Snapshot;
-use crate::observe::{Transition, Trigger};
-use crate::policy::{Policy, Window};
-use crate::state::State;
+use fusebox::Snapshot;
+use fusebox::State;
+use fusebox::{Policy, Window};
+use fusebox::{Transition, Trigger};
 
 /// Milliseconds since the Unix epoch (what the page shows as times of day).
 pub(super) fn now_ms() -> u64 {

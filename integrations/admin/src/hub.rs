@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::AdminConfig;
-use super::board;
-use super::history::{Act, Entry, History, now_ms};
-use crate::breaker::Snapshot;
-use crate::registry::Registry;
+use crate::board;
+use crate::config::AdminConfig;
+use crate::history::{Act, Entry, History, now_ms};
+use fusebox::Registry;
+use fusebox::Snapshot;
 
 thread_local! {
     /// The operator of the control running on this thread: the transition hook, which runs on

@@ -1,0 +1,300 @@
+//! How the router behaves ([`AdminConfig`]), the operator controls ([`Action`]) and what the
+//! authorisation hook sees of a control ([`ControlRequest`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::request::Parts;
+use axum::http::{Extensions, HeaderMap};
+
+/// The header every operator control must carry (any non-empty value): a page of another origin
+/// cannot send it without the browser's permission, so a forged form or link cannot act.
+pub const CSRF_HEADER: &str = "x-fusebox-csrf";
+
+/// An operator control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Action {
+    /// [`Breaker::force_open`](fusebox::Breaker::force_open).
+    ForceOpen,
+    /// [`Breaker::disable`](fusebox::Breaker::disable).
+    Disable,
+    /// [`Breaker::metrics_only`](fusebox::Breaker::metrics_only).
+    MetricsOnly,
+    /// [`Breaker::reset`](fusebox::Breaker::reset).
+    Reset,
+}
+
+impl Action {
+    /// Every action, in the dashboard's order.
+    pub const ALL: [Action; 4] = [
+        Action::ForceOpen,
+        Action::Disable,
+        Action::MetricsOnly,
+        Action::Reset,
+    ];
+
+    /// The name in the route (`force_open`, `disable`, `metrics_only`, `reset`).
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Action::ForceOpen => "force_open",
+            Action::Disable => "disable",
+            Action::MetricsOnly => "metrics_only",
+            Action::Reset => "reset",
+        }
+    }
+
+    /// The action named `name`, if any.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A control request, as the authorisation hook sees it.
+#[derive(Debug)]
+pub struct ControlRequest<'a> {
+    pub(crate) parts: &'a Parts,
+    pub(crate) key: &'a str,
+    pub(crate) action: Action,
+}
+
+impl ControlRequest<'_> {
+    /// The key the control targets.
+    #[must_use]
+    pub fn key(&self) -> &str {
+        self.key
+    }
+
+    /// The control.
+    #[must_use]
+    pub fn action(&self) -> Action {
+        self.action
+    }
+
+    /// The request's headers (an `Authorization` header, say).
+    #[must_use]
+    pub fn headers(&self) -> &HeaderMap {
+        &self.parts.headers
+    }
+
+    /// The request's extensions: what your authentication middleware put there.
+    #[must_use]
+    pub fn extensions(&self) -> &Extensions {
+        &self.parts.extensions
+    }
+
+    /// The peer's address, when the server records it
+    /// (`into_make_service_with_connect_info::<SocketAddr>()`).
+    #[must_use]
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|info| info.0)
+    }
+}
+
+/// The authorisation hook: `Some(operator)` allows the control and names who asked (it goes into
+/// the `operator_action` event and the card's `actions`); `None` refuses it.
+type Authorize = Arc<dyn Fn(&ControlRequest<'_>) -> Option<String> + Send + Sync>;
+
+/// How [`router`](crate::router) behaves: who may use the controls, which keys are critical or grouped, and the
+/// bounds of its history and event stream. `AdminConfig::new()` refuses every control.
+#[derive(Clone)]
+#[must_use]
+pub struct AdminConfig {
+    pub(crate) authorize: Option<Authorize>,
+    pub(crate) critical: BTreeSet<String>,
+    pub(crate) groups: BTreeMap<String, String>,
+    pub(crate) instance: Option<String>,
+    pub(crate) max_connections: usize,
+    pub(crate) max_keys: usize,
+    pub(crate) min_interval: Duration,
+    pub(crate) refresh: Duration,
+    pub(crate) sample_every: Duration,
+    pub(crate) samples: usize,
+    pub(crate) transitions: usize,
+    #[cfg(feature = "redis")]
+    pub(crate) store: Option<fusebox::redis::RedisStore>,
+}
+
+/// The most event-stream connections one router serves by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+impl AdminConfig {
+    /// Controls refused, no critical keys, 1,024 connections, 200 cards, boards at most 4 times
+    /// a second (every second while only counts change), 60 samples one every 5 s, 20
+    /// transitions per key.
+    pub fn new() -> Self {
+        AdminConfig {
+            authorize: None,
+            critical: BTreeSet::new(),
+            groups: BTreeMap::new(),
+            instance: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_keys: 200,
+            min_interval: Duration::from_millis(250),
+            refresh: Duration::from_secs(1),
+            sample_every: Duration::from_secs(5),
+            samples: 60,
+            transitions: 20,
+            #[cfg(feature = "redis")]
+            store: None,
+        }
+    }
+
+    /// Decides who may use the controls: `hook` returns the operator's name to allow a control,
+    /// `None` to refuse it (`403`). Replaces any earlier hook.
+    ///
+    /// ```
+    /// use fusebox_admin::AdminConfig;
+    /// let token = std::env::var("FUSEBOX_ADMIN_TOKEN").unwrap_or_default();
+    /// let config = AdminConfig::new().authorize(move |request| {
+    ///     let sent = request.headers().get("authorization")?.to_str().ok()?;
+    ///     (!token.is_empty() && sent == format!("Bearer {token}")).then(|| "token holder".to_owned())
+    /// });
+    /// # let _ = config;
+    /// ```
+    pub fn authorize(
+        mut self,
+        hook: impl Fn(&ControlRequest<'_>) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.authorize = Some(Arc::new(hook));
+        self
+    }
+
+    /// Allows the controls to requests from a loopback address (`127.0.0.0/8`, `::1`), named
+    /// `loopback <address>`; refuses the others and any request whose peer is unknown (serve with
+    /// `into_make_service_with_connect_info::<SocketAddr>()`). Not for a service behind a proxy
+    /// on the same host, whose requests all come from loopback.
+    pub fn allow_loopback(self) -> Self {
+        self.authorize(|request| {
+            let peer = request.peer()?;
+            peer.ip().is_loopback().then(|| format!("loopback {peer}"))
+        })
+    }
+
+    /// Marks `keys` critical: [`health()`](crate::health()) (and `GET /health`) says `DOWN` while one of them is
+    /// open within its wait, and the dashboard marks them.
+    pub fn critical<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
+        self.critical.extend(keys.into_iter().map(Into::into));
+        self
+    }
+
+    /// Puts `keys` in the group `name`: the dashboard marks them and shows them together.
+    pub fn group<K: Into<String>>(
+        mut self,
+        name: impl Into<String>,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Self {
+        let name = name.into();
+        for key in keys {
+            self.groups.insert(key.into(), name.clone());
+        }
+        self
+    }
+
+    /// Names this process in every board (`instance`), for a front that merges instances.
+    pub fn instance(mut self, name: impl Into<String>) -> Self {
+        self.instance = Some(name.into());
+        self
+    }
+
+    /// The most `GET /events` connections served at once (at least 1); more are refused with
+    /// `503`.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.max_connections = at_least("max_connections", max, 1);
+        self
+    }
+
+    /// The most cards a board holds (at least 1); history is kept for those keys only.
+    pub fn max_keys(mut self, max: usize) -> Self {
+        self.max_keys = at_least("max_keys", max, 1);
+        self
+    }
+
+    /// The shortest time between two boards (at least 10 ms): changes within it are merged.
+    pub fn min_interval(mut self, every: Duration) -> Self {
+        self.min_interval = every.max(bounded("min_interval", every, Duration::from_millis(10)));
+        self
+    }
+
+    /// How often a board is computed while someone watches and no transition happens (at least
+    /// `min_interval`): the counts of the windows change with calls, which send no notice.
+    pub fn refresh(mut self, every: Duration) -> Self {
+        self.refresh = every.max(bounded("refresh", every, Duration::from_millis(10)));
+        self
+    }
+
+    /// The history ring: `samples` samples (1 ..= 1,000) of every key's window, one every
+    /// `every` (at least 10 ms), plus one after each transition.
+    pub fn history(mut self, every: Duration, samples: usize) -> Self {
+        self.sample_every = every.max(bounded("history", every, Duration::from_millis(10)));
+        self.samples = at_least("history", samples, 1).min(1_000);
+        self
+    }
+
+    /// The transitions and actions kept per key (1 ..= 1,000; default 20).
+    pub fn transitions(mut self, kept: usize) -> Self {
+        self.transitions = at_least("transitions", kept, 1).min(1_000);
+        self
+    }
+
+    /// Moves the shared circuit in `store` as well as this process's breaker on `force_open`,
+    /// `disable` and `reset` (`metrics_only` has no shared form and stays local).
+    #[cfg(feature = "redis")]
+    pub fn store(mut self, store: fusebox::redis::RedisStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+}
+
+/// `value`, or `min` with a `tracing` warning naming the setting when it is below.
+fn at_least(field: &'static str, value: usize, min: usize) -> usize {
+    if value < min {
+        tracing::warn!(target: "fusebox", field, value, "`AdminConfig::{field}` = {value} is below {min}; {min} is used");
+    }
+    value.max(min)
+}
+
+/// `min`, with a `tracing` warning naming the setting when `value` is below it.
+fn bounded(field: &'static str, value: Duration, min: Duration) -> Duration {
+    if value < min {
+        tracing::warn!(target: "fusebox", field, "`AdminConfig::{field}` = {value:?} is below {min:?}; {min:?} is used");
+    }
+    min
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for AdminConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminConfig")
+            .field("authorize", &self.authorize.is_some())
+            .field("critical", &self.critical)
+            .field("groups", &self.groups)
+            .field("instance", &self.instance)
+            .field("max_connections", &self.max_connections)
+            .field("max_keys", &self.max_keys)
+            .field("min_interval", &self.min_interval)
+            .field("refresh", &self.refresh)
+            .field("sample_every", &self.sample_every)
+            .field("samples", &self.samples)
+            .field("transitions", &self.transitions)
+            .finish()
+    }
+}
