@@ -10,7 +10,7 @@
 //!
 //! Cases (group `tower_closed`):
 //! - `bare_service`: the inner service alone;
-//! - `fusebox_layer`: `fusebox::tower::CircuitBreakerLayer::new(key)`;
+//! - `fusebox_layer`: `fusebox_tower::CircuitBreakerLayer::new(key)`;
 //! - `fusebox_layer_key_fn`: the layer with a key taken from each request (one key);
 //! - `tower_resilience`: `tower_resilience::circuitbreaker::CircuitBreakerLayer`;
 //! - `bare_async_fn` and `attribute`: the same work as an `async fn`, bare and under

@@ -53,16 +53,16 @@ pub(crate) fn inner()
     service_fn(|x: u64| ready(Ok::<u64, Infallible>(x)))
 }
 
-/// `fusebox::tower::CircuitBreakerLayer::new(key)` around the inner service.
+/// `fusebox_tower::CircuitBreakerLayer::new(key)` around the inner service.
 pub(crate) fn fusebox_layer() -> impl Service<u64, Response = u64, Error: Debug> {
-    fusebox::tower::CircuitBreakerLayer::new(KEYS[0])
+    fusebox_tower::CircuitBreakerLayer::new(KEYS[0])
         .policy(POLICY)
         .layer(inner())
 }
 
 /// The layer with a key taken from each request (one key).
 pub(crate) fn fusebox_layer_key_fn() -> impl Service<u64, Response = u64, Error: Debug> {
-    fusebox::tower::CircuitBreakerLayer::new("unused")
+    fusebox_tower::CircuitBreakerLayer::new("unused")
         .policy(POLICY)
         .key_fn(|_: &u64| Cow::Borrowed(KEYS[1]))
         .layer(inner())

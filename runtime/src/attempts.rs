@@ -161,8 +161,21 @@ fn recording_of<'a, N: Named>(
 #[cfg(not(feature = "redis"))]
 fn recording_of<N: Named>(_permit: &NamedPermit<'_, N>) {}
 
-/// The delay before attempt `attempt + 1` (`attempt` ≥ 1): uniform in
-/// `0 ..= min(base × 2^(attempt-1), MAX_BACKOFF)` ("full jitter").
+/// The delay `retry` with `backoff = base` waits before attempt `attempt + 1` (`attempt` ≥ 1):
+/// uniform in `0 ..= min(base × 2^(attempt-1), MAX_BACKOFF)` ("full jitter"), for an adapter
+/// that retries as the attribute does (the reqwest middleware).
+///
+/// ```
+/// use std::time::Duration;
+/// let delay = fusebox::backoff(Duration::from_millis(100), 3);
+/// assert!(delay <= Duration::from_millis(400));
+/// ```
+#[must_use]
+pub fn backoff(base: Duration, attempt: u32) -> Duration {
+    backoff_delay(&mut fastrand::Rng::new(), base, attempt)
+}
+
+/// [`backoff`] with the caller's random numbers.
 pub(crate) fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u32) -> Duration {
     if base.is_zero() {
         return Duration::ZERO;

@@ -176,7 +176,6 @@ impl ClockSource {
     }
 
     /// The clock's wall time ([`Clock::wall_time`]).
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn wall_time(&self) -> SystemTime {
         match self {
             ClockSource::Monotonic => MonotonicClock.wall_time(),

@@ -643,4 +643,20 @@ mod tests {
             assert!(c.timed_out().is_none() && !c.went_out());
         }
     }
+
+    #[test]
+    fn retry_after_rounds_up_past_the_slack_and_is_at_least_one_second() {
+        use super::whole_seconds;
+        use std::time::Duration;
+        assert_eq!(whole_seconds(Duration::ZERO), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(1_500)), 2);
+        assert_eq!(whole_seconds(Duration::from_micros(2_000_500)), 2);
+        assert_eq!(whole_seconds(Duration::from_millis(2_010)), 2);
+        assert_eq!(whole_seconds(Duration::from_millis(2_011)), 3);
+        assert_eq!(whole_seconds(Duration::from_millis(29_001)), 29);
+        assert_eq!(whole_seconds(Duration::from_millis(29_500)), 30);
+        assert_eq!(whole_seconds(Duration::from_secs(30)), 30);
+        assert_eq!(whole_seconds(Duration::MAX), u64::MAX);
+    }
 }

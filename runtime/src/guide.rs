@@ -47,13 +47,6 @@ pub mod operators {}
 #[cfg_attr(feature = "metrics", doc = include_str!("guide/metrics.md"))]
 pub mod observability {}
 
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-#[doc = include_str!("guide/tower.md")]
-#[cfg_attr(feature = "axum", doc = include_str!("guide/axum.md"))]
-#[cfg_attr(feature = "reqwest", doc = include_str!("guide/reqwest.md"))]
-pub mod tower {}
-
 #[doc = include_str!("guide/testing.md")]
 pub mod testing {}
 

@@ -39,9 +39,6 @@
 //! |---|---|
 //! | `config` | per-key overrides from TOML and environment variables (`fusebox::config`, `Registry::load_toml`, `load_env`) |
 //! | `metrics` | counters and a gauge per key through the `metrics` crate (`fusebox::metrics`) |
-//! | `tower` | `fusebox::tower::CircuitBreakerLayer` around any tower `Service` |
-//! | `axum` | the tower layer's `503 Service Unavailable` answer for axum (includes `tower`) |
-//! | `reqwest` | a `reqwest-middleware` middleware (includes `tower`) |
 //! | `redis` | one circuit across replicas through Redis (`fusebox::redis`) |
 //! | `redis-cluster` | the Redis store on a Redis Cluster (includes `redis`) |
 //! | `tsc` | [`PreciseClock`](clock::PreciseClock) reads the CPU's time-stamp counter (`quanta`) instead of `std::time::Instant` |
@@ -76,9 +73,6 @@ mod registry;
 mod site;
 mod state;
 mod sync;
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub mod tower;
 mod window;
 
 /// The items the `#[circuit_breaker]` expansion names. Its name carries the version of
@@ -88,7 +82,11 @@ mod window;
 #[path = "__private.rs"]
 pub mod __private_0_1_0;
 
-pub use breaker::{Breaker, LastTransition, OwnedPermit, Permit, SharedWindow, Sharing, Snapshot};
+pub use attempts::backoff;
+pub use breaker::{
+    Breaker, KeptBreaker, LastTransition, OwnedPermit, Permit, Recording, SharedWindow, Sharing,
+    Snapshot,
+};
 pub use error::{Cause, Error, Key, Reason};
 pub use group::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
 pub use observe::{Transition, Trigger};
@@ -98,8 +96,8 @@ pub use policy::{
 };
 pub use pushback::RetryAfter;
 pub use record::{OUTCOME_TARGET, SPAN_TARGET};
-pub use registry::{Registry, UnknownKey, registry};
-pub use state::State;
+pub use registry::{Registry, UnknownKey, registry, usable_policy};
+pub use state::{State, Verdict};
 
 /// The bounds fusebox checks: the policy limits [`Policy::validate`] enforces, the key and
 /// registry limits (with the eviction sweep's step), and the longest retry delay.

@@ -35,10 +35,13 @@ use crate::policy::Recovery;
 /// A refusal's wait (in nanoseconds) when there is no probe to wait for.
 pub(crate) const NO_WAIT: u64 = u64::MAX;
 
-/// How a call ended, as far as the breaker is concerned.
+/// How a call ended, as far as the breaker is concerned: what a permit reports
+/// ([`OwnedPermit::settle`](crate::OwnedPermit::settle)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
+    /// The call succeeded (or was slow-call timed and found fast).
     Success,
+    /// A counted failure.
     Failure,
     /// Ignored, neither a success nor a failure: an error the classification does not count (a
     /// business error), or a call that was cancelled before it finished.

@@ -1,6 +1,6 @@
 //! The import rules of ARCHITECTURE.md, checked on the source, so that no two files of
 //! `runtime/src` come to import each other: `breaker/` names nothing of the modules built on it,
-//! and in `admin/`, `redis/`, `tower/` and `window/` each file imports from its siblings only those listed
+//! and in `redis/` and `window/` each file imports from its siblings only those listed
 //! before it.
 
 use std::path::Path;
@@ -10,26 +10,11 @@ const REDIS: [&str; 7] = [
     "conn", "link", "script", "report", "admit", "cached", "store",
 ];
 
-/// The files of `tower/`, each importing from its siblings only those before it.
-const TOWER: [&str; 7] = [
-    "classify", "future", "service", "layer", "retry", "axum", "reqwest",
-];
-
-/// The files of `admin/`, each importing from its siblings only those before it.
-const ADMIN: [&str; 6] = ["history", "board", "health", "hub", "routes", "tests"];
-
 /// The files of `window/`, each importing from its siblings only those before it.
 const WINDOW: [&str; 4] = ["stripes", "count", "time", "tests"];
 
 /// The modules built on `breaker/`, which none of its files may name.
-const ABOVE_BREAKER: [&str; 6] = [
-    "redis",
-    "tower",
-    "registry",
-    "site",
-    "attempts",
-    "__private",
-];
+const ABOVE_BREAKER: [&str; 5] = ["redis", "registry", "site", "attempts", "__private"];
 
 /// The source of `src/{file}`, without its comment lines.
 fn code(file: &str) -> String {
@@ -102,28 +87,13 @@ fn redis_files_import_only_the_files_before_them() {
 }
 
 #[test]
-fn tower_files_import_only_the_files_before_them() {
-    imports_only_earlier_files("tower", &TOWER);
-}
-
-#[test]
-fn admin_files_import_only_the_files_before_them() {
-    imports_only_earlier_files("admin", &ADMIN);
-}
-
-#[test]
 fn window_files_import_only_the_files_before_them() {
     imports_only_earlier_files("window", &WINDOW);
 }
 
 #[test]
 fn every_file_of_the_listed_folders_is_in_its_list() {
-    for (dir, order) in [
-        ("redis", &REDIS[..]),
-        ("admin", &ADMIN),
-        ("tower", &TOWER),
-        ("window", &WINDOW),
-    ] {
+    for (dir, order) in [("redis", &REDIS[..]), ("window", &WINDOW)] {
         let dir_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(dir);
         for entry in std::fs::read_dir(&dir_path).expect("the folder exists") {
             let name = entry.expect("a readable entry").file_name();

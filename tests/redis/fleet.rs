@@ -4,7 +4,7 @@
 //!
 //! **Shapes** (each an annotated function of the replica process, or the tower layer): a plain
 //! `async fn`, `retry = 3`, `timeout = "10s"`, a sync `fn` (called through `spawn_blocking`) and
-//! a tower service (`fusebox::tower::CircuitBreakerLayer`, feature `tower`).
+//! a tower service (`fusebox_tower::CircuitBreakerLayer`, feature `tower`).
 //!
 //! **Scenarios**, each on its own keys, on one fleet per test (the processes are reused):
 //! - *hand-off*: process A calls one after another until refused; a fresh process B then calls:
@@ -352,7 +352,7 @@ scenario!(
 /// A tower service on `key`, the layer in front of the backend, and one request through it.
 #[cfg(feature = "tower")]
 async fn tower_call(key: &'static str, policy: Policy, b: &'static Backend, how: How) -> Outcome {
-    use fusebox::tower::CircuitBreakerLayer;
+    use fusebox_tower::CircuitBreakerLayer;
     use tower::{Layer, ServiceExt, service_fn};
     let svc = CircuitBreakerLayer::new(key)
         .registry(&FLEET)

@@ -232,7 +232,7 @@ async fn the_tower_layer_shares_the_circuit_across_replicas() {
         .min_calls(4)
         .open_for(Duration::from_secs(60));
     let layer = |registry| {
-        fusebox::tower::CircuitBreakerLayer::new("shape-tower")
+        fusebox_tower::CircuitBreakerLayer::new("shape-tower")
             .registry(registry)
             .policy(policy)
     };

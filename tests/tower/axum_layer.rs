@@ -10,8 +10,8 @@ use crate::support::{get as http_get, serve};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
-use fusebox::tower::CircuitBreakerLayer;
 use fusebox::{Policy, State};
+use fusebox_tower::CircuitBreakerLayer;
 
 const TRIP_AT_3: Policy = Policy::new()
     .window(3)

@@ -1,4 +1,4 @@
-//! The retry budget through tower's retry layer (`fusebox::tower::BudgetPolicy`) and the reqwest
+//! The retry budget through tower's retry layer (`fusebox_tower::BudgetPolicy`) and the reqwest
 //! middleware's retries: the same per-key budget as the attribute's `retry`.
 
 use std::future::{Ready, ready};
@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use fusebox::tower::{BoxError, BudgetPolicy, CircuitBreakerLayer};
 use fusebox::{Policy, State};
+use fusebox_tower::{BoxError, BudgetPolicy, CircuitBreakerLayer};
 use tower::retry::Policy as RetryPolicy;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
@@ -107,7 +107,7 @@ mod reqwest_middleware_retries {
     use axum::Router;
     use axum::http::StatusCode;
     use axum::routing::{get, post};
-    use fusebox::tower::reqwest::CircuitBreakerMiddleware;
+    use fusebox_reqwest::CircuitBreakerMiddleware;
     use reqwest_middleware::ClientBuilder;
 
     fake_registry!(CLOCK, REGISTRY);

@@ -1,13 +1,13 @@
 //! The order of the breaker and tower's own retry and timeout layers: which order counts every
-//! attempt. The rule of `fusebox::tower` and `guide::tower`: `retry(breaker(timeout(service)))`.
+//! attempt. The rule of `fusebox_tower` and `guide::tower`: `retry(breaker(timeout(service)))`.
 
 use std::future::{Ready, ready};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use fusebox::tower::{BoxError, CircuitBreakerLayer};
 use fusebox::{Policy, State};
+use fusebox_tower::{BoxError, CircuitBreakerLayer};
 use tower::retry::{Policy as RetryPolicy, RetryLayer};
 use tower::timeout::TimeoutLayer;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};

@@ -11,8 +11,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::common::ApiError;
-use fusebox::tower::{BoxError, CircuitBreakerLayer};
 use fusebox::{Policy, Reason, State, circuit_breaker};
+use fusebox_tower::{BoxError, CircuitBreakerLayer};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 /// Opens after three failures in a row of three calls; waits five seconds before one probe.
@@ -374,7 +374,7 @@ async fn transitions_name_the_layer_as_the_calling_function() {
         [(
             "events".to_owned(),
             State::Open,
-            "fusebox::tower::CircuitBreakerLayer".to_owned()
+            "fusebox_tower::CircuitBreakerLayer".to_owned()
         )]
     );
 }

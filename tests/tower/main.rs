@@ -1,4 +1,4 @@
-//! `fusebox::tower`: the layer, its order among tower's own layers, the axum variant and the
+//! `fusebox_tower`: the layer, its order among tower's own layers, the axum variant and the
 //! reqwest middleware; one test binary, built with the `tower` feature (`axum` and `reqwest` add
 //! their modules). `cargo test -p fusebox-suite --all-features --test tower -- middleware` runs
 //! one module.

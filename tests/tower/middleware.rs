@@ -10,8 +10,8 @@ use crate::support::serve;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
-use fusebox::tower::reqwest::{CircuitBreakerMiddleware, rejection};
 use fusebox::{Policy, Reason, State};
+use fusebox_reqwest::{CircuitBreakerMiddleware, rejection};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
 const TRIP_AT_3: Policy = Policy::new()

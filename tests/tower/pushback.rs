@@ -13,9 +13,9 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::routing::get;
 use fusebox::clock::{Clock, FakeClock};
-use fusebox::tower::reqwest::{CircuitBreakerMiddleware, rejection};
-use fusebox::tower::{CircuitBreakerLayer, HttpFailures};
 use fusebox::{Policy, Reason, Registry, State};
+use fusebox_reqwest::{CircuitBreakerMiddleware, rejection};
+use fusebox_tower::{CircuitBreakerLayer, HttpFailures};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use tower::{Layer, Service, ServiceExt, service_fn};
 

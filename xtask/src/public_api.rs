@@ -14,10 +14,27 @@ use std::process::{Command, ExitCode};
 use serde_json::Value;
 
 /// The crates whose API is kept: (package, directory in the workspace).
-const CRATES: [(&str, &str); 3] = [
+const CRATES: [(&str, &str); 5] = [
     ("fusebox", "runtime"),
     ("fusebox-policy", "policy"),
+    ("fusebox-tower", "integrations/tower"),
+    ("fusebox-reqwest", "integrations/reqwest"),
     ("fusebox-admin", "integrations/admin"),
+];
+
+/// The crates whose types the core's public API must not name: each is pre-1.0 or belongs to
+/// an integration crate, so a release of one would otherwise be a breaking release of
+/// `fusebox`. (`redis` is still the core's `redis` feature.)
+const FOREIGN_TO_CORE: [&str; 9] = [
+    "tower_service::",
+    "tower_layer::",
+    "tower::",
+    "http::",
+    "axum::",
+    "axum_core::",
+    "reqwest::",
+    "reqwest_middleware::",
+    "serde_json::",
 ];
 
 /// The file each crate's directory holds.
@@ -47,6 +64,20 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if package == "fusebox" {
+            let foreign: Vec<&str> = listing
+                .lines()
+                .filter(|line| FOREIGN_TO_CORE.iter().any(|name| line.contains(name)))
+                .collect();
+            if !foreign.is_empty() {
+                eprintln!(
+                    "error: the public API of `fusebox` names a type of an integration's crate; \
+                     move the item to that integration (`integrations/`):\n  {}",
+                    foreign.join("\n  ")
+                );
+                return ExitCode::FAILURE;
+            }
+        }
         let path = root.join(dir).join(FILE);
         let text = format!(
             "# The public API of `{package}` (every feature), one item per line, from rustdoc's \

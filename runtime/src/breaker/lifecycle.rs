@@ -183,7 +183,6 @@ impl Circuit {
     }
 
     /// The newest breaker of the chain of a kept circuit (see [`Circuit::kept`]).
-    #[cfg(feature = "tower")]
     #[inline(always)]
     pub(crate) fn newest(&'static self) -> &'static Circuit {
         let mut core = self;
@@ -197,7 +196,6 @@ impl Circuit {
     /// hold it by a plain reference, so a call takes and gives back no reference count. One
     /// counted reference per kept circuit is never given back (taken once, on the first
     /// request for it); the circuits it replaces when reconfigured are reached through it.
-    #[cfg(feature = "tower")]
     pub(crate) fn kept(self: &Arc<Circuit>) -> &'static Circuit {
         /// Every circuit kept so far (few: one per key a fixed-key layer wraps, and its
         /// replacements; looked up only when a layer wraps a service).
@@ -214,8 +212,7 @@ impl Circuit {
     }
 
     /// Asks `core` (a kept circuit, or the newest of its chain) for admission on behalf of
-    /// `site`, like [`Breaker::enter_owned`], with a permit that holds it by reference.
-    #[cfg(feature = "tower")]
+    /// `site`, like [`Breaker::admit`], with a permit that holds it by reference.
     #[inline(always)]
     pub(crate) fn enter_kept(&'static self, site: FnName) -> OwnedPermit {
         OwnedPermit::enter(permit::Holder::Kept(self.newest()), site)

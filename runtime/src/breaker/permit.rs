@@ -480,7 +480,6 @@ pub(crate) enum Holder {
     /// A counted reference.
     Counted(Arc<Circuit>),
     /// A circuit that is never freed (only the tower layer makes one).
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     Kept(&'static Circuit),
 }
 
@@ -540,9 +539,11 @@ impl OwnedPermit {
         self.settle(Verdict::Failure);
     }
 
-    /// Pushback before a failure is settled: the server asked to be left alone for `wait`.
+    /// Pushback before a failure is [settled](OwnedPermit::settle): the server asked to be left
+    /// alone for `wait` (a circuit this failure opens stays open at least that long, capped by
+    /// `open_max`). Nothing on a rejected or settled permit.
     #[inline]
-    pub(crate) fn push_back(&self, wait: Duration) {
+    pub fn push_back(&self, wait: Duration) {
         if !self.admission.inert() {
             self.core.push_back(wait);
         }
@@ -550,9 +551,9 @@ impl OwnedPermit {
 
     /// The wall time of the breaker's clock ([`Clock::wall_time`](crate::clock::Clock::wall_time)),
     /// against which an HTTP-date `Retry-After` becomes a wait.
-    #[cfg(feature = "tower")]
     #[inline]
-    pub(crate) fn wall_time(&self) -> std::time::SystemTime {
+    #[must_use]
+    pub fn wall_time(&self) -> std::time::SystemTime {
         self.core.clock.wall_time()
     }
 
@@ -565,11 +566,11 @@ impl OwnedPermit {
         self.settle(verdict);
     }
 
-    /// What [`ignore`](OwnedPermit::ignore) reports: nothing, or a success under
-    /// [`Others::Success`](crate::Others::Success).
-    #[cfg(feature = "tower")]
+    /// What [`ignore`](OwnedPermit::ignore) reports: [`Verdict::Ignored`], or
+    /// [`Verdict::Success`] under [`Others::Success`](crate::Others::Success).
     #[inline]
-    pub(crate) fn uncounted(&self) -> Verdict {
+    #[must_use]
+    pub fn uncounted(&self) -> Verdict {
         self.core.uncounted()
     }
 
@@ -579,31 +580,51 @@ impl OwnedPermit {
         self.admission.state() == State::HalfOpen && !self.admission.inert()
     }
 
-    /// True when the breaker refused the call (see [`Breaker::enter_owned`]).
-    #[cfg(feature = "tower")]
+    /// True when the breaker rejected the call (see [`Breaker::admit`]): the call must not be
+    /// made, and reporting on the permit does nothing.
     #[inline]
-    pub(crate) fn is_refused(&self) -> bool {
+    #[must_use]
+    pub fn is_rejected(&self) -> bool {
         self.admission.refusal() != 0
     }
 
-    /// Why the call was refused, when it was (see [`Breaker::enter_owned`]).
+    /// Why the call was rejected, when it was (see [`Breaker::admit`]).
     #[inline]
-    pub(crate) fn refusal(&self) -> Option<Error> {
+    #[must_use]
+    pub fn rejection(&self) -> Option<Error> {
         match self.admission.refusal() {
             0 => None,
             code => Some(error_for_refusal(&self.core.key, code, self.admission)),
         }
     }
 
-    /// Dropped unreported, in place: a failure when the thread is panicking, else a cancellation.
+    /// The wait for the recording of this permit's outcome in a shared store, to be taken before
+    /// the permit [settles](OwnedPermit::settle) and awaited after, before the call's result is
+    /// returned: `Some` only for a permit a breaker shared in strict mode admitted (feature
+    /// `redis`), so that a caller sees its outcome in the shared window; `None` otherwise.
+    #[inline(always)]
+    #[must_use]
+    pub fn recording(&self) -> Option<Recording> {
+        #[cfg(feature = "redis")]
+        if super::store::is_shared(self.admission) {
+            return self.shared_recording().map(Recording);
+        }
+        None
+    }
+
+    /// Gives the permit up unreported, in place: a failure when the thread is panicking (a panic
+    /// guard's drop), else a cancellation, which counts nothing and frees a probe's slot.
     #[inline]
-    pub(crate) fn abandon(&mut self) {
+    pub fn abandon(&mut self) {
         self.settle(abandoned());
     }
 
-    /// Reports `outcome` in place; reporting twice is harmless (the second does nothing).
+    /// Reports `outcome` in place, for an adapter that holds the permit in a pinned future;
+    /// reporting twice is harmless (the second does nothing). [`success`](OwnedPermit::success),
+    /// [`failure`](OwnedPermit::failure) and [`ignore`](OwnedPermit::ignore) are the same by
+    /// value.
     #[inline]
-    pub(crate) fn settle(&mut self, outcome: Verdict) {
+    pub fn settle(&mut self, outcome: Verdict) {
         if !self.admission.inert() {
             let ticket = Ticket {
                 admission: self.admission,
@@ -730,4 +751,26 @@ pub(super) struct Refusal {
     pub(super) reason: Reason,
     /// Nanoseconds until the next probe; [`NO_WAIT`] when the reason has none.
     pub(super) retry_after: u64,
+}
+
+/// The recording of a permit's outcome in a shared store ([`OwnedPermit::recording`]): a future
+/// that completes when the store recorded it, or when the store's timeout gave up.
+#[must_use = "a recording does nothing unless awaited"]
+pub struct Recording(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>>);
+
+impl std::future::Future for Recording {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl std::fmt::Debug for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recording").finish_non_exhaustive()
+    }
 }

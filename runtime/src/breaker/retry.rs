@@ -88,7 +88,7 @@ impl Breaker {
     /// ([`Policy::retry_budget`]); nothing without one. Every attempt, the first and each retry:
     /// the budget takes the first attempts to be the attempts less the retries it allowed.
     ///
-    /// The attribute's `retry`, [`tower::BudgetPolicy`](crate::tower) and the reqwest
+    /// The attribute's `retry`, `fusebox_tower::BudgetPolicy` and the reqwest
     /// middleware's retries count through this; call it from a retry loop of your own, with
     /// [`try_retry`](Breaker::try_retry) before each retry.
     ///

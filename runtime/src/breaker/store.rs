@@ -81,21 +81,10 @@ impl SharedView {
     }
 }
 
-#[cfg(feature = "tower")]
 impl super::OwnedPermit {
-    /// The wait for the recording of this permit's outcome, to be created before the permit
-    /// settles and awaited after (a breaker shared in strict mode admitted it); `None` otherwise.
-    #[inline(always)]
-    pub(crate) fn recording(&self) -> Option<BoxFuture<'static, ()>> {
-        if !is_shared(self.admission) {
-            return None;
-        }
-        self.shared_recording()
-    }
-
     /// [`recording`](super::OwnedPermit::recording) of a permit the store admitted.
     #[inline(never)]
-    fn shared_recording(&self) -> Option<BoxFuture<'static, ()>> {
+    pub(super) fn shared_recording(&self) -> Option<BoxFuture<'static, ()>> {
         let core = self.core.clone();
         let store = core.store.as_ref()?;
         if !store.awaits_recording() {

@@ -20,9 +20,12 @@ pub(super) fn bounded_key(key: &str) -> Option<String> {
 }
 
 impl Registry {
-    /// The breaker of a dynamic key: one lock-free lookup (created on first use, within the cap).
+    /// The breaker of a dynamic key, as `key = expr` finds it: one lock-free lookup, created
+    /// with `policy` on first use, and evicted when idle if the registry holds more than
+    /// [`set_max_keys`](Registry::set_max_keys) keys. `policy` should be valid for the key (see
+    /// [`usable_policy`]); a long key is bounded (cut, with a hash of the whole).
     #[inline]
-    pub(crate) fn dynamic(&self, key: &str, policy: Policy) -> Breaker {
+    pub fn dynamic(&self, key: &str, policy: Policy) -> Breaker {
         if key.len() > MAX_KEY_LEN {
             return self.dynamic_long(key, policy);
         }

@@ -287,6 +287,14 @@ impl Registry {
         Ok(self.get_or_insert(key, policy, || Key::from(key)))
     }
 
+    /// The breaker of a fixed key that an adapter built (the tower layer, the reqwest
+    /// middleware): like [`breaker`](Registry::breaker), created with `policy` on first use and
+    /// never evicted, but `policy` is not validated again: pass one that
+    /// [`usable_policy`] gave.
+    pub fn fixed(&self, key: &str, policy: Policy) -> Breaker {
+        self.get_or_insert(key, policy, || Key::from(key))
+    }
+
     /// The breaker of a literal-key call site (or of [`breaker`](Registry::breaker)): never evicted.
     pub(crate) fn get_or_insert(
         &self,
@@ -429,9 +437,13 @@ impl Registry {
     }
 }
 
-/// `policy` when valid; otherwise the default, with an error event naming the key and the field.
-/// (Literal attribute arguments are checked at compile time; a `policy = CONST` is checked here.)
-pub(crate) fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy {
+/// `policy` when it is valid for `key`; otherwise [`Policy::DEFAULT`], with an ERROR event
+/// naming the key, the field and `function` (the adapter or function that uses it). What an
+/// adapter built with a policy at run time (the tower layer, the reqwest middleware) does before
+/// its first breaker; literal attribute arguments are checked at compile time, and a
+/// `policy = CONST` here.
+#[must_use]
+pub fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy {
     match policy.validate_for(key) {
         Ok(()) => policy,
         Err(error) => {

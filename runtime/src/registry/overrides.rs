@@ -250,11 +250,11 @@ impl Registry {
         Ok(n)
     }
 
-    /// Declares the fixed key of a tower layer or the reqwest middleware, built with `policy`:
-    /// like an annotated function's literal key, its overrides are validated against that
-    /// policy and it is not an unknown key, though its breaker is created on first use.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(crate) fn declare(&self, key: &str, policy: Policy) {
+    /// Declares a fixed key that an adapter (the tower layer, the reqwest middleware) will use
+    /// with `policy`: like an annotated function's literal key, its overrides are validated
+    /// against that policy and it is not an unknown key, though its breaker is created on
+    /// first use.
+    pub fn declare(&self, key: &str, policy: Policy) {
         self.built
             .write()
             .unwrap_or_else(|p| p.into_inner())

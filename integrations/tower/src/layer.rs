@@ -8,8 +8,8 @@ use tower_layer::Layer;
 use super::SITE;
 use super::classify::AnyError;
 use super::service::{CircuitBreaker, FixedBreaker, KeyFn};
-use crate::registry::{Registry, usable_policy};
-use crate::{Key, Policy};
+use fusebox::{Key, Policy};
+use fusebox::{Registry, usable_policy};
 
 /// A tower [`Layer`] that routes every call of the wrapped service through a circuit breaker of a
 /// fusebox [`Registry`]: the same circuits, policies, events and operator controls as
@@ -17,7 +17,7 @@ use crate::{Key, Policy};
 /// and the other way round.
 ///
 /// ```
-/// use fusebox::tower::{CircuitBreakerLayer, HttpFailures};
+/// use fusebox_tower::{CircuitBreakerLayer, HttpFailures};
 /// use fusebox::Policy;
 /// use std::time::Duration;
 ///
@@ -38,7 +38,7 @@ use crate::{Key, Policy};
 ///   `Err` of the inner service).
 ///
 /// The service's error type is [`BoxError`](super::BoxError): a refusal is a boxed
-/// [`fusebox::Error`](crate::Error) (`err.downcast_ref::<fusebox::Error>()`), any other error is
+/// [`fusebox::Error`] (`err.downcast_ref::<fusebox::Error>()`), any other error is
 /// the inner service's, boxed.
 #[derive(Clone)]
 pub struct CircuitBreakerLayer<C = AnyError, K = FixedKey> {
@@ -67,7 +67,7 @@ impl CircuitBreakerLayer {
     pub fn new(key: impl Into<Key>) -> Self {
         let key = key.into();
         CircuitBreakerLayer {
-            registry: crate::registry(),
+            registry: fusebox::registry(),
             policy: Policy::DEFAULT,
             classifier: AnyError,
             key: FixedKey(key.clone()),
@@ -141,9 +141,7 @@ impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
     fn layer(&self, inner: S) -> Self::Service {
         let key = &self.key.0;
         let policy = usable_policy(key.as_str(), SITE, self.policy);
-        let breaker = self
-            .registry
-            .get_or_insert(key.as_str(), policy, || key.clone());
+        let breaker = self.registry.fixed(key.as_str(), policy);
         CircuitBreaker::new(inner, self.classifier.clone(), FixedBreaker::new(&breaker))
     }
 }

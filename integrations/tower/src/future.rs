@@ -8,14 +8,7 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 
 use super::{BoxError, Classify};
-use crate::breaker::{OwnedPermit, Verdict};
-
-/// A shared breaker's recording in flight (strict mode), with the result it holds back until
-/// then (nothing without the `redis` feature).
-#[cfg(feature = "redis")]
-type Recording<O> = Option<(crate::breaker::BoxFuture<'static, ()>, O)>;
-#[cfg(not(feature = "redis"))]
-type Recording<O> = std::marker::PhantomData<O>;
+use fusebox::{OwnedPermit, Recording, Verdict};
 
 pin_project! {
     /// The response future of a [`CircuitBreaker`](super::CircuitBreaker).
@@ -30,7 +23,7 @@ pin_project! {
         permit: OwnedPermit,
         classifier: C,
         // Strict mode: the outcome's recording, awaited before the result is returned.
-        recording: Recording<F::Output>,
+        recording: Option<(Recording, F::Output)>,
     }
 }
 
@@ -38,10 +31,7 @@ impl<F: Future, C> ResponseFuture<F, C> {
     pub(super) fn new(inner: Option<F>, permit: OwnedPermit, classifier: C) -> Self {
         ResponseFuture {
             inner,
-            #[cfg(feature = "redis")]
             recording: None,
-            #[cfg(not(feature = "redis"))]
-            recording: std::marker::PhantomData,
             permit,
             classifier,
         }
@@ -71,16 +61,15 @@ where
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        #[cfg(feature = "redis")]
         if let Some((mut recorded, result)) = this.recording.take() {
-            if recorded.as_mut().poll(cx).is_pending() {
+            if Pin::new(&mut recorded).poll(cx).is_pending() {
                 *this.recording = Some((recorded, result));
                 return Poll::Pending;
             }
             return Poll::Ready(result.map_err(Into::into));
         }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            return match this.permit.refusal() {
+            return match this.permit.rejection() {
                 Some(refused) => Poll::Ready(Err(Box::new(refused))),
                 // Polled again after completion: never resolves again, never panics.
                 None => Poll::Pending,
@@ -108,10 +97,9 @@ where
             // Not a failure: nothing, or a success under `Others::Success`.
             Err(_) => this.permit.uncounted(),
         };
-        #[cfg(feature = "redis")]
         if let Some(mut recorded) = this.permit.recording() {
             this.permit.settle(outcome);
-            if recorded.as_mut().poll(cx).is_pending() {
+            if Pin::new(&mut recorded).poll(cx).is_pending() {
                 *this.recording = Some((recorded, result));
                 return Poll::Pending;
             }

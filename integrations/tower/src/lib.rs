@@ -1,13 +1,19 @@
-//! The registry's circuits around tower services (feature `tower`), axum routes (feature `axum`)
-//! and `reqwest-middleware` clients (feature `reqwest`).
+//! fusebox-tower: a fusebox registry's circuits around tower services, and around axum routes
+//! (feature `axum`).
 //!
-//! [`CircuitBreakerLayer`] wraps any `tower::Service` in a breaker of a [`Registry`](crate::Registry):
+//! ```toml
+//! [dependencies]
+//! fusebox = "0.1"
+//! fusebox-tower = "0.1"   # features = ["axum"] for the 503 answer
+//! ```
+//!
+//! [`CircuitBreakerLayer`] wraps any `tower::Service` in a breaker of a [`Registry`](fusebox::Registry):
 //! the same circuits, policies, events and operator controls as `#[fusebox::circuit_breaker]`, so
 //! one key is one circuit whichever way it is called. Admission, reporting, cancellation and panics
-//! go through the same [`Breaker`](crate::Breaker) code as the attribute.
+//! go through the same [`Breaker`](fusebox::Breaker) code as the attribute.
 //!
 //! ```
-//! use fusebox::tower::{CircuitBreakerLayer, GrpcFailures, HttpFailures};
+//! use fusebox_tower::{CircuitBreakerLayer, GrpcFailures, HttpFailures};
 //! use tower_layer::Layer;
 //! # let (http_client, grpc_channel) = ((), ());
 //!
@@ -25,11 +31,11 @@
 //! # Errors
 //!
 //! Following tower's convention, the wrapped service's error is a [`BoxError`]: a refused call is a
-//! boxed [`fusebox::Error`](crate::Error), any other error is the inner service's error, boxed.
+//! boxed [`fusebox::Error`], any other error is the inner service's error, boxed.
 //! Turn a refusal into a response by downcasting, for example in axum's `HandleErrorLayer`:
 //!
 //! ```
-//! use fusebox::tower::BoxError;
+//! use fusebox_tower::BoxError;
 //! use http::StatusCode;
 //!
 //! fn status_of(err: &BoxError) -> StatusCode {
@@ -58,7 +64,7 @@
 //! retries those responses too gives what the attribute's `failure_if` with `retry` does: every
 //! attempt counted on its own, and the last response returned when no attempt is left.
 //! Wrap the retry policy in [`BudgetPolicy`] to make its retries go through the key's retry
-//! budget ([`Policy::retry_budget`](crate::Policy::retry_budget)).
+//! budget ([`Policy::retry_budget`](fusebox::Policy::retry_budget)).
 
 mod classify;
 mod future;
@@ -69,9 +75,9 @@ mod service;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
-#[cfg(feature = "reqwest")]
-#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
-pub mod reqwest;
+
+#[doc = include_str!("guide.md")]
+pub mod guide {}
 
 pub use classify::{
     AnyError, Classify, GRPC_DEADLINE_EXCEEDED, GRPC_RESOURCE_EXHAUSTED, GRPC_UNAVAILABLE,
@@ -84,8 +90,8 @@ pub use retry::BudgetPolicy;
 pub use service::{Admission, CircuitBreaker, FixedBreaker, KeyFn};
 
 /// The error type of a wrapped service, as in tower: a refusal is a boxed
-/// [`fusebox::Error`](crate::Error).
+/// [`fusebox::Error`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The function name the layer's breakers report in events.
-pub(crate) const SITE: &str = "fusebox::tower::CircuitBreakerLayer";
+pub(crate) const SITE: &str = "fusebox_tower::CircuitBreakerLayer";

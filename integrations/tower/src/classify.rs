@@ -3,7 +3,7 @@
 //! A classifier sees the inner service's `Result` before the layer boxes its error. An `Ok` that
 //! the classifier accepts as a failure (an HTTP 503, say) counts as one; an `Ok` it does not
 //! accept is a success; an `Err` it does not accept is a business error and is not counted at all
-//! (or counts as a success under [`Policy::others`](crate::Policy::others)`(Others::Success)`),
+//! (or counts as a success under [`Policy::others`](fusebox::Policy::others)`(Others::Success)`),
 //! exactly like an error outside the attribute's `failure = […]`.
 
 use std::time::{Duration, SystemTime};
@@ -16,9 +16,9 @@ pub trait Classify<T, E> {
     /// True when `outcome` counts as a failure against the circuit.
     fn is_failure(&self, outcome: &Result<T, E>) -> bool;
 
-    /// Pushback: the wait a failed `outcome` asked for (see [`RetryAfter`](crate::RetryAfter)),
+    /// Pushback: the wait a failed `outcome` asked for (see [`RetryAfter`](fusebox::RetryAfter)),
     /// or `None`. `now` is the wall time of the breaker's clock
-    /// ([`Clock::wall_time`](crate::clock::Clock::wall_time)), against which a date becomes a
+    /// ([`Clock::wall_time`](fusebox::clock::Clock::wall_time)), against which a date becomes a
     /// wait. Asked only of outcomes [`is_failure`](Classify::is_failure) counts. `None` unless
     /// implemented; [`HttpFailures`] and [`GrpcFailures`] read `Retry-After`
     /// ([`http_retry_after`]).
@@ -91,7 +91,7 @@ impl<B, E> Classify<http::Response<B>, E> for HttpFailures {
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use fusebox::tower::http_retry_after;
+/// use fusebox_tower::http_retry_after;
 ///
 /// let mut headers = http::HeaderMap::new();
 /// headers.insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("7"));

@@ -2,10 +2,10 @@
 
 use tower::retry::Policy as RetryPolicy;
 
-use crate::Breaker;
+use fusebox::Breaker;
 
 /// Wraps a `tower::retry::Policy` so its retries go through the retry budget
-/// ([`Policy::retry_budget`](crate::Policy::retry_budget)) of a breaker's key: every attempt
+/// ([`Policy::retry_budget`](fusebox::Policy::retry_budget)) of a breaker's key: every attempt
 /// is counted in the budget, and a retry the inner policy wants is made only when the budget
 /// allows it (otherwise the last attempt's result is returned). The same budget as the
 /// attribute's `retry` and the reqwest middleware's on that key.
@@ -17,14 +17,14 @@ use crate::Breaker;
 ///
 /// ```
 /// use std::time::Duration;
-/// use fusebox::tower::{BudgetPolicy, CircuitBreakerLayer, HttpFailures};
+/// use fusebox_tower::{BudgetPolicy, CircuitBreakerLayer, HttpFailures};
 /// use fusebox::{Policy, Registry};
 /// use tower::ServiceBuilder;
 ///
 /// # #[derive(Clone)] struct Attempts(u32);
-/// # impl tower::retry::Policy<u32, u32, fusebox::tower::BoxError> for Attempts {
+/// # impl tower::retry::Policy<u32, u32, fusebox_tower::BoxError> for Attempts {
 /// #     type Future = std::future::Ready<()>;
-/// #     fn retry(&mut self, _: &mut u32, r: &mut Result<u32, fusebox::tower::BoxError>) -> Option<Self::Future> {
+/// #     fn retry(&mut self, _: &mut u32, r: &mut Result<u32, fusebox_tower::BoxError>) -> Option<Self::Future> {
 /// #         (r.is_err() && self.0 > 1).then(|| { self.0 -= 1; std::future::ready(()) })
 /// #     }
 /// #     fn clone_request(&mut self, req: &u32) -> Option<u32> { Some(*req) }
@@ -35,7 +35,7 @@ use crate::Breaker;
 /// let service = ServiceBuilder::new()
 ///     .retry(BudgetPolicy::new(breaker, Attempts(3)))
 ///     .layer(CircuitBreakerLayer::new("inventory").registry(&REGISTRY).policy(policy))
-///     .service_fn(|n: u32| async move { Ok::<u32, fusebox::tower::BoxError>(n) });
+///     .service_fn(|n: u32| async move { Ok::<u32, fusebox_tower::BoxError>(n) });
 /// # let _ = service;
 /// ```
 #[derive(Debug, Clone)]
@@ -46,7 +46,7 @@ pub struct BudgetPolicy<P> {
 
 impl<P> BudgetPolicy<P> {
     /// `inner`'s retries, each allowed by the retry budget of `breaker`'s key (from
-    /// [`Registry::breaker`](crate::Registry::breaker) or [`Registry::get`](crate::Registry::get)).
+    /// [`Registry::breaker`](fusebox::Registry::breaker) or [`Registry::get`](fusebox::Registry::get)).
     #[must_use]
     pub fn new(breaker: Breaker, inner: P) -> Self {
         BudgetPolicy { breaker, inner }

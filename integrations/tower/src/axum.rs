@@ -1,9 +1,9 @@
-//! axum (feature `axum`): a refused request becomes `503 Service Unavailable` with `Retry-After`
+//! axum (feature `axum`): a rejected request becomes `503 Service Unavailable` with `Retry-After`
 //! and a small JSON body, with no error handler to write.
 //!
 //! ```
 //! use axum::{Router, routing::get, http::StatusCode};
-//! use fusebox::tower::CircuitBreakerLayer;
+//! use fusebox_tower::CircuitBreakerLayer;
 //!
 //! async fn report() -> StatusCode { StatusCode::OK }
 //!
@@ -32,7 +32,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::{AnyError, BoxError, CircuitBreakerLayer, Classify, GrpcFailures, HttpFailures};
-use crate::Error;
+use fusebox::Error;
 
 /// A classifier for axum's `Result<Response, Infallible>`: [`AnyError`] (the layer's default)
 /// becomes [`HttpFailures`], any other classifier is kept.
@@ -83,7 +83,7 @@ where
 impl<C: AxumClassifier, K> CircuitBreakerLayer<C, K> {
     /// The layer for axum's `Router::layer` / `route_layer`: a refusal becomes
     /// `503 Service Unavailable` with `Retry-After` and a JSON body (see
-    /// [`IntoResponse for fusebox::Error`](crate::Error#impl-IntoResponse-for-Error)).
+    /// [`IntoResponse for fusebox::Error`](fusebox::Error#impl-IntoResponse-for-Error)).
     #[must_use]
     pub fn axum(self) -> AxumLayer<C::Classifier, K> {
         AxumLayer(CircuitBreakerLayer {
@@ -111,7 +111,7 @@ where
     }
 }
 
-/// Turns a wrapped service's [`BoxError`] into a response: a [`fusebox::Error`](crate::Error)
+/// Turns a wrapped service's [`BoxError`] into a response: a [`fusebox::Error`]
 /// becomes its `503` response, any other error `500 Internal Server Error`. Its error type is
 /// [`Infallible`], as axum requires.
 #[derive(Clone, Debug)]
@@ -160,7 +160,7 @@ where
             Ok(match result {
                 Ok(response) => response,
                 Err(error) => match error.downcast::<Error>() {
-                    Ok(refused) => refused.into_response(),
+                    Ok(refused) => rejection_response(&refused),
                     Err(_other) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
                 },
             })
@@ -174,30 +174,28 @@ impl<F> fmt::Debug for RejectionFuture<F> {
     }
 }
 
-/// `503 Service Unavailable`, `Retry-After: <seconds>` (the wait until the next probe in whole
+/// The answer to a rejected request: `503 Service Unavailable`, `Retry-After: <seconds>` (the wait until the next probe in whole
 /// seconds, [`Error::retry_after_secs`]: rounded up unless the part of a second is at most 10 ms,
 /// at least 1; `1` when the refusal carries no wait) and the body
 /// `{"error":"circuit_open","reason":"open","retry_after":30}` (`content-type: application/json`;
 /// `reason` is one of `open`, `half_open_full`, `recovering`, `forced_open`, `bulkhead_full`,
 /// `timed_out`, `throttled`). The breaker's key is not in the response, so internal names do not leak to
-/// clients.
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-impl IntoResponse for Error {
-    fn into_response(self) -> Response {
-        let secs = self.retry_after_secs().unwrap_or(1);
-        let body = format!(
-            r#"{{"error":"circuit_open","reason":"{}","retry_after":{secs}}}"#,
-            self.reason().code()
-        );
-        let mut response = (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        response
-    }
+/// clients. A handler that calls through a breaker itself can answer a rejection the same way.
+#[must_use]
+pub fn rejection_response(error: &Error) -> Response {
+    let secs = error.retry_after_secs().unwrap_or(1);
+    let body = format!(
+        r#"{{"error":"circuit_open","reason":"{}","retry_after":{secs}}}"#,
+        error.reason().code()
+    );
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    response
 }
 
 /// The former name of [`RejectionResponse`].
@@ -214,26 +212,11 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn retry_after_rounds_up_past_the_slack_and_is_at_least_one_second() {
-        use crate::error::whole_seconds;
-        assert_eq!(whole_seconds(Duration::ZERO), 1);
-        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
-        assert_eq!(whole_seconds(Duration::from_millis(1_500)), 2);
-        assert_eq!(whole_seconds(Duration::from_micros(2_000_500)), 2);
-        assert_eq!(whole_seconds(Duration::from_millis(2_010)), 2);
-        assert_eq!(whole_seconds(Duration::from_millis(2_011)), 3);
-        assert_eq!(whole_seconds(Duration::from_millis(29_001)), 29);
-        assert_eq!(whole_seconds(Duration::from_millis(29_500)), 30);
-        assert_eq!(whole_seconds(Duration::from_secs(30)), 30);
-        assert_eq!(whole_seconds(Duration::MAX), u64::MAX);
-    }
-
     /// A circuit opened for 2 s off a whole millisecond: its first refusal waits 2.0005 s (the
     /// deadline is rounded up to the millisecond) and says `Retry-After: 2`, not `3`.
     #[test]
     fn the_first_refusal_of_a_two_second_wait_says_two() {
-        use crate::{Policy, Registry, clock::FakeClock};
+        use fusebox::{Policy, Registry, clock::FakeClock};
         let clock = FakeClock::new();
         let registry = Registry::with_clock(clock.clone());
         let policy = Policy::new()
@@ -247,7 +230,7 @@ mod tests {
             refused.retry_after(),
             Some(Duration::from_micros(2_000_500))
         );
-        let response = refused.into_response();
+        let response = rejection_response(&refused);
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[header::RETRY_AFTER], "2");
     }

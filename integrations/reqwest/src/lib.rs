@@ -1,8 +1,14 @@
-//! reqwest (feature `reqwest`): a `reqwest-middleware` middleware that sends every request of a
-//! `ClientWithMiddleware` through the registry's circuits, one per host or one fixed key.
+//! fusebox-reqwest: a `reqwest-middleware` middleware that sends every request of a
+//! `ClientWithMiddleware` through a fusebox registry's circuits, one per host or one fixed key.
+//!
+//! ```toml
+//! [dependencies]
+//! fusebox = "0.1"
+//! fusebox-reqwest = "0.1"
+//! ```
 //!
 //! ```
-//! use fusebox::tower::reqwest::CircuitBreakerMiddleware;
+//! use fusebox_reqwest::CircuitBreakerMiddleware;
 //!
 //! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 //!     .with(CircuitBreakerMiddleware::per_host())
@@ -10,18 +16,18 @@
 //! # let _ = client;
 //! ```
 //!
-//! Outcomes are classified with [`HttpFailures`]: a `5xx` or `429` response and a transport error
+//! Outcomes are classified with [`HttpFailures`](fusebox_tower::HttpFailures): a `5xx` or `429` response and a transport error
 //! count, any other response is a success. A `429` or `503` with `Retry-After` (seconds or an
 //! HTTP-date) is pushback: when it opens the circuit, the circuit stays open at least that long
-//! (capped by `open_max`; see [`http_retry_after`](super::http_retry_after)). A rejected request is not sent; it fails with
-//! `reqwest_middleware::Error::Middleware` wrapping a [`fusebox::Error`](crate::Error), which
+//! (capped by `open_max`; see [`http_retry_after`](fusebox_tower::http_retry_after)). A rejected request is not sent; it fails with
+//! `reqwest_middleware::Error::Middleware` wrapping a [`fusebox::Error`], which
 //! [`rejection`] finds:
 //!
 //! ```
 //! # async fn get(client: &reqwest_middleware::ClientWithMiddleware) {
 //! match client.get("http://inventory.internal/stock").send().await {
 //!     Ok(response) => { /* … */ }
-//!     Err(err) => match fusebox::tower::reqwest::rejection(&err) {
+//!     Err(err) => match fusebox_reqwest::rejection(&err) {
 //!         Some(rejected) => println!("not sent: {rejected}"),
 //!         None => println!("failed: {err}"),
 //!     },
@@ -36,9 +42,7 @@ use ::reqwest::{Request, Response, Url};
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
-use super::{Classify, HttpFailures};
-use crate::registry::{Registry, usable_policy};
-use crate::{Breaker, Error, Key, Policy};
+use fusebox::{Breaker, Error, Key, OwnedPermit, Policy, Registry, usable_policy};
 
 /// Which circuit a request goes through.
 #[derive(Debug)]
@@ -71,7 +75,7 @@ impl CircuitBreakerMiddleware {
     #[must_use]
     pub fn new(key: impl Into<Key>) -> Self {
         CircuitBreakerMiddleware {
-            registry: crate::registry(),
+            registry: fusebox::registry(),
             policy: Policy::DEFAULT,
             keying: Keying::Fixed(key.into(), OnceLock::new()),
             retry: NO_RETRY,
@@ -85,7 +89,7 @@ impl CircuitBreakerMiddleware {
     #[must_use]
     pub fn per_host() -> Self {
         CircuitBreakerMiddleware {
-            registry: crate::registry(),
+            registry: fusebox::registry(),
             policy: Policy::DEFAULT,
             keying: Keying::PerHost,
             retry: NO_RETRY,
@@ -108,10 +112,10 @@ impl CircuitBreakerMiddleware {
 
     /// Makes up to `attempts` attempts (at least 1; 1 is the default, no retry) of a request
     /// with an idempotent method (`GET`, `HEAD`, `OPTIONS`, `TRACE`, `PUT`, `DELETE`) and a
-    /// body that can be cloned, while an attempt counts as a failure ([`HttpFailures`]: a `5xx`,
+    /// body that can be cloned, while an attempt counts as a failure ([`HttpFailures`](fusebox_tower::HttpFailures): a `5xx`,
     /// a `429`, a transport error). Every attempt is admitted and counted by the circuit, as the
     /// attribute's `retry` does, and every retry must be allowed by the key's retry budget
-    /// ([`Policy::retry_budget`](crate::Policy::retry_budget), through
+    /// ([`Policy::retry_budget`](fusebox::Policy::retry_budget), through
     /// [`policy`](Self::policy) or configuration): a retry the budget or the circuit refuses,
     /// or the last attempt, ends the request with that attempt's response or error. Between
     /// attempts it waits a full-jitter exponential backoff from `backoff` (zero: no wait), and
@@ -120,7 +124,7 @@ impl CircuitBreakerMiddleware {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use fusebox::tower::reqwest::CircuitBreakerMiddleware;
+    /// use fusebox_reqwest::CircuitBreakerMiddleware;
     ///
     /// let middleware = CircuitBreakerMiddleware::new("inventory")
     ///     .policy(fusebox::Policy::new().retry_budget(20, 10))
@@ -146,8 +150,7 @@ impl CircuitBreakerMiddleware {
             Keying::Fixed(key, breaker) => breaker
                 .get_or_init(|| {
                     let policy = usable_policy(key.as_str(), SITE_REQWEST, self.policy);
-                    self.registry
-                        .get_or_insert(key.as_str(), policy, || key.clone())
+                    self.registry.fixed(key.as_str(), policy)
                 })
                 .clone(),
             Keying::PerHost => self.registry.dynamic(&host_key(url), self.policy),
@@ -161,7 +164,7 @@ const NO_RETRY: (u32, std::time::Duration) = (1, std::time::Duration::ZERO);
 const MAX_ATTEMPTS: u32 = 100;
 
 /// The function name the middleware's breakers report in events.
-const SITE_REQWEST: &str = "fusebox::tower::reqwest::CircuitBreakerMiddleware";
+const SITE_REQWEST: &str = "fusebox_reqwest::CircuitBreakerMiddleware";
 
 /// `host:port` of `url` (`unknown` for a URL without a host).
 fn host_key(url: &Url) -> String {
@@ -172,7 +175,7 @@ fn host_key(url: &Url) -> String {
     }
 }
 
-/// The [`fusebox::Error`](crate::Error) inside `err` when the middleware rejected the request.
+/// The [`fusebox::Error`] inside `err` when the middleware rejected the request.
 #[must_use]
 pub fn rejection(err: &reqwest_middleware::Error) -> Option<&Error> {
     match err {
@@ -188,22 +191,30 @@ pub fn refusal(err: &reqwest_middleware::Error) -> Option<&Error> {
     rejection(err)
 }
 
-impl Classify<Response, reqwest_middleware::Error> for HttpFailures {
-    fn is_failure(&self, outcome: &Result<Response, reqwest_middleware::Error>) -> bool {
-        match outcome {
-            Ok(response) => super::http_status_counts(response.status()),
-            Err(_) => true,
-        }
+/// [`HttpFailures`](fusebox_tower::HttpFailures) over a middleware's result: a `5xx` or `429` response and a transport error
+/// count.
+fn is_failure(outcome: &Result<Response, reqwest_middleware::Error>) -> bool {
+    match outcome {
+        Ok(response) => fusebox_tower::http_status_counts(response.status()),
+        Err(_) => true,
     }
+}
 
-    /// `Retry-After` of a `429` or `503` response ([`http_retry_after`](super::http_retry_after)).
-    fn retry_after(
-        &self,
-        outcome: &Result<Response, reqwest_middleware::Error>,
-        now: SystemTime,
-    ) -> Option<Duration> {
-        let response = outcome.as_ref().ok()?;
-        super::http_retry_after(response.status(), response.headers(), now)
+/// `Retry-After` of a `429` or `503` response ([`http_retry_after`](fusebox_tower::http_retry_after)).
+fn retry_after(
+    outcome: &Result<Response, reqwest_middleware::Error>,
+    now: SystemTime,
+) -> Option<Duration> {
+    let response = outcome.as_ref().ok()?;
+    fusebox_tower::http_retry_after(response.status(), response.headers(), now)
+}
+
+/// A permit of `breaker` for one attempt, or why it was rejected.
+fn acquire(breaker: &Breaker) -> Result<OwnedPermit, Error> {
+    let permit = breaker.admit(&SITE_REQWEST);
+    match permit.rejection() {
+        None => Ok(permit),
+        Some(rejected) => Err(rejected),
     }
 }
 
@@ -218,16 +229,14 @@ impl Middleware for CircuitBreakerMiddleware {
         if self.retry.0 > 1 && req.method().is_idempotent() {
             return self.handle_retrying(req, extensions, next).await;
         }
-        let permit = self
-            .breaker(req.url())
-            .acquire_owned(&SITE_REQWEST)
-            .map_err(reqwest_middleware::Error::middleware)?;
+        let permit =
+            acquire(&self.breaker(req.url())).map_err(reqwest_middleware::Error::middleware)?;
         // Dropped unreported if this future is cancelled (nothing counted) or a panic unwinds
         // through it (a failure).
         let result = next.run(req, extensions).await;
-        if !HttpFailures.is_failure(&result) {
+        if !is_failure(&result) {
             permit.success();
-        } else if let Some(wait) = HttpFailures.retry_after(&result, permit.wall_time()) {
+        } else if let Some(wait) = retry_after(&result, permit.wall_time()) {
             // Pushback: a `429` or `503` with `Retry-After` keeps the circuit open that long
             // when it opens it.
             permit.failure_after(wait);
@@ -254,7 +263,7 @@ impl CircuitBreakerMiddleware {
         let mut n = 0;
         loop {
             n += 1;
-            let permit = match breaker.acquire_owned(&SITE_REQWEST) {
+            let permit = match acquire(&breaker) {
                 Ok(permit) => permit,
                 // A retry the circuit refuses ends with the last attempt's outcome.
                 Err(refused) => {
@@ -267,10 +276,10 @@ impl CircuitBreakerMiddleware {
             // streaming body, which cannot be sent twice).
             let again = if n < attempts { req.try_clone() } else { None };
             let result = next.clone().run(req, extensions).await;
-            let failed = HttpFailures.is_failure(&result);
+            let failed = is_failure(&result);
             // Pushback: the wait a `429` or `503` asked for, reported as in `handle`.
             let wait = if failed {
-                HttpFailures.retry_after(&result, permit.wall_time())
+                retry_after(&result, permit.wall_time())
             } else {
                 None
             };
@@ -281,11 +290,11 @@ impl CircuitBreakerMiddleware {
             }
             // A retry never comes back before the server's wait; one longer than the longest
             // backoff ends the request, as the attribute's retries do.
-            let backed_off = crate::attempts::backoff_delay(&mut fastrand::Rng::new(), backoff, n);
+            let backed_off = fusebox::backoff(backoff, n);
             let delay = backed_off.max(wait.unwrap_or_default());
             match again {
                 Some(copy)
-                    if failed && delay <= crate::attempts::MAX_BACKOFF && breaker.try_retry() =>
+                    if failed && delay <= fusebox::limits::MAX_BACKOFF && breaker.try_retry() =>
                 {
                     req = copy;
                 }

@@ -9,14 +9,14 @@ use tower_service::Service;
 
 use super::future::ResponseFuture;
 use super::{BoxError, Classify, SITE};
-use crate::breaker::{Circuit, OwnedPermit};
-use crate::{Breaker, Policy, Registry};
+use fusebox::{Breaker, Policy, Registry};
+use fusebox::{KeptBreaker, OwnedPermit};
 
 /// A service wrapped in a circuit breaker. Made by
 /// [`CircuitBreakerLayer`](super::CircuitBreakerLayer).
 ///
 /// `poll_ready` is the inner service's readiness and takes no permit; `call` asks the circuit for
-/// admission and, when refused, answers with a boxed [`fusebox::Error`](crate::Error) without
+/// admission and, when refused, answers with a boxed [`fusebox::Error`] without
 /// calling the inner service. An admitted call reports its outcome when its response future
 /// completes; dropping the future gives the permit back without counting anything (a cancelled
 /// half-open probe frees its slot), and a panic while calling or polling the inner service counts
@@ -73,7 +73,7 @@ mod sealed {
     )]
     pub trait Sealed {}
 
-    impl Sealed for crate::Breaker {}
+    impl Sealed for fusebox::Breaker {}
 
     impl Sealed for super::FixedBreaker {}
 
@@ -83,7 +83,7 @@ mod sealed {
 impl<Req> Admission<Req> for Breaker {
     #[inline]
     fn admit(&self, _req: &Req) -> OwnedPermit {
-        self.enter_owned(&SITE)
+        self.admit(&SITE)
     }
 }
 
@@ -92,27 +92,25 @@ impl<Req> Admission<Req> for Breaker {
 /// response future holds it by a plain reference (taking and dropping it costs no atomic
 /// operation). Calls follow the circuit's reconfigurations like a [`Breaker`]'s.
 #[derive(Clone, Copy)]
-pub struct FixedBreaker(&'static Circuit);
+pub struct FixedBreaker(KeptBreaker);
 
 impl FixedBreaker {
     /// The circuit of `breaker`, kept.
     pub(super) fn new(breaker: &Breaker) -> Self {
-        FixedBreaker(breaker.kept())
+        FixedBreaker(breaker.keep())
     }
 }
 
 impl<Req> Admission<Req> for FixedBreaker {
     #[inline]
     fn admit(&self, _req: &Req) -> OwnedPermit {
-        self.0.enter_kept(&SITE)
+        self.0.admit(&SITE)
     }
 }
 
 impl fmt::Debug for FixedBreaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("FixedBreaker")
-            .field(&self.0.newest().key().as_str())
-            .finish()
+        f.debug_tuple("FixedBreaker").field(&self.0.key()).finish()
     }
 }
 
@@ -133,7 +131,7 @@ impl<F, Req> KeyFn<F, Req> {
     pub(super) fn new(f: F) -> Self {
         KeyFn {
             f,
-            registry: crate::registry(),
+            registry: fusebox::registry(),
             policy: Policy::DEFAULT,
             _req: PhantomData,
         }
@@ -166,7 +164,7 @@ where
     #[inline]
     fn admit(&self, req: &Req) -> OwnedPermit {
         let key = (self.f)(req);
-        self.registry.dynamic(&key, self.policy).enter_owned(&SITE)
+        self.registry.dynamic(&key, self.policy).admit(&SITE)
     }
 }
 
@@ -197,7 +195,7 @@ where
     #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
         let permit = self.key.admit(&req);
-        let inner = if permit.is_refused() {
+        let inner = if permit.is_rejected() {
             None
         } else {
             // A panic in `inner.call` drops `permit` while unwinding: counted as a failure.
