@@ -14,6 +14,7 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 
 use crate::args::{ConcurrencyArg, OpenForArg, PolicyArgs, RecoveryArg, Spanned, WindowArg};
+use crate::tokens::respan;
 
 /// The type of a knob's checked value: how it becomes its setter call.
 pub(crate) trait Kind: Clone {
@@ -200,7 +201,7 @@ impl Kind for OpenForArg {
                 let name = method(names[1]);
                 let span = path.span();
                 let local = Ident::new("__fusebox_open_for", Span::mixed_site());
-                let ty = crate::expand::respan(
+                let ty = respan(
                     quote!(fn(&#private::OpenContext) -> ::core::time::Duration),
                     span,
                 );
