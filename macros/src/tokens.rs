@@ -1,8 +1,9 @@
-//! Token helpers shared by the expansion and the setter calls it emits: [`respan`] locates
-//! generated tokens where the argument they come from was written, so an error about them is
-//! reported there.
+//! Token and syntax helpers shared by the steps: [`respan`] locates generated tokens where the
+//! argument they come from was written, so an error about them is reported there; [`ungroup`]
+//! sees through the groups macros wrap around a type.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use syn::Type;
 
 /// `tokens`, every one located at `span` (keeping its own hygiene).
 pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
@@ -19,4 +20,13 @@ pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
             token
         })
         .collect()
+}
+
+/// A type without the invisible groups and parentheses macros wrap around it.
+pub(crate) fn ungroup(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(group) => ungroup(&group.elem),
+        Type::Paren(paren) => ungroup(&paren.elem),
+        other => other,
+    }
 }

@@ -12,7 +12,7 @@ use syn::{
 };
 
 use crate::args::Args;
-use crate::tokens::respan;
+use crate::tokens::{respan, ungroup};
 
 /// The runtime's module of items for the expansion, named with this crate's version
 /// (`__private_0_1_0`): `fusebox` pins `fusebox-macros` to its own version, and a macro paired
@@ -230,15 +230,6 @@ fn nameable_output(output: &Type) -> Option<(Type, Type, Option<Type>)> {
         _ => None,
     };
     Some((nameable, error_output, error))
-}
-
-/// A type without the invisible groups and parentheses macros wrap around it.
-fn ungroup(ty: &Type) -> &Type {
-    match ty {
-        Type::Group(group) => ungroup(&group.elem),
-        Type::Paren(paren) => ungroup(&paren.elem),
-        other => other,
-    }
 }
 
 /// True for a method: a function with a receiver, or one whose signature names `Self` (an
