@@ -159,7 +159,7 @@ fn one_error(tokens: TokenStream, expected: &str) {
 }
 
 #[test]
-fn new_ranges() {
+fn new_ranges_of_the_policy() {
     for (tokens, expected) in [
         (
             quote!(key = "k", window = "0s"),
@@ -221,6 +221,14 @@ fn new_ranges() {
             quote!(key = "k", max_concurrent = 0),
             "`max_concurrent = 0` is out of range",
         ),
+    ] {
+        one_error(tokens, expected);
+    }
+}
+
+#[test]
+fn new_ranges_of_the_attempts() {
+    for (tokens, expected) in [
         (
             quote!(key = "k", timeout = "0s"),
             "`timeout = \"0s\"` is out of range",
@@ -245,6 +253,10 @@ fn new_ranges() {
     ] {
         one_error(tokens, expected);
     }
+}
+
+#[test]
+fn new_ranges_accept_their_bounds() {
     for ok in [
         quote!(key = "k", window = "10ms"),
         quote!(key = "k", window = "1h", min_calls = 5000),
