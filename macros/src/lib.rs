@@ -1,7 +1,7 @@
 //! The `#[circuit_breaker]` attribute of [fusebox](https://docs.rs/fusebox). Use it through the
 //! `fusebox` crate (`#[fusebox::circuit_breaker(...)]`); this crate holds no runtime logic.
 //!
-//! The attribute is a pipeline ([`attribute`]): the arguments are parsed with their spans
+//! The attribute is a pipeline (`attribute`): the arguments are parsed with their spans
 //! (`args`), the annotated item is checked (`function`), the policy the arguments build is judged
 //! by the runtime's own validation and the key checked against the parameters (`validate`), every
 //! error of these steps is reported together, and only a fully valid attribute is expanded

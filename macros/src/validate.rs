@@ -1,5 +1,6 @@
-//! The checks between the arguments and what they meet: the attribute's policy run through the
-//! runtime's own validation, and a key that names no parameter ([`check_key_name`]).
+//! The checks of the arguments as a whole and against the function: the attribute's policy run
+//! through the runtime's own validation, and a `key` that names no parameter
+//! ([`check_key_name`]).
 //!
 //! [`policy_of`] makes the `fusebox_policy::Policy` setter calls the expansion emits (one list,
 //! `setters.rs`), and [`check`] runs `Policy::validate`, the check the runtime runs when the
