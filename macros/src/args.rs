@@ -2,11 +2,14 @@
 //! one by one, each value keeping its span so an error points at the token that caused it.
 //!
 //! This file holds the argument table, the checked types and the reading loop; the value parsers
-//! are in `args/values.rs`, the checks between arguments (`slow_rate` needs `slow`, `open_max` is
-//! at least `open_for`, `backoff` needs `retry`, …) in `args/rules.rs`, the suggestions for
+//! are in `args/values.rs` (`failure = [...]` in `args/failure.rs`), their defaults and bounds in
+//! `args/bounds.rs`, the checks between arguments (`slow_rate` needs `slow`, `open_max` is at
+//! least `open_for`, `backoff` needs `retry`, …) in `args/rules.rs`, the suggestions for
 //! misspelled names in `args/suggest.rs`. The runtime's own `Policy::validate` then judges the
-//! policy the arguments build (`validate.rs`, called by `expand`).
+//! policy the arguments build (`validate.rs`, called by the pipeline in `lib.rs`).
 
+mod bounds;
+mod failure;
 mod rules;
 mod suggest;
 #[cfg(test)]
@@ -23,10 +26,9 @@ use syn::{Expr, Ident, LitStr, Path, Token};
 use fusebox_policy::{Others, RetryBudget};
 
 use crate::errors::Errors;
-use values::{
-    BACKOFF, MAX_CALLS, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY, duration_arg, failure_arg,
-    int_in_range, key_arg, narrow, path_arg,
-};
+use bounds::{BACKOFF, MAX_CALLS, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY};
+use failure::failure_arg;
+use values::{duration_arg, int_in_range, key_arg, narrow, path_arg};
 
 /// Makes [`PolicyArgs`], [`KNOB_NAMES`] and `read_knob` from the attribute's arguments of the
 /// knob table (`fusebox_policy::with_knobs!(@arguments …)`: the rows that have an `attr` column),

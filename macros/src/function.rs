@@ -1,5 +1,7 @@
-//! The annotated item: which functions the attribute accepts, and the parameters a fallback gets.
+//! The annotated item: which functions the attribute accepts; the parameters a fallback gets and
+//! those `retry` needs again are checked in `function/params.rs`.
 
+mod params;
 #[cfg(test)]
 mod tests;
 
@@ -7,11 +9,14 @@ use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, TokenStreamExt};
 use syn::parse::{Parse, ParseStream};
 use syn::{
-    Attribute, FnArg, GenericArgument, Ident, Item, Pat, PathArguments, Receiver, ReceiverKind,
-    ReturnType, Signature, TraitItemFn, Type, TypeParamBound, Visibility,
+    Attribute, GenericArgument, Ident, Item, PathArguments, ReturnType, Signature, TraitItemFn,
+    Type, TypeParamBound, Visibility,
 };
 
 use crate::errors::Errors;
+use crate::tokens::ungroup;
+pub(crate) use params::Params;
+use params::{check_attempts, fallback_params};
 
 /// A function as written, with its body kept as raw tokens: only the signature is parsed, so a
 /// syntax error inside the body is left for rustc to report where it is.
@@ -206,34 +211,6 @@ fn without_rebindings(tokens: TokenStream) -> TokenStream {
     out.into_iter().collect()
 }
 
-/// What a fallback call passes on.
-#[derive(Default)]
-pub(crate) struct Params {
-    /// The function is a method: `self` (written here) goes first.
-    pub(crate) receiver: Option<Span>,
-    /// The names of the other parameters.
-    pub(crate) names: Vec<Ident>,
-    /// The `#[cfg(...)]` attributes of each of [`Params::names`] (empty for most): a parameter
-    /// compiled out is not passed on.
-    pub(crate) cfgs: Vec<Vec<Attribute>>,
-}
-
-impl Params {
-    /// True when some parameter is under `#[cfg(...)]`.
-    pub(crate) fn any_cfg(&self) -> bool {
-        self.cfgs.iter().any(|cfg| !cfg.is_empty())
-    }
-}
-
-/// The `#[cfg(...)]` attributes among `attrs`.
-pub(crate) fn cfg_attrs(attrs: &[Attribute]) -> Vec<Attribute> {
-    attrs
-        .iter()
-        .filter(|attr| attr.path().is_ident("cfg"))
-        .cloned()
-        .collect()
-}
-
 /// Parses the annotated item and checks that the attribute can go on it.
 ///
 /// `fallback` says whether the parameters must be plain names, to be passed to a fallback;
@@ -258,6 +235,31 @@ pub(crate) fn parse(
     let mut errors = Errors::default();
     let sig = &item.sig;
     let is_async = sig.asyncness.is_some() || boxed.is_some();
+    qualifier_errors(&mut errors, sig);
+    let output = checked_output(&mut errors, sig, boxed.as_ref());
+    let params = if fallback {
+        errors.ok(fallback_params(&item.sig))
+    } else {
+        Some(Params::default())
+    };
+    let mut conditional = Vec::new();
+    let attempts_ok = check_attempts(&mut errors, &item.sig, attempts, is_async, &mut conditional);
+    errors.finish()?;
+    match (output, params, attempts_ok) {
+        (Some(output), Some(params), Some(())) => Ok(Function {
+            item,
+            output,
+            params,
+            conditional,
+            boxed: boxed.is_some(),
+        }),
+        // Both cases pushed an error, so `finish` returned it.
+        _ => Err(syn::Error::new(Span::call_site(), "unsupported function")),
+    }
+}
+
+/// The qualifiers a breaker cannot go with: `const` and `extern`.
+fn qualifier_errors(errors: &mut Errors, sig: &Signature) {
     if let Some(constness) = &sig.constness {
         errors.push(syn::Error::new(
             constness.span,
@@ -272,13 +274,17 @@ pub(crate) fn parse(
              that calls this one instead",
         ));
     }
-    // The return type, or the `Output` of the boxed future `#[async_trait]` made.
-    let written = match (&boxed, &sig.output) {
+}
+
+/// The return type, when it is a `Result` (or may be an alias of one): as written, or the
+/// `Output` of the future `#[async_trait]` boxed (`boxed`).
+fn checked_output(errors: &mut Errors, sig: &Signature, boxed: Option<&Type>) -> Option<Type> {
+    let written = match (boxed, &sig.output) {
         (Some(output), _) => Some(output),
         (None, ReturnType::Type(_, ty)) => Some(&**ty),
         (None, ReturnType::Default) => None,
     };
-    let output = match written {
+    match written {
         Some(ty) => match not_a_result(ty) {
             Some(what) => {
                 errors.push(syn::Error::new_spanned(
@@ -306,181 +312,7 @@ pub(crate) fn parse(
             ));
             None
         }
-    };
-    let params = if fallback {
-        errors.ok(fallback_params(&item))
-    } else {
-        Some(Params::default())
-    };
-    let mut conditional = Vec::new();
-    let attempts_ok = match attempts.first() {
-        None => Some(()),
-        Some(_) if !is_async => {
-            for name in attempts {
-                errors.push(syn::Error::new(
-                    name.span(),
-                    format!(
-                        "`{name}` needs an `async fn`: retries wait between attempts and \
-                         timeouts need a timer, which a blocking call cannot give way to; make \
-                         the function `async`, or remove `{name}`"
-                    ),
-                ));
-            }
-            None
-        }
-        // Only `retry` runs the body more than once; `timeout` alone leaves the parameters as
-        // they are.
-        Some(_) => match attempts.iter().find(|name| *name == "retry") {
-            Some(retry) => errors.ok(attempt_params(&item, retry, &mut conditional)),
-            None => Some(()),
-        },
-    };
-    errors.finish()?;
-    match (output, params, attempts_ok) {
-        (Some(output), Some(params), Some(())) => Ok(Function {
-            item,
-            output,
-            params,
-            conditional,
-            boxed: boxed.is_some(),
-        }),
-        // Both cases pushed an error, so `finish` returned it.
-        _ => Err(syn::Error::new(Span::call_site(), "unsupported function")),
     }
-}
-
-/// The parameters handed to a fallback; each must be a plain name.
-fn fallback_params(item: &RawFn) -> syn::Result<Params> {
-    let mut errors = Errors::default();
-    let mut params = Params::default();
-    for input in &item.sig.inputs {
-        match input {
-            FnArg::Receiver(receiver) => params.receiver = Some(receiver.self_token.span),
-            FnArg::Typed(typed) => match &*typed.pat {
-                Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
-                    params.names.push(binding.ident.clone());
-                    params.cfgs.push(cfg_attrs(&typed.attrs));
-                }
-                pattern => errors.push(syn::Error::new_spanned(
-                    pattern,
-                    "with `fallback`, every parameter must be a plain name like `order: Order` \
-                     so it can be passed to the fallback; take the value whole and bind the \
-                     pattern inside the body, like `let (a, b) = pair;`",
-                )),
-            },
-        }
-    }
-    errors.finish()?;
-    Ok(params)
-}
-
-/// Checks the parameters for `retry`. Every attempt needs the arguments again, so the attempt
-/// closure borrows them rather than moving them: a parameter taken by `&mut` or by value as
-/// `self` cannot be shared between attempts, and a pattern or `mut` binding would not mean what
-/// it says. `arg` is the attempt argument the messages name. The errors about a parameter under
-/// `#[cfg(...)]` go to `conditional`, with its attributes: a parameter compiled out is no error.
-fn attempt_params(
-    item: &RawFn,
-    arg: &Ident,
-    conditional: &mut Vec<(Vec<Attribute>, syn::Error)>,
-) -> syn::Result<()> {
-    let mut all = Errors::default();
-    let again = "retrying needs the arguments again for every attempt";
-    for input in &item.sig.inputs {
-        let cfg = match input {
-            FnArg::Typed(typed) => cfg_attrs(&typed.attrs),
-            FnArg::Receiver(_) => Vec::new(),
-        };
-        let mut errors = Errors::default();
-        attempt_param(input, arg, again, &mut errors);
-        match errors.finish() {
-            Err(error) if !cfg.is_empty() => conditional.push((cfg, error)),
-            Err(error) => all.push(error),
-            Ok(()) => {}
-        }
-    }
-    all.finish()
-}
-
-/// The errors of one parameter for [`attempt_params`].
-fn attempt_param(input: &FnArg, arg: &Ident, again: &str, errors: &mut Errors) {
-    match input {
-        FnArg::Receiver(receiver) => {
-            if let Some(error) = receiver_error(receiver, arg, again) {
-                errors.push(error);
-            }
-        }
-        FnArg::Typed(typed) => {
-            let binding = match &*typed.pat {
-                Pat::Wild(_) => return,
-                Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
-                    binding
-                }
-                pattern => {
-                    errors.push(syn::Error::new_spanned(
-                        pattern,
-                        format!(
-                            "with `{arg}`, every parameter must be a plain name like \
-                                 `order: Order`, borrowed again by every attempt; take the \
-                                 value whole and bind the pattern inside the body"
-                        ),
-                    ));
-                    return;
-                }
-            };
-            if let Type::Reference(reference) = ungroup(&typed.ty) {
-                if reference.mutability.is_some() {
-                    errors.push(syn::Error::new_spanned(
-                        input,
-                        format!(
-                            "{again}, and a `&mut` argument cannot be shared between \
-                                 attempts; take `&T` (with interior mutability for state) \
-                                 or remove `{arg}`"
-                        ),
-                    ));
-                }
-                // A shared reference is `Copy`: every attempt copies it.
-                return;
-            }
-            if let Some(mutability) = &binding.mutability {
-                errors.push(syn::Error::new(
-                    mutability.span,
-                    format!(
-                        "with `{arg}`, every attempt borrows `{}` again, so the body cannot \
-                             change it; remove `mut` and work on a copy inside the body, like \
-                             `let mut {0} = {0}.clone();`",
-                        binding.ident
-                    ),
-                ));
-            }
-        }
-    }
-}
-
-/// Why `self` cannot be shared between attempts, if it cannot: only `&self` (or `self: &T`) can.
-fn receiver_error(receiver: &Receiver, arg: &Ident, again: &str) -> Option<syn::Error> {
-    let (written, mutable) = match &receiver.kind {
-        ReceiverKind::Reference(_, _, None) => return None,
-        ReceiverKind::Reference(_, _, Some(_)) => ("`&mut self`", true),
-        ReceiverKind::Typed(_, ty) => match ungroup(ty) {
-            Type::Reference(reference) if reference.mutability.is_none() => return None,
-            Type::Reference(_) => ("`&mut self`", true),
-            _ => ("`self` by value", false),
-        },
-        _ => ("`self` by value", false),
-    };
-    let why = if mutable {
-        "a `&mut` borrow cannot be shared between attempts"
-    } else {
-        "the body cannot consume it"
-    };
-    Some(syn::Error::new_spanned(
-        receiver,
-        format!(
-            "{again}, so {written} cannot be used with `{arg}`: {why}; take `&self` (with \
-             interior mutability for state) or remove `{arg}`"
-        ),
-    ))
 }
 
 /// What the return type is, when it is visibly not a `Result`: a primitive, `String`, `Option`,
@@ -516,15 +348,6 @@ fn not_a_result(ty: &Type) -> Option<&'static str> {
             }
         }
         _ => None,
-    }
-}
-
-/// A type without the invisible groups and parentheses macros wrap around it.
-fn ungroup(ty: &Type) -> &Type {
-    match ty {
-        Type::Group(group) => ungroup(&group.elem),
-        Type::Paren(paren) => ungroup(&paren.elem),
-        other => other,
     }
 }
 

@@ -1,10 +1,13 @@
 //! The `#[circuit_breaker]` attribute of [fusebox](https://docs.rs/fusebox). Use it through the
 //! `fusebox` crate (`#[fusebox::circuit_breaker(...)]`); this crate holds no runtime logic.
 //!
-//! The attribute is a pipeline: the arguments are parsed with their spans (`args`), the annotated
-//! item is checked (`function`), every error of both steps is reported together, and only a fully
-//! valid attribute is expanded (`expand`). On error the item is emitted unchanged next to the
-//! errors, so the rest of the crate still type-checks against the original signature.
+//! The attribute is a pipeline (`attribute`): the arguments are parsed with their spans
+//! (`args`), the annotated item is checked (`function`), the policy the arguments build is judged
+//! by the runtime's own validation and the key checked against the parameters (`validate`), every
+//! error of these steps is reported together, and only a fully valid attribute is expanded
+//! (`expand`). On error the item is emitted unchanged next to the errors, so the rest of the crate
+//! still type-checks against the original signature. The validation and the expansion read the
+//! policy's setter calls from one list (`setters`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -16,9 +19,12 @@ mod function;
 mod setters;
 #[cfg(test)]
 mod snapshots;
+mod tokens;
 mod validate;
 
 use proc_macro::TokenStream;
+
+use errors::Errors;
 
 /// Routes every call of the annotated function through the circuit breaker named by `key`.
 ///
@@ -45,5 +51,37 @@ use proc_macro::TokenStream;
 /// example, is the rustdoc of `fusebox::circuit_breaker`.
 #[proc_macro_attribute]
 pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::circuit_breaker(args.into(), item.into()).into()
+    attribute(args.into(), item.into()).into()
+}
+
+/// The whole attribute: parse, check, then rewrite; on any error the item is returned unchanged
+/// with every error appended.
+fn attribute(
+    args: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    let mut errors = Errors::default();
+    let args::Parsed {
+        attempt_names,
+        args,
+    } = args::parse(args);
+    // What the argument checks let through is judged by the runtime's own validation.
+    let args = errors.ok(args.and_then(|args| validate::check(&args.policy).map(|()| args)));
+    let fallback = args.as_ref().is_some_and(|args| args.fallback.is_some());
+    let function = errors.ok(function::parse(item.clone(), fallback, &attempt_names));
+    let key_check = match (&args, &function) {
+        (Some(args), Some(function)) => validate::check_key_name(&args.key, function),
+        _ => Ok(()),
+    };
+    errors.ok(key_check);
+    match (args, function, errors.finish()) {
+        (Some(args), Some(function), Ok(())) => expand::expand(args, function),
+        (_, _, result) => {
+            let mut output = item;
+            if let Err(error) = result {
+                output.extend(error.to_compile_error());
+            }
+            output
+        }
+    }
 }

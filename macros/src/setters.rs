@@ -14,6 +14,7 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 
 use crate::args::{ConcurrencyArg, OpenForArg, PolicyArgs, RecoveryArg, Spanned, WindowArg};
+use crate::tokens::respan;
 
 /// The type of a knob's checked value: how it becomes its setter call.
 pub(crate) trait Kind: Clone {
@@ -200,7 +201,7 @@ impl Kind for OpenForArg {
                 let name = method(names[1]);
                 let span = path.span();
                 let local = Ident::new("__fusebox_open_for", Span::mixed_site());
-                let ty = crate::expand::respan(
+                let ty = respan(
                     quote!(fn(&#private::OpenContext) -> ::core::time::Duration),
                     span,
                 );
@@ -368,10 +369,8 @@ mod tests {
             .collect()
     }
 
-    /// Every knob written becomes its setter, both as tokens and on the policy the attribute
-    /// validates.
-    #[test]
-    fn every_knob_becomes_its_setter_call() {
+    /// Every knob of the knob table, written once.
+    fn every_knob() -> PolicyArgs {
         let args = crate::args::parse(quote!(
             key = "k",
             window = 20,
@@ -397,7 +396,13 @@ mod tests {
         ))
         .args
         .unwrap();
-        let calls = setter_calls(&args.policy);
+        args.policy
+    }
+
+    /// Every knob written becomes its setter call.
+    #[test]
+    fn every_knob_becomes_its_setter_call() {
+        let calls = setter_calls(&every_knob());
         assert_eq!(
             calls,
             [
@@ -425,7 +430,12 @@ mod tests {
         );
         // One call per row of the knob table: a new row needs its line above.
         assert_eq!(calls.len(), crate::args::KNOB_NAMES.len());
-        let p = policy_of(&args.policy).unwrap();
+    }
+
+    /// Every knob written sets its field on the policy the attribute validates.
+    #[test]
+    fn every_knob_sets_its_field_on_the_validated_policy() {
+        let p = policy_of(&every_knob()).unwrap();
         assert_eq!(p.settings().window, Window::Count(20));
         assert_eq!(p.settings().min_calls, 5);
         assert_eq!(p.settings().failure_rate, Some(40));

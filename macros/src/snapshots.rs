@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use crate::expand::circuit_breaker;
+use crate::attribute as circuit_breaker;
 
 /// The expansion of `item` under `#[circuit_breaker(args)]`, pretty-printed; a method's
 /// expansion is shown inside `impl Client`.

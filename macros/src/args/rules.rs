@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use proc_macro2::Span;
 
-use super::values::{DEFAULT_OPEN_FOR_NANOS, DEFAULT_OPEN_MAX_NANOS, DEFAULT_WINDOW};
+use super::bounds::{DEFAULT_OPEN_FOR_NANOS, DEFAULT_OPEN_MAX_NANOS, DEFAULT_WINDOW};
 use super::{AttemptArgs, OpenForArg, PolicyArgs, RecoveryArg, WindowArg};
 use crate::duration;
 use crate::errors::Errors;

@@ -1,75 +1,20 @@
-//! Parsing of one argument's value: integers and durations within their ranges, the key, paths,
-//! `failure = [...]`, `window`, `open_backoff` and `recovery = progressive(...)`. The defaults
-//! and limits are read from `fusebox-policy`, the crate whose validation the runtime runs: they
-//! cannot drift apart.
+//! Parsing of one argument's value: integers and durations within their ranges (the bounds are in
+//! `args/bounds.rs`), the key, paths, `window`, `open_backoff` and
+//! `recovery = progressive(...)`.
 
 use std::collections::HashSet;
 
 use syn::{Expr, ExprLit, Ident, Lit, Path};
 
-use fusebox_policy::{Concurrency, Others, Policy, RETRY_BUDGET_FORM, RetryBudget, Window, limits};
+use fusebox_policy::{Concurrency, Others, RETRY_BUDGET_FORM, RetryBudget, limits};
 
-use super::{ConcurrencyArg, Failure, Key, OpenForArg, RecoveryArg, Spanned, Variant, WindowArg};
+use super::bounds::{
+    DurationRange, MAX_CONCURRENT, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_THROTTLE, MAX_WINDOW,
+    TIME_WINDOW,
+};
+use super::{ConcurrencyArg, Key, OpenForArg, RecoveryArg, Spanned, WindowArg};
 use crate::duration::{self, DurationError, UNIT_LIST};
 use crate::errors::Errors;
-
-/// The default count window of `fusebox::Policy`.
-pub(super) const DEFAULT_WINDOW: u64 = match Policy::DEFAULT.settings().window {
-    Window::Count(n) => n as u64,
-    _ => 0,
-};
-/// The default `open_for` of `fusebox::Policy`, in nanoseconds.
-pub(super) const DEFAULT_OPEN_FOR_NANOS: u64 =
-    Policy::DEFAULT.settings().open_for.as_nanos() as u64;
-/// The default `open_max` of `fusebox::Policy`, in nanoseconds.
-pub(super) const DEFAULT_OPEN_MAX_NANOS: u64 =
-    Policy::DEFAULT.settings().open_max.as_nanos() as u64;
-/// The largest count window, also the largest `consecutive` and `min_passes`.
-pub(super) const MAX_WINDOW: u64 = limits::MAX_WINDOW as u64;
-/// The most half-open probes.
-pub(super) const MAX_HALF_OPEN: u64 = limits::MAX_HALF_OPEN as u64;
-/// The most phases of progressive recovery.
-pub(super) const MAX_PHASES: u64 = limits::MAX_PHASES as u64;
-/// The largest `open_backoff` factor.
-pub(super) const MAX_OPEN_BACKOFF: f64 = limits::MAX_OPEN_BACKOFF;
-/// The largest `throttle` factor.
-pub(super) const MAX_THROTTLE: f64 = limits::MAX_THROTTLE;
-/// The largest `min_calls` (a time window bounds it only by the calls it holds).
-pub(super) const MAX_CALLS: u64 = u32::MAX as u64;
-/// The largest `max_concurrent`.
-pub(super) const MAX_CONCURRENT: u64 = limits::MAX_CONCURRENT as u64;
-/// The most attempts `retry` allows.
-pub(super) const MAX_RETRY: u64 = 100;
-
-/// The allowed durations of one argument, in nanoseconds, and how messages spell the bounds.
-#[derive(Clone, Copy)]
-pub(super) struct DurationRange {
-    min: u128,
-    max: u128,
-    text: &'static str,
-}
-
-/// `open_for`, `slow`, `open_max`, `half_open_lease`, `timeout`, `deadline`
-/// (`fusebox::limits::MIN_OPEN_FOR..=fusebox::limits::MAX_OPEN_FOR`).
-pub(super) const MS_TO_DAY: DurationRange = DurationRange {
-    min: limits::MIN_OPEN_FOR.as_nanos(),
-    max: limits::MAX_OPEN_FOR.as_nanos(),
-    text: "from \"1ms\" to \"24h\"",
-};
-
-/// A time window (`fusebox::limits::MIN_TIME_WINDOW..=fusebox::limits::MAX_TIME_WINDOW`).
-pub(super) const TIME_WINDOW: DurationRange = DurationRange {
-    min: limits::MIN_TIME_WINDOW.as_nanos(),
-    max: limits::MAX_TIME_WINDOW.as_nanos(),
-    text: "from \"10ms\" to \"2h\" for a time window",
-};
-
-/// The base delay of `backoff` (the longest single delay is `fusebox::limits::MAX_BACKOFF`).
-pub(super) const BACKOFF: DurationRange = DurationRange {
-    min: 1_000_000,
-    max: 30 * 1_000_000_000,
-    text: "from \"1ms\" to \"30s\"",
-};
 
 /// The suffixes an integer literal may carry (`10u32`); any other suffix (`1f64`) is refused.
 const INT_SUFFIXES: [&str; 12] = [
@@ -112,57 +57,6 @@ pub(super) fn path_arg(value: &Expr, message: &str) -> syn::Result<Path> {
     match value {
         Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => Ok(path.path.clone()),
         _ => Err(syn::Error::new_spanned(value, message)),
-    }
-}
-
-pub(super) fn failure_arg(value: &Expr) -> syn::Result<Failure> {
-    const SHAPE: &str = "`failure` takes a list of variants of the error type, like \
-                         `failure = [Timeout, Connect]`, or a predicate `fn(&E) -> bool`, like \
-                         `failure = is_transient`";
-    match value {
-        Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => {
-            Ok(Failure::Predicate(path.path.clone()))
-        }
-        Expr::Array(array) if array.attrs.is_empty() => {
-            if array.elems.is_empty() {
-                return Err(syn::Error::new(
-                    array.bracket_token.span.join(),
-                    "`failure = []` lists no variant; list the ones that count, like \
-                     `failure = [Timeout]`, or remove `failure` to count every error",
-                ));
-            }
-            let mut errors = Errors::default();
-            let mut variants = Vec::new();
-            let mut listed = HashSet::new();
-            for element in &array.elems {
-                let path = match element {
-                    Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => &path.path,
-                    _ => {
-                        errors.push(syn::Error::new_spanned(
-                            element,
-                            "expected a variant name like `Timeout` or a path like \
-                             `MyError::Timeout`; write the name only, without fields",
-                        ));
-                        continue;
-                    }
-                };
-                let written = quote::ToTokens::to_token_stream(path).to_string();
-                if !listed.insert(written.clone()) {
-                    errors.push(syn::Error::new_spanned(
-                        path,
-                        format!("`{written}` is listed twice in `failure`; remove one"),
-                    ));
-                    continue;
-                }
-                variants.push(match path.get_ident() {
-                    Some(ident) if path.leading_colon.is_none() => Variant::Bare(ident.clone()),
-                    _ => Variant::Path(path.clone()),
-                });
-            }
-            errors.finish()?;
-            Ok(Failure::Variants(variants))
-        }
-        _ => Err(syn::Error::new_spanned(value, SHAPE)),
     }
 }
 
@@ -570,19 +464,48 @@ pub(super) fn recovery_arg(_name: &Ident, value: &Expr) -> syn::Result<RecoveryA
         _ => return Err(syn::Error::new_spanned(value, SHAPE)),
     };
     let mut errors = Errors::default();
-    let mut phases = None;
-    let mut min_passes = None;
-    let mut given = HashSet::new();
-    let mut malformed = false;
+    let mut progressive = Progressive::default();
     for arg in args {
+        progressive.read(&mut errors, arg);
+    }
+    for (missing, example) in [("phases", "3"), ("min_passes", "5")] {
+        if !progressive.malformed && !progressive.given.contains(missing) {
+            errors.push(syn::Error::new_spanned(
+                callee,
+                format!("`progressive` needs `{missing}`; add `{missing} = {example}`"),
+            ));
+        }
+    }
+    errors.finish()?;
+    match (progressive.phases, progressive.min_passes) {
+        (Some(phases), Some(min_passes)) => Ok(RecoveryArg::Progressive { phases, min_passes }),
+        // Both were given and checked: `finish` reported any refusal.
+        _ => Err(syn::Error::new_spanned(value, SHAPE)),
+    }
+}
+
+/// The settings of `progressive(…)` read so far.
+#[derive(Default)]
+struct Progressive {
+    phases: Option<Spanned<u32>>,
+    min_passes: Option<Spanned<u32>>,
+    /// The names written, each once.
+    given: HashSet<String>,
+    /// A setting was not `name = value`: no setting is reported missing.
+    malformed: bool,
+}
+
+impl Progressive {
+    /// Reads one setting, `phases = N` or `min_passes = N`, recording what is wrong with it.
+    fn read(&mut self, errors: &mut Errors, arg: &Expr) {
         let Expr::Assign(assign) = arg else {
             errors.push(syn::Error::new_spanned(
                 arg,
                 "expected `phases = N` or `min_passes = N`, like \
                  `progressive(phases = 3, min_passes = 5)`",
             ));
-            malformed = true;
-            continue;
+            self.malformed = true;
+            return;
         };
         let name = match &*assign.left {
             Expr::Path(path) if path.attrs.is_empty() => path.path.get_ident().cloned(),
@@ -593,20 +516,20 @@ pub(super) fn recovery_arg(_name: &Ident, value: &Expr) -> syn::Result<RecoveryA
                 &assign.left,
                 "expected `phases = N` or `min_passes = N`",
             ));
-            malformed = true;
-            continue;
+            self.malformed = true;
+            return;
         };
         let text = name.to_string();
-        if !given.insert(text.clone()) {
+        if !self.given.insert(text.clone()) {
             errors.push(syn::Error::new(
                 name.span(),
                 format!("duplicate `{name}` in `progressive(…)`; remove one"),
             ));
-            continue;
+            return;
         }
         match text.as_str() {
             "phases" => {
-                phases = errors
+                self.phases = errors
                     .ok(int_in_range(
                         &name,
                         &assign.right,
@@ -618,7 +541,7 @@ pub(super) fn recovery_arg(_name: &Ident, value: &Expr) -> syn::Result<RecoveryA
                     .map(narrow)
             }
             "min_passes" => {
-                min_passes = errors
+                self.min_passes = errors
                     .ok(int_in_range(
                         &name,
                         &assign.right,
@@ -636,19 +559,5 @@ pub(super) fn recovery_arg(_name: &Ident, value: &Expr) -> syn::Result<RecoveryA
                 ),
             )),
         }
-    }
-    for (missing, example) in [("phases", "3"), ("min_passes", "5")] {
-        if !malformed && !given.contains(missing) {
-            errors.push(syn::Error::new_spanned(
-                callee,
-                format!("`progressive` needs `{missing}`; add `{missing} = {example}`"),
-            ));
-        }
-    }
-    errors.finish()?;
-    match (phases, min_passes) {
-        (Some(phases), Some(min_passes)) => Ok(RecoveryArg::Progressive { phases, min_passes }),
-        // Both were given and checked: `finish` reported any refusal.
-        _ => Err(syn::Error::new_spanned(value, SHAPE)),
     }
 }

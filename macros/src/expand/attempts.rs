@@ -6,11 +6,14 @@ use quote::{quote, quote_spanned};
 use syn::Ident;
 use syn::spanned::Spanned as _;
 
-use super::classify::{classify, pushback};
+use super::admission::{Admit, Site, admission};
+use super::classify::{classify, error_alias, pushback};
+use super::names::Names;
+use super::settle::{deferred_fallback, settle};
 use super::values::attempts_value;
-use super::{Admit, Names, Site, admission, deferred_fallback, error_alias, respan, settle};
 use crate::args::{Args, AttemptArgs};
 use crate::function::Params;
+use crate::tokens::respan;
 
 /// True when the only attempt argument is `timeout`: the body runs once, bounded in place by
 /// the expansion of a plain call (no attempt driver, whose state the future would carry).
@@ -70,7 +73,6 @@ pub(super) struct Attempt<'a> {
 pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStream {
     let Names {
         private,
-        output_span,
         error,
         refused,
         result,
@@ -84,26 +86,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     let admission = admission(args, names, site, Admit::Closure);
     let (attempts_value, attempts_type) = attempts_value(&args.attempts, private);
     let attempt = attempt_closure(args, names, body);
-    let error_type = respan(names.error_type.clone(), *output_span);
-    let is_failure = match classify(args.failure.as_ref(), names, false) {
-        Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
-        // Every error counts, but one converted from an inner breaker's refusal.
-        None => quote!(|_: &#error_type| -> bool { !#private::refused_inside::<true>() }),
-    };
-    // `failure_if`: the `Ok` values that count, retried like counted errors; located at the
-    // predicate, so a wrong signature is reported there.
-    let is_failed_ok = match &args.failure_if {
-        Some(predicate) => {
-            let span = predicate.span();
-            let value = Ident::new("__fusebox_value", Span::mixed_site().located_at(span));
-            quote_spanned!(span=> |#value: &_| -> bool { #predicate(#value) })
-        }
-        None => quote!(|_: &_| -> bool { false }),
-    };
-    // The wait a counted error asked for (`RetryAfter`): the next attempt waits for it.
-    let wait = pushback(names, true);
-    let retry_after =
-        quote!(|#error: &#error_type| -> ::core::option::Option<::core::time::Duration> { #wait });
+    let (is_failure, is_failed_ok, retry_after) = judges(args, names);
     let (on_failed, on_refused) = settle(args, names, params, true, quote!(from_error(#refused)));
     let alias = error_alias(args, names);
     let run = quote! {
@@ -151,6 +134,39 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
             }
         },
     }
+}
+
+/// The three judgements the attempt driver asks of an outcome, as closures: does the error count
+/// as a failure, does the `Ok` value count as one (`failure_if`), and how long does a counted
+/// error ask the next attempt to wait.
+fn judges(args: &Args, names: &Names) -> (TokenStream, TokenStream, TokenStream) {
+    let Names {
+        private,
+        output_span,
+        error,
+        ..
+    } = names;
+    let error_type = respan(names.error_type.clone(), *output_span);
+    let is_failure = match classify(args.failure.as_ref(), names, false) {
+        Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
+        // Every error counts, but one converted from an inner breaker's refusal.
+        None => quote!(|_: &#error_type| -> bool { !#private::refused_inside::<true>() }),
+    };
+    // `failure_if`: the `Ok` values that count, retried like counted errors; located at the
+    // predicate, so a wrong signature is reported there.
+    let is_failed_ok = match &args.failure_if {
+        Some(predicate) => {
+            let span = predicate.span();
+            let value = Ident::new("__fusebox_value", Span::mixed_site().located_at(span));
+            quote_spanned!(span=> |#value: &_| -> bool { #predicate(#value) })
+        }
+        None => quote!(|_: &_| -> bool { false }),
+    };
+    // The wait a counted error asked for (`RetryAfter`): the next attempt waits for it.
+    let wait = pushback(names, true);
+    let retry_after =
+        quote!(|#error: &#error_type| -> ::core::option::Option<::core::time::Duration> { #wait });
+    (is_failure, is_failed_ok, retry_after)
 }
 
 /// The attempt closure the driver calls: once per attempt with `retry`, once otherwise.

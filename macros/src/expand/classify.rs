@@ -1,20 +1,34 @@
 //! Classification and the fallback: the `bool` test of whether an error counts as a failure
-//! (`failure = [...]` or a predicate), whether a bare variant needs the error-type alias, and
-//! the call of the fallback with the function's parameters and the cause.
+//! (`failure = [...]` or a predicate), the error-type alias a bare variant needs
+//! ([`error_alias`]), and the call of the fallback with the function's parameters and the cause.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::{Ident, Path};
 
-use super::{Names, respan};
-use crate::args::{Failure, Variant};
+use super::names::Names;
+use crate::args::{Args, Failure, Variant};
 use crate::function::Params;
+use crate::tokens::respan;
 
 /// True when a bare variant name needs the error-type alias.
-pub(super) fn uses_alias(failure: Option<&Failure>) -> bool {
+fn uses_alias(failure: Option<&Failure>) -> bool {
     matches!(failure, Some(Failure::Variants(variants))
         if variants.iter().any(|variant| matches!(variant, Variant::Bare(_))))
+}
+
+/// The local alias `__FuseboxErrorOf<R>` of `<R as Outcome>::Error`, when a bare variant name
+/// needs it (the return type is not written `Result<T, E>`), for both paths.
+pub(super) fn error_alias(args: &Args, names: &Names) -> Option<TokenStream> {
+    let Names {
+        private, error_of, ..
+    } = names;
+    (names.error_path.is_none() && uses_alias(args.failure.as_ref())).then(|| {
+        quote! {
+            type #error_of<__R> = <__R as #private::Outcome>::Error;
+        }
+    })
 }
 
 /// A `bool` expression: does the error count as a failure? The error is the local `error` of

@@ -2,7 +2,9 @@
 //! unchanged item on error, the key-name check, method detection and which `async` bodies run
 //! in place.
 
-use super::{awaits_in_place, circuit_breaker, error_path};
+use super::names::error_path;
+use super::once::awaits_in_place;
+use crate::attribute as circuit_breaker;
 use quote::{ToTokens, quote};
 
 #[test]

@@ -7,9 +7,9 @@ use quote::{quote, quote_spanned};
 use syn::Ident;
 use syn::spanned::Spanned as _;
 
-use super::respan;
 use crate::args::{AttemptArgs, PolicyArgs, Spanned};
 use crate::setters::{duration, literal, setters};
+use crate::tokens::respan;
 
 /// The `Policy` expression: the base (`policy = CONST` or the default) with each written knob
 /// applied on top through its `Policy` setter. The rules between fields (`min_calls` following a

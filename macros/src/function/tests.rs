@@ -236,18 +236,23 @@ fn a_body_is_kept_as_written_even_when_it_does_not_parse() {
 }
 
 #[test]
-fn attempts_refuse_what_cannot_be_shared_between_attempts() {
-    let errors = |tokens| attempts(tokens).unwrap_err();
-    let sync = errors(quote!(
+fn attempts_need_an_async_fn() {
+    let sync = attempts(quote!(
         fn f(a: A) -> R {
             x
         }
-    ));
+    ))
+    .unwrap_err();
     assert_eq!(sync.len(), 1);
     assert!(
         sync[0].starts_with("`retry` needs an `async fn`"),
         "{sync:?}"
     );
+}
+
+#[test]
+fn attempts_refuse_what_cannot_be_shared_between_attempts() {
+    let errors = |tokens| attempts(tokens).unwrap_err();
     for (item, expected) in [
         (
             quote!(
