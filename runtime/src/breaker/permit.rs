@@ -606,9 +606,8 @@ impl OwnedPermit {
     #[must_use]
     pub fn recording(&self) -> Option<Recording> {
         #[cfg(feature = "redis")]
-        if super::store::is_shared(self.admission) {
-            return self.shared_recording().map(Recording);
-        }
+        return self.store_recording().map(Recording);
+        #[cfg(not(feature = "redis"))]
         None
     }
 

@@ -82,9 +82,18 @@ impl SharedView {
 }
 
 impl super::OwnedPermit {
+    /// [`recording`](super::OwnedPermit::recording) with the `redis` feature.
+    #[inline(always)]
+    pub(super) fn store_recording(&self) -> Option<BoxFuture<'static, ()>> {
+        if !is_shared(self.admission) {
+            return None;
+        }
+        self.shared_recording()
+    }
+
     /// [`recording`](super::OwnedPermit::recording) of a permit the store admitted.
     #[inline(never)]
-    pub(super) fn shared_recording(&self) -> Option<BoxFuture<'static, ()>> {
+    fn shared_recording(&self) -> Option<BoxFuture<'static, ()>> {
         let core = self.core.clone();
         let store = core.store.as_ref()?;
         if !store.awaits_recording() {
