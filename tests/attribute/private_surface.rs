@@ -25,8 +25,12 @@ const IN_SIGNATURES: [(&str, &str); 13] = [
     ("AsyncFallback", "AwaitSyncFallback"),
 ];
 
+/// The workspace's root: the suite is its `tests/` package.
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the suite lives in the workspace")
+        .to_path_buf()
 }
 
 /// The text of `path` without its comment lines.

@@ -44,10 +44,10 @@ async fn breaker_cuts_backend_calls_from_60_to_5_and_finishes_sooner() {
 
 /// The README's first command, `cargo run --example retry_vs_breaker` from the workspace root,
 /// builds a package whose only dependencies are fusebox and tokio (not the suite's axum,
-/// reqwest, trybuild or Prometheus exporter), and finds it as the only default member: cargo
-/// unifies the features of every selected package, so another default member that enables
-/// fusebox features (the suite's `admin`, `metrics`, `config`) would build them for this example
-/// too.
+/// reqwest, trybuild or Prometheus exporter), and finds it as the only default member: a
+/// virtual manifest without `default-members` selects every member, and cargo unifies the
+/// features of every selected package, so the suite's fusebox features (`admin`, `metrics`,
+/// `config`) would be built for this example too.
 #[test]
 fn the_headline_example_is_the_only_default_member_and_depends_on_fusebox_and_tokio_only() {
     let output = std::process::Command::new(env!("CARGO"))
@@ -58,7 +58,7 @@ fn the_headline_example_is_the_only_default_member_and_depends_on_fusebox_and_to
             "--no-deps",
             "--offline",
         ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(workspace_root())
         .output()
         .expect("cargo metadata runs");
     assert!(output.status.success(), "{output:?}");
@@ -90,6 +90,14 @@ fn the_headline_example_is_the_only_default_member_and_depends_on_fusebox_and_to
     );
 }
 
+/// The workspace's root, where the README's commands run: cargo run in `tests/` selects the
+/// suite, whatever `default-members` says.
+fn workspace_root() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the suite lives in the workspace")
+}
+
 /// What `fusebox` with its default features builds, as resolved by `cargo tree`: the attribute,
 /// the registry and the coarse clock, and no TOML parser (feature `config`), no TSC clock
 /// (feature `tsc`), and nothing of HTTP or TLS (features `tower`, `axum`, `reqwest`, `admin`,
@@ -109,7 +117,7 @@ fn fusebox_default_features_bring_no_toml_http_tls_or_tsc() {
             "{p}",
             "--offline",
         ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(workspace_root())
         .output()
         .expect("cargo tree runs");
     assert!(output.status.success(), "{output:?}");
