@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | `at_ns` | yes | when the call was reported (or rejected), nanoseconds on the recording registry's clock; never decreasing from line to line |
 //! | `key` | yes | the breaker's key |
-//! | `outcome` | yes | `success`, `failure` (a counted failure), `ignored` (an error that does not count, or a cancelled call) or `rejected` (traces written before fusebox used that word say `refused`, which is read the same) |
+//! | `outcome` | yes | `success`, `failure` (a counted failure), `ignored` (an error that does not count, or a cancelled call) or `rejected` |
 //! | `latency_ns` | no | admission to report, in nanoseconds |
 //! | `reason` | no | why a rejected call was rejected, `fusebox::Reason::code` (`open`, `half_open_full`, …) |
 //! | `function` | no | the annotated function's path |
@@ -58,8 +58,7 @@ impl Outcome {
             "success" => Outcome::Success,
             "failure" => Outcome::Failure,
             "ignored" => Outcome::Ignored,
-            // `refused`: the word of older traces.
-            "rejected" | "refused" => Outcome::Refused,
+            "rejected" => Outcome::Refused,
             _ => return None,
         })
     }

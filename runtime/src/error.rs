@@ -230,16 +230,6 @@ impl Error {
         self.reason() != Reason::TimedOut
     }
 
-    /// The former name of [`Error::is_rejected`].
-    #[deprecated(
-        since = "0.1.0",
-        note = "use `is_rejected`, the word of `Cause::Rejected` and of the `rejected` metric"
-    )]
-    #[must_use]
-    pub fn is_refusal(&self) -> bool {
-        self.is_rejected()
-    }
-
     /// True when the call never reached the backend because the circuit is open or probing.
     #[must_use]
     pub fn is_circuit_open(&self) -> bool {
@@ -635,9 +625,6 @@ mod tests {
         ] {
             let refused = Error::new(Key::from_static("payment"), reason, None);
             assert!(refused.is_rejected(), "{reason:?}");
-            #[allow(deprecated)]
-            let old_name = refused.is_refusal();
-            assert!(old_name);
             let c: Cause<String> = Cause::from_error(refused.clone());
             assert_eq!(c.rejected(), Some(&refused));
             assert!(c.timed_out().is_none() && !c.went_out());

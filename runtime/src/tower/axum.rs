@@ -200,14 +200,6 @@ impl IntoResponse for Error {
     }
 }
 
-/// The former name of [`RejectionResponse`].
-#[deprecated(since = "0.1.0", note = "use `RejectionResponse`")]
-pub type RefusalResponse<S> = RejectionResponse<S>;
-
-/// The former name of [`RejectionFuture`].
-#[deprecated(since = "0.1.0", note = "use `RejectionFuture`")]
-pub type RefusalFuture<F> = RejectionFuture<F>;
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

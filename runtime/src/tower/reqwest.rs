@@ -181,13 +181,6 @@ pub fn rejection(err: &reqwest_middleware::Error) -> Option<&Error> {
     }
 }
 
-/// The former name of [`rejection`].
-#[deprecated(since = "0.1.0", note = "use `rejection`")]
-#[must_use]
-pub fn refusal(err: &reqwest_middleware::Error) -> Option<&Error> {
-    rejection(err)
-}
-
 impl Classify<Response, reqwest_middleware::Error> for HttpFailures {
     fn is_failure(&self, outcome: &Result<Response, reqwest_middleware::Error>) -> bool {
         match outcome {
