@@ -18,9 +18,9 @@
 //!   [`failure_percentage`](GroupPolicy::failure_percentage).
 //! - **The panic threshold**: at most [`max_ejection`](GroupPolicy::max_ejection) percent of the
 //!   members (at least one) are open at once, whichever rule opened them, relative or the member's
-//!   own. A member that would exceed it stays closed; the first refusal of an episode emits one
+//!   own. A member that would exceed it stays closed; the first rejection of an episode emits one
 //!   `group_panic` WARN event (fields `group`, `key`, `members`, `open`, `max_ejection`), and [`GroupSnapshot::in_panic`] shows it until a pass finds no
-//!   refusal since the previous one (`group_panic_over`, INFO).
+//!   rejection since the previous one (`group_panic_over`, INFO).
 //! - **Ejection backoff**: an ejected member stays open [`base`](GroupPolicy::ejection) × the times
 //!   it was ejected, up to a maximum; after a [`healthy_span`](GroupPolicy::healthy_span) closed,
 //!   the count starts again. The wait then goes through the member's own open-wait rules, as
@@ -290,12 +290,12 @@ pub(crate) struct GroupCore {
     open: AtomicU32,
     /// The clock time from which the next pass may run.
     next_pass: AtomicU64,
-    /// In panic: a trip was refused by the cap and no pass since found the group calm.
+    /// In panic: a trip was rejected by the cap and no pass since found the group calm.
     panic: AtomicBool,
-    /// A trip was refused since the last pass.
-    refused: AtomicBool,
-    /// Trips the cap refused since the group was created.
-    refusals: AtomicU64,
+    /// A trip was rejected since the last pass.
+    rejected: AtomicBool,
+    /// Trips the cap rejected since the group was created.
+    rejections: AtomicU64,
     /// Ejections by the relative rules since the group was created.
     ejections: AtomicU64,
 }
@@ -327,7 +327,7 @@ pub(crate) enum Hold {
     /// A place was taken for it: give it back with [`Member::unhold`] if the trip loses its race.
     Taken,
     /// The cap is reached: the member stays closed.
-    Refused,
+    Rejected,
 }
 
 impl GroupCore {
@@ -342,8 +342,8 @@ impl GroupCore {
             open: AtomicU32::new(0),
             next_pass: AtomicU64::new(now.saturating_add(policy.interval_nanos)),
             panic: AtomicBool::new(false),
-            refused: AtomicBool::new(false),
-            refusals: AtomicU64::new(0),
+            rejected: AtomicBool::new(false),
+            rejections: AtomicU64::new(0),
             ejections: AtomicU64::new(0),
         }
     }
@@ -391,11 +391,11 @@ impl GroupCore {
         }
     }
 
-    /// A trip of `key` the cap refused: counted, and announced once per episode.
+    /// A trip of `key` the cap rejected: counted, and announced once per episode.
     #[cold]
-    fn refuse(&self, key: &str) {
-        self.refusals.fetch_add(1, Ordering::Relaxed);
-        self.refused.store(true, Ordering::Release);
+    fn reject(&self, key: &str) {
+        self.rejections.fetch_add(1, Ordering::Relaxed);
+        self.rejected.store(true, Ordering::Release);
         if !self.panic.swap(true, Ordering::AcqRel) {
             let (group, max_ejection) = (self.name, self.max_ejection.load(Ordering::Acquire));
             let members = self.size.load(Ordering::Acquire);
@@ -442,7 +442,8 @@ impl GroupCore {
         {
             return; // another caller makes this pass
         }
-        if !self.refused.swap(false, Ordering::AcqRel) && self.panic.swap(false, Ordering::AcqRel) {
+        if !self.rejected.swap(false, Ordering::AcqRel) && self.panic.swap(false, Ordering::AcqRel)
+        {
             let group = self.name;
             let _ = std::panic::catch_unwind(|| {
                 tracing::info!(
@@ -529,8 +530,8 @@ impl Member {
             self.held.fetch_add(1, Ordering::AcqRel);
             Hold::Taken
         } else {
-            self.group.refuse(key);
-            Hold::Refused
+            self.group.reject(key);
+            Hold::Rejected
         }
     }
 
@@ -804,7 +805,7 @@ impl Group {
             open: core.open.load(Ordering::Acquire),
             max_open: GroupCore::cap(size, policy.max_ejection),
             in_panic: core.panic.load(Ordering::Acquire),
-            refused: core.refusals.load(Ordering::Relaxed),
+            rejected: core.rejections.load(Ordering::Relaxed),
             ejections: core.ejections.load(Ordering::Relaxed),
             policy,
         }
@@ -834,8 +835,8 @@ pub struct GroupSnapshot {
     pub max_open: u32,
     /// True while in panic: the cap kept a member closed, and no pass since found none kept.
     pub in_panic: bool,
-    /// Trips the cap refused since the group was created.
-    pub refused: u64,
+    /// Trips the cap rejected since the group was created.
+    pub rejected: u64,
     /// Ejections by the relative rules since the group was created.
     pub ejections: u64,
     /// The group's settings.

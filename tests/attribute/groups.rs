@@ -146,7 +146,7 @@ fn a_broken_client_opens_at_most_a_tenth_of_the_group_while_a_fixed_rule_opens_e
     );
     let snapshot = BROKEN.group("search").unwrap().snapshot();
     assert!(snapshot.in_panic, "the group says it is in panic");
-    assert!(snapshot.refused > 0);
+    assert!(snapshot.rejected > 0);
     assert_eq!(snapshot.open, 1);
 }
 

@@ -1,7 +1,7 @@
 //! The checkout dashboard (`fusebox::admin`'s page) in a real browser: headless Debian `chromium`
 //! driven through WebDriver (`chromedriver`, spoken to over its HTTP protocol). Loads `/`, trips
 //! `checkout` through the API, and checks that the page shows `checkout` open with the rule that
-//! tripped it and its history, `shipping` closed, without a reload; then a control is refused
+//! tripped it and its history, `shipping` closed, without a reload; then a control is rejected
 //! without the operator token and accepted with it. Saves a screenshot to
 //! `target/checkout-dashboard.png`. A page of its own serves a registry with a group of keys in
 //! panic and checks the group's panel and its ejected member (`target/groups-dashboard.png`).
@@ -245,7 +245,7 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
         .script("window.notReloaded = true; return null;")
         .await;
 
-    // Trip `checkout` through the API, one order at a time, and refuse one more.
+    // Trip `checkout` through the API, one order at a time, and reject one more.
     for _ in 0..5 {
         let r = http
             .post(format!("{base}/orders/demo"))
@@ -255,13 +255,13 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
             .unwrap();
         assert_eq!(r.status(), 502);
     }
-    let refused = http
+    let rejected = http
         .post(format!("{base}/orders/demo"))
         .header("X-Demo-Backend-Mode", "ok")
         .send()
         .await
         .unwrap();
-    assert_eq!(refused.status(), 503);
+    assert_eq!(rejected.status(), 503);
     let shipped = http
         .post(format!("{base}/shipping/demo"))
         .header("X-Demo-Backend-Mode", "ok")
@@ -316,7 +316,7 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
     session.save_screenshot("checkout-dashboard.png").await;
 }
 
-/// On the tripped page: `checkout`'s history and marks, then a control refused without the
+/// On the tripped page: `checkout`'s history and marks, then a control rejected without the
 /// operator token and one accepted with it.
 async fn history_and_controls(session: &Session) {
     // The history: samples of the window (one a second, and one after the transition), with the
@@ -469,7 +469,7 @@ async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
                 .await;
             assert_eq!(headings, "instance A, instance B");
 
-            // Five failures alternate between the replicas; the sixth call is refused.
+            // Five failures alternate between the replicas; the sixth call is rejected.
             let http = reqwest::Client::new();
             for expected in [502, 502, 502, 502, 502, 503] {
                 let r = http

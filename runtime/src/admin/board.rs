@@ -75,7 +75,7 @@ pub(super) fn group(g: &GroupSnapshot, shown: &[&Snapshot]) -> Value {
         "max_open": g.max_open,
         "max_ejection": g.policy.settings().max_ejection,
         "in_panic": g.in_panic,
-        "refused": g.refused,
+        "rejected": g.rejected,
         "ejections": g.ejections,
         "keys": rows,
     })

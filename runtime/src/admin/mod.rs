@@ -52,7 +52,7 @@
 //! `name`, `members` (how many), `ejected` (the keys of the members ejected now), `open` (the
 //! places taken under the cap) and `max_open` (the cap: the most members open at once),
 //! `max_ejection` (the cap in percent of the members), `in_panic` (the cap kept a member closed
-//! and no pass since found the group calm), `refused` (trips the cap refused) and `ejections`
+//! and no pass since found the group calm), `rejected` (trips the cap rejected) and `ejections`
 //! (ejections by the relative rules), both since the group was created; and `keys`, a row
 //! `{"key", "state", "ejected"}` for each of its members among the keys the document shows (a
 //! board's first [`AdminConfig::max_keys`] keys; every key in `GET /breakers`), by key.

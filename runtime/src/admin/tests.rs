@@ -189,7 +189,7 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
     }
     registry.breaker("loner", Policy::new()).unwrap();
     // Three members: the cap is one open member. `board-a` takes it; `board-b`'s trip is
-    // refused, which puts the group in panic.
+    // rejected, which puts the group in panic.
     let a = registry.get("board-a").unwrap();
     a.try_acquire().unwrap().failure();
     assert_eq!(a.state(), State::Open);
@@ -220,7 +220,7 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
     );
     assert_eq!(group["max_ejection"], 10);
     assert_eq!(group["in_panic"], true);
-    assert_eq!(group["refused"], 1);
+    assert_eq!(group["rejected"], 1);
     assert_eq!(
         group["keys"],
         serde_json::json!([

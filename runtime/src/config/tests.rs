@@ -541,7 +541,7 @@ fn retry_budget_is_a_field_of_toml_and_of_the_environment() {
         .unwrap_err();
     assert!(
         err.to_string().contains("invalid `retry_budget`")
-            && err.to_string().contains("refuses every retry"),
+            && err.to_string().contains("rejects every retry"),
         "{err}"
     );
 }

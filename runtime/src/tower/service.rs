@@ -16,7 +16,7 @@ use crate::{Breaker, Policy, Registry};
 /// [`CircuitBreakerLayer`](super::CircuitBreakerLayer).
 ///
 /// `poll_ready` is the inner service's readiness and takes no permit; `call` asks the circuit for
-/// admission and, when refused, answers with a boxed [`fusebox::Error`](crate::Error) without
+/// admission and, when rejected, answers with a boxed [`fusebox::Error`](crate::Error) without
 /// calling the inner service. An admitted call reports its outcome when its response future
 /// completes; dropping the future gives the permit back without counting anything (a cancelled
 /// half-open probe frees its slot), and a panic while calling or polling the inner service counts
@@ -60,7 +60,7 @@ impl<S, C, K> CircuitBreaker<S, C, K> {
 /// of [`CircuitBreakerLayer::new`](super::CircuitBreakerLayer::new)), a [`Breaker`], or a
 /// [`KeyFn`] (a key taken from each request). Sealed: only these implement it.
 pub trait Admission<Req>: sealed::Sealed {
-    /// Asks the breaker of `req` for admission; a refused call gets an inert permit that says why.
+    /// Asks the breaker of `req` for admission; a rejected call gets an inert permit that says why.
     fn admit(&self, req: &Req) -> OwnedPermit;
 }
 
@@ -197,7 +197,7 @@ where
     #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
         let permit = self.key.admit(&req);
-        let inner = if permit.is_refused() {
+        let inner = if permit.is_rejected() {
             None
         } else {
             // A panic in `inner.call` drops `permit` while unwinding: counted as a failure.
