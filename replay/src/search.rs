@@ -1,6 +1,6 @@
 //! `--search`: replays a grid of the main knobs and keeps the Pareto front of time to detect
 //! outages against calls wrongly rejected. On a trace with many keys, the grid is a group's
-//! `stdev_factor` × `max_ejection` ([`group_grid`]), scored on the totals over every key.
+//! `success_rate` × `max_ejection` ([`group_grid`]), scored on the totals over every key.
 
 use std::fmt::Write;
 
@@ -197,7 +197,7 @@ pub fn front_table(
     out
 }
 
-/// The `stdev_factor` values [`group_grid`] tries (0: the success-rate rule off).
+/// The `success_rate` values [`group_grid`] tries (0: the success-rate rule off).
 pub const STDEV_FACTORS: [&str; 5] = ["1.5", "1.9", "2.5", "3", "0"];
 
 /// The `max_ejection` values [`group_grid`] tries.
@@ -227,7 +227,7 @@ pub fn group_grid(bases: &[Candidate]) -> Vec<Candidate> {
         for f in STDEV_FACTORS {
             for m in MAX_EJECTIONS {
                 let name = format!("g{}", out.len() + 1);
-                let full = format!("{line},stdev_factor={f},max_ejection={m}");
+                let full = format!("{line},success_rate={f},max_ejection={m}");
                 if let Ok(candidate) = parse_policy_arg(&full, &name) {
                     out.push(candidate);
                 }
@@ -267,7 +267,7 @@ pub fn keyed_front_table(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Pareto front of {} group settings (`stdev_factor` × `max_ejection`): time to detect every key's outages (a missed outage counts as its whole length) against calls wrongly rejected, over every key.\n",
+        "Pareto front of {} group settings (`success_rate` × `max_ejection`): time to detect every key's outages (a missed outage counts as its whole length) against calls wrongly rejected, over every key.\n",
         candidates.len()
     );
     let _ = writeln!(

@@ -126,12 +126,12 @@ fn group_keys_chooses_the_members() {
 }
 
 #[test]
-fn on_noisy_hosts_the_stdev_factor_decides_which_hosts_are_ejected() {
+fn on_noisy_hosts_the_success_rate_decides_which_hosts_are_ejected() {
     // Outcomes drawn at random: the healthy hosts' rates spread around 99 %, and 1.9 standard
     // deviations of a tight cluster is little.
     let trace = trace_of(HostScenario::NoisyHosts);
     let default = replay(&trace, &format!("{HOST},group=search"));
-    let wider = replay(&trace, &format!("{HOST},group=search,stdev_factor=2.5"));
+    let wider = replay(&trace, &format!("{HOST},group=search,success_rate=2.5"));
     assert!(
         opened(&trace, &default).len() > 1,
         "{:?}",
@@ -141,7 +141,7 @@ fn on_noisy_hosts_the_stdev_factor_decides_which_hosts_are_ejected() {
 }
 
 #[test]
-fn search_explores_stdev_factor_and_max_ejection_on_the_totals() {
+fn search_explores_success_rate_and_max_ejection_on_the_totals() {
     let trace = trace_of(HostScenario::NoisyHosts);
     let base = parse_policy_arg(&format!("{HOST},group=search"), "p").unwrap();
     let grid = fusebox_replay::search::group_grid(std::slice::from_ref(&base));
@@ -154,7 +154,7 @@ fn search_explores_stdev_factor_and_max_ejection_on_the_totals() {
     // no call wrongly rejected, and the slowest detection of the front (sorted by detection).
     let off = grid
         .iter()
-        .position(|c| c.policy_arg().ends_with("stdev_factor=0,max_ejection=10"))
+        .position(|c| c.policy_arg().ends_with("success_rate=0,max_ejection=10"))
         .unwrap();
     assert_eq!(runs[off].total.ejections, 0);
     assert_eq!(runs[*front.last().unwrap()].total.wrongly_rejected, 0);

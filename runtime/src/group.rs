@@ -13,9 +13,9 @@
 //!   [`min_members`](GroupPolicy::min_members) of them qualify, ejects (opens, with the trigger
 //!   [`Trigger::OutlierSuccessRate`] or
 //!   [`Trigger::OutlierFailurePercentage`]) those whose
-//!   success rate is below the mean of the qualifying members by more than `stdev_factor` standard
-//!   deviations, and those whose failure percentage is above
-//!   [`failure_percentage`](GroupPolicy::failure_percentage).
+//!   success rate is below the mean of the qualifying members by more than
+//!   [`success_rate`](GroupPolicy::success_rate) standard deviations, and those whose failure
+//!   percentage is above [`failure_percentage`](GroupPolicy::failure_percentage).
 //! - **The panic threshold**: at most [`max_ejection`](GroupPolicy::max_ejection) percent of the
 //!   members (at least one) are open at once, whichever rule opened them, relative or the member's
 //!   own. A member that would exceed it stays closed; the first rejection of an episode emits one
@@ -58,7 +58,7 @@ use crate::window::Counts;
 ///     .max_ejection(20)
 ///     .ejection(Duration::from_secs(10), Duration::from_secs(120));
 /// assert_eq!(SEARCH.settings().max_ejection, 20);
-/// assert_eq!(GroupPolicy::new().settings().stdev_factor, Some(1.9));
+/// assert_eq!(GroupPolicy::new().settings().success_rate, Some(1.9));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GroupPolicy {
@@ -72,7 +72,8 @@ pub struct GroupPolicy {
     healthy_nanos: u64,
 }
 
-/// The value of every setting of a [`GroupPolicy`].
+/// The value of every setting of a [`GroupPolicy`], each named as its setter and as its field
+/// of a `[groups.<name>]` table (`ejection = { base, max }` as `ejection_base` and `ejection_max`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct GroupSettings {
@@ -80,7 +81,7 @@ pub struct GroupSettings {
     pub interval: Duration,
     /// Success-rate ejection: how many standard deviations below the mean a member's success
     /// rate must be (default 1.9), or `None` when the rule is off.
-    pub stdev_factor: Option<f64>,
+    pub success_rate: Option<f64>,
     /// The qualifying members (closed, with at least their `min_calls` in their window) a pass
     /// needs before either relative rule applies (default 5).
     pub min_members: u32,
@@ -90,12 +91,12 @@ pub struct GroupSettings {
     /// The most members open at once, in percent of the members (default 10; at least one
     /// member may always be open).
     pub max_ejection: u8,
-    /// The open wait of a first ejection; the n-th ejection in a row waits n times this
-    /// (default 30 s).
-    pub base_ejection: Duration,
-    /// The longest ejection wait (default 300 s); a member's own `open_max` caps its
-    /// ejections too.
-    pub max_ejection_time: Duration,
+    /// `ejection`'s `base`: the open wait of a first ejection; the n-th ejection in a row waits
+    /// n times this (default 30 s).
+    pub ejection_base: Duration,
+    /// `ejection`'s `max`: the longest ejection wait (default 300 s); a member's own `open_max`
+    /// caps its ejections too.
+    pub ejection_max: Duration,
     /// How long an ejected member must stay closed before its ejection count starts again
     /// (default 300 s).
     pub healthy_span: Duration,
@@ -181,7 +182,7 @@ impl GroupPolicy {
     pub const fn settings(&self) -> GroupSettings {
         GroupSettings {
             interval: Duration::from_nanos(self.interval_nanos),
-            stdev_factor: if self.stdev_milli == 0 {
+            success_rate: if self.stdev_milli == 0 {
                 None
             } else {
                 Some(self.stdev_milli as f64 / 1000.0)
@@ -193,8 +194,8 @@ impl GroupPolicy {
                 Some(self.failure_percentage)
             },
             max_ejection: self.max_ejection,
-            base_ejection: Duration::from_nanos(self.base_nanos),
-            max_ejection_time: Duration::from_nanos(self.max_nanos),
+            ejection_base: Duration::from_nanos(self.base_nanos),
+            ejection_max: Duration::from_nanos(self.max_nanos),
             healthy_span: Duration::from_nanos(self.healthy_nanos),
         }
     }

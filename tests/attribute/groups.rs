@@ -533,5 +533,5 @@ fn a_groups_table_in_toml_sets_the_ejection_backoff_of_the_members() {
         .unwrap();
     let settings = registry.group("configured").unwrap().policy().settings();
     assert_eq!(settings.max_ejection, 40);
-    assert_eq!(settings.base_ejection, Duration::from_secs(5));
+    assert_eq!(settings.ejection_base, Duration::from_secs(5));
 }
