@@ -370,7 +370,7 @@ pub(crate) enum PayError {
     Connect(String),
     /// The backend answered with a 5xx status: counted.
     Upstream(u16),
-    /// The backend rejected the request (a 4xx, such as a declined card): a business error, not counted.
+    /// The backend refused the request (a 4xx, such as a declined card): a business error, not counted.
     Declined(u16, Value),
     /// The breaker rejected the call; the backend was not called.
     Rejected(fusebox::Error),

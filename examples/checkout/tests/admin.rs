@@ -23,7 +23,7 @@ async fn serve(config: AdminConfig) -> SocketAddr {
     addr
 }
 
-/// Opens `GET /ops/events` and reads until the first whole event (or the whole rejection);
+/// Opens `GET /ops/events` and reads until the first whole event (or the whole refusal);
 /// returns the response while it streams, its status code and what was read.
 async fn open_events(addr: SocketAddr) -> (Option<reqwest::Response>, u16, String) {
     let mut response = reqwest::get(format!("http://{addr}/ops/events"))

@@ -1,7 +1,7 @@
 //! The checkout dashboard (`fusebox::admin`'s page) in a real browser: headless Debian `chromium`
 //! driven through WebDriver (`chromedriver`, spoken to over its HTTP protocol). Loads `/`, trips
 //! `checkout` through the API, and checks that the page shows `checkout` open with the rule that
-//! tripped it and its history, `shipping` closed, without a reload; then a control is rejected
+//! tripped it and its history, `shipping` closed, without a reload; then a control is refused
 //! without the operator token and accepted with it. Saves a screenshot to
 //! `target/checkout-dashboard.png`. A page of its own serves a registry with a group of keys in
 //! panic and checks the group's panel and its ejected member (`target/groups-dashboard.png`).
@@ -316,7 +316,7 @@ async fn scenario(session: std::sync::Arc<Session>, http: reqwest::Client, base:
     session.save_screenshot("checkout-dashboard.png").await;
 }
 
-/// On the tripped page: `checkout`'s history and marks, then a control rejected without the
+/// On the tripped page: `checkout`'s history and marks, then a control refused without the
 /// operator token and one accepted with it.
 async fn history_and_controls(session: &Session) {
     // The history: samples of the window (one a second, and one after the transition), with the

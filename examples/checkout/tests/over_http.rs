@@ -461,9 +461,9 @@ async fn with_a_token_a_control_needs_it() {
         }
         request.send()
     };
-    let rejected = control(None).await.unwrap();
-    assert_eq!(rejected.status(), 403);
-    let body: Value = rejected.json().await.unwrap();
+    let refused = control(None).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"], "unauthorized");
     assert_eq!(control(Some("guess")).await.unwrap().status(), 403);
     assert_eq!(demo.state("shipping").await, "closed");
@@ -527,7 +527,7 @@ async fn health_is_down_only_while_the_critical_key_is_open() {
 }
 
 #[tokio::test]
-async fn unknown_mode_is_rejected_before_the_backend() {
+async fn unknown_mode_is_refused_before_the_backend() {
     let demo = demo().await;
     let answer = demo.order("sideways").await;
     assert_eq!(answer.status, 400);
