@@ -748,20 +748,30 @@ impl Group {
         self.core.policy()
     }
 
-    /// True when `key` is a member of the group that is ejected now: open within its wait, or
-    /// forced open. A member whose wait is over is not (its next call probes it), nor is a key
+    /// True when `key` is a member of the group that is ejected now: opened by one of the
+    /// group's relative rules ([`Trigger::OutlierSuccessRate`],
+    /// [`Trigger::OutlierFailurePercentage`]) and open within that ejection's wait. A member
+    /// opened by its own rules or forced open is not ejected (though [`healthy`](Group::healthy)
+    /// skips it too), nor is a member whose wait is over (its next call probes it), nor a key
     /// the group does not know.
     #[must_use]
     pub fn is_ejected(&self, key: &str) -> bool {
+        self.member_is(key, |circuit| circuit.ejected_now())
+    }
+
+    /// True when `key` is a member whose circuit `test` holds for.
+    fn member_is(&self, key: &str, test: impl Fn(&Circuit) -> bool) -> bool {
         let members = self.core.members.lock().unwrap_or_else(|p| p.into_inner());
         members
             .get(key)
             .and_then(Weak::upgrade)
-            .is_some_and(|circuit| circuit.current().ejected_now())
+            .is_some_and(|circuit| test(circuit.current()))
     }
 
-    /// The candidates that are not ejected (see [`is_ejected`](Group::is_ejected)), in their
-    /// order: what a load balancer picks from.
+    /// The candidates whose breaker lets calls through now, in their order: what a load
+    /// balancer picks from. It skips the members open within their wait, whether the group
+    /// ejected them ([`is_ejected`](Group::is_ejected)) or their own rules opened them, and those
+    /// forced open; a member whose wait is over is kept (its next call is its probe).
     ///
     /// ```
     /// use fusebox::{Policy, Registry};
@@ -783,7 +793,7 @@ impl Group {
         let group = self.clone();
         candidates
             .into_iter()
-            .filter(move |key| !group.is_ejected(key.as_ref()))
+            .filter(move |key| !group.member_is(key.as_ref(), |c| c.unavailable_now()))
     }
 
     /// A view of the group now: its members, those ejected, whether it is in panic.
@@ -827,7 +837,9 @@ pub struct GroupSnapshot {
     pub name: &'static str,
     /// Its members (breakers alive in the registry or in use).
     pub members: usize,
-    /// The keys of the members ejected now (open within their wait, or forced open), sorted.
+    /// The keys of the members ejected now, sorted: opened by one of the group's relative rules
+    /// and open within that ejection's wait (see [`Group::is_ejected`]). A member opened by its
+    /// own rules or forced open is not listed.
     pub ejected: Vec<String>,
     /// The places taken under the cap: members this replica's trips opened that have not closed
     /// since (open or half-open).

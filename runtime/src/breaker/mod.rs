@@ -340,8 +340,23 @@ impl Circuit {
         self.min_calls
     }
 
-    /// True when the circuit is open within its wait, or forced open (a group's ejected member).
+    /// True when a group's relative rule opened the circuit and it is open within that wait
+    /// (a group's ejected member).
     pub(crate) fn ejected_now(&self) -> bool {
+        self.load().state() == State::Open
+            && self.unavailable_now()
+            && self.last_transition_record().is_some_and(|r| {
+                r.to == State::Open
+                    && matches!(
+                        r.trigger,
+                        Trigger::OutlierSuccessRate | Trigger::OutlierFailurePercentage
+                    )
+            })
+    }
+
+    /// True when the circuit is open within its wait, or forced open: ejected by its group,
+    /// tripped by its own rules or forced open by an operator.
+    pub(crate) fn unavailable_now(&self) -> bool {
         let word = self.load();
         match word.state() {
             State::ForcedOpen => true,
