@@ -36,7 +36,7 @@ async fn checkout(x: u64) -> Result<u64, BenchError> {
 async fn call() -> &'static str {
     match checkout(1).await {
         Ok(_) => "ok",
-        Err(_) => "refused",
+        Err(_) => "rejected",
     }
 }
 

@@ -9,8 +9,8 @@
 //! Cases (one criterion group each):
 //! - `baseline`: the inner work alone, as a closure/future and as a plain `fn`/`async fn`;
 //! - `closed_success`: an admitted call that succeeds and is recorded;
-//! - `open_rejected`: a refused call (each open breaker is checked to refuse before it is timed);
-//! - `open_fallback`: a refused call turned into `0` (fusebox: `fallback = …`; the others: a `match`);
+//! - `open_rejected`: a rejected call (each open breaker is checked to reject before it is timed);
+//! - `open_fallback`: a rejected call turned into `0` (fusebox: `fallback = …`; the others: a `match`);
 //! - `two_threads`, `two_threads_open`: `closed_success` and `open_rejected` from two threads at once
 //!   on one shared breaker; the time reported is wall time for all calls divided by their number;
 //! - `closed_success` also times fusebox with a 1 s time window and with slow-call timing on;
@@ -138,13 +138,13 @@ mod fb {
         work_sync(fail).map_err(BenchError::Inner)
     }
 
-    /// Opened with failures before it is measured; failed and refused calls go to [`zero_async`].
+    /// Opened with failures before it is measured; failed and rejected calls go to [`zero_async`].
     #[fusebox::circuit_breaker(key = "bench-fallback-async", window = 100, failure_rate = 50, open_for = "1h", fallback = zero_async)]
     pub(crate) async fn fallback_async(fail: bool) -> Result<u64, BenchError> {
         work_async(fail).await.map_err(BenchError::Inner)
     }
 
-    /// Opened with failures before it is measured; failed and refused calls go to [`zero_sync`].
+    /// Opened with failures before it is measured; failed and rejected calls go to [`zero_sync`].
     #[fusebox::circuit_breaker(key = "bench-fallback-sync", window = 100, failure_rate = 50, open_for = "1h", fallback = zero_sync)]
     pub(crate) fn fallback_sync(fail: bool) -> Result<u64, BenchError> {
         work_sync(fail).map_err(BenchError::Inner)
@@ -293,9 +293,9 @@ mod fb {
         panic!("breaker `{key}` did not open");
     }
 
-    /// True for a call refused because the circuit is open.
-    pub(crate) fn refused<T>(r: &Result<T, BenchError>) -> bool {
-        matches!(r, Err(BenchError::Refused(e)) if e.reason() == Reason::Open)
+    /// True for a call rejected because the circuit is open.
+    pub(crate) fn rejected<T>(r: &Result<T, BenchError>) -> bool {
+        matches!(r, Err(BenchError::Rejected(e)) if e.reason() == Reason::Open)
     }
 }
 
@@ -340,7 +340,7 @@ mod fs {
             .build()
     }
 
-    /// Sync failures until `cb` refuses.
+    /// Sync failures until `cb` rejects.
     pub(crate) fn open<P, I>(cb: &StateMachine<P, I>)
     where
         P: failsafe::FailurePolicy,
@@ -355,7 +355,7 @@ mod fs {
         panic!("failsafe breaker did not open");
     }
 
-    /// Async failures (through the futures API) until `cb` refuses.
+    /// Async failures (through the futures API) until `cb` rejects.
     pub(crate) fn open_async<P, I>(cb: &StateMachine<P, I>)
     where
         P: failsafe::FailurePolicy + Send + Sync,
@@ -392,7 +392,7 @@ mod rc {
         AsyncRecloser::from(sync())
     }
 
-    /// Sync failures until `r` refuses.
+    /// Sync failures until `r` rejects.
     pub(crate) fn open(r: &Recloser) {
         for _ in 0..1_000 {
             if matches!(r.call(|| Ok::<u64, u64>(1)), Err(recloser::Error::Rejected)) {
@@ -403,7 +403,7 @@ mod rc {
         panic!("recloser did not open");
     }
 
-    /// Async failures until `r` refuses.
+    /// Async failures until `r` rejects.
     pub(crate) fn open_async(r: &AsyncRecloser) {
         for _ in 0..1_000 {
             let probe = super::poll_once(r.call(std::future::ready(Ok::<u64, u64>(1))));
@@ -479,7 +479,7 @@ impl Subjects {
         s
     }
 
-    /// Asserts that every closed subject admits and every open subject refuses.
+    /// Asserts that every closed subject admits and every open subject rejects.
     fn check(&self) {
         use failsafe::Error as Fs;
         use recloser::Error as Rc;
@@ -487,9 +487,9 @@ impl Subjects {
         assert!(poll_once(fb::closed_async(false)).is_ok());
         assert!(fb::closed_sync(false).is_ok());
         assert!(fb::manual(&self.fb_manual_closed).is_ok());
-        assert!(fb::refused(&poll_once(fb::open_async(false))));
-        assert!(fb::refused(&fb::open_sync(false)));
-        assert!(fb::refused(&fb::manual(&self.fb_manual_open)));
+        assert!(fb::rejected(&poll_once(fb::open_async(false))));
+        assert!(fb::rejected(&fb::open_sync(false)));
+        assert!(fb::rejected(&fb::manual(&self.fb_manual_open)));
         assert_eq!(poll_once(fb::fallback_async(false)).ok(), Some(0));
         assert_eq!(fb::fallback_sync(false).ok(), Some(0));
         for key in [
@@ -574,7 +574,7 @@ fn rc_async(r: &recloser::AsyncRecloser) -> Result<u64, recloser::Error<u64>> {
     poll_once(r.call(ready(Ok::<u64, u64>(1))))
 }
 
-/// failsafe's result with the fallback a caller writes by hand: `0` when refused or failed.
+/// failsafe's result with the fallback a caller writes by hand: `0` when rejected or failed.
 #[inline(always)]
 fn fs_or_zero(r: Result<u64, failsafe::Error<u64>>) -> u64 {
     match r {
@@ -584,7 +584,7 @@ fn fs_or_zero(r: Result<u64, failsafe::Error<u64>>) -> u64 {
     }
 }
 
-/// recloser's result with the fallback a caller writes by hand: `0` when refused or failed.
+/// recloser's result with the fallback a caller writes by hand: `0` when rejected or failed.
 #[inline(always)]
 fn rc_or_zero(r: Result<u64, recloser::Error<u64>>) -> u64 {
     match r {
@@ -594,12 +594,12 @@ fn rc_or_zero(r: Result<u64, recloser::Error<u64>>) -> u64 {
     }
 }
 
-/// The manual API's result with the fallback a caller writes by hand: `0` when refused or failed.
+/// The manual API's result with the fallback a caller writes by hand: `0` when rejected or failed.
 #[inline(always)]
 fn fb_or_zero(r: Result<u64, fb::BenchError>) -> u64 {
     match r {
         Ok(v) => v,
-        Err(fb::BenchError::Refused(_)) => 0,
+        Err(fb::BenchError::Rejected(_)) => 0,
         Err(fb::BenchError::Inner(_)) => 0,
     }
 }

@@ -233,7 +233,7 @@ fn main() {
         assert_eq!(
             breaker.snapshot().rejected > 0,
             expected,
-            "{key}: no call refused while measuring"
+            "{key}: no call rejected while measuring"
         );
     }
     c.final_summary();

@@ -1,7 +1,7 @@
 //! Per-call latency on loopback, p50 and p99: a plain `PING` round trip, a strict-mode shared call
 //! (admission and report: two script calls), a cached-mode call on a closed circuit, and the
 //! in-memory breaker; and, in cached mode, how long after one replica's tripping call returns
-//! another replica refuses (the OPEN committed by the first one's report, pushed by pub/sub).
+//! another replica rejects (the OPEN committed by the first one's report, pushed by pub/sub).
 //!
 //! `cargo bench -p fusebox-bench --bench redis --features redis` (starts its own `redis-server`,
 //! or uses `REDIS_URL`). `FUSEBOX_BENCH_CALLS` sets the calls per row (default 20,000).
@@ -137,7 +137,7 @@ fn main() {
         }
         rows.push(("in-memory", percentiles(std::mem::take(&mut samples))));
         // Cached mode, two replicas (two connections and subscriptions): A makes the five failing
-        // calls; the clock runs from A's fifth call returning to B refusing (its local state open).
+        // calls; the clock runs from A's fifth call returning to B rejecting (its local state open).
         let _ = idle().await;
         let policy = REPLICA_A.get("push").unwrap().policy();
         let state = |r: &Registry| r.get("push").map(|b| b.state());

@@ -80,16 +80,16 @@ pub(crate) fn tower_resilience() -> impl Service<u64, Response = u64, Error: Deb
         .layer(inner())
 }
 
-/// The attribute's error type: a refused call needs `From<fusebox::Error>`.
+/// The attribute's error type: a rejected call needs `From<fusebox::Error>`.
 #[derive(Debug)]
 pub(crate) enum AttrError {
-    /// The breaker refused the call.
-    Refused,
+    /// The breaker rejected the call.
+    Rejected,
 }
 
 impl From<fusebox::Error> for AttrError {
     fn from(_: fusebox::Error) -> Self {
-        AttrError::Refused
+        AttrError::Rejected
     }
 }
 

@@ -15,7 +15,7 @@
 //!
 //! Prints per mode: the script calls per second while healthy and after the onset (`cmdstat_evalsha`
 //! of `INFO commandstats`), Redis's CPU per second (`used_cpu_user` + `used_cpu_sys` of `INFO
-//! cpu`), the time from the onset to the first refusal on every replica (p50/p99/max, with how
+//! cpu`), the time from the onset to the first rejection on every replica (p50/p99/max, with how
 //! many replicas saw one), the hot key's backend calls admitted after the OPEN was committed,
 //! and the calls the driver achieved.
 //!
@@ -112,8 +112,8 @@ const POLICY: Policy = Policy::new()
 /// One replica: its registry (leaked: the fleet lives as long as the process).
 struct Replica {
     registry: &'static Registry,
-    /// Nanoseconds from the run's start to this replica's first refusal on the hot key (0: none).
-    refused_at: AtomicU64,
+    /// Nanoseconds from the run's start to this replica's first rejection on the hot key (0: none).
+    rejected_at: AtomicU64,
     /// Nanoseconds from the run's start to when this replica's hot breaker was first seen open
     /// (polled every 0.25 ms; 0: never).
     open_at: AtomicU64,
@@ -198,7 +198,7 @@ fn main() {
         flush.as_millis()
     );
     println!(
-        "| mode | script calls/s healthy | after the onset | Redis CPU | onset → OPEN committed | committed → open on every replica p50 / p99 / max | onset → first refusal p50 / p99 / max | hot calls admitted after OPEN committed | calls driven/s |"
+        "| mode | script calls/s healthy | after the onset | Redis CPU | onset → OPEN committed | committed → open on every replica p50 / p99 / max | onset → first rejection p50 / p99 / max | hot calls admitted after OPEN committed | calls driven/s |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in &rows {
@@ -389,7 +389,7 @@ async fn start_fleet(setup: &Setup<'_>) -> (Vec<Arc<Replica>>, Vec<RedisStore>) 
         }
         fleet.push(Arc::new(Replica {
             registry,
-            refused_at: AtomicU64::new(0),
+            rejected_at: AtomicU64::new(0),
             open_at: AtomicU64::new(0),
         }));
     }
@@ -457,7 +457,7 @@ async fn drive(
             let now = nanos_since(start);
             match called {
                 Err(_) => {
-                    let _ = replica.refused_at.compare_exchange(
+                    let _ = replica.rejected_at.compare_exchange(
                         0,
                         now,
                         Ordering::AcqRel,
@@ -702,12 +702,12 @@ async fn run(setup: &Setup<'_>, conn: &mut redis::Connection) -> Row {
     let load = load.since();
     let calls_end = script_calls(conn);
     let cpu_end = redis_cpu(conn);
-    let refused: Vec<u64> = fleet
+    let rejected: Vec<u64> = fleet
         .iter()
-        .map(|r| r.refused_at.load(Ordering::Acquire))
+        .map(|r| r.rejected_at.load(Ordering::Acquire))
         .filter(|&at| at > onset_ns)
         .collect();
-    let open_ms = ms_from(onset_ns, &refused);
+    let open_ms = ms_from(onset_ns, &rejected);
     for store in &stores {
         // Sends what is summed, so the next mode starts from an idle Redis.
         store.flush().await;

@@ -1,4 +1,4 @@
-//! Polls annotated `async fn`s once per call (closed, refused, closed with a fallback, closed
+//! Polls annotated `async fn`s once per call (closed, rejected, closed with a fallback, closed
 //! with `retry`), a fixed number of times on a `FakeClock` registry, for instruction counts under
 //! `valgrind --tool=callgrind`: what the expansion's shape (the body run in place, the fallback
 //! awaited after the call settled, the attempt driver) costs per call.

@@ -24,13 +24,13 @@ static HOSTS: LazyLock<fusebox::Registry> = LazyLock::new(|| {
 /// What the annotated function fails with.
 #[derive(Debug)]
 enum KeyError {
-    /// The circuit refused the call.
-    Refused,
+    /// The circuit rejected the call.
+    Rejected,
 }
 
 impl From<fusebox::Error> for KeyError {
     fn from(_: fusebox::Error) -> Self {
-        KeyError::Refused
+        KeyError::Rejected
     }
 }
 

@@ -14,7 +14,7 @@
 //!   <path> 1000000` (add `--cache-sim=yes --LL=8388608,16,64` for cache misses), minus the run
 //!   of `none`, divided by the call count, with `<path>` one of `count-async`, `time-async`,
 //!   `count-sync`, `time-sync`, `clock` (the clock's read alone), `open-async`, `open-sync`
-//!   (refused calls) or the `fake-` versions of the first four on the `FakeClock` registry. valgrind gives the program no vDSO: glibc reads the clock by the
+//!   (rejected calls) or the `fake-` versions of the first four on the `FakeClock` registry. valgrind gives the program no vDSO: glibc reads the clock by the
 //!   `clock_gettime` system call, whose kernel side callgrind does not count, so its counts of
 //!   the default clock's time paths leave the vDSO's instructions out. `bench/step_count.py`
 //!   single-steps a call under gdb and counts them too.
@@ -83,7 +83,7 @@ fn fake_count_sync() -> Result<u64, BenchError> {
     Ok(black_box(1))
 }
 
-/// Opened by failures in the set-up: each call after it is refused (the open path reads the
+/// Opened by failures in the set-up: each call after it is rejected (the open path reads the
 /// clock to know whether its wait is over).
 #[circuit_breaker(
     key = "time-window-paths.open-async",

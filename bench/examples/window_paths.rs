@@ -1,5 +1,5 @@
 //! Runs the closed path of a count window, a time window or a time window with slow-call tracking
-//! (one counted failure in ten calls), or the refused path of an open circuit, a fixed number of
+//! (one counted failure in ten calls), or the rejected path of an open circuit, a fixed number of
 //! times on a `FakeClock`, for instruction counts under `valgrind --tool=callgrind` (the real clock's
 //! vDSO set-up does not run under valgrind here; the fake clock also makes the count exact).
 //!
@@ -27,7 +27,7 @@ fn closed(breaker: &Breaker, calls: u64) {
 }
 
 #[inline(never)]
-fn refused(breaker: &Breaker, calls: u64) {
+fn rejected(breaker: &Breaker, calls: u64) {
     for _ in 0..calls {
         assert!(breaker.try_acquire().is_err());
     }
@@ -52,7 +52,7 @@ fn main() {
                 .breaker("open", Policy::new().window(1).min_calls(1))
                 .expect("valid policy");
             breaker.try_acquire().expect("closed").failure();
-            refused(&breaker, calls);
+            rejected(&breaker, calls);
             return;
         }
         other => panic!("unknown path `{other}`"),

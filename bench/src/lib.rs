@@ -101,19 +101,19 @@ pub fn os_threads() -> Option<usize> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-/// The error of the benchmarks' annotated functions: the inner `u64` error, or a refused call
+/// The error of the benchmarks' annotated functions: the inner `u64` error, or a rejected call
 /// (`#[circuit_breaker]` without a fallback needs `From<fusebox::Error>`).
 #[derive(Debug)]
 pub enum BenchError {
     /// The inner work failed.
     Inner(u64),
-    /// The breaker refused the call.
-    Refused(fusebox::Error),
+    /// The breaker rejected the call.
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for BenchError {
     fn from(e: fusebox::Error) -> Self {
-        BenchError::Refused(e)
+        BenchError::Rejected(e)
     }
 }
 
@@ -121,7 +121,7 @@ impl std::fmt::Display for BenchError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BenchError::Inner(code) => write!(f, "inner work failed with {code}"),
-            BenchError::Refused(e) => write!(f, "{e}"),
+            BenchError::Rejected(e) => write!(f, "{e}"),
         }
     }
 }

@@ -22,21 +22,21 @@ const CALLS: usize = 1_000;
 #[derive(Debug)]
 enum TestError {
     Inner(u64),
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl std::fmt::Display for TestError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TestError::Inner(code) => write!(f, "inner work failed with {code}"),
-            TestError::Refused(e) => write!(f, "{e}"),
+            TestError::Rejected(e) => write!(f, "{e}"),
         }
     }
 }
 
 impl From<fusebox::Error> for TestError {
     fn from(e: fusebox::Error) -> Self {
-        TestError::Refused(e)
+        TestError::Rejected(e)
     }
 }
 
@@ -161,8 +161,8 @@ fn manual_api_closed_and_open_paths_do_not_allocate() {
     let n = allocations(|| closed.try_acquire().expect("closed").success());
     assert_eq!(n, 0, "closed path allocated {n} times in {CALLS} calls");
     let n = allocations(|| {
-        let refused = open_breaker.try_acquire().expect_err("open");
-        assert_eq!(refused.reason(), fusebox::Reason::Open);
+        let rejected = open_breaker.try_acquire().expect_err("open");
+        assert_eq!(rejected.reason(), fusebox::Reason::Open);
     });
     assert_eq!(n, 0, "open path allocated {n} times in {CALLS} calls");
 }
@@ -189,11 +189,11 @@ fn attribute_closed_and_open_paths_do_not_allocate() {
     let n = allocations(|| {
         assert!(matches!(
             poll_once(open_async(false)),
-            Err(TestError::Refused(_))
+            Err(TestError::Rejected(_))
         ))
     });
     assert_eq!(n, 0, "open async path allocated {n} times");
-    let n = allocations(|| assert!(matches!(open_sync(false), Err(TestError::Refused(_)))));
+    let n = allocations(|| assert!(matches!(open_sync(false), Err(TestError::Rejected(_)))));
     assert_eq!(n, 0, "open sync path allocated {n} times");
     let n = allocations(|| assert_eq!(poll_once(fallback_async(false)).unwrap(), 0));
     assert_eq!(n, 0, "open async path with fallback allocated {n} times");
@@ -204,12 +204,12 @@ fn attribute_closed_and_open_paths_do_not_allocate() {
 #[derive(Debug)]
 enum ApiError {
     Timeout,
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for ApiError {
     fn from(e: fusebox::Error) -> Self {
-        ApiError::Refused(e)
+        ApiError::Rejected(e)
     }
 }
 
@@ -235,11 +235,11 @@ fn failure_variant_lists_classify_without_allocating() {
         let _ = poll_once(by_variant(true));
     });
     let open = allocations(|| {
-        let refused = poll_once(by_variant(false)).unwrap_err();
+        let rejected = poll_once(by_variant(false)).unwrap_err();
         assert!(
-            matches!(&refused, ApiError::Refused(e) if e.reason() == fusebox::Reason::Open),
-            "{refused:?}"
+            matches!(&rejected, ApiError::Rejected(e) if e.reason() == fusebox::Reason::Open),
+            "{rejected:?}"
         );
     });
-    assert_eq!(open, 0, "refused path with `failure = [..]` allocated");
+    assert_eq!(open, 0, "rejected path with `failure = [..]` allocated");
 }

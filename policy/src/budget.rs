@@ -58,7 +58,7 @@ impl RetryBudget {
                 self.floor
             ))
         } else if self.percent == 0 && self.floor == 0 {
-            Some("`0%, 0/s` refuses every retry (use one attempt: no `retry`)".into())
+            Some("`0%, 0/s` rejects every retry (use one attempt: no `retry`)".into())
         } else {
             None
         }

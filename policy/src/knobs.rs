@@ -326,7 +326,7 @@ macro_rules! with_knobs {
                 fields { max_concurrent: u32 = 0, concurrency_floor: u32 = 0 }
                 setting { Option<Concurrency> = |p| Concurrency::of(p.max_concurrent, p.concurrency_floor) }
                 setters {
-                    /// At most `calls` calls in flight for this key; the next one is refused at
+                    /// At most `calls` calls in flight for this key; the next one is rejected at
                     /// once (reason `BulkheadFull`) and not counted as a failure.
                     fn max_concurrent(calls: u32) { max_concurrent: calls, concurrency_floor: 0 }
                     /// A bulkhead whose limit adapts to latency, between `floor` and `ceiling`
@@ -424,7 +424,7 @@ macro_rules! with_knobs {
                     /// ([`RETRY_BUDGET_SPAN`](crate::limits::RETRY_BUDGET_SPAN)), retries may be
                     /// `percent` % of the first attempts (0..=1000), plus `floor` retries per
                     /// second whatever the ratio (0..=100000; Finagle's defaults are 20 % and
-                    /// 10/s). A retry the budget refuses ends the call with the last attempt's
+                    /// 10/s). A retry the budget rejects ends the call with the last attempt's
                     /// outcome. Kept per key and per replica, on the request path (no timer).
                     /// Off by default. See [`RetryBudget`].
                     ///

@@ -138,7 +138,7 @@ pub enum Recovery {
 /// tower-resilience count it as a success instead, which dilutes the failure rate;
 /// [`Others::Success`] does the same. Either way the error passes through untouched, is not
 /// retried and never reaches the fallback. A cancelled call, and an error converted from the
-/// refusal of an inner fusebox breaker (see "Nested breakers" in `fusebox::guide::semantics`), count
+/// rejection of an inner fusebox breaker (see "Nested breakers" in `fusebox::guide::semantics`), count
 /// as neither.
 ///
 /// ```

@@ -428,7 +428,7 @@ fn a_retry_budget_is_validated_with_its_limits() {
     for (bad, says) in [
         (Policy::new().retry_budget(1001, 10), "1000%"),
         (Policy::new().retry_budget(20, 100_001), "100000/s"),
-        (Policy::new().retry_budget(0, 0), "refuses every retry"),
+        (Policy::new().retry_budget(0, 0), "rejects every retry"),
     ] {
         let error = bad.validate_for("payment").unwrap_err();
         assert_eq!(error.field(), "retry_budget");

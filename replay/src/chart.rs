@@ -4,11 +4,11 @@
 //! with its outages shaded, and under it one lane per candidate showing when its circuit was
 //! closed (green), open (red) or half-open (orange), how long it took to detect each outage (a
 //! black bar from the outage's start to the opening, labelled with the delay, or `missed`) and
-//! where it refused calls that succeeded in the recording (purple ticks, taller for more).
+//! where it rejected calls that succeeded in the recording (purple ticks, taller for more).
 //! A bucket with no successful call leaves a gap in the latency line rather than a drop to zero.
 //!
 //! [`scatter`]: `--search`'s every candidate as a point (total time to detect against calls
-//! wrongly refused), the Pareto front in red and joined.
+//! wrongly rejected), the Pareto front in red and joined.
 
 use plotters::prelude::*;
 
@@ -166,7 +166,7 @@ pub fn render_in(
             let lanes = bottom.split_evenly((runs.len(), 1));
             for (lane, run) in lanes.iter().zip(runs) {
                 let title = format!(
-                    "{}: closed (green), open (red), half-open (orange); detection (black), wrongly refused (purple)",
+                    "{}: closed (green), open (red), half-open (orange); detection (black), wrongly rejected (purple)",
                     run.name
                 );
                 let area = lane.titled(&title, ("sans-serif", 13)).map_err(err)?;
@@ -237,7 +237,7 @@ pub fn render_in(
                         )))
                         .map_err(err)?;
                 }
-                // Wrongly refused calls: a tick per slice that has any, taller for more.
+                // Wrongly rejected calls: a tick per slice that has any, taller for more.
                 let most = run.wrong_by_slice.iter().copied().max().unwrap_or(0).max(1) as f64;
                 strip
                     .draw_series(
@@ -260,7 +260,7 @@ pub fn render_in(
 }
 
 /// Draws `--search`'s scatter: one grey point per candidate (total time to detect, calls wrongly
-/// refused), the Pareto front's points in red, joined in order; returns the SVG text.
+/// rejected), the Pareto front's points in red, joined in order; returns the SVG text.
 ///
 /// # Errors
 ///
@@ -276,7 +276,7 @@ pub fn scatter(scores: &[Score], front: &[usize]) -> Result<String, String> {
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!(
-                    "{} candidates (grey): time to detect against calls wrongly refused; the Pareto front (red)",
+                    "{} candidates (grey): time to detect against calls wrongly rejected; the Pareto front (red)",
                     scores.len()
                 ),
                 ("sans-serif", 16),
@@ -289,7 +289,7 @@ pub fn scatter(scores: &[Score], front: &[usize]) -> Result<String, String> {
         chart
             .configure_mesh()
             .x_desc("time to detect, total (s; a missed outage counts as its length)")
-            .y_desc("calls wrongly refused")
+            .y_desc("calls wrongly rejected")
             .draw()
             .map_err(err)?;
         chart

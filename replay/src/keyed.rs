@@ -211,7 +211,7 @@ pub fn replay_keys(trace: &KeyedTrace, candidate: &Candidate, outages: &KeyedOut
             name: spec.name,
             members: members.len(),
             ejections: snapshot.as_ref().map_or(0, |s| s.ejections),
-            kept_closed: snapshot.as_ref().map_or(0, |s| s.refused),
+            kept_closed: snapshot.as_ref().map_or(0, |s| s.rejected),
             panics: episodes.len() as u64,
             panic_ns: episodes
                 .iter()
@@ -257,11 +257,11 @@ fn totals(name: &str, runs: &[Run]) -> Run {
     let mut total = Run::empty(name);
     for r in runs {
         total.detection.extend(&r.detection);
-        total.wrongly_refused += r.wrongly_refused;
+        total.wrongly_rejected += r.wrongly_rejected;
         for (t, w) in total.wrong_by_slice.iter_mut().zip(&r.wrong_by_slice) {
             *t += w;
         }
-        total.refused += r.refused;
+        total.rejected += r.rejected;
         total.failures_let_through += r.failures_let_through;
         total.openings += r.openings;
         total.flaps += r.flaps;
@@ -270,10 +270,10 @@ fn totals(name: &str, runs: &[Run]) -> Run {
         total.probes += r.probes;
         total.assumed += r.assumed;
         total.retries += r.retries;
-        total.retries_refused += r.retries_refused;
+        total.retries_rejected += r.retries_rejected;
         total.ejections += r.ejections;
         total.ejected_ns += r.ejected_ns;
-        total.refused_by_ejection += r.refused_by_ejection;
+        total.rejected_by_ejection += r.rejected_by_ejection;
     }
     total
 }

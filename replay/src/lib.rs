@@ -3,7 +3,7 @@
 //! - [`record`]: a `tracing-subscriber` layer that writes fusebox's per-call outcome events as a
 //!   trace (JSON lines, [`trace`]) off the call path.
 //! - [`replay`]: runs a trace through real `fusebox` breakers on a fake clock, once per candidate
-//!   policy ([`policy`]), and scores each: time to detect each outage, calls wrongly refused,
+//!   policy ([`policy`]), and scores each: time to detect each outage, calls wrongly rejected,
 //!   failures let through, openings, flaps, time open, probes.
 //! - [`keyed`]: a trace with many keys replayed on one breaker per key in one registry, with the
 //!   groups a candidate puts keys in (the runtime's own group code), scored per key and per group.

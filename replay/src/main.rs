@@ -53,7 +53,7 @@ struct Cli {
     #[arg(long)]
     no_chart: bool,
     /// Replay a grid of policies and print the Pareto front of time to detect against calls
-    /// wrongly refused.
+    /// wrongly rejected.
     #[arg(long)]
     search: bool,
     /// A bucket at or above this failure rate (percent) is part of an outage.

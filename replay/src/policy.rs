@@ -16,8 +16,9 @@
 //!
 //! A candidate may put keys of a trace with many keys in a group (`group = "search"`, with
 //! `group_keys` choosing the members and the [`fusebox::GroupPolicy`] settings `interval`,
-//! `stdev_factor`, `min_members`, `failure_percentage`, `max_ejection`, `base_ejection`,
-//! `max_ejection_time` and `healthy_span`): see [`GroupSpec`].
+//! `success_rate`, `min_members`, `failure_percentage`, `max_ejection`, `ejection_base`,
+//! `ejection_max` and `healthy_span`, named as in the runtime's `[groups.<name>]` configuration,
+//! whose `ejection = { base, max }` is `ejection_base` and `ejection_max` here): see [`GroupSpec`].
 //!
 //! ```toml
 //! [policies.search]
@@ -27,7 +28,7 @@
 //! group = "search"
 //! group_keys = "search-*"  # `*` (every key, the default), `prefix*`, or `a|b|c`
 //! max_ejection = 20
-//! stdev_factor = 1.9
+//! success_rate = 1.9
 //! ```
 //!
 //! `open_jitter` replays: each replay draws its spread from a generator seeded the same way, so a
@@ -238,18 +239,18 @@ impl Candidate {
         for (field, value) in &self.settings {
             let call = match (*field, value) {
                 ("interval", v) => format!(".interval({})", duration_code(span(*v))),
-                ("stdev_factor", Setting::Factor(f)) => format!(".success_rate({f:?})"),
+                ("success_rate", Setting::Factor(f)) => format!(".success_rate({f:?})"),
                 ("min_members", v) => format!(".min_members({})", v.text()),
                 ("failure_percentage", Setting::Off) => ".failure_percentage(0)".into(),
                 ("failure_percentage", v) => format!(".failure_percentage({})", v.text()),
                 ("max_ejection", v) => format!(".max_ejection({})", v.text()),
-                ("base_ejection" | "max_ejection_time", _) if !base_and_max => {
+                ("ejection_base" | "ejection_max", _) if !base_and_max => {
                     base_and_max = true;
                     let s = group.policy.settings();
                     format!(
                         ".ejection({}, {})",
-                        duration_code(s.base_ejection),
-                        duration_code(s.max_ejection_time)
+                        duration_code(s.ejection_base),
+                        duration_code(s.ejection_max)
                     )
                 }
                 ("healthy_span", v) => format!(".healthy_span({})", duration_code(span(*v))),
@@ -292,7 +293,7 @@ type GroupField = (&'static str, fn(GroupPolicy, Setting) -> GroupPolicy);
 /// The group's settings.
 const GROUP_FIELDS: &[GroupField] = &[
     ("interval", |g, s| g.interval(span(s))),
-    ("stdev_factor", |g, s| match s {
+    ("success_rate", |g, s| match s {
         Setting::Factor(f) => g.success_rate(f),
         _ => g,
     }),
@@ -302,12 +303,12 @@ const GROUP_FIELDS: &[GroupField] = &[
         s => g.failure_percentage(int(s) as u8),
     }),
     ("max_ejection", |g, s| g.max_ejection(int(s) as u8)),
-    ("base_ejection", |g, s| {
-        let max = g.settings().max_ejection_time;
+    ("ejection_base", |g, s| {
+        let max = g.settings().ejection_max;
         g.ejection(span(s), max)
     }),
-    ("max_ejection_time", |g, s| {
-        let base = g.settings().base_ejection;
+    ("ejection_max", |g, s| {
+        let base = g.settings().ejection_base;
         g.ejection(base, span(s))
     }),
     ("healthy_span", |g, s| g.healthy_span(span(s))),
@@ -354,7 +355,7 @@ enum Kind {
     Name,
     /// The keys joining a group: `*`, `prefix*`, or `a|b|c`.
     Keys,
-    /// A factor of 0 or more (`stdev_factor`; 0 turns the rule off).
+    /// A factor of 0 or more (`success_rate`; 0 turns the rule off).
     Stdev,
 }
 
@@ -496,12 +497,12 @@ const FIELDS: &[Field] = &[
     inert("group", Kind::Name),
     inert("group_keys", Kind::Keys),
     inert("interval", Kind::Span),
-    inert("stdev_factor", Kind::Stdev),
+    inert("success_rate", Kind::Stdev),
     inert("min_members", Kind::Count),
     inert("failure_percentage", Kind::PercentOrOff),
     inert("max_ejection", Kind::Percent),
-    inert("base_ejection", Kind::Span),
-    inert("max_ejection_time", Kind::Span),
+    inert("ejection_base", Kind::Span),
+    inert("ejection_max", Kind::Span),
     inert("healthy_span", Kind::Span),
 ];
 
@@ -685,14 +686,14 @@ fn build_group(
         }
     }
     let s = policy.settings();
-    if s.max_ejection_time < s.base_ejection {
+    if s.ejection_max < s.ejection_base {
         return Err(PolicyError {
             place: place.to_owned(),
-            field: Some("max_ejection_time".into()),
+            field: Some("ejection_max".into()),
             message: format!(
-                "{} is shorter than `base_ejection` = {}; give the longest ejection at least the first one's wait",
-                span_text(s.max_ejection_time),
-                span_text(s.base_ejection)
+                "{} is shorter than `ejection_base` = {}; give the longest ejection at least the first one's wait",
+                span_text(s.ejection_max),
+                span_text(s.ejection_base)
             ),
         });
     }
@@ -947,7 +948,7 @@ mod tests {
     #[test]
     fn a_group_and_its_settings_are_fields() {
         let c = parse_policy_arg(
-            "window=100,group=search,group_keys=host-*|cache-1,max_ejection=20,stdev_factor=2.5,base_ejection=10s,max_ejection_time=1m,failure_percentage=off",
+            "window=100,group=search,group_keys=host-*|cache-1,max_ejection=20,success_rate=2.5,ejection_base=10s,ejection_max=1m,failure_percentage=off",
             "p",
         )
         .unwrap();
@@ -957,10 +958,10 @@ mod tests {
         assert!(!group.keys.matches("cache-2"));
         let s = group.policy.settings();
         assert_eq!(s.max_ejection, 20);
-        assert_eq!(s.stdev_factor, Some(2.5));
+        assert_eq!(s.success_rate, Some(2.5));
         assert_eq!(s.failure_percentage, None);
         assert_eq!(
-            (s.base_ejection, s.max_ejection_time),
+            (s.ejection_base, s.ejection_max),
             (Duration::from_secs(10), Duration::from_secs(60))
         );
         assert_eq!(
@@ -998,18 +999,18 @@ mod tests {
             e.contains("field `group`: invalid value `no spaces`; expected a group's name"),
             "{e}"
         );
-        let e = parse_policy_arg("group=g,stdev_factor=-1", "p")
+        let e = parse_policy_arg("group=g,success_rate=-1", "p")
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("expected a number of standard deviations"),
             "{e}"
         );
-        let e = parse_policy_arg("group=g,base_ejection=1m,max_ejection_time=10s", "p")
+        let e = parse_policy_arg("group=g,ejection_base=1m,ejection_max=10s", "p")
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("field `max_ejection_time`: 10s is shorter than `base_ejection` = 1m"),
+            e.contains("field `ejection_max`: 10s is shorter than `ejection_base` = 1m"),
             "{e}"
         );
         let e = parse_policy_arg("group=g,max_ejection=0", "p")
@@ -1020,16 +1021,16 @@ mod tests {
 
     #[test]
     fn a_policy_file_takes_a_group() {
-        let text = "[policies.search]\nwindow = 100\ngroup = \"search\"\ngroup_keys = \"host-*\"\nstdev_factor = 2.5\nmax_ejection = 20\nfailure_percentage = \"off\"\nbase_ejection = \"10s\"\n";
+        let text = "[policies.search]\nwindow = 100\ngroup = \"search\"\ngroup_keys = \"host-*\"\nsuccess_rate = 2.5\nmax_ejection = 20\nfailure_percentage = \"off\"\nejection_base = \"10s\"\n";
         let c = &parse_policy_file(text, "groups.toml").unwrap()[0];
         let group = c.group.as_ref().unwrap();
         assert_eq!(group.keys, KeySet::Patterns(vec!["host-*".into()]));
         let s = group.policy.settings();
         assert_eq!(
-            (s.stdev_factor, s.max_ejection, s.failure_percentage),
+            (s.success_rate, s.max_ejection, s.failure_percentage),
             (Some(2.5), 20, None)
         );
-        assert_eq!(s.base_ejection, Duration::from_secs(10));
+        assert_eq!(s.ejection_base, Duration::from_secs(10));
         let e = parse_policy_file("[policies.p]\nmax_ejecton = 20\n", "groups.toml")
             .unwrap_err()
             .to_string();

@@ -1,7 +1,7 @@
 //! Recording: a `tracing-subscriber` [`Layer`] that writes fusebox's per-call outcome events as
 //! trace lines, off the call path.
 //!
-//! fusebox emits one `TRACE` event (target [`fusebox::OUTCOME_TARGET`]) per reported or refused
+//! fusebox emits one `TRACE` event (target [`fusebox::OUTCOME_TARGET`]) per reported or rejected
 //! call. [`RecordLayer`] turns each into a [`Call`] and hands it to a writer thread through a
 //! bounded channel: the calling thread never waits for the disk. When the channel is full the
 //! call is dropped and counted ([`Recorder::dropped`]), never blocked on.

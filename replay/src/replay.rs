@@ -5,10 +5,10 @@
 //! code that decides in production decides here. What a replay cannot know (its counterfactual
 //! limits, also printed under every table):
 //!
-//! - A call the candidate refuses never reaches the backend in the replay, but it did in the
+//! - A call the candidate rejects never reaches the backend in the replay, but it did in the
 //!   recording: the backend's load, and so its recovery, is the recording's, not what the
 //!   candidate would have caused. A breaker that sheds load may let a backend recover sooner.
-//! - A call the recording refused has no known outcome. If the candidate admits it, the replay
+//! - A call the recording rejected has no known outcome. If the candidate admits it, the replay
 //!   assumes the outcome of the last call of that key whose outcome is known (counted in
 //!   `assumed`); record with `metrics_only` to have none.
 //! - Latencies are the recorded ones, also for calls the candidate would have timed out.
@@ -288,14 +288,14 @@ pub struct Run {
     /// Per outage: time from its start until the circuit was open (zero when it already was),
     /// `None` when it never opened during the outage.
     pub detection: Vec<Option<u64>>,
-    /// Calls refused whose recorded outcome was a success.
-    pub wrongly_refused: u64,
-    /// [`Run::wrongly_refused`] per slice of the trace: [`SLICES`] equal slices from its first call
+    /// Calls rejected whose recorded outcome was a success.
+    pub wrongly_rejected: u64,
+    /// [`Run::wrongly_rejected`] per slice of the trace: [`SLICES`] equal slices from its first call
     /// to its last (for the chart); empty for the keys of a replay of many keys
     /// ([`crate::keyed`]), which draws no chart.
     pub wrong_by_slice: Vec<u64>,
-    /// Calls refused in all.
-    pub refused: u64,
+    /// Calls rejected in all.
+    pub rejected: u64,
     /// Calls admitted during an outage whose recorded outcome was a failure.
     pub failures_let_through: u64,
     /// Closed → open transitions.
@@ -308,19 +308,19 @@ pub struct Run {
     pub open_ns: u64,
     /// Half-open probes admitted.
     pub probes: u64,
-    /// Admitted calls that the recording had refused: their outcome was assumed.
+    /// Admitted calls that the recording had rejected: their outcome was assumed.
     pub assumed: u64,
     /// Retries made (with the candidate's `retry`): each a call to the backend the recording
     /// did not make, assumed to fail as the call it retries did.
     pub retries: u64,
-    /// Retries the candidate's `retry_budget` refused.
-    pub retries_refused: u64,
+    /// Retries the candidate's `retry_budget` rejected.
+    pub retries_rejected: u64,
     /// Ejections: openings by a relative rule of the key's group (a key in a group only).
     pub ejections: u64,
     /// Time from each ejection until the key next closed, up to its last call.
     pub ejected_ns: u64,
-    /// Calls refused while the key was ejected (from an ejection until it next closed).
-    pub refused_by_ejection: u64,
+    /// Calls rejected while the key was ejected (from an ejection until it next closed).
+    pub rejected_by_ejection: u64,
 }
 
 impl Run {
@@ -330,16 +330,16 @@ impl Run {
         Run::with_slices(name, SLICES)
     }
 
-    /// A run of `name` with nothing counted yet and `slices` slices of wrongly refused calls
+    /// A run of `name` with nothing counted yet and `slices` slices of wrongly rejected calls
     /// (none for a key of a many-key replay, which draws no chart).
     fn with_slices(name: &str, slices: usize) -> Run {
         Run {
             name: name.to_owned(),
             changes: Vec::new(),
             detection: Vec::new(),
-            wrongly_refused: 0,
+            wrongly_rejected: 0,
             wrong_by_slice: vec![0; slices],
-            refused: 0,
+            rejected: 0,
             failures_let_through: 0,
             openings: 0,
             flaps: 0,
@@ -348,10 +348,10 @@ impl Run {
             probes: 0,
             assumed: 0,
             retries: 0,
-            retries_refused: 0,
+            retries_rejected: 0,
             ejections: 0,
             ejected_ns: 0,
-            refused_by_ejection: 0,
+            rejected_by_ejection: 0,
         }
     }
 }
@@ -360,7 +360,7 @@ impl Run {
 pub const FLAP_WINDOW: Duration = Duration::from_secs(60);
 
 /// The number of equal slices of the trace's span in which [`Run::wrong_by_slice`] counts the
-/// calls wrongly refused (the chart's resolution).
+/// calls wrongly rejected (the chart's resolution).
 pub const SLICES: usize = 300;
 
 /// An admission waiting in [`Replayer`]'s queue: (time, call number).
@@ -372,7 +372,7 @@ struct Pending<'a> {
     key: u32,
     at_ns: u64,
     recorded: Outcome,
-    /// What it reports: its recorded outcome, or for a call the recording refused, the last known one.
+    /// What it reports: its recorded outcome, or for a call the recording rejected, the last known one.
     reports: Outcome,
     permit: Option<fusebox::Permit<'a>>,
 }
@@ -443,21 +443,21 @@ impl<'a> Replayer<'a, '_> {
                     Ok(permit) => {
                         breaker.count_attempt();
                         run.probes += u64::from(permit.is_probe());
-                        run.assumed += u64::from(recorded == Outcome::Refused);
+                        run.assumed += u64::from(recorded == Outcome::Rejected);
                         if recorded == Outcome::Failure && in_outages(&self.outages[key], at_ns) {
                             run.failures_let_through += 1;
                         }
                         self.reports[slot].permit = Some(permit);
                     }
                     Err(_) => {
-                        run.refused += 1;
+                        run.rejected += 1;
                         let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
                         if log.ejected.get(key).copied().unwrap_or(false) {
-                            run.refused_by_ejection += 1;
+                            run.rejected_by_ejection += 1;
                         }
                         drop(log);
                         if recorded == Outcome::Success {
-                            run.wrongly_refused += 1;
+                            run.wrongly_rejected += 1;
                             let slice = self.slice_of(at_ns);
                             if let Some(n) = run.wrong_by_slice.get_mut(slice) {
                                 *n += 1;
@@ -487,11 +487,11 @@ impl<'a> Replayer<'a, '_> {
 impl Replayer<'_, '_> {
     /// The retries of a call that failed (with `retry`): at its report, each one asked of the
     /// retry budget, admitted by the breaker and assumed to fail as the call did (a trace holds
-    /// calls, not attempts). A retry refused by the budget or the breaker ends them.
+    /// calls, not attempts). A retry rejected by the budget or the breaker ends them.
     fn retry_failed(&self, breaker: &Breaker, run: &mut Run) {
         for _ in 1..self.retry {
             if !breaker.try_retry() {
-                run.retries_refused += 1;
+                run.retries_rejected += 1;
                 return;
             }
             let Ok(permit) = breaker.try_acquire() else {
@@ -670,7 +670,7 @@ pub(crate) fn replay_keys_in(
         let recorded = e.outcome();
         let last = &mut last_known[key as usize];
         let reports = match recorded {
-            Outcome::Refused => *last,
+            Outcome::Rejected => *last,
             o => {
                 if o != Outcome::Ignored {
                     *last = o;
@@ -703,7 +703,7 @@ pub(crate) fn replay_keys_in(
     (runs, registry)
 }
 
-/// True for the states in which a circuit refuses (some) calls.
+/// True for the states in which a circuit rejects (some) calls.
 pub(crate) fn tripped(state: State) -> bool {
     matches!(state, State::Open | State::HalfOpen | State::ForcedOpen)
 }

@@ -13,9 +13,9 @@ pub fn secs(ns: u64) -> String {
 
 /// What every report says about what a replay cannot know.
 pub const LIMITS: &str = "\
-Counterfactual limits: a call a candidate refuses still reached the backend in the recording, so \
+Counterfactual limits: a call a candidate rejects still reached the backend in the recording, so \
 the backend's load and recovery are the recording's (shedding load may let it recover sooner than \
-shown); a call the recording refused has no known outcome, and a candidate that admits it is given \
+shown); a call the recording rejected has no known outcome, and a candidate that admits it is given \
 the outcome of the last known call (counted in `assumed`); latencies are the recorded ones.";
 
 /// The detection column: one entry per outage, `missed` when the circuit never opened; past four
@@ -68,7 +68,7 @@ pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String 
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| policy | time to detect | wrongly refused | failures let through | openings | flaps | false openings | time open | probes | refused | assumed |"
+        "| policy | time to detect | wrongly rejected | failures let through | openings | flaps | false openings | time open | probes | rejected | assumed |"
     );
     let _ = writeln!(
         out,
@@ -80,14 +80,14 @@ pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String 
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.name,
             detection_cell(r),
-            r.wrongly_refused,
+            r.wrongly_rejected,
             r.failures_let_through,
             r.openings,
             r.flaps,
             r.false_openings,
             secs(r.open_ns),
             r.probes,
-            r.refused,
+            r.rejected,
             r.assumed
         );
     }
@@ -97,13 +97,13 @@ pub fn table(runs: &[Run], outages: &[Outage], t0: u64, calls: usize) -> String 
     out
 }
 
-/// The most keys a per-key table lists per candidate (those that refused most first), and the
+/// The most keys a per-key table lists per candidate (those that rejected most first), and the
 /// most outages listed above it.
 pub const KEY_ROWS: usize = 50;
 
 /// The report of `runs` on a trace with many keys (`keys`, their outages `outages`, starting at
-/// `t0`): the outages (the first [`KEY_ROWS`] to start), the totals over every key, a row per key that opened or refused
-/// (at most [`KEY_ROWS`] per candidate, those that refused most first), and a row per group.
+/// `t0`): the outages (the first [`KEY_ROWS`] to start), the totals over every key, a row per key that opened or rejected
+/// (at most [`KEY_ROWS`] per candidate, those that rejected most first), and a row per group.
 #[must_use]
 pub fn keyed_table(
     runs: &[KeyedRun],
@@ -144,7 +144,7 @@ pub fn keyed_table(
     let _ = writeln!(out, "\nTotals over every key:\n");
     let _ = writeln!(
         out,
-        "| policy | time to detect | wrongly refused | failures let through | openings | ejections | time ejected | refused by ejection | flaps | false openings | time open | probes | refused | assumed |"
+        "| policy | time to detect | wrongly rejected | failures let through | openings | ejections | time ejected | rejected by ejection | flaps | false openings | time open | probes | rejected | assumed |"
     );
     let _ = writeln!(
         out,
@@ -157,17 +157,17 @@ pub fn keyed_table(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.name,
             detection_cell(t),
-            t.wrongly_refused,
+            t.wrongly_rejected,
             t.failures_let_through,
             t.openings,
             t.ejections,
             secs(t.ejected_ns),
-            t.refused_by_ejection,
+            t.rejected_by_ejection,
             t.flaps,
             t.false_openings,
             secs(t.open_ns),
             t.probes,
-            t.refused,
+            t.rejected,
             t.assumed
         );
     }
@@ -179,16 +179,19 @@ pub fn keyed_table(
 }
 
 /// The retries table (after [`RETRIES`]): each policy's retries and the retries its budget
-/// refused, when any policy retried.
+/// rejected, when any policy retried.
 fn retry_rows<'a>(out: &mut String, runs: impl Iterator<Item = (&'a str, &'a Run)> + Clone) {
-    if !runs.clone().any(|(_, r)| r.retries + r.retries_refused > 0) {
+    if !runs
+        .clone()
+        .any(|(_, r)| r.retries + r.retries_rejected > 0)
+    {
         return;
     }
     let _ = writeln!(out, "\n{RETRIES}\n");
-    let _ = writeln!(out, "| policy | retries | refused by the retry budget |");
+    let _ = writeln!(out, "| policy | retries | rejected by the retry budget |");
     let _ = writeln!(out, "|---|---:|---:|");
     for (name, r) in runs {
-        let _ = writeln!(out, "| {name} | {} | {} |", r.retries, r.retries_refused);
+        let _ = writeln!(out, "| {name} | {} | {} |", r.retries, r.retries_rejected);
     }
 }
 
@@ -196,11 +199,11 @@ fn retry_rows<'a>(out: &mut String, runs: impl Iterator<Item = (&'a str, &'a Run
 fn per_key_rows(out: &mut String, runs: &[KeyedRun], keys: &[String], outages: &KeyedOutages) {
     let _ = writeln!(
         out,
-        "\nPer key (keys that opened or refused a call; those that refused most first):\n"
+        "\nPer key (keys that opened or rejected a call; those that rejected most first):\n"
     );
     let _ = writeln!(
         out,
-        "| policy | key | calls | time to detect | openings | ejections | time ejected | refused by ejection | refused | wrongly refused | failures let through | time open |"
+        "| policy | key | calls | time to detect | openings | ejections | time ejected | rejected by ejection | rejected | wrongly rejected | failures let through | time open |"
     );
     let _ = writeln!(
         out,
@@ -208,9 +211,9 @@ fn per_key_rows(out: &mut String, runs: &[KeyedRun], keys: &[String], outages: &
     );
     for r in runs {
         let mut active: Vec<usize> = (0..r.keys.len())
-            .filter(|&k| r.keys[k].openings + r.keys[k].refused > 0)
+            .filter(|&k| r.keys[k].openings + r.keys[k].rejected > 0)
             .collect();
-        active.sort_by_key(|&k| std::cmp::Reverse(r.keys[k].refused));
+        active.sort_by_key(|&k| std::cmp::Reverse(r.keys[k].rejected));
         for &k in active.iter().take(KEY_ROWS) {
             let run = &r.keys[k];
             let _ = writeln!(
@@ -223,9 +226,9 @@ fn per_key_rows(out: &mut String, runs: &[KeyedRun], keys: &[String], outages: &
                 run.openings,
                 run.ejections,
                 secs(run.ejected_ns),
-                run.refused_by_ejection,
-                run.refused,
-                run.wrongly_refused,
+                run.rejected_by_ejection,
+                run.rejected,
+                run.wrongly_rejected,
                 run.failures_let_through,
                 secs(run.open_ns)
             );
@@ -234,10 +237,10 @@ fn per_key_rows(out: &mut String, runs: &[KeyedRun], keys: &[String], outages: &
         let more = active.len().saturating_sub(KEY_ROWS);
         let mut rest = Vec::new();
         if more > 0 {
-            rest.push(format!("{more} more keys opened or refused (not listed)"));
+            rest.push(format!("{more} more keys opened or rejected (not listed)"));
         }
         if quiet > 0 {
-            rest.push(format!("{quiet} key(s) never opened nor refused"));
+            rest.push(format!("{quiet} key(s) never opened nor rejected"));
         }
         if !rest.is_empty() {
             let _ = writeln!(

@@ -1,6 +1,6 @@
 //! `--search`: replays a grid of the main knobs and keeps the Pareto front of time to detect
-//! outages against calls wrongly refused. On a trace with many keys, the grid is a group's
-//! `stdev_factor` × `max_ejection` ([`group_grid`]), scored on the totals over every key.
+//! outages against calls wrongly rejected. On a trace with many keys, the grid is a group's
+//! `success_rate` × `max_ejection` ([`group_grid`]), scored on the totals over every key.
 
 use std::fmt::Write;
 
@@ -65,7 +65,7 @@ pub fn grid() -> Vec<Candidate> {
     out
 }
 
-/// The indices of the runs on the Pareto front of (detection cost, wrongly refused calls): no
+/// The indices of the runs on the Pareto front of (detection cost, wrongly rejected calls): no
 /// other run is at least as good on both and better on one. Of runs equal on both, the first is
 /// kept. Sorted by detection cost.
 #[must_use]
@@ -85,14 +85,14 @@ pub fn pareto(runs: &[Run], outages: &[Outage]) -> Vec<usize> {
     front
 }
 
-/// A run's place in the search: (detection cost in nanoseconds, calls wrongly refused).
+/// A run's place in the search: (detection cost in nanoseconds, calls wrongly rejected).
 pub type Score = (u64, u64);
 
 /// Each run's [`Score`], in order.
 #[must_use]
 pub fn scores(runs: &[Run], outages: &[Outage]) -> Vec<Score> {
     runs.iter()
-        .map(|r| (r.detection_cost(outages), r.wrongly_refused))
+        .map(|r| (r.detection_cost(outages), r.wrongly_rejected))
         .collect()
 }
 
@@ -168,12 +168,12 @@ pub fn front_table(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Pareto front of {} policies: time to detect (a missed outage counts as its whole length) against calls wrongly refused.\n",
+        "Pareto front of {} policies: time to detect (a missed outage counts as its whole length) against calls wrongly rejected.\n",
         candidates.len()
     );
     let _ = writeln!(
         out,
-        "| time to detect (total) | missed | wrongly refused | failures let through | openings | paste into the attribute |"
+        "| time to detect (total) | missed | wrongly rejected | failures let through | openings | paste into the attribute |"
     );
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---|");
     for &i in front {
@@ -184,7 +184,7 @@ pub fn front_table(
             "| {} | {} | {} | {} | {} | `{}` |",
             secs(r.detection_cost(outages)),
             missed,
-            r.wrongly_refused,
+            r.wrongly_rejected,
             r.failures_let_through,
             r.openings,
             candidates[i].attribute_args()
@@ -197,7 +197,7 @@ pub fn front_table(
     out
 }
 
-/// The `stdev_factor` values [`group_grid`] tries (0: the success-rate rule off).
+/// The `success_rate` values [`group_grid`] tries (0: the success-rate rule off).
 pub const STDEV_FACTORS: [&str; 5] = ["1.5", "1.9", "2.5", "3", "0"];
 
 /// The `max_ejection` values [`group_grid`] tries.
@@ -227,7 +227,7 @@ pub fn group_grid(bases: &[Candidate]) -> Vec<Candidate> {
         for f in STDEV_FACTORS {
             for m in MAX_EJECTIONS {
                 let name = format!("g{}", out.len() + 1);
-                let full = format!("{line},stdev_factor={f},max_ejection={m}");
+                let full = format!("{line},success_rate={f},max_ejection={m}");
                 if let Ok(candidate) = parse_policy_arg(&full, &name) {
                     out.push(candidate);
                 }
@@ -239,7 +239,7 @@ pub fn group_grid(bases: &[Candidate]) -> Vec<Candidate> {
 
 /// Replays every candidate of `candidates` on every key of `trace` and returns the runs with the
 /// front's indices (the Pareto front of the totals: detection cost over every key's outages
-/// against calls wrongly refused), calling `done` after each candidate's replay. The candidates
+/// against calls wrongly rejected), calling `done` after each candidate's replay. The candidates
 /// are shared among as many threads as the machine has cores.
 #[must_use]
 pub fn search_keys_with(
@@ -267,12 +267,12 @@ pub fn keyed_front_table(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Pareto front of {} group settings (`stdev_factor` × `max_ejection`): time to detect every key's outages (a missed outage counts as its whole length) against calls wrongly refused, over every key.\n",
+        "Pareto front of {} group settings (`success_rate` × `max_ejection`): time to detect every key's outages (a missed outage counts as its whole length) against calls wrongly rejected, over every key.\n",
         candidates.len()
     );
     let _ = writeln!(
         out,
-        "| time to detect (total) | missed | wrongly refused | failures let through | ejections | most open at once | panic episodes | `--policy` |"
+        "| time to detect (total) | missed | wrongly rejected | failures let through | ejections | most open at once | panic episodes | `--policy` |"
     );
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---|");
     for &i in front {
@@ -284,7 +284,7 @@ pub fn keyed_front_table(
             "| {} | {} | {} | {} | {} | {} | {} | `{}` |",
             secs(t.detection_cost(&all)),
             missed,
-            t.wrongly_refused,
+            t.wrongly_rejected,
             t.failures_let_through,
             t.ejections,
             group.map_or(0, |g| g.most_open),

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | `at_ns` | yes | when the call was reported (or rejected), nanoseconds on the recording registry's clock; never decreasing from line to line |
 //! | `key` | yes | the breaker's key |
-//! | `outcome` | yes | `success`, `failure` (a counted failure), `ignored` (an error that does not count, or a cancelled call) or `rejected` (traces written before fusebox used that word say `refused`, which is read the same) |
+//! | `outcome` | yes | `success`, `failure` (a counted failure), `ignored` (an error that does not count, or a cancelled call) or `rejected` |
 //! | `latency_ns` | no | admission to report, in nanoseconds |
 //! | `reason` | no | why a rejected call was rejected, `fusebox::Reason::code` (`open`, `half_open_full`, …) |
 //! | `function` | no | the annotated function's path |
@@ -35,8 +35,8 @@ pub enum Outcome {
     Failure,
     /// The call ended in an error that does not count (or was cancelled).
     Ignored,
-    /// The breaker refused the call: its body never ran, so its outcome is unknown.
-    Refused,
+    /// The breaker rejected the call: its body never ran, so its outcome is unknown.
+    Rejected,
 }
 
 impl Outcome {
@@ -47,7 +47,7 @@ impl Outcome {
             Outcome::Success => "success",
             Outcome::Failure => "failure",
             Outcome::Ignored => "ignored",
-            Outcome::Refused => "rejected",
+            Outcome::Rejected => "rejected",
         }
     }
 
@@ -58,8 +58,7 @@ impl Outcome {
             "success" => Outcome::Success,
             "failure" => Outcome::Failure,
             "ignored" => Outcome::Ignored,
-            // `refused`: the word of older traces.
-            "rejected" | "refused" => Outcome::Refused,
+            "rejected" => Outcome::Rejected,
             _ => return None,
         })
     }
@@ -76,7 +75,7 @@ pub struct Call {
     pub outcome: Outcome,
     /// Admission to report, when known.
     pub latency_ns: Option<u64>,
-    /// Why it was refused, for a refusal.
+    /// Why it was rejected, for a rejection.
     pub reason: Option<String>,
     /// The annotated function, when known.
     pub function: Option<String>,
@@ -227,7 +226,7 @@ impl Event {
             Outcome::Success => 0u64,
             Outcome::Failure => 1,
             Outcome::Ignored => 2,
-            Outcome::Refused => 3,
+            Outcome::Rejected => 3,
         };
         let latency = latency_ns.map_or(0, |l| l.min(MAX_LATENCY_NS) | TIMED);
         Event {
@@ -249,7 +248,7 @@ impl Event {
             0 => Outcome::Success,
             1 => Outcome::Failure,
             2 => Outcome::Ignored,
-            _ => Outcome::Refused,
+            _ => Outcome::Rejected,
         }
     }
 
@@ -272,7 +271,7 @@ impl Event {
         }
     }
 
-    /// A success or a failure: an outcome the backend gave (not ignored, not refused).
+    /// A success or a failure: an outcome the backend gave (not ignored, not rejected).
     #[must_use]
     pub const fn is_known(&self) -> bool {
         matches!(self.outcome(), Outcome::Success | Outcome::Failure)
@@ -730,7 +729,7 @@ mod tests {
             Outcome::Success,
             Outcome::Failure,
             Outcome::Ignored,
-            Outcome::Refused,
+            Outcome::Rejected,
         ] {
             let e = Event::new(u64::MAX, outcome, Some(MAX_LATENCY_NS));
             assert_eq!(

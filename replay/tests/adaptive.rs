@@ -1,5 +1,5 @@
 //! `max_concurrent = adaptive(…)` replays: the trace's calls are admitted at their report time
-//! minus their latency, so a latency spike fills the bulkhead and the adaptive limit refuses.
+//! minus their latency, so a latency spike fills the bulkhead and the adaptive limit rejects.
 
 use fusebox_replay::policy::{Setting, parse_policy_arg};
 use fusebox_replay::replay::replay;
@@ -29,31 +29,31 @@ fn spike() -> Vec<Event> {
 }
 
 #[test]
-fn an_adaptive_bulkhead_refuses_during_a_latency_spike_and_a_fixed_one_does_not() {
+fn an_adaptive_bulkhead_rejects_during_a_latency_spike_and_a_fixed_one_does_not() {
     let events = spike();
-    let refused = |policy: &str| {
+    let rejected = |policy: &str| {
         let candidate = parse_policy_arg(policy, "c").unwrap();
-        replay(&events, &candidate, &[]).refused
+        replay(&events, &candidate, &[]).rejected
     };
-    assert_eq!(refused("window=100"), 0, "no bulkhead");
+    assert_eq!(rejected("window=100"), 0, "no bulkhead");
     assert_eq!(
-        refused("window=100,max_concurrent=300"),
+        rejected("window=100,max_concurrent=300"),
         0,
         "a fixed limit above the spike"
     );
     assert!(
-        refused("window=100,max_concurrent=50") > 1_000,
+        rejected("window=100,max_concurrent=50") > 1_000,
         "a fixed limit below it"
     );
-    let adaptive = refused("window=100,max_concurrent=adaptive(5..300)");
+    let adaptive = rejected("window=100,max_concurrent=adaptive(5..300)");
     assert!(
         adaptive > 1_000 && adaptive < 10_000,
-        "the adaptive limit sheds part of the spike: {adaptive} refused"
+        "the adaptive limit sheds part of the spike: {adaptive} rejected"
     );
-    // Outside the spike nothing is refused: 10 calls in flight are well under the limit.
+    // Outside the spike nothing is rejected: 10 calls in flight are well under the limit.
     let quiet: Vec<Event> = events.iter().copied().take(9_000).collect();
     let candidate = parse_policy_arg("max_concurrent=adaptive(5..300)", "c").unwrap();
-    assert_eq!(replay(&quiet, &candidate, &[]).refused, 0);
+    assert_eq!(replay(&quiet, &candidate, &[]).rejected, 0);
 }
 
 #[test]

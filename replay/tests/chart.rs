@@ -1,5 +1,5 @@
 //! What the charts show: half-open spans drawn on top, a gap in the latency line where no call
-//! succeeded, detection delays and wrongly refused calls marked, and the search's scatter.
+//! succeeded, detection delays and wrongly rejected calls marked, and the search's scatter.
 
 use fusebox_replay::chart::{render, scatter};
 use fusebox_replay::generate::{Scenario, generate};
@@ -39,7 +39,7 @@ fn the_latency_line_has_a_gap_where_no_call_succeeded() {
 }
 
 #[test]
-fn detection_delays_and_wrongly_refused_calls_are_marked() {
+fn detection_delays_and_wrongly_rejected_calls_are_marked() {
     let svg = hard_outage_chart("quick: consecutive=5,open_for=5s");
     assert!(
         svg.contains("\n0.40s\n"),
@@ -47,7 +47,7 @@ fn detection_delays_and_wrongly_refused_calls_are_marked() {
     );
     assert!(
         svg.contains("stroke=\"#7B1FA2\""),
-        "wrongly refused calls are ticked"
+        "wrongly rejected calls are ticked"
     );
     let calls = events(&generate(Scenario::HardOutage, 1));
     let outages = find_outages(&calls, OutageRule::default());
@@ -55,7 +55,7 @@ fn detection_delays_and_wrongly_refused_calls_are_marked() {
     let run = replay(&calls, &numb, &outages);
     let svg = render(&calls, &[run], &outages).unwrap();
     assert!(svg.contains("\nmissed\n"), "a missed outage says so");
-    assert!(!svg.contains("stroke=\"#7B1FA2\""), "it refuses nothing");
+    assert!(!svg.contains("stroke=\"#7B1FA2\""), "it rejects nothing");
 }
 
 #[test]

@@ -46,9 +46,9 @@ fn a_trace_of_ten_hosts_replays_each_key_on_its_own_breaker() {
     // Only the degraded host fails 40 % of 20 calls.
     assert_eq!(run.keys.len(), 10);
     assert_eq!(opened(&trace, &run), [host_key(3)]);
-    assert!(host(&trace, &run, 3).refused > 0);
-    let calls: u64 = run.keys.iter().map(|r| r.refused).sum();
-    assert_eq!(run.total.refused, calls, "the totals are the keys' sums");
+    assert!(host(&trace, &run, 3).rejected > 0);
+    let calls: u64 = run.keys.iter().map(|r| r.rejected).sum();
+    assert_eq!(run.total.rejected, calls, "the totals are the keys' sums");
     assert!(run.group.is_none());
 }
 
@@ -66,7 +66,7 @@ fn a_host_at_50_percent_among_hosts_at_99_percent_is_the_only_one_ejected() {
     assert_eq!(opened(&trace, &grouped), [host_key(3)]);
     let degraded = host(&trace, &grouped, 3);
     assert!(degraded.ejections >= 1, "{degraded:?}");
-    assert!(degraded.refused_by_ejection > 0);
+    assert!(degraded.rejected_by_ejection > 0);
     assert!(
         degraded.ejected_ns >= 30_000_000_000,
         "at least the base ejection"
@@ -106,7 +106,7 @@ fn max_ejection_changes_the_replay() {
     let (tight_group, loose_group) = (tight.group.unwrap(), loose.group.unwrap());
     assert_eq!(tight_group.most_open, 1);
     assert_eq!(loose_group.most_open, 5, "half the hosts open at once");
-    assert!(loose.total.refused > tight.total.refused);
+    assert!(loose.total.rejected > tight.total.rejected);
     assert!(loose_group.kept_closed < tight_group.kept_closed);
 }
 
@@ -126,12 +126,12 @@ fn group_keys_chooses_the_members() {
 }
 
 #[test]
-fn on_noisy_hosts_the_stdev_factor_decides_which_hosts_are_ejected() {
+fn on_noisy_hosts_the_success_rate_decides_which_hosts_are_ejected() {
     // Outcomes drawn at random: the healthy hosts' rates spread around 99 %, and 1.9 standard
     // deviations of a tight cluster is little.
     let trace = trace_of(HostScenario::NoisyHosts);
     let default = replay(&trace, &format!("{HOST},group=search"));
-    let wider = replay(&trace, &format!("{HOST},group=search,stdev_factor=2.5"));
+    let wider = replay(&trace, &format!("{HOST},group=search,success_rate=2.5"));
     assert!(
         opened(&trace, &default).len() > 1,
         "{:?}",
@@ -141,7 +141,7 @@ fn on_noisy_hosts_the_stdev_factor_decides_which_hosts_are_ejected() {
 }
 
 #[test]
-fn search_explores_stdev_factor_and_max_ejection_on_the_totals() {
+fn search_explores_success_rate_and_max_ejection_on_the_totals() {
     let trace = trace_of(HostScenario::NoisyHosts);
     let base = parse_policy_arg(&format!("{HOST},group=search"), "p").unwrap();
     let grid = fusebox_replay::search::group_grid(std::slice::from_ref(&base));
@@ -151,13 +151,13 @@ fn search_explores_stdev_factor_and_max_ejection_on_the_totals() {
     assert_eq!(runs.len(), 25);
     assert!(front.len() >= 2, "{front:?}");
     // Without the success-rate rule nothing is ejected (the failure percentage rule needs 85 %):
-    // no call wrongly refused, and the slowest detection of the front (sorted by detection).
+    // no call wrongly rejected, and the slowest detection of the front (sorted by detection).
     let off = grid
         .iter()
-        .position(|c| c.policy_arg().ends_with("stdev_factor=0,max_ejection=10"))
+        .position(|c| c.policy_arg().ends_with("success_rate=0,max_ejection=10"))
         .unwrap();
     assert_eq!(runs[off].total.ejections, 0);
-    assert_eq!(runs[*front.last().unwrap()].total.wrongly_refused, 0);
+    assert_eq!(runs[*front.last().unwrap()].total.wrongly_rejected, 0);
     // The fastest detection ejects host-3.
     let fastest = &runs[front[0]];
     assert!(host(&trace, fastest, 3).ejections > 0);

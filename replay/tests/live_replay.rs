@@ -20,12 +20,12 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOC
 enum CallError {
     Timeout,
     Declined,
-    Refused(#[allow(dead_code)] fusebox::Error),
+    Rejected(#[allow(dead_code)] fusebox::Error),
 }
 
 impl From<fusebox::Error> for CallError {
     fn from(e: fusebox::Error) -> Self {
-        CallError::Refused(e)
+        CallError::Rejected(e)
     }
 }
 
@@ -77,7 +77,7 @@ fn replaying_a_recorded_run_gives_the_live_transitions() {
     }
     // Healthy, an outage with a failed recovery, recovery, a second outage, healthy again.
     let mut rng = fastrand::Rng::with_seed(7);
-    let mut refused = 0;
+    let mut rejected = 0;
     for step in 0..600u64 {
         CLOCK.advance(Duration::from_millis(37));
         let down = (150..260).contains(&step) || (400..430).contains(&step);
@@ -87,8 +87,8 @@ fn replaying_a_recorded_run_gives_the_live_transitions() {
             (_, r) if r >= 95 => Plan::Decline,
             _ => Plan::Ok,
         };
-        if let Err(CallError::Refused(_)) = call(plan, rng.u64(1..30)) {
-            refused += 1;
+        if let Err(CallError::Rejected(_)) = call(plan, rng.u64(1..30)) {
+            rejected += 1;
         }
     }
     recorder.flush().unwrap();
@@ -96,17 +96,21 @@ fn replaying_a_recorded_run_gives_the_live_transitions() {
 
     let text = String::from_utf8(memory.0.lock().unwrap().clone()).unwrap();
     let calls = trace::parse(&text).expect("the recorded trace parses");
-    assert_eq!(calls.len(), 600, "one line per call, refused ones included");
-    let lines_refused = calls
+    assert_eq!(
+        calls.len(),
+        600,
+        "one line per call, rejected ones included"
+    );
+    let lines_rejected = calls
         .iter()
-        .filter(|c| c.outcome == Outcome::Refused)
+        .filter(|c| c.outcome == Outcome::Rejected)
         .count();
-    assert_eq!(lines_refused, refused);
+    assert_eq!(lines_rejected, rejected);
     assert!(calls.iter().any(|c| c.outcome == Outcome::Ignored));
     assert!(
         calls
             .iter()
-            .filter(|c| c.outcome != Outcome::Refused)
+            .filter(|c| c.outcome != Outcome::Rejected)
             .all(|c| c.latency_ns.is_some()),
         "latency is known for admitted calls"
     );
@@ -130,7 +134,7 @@ fn replaying_a_recorded_run_gives_the_live_transitions() {
         replayed, live,
         "the replay makes the live breaker's transitions"
     );
-    assert_eq!(run.refused as usize, refused);
+    assert_eq!(run.rejected as usize, rejected);
     assert_eq!(run.assumed, 0);
 }
 

@@ -42,7 +42,7 @@ fn jitter_moves_the_probes_and_replays_the_same_twice() {
 }
 
 #[test]
-fn an_open_wait_function_and_a_jitter_over_100_are_refused() {
+fn an_open_wait_function_and_a_jitter_over_100_are_rejected() {
     let error = parse_policy_arg("open_for=waits::by_failures", "f").unwrap_err();
     assert_eq!(error.field.as_deref(), Some("open_for"));
     assert!(error.message.contains("names a function"), "{error}");

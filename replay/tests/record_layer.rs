@@ -87,7 +87,7 @@ fn metrics_only_records_real_outcomes_that_a_replay_then_judges() {
     breaker.metrics_only();
     for i in 0..300u64 {
         clock.advance(Duration::from_millis(100));
-        let permit = breaker.try_acquire().expect("metrics_only never refuses");
+        let permit = breaker.try_acquire().expect("metrics_only never rejects");
         clock.advance(Duration::from_millis(3));
         if (100..150).contains(&i) {
             permit.failure();
@@ -97,13 +97,13 @@ fn metrics_only_records_real_outcomes_that_a_replay_then_judges() {
     }
     assert!(
         breaker.snapshot().rejected > 0,
-        "the policy would have refused calls"
+        "the policy would have rejected calls"
     );
     recorder.flush().unwrap();
     let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
     let calls = trace::parse(&text).unwrap();
     assert_eq!(calls.len(), 300);
-    assert!(calls.iter().all(|c| c.outcome != Outcome::Refused));
+    assert!(calls.iter().all(|c| c.outcome != Outcome::Rejected));
     assert!(calls.iter().all(|c| c.latency_ns == Some(3_000_000)));
     assert_eq!(
         calls
@@ -124,8 +124,8 @@ fn metrics_only_records_real_outcomes_that_a_replay_then_judges() {
         "opens on the 5th failure (5 of 10 failed), calls 103 ms apart"
     );
     assert!(
-        run.wrongly_refused > 0,
-        "it refuses successes after the outage"
+        run.wrongly_rejected > 0,
+        "it rejects successes after the outage"
     );
 }
 

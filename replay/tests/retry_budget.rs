@@ -43,7 +43,7 @@ fn a_retry_budget_limits_the_retries_of_an_outage() {
         2 * failures,
         "every failed call retried twice"
     );
-    assert_eq!(free.retries_refused, 0);
+    assert_eq!(free.retries_rejected, 0);
 
     let limited = replay(&refs, &budget, &outages);
     assert_eq!(limited.openings, 0);
@@ -54,11 +54,11 @@ fn a_retry_budget_limits_the_retries_of_an_outage() {
         limited.retries
     );
     assert!(limited.retries >= failures / 10, "{}", limited.retries);
-    assert!(limited.retries_refused >= failures / 2);
+    assert!(limited.retries_rejected >= failures / 2);
 
     let report = table(&[free, limited], &outages, refs[0].at_ns(), refs.len());
     assert!(
-        report.contains("| policy | retries | refused by the retry budget |"),
+        report.contains("| policy | retries | rejected by the retry budget |"),
         "{report}"
     );
     assert!(
@@ -90,7 +90,7 @@ fn retry_and_retry_budget_are_fields_of_policy_files_and_checked() {
     assert_eq!(err.field.as_deref(), Some("retry_budget"));
     assert!(err.message.contains("`20%` or `20%, 10/s`"), "{err}");
     let err = parse_policy_arg("retry_budget=0%, 0/s", "x").unwrap_err();
-    assert!(err.to_string().contains("refuses every retry"), "{err}");
+    assert!(err.to_string().contains("rejects every retry"), "{err}");
     let err = parse_policy_arg("retry=0", "x").unwrap_err();
     assert_eq!(err.field.as_deref(), Some("retry"));
 }

@@ -12,11 +12,11 @@ fn the_front_contains_the_dominating_policies_of_the_hard_outage() {
     let outages = find_outages(&refs, OutageRule::default());
     let candidates: Vec<_> = [
         "quick: consecutive=5,open_for=5s",
-        // Same detection, waits longer before probing: refuses more calls after the outage.
+        // Same detection, waits longer before probing: rejects more calls after the outage.
         "slow_probe: consecutive=5,open_for=60s",
-        // Never opens: refuses nothing, detects nothing.
+        // Never opens: rejects nothing, detects nothing.
         "numb: window=1s,min_calls=50",
-        // Slower to detect than `quick` and refuses more.
+        // Slower to detect than `quick` and rejects more.
         "lagging: window=100,failure_rate=50,open_for=30s",
     ]
     .iter()
@@ -36,7 +36,7 @@ fn on_the_grid_the_front_is_exactly_the_undominated_runs() {
     assert_eq!(candidates.len(), 438, "replay/README.md counts them");
     let (runs, front) = search(&refs, &candidates, &outages);
     assert_eq!(front, pareto(&runs, &outages));
-    let score = |i: usize| (runs[i].detection_cost(&outages), runs[i].wrongly_refused);
+    let score = |i: usize| (runs[i].detection_cost(&outages), runs[i].wrongly_rejected);
     let dominated = |i: usize| {
         (0..runs.len()).any(|j| {
             let ((dj, wj), (d, w)) = (score(j), score(i));

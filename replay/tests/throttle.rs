@@ -25,15 +25,15 @@ fn throttling_sheds_calls_during_a_brownout_the_rules_do_not_open_for() {
 
     let plain = replay(&refs, &base, &outages);
     assert_eq!(plain.openings, 0, "40 % never reaches 75 %");
-    assert_eq!(plain.refused, 0);
+    assert_eq!(plain.rejected, 0);
 
     let run = replay(&refs, &throttled, &outages);
     assert_eq!(run.openings, 0, "throttling opens nothing");
     // About 1 − 1.2 × 0.6 = 28 % of the brownout's 600 calls are shed.
     assert!(
-        (100..=250).contains(&run.refused),
+        (100..=250).contains(&run.rejected),
         "{} calls shed: {run:#?}",
-        run.refused
+        run.rejected
     );
     assert!(run.failures_let_through < plain.failures_let_through);
     // Outside the brownout (1 % noise), nothing is shed: of the trace's 300 slices (0.6 s each),
@@ -47,12 +47,12 @@ fn throttling_sheds_calls_during_a_brownout_the_rules_do_not_open_for() {
         first >= 100 && last <= 210,
         "shed from slice {first} to {last}"
     );
-    assert!(run.wrongly_refused > 0 && run.wrongly_refused < run.refused);
+    assert!(run.wrongly_rejected > 0 && run.wrongly_rejected < run.rejected);
 
     let again = replay(&refs, &throttled, &outages);
     assert_eq!(
-        (again.refused, again.wrongly_refused),
-        (run.refused, run.wrongly_refused),
+        (again.rejected, again.wrongly_rejected),
+        (run.rejected, run.wrongly_rejected),
         "seeded: the same every time"
     );
 }

@@ -1,5 +1,5 @@
 //! Cost of `#[circuit_breaker]` on one call: a bare async fn against the same fn annotated (closed),
-//! a refused call (open), and the manual permit API. Each future is polled once, without a runtime.
+//! a rejected call (open), and the manual permit API. Each future is polled once, without a runtime.
 //!
 //! Run: `cargo bench -p fusebox --bench overhead`
 
@@ -18,12 +18,12 @@ enum BenchError {
     Timeout,
     /// Carried like a real client would, never inspected here.
     #[allow(dead_code)]
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for BenchError {
     fn from(e: fusebox::Error) -> Self {
-        BenchError::Refused(e)
+        BenchError::Rejected(e)
     }
 }
 
@@ -115,11 +115,11 @@ fn poll_once<F: Future>(f: F) -> F::Output {
 }
 
 fn overhead(c: &mut Criterion) {
-    // Open the `bench-open` circuit and check that it refuses before timing it.
+    // Open the `bench-open` circuit and check that it rejects before timing it.
     let _ = poll_once(guarded_open(u64::MAX));
     assert!(matches!(
         poll_once(guarded_open(1)),
-        Err(BenchError::Refused(_))
+        Err(BenchError::Rejected(_))
     ));
     assert!(poll_once(guarded(1)).is_ok());
 

@@ -52,7 +52,7 @@ pub fn permit_failed_after(
 }
 
 /// Reports the call `permit` admitted, which ended with an error its classification does not
-/// count: ignored when the error was converted from an inner breaker's refusal (see
+/// count: ignored when the error was converted from an inner breaker's rejection (see
 /// `crate::nested`; `ASYNC`: the function is an `async fn`), otherwise what
 /// [`Policy::others`](crate::Policy::others) says (ignored, or a success).
 #[inline]
@@ -65,13 +65,13 @@ pub fn permit_ignored<const ASYNC: bool>(permit: &mut RawPermit<'_>, name: FnNam
 }
 
 /// Reports the call `permit` admitted as ignored whatever [`Policy::others`](crate::Policy::others)
-/// says: its error was converted from an inner breaker's refusal ([`refused_inside`]).
+/// says: its error was converted from an inner breaker's rejection ([`refused_inside`]).
 #[inline]
 pub fn permit_ignored_outright(permit: &mut RawPermit<'_>, name: FnName) {
     permit.ignored_outright(name);
 }
 
-/// True when the error being classified was converted from the refusal of an inner breaker, on
+/// True when the error being classified was converted from the rejection of an inner breaker, on
 /// this thread and task since this call was admitted (`ASYNC`: the function is an `async fn`).
 /// The default classification (every error counts) does not count it.
 #[inline]
@@ -80,29 +80,29 @@ pub fn refused_inside<const ASYNC: bool>() -> bool {
     crate::nested::refused_inside::<ASYNC>()
 }
 
-/// True when `permit` was refused.
+/// True when `permit` was rejected.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
 pub fn permit_refused(permit: &RawPermit<'_>) -> bool {
-    permit.is_refused()
+    permit.is_rejected()
 }
 
-/// The error of a refused permit (only called when [`permit_refused`] is true). Inlined: a
-/// refusal returns at once, so building its error in place adds nothing to the function's future.
+/// The error of a rejected permit (only called when [`permit_refused`] is true). Inlined: a
+/// rejection returns at once, so building its error in place adds nothing to the function's future.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
 pub fn refusal_error(permit: &RawPermit<'_>) -> Error {
-    permit.refusal_or_open()
+    permit.rejection_or_open()
 }
 
-/// The error of a refused permit (`None` when it was admitted).
+/// The error of a rejected permit (`None` when it was admitted).
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
 pub fn permit_refusal(permit: &RawPermit<'_>) -> Option<Error> {
-    permit.refusal()
+    permit.rejection()
 }
 
 /// The body of an `async fn` with `timeout` and no `retry`, `backoff` or `deadline`, bounded by
@@ -212,15 +212,15 @@ pub fn sync_body<R: Outcome, F: FnOnce() -> R>(body: F) -> R {
     body()
 }
 
-/// An error type that can carry a refused call.
+/// An error type that can carry a rejected call.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot carry a refused call, and `#[circuit_breaker]` has no `fallback`",
+    message = "`{Self}` cannot carry a rejected call, and `#[circuit_breaker]` has no `fallback`",
     label = "`{Self}` does not implement `From<fusebox::Error>`",
     note = "when the circuit is open the call returns `Err(E::from(fusebox::Error))`, so the error type needs `From<fusebox::Error>`",
     note = "fix it one of three ways: add `fallback = name` to `#[circuit_breaker]`; or, when `{Self}` is your own type, implement `From<fusebox::Error>` for it; or, when `{Self}` comes from another crate (the orphan rule forbids that impl), return your own error enum with one variant wrapping `{Self}` and one wrapping `fusebox::Error`"
 )]
 pub trait FromRejection {
-    /// Converts the refusal.
+    /// Converts the rejection.
     fn from_rejection(error: Error) -> Self;
 }
 
@@ -231,7 +231,7 @@ impl<E: From<Error>> FromRejection for E {
     }
 }
 
-/// Converts a refusal (or a timeout) into the function's error type; a refusal's error is
+/// Converts a rejection (or a timeout) into the function's error type; a rejection's error is
 /// marked, so the breaker of an enclosing annotated function does not count it
 /// (`crate::nested`).
 #[inline]
@@ -244,7 +244,7 @@ pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
     E::from_rejection(error)
 }
 
-/// The refusal of `permit` as the function's error type, converted as [`error_from_refusal`]
+/// The rejection of `permit` as the function's error type, converted as [`error_from_refusal`]
 /// converts it, or `None` when the call was admitted: how a function without a fallback checks
 /// its admission, one call (generic over the error type only, so shared by every annotated
 /// function with the same one).
@@ -252,12 +252,12 @@ pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
 pub fn rejection<E: FromRejection>(permit: &RawPermit<'_>) -> Option<E> {
-    if permit.is_refused() {
-        // A refused permit's error is a refusal: marked first, so the error is built after the
+    if permit.is_rejected() {
+        // A rejected permit's error is a rejection: marked first, so the error is built after the
         // mark's thread-local accesses and goes from its fields to the caller's error without a
         // round trip through the stack.
         crate::nested::mark();
-        Some(E::from_rejection(permit.refusal_or_open()))
+        Some(E::from_rejection(permit.rejection_or_open()))
     } else {
         None
     }
@@ -480,7 +480,7 @@ mod tests {
             "breaker/permit.rs",
             include_str!("breaker/permit.rs"),
             &[
-                "error_for_refusal",
+                "error_for_rejection",
                 "settle_admission",
                 "error_of_admission",
             ],

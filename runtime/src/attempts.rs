@@ -3,16 +3,16 @@
 //! Order per attempt: bulkhead → breaker → timeout → call, inside the retry loop. Every attempt
 //! asks the breaker for admission and is reported on its own; on a breaker shared through a store
 //! (feature `redis`) every attempt is admitted by the store (or the replica's view of it, in cached
-//! mode) and its outcome recorded there, as a plain `async fn`'s call is. No retry follows a refusal (the circuit
+//! mode) and its outcome recorded there, as a plain `async fn`'s call is. No retry follows a rejection (the circuit
 //! is open, half-open full or the bulkhead is full) or an error that is not a counted failure.
 //!
 //! With a retry budget (`Policy::retry_budget`), each attempt is counted in the key's budget and
-//! each retry must be allowed by it; a retry it refuses ends the call with the last attempt's
+//! each retry must be allowed by it; a retry it rejects ends the call with the last attempt's
 //! outcome, as when the attempts run out.
 //!
-//! A timeout is never reported as a refusal: when a retry is refused after an attempt timed out,
-//! the call ends with that timeout (the backend was called, its result is unknown). A retry refused
-//! after counted failures ends with the refusal: no attempt's result is unknown.
+//! A timeout is never reported as a rejection: when a retry is rejected after an attempt timed out,
+//! the call ends with that timeout (the backend was called, its result is unknown). A retry rejected
+//! after counted failures ends with the rejection: no attempt's result is unknown.
 
 use std::future::Future;
 use std::time::Duration;
@@ -141,7 +141,7 @@ pub enum Settled<T, E> {
     Done(Result<T, E>),
     /// The last attempt failed with a counted failure.
     Failed(E),
-    /// The breaker refused an attempt (a reason other than `TimedOut`: no attempt's result is
+    /// The breaker rejected an attempt (a reason other than `TimedOut`: no attempt's result is
     /// unknown), or an attempt timed out and no later attempt succeeded (reason `TimedOut`: the
     /// call went out). `Cause::from_error` makes it the fallback's `Cause::Rejected` or
     /// `Cause::TimedOut`.
@@ -198,7 +198,7 @@ pub(crate) fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u3
 ///
 /// An `Ok` value that counts is a counted failure like a counted error: it is reported as one and
 /// retried while attempts are left; when none is (or the deadline leaves no room) it is returned
-/// as it is, in `Settled::Done`. A retry refused after it ends with the refusal, as after a
+/// as it is, in `Settled::Done`. A retry rejected after it ends with the rejection, as after a
 /// counted error.
 ///
 /// A plain function returning an `async move` block rather than an `async fn`: the block uses its
@@ -227,7 +227,7 @@ where
         let started = cfg.deadline.start();
         let attempts = cfg.retry.max(1);
         let mut n = 0;
-        // True once an attempt timed out (its error is rebuilt from the refusal's key: one
+        // True once an attempt timed out (its error is rebuilt from the rejection's key: one
         // breaker key for every attempt, and a flag where an `Error` would be three words).
         let mut timed_out = false;
         loop {
@@ -252,12 +252,12 @@ where
                 let (failed, recording, budget) = {
                     let permit = match admitted {
                         Ok(permit) => permit,
-                        // A retry refused after a timed-out attempt: that attempt went out, so
-                        // the call ends as timed out, never as refused.
-                        Err(refused) if timed_out => {
-                            return Settled::Refused(refused.with_reason(Reason::TimedOut));
+                        // A retry rejected after a timed-out attempt: that attempt went out, so
+                        // the call ends as timed out, never as rejected.
+                        Err(rejected) if timed_out => {
+                            return Settled::Refused(rejected.with_reason(Reason::TimedOut));
                         }
-                        Err(refused) => return Settled::Refused(refused),
+                        Err(rejected) => return Settled::Refused(rejected),
                     };
                     let result = L::finished::<Fut>(cfg.timeout.bound(attempt()).await);
                     // A key with a retry budget counts the attempt once it is over, so the future
@@ -286,7 +286,7 @@ where
                             permit.raw.failed_after(pushback, name);
                             (Settled::Failed(error), true)
                         }
-                        // Not counted: an inner breaker's refusal counts as nothing; any other
+                        // Not counted: an inner breaker's rejection counts as nothing; any other
                         // error as `Policy::others` says.
                         Some(Err(error)) => {
                             if crate::nested::refused_inside::<true>() {
@@ -327,8 +327,8 @@ where
                 if !cfg.deadline.allows(started, delay) {
                     return failed;
                 }
-                // The key's retry budget refused the retry: the call ends with this attempt's
-                // outcome (`Cause::retry_refused` tells).
+                // The key's retry budget rejected the retry: the call ends with this attempt's
+                // outcome (`Cause::retry_rejected` tells).
                 if let Some(budget) = budget
                     && !budget.allows_retry()
                 {

@@ -38,7 +38,7 @@ pub(crate) struct Budget {
     /// Retries always allowed over the span, in hundredths: `floor` × span seconds × 100.
     reserve: u64,
     #[cfg(feature = "metrics")]
-    refused: metrics::Counter,
+    rejected: metrics::Counter,
 }
 
 /// The attempts and retries a budget counted over the span.
@@ -55,7 +55,7 @@ impl Budget {
             percent: u64::from(budget.percent),
             reserve: u64::from(budget.floor) * SLOTS * 100,
             #[cfg(feature = "metrics")]
-            refused: metrics::counter!(crate::metrics::RETRIES_REFUSED_TOTAL, "key" => _key.to_owned()),
+            rejected: metrics::counter!(crate::metrics::RETRIES_REJECTED_TOTAL, "key" => _key.to_owned()),
         }
     }
 
@@ -117,7 +117,7 @@ impl Budget {
         totals
     }
 
-    /// The retries the budget allows at `now` before it refuses one.
+    /// The retries the budget allows at `now` before it rejects one.
     pub(crate) fn balance(&self, now: u64) -> u64 {
         let Totals { attempts, retries } = self.totals(now);
         let first = attempts.saturating_sub(retries);
@@ -125,13 +125,13 @@ impl Budget {
     }
 
     /// Takes one retry at `now`: true when the budget allows it (it is then counted), false when
-    /// it refuses it.
+    /// it rejects it.
     pub(crate) fn withdraw(&self, now: u64) -> bool {
         let Totals { attempts, retries } = self.totals(now);
         let first = attempts.saturating_sub(retries);
         if (retries + 1) * 100 > self.reserve + self.percent * first {
             #[cfg(feature = "metrics")]
-            self.refused.increment(1);
+            self.rejected.increment(1);
             return false;
         }
         self.add(now, 0, 1);
@@ -237,18 +237,18 @@ mod tests {
 
     #[cfg(feature = "metrics")]
     #[test]
-    fn refusals_are_counted_in_the_key_s_metric() {
+    fn rejections_are_counted_in_the_key_s_metric() {
         use metrics_util::debugging::{DebugValue, DebuggingRecorder};
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         let b = metrics::with_local_recorder(&recorder, || budget(0, 1));
-        let refused = (0..15).filter(|_| !b.withdraw(SEC)).count();
-        assert_eq!(refused, 5, "a floor of 1/s: 10 retries in the span");
+        let rejected = (0..15).filter(|_| !b.withdraw(SEC)).count();
+        assert_eq!(rejected, 5, "a floor of 1/s: 10 retries in the span");
         let counted: Vec<_> = snapshotter
             .snapshot()
             .into_vec()
             .into_iter()
-            .filter(|(key, ..)| key.key().name() == crate::metrics::RETRIES_REFUSED_TOTAL)
+            .filter(|(key, ..)| key.key().name() == crate::metrics::RETRIES_REJECTED_TOTAL)
             .map(|(key, _, _, value)| {
                 let labels: Vec<String> = key
                     .key()

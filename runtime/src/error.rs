@@ -1,4 +1,4 @@
-//! What a refused call becomes ([`Error`]) and why a fallback runs ([`Cause`]).
+//! What a rejected call becomes ([`Error`]) and why a fallback runs ([`Cause`]).
 
 use std::fmt;
 use std::time::Duration;
@@ -101,10 +101,10 @@ impl fmt::Display for Reason {
     }
 }
 
-/// A call that the breaker refused, or (for [`Reason::TimedOut`]) abandoned after it went out.
+/// A call that the breaker rejected, or (for [`Reason::TimedOut`]) abandoned after it went out.
 ///
 /// The function's error type receives it through `From<fusebox::Error>`; a fallback receives it as
-/// [`Cause::Rejected`] (refused: the backend was never called) or [`Cause::TimedOut`] (the call went
+/// [`Cause::Rejected`] (rejected: the backend was never called) or [`Cause::TimedOut`] (the call went
 /// out and its result is unknown). Without a fallback, [`Error::is_rejected`] makes the same
 /// distinction. It never allocates: building one on the rejection path is free.
 ///
@@ -133,7 +133,7 @@ impl Error {
         Error::from_code(key, reason.bits(), wait)
     }
 
-    /// The error of a refused permit: `code` from [`Reason::bits`], `wait` in nanoseconds
+    /// The error of a rejected permit: `code` from [`Reason::bits`], `wait` in nanoseconds
     /// (`u64::MAX`: none), packed as they come.
     #[inline(always)]
     pub(crate) fn from_code(key: Key, code: u64, wait: u64) -> Self {
@@ -148,7 +148,7 @@ impl Error {
         }
     }
 
-    /// The error of a refused permit: `code` from [`Reason::bits`], `wait` in nanoseconds below
+    /// The error of a rejected permit: `code` from [`Reason::bits`], `wait` in nanoseconds below
     /// 2^61 - 1, or `u64::MAX` for none (the permit keeps waits far shorter: nothing to clamp).
     #[inline(always)]
     pub(crate) fn from_permit(key: Key, code: u64, wait: u64) -> Self {
@@ -158,19 +158,19 @@ impl Error {
         }
     }
 
-    /// The same key with `reason` and no wait (a retry refused after a timed-out attempt ends
-    /// with that timeout, whose key is the refusal's).
+    /// The same key with `reason` and no wait (a retry rejected after a timed-out attempt ends
+    /// with that timeout, whose key is the rejection's).
     pub(crate) fn with_reason(self, reason: Reason) -> Self {
         Error::new(self.key, reason, None)
     }
 
-    /// The key of the breaker that refused the call.
+    /// The key of the breaker that rejected the call.
     #[must_use]
     pub fn key(&self) -> &str {
         self.key.as_str()
     }
 
-    /// Why the call was refused, or [`Reason::TimedOut`] when it went out and ran out of time.
+    /// Why the call was rejected, or [`Reason::TimedOut`] when it went out and ran out of time.
     #[must_use]
     pub fn reason(&self) -> Reason {
         // Every `Error` is made by `Error::new` from a `Reason`, so the code is always valid.
@@ -190,10 +190,10 @@ impl Error {
     /// (the axum integration and the checkout example send it). The rule: the wait rounded up to
     /// the next second, except that a part of a second of at most
     /// [`RETRY_AFTER_SLACK`](Error::RETRY_AFTER_SLACK) (10 ms) is dropped, and never less than 1.
-    /// An open deadline is kept in whole milliseconds, rounded up, so the first refusal of a
+    /// An open deadline is kept in whole milliseconds, rounded up, so the first rejection of a
     /// circuit open for 2 s can read a wait of 2.0005 s: that is `2`, not `3`. A client that
     /// waits this long comes back at most 10 ms before the next probe is admitted (and then
-    /// gets `1`), and never a whole second after it. `None` when the refusal carries no wait
+    /// gets `1`), and never a whole second after it. `None` when the rejection carries no wait
     /// (a circuit forced open, a full bulkhead).
     ///
     /// ```
@@ -206,9 +206,9 @@ impl Error {
     /// let breaker = registry.breaker("payment", policy).unwrap();
     /// clock.advance(Duration::from_micros(500)); // not on a whole millisecond
     /// breaker.try_acquire().unwrap().failure();
-    /// let refused = breaker.try_acquire().unwrap_err();
-    /// assert!(refused.retry_after().unwrap() > Duration::from_secs(2));
-    /// assert_eq!(refused.retry_after_secs(), Some(2));
+    /// let rejected = breaker.try_acquire().unwrap_err();
+    /// assert!(rejected.retry_after().unwrap() > Duration::from_secs(2));
+    /// assert_eq!(rejected.retry_after_secs(), Some(2));
     /// clock.advance(Duration::from_millis(1500));
     /// assert_eq!(breaker.try_acquire().unwrap_err().retry_after_secs(), Some(1));
     /// ```
@@ -228,16 +228,6 @@ impl Error {
     #[must_use]
     pub fn is_rejected(&self) -> bool {
         self.reason() != Reason::TimedOut
-    }
-
-    /// The former name of [`Error::is_rejected`].
-    #[deprecated(
-        since = "0.1.0",
-        note = "use `is_rejected`, the word of `Cause::Rejected` and of the `rejected` metric"
-    )]
-    #[must_use]
-    pub fn is_refusal(&self) -> bool {
-        self.is_rejected()
     }
 
     /// True when the call never reached the backend because the circuit is open or probing.
@@ -285,7 +275,7 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Why a fallback runs: the breaker refused the call, the call timed out, or it failed with a
+/// Why a fallback runs: the breaker rejected the call, the call timed out, or it failed with a
 /// counted failure.
 ///
 /// A fallback takes the function's own parameters followed by a `Cause<E>`, where `E` is the
@@ -303,13 +293,13 @@ impl std::error::Error for Error {}
 /// compile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cause<E> {
-    /// The breaker refused the call before it started (open, half-open full, recovering, forced
-    /// open, bulkhead full, throttled): the backend was never called. With `retry`, the breaker refused the
-    /// first attempt, or refused a retry after attempts that failed with counted failures (whose
+    /// The breaker rejected the call before it started (open, half-open full, recovering, forced
+    /// open, bulkhead full, throttled): the backend was never called. With `retry`, the breaker rejected the
+    /// first attempt, or rejected a retry after attempts that failed with counted failures (whose
     /// results are known); never after a timed-out attempt.
     Rejected(Error),
     /// The call went out and ran out of time (`timeout`; with `retry`, the last attempt timed out,
-    /// or a retry was refused after one did): the backend was called and its result is unknown.
+    /// or a retry was rejected after one did): the backend was called and its result is unknown.
     /// The error's reason is [`Reason::TimedOut`].
     TimedOut(Error),
     /// The call ran and failed with an error classified as a failure (with `retry`, the last
@@ -319,7 +309,7 @@ pub enum Cause<E> {
 
 impl<E> Cause<E> {
     /// The cause of a fusebox [`Error`]: [`Cause::TimedOut`] for [`Reason::TimedOut`],
-    /// [`Cause::Rejected`] for every refusal.
+    /// [`Cause::Rejected`] for every rejection.
     #[must_use]
     pub fn from_error(error: Error) -> Self {
         if error.is_rejected() {
@@ -329,7 +319,7 @@ impl<E> Cause<E> {
         }
     }
 
-    /// The refusal, when the breaker refused the call (the backend was never called).
+    /// The rejection, when the breaker rejected the call (the backend was never called).
     #[must_use]
     pub fn rejected(&self) -> Option<&Error> {
         match self {
@@ -357,7 +347,7 @@ impl<E> Cause<E> {
     }
 
     /// True when the call ended because the key's retry budget
-    /// ([`Policy::retry_budget`](crate::Policy::retry_budget)) refused a retry: the cause is
+    /// ([`Policy::retry_budget`](crate::Policy::retry_budget)) rejected a retry: the cause is
     /// the last attempt's ([`Failed`](Cause::Failed) with its error, or
     /// [`TimedOut`](Cause::TimedOut)), and attempts were left. False for
     /// [`Rejected`](Cause::Rejected) and for a call whose attempts ran out.
@@ -388,7 +378,7 @@ impl<E> Cause<E> {
     /// }
     ///
     /// async fn why(cause: Cause<Down>) -> Result<&'static str, Down> {
-    ///     Ok(if cause.retry_refused() { "budget" } else { "attempts" })
+    ///     Ok(if cause.retry_rejected() { "budget" } else { "attempts" })
     /// }
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -400,8 +390,8 @@ impl<E> Cause<E> {
     /// # });
     /// ```
     #[must_use]
-    pub fn retry_refused(&self) -> bool {
-        self.went_out() && crate::nested::budget_refused()
+    pub fn retry_rejected(&self) -> bool {
+        self.went_out() && crate::nested::budget_rejected()
     }
 
     /// True when the backend was called ([`TimedOut`](Cause::TimedOut) or
@@ -411,8 +401,8 @@ impl<E> Cause<E> {
         !matches!(self, Cause::Rejected(_))
     }
 
-    /// Turns the cause back into the function's error, using `From<fusebox::Error>` for refusals
-    /// and timeouts (whose [`Error::reason`] tells them apart). A refusal's error is marked like
+    /// Turns the cause back into the function's error, using `From<fusebox::Error>` for rejections
+    /// and timeouts (whose [`Error::reason`] tells them apart). A rejection's error is marked like
     /// the attribute's own conversion, so the breaker of an enclosing annotated function does not
     /// count it (see "Nested breakers" in [`guide::semantics`](crate::guide::semantics)).
     #[must_use]
@@ -442,7 +432,7 @@ impl<E: fmt::Display> fmt::Display for Cause<E> {
 }
 
 /// A cause is an error too, so a fallback can return it boxed or wrap it: its
-/// [`source`](std::error::Error::source) is the error it carries, the refusal or timeout's
+/// [`source`](std::error::Error::source) is the error it carries, the rejection or timeout's
 /// [`Error`], or the function's own error `E`.
 impl<E: std::error::Error + 'static> std::error::Error for Cause<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
@@ -633,13 +623,10 @@ mod tests {
             Reason::ForcedOpen,
             Reason::BulkheadFull,
         ] {
-            let refused = Error::new(Key::from_static("payment"), reason, None);
-            assert!(refused.is_rejected(), "{reason:?}");
-            #[allow(deprecated)]
-            let old_name = refused.is_refusal();
-            assert!(old_name);
-            let c: Cause<String> = Cause::from_error(refused.clone());
-            assert_eq!(c.rejected(), Some(&refused));
+            let rejected = Error::new(Key::from_static("payment"), reason, None);
+            assert!(rejected.is_rejected(), "{reason:?}");
+            let c: Cause<String> = Cause::from_error(rejected.clone());
+            assert_eq!(c.rejected(), Some(&rejected));
             assert!(c.timed_out().is_none() && !c.went_out());
         }
     }

@@ -13,14 +13,14 @@
 //!   [`min_members`](GroupPolicy::min_members) of them qualify, ejects (opens, with the trigger
 //!   [`Trigger::OutlierSuccessRate`] or
 //!   [`Trigger::OutlierFailurePercentage`]) those whose
-//!   success rate is below the mean of the qualifying members by more than `stdev_factor` standard
-//!   deviations, and those whose failure percentage is above
-//!   [`failure_percentage`](GroupPolicy::failure_percentage).
+//!   success rate is below the mean of the qualifying members by more than
+//!   [`success_rate`](GroupPolicy::success_rate) standard deviations, and those whose failure
+//!   percentage is above [`failure_percentage`](GroupPolicy::failure_percentage).
 //! - **The panic threshold**: at most [`max_ejection`](GroupPolicy::max_ejection) percent of the
 //!   members (at least one) are open at once, whichever rule opened them, relative or the member's
-//!   own. A member that would exceed it stays closed; the first refusal of an episode emits one
+//!   own. A member that would exceed it stays closed; the first rejection of an episode emits one
 //!   `group_panic` WARN event (fields `group`, `key`, `members`, `open`, `max_ejection`), and [`GroupSnapshot::in_panic`] shows it until a pass finds no
-//!   refusal since the previous one (`group_panic_over`, INFO).
+//!   rejection since the previous one (`group_panic_over`, INFO).
 //! - **Ejection backoff**: an ejected member stays open [`base`](GroupPolicy::ejection) × the times
 //!   it was ejected, up to a maximum; after a [`healthy_span`](GroupPolicy::healthy_span) closed,
 //!   the count starts again. The wait then goes through the member's own open-wait rules, as
@@ -58,7 +58,7 @@ use crate::window::Counts;
 ///     .max_ejection(20)
 ///     .ejection(Duration::from_secs(10), Duration::from_secs(120));
 /// assert_eq!(SEARCH.settings().max_ejection, 20);
-/// assert_eq!(GroupPolicy::new().settings().stdev_factor, Some(1.9));
+/// assert_eq!(GroupPolicy::new().settings().success_rate, Some(1.9));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GroupPolicy {
@@ -72,7 +72,8 @@ pub struct GroupPolicy {
     healthy_nanos: u64,
 }
 
-/// The value of every setting of a [`GroupPolicy`].
+/// The value of every setting of a [`GroupPolicy`], each named as its setter and as its field
+/// of a `[groups.<name>]` table (`ejection = { base, max }` as `ejection_base` and `ejection_max`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct GroupSettings {
@@ -80,7 +81,7 @@ pub struct GroupSettings {
     pub interval: Duration,
     /// Success-rate ejection: how many standard deviations below the mean a member's success
     /// rate must be (default 1.9), or `None` when the rule is off.
-    pub stdev_factor: Option<f64>,
+    pub success_rate: Option<f64>,
     /// The qualifying members (closed, with at least their `min_calls` in their window) a pass
     /// needs before either relative rule applies (default 5).
     pub min_members: u32,
@@ -90,12 +91,12 @@ pub struct GroupSettings {
     /// The most members open at once, in percent of the members (default 10; at least one
     /// member may always be open).
     pub max_ejection: u8,
-    /// The open wait of a first ejection; the n-th ejection in a row waits n times this
-    /// (default 30 s).
-    pub base_ejection: Duration,
-    /// The longest ejection wait (default 300 s); a member's own `open_max` caps its
-    /// ejections too.
-    pub max_ejection_time: Duration,
+    /// `ejection`'s `base`: the open wait of a first ejection; the n-th ejection in a row waits
+    /// n times this (default 30 s).
+    pub ejection_base: Duration,
+    /// `ejection`'s `max`: the longest ejection wait (default 300 s); a member's own `open_max`
+    /// caps its ejections too.
+    pub ejection_max: Duration,
     /// How long an ejected member must stay closed before its ejection count starts again
     /// (default 300 s).
     pub healthy_span: Duration,
@@ -181,7 +182,7 @@ impl GroupPolicy {
     pub const fn settings(&self) -> GroupSettings {
         GroupSettings {
             interval: Duration::from_nanos(self.interval_nanos),
-            stdev_factor: if self.stdev_milli == 0 {
+            success_rate: if self.stdev_milli == 0 {
                 None
             } else {
                 Some(self.stdev_milli as f64 / 1000.0)
@@ -193,8 +194,8 @@ impl GroupPolicy {
                 Some(self.failure_percentage)
             },
             max_ejection: self.max_ejection,
-            base_ejection: Duration::from_nanos(self.base_nanos),
-            max_ejection_time: Duration::from_nanos(self.max_nanos),
+            ejection_base: Duration::from_nanos(self.base_nanos),
+            ejection_max: Duration::from_nanos(self.max_nanos),
             healthy_span: Duration::from_nanos(self.healthy_nanos),
         }
     }
@@ -290,12 +291,12 @@ pub(crate) struct GroupCore {
     open: AtomicU32,
     /// The clock time from which the next pass may run.
     next_pass: AtomicU64,
-    /// In panic: a trip was refused by the cap and no pass since found the group calm.
+    /// In panic: a trip was rejected by the cap and no pass since found the group calm.
     panic: AtomicBool,
-    /// A trip was refused since the last pass.
-    refused: AtomicBool,
-    /// Trips the cap refused since the group was created.
-    refusals: AtomicU64,
+    /// A trip was rejected since the last pass.
+    rejected: AtomicBool,
+    /// Trips the cap rejected since the group was created.
+    rejections: AtomicU64,
     /// Ejections by the relative rules since the group was created.
     ejections: AtomicU64,
 }
@@ -327,7 +328,7 @@ pub(crate) enum Hold {
     /// A place was taken for it: give it back with [`Member::unhold`] if the trip loses its race.
     Taken,
     /// The cap is reached: the member stays closed.
-    Refused,
+    Rejected,
 }
 
 impl GroupCore {
@@ -342,8 +343,8 @@ impl GroupCore {
             open: AtomicU32::new(0),
             next_pass: AtomicU64::new(now.saturating_add(policy.interval_nanos)),
             panic: AtomicBool::new(false),
-            refused: AtomicBool::new(false),
-            refusals: AtomicU64::new(0),
+            rejected: AtomicBool::new(false),
+            rejections: AtomicU64::new(0),
             ejections: AtomicU64::new(0),
         }
     }
@@ -391,11 +392,11 @@ impl GroupCore {
         }
     }
 
-    /// A trip of `key` the cap refused: counted, and announced once per episode.
+    /// A trip of `key` the cap rejected: counted, and announced once per episode.
     #[cold]
-    fn refuse(&self, key: &str) {
-        self.refusals.fetch_add(1, Ordering::Relaxed);
-        self.refused.store(true, Ordering::Release);
+    fn reject(&self, key: &str) {
+        self.rejections.fetch_add(1, Ordering::Relaxed);
+        self.rejected.store(true, Ordering::Release);
         if !self.panic.swap(true, Ordering::AcqRel) {
             let (group, max_ejection) = (self.name, self.max_ejection.load(Ordering::Acquire));
             let members = self.size.load(Ordering::Acquire);
@@ -442,7 +443,8 @@ impl GroupCore {
         {
             return; // another caller makes this pass
         }
-        if !self.refused.swap(false, Ordering::AcqRel) && self.panic.swap(false, Ordering::AcqRel) {
+        if !self.rejected.swap(false, Ordering::AcqRel) && self.panic.swap(false, Ordering::AcqRel)
+        {
             let group = self.name;
             let _ = std::panic::catch_unwind(|| {
                 tracing::info!(
@@ -529,8 +531,8 @@ impl Member {
             self.held.fetch_add(1, Ordering::AcqRel);
             Hold::Taken
         } else {
-            self.group.refuse(key);
-            Hold::Refused
+            self.group.reject(key);
+            Hold::Rejected
         }
     }
 
@@ -746,20 +748,30 @@ impl Group {
         self.core.policy()
     }
 
-    /// True when `key` is a member of the group that is ejected now: open within its wait, or
-    /// forced open. A member whose wait is over is not (its next call probes it), nor is a key
+    /// True when `key` is a member of the group that is ejected now: opened by one of the
+    /// group's relative rules ([`Trigger::OutlierSuccessRate`],
+    /// [`Trigger::OutlierFailurePercentage`]) and open within that ejection's wait. A member
+    /// opened by its own rules or forced open is not ejected (though [`healthy`](Group::healthy)
+    /// skips it too), nor is a member whose wait is over (its next call probes it), nor a key
     /// the group does not know.
     #[must_use]
     pub fn is_ejected(&self, key: &str) -> bool {
+        self.member_is(key, |circuit| circuit.ejected_now())
+    }
+
+    /// True when `key` is a member whose circuit `test` holds for.
+    fn member_is(&self, key: &str, test: impl Fn(&Circuit) -> bool) -> bool {
         let members = self.core.members.lock().unwrap_or_else(|p| p.into_inner());
         members
             .get(key)
             .and_then(Weak::upgrade)
-            .is_some_and(|circuit| circuit.current().ejected_now())
+            .is_some_and(|circuit| test(circuit.current()))
     }
 
-    /// The candidates that are not ejected (see [`is_ejected`](Group::is_ejected)), in their
-    /// order: what a load balancer picks from.
+    /// The candidates whose breaker lets calls through now, in their order: what a load
+    /// balancer picks from. It skips the members open within their wait, whether the group
+    /// ejected them ([`is_ejected`](Group::is_ejected)) or their own rules opened them, and those
+    /// forced open; a member whose wait is over is kept (its next call is its probe).
     ///
     /// ```
     /// use fusebox::{Policy, Registry};
@@ -781,7 +793,7 @@ impl Group {
         let group = self.clone();
         candidates
             .into_iter()
-            .filter(move |key| !group.is_ejected(key.as_ref()))
+            .filter(move |key| !group.member_is(key.as_ref(), |c| c.unavailable_now()))
     }
 
     /// A view of the group now: its members, those ejected, whether it is in panic.
@@ -804,7 +816,7 @@ impl Group {
             open: core.open.load(Ordering::Acquire),
             max_open: GroupCore::cap(size, policy.max_ejection),
             in_panic: core.panic.load(Ordering::Acquire),
-            refused: core.refusals.load(Ordering::Relaxed),
+            rejected: core.rejections.load(Ordering::Relaxed),
             ejections: core.ejections.load(Ordering::Relaxed),
             policy,
         }
@@ -825,7 +837,9 @@ pub struct GroupSnapshot {
     pub name: &'static str,
     /// Its members (breakers alive in the registry or in use).
     pub members: usize,
-    /// The keys of the members ejected now (open within their wait, or forced open), sorted.
+    /// The keys of the members ejected now, sorted: opened by one of the group's relative rules
+    /// and open within that ejection's wait (see [`Group::is_ejected`]). A member opened by its
+    /// own rules or forced open is not listed.
     pub ejected: Vec<String>,
     /// The places taken under the cap: members this replica's trips opened that have not closed
     /// since (open or half-open).
@@ -834,8 +848,8 @@ pub struct GroupSnapshot {
     pub max_open: u32,
     /// True while in panic: the cap kept a member closed, and no pass since found none kept.
     pub in_panic: bool,
-    /// Trips the cap refused since the group was created.
-    pub refused: u64,
+    /// Trips the cap rejected since the group was created.
+    pub rejected: u64,
     /// Ejections by the relative rules since the group was created.
     pub ejections: u64,
     /// The group's settings.

@@ -5,12 +5,12 @@
 //! enum PaymentError {
 //!     Timeout,
 //!     Declined,
-//!     Refused(fusebox::Error),
+//!     Rejected(fusebox::Error),
 //! }
 //!
 //! impl From<fusebox::Error> for PaymentError {
 //!     fn from(e: fusebox::Error) -> Self {
-//!         PaymentError::Refused(e)
+//!         PaymentError::Rejected(e)
 //!     }
 //! }
 //!

@@ -13,7 +13,7 @@
 //! | `fusebox_state` | gauge | `key` | the breaker's state as a number (table below) |
 //! | `fusebox_transitions_total` | counter | `key`, `from`, `to` | state changes, by the states left and entered |
 //! | `fusebox_concurrency_limit` | gauge | `key` | the bulkhead's limit on calls in flight (`max_concurrent`): fixed, or an adaptive one's current value, set whenever it changes; absent without a bulkhead |
-//! | `fusebox_retries_refused_total` | counter | `key` | retries the key's retry budget refused ([`Policy::retry_budget`](crate::Policy::retry_budget); registered for keys with a budget only) |
+//! | `fusebox_retries_rejected_total` | counter | `key` | retries the key's retry budget rejected ([`Policy::retry_budget`](crate::Policy::retry_budget); registered for keys with a budget only) |
 //!
 //! `key` is the breaker's key. `outcome` of [`CALLS_TOTAL`]:
 //!
@@ -75,8 +75,8 @@ pub const SHADOW_REJECTED_TOTAL: &str = "fusebox_shadow_rejected_total";
 /// `fusebox_throttled_total{key}`: calls adaptive throttling rejected (each also counted once in
 /// [`CALLS_TOTAL`] with `outcome="rejected"`).
 pub const THROTTLED_TOTAL: &str = "fusebox_throttled_total";
-/// `fusebox_retries_refused_total{key}`: retries the key's retry budget refused.
-pub const RETRIES_REFUSED_TOTAL: &str = "fusebox_retries_refused_total";
+/// `fusebox_retries_rejected_total{key}`: retries the key's retry budget rejected.
+pub const RETRIES_REJECTED_TOTAL: &str = "fusebox_retries_rejected_total";
 /// `fusebox_state{key}`: the state as a number (see [`state_value`]).
 pub const STATE: &str = "fusebox_state";
 /// `fusebox_transitions_total{key, from, to}`: state changes.

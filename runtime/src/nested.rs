@@ -1,12 +1,12 @@
-//! Refusals of inner breakers: an error converted from a fusebox refusal is marked on its thread
+//! Rejections of inner breakers: an error converted from a fusebox rejection is marked on its thread
 //! and tokio task, so the breaker of an enclosing annotated function does not count it.
 //!
-//! When an annotated function's call is refused and the refusal becomes the function's error
+//! When an annotated function's call is rejected and the rejection becomes the function's error
 //! (`E::from(fusebox::Error)`, the expansion's conversion, or [`Cause::into_error`] of a
 //! [`Cause::Rejected`]), that error is marked: a flag in a thread-local, with the id of the
 //! tokio task it was converted in ([`tokio::task::try_id`]; `None` outside a task). An
 //! annotated function that classifies an error while the mark is set, on the same thread and in
-//! the same task, takes the error for that refusal and does not count it (unless its own
+//! the same task, takes the error for that rejection and does not count it (unless its own
 //! `failure = [...]` or predicate counts it). Every admission of an annotated function clears
 //! the mark, so a mark never outlives the next call that starts on its thread: the mark a
 //! caller reads was set after its own admission, inside its call.
@@ -21,17 +21,17 @@
 //!   runtime on the thread a mark is honoured by sync functions only (a sync body cannot
 //!   interleave with other tasks; an `async` one can);
 //! - concurrent calls within one task (`join!`, `select!`, `FuturesUnordered`) share its id: an
-//!   inner refusal in one branch, while another branch's call waits, can be taken for that
+//!   inner rejection in one branch, while another branch's call waits, can be taken for that
 //!   call's error if the waiting call ends with an error before any other admission on the
 //!   thread;
-//! - the refusal reaches the enclosing function as an error the function builds itself from a
+//! - the rejection reaches the enclosing function as an error the function builds itself from a
 //!   `fusebox::Error` (not through the attribute's conversion or `Cause::into_error`);
-//! - a body that handles an inner refusal and then returns another error, with no annotated call
-//!   between them, has that error taken for the refusal: it is not counted.
+//! - a body that handles an inner rejection and then returns another error, with no annotated call
+//!   between them, has that error taken for the rejection: it is not counted.
 //!
 //! The same cell holds a second mark: the attempt driver sets it when a key's retry budget
-//! refused a retry and the call ends with its last attempt's outcome, for
-//! [`Cause::retry_refused`](crate::Cause::retry_refused). It follows the same rules: set in a
+//! rejected a retry and the call ends with its last attempt's outcome, for
+//! [`Cause::retry_rejected`](crate::Cause::retry_rejected). It follows the same rules: set in a
 //! task, cleared by the next admission on the thread.
 //!
 //! [`Cause::into_error`]: crate::Cause::into_error
@@ -41,21 +41,21 @@ use std::cell::Cell;
 
 use tokio::task::Id;
 
-/// [`MARKS`]: the last error converted from a refusal may be the error being classified.
-const REFUSAL: u8 = 1;
-/// [`MARKS`]: the attempt driver's call that ended last ended because the retry budget refused
-/// a retry ([`Cause::retry_refused`](crate::Cause::retry_refused)).
+/// [`MARKS`]: the last error converted from a rejection may be the error being classified.
+const REJECTION: u8 = 1;
+/// [`MARKS`]: the attempt driver's call that ended last ended because the retry budget rejected
+/// a retry ([`Cause::retry_rejected`](crate::Cause::retry_rejected)).
 const BUDGET: u8 = 2;
 
 thread_local! {
-    /// The marks ([`REFUSAL`], [`BUDGET`]) set on this thread since the last admission of an
+    /// The marks ([`REJECTION`], [`BUDGET`]) set on this thread since the last admission of an
     /// annotated function on it. One cell, so an admission clears both with one store.
     static MARKS: Cell<u8> = const { Cell::new(0) };
     /// The tokio task [`MARKS`] were set in (`None`: outside a task).
     static TASK: Cell<Option<Id>> = const { Cell::new(None) };
 }
 
-/// Clears the marks: an annotated function was admitted (or refused) on this thread.
+/// Clears the marks: an annotated function was admitted (or rejected) on this thread.
 #[inline(always)]
 pub(crate) fn clear() {
     MARKS.set(0);
@@ -70,32 +70,32 @@ fn set(mark: u8) {
     MARKS.set(kept | mark);
 }
 
-/// Marks the error being converted from a refusal on this thread and task.
+/// Marks the error being converted from a rejection on this thread and task.
 #[inline]
 pub(crate) fn mark() {
-    set(REFUSAL);
+    set(REJECTION);
 }
 
-/// Marks the end of a call whose retry the retry budget refused, on this thread and task.
+/// Marks the end of a call whose retry the retry budget rejected, on this thread and task.
 #[cold]
 pub(crate) fn mark_budget() {
     set(BUDGET);
 }
 
 /// True when the last call through the attempt driver on this thread and task, since the last
-/// admission, ended because the retry budget refused its retry.
-pub(crate) fn budget_refused() -> bool {
+/// admission, ended because the retry budget rejected its retry.
+pub(crate) fn budget_rejected() -> bool {
     MARKS.get() & BUDGET != 0 && TASK.get() == tokio::task::try_id()
 }
 
-/// True when the error being classified was converted from an inner breaker's refusal: the
+/// True when the error being classified was converted from an inner breaker's rejection: the
 /// mark is set, in this task. `ASYNC`: the classifier is an `async fn`, which honours a mark
 /// made outside any task only inside a tokio runtime (the future `block_on` runs, such as a
 /// `#[tokio::main]` body, whose thread runs only tokio tasks besides it, and those have ids);
 /// with no tokio runtime, futures of other executors may have run on this thread since.
 #[cold]
 pub(crate) fn refused_inside<const ASYNC: bool>() -> bool {
-    if MARKS.get() & REFUSAL == 0 {
+    if MARKS.get() & REJECTION == 0 {
         return false;
     }
     let task = tokio::task::try_id();
@@ -142,7 +142,7 @@ mod tests {
             .await
             .unwrap();
             assert!(
-                MARKS.get() & REFUSAL != 0,
+                MARKS.get() & REJECTION != 0,
                 "the other task's mark is on this thread"
             );
             tokio::spawn(async {

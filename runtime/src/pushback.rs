@@ -22,12 +22,12 @@ use std::time::Duration;
 /// #[derive(Debug)]
 /// enum ApiError {
 ///     Busy { retry_after: Option<Duration> },
-///     Refused(fusebox::Error),
+///     Rejected(fusebox::Error),
 /// }
 ///
 /// impl From<fusebox::Error> for ApiError {
-///     fn from(refused: fusebox::Error) -> Self {
-///         ApiError::Refused(refused)
+///     fn from(rejected: fusebox::Error) -> Self {
+///         ApiError::Rejected(rejected)
 ///     }
 /// }
 ///
@@ -35,7 +35,7 @@ use std::time::Duration;
 ///     fn retry_after(&self) -> Option<Duration> {
 ///         match self {
 ///             ApiError::Busy { retry_after } => *retry_after,
-///             ApiError::Refused(_) => None,
+///             ApiError::Rejected(_) => None,
 ///         }
 ///     }
 /// }
@@ -47,8 +47,8 @@ use std::time::Duration;
 ///
 /// assert!(call().is_err());
 /// // Open for the 7 seconds the server asked for, not the policy's 1 second.
-/// let Err(ApiError::Refused(refused)) = call() else { panic!("open") };
-/// assert!(refused.retry_after().unwrap() > Duration::from_secs(6));
+/// let Err(ApiError::Rejected(rejected)) = call() else { panic!("open") };
+/// assert!(rejected.retry_after().unwrap() > Duration::from_secs(6));
 /// ```
 ///
 /// A generic function's error type parameter is read only when the function bounds it by

@@ -53,8 +53,8 @@ impl Site {
     }
 
     /// Asks this site's breaker in `registry` for admission for the function named `name` (a
-    /// function's [`Site::function`], a method's `MethodName`); a refused call gets an inert permit
-    /// whose refusal says why.
+    /// function's [`Site::function`], a method's `MethodName`); a rejected call gets an inert permit
+    /// whose rejection says why.
     ///
     /// The expansion puts the permit in a `NamedPermit` beside the name (three words across the
     /// body's await, and no type of the expansion's own to compile); this function and the
@@ -75,13 +75,13 @@ impl Site {
     }
 
     /// Asks this site's breaker in `registry` for admission (each attempt of a function with
-    /// `retry`, `backoff` or `deadline`); a refusal is an [`Error`]. The permit finds the
+    /// `retry`, `backoff` or `deadline`); a rejection is an [`Error`]. The permit finds the
     /// function's name through `name`, the expansion's zero-sized type that knows it (the attempt
     /// driver keeps a permit in several of its states, so the type saves a word in each).
     ///
     /// # Errors
     ///
-    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
+    /// The rejection as an [`Error`] when the circuit or the bulkhead rejects the call.
     #[inline]
     pub fn acquire<N: Named>(
         &'static self,
@@ -361,7 +361,7 @@ impl DynSite {
     }
 
     /// Asks the breaker of `key` in `registry` for admission for the function named `name`; a
-    /// refused call gets an inert permit whose refusal says why. The breaker is kept in `held`
+    /// rejected call gets an inert permit whose rejection says why. The breaker is kept in `held`
     /// when the call owns it (see [`SiteBreaker`]); the permit borrows it. `ASK_STORE` and the
     /// name are as on [`Site::enter`].
     #[cfg_attr(debug_assertions, inline)]
@@ -400,12 +400,12 @@ impl DynSite {
     }
 
     /// Asks `breaker` (from [`DynSite::breaker`]) for admission (each attempt of a function with
-    /// `retry`, `backoff` or `deadline`); a refusal is an [`Error`]. The permit finds the
+    /// `retry`, `backoff` or `deadline`); a rejection is an [`Error`]. The permit finds the
     /// function's name through `name`, as with [`Site::acquire`].
     ///
     /// # Errors
     ///
-    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call.
+    /// The rejection as an [`Error`] when the circuit or the bulkhead rejects the call.
     #[inline]
     pub fn acquire<'b, N: Named>(
         &'static self,
@@ -718,7 +718,7 @@ mod tests {
                         let permit = SITE
                             .enter_local(&REGISTRY, key, &mut held, name)
                             .named(name);
-                        assert!(permit.refusal().is_none(), "{key}: closed, admitted");
+                        assert!(permit.rejection().is_none(), "{key}: closed, admitted");
                         assert_eq!(permit.key().as_str(), key.as_str());
                         permit.success();
                     }

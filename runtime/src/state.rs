@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::Reason;
 use crate::policy::Recovery;
 
-/// A refusal's wait (in nanoseconds) when there is no probe to wait for.
+/// A rejection's wait (in nanoseconds) when there is no probe to wait for.
 pub(crate) const NO_WAIT: u64 = u64::MAX;
 
 /// How a call ended, as far as the breaker is concerned: what a permit reports
@@ -62,8 +62,8 @@ pub(crate) enum Step<T> {
 pub(crate) enum Admission {
     /// Admit under the word as it is.
     Admit,
-    /// Refuse, with the wait before the next probe in nanoseconds ([`NO_WAIT`]: none).
-    Refuse(Reason, u64),
+    /// Reject, with the wait before the next probe in nanoseconds ([`NO_WAIT`]: none).
+    Reject(Reason, u64),
     /// Progressive recovery in a phase of `phases`: admit when the call's place in the phase's
     /// sequence falls in the admitted share ([`Word::in_share`]).
     Share(u32),
@@ -83,12 +83,12 @@ pub(crate) fn admission(
 ) -> Step<Admission> {
     match word.state() {
         State::Closed | State::Disabled => Step::Keep(Admission::Admit),
-        State::ForcedOpen => Step::Keep(Admission::Refuse(Reason::ForcedOpen, NO_WAIT)),
+        State::ForcedOpen => Step::Keep(Admission::Reject(Reason::ForcedOpen, NO_WAIT)),
         State::Open => {
             let (now, deadline) = time(word);
             let remaining = word.open_remaining_nanos(now, deadline);
             if remaining != 0 {
-                return Step::Keep(Admission::Refuse(Reason::Open, remaining));
+                return Step::Keep(Admission::Reject(Reason::Open, remaining));
             }
             Step::Replace(match recovery {
                 Recovery::Progressive { .. } => word.to_phase(1, now),
@@ -105,7 +105,7 @@ pub(crate) fn admission(
                     // The probes never reported within their lease: re-arm.
                     Step::Replace(word.to_half_open(now))
                 } else {
-                    Step::Keep(Admission::Refuse(Reason::HalfOpenFull, NO_WAIT))
+                    Step::Keep(Admission::Reject(Reason::HalfOpenFull, NO_WAIT))
                 }
             }
         },
@@ -140,11 +140,11 @@ pub(crate) fn after_probe(
 pub enum State {
     /// Calls flow and their outcomes are recorded.
     Closed,
-    /// Calls are refused until the open wait has passed.
+    /// Calls are rejected until the open wait has passed.
     Open,
     /// A limited number of probe calls decide whether to close or reopen.
     HalfOpen,
-    /// Forced open by an operator: every call is refused until [`reset`](crate::Breaker::reset).
+    /// Forced open by an operator: every call is rejected until [`reset`](crate::Breaker::reset).
     ForcedOpen,
     /// Disabled by an operator: every call is admitted and recorded, the circuit never opens.
     Disabled,
@@ -187,7 +187,7 @@ const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
 /// these of the word it was admitted under, and its own fields above them).
 pub(crate) const EPOCH_BITS: u32 = GEN_SHIFT + GEN_BITS;
 const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
-/// The bits of a refused permit's reason code, above the mode.
+/// The bits of a rejected permit's reason code, above the mode.
 const REASON_MASK: u64 = 0b1111;
 
 const CLOSED: u64 = 0;
@@ -195,7 +195,7 @@ const OPEN: u64 = 1;
 const HALF_OPEN: u64 = 2;
 const FORCED_OPEN: u64 = 3;
 const DISABLED: u64 = 4;
-/// Not a circuit state: marks permits that are settled or refused.
+/// Not a circuit state: marks permits that are settled or rejected.
 const INERT: u64 = 7;
 
 const NANOS_PER_MS: u64 = 1_000_000;
@@ -214,9 +214,9 @@ impl Word {
     /// The word of a permit whose outcome was reported: its drop does nothing.
     pub(crate) const SETTLED: Word = Word(INERT);
 
-    /// The word of a permit that was refused, with the reason's number (`Reason::bits`,
+    /// The word of a permit that was rejected, with the reason's number (`Reason::bits`,
     /// never 0, at most 15) in the four bits above the mode (a permit keeps its wait above them).
-    pub(crate) const fn refused(reason: u64) -> Word {
+    pub(crate) const fn rejected(reason: u64) -> Word {
         Word(INERT | (reason & REASON_MASK) << MODE_BITS)
     }
 
@@ -239,15 +239,15 @@ impl Word {
         self.0 & MODE_MASK == OPEN
     }
 
-    /// True for settled and refused permits: nothing left to report.
+    /// True for settled and rejected permits: nothing left to report.
     #[inline(always)]
     pub(crate) fn inert(self) -> bool {
         self.0 & MODE_MASK == INERT
     }
 
-    /// The refusal reason code of a refused permit (0 for every other word).
+    /// The rejection reason code of a rejected permit (0 for every other word).
     #[inline(always)]
-    pub(crate) fn refusal(self) -> u64 {
+    pub(crate) fn rejection(self) -> u64 {
         if self.inert() {
             (self.0 >> MODE_BITS) & REASON_MASK
         } else {

@@ -46,7 +46,7 @@ fn an_open_circuit_idle_for_any_time_admits_a_probe() {
         );
         let probe = breaker
             .try_acquire()
-            .unwrap_or_else(|e| panic!("idle {idle:?}: refused: {e}"));
+            .unwrap_or_else(|e| panic!("idle {idle:?}: rejected: {e}"));
         assert!(probe.is_probe());
         probe.success();
         assert_eq!(breaker.state(), State::Closed, "idle {idle:?}");
@@ -63,8 +63,8 @@ fn a_reopened_circuit_after_a_long_idle_waits_its_own_wait_again() {
         clock.advance(idle);
         breaker.try_acquire().unwrap().failure(); // the probe fails: open again, for 30 s
         assert_eq!(breaker.state(), State::Open);
-        let refused = breaker.try_acquire().unwrap_err();
-        assert_eq!(refused.reason(), Reason::Open);
+        let rejected = breaker.try_acquire().unwrap_err();
+        assert_eq!(rejected.reason(), Reason::Open);
         assert_eq!(
             breaker.snapshot().retry_after,
             Some(OPEN_FOR),
@@ -90,7 +90,7 @@ fn a_lost_probe_is_rearmed_after_any_idle() {
         clock.advance(idle);
         let probe = breaker
             .try_acquire()
-            .unwrap_or_else(|e| panic!("idle {idle:?}: refused: {e}"));
+            .unwrap_or_else(|e| panic!("idle {idle:?}: rejected: {e}"));
         assert!(probe.is_probe());
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! The model below is written from the documentation (plain structs, a `VecDeque` window, no
 //! atomics). After every step the breaker and the model must agree on the admission decision (and
-//! the refusal's reason and `retry_after`), on `state()` and on the snapshot counters.
+//! the rejection's reason and `retry_after`), on `state()` and on the snapshot counters.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -192,7 +192,7 @@ struct Rec {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
     Closed,
-    /// Refuses until `until` (nanoseconds).
+    /// Rejects until `until` (nanoseconds).
     Open {
         until: u64,
     },
@@ -232,7 +232,7 @@ struct Model {
     rejected: u64,
 }
 
-type Refusal = (Reason, Option<Duration>);
+type Rejection = (Reason, Option<Duration>);
 
 impl Model {
     fn new(p: Params) -> Self {
@@ -302,18 +302,22 @@ impl Model {
         self.transition(Mode::Open { until });
     }
 
-    fn refuse(&mut self, reason: Reason, retry_after: Option<Duration>) -> Result<Ticket, Refusal> {
+    fn reject(
+        &mut self,
+        reason: Reason,
+        retry_after: Option<Duration>,
+    ) -> Result<Ticket, Rejection> {
         self.rejected += 1;
         Err((reason, retry_after))
     }
 
-    fn acquire(&mut self) -> Result<Ticket, Refusal> {
+    fn acquire(&mut self) -> Result<Ticket, Rejection> {
         let now = self.now;
         match self.mode {
             Mode::Closed | Mode::Disabled => {}
-            Mode::ForcedOpen => return self.refuse(Reason::ForcedOpen, None),
+            Mode::ForcedOpen => return self.reject(Reason::ForcedOpen, None),
             Mode::Open { until } if now < until => {
-                return self.refuse(Reason::Open, Some(Duration::from_nanos(until - now)));
+                return self.reject(Reason::Open, Some(Duration::from_nanos(until - now)));
             }
             Mode::Open { .. } => match self.p.progressive {
                 None => self.transition(Mode::Probing {
@@ -344,7 +348,7 @@ impl Model {
                         passed: 0,
                     });
                 } else {
-                    return self.refuse(Reason::HalfOpenFull, None);
+                    return self.reject(Reason::HalfOpenFull, None);
                 }
             }
             Mode::Phase {
@@ -362,7 +366,7 @@ impl Model {
                 };
                 // Phase k of n admits k of every n calls.
                 if seq % u64::from(phases) >= u64::from(phase) {
-                    return self.refuse(Reason::Recovering, None);
+                    return self.reject(Reason::Recovering, None);
                 }
             }
         }
@@ -580,7 +584,7 @@ fn settle(permit: Permit<'_>, r: Report) {
     }
 }
 
-fn admission<T>(r: &Result<T, fusebox::Error>) -> Result<(), Refusal> {
+fn admission<T>(r: &Result<T, fusebox::Error>) -> Result<(), Rejection> {
     match r {
         Ok(_) => Ok(()),
         Err(e) => Err((e.reason(), e.retry_after())),

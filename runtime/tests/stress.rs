@@ -34,9 +34,9 @@ const POLICY: Policy = Policy::new()
 struct Tally {
     attempts: AtomicU64,
     admitted: AtomicU64,
-    refused_open: AtomicU64,
-    refused_half_open_full: AtomicU64,
-    refused_bulkhead: AtomicU64,
+    rejected_open: AtomicU64,
+    rejected_half_open_full: AtomicU64,
+    rejected_bulkhead: AtomicU64,
     successes: AtomicU64,
     failures: AtomicU64,
     ignored: AtomicU64,
@@ -123,10 +123,10 @@ fn many_tasks_through_trips_and_recoveries() {
                             Ok(permit) => permit,
                             Err(e) => {
                                 let counter = match e.reason() {
-                                    Reason::Open => &tally.refused_open,
-                                    Reason::HalfOpenFull => &tally.refused_half_open_full,
-                                    Reason::BulkheadFull => &tally.refused_bulkhead,
-                                    other => panic!("unexpected refusal {other:?}"),
+                                    Reason::Open => &tally.rejected_open,
+                                    Reason::HalfOpenFull => &tally.rejected_half_open_full,
+                                    Reason::BulkheadFull => &tally.rejected_bulkhead,
+                                    other => panic!("unexpected rejection {other:?}"),
                                 };
                                 counter.fetch_add(1, Ordering::SeqCst);
                                 drop(shared);
@@ -181,20 +181,20 @@ fn many_tasks_through_trips_and_recoveries() {
     });
 
     let t = &*tally;
-    let refused =
-        load(&t.refused_open) + load(&t.refused_half_open_full) + load(&t.refused_bulkhead);
+    let rejected =
+        load(&t.rejected_open) + load(&t.rejected_half_open_full) + load(&t.rejected_bulkhead);
     let snap = breaker.snapshot();
     eprintln!(
-        "{} attempts, {} admitted ({} probes, at most {} at once), {refused} refused \
+        "{} attempts, {} admitted ({} probes, at most {} at once), {rejected} rejected \
          ({} open, {} half-open full, {} bulkhead); transitions: {} closed→open, {} half-open→open, \
          {} open→half-open, {} half-open→closed; fake time {:?}; wall {:?}",
         load(&t.attempts),
         load(&t.admitted),
         load(&t.probes_admitted),
         t.probes_max.load(Ordering::SeqCst),
-        load(&t.refused_open),
-        load(&t.refused_half_open_full),
-        load(&t.refused_bulkhead),
+        load(&t.rejected_open),
+        load(&t.rejected_half_open_full),
+        load(&t.rejected_bulkhead),
         load(&t.closed_to_open),
         load(&t.half_open_to_open),
         load(&t.open_to_half_open),
@@ -204,12 +204,12 @@ fn many_tasks_through_trips_and_recoveries() {
     );
 
     // Counts are conserved.
-    assert_eq!(load(&t.attempts), load(&t.admitted) + refused);
+    assert_eq!(load(&t.attempts), load(&t.admitted) + rejected);
     assert_eq!(
         load(&t.admitted),
         load(&t.successes) + load(&t.failures) + load(&t.ignored) + load(&t.cancelled)
     );
-    assert_eq!(snap.rejected, refused, "the breaker's count of refusals");
+    assert_eq!(snap.rejected, rejected, "the breaker's count of rejections");
     assert_eq!(snap.in_flight, 0, "every bulkhead slot was given back");
     assert_eq!(snap.probes_in_flight, 0, "every probe reported");
     assert!(t.probes_max.load(Ordering::SeqCst) <= HALF_OPEN);

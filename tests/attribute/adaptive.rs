@@ -29,7 +29,7 @@ impl Backend {
 }
 
 /// Callers that always want more calls than the bulkhead admits, driven one completion at a
-/// time: admit until the bulkhead refuses (each call's latency from the calls in flight then),
+/// time: admit until the bulkhead rejects (each call's latency from the calls in flight then),
 /// advance the fake clock to the earliest completion and report it.
 struct Simulation {
     clock: FakeClock,
@@ -70,8 +70,8 @@ impl Simulation {
                         self.in_flight.insert((done, self.admitted), permit);
                         self.admitted += 1;
                     }
-                    Err(refused) => {
-                        assert_eq!(refused.reason(), Reason::BulkheadFull);
+                    Err(rejected) => {
+                        assert_eq!(rejected.reason(), Reason::BulkheadFull);
                         break;
                     }
                 }
@@ -239,8 +239,8 @@ fn the_attribute_takes_an_adaptive_bulkhead() {
         (20, Some(20))
     );
     match poll_once(&mut Box::pin(gated())) {
-        Some(Err(ApiError::Refused(error))) => assert_eq!(error.reason(), Reason::BulkheadFull),
-        other => panic!("expected a bulkhead refusal, got {other:?}"),
+        Some(Err(ApiError::Rejected(error))) => assert_eq!(error.reason(), Reason::BulkheadFull),
+        other => panic!("expected a bulkhead rejection, got {other:?}"),
     }
     GATE.add_permits(20);
     for call in &mut calls {

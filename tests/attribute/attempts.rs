@@ -12,11 +12,11 @@ use crate::common::ApiError;
 use fusebox::{Cause, Reason, State, circuit_breaker};
 use tokio::time::Instant;
 
-/// The refusal inside `result`, or a panic naming what came instead.
-fn refusal<T: std::fmt::Debug>(result: Result<T, ApiError>) -> fusebox::Error {
+/// The rejection inside `result`, or a panic naming what came instead.
+fn rejection<T: std::fmt::Debug>(result: Result<T, ApiError>) -> fusebox::Error {
     match result {
-        Err(ApiError::Refused(error)) => error,
-        other => panic!("expected a refusal, got {other:?}"),
+        Err(ApiError::Rejected(error)) => error,
+        other => panic!("expected a rejection, got {other:?}"),
     }
 }
 
@@ -44,7 +44,7 @@ async fn slow_backend() -> Result<u32, ApiError> {
 async fn a_backend_slower_than_timeout_trips_the_breaker_and_callers_get_timed_out() {
     for n in 1..=3 {
         let started = Instant::now();
-        let error = refusal(slow_backend().await);
+        let error = rejection(slow_backend().await);
         assert_eq!(error.reason(), Reason::TimedOut, "call {n}");
         assert!(!error.is_rejected(), "call {n} went out");
         assert_eq!(error.key(), "slow-backend");
@@ -69,10 +69,10 @@ async fn a_backend_slower_than_timeout_trips_the_breaker_and_callers_get_timed_o
         "three timed-out calls count as three failures"
     );
     let started = Instant::now();
-    let refused = refusal(slow_backend().await);
-    assert_eq!(refused.reason(), Reason::Open);
-    assert!(refused.is_rejected(), "never sent");
-    assert_eq!(started.elapsed(), Duration::ZERO, "refused at once");
+    let rejected = rejection(slow_backend().await);
+    assert_eq!(rejected.reason(), Reason::Open);
+    assert!(rejected.is_rejected(), "never sent");
+    assert_eq!(started.elapsed(), Duration::ZERO, "rejected at once");
     assert_eq!(
         SLOW_CALLS.load(Ordering::SeqCst),
         3,
@@ -141,32 +141,32 @@ async fn a_business_error_is_returned_after_exactly_one_attempt() {
     assert_eq!((snapshot.calls, snapshot.failures), (0, 0), "not counted");
 }
 
-// ---------------------------------------------------------------- no retry after a refusal
+// ---------------------------------------------------------------- no retry after a rejection
 
-fake_registry!(REFUSE_CLOCK, REFUSE);
+fake_registry!(REJECT_CLOCK, REJECT);
 static TRIPPING_CALLS: AtomicU32 = AtomicU32::new(0);
 
-#[circuit_breaker(key = "tripping", registry = REFUSE, window = 2, min_calls = 2, failure_rate = 100, retry = 3, failure = [Connect])]
+#[circuit_breaker(key = "tripping", registry = REJECT, window = 2, min_calls = 2, failure_rate = 100, retry = 3, failure = [Connect])]
 async fn tripping() -> Result<u32, ApiError> {
     TRIPPING_CALLS.fetch_add(1, Ordering::SeqCst);
     Err(ApiError::Connect(502))
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_attempt_after_the_trip_is_refused_and_not_retried() {
-    // Attempts 1 and 2 fail and open the circuit; attempt 3 is refused, so the caller gets the
-    // refusal and the backend saw two calls.
-    assert_eq!(refusal(tripping().await).reason(), Reason::Open);
+async fn the_attempt_after_the_trip_is_rejected_and_not_retried() {
+    // Attempts 1 and 2 fail and open the circuit; attempt 3 is rejected, so the caller gets the
+    // rejection and the backend saw two calls.
+    assert_eq!(rejection(tripping().await).reason(), Reason::Open);
     assert_eq!(TRIPPING_CALLS.load(Ordering::SeqCst), 2);
-    // The next call is refused on its first attempt: no further attempt, no backend call.
-    let breaker = REFUSE.get("tripping").unwrap();
+    // The next call is rejected on its first attempt: no further attempt, no backend call.
+    let breaker = REJECT.get("tripping").unwrap();
     let rejected = breaker.snapshot().rejected;
-    assert_eq!(refusal(tripping().await).reason(), Reason::Open);
+    assert_eq!(rejection(tripping().await).reason(), Reason::Open);
     assert_eq!(TRIPPING_CALLS.load(Ordering::SeqCst), 2);
     assert_eq!(
         breaker.snapshot().rejected,
         rejected + 1,
-        "one refusal, not three"
+        "one rejection, not three"
     );
 }
 
@@ -185,7 +185,7 @@ async fn hanging() -> Result<u32, ApiError> {
 #[tokio::test(start_paused = true)]
 async fn deadline_stops_the_retries_early() {
     let started = Instant::now();
-    assert_eq!(refusal(hanging().await).reason(), Reason::TimedOut);
+    assert_eq!(rejection(hanging().await).reason(), Reason::TimedOut);
     // Attempts end at 100, 200 and 300 ms; after the third, 300 ms is past the 250 ms budget.
     assert_eq!(
         HANGING_CALLS.load(Ordering::SeqCst),
@@ -254,14 +254,14 @@ async fn held_retried(id: u32) -> Result<u32, ApiError> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_third_concurrent_call_is_refused_at_once_and_capacity_comes_back() {
+async fn a_third_concurrent_call_is_rejected_at_once_and_capacity_comes_back() {
     let breaker = || BULK.get("bulkhead").unwrap();
     for round in 0..3 {
         let mut first = Box::pin(held(1));
         let mut second = Box::pin(held(2));
         assert!(poll_once(&mut first).is_none() && poll_once(&mut second).is_none());
         assert_eq!(breaker().snapshot().in_flight, 2, "round {round}");
-        let error = refusal(held(3).await);
+        let error = rejection(held(3).await);
         assert_eq!(error.reason(), Reason::BulkheadFull, "round {round}");
         // One finishes, the other is cancelled: both slots come back.
         GATE.add_permits(1);
@@ -279,13 +279,13 @@ async fn a_third_concurrent_call_is_refused_at_once_and_capacity_comes_back() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn with_retry_a_full_bulkhead_is_refused_once_and_not_retried() {
+async fn with_retry_a_full_bulkhead_is_rejected_once_and_not_retried() {
     let mut first = pin!(held_retried(1));
     let mut second = pin!(held_retried(2));
     assert!(poll_once(&mut first).is_none() && poll_once(&mut second).is_none());
     let started = Instant::now();
     assert_eq!(
-        refusal(held_retried(3).await).reason(),
+        rejection(held_retried(3).await).reason(),
         Reason::BulkheadFull
     );
     assert_eq!(started.elapsed(), Duration::ZERO);
@@ -355,7 +355,7 @@ async fn the_fallback_gets_its_arguments_and_the_cause_of_the_last_attempt() {
     assert_eq!((snapshot.calls, snapshot.failures), (5, 4));
 }
 
-// ---------------------------------------------------------------- a timeout is not a refusal
+// ---------------------------------------------------------------- a timeout is not a rejection
 
 /// What a fallback saw, and how many times the backend had been called by then.
 static SEEN: LazyLock<Mutex<Vec<(String, u32)>>> = LazyLock::new(|| Mutex::new(Vec::new()));
@@ -404,12 +404,12 @@ async fn charge_later(_amount: u32, cause: Cause<ApiError>) -> Result<u32, ApiEr
 #[tokio::test(start_paused = true)]
 async fn a_timed_out_call_reaches_the_fallback_as_timed_out_and_an_open_circuit_as_rejected() {
     for _ in 0..2 {
-        let error = charge(7).await.unwrap_err().refusal().cloned().unwrap();
+        let error = charge(7).await.unwrap_err().rejection().cloned().unwrap();
         assert_eq!(error.reason(), Reason::TimedOut);
         assert!(!error.is_rejected(), "the call went out");
     }
     assert_eq!(CHARGE.get("charge").unwrap().state(), State::Open);
-    assert_eq!(charge(7).await.unwrap(), 0, "refused: queued");
+    assert_eq!(charge(7).await.unwrap(), 0, "rejected: queued");
     assert_eq!(
         seen("charge"),
         [
@@ -446,13 +446,13 @@ async fn charge_retried_later(amount: u32, cause: Cause<ApiError>) -> Result<u32
 }
 
 #[tokio::test(start_paused = true)]
-async fn with_retry_a_timeout_stays_a_timeout_even_when_the_retry_is_refused() {
+async fn with_retry_a_timeout_stays_a_timeout_even_when_the_retry_is_rejected() {
     // Three attempts, all timed out.
     charge_retried(1).await.unwrap();
-    // One attempt times out and trips the circuit (4 failures of 4); the retry is refused, but
+    // One attempt times out and trips the circuit (4 failures of 4); the retry is rejected, but
     // the first attempt went out: the fallback must not hear "never called".
     charge_retried(2).await.unwrap();
-    // Now open: refused before any attempt.
+    // Now open: rejected before any attempt.
     charge_retried(3).await.unwrap();
     assert_eq!(
         seen("charge-retried"),
@@ -468,15 +468,15 @@ async fn with_retry_a_timeout_stays_a_timeout_even_when_the_retry_is_refused() {
 fake_registry!(FAILED_FIRST_CLOCK, FAILED_FIRST);
 static FAILED_FIRST_HITS: AtomicU32 = AtomicU32::new(0);
 
-#[circuit_breaker(key = "refused-retry", registry = FAILED_FIRST, window = 1, min_calls = 1, failure_rate = 100, retry = 3, failure = [Connect], fallback = refused_retry_later)]
-async fn refused_retry() -> Result<u32, ApiError> {
+#[circuit_breaker(key = "rejected-retry", registry = FAILED_FIRST, window = 1, min_calls = 1, failure_rate = 100, retry = 3, failure = [Connect], fallback = rejected_retry_later)]
+async fn rejected_retry() -> Result<u32, ApiError> {
     FAILED_FIRST_HITS.fetch_add(1, Ordering::SeqCst);
     Err(ApiError::Connect(503))
 }
 
-async fn refused_retry_later(cause: Cause<ApiError>) -> Result<u32, ApiError> {
+async fn rejected_retry_later(cause: Cause<ApiError>) -> Result<u32, ApiError> {
     seen_by_fallback(
-        "refused-retry",
+        "rejected-retry",
         &cause,
         FAILED_FIRST_HITS.load(Ordering::SeqCst),
     );
@@ -484,15 +484,15 @@ async fn refused_retry_later(cause: Cause<ApiError>) -> Result<u32, ApiError> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_retry_refused_after_a_counted_failure_is_rejected() {
-    // The first attempt fails (its result is known) and trips the circuit; the retry is refused.
-    refused_retry().await.unwrap();
-    refused_retry().await.unwrap();
+async fn a_retry_rejected_after_a_counted_failure_is_rejected() {
+    // The first attempt fails (its result is known) and trips the circuit; the retry is rejected.
+    rejected_retry().await.unwrap();
+    rejected_retry().await.unwrap();
     assert_eq!(
-        seen("refused-retry"),
+        seen("rejected-retry"),
         [
-            ("refused-retry: rejected Open".to_owned(), 1),
-            ("refused-retry: rejected Open".to_owned(), 1),
+            ("rejected-retry: rejected Open".to_owned(), 1),
+            ("rejected-retry: rejected Open".to_owned(), 1),
         ],
         "(cause, backend calls so far)"
     );

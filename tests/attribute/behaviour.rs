@@ -78,12 +78,12 @@ async fn open_circuit_rejects_with_key_and_retry_after_without_calling_the_backe
     assert_eq!(OPEN_BACKEND.load(Ordering::Relaxed), 4);
     OPEN_CLOCK.advance(Duration::from_secs(10));
     let err = pay().await.unwrap_err();
-    let refusal = err.refusal().expect("a refusal, not a backend error");
-    assert_eq!(refusal.key(), "payment");
-    assert_eq!(refusal.reason(), Reason::Open);
-    assert_eq!(refusal.retry_after(), Some(Duration::from_secs(20)));
+    let rejection = err.rejection().expect("a rejection, not a backend error");
+    assert_eq!(rejection.key(), "payment");
+    assert_eq!(rejection.reason(), Reason::Open);
+    assert_eq!(rejection.retry_after(), Some(Duration::from_secs(20)));
     assert_eq!(
-        refusal.to_string(),
+        rejection.to_string(),
         "circuit `payment` is open; next probe in 20s"
     );
     assert_eq!(
@@ -140,7 +140,7 @@ async fn after_open_for_exactly_the_permitted_probes_get_through_among_64_caller
         results
             .iter()
             .filter_map(|r| r.as_ref().err())
-            .all(|e| e.refusal().map(fusebox::Error::reason) == Some(Reason::HalfOpenFull))
+            .all(|e| e.rejection().map(fusebox::Error::reason) == Some(Reason::HalfOpenFull))
     );
     assert_eq!(PROBE.get("probe-one").unwrap().state(), State::Closed);
 
@@ -232,7 +232,7 @@ async fn a_cancelled_probe_gives_its_slot_back() {
         fast_backend()
             .await
             .unwrap_err()
-            .refusal()
+            .rejection()
             .unwrap()
             .reason(),
         Reason::HalfOpenFull
@@ -287,7 +287,7 @@ async fn an_async_fallback_runs_after_its_call_settled_and_a_cancelled_probe_giv
     let breaker = SETTLED.get("settled").unwrap();
     assert_eq!(breaker.state(), State::Open);
     assert_eq!(breaker.snapshot().in_flight, 0);
-    // Refused while open: the fallback gets `Rejected`.
+    // Rejected while open: the fallback gets `Rejected`.
     assert_eq!(settled_call(3).await, Ok(2));
     drop(failing);
     assert_eq!(settled_call(0).await, Ok(2));
@@ -428,8 +428,8 @@ fn keys_are_independent_and_one_key_is_one_breaker() {
     assert_eq!(ship_quote(), Err(ApiError::Timeout));
     assert_eq!(ship_quote(), Err(ApiError::Timeout));
     // `ship_label` never failed, but it shares the `shipping` breaker that `ship_quote` opened.
-    let refused = ship_label().unwrap_err();
-    assert_eq!(refused.refusal().unwrap().key(), "shipping");
+    let rejected = ship_label().unwrap_err();
+    assert_eq!(rejected.rejection().unwrap().key(), "shipping");
     // `search` is another circuit.
     assert_eq!(search(), Ok("hits"));
     assert_eq!(KEYS.get("search").unwrap().state(), State::Closed);
@@ -567,7 +567,7 @@ async fn methods_trait_methods_generic_and_sync_functions_all_go_through_their_b
     assert_eq!(client.rebase("http://b/"), Ok(9));
     assert_eq!(client.get("").await, Err(ApiError::Connect(0)));
     assert_eq!(client.get("").await, Err(ApiError::Connect(0)));
-    assert!(client.get("y").await.unwrap_err().refusal().is_some());
+    assert!(client.get("y").await.unwrap_err().rejection().is_some());
     assert_eq!(client.sent.load(Ordering::Relaxed), 3);
 
     assert_eq!(client.get_cached("z"), Ok("cached:http://b/z".into()));
@@ -577,14 +577,14 @@ async fn methods_trait_methods_generic_and_sync_functions_all_go_through_their_b
     assert_eq!(client.stock(4), Ok(8));
     assert_eq!(client.stock(0), Err(ApiError::Unavailable { retry_in: 5 }));
     assert_eq!(
-        client.stock(4).unwrap_err().refusal().unwrap().key(),
+        client.stock(4).unwrap_err().rejection().unwrap().key(),
         "inventory"
     );
 
     assert_eq!(parse_all::<u8>(&["1", "2"]), Ok(vec![1, 2]));
     assert_eq!(parse_all::<u8>(&["x"]), Err(ApiError::Timeout));
     assert!(
-        parse_all::<u16>(&["3"]).unwrap_err().refusal().is_some(),
+        parse_all::<u16>(&["3"]).unwrap_err().rejection().is_some(),
         "one breaker for all instantiations"
     );
 }

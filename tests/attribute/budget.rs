@@ -1,5 +1,5 @@
 //! `retry_budget` through the attribute: a dead backend gets at most the budget's share of
-//! retries, a healthy one never sees a retry refused, and a fallback can tell a refused retry
+//! retries, a healthy one never sees a retry rejected, and a fallback can tell a rejected retry
 //! from attempts that ran out. Time is the registry's fake clock; nothing sleeps.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -28,7 +28,7 @@ async fn a_dead_backend_gets_at_most_twenty_percent_more_calls_plus_the_floor() 
     let breaker = DEAD.get("dead").unwrap();
     breaker.disable();
     DEAD_CALLS.store(0, Ordering::SeqCst);
-    let refused_before = breaker.snapshot().retries_refused;
+    let rejected_before = breaker.snapshot().retries_rejected;
 
     // 100 calls a second for 10 minutes of fake time.
     const SECONDS: u64 = 600;
@@ -53,17 +53,17 @@ async fn a_dead_backend_gets_at_most_twenty_percent_more_calls_plus_the_floor() 
     );
     let snapshot = breaker.snapshot();
     assert_eq!(snapshot.state, State::Disabled);
-    let refused = snapshot.retries_refused - refused_before;
-    // A call ends at its first refused retry: one refusal at most per call, and every call
+    let rejected = snapshot.retries_rejected - rejected_before;
+    // A call ends at its first rejected retry: one rejection at most per call, and every call
     // without one made its two retries.
-    assert!(refused <= first, "{refused} refusals for {first} calls");
+    assert!(rejected <= first, "{rejected} rejections for {first} calls");
     assert!(
-        retries >= 2 * (first - refused),
-        "{retries} retries, {refused} calls refused one: a call without a refusal retried twice"
+        retries >= 2 * (first - rejected),
+        "{retries} retries, {rejected} calls rejected one: a call without a rejection retried twice"
     );
     assert!(
-        refused >= first / 2,
-        "most calls had a retry refused: {refused}"
+        rejected >= first / 2,
+        "most calls had a retry rejected: {rejected}"
     );
     assert!(snapshot.retry_budget_balance.is_some());
 }
@@ -84,13 +84,13 @@ async fn healthy() -> Result<u64, ApiError> {
 }
 
 #[tokio::test]
-async fn a_healthy_backend_with_rare_failures_never_sees_a_retry_refused() {
+async fn a_healthy_backend_with_rare_failures_never_sees_a_retry_rejected() {
     for _ in 0..20_000 {
         assert!(healthy().await.is_ok(), "every failure is retried");
         HEALTHY_CLOCK.advance(Duration::from_millis(7));
     }
     let snapshot = HEALTHY.get("healthy").unwrap().snapshot();
-    assert_eq!(snapshot.retries_refused, 0);
+    assert_eq!(snapshot.retries_rejected, 0);
     assert_eq!(snapshot.state, State::Closed);
     assert!(snapshot.retry_budget_balance.unwrap() > 100);
 }
@@ -113,7 +113,7 @@ async fn seen_later(cause: Cause<ApiError>) -> Result<&'static str, ApiError> {
         Some(&ApiError::Connect(503)),
         "the last attempt's error"
     );
-    Ok(if cause.retry_refused() {
+    Ok(if cause.retry_rejected() {
         "budget"
     } else {
         "attempts ran out"
@@ -121,7 +121,7 @@ async fn seen_later(cause: Cause<ApiError>) -> Result<&'static str, ApiError> {
 }
 
 #[tokio::test]
-async fn a_fallback_tells_a_refused_retry_from_attempts_that_ran_out() {
+async fn a_fallback_tells_a_rejected_retry_from_attempts_that_ran_out() {
     for n in 1..=5 {
         assert_eq!(seen().await, Ok("attempts ran out"), "call {n}");
     }
@@ -137,7 +137,7 @@ async fn a_fallback_tells_a_refused_retry_from_attempts_that_ran_out() {
         "one attempt, no retry"
     );
     let breaker = SEEN.get("seen").unwrap();
-    assert_eq!(breaker.snapshot().retries_refused, 1);
+    assert_eq!(breaker.snapshot().retries_rejected, 1);
     assert_eq!(breaker.snapshot().retry_budget_balance, Some(0));
     // A span later the floor has refilled.
     SEEN_CLOCK.advance(Duration::from_secs(10));

@@ -1,5 +1,5 @@
 //! What an outcome counts as: errors the classification does not count (`others`), and errors
-//! converted from the refusal of an inner breaker (stacked attributes, nested annotated
+//! converted from the rejection of an inner breaker (stacked attributes, nested annotated
 //! functions), which an outer breaker never counts.
 
 use crate::common::ApiError;
@@ -91,7 +91,7 @@ fn failures_of(key: &str) -> (u32, State) {
     (breaker.snapshot().failures, breaker.state())
 }
 
-/// Two attributes on one function: whichever runs inside, its refusals reach the other as the
+/// Two attributes on one function: whichever runs inside, its rejections reach the other as the
 /// function's error, converted by `From<fusebox::Error>`.
 #[fusebox::circuit_breaker(key = "stacked-first", registry = REGISTRY, window = 4, min_calls = 2)]
 #[fusebox::circuit_breaker(key = "stacked-second", registry = REGISTRY, window = 4, min_calls = 2)]
@@ -100,7 +100,7 @@ fn stacked() -> Result<u32, ApiError> {
 }
 
 #[test]
-fn stacked_attributes_do_not_count_each_others_refusals() {
+fn stacked_attributes_do_not_count_each_others_rejections() {
     stacked().unwrap();
     for (forced, other) in [
         ("stacked-first", "stacked-second"),
@@ -109,10 +109,10 @@ fn stacked_attributes_do_not_count_each_others_refusals() {
         let breaker = REGISTRY.get(forced).unwrap();
         breaker.force_open();
         for _ in 0..4 {
-            let refused = stacked().unwrap_err();
-            assert_eq!(refused.refusal().map(fusebox::Error::key), Some(forced));
+            let rejected = stacked().unwrap_err();
+            assert_eq!(rejected.rejection().map(fusebox::Error::key), Some(forced));
         }
-        // One of the two runs inside the other: that one's refusals went through the other,
+        // One of the two runs inside the other: that one's rejections went through the other,
         // which counted none of them (it counted 4 failures, and opened, before).
         assert_eq!(failures_of(other), (0, State::Closed), "{other}");
         breaker.reset();
@@ -130,17 +130,17 @@ fn outer(fail: bool) -> Result<u32, ApiError> {
 }
 
 #[test]
-fn an_annotated_function_does_not_count_the_refusals_of_one_it_calls() {
+fn an_annotated_function_does_not_count_the_rejections_of_one_it_calls() {
     // The inner dependency times out: both count it (the outer's dependency failed too), and
     // the inner circuit opens.
     assert_eq!(outer(true), Err(ApiError::Timeout));
     assert_eq!(failures_of("nested-inner").1, State::Open);
     assert_eq!(failures_of("nested-outer"), (1, State::Closed));
-    // The inner circuit refuses: the outer returns the refusal and counts nothing.
+    // The inner circuit rejects: the outer returns the rejection and counts nothing.
     for _ in 0..5 {
-        let refused = outer(false).unwrap_err();
+        let rejected = outer(false).unwrap_err();
         assert_eq!(
-            refused.refusal().map(fusebox::Error::key),
+            rejected.rejection().map(fusebox::Error::key),
             Some("nested-inner")
         );
     }
@@ -164,24 +164,24 @@ async fn async_outer() -> Result<u32, ApiError> {
 }
 
 #[tokio::test]
-async fn an_async_fn_with_retry_neither_counts_nor_retries_an_inner_refusal() {
+async fn an_async_fn_with_retry_neither_counts_nor_retries_an_inner_rejection() {
     // The first call: the inner timeout is counted by both, and retried by the outer, whose
-    // second attempt is refused by the now open inner circuit.
+    // second attempt is rejected by the now open inner circuit.
     let first = async_outer().await.unwrap_err();
     assert_eq!(
-        first.refusal().map(fusebox::Error::key),
+        first.rejection().map(fusebox::Error::key),
         Some("async-inner")
     );
     let inner = REGISTRY.get("async-inner").unwrap();
     assert_eq!((inner.state(), inner.snapshot().rejected), (State::Open, 1));
     assert_eq!(failures_of("async-outer"), (1, State::Closed));
-    for rejected in 2..6 {
-        let refused = async_outer().await.unwrap_err();
+    for count in 2..6 {
+        let rejected = async_outer().await.unwrap_err();
         assert_eq!(
-            refused.refusal().map(fusebox::Error::key),
+            rejected.rejection().map(fusebox::Error::key),
             Some("async-inner")
         );
-        assert_eq!(inner.snapshot().rejected, rejected, "one attempt per call");
+        assert_eq!(inner.snapshot().rejected, count, "one attempt per call");
     }
     assert_eq!(failures_of("async-outer"), (1, State::Closed));
 }
@@ -193,21 +193,27 @@ async fn waits_then_times_out(go: tokio::sync::oneshot::Receiver<()>) -> Result<
 }
 
 #[fusebox::circuit_breaker(key = "task-inner", registry = REGISTRY)]
-async fn refused_elsewhere() -> Result<u32, ApiError> {
+async fn rejected_elsewhere() -> Result<u32, ApiError> {
     Ok(1)
 }
 
-/// A refusal converted in another task on the same thread is not taken for this call's error.
+/// A rejection converted in another task on the same thread is not taken for this call's error.
 #[tokio::test(flavor = "current_thread")]
-async fn a_refusal_in_another_task_on_the_thread_does_not_hide_a_failure() {
-    refused_elsewhere().await.unwrap();
+async fn a_rejection_in_another_task_on_the_thread_does_not_hide_a_failure() {
+    rejected_elsewhere().await.unwrap();
     REGISTRY.get("task-inner").unwrap().force_open();
     for _ in 0..2 {
         let (go, wait) = tokio::sync::oneshot::channel();
         let outer = tokio::spawn(waits_then_times_out(wait));
         tokio::task::yield_now().await; // the outer call is admitted and waits
         let other = tokio::spawn(async {
-            assert!(refused_elsewhere().await.unwrap_err().refusal().is_some());
+            assert!(
+                rejected_elsewhere()
+                    .await
+                    .unwrap_err()
+                    .rejection()
+                    .is_some()
+            );
             go.send(()).unwrap();
         });
         other.await.unwrap();
@@ -232,7 +238,7 @@ fn inner_of_success(fail: bool) -> Result<u32, ApiError> {
 }
 
 #[test]
-fn an_inner_refusal_is_no_success_under_others_success() {
+fn an_inner_rejection_is_no_success_under_others_success() {
     counts_others(false).unwrap();
     assert!(matches!(
         counts_others(true),
@@ -246,11 +252,11 @@ fn an_inner_refusal_is_no_success_under_others_success() {
     );
     REGISTRY.get("success-inner").unwrap().force_open();
     for _ in 0..3 {
-        assert!(counts_others(false).unwrap_err().refusal().is_some());
+        assert!(counts_others(false).unwrap_err().rejection().is_some());
     }
     assert_eq!(
         outer.snapshot().calls,
         2,
-        "refusals of the inner breaker count as nothing"
+        "rejections of the inner breaker count as nothing"
     );
 }

@@ -319,7 +319,7 @@ fn every_call_emits_a_trace_outcome_event_with_key_time_latency_and_outcome() {
         b.try_acquire().unwrap().ignore();
         b.try_acquire().unwrap().failure();
         b.try_acquire().unwrap().failure(); // opens
-        let _ = b.try_acquire(); // refused
+        let _ = b.try_acquire(); // rejected
     });
     let outcomes: Vec<&Captured> = events
         .iter()

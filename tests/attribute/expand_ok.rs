@@ -20,12 +20,12 @@ enum ApiError {
     Connect(u16),
     Unavailable { retry_in: u32 },
     Declined,
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for ApiError {
     fn from(error: fusebox::Error) -> Self {
-        ApiError::Refused(error)
+        ApiError::Rejected(error)
     }
 }
 
@@ -52,8 +52,8 @@ fn respond(kind: Kind) -> ApiResult<u32> {
     }
 }
 
-fn is_refused(result: &ApiResult<u32>) -> bool {
-    matches!(result, Err(ApiError::Refused(e)) if e.reason() == Reason::Open)
+fn is_rejected(result: &ApiResult<u32>) -> bool {
+    matches!(result, Err(ApiError::Rejected(e)) if e.reason() == Reason::Open)
 }
 
 /// The breaker of `key` in `registry` (found through `snapshot`, which lists every breaker).
@@ -106,7 +106,7 @@ fn bare_variants_count_and_business_errors_do_not() {
         Err(ApiError::Unavailable { retry_in: 5 })
     );
     assert_eq!(state("sync-bare"), State::Open);
-    assert!(is_refused(&sync_bare(Kind::Ok)));
+    assert!(is_rejected(&sync_bare(Kind::Ok)));
 }
 
 // ---------------------------------------------------------------- async free fn, full paths
@@ -140,7 +140,7 @@ async fn full_paths_open_and_recover_after_open_for() {
         Err(ApiError::Connect(503))
     );
     assert_eq!(state("async-paths"), State::Open);
-    assert!(is_refused(&async_paths(Kind::Ok).await));
+    assert!(is_rejected(&async_paths(Kind::Ok).await));
     let policy = snapshot(&REGISTRY, "async-paths").policy;
     assert_eq!(policy.settings().open_for, Duration::from_millis(250));
     CLOCK.advance(Duration::from_millis(250));
@@ -269,7 +269,7 @@ async fn methods() {
     );
     assert_eq!(client.fetch(1, Kind::Timeout).await, Ok(1007)); // counted, then the fallback
     assert_eq!(state("method-fallback"), State::Open);
-    assert_eq!(client.fetch(2, Kind::Ok).await, Ok(2008)); // refused: the fallback
+    assert_eq!(client.fetch(2, Kind::Ok).await, Ok(2008)); // rejected: the fallback
     assert_eq!(client.into_calls(), Ok(6));
 }
 
@@ -313,12 +313,12 @@ fn generic<T: Into<u32> + Copy>(value: T, extra: impl Into<u32>) -> Result<u32, 
 enum Wrapped<E> {
     Inner(E),
     Timeout,
-    Refused,
+    Rejected,
 }
 
 impl<E> From<fusebox::Error> for Wrapped<E> {
     fn from(_: fusebox::Error) -> Self {
-        Wrapped::Refused
+        Wrapped::Rejected
     }
 }
 
@@ -340,7 +340,7 @@ async fn generic_functions() {
     assert_eq!(generic_error::<()>(None).await, Err(Wrapped::Timeout));
     let counts = snapshot(&REGISTRY, "generic-error");
     assert_eq!((counts.calls, counts.failures), (1, 1));
-    let _ = Wrapped::<()>::Refused;
+    let _ = Wrapped::<()>::Rejected;
 }
 
 // ---------------------------------------------------------------- free fn fallback
@@ -354,7 +354,7 @@ async fn free_with_fallback(label: String, kind: Kind) -> ApiResult<String> {
 async fn degrade(label: String, kind: Kind, cause: Cause<ApiError>) -> ApiResult<String> {
     match cause {
         Cause::Failed(error) => Ok(format!("{label}: failed {error:?} on {kind:?}")),
-        Cause::Rejected(error) => Ok(format!("{label}: refused by {}", error.key())),
+        Cause::Rejected(error) => Ok(format!("{label}: rejected by {}", error.key())),
         Cause::TimedOut(error) => Ok(format!("{label}: timed out in {}", error.key())),
     }
 }
@@ -375,7 +375,7 @@ async fn free_fallback() {
     );
     assert_eq!(
         free_with_fallback("c".into(), Kind::Ok).await,
-        Ok("c: refused by free-fallback".into())
+        Ok("c: rejected by free-fallback".into())
     );
 }
 
@@ -446,8 +446,8 @@ fn per_host_sync(prefix: &str, kind: Kind) -> ApiResult<u32> {
 
 fn per_host_fallback(prefix: &str, _kind: Kind, cause: Cause<ApiError>) -> ApiResult<u32> {
     match cause {
-        Cause::Rejected(refused) => {
-            assert_eq!(refused.key(), format!("{prefix}-sync"));
+        Cause::Rejected(rejected) => {
+            assert_eq!(rejected.key(), format!("{prefix}-sync"));
             Ok(0)
         }
         Cause::TimedOut(error) => Err(error.into()),
@@ -464,7 +464,7 @@ async fn dynamic_keys() {
     assert_eq!(state("a.example"), State::Open);
     assert!(matches!(
         per_host("a.example".into(), Kind::Ok).await,
-        Err(ApiError::Refused(_))
+        Err(ApiError::Rejected(_))
     ));
     assert_eq!(
         per_host("b.example".into(), Kind::Ok).await,
@@ -728,7 +728,7 @@ fn impl_sync(kind: Kind) -> Result<impl std::fmt::Display, ApiError> {
 
 fn impl_sync_fallback(_kind: Kind, cause: Cause<ApiError>) -> Result<String, ApiError> {
     match cause {
-        Cause::Rejected(_) => Ok("refused".to_owned()),
+        Cause::Rejected(_) => Ok("rejected".to_owned()),
         _ => Ok("failed".to_owned()),
     }
 }
@@ -752,7 +752,7 @@ async fn impl_async_plain(kind: Kind) -> Result<impl std::fmt::Debug + Send, Api
 async fn impl_trait_in_the_ok_type() {
     assert_eq!(impl_sync(Kind::Ok).unwrap().to_string(), "live 1");
     assert_eq!(impl_sync(Kind::Timeout).unwrap().to_string(), "failed");
-    assert_eq!(impl_sync(Kind::Ok).unwrap().to_string(), "refused");
+    assert_eq!(impl_sync(Kind::Ok).unwrap().to_string(), "rejected");
     let bytes = [1, 2, 3];
     let collected: Vec<u8> = impl_async(&bytes, Kind::Ok).await.unwrap().collect();
     assert_eq!(collected, [1, 2, 3]);
@@ -879,7 +879,7 @@ impl TraitClient {
         cause: Cause<ApiError>,
     ) -> ApiResult<String> {
         match cause {
-            Cause::Rejected(_) => Ok(format!("{label} refused")),
+            Cause::Rejected(_) => Ok(format!("{label} rejected")),
             _ => Ok(format!("{label} failed")),
         }
     }
@@ -909,7 +909,7 @@ async fn methods_of_an_async_trait_impl() {
     assert_eq!(state("async-trait"), State::Open);
     assert_eq!(
         backend.fetch("e".into(), Kind::Ok).await,
-        Ok("e refused".to_owned())
+        Ok("e rejected".to_owned())
     );
     assert_eq!(
         backend.fetch_retried(Kind::Connect).await,

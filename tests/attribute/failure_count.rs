@@ -59,7 +59,7 @@ fn the_attribute_opens_after_n_failures_within_the_window_at_a_low_rate() {
         "3 failures of 205 calls, below `min_calls`"
     );
     assert_eq!(trigger(&breaker), Trigger::FailureCount);
-    assert!(lookup(false).unwrap_err().refusal().is_some());
+    assert!(lookup(false).unwrap_err().rejection().is_some());
     let policy = breaker.policy();
     assert_eq!(policy.settings().failure_count, Some(3));
     assert_eq!(

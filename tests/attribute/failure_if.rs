@@ -49,12 +49,12 @@ fn server(status: StatusCode) -> (SocketAddr, Arc<AtomicU32>) {
 #[derive(Debug)]
 enum FetchError {
     Http(reqwest::Error),
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for FetchError {
     fn from(error: fusebox::Error) -> Self {
-        FetchError::Refused(error)
+        FetchError::Rejected(error)
     }
 }
 
@@ -88,12 +88,12 @@ async fn a_503_returned_as_ok_opens_the_circuit_and_is_returned_as_is() {
         assert_eq!(breaker.state(), expected, "after call {call}");
         assert_eq!(breaker.snapshot().failures, if call < 3 { call } else { 0 });
     }
-    let refused = fetch(&client, &url).await.unwrap_err();
-    let FetchError::Refused(error) = refused else {
-        panic!("refused by the open circuit, got {refused:?}")
+    let rejected = fetch(&client, &url).await.unwrap_err();
+    let FetchError::Rejected(error) = rejected else {
+        panic!("rejected by the open circuit, got {rejected:?}")
     };
     assert_eq!(error.reason(), Reason::Open);
-    assert_eq!(hits.load(Ordering::SeqCst), 3, "the refusal sent nothing");
+    assert_eq!(hits.load(Ordering::SeqCst), 3, "the rejection sent nothing");
 }
 
 #[fusebox::circuit_breaker(
@@ -108,7 +108,7 @@ async fn fetch_ok(client: &reqwest::Client, url: &str) -> Result<reqwest::Respon
 }
 
 #[tokio::test]
-async fn responses_the_predicate_refuses_are_successes() {
+async fn responses_the_predicate_rejects_are_successes() {
     let (addr, hits) = server(StatusCode::OK);
     let client = reqwest::Client::new();
     let url = format!("http://{addr}/");
@@ -149,7 +149,7 @@ async fn cached(
     cause: Cause<FetchError>,
 ) -> Result<Page, FetchError> {
     match cause {
-        Cause::Rejected(_) => Ok(Page::Cached("refused")),
+        Cause::Rejected(_) => Ok(Page::Cached("rejected")),
         Cause::Failed(_) => Ok(Page::Cached("failed")),
         Cause::TimedOut(_) => Ok(Page::Cached("timed out")),
     }
@@ -168,7 +168,7 @@ async fn page(client: &reqwest::Client, url: &str) -> Result<Page, FetchError> {
 }
 
 #[tokio::test]
-async fn with_a_fallback_the_counted_ok_value_is_still_returned_and_refusals_fall_back() {
+async fn with_a_fallback_the_counted_ok_value_is_still_returned_and_rejections_fall_back() {
     let (addr, hits) = server(StatusCode::SERVICE_UNAVAILABLE);
     let client = reqwest::Client::new();
     let url = format!("http://{addr}/");
@@ -178,8 +178,8 @@ async fn with_a_fallback_the_counted_ok_value_is_still_returned_and_refusals_fal
     assert_eq!(breaker.state(), State::Open);
     assert_eq!(
         page(&client, &url).await.unwrap(),
-        Page::Cached("refused"),
-        "the fallback runs for the refusal"
+        Page::Cached("rejected"),
+        "the fallback runs for the rejection"
     );
     assert_eq!(hits.load(Ordering::SeqCst), 2);
 }
@@ -209,7 +209,7 @@ fn a_sync_function_counts_its_ok_values_by_the_predicate() {
     assert_eq!(breaker.snapshot().failures, 1);
     assert_eq!(status(500).unwrap(), 500);
     assert_eq!(breaker.state(), State::Open, "2 failures of 4 calls: 50 %");
-    assert!(matches!(status(200), Err(FetchError::Refused(_))));
+    assert!(matches!(status(200), Err(FetchError::Rejected(_))));
 }
 
 #[tokio::test]
@@ -232,11 +232,11 @@ async fn the_manual_api_judges_the_whole_result() {
         assert_eq!(response.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
     }
     assert_eq!(breaker.state(), State::Open);
-    let refused = breaker
+    let rejected = breaker
         .call_async_classified(client.get(&url).send(), unavailable)
         .await
         .unwrap_err();
-    assert_eq!(refused.reason(), Reason::Open);
+    assert_eq!(rejected.reason(), Reason::Open);
     assert_eq!(hits.load(Ordering::SeqCst), 2);
     // An `Err` the classifier does not accept is not counted.
     let other = REGISTRY
@@ -351,10 +351,10 @@ async fn scripted_open(script: &Script) -> Result<u16, FetchError> {
 }
 
 #[tokio::test]
-async fn with_retry_a_circuit_opened_by_counted_ok_values_refuses_the_next_attempt() {
+async fn with_retry_a_circuit_opened_by_counted_ok_values_rejects_the_next_attempt() {
     static SCRIPT: Script = Script::new(&[503]);
-    // Two counted `Ok` values open the circuit: the third attempt is refused, as after two
-    // counted errors, and the fallback gets the refusal.
+    // Two counted `Ok` values open the circuit: the third attempt is rejected, as after two
+    // counted errors, and the fallback gets the rejection.
     assert_eq!(scripted_open(&SCRIPT).await.unwrap(), 0);
     assert_eq!(SCRIPT.calls.load(Ordering::SeqCst), 2);
     let breaker = REGISTRY.get("failure-if-retry-open").unwrap();

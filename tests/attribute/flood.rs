@@ -45,12 +45,12 @@ fn a_flood_of_tripped_keys_does_not_switch_protection_off() {
     // Their wait is over: they carry nothing a probe would not recover, and make room.
     CLOCK.advance(Duration::from_millis(10));
     let before = BODIES.load(Ordering::SeqCst);
-    let mut refused = 0;
+    let mut rejected = 0;
     for _ in 0..100 {
         match fetch("failing-new.example", true) {
-            Err(ApiError::Refused(e)) => {
+            Err(ApiError::Rejected(e)) => {
                 assert_eq!(e.reason(), Reason::Open);
-                refused += 1;
+                rejected += 1;
             }
             other => assert_eq!(other, Err(ApiError::Connect(503))),
         }
@@ -60,7 +60,7 @@ fn a_flood_of_tripped_keys_does_not_switch_protection_off() {
         1,
         "a failing new host trips at once"
     );
-    assert_eq!(refused, 99);
+    assert_eq!(rejected, 99);
     // New hosts are protected: each gets its own registered breaker.
     let overflowed = HOSTS.overflow_count();
     for i in 0..2 * CAP {
@@ -137,8 +137,8 @@ fn long_dynamic_keys_are_bounded_and_still_protected() {
     assert!(breaker.key().starts_with("hhhh"), "keeps a readable prefix");
     assert!(breaker.footprint() < 64 * 1024);
     match long_key(&huge, false) {
-        Err(ApiError::Refused(e)) => assert_eq!(e.key(), breaker.key()),
-        other => panic!("expected a refusal, got {other:?}"),
+        Err(ApiError::Rejected(e)) => assert_eq!(e.key(), breaker.key()),
+        other => panic!("expected a rejection, got {other:?}"),
     }
     // Another long key with the same prefix is another breaker.
     assert_eq!(long_key(&other, false), Ok(1));

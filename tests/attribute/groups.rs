@@ -146,7 +146,7 @@ fn a_broken_client_opens_at_most_a_tenth_of_the_group_while_a_fixed_rule_opens_e
     );
     let snapshot = BROKEN.group("search").unwrap().snapshot();
     assert!(snapshot.in_panic, "the group says it is in panic");
-    assert!(snapshot.refused > 0);
+    assert!(snapshot.rejected > 0);
     assert_eq!(snapshot.open, 1);
 }
 
@@ -533,5 +533,5 @@ fn a_groups_table_in_toml_sets_the_ejection_backoff_of_the_members() {
         .unwrap();
     let settings = registry.group("configured").unwrap().policy().settings();
     assert_eq!(settings.max_ejection, 40);
-    assert_eq!(settings.base_ejection, Duration::from_secs(5));
+    assert_eq!(settings.ejection_base, Duration::from_secs(5));
 }

@@ -33,11 +33,11 @@ fn lookup(fail: bool) -> Result<u32, ApiError> {
     if fail { Err(ApiError::Timeout) } else { Ok(1) }
 }
 
-/// The wait a refused call of `lookup` reports.
-fn refused_wait() -> Duration {
+/// The wait a rejected call of `lookup` reports.
+fn rejected_wait() -> Duration {
     let error = lookup(false).unwrap_err();
-    let refusal = error.refusal().expect("refused");
-    refusal.retry_after().expect("open: a wait")
+    let rejection = error.rejection().expect("rejected");
+    rejection.retry_after().expect("open: a wait")
 }
 
 #[test]
@@ -55,9 +55,9 @@ fn the_function_is_given_the_window_and_the_failed_recoveries_and_its_wait_is_us
         "the window that tripped: 4 calls, 2 failures, no slow call"
     );
     assert_eq!(SEEN.lock().unwrap()[0].failure_rate(), 50.0);
-    assert_eq!(refused_wait(), Duration::from_secs(3));
+    assert_eq!(rejected_wait(), Duration::from_secs(3));
     CLOCK.advance(Duration::from_millis(2_999));
-    assert!(refused_wait() <= Duration::from_millis(1), "still open");
+    assert!(rejected_wait() <= Duration::from_millis(1), "still open");
     CLOCK.advance(Duration::from_millis(1));
     // The probe fails: a failed recovery, decided by one probe that failed.
     lookup(true).unwrap_err();
@@ -66,14 +66,14 @@ fn the_function_is_given_the_window_and_the_failed_recoveries_and_its_wait_is_us
         SEEN.lock().unwrap().last(),
         Some(&OpenContext::new(1, 1, 1, 0))
     );
-    assert_eq!(refused_wait(), Duration::from_secs(5));
+    assert_eq!(rejected_wait(), Duration::from_secs(5));
     CLOCK.advance(Duration::from_secs(5));
     lookup(true).unwrap_err();
     assert_eq!(
         SEEN.lock().unwrap().last(),
         Some(&OpenContext::new(2, 1, 1, 0))
     );
-    assert_eq!(refused_wait(), Duration::from_secs(7));
+    assert_eq!(rejected_wait(), Duration::from_secs(7));
     // A probe that passes closes the circuit, and the count of failed recoveries starts over.
     CLOCK.advance(Duration::from_secs(7));
     lookup(false).unwrap();
@@ -86,7 +86,7 @@ fn the_function_is_given_the_window_and_the_failed_recoveries_and_its_wait_is_us
         SEEN.lock().unwrap().last(),
         Some(&OpenContext::new(0, 4, 3, 0))
     );
-    assert_eq!(refused_wait(), Duration::from_secs(3));
+    assert_eq!(rejected_wait(), Duration::from_secs(3));
     assert_eq!(SEEN.lock().unwrap().len(), 4, "asked once per opening");
 }
 
@@ -108,11 +108,11 @@ fn trip(breaker: &Breaker) {
     assert_eq!(breaker.state(), State::Open);
 }
 
-/// The wait `breaker` reports to a refused call.
+/// The wait `breaker` reports to a rejected call.
 fn wait_of(breaker: &Breaker) -> Duration {
     match breaker.try_acquire() {
         Ok(_) => panic!("`{}` admitted a call: not open", breaker.key()),
-        Err(refused) => refused.retry_after().expect("open: a wait"),
+        Err(rejected) => rejected.retry_after().expect("open: a wait"),
     }
 }
 

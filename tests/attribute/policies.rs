@@ -11,11 +11,11 @@ use std::time::Duration;
 use crate::common::ApiError;
 use fusebox::{Policy, Reason, Recovery, State, circuit_breaker};
 
-/// The refusal inside `result`, or a panic naming what came instead.
-fn refusal<T: std::fmt::Debug>(result: Result<T, ApiError>) -> fusebox::Error {
+/// The rejection inside `result`, or a panic naming what came instead.
+fn rejection<T: std::fmt::Debug>(result: Result<T, ApiError>) -> fusebox::Error {
     match result {
-        Err(ApiError::Refused(error)) => error,
-        other => panic!("expected a refusal, got {other:?}"),
+        Err(ApiError::Rejected(error)) => error,
+        other => panic!("expected a rejection, got {other:?}"),
     }
 }
 
@@ -109,7 +109,7 @@ fn slow_successes_count_as_slow_and_trip_at_slow_rate() {
     // Slower than `slow`: 2 s and 1 ms (a call of exactly 2 s is not slow).
     slow_call(2_001).unwrap();
     assert_eq!(breaker.state(), State::Open, "2 slow calls of 4: 50 %");
-    let error = refusal(slow_call(0));
+    let error = rejection(slow_call(0));
     assert_eq!(error.reason(), Reason::Open);
 }
 
@@ -194,7 +194,7 @@ fn backing_off(fail: bool) -> Result<(), ApiError> {
 
 #[test]
 fn each_failed_recovery_doubles_the_wait_up_to_open_max_and_a_close_resets_it() {
-    let retry_after = || refusal(backing_off(false)).retry_after();
+    let retry_after = || rejection(backing_off(false)).retry_after();
     backing_off(true).unwrap_err();
     let mut waits = vec![retry_after()];
     for _ in 0..3 {
@@ -259,7 +259,7 @@ fn progressive_recovery_admits_a_growing_share_then_closes() {
             Ok(()) => 1,
             Err(error) => {
                 assert_eq!(
-                    error.refusal().map(|e| e.reason()),
+                    error.rejection().map(|e| e.reason()),
                     Some(Reason::Recovering)
                 );
                 0
@@ -302,12 +302,12 @@ fn a_probe_that_never_reports_is_re_armed_after_the_lease() {
         "the probe is admitted and hangs"
     );
     assert_eq!(
-        refusal(now(leased(false, false))).reason(),
+        rejection(now(leased(false, false))).reason(),
         Reason::HalfOpenFull
     );
     LEASE_CLOCK.advance(SECOND);
     assert_eq!(
-        refusal(now(leased(false, false))).reason(),
+        rejection(now(leased(false, false))).reason(),
         Reason::HalfOpenFull,
         "still within the 2 s lease"
     );
@@ -335,7 +335,7 @@ fn blocking(entered: Option<&Barrier>, release: Option<&Barrier>) -> Result<u32,
 }
 
 #[test]
-fn max_concurrent_on_a_sync_fn_refuses_the_third_thread_and_frees_its_slots() {
+fn max_concurrent_on_a_sync_fn_rejects_the_third_thread_and_frees_its_slots() {
     for _ in 0..2 {
         let (entered, release) = (Barrier::new(3), Barrier::new(3));
         std::thread::scope(|scope| {
@@ -344,7 +344,10 @@ fn max_concurrent_on_a_sync_fn_refuses_the_third_thread_and_frees_its_slots() {
                 .collect();
             entered.wait();
             assert_eq!(BULK.get("bulkhead-sync").unwrap().snapshot().in_flight, 2);
-            assert_eq!(refusal(blocking(None, None)).reason(), Reason::BulkheadFull);
+            assert_eq!(
+                rejection(blocking(None, None)).reason(),
+                Reason::BulkheadFull
+            );
             release.wait();
             for worker in workers {
                 assert_eq!(worker.join().unwrap(), Ok(7));
@@ -365,13 +368,13 @@ async fn waiting() -> Result<u32, ApiError> {
 }
 
 #[test]
-fn max_concurrent_on_an_async_fn_refuses_the_third_call_and_cancellation_frees_slots() {
+fn max_concurrent_on_an_async_fn_rejects_the_third_call_and_cancellation_frees_slots() {
     let mut first = Box::pin(waiting());
     let mut second = Box::pin(waiting());
     assert!(poll_once(&mut first).is_none() && poll_once(&mut second).is_none());
     let mut third = Box::pin(waiting());
-    let refused = poll_once(&mut third).expect("refused at once");
-    assert_eq!(refusal(refused).reason(), Reason::BulkheadFull);
+    let rejected = poll_once(&mut third).expect("rejected at once");
+    assert_eq!(rejection(rejected).reason(), Reason::BulkheadFull);
     drop(first);
     drop(second);
     assert_eq!(BULK.get("bulkhead-async").unwrap().snapshot().in_flight, 0);
@@ -420,7 +423,7 @@ fn a_const_policy_is_shared_and_single_fields_are_overridden() {
         BASE_REGISTRY.get("base-overridden").unwrap().policy(),
         STRICT.failure_rate(50)
     );
-    let retry_after = refusal(base_overridden(false)).retry_after();
+    let retry_after = rejection(base_overridden(false)).retry_after();
     assert_eq!(
         retry_after,
         Some(Duration::from_secs(30)),
@@ -454,7 +457,7 @@ fn a_dynamic_key_gives_one_breaker_per_host() {
         assert_eq!(fetch("a.example", true), Err(ApiError::Connect(503)));
     }
     assert_eq!(HOSTS.get("a.example").unwrap().state(), State::Open);
-    let error = refusal(fetch("a.example", false));
+    let error = rejection(fetch("a.example", false));
     assert_eq!((error.key(), error.reason()), ("a.example", Reason::Open));
     assert_eq!(
         HOST_CALLS.load(Ordering::SeqCst),

@@ -18,12 +18,12 @@ use crate::common::capture::capture;
 enum Backend {
     Busy(Duration),
     Down,
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for Backend {
-    fn from(refused: fusebox::Error) -> Self {
-        Backend::Refused(refused)
+    fn from(rejected: fusebox::Error) -> Self {
+        Backend::Rejected(rejected)
     }
 }
 
@@ -36,10 +36,10 @@ impl RetryAfter for Backend {
     }
 }
 
-fn refusal<T: std::fmt::Debug>(result: Result<T, Backend>) -> fusebox::Error {
+fn rejection<T: std::fmt::Debug>(result: Result<T, Backend>) -> fusebox::Error {
     match result {
-        Err(Backend::Refused(refused)) => refused,
-        other => panic!("expected a refusal, got {other:?}"),
+        Err(Backend::Rejected(rejected)) => rejected,
+        other => panic!("expected a rejection, got {other:?}"),
     }
 }
 
@@ -61,24 +61,24 @@ fn a_failure_that_asks_for_7_s_opens_for_7_s_then_a_probe_goes_out_and_open_max_
     let breaker = || OPEN.get("pushback-open").unwrap();
     assert_eq!(busy(SECS(7.0)), Err(Backend::Busy(SECS(7.0))));
     assert_eq!(breaker().state(), State::Open);
-    assert_eq!(refusal(busy(SECS(7.0))).retry_after(), Some(SECS(7.0)));
+    assert_eq!(rejection(busy(SECS(7.0))).retry_after(), Some(SECS(7.0)));
     OPEN_CLOCK.advance(SECS(6.9));
-    let refused = refusal(busy(SECS(7.0)));
-    assert_eq!(refused.reason(), Reason::Open, "still open at 6.9 s");
+    let rejected = rejection(busy(SECS(7.0)));
+    assert_eq!(rejected.reason(), Reason::Open, "still open at 6.9 s");
     assert_eq!(OPEN_CALLS.load(Ordering::SeqCst), 1);
     OPEN_CLOCK.advance(SECS(0.1));
     // The probe goes out at 7 s, and fails asking for an hour: reopened for `open_max`.
     assert_eq!(busy(SECS(3_600.0)), Err(Backend::Busy(SECS(3_600.0))));
     assert_eq!(OPEN_CALLS.load(Ordering::SeqCst), 2, "probed after 7 s");
     assert_eq!(breaker().state(), State::Open, "the probe failed");
-    assert_eq!(refusal(busy(SECS(1.0))).retry_after(), Some(SECS(30.0)));
+    assert_eq!(rejection(busy(SECS(1.0))).retry_after(), Some(SECS(30.0)));
     OPEN_CLOCK.advance(SECS(29.9));
-    assert!(matches!(busy(SECS(1.0)), Err(Backend::Refused(_))));
+    assert!(matches!(busy(SECS(1.0)), Err(Backend::Rejected(_))));
     OPEN_CLOCK.advance(SECS(0.1));
     // A probe that asks for less than the policy's wait: the policy's wait.
     assert_eq!(busy(SECS(0.2)), Err(Backend::Busy(SECS(0.2))));
     assert_eq!(OPEN_CALLS.load(Ordering::SeqCst), 3);
-    assert_eq!(refusal(busy(SECS(0.2))).retry_after(), Some(SECS(1.0)));
+    assert_eq!(rejection(busy(SECS(0.2))).retry_after(), Some(SECS(1.0)));
 }
 
 // ---------------------------------------------------------------- the latest wait in the window
@@ -101,7 +101,10 @@ fn the_latest_wait_any_failure_asked_for_holds_when_a_later_failure_trips() {
     );
     assert!(flaky(Backend::Down).is_err(), "trips, asking for nothing");
     // Asked at 0 s for 9 s: open until 9 s, 7 s after the trip at 2 s.
-    assert_eq!(refusal(flaky(Backend::Down)).retry_after(), Some(SECS(7.0)));
+    assert_eq!(
+        rejection(flaky(Backend::Down)).retry_after(),
+        Some(SECS(7.0))
+    );
 }
 
 // ---------------------------------------------------------------- errors without the trait
@@ -116,8 +119,8 @@ fn plain() -> Result<(), ApiError> {
 #[test]
 fn an_error_type_without_retry_after_opens_for_the_policys_wait() {
     assert!(plain().is_err());
-    let refused = plain().unwrap_err();
-    assert_eq!(refused.refusal().unwrap().retry_after(), Some(SECS(1.0)));
+    let rejected = plain().unwrap_err();
+    assert_eq!(rejected.rejection().unwrap().retry_after(), Some(SECS(1.0)));
 }
 
 // ---------------------------------------------------------------- generic error types
@@ -133,7 +136,7 @@ fn generic<E: RetryAfter + From<fusebox::Error>>(error: E) -> Result<(), E> {
 fn a_generic_error_type_bounded_by_retry_after_carries_its_wait() {
     assert!(generic(Backend::Busy(SECS(7.0))).is_err());
     assert_eq!(
-        refusal(generic(Backend::Down)).retry_after(),
+        rejection(generic(Backend::Down)).retry_after(),
         Some(SECS(7.0))
     );
 }

@@ -23,7 +23,7 @@ async fn breaker_cuts_backend_calls_from_60_to_5_and_finishes_sooner() {
     assert_eq!(breaker.backend_calls, 5);
     assert_eq!(breaker.successes, 0);
     // Request 1 times out three times; request 2 twice, then the circuit is open: its third attempt
-    // and every later request are refused at once.
+    // and every later request are rejected at once.
     assert_eq!(breaker.timeouts, 1);
     assert_eq!(breaker.fast_errors, REQUESTS - 1);
     assert_eq!(breaker.elapsed, TIMEOUT * 5);

@@ -83,7 +83,7 @@ fn fallback(
     }
     match cause {
         Cause::Failed(e) => Err(e),
-        Cause::Rejected(e) => Err(ApiError::Refused(e)),
+        Cause::Rejected(e) => Err(ApiError::Rejected(e)),
         #[allow(unreachable_patterns)]
         _ => Err(ApiError::Timeout),
     }

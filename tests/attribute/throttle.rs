@@ -1,6 +1,6 @@
 //! `throttle`: adaptive throttling sheds a closed circuit's calls with the probability
 //! `max(0, (requests − K·accepts) / (requests + 1))` over the window; the admitted share settles
-//! where the formula says, a healthy backend sees no refusal, a shed call reaches the fallback as
+//! where the formula says, a healthy backend sees no rejection, a shed call reaches the fallback as
 //! `Cause::Rejected` with `Reason::Throttled`, and configuration sets and validates it.
 //!
 //! The fixed point. `requests` and `accepts` count the calls that went out (a shed call is not
@@ -42,7 +42,7 @@ fn admitted_share(breaker: &Breaker, clock: &FakeClock, fail: f64, calls: u32) -
                     permit.success();
                 }
             }
-            Err(refused) => assert_eq!(refused.reason(), Reason::Throttled, "call {call}"),
+            Err(rejected) => assert_eq!(rejected.reason(), Reason::Throttled, "call {call}"),
         }
         assert_eq!(
             breaker.state(),
@@ -86,7 +86,7 @@ fn against_a_backend_failing_half_its_calls_the_admitted_share_is_min_1_k_times_
 }
 
 #[test]
-fn a_healthy_backend_sees_no_refusal() {
+fn a_healthy_backend_sees_no_rejection() {
     fastrand::seed(26);
     for (fail, k) in [(0.0, 1.0), (0.01, 2.0), (0.3, 2.0)] {
         let clock = FakeClock::new();
@@ -158,7 +158,7 @@ fn a_shed_call_reaches_the_fallback_as_rejected_with_reason_throttled() {
     );
     assert_eq!(breaker.snapshot().throttled, shed);
     assert_eq!(breaker.state(), State::Closed);
-    // The binary rules still open the circuit: the refusals become `Open`.
+    // The binary rules still open the circuit: the rejections become `Open`.
     CLOCK.advance(Duration::from_secs(1));
     breaker.force_open();
     assert_eq!(fetch(2).unwrap(), "rejected forced_open");

@@ -11,19 +11,19 @@ pub(crate) enum ApiError {
     Connect(u16),
     Unavailable { retry_in: u32 },
     Declined { code: u32 },
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for ApiError {
     fn from(e: fusebox::Error) -> Self {
-        ApiError::Refused(e)
+        ApiError::Rejected(e)
     }
 }
 
 impl ApiError {
-    pub(crate) fn refusal(&self) -> Option<&fusebox::Error> {
+    pub(crate) fn rejection(&self) -> Option<&fusebox::Error> {
         match self {
-            ApiError::Refused(e) => Some(e),
+            ApiError::Rejected(e) => Some(e),
             _ => None,
         }
     }

@@ -11,12 +11,12 @@ pub(crate) static REGISTRY: Registry = Registry::new();
 #[derive(Debug)]
 pub(crate) enum ApiError {
     Timeout,
-    Refused(#[allow(dead_code)] fusebox::Error),
+    Rejected(#[allow(dead_code)] fusebox::Error),
 }
 
 impl From<fusebox::Error> for ApiError {
     fn from(error: fusebox::Error) -> Self {
-        ApiError::Refused(error)
+        ApiError::Rejected(error)
     }
 }
 

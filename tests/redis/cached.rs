@@ -18,7 +18,7 @@ async fn pay() -> Result<(), BackendError> {
     Ok(())
 }
 
-/// One call: `None` when it reached the backend, else the refusal's reason.
+/// One call: `None` when it reached the backend, else the rejection's reason.
 async fn call() -> Option<Reason> {
     let before = CALLS.load(Ordering::SeqCst);
     match pay().await {
@@ -26,8 +26,8 @@ async fn call() -> Option<Reason> {
             assert_eq!(CALLS.load(Ordering::SeqCst), before + 1);
             None
         }
-        Err(BackendError::Refused(e)) => {
-            assert_eq!(CALLS.load(Ordering::SeqCst), before, "a refused call ran");
+        Err(BackendError::Rejected(e)) => {
+            assert_eq!(CALLS.load(Ordering::SeqCst), before, "a rejected call ran");
             Some(e.reason())
         }
         Err(BackendError::Down) => unreachable!("`pay` never fails"),
@@ -50,14 +50,14 @@ async fn pubsub_killed_strict_until_resynchronised() {
     assert_eq!(call().await, None);
     let policy = CACHED.get("payments").unwrap().policy();
 
-    // Subscribed: a forced state reaches the replica by pub/sub, and it refuses locally.
+    // Subscribed: a forced state reaches the replica by pub/sub, and it rejects locally.
     operator
         .force("payments", policy, State::ForcedOpen)
         .await
         .unwrap();
     assert!(
         until(|| async { call().await == Some(Reason::ForcedOpen) }).await,
-        "the pushed forced-open state refuses"
+        "the pushed forced-open state rejects"
     );
     operator
         .force("payments", policy, State::Closed)
@@ -75,14 +75,14 @@ async fn pubsub_killed_strict_until_resynchronised() {
         until(|| async { !store.is_cached() }).await,
         "the dropped subscription is noticed"
     );
-    // A transition it cannot hear: its next call asks the script, and is refused.
+    // A transition it cannot hear: its next call asks the script, and is rejected.
     operator
         .force("payments", policy, State::ForcedOpen)
         .await
         .unwrap();
     assert_eq!(call().await, Some(Reason::ForcedOpen));
 
-    // Resubscribed (and resynchronised by its next call): cached again and still refusing.
+    // Resubscribed (and resynchronised by its next call): cached again and still rejecting.
     assert!(
         until(|| async { store.is_cached() }).await,
         "the subscription comes back"
@@ -138,7 +138,7 @@ fn pay_sync() -> Result<(), BackendError> {
 
 /// A sync function in cached mode: its first call starts a background read of the shared state;
 /// from then on it admits from the view, its outcomes reach Redis off the call path, and a pushed
-/// transition refuses it.
+/// transition rejects it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_calls_use_the_cached_view() {
     let server = RedisServer::start();
@@ -162,17 +162,17 @@ async fn sync_calls_use_the_cached_view() {
         .unwrap();
     assert!(
         until(|| async {
-            matches!(pay_sync(), Err(BackendError::Refused(e)) if e.reason() == Reason::ForcedOpen)
+            matches!(pay_sync(), Err(BackendError::Rejected(e)) if e.reason() == Reason::ForcedOpen)
         })
         .await,
-        "the pushed forced-open state refuses sync calls"
+        "the pushed forced-open state rejects sync calls"
     );
     let before = SYNC_CALLS.load(Ordering::SeqCst);
     assert!(pay_sync().is_err());
     assert_eq!(
         SYNC_CALLS.load(Ordering::SeqCst),
         before,
-        "a refused sync call ran"
+        "a rejected sync call ran"
     );
 }
 
@@ -211,15 +211,15 @@ async fn a_busy_redis_gates_the_view_after_the_failures_that_can_open_it() {
     GATED_FAILS.store(true, Ordering::SeqCst);
     assert_eq!(server.command(&["CLIENT", "PAUSE", "300", "ALL"]), "+OK");
     let before = GATED_CALLS.load(Ordering::SeqCst);
-    let mut refused = None;
+    let mut rejected = None;
     for _ in 0..20 {
-        if let Err(BackendError::Refused(e)) = gated().await {
-            refused = Some(e.reason());
+        if let Err(BackendError::Rejected(e)) = gated().await {
+            rejected = Some(e.reason());
             break;
         }
     }
     let reached = GATED_CALLS.load(Ordering::SeqCst) - before;
-    assert_eq!(refused, Some(Reason::Open), "the circuit opened");
+    assert_eq!(rejected, Some(Reason::Open), "the circuit opened");
     assert!(
         (5..=6).contains(&reached),
         "5 failures admitted by the view, then at most one by the script; {reached} reached the backend"

@@ -1,9 +1,9 @@
 //! One circuit across replicas on a Redis Cluster: six `redis-server`s with `--cluster-enabled`
 //! on loopback ports (three masters, each with a replica, made by `redis-cli --cluster create`),
 //! two replicas whose stores connect with a `redis+cluster://` URL, keys in different slots.
-//! Replica A trips each key, replica B is refused without reaching the backend; then the master
+//! Replica A trips each key, replica B is rejected without reaching the backend; then the master
 //! holding one key is killed (`kill -9`): while its replica is promoted every call answers within
-//! the store's timeout, and afterwards a circuit tripped on A is still refused on B.
+//! the store's timeout, and afterwards a circuit tripped on A is still rejected on B.
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -30,9 +30,9 @@ async fn on_b(key: &str) -> Result<(), BackendError> {
     Err(BackendError::Down)
 }
 
-fn refused<T>(result: &Result<T, BackendError>) -> Option<Reason> {
+fn rejected<T>(result: &Result<T, BackendError>) -> Option<Reason> {
     match result {
-        Err(BackendError::Refused(e)) => Some(e.reason()),
+        Err(BackendError::Rejected(e)) => Some(e.reason()),
         _ => None,
     }
 }
@@ -179,14 +179,14 @@ impl Drop for Cluster {
     }
 }
 
-/// A trips `key` (five failures); B is then refused without reaching the backend.
+/// A trips `key` (five failures); B is then rejected without reaching the backend.
 async fn shared(key: &str) {
     for _ in 0..5 {
         assert!(matches!(on_a(key).await, Err(BackendError::Down)), "{key}");
     }
     let before = CALLS.load(Ordering::SeqCst);
-    assert_eq!(refused(&on_a(key).await), Some(Reason::Open), "{key} on A");
-    assert_eq!(refused(&on_b(key).await), Some(Reason::Open), "{key} on B");
+    assert_eq!(rejected(&on_a(key).await), Some(Reason::Open), "{key} on A");
+    assert_eq!(rejected(&on_b(key).await), Some(Reason::Open), "{key} on B");
     assert_eq!(
         CALLS.load(Ordering::SeqCst),
         before,
@@ -238,7 +238,7 @@ async fn a_circuit_is_shared_across_slots_and_survives_a_master_failover() {
                 assert!(
                     matches!(
                         result,
-                        Err(BackendError::Refused(_)) | Err(BackendError::Down)
+                        Err(BackendError::Rejected(_)) | Err(BackendError::Down)
                     ),
                     "{key}: {result:?}"
                 );
@@ -266,15 +266,15 @@ async fn a_circuit_is_shared_across_slots_and_survives_a_master_failover() {
         "no replica was promoted"
     );
 
-    // After the failover: both keys still refuse on both replicas, and a key not tripped before,
+    // After the failover: both keys still reject on both replicas, and a key not tripped before,
     // on the promoted master's slot or another, is one circuit across A and B.
     for key in &keys[..2] {
         assert!(
-            refused(&on_a(key).await).is_some(),
+            rejected(&on_a(key).await).is_some(),
             "{key} on A after the failover"
         );
         assert!(
-            refused(&on_b(key).await).is_some(),
+            rejected(&on_b(key).await).is_some(),
             "{key} on B after the failover"
         );
     }

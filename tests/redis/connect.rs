@@ -122,10 +122,10 @@ fn the_right_password_connects_and_the_circuit_is_shared() {
             assert!(matches!(call_on_a(true).await, Err(BackendError::Down)));
             assert!(matches!(call_on_b(true).await, Err(BackendError::Down)));
         }
-        let refused = call_on_a(false).await;
+        let rejected = call_on_a(false).await;
         assert!(
-            matches!(&refused, Err(BackendError::Refused(e)) if e.reason() == fusebox::Reason::Open),
-            "{refused:?}"
+            matches!(&rejected, Err(BackendError::Rejected(e)) if e.reason() == fusebox::Reason::Open),
+            "{rejected:?}"
         );
         assert_eq!(
             REPLICA_A.get("authed").map(|b| b.state()),

@@ -188,9 +188,9 @@ impl Scenario {
     }
 }
 
-fn refusal(result: &Result<(), BackendError>) -> Option<Reason> {
+fn rejection(result: &Result<(), BackendError>) -> Option<Reason> {
     match result {
-        Err(BackendError::Refused(e)) => Some(e.reason()),
+        Err(BackendError::Rejected(e)) => Some(e.reason()),
         _ => None,
     }
 }
@@ -208,7 +208,7 @@ async fn run(scenario: Scenario, server: &RedisServer, store: &RedisStore, event
     let mut failures = 0;
     loop {
         let result = scenario.call(true).await;
-        match refusal(&result) {
+        match rejection(&result) {
             None => {
                 assert!(matches!(result, Err(BackendError::Down)), "{scenario:?}");
                 failures += 1;
@@ -259,7 +259,7 @@ async fn run(scenario: Scenario, server: &RedisServer, store: &RedisStore, event
         .unwrap_or_else(|e| panic!("{scenario:?}: {e}"));
     assert_clean(server, &hash, &format!("{scenario:?}"));
     assert_eq!(
-        refusal(&scenario.call(false).await),
+        rejection(&scenario.call(false).await),
         Some(Reason::ForcedOpen),
         "{scenario:?}"
     );
@@ -408,7 +408,7 @@ async fn a_cached_replica_follows_a_key_deleted_or_flushed_after_thousands_of_ge
         assert!(query(&server, &wipe).is_ok(), "{wipe:?}");
         let before = CACHED_CALLS.load(Ordering::SeqCst);
         assert!(
-            until(|| async { refusal(&recreated(true).await) == Some(Reason::Open) }).await,
+            until(|| async { rejection(&recreated(true).await) == Some(Reason::Open) }).await,
             "{wipe:?}: failing calls on the recreated key never trip it ({} reached the backend)",
             CACHED_CALLS.load(Ordering::SeqCst) - before
         );
@@ -445,7 +445,7 @@ async fn sentinel() -> Result<(), BackendError> {
 async fn reaches() -> bool {
     let before = FORGED_CALLS.load(Ordering::SeqCst);
     let result = forged().await;
-    assert!(result.is_ok() || refusal(&result).is_some(), "{result:?}");
+    assert!(result.is_ok() || rejection(&result).is_some(), "{result:?}");
     FORGED_CALLS.load(Ordering::SeqCst) == before + 1
 }
 
@@ -511,7 +511,7 @@ async fn a_forged_message_decides_no_call() {
             State::ForcedOpen,
             "{message}"
         );
-        assert!(reaches().await, "`{message}` refused a call");
+        assert!(reaches().await, "`{message}` rejected a call");
     }
 
     // The next generations of the right incarnation look like the script's own messages: the
@@ -523,7 +523,7 @@ async fn a_forged_message_decides_no_call() {
             forge(&server, &operator, &message).await;
         }
         if chain == 0 {
-            assert!(reaches().await, "a forged chain refused a call");
+            assert!(reaches().await, "a forged chain rejected a call");
         } else {
             operator
                 .force("forged", policy, State::Closed)

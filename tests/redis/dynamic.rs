@@ -1,5 +1,5 @@
 //! A dynamic key (`key = expr`) on a shared registry: an `async fn`'s admission asks the store, so
-//! a circuit one replica opened under a per-host key refuses the same host on another replica.
+//! a circuit one replica opened under a per-host key rejects the same host on another replica.
 
 use std::sync::LazyLock;
 
@@ -26,15 +26,15 @@ async fn fetch_b(host: &str) -> Result<(), BackendError> {
     Ok(())
 }
 
-fn refused(result: Result<(), BackendError>) -> Option<Reason> {
+fn rejected(result: Result<(), BackendError>) -> Option<Reason> {
     match result {
-        Err(BackendError::Refused(e)) => Some(e.reason()),
+        Err(BackendError::Rejected(e)) => Some(e.reason()),
         _ => None,
     }
 }
 
 #[tokio::test]
-async fn a_dynamic_key_opened_on_one_replica_refuses_on_the_other() {
+async fn a_dynamic_key_opened_on_one_replica_rejects_on_the_other() {
     let server = RedisServer::start();
     assert!(A.share(RedisStore::connect(&server.url()).await.unwrap()));
     assert!(B.share(RedisStore::connect(&server.url()).await.unwrap()));
@@ -42,18 +42,18 @@ async fn a_dynamic_key_opened_on_one_replica_refuses_on_the_other() {
     // Twice the same host in a row: the second and later calls may be served by the call
     // site's cache, which must ask the store just the same.
     for _ in 0..5 {
-        assert_eq!(refused(fetch_a("db-1.internal", true).await), None);
+        assert_eq!(rejected(fetch_a("db-1.internal", true).await), None);
     }
     assert_eq!(
-        refused(fetch_a("db-1.internal", true).await),
+        rejected(fetch_a("db-1.internal", true).await),
         Some(Reason::Open)
     );
     assert_eq!(A.get("db-1.internal").unwrap().state(), State::Open);
     assert_eq!(server.command(&["EXISTS", "{fusebox:db-1.internal}"]), ":1");
 
-    // Replica B's first call with that host is refused by the shared circuit; another host
+    // Replica B's first call with that host is rejected by the shared circuit; another host
     // is not.
-    assert_eq!(refused(fetch_b("db-1.internal").await), Some(Reason::Open));
-    assert_eq!(refused(fetch_b("db-2.internal").await), None);
-    assert_eq!(refused(fetch_a("db-2.internal", false).await), None);
+    assert_eq!(rejected(fetch_b("db-1.internal").await), Some(Reason::Open));
+    assert_eq!(rejected(fetch_b("db-2.internal").await), None);
+    assert_eq!(rejected(fetch_a("db-2.internal", false).await), None);
 }

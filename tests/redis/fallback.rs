@@ -1,6 +1,6 @@
 //! The fallback of an `async fn` on a shared key: awaited after the call settled and its outcome
 //! was recorded in the store, so a failure handed to the fallback on one replica is already the
-//! shared circuit's when the fallback runs, and another replica's refusal reaches its fallback.
+//! shared circuit's when the fallback runs, and another replica's rejection reaches its fallback.
 
 use std::sync::LazyLock;
 use std::sync::Mutex;
@@ -49,7 +49,7 @@ async fn call_b(attempt: u32) -> Result<u32, BackendError> {
 }
 
 #[tokio::test]
-async fn a_shared_failure_is_recorded_before_the_fallback_runs_and_a_shared_refusal_reaches_it() {
+async fn a_shared_failure_is_recorded_before_the_fallback_runs_and_a_shared_rejection_reaches_it() {
     let server = RedisServer::start();
     assert!(A.share(RedisStore::connect(&server.url()).await.unwrap()));
     assert!(B.share(RedisStore::connect(&server.url()).await.unwrap()));
@@ -57,7 +57,7 @@ async fn a_shared_failure_is_recorded_before_the_fallback_runs_and_a_shared_refu
     // B's success and A's failure trip the shared circuit (one failure in two calls): the
     // failure is recorded, and the circuit open, before `on_a` runs.
     assert_eq!(call_a(1).await.unwrap(), 0);
-    // Both replicas are refused by the shared circuit, and their fallbacks get the refusal.
+    // Both replicas are rejected by the shared circuit, and their fallbacks get the rejection.
     assert_eq!(call_a(2).await.unwrap(), 0);
     assert_eq!(call_b(3).await.unwrap(), 0);
     assert_eq!(B.get("shared-fallback").unwrap().state(), State::Open);

@@ -37,9 +37,9 @@ async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, Duration) {
     (out, start.elapsed())
 }
 
-fn refusal(result: &Result<(), BackendError>) -> Option<Reason> {
+fn rejection(result: &Result<(), BackendError>) -> Option<Reason> {
     match result {
-        Err(BackendError::Refused(e)) => Some(e.reason()),
+        Err(BackendError::Rejected(e)) => Some(e.reason()),
         _ => None,
     }
 }
@@ -51,12 +51,12 @@ async fn kill_9_keeps_answering_from_local_state_and_an_open_circuit_stays_open(
     for _ in 0..5 {
         assert!(matches!(killed_call(true).await, Err(BackendError::Down)));
     }
-    assert_eq!(refusal(&killed_call(true).await), Some(Reason::Open));
+    assert_eq!(rejection(&killed_call(true).await), Some(Reason::Open));
     server.kill();
     for _ in 0..5 {
         let (result, took) = timed(killed_call(true)).await;
         assert_eq!(
-            refusal(&result),
+            rejection(&result),
             Some(Reason::Open),
             "an open circuit stays open"
         );
@@ -112,7 +112,7 @@ async fn a_restart_on_the_same_port_reloads_the_script_and_pushes_the_open_state
     for _ in 0..5 {
         assert!(matches!(restart_call(true).await, Err(BackendError::Down)));
     }
-    assert_eq!(refusal(&restart_call(true).await), Some(Reason::Open));
+    assert_eq!(rejection(&restart_call(true).await), Some(Reason::Open));
     let port = server.kill();
     let server = RedisServer::start_on(port);
     assert_eq!(
@@ -121,10 +121,10 @@ async fn a_restart_on_the_same_port_reloads_the_script_and_pushes_the_open_state
         "state lost"
     );
     // The first calls may still find the old connection broken; the store reconnects and, on
-    // `NOSCRIPT`, loads the script again. Every call meanwhile is refused: the circuit stays open.
+    // `NOSCRIPT`, loads the script again. Every call meanwhile is rejected: the circuit stays open.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        assert_eq!(refusal(&restart_call(true).await), Some(Reason::Open));
+        assert_eq!(rejection(&restart_call(true).await), Some(Reason::Open));
         if server.command(&["EXISTS", "{fusebox:payments}"]) == ":1" {
             break;
         }
@@ -184,7 +184,11 @@ async fn fail_open_and_fail_closed_when_redis_is_down() {
         );
         assert!(took < BOUND);
         let (result, took) = timed(fail_closed_call(false)).await;
-        assert_eq!(refusal(&result), Some(Reason::Open), "fail closed refuses");
+        assert_eq!(
+            rejection(&result),
+            Some(Reason::Open),
+            "fail closed rejects"
+        );
         assert!(took < BOUND);
     }
     assert_eq!(FAIL_OPEN_CALLS.load(Ordering::SeqCst), 6);

@@ -7,16 +7,16 @@
 //! a tower service (`fusebox_tower::CircuitBreakerLayer`, feature `tower`).
 //!
 //! **Scenarios**, each on its own keys, on one fleet per test (the processes are reused):
-//! - *hand-off*: process A calls one after another until refused; a fresh process B then calls:
+//! - *hand-off*: process A calls one after another until rejected; a fresh process B then calls:
 //!   B reaches the backend 0 times (and A made exactly the 5 calls of the threshold where its
 //!   calls await the store);
 //! - *no outcome lost*: 64 tasks × 20 calls per process, one in four failing, on a window too
 //!   large to trip: the shared window's `calls`/`failures` in Redis equal the backend's counts;
-//! - *concurrent trip*: every task calls a failing backend until refused: the fleet's backend
+//! - *concurrent trip*: every task calls a failing backend until rejected: the fleet's backend
 //!   calls stay within the in-flight bound (threshold + processes × 64 where calls await the
 //!   store; twice that in-flight term where admission comes from a replica's view: sync
 //!   functions and cached mode; in aggregated mode, plus one flush interval of calls per task),
-//!   every task ends refused, and exactly one `circuit_opened` is
+//!   every task ends rejected, and exactly one `circuit_opened` is
 //!   announced across the fleet;
 //! - *probes under load*: `half_open = 3`, `open_for = "200ms"`, three trips and recoveries
 //!   while a busy loop runs on every core: exactly 3 probes reach the backend per recovery and
@@ -26,7 +26,7 @@
 //!
 //! Probes are counted exactly, whatever the timing: a probe's backend holds until the test
 //! releases it, and the test releases the probes only once every task of every process has
-//! been admitted or refused, so no call can be admitted by a circuit those probes closed.
+//! been admitted or rejected, so no call can be admitted by a circuit those probes closed.
 //!
 //! Every scenario's checks are collected, and each test fails once at its end with all of them,
 //! each saying what was expected and what each process saw.
@@ -209,7 +209,7 @@ impl Backend {
 enum Outcome {
     Ok,
     Failed,
-    Refused(Reason, Option<Duration>),
+    Rejected(Reason, Option<Duration>),
     /// Anything else (a `TimedOut`, an unexpected error).
     Other,
 }
@@ -219,10 +219,10 @@ impl From<Result<(), BackendError>> for Outcome {
         match result {
             Ok(()) => Outcome::Ok,
             Err(BackendError::Down) => Outcome::Failed,
-            Err(BackendError::Refused(e)) if e.is_rejected() => {
-                Outcome::Refused(e.reason(), e.retry_after())
+            Err(BackendError::Rejected(e)) if e.is_rejected() => {
+                Outcome::Rejected(e.reason(), e.retry_after())
             }
-            Err(BackendError::Refused(_)) => Outcome::Other,
+            Err(BackendError::Rejected(_)) => Outcome::Other,
         }
     }
 }
@@ -363,8 +363,8 @@ async fn tower_call(key: &'static str, policy: Policy, b: &'static Backend, how:
     match svc.oneshot(how).await {
         Ok(()) => Outcome::Ok,
         Err(e) => match e.downcast_ref::<fusebox::Error>() {
-            Some(refusal) if refusal.is_rejected() => {
-                Outcome::Refused(refusal.reason(), refusal.retry_after())
+            Some(rejection) if rejection.is_rejected() => {
+                Outcome::Rejected(rejection.reason(), rejection.retry_after())
             }
             Some(_) => Outcome::Other,
             None => Outcome::Failed,
@@ -490,9 +490,9 @@ struct Tally {
     failed: AtomicU32,
     open: AtomicU32,
     full: AtomicU32,
-    other_refusal: AtomicU32,
+    other_rejection: AtomicU32,
     other: AtomicU32,
-    /// The shortest `retry_after` of an open refusal, in ms (`u32::MAX`: none).
+    /// The shortest `retry_after` of an open rejection, in ms (`u32::MAX`: none).
     retry_ms: AtomicU32,
 }
 
@@ -503,13 +503,13 @@ impl Tally {
         tally
     }
 
-    /// Counts `outcome`; true when it was a refusal.
+    /// Counts `outcome`; true when it was a rejection.
     fn count(&self, outcome: Outcome) -> bool {
         match outcome {
             Outcome::Ok => self.ok.fetch_add(1, Ordering::SeqCst),
             Outcome::Failed => self.failed.fetch_add(1, Ordering::SeqCst),
             Outcome::Other => self.other.fetch_add(1, Ordering::SeqCst),
-            Outcome::Refused(reason, wait) => {
+            Outcome::Rejected(reason, wait) => {
                 if let Some(wait) = wait {
                     let ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
                     self.retry_ms.fetch_min(ms, Ordering::SeqCst);
@@ -517,7 +517,7 @@ impl Tally {
                 match reason {
                     Reason::Open => self.open.fetch_add(1, Ordering::SeqCst),
                     Reason::HalfOpenFull => self.full.fetch_add(1, Ordering::SeqCst),
-                    _ => self.other_refusal.fetch_add(1, Ordering::SeqCst),
+                    _ => self.other_rejection.fetch_add(1, Ordering::SeqCst),
                 };
                 return true;
             }
@@ -525,22 +525,22 @@ impl Tally {
         false
     }
 
-    fn refused(&self) -> u32 {
+    fn rejected(&self) -> u32 {
         self.open.load(Ordering::SeqCst)
             + self.full.load(Ordering::SeqCst)
-            + self.other_refusal.load(Ordering::SeqCst)
+            + self.other_rejection.load(Ordering::SeqCst)
     }
 
     fn fields(&self) -> String {
         let retry = self.retry_ms.load(Ordering::SeqCst);
         format!(
-            "ok={} failed={} refused={} open={} full={} other_refusal={} other={} retry_ms={}",
+            "ok={} failed={} rejected={} open={} full={} other_rejection={} other={} retry_ms={}",
             self.ok.load(Ordering::SeqCst),
             self.failed.load(Ordering::SeqCst),
-            self.refused(),
+            self.rejected(),
             self.open.load(Ordering::SeqCst),
             self.full.load(Ordering::SeqCst),
-            self.other_refusal.load(Ordering::SeqCst),
+            self.other_rejection.load(Ordering::SeqCst),
             self.other.load(Ordering::SeqCst),
             if retry == u32::MAX { 0 } else { retry },
         )
@@ -559,12 +559,12 @@ fn say(line: &str) {
 /// `FLEET <shape> field=value…` line per shape, then `FLEET END`.
 ///
 /// - `run SCENARIO SHAPES TASKS MAX STOP FAIL_EVERY SLOW`: per shape, `TASKS` tasks each make up
-///   to `MAX` calls (stopping at the first refusal when `STOP` is 1); call `g` of the command fails
+///   to `MAX` calls (stopping at the first rejection when `STOP` is 1); call `g` of the command fails
 ///   when `g % FAIL_EVERY == 0` (never when 0), the others succeed; when `SLOW` is 1 a failure
 ///   takes 1 ms and a success 2 ms.
 ///   Says `FLEET STARTED` once the tasks are spawned.
 /// - `probe SCENARIO SHAPES TASKS`: per shape, `TASKS` tasks make one call each, whose backend
-///   holds; answers once every task was admitted or refused, then waits for `release`, releases
+///   holds; answers once every task was admitted or rejected, then waits for `release`, releases
 ///   the held calls, and answers again once they returned.
 /// - `events SCENARIO SHAPES`: the `circuit_opened` events this process announced per key.
 #[test]
@@ -657,8 +657,8 @@ async fn run(
                         } else {
                             How::Succeed
                         };
-                        let refused = tally.count(call(scenario_name, shape, how).await);
-                        if refused && stop {
+                        let rejected = tally.count(call(scenario_name, shape, how).await);
+                        if rejected && stop {
                             break;
                         }
                     }
@@ -708,11 +708,11 @@ async fn probe_round(
             .collect();
         running.push((shape, tally, handles));
     }
-    // Bounded: every call is admitted (and holds) or refused within the store timeout.
+    // Bounded: every call is admitted (and holds) or rejected within the store timeout.
     let deadline = Instant::now() + Duration::from_secs(30);
     for (shape, tally, _) in &running {
         let b = &sc.backends[*shape];
-        while b.held.load(Ordering::SeqCst) + tally.refused() + tally.other.load(Ordering::SeqCst)
+        while b.held.load(Ordering::SeqCst) + tally.rejected() + tally.other.load(Ordering::SeqCst)
             < tasks
             && Instant::now() < deadline
         {
@@ -1042,7 +1042,7 @@ impl Fleet {
         });
     }
 
-    /// Hand-off: process 0 calls until refused; a fresh process then reaches the backend 0 times.
+    /// Hand-off: process 0 calls until rejected; a fresh process then reaches the backend 0 times.
     fn handoff(&mut self) {
         let csv = self.csv();
         let a = Answers(vec![{
@@ -1055,23 +1055,23 @@ impl Fleet {
         let b = Answers(vec![fresh.answer()]);
         drop(fresh);
         for shape in self.shapes.clone() {
-            let (a_calls, a_refused) = (a.sum(shape, "backend"), a.sum(shape, "refused"));
+            let (a_calls, a_rejected) = (a.sum(shape, "backend"), a.sum(shape, "rejected"));
             let exact = self.awaits(shape);
             self.check(
-                a_refused == 1 && if exact { a_calls == 5 } else { a_calls >= 5 },
+                a_rejected == 1 && if exact { a_calls == 5 } else { a_calls >= 5 },
                 || {
                     format!(
-                        "hand-off, {shape}: expected process A to reach the backend {} 5 times, then be refused; saw {}",
+                        "hand-off, {shape}: expected process A to reach the backend {} 5 times, then be rejected; saw {}",
                         if exact { "exactly" } else { "at least" },
                         a.show(shape)
                     )
                 },
             );
             self.check(
-                b.sum(shape, "backend") == 0 && b.sum(shape, "refused") == 1,
+                b.sum(shape, "backend") == 0 && b.sum(shape, "rejected") == 1,
                 || {
                     format!(
-                        "hand-off, {shape}: expected a fresh process B to reach the backend 0 times and be refused at once (A reached it {a_calls} times); saw B {}",
+                        "hand-off, {shape}: expected a fresh process B to reach the backend 0 times and be rejected at once (A reached it {a_calls} times); saw B {}",
                         b.show(shape)
                     )
                 },
@@ -1113,7 +1113,7 @@ impl Fleet {
         }
     }
 
-    /// Concurrent trip: the in-flight bound, every task refused, one `circuit_opened`.
+    /// Concurrent trip: the in-flight bound, every task rejected, one `circuit_opened`.
     fn trip(&mut self) {
         let processes = self.procs.len() as u64;
         let answers = self.all(&format!("run trip {} {TASKS} 50 1 1 1", self.csv()));
@@ -1149,9 +1149,9 @@ impl Fleet {
                     answers.show(shape)
                 )
             });
-            self.check(answers.sum(shape, "refused") == in_flight, || {
+            self.check(answers.sum(shape, "rejected") == in_flight, || {
                 format!(
-                    "concurrent trip, {shape}: expected every one of the {in_flight} tasks to end refused, saw {}",
+                    "concurrent trip, {shape}: expected every one of the {in_flight} tasks to end rejected, saw {}",
                     answers.show(shape)
                 )
             });
@@ -1160,7 +1160,7 @@ impl Fleet {
     }
 
     /// Trips the circuit of every pending shape of `scenario` (every task calls a failing
-    /// backend until refused).
+    /// backend until rejected).
     fn trip_all(&mut self, scenario: &str, shapes: &[&str]) -> Answers {
         self.all(&format!(
             "run {scenario} {} {TASKS} 50 1 1 1",
@@ -1291,7 +1291,7 @@ impl Fleet {
         for shape in self.shapes.clone() {
             self.check(during.sum(shape, "other") == 0, || {
                 format!(
-                    "kill -9, {shape}: expected every call during the restart to succeed or be refused, saw {}",
+                    "kill -9, {shape}: expected every call during the restart to succeed or be rejected, saw {}",
                     during.show(shape)
                 )
             });
@@ -1307,7 +1307,7 @@ impl Fleet {
         for shape in self.shapes.clone() {
             self.check(during.sum(shape, "other") == 0, || {
                 format!(
-                    "SIGSTOP, {shape}: expected every call while Redis hung to succeed or be refused, saw {}",
+                    "SIGSTOP, {shape}: expected every call while Redis hung to succeed or be rejected, saw {}",
                     during.show(shape)
                 )
             });

@@ -199,19 +199,19 @@ impl Drop for RedisServer {
     }
 }
 
-/// The error of the Redis tests' annotated functions: the backend is down, or the breaker refused
+/// The error of the Redis tests' annotated functions: the backend is down, or the breaker rejected
 /// the call (`#[circuit_breaker]` without a fallback needs `From<fusebox::Error>`).
 #[derive(Debug)]
 pub(crate) enum BackendError {
     /// The backend failed.
     Down,
-    /// The breaker refused the call.
-    Refused(fusebox::Error),
+    /// The breaker rejected the call.
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for BackendError {
     fn from(e: fusebox::Error) -> Self {
-        BackendError::Refused(e)
+        BackendError::Rejected(e)
     }
 }
 

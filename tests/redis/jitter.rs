@@ -40,12 +40,12 @@ async fn shared_keys_opened_at_one_instant_ask_for_probes_over_the_jitter_span()
     let (wait, span) = (Duration::from_secs(10), Duration::from_secs(5));
     let mut waits = Vec::new();
     for breaker in &breakers {
-        // The first refusal learns the shared opening; this replica refuses locally from then
+        // The first rejection learns the shared opening; this replica rejects locally from then
         // on, until its own deadline.
         let waited = loop {
             match breaker.try_acquire() {
-                Err(refused) if refused.reason() == Reason::Open => {
-                    break refused.retry_after().expect("open: a wait");
+                Err(rejected) if rejected.reason() == Reason::Open => {
+                    break rejected.retry_after().expect("open: a wait");
                 }
                 Err(other) => panic!("{other}"),
                 Ok(unused) => {

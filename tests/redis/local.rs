@@ -29,9 +29,9 @@ async fn configured_b() -> Result<(), BackendError> {
     Ok(())
 }
 
-fn refused(result: Result<(), BackendError>) -> Option<Reason> {
+fn rejected(result: Result<(), BackendError>) -> Option<Reason> {
     match result {
-        Err(BackendError::Refused(e)) => Some(e.reason()),
+        Err(BackendError::Rejected(e)) => Some(e.reason()),
         _ => None,
     }
 }
@@ -45,16 +45,16 @@ async fn shared_false_keeps_the_key_local() {
     // The attribute: replica A trips on its own; replica B never hears of it, and Redis holds
     // no key for it.
     for _ in 0..5 {
-        assert_eq!(refused(host_a().await), None);
+        assert_eq!(rejected(host_a().await), None);
     }
-    assert_eq!(refused(host_a().await), Some(Reason::Open));
+    assert_eq!(rejected(host_a().await), Some(Reason::Open));
     assert_eq!(A.get("per-host").unwrap().state(), State::Open);
-    assert_eq!(refused(host_b().await), None);
+    assert_eq!(rejected(host_b().await), None);
     assert_eq!(B.get("per-host").unwrap().state(), State::Closed);
     assert_eq!(server.command(&["EXISTS", "{fusebox:per-host}"]), ":0");
 
     // Config: a shared key turned local by `shared = false` in a config table, on both replicas.
-    assert_eq!(refused(configured_a().await), None);
+    assert_eq!(rejected(configured_a().await), None);
     assert_eq!(server.command(&["EXISTS", "{fusebox:configured}"]), ":1");
     let toml = "[breakers.configured]\nshared = false\n";
     A.load_toml(toml).unwrap();
@@ -64,8 +64,8 @@ async fn shared_false_keeps_the_key_local() {
     for _ in 0..5 {
         let _ = configured_a().await;
     }
-    assert_eq!(refused(configured_a().await), Some(Reason::Open));
-    assert_eq!(refused(configured_b().await), None);
+    assert_eq!(rejected(configured_a().await), Some(Reason::Open));
+    assert_eq!(rejected(configured_b().await), None);
     assert_eq!(server.command(&["EXISTS", "{fusebox:configured}"]), ":0");
 }
 

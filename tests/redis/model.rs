@@ -135,7 +135,7 @@ three!(
 );
 
 fn admitted(result: &Result<(), BackendError>) -> bool {
-    !matches!(result, Err(BackendError::Refused(_)))
+    !matches!(result, Err(BackendError::Rejected(_)))
 }
 
 #[tokio::test]

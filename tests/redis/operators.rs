@@ -31,7 +31,7 @@ async fn store(server: &RedisServer) -> RedisStore {
 
 fn reason(result: Result<(), BackendError>) -> Option<Reason> {
     match result {
-        Err(BackendError::Refused(e)) => Some(e.reason()),
+        Err(BackendError::Rejected(e)) => Some(e.reason()),
         _ => None,
     }
 }
@@ -330,7 +330,7 @@ fn metrics_count_shared_calls_and_the_gauge_follows_the_mirrored_state() {
         b.render()
     );
 
-    // Replica A forces the key open in Redis; replica B's next call is refused, and its
+    // Replica A forces the key open in Redis; replica B's next call is rejected, and its
     // local breaker, its snapshot and its gauge follow.
     let policy = METERED_A.get("metered").unwrap().policy();
     metrics::with_local_recorder(&recorder_a, || {
@@ -338,8 +338,8 @@ fn metrics_count_shared_calls_and_the_gauge_follows_the_mirrored_state() {
     })
     .unwrap();
     assert_eq!(state_gauge(&a), Some(3.0), "{}", a.render());
-    let refused = metrics::with_local_recorder(&recorder_b, || rt.block_on(metered_on_b(false)));
-    assert_eq!(reason(refused), Some(Reason::ForcedOpen));
+    let rejected = metrics::with_local_recorder(&recorder_b, || rt.block_on(metered_on_b(false)));
+    assert_eq!(reason(rejected), Some(Reason::ForcedOpen));
     let on_b = METERED_B.get("metered").unwrap();
     assert_eq!(on_b.state(), State::ForcedOpen);
     assert_eq!(on_b.snapshot().state, State::ForcedOpen);

@@ -38,7 +38,7 @@ async fn on_survivor(fail: bool) -> Result<(), BackendError> {
 
 fn reason(result: Result<(), BackendError>) -> Option<Reason> {
     match result {
-        Err(BackendError::Refused(e)) => Some(e.reason()),
+        Err(BackendError::Rejected(e)) => Some(e.reason()),
         _ => None,
     }
 }

@@ -62,7 +62,7 @@ fn replica_process() {
             let reached = BACKEND_CALLS.load(Ordering::SeqCst) > before;
             let what = match result {
                 Err(BackendError::Down) => "failed".to_owned(),
-                Err(BackendError::Refused(e)) => format!("refused:{:?}", e.reason()),
+                Err(BackendError::Rejected(e)) => format!("rejected:{:?}", e.reason()),
                 Ok(()) => "ok".to_owned(),
             };
             let state = REPLICA.get("payments").map(|b| b.state());
@@ -160,7 +160,7 @@ fn replicas_table(mode: &str) {
             assert!(reached && outcome == "failed", "{}", table.join("\n"));
         } else {
             assert!(
-                !reached && outcome == "refused:Open",
+                !reached && outcome == "rejected:Open",
                 "{}",
                 table.join("\n")
             );
@@ -359,7 +359,7 @@ async fn burst() -> Result<(), BackendError> {
 
 /// A burst replica: runs only when re-invoked by `exact_across_separate_processes`. Connects,
 /// says `READY`, waits for `go`, makes `FUSEBOX_BURST_CALLERS` concurrent calls, reports, then
-/// makes as many more one after another (all must be refused) and reports again.
+/// makes as many more one after another (all must be rejected) and reports again.
 #[test]
 fn burst_process() {
     let Ok(url) = std::env::var("FUSEBOX_BURST_URL") else {

@@ -1,7 +1,7 @@
 //! Every call shape shares a key: the attempt driver (`retry`), sync functions,
 //! `Breaker::try_acquire` and the tower layer, each used from two registries ("replicas", each
 //! with its own store and connection) against one real `redis-server`. Replica A calls until it is
-//! refused; replica B, fresh, must then be refused without reaching the backend. Also: a replica
+//! rejected; replica B, fresh, must then be rejected without reaching the backend. Also: a replica
 //! whose store stops answering runs no half-open of its own, and outcomes whose report timed out
 //! while Redis was busy are sent again and recorded exactly once.
 
@@ -96,28 +96,28 @@ async fn two_replicas(server: &RedisServer) -> (&'static Registry, &'static Regi
 
 fn reason<T>(result: &Result<T, BackendError>) -> Option<Reason> {
     match result {
-        Err(BackendError::Refused(e)) => Some(e.reason()),
+        Err(BackendError::Rejected(e)) => Some(e.reason()),
         _ => None,
     }
 }
 
-/// Replica A calls until refused; then a fresh replica B's first call is refused and reaches
+/// Replica A calls until rejected; then a fresh replica B's first call is rejected and reaches
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_shares_the_circuit_across_replicas() {
     let server = RedisServer::start();
     RETRY_A.share(RedisStore::connect(&server.url()).await.unwrap());
     RETRY_B.share(RedisStore::connect(&server.url()).await.unwrap());
-    let mut refused = false;
+    let mut rejected = false;
     for _ in 0..10 {
         if reason(&retry_a().await).is_some() {
-            refused = true;
+            rejected = true;
             break;
         }
     }
     assert!(
-        refused,
-        "replica A is refused once the shared circuit opened"
+        rejected,
+        "replica A is rejected once the shared circuit opened"
     );
     let before = RETRY_CALLS.load(Ordering::SeqCst);
     assert_eq!(before, 5, "five attempts in all open the shared circuit");
@@ -147,7 +147,7 @@ async fn sync_functions_share_the_circuit_across_replicas() {
     while reason(&sync_a()).is_none() {
         assert!(
             std::time::Instant::now() < deadline,
-            "replica A's sync calls are refused once the circuit opened"
+            "replica A's sync calls are rejected once the circuit opened"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -187,12 +187,12 @@ async fn try_acquire_sees_the_shared_state_from_a_plain_thread() {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             match on_a.try_acquire() {
-                Err(refused) => return refused.reason(),
+                Err(rejected) => return rejected.reason(),
                 Ok(permit) => permit.ignore(),
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "replica A never refused"
+                "replica A never rejected"
             );
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -237,18 +237,22 @@ async fn the_tower_layer_shares_the_circuit_across_replicas() {
             .policy(policy)
     };
     let mut on_a = layer(a).layer(backend.clone());
-    let mut refused = None;
+    let mut rejected = None;
     for _ in 0..10 {
         let err = on_a.ready().await.unwrap().call(1).await.unwrap_err();
         if let Some(e) = err.downcast_ref::<fusebox::Error>() {
-            refused = Some(e.reason());
+            rejected = Some(e.reason());
             break;
         }
     }
-    assert_eq!(refused, Some(Reason::Open), "replica A's layer is refused");
+    assert_eq!(
+        rejected,
+        Some(Reason::Open),
+        "replica A's layer is rejected"
+    );
     // Outcomes are sent off the call path: a call admitted before the fourth report was
     // recorded may reach the backend too.
-    // Strict mode: each call awaits its outcome's recording, so the fifth is refused.
+    // Strict mode: each call awaits its outcome's recording, so the fifth is rejected.
     let reached = calls.load(Ordering::SeqCst);
     assert_eq!(reached, 4, "four failures opened it");
     let mut on_b = layer(b).layer(backend);
@@ -341,7 +345,7 @@ async fn unheard_dropped() -> Result<(), BackendError> {
 
 /// An admission whose answer is never read (`unheard`, while Redis is busy for 400 ms) is run by
 /// Redis all the same, once it is free: the probe it grants is given back, so the next call is
-/// the probe (not refused with `HalfOpenFull` until the lease runs out). `calls` counts the
+/// the probe (not rejected with `HalfOpenFull` until the lease runs out). `calls` counts the
 /// backend calls of `call`.
 async fn unheard_admission_gives_its_probe_back(
     registry: &'static Registry,
@@ -375,9 +379,9 @@ async fn unheard_admission_gives_its_probe_back(
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while calls.load(Ordering::SeqCst) == before {
         assert!(std::time::Instant::now() < deadline, "no probe in 10 s");
-        let refused = reason(&call().await);
+        let rejected = reason(&call().await);
         assert_ne!(
-            refused,
+            rejected,
             Some(Reason::HalfOpenFull),
             "the unheard admission's probe is held"
         );
@@ -393,7 +397,7 @@ async fn unheard_admission_gives_its_probe_back(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_admission_that_timed_out_gives_its_probe_back() {
-    // The admission times out (100 ms): the call is refused, as the store grants probes.
+    // The admission times out (100 ms): the call is rejected, as the store grants probes.
     unheard_admission_gives_its_probe_back(
         &UNHEARD_ASYNC,
         "shape-unheard-async",

@@ -246,7 +246,7 @@ async fn aggregated_mode_folds_outcomes_and_judges_each_fold_whole() {
     ] {
         assert!(!matches!(
             fold_rate(fail).await,
-            Err(BackendError::Refused(_))
+            Err(BackendError::Rejected(_))
         ));
     }
     assert_eq!(
@@ -258,7 +258,7 @@ async fn aggregated_mode_folds_outcomes_and_judges_each_fold_whole() {
     assert_eq!(shared_state(&store, "fold-rate").await, State::Open);
     assert_eq!(folded_seen("fold-rate"), [(Trigger::FailureRate, 10, 60)]);
     assert!(
-        matches!(fold_rate(false).await, Err(BackendError::Refused(_))),
+        matches!(fold_rate(false).await, Err(BackendError::Rejected(_))),
         "the replica follows the open circuit"
     );
 

@@ -49,7 +49,7 @@ fn mixed_sync() -> Result<(), BackendError> {
 
 fn reason(result: Result<(), BackendError>) -> Option<Reason> {
     match result {
-        Err(BackendError::Refused(e)) => Some(e.reason()),
+        Err(BackendError::Rejected(e)) => Some(e.reason()),
         _ => None,
     }
 }

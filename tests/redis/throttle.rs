@@ -14,12 +14,12 @@ enum CallError {
     Down,
     /// Not a counted failure: it leaves every window as it is.
     Declined,
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for CallError {
     fn from(e: fusebox::Error) -> Self {
-        CallError::Refused(e)
+        CallError::Rejected(e)
     }
 }
 
@@ -83,7 +83,7 @@ fn a_replica_sheds_from_the_shared_window_the_others_filled() {
         let mut shed = 0;
         for _ in 0..200 {
             match on_b(2).await {
-                Err(CallError::Refused(e)) => {
+                Err(CallError::Rejected(e)) => {
                     assert_eq!(e.reason(), Reason::Throttled);
                     shed += 1;
                 }

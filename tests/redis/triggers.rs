@@ -118,12 +118,12 @@ fn a_shared_key_names_the_rule_that_tripped_it() {
         for _ in 0..3 {
             assert!(matches!(run(true).await, Err(BackendError::Down)));
         }
-        assert!(matches!(run(false).await, Err(BackendError::Refused(_))));
+        assert!(matches!(run(false).await, Err(BackendError::Rejected(_))));
         // Slow rate: two fast calls, two slow ones (50 % of 4).
         for is_slow in [false, false, true, true] {
             assert!(slow(is_slow).await.is_ok());
         }
-        assert!(matches!(slow(false).await, Err(BackendError::Refused(_))));
+        assert!(matches!(slow(false).await, Err(BackendError::Rejected(_))));
         // Lease: the probe's holder never reports; after the lease the probe is re-armed.
         for _ in 0..2 {
             assert!(matches!(lease(true, false).await, Err(BackendError::Down)));
@@ -133,7 +133,7 @@ fn a_shared_key_names_the_rule_that_tripped_it() {
         HOLDING.notified().await;
         assert!(matches!(
             lease(false, false).await,
-            Err(BackendError::Refused(_))
+            Err(BackendError::Rejected(_))
         ));
         CLOCK.advance(Duration::from_secs(5));
         assert!(lease(false, false).await.is_ok());
@@ -206,11 +206,11 @@ fn replicas_sharing_a_key_trip_together_on_failure_count() {
         assert!(matches!(count_on_b(true).await, Err(BackendError::Down)));
         assert!(matches!(
             count_on_a(false).await,
-            Err(BackendError::Refused(_))
+            Err(BackendError::Rejected(_))
         ));
         assert!(matches!(
             count_on_b(false).await,
-            Err(BackendError::Refused(_))
+            Err(BackendError::Rejected(_))
         ));
     });
     assert_eq!(
@@ -315,21 +315,21 @@ fn a_forced_shared_key_is_announced_by_the_replica_that_forced_it() {
             .unwrap();
         assert_eq!(state(&OPS_A, "ops"), Some(State::ForcedOpen));
         // Replica B (strict) has not asked Redis since: it still shows closed, and its next
-        // call's answer moves it (refused), silently.
+        // call's answer moves it (rejected), silently.
         assert_eq!(state(&OPS_B, "ops"), Some(State::Closed));
-        let refused = ops_on_b().await;
+        let rejected = ops_on_b().await;
         assert!(
-            matches!(&refused, Err(BackendError::Refused(e)) if e.reason() == fusebox::Reason::ForcedOpen),
-            "{refused:?}"
+            matches!(&rejected, Err(BackendError::Rejected(e)) if e.reason() == fusebox::Reason::ForcedOpen),
+            "{rejected:?}"
         );
         assert_eq!(state(&OPS_B, "ops"), Some(State::ForcedOpen));
-        // Its sync calls, which run on the local breaker, are refused too.
-        let refused = ops_sync_on_b();
+        // Its sync calls, which run on the local breaker, are rejected too.
+        let rejected = ops_sync_on_b();
         assert!(
-            matches!(&refused, Err(BackendError::Refused(e)) if e.reason() == fusebox::Reason::ForcedOpen),
-            "{refused:?}"
+            matches!(&rejected, Err(BackendError::Rejected(e)) if e.reason() == fusebox::Reason::ForcedOpen),
+            "{rejected:?}"
         );
-        assert!(matches!(ops_on_a().await, Err(BackendError::Refused(_))));
+        assert!(matches!(ops_on_a().await, Err(BackendError::Rejected(_))));
 
         // Replica A resets it: A closes at once, B on its next call.
         stores[0].force("ops", policy, State::Closed).await.unwrap();

@@ -1,4 +1,4 @@
-//! The axum layer on a real loopback server: a failing route opens the circuit, refusals are
+//! The axum layer on a real loopback server: a failing route opens the circuit, rejections are
 //! `503` with `Retry-After` and a JSON body without reaching the handler, and the circuit
 //! half-opens and closes after the wait (a fake clock); a request adaptive throttling sheds is a
 //! `503` with the reason `throttled` while the circuit stays closed.
@@ -72,7 +72,7 @@ fn a_failing_route_opens_then_503s_without_the_handler_then_half_opens_and_close
     assert_eq!(
         HITS.load(Ordering::SeqCst),
         3,
-        "refused requests never reach the handler"
+        "rejected requests never reach the handler"
     );
     assert_eq!(
         http_get(addr, "/unknown").status,

@@ -11,7 +11,7 @@ use fusebox_tower::{BoxError, BudgetPolicy, CircuitBreakerLayer};
 use tower::retry::Policy as RetryPolicy;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
-/// Up to `.0` attempts in all, retrying every error that is not a refusal.
+/// Up to `.0` attempts in all, retrying every error that is not a rejection.
 #[derive(Clone)]
 struct Attempts(u32);
 
@@ -73,13 +73,13 @@ async fn tower_retries_of_a_dead_backend_stay_within_the_budget() {
     );
     let snapshot = breaker.snapshot();
     assert_eq!(snapshot.state, State::Disabled);
-    assert!(snapshot.retries_refused >= first / 2);
+    assert!(snapshot.retries_rejected >= first / 2);
 }
 
 fake_registry!(HEALTHY_CLOCK, HEALTHY);
 
 #[tokio::test]
-async fn tower_retries_of_a_healthy_backend_are_never_refused() {
+async fn tower_retries_of_a_healthy_backend_are_never_rejected() {
     let breaker = HEALTHY
         .breaker("tower-healthy", Policy::new().retry_budget(20, 10))
         .unwrap();
@@ -97,7 +97,7 @@ async fn tower_retries_of_a_healthy_backend_are_never_refused() {
         svc.ready().await.unwrap().call(1).await.unwrap();
         HEALTHY_CLOCK.advance(Duration::from_millis(5));
     }
-    assert_eq!(breaker.snapshot().retries_refused, 0);
+    assert_eq!(breaker.snapshot().retries_rejected, 0);
 }
 
 #[cfg(all(feature = "reqwest", feature = "axum"))]
@@ -154,8 +154,8 @@ mod reqwest_middleware_retries {
         );
         let snapshot = REGISTRY.get("reqwest-budget").unwrap().snapshot();
         assert_eq!(
-            snapshot.retries_refused, 15,
-            "requests 6 to 20 had their first retry refused"
+            snapshot.retries_rejected, 15,
+            "requests 6 to 20 had their first retry rejected"
         );
         assert_eq!(snapshot.retry_budget_balance, Some(0));
 

@@ -69,7 +69,7 @@ fn failing(
 fake_registry!(CLOCK, REGISTRY);
 
 #[tokio::test]
-async fn breaker_inside_retry_counts_every_attempt_and_a_refusal_stops_the_retries() {
+async fn breaker_inside_retry_counts_every_attempt_and_a_rejection_stops_the_retries() {
     let calls = Arc::new(AtomicU32::new(0));
     let mut svc = ServiceBuilder::new()
         .layer(RetryLayer::new(Attempts(3)))
@@ -93,7 +93,7 @@ async fn breaker_inside_retry_counts_every_attempt_and_a_refusal_stops_the_retri
     assert_eq!(
         calls.load(Ordering::SeqCst),
         3,
-        "refused at once, not retried"
+        "rejected at once, not retried"
     );
 }
 

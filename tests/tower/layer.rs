@@ -1,4 +1,4 @@
-//! The tower layer on in-process services, driven by fake clocks: refusals, `poll_ready`,
+//! The tower layer on in-process services, driven by fake clocks: rejections, `poll_ready`,
 //! cancellation of a half-open probe, panics, classification, per-request keys, and a key shared
 //! with an annotated function.
 
@@ -38,21 +38,21 @@ fn backend(
     })
 }
 
-fn refusal(err: &BoxError) -> &fusebox::Error {
+fn rejection(err: &BoxError) -> &fusebox::Error {
     err.downcast_ref::<fusebox::Error>()
-        .expect("a refusal is a boxed `fusebox::Error`")
+        .expect("a rejection is a boxed `fusebox::Error`")
 }
 
-// ---------------------------------------------------------------- refusal
+// ---------------------------------------------------------------- rejection
 
-fake_registry!(REFUSE_CLOCK, REFUSE);
+fake_registry!(REJECT_CLOCK, REJECT);
 
 #[tokio::test]
-async fn opens_after_the_policy_failures_and_refuses_with_a_boxed_fusebox_error_without_calling_the_service()
+async fn opens_after_the_policy_failures_and_rejects_with_a_boxed_fusebox_error_without_calling_the_service()
  {
     let calls = Arc::new(AtomicU32::new(0));
-    let layer = CircuitBreakerLayer::new("refuse")
-        .registry(&REFUSE)
+    let layer = CircuitBreakerLayer::new("reject")
+        .registry(&REJECT)
         .policy(TRIP_AT_3);
     let mut svc = layer.layer(backend(calls.clone(), true));
     for _ in 0..3 {
@@ -60,16 +60,16 @@ async fn opens_after_the_policy_failures_and_refuses_with_a_boxed_fusebox_error_
         assert_eq!(err.to_string(), "down", "the inner error, boxed");
         assert!(err.downcast_ref::<fusebox::Error>().is_none());
     }
-    assert_eq!(REFUSE.get("refuse").unwrap().state(), State::Open);
+    assert_eq!(REJECT.get("reject").unwrap().state(), State::Open);
     let err = svc.ready().await.unwrap().call(1).await.unwrap_err();
-    let refused = refusal(&err);
-    assert_eq!(refused.key(), "refuse");
-    assert_eq!(refused.reason(), Reason::Open);
-    assert_eq!(refused.retry_after(), Some(Duration::from_secs(5)));
+    let rejected = rejection(&err);
+    assert_eq!(rejected.key(), "reject");
+    assert_eq!(rejected.reason(), Reason::Open);
+    assert_eq!(rejected.retry_after(), Some(Duration::from_secs(5)));
     assert_eq!(
         calls.load(Ordering::SeqCst),
         3,
-        "the refused call never reached the service"
+        "the rejected call never reached the service"
     );
 }
 
@@ -136,8 +136,8 @@ fn dropping_the_response_future_of_a_half_open_probe_frees_the_probe_slot() {
     assert_eq!(breaker.snapshot().probes_in_flight, 1);
     let mut second = pin!(hanging.call(2));
     match poll_once(second.as_mut()) {
-        Poll::Ready(Err(err)) => assert_eq!(refusal(&err).reason(), Reason::HalfOpenFull),
-        other => panic!("the only probe slot is taken, expected a refusal: {other:?}"),
+        Poll::Ready(Err(err)) => assert_eq!(rejection(&err).reason(), Reason::HalfOpenFull),
+        other => panic!("the only probe slot is taken, expected a rejection: {other:?}"),
     }
     drop(probe);
     assert_eq!(
@@ -290,7 +290,7 @@ async fn key_fn_gives_each_key_its_own_circuit() {
         .call(("a".into(), false))
         .await
         .unwrap_err();
-    assert_eq!(refusal(&err).key(), "a");
+    assert_eq!(rejection(&err).key(), "a");
     svc.ready()
         .await
         .unwrap()
@@ -320,7 +320,7 @@ fn annotated_b(fail: bool) -> Result<u32, ApiError> {
 }
 
 #[tokio::test]
-async fn tripping_a_key_through_the_attribute_refuses_through_the_layer() {
+async fn tripping_a_key_through_the_attribute_rejects_through_the_layer() {
     let calls = Arc::new(AtomicU32::new(0));
     let mut svc = CircuitBreakerLayer::new("shared-a")
         .registry(&SHARED)
@@ -331,12 +331,12 @@ async fn tripping_a_key_through_the_attribute_refuses_through_the_layer() {
         assert_eq!(annotated_a(true), Err(ApiError::Timeout));
     }
     let err = svc.ready().await.unwrap().call(1).await.unwrap_err();
-    assert_eq!(refusal(&err).key(), "shared-a");
+    assert_eq!(rejection(&err).key(), "shared-a");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
-async fn tripping_a_key_through_the_layer_refuses_through_the_attribute() {
+async fn tripping_a_key_through_the_layer_rejects_through_the_attribute() {
     assert_eq!(annotated_b(false), Ok(1));
     let mut svc = CircuitBreakerLayer::new("shared-b")
         .registry(&SHARED)
@@ -345,8 +345,8 @@ async fn tripping_a_key_through_the_layer_refuses_through_the_attribute() {
     for _ in 0..3 {
         let _ = svc.ready().await.unwrap().call(1).await;
     }
-    let refused = annotated_b(false).unwrap_err();
-    assert_eq!(refused.refusal().map(|e| e.key()), Some("shared-b"));
+    let rejected = annotated_b(false).unwrap_err();
+    assert_eq!(rejected.rejection().map(|e| e.key()), Some("shared-b"));
 }
 
 // ---------------------------------------------------------------- events
@@ -459,8 +459,8 @@ fn the_layer_holds_calls_to_the_adaptive_limit() {
     assert_eq!((snap.in_flight, snap.concurrency_limit), (20, Some(20)));
     let mut over = pin!(hanging.call(21));
     match poll_once(over.as_mut()) {
-        Poll::Ready(Err(err)) => assert_eq!(refusal(&err).reason(), Reason::BulkheadFull),
-        other => panic!("the adaptive limit is 20, expected a refusal: {other:?}"),
+        Poll::Ready(Err(err)) => assert_eq!(rejection(&err).reason(), Reason::BulkheadFull),
+        other => panic!("the adaptive limit is 20, expected a rejection: {other:?}"),
     }
     drop(calls);
     let snap = breaker.snapshot();
@@ -502,8 +502,8 @@ fn a_layered_service_follows_a_reconfiguration_of_its_key() {
     );
     let mut fut = pin!(svc.call(3));
     match poll_once(fut.as_mut()) {
-        Poll::Ready(Err(err)) => assert_eq!(refusal(&err).reason(), Reason::Open),
-        other => panic!("the open breaker refuses: {other:?}"),
+        Poll::Ready(Err(err)) => assert_eq!(rejection(&err).reason(), Reason::Open),
+        other => panic!("the open breaker rejects: {other:?}"),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The reqwest-middleware middleware against real loopback servers: one circuit per host (two
-//! ports, two keys, isolated), a fixed key shared by every host, and refusals that send nothing.
+//! ports, two keys, isolated), a fixed key shared by every host, and rejections that send nothing.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -67,15 +67,15 @@ async fn one_circuit_per_host_and_two_hosts_are_isolated() {
         .send()
         .await
         .unwrap_err();
-    let refused = rejection(&err).expect("a refusal carries a `fusebox::Error`");
+    let rejected = rejection(&err).expect("a rejection carries a `fusebox::Error`");
     assert_eq!(
-        (refused.key(), refused.reason()),
+        (rejected.key(), rejected.reason()),
         (down_key.as_str(), Reason::Open)
     );
     assert_eq!(
         down_hits.load(Ordering::SeqCst),
         3,
-        "a refused request is not sent"
+        "a rejected request is not sent"
     );
 
     for _ in 0..5 {
@@ -140,7 +140,7 @@ async fn a_transport_error_counts() {
             .unwrap_err();
         assert!(
             rejection(&err).is_none(),
-            "a connection error, not a refusal: {err}"
+            "a connection error, not a rejection: {err}"
         );
     }
     assert_eq!(

@@ -63,16 +63,16 @@ fn registry(clock: &FakeClock) -> &'static Registry {
     Box::leak(Box::new(Registry::with_clock(clock.clone())))
 }
 
-/// Sends one request: `Ok(status)` when it went out, `Err(refusal)` when the circuit refused it.
+/// Sends one request: `Ok(status)` when it went out, `Err(rejection)` when the circuit rejected it.
 async fn send(client: &ClientWithMiddleware, addr: SocketAddr) -> Result<u16, fusebox::Error> {
     match client.get(format!("http://{addr}/")).send().await {
         Ok(response) => Ok(response.status().as_u16()),
-        Err(err) => Err(rejection(&err).expect("a refusal").clone()),
+        Err(err) => Err(rejection(&err).expect("a rejection").clone()),
     }
 }
 
 /// The middleware's circuit `key` opens on a `status` answer whose `Retry-After` asks for 7
-/// seconds: refused (and nothing sent) until then, probed after.
+/// seconds: rejected (and nothing sent) until then, probed after.
 async fn opens_for_seven_seconds(key: &'static str, status: StatusCode, after: After) {
     let clock = FakeClock::new();
     let registry = registry(&clock);
@@ -85,16 +85,16 @@ async fn opens_for_seven_seconds(key: &'static str, status: StatusCode, after: A
     assert_eq!(send(&client, addr).await, Ok(status.as_u16()));
     let breaker = registry.get(key).unwrap();
     assert_eq!(breaker.state(), State::Open);
-    let refused = send(&client, addr).await.unwrap_err();
-    assert_eq!(refused.reason(), Reason::Open);
+    let rejected = send(&client, addr).await.unwrap_err();
+    assert_eq!(rejected.reason(), Reason::Open);
     assert_eq!(
-        refused.retry_after(),
+        rejected.retry_after(),
         Some(Duration::from_secs(7)),
-        "the refusal says how long the server asked for, not the policy's 1 s"
+        "the rejection says how long the server asked for, not the policy's 1 s"
     );
     clock.advance(Duration::from_millis(6_900));
-    let refused = send(&client, addr).await.unwrap_err();
-    assert_eq!(refused.retry_after(), Some(Duration::from_millis(100)));
+    let rejected = send(&client, addr).await.unwrap_err();
+    assert_eq!(rejected.retry_after(), Some(Duration::from_millis(100)));
     assert_eq!(hits.load(Ordering::SeqCst), 1, "nothing sent while open");
     clock.advance(Duration::from_millis(100));
     assert_eq!(
@@ -150,8 +150,8 @@ async fn the_wait_is_capped_by_open_max() {
             .policy(TRIP_AT_1.open_max(Duration::from_secs(30))),
     );
     assert_eq!(send(&client, addr).await, Ok(503));
-    let refused = send(&client, addr).await.unwrap_err();
-    assert_eq!(refused.retry_after(), Some(Duration::from_secs(30)));
+    let rejected = send(&client, addr).await.unwrap_err();
+    assert_eq!(rejected.retry_after(), Some(Duration::from_secs(30)));
     clock.advance(Duration::from_millis(29_900));
     assert!(send(&client, addr).await.is_err(), "open at 29.9 s");
     clock.advance(Duration::from_millis(100));
@@ -183,9 +183,9 @@ async fn a_500_with_retry_after_and_a_date_in_the_past_are_not_pushback() {
                 .policy(TRIP_AT_1),
         );
         assert_eq!(send(&client, addr).await, Ok(status.as_u16()));
-        let refused = send(&client, addr).await.unwrap_err();
+        let rejected = send(&client, addr).await.unwrap_err();
         assert_eq!(
-            refused.retry_after(),
+            rejected.retry_after(),
             Some(Duration::from_secs(1)),
             "{key}: the policy's wait"
         );
@@ -220,8 +220,8 @@ async fn the_tower_layer_with_http_failures_reads_retry_after() {
     assert_eq!(breaker.state(), State::Open);
     clock.advance(Duration::from_millis(6_900));
     let err = svc.ready().await.unwrap().call(()).await.unwrap_err();
-    let refused = err.downcast_ref::<fusebox::Error>().expect("a refusal");
-    assert_eq!(refused.retry_after(), Some(Duration::from_millis(100)));
+    let rejected = err.downcast_ref::<fusebox::Error>().expect("a rejection");
+    assert_eq!(rejected.retry_after(), Some(Duration::from_millis(100)));
     clock.advance(Duration::from_millis(100));
     svc.ready().await.unwrap().call(()).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 2, "probed after 7 s");

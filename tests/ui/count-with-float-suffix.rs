@@ -1,11 +1,11 @@
 #[derive(Debug)]
 pub enum ApiError {
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for ApiError {
     fn from(error: fusebox::Error) -> Self {
-        ApiError::Refused(error)
+        ApiError::Rejected(error)
     }
 }
 

@@ -5,18 +5,18 @@ pub struct Response {
 
 #[derive(Debug)]
 pub enum ApiError {
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for ApiError {
     fn from(error: fusebox::Error) -> Self {
-        ApiError::Refused(error)
+        ApiError::Rejected(error)
     }
 }
 
 // Takes the error, not the `Ok` value.
 fn is_unavailable(error: &ApiError) -> bool {
-    matches!(error, ApiError::Refused(_))
+    matches!(error, ApiError::Rejected(_))
 }
 
 #[fusebox::circuit_breaker(key = "status", failure_if = is_unavailable)]

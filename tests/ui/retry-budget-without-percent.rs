@@ -1,12 +1,12 @@
 #[derive(Debug)]
 pub enum ApiError {
     Connect(u16),
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for ApiError {
     fn from(error: fusebox::Error) -> Self {
-        ApiError::Refused(error)
+        ApiError::Rejected(error)
     }
 }
 

@@ -3,12 +3,12 @@ pub enum ApiError {
     Timeout,
     Connect(u16),
     Declined { code: u32 },
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for ApiError {
     fn from(error: fusebox::Error) -> Self {
-        ApiError::Refused(error)
+        ApiError::Rejected(error)
     }
 }
 

@@ -18,12 +18,12 @@ use fusebox::{Registry, circuit_breaker};
 #[derive(Debug)]
 enum BackendError {
     Down,
-    Refused(fusebox::Error),
+    Rejected(fusebox::Error),
 }
 
 impl From<fusebox::Error> for BackendError {
     fn from(e: fusebox::Error) -> Self {
-        BackendError::Refused(e)
+        BackendError::Rejected(e)
     }
 }
 
@@ -118,8 +118,8 @@ fn replica(url: &str) {
             };
             let outcome = match result {
                 Err(BackendError::Down) => "failed".to_owned(),
-                Err(BackendError::Refused(e)) => {
-                    format!("refused ({})", e.reason())
+                Err(BackendError::Rejected(e)) => {
+                    format!("rejected ({})", e.reason())
                 }
                 Ok(()) => "ok".to_owned(),
             };

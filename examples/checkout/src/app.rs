@@ -118,7 +118,7 @@ pub(crate) struct Config {
     /// Base URL of a backend that is already running (another replica's): when set, no backend is
     /// started and `backend_addr` is unused.
     pub backend_url: Option<String>,
-    /// How long an opened circuit refuses calls before one probe is let through.
+    /// How long an opened circuit rejects calls before one probe is let through.
     pub open_for: Duration,
     /// The HTTP client's timeout for one backend call.
     pub client_timeout: Duration,
@@ -372,7 +372,7 @@ pub(crate) enum PayError {
     Upstream(u16),
     /// The backend refused the request (a 4xx, such as a declined card): a business error, not counted.
     Declined(u16, Value),
-    /// The breaker refused the call; the backend was not called.
+    /// The breaker rejected the call; the backend was not called.
     Rejected(fusebox::Error),
 }
 
@@ -467,8 +467,11 @@ async fn unavailable(
     cause: Cause<PayError>,
 ) -> Result<Value, PayError> {
     let _ = (client, demo);
-    if let Some(refusal) = cause.rejected() {
-        tracing::debug!(key = refusal.key(), "refused without calling the backend");
+    if let Some(rejection) = cause.rejected() {
+        tracing::debug!(
+            key = rejection.key(),
+            "rejected without calling the backend"
+        );
     }
     Err(cause.into_error())
 }

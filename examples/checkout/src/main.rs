@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Environment: `PORT` (default 8081), `BACKEND_PORT` (default 8082), `CHECKOUT_OPEN_FOR` (how long
-//! an opened circuit refuses calls, default `10s`; also `500ms`, `2m`), `CHECKOUT_ADMIN_TOKEN`
+//! an opened circuit rejects calls, default `10s`; also `500ms`, `2m`), `CHECKOUT_ADMIN_TOKEN`
 //! (when set, the operator controls need `Authorization: Bearer <token>`, which the dashboard's
 //! token field sends; otherwise they are allowed from loopback only), `REDIS_URL` (with
 //! `--replicas N`: the Redis to share circuits through; without it the demo starts its own

@@ -134,13 +134,13 @@ async fn five_failures_open_the_circuit_and_the_sixth_never_reaches_the_backend(
     }
     assert_eq!(demo.pay_hits().await, 5);
 
-    let refused = demo.order("always_fail").await;
-    assert_eq!(refused.status, 503);
-    assert_eq!(refused.retry_after.as_deref(), Some("10"));
-    assert_eq!(refused.body["error"], "circuit_open");
-    assert_eq!(refused.body["key"], "checkout");
-    assert_eq!(refused.body["retry_after_ms"], 10_000);
-    assert_eq!(demo.pay_hits().await, 5, "the refused call went out");
+    let rejected = demo.order("always_fail").await;
+    assert_eq!(rejected.status, 503);
+    assert_eq!(rejected.retry_after.as_deref(), Some("10"));
+    assert_eq!(rejected.body["error"], "circuit_open");
+    assert_eq!(rejected.body["key"], "checkout");
+    assert_eq!(rejected.body["retry_after_ms"], 10_000);
+    assert_eq!(demo.pay_hits().await, 5, "the rejected call went out");
 
     let card = demo.breaker("checkout").await;
     assert_eq!(card["state"], "open");
@@ -360,11 +360,11 @@ async fn operator_controls() {
 
     let forced = post("/breakers/shipping/force_open").await.unwrap();
     assert_eq!(forced.status(), 200);
-    let refused = demo.post("/shipping/demo", "ok").await;
-    assert_eq!(refused.status, 503);
-    assert_eq!(refused.body["reason"], "forced_open");
-    assert_eq!(refused.body["retry_after_ms"], Value::Null);
-    assert_eq!(refused.retry_after, None);
+    let rejected = demo.post("/shipping/demo", "ok").await;
+    assert_eq!(rejected.status, 503);
+    assert_eq!(rejected.body["reason"], "forced_open");
+    assert_eq!(rejected.body["retry_after_ms"], Value::Null);
+    assert_eq!(rejected.retry_after, None);
     let shipping = demo.breaker("shipping").await;
     let text = shipping["opened"]["text"].as_str().unwrap();
     assert!(

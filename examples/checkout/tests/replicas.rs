@@ -71,7 +71,7 @@ fn state_of(breakers: &Value, key: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_trip_one_circuit_and_refuse_without_calling_the_backend() {
+async fn two_replicas_trip_one_circuit_and_reject_without_calling_the_backend() {
     let redis = RedisServer::start();
     let demo = start(&redis);
     let http = reqwest::Client::new();
@@ -93,7 +93,7 @@ async fn two_replicas_trip_one_circuit_and_refuse_without_calling_the_backend() 
     assert_eq!(seen, ["A", "B", "A", "B", "A"], "the front alternates");
     assert_eq!(pay_hits(&http, &demo).await, 5);
 
-    // The sixth is refused by the other replica, which never saw five failures itself.
+    // The sixth is rejected by the other replica, which never saw five failures itself.
     let sixth = order(&http, &demo, "always_fail").await;
     assert_eq!(
         sixth.status,
@@ -109,11 +109,11 @@ async fn two_replicas_trip_one_circuit_and_refuse_without_calling_the_backend() 
     assert_eq!(
         pay_hits(&http, &demo).await,
         5,
-        "the refused call reached the backend"
+        "the rejected call reached the backend"
     );
 
-    // Every later call, on either replica and in any mode, is refused without reaching it.
-    let mut refused_by = Vec::new();
+    // Every later call, on either replica and in any mode, is rejected without reaching it.
+    let mut rejected_by = Vec::new();
     for mode in ["always_fail", "ok", "always_fail", "ok"] {
         let answer = order(&http, &demo, mode).await;
         assert_eq!(
@@ -122,9 +122,9 @@ async fn two_replicas_trip_one_circuit_and_refuse_without_calling_the_backend() 
             "{mode}: {}",
             answer.body
         );
-        refused_by.push(answer.replica);
+        rejected_by.push(answer.replica);
     }
-    assert_eq!(refused_by, ["A", "B", "A", "B"]);
+    assert_eq!(rejected_by, ["A", "B", "A", "B"]);
     assert_eq!(pay_hits(&http, &demo).await, 5);
 
     // Each replica's own dashboard JSON shows `checkout` open and `shipping` closed, the key
@@ -176,7 +176,7 @@ async fn operator_controls_reach_every_replica() {
             .send()
     };
 
-    // Forced open through the front: both replicas refuse, the backend is never called.
+    // Forced open through the front: both replicas reject, the backend is never called.
     let forced = control("force_open").await.expect("an answer");
     assert_eq!(forced.status(), StatusCode::OK);
     let forced: Value = forced.json().await.unwrap();
@@ -187,7 +187,7 @@ async fn operator_controls_reach_every_replica() {
         .map(|r| r["card"]["state"].as_str().unwrap())
         .collect();
     assert_eq!(states, ["forced_open", "forced_open"]);
-    let mut refused_by = Vec::new();
+    let mut rejected_by = Vec::new();
     for _ in 0..2 {
         let answer = order(&http, &demo, "ok").await;
         assert_eq!(
@@ -197,10 +197,10 @@ async fn operator_controls_reach_every_replica() {
             answer.body
         );
         assert_eq!(answer.body["reason"], "forced_open");
-        refused_by.push(answer.replica);
+        rejected_by.push(answer.replica);
     }
-    refused_by.sort();
-    assert_eq!(refused_by, ["A", "B"]);
+    rejected_by.sort();
+    assert_eq!(rejected_by, ["A", "B"]);
     assert_eq!(pay_hits(&http, &demo).await, 0);
 
     // Reset through the front: both replicas serve again.
@@ -222,8 +222,8 @@ async fn operator_controls_reach_every_replica() {
             StatusCode::BAD_GATEWAY
         );
     }
-    let refused = order(&http, &demo, "ok").await;
-    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    let rejected = order(&http, &demo, "ok").await;
+    assert_eq!(rejected.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(control("reset").await.unwrap().status(), StatusCode::OK);
     for _ in 0..2 {
         let answer = order(&http, &demo, "ok").await;
@@ -248,8 +248,8 @@ async fn a_control_sent_to_one_replica_moves_the_shared_circuit() {
         .await
         .expect("an answer");
     assert_eq!(forced.status(), StatusCode::OK);
-    // Replica B was not told; it refuses because Redis holds the circuit forced open.
-    let mut refused_by = Vec::new();
+    // Replica B was not told; it rejects because Redis holds the circuit forced open.
+    let mut rejected_by = Vec::new();
     for _ in 0..2 {
         let answer = order(&http, &demo, "ok").await;
         assert_eq!(
@@ -259,9 +259,9 @@ async fn a_control_sent_to_one_replica_moves_the_shared_circuit() {
             answer.body
         );
         assert_eq!(answer.body["reason"], "forced_open");
-        refused_by.push(answer.replica);
+        rejected_by.push(answer.replica);
     }
-    assert_eq!(refused_by, ["B", "A"]);
+    assert_eq!(rejected_by, ["B", "A"]);
     assert_eq!(pay_hits(&http, &demo).await, 1);
 }
 

@@ -37,15 +37,21 @@ fn opened(s: &Snapshot, history: Option<&KeyHistory>) -> Value {
     })
 }
 
-/// True when `s` is a group's member that is ejected now: open within its wait, or forced open
-/// (what [`Group::is_ejected`](fusebox::Group::is_ejected) says).
+/// True when `s` is a group's member that is ejected now: opened by one of the group's relative
+/// rules and open within that wait (what [`Group::is_ejected`](fusebox::Group::is_ejected) and the
+/// group's `ejected` say).
 fn ejected(s: &Snapshot) -> bool {
     s.policy.settings().group.is_some()
-        && match s.state {
-            State::ForcedOpen => true,
-            State::Open => s.retry_after.is_some_and(|wait| !wait.is_zero()),
-            _ => false,
-        }
+        && s.state == State::Open
+        && s.retry_after.is_some_and(|wait| !wait.is_zero())
+        && s.last_transition.as_ref().is_some_and(|t| {
+            t.to == State::Open
+                && matches!(
+                    t.trigger,
+                    fusebox::Trigger::OutlierSuccessRate
+                        | fusebox::Trigger::OutlierFailurePercentage
+                )
+        })
 }
 
 /// A group of the registry: its counts from `g`, and a row for each of its members among the
@@ -75,7 +81,7 @@ pub(super) fn group(g: &GroupSnapshot, shown: &[&Snapshot]) -> Value {
         "max_open": g.max_open,
         "max_ejection": g.policy.settings().max_ejection,
         "in_panic": g.in_panic,
-        "refused": g.refused,
+        "rejected": g.rejected,
         "ejections": g.ejections,
         "keys": rows,
     })

@@ -17,7 +17,7 @@ use fusebox::State;
 ///
 /// The status is [`Status::Up`] unless a key marked critical is forced open, or open with its
 /// wait not over. An open circuit means a dependency fails and the breaker already answers for
-/// it (fast refusals, fallbacks): taking the instance out of its load balancer for that would
+/// it (fast rejections, fallbacks): taking the instance out of its load balancer for that would
 /// turn one failing dependency into a whole service down, so other keys never change the status,
 /// only the summary. Mark critical only the keys without which the instance can serve nothing.
 /// A critical key whose wait is over counts as up: breakers recover on the request path, so an

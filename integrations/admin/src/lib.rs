@@ -44,16 +44,16 @@
 //! `transitions` (the last ones, newest last, with `by` naming the operator of a manual one) and
 //! `actions` (the operator actions), and for a member of a group of keys
 //! ([`Policy::group`](fusebox::Policy::group)) `member_of` (the group's name; `null` for a key
-//! without one) and `ejected` (open within its wait or forced open, as
-//! [`Group::is_ejected`](fusebox::Group::is_ejected) says; always `false` without a group). A
+//! without one) and `ejected` (opened by one of the group's relative rules and open within that
+//! wait, as [`Group::is_ejected`](fusebox::Group::is_ejected) says; always `false` without a group). A
 //! board's cards also carry `history`. (`group` is the dashboard's own grouping,
 //! [`AdminConfig::group`], unrelated to a policy's group.)
 //!
 //! A group is the [`GroupSnapshot`](fusebox::GroupSnapshot) of one of [`Registry::groups`]:
-//! `name`, `members` (how many), `ejected` (the keys of the members ejected now), `open` (the
+//! `name`, `members` (how many), `ejected` (the keys of the members ejected now, as the cards' `ejected`), `open` (the
 //! places taken under the cap) and `max_open` (the cap: the most members open at once),
 //! `max_ejection` (the cap in percent of the members), `in_panic` (the cap kept a member closed
-//! and no pass since found the group calm), `refused` (trips the cap refused) and `ejections`
+//! and no pass since found the group calm), `rejected` (trips the cap rejected) and `ejections`
 //! (ejections by the relative rules), both since the group was created; and `keys`, a row
 //! `{"key", "state", "ejected"}` for each of its members among the keys the document shows (a
 //! board's first [`AdminConfig::max_keys`] keys; every key in `GET /breakers`), by key.

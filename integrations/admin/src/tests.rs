@@ -180,7 +180,7 @@ fn a_card_shows_the_bulkhead_limit_fixed_or_adaptive() {
 }
 
 #[test]
-fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
+fn a_board_shows_each_group_with_its_cap_its_panic_and_its_open_members() {
     let registry = Registry::with_clock(FakeClock::new());
     let member = Policy::new().group("board").consecutive(1);
     let keys = ["board-a", "board-b", "board-c"];
@@ -189,7 +189,7 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
     }
     registry.breaker("loner", Policy::new()).unwrap();
     // Three members: the cap is one open member. `board-a` takes it; `board-b`'s trip is
-    // refused, which puts the group in panic.
+    // rejected, which puts the group in panic.
     let a = registry.get("board-a").unwrap();
     a.try_acquire().unwrap().failure();
     assert_eq!(a.state(), State::Open);
@@ -213,18 +213,19 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
     let group = &groups[0];
     assert_eq!(group["name"], "board");
     assert_eq!(group["members"], 3);
-    assert_eq!(group["ejected"], serde_json::json!(["board-a"]));
+    // `board-a` was opened by its own rule (`consecutive`), not by the group's: open, not ejected.
+    assert_eq!(group["ejected"], serde_json::json!([]));
     assert_eq!(
         (group["open"].clone(), group["max_open"].clone()),
         (1.into(), 1.into())
     );
     assert_eq!(group["max_ejection"], 10);
     assert_eq!(group["in_panic"], true);
-    assert_eq!(group["refused"], 1);
+    assert_eq!(group["rejected"], 1);
     assert_eq!(
         group["keys"],
         serde_json::json!([
-            {"key": "board-a", "state": "open", "ejected": true},
+            {"key": "board-a", "state": "open", "ejected": false},
             {"key": "board-b", "state": "closed", "ejected": false},
             {"key": "board-c", "state": "closed", "ejected": false},
         ])
@@ -239,7 +240,7 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
             .unwrap()
     };
     assert_eq!(card("board-a")["member_of"], "board");
-    assert_eq!(card("board-a")["ejected"], true);
+    assert_eq!(card("board-a")["ejected"], false);
     assert_eq!(card("board-b")["ejected"], false);
     assert_eq!(card("loner")["member_of"], serde_json::Value::Null);
     assert_eq!(card("loner")["ejected"], false);
@@ -248,11 +249,93 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_ejected_members() {
     let document =
         super::board::breakers(&all, &registry.groups(), &History::new(10, 10, 10), &config);
     assert_eq!(document["groups"][0]["keys"], group["keys"]);
-    // A member forced open is ejected too.
+    // A member forced open is not ejected either: an operator opened it.
     registry.get("board-c").unwrap().force_open();
     let all = registry.snapshot();
     let shown: Vec<&fusebox::Snapshot> = all.iter().collect();
     let group = super::board::group(&registry.group("board").unwrap().snapshot(), &shown);
-    assert_eq!(group["keys"][2]["ejected"], true);
-    assert_eq!(group["ejected"], serde_json::json!(["board-a", "board-c"]));
+    assert_eq!(group["keys"][2]["ejected"], false);
+    assert_eq!(group["ejected"], serde_json::json!([]));
+}
+
+#[test]
+fn ejected_means_opened_by_the_group_s_rules_in_the_group_s_list_its_rows_and_the_cards() {
+    let clock = FakeClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    registry.configure_group(
+        "fp",
+        fusebox::GroupPolicy::new()
+            .success_rate(0.0)
+            .max_ejection(50),
+    );
+    let member = Policy::new()
+        .group("fp")
+        .window(100)
+        .min_calls(20)
+        .rate_off()
+        .failure_count(100);
+    for i in 0..6 {
+        let breaker = registry.breaker(&format!("fp-{i}"), member).unwrap();
+        let failures = if i == 0 { 90 } else { 0 };
+        for n in 0..100 {
+            let _ = breaker.call(|| if n < failures { Err(()) } else { Ok(()) }, |_| true);
+        }
+    }
+    // A member its own rule opens (before the interval is over: no pass yet).
+    let own_policy = Policy::new()
+        .group("fp")
+        .consecutive(1)
+        .open_for(Duration::from_secs(60));
+    let own = registry.breaker("own", own_policy).unwrap();
+    let _ = own.call(|| Err::<(), ()>(()), |_| true);
+    clock.advance(Duration::from_secs(10));
+    // A failure after the interval runs the pass: `fp-0`, at 90 % failures, is ejected.
+    let _ = registry
+        .get("fp-2")
+        .unwrap()
+        .call(|| Err::<(), ()>(()), |_| true);
+    assert_eq!(registry.get("fp-0").unwrap().state(), State::Open);
+    assert_eq!(own.state(), State::Open);
+    assert!(own.snapshot().retry_after.is_some_and(|w| !w.is_zero()));
+
+    let all = registry.snapshot();
+    let document = super::board::breakers(
+        &all,
+        &registry.groups(),
+        &History::new(10, 10, 10),
+        &AdminConfig::new(),
+    );
+    let group = &document["groups"][0];
+    // The list the page counts ("1 ejected"), the group's count of ejections and the rows agree.
+    assert_eq!(group["ejected"], serde_json::json!(["fp-0"]), "{group}");
+    assert_eq!(group["ejections"], 1);
+    let marked: Vec<&str> = group["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["ejected"] == true)
+        .map(|row| row["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(marked, ["fp-0"]);
+    let card = |key: &str| {
+        document["breakers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["key"] == key)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        (
+            card("fp-0")["ejected"].clone(),
+            card("own")["ejected"].clone()
+        ),
+        (true.into(), false.into())
+    );
+    let fp = registry.group("fp").unwrap();
+    assert!(fp.is_ejected("fp-0") && !fp.is_ejected("own"));
+    // A load balancer still skips both: neither lets a call through.
+    let healthy: Vec<&str> = fp.healthy(["fp-0", "own", "fp-1"]).collect();
+    assert_eq!(healthy, ["fp-1"]);
 }

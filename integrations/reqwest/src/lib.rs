@@ -116,7 +116,7 @@ impl CircuitBreakerMiddleware {
     /// a `429`, a transport error). Every attempt is admitted and counted by the circuit, as the
     /// attribute's `retry` does, and every retry must be allowed by the key's retry budget
     /// ([`Policy::retry_budget`](fusebox::Policy::retry_budget), through
-    /// [`policy`](Self::policy) or configuration): a retry the budget or the circuit refuses,
+    /// [`policy`](Self::policy) or configuration): a retry the budget or the circuit rejects,
     /// or the last attempt, ends the request with that attempt's response or error. Between
     /// attempts it waits a full-jitter exponential backoff from `backoff` (zero: no wait), and
     /// never less than a `429` or `503` response's `Retry-After` (a wait over 30 s ends the
@@ -182,13 +182,6 @@ pub fn rejection(err: &reqwest_middleware::Error) -> Option<&Error> {
         reqwest_middleware::Error::Middleware(inner) => inner.downcast_ref::<Error>(),
         reqwest_middleware::Error::Reqwest(_) => None,
     }
-}
-
-/// The former name of [`rejection`].
-#[deprecated(since = "0.1.0", note = "use `rejection`")]
-#[must_use]
-pub fn refusal(err: &reqwest_middleware::Error) -> Option<&Error> {
-    rejection(err)
 }
 
 /// [`HttpFailures`](fusebox_tower::HttpFailures) over a middleware's result: a `5xx` or `429` response and a transport error
@@ -265,10 +258,10 @@ impl CircuitBreakerMiddleware {
             n += 1;
             let permit = match acquire(&breaker) {
                 Ok(permit) => permit,
-                // A retry the circuit refuses ends with the last attempt's outcome.
-                Err(refused) => {
+                // A retry the circuit rejects ends with the last attempt's outcome.
+                Err(rejected) => {
                     return last
-                        .unwrap_or_else(|| Err(reqwest_middleware::Error::middleware(refused)));
+                        .unwrap_or_else(|| Err(reqwest_middleware::Error::middleware(rejected)));
                 }
             };
             breaker.count_attempt();

@@ -15,7 +15,7 @@
 //!
 //! [`CircuitBreakerLayer::axum`] keeps the key, registry and policy; its classifier defaults to
 //! [`HttpFailures`] (a handler answering `5xx` or `429` counts, `4xx` does not), since an axum
-//! route never returns an `Err`. A refusal answers without running the handler (or any layer
+//! route never returns an `Err`. A rejection answers without running the handler (or any layer
 //! inside this one). `Router::layer` also wraps the router's fallback (unknown paths share the
 //! circuit); `Router::route_layer` wraps the matched routes only.
 
@@ -81,7 +81,7 @@ where
 
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl<C: AxumClassifier, K> CircuitBreakerLayer<C, K> {
-    /// The layer for axum's `Router::layer` / `route_layer`: a refusal becomes
+    /// The layer for axum's `Router::layer` / `route_layer`: a rejection becomes
     /// `503 Service Unavailable` with `Retry-After` and a JSON body (see
     /// [`IntoResponse for fusebox::Error`](fusebox::Error#impl-IntoResponse-for-Error)).
     #[must_use]
@@ -160,7 +160,7 @@ where
             Ok(match result {
                 Ok(response) => response,
                 Err(error) => match error.downcast::<Error>() {
-                    Ok(refused) => rejection_response(&refused),
+                    Ok(rejected) => rejection_response(&rejected),
                     Err(_other) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
                 },
             })
@@ -176,7 +176,7 @@ impl<F> fmt::Debug for RejectionFuture<F> {
 
 /// The answer to a rejected request: `503 Service Unavailable`, `Retry-After: <seconds>` (the wait until the next probe in whole
 /// seconds, [`Error::retry_after_secs`]: rounded up unless the part of a second is at most 10 ms,
-/// at least 1; `1` when the refusal carries no wait) and the body
+/// at least 1; `1` when the rejection carries no wait) and the body
 /// `{"error":"circuit_open","reason":"open","retry_after":30}` (`content-type: application/json`;
 /// `reason` is one of `open`, `half_open_full`, `recovering`, `forced_open`, `bulkhead_full`,
 /// `timed_out`, `throttled`). The breaker's key is not in the response, so internal names do not leak to
@@ -198,24 +198,16 @@ pub fn rejection_response(error: &Error) -> Response {
     response
 }
 
-/// The former name of [`RejectionResponse`].
-#[deprecated(since = "0.1.0", note = "use `RejectionResponse`")]
-pub type RefusalResponse<S> = RejectionResponse<S>;
-
-/// The former name of [`RejectionFuture`].
-#[deprecated(since = "0.1.0", note = "use `RejectionFuture`")]
-pub type RefusalFuture<F> = RejectionFuture<F>;
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
 
-    /// A circuit opened for 2 s off a whole millisecond: its first refusal waits 2.0005 s (the
+    /// A circuit opened for 2 s off a whole millisecond: its first rejection waits 2.0005 s (the
     /// deadline is rounded up to the millisecond) and says `Retry-After: 2`, not `3`.
     #[test]
-    fn the_first_refusal_of_a_two_second_wait_says_two() {
+    fn the_first_rejection_of_a_two_second_wait_says_two() {
         use fusebox::{Policy, Registry, clock::FakeClock};
         let clock = FakeClock::new();
         let registry = Registry::with_clock(clock.clone());
@@ -225,12 +217,12 @@ mod tests {
         let breaker = registry.breaker("t", policy).unwrap();
         clock.advance(Duration::from_micros(500));
         breaker.try_acquire().unwrap().failure();
-        let refused = breaker.try_acquire().unwrap_err();
+        let rejected = breaker.try_acquire().unwrap_err();
         assert_eq!(
-            refused.retry_after(),
+            rejected.retry_after(),
             Some(Duration::from_micros(2_000_500))
         );
-        let response = rejection_response(&refused);
+        let response = rejection_response(&rejected);
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[header::RETRY_AFTER], "2");
     }

@@ -1,4 +1,4 @@
-//! [`ResponseFuture`]: an admitted call in flight, or a refusal waiting to be returned.
+//! [`ResponseFuture`]: an admitted call in flight, or a rejection waiting to be returned.
 
 use std::fmt;
 use std::future::Future;
@@ -17,7 +17,7 @@ pin_project! {
     /// the permit back without counting anything; a panic while polling the inner future counts
     /// as a failure.
     pub struct ResponseFuture<F: Future, C> {
-        // `None` when the call was refused (the permit says why), or once completed.
+        // `None` when the call was rejected (the permit says why), or once completed.
         #[pin]
         inner: Option<F>,
         permit: OwnedPermit,
@@ -70,7 +70,7 @@ where
         }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return match this.permit.rejection() {
-                Some(refused) => Poll::Ready(Err(Box::new(refused))),
+                Some(rejected) => Poll::Ready(Err(Box::new(rejected))),
                 // Polled again after completion: never resolves again, never panics.
                 None => Poll::Pending,
             };

@@ -37,7 +37,7 @@ use fusebox::{Registry, usable_policy};
 /// - [`failure`](CircuitBreakerLayer::failure): which outcomes count (default [`AnyError`]: every
 ///   `Err` of the inner service).
 ///
-/// The service's error type is [`BoxError`](super::BoxError): a refusal is a boxed
+/// The service's error type is [`BoxError`](super::BoxError): a rejection is a boxed
 /// [`fusebox::Error`] (`err.downcast_ref::<fusebox::Error>()`), any other error is
 /// the inner service's, boxed.
 #[derive(Clone)]

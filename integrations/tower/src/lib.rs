@@ -30,9 +30,9 @@
 //!
 //! # Errors
 //!
-//! Following tower's convention, the wrapped service's error is a [`BoxError`]: a refused call is a
+//! Following tower's convention, the wrapped service's error is a [`BoxError`]: a rejected call is a
 //! boxed [`fusebox::Error`], any other error is the inner service's error, boxed.
-//! Turn a refusal into a response by downcasting, for example in axum's `HandleErrorLayer`:
+//! Turn a rejection into a response by downcasting, for example in axum's `HandleErrorLayer`:
 //!
 //! ```
 //! use fusebox_tower::BoxError;
@@ -40,15 +40,15 @@
 //!
 //! fn status_of(err: &BoxError) -> StatusCode {
 //!     match err.downcast_ref::<fusebox::Error>() {
-//!         Some(_refused) => StatusCode::SERVICE_UNAVAILABLE,
+//!         Some(_rejected) => StatusCode::SERVICE_UNAVAILABLE,
 //!         None => StatusCode::BAD_GATEWAY,
 //!     }
 //! }
-//! # let refused: BoxError = Box::new(fusebox::Registry::new().breaker("k", fusebox::Policy::new()).map(|b| { b.force_open(); b.try_acquire().unwrap_err() }).unwrap());
-//! # assert_eq!(status_of(&refused), StatusCode::SERVICE_UNAVAILABLE);
+//! # let rejected: BoxError = Box::new(fusebox::Registry::new().breaker("k", fusebox::Policy::new()).map(|b| { b.force_open(); b.try_acquire().unwrap_err() }).unwrap());
+//! # assert_eq!(status_of(&rejected), StatusCode::SERVICE_UNAVAILABLE);
 //! ```
 //!
-//! With feature `axum`, [`CircuitBreakerLayer::axum`] does that for you: a refusal becomes
+//! With feature `axum`, [`CircuitBreakerLayer::axum`] does that for you: a rejection becomes
 //! `503 Service Unavailable` with `Retry-After` and a small JSON body.
 //!
 //! # Order with tower's retry and timeout layers
@@ -59,7 +59,7 @@
 //! timeout's error and counts. The other orders under-count: a breaker outside the retry counts one
 //! outcome per request whatever the number of attempts, and a timeout outside the breaker drops the
 //! breaker's response future, which is a cancellation and counts nothing. Make the retry policy stop
-//! on a refusal (`err.downcast_ref::<fusebox::Error>().is_some()`), so an open circuit fails fast.
+//! on a rejection (`err.downcast_ref::<fusebox::Error>().is_some()`), so an open circuit fails fast.
 //! An `Ok` response the classifier counts (a 503) is a failure of that attempt; a retry policy that
 //! retries those responses too gives what the attribute's `failure_if` with `retry` does: every
 //! attempt counted on its own, and the last response returned when no attempt is left.
@@ -89,7 +89,7 @@ pub use layer::{CircuitBreakerLayer, FixedKey};
 pub use retry::BudgetPolicy;
 pub use service::{Admission, CircuitBreaker, FixedBreaker, KeyFn};
 
-/// The error type of a wrapped service, as in tower: a refusal is a boxed
+/// The error type of a wrapped service, as in tower: a rejection is a boxed
 /// [`fusebox::Error`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -16,7 +16,7 @@ use fusebox::{KeptBreaker, OwnedPermit};
 /// [`CircuitBreakerLayer`](super::CircuitBreakerLayer).
 ///
 /// `poll_ready` is the inner service's readiness and takes no permit; `call` asks the circuit for
-/// admission and, when refused, answers with a boxed [`fusebox::Error`] without
+/// admission and, when rejected, answers with a boxed [`fusebox::Error`] without
 /// calling the inner service. An admitted call reports its outcome when its response future
 /// completes; dropping the future gives the permit back without counting anything (a cancelled
 /// half-open probe frees its slot), and a panic while calling or polling the inner service counts
@@ -60,7 +60,7 @@ impl<S, C, K> CircuitBreaker<S, C, K> {
 /// of [`CircuitBreakerLayer::new`](super::CircuitBreakerLayer::new)), a [`Breaker`], or a
 /// [`KeyFn`] (a key taken from each request). Sealed: only these implement it.
 pub trait Admission<Req>: sealed::Sealed {
-    /// Asks the breaker of `req` for admission; a refused call gets an inert permit that says why.
+    /// Asks the breaker of `req` for admission; a rejected call gets an inert permit that says why.
     fn admit(&self, req: &Req) -> OwnedPermit;
 }
 

@@ -412,7 +412,7 @@ fn retry_budget_takes_a_share_and_a_floor() {
     );
     one_error(
         quote!(key = "k", retry_budget = "0%, 0/s"),
-        "invalid `retry_budget` \"0%, 0/s\": `0%, 0/s` refuses every retry (use one attempt: no \
+        "invalid `retry_budget` \"0%, 0/s\": `0%, 0/s` rejects every retry (use one attempt: no \
          `retry`)",
     );
     one_error(

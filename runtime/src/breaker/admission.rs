@@ -6,21 +6,21 @@ use super::*;
 use crate::state::{self, Admission};
 
 impl Circuit {
-    /// Counts a refusal.
+    /// Counts a rejection.
     #[cold]
-    pub(super) fn count_refusal(&self, reason: Reason, retry_after: u64) -> Refusal {
+    pub(super) fn count_rejection(&self, reason: Reason, retry_after: u64) -> Rejection {
         self.counters.rejected.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.meters.rejected();
-        Refusal {
+        Rejection {
             reason,
             retry_after,
         }
     }
 
     /// Asks for admission: bulkhead first, then the circuit. Reads the clock only when the circuit
-    /// is not closed or calls are timed. Never fails: a refused call gets an inert permit that says
-    /// why ([`NamedPermit::refusal`]), so the admitted path moves no `Result` around.
+    /// is not closed or calls are timed. Never fails: a rejected call gets an inert permit that says
+    /// why ([`NamedPermit::rejection`]), so the admitted path moves no `Result` around.
     #[inline(always)]
     #[cfg(test)]
     pub(crate) fn enter<N: Named>(&self, site: N) -> NamedPermit<'_, N> {
@@ -34,7 +34,7 @@ impl Circuit {
         RawPermit::new(self, self.admission_for::<ASK_STORE>(site))
     }
 
-    /// The admission of a call of the function named `site` (a refusal's when refused).
+    /// The admission of a call of the function named `site` (a rejection's when rejected).
     /// `inline(always)` only without `debug_assertions` (ARCHITECTURE.md, "Inlining").
     #[cfg_attr(debug_assertions, inline)]
     #[cfg_attr(not(debug_assertions), inline(always))]
@@ -46,15 +46,15 @@ impl Circuit {
         )
     }
 
-    /// Admission, handing the permit to `admitted` (a permit of the general path may be refused
-    /// too) or, on the fast path of an open circuit, to `refused`: a caller that turns a refusal
+    /// Admission, handing the permit to `admitted` (a permit of the general path may be rejected
+    /// too) or, on the fast path of an open circuit, to `rejected`: a caller that turns a rejection
     /// into an [`Error`] builds it where the wait was computed.
     #[inline(always)]
     fn enter_then<'c, const ASK_STORE: bool, N: Named, R>(
         &'c self,
         site: N,
         admitted: impl FnOnce(NamedPermit<'c, N>) -> R,
-        refused: impl FnOnce(NamedPermit<'c, N>) -> R,
+        rejected: impl FnOnce(NamedPermit<'c, N>) -> R,
     ) -> R {
         let word = self.load();
         if self.plain && word.admits() {
@@ -70,7 +70,7 @@ impl Circuit {
                 site,
             ));
         }
-        // The other common case: an open circuit whose wait is not over refuses without leaving
+        // The other common case: an open circuit whose wait is not over rejects without leaving
         // this function (one clock read, one counter).
         if self.plain && word.is_open() {
             let now = self.now();
@@ -79,10 +79,10 @@ impl Circuit {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
                 #[cfg(feature = "metrics")]
                 self.meters.rejected();
-                self.record_refusal(Reason::Open, site.name());
-                return refused(NamedPermit::new(
+                self.record_rejection(Reason::Open, site.name());
+                return rejected(NamedPermit::new(
                     self,
-                    permit::refused_for(Reason::Open.bits(), remaining),
+                    permit::rejected_for(Reason::Open.bits(), remaining),
                     site,
                 ));
             }
@@ -99,12 +99,12 @@ impl Circuit {
             if let Some(k) = self.policy.settings().throttle
                 && self.load().state() == State::Closed
                 && self.sheds(self.shared_counts(), k)
-                && let Err(refusal) = self.refuse_throttled()
+                && let Err(rejection) = self.reject_throttled()
             {
-                self.record_refusal(refusal.reason, site);
+                self.record_rejection(rejection.reason, site);
                 return NamedPermit::new(
                     self,
-                    permit::refused(refusal.reason.bits(), refusal.retry_after),
+                    permit::rejected(rejection.reason.bits(), rejection.retry_after),
                     site,
                 );
             }
@@ -114,7 +114,7 @@ impl Circuit {
         }
         #[cfg(feature = "redis")]
         if ASK_STORE && self.store.is_some() {
-            return NamedPermit::new(self, permit::refused(store::ASK_STORE, NO_WAIT), site);
+            return NamedPermit::new(self, permit::rejected(store::ASK_STORE, NO_WAIT), site);
         }
         self.admit_local(site)
     }
@@ -124,20 +124,20 @@ impl Circuit {
     pub(crate) fn admit_local(&self, site: FnName) -> NamedPermit<'_> {
         match self.admit_general(site) {
             Ok(word) => NamedPermit::new(self, word, site),
-            Err(refusal) => {
-                self.record_refusal(refusal.reason, site);
+            Err(rejection) => {
+                self.record_rejection(rejection.reason, site);
                 NamedPermit::new(
                     self,
-                    permit::refused(refusal.reason.bits(), refusal.retry_after),
+                    permit::rejected(rejection.reason.bits(), rejection.retry_after),
                     site,
                 )
             }
         }
     }
 
-    /// Emits the outcome event of a refused call, when a subscriber wants it.
+    /// Emits the outcome event of a rejected call, when a subscriber wants it.
     #[inline(always)]
-    pub(super) fn record_refusal(&self, reason: Reason, site: FnName) {
+    pub(super) fn record_rejection(&self, reason: Reason, site: FnName) {
         if crate::record::wanted() {
             let outcome = crate::record::CallOutcome::Rejected(reason);
             let state = self.load().state();
@@ -146,13 +146,13 @@ impl Circuit {
     }
 
     /// Asks for admission for a caller that awaits (each attempt of the attempt driver); a
-    /// refusal is an [`Error`]. On a breaker shared through a store the permit may ask the store
+    /// rejection is an [`Error`]. On a breaker shared through a store the permit may ask the store
     /// (`RawPermit::asks_store`), which the caller then awaits before running the attempt.
     #[inline]
     pub(crate) fn acquire_awaiting<N: Named>(&self, site: N) -> Result<NamedPermit<'_, N>, Error> {
         self.enter_then::<true, N, _>(
             site,
-            |permit| match permit.refusal_code() {
+            |permit| match permit.rejection_code() {
                 0 => Ok(permit),
                 #[cfg(feature = "redis")]
                 store::ASK_STORE => Ok(permit),
@@ -162,21 +162,21 @@ impl Circuit {
         )
     }
 
-    /// Asks for admission; a refusal is an [`Error`].
+    /// Asks for admission; a rejection is an [`Error`].
     #[inline]
     pub(crate) fn acquire<N: Named>(&self, site: N) -> Result<NamedPermit<'_, N>, Error> {
         self.enter_then::<false, N, _>(
             site,
-            |permit| match permit.refusal() {
+            |permit| match permit.rejection() {
                 None => Ok(permit),
-                Some(refused) => Err(refused),
+                Some(rejected) => Err(rejected),
             },
             |permit| Err(permit.refusal_error(Reason::Open.bits())),
         )
     }
 
     /// Admission through the bulkhead and the circuit: the permit's admission, or why not.
-    pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Refusal> {
+    pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Rejection> {
         let max_concurrent = self.policy.settings().max_concurrent;
         let bulkhead = max_concurrent.is_some();
         // An adaptive limit learns from latency: its calls carry their admission time.
@@ -191,7 +191,7 @@ impl Circuit {
             };
             if self.counters.in_flight.fetch_add(1, Ordering::AcqRel) >= limit {
                 self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
-                return Err(self.count_refusal(Reason::BulkheadFull, NO_WAIT));
+                return Err(self.count_rejection(Reason::BulkheadFull, NO_WAIT));
             }
         }
         let word = self.load();
@@ -200,7 +200,7 @@ impl Circuit {
             // disabled one, which admits everything).
             match self.policy.settings().throttle {
                 Some(k) if word.state() == State::Closed && self.sheds(self.local_counts(), k) => {
-                    self.refuse_throttled()
+                    self.reject_throttled()
                 }
                 _ => Ok(word),
             }
@@ -218,11 +218,11 @@ impl Circuit {
                 };
                 Ok(permit::admitted(word, start, bulkhead))
             }
-            Err(refusal) => {
+            Err(rejection) => {
                 if bulkhead {
                     self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
                 }
-                Err(refusal)
+                Err(rejection)
             }
         }
     }
@@ -245,42 +245,42 @@ impl Circuit {
         p > 0.0 && fastrand::f64() < p
     }
 
-    /// The refusal of a call adaptive throttling shed ([`Reason::Throttled`], counted apart too),
+    /// The rejection of a call adaptive throttling shed ([`Reason::Throttled`], counted apart too),
     /// or in metrics-only mode an admission whose outcome is not recorded.
     #[cold]
-    fn refuse_throttled(&self) -> Result<Word, Refusal> {
-        let refused = self.refuse_or_shadow(Reason::Throttled, NO_WAIT);
-        if refused.is_err() {
+    fn reject_throttled(&self) -> Result<Word, Rejection> {
+        let rejected = self.reject_or_shadow(Reason::Throttled, NO_WAIT);
+        if rejected.is_err() {
             self.counters.throttled.fetch_add(1, Ordering::Relaxed);
             #[cfg(feature = "metrics")]
             self.meters.throttled();
         }
-        refused
+        rejected
     }
 
-    /// A refusal, or in metrics-only mode an admission whose outcome is not recorded.
+    /// A rejection, or in metrics-only mode an admission whose outcome is not recorded.
     #[cold]
-    pub(super) fn refuse_or_shadow(
+    pub(super) fn reject_or_shadow(
         &self,
         reason: Reason,
         retry_after: u64,
-    ) -> Result<Word, Refusal> {
+    ) -> Result<Word, Rejection> {
         if self.metrics_only.load(Ordering::Acquire) {
-            // The call runs: its outcome is its one `fusebox_calls_total` label, and the refusal
+            // The call runs: its outcome is its one `fusebox_calls_total` label, and the rejection
             // it escaped is counted apart (in the snapshot's `rejected`, as documented there).
             self.counters.rejected.fetch_add(1, Ordering::Relaxed);
             #[cfg(feature = "metrics")]
             self.meters.shadow_rejected();
             Ok(Word::SHADOW)
         } else {
-            Err(self.count_refusal(reason, retry_after))
+            Err(self.count_rejection(reason, retry_after))
         }
     }
 
     /// Admission in a state that does not simply admit: the decision is [`state::admission`],
     /// published with one compare-and-swap by [`Circuit::update`].
     #[cold]
-    pub(super) fn acquire_slow(&self, word: Word, site: FnName) -> Result<Word, Refusal> {
+    pub(super) fn acquire_slow(&self, word: Word, site: FnName) -> Result<Word, Rejection> {
         let settings = self.policy.settings();
         let lease = crate::policy::lease_nanos(&self.policy);
         let time = |word: Word| {
@@ -307,13 +307,13 @@ impl Circuit {
                 Ok(next)
             }
             Err((word, Admission::Admit)) => Ok(word),
-            Err((_, Admission::Refuse(reason, wait))) => self.refuse_or_shadow(reason, wait),
+            Err((_, Admission::Reject(reason, wait))) => self.reject_or_shadow(reason, wait),
             Err((word, Admission::Share(phases))) => {
                 let seq = self.phase_seq.fetch_add(1, Ordering::AcqRel);
                 if word.in_share(seq, phases) {
                     Ok(word)
                 } else {
-                    self.refuse_or_shadow(Reason::Recovering, NO_WAIT)
+                    self.reject_or_shadow(Reason::Recovering, NO_WAIT)
                 }
             }
         }

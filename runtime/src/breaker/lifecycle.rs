@@ -43,7 +43,7 @@ impl Circuit {
             counters: Padded(Counters {
                 rejected: AtomicU64::new(0),
                 throttled: AtomicU64::new(0),
-                retries_refused: AtomicU64::new(0),
+                retries_rejected: AtomicU64::new(0),
                 in_flight: SharedCount::default(),
                 limiter,
             }),
@@ -138,8 +138,8 @@ impl Circuit {
             self.counters.throttled.load(Ordering::Acquire),
             Ordering::Release,
         );
-        next.counters.retries_refused.store(
-            self.counters.retries_refused.load(Ordering::Acquire),
+        next.counters.retries_rejected.store(
+            self.counters.retries_rejected.load(Ordering::Acquire),
             Ordering::Release,
         );
         next.reopens

@@ -30,7 +30,7 @@ const BUSY: u64 = 1 << 32;
 
 /// The state of one adaptive bulkhead (kept only with `max_concurrent = "adaptive…"`).
 pub(crate) struct Limiter {
-    /// The current limit: calls in flight beyond it are refused (`BulkheadFull`).
+    /// The current limit: calls in flight beyond it are rejected (`BulkheadFull`).
     limit: AtomicU32,
     floor: u32,
     ceiling: u32,

@@ -37,17 +37,17 @@ pub(crate) use store::{
 mod tests;
 
 pub use permit::{Named, NamedPermit, OwnedPermit, Permit, RawPermit, Recording};
-use permit::{Refusal, Ticket};
+use permit::{Rejection, Ticket};
 pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
 
-/// Refusals since creation (those of adaptive throttling apart too), retries refused by the retry
+/// Rejections since creation (those of adaptive throttling apart too), retries rejected by the retry
 /// budget, and calls in flight (kept only with `max_concurrent`).
 pub(super) struct Counters {
     rejected: AtomicU64,
-    /// Refusals by adaptive throttling (also in `rejected`), written only when `throttle` is set.
+    /// Rejections by adaptive throttling (also in `rejected`), written only when `throttle` is set.
     throttled: AtomicU64,
-    /// Retries the retry budget refused since creation.
-    retries_refused: AtomicU64,
+    /// Retries the retry budget rejected since creation.
+    retries_rejected: AtomicU64,
     /// Shared with the breakers that replace this one on reconfiguration, so calls admitted before
     /// a reload still count against the bulkhead after it.
     in_flight: SharedCount,
@@ -121,7 +121,7 @@ pub(crate) struct Circuit {
     evicted: AtomicBool,
     /// Never evicted: created by a static call site or by hand.
     pinned: AtomicBool,
-    /// Metrics-only mode: calls it would refuse are admitted (and counted in `rejected`), and
+    /// Metrics-only mode: calls it would reject are admitted (and counted in `rejected`), and
     /// their outcomes are not recorded.
     metrics_only: AtomicBool,
     // Cold: read on transitions, events, snapshots and the general paths.
@@ -145,7 +145,7 @@ pub(crate) struct Circuit {
     phase: AtomicU64,
     /// Progressive recovery: admissions asked for in the current phase (phase k admits k in n).
     phase_seq: AtomicU64,
-    /// Counters written by refused calls and by bulkhead calls, on their own cache line.
+    /// Counters written by rejected calls and by bulkhead calls, on their own cache line.
     counters: Padded<Counters>,
     /// The open episode: when the circuit last opened from closed (nanoseconds + 1; 0 when
     /// closed), and whether `circuit_stuck_open` was reported for it.
@@ -340,8 +340,23 @@ impl Circuit {
         self.min_calls
     }
 
-    /// True when the circuit is open within its wait, or forced open (a group's ejected member).
+    /// True when a group's relative rule opened the circuit and it is open within that wait
+    /// (a group's ejected member).
     pub(crate) fn ejected_now(&self) -> bool {
+        self.load().state() == State::Open
+            && self.unavailable_now()
+            && self.last_transition_record().is_some_and(|r| {
+                r.to == State::Open
+                    && matches!(
+                        r.trigger,
+                        Trigger::OutlierSuccessRate | Trigger::OutlierFailurePercentage
+                    )
+            })
+    }
+
+    /// True when the circuit is open within its wait, or forced open: ejected by its group,
+    /// tripped by its own rules or forced open by an operator.
+    pub(crate) fn unavailable_now(&self) -> bool {
         let word = self.load();
         match word.state() {
             State::ForcedOpen => true,
@@ -372,7 +387,7 @@ impl Circuit {
 /// let breaker = registry.breaker("inventory", Policy::new()).unwrap();
 /// let stock: Result<u32, fusebox::Error> = breaker
 ///     .call(|| Ok::<u32, fusebox::Error>(7), |_err| true)
-///     .unwrap_or_else(|refused| Err(refused));
+///     .unwrap_or_else(|rejected| Err(rejected));
 /// assert_eq!(stock, Ok(7));
 /// ```
 #[derive(Clone)]
@@ -385,8 +400,8 @@ impl Breaker {
     ///
     /// # Errors
     ///
-    /// The refusal, an [`Error`] with its [`Reason`], when the circuit or the bulkhead
-    /// refuses the call.
+    /// The rejection, an [`Error`] with its [`Reason`], when the circuit or the bulkhead
+    /// rejects the call.
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Error> {
         self.core.current().acquire(&"").map(Permit)
@@ -394,12 +409,12 @@ impl Breaker {
 
     /// Runs `f` through the breaker; `is_failure` says which errors count.
     ///
-    /// Returns `Err(refusal)` without calling `f` when the circuit refuses the call, and
+    /// Returns `Err(rejection)` without calling `f` when the circuit rejects the call, and
     /// `Ok(f's result)` otherwise.
     ///
     /// # Errors
     ///
-    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call (`f` is
+    /// The rejection as an [`Error`] when the circuit or the bulkhead rejects the call (`f` is
     /// not called then).
     pub fn call<T, E>(
         &self,
@@ -417,7 +432,7 @@ impl Breaker {
     ///
     /// # Errors
     ///
-    /// The refusal as an [`Error`] when the circuit or the bulkhead refuses the call (`fut` is
+    /// The rejection as an [`Error`] when the circuit or the bulkhead rejects the call (`fut` is
     /// not polled then).
     pub async fn call_async<T, E>(
         &self,
@@ -501,7 +516,7 @@ impl Breaker {
         let permit = self.admit(site);
         match permit.rejection() {
             None => Ok(permit),
-            Some(refused) => Err(refused),
+            Some(rejected) => Err(rejected),
         }
     }
 
@@ -557,7 +572,7 @@ impl Breaker {
         *self.core.current().policy()
     }
 
-    /// Refuses every call until [`reset`](Breaker::reset) (reason [`Reason::ForcedOpen`]).
+    /// Rejects every call until [`reset`](Breaker::reset) (reason [`Reason::ForcedOpen`]).
     /// Clears metrics-only mode.
     pub fn force_open(&self) {
         self.core.current().force(Word::to_forced_open);
@@ -575,7 +590,7 @@ impl Breaker {
     }
 
     /// Metrics-only mode: the circuit keeps recording, deciding and emitting events, but a call it
-    /// would refuse is admitted instead: its outcome is not recorded in the window, and it is
+    /// would reject is admitted instead: its outcome is not recorded in the window, and it is
     /// counted in the snapshot's `rejected` and (feature `metrics`) in
     /// `fusebox_shadow_rejected_total`, while `fusebox_calls_total` counts what the call did. For
     /// trying a policy on live traffic. Ended by [`reset`](Breaker::reset), [`force_open`](Breaker::force_open)

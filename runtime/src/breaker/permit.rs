@@ -1,11 +1,11 @@
 //! Permits: the proof of admission a call carries until it reports ([`Permit`], [`OwnedPermit`]),
-//! and what a refused admission hands back.
+//! and what a rejected admission hands back.
 //!
 //! A permit is its breaker, its admission (one word) and where it finds the function's name
 //! ([`Named`]): the name itself (three words), or, in the attribute's attempt driver, a
 //! zero-sized type that knows it (two words). The admission packs, low bits first:
 //!
-//! | bits   | admitted                                          | refused                     |
+//! | bits   | admitted                                          | rejected                     |
 //! |--------|---------------------------------------------------|-----------------------------|
 //! | 0..14  | mode and generation of the state word it was admitted under (what a report must still match) | mode `INERT`, reason code (3..7) |
 //! | 14     | holds a bulkhead slot                             | wait before the next probe, |
@@ -24,7 +24,7 @@ pub(super) const BULKHEAD_BIT: u64 = 1 << EPOCH_BITS;
 const TIME_SHIFT: u32 = EPOCH_BITS + 1;
 /// The admission time's field: nanoseconds modulo 2^49.
 const TIME_MASK: u64 = u64::MAX >> TIME_SHIFT;
-/// Where a refused permit's wait starts (above the mode and the reason code).
+/// Where a rejected permit's wait starts (above the mode and the reason code).
 const WAIT_SHIFT: u32 = 7;
 
 /// The word of a call admitted under the state `word` at `start` (nanoseconds of the breaker's
@@ -48,29 +48,29 @@ pub(super) fn marked(now: u64) -> u64 {
     (now & TIME_MASK).max(1)
 }
 
-/// The longest wait a refused permit keeps: 2^56 - 1 ns, over two years (open waits are at most
+/// The longest wait a rejected permit keeps: 2^56 - 1 ns, over two years (open waits are at most
 /// one day).
 const LONGEST_WAIT: u64 = (1 << (63 - WAIT_SHIFT)) - 1;
 
-/// The word of a permit refused with the reason `code`, `wait` nanoseconds before the next probe
+/// The word of a permit rejected with the reason `code`, `wait` nanoseconds before the next probe
 /// ([`NO_WAIT`]: none; a longer wait than [`LONGEST_WAIT`] is kept as that).
 #[inline(always)]
-pub(super) fn refused(code: u64, wait: u64) -> Word {
+pub(super) fn rejected(code: u64, wait: u64) -> Word {
     let wait = if wait == NO_WAIT {
         u64::MAX >> WAIT_SHIFT
     } else {
         wait.min(LONGEST_WAIT)
     };
-    Word(Word::refused(code).0 | wait << WAIT_SHIFT)
+    Word(Word::rejected(code).0 | wait << WAIT_SHIFT)
 }
 
-/// [`refused`] with a wait (never [`NO_WAIT`]).
+/// [`rejected`] with a wait (never [`NO_WAIT`]).
 #[inline(always)]
-pub(super) fn refused_for(code: u64, wait: u64) -> Word {
-    Word(Word::refused(code).0 | wait.min(LONGEST_WAIT) << WAIT_SHIFT)
+pub(super) fn rejected_for(code: u64, wait: u64) -> Word {
+    Word(Word::rejected(code).0 | wait.min(LONGEST_WAIT) << WAIT_SHIFT)
 }
 
-/// The wait a refused permit's admission carries, in nanoseconds ([`NO_WAIT`]: none): the field,
+/// The wait a rejected permit's admission carries, in nanoseconds ([`NO_WAIT`]: none): the field,
 /// sign-extended (a real wait's top bit is clear; "none" is all ones).
 #[inline(always)]
 fn wait_of(word: Word) -> u64 {
@@ -170,15 +170,15 @@ pub struct NamedPermit<'a, N: Named = FnName> {
     pub raw: RawPermit<'a>,
 }
 
-/// A permit without its name: the breaker that admitted (or refused) the call and the admission.
+/// A permit without its name: the breaker that admitted (or rejected) the call and the admission.
 /// Reports through it take the function's name as an argument (see [`NamedPermit`]); it has no
 /// drop of its own, the [`NamedPermit`] around it reports a call dropped unreported. Not for use
 /// outside the expansion.
 pub struct RawPermit<'a> {
     pub(super) core: &'a Circuit,
     /// The admission (see the module docs): the mode and generation it was admitted
-    /// under with its bulkhead bit and admission time, or a refusal with its wait. Inert once
-    /// settled (or when refused).
+    /// under with its bulkhead bit and admission time, or a rejection with its wait. Inert once
+    /// settled (or when rejected).
     pub(super) admission: Word,
 }
 
@@ -317,16 +317,16 @@ impl<N: Named> NamedPermit<'_, N> {
         self.raw.is_probe()
     }
 
-    /// Why the call was refused, when it was (see [`RawPermit::refusal`]).
+    /// Why the call was rejected, when it was (see [`RawPermit::rejection`]).
     #[inline(always)]
-    pub(crate) fn refusal(&self) -> Option<Error> {
-        self.raw.refusal()
+    pub(crate) fn rejection(&self) -> Option<Error> {
+        self.raw.rejection()
     }
 
-    /// The refusal code of the permit's admission (0: admitted).
+    /// The rejection code of the permit's admission (0: admitted).
     #[inline(always)]
-    pub(crate) fn refusal_code(&self) -> u64 {
-        self.raw.admission.refusal()
+    pub(crate) fn rejection_code(&self) -> u64 {
+        self.raw.admission.rejection()
     }
 
     #[inline(always)]
@@ -372,7 +372,7 @@ impl RawPermit<'_> {
 
     /// Reports the call as ignored (neither a success nor a failure), whatever
     /// [`Policy::others`](crate::Policy::others) says: its error was converted from an inner
-    /// breaker's refusal.
+    /// breaker's rejection.
     #[inline]
     pub(crate) fn ignored_outright(&mut self, site: FnName) {
         self.settle(Verdict::Ignored, site);
@@ -383,26 +383,26 @@ impl RawPermit<'_> {
         self.admission.state() == State::HalfOpen && !self.admission.inert()
     }
 
-    /// Why the call was refused, when it was. Permits handed out by
-    /// [`Breaker::try_acquire`] are never refused; the attribute's expansion asks this instead of
+    /// Why the call was rejected, when it was. Permits handed out by
+    /// [`Breaker::try_acquire`] are never rejected; the attribute's expansion asks this instead of
     /// matching a `Result`, which keeps the admitted path free of moves.
     #[inline(always)]
-    pub(crate) fn refusal(&self) -> Option<Error> {
-        match self.admission.refusal() {
+    pub(crate) fn rejection(&self) -> Option<Error> {
+        match self.admission.rejection() {
             0 => None,
             code => Some(self.refusal_error(code)),
         }
     }
 
-    /// True when the call was refused ([`refusal`](RawPermit::refusal) is `Some`).
+    /// True when the call was rejected ([`rejection`](RawPermit::rejection) is `Some`).
     #[inline(always)]
-    pub(crate) fn is_refused(&self) -> bool {
-        self.admission.refusal() != 0
+    pub(crate) fn is_rejected(&self) -> bool {
+        self.admission.rejection() != 0
     }
 
     #[inline(always)]
     pub(super) fn refusal_error(&self, code: u64) -> Error {
-        error_for_refusal(&self.core.key, code, self.admission)
+        error_for_rejection(&self.core.key, code, self.admission)
     }
 
     /// Reports `outcome` in place for the function named `site` (see [`settle_admission`]).
@@ -411,16 +411,16 @@ impl RawPermit<'_> {
         settle_admission(self.core, &mut self.admission, site, outcome);
     }
 
-    /// The error of this permit's refusal, or an open circuit's (with no wait) when it was
+    /// The error of this permit's rejection, or an open circuit's (with no wait) when it was
     /// admitted.
     #[inline(always)]
-    pub(crate) fn refusal_or_open(&self) -> Error {
+    pub(crate) fn rejection_or_open(&self) -> Error {
         error_of_admission(self.core, self.admission)
     }
 }
 
 /// Reports `outcome` for the call admitted with `word` by `core`, named `site`, unless `word` is
-/// inert (refused or settled), and settles `word`. `inline(always)` only without
+/// inert (rejected or settled), and settles `word`. `inline(always)` only without
 /// `debug_assertions` (ARCHITECTURE.md, "Inlining").
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
@@ -437,14 +437,14 @@ fn settle_admission(core: &Circuit, word: &mut Word, site: FnName, outcome: Verd
     }
 }
 
-/// The error of the refusal `word` carries, or an open circuit's (with no wait) when `word` was
+/// The error of the rejection `word` carries, or an open circuit's (with no wait) when `word` was
 /// admitted. `inline(always)` only without `debug_assertions` (ARCHITECTURE.md, "Inlining").
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 fn error_of_admission(core: &Circuit, word: Word) -> Error {
-    match word.refusal() {
+    match word.rejection() {
         0 => Error::new(core.key.clone(), Reason::Open, None),
-        code => error_for_refusal(&core.key, code, word),
+        code => error_for_rejection(&core.key, code, word),
     }
 }
 
@@ -507,7 +507,7 @@ pub struct OwnedPermit {
 }
 
 impl OwnedPermit {
-    /// Asks the circuit `core` holds for admission on behalf of `site` (a refused call gets an
+    /// Asks the circuit `core` holds for admission on behalf of `site` (a rejected call gets an
     /// inert permit, as the attribute's admission does).
     #[inline(always)]
     pub(super) fn enter(core: Holder, site: FnName) -> Self {
@@ -585,16 +585,16 @@ impl OwnedPermit {
     #[inline]
     #[must_use]
     pub fn is_rejected(&self) -> bool {
-        self.admission.refusal() != 0
+        self.admission.rejection() != 0
     }
 
     /// Why the call was rejected, when it was (see [`Breaker::admit`]).
     #[inline]
     #[must_use]
     pub fn rejection(&self) -> Option<Error> {
-        match self.admission.refusal() {
+        match self.admission.rejection() {
             0 => None,
-            code => Some(error_for_refusal(&self.core.key, code, self.admission)),
+            code => Some(error_for_rejection(&self.core.key, code, self.admission)),
         }
     }
 
@@ -654,13 +654,13 @@ impl fmt::Debug for OwnedPermit {
     }
 }
 
-/// The error of a permit refused with `code` (see [`refused`]), whose `word` carries the wait
+/// The error of a permit rejected with `code` (see [`rejected`]), whose `word` carries the wait
 /// before the next probe. `inline(always)` only without `debug_assertions` (ARCHITECTURE.md,
 /// "Inlining").
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub(super) fn error_for_refusal(key: &Key, code: u64, word: Word) -> Error {
-    // Only `refused(reason.bits(), …)` makes a refused admission, so `code` is a reason's number.
+pub(super) fn error_for_rejection(key: &Key, code: u64, word: Word) -> Error {
+    // Only `rejected(reason.bits(), …)` makes a rejected admission, so `code` is a reason's number.
     const { assert!(NO_WAIT == u64::MAX) };
     Error::from_permit(key.clone(), code, wait_of(word))
 }
@@ -746,7 +746,7 @@ impl Ticket {
 
 /// Why admission failed (turned into an [`Error`] only when someone asks).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Refusal {
+pub(super) struct Rejection {
     pub(super) reason: Reason,
     /// Nanoseconds until the next probe; [`NO_WAIT`] when the reason has none.
     pub(super) retry_after: u64,

@@ -1,5 +1,5 @@
 //! A key's retry budget on the request path: the attempts the attempt driver, the tower policy
-//! and the reqwest middleware count, the retries they ask for, and the refusal's event.
+//! and the reqwest middleware count, the retries they ask for, and the rejection's event.
 
 use super::*;
 
@@ -12,8 +12,8 @@ pub(crate) struct RetryGate<'a> {
 }
 
 impl RetryGate<'_> {
-    /// Takes a retry from the budget: true when it allows one. A refusal is counted (metric,
-    /// event) and marked for [`Cause::retry_refused`](crate::Cause::retry_refused).
+    /// Takes a retry from the budget: true when it allows one. A rejection is counted (metric,
+    /// event) and marked for [`Cause::retry_rejected`](crate::Cause::retry_rejected).
     #[inline]
     pub(crate) fn allows_retry(self) -> bool {
         self.core.try_retry(self.site)
@@ -48,9 +48,9 @@ impl Circuit {
         }
     }
 
-    /// Takes a retry from the budget: true when it allows one or there is no budget. A refusal
-    /// is counted in `fusebox_retries_refused_total`, announced by a `retry_refused` DEBUG event
-    /// and marked on the thread and task for [`Cause::retry_refused`](crate::Cause::retry_refused).
+    /// Takes a retry from the budget: true when it allows one or there is no budget. A rejection
+    /// is counted in `fusebox_retries_rejected_total`, announced by a `retry_rejected` DEBUG event
+    /// and marked on the thread and task for [`Cause::retry_rejected`](crate::Cause::retry_rejected).
     pub(crate) fn try_retry(&self, site: FnName) -> bool {
         let Some(budget) = &self.budget else {
             return true;
@@ -60,16 +60,16 @@ impl Circuit {
         }
         crate::nested::mark_budget();
         self.counters
-            .retries_refused
+            .retries_rejected
             .fetch_add(1, Ordering::Relaxed);
         let (key, function): (&str, &'static str) = (self.key.as_str(), site);
         let _ = std::panic::catch_unwind(|| {
             tracing::debug!(
                 target: "fusebox",
-                event = "retry_refused",
+                event = "retry_rejected",
                 key,
                 function,
-                "retry_refused"
+                "retry_rejected"
             )
         });
         false
@@ -104,9 +104,9 @@ impl Breaker {
     ///     assert!(breaker.try_retry(), "50 % of 4 first attempts");
     ///     breaker.count_attempt(); // the retry goes out
     /// }
-    /// assert!(!breaker.try_retry(), "the third is refused");
+    /// assert!(!breaker.try_retry(), "the third is rejected");
     /// assert_eq!(breaker.snapshot().retry_budget_balance, Some(0));
-    /// assert_eq!(breaker.snapshot().retries_refused, 1);
+    /// assert_eq!(breaker.snapshot().retries_rejected, 1);
     /// ```
     pub fn count_attempt(&self) {
         self.core.current().deposit_attempt();
@@ -114,10 +114,10 @@ impl Breaker {
 
     /// Takes one retry from this key's retry budget ([`Policy::retry_budget`]): true when the
     /// budget allows it (count the retry's attempt with [`count_attempt`](Breaker::count_attempt)
-    /// when it goes out), false when it refuses it (counted in the snapshot's
-    /// [`retries_refused`](Snapshot::retries_refused), the `fusebox_retries_refused_total` metric
-    /// and a `retry_refused` DEBUG event). Always true for a key without a budget.
-    #[must_use = "a refused retry must not be made"]
+    /// when it goes out), false when it rejects it (counted in the snapshot's
+    /// [`retries_rejected`](Snapshot::retries_rejected), the `fusebox_retries_rejected_total` metric
+    /// and a `retry_rejected` DEBUG event). Always true for a key without a budget.
+    #[must_use = "a rejected retry must not be made"]
     pub fn try_retry(&self) -> bool {
         static OPERATOR: &str = "retry";
         self.core.current().try_retry(&OPERATOR)

@@ -29,7 +29,7 @@ impl Circuit {
             consecutive_failures: self.run.load(Ordering::Acquire),
             rejected: self.counters.rejected.load(Ordering::Relaxed),
             throttled: self.counters.throttled.load(Ordering::Relaxed),
-            retries_refused: self.counters.retries_refused.load(Ordering::Relaxed),
+            retries_rejected: self.counters.retries_rejected.load(Ordering::Relaxed),
             retry_budget_balance: self.retry_balance(),
             retry_after: (state == State::Open)
                 .then(|| word.open_remaining(now, self.time_of(word, now))),
@@ -93,9 +93,9 @@ pub struct Snapshot {
     /// Calls adaptive throttling (`throttle`) rejected since the breaker was created, with the
     /// reason [`Reason::Throttled`]; they are counted in `rejected` too.
     pub throttled: u64,
-    /// Retries the retry budget refused since the breaker was created (0 without
+    /// Retries the retry budget rejected since the breaker was created (0 without
     /// [`Policy::retry_budget`]).
-    pub retries_refused: u64,
+    pub retries_rejected: u64,
     /// With [`Policy::retry_budget`]: the retries the budget allows now.
     pub retry_budget_balance: Option<u64>,
     /// When open: time until the next probe is admitted.

@@ -32,7 +32,7 @@ pub(crate) trait Store: Send + Sync {
     ) -> Option<NamedPermit<'c>>;
 
     /// The store's answer to the admission of a call of `site` on `core`: the permit that
-    /// replaces the one that asked (admitted or refused).
+    /// replaces the one that asked (admitted or rejected).
     fn admit<'a>(&'a self, core: &'a Circuit, site: FnName) -> BoxFuture<'a, NamedPermit<'a>>;
 
     /// Sends the outcome of a call the store admitted with `admission` (`slow`: slow-call timing
@@ -107,7 +107,7 @@ impl super::OwnedPermit {
     }
 }
 
-/// The refusal code of a permit that asks the store (beyond every [`Reason`]'s number).
+/// The rejection code of a permit that asks the store (beyond every [`Reason`]'s number).
 pub(crate) const ASK_STORE: u64 = 15;
 
 /// Mode bits of a permit admitted by the store: bit 3 marks a permit admitted without a known
@@ -158,8 +158,8 @@ impl Circuit {
         NamedPermit::new(self, permit::admitted(word, start, false), site)
     }
 
-    /// A refused permit with `reason` and the wait before the next probe.
-    pub(crate) fn store_refusal(
+    /// A rejected permit with `reason` and the wait before the next probe.
+    pub(crate) fn store_rejection(
         &self,
         reason: Reason,
         retry_after: Option<Duration>,
@@ -170,10 +170,10 @@ impl Circuit {
                 .unwrap_or(u64::MAX - 1)
                 .min(u64::MAX - 1)
         });
-        let refusal = self.count_refusal(reason, retry_after);
+        let rejection = self.count_rejection(reason, retry_after);
         NamedPermit::new(
             self,
-            permit::refused(refusal.reason.bits(), refusal.retry_after),
+            permit::rejected(rejection.reason.bits(), rejection.retry_after),
             site,
         )
     }
@@ -323,7 +323,7 @@ impl Circuit {
     }
 
     /// True when this replica spreads the shared open wait (`open_jitter`): in strict mode too,
-    /// it then refuses locally until its own deadline before asking the store.
+    /// it then rejects locally until its own deadline before asking the store.
     pub(crate) fn jitters(&self) -> bool {
         self.policy.settings().open_jitter != 0
     }
@@ -377,7 +377,7 @@ impl Circuit {
 impl<'a> RawPermit<'a> {
     /// The breaker, when this permit asks its store for admission.
     pub(crate) fn asks_store(&self) -> Option<&'a Circuit> {
-        (self.admission.refusal() == ASK_STORE).then_some(self.core)
+        (self.admission.rejection() == ASK_STORE).then_some(self.core)
     }
 
     /// Replaces a permit that asked the store with the store's answer.

@@ -261,7 +261,7 @@ fn progressive_recovery_admits_a_growing_share() {
     clock.advance(S);
     // Phase 1 of 2: the call that starts it, then one call in two, until 4 were recorded.
     let mut admitted = 0;
-    let mut refused = 0;
+    let mut rejected = 0;
     while b.snapshot().phase == Some(1) || b.state() == State::Open {
         match b.try_acquire() {
             Ok(p) => {
@@ -270,11 +270,11 @@ fn progressive_recovery_admits_a_growing_share() {
             }
             Err(e) => {
                 assert_eq!(e.reason(), Reason::Recovering);
-                refused += 1;
+                rejected += 1;
             }
         }
     }
-    assert_eq!((admitted, refused), (4, 2));
+    assert_eq!((admitted, rejected), (4, 2));
     assert_eq!(b.snapshot().phase, Some(2));
     // Phase 2 of 2 admits everything; a failing phase reopens.
     for _ in 0..4 {
@@ -294,12 +294,12 @@ fn progressive_recovery_admits_a_growing_share() {
 }
 
 #[test]
-fn metrics_only_admits_what_it_would_refuse() {
+fn metrics_only_admits_what_it_would_reject() {
     let (b, _clock) = breaker(Policy::new().window(1).min_calls(1));
     b.metrics_only();
     b.try_acquire().unwrap().failure();
     assert_eq!(b.state(), State::Open);
-    let shadow = b.try_acquire().expect("metrics-only never refuses");
+    let shadow = b.try_acquire().expect("metrics-only never rejects");
     shadow.failure();
     let snap = b.snapshot();
     assert_eq!(
@@ -346,7 +346,7 @@ fn a_report_that_unwinds_releases_its_bulkhead_slot_exactly_once() {
 }
 
 #[test]
-fn bulkhead_refuses_over_the_limit_and_frees_slots() {
+fn bulkhead_rejects_over_the_limit_and_frees_slots() {
     let (b, _clock) = breaker(Policy::new().max_concurrent(2));
     let first = b.try_acquire().unwrap();
     let second = b.try_acquire().unwrap();
@@ -362,14 +362,14 @@ fn bulkhead_refuses_over_the_limit_and_frees_slots() {
     assert_eq!(
         (snap.calls, snap.failures, snap.rejected),
         (2, 1, 1),
-        "refusal not recorded"
+        "rejection not recorded"
     );
 }
 
 #[test]
 fn a_permit_is_three_words() {
     // The breaker, its admission (one word: state, bulkhead slot and admission time, or the
-    // refusal and its wait) and the function's name: an annotated future holds one of these.
+    // rejection and its wait) and the function's name: an annotated future holds one of these.
     assert_eq!(size_of::<Permit<'_>>(), 3 * size_of::<usize>());
     // The owned permit holds its breaker by a reference count or by a plain reference (a
     // circuit kept for the life of the process), one more word.
@@ -441,15 +441,15 @@ fn an_outcome_event_of_a_call_admitted_at_a_multiple_of_the_span_has_no_latency(
 }
 
 #[test]
-fn a_refusal_keeps_its_wait_up_to_the_longest_open_wait() {
+fn a_rejection_keeps_its_wait_up_to_the_longest_open_wait() {
     let day = Duration::from_secs(24 * 60 * 60);
     let (b, clock) = breaker(Policy::new().window(1).min_calls(1).open_for(day));
     b.try_acquire().unwrap().failure();
     assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(day));
     clock.advance(day - Duration::from_nanos(1));
-    let refused = b.try_acquire().unwrap_err();
+    let rejected = b.try_acquire().unwrap_err();
     assert_eq!(
-        (refused.reason(), refused.retry_after()),
+        (rejected.reason(), rejected.retry_after()),
         (Reason::Open, Some(Duration::from_nanos(1)))
     );
     clock.advance(Duration::from_nanos(1));
@@ -460,12 +460,12 @@ fn a_refusal_keeps_its_wait_up_to_the_longest_open_wait() {
         (Reason::HalfOpenFull, None)
     );
     drop(probe);
-    // The word of a refused permit packs the reason with the wait, and keeps "no wait" apart.
+    // The word of a rejected permit packs the reason with the wait, and keeps "no wait" apart.
     for (code, wait) in [(1, 0), (1, u64::MAX - 1), (2, NO_WAIT), (15, 12_345)] {
-        let word = permit::refused(code, wait);
+        let word = permit::rejected(code, wait);
         assert!(word.inert());
-        assert_eq!(word.refusal(), code);
-        let error = permit::error_for_refusal(&Key::from_static("t"), 1, word);
+        assert_eq!(word.rejection(), code);
+        let error = permit::error_for_rejection(&Key::from_static("t"), 1, word);
         let kept = match wait {
             NO_WAIT => None,
             wait => Some(Duration::from_nanos(wait.min((1 << 56) - 1))),
@@ -521,9 +521,9 @@ fn a_permit_named_by_its_type_names_its_function_in_events_when_it_reports_or_dr
     assert!(unwound.is_err());
     let last = b.snapshot().last_transition.expect("tripped again");
     assert_eq!((last.to, last.function), (State::Open, "app::charge"));
-    // Refused: its refusal carries the breaker's key, and it reports nothing when dropped.
-    let refused = core.acquire(SiteName).unwrap_err();
-    assert_eq!((refused.key(), refused.reason()), ("t", Reason::Open));
+    // Rejected: its rejection carries the breaker's key, and it reports nothing when dropped.
+    let rejected = core.acquire(SiteName).unwrap_err();
+    assert_eq!((rejected.key(), rejected.reason()), ("t", Reason::Open));
     assert_eq!(
         b.snapshot().failures,
         0,
@@ -532,7 +532,7 @@ fn a_permit_named_by_its_type_names_its_function_in_events_when_it_reports_or_dr
 }
 
 /// The fields a closed call reads share one cache line, which the window (written by every
-/// recorded call) and the counters (written by refusals) do not touch.
+/// recorded call) and the counters (written by rejections) do not touch.
 #[test]
 fn hot_fields_share_one_cache_line_apart_from_the_written_ones() {
     use std::mem::{align_of, offset_of, size_of};
@@ -728,7 +728,7 @@ fn throttling_sheds_a_closed_circuit_s_calls_with_their_own_reason() {
     assert_eq!(snapshot.throttled, shed);
     assert_eq!(snapshot.rejected, shed);
     assert_eq!(snapshot.calls, 10, "a shed call is not recorded");
-    // A disabled breaker admits everything; an open one refuses with its own reason.
+    // A disabled breaker admits everything; an open one rejects with its own reason.
     b.disable();
     for _ in 0..10 {
         b.try_acquire().unwrap().failure();

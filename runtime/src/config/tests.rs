@@ -541,7 +541,7 @@ fn retry_budget_is_a_field_of_toml_and_of_the_environment() {
         .unwrap_err();
     assert!(
         err.to_string().contains("invalid `retry_budget`")
-            && err.to_string().contains("refuses every retry"),
+            && err.to_string().contains("rejects every retry"),
         "{err}"
     );
 }
@@ -620,7 +620,7 @@ fn group_patches_layer_over_the_declared_settings_and_a_reload_takes_them_back()
         "the declared value of a field not named"
     );
     assert_eq!(
-        (settings.base_ejection, settings.max_ejection_time),
+        (settings.ejection_base, settings.ejection_max),
         (Duration::from_secs(1), Duration::from_secs(4)),
         "the environment's patch"
     );
@@ -659,7 +659,7 @@ fn group_settings_come_from_the_environment_in_the_breakers_style() {
     let settings = r.group("search").unwrap().policy().settings();
     assert_eq!(settings.max_ejection, 25);
     assert_eq!(settings.interval, Duration::from_secs(2));
-    assert_eq!(settings.stdev_factor, None, "0 turns the rule off");
+    assert_eq!(settings.success_rate, None, "0 turns the rule off");
     let error = r
         .load_vars([("FUSEBOX_GROUPS__SEARCH".to_owned(), "25".to_owned())])
         .unwrap_err();

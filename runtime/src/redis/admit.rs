@@ -19,7 +19,7 @@ use crate::breaker::{
 use crate::error::{Error, Reason};
 use crate::state::{State, Word};
 
-/// True when `permit` (refused) asks the store for admission: its breaker is shared.
+/// True when `permit` (rejected) asks the store for admission: its breaker is shared.
 #[inline(always)]
 #[must_use]
 pub fn asks_store(permit: &RawPermit<'_>) -> bool {
@@ -39,7 +39,7 @@ pub fn reports_to_store(permit: &RawPermit<'_>) -> bool {
 }
 
 /// Completes the admission of an `async fn` call on a shared registry (the function named
-/// `name`): awaits the script's answer and turns `permit` into it. Returns the refusal, if any.
+/// `name`): awaits the script's answer and turns `permit` into it. Returns the rejection, if any.
 pub fn admit_shared<'p, 'a>(
     permit: &'p mut RawPermit<'a>,
     name: FnName,
@@ -53,12 +53,12 @@ pub fn admit_shared<'p, 'a>(
     let answer = store.admit(core, name);
     Box::pin(async move {
         permit.replace(answer.await);
-        permit.refusal()
+        permit.rejection()
     })
 }
 
 /// The attempt driver's admission: `Ok` with `admitted` as it is, or, when its permit asks the
-/// store, `Err` with the wait for the store's answer (the permit admitted, or its refusal). Takes
+/// store, `Err` with the wait for the store's answer (the permit admitted, or its rejection). Takes
 /// `admitted` by value, so the driver never borrows it and does not keep it across the attempt.
 #[allow(clippy::type_complexity)]
 pub(crate) fn attempt_admission<'a, N: Named + 'a>(
@@ -72,7 +72,7 @@ pub(crate) fn attempt_admission<'a, N: Named + 'a>(
             let name = permit.site.name();
             match admit_shared(&mut permit.raw, name).await {
                 None => Ok(permit),
-                Some(refused) => Err(refused),
+                Some(rejected) => Err(rejected),
             }
         })),
         other => Ok(other),
@@ -152,10 +152,10 @@ impl Drop for Unheard<'_> {
 pub(super) fn permit_of<'c>(core: &'c Circuit, answer: &Answer, site: FnName) -> NamedPermit<'c> {
     match answer.code {
         1 | 2 => core.store_permit(shared_admission(answer.generation), site),
-        3 => core.store_refusal(Reason::HalfOpenFull, None, site),
-        4 => core.store_refusal(Reason::ForcedOpen, None, site),
-        5 => core.store_refusal(Reason::Recovering, None, site),
-        _ => core.store_refusal(
+        3 => core.store_rejection(Reason::HalfOpenFull, None, site),
+        4 => core.store_rejection(Reason::ForcedOpen, None, site),
+        5 => core.store_rejection(Reason::Recovering, None, site),
+        _ => core.store_rejection(
             Reason::Open,
             Some(Duration::from_millis(answer.remaining_ms)),
             site,
@@ -170,7 +170,7 @@ pub(super) fn permit_of<'c>(core: &'c Circuit, answer: &Answer, site: FnName) ->
 /// disabled) admits under that view's generation, so the outcome is sent to the store (again,
 /// until it answers) and recorded on the local breaker too; a closed local breaker with no
 /// confirmed view of the key (the replica's first calls, say) admits under no generation, and the
-/// script counts the outcome if the circuit is closed when it arrives; an open circuit refuses while its wait
+/// script counts the outcome if the circuit is closed when it arrives; an open circuit rejects while its wait
 /// runs, and once the wait is over it stays open (reason `Open`, no probe) while the store has
 /// been unreachable for less than [`RedisStoreBuilder::local_recovery_after`]: the store grants
 /// probes, so a replica that cannot reach it runs no half-open of its own. Past that bound the
@@ -181,7 +181,7 @@ pub(super) fn degraded<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) ->
     let client = &link.store.client;
     match client.degrade {
         Degrade::FailOpen => return core.store_permit(Word::SETTLED, site),
-        Degrade::FailClosed => return core.store_refusal(Reason::Open, None, site),
+        Degrade::FailClosed => return core.store_rejection(Reason::Open, None, site),
         Degrade::Local => {}
     }
     let view = link.view.load(Ordering::Acquire);
@@ -200,7 +200,7 @@ pub(super) fn degraded<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) ->
         State::Open | State::HalfOpen if !client.recovers_locally() => {
             let (_, remaining) = core.seed();
             let wait = (remaining > 0).then(|| Duration::from_millis(remaining));
-            core.store_refusal(Reason::Open, wait, site)
+            core.store_rejection(Reason::Open, wait, site)
         }
         _ => core.admit_local(site),
     }

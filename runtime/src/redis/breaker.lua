@@ -51,8 +51,8 @@
 -- calls, failures, slow: the window (or the probes) that decided the transition
 -- window calls, window failures: the current window after this call, what operators see (-1 when
 --       this call did not read a closed time window's buckets: an admission or a stale report)
--- admit codes: 0 refused (open), 1 admitted, 2 admitted as a probe, 3 refused (probes taken),
---              4 refused (forced open), 5 refused (recovering: not this phase's share).   report codes: 0 stale (changes nothing), 1 applied.
+-- admit codes: 0 rejected (open), 1 admitted, 2 admitted as a probe, 3 rejected (probes taken),
+--              4 rejected (forced open), 5 rejected (recovering: not this phase's share).   report codes: 0 stale (changes nothing), 1 applied.
 -- States: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
 --
 -- The count window is a ring of `w` slots `r0..r{w-1}` with running totals, so every call is O(1)

@@ -19,7 +19,7 @@ use crate::error::Reason;
 /// script itself; `None` sends the call to the script (the caller awaits it).
 ///
 /// - In cached mode with its subscription up, the view decides: a closed or disabled view
-///   admits, an open one whose wait is not over refuses, a forced-open one refuses; half-open, an
+///   admits, an open one whose wait is not over rejects, a forced-open one rejects; half-open, an
 ///   open wait that is over and an unknown view ask the script, so half-open probes stay exact
 ///   across replicas.
 /// - Otherwise (strict mode, or the subscription down) every admission asks the script, except,
@@ -58,7 +58,7 @@ pub(crate) fn cached_admit<'c>(
         && let (1, remaining) = core.seed()
         && remaining > 0
     {
-        return Some(core.store_refusal(
+        return Some(core.store_rejection(
             Reason::Open,
             Some(Duration::from_millis(remaining)),
             site,
@@ -71,7 +71,7 @@ pub(crate) fn cached_admit<'c>(
 }
 
 /// The admission the view decides alone: closed or disabled admits under the view's
-/// generation, forced open refuses, open within its wait refuses; `None` otherwise.
+/// generation, forced open rejects, open within its wait rejects; `None` otherwise.
 fn from_view<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) -> Option<NamedPermit<'c>> {
     let view = link.view.load(Ordering::Acquire);
     if view & CONFIRMED == 0 {
@@ -82,11 +82,13 @@ fn from_view<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) -> Option<Na
         // Too many of this replica's failures unanswered: the script admits.
         0 | 4 if link.gated() => None,
         0 | 4 => Some(core.store_permit(shared_admission(view_generation(view)), site)),
-        3 => Some(core.store_refusal(Reason::ForcedOpen, None, site)),
+        3 => Some(core.store_rejection(Reason::ForcedOpen, None, site)),
         1 => match core.seed() {
-            (1, remaining) if remaining > 0 => {
-                Some(core.store_refusal(Reason::Open, Some(Duration::from_millis(remaining)), site))
-            }
+            (1, remaining) if remaining > 0 => Some(core.store_rejection(
+                Reason::Open,
+                Some(Duration::from_millis(remaining)),
+                site,
+            )),
             _ => None,
         },
         _ => None,

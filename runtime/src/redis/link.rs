@@ -163,7 +163,7 @@ impl Delta {
 }
 
 /// Marks a view the script itself answered with (not only announced by a message): cached mode
-/// admits or refuses from it without asking the script.
+/// admits or rejects from it without asking the script.
 pub(super) const CONFIRMED: u64 = 1 << 4;
 
 /// A known view: `generation << 5 | confirmed << 4 | state << 1 | 1` (`state`: the script's code,
@@ -232,7 +232,7 @@ fn on_answer(view: u64, known: Known, state: i64, generation: u64, incarnation: 
 ///
 /// Anyone who can publish on the channel can send one, so a message is taken only when it is the
 /// very next generation of the incarnation the view knows, and even then the view is not
-/// confirmed (no call is admitted or refused from it before the script answers). A message that
+/// confirmed (no call is admitted or rejected from it before the script answers). A message that
 /// repeats the view, or is older than an answer, changes nothing; any other (another
 /// incarnation, a generation skipped or contradicted, a state out of range) makes the view
 /// unknown. A view not known yet stays unknown: nothing to check the message against.

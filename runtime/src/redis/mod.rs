@@ -43,7 +43,7 @@
 //! generation (channel [`TRANSITIONS`]). While the view says closed (or disabled), a call is
 //! admitted without a round trip and its outcome is sent to the script off the call path, under
 //! the view's generation; while it says open and the wait is not over, or forced open, the call
-//! is refused locally. Otherwise (the open wait over, half-open, a key not seen yet) the call
+//! is rejected locally. Otherwise (the open wait over, half-open, a key not seen yet) the call
 //! asks the script as in strict mode, so half-open probes stay exact across replicas. Callers
 //! that cannot await use the view as in strict mode. What cached
 //! mode gives up: between the moment a replica's report commits OPEN and the moment another
@@ -121,7 +121,7 @@
 //! progressive recovery (phase k of n admits k calls in every n, decided in the script), and the
 //! forced states through [`RedisStore::force`]. `open_jitter` applies per replica: a replica
 //! that learns the shared circuit open holds its calls until its own spread of the shared wait
-//! (never shorter), refusing locally until then in strict mode too, and then asks the script. An
+//! (never shorter), rejecting locally until then in strict mode too, and then asks the script. An
 //! `open_for` function cannot run in the script: such a key is shared with the wait `open_for`,
 //! and a WARN event naming the key says so. **Not supported:** a time window whose tenth is
 //! not a whole number of milliseconds: such a key stays local (with an error event naming the
@@ -158,7 +158,7 @@
 //! the key whatever it holds. Each key carries an incarnation, written when it is created, so a
 //! replica's view accepts the lower generations of a key deleted and created again; a message on
 //! [`TRANSITIONS`] is taken only as the next generation of the incarnation the view knows (and is
-//! confirmed by the script before a call is admitted or refused from it), anything else only makes
+//! confirmed by the script before a call is admitted or rejected from it), anything else only makes
 //! the view unknown, so a forged message never decides a call while the store answers.
 //!
 //! **Tests and time.** [`RedisStoreBuilder::time_from`] makes the script take time from a
@@ -235,7 +235,7 @@ pub enum Degrade {
     Local,
     /// Admit every call (outcomes are not recorded anywhere).
     FailOpen,
-    /// Refuse every call (reason [`Reason::Open`](crate::Reason::Open), no `retry_after`).
+    /// Reject every call (reason [`Reason::Open`](crate::Reason::Open), no `retry_after`).
     FailClosed,
 }
 

@@ -494,7 +494,7 @@ impl RedisStore {
     }
 
     /// Moves breaker `key` to `state` in Redis for every replica (operator action): `Closed`
-    /// resets, `ForcedOpen` refuses every call, `Disabled` admits every call and never opens.
+    /// resets, `ForcedOpen` rejects every call, `Disabled` admits every call and never opens.
     ///
     /// The transition is announced once, by this replica: its breaker for `key` (one a registry
     /// sharing this store has created) emits it (`trigger = "operator"`, `function = "operator"`,

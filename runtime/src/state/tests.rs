@@ -10,12 +10,12 @@ fn at(now: u64) -> impl Fn(Word) -> (u64, Option<u64>) {
 }
 
 #[test]
-fn admission_refuses_open_until_the_deadline_then_arms_a_probe() {
+fn admission_rejects_open_until_the_deadline_then_arms_a_probe() {
     let open = Word::INITIAL.to_open(0, 100 * MS);
     let decide = |now| admission(open, Recovery::Probes, 2, 10 * MS, at(now));
     assert_eq!(
         decide(40 * MS),
-        Step::Keep(Admission::Refuse(Reason::Open, 60 * MS))
+        Step::Keep(Admission::Reject(Reason::Open, 60 * MS))
     );
     let Step::Replace(next) = decide(100 * MS) else {
         panic!("the wait is over: the word must move");
@@ -36,7 +36,7 @@ fn admission_refuses_open_until_the_deadline_then_arms_a_probe() {
 }
 
 #[test]
-fn admission_in_half_open_takes_free_slots_then_refuses_until_the_lease_ends() {
+fn admission_in_half_open_takes_free_slots_then_rejects_until_the_lease_ends() {
     let armed = Word::INITIAL.to_half_open(0);
     let no_clock = |_: Word| -> (u64, Option<u64>) { panic!("a free slot needs no clock") };
     let Step::Replace(second) = admission(armed, Recovery::Probes, 2, 10 * MS, no_clock) else {
@@ -45,7 +45,7 @@ fn admission_in_half_open_takes_free_slots_then_refuses_until_the_lease_ends() {
     assert_eq!(second.issued(), 2);
     assert_eq!(
         admission(second, Recovery::Probes, 2, 10 * MS, at(5 * MS)),
-        Step::Keep(Admission::Refuse(Reason::HalfOpenFull, NO_WAIT))
+        Step::Keep(Admission::Reject(Reason::HalfOpenFull, NO_WAIT))
     );
     let Step::Replace(rearmed) = admission(second, Recovery::Probes, 2, 10 * MS, at(20 * MS))
     else {
@@ -66,7 +66,7 @@ fn admission_in_half_open_takes_free_slots_then_refuses_until_the_lease_ends() {
             10 * MS,
             no_clock
         ),
-        Step::Keep(Admission::Refuse(Reason::ForcedOpen, NO_WAIT))
+        Step::Keep(Admission::Reject(Reason::ForcedOpen, NO_WAIT))
     );
 }
 
