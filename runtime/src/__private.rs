@@ -57,7 +57,7 @@ pub fn permit_failed_after(
 /// [`Policy::others`](crate::Policy::others) says (ignored, or a success).
 #[inline]
 pub fn permit_ignored<const ASYNC: bool>(permit: &mut RawPermit<'_>, name: FnName) {
-    if crate::nested::refused_inside::<ASYNC>() {
+    if crate::nested::rejected_inside::<ASYNC>() {
         permit.ignored_outright(name);
     } else {
         permit.ignored(name);
@@ -65,7 +65,7 @@ pub fn permit_ignored<const ASYNC: bool>(permit: &mut RawPermit<'_>, name: FnNam
 }
 
 /// Reports the call `permit` admitted as ignored whatever [`Policy::others`](crate::Policy::others)
-/// says: its error was converted from an inner breaker's rejection ([`refused_inside`]).
+/// says: its error was converted from an inner breaker's rejection ([`rejected_inside`]).
 #[inline]
 pub fn permit_ignored_outright(permit: &mut RawPermit<'_>, name: FnName) {
     permit.ignored_outright(name);
@@ -76,24 +76,24 @@ pub fn permit_ignored_outright(permit: &mut RawPermit<'_>, name: FnName) {
 /// The default classification (every error counts) does not count it.
 #[inline]
 #[must_use]
-pub fn refused_inside<const ASYNC: bool>() -> bool {
-    crate::nested::refused_inside::<ASYNC>()
+pub fn rejected_inside<const ASYNC: bool>() -> bool {
+    crate::nested::rejected_inside::<ASYNC>()
 }
 
 /// True when `permit` was rejected.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
-pub fn permit_refused(permit: &RawPermit<'_>) -> bool {
+pub fn permit_rejected(permit: &RawPermit<'_>) -> bool {
     permit.is_rejected()
 }
 
-/// The error of a rejected permit (only called when [`permit_refused`] is true). Inlined: a
+/// The error of a rejected permit (only called when [`permit_rejected`] is true). Inlined: a
 /// rejection returns at once, so building its error in place adds nothing to the function's future.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
-pub fn refusal_error(permit: &RawPermit<'_>) -> Error {
+pub fn rejection_error(permit: &RawPermit<'_>) -> Error {
     permit.rejection_or_open()
 }
 
@@ -101,7 +101,7 @@ pub fn refusal_error(permit: &RawPermit<'_>) -> Error {
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
-pub fn permit_refusal(permit: &RawPermit<'_>) -> Option<Error> {
+pub fn permit_rejection(permit: &RawPermit<'_>) -> Option<Error> {
     permit.rejection()
 }
 
@@ -236,7 +236,7 @@ impl<E: From<Error>> FromRejection for E {
 /// (`crate::nested`).
 #[inline]
 #[must_use]
-pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
+pub fn error_from_rejection<E: FromRejection>(error: Error) -> E {
     // Marked before the conversion, so the error is not kept across the call.
     if error.is_rejected() {
         crate::nested::mark();
@@ -244,7 +244,7 @@ pub fn error_from_refusal<E: FromRejection>(error: Error) -> E {
     E::from_rejection(error)
 }
 
-/// The rejection of `permit` as the function's error type, converted as [`error_from_refusal`]
+/// The rejection of `permit` as the function's error type, converted as [`error_from_rejection`]
 /// converts it, or `None` when the call was admitted: how a function without a fallback checks
 /// its admission, one call (generic over the error type only, so shared by every annotated
 /// function with the same one).
@@ -455,9 +455,9 @@ mod tests {
             include_str!("__private.rs"),
             &[
                 "permit_succeeded",
-                "permit_refused",
-                "refusal_error",
-                "permit_refusal",
+                "permit_rejected",
+                "rejection_error",
+                "permit_rejection",
                 "rejection",
             ],
         ),

@@ -145,7 +145,7 @@ pub enum Settled<T, E> {
     /// unknown), or an attempt timed out and no later attempt succeeded (reason `TimedOut`: the
     /// call went out). `Cause::from_error` makes it the fallback's `Cause::Rejected` or
     /// `Cause::TimedOut`.
-    Refused(Error),
+    Rejected(Error),
 }
 
 /// The wait for the recording of `permit`'s outcome in its breaker's store (strict mode), to be
@@ -255,9 +255,9 @@ where
                         // A retry rejected after a timed-out attempt: that attempt went out, so
                         // the call ends as timed out, never as rejected.
                         Err(rejected) if timed_out => {
-                            return Settled::Refused(rejected.with_reason(Reason::TimedOut));
+                            return Settled::Rejected(rejected.with_reason(Reason::TimedOut));
                         }
-                        Err(rejected) => return Settled::Refused(rejected),
+                        Err(rejected) => return Settled::Rejected(rejected),
                     };
                     let result = L::finished::<Fut>(cfg.timeout.bound(attempt()).await);
                     // A key with a retry budget counts the attempt once it is over, so the future
@@ -289,7 +289,7 @@ where
                         // Not counted: an inner breaker's rejection counts as nothing; any other
                         // error as `Policy::others` says.
                         Some(Err(error)) => {
-                            if crate::nested::refused_inside::<true>() {
+                            if crate::nested::rejected_inside::<true>() {
                                 permit.ignore_outright();
                             } else {
                                 permit.ignore();
@@ -300,7 +300,7 @@ where
                             let error = Error::new(permit.key(), Reason::TimedOut, None);
                             permit.failure();
                             timed_out = true;
-                            (Settled::Refused(error), true)
+                            (Settled::Rejected(error), true)
                         }
                     };
                     (failed, recording, budget)

@@ -94,7 +94,7 @@ pub(crate) fn budget_rejected() -> bool {
 /// `#[tokio::main]` body, whose thread runs only tokio tasks besides it, and those have ids);
 /// with no tokio runtime, futures of other executors may have run on this thread since.
 #[cold]
-pub(crate) fn refused_inside<const ASYNC: bool>() -> bool {
+pub(crate) fn rejected_inside<const ASYNC: bool>() -> bool {
     if MARKS.get() & REJECTION == 0 {
         return false;
     }
@@ -110,16 +110,16 @@ mod tests {
     #[test]
     fn a_mark_is_read_until_the_next_admission() {
         clear();
-        assert!(!refused_inside::<false>());
+        assert!(!rejected_inside::<false>());
         mark();
-        assert!(refused_inside::<false>());
-        assert!(refused_inside::<false>(), "reading does not clear it");
+        assert!(rejected_inside::<false>());
+        assert!(rejected_inside::<false>(), "reading does not clear it");
         assert!(
-            !refused_inside::<true>(),
+            !rejected_inside::<true>(),
             "outside a tokio runtime an `async fn` does not trust it"
         );
         clear();
-        assert!(!refused_inside::<false>());
+        assert!(!rejected_inside::<false>());
     }
 
     #[test]
@@ -131,7 +131,7 @@ mod tests {
             clear();
             mark();
             assert!(
-                refused_inside::<true>(),
+                rejected_inside::<true>(),
                 "the future `block_on` runs trusts its own"
             );
             // A current-thread runtime: both tasks run on this thread.
@@ -146,14 +146,17 @@ mod tests {
                 "the other task's mark is on this thread"
             );
             tokio::spawn(async {
-                assert!(!refused_inside::<true>(), "another task's mark");
-                assert!(!refused_inside::<false>(), "another task's mark");
+                assert!(!rejected_inside::<true>(), "another task's mark");
+                assert!(!rejected_inside::<false>(), "another task's mark");
                 mark();
-                assert!(refused_inside::<true>(), "this task's mark");
+                assert!(rejected_inside::<true>(), "this task's mark");
             })
             .await
             .unwrap();
-            assert!(!refused_inside::<true>(), "a task's mark, not `block_on`'s");
+            assert!(
+                !rejected_inside::<true>(),
+                "a task's mark, not `block_on`'s"
+            );
         });
     }
 }

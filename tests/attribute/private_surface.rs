@@ -16,7 +16,7 @@ const IN_SIGNATURES: [(&str, &str); 13] = [
     ("AttemptLimit", "run_attempts"),
     ("AttemptBudget", "run_attempts"),
     ("RegistryRef", "registry_of"),
-    ("FromRejection", "error_from_refusal"),
+    ("FromRejection", "error_from_rejection"),
     ("FallbackFn", "call_fallback"),
     ("ViaFn", "FallbackFn"),
     ("NoFallback", "FallbackFn"),

@@ -44,7 +44,7 @@ pub(super) struct Attempt<'a> {
 /// match settled {
 ///     Settled::Done(result) => result,
 ///     Settled::Failed(error) => Err(error),
-///     Settled::Refused(refused) => Err(reject(refused)),
+///     Settled::Rejected(refused) => Err(reject(refused)),
 /// }
 /// ```
 ///
@@ -67,7 +67,7 @@ pub(super) struct Attempt<'a> {
 /// receives them afterwards; either way they keep their types. The body keeps `return` and `?`:
 /// it is an `async` block whose output is pinned to the function's return type.
 ///
-/// A timed-out attempt arrives as `Settled::Refused` with reason `TimedOut`, so it reaches the
+/// A timed-out attempt arrives as `Settled::Rejected` with reason `TimedOut`, so it reaches the
 /// caller through `From<fusebox::Error>` or, by `Cause::from_error`, as the fallback's
 /// `Cause::TimedOut` (never `Cause::Rejected`, which means the backend was never called).
 pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) -> TokenStream {
@@ -114,7 +114,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
                     match #run {
                         #private::Settled::Done(#result) => return #result,
                         #private::Settled::Failed(#error) => #on_failed,
-                        #private::Settled::Refused(#refused) => #on_refused,
+                        #private::Settled::Rejected(#refused) => #on_refused,
                     }
                 };
                 #call
@@ -130,7 +130,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
             match #settled {
                 #private::Settled::Done(#result) => #result,
                 #private::Settled::Failed(#error) => #on_failed,
-                #private::Settled::Refused(#refused) => #on_refused,
+                #private::Settled::Rejected(#refused) => #on_refused,
             }
         },
     }
@@ -150,7 +150,7 @@ fn judges(args: &Args, names: &Names) -> (TokenStream, TokenStream, TokenStream)
     let is_failure = match classify(args.failure.as_ref(), names, false) {
         Some(counts) => quote!(|#error: &#error_type| -> bool { #counts }),
         // Every error counts, but one converted from an inner breaker's refusal.
-        None => quote!(|_: &#error_type| -> bool { !#private::refused_inside::<true>() }),
+        None => quote!(|_: &#error_type| -> bool { !#private::rejected_inside::<true>() }),
     };
     // `failure_if`: the `Ok` values that count, retried like counted errors; located at the
     // predicate, so a wrong signature is reported there.

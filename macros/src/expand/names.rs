@@ -135,7 +135,7 @@ impl Names {
             result: local("__fusebox_result"),
             error: local("__fusebox_error"),
             value: local("__fusebox_value"),
-            refused: local("__fusebox_refused"),
+            refused: local("__fusebox_rejected"),
             error_of: Ident::new("__FuseboxErrorOf", Span::call_site()),
             cause: local("__fusebox_cause"),
             settled: Lifetime::new("'__fusebox_settled", Span::mixed_site()),

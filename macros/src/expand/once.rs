@@ -245,7 +245,7 @@ fn outcome(
 ///
 /// An error converted from an inner breaker's refusal (a stacked attribute, an annotated
 /// function calling another) is not counted by the default classification, and never as a
-/// success (`refused_inside`, `permit_ignored`).
+/// success (`rejected_inside`, `permit_ignored`).
 fn report_error(
     args: &Args,
     names: &Names,
@@ -276,7 +276,7 @@ fn report_error(
             }
         },
         (None, _) => quote! {
-            #err_error if !#private::refused_inside::<#is_async>() => {
+            #err_error if !#private::rejected_inside::<#is_async>() => {
                 #private::permit_failed_after(#raw_and_name, #wait);
                 #on_failed
             }
@@ -384,8 +384,8 @@ fn shared_store(
             // holds nothing of it across the body's `.await`. A flag, then the error: an `if let`
             // on an `Option<Error>` would keep the option borrowed, and so in the future, across
             // the fallback's `.await`.
-            if #private::permit_refused(#raw) {
-                let #refused = #private::refusal_error(#raw);
+            if #private::permit_rejected(#raw) {
+                let #refused = #private::rejection_error(#raw);
                 #on_refused
             }
             #matched
@@ -414,7 +414,7 @@ fn shared_settled(names: &Names, on_refused: TokenStream, matched: TokenStream) 
         if #private::asks_store(#raw) {
             #private::admit_shared(#raw_and_name).await;
         }
-        if let ::core::option::Option::Some(#refused) = #private::permit_refusal(#raw) {
+        if let ::core::option::Option::Some(#refused) = #private::permit_rejection(#raw) {
             #on_refused
         }
         // The function's own result (`Ok`) or the fallback's cause (`Err`), recorded in the
@@ -453,7 +453,7 @@ fn shared_returned(names: &Names, on_refused: TokenStream, matched: TokenStream)
         if #private::asks_store(#raw) {
             #private::admit_shared(#raw_and_name).await;
         }
-        if let ::core::option::Option::Some(#refused) = #private::permit_refusal(#raw) {
+        if let ::core::option::Option::Some(#refused) = #private::permit_rejection(#raw) {
             #on_refused
         }
         // Typed as the function's output, so a wrong fallback is one mismatch, not two.

@@ -67,7 +67,7 @@ pub(super) fn settle(
         None => (
             respan(quote!(#err(#error)), *output_span),
             respan(
-                quote!(#err(#private::error_from_refusal(#refused))),
+                quote!(#err(#private::error_from_rejection(#refused))),
                 *output_span,
             ),
         ),

@@ -27,12 +27,12 @@ impl Client {
                     )
                     .await;
             }
-            if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
+            if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::permit_rejection(
                 &__fusebox_permit.raw,
             ) {
                 break '__fusebox_settled ::fusebox::__private_0_1_0::Cause::<
                     <Result<u32, ApiError> as ::fusebox::__private_0_1_0::Outcome>::Error,
-                >::Rejected(__fusebox_refused);
+                >::Rejected(__fusebox_rejected);
             }
             let __fusebox_out: ::core::result::Result<
                 Result<u32, ApiError>,
@@ -90,7 +90,7 @@ impl Client {
                     }
                 }
                 ::core::result::Result::Err(_) => {
-                    let __fusebox_refused = ::fusebox::__private_0_1_0::permit_timed_out(
+                    let __fusebox_rejected = ::fusebox::__private_0_1_0::permit_timed_out(
                         &mut __fusebox_permit.raw,
                         &__FUSEBOX_SITE.function,
                     );
@@ -100,7 +100,7 @@ impl Client {
                                 u32,
                                 ApiError,
                             > as ::fusebox::__private_0_1_0::Outcome>::Error,
-                        >::TimedOut(__fusebox_refused),
+                        >::TimedOut(__fusebox_rejected),
                     )
                 }
             };

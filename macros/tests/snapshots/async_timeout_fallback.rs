@@ -20,13 +20,13 @@ impl Client {
                     >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
                 site: &__FUSEBOX_SITE.function,
             };
-            if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit.raw) {
-                let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
+            if ::fusebox::__private_0_1_0::permit_rejected(&__fusebox_permit.raw) {
+                let __fusebox_rejected = ::fusebox::__private_0_1_0::rejection_error(
                     &__fusebox_permit.raw,
                 );
                 break '__fusebox_settled ::fusebox::__private_0_1_0::Cause::<
                     <Result<u32, ApiError> as ::fusebox::__private_0_1_0::Outcome>::Error,
-                >::Rejected(__fusebox_refused);
+                >::Rejected(__fusebox_rejected);
             }
             match ::fusebox::__private_0_1_0::timeout_body(
                     ::core::time::Duration::from_nanos(300000000),
@@ -73,7 +73,7 @@ impl Client {
                     }
                 }
                 ::core::result::Result::Err(_) => {
-                    let __fusebox_refused = ::fusebox::__private_0_1_0::permit_timed_out(
+                    let __fusebox_rejected = ::fusebox::__private_0_1_0::permit_timed_out(
                         &mut __fusebox_permit.raw,
                         &__FUSEBOX_SITE.function,
                     );
@@ -82,7 +82,7 @@ impl Client {
                             u32,
                             ApiError,
                         > as ::fusebox::__private_0_1_0::Outcome>::Error,
-                    >::TimedOut(__fusebox_refused)
+                    >::TimedOut(__fusebox_rejected)
                 }
             }
         };

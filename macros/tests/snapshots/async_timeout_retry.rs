@@ -49,7 +49,7 @@ impl Client {
                             u32,
                             ApiError,
                         > as ::fusebox::__private_0_1_0::Outcome>::Error,
-                    | -> bool { !::fusebox::__private_0_1_0::refused_inside::<true>() },
+                    | -> bool { !::fusebox::__private_0_1_0::rejected_inside::<true>() },
                     |_: &_| -> bool { false },
                     |
                         __fusebox_error: &<Result<
@@ -70,9 +70,9 @@ impl Client {
             ::fusebox::__private_0_1_0::Settled::Failed(__fusebox_error) => {
                 ::core::result::Result::Err(__fusebox_error)
             }
-            ::fusebox::__private_0_1_0::Settled::Refused(__fusebox_refused) => {
+            ::fusebox::__private_0_1_0::Settled::Rejected(__fusebox_rejected) => {
                 ::core::result::Result::Err(
-                    ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
+                    ::fusebox::__private_0_1_0::error_from_rejection(__fusebox_rejected),
                 )
             }
         }

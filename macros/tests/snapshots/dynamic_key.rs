@@ -17,10 +17,10 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
             ),
         site: &__FUSEBOX_SITE.function,
     };
-    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
+    if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
         &__fusebox_permit.raw,
     ) {
-        return ::core::result::Result::Err(__fusebox_refused);
+        return ::core::result::Result::Err(__fusebox_rejected);
     }
     match ::fusebox::__private_0_1_0::sync_body::<
         Result<String, FetchError>,

@@ -20,10 +20,10 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
             >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
         site: &__FUSEBOX_SITE.function,
     };
-    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
+    if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
         &__fusebox_permit.raw,
     ) {
-        return ::core::result::Result::Err(__fusebox_refused);
+        return ::core::result::Result::Err(__fusebox_rejected);
     }
     match ::fusebox::__private_0_1_0::sync_body::<
         Result<Response, FetchError>,
@@ -45,7 +45,7 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
         }
         ::core::result::Result::Err(
             __fusebox_error,
-        ) if !::fusebox::__private_0_1_0::refused_inside::<false>() => {
+        ) if !::fusebox::__private_0_1_0::rejected_inside::<false>() => {
             ::fusebox::__private_0_1_0::permit_failed_after(
                 &mut __fusebox_permit.raw,
                 &__FUSEBOX_SITE.function,

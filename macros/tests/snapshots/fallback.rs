@@ -18,8 +18,8 @@ fn stock(sku: u32) -> Result<u32, StockError> {
             >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
         site: &__FUSEBOX_SITE.function,
     };
-    if ::fusebox::__private_0_1_0::permit_refused(&__fusebox_permit.raw) {
-        let __fusebox_refused = ::fusebox::__private_0_1_0::refusal_error(
+    if ::fusebox::__private_0_1_0::permit_rejected(&__fusebox_permit.raw) {
+        let __fusebox_rejected = ::fusebox::__private_0_1_0::rejection_error(
             &__fusebox_permit.raw,
         );
         return ::fusebox::__private_0_1_0::call_fallback(
@@ -30,7 +30,7 @@ fn stock(sku: u32) -> Result<u32, StockError> {
                         u32,
                         StockError,
                     > as ::fusebox::__private_0_1_0::Outcome>::Error,
-                >::Rejected(__fusebox_refused),
+                >::Rejected(__fusebox_rejected),
             ),
             cached_stock,
         );

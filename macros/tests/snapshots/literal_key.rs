@@ -20,10 +20,10 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
             >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
         site: &__FUSEBOX_SITE.function,
     };
-    if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
+    if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
         &__fusebox_permit.raw,
     ) {
-        return ::core::result::Result::Err(__fusebox_refused);
+        return ::core::result::Result::Err(__fusebox_rejected);
     }
     match ::fusebox::__private_0_1_0::sync_body::<
         Result<u64, PaymentError>,

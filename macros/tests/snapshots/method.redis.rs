@@ -34,11 +34,11 @@ impl Client {
                 )
                 .await;
         }
-        if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::permit_refusal(
+        if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::permit_rejection(
             &__fusebox_permit.raw,
         ) {
             return ::core::result::Result::Err(
-                ::fusebox::__private_0_1_0::error_from_refusal(__fusebox_refused),
+                ::fusebox::__private_0_1_0::error_from_rejection(__fusebox_rejected),
             );
         }
         let __fusebox_out: Result<u32, ApiError> = match ::fusebox::__private_0_1_0::in_place_body::<
@@ -53,7 +53,7 @@ impl Client {
             }
             ::core::result::Result::Err(
                 __fusebox_error,
-            ) if !::fusebox::__private_0_1_0::refused_inside::<true>() => {
+            ) if !::fusebox::__private_0_1_0::rejected_inside::<true>() => {
                 ::fusebox::__private_0_1_0::permit_failed_after(
                     &mut __fusebox_permit.raw,
                     __FUSEBOX_NAME.cached(),

@@ -27,10 +27,10 @@ impl Client {
                 >(&::fusebox::__private_0_1_0::GLOBAL, __FUSEBOX_NAME.cached()),
             site: __FUSEBOX_NAME.cached(),
         };
-        if let ::core::option::Option::Some(__fusebox_refused) = ::fusebox::__private_0_1_0::rejection(
+        if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
             &__fusebox_permit.raw,
         ) {
-            return ::core::result::Result::Err(__fusebox_refused);
+            return ::core::result::Result::Err(__fusebox_rejected);
         }
         match ::fusebox::__private_0_1_0::in_place_body::<
             Result<u32, ApiError>,
@@ -44,7 +44,7 @@ impl Client {
             }
             ::core::result::Result::Err(
                 __fusebox_error,
-            ) if !::fusebox::__private_0_1_0::refused_inside::<true>() => {
+            ) if !::fusebox::__private_0_1_0::rejected_inside::<true>() => {
                 ::fusebox::__private_0_1_0::permit_failed_after(
                     &mut __fusebox_permit.raw,
                     __FUSEBOX_NAME.cached(),

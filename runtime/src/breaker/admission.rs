@@ -156,9 +156,9 @@ impl Circuit {
                 0 => Ok(permit),
                 #[cfg(feature = "redis")]
                 store::ASK_STORE => Ok(permit),
-                code => Err(permit.refusal_error(code)),
+                code => Err(permit.rejection_error(code)),
             },
-            |permit| Err(permit.refusal_error(Reason::Open.bits())),
+            |permit| Err(permit.rejection_error(Reason::Open.bits())),
         )
     }
 
@@ -171,7 +171,7 @@ impl Circuit {
                 None => Ok(permit),
                 Some(rejected) => Err(rejected),
             },
-            |permit| Err(permit.refusal_error(Reason::Open.bits())),
+            |permit| Err(permit.rejection_error(Reason::Open.bits())),
         )
     }
 

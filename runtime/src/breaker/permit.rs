@@ -330,8 +330,8 @@ impl<N: Named> NamedPermit<'_, N> {
     }
 
     #[inline(always)]
-    pub(super) fn refusal_error(&self, code: u64) -> Error {
-        self.raw.refusal_error(code)
+    pub(super) fn rejection_error(&self, code: u64) -> Error {
+        self.raw.rejection_error(code)
     }
 }
 
@@ -390,7 +390,7 @@ impl RawPermit<'_> {
     pub(crate) fn rejection(&self) -> Option<Error> {
         match self.admission.rejection() {
             0 => None,
-            code => Some(self.refusal_error(code)),
+            code => Some(self.rejection_error(code)),
         }
     }
 
@@ -401,7 +401,7 @@ impl RawPermit<'_> {
     }
 
     #[inline(always)]
-    pub(super) fn refusal_error(&self, code: u64) -> Error {
+    pub(super) fn rejection_error(&self, code: u64) -> Error {
         error_for_rejection(&self.core.key, code, self.admission)
     }
 
