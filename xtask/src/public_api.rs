@@ -14,9 +14,11 @@ use std::process::{Command, ExitCode};
 use serde_json::Value;
 
 /// The crates whose API is kept: (package, directory in the workspace).
-const CRATES: [(&str, &str); 5] = [
+const CRATES: [(&str, &str); 7] = [
     ("fusebox", "runtime"),
     ("fusebox-policy", "policy"),
+    ("fusebox-macros", "macros"),
+    ("fusebox-replay", "replay"),
     ("fusebox-tower", "integrations/tower"),
     ("fusebox-reqwest", "integrations/reqwest"),
     ("fusebox-admin", "integrations/admin"),
