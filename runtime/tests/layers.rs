@@ -6,8 +6,8 @@
 use std::path::Path;
 
 /// The files of `redis/`, each importing from its siblings only those before it.
-const REDIS: [&str; 7] = [
-    "conn", "link", "script", "report", "admit", "cached", "store",
+const REDIS: [&str; 8] = [
+    "op", "conn", "link", "script", "report", "admit", "cached", "store",
 ];
 
 /// The files of `window/`, each importing from its siblings only those before it.

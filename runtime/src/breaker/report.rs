@@ -131,11 +131,6 @@ impl Circuit {
         }
         #[cfg(feature = "redis")]
         if super::store::is_shared(permit.admission) {
-            let outcome = match outcome {
-                Verdict::Success => Some(false),
-                Verdict::Failure => Some(true),
-                Verdict::Ignored => None,
-            };
             self.count_shared(outcome);
             if let Some(store) = self.store.as_ref() {
                 // Untimed calls read no clock.

@@ -36,8 +36,8 @@ pub(crate) trait Store: Send + Sync {
     fn admit<'a>(&'a self, core: &'a Circuit, site: FnName) -> BoxFuture<'a, NamedPermit<'a>>;
 
     /// Sends the outcome of a call the store admitted with `admission` (`slow`: slow-call timing
-    /// found it slow; `failure` `None`: ignored).
-    fn report(&self, admission: Word, slow: bool, site: FnName, failure: Option<bool>);
+    /// found it slow).
+    fn report(&self, admission: Word, slow: bool, site: FnName, outcome: Verdict);
 
     /// True when a call awaits the recording of its outcome ([`Store::flush`]).
     fn awaits_recording(&self) -> bool;
@@ -198,16 +198,16 @@ impl Circuit {
         }
     }
 
-    /// Counts the outcome of a call the store admitted (`failure` `None`: ignored, or an error
-    /// that does not count) in the metrics and in this replica's calls, once, where its permit
+    /// Counts the outcome of a call the store admitted (ignored: an error that does not count,
+    /// or a cancelled call) in the metrics and in this replica's calls, once, where its permit
     /// settles ([`Circuit::finish_general`]).
-    pub(crate) fn count_shared(&self, failure: Option<bool>) {
+    pub(crate) fn count_shared(&self, outcome: Verdict) {
         #[cfg(feature = "metrics")]
         self.meters
-            .call(failure == Some(false), failure == Some(true));
-        if let Some(failed) = failure {
+            .call(outcome == Verdict::Success, outcome == Verdict::Failure);
+        if outcome != Verdict::Ignored {
             self.shared.calls.fetch_add(1, Ordering::Relaxed);
-            if failed {
+            if outcome == Verdict::Failure {
                 self.shared.failures.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -355,12 +355,10 @@ impl Circuit {
 
     /// Applies an outcome to the local breaker (the store could not be reached): as a call admitted
     /// under the current local state.
-    pub(crate) fn report_locally(&self, failure: Option<bool>, site: FnName) {
-        let outcome = match failure {
-            Some(true) => Verdict::Failure,
-            Some(false) => Verdict::Success,
-            None => return,
-        };
+    pub(crate) fn report_locally(&self, outcome: Verdict, site: FnName) {
+        if outcome == Verdict::Ignored {
+            return;
+        }
         let word = self.load();
         if word.records() {
             self.report_closed(

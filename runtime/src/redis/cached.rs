@@ -10,7 +10,8 @@ use std::time::Duration;
 use super::TRANSITIONS;
 use super::admit::{degraded, permit_of};
 use super::link::{CONFIRMED, Client, SharedKey, view_generation, view_state};
-use super::report::{LEARN, send, send_admit};
+use super::op::Op;
+use super::report::{send, send_admit};
 use super::script::follow;
 use crate::breaker::{Circuit, FnName, NamedPermit, shared_admission};
 use crate::error::Reason;
@@ -130,7 +131,7 @@ fn ask_blocking<'c>(core: &'c Circuit, link: &Arc<SharedKey>, site: FnName) -> N
 /// Starts a background read of the shared state, unless one is on its way.
 fn learn_later(link: &Arc<SharedKey>, site: FnName) {
     if !link.learning.swap(true, Ordering::AcqRel) {
-        send(link, 0, LEARN, 0, site);
+        send(link, 0, Op::Learn, site);
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::Degrade;
+use super::op::Op;
 use crate::breaker::{Circuit, FnName};
 use crate::clock::Clock;
 
@@ -155,10 +156,11 @@ impl Delta {
         )
     }
 
-    /// Its outcomes as the local breaker records them (`Some(true)`: a failure), successes first.
-    pub(super) fn outcomes(&self) -> impl Iterator<Item = Option<bool>> {
+    /// Its outcomes as the local breaker records them, successes first.
+    pub(super) fn outcomes(&self) -> impl Iterator<Item = crate::state::Verdict> {
+        use crate::state::Verdict::{Failure, Success};
         let successes = self.calls - self.failures;
-        (0..self.calls).map(move |i| Some(i >= successes))
+        (0..self.calls).map(move |i| if i >= successes { Failure } else { Success })
     }
 }
 
@@ -491,10 +493,8 @@ pub(super) struct Report {
     pub(super) link: Arc<SharedKey>,
     pub(super) core: Arc<Circuit>,
     pub(super) generation: u64,
-    /// 0 ignored, 1 success, 2 failure, or a job of another kind (`LEARN`, `ADMIT`).
-    pub(super) outcome: u8,
-    /// 1 when slow-call timing found the call slow.
-    pub(super) slow: u8,
+    /// What the job asks of the script.
+    pub(super) op: Op,
     /// Times the store did not answer this report.
     pub(super) misses: u16,
     pub(super) site: FnName,

@@ -165,7 +165,9 @@
 //! [`Clock`](crate::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time
 //! with a [`FakeClock`](crate::clock::FakeClock), and production code never needs it.
 //!
-//! **Files**, each using only those listed before it: `link.rs`: the types the others share (a
+//! **Files**, each using only those listed before it: `op.rs`: the jobs sent to the script and
+//! their wire encoding (the one place an outcome becomes a digit of `breaker.lua`'s arguments).
+//! `link.rs`: the types the others share (a
 //! breaker's `SharedKey` to the store, the connection and script, a queued report). `script.rs`:
 //! calling `breaker.lua`, reading its answers and applying them to the local breaker.
 //! `report.rs`: outcomes sent to the script off the call path, batched. `admit.rs`: what the
@@ -179,6 +181,7 @@ pub(crate) mod admit;
 mod cached;
 mod conn;
 mod link;
+mod op;
 mod report;
 mod script;
 mod store;

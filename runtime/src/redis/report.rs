@@ -11,9 +11,10 @@ use super::link::{
     Asker, CONFIRMED, Client, Delta, Folds, Report, Rounds, Sent, SharedKey, Summed,
     view_generation, view_state,
 };
+use super::op::Op;
 use super::script::{Answer, answer_of, apply, degrade_event};
 use crate::breaker::{ANY_GENERATION, FnName, generation_of};
-use crate::state::Word;
+use crate::state::{Verdict, Word};
 
 /// Sends the outcome of a call the store admitted under `word` (called when its permit settles;
 /// `slow` when slow-call timing found it slow).
@@ -22,22 +23,17 @@ pub(super) fn report(
     word: Word,
     slow: bool,
     site: FnName,
-    failure: Option<bool>,
+    outcome: Verdict,
 ) {
-    let outcome = match failure {
-        None => 0,
-        Some(false) => 1,
-        Some(true) => 2,
-    };
     let generation = generation_of(word);
-    if failure == Some(true) {
+    if outcome == Verdict::Failure {
         link.unconfirmed.fetch_add(1, Ordering::Relaxed);
     }
     if link.store.client.flush.is_some() {
-        if fold(link, generation, failure, slow, site) {
+        if fold(link, generation, outcome, slow, site) {
             return;
         }
-    } else if failure == Some(false)
+    } else if outcome == Verdict::Success
         && !slow
         && link.caches()
         && !link.gated()
@@ -48,8 +44,7 @@ pub(super) fn report(
         // the sum ahead of itself, so the script sees the outcomes in their order.
         return;
     }
-    let slow = u8::from(failure.is_some() && slow);
-    send(link, generation, outcome, slow, site);
+    send(link, generation, Op::Record { outcome, slow }, site);
 }
 
 /// Aggregated mode: sums the outcome of a call the replica's closed view admitted under
@@ -59,7 +54,7 @@ pub(super) fn report(
 fn fold(
     link: &Arc<SharedKey>,
     generation: u64,
-    failure: Option<bool>,
+    outcome: Verdict,
     slow: bool,
     site: FnName,
 ) -> bool {
@@ -73,9 +68,9 @@ fn fold(
         return false;
     }
     // Released: a closed circuit's window does not count it.
-    let Some(failure) = failure else {
+    if outcome == Verdict::Ignored {
         return true;
-    };
+    }
     let queue = {
         let mut delta = link
             .delta
@@ -90,7 +85,7 @@ fn fold(
             };
         }
         delta.generation = generation;
-        delta.add(failure, slow);
+        delta.add(outcome == Verdict::Failure, slow);
         // The first outcome since the last fold queues a fold job; its interval starts now,
         // whenever the reporting task takes the job.
         let first = delta.since.is_none();
@@ -100,7 +95,7 @@ fn fold(
         first
     };
     if queue {
-        enqueue(link, generation, FOLD, 0, site, 0, None);
+        enqueue(link, generation, Op::Fold, site, 0, None);
     }
     true
 }
@@ -125,7 +120,7 @@ fn sum(link: &Arc<SharedKey>, generation: u64, site: FnName) -> bool {
         Ok(before) => {
             let seen = Summed(before);
             if seen.count() == 0 {
-                enqueue(link, generation, SUMMED, 0, site, seen.epoch(), None);
+                enqueue(link, generation, Op::Summed, site, seen.epoch(), None);
             }
             true
         }
@@ -147,8 +142,7 @@ fn seal(link: &Arc<SharedKey>, site: FnName) {
         enqueue(
             link,
             seen.generation(),
-            SUCCESSES,
-            0,
+            Op::Successes,
             site,
             seen.count(),
             None,
@@ -156,10 +150,10 @@ fn seal(link: &Arc<SharedKey>, site: FnName) {
     }
 }
 
-/// The successes a [`SUMMED`] or [`SUCCESSES`] job stands for, and their generation; a summed
+/// The successes an [`Op::Summed`] or [`Op::Successes`] job stands for, and their generation; a summed
 /// job takes the link's sum if it is still of the epoch the job was queued in.
 fn successes_of(job: &Report) -> (u64, u64) {
-    if job.outcome == SUCCESSES {
+    if job.op == Op::Successes {
         return (job.sequence, job.generation);
     }
     let taken = job
@@ -176,29 +170,6 @@ fn successes_of(job: &Report) -> (u64, u64) {
     }
 }
 
-/// The `outcome` of a job that takes the successes summed on its link (`sequence`: the epoch
-/// of the sum it was queued for, see [`Summed`]).
-pub(super) const SUMMED: u8 = 7;
-
-/// The `outcome` of a job carrying `sequence` successes of `generation`, taken from the link's
-/// sum ahead of a report that is not summed.
-pub(super) const SUCCESSES: u8 = 8;
-
-/// The `outcome` of a job that reads the shared state instead of reporting.
-pub(super) const LEARN: u8 = 3;
-
-/// The `outcome` of a job that asks the script for an admission (for a caller waiting on its
-/// thread; never sent twice).
-pub(super) const ADMIT: u8 = 4;
-
-/// The `outcome` of a job that gives back the half-open probe an admission may hold, when its
-/// answer never reached the replica (`sequence`: the admission's number; never sent twice).
-pub(super) const CANCEL: u8 = 5;
-
-/// The `outcome` of a job that sends a link's summed outcomes (aggregated mode) once its flush
-/// interval has passed.
-pub(super) const FOLD: u8 = 6;
-
 /// A fold job's `sequence` that makes every waiting fold due now ([`RedisStore::flush`]).
 ///
 /// [`RedisStore::flush`]: super::RedisStore::flush
@@ -206,7 +177,7 @@ const NOW: u64 = 1;
 
 /// Makes every fold waiting for its interval due now (and wakes the reporting task).
 pub(super) fn send_flush_now(link: &Arc<SharedKey>) {
-    enqueue(link, 0, FOLD, 0, &"flush", NOW, None);
+    enqueue(link, 0, Op::Fold, &"flush", NOW, None);
 }
 
 /// The most reports waiting to be sent again; past it the oldest are given up (counted).
@@ -216,8 +187,8 @@ pub(super) const RESEND_QUEUE: usize = 4096;
 pub(super) const RESENDS: u16 = 8;
 
 /// Hands a job to the reporting task (or, when it is gone, applies it locally).
-pub(super) fn send(link: &Arc<SharedKey>, generation: u64, outcome: u8, slow: u8, site: FnName) {
-    enqueue(link, generation, outcome, slow, site, 0, None);
+pub(super) fn send(link: &Arc<SharedKey>, generation: u64, op: Op, site: FnName) {
+    enqueue(link, generation, op, site, 0, None);
 }
 
 /// Gives back the half-open probe admission number `token` of this replica holds, if the script
@@ -225,7 +196,7 @@ pub(super) fn send(link: &Arc<SharedKey>, generation: u64, outcome: u8, slow: u8
 /// or its caller stopped waiting). Sent on the store's one connection after that `admit`, so
 /// Redis runs it after the admission whenever both arrive.
 pub(super) fn send_cancel(link: &Arc<SharedKey>, token: u64, site: FnName) {
-    enqueue(link, 0, CANCEL, 0, site, token, None);
+    enqueue(link, 0, Op::Cancel, site, token, None);
 }
 
 /// Asks the reporting task for an admission; the answer goes to `reply`.
@@ -238,22 +209,27 @@ pub(super) fn send_admit(
 ) {
     let token = link.store.client.admissions.fetch_add(1, Ordering::Relaxed) + 1;
     let asker = Asker { reply, token };
-    enqueue(link, remaining, ADMIT, 0, site, seed, Some(Box::new(asker)));
+    enqueue(
+        link,
+        remaining,
+        Op::Admit,
+        site,
+        seed,
+        Some(Box::new(asker)),
+    );
 }
 
 fn enqueue(
     link: &Arc<SharedKey>,
     generation: u64,
-    outcome: u8,
-    slow: u8,
+    op: Op,
     site: FnName,
     sequence: u64,
     asker: Option<Box<Asker>>,
 ) {
-    if outcome <= 2 {
+    if matches!(op, Op::Record { .. }) {
         seal(link, site);
     }
-    let failure = failure_of(outcome);
     link.pending.fetch_add(1, Ordering::AcqRel);
     let Some(owner) = link.core.upgrade() else {
         link.applied.fetch_add(1, Ordering::AcqRel);
@@ -263,8 +239,7 @@ fn enqueue(
         link: link.clone(),
         core: owner,
         generation,
-        outcome,
-        slow,
+        op,
         site,
         sequence,
         misses: 0,
@@ -274,14 +249,15 @@ fn enqueue(
         Ok(()) => link.store.client.work.notify_one(),
         Err(failed) => {
             let job = failed.0;
-            if matches!(job.outcome, SUMMED | SUCCESSES) {
+            if job.op.sums() {
                 let (successes, _) = successes_of(&job);
                 for _ in 0..successes {
-                    job.core.report_locally(Some(false), site);
+                    job.core.report_locally(Verdict::Success, site);
                 }
             } else {
-                job.link.confirmed(u64::from(failure == Some(true)));
-                job.core.report_locally(failure, site);
+                let outcome = job.op.outcome();
+                job.link.confirmed(u64::from(outcome == Verdict::Failure));
+                job.core.report_locally(outcome, site);
             }
             job.link.applied.fetch_add(1, Ordering::AcqRel);
             job.link.done.notify_waiters();
@@ -320,10 +296,10 @@ impl Sent {
     fn failures(&self) -> u64 {
         match &self.delta {
             Some(delta) => delta.failures,
-            None if self.job.outcome <= 2 => self
+            None if matches!(self.job.op, Op::Record { .. }) => self
                 .codes
                 .iter()
-                .filter(|&&code| failure_of_code(code) == Some(true))
+                .filter(|&&code| Op::decode(code).outcome() == Verdict::Failure)
                 .count() as u64,
             None => 0,
         }
@@ -331,7 +307,7 @@ impl Sent {
 
     /// True when it carries outcomes (sent again when the store does not answer).
     fn carries_outcomes(&self) -> bool {
-        self.job.outcome <= 2 || self.job.outcome == FOLD
+        self.job.op.carries_outcomes()
     }
 
     /// Records its outcomes on the local breaker (the store did not answer, `Degrade::Local`).
@@ -341,17 +317,17 @@ impl Sent {
             Some(delta) => delta
                 .outcomes()
                 .for_each(|failure| job.core.report_locally(failure, job.site)),
-            None => self
-                .codes
-                .iter()
-                .for_each(|&code| job.core.report_locally(failure_of_code(code), job.site)),
+            None => self.codes.iter().for_each(|&code| {
+                job.core
+                    .report_locally(Op::decode(code).outcome(), job.site)
+            }),
         }
     }
 }
 
-/// The digit of a report's outcome in the script's `report` op.
+/// The digit of a record's outcome in the script's `report` op.
 fn code_of(job: &Report) -> u8 {
-    b'0' + job.outcome + if job.outcome != 0 { 2 * job.slow } else { 0 }
+    job.op.encode().1.unwrap_or(b'0')
 }
 
 /// Takes what is queued (up to [`DRAIN`] jobs) into `batch` after the jobs already there,
@@ -375,7 +351,7 @@ fn take(
             break;
         };
         taken += 1;
-        if job.outcome == FOLD {
+        if job.op == Op::Fold {
             let now = tokio::time::Instant::now();
             if job.sequence == NOW {
                 folds.iter_mut().for_each(|(due, _)| *due = now);
@@ -402,7 +378,7 @@ fn take(
             folds.insert(at, (due, job));
             continue;
         }
-        if matches!(job.outcome, SUMMED | SUCCESSES) {
+        if job.op.sums() {
             let (successes, generation) = successes_of(&job);
             if successes == 0 {
                 finished_job(&job, 1);
@@ -413,7 +389,7 @@ fn take(
             push_successes(batch, &mut open, job, generation, successes);
             continue;
         }
-        if job.outcome > 2 {
+        if !matches!(job.op, Op::Record { .. }) {
             batch.push(Sent {
                 job,
                 codes: Vec::new(),
@@ -485,8 +461,7 @@ fn push_successes(
     generation: u64,
     mut successes: u64,
 ) {
-    job.outcome = 1;
-    job.slow = 0;
+    job.op = Op::SUCCESS;
     job.generation = generation;
     let code = code_of(&job);
     let merge_key = (
@@ -507,8 +482,7 @@ fn push_successes(
                             link: first.link.clone(),
                             core: first.core.clone(),
                             generation,
-                            outcome: 1,
-                            slow: 0,
+                            op: Op::SUCCESS,
                             misses: 0,
                             site: first.site,
                             sequence: 0,
@@ -572,7 +546,7 @@ impl Rounds {
             match answer {
                 // A give-back changes no state; on a missing key its answer says nothing of the
                 // circuit (the key is not created): it is not applied.
-                Ok(_) if job.outcome == CANCEL => {}
+                Ok(_) if job.op == Op::Cancel => {}
                 Ok(answer) => {
                     apply(&job.link, &job.core, &answer, job.site);
                     if let Some(asker) = job.asker.take()
@@ -582,7 +556,11 @@ impl Rounds {
                         // The caller stopped waiting (its bound passed) and was decided without
                         // this admission: give it back, so a half-open probe's slot is not held
                         // until its lease runs out.
-                        send(&job.link, answer.generation & 1023, 0, 0, job.site);
+                        let give_back = Op::Record {
+                            outcome: Verdict::Ignored,
+                            slow: false,
+                        };
+                        send(&job.link, answer.generation & 1023, give_back, job.site);
                     }
                 }
                 Err(()) => {
@@ -681,15 +659,6 @@ pub(super) async fn send_own(client: &Client) -> bool {
     sent
 }
 
-/// The failure flag of a report's outcome (`None`: ignored).
-fn failure_of(outcome: u8) -> Option<bool> {
-    match outcome {
-        1 => Some(false),
-        2 => Some(true),
-        _ => None,
-    }
-}
-
 /// A script call is done (answered, or given up), and with it every report it carries.
 fn finished(sent: &Sent) {
     sent.job.link.confirmed(sent.failures());
@@ -698,7 +667,7 @@ fn finished(sent: &Sent) {
 
 /// `reports` jobs merged into `job`'s script call are done.
 fn finished_job(job: &Report, reports: u64) {
-    if job.outcome == LEARN {
+    if job.op == Op::Learn {
         job.link.learning.store(false, Ordering::Release);
     }
     job.link.applied.fetch_add(reports, Ordering::AcqRel);
@@ -719,23 +688,10 @@ fn give_up(client: &Client, job: &Report, count: u64) {
     }
 }
 
-/// The failure flag of an outcome's digit (`None`: ignored): the digit of [`code_of`] without
-/// its slow part.
-fn failure_of_code(code: u8) -> Option<bool> {
-    let outcome = code - b'0';
-    failure_of(if outcome > 2 { outcome - 2 } else { outcome })
-}
-
 /// The script's call for `sent`, as an `EVALSHA` command.
 fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
     let job = &sent.job;
-    let op = match job.outcome {
-        LEARN => "state",
-        ADMIT => "admit",
-        CANCEL => "cancel",
-        FOLD => "fold",
-        _ => "report",
-    };
+    let (op, _) = job.op.encode();
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(client.script.get_hash())
         .arg(1)
@@ -748,16 +704,16 @@ fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
     for value in job.link.args.iter() {
         cmd.arg(*value);
     }
-    match job.outcome {
-        LEARN => {}
-        ADMIT => {
+    match job.op {
+        Op::Learn => {}
+        Op::Admit => {
             let token = job.asker.as_ref().map_or(0, |asker| asker.token);
             cmd.arg(job.sequence)
                 .arg(job.generation)
                 .arg(client.replica)
                 .arg(token);
         }
-        CANCEL => {
+        Op::Cancel => {
             cmd.arg(client.replica).arg(job.sequence);
         }
         _ => {

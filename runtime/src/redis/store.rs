@@ -23,7 +23,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Reason};
 use crate::observe::Trigger;
 use crate::policy::{Policy, Recovery, Window, lease_nanos, nanos};
-use crate::state::{State, Word};
+use crate::state::{State, Verdict, Word};
 
 /// Settings of a [`RedisStore`]; start with [`RedisStore::builder`].
 pub struct RedisStoreBuilder {
@@ -730,8 +730,8 @@ impl Store for Arc<SharedKey> {
         admit(self, core, site)
     }
 
-    fn report(&self, admission: Word, slow: bool, site: FnName, failure: Option<bool>) {
-        report(self, admission, slow, site, failure);
+    fn report(&self, admission: Word, slow: bool, site: FnName, outcome: Verdict) {
+        report(self, admission, slow, site, outcome);
     }
 
     fn awaits_recording(&self) -> bool {
