@@ -158,6 +158,22 @@ fn intern(text: &str) -> &'static str {
     leaked
 }
 
+/// The whole number of `s` (0 for another kind).
+fn int(s: Setting) -> u32 {
+    match s {
+        Setting::Int(n) => n,
+        _ => 0,
+    }
+}
+
+/// The duration of `s` (zero for another kind).
+fn span(s: Setting) -> Duration {
+    match s {
+        Setting::Span(d) => d,
+        _ => Duration::ZERO,
+    }
+}
+
 /// A duration as the attribute writes it: one integer and the largest unit that divides it
 /// (`1500ms`, `30s`, `2m`).
 #[must_use]

@@ -1,12 +1,10 @@
 //! The table of fields a candidate may set, each read into a [`Setting`] and applied as the
 //! `fusebox::Policy` builder call of the same name, and the [`Candidate`] built from them.
 
-use std::time::Duration;
-
 use fusebox::Policy;
 
 use super::group::build_group;
-use super::{Candidate, KeySet, PolicyError, Setting, intern};
+use super::{Candidate, KeySet, PolicyError, Setting, int, intern, span};
 
 /// What a field accepts.
 #[derive(Clone, Copy)]
@@ -44,20 +42,6 @@ const fn inert(name: &'static str, kind: Kind) -> Field {
         name,
         kind,
         apply: |p, _| p,
-    }
-}
-
-pub(super) fn int(s: Setting) -> u32 {
-    match s {
-        Setting::Int(n) => n,
-        _ => 0,
-    }
-}
-
-pub(super) fn span(s: Setting) -> Duration {
-    match s {
-        Setting::Span(d) => d,
-        _ => Duration::ZERO,
     }
 }
 
