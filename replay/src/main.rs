@@ -366,8 +366,8 @@ fn replay_trace(
         match read {
             // Several keys and no `--key`: every key replays, on its own breaker.
             Err(trace::ReadError::SeveralKeys(_)) if from_file => {
-                let file = std::fs::File::open(path)
-                    .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+                let file =
+                    std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
                 let all = trace::read_keys(BufReader::with_capacity(1 << 16, file))
                     .map_err(name_errors)?;
                 return keyed.run(&all, out);
