@@ -101,7 +101,6 @@ pub fn render(events: &[Event], runs: &[Run], outages: &[Outage]) -> Result<Stri
 /// # Errors
 ///
 /// The drawing backend's message when `plotters` fails to draw.
-#[allow(clippy::too_many_lines)] // one chart drawn top to bottom; not on a call path
 pub fn render_in(
     events: impl IntoIterator<Item = Event>,
     bounds: (u64, u64),
@@ -113,150 +112,204 @@ pub fn render_in(
     let width_ns = (end_ns / MAX_POINTS + 1).max(1_000_000_000);
     let points = buckets(events, t0, last.max(t0), width_ns);
     let end_s = seconds(end_ns);
-    let max_latency = points.iter().filter_map(|p| p.2).fold(1.0f64, f64::max) * 1.1;
     let mut svg = String::new();
     {
         let height = TOP + LANE * runs.len() as u32 + 10;
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
-        let err = |e: DrawingAreaErrorKind<_>| e.to_string();
-        root.fill(&WHITE).map_err(err)?;
+        root.fill(&WHITE).map_err(drawn)?;
         let (top, bottom) = root.split_vertically(TOP);
-        let mut chart = ChartBuilder::on(&top)
-            .caption(
-                "failure rate (red) and mean latency of successes (blue); outages shaded",
-                ("sans-serif", 16),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
-            .right_y_label_area_size(60)
-            .build_cartesian_2d(0f64..end_s, 0f64..100f64)
-            .map_err(err)?
-            .set_secondary_coord(0f64..end_s, 0f64..max_latency);
-        chart
-            .configure_mesh()
-            .x_desc("seconds from the first call")
-            .y_desc("failure rate %")
-            .disable_x_mesh()
-            .draw()
-            .map_err(err)?;
-        chart
-            .configure_secondary_axes()
-            .y_desc("latency ms")
-            .draw()
-            .map_err(err)?;
-        chart
-            .draw_series(outages.iter().map(|o| {
-                let a = seconds(o.start_ns - t0);
-                let b = seconds(o.end_ns - t0);
-                Rectangle::new([(a, 0.0), (b, 100.0)], SHADE.filled())
-            }))
-            .map_err(err)?;
-        for line in segments(&points, |p| p.1) {
-            chart
-                .draw_series(LineSeries::new(line, RED.stroke_width(2)))
-                .map_err(err)?;
-        }
-        for line in segments(&points, |p| p.2) {
-            chart
-                .draw_secondary_series(LineSeries::new(line, BLUE.stroke_width(1)))
-                .map_err(err)?;
-        }
+        draw_rates(&top, &points, outages, t0, end_s)?;
         if !runs.is_empty() {
             let lanes = bottom.split_evenly((runs.len(), 1));
             for (lane, run) in lanes.iter().zip(runs) {
-                let title = format!(
-                    "{}: closed (green), open (red), half-open (orange); detection (black), wrongly rejected (purple)",
-                    run.name
-                );
-                let area = lane.titled(&title, ("sans-serif", 13)).map_err(err)?;
-                let mut strip = ChartBuilder::on(&area)
-                    .margin_left(10)
-                    .margin_right(10)
-                    .y_label_area_size(60)
-                    .right_y_label_area_size(60)
-                    .build_cartesian_2d(0f64..end_s, 0f64..1.6f64)
-                    .map_err(err)?;
-                let mut spans = Vec::new();
-                let mut from = 0f64;
-                let mut state = fusebox::State::Closed;
-                for c in &run.changes {
-                    let at = seconds(c.at_ns.saturating_sub(t0));
-                    spans.push((from, at, state));
-                    from = at;
-                    state = c.to;
-                }
-                spans.push((from, end_s, state));
-                let color = |s: fusebox::State| match s {
-                    fusebox::State::Open | fusebox::State::ForcedOpen => OPEN,
-                    fusebox::State::HalfOpen => HALF_OPEN,
-                    _ => CLOSED,
-                };
-                let half_open = |s: &(f64, f64, fusebox::State)| s.2 == fusebox::State::HalfOpen;
-                // Closed and open first; half-open on top, at least 1/400 of the width wide, as a
-                // probe often settles in the same instant it was admitted.
-                strip
-                    .draw_series(
-                        spans
-                            .iter()
-                            .filter(|s| s.1 > s.0 && !half_open(s))
-                            .map(|&(a, b, s)| {
-                                Rectangle::new([(a, 0.0), (b, 1.0)], color(s).filled())
-                            }),
-                    )
-                    .map_err(err)?;
-                strip
-                    .draw_series(spans.iter().filter(|s| half_open(s)).map(|&(a, b, s)| {
-                        let b = b.max(a + end_s / 400.0);
-                        Rectangle::new([(a, 0.0), (b, 1.0)], color(s).filled())
-                    }))
-                    .map_err(err)?;
-                // Detection: a bar from each outage's start to the opening, with the delay.
-                for (o, d) in outages.iter().zip(&run.detection) {
-                    let a = seconds(o.start_ns - t0);
-                    let (b, label) = match d {
-                        Some(d) => (seconds(o.start_ns - t0 + d), crate::report::secs(*d)),
-                        None => (seconds(o.end_ns - t0), "missed".to_owned()),
-                    };
-                    let style = if d.is_some() {
-                        BLACK.stroke_width(3)
-                    } else {
-                        BLACK.stroke_width(1)
-                    };
-                    strip
-                        .draw_series(std::iter::once(PathElement::new(
-                            vec![(a, 1.15), (b.max(a + end_s / 500.0), 1.15)],
-                            style,
-                        )))
-                        .map_err(err)?;
-                    strip
-                        .draw_series(std::iter::once(Text::new(
-                            label,
-                            (a, 1.55),
-                            ("sans-serif", 11).into_font().color(&BLACK),
-                        )))
-                        .map_err(err)?;
-                }
-                // Wrongly rejected calls: a tick per slice that has any, taller for more.
-                let most = run.wrong_by_slice.iter().copied().max().unwrap_or(0).max(1) as f64;
-                strip
-                    .draw_series(
-                        run.wrong_by_slice
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, n)| **n > 0)
-                            .map(|(i, n)| {
-                                let x = end_s * (i as f64 + 0.5) / SLICES as f64;
-                                let h = 0.3 + 0.7 * (*n as f64 / most);
-                                PathElement::new(vec![(x, 0.0), (x, h)], WRONG.stroke_width(2))
-                            }),
-                    )
-                    .map_err(err)?;
+                draw_lane(lane, run, outages, t0, end_s)?;
             }
         }
-        root.present().map_err(err)?;
+        root.present().map_err(drawn)?;
     }
     Ok(svg)
+}
+
+/// A part of the SVG chart.
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// A run's strip: seconds from the first call across, 0 to 1.6 up.
+type Strip<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    plotters::coord::cartesian::Cartesian2d<
+        plotters::coord::types::RangedCoordf64,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
+
+/// The drawing backend's message.
+fn drawn<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
+    e.to_string()
+}
+
+/// The top panel: failure rate and mean latency of successes per bucket, outages shaded.
+fn draw_rates(
+    top: &Area<'_>,
+    points: &[Point],
+    outages: &[Outage],
+    t0: u64,
+    end_s: f64,
+) -> Result<(), String> {
+    let max_latency = points.iter().filter_map(|p| p.2).fold(1.0f64, f64::max) * 1.1;
+    let mut chart = ChartBuilder::on(top)
+        .caption(
+            "failure rate (red) and mean latency of successes (blue); outages shaded",
+            ("sans-serif", 16),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .right_y_label_area_size(60)
+        .build_cartesian_2d(0f64..end_s, 0f64..100f64)
+        .map_err(drawn)?
+        .set_secondary_coord(0f64..end_s, 0f64..max_latency);
+    chart
+        .configure_mesh()
+        .x_desc("seconds from the first call")
+        .y_desc("failure rate %")
+        .disable_x_mesh()
+        .draw()
+        .map_err(drawn)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("latency ms")
+        .draw()
+        .map_err(drawn)?;
+    chart
+        .draw_series(outages.iter().map(|o| {
+            let a = seconds(o.start_ns - t0);
+            let b = seconds(o.end_ns - t0);
+            Rectangle::new([(a, 0.0), (b, 100.0)], SHADE.filled())
+        }))
+        .map_err(drawn)?;
+    for line in segments(points, |p| p.1) {
+        chart
+            .draw_series(LineSeries::new(line, RED.stroke_width(2)))
+            .map_err(drawn)?;
+    }
+    for line in segments(points, |p| p.2) {
+        chart
+            .draw_secondary_series(LineSeries::new(line, BLUE.stroke_width(1)))
+            .map_err(drawn)?;
+    }
+    Ok(())
+}
+
+/// One run's lane: its states over time, its detections and its wrongly rejected calls.
+fn draw_lane(
+    lane: &Area<'_>,
+    run: &Run,
+    outages: &[Outage],
+    t0: u64,
+    end_s: f64,
+) -> Result<(), String> {
+    let title = format!(
+        "{}: closed (green), open (red), half-open (orange); detection (black), wrongly rejected (purple)",
+        run.name
+    );
+    let area = lane.titled(&title, ("sans-serif", 13)).map_err(drawn)?;
+    let mut strip = ChartBuilder::on(&area)
+        .margin_left(10)
+        .margin_right(10)
+        .y_label_area_size(60)
+        .right_y_label_area_size(60)
+        .build_cartesian_2d(0f64..end_s, 0f64..1.6f64)
+        .map_err(drawn)?;
+    let mut spans = Vec::new();
+    let mut from = 0f64;
+    let mut state = fusebox::State::Closed;
+    for c in &run.changes {
+        let at = seconds(c.at_ns.saturating_sub(t0));
+        spans.push((from, at, state));
+        from = at;
+        state = c.to;
+    }
+    spans.push((from, end_s, state));
+    let color = |s: fusebox::State| match s {
+        fusebox::State::Open | fusebox::State::ForcedOpen => OPEN,
+        fusebox::State::HalfOpen => HALF_OPEN,
+        _ => CLOSED,
+    };
+    let half_open = |s: &(f64, f64, fusebox::State)| s.2 == fusebox::State::HalfOpen;
+    // Closed and open first; half-open on top, at least 1/400 of the width wide, as a
+    // probe often settles in the same instant it was admitted.
+    strip
+        .draw_series(
+            spans
+                .iter()
+                .filter(|s| s.1 > s.0 && !half_open(s))
+                .map(|&(a, b, s)| Rectangle::new([(a, 0.0), (b, 1.0)], color(s).filled())),
+        )
+        .map_err(drawn)?;
+    strip
+        .draw_series(spans.iter().filter(|s| half_open(s)).map(|&(a, b, s)| {
+            let b = b.max(a + end_s / 400.0);
+            Rectangle::new([(a, 0.0), (b, 1.0)], color(s).filled())
+        }))
+        .map_err(drawn)?;
+    draw_detection(&mut strip, run, outages, t0, end_s)?;
+    draw_wrong(&mut strip, run, end_s)
+}
+
+/// Detection: a bar from each outage's start to the opening, with the delay.
+fn draw_detection(
+    strip: &mut Strip<'_, '_>,
+    run: &Run,
+    outages: &[Outage],
+    t0: u64,
+    end_s: f64,
+) -> Result<(), String> {
+    for (o, d) in outages.iter().zip(&run.detection) {
+        let a = seconds(o.start_ns - t0);
+        let (b, label) = match d {
+            Some(d) => (seconds(o.start_ns - t0 + d), crate::report::secs(*d)),
+            None => (seconds(o.end_ns - t0), "missed".to_owned()),
+        };
+        let style = if d.is_some() {
+            BLACK.stroke_width(3)
+        } else {
+            BLACK.stroke_width(1)
+        };
+        strip
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(a, 1.15), (b.max(a + end_s / 500.0), 1.15)],
+                style,
+            )))
+            .map_err(drawn)?;
+        strip
+            .draw_series(std::iter::once(Text::new(
+                label,
+                (a, 1.55),
+                ("sans-serif", 11).into_font().color(&BLACK),
+            )))
+            .map_err(drawn)?;
+    }
+    Ok(())
+}
+
+/// Wrongly rejected calls: a tick per slice that has any, taller for more.
+fn draw_wrong(strip: &mut Strip<'_, '_>, run: &Run, end_s: f64) -> Result<(), String> {
+    let most = run.wrong_by_slice.iter().copied().max().unwrap_or(0).max(1) as f64;
+    strip
+        .draw_series(
+            run.wrong_by_slice
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, n)| {
+                    let x = end_s * (i as f64 + 0.5) / SLICES as f64;
+                    let h = 0.3 + 0.7 * (*n as f64 / most);
+                    PathElement::new(vec![(x, 0.0), (x, h)], WRONG.stroke_width(2))
+                }),
+        )
+        .map_err(drawn)?;
+    Ok(())
 }
 
 /// Draws `--search`'s scatter: one grey point per candidate (total time to detect, calls wrongly

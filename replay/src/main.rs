@@ -2,20 +2,25 @@
 //! better one, lint a policy, or generate a synthetic trace.
 
 use std::cell::RefCell;
-use std::io::{self, BufRead, BufReader, IsTerminal, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use fusebox_replay::generate::{HostScenario, Scenario, generate, generate_hosts};
 use fusebox_replay::keyed::{find_keyed_outages, replay_keys};
 use fusebox_replay::policy::{Candidate, parse_policy_arg, parse_policy_file};
-use fusebox_replay::replay::{OutageRule, Span, find_outages_in, replay_in};
+use fusebox_replay::replay::{Outage, OutageRule, Run, Span, find_outages_in, replay_in};
 use fusebox_replay::trace::{self, Event};
 use fusebox_replay::{chart, lint, report, search};
+
+mod output;
+mod reread;
+
+use output::{Failure, progress, written};
+use reread::{Reread, reread};
 
 /// Replay a fusebox trace against candidate policies: a markdown table on stdout, an SVG chart,
 /// warnings about policies that cannot trip or trip on noise, and `--search` for the Pareto front.
@@ -106,37 +111,6 @@ fn bucket_width(raw: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Why the command stopped.
-enum Failure {
-    /// An error to print.
-    Message(String),
-    /// Standard output was closed (`| head`): end quietly.
-    Closed,
-    /// The lint found errors (already printed).
-    Lint,
-}
-
-impl From<String> for Failure {
-    fn from(message: String) -> Self {
-        Failure::Message(message)
-    }
-}
-
-impl From<&str> for Failure {
-    fn from(message: &str) -> Self {
-        Failure::Message(message.to_owned())
-    }
-}
-
-/// A failed write to standard output: a closed pipe ends the command quietly.
-fn written(e: io::Error) -> Failure {
-    if e.kind() == io::ErrorKind::BrokenPipe {
-        Failure::Closed
-    } else {
-        Failure::Message(format!("cannot write to standard output: {e}"))
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let stdout = io::stdout();
@@ -152,21 +126,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// A progress bar on stderr when it is a terminal, hidden otherwise.
-fn progress(len: u64, template: &str) -> ProgressBar {
-    let target = if io::stderr().is_terminal() {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    };
-    let bar = ProgressBar::with_draw_target(Some(len), target)
-        .with_finish(indicatif::ProgressFinish::AndClear);
-    if let Ok(style) = ProgressStyle::with_template(template) {
-        bar.set_style(style);
-    }
-    bar
 }
 
 fn read_candidates(args: &[String], file: Option<&Path>) -> Result<Vec<Candidate>, String> {
@@ -278,60 +237,6 @@ fn lint_command(args: &[String], file: Option<&Path>, out: &mut dyn Write) -> Re
     Ok(())
 }
 
-/// The calls of one key of a trace file, read again: the file was read whole once, so an error now
-/// means it changed; the first one is kept in `failed` and ends the pass.
-struct Reread<'a> {
-    reader: Option<trace::Reader<BufReader<std::fs::File>>>,
-    key: &'a str,
-    failed: &'a RefCell<Option<String>>,
-}
-
-impl<'a> Reread<'a> {
-    fn open(path: &Path, key: &'a str, failed: &'a RefCell<Option<String>>) -> Self {
-        let reader = match std::fs::File::open(path) {
-            Ok(file) => Some(trace::Reader::new(BufReader::with_capacity(1 << 16, file))),
-            Err(e) => {
-                failed.borrow_mut().get_or_insert(e.to_string());
-                None
-            }
-        };
-        Reread {
-            reader,
-            key,
-            failed,
-        }
-    }
-}
-
-impl Iterator for Reread<'_> {
-    type Item = Event;
-
-    fn next(&mut self) -> Option<Event> {
-        loop {
-            match self.reader.as_mut()?.next_call() {
-                Ok(Some(call)) if call.key == self.key => return Some(Event::from(&call)),
-                Ok(Some(_)) => {}
-                Ok(None) => return None,
-                Err(e) => {
-                    self.failed.borrow_mut().get_or_insert(e.to_string());
-                    self.reader = None;
-                    return None;
-                }
-            }
-        }
-    }
-}
-
-/// An error if reading the trace again failed.
-fn reread(failed: &RefCell<Option<String>>, shown: &str) -> Result<(), String> {
-    match failed.borrow().as_ref() {
-        Some(e) => Err(format!(
-            "`{shown}` changed while it was replayed ({e}); replay a copy that is not being written"
-        )),
-        None => Ok(()),
-    }
-}
-
 /// The replay of a trace with several keys (no `--key`): every key on its own breaker.
 struct Keyed<'a> {
     candidates: &'a [Candidate],
@@ -394,7 +299,6 @@ fn scatter_path(chart: &Path) -> PathBuf {
     chart.with_file_name(format!("{stem}-search.svg"))
 }
 
-#[allow(clippy::too_many_lines)] // the command line, one branch per flag; not on a call path
 fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
     match &cli.command {
         Some(Command::Generate {
@@ -411,6 +315,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
     }
     let path = cli
         .trace
+        .as_deref()
         .ok_or("give a trace file (or `generate <scenario>` to make one)")?;
     // Candidates first: a typo in one is reported before a long trace is read.
     let candidates = read_candidates(&cli.policies, cli.policy_file.as_deref())?;
@@ -420,19 +325,23 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
                 .into(),
         );
     }
+    replay_trace(&cli, path, &candidates, out)
+}
+
+/// Replays the trace at `path` (`-`: stdin) against `candidates` and, with `--search`, a grid:
+/// the table and warnings on `out`, and the charts.
+fn replay_trace(
+    cli: &Cli,
+    path: &Path,
+    candidates: &[Candidate],
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
     let shown = path.display().to_string();
     let from_file = path.as_os_str() != "-";
     // A file is read again for each pass (the outages, each candidate, the chart), so memory
     // stays flat whatever its length; stdin, and `--search`, keep the events in memory.
     let in_memory = !from_file || cli.search;
-    let input: Box<dyn BufRead> = if from_file {
-        let file = std::fs::File::open(&path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
-        let len = file.metadata().map_or(0, |m| m.len());
-        let bar = progress(len, "reading {bytes}/{total_bytes} {wide_bar} {eta}");
-        Box::new(BufReader::with_capacity(1 << 16, bar.wrap_read(file)))
-    } else {
-        Box::new(io::stdin().lock())
-    };
+    let input = open_input(path, &shown, from_file)?;
     let mut kept = Vec::new();
     let mut span = Span::default();
     let rule = OutageRule {
@@ -440,12 +349,9 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         failure_rate: cli.outage_rate,
         ..OutageRule::default()
     };
-    let name_errors = |e: trace::ReadError| match e {
-        trace::ReadError::Line(_) | trace::ReadError::Io(_) => format!("`{shown}` {e}"),
-        e => e.to_string(),
-    };
+    let name_errors = |e| name_errors(&shown, e);
     let keyed = Keyed {
-        candidates: &candidates,
+        candidates,
         rule,
         search: cli.search,
         chart: !cli.no_chart,
@@ -460,8 +366,8 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         match read {
             // Several keys and no `--key`: every key replays, on its own breaker.
             Err(trace::ReadError::SeveralKeys(_)) if from_file => {
-                let file = std::fs::File::open(&path)
-                    .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+                let file =
+                    std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
                 let all = trace::read_keys(BufReader::with_capacity(1 << 16, file))
                     .map_err(name_errors)?;
                 return keyed.run(&all, out);
@@ -469,18 +375,9 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
             read => read.map_err(name_errors)?,
         }
     } else {
-        let all = trace::read_keys(input).map_err(name_errors)?;
-        if all.keys.len() > 1 {
-            return keyed.run(&all, out);
-        }
-        for c in &all.calls {
-            span.push(c.event);
-            kept.push(c.event);
-        }
-        trace::Trace {
-            key: all.keys[0].clone(),
-            events: Vec::new(),
-            lines: all.calls.len() as u64,
+        match read_whole(input, &mut span, &mut kept).map_err(name_errors)? {
+            Whole::One(read) => read,
+            Whole::Many(all) => return keyed.run(&all, out),
         }
     };
     let reread_failed: RefCell<Option<String>> = RefCell::new(None);
@@ -489,86 +386,195 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         if in_memory {
             Box::new(events.iter().copied())
         } else {
-            Box::new(Reread::open(&path, &read.key, &reread_failed))
+            Box::new(Reread::open(path, &read.key, &reread_failed))
         }
     };
 
     let t0 = span.first_ns;
+    let outages = find_outages_in(pass, &span, fitted(rule, &span));
+    let mut charted = Vec::new();
+    if !candidates.is_empty() {
+        let runs = replay_candidates(pass, &span, candidates, &outages);
+        let warnings = warnings_of(pass, t0, candidates, &runs, &outages);
+        reread(&reread_failed, &shown)?;
+        print_runs(&runs, &warnings, &outages, &span, out)?;
+        charted.extend(runs);
+    }
+    let searched = (cli.search)
+        .then(|| search_grid(events, &outages, &mut charted, out))
+        .transpose()?;
+    if !cli.no_chart {
+        let svg = chart::render_in(pass(), (span.first_ns, span.last_ns), &charted, &outages)?;
+        reread(&reread_failed, &shown)?;
+        write_charts(cli, &svg, searched, out)?;
+    }
+    Ok(())
+}
+
+/// A read error, with the trace's name when it is about a line of it or reading it.
+fn name_errors(shown: &str, e: trace::ReadError) -> String {
+    match e {
+        trace::ReadError::Line(_) | trace::ReadError::Io(_) => format!("`{shown}` {e}"),
+        e => e.to_string(),
+    }
+}
+
+/// A trace read whole: the calls of its one key, or of every key when it has several.
+enum Whole {
+    One(trace::Trace),
+    Many(trace::KeyedTrace),
+}
+
+/// Reads the trace on `input` whole (stdin): a trace with one key has its calls counted in `span`
+/// and kept in `kept`.
+fn read_whole(
+    input: Box<dyn BufRead>,
+    span: &mut Span,
+    kept: &mut Vec<Event>,
+) -> Result<Whole, trace::ReadError> {
+    let all = trace::read_keys(input)?;
+    if all.keys.len() > 1 {
+        return Ok(Whole::Many(all));
+    }
+    for c in &all.calls {
+        span.push(c.event);
+        kept.push(c.event);
+    }
+    Ok(Whole::One(trace::Trace {
+        key: all.keys[0].clone(),
+        events: Vec::new(),
+        lines: all.calls.len() as u64,
+    }))
+}
+
+/// `rule` fitted to the known calls of `span`, with a note on stderr when its bucket was widened.
+fn fitted(rule: OutageRule, span: &Span) -> OutageRule {
     let (rule, note) = rule.fit(span.known_ns.map_or(0, |(a, b)| b - a));
     if let Some(note) = note {
         eprintln!("note: {note}");
     }
-    let outages = find_outages_in(pass, &span, rule);
-    let mut charted = Vec::new();
-    if !candidates.is_empty() {
-        let bar = progress(
-            candidates.len() as u64,
-            "replaying {pos}/{len} {wide_bar} {eta}",
-        );
-        let runs: Vec<_> = candidates
-            .iter()
-            .map(|c| {
-                let run = replay_in(pass(), &span, c, &outages);
-                bar.inc(1);
-                run
-            })
-            .collect();
-        bar.finish_and_clear();
-        let warnings: Vec<String> = candidates
-            .iter()
-            .zip(&runs)
-            .flat_map(|(c, r)| lint::lint_in(pass(), t0, c, r, &outages))
-            .collect();
-        reread(&reread_failed, &shown)?;
-        writeln!(
-            out,
-            "{}",
-            report::table(&runs, &outages, t0, span.calls as usize)
-        )
-        .map_err(written)?;
-        if !warnings.is_empty() {
-            writeln!(out, "Warnings:\n").map_err(written)?;
-            for w in &warnings {
-                writeln!(out, "- {w}").map_err(written)?;
-            }
-            writeln!(out).map_err(written)?;
+    rule
+}
+
+/// The trace file at `path`, read through a progress bar, or stdin when `from_file` is false.
+fn open_input(path: &Path, shown: &str, from_file: bool) -> Result<Box<dyn BufRead>, Failure> {
+    Ok(if from_file {
+        let file = std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+        let len = file.metadata().map_or(0, |m| m.len());
+        let bar = progress(len, "reading {bytes}/{total_bytes} {wide_bar} {eta}");
+        Box::new(BufReader::with_capacity(1 << 16, bar.wrap_read(file)))
+    } else {
+        Box::new(io::stdin().lock())
+    })
+}
+
+/// Replays each candidate on the events `pass` reads, under a progress bar.
+fn replay_candidates<I: Iterator<Item = Event>>(
+    pass: impl Fn() -> I,
+    span: &Span,
+    candidates: &[Candidate],
+    outages: &[Outage],
+) -> Vec<Run> {
+    let bar = progress(
+        candidates.len() as u64,
+        "replaying {pos}/{len} {wide_bar} {eta}",
+    );
+    let runs: Vec<_> = candidates
+        .iter()
+        .map(|c| {
+            let run = replay_in(pass(), span, c, outages);
+            bar.inc(1);
+            run
+        })
+        .collect();
+    bar.finish_and_clear();
+    runs
+}
+
+/// The candidates' warnings (read from the events `pass` reads, from `t0`).
+fn warnings_of<I: Iterator<Item = Event>>(
+    pass: impl Fn() -> I,
+    t0: u64,
+    candidates: &[Candidate],
+    runs: &[Run],
+    outages: &[Outage],
+) -> Vec<String> {
+    candidates
+        .iter()
+        .zip(runs)
+        .flat_map(|(c, r)| lint::lint_in(pass(), t0, c, r, outages))
+        .collect()
+}
+
+/// Writes the candidates' table and their warnings.
+fn print_runs(
+    runs: &[Run],
+    warnings: &[String],
+    outages: &[Outage],
+    span: &Span,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    writeln!(
+        out,
+        "{}",
+        report::table(runs, outages, span.first_ns, span.calls as usize)
+    )
+    .map_err(written)?;
+    if !warnings.is_empty() {
+        writeln!(out, "Warnings:\n").map_err(written)?;
+        for w in warnings {
+            writeln!(out, "- {w}").map_err(written)?;
         }
-        charted.extend(runs);
+        writeln!(out).map_err(written)?;
     }
-    let mut searched = None;
-    if cli.search {
-        let grid = search::grid();
-        let bar = progress(grid.len() as u64, "searching {pos}/{len} {wide_bar} {eta}");
-        let (runs, front) = search::search_with(events, &grid, &outages, || bar.inc(1));
-        bar.finish_and_clear();
-        writeln!(
-            out,
-            "{}",
-            search::front_table(&grid, &runs, &front, &outages)
-        )
-        .map_err(written)?;
-        if charted.is_empty() {
-            charted.extend(front.iter().take(6).map(|&i| {
-                let mut r = runs[i].clone();
-                r.name = grid[i].policy_arg();
-                r
-            }));
-        }
-        searched = Some((search::scores(&runs, &outages), front));
+    Ok(())
+}
+
+/// The search's grid replayed on `events`: its front's table on `out`, the front's first six
+/// into `charted` when no candidate was charted; returns the scores and the front, for the
+/// scatter.
+fn search_grid(
+    events: &[Event],
+    outages: &[Outage],
+    charted: &mut Vec<Run>,
+    out: &mut dyn Write,
+) -> Result<(Vec<search::Score>, Vec<usize>), Failure> {
+    let grid = search::grid();
+    let bar = progress(grid.len() as u64, "searching {pos}/{len} {wide_bar} {eta}");
+    let (runs, front) = search::search_with(events, &grid, outages, || bar.inc(1));
+    bar.finish_and_clear();
+    writeln!(
+        out,
+        "{}",
+        search::front_table(&grid, &runs, &front, outages)
+    )
+    .map_err(written)?;
+    if charted.is_empty() {
+        charted.extend(front.iter().take(6).map(|&i| {
+            let mut r = runs[i].clone();
+            r.name = grid[i].policy_arg();
+            r
+        }));
     }
-    if !cli.no_chart {
-        let svg = chart::render_in(pass(), (span.first_ns, span.last_ns), &charted, &outages)?;
-        reread(&reread_failed, &shown)?;
-        std::fs::write(&cli.chart, svg)
-            .map_err(|e| format!("cannot write `{}`: {e}", cli.chart.display()))?;
-        writeln!(out, "chart written to `{}`", cli.chart.display()).map_err(written)?;
-        if let Some((scores, front)) = searched {
-            let path = scatter_path(&cli.chart);
-            let svg = chart::scatter(&scores, &front)?;
-            std::fs::write(&path, svg)
-                .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
-            writeln!(out, "search scatter written to `{}`", path.display()).map_err(written)?;
-        }
+    Ok((search::scores(&runs, outages), front))
+}
+
+/// Writes the replay chart `svg` to `--chart`, and the search's scatter beside it.
+fn write_charts(
+    cli: &Cli,
+    svg: &str,
+    searched: Option<(Vec<search::Score>, Vec<usize>)>,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    std::fs::write(&cli.chart, svg)
+        .map_err(|e| format!("cannot write `{}`: {e}", cli.chart.display()))?;
+    writeln!(out, "chart written to `{}`", cli.chart.display()).map_err(written)?;
+    if let Some((scores, front)) = searched {
+        let path = scatter_path(&cli.chart);
+        let svg = chart::scatter(&scores, &front)?;
+        std::fs::write(&path, svg)
+            .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+        writeln!(out, "search scatter written to `{}`", path.display()).map_err(written)?;
     }
     Ok(())
 }
