@@ -14,7 +14,7 @@ const REDIS: [&str; 7] = [
 const WINDOW: [&str; 4] = ["stripes", "count", "time", "tests"];
 
 /// The modules built on `breaker/`, which none of its files may name.
-const ABOVE_BREAKER: [&str; 5] = ["redis", "registry", "site", "attempts", "__private"];
+const ABOVE_BREAKER: [&str; 4] = ["redis", "registry", "call", "__private"];
 
 /// The source of `src/{file}`, without its comment lines.
 fn code(file: &str) -> String {

@@ -22,7 +22,7 @@ impl Circuit {
         };
         let budget = settings
             .retry_budget
-            .map(|budget| Box::new(crate::budget::Budget::new(budget, key.as_str())));
+            .map(|budget| Box::new(crate::load::budget::Budget::new(budget, key.as_str())));
         Circuit {
             key,
             policy,

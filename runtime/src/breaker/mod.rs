@@ -153,7 +153,7 @@ pub(crate) struct Circuit {
     /// The last transition, for snapshots (written on transitions only).
     last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The retry budget, when the policy has one (`budgeted`).
-    budget: Option<Box<crate::budget::Budget>>,
+    budget: Option<Box<crate::load::budget::Budget>>,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).

@@ -1,4 +1,7 @@
-//! Watching breakers: transition hooks registered on a [`Registry`](crate::Registry).
+//! Watching breakers: transition hooks registered on a [`Registry`](crate::Registry); the
+//! per-call record (`record.rs`) and the metric names (`metrics.rs`, feature `metrics`, public as
+//! `fusebox::metrics`) live beside them.
+//!
 //!
 //! Hooks run on the thread that made the transition, after it is published and outside any lock, so
 //! a hook may read the breaker (or even trip another one) without deadlocking anything. A hook that
@@ -11,6 +14,8 @@ use std::sync::{Arc, RwLock};
 
 use crate::state::State;
 use crate::window::Counts;
+
+pub(crate) mod record;
 
 /// One state change of one breaker.
 #[derive(Debug, Clone, PartialEq)]
