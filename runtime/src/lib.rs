@@ -54,7 +54,7 @@ pub mod clock;
 pub mod config;
 mod declared;
 mod error;
-mod group;
+mod groups;
 pub mod guide;
 mod key;
 mod load;
@@ -80,20 +80,20 @@ mod window;
 #[path = "__private.rs"]
 pub mod __private_0_1_0;
 
-pub use call::attempts::backoff;
 pub use breaker::{
     Breaker, KeptBreaker, LastTransition, OwnedPermit, Permit, Recording, SharedWindow, Sharing,
     Snapshot,
 };
+pub use call::attempts::backoff;
 pub use error::{Cause, Error, Key, Reason};
-pub use group::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
+pub use groups::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
+pub use load::pushback::RetryAfter;
+pub use observe::record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use observe::{Transition, Trigger};
 pub use policy::{
     Concurrency, OpenContext, OpenForFn, Others, Policy, PolicyError, PolicyPatch, PolicySettings,
     Recovery, RetryBudget, Window,
 };
-pub use load::pushback::RetryAfter;
-pub use observe::record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use registry::{Registry, UnknownKey, registry, usable_policy};
 pub use state::{State, Verdict};
 

@@ -23,6 +23,7 @@ mod admission;
 mod controls;
 mod lifecycle;
 mod limit;
+mod member;
 mod permit;
 mod report;
 mod retry;
@@ -129,7 +130,7 @@ pub(crate) struct Circuit {
     policy: Policy,
     /// The key's membership of its policy's group (`None` without one): read on a closed
     /// circuit's counted failures, trips and transitions only.
-    pub(crate) member: Option<Arc<crate::group::Member>>,
+    pub(crate) member: Option<Arc<crate::groups::Member>>,
     hooks: Arc<Hooks>,
     /// Counted failures in a row (only kept when `consecutive` is set).
     run: AtomicU32,
@@ -325,7 +326,7 @@ impl Circuit {
     }
 
     /// The key's membership of a group, if its policy names one.
-    pub(crate) fn member(&self) -> Option<&Arc<crate::group::Member>> {
+    pub(crate) fn member(&self) -> Option<&Arc<crate::groups::Member>> {
         self.member.as_ref()
     }
 

@@ -305,7 +305,7 @@ impl Circuit {
         wait: OpenWait,
     ) -> bool {
         if let Some(member) = &self.member
-            && let crate::group::Hold::Rejected = member.hold(self.key.as_str())
+            && let crate::groups::Hold::Rejected = member.hold(self.key.as_str())
         {
             return false;
         }

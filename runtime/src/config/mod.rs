@@ -65,7 +65,7 @@ use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
-use crate::group::GroupPatch;
+use crate::groups::GroupPatch;
 use crate::policy::{Concurrency, Others, PolicyError, PolicyPatch, Recovery, RetryBudget};
 
 /// The longest piece of input an error message repeats.
@@ -352,7 +352,7 @@ impl Field<'_> {
 
     /// A group's name (`group = "search"`), or `"none"`: the patch that sets it. A name read
     /// from configuration is kept for the process's life, once per distinct name
-    /// ([`crate::group::intern`]), as the attribute's literal is.
+    /// ([`crate::groups::intern`]), as the attribute's literal is.
     fn group(&self) -> Result<PolicyPatch, ConfigError> {
         let text = match self.raw {
             Raw::Toml(DeValue::String(s)) => s.as_ref(),
@@ -362,7 +362,7 @@ impl Field<'_> {
         if text == "none" {
             return Ok(P.no_group());
         }
-        Ok(P.group(crate::group::intern(text)))
+        Ok(P.group(crate::groups::intern(text)))
     }
 
     fn float(&self) -> Result<f64, ConfigError> {
@@ -581,7 +581,7 @@ fn group_patch_of<'a>(
     group: &str,
     fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
 ) -> Result<GroupPatch, ConfigError> {
-    let name = crate::group::intern(group);
+    let name = crate::groups::intern(group);
     if let Err(error) = crate::policy::Policy::new().group(name).validate() {
         return Err(ConfigError::Group {
             group: echo(group),
@@ -618,6 +618,16 @@ fn patch_of<'a>(
         patch = patch.then(field.patch()?);
     }
     Ok(patch)
+}
+
+/// Where an override came from. Each load replaces everything the previous load from the same
+/// source set; the sources apply in this order, a later one winning on the fields it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// `load_toml`.
+    File,
+    /// `load_env` / `load_vars`.
+    Env,
 }
 
 /// Patches by key, as one load brings them.

@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::breaker::{Breaker, Circuit, Snapshot};
 use crate::clock::{Clock, ClockSource};
+#[cfg(feature = "config")]
+use crate::config::Source;
 use crate::error::Key;
 use crate::key::{KeyQuery, MapKey};
 use crate::observe::{Hooks, Transition};
@@ -30,6 +32,7 @@ use crate::policy::{Policy, PolicyError, PolicyPatch};
 use crate::state::State;
 
 mod dynamic;
+mod groups;
 #[cfg(feature = "config")]
 mod load;
 mod overrides;
@@ -71,17 +74,6 @@ pub const SWEEP_STEP: usize = 32;
 
 type Patches = HashMap<String, PolicyPatch, BuildHasherDefault<DefaultHasher>>;
 
-/// Where an override came from. Each load replaces everything the previous load from the same
-/// source set; the sources apply in this order, a later one winning on the fields it names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg(feature = "config")]
-pub(crate) enum Source {
-    /// `load_toml`.
-    File,
-    /// `load_env` / `load_vars`.
-    Env,
-}
-
 /// Breakers by key, and the clock they read.
 ///
 /// `Registry::new()` is `const`, so a registry can be a plain `static`; tests use
@@ -122,7 +114,7 @@ pub struct Registry {
     #[cfg(feature = "redis")]
     store: OnceLock<crate::redis::RedisStore>,
     /// The groups of keys ([`Registry::group`]), created with their first member.
-    groups: crate::group::Groups,
+    groups: groups::Groups,
 }
 
 impl Registry {
@@ -159,7 +151,7 @@ impl Registry {
             overflow: AtomicU64::new(0),
             #[cfg(feature = "redis")]
             store: OnceLock::new(),
-            groups: crate::group::Groups::new(),
+            groups: groups::Groups::new(),
         }
     }
 
@@ -178,7 +170,7 @@ impl Registry {
         let group = self
             .groups
             .get_or_create(name, None, self.clock.now_nanos());
-        core.member = Some(crate::group::Member::new(group));
+        core.member = Some(crate::groups::Member::new(group));
         core
     }
 
@@ -213,7 +205,7 @@ impl Registry {
     /// assert_eq!(search.policy().settings().max_ejection, 30);
     /// ```
     pub fn configure_group(&self, name: &str, policy: crate::GroupPolicy) -> crate::Group {
-        let name = crate::group::intern(name);
+        let name = crate::groups::intern(name);
         let core = self
             .groups
             .get_or_create(name, Some(policy), self.clock.now_nanos());
@@ -357,7 +349,7 @@ impl Registry {
         let core = crate::redis::attach(self.store.get(), core);
         #[cfg(not(feature = "redis"))]
         let core = Arc::new(core);
-        crate::group::join(&core);
+        groups::join(&core);
         Breaker { core }
     }
 
@@ -386,7 +378,7 @@ impl Registry {
             let next = self.with_membership(old.successor_with(*old.policy()), Some(&**old));
             let next = crate::redis::attach(self.store.get(), next);
             if old.retire(next.clone()).is_ok() {
-                crate::group::join(&next);
+                groups::join(&next);
                 map.insert(MapKey::from(old.key().as_str()), Breaker { core: next });
             }
         }
