@@ -1,0 +1,492 @@
+//! Reading one field: each field of a key's table (the knob table's `config` column) or of a
+//! group's table, from TOML or an environment variable's text, into a patch.
+
+use std::time::Duration;
+
+use toml::de::{DeTable, DeValue};
+
+use super::{ConfigError, ECHO, echo};
+use crate::groups::GroupPatch;
+use crate::policy::{Concurrency, Others, PolicyPatch, Recovery, RetryBudget};
+
+/// How one field's value becomes a patch.
+pub(super) type Reader = fn(&Field<'_>) -> Result<PolicyPatch, ConfigError>;
+
+/// What a count field expects.
+pub(super) const COUNT: &str = "a whole number";
+/// What a percentage field expects.
+pub(super) const PERCENT: &str = "a whole number of percent (1..=100)";
+/// The empty patch each row sets its field on.
+pub(super) const P: PolicyPatch = PolicyPatch::new();
+
+/// Makes [`FIELDS`] from the `config` column of the knob table (`fusebox-policy`'s
+/// `knobs.rs`): each field's name and its reader.
+macro_rules! fields {
+    ($($field:ident: $read:expr,)*) => {
+        /// The fields a key's table may set, one row each: the name and how its value becomes a
+        /// patch, through the [`PolicyPatch`] setter of the same name, in the order of the knob
+        /// table. A knob is one field, except `stuck_open`, whose two rules are set one by one.
+        const FIELDS: &[(&str, Reader)] = &[$((stringify!($field), $read)),*];
+    };
+}
+fusebox_policy::with_knobs!(@config fields);
+
+/// The names of [`FIELDS`], in its order.
+pub(super) fn field_names() -> impl Iterator<Item = &'static str> + Clone {
+    FIELDS.iter().map(|(name, _)| *name)
+}
+
+/// One written value: from a TOML document, or an environment variable's text.
+#[derive(Clone, Copy)]
+pub(super) enum Raw<'a> {
+    Toml(&'a DeValue<'a>),
+    Env(&'a str),
+}
+
+/// A TOML value written back as TOML (inline), for messages.
+pub(super) fn toml_text(value: &DeValue<'_>) -> String {
+    match value {
+        DeValue::String(s) => format!("{s:?}"),
+        DeValue::Integer(n) => toml_int(value).map_or_else(|| n.to_string(), |n| n.to_string()),
+        DeValue::Float(n) => n.to_string(),
+        DeValue::Boolean(b) => b.to_string(),
+        DeValue::Datetime(d) => d.to_string(),
+        DeValue::Array(items) => {
+            let items: Vec<String> = items.iter().map(|v| toml_text(v.get_ref())).collect();
+            format!("[{}]", items.join(", "))
+        }
+        DeValue::Table(table) => {
+            let fields: Vec<String> = table
+                .iter()
+                .map(|(k, v)| format!("{} = {}", k.get_ref(), toml_text(v.get_ref())))
+                .collect();
+            format!("{{ {} }}", fields.join(", "))
+        }
+    }
+}
+
+/// A TOML integer's value, if it is one that fits an `i64`.
+pub(super) fn toml_int(value: &DeValue<'_>) -> Option<i64> {
+    match value {
+        DeValue::Integer(n) => i64::from_str_radix(n.as_str(), n.radix()).ok(),
+        _ => None,
+    }
+}
+
+impl Raw<'_> {
+    /// The value as written, cut short, for messages.
+    fn shown(&self) -> String {
+        match self {
+            Raw::Toml(v) => echo(&toml_text(v)),
+            Raw::Env(s) => {
+                let head: String = s.chars().take(ECHO).collect();
+                let more = if head.len() < s.len() { "…" } else { "" };
+                format!("{head:?}{more}")
+            }
+        }
+    }
+}
+
+/// Reads one field of one key (or of one group's table).
+pub(super) struct Field<'a> {
+    /// The breaker key, or the group's name when `group` is set.
+    key: &'a str,
+    name: &'a str,
+    raw: Raw<'a>,
+    /// A field of a `[groups.<name>]` table: its errors are [`ConfigError::Group`].
+    group: bool,
+}
+
+impl Field<'_> {
+    fn wrong(&self, expected: &str) -> ConfigError {
+        self.error(format!(
+            "`{}` = {} is not {expected}",
+            self.name,
+            self.raw.shown()
+        ))
+    }
+
+    /// An unknown field: the closest of `names` as a hint, and every one of them.
+    fn unknown(&self, names: impl Iterator<Item = &'static str> + Clone) -> ConfigError {
+        let hint = crate::declared::closest(self.name, names.clone())
+            .first()
+            .map(|f| format!("did you mean `{f}`? "))
+            .unwrap_or_default();
+        self.error(format!(
+            "unknown field `{}`; {hint}expected one of {}",
+            echo(self.name),
+            names
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
+    /// This field's error saying `message`: a group's field or a breaker's.
+    fn error(&self, message: String) -> ConfigError {
+        if self.group {
+            ConfigError::Group {
+                group: echo(self.key),
+                field: echo(self.name),
+                message,
+            }
+        } else {
+            ConfigError::Field {
+                key: echo(self.key),
+                message,
+            }
+        }
+    }
+
+    fn int<T: TryFrom<i64>>(&self, expected: &str) -> Result<T, ConfigError> {
+        let n = match self.raw {
+            Raw::Toml(v) => toml_int(v),
+            Raw::Env(s) => s.trim().parse::<i64>().ok(),
+        };
+        n.and_then(|n| T::try_from(n).ok())
+            .ok_or_else(|| self.wrong(expected))
+    }
+
+    fn duration(&self) -> Result<Duration, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Toml(_) => return Err(self.wrong("a duration string like \"30s\" or \"800ms\"")),
+            Raw::Env(s) => s,
+        };
+        humantime::parse_duration(text.trim())
+            .map_err(|_| self.wrong("a duration like \"30s\" or \"800ms\""))
+    }
+
+    /// `open_for`: a duration. A function cannot be named here: a value that looks like a path
+    /// says so.
+    fn open_for(&self) -> Result<PolicyPatch, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Env(s) => s,
+            Raw::Toml(_) => "",
+        };
+        if text.contains("::") {
+            return Err(self.function());
+        }
+        Ok(P.open_for(self.duration()?))
+    }
+
+    /// The error of a field that would name a function (`open_for_fn`, or `open_for` given a
+    /// path): configuration holds values, and a function is named in code.
+    fn function(&self) -> ConfigError {
+        ConfigError::Field {
+            key: echo(self.key),
+            message: format!(
+                "`{}` = {} names a function, which configuration cannot; set the function in \
+                 code (`open_for = path` in the attribute, or `Policy::open_for_fn`), or set \
+                 `open_for` to a duration like \"30s\" here (it replaces the function)",
+                self.name,
+                self.raw.shown()
+            ),
+        }
+    }
+
+    fn boolean(&self) -> Result<bool, ConfigError> {
+        match self.raw {
+            Raw::Toml(DeValue::Boolean(b)) => Ok(*b),
+            Raw::Env(s) if s.trim() == "true" => Ok(true),
+            Raw::Env(s) if s.trim() == "false" => Ok(false),
+            _ => Err(self.wrong("`true` or `false`")),
+        }
+    }
+
+    /// `"ignore"` or `"success"` (see [`Others`]).
+    fn others(&self) -> Result<Others, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Env(s) => s.trim(),
+            Raw::Toml(_) => "",
+        };
+        Others::from_name(text).ok_or_else(|| self.wrong("`\"ignore\"` or `\"success\"`"))
+    }
+
+    /// A retry budget, `"20%"` or `"20%, 10/s"` (see [`RetryBudget`]), or `"off"`: the patch
+    /// that sets it.
+    fn retry_budget(&self) -> Result<PolicyPatch, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Env(s) => s.trim(),
+            Raw::Toml(_) => "",
+        };
+        if text.trim() == "off" {
+            return Ok(P.no_retry_budget());
+        }
+        text.parse::<RetryBudget>()
+            .map(|b| P.retry_budget(b.percent, b.floor))
+            .map_err(|_| self.wrong("a retry budget like \"20%\" or \"20%, 10/s\" (or \"off\")"))
+    }
+
+    /// A group's name (`group = "search"`), or `"none"`: the patch that sets it. A name read
+    /// from configuration is kept for the process's life, once per distinct name
+    /// ([`crate::groups::intern`]), as the attribute's literal is.
+    fn group(&self) -> Result<PolicyPatch, ConfigError> {
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Env(s) => s.trim(),
+            Raw::Toml(_) => return Err(self.wrong("a group's name as a string, like \"search\"")),
+        };
+        if text == "none" {
+            return Ok(P.no_group());
+        }
+        Ok(P.group(crate::groups::intern(text)))
+    }
+
+    fn float(&self) -> Result<f64, ConfigError> {
+        let n = match self.raw {
+            Raw::Toml(DeValue::Float(n)) => n.as_str().parse::<f64>().ok(),
+            Raw::Toml(v @ DeValue::Integer(_)) => toml_int(v).map(|n| n as f64),
+            Raw::Toml(_) => None,
+            Raw::Env(s) => s.trim().parse::<f64>().ok(),
+        };
+        n.filter(|n| n.is_finite())
+            .ok_or_else(|| self.wrong("a number like 2 or 1.5"))
+    }
+
+    fn window(&self) -> Result<PolicyPatch, ConfigError> {
+        const EXPECTED: &str = "a window: an integer number of calls (`window = 100`) or a duration string (`window = \"30s\"`)";
+        let as_count = match self.raw {
+            Raw::Toml(DeValue::Integer(_)) => true,
+            Raw::Toml(DeValue::String(_)) => false,
+            Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
+            Raw::Env(s) => s.trim().bytes().all(|b| b.is_ascii_digit()),
+        };
+        if as_count {
+            Ok(PolicyPatch::new().window(self.int(EXPECTED)?))
+        } else {
+            let span = self.duration().map_err(|_| self.wrong(EXPECTED))?;
+            Ok(PolicyPatch::new().time_window(span))
+        }
+    }
+
+    /// `max_concurrent`: an integer (a fixed limit) or `"adaptive"` / `"adaptive(2..200)"` (see
+    /// [`Concurrency::from_text`]).
+    fn concurrency(&self) -> Result<PolicyPatch, ConfigError> {
+        const EXPECTED: &str = "a bulkhead: a whole number of calls in flight (`max_concurrent = 10`) or `\"adaptive\"` / `\"adaptive(floor..ceiling)\"` (`max_concurrent = \"adaptive(2..200)\"`)";
+        let text = match self.raw {
+            Raw::Toml(DeValue::Integer(_)) => return Ok(P.max_concurrent(self.int(EXPECTED)?)),
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
+            Raw::Env(s) if s.trim().bytes().all(|b| b.is_ascii_digit()) => {
+                return Ok(P.max_concurrent(self.int(EXPECTED)?));
+            }
+            Raw::Env(s) => s,
+        };
+        match Concurrency::from_text(text) {
+            Ok(Concurrency::Adaptive { floor, ceiling }) => {
+                Ok(P.adaptive_concurrency(floor, ceiling))
+            }
+            _ => Err(self.wrong(EXPECTED)),
+        }
+    }
+
+    /// This field's value as one table (a TOML table, or in the environment one inline table on
+    /// one line), read by `read`; `expected` says what the value should be when it is not a
+    /// table or `read` finds nothing.
+    fn table<T>(
+        &self,
+        expected: &str,
+        read: impl FnOnce(&DeTable<'_>) -> Option<T>,
+    ) -> Result<T, ConfigError> {
+        let parsed;
+        let table = match self.raw {
+            Raw::Toml(DeValue::Table(t)) => t,
+            Raw::Toml(_) => return Err(self.wrong(expected)),
+            Raw::Env(s) => {
+                // One inline table, never a document: no line breaks.
+                if s.contains(['\n', '\r']) {
+                    return Err(self.wrong(expected));
+                }
+                parsed = DeValue::parse(s)
+                    .ok()
+                    .and_then(|v| match v.into_inner() {
+                        DeValue::Table(t) => Some(t),
+                        _ => None,
+                    })
+                    .ok_or_else(|| self.wrong(expected))?;
+                &parsed
+            }
+        };
+        read(table).ok_or_else(|| self.wrong(expected))
+    }
+
+    fn recovery(&self) -> Result<Recovery, ConfigError> {
+        const EXPECTED: &str = "a table `{ phases = 3, min_passes = 5 }`";
+        match self.raw {
+            Raw::Toml(DeValue::String(s)) if s == "probes" => return Ok(Recovery::Probes),
+            Raw::Env(s) if s.trim() == "probes" => return Ok(Recovery::Probes),
+            _ => {}
+        }
+        self.table(EXPECTED, |table| {
+            let get = |name: &str| {
+                table
+                    .get(name)
+                    .and_then(|v| toml_int(v.get_ref()))
+                    .and_then(|n| u32::try_from(n).ok())
+            };
+            match (get("phases"), get("min_passes"), table.len()) {
+                (Some(phases), Some(min_passes), 2) => {
+                    Some(Recovery::Progressive { phases, min_passes })
+                }
+                _ => None,
+            }
+        })
+    }
+
+    /// This field as a patch.
+    fn patch(&self) -> Result<PolicyPatch, ConfigError> {
+        if let Some((_, read)) = FIELDS.iter().find(|(name, _)| *name == self.name) {
+            return read(self);
+        }
+        if self.name == "open_for_fn" {
+            // A knob of the table that configuration cannot set.
+            return Err(self.function());
+        }
+        Err(self.unknown(field_names()))
+    }
+}
+
+/// The fields of a group's table (`[groups.<name>]`), each named as the [`GroupPolicy`] setter
+/// its value goes through.
+///
+/// [`GroupPolicy`]: crate::GroupPolicy
+pub(super) const GROUP_FIELDS: [&str; 7] = [
+    "interval",
+    "success_rate",
+    "failure_percentage",
+    "min_members",
+    "max_ejection",
+    "ejection",
+    "healthy_span",
+];
+
+/// What a group's duration field expects.
+pub(super) const GROUP_DURATION: &str = "a duration of at least 1 ms, like \"10s\"";
+/// What `ejection` expects.
+pub(super) const EJECTION: &str =
+    "a table `{ base = \"30s\", max = \"5m\" }` (`base` at least 1 ms, `max` at least `base`)";
+
+impl Field<'_> {
+    /// A duration of at least 1 ms (`interval`).
+    fn group_duration(&self) -> Result<Duration, ConfigError> {
+        match self.duration() {
+            Ok(d) if d >= Duration::from_millis(1) => Ok(d),
+            _ => Err(self.wrong(GROUP_DURATION)),
+        }
+    }
+
+    /// A whole number of percent, 0 ..= 100.
+    fn percent_or_off(&self, expected: &str) -> Result<u8, ConfigError> {
+        match self.int::<u8>(expected) {
+            Ok(n) if n <= 100 => Ok(n),
+            _ => Err(self.wrong(expected)),
+        }
+    }
+
+    /// `ejection = { base = "30s", max = "5m" }`: the ejection backoff's base and maximum.
+    fn ejection(&self) -> Result<(Duration, Duration), ConfigError> {
+        self.table(EJECTION, |table| {
+            let get = |name: &str| match table.get(name).map(|v| v.get_ref()) {
+                Some(DeValue::String(s)) => humantime::parse_duration(s.trim()).ok(),
+                _ => None,
+            };
+            match (get("base"), get("max"), table.len()) {
+                (Some(base), Some(max), 2) if base >= Duration::from_millis(1) && max >= base => {
+                    Some((base, max))
+                }
+                _ => None,
+            }
+        })
+    }
+
+    /// This field of a group's table, added to `patch`.
+    fn group_field(&self, mut patch: GroupPatch) -> Result<GroupPatch, ConfigError> {
+        match self.name {
+            "interval" => patch.interval = Some(self.group_duration()?),
+            "success_rate" => {
+                const EXPECTED: &str =
+                    "a number of standard deviations, at least 0 (off) and below 1000, like 1.9";
+                let factor = self.float().map_err(|_| self.wrong(EXPECTED))?;
+                if !(0.0..1000.0).contains(&factor) {
+                    return Err(self.wrong(EXPECTED));
+                }
+                patch.success_rate = Some(factor);
+            }
+            "failure_percentage" => {
+                patch.failure_percentage =
+                    Some(self.percent_or_off(
+                        "a whole number of percent (0..=100; 0 turns the rule off)",
+                    )?);
+            }
+            "min_members" => {
+                const EXPECTED: &str = "a whole number of members, at least 1";
+                match self.int::<u32>(EXPECTED)? {
+                    0 => return Err(self.wrong(EXPECTED)),
+                    n => patch.min_members = Some(n),
+                }
+            }
+            "max_ejection" => {
+                patch.max_ejection = Some(self.percent_or_off(
+                    "a whole number of percent (0..=100; at least one member may always be open)",
+                )?);
+            }
+            "ejection" => patch.ejection = Some(self.ejection()?),
+            "healthy_span" => {
+                patch.healthy_span = Some(
+                    self.duration()
+                        .map_err(|_| self.wrong("a duration like \"5m\""))?,
+                );
+            }
+            _ => return Err(self.unknown(GROUP_FIELDS.into_iter())),
+        }
+        Ok(patch)
+    }
+}
+
+/// The patch of one group from its fields; the group's name must be one a policy can name.
+pub(super) fn group_patch_of<'a>(
+    group: &str,
+    fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
+) -> Result<GroupPatch, ConfigError> {
+    let name = crate::groups::intern(group);
+    if let Err(error) = crate::policy::Policy::new().group(name).validate() {
+        return Err(ConfigError::Group {
+            group: echo(group),
+            field: String::new(),
+            message: format!("not a group name a policy can name: {error}"),
+        });
+    }
+    let mut patch = GroupPatch::default();
+    for (name, raw) in fields {
+        let field = Field {
+            key: group,
+            name,
+            raw,
+            group: true,
+        };
+        patch = field.group_field(patch)?;
+    }
+    Ok(patch)
+}
+
+/// The patch of one key from its fields.
+pub(super) fn patch_of<'a>(
+    key: &str,
+    fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
+) -> Result<PolicyPatch, ConfigError> {
+    let mut patch = PolicyPatch::new();
+    for (name, raw) in fields {
+        let field = Field {
+            key,
+            name,
+            raw,
+            group: false,
+        };
+        patch = patch.then(field.patch()?);
+    }
+    Ok(patch)
+}
