@@ -58,10 +58,6 @@ mod groups;
 pub mod guide;
 mod key;
 mod load;
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-#[path = "observe/metrics.rs"]
-pub mod metrics;
 mod nested;
 mod observe;
 mod policy;
@@ -88,6 +84,9 @@ pub use call::attempts::backoff;
 pub use error::{Cause, Error, Key, Reason};
 pub use groups::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
 pub use load::pushback::RetryAfter;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use observe::metrics;
 pub use observe::record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use observe::{Transition, Trigger};
 pub use policy::{

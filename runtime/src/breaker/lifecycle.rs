@@ -14,7 +14,7 @@ impl Circuit {
             )),
             #[cfg(feature = "metrics")]
             Some(Concurrency::Fixed(max)) => {
-                metrics::gauge!(crate::metrics::CONCURRENCY_LIMIT, "key" => key.as_str().to_owned())
+                metrics::gauge!(crate::observe::metrics::CONCURRENCY_LIMIT, "key" => key.as_str().to_owned())
                     .set(f64::from(max));
                 None
             }

@@ -79,10 +79,10 @@ impl Circuit {
     }
 
     /// The verdict of an error the classification does not count: nothing, or a success under
-    /// [`Others::Success`](crate::Others::Success).
+    /// [`Others::Success`](crate::policy::Others::Success).
     #[inline]
     pub(super) fn uncounted(&self) -> Verdict {
-        if self.policy.settings().others == crate::Others::Success {
+        if self.policy.settings().others == crate::policy::Others::Success {
             Verdict::Success
         } else {
             Verdict::Ignored

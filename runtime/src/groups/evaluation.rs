@@ -35,7 +35,8 @@ pub(crate) trait MemberBreaker: Send + Sync {
 pub(crate) struct GroupCore {
     pub(crate) name: &'static str,
     /// The settings code gave it ([`Registry::configure_group`](crate::Registry::configure_group);
-    /// the defaults otherwise), before configuration's patches. Written under the [`Groups`] lock.
+    /// the defaults otherwise), before configuration's patches. Written under the lock of the
+    /// registry's `Groups`.
     pub(crate) declared: Mutex<GroupPolicy>,
     /// The settings in force: `declared` with configuration's patches applied.
     pub(crate) policy: RwLock<GroupPolicy>,
@@ -121,7 +122,7 @@ impl GroupCore {
         *self.declared.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Puts `policy` in force (under the [`Groups`] lock).
+    /// Puts `policy` in force (under the lock of the registry's `Groups`).
     pub(crate) fn set_policy(&self, policy: GroupPolicy) {
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
         self.max_ejection

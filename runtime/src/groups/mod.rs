@@ -11,8 +11,8 @@
 //!   pass, O(members); every other failure pays one load of the stamp). A pass looks at the closed
 //!   members with at least their own `min_calls` in their window and, when at least
 //!   [`min_members`](GroupPolicy::min_members) of them qualify, ejects (opens, with the trigger
-//!   [`Trigger::OutlierSuccessRate`] or
-//!   [`Trigger::OutlierFailurePercentage`]) those whose
+//!   [`Trigger::OutlierSuccessRate`](crate::Trigger::OutlierSuccessRate) or
+//!   [`Trigger::OutlierFailurePercentage`](crate::Trigger::OutlierFailurePercentage)) those whose
 //!   success rate is below the mean of the qualifying members by more than
 //!   [`success_rate`](GroupPolicy::success_rate) standard deviations, and those whose failure
 //!   percentage is above [`failure_percentage`](GroupPolicy::failure_percentage).

@@ -27,11 +27,12 @@ impl Group {
     }
 
     /// True when `key` is a member of the group that is ejected now: opened by one of the
-    /// group's relative rules ([`Trigger::OutlierSuccessRate`],
-    /// [`Trigger::OutlierFailurePercentage`]) and open within that ejection's wait. A member
-    /// opened by its own rules or forced open is not ejected (though [`healthy`](Group::healthy)
-    /// skips it too), nor is a member whose wait is over (its next call probes it), nor a key
-    /// the group does not know.
+    /// group's relative rules
+    /// ([`Trigger::OutlierSuccessRate`](crate::Trigger::OutlierSuccessRate),
+    /// [`Trigger::OutlierFailurePercentage`](crate::Trigger::OutlierFailurePercentage)) and open
+    /// within that ejection's wait. A member opened by its own rules or forced open is not ejected
+    /// (though [`healthy`](Group::healthy) skips it too), nor is a member whose wait is over (its
+    /// next call probes it), nor a key the group does not know.
     #[must_use]
     pub fn is_ejected(&self, key: &str) -> bool {
         self.member_is(key, |circuit| circuit.ejected_now())

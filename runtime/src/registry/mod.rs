@@ -26,6 +26,7 @@ use crate::clock::{Clock, ClockSource};
 #[cfg(feature = "config")]
 use crate::config::Source;
 use crate::error::Key;
+use crate::groups::{Group, GroupPolicy, GroupSnapshot};
 use crate::key::{KeyQuery, MapKey};
 use crate::observe::{Hooks, Transition};
 use crate::policy::{Policy, PolicyError, PolicyPatch};
@@ -187,8 +188,8 @@ impl Registry {
     /// assert_eq!(search.snapshot().members, 1);
     /// ```
     #[must_use]
-    pub fn group(&self, name: &str) -> Option<crate::Group> {
-        self.groups.get(name).map(|core| crate::Group { core })
+    pub fn group(&self, name: &str) -> Option<Group> {
+        self.groups.get(name).map(|core| Group { core })
     }
 
     /// Sets the settings of the group `name` (creating it, so its first members find them),
@@ -204,21 +205,21 @@ impl Registry {
     /// let search = registry.configure_group("search", GroupPolicy::new().max_ejection(30));
     /// assert_eq!(search.policy().settings().max_ejection, 30);
     /// ```
-    pub fn configure_group(&self, name: &str, policy: crate::GroupPolicy) -> crate::Group {
+    pub fn configure_group(&self, name: &str, policy: GroupPolicy) -> Group {
         let name = crate::groups::intern(name);
         let core = self
             .groups
             .get_or_create(name, Some(policy), self.clock.now_nanos());
-        crate::Group { core }
+        Group { core }
     }
 
     /// Snapshots of every group, sorted by name.
     #[must_use]
-    pub fn groups(&self) -> Vec<crate::GroupSnapshot> {
+    pub fn groups(&self) -> Vec<GroupSnapshot> {
         self.groups
             .all()
             .into_iter()
-            .map(|core| crate::Group { core }.snapshot())
+            .map(|core| Group { core }.snapshot())
             .collect()
     }
 
