@@ -24,6 +24,8 @@ mod controls;
 mod lifecycle;
 mod limit;
 mod member;
+mod named;
+mod owned;
 mod permit;
 mod report;
 mod retry;
@@ -37,7 +39,9 @@ pub(crate) use store::{
 #[cfg(test)]
 mod tests;
 
-pub use permit::{Named, NamedPermit, OwnedPermit, Permit, RawPermit, Recording};
+pub use named::Named;
+pub use owned::Recording;
+pub use permit::{NamedPermit, OwnedPermit, Permit, RawPermit};
 use permit::{Rejection, Ticket};
 pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
 
