@@ -6,17 +6,17 @@ use std::sync::LazyLock;
 use crate::error::Error;
 use crate::registry::Registry;
 
-pub use crate::attempts::{
-    AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
-};
 use crate::breaker::FnName;
 pub use crate::breaker::{Named, NamedPermit, RawPermit};
+pub use crate::call::attempts::{
+    AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
+};
+pub use crate::call::site::{DynSite, LocalBreaker, MethodName, Site, SiteBreaker};
 pub use crate::declared::{Declared, DeclaredSite};
 pub use crate::error::Cause;
+pub use crate::load::pushback::{NoPushback, PushbackOf};
 pub use crate::policy::{OpenContext, Others, Policy};
-pub use crate::pushback::{NoPushback, PushbackOf};
 pub use crate::registry::GLOBAL;
-pub use crate::site::{DynSite, LocalBreaker, MethodName, Site, SiteBreaker};
 pub use ::inventory;
 
 // The entry points below are `inline(always)` only without `debug_assertions`: ARCHITECTURE.md,
@@ -462,8 +462,8 @@ mod tests {
             ],
         ),
         (
-            "site.rs",
-            include_str!("site.rs"),
+            "call/site.rs",
+            include_str!("call/site.rs"),
             &["breaker", "enter", "get", "serves"],
         ),
         (

@@ -46,31 +46,25 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod attempts;
 mod breaker;
-mod budget;
+mod call;
 pub mod clock;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
 mod declared;
 mod error;
-mod group;
+mod groups;
 pub mod guide;
 mod key;
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub mod metrics;
+mod load;
 mod nested;
 mod observe;
 mod policy;
-mod pushback;
-mod record;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod registry;
-mod site;
 mod state;
 mod sync;
 mod window;
@@ -82,27 +76,30 @@ mod window;
 #[path = "__private.rs"]
 pub mod __private_0_1_0;
 
-pub use attempts::backoff;
 pub use breaker::{
     Breaker, KeptBreaker, LastTransition, OwnedPermit, Permit, Recording, SharedWindow, Sharing,
     Snapshot,
 };
+pub use call::attempts::backoff;
 pub use error::{Cause, Error, Key, Reason};
-pub use group::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
+pub use groups::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
+pub use load::pushback::RetryAfter;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use observe::metrics;
+pub use observe::record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use observe::{Transition, Trigger};
 pub use policy::{
     Concurrency, OpenContext, OpenForFn, Others, Policy, PolicyError, PolicyPatch, PolicySettings,
     Recovery, RetryBudget, Window,
 };
-pub use pushback::RetryAfter;
-pub use record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use registry::{Registry, UnknownKey, registry, usable_policy};
 pub use state::{State, Verdict};
 
 /// The bounds fusebox checks: the policy limits [`Policy::validate`] enforces, the key and
 /// registry limits (with the eviction sweep's step), and the longest retry delay.
 pub mod limits {
-    pub use crate::attempts::MAX_BACKOFF;
+    pub use crate::call::attempts::MAX_BACKOFF;
     pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, SWEEP_STEP};
     pub use fusebox_policy::limits::*;
 }

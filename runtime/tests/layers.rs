@@ -1,7 +1,7 @@
 //! The import rules of ARCHITECTURE.md, checked on the source, so that no two files of
 //! `runtime/src` come to import each other: `breaker/` names nothing of the modules built on it,
-//! and in `redis/` and `window/` each file imports from its siblings only those listed
-//! before it.
+//! `groups/` names no breaker, and in `redis/` and `window/` each file imports from its siblings
+//! only those listed before it.
 
 use std::path::Path;
 
@@ -14,7 +14,7 @@ const REDIS: [&str; 8] = [
 const WINDOW: [&str; 4] = ["stripes", "count", "time", "tests"];
 
 /// The modules built on `breaker/`, which none of its files may name.
-const ABOVE_BREAKER: [&str; 5] = ["redis", "registry", "site", "attempts", "__private"];
+const ABOVE_BREAKER: [&str; 4] = ["redis", "registry", "call", "__private"];
 
 /// The source of `src/{file}`, without its comment lines.
 fn code(file: &str) -> String {
@@ -125,6 +125,26 @@ fn the_breaker_names_nothing_built_on_it() {
                 !code.contains(&format!("crate::{above}")),
                 "`breaker/{name}` names `crate::{above}`, which is built on the breaker: reach it \
                  through a seam the breaker defines (as `breaker/store.rs`'s `Store`)"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_groups_name_no_breaker() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/groups");
+    for entry in std::fs::read_dir(&dir).expect("the folder exists") {
+        let name = entry.expect("a readable entry").file_name();
+        let name = name.to_string_lossy();
+        if !name.ends_with(".rs") {
+            continue;
+        }
+        let code = code(&format!("groups/{name}"));
+        for breaker in ["crate::breaker", "Circuit"] {
+            assert!(
+                !code.contains(breaker),
+                "`groups/{name}` names `{breaker}`: ask the member's breaker through \
+                 `MemberBreaker` (`groups/evaluation.rs`), which the breaker implements"
             );
         }
     }

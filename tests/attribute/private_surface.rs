@@ -187,7 +187,7 @@ fn every_public_item_of_private_is_named_by_the_expansion() {
 /// The public methods of `impl ty` in site.rs; `ty`'s call sites are the snapshots that build
 /// one (`ty::new(`), whose `static` is `__FUSEBOX_SITE` in both kinds of expansion.
 fn uncalled_methods(ty: &str) -> Vec<String> {
-    let site = code(&root().join("runtime/src/site.rs"));
+    let site = code(&root().join("runtime/src/call/site.rs"));
     let header = format!("\nimpl {ty} {{");
     let start = site
         .find(&header)

@@ -59,7 +59,7 @@ impl Circuit {
         let word = self.load();
         if self.plain && word.admits() {
             // A closed or disabled word has nothing above its mode and generation.
-            let start = if crate::record::wanted() {
+            let start = if crate::observe::record::wanted() {
                 permit::marked(self.now())
             } else {
                 0
@@ -138,10 +138,10 @@ impl Circuit {
     /// Emits the outcome event of a rejected call, when a subscriber wants it.
     #[inline(always)]
     pub(super) fn record_rejection(&self, reason: Reason, site: FnName) {
-        if crate::record::wanted() {
-            let outcome = crate::record::CallOutcome::Rejected(reason);
+        if crate::observe::record::wanted() {
+            let outcome = crate::observe::record::CallOutcome::Rejected(reason);
             let state = self.load().state();
-            crate::record::emit(self.key.as_str(), state, self.now(), None, outcome, site);
+            crate::observe::record::emit(self.key.as_str(), state, self.now(), None, outcome, site);
         }
     }
 
@@ -211,7 +211,7 @@ impl Circuit {
             Ok(word) => {
                 let start = if adaptive || self.timed() {
                     self.now()
-                } else if crate::record::wanted() {
+                } else if crate::observe::record::wanted() {
                     permit::marked(self.now())
                 } else {
                     0

@@ -14,7 +14,7 @@ impl Circuit {
             )),
             #[cfg(feature = "metrics")]
             Some(Concurrency::Fixed(max)) => {
-                metrics::gauge!(crate::metrics::CONCURRENCY_LIMIT, "key" => key.as_str().to_owned())
+                metrics::gauge!(crate::observe::metrics::CONCURRENCY_LIMIT, "key" => key.as_str().to_owned())
                     .set(f64::from(max));
                 None
             }
@@ -22,7 +22,7 @@ impl Circuit {
         };
         let budget = settings
             .retry_budget
-            .map(|budget| Box::new(crate::budget::Budget::new(budget, key.as_str())));
+            .map(|budget| Box::new(crate::load::budget::Budget::new(budget, key.as_str())));
         Circuit {
             key,
             policy,

@@ -124,7 +124,8 @@ impl Limiter {
     pub(crate) fn new(key: &str, floor: u32, ceiling: u32, start: u32, baseline: u64) -> Self {
         let limit = start.clamp(floor, ceiling);
         #[cfg(feature = "metrics")]
-        let gauge = metrics::gauge!(crate::metrics::CONCURRENCY_LIMIT, "key" => key.to_owned());
+        let gauge =
+            metrics::gauge!(crate::observe::metrics::CONCURRENCY_LIMIT, "key" => key.to_owned());
         #[cfg(feature = "metrics")]
         gauge.set(f64::from(limit));
         #[cfg(not(feature = "metrics"))]

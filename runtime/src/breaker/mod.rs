@@ -23,6 +23,9 @@ mod admission;
 mod controls;
 mod lifecycle;
 mod limit;
+mod member;
+mod named;
+mod owned;
 mod permit;
 mod report;
 mod retry;
@@ -36,7 +39,9 @@ pub(crate) use store::{
 #[cfg(test)]
 mod tests;
 
-pub use permit::{Named, NamedPermit, OwnedPermit, Permit, RawPermit, Recording};
+pub use named::Named;
+pub use owned::Recording;
+pub use permit::{NamedPermit, OwnedPermit, Permit, RawPermit};
 use permit::{Rejection, Ticket};
 pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
 
@@ -129,7 +134,7 @@ pub(crate) struct Circuit {
     policy: Policy,
     /// The key's membership of its policy's group (`None` without one): read on a closed
     /// circuit's counted failures, trips and transitions only.
-    pub(crate) member: Option<Arc<crate::group::Member>>,
+    pub(crate) member: Option<Arc<crate::groups::Member>>,
     hooks: Arc<Hooks>,
     /// Counted failures in a row (only kept when `consecutive` is set).
     run: AtomicU32,
@@ -153,7 +158,7 @@ pub(crate) struct Circuit {
     /// The last transition, for snapshots (written on transitions only).
     last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The retry budget, when the policy has one (`budgeted`).
-    budget: Option<Box<crate::budget::Budget>>,
+    budget: Option<Box<crate::load::budget::Budget>>,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).
@@ -325,7 +330,7 @@ impl Circuit {
     }
 
     /// The key's membership of a group, if its policy names one.
-    pub(crate) fn member(&self) -> Option<&Arc<crate::group::Member>> {
+    pub(crate) fn member(&self) -> Option<&Arc<crate::groups::Member>> {
         self.member.as_ref()
     }
 

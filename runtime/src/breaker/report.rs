@@ -26,12 +26,12 @@ impl Circuit {
         let now = self.now();
         let latency = permit.latency(now);
         let outcome = match outcome {
-            Verdict::Success => crate::record::CallOutcome::Success,
-            Verdict::Failure => crate::record::CallOutcome::Failure,
-            Verdict::Ignored => crate::record::CallOutcome::Ignored,
+            Verdict::Success => crate::observe::record::CallOutcome::Success,
+            Verdict::Failure => crate::observe::record::CallOutcome::Failure,
+            Verdict::Ignored => crate::observe::record::CallOutcome::Ignored,
         };
         let state = permit.admission.state();
-        crate::record::emit(
+        crate::observe::record::emit(
             self.key.as_str(),
             state,
             now,
@@ -79,10 +79,10 @@ impl Circuit {
     }
 
     /// The verdict of an error the classification does not count: nothing, or a success under
-    /// [`Others::Success`](crate::Others::Success).
+    /// [`Others::Success`](crate::policy::Others::Success).
     #[inline]
     pub(super) fn uncounted(&self) -> Verdict {
-        if self.policy.settings().others == crate::Others::Success {
+        if self.policy.settings().others == crate::policy::Others::Success {
             Verdict::Success
         } else {
             Verdict::Ignored
@@ -142,7 +142,7 @@ impl Circuit {
         // Untimed calls carry an admission time only when outcome events were wanted then.
         // Timed calls, and the calls of an adaptive bulkhead, carry their admission time.
         let recorded = if self.timed() || (permit.holds_slot() && self.counters.limiter.is_some()) {
-            crate::record::wanted()
+            crate::observe::record::wanted()
         } else {
             permit.stamped()
         };
@@ -300,7 +300,7 @@ impl Circuit {
         wait: OpenWait,
     ) -> bool {
         if let Some(member) = &self.member
-            && let crate::group::Hold::Rejected = member.hold(self.key.as_str())
+            && let crate::groups::Hold::Rejected = member.hold(self.key.as_str())
         {
             return false;
         }

@@ -1,8 +1,11 @@
 //! Unit tests of the configuration loader: every knob has its field, TOML and environment
 //! layers, errors that name the key and the field.
 
+use std::ffi::OsString;
+use std::time::Duration;
+
 use super::*;
-use crate::policy::{Policy, Window};
+use crate::policy::{Policy, PolicyPatch, Recovery, Window};
 use crate::registry::Registry;
 
 /// Every field of a configuration file is one of `KNOBS` (or one rule of `stuck_open`) and

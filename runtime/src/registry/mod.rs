@@ -23,13 +23,17 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::breaker::{Breaker, Circuit, Snapshot};
 use crate::clock::{Clock, ClockSource};
+#[cfg(feature = "config")]
+use crate::config::Source;
 use crate::error::Key;
+use crate::groups::{Group, GroupPolicy, GroupSnapshot};
 use crate::key::{KeyQuery, MapKey};
 use crate::observe::{Hooks, Transition};
 use crate::policy::{Policy, PolicyError, PolicyPatch};
 use crate::state::State;
 
 mod dynamic;
+mod groups;
 #[cfg(feature = "config")]
 mod load;
 mod overrides;
@@ -71,17 +75,6 @@ pub const SWEEP_STEP: usize = 32;
 
 type Patches = HashMap<String, PolicyPatch, BuildHasherDefault<DefaultHasher>>;
 
-/// Where an override came from. Each load replaces everything the previous load from the same
-/// source set; the sources apply in this order, a later one winning on the fields it names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg(feature = "config")]
-pub(crate) enum Source {
-    /// `load_toml`.
-    File,
-    /// `load_env` / `load_vars`.
-    Env,
-}
-
 /// Breakers by key, and the clock they read.
 ///
 /// `Registry::new()` is `const`, so a registry can be a plain `static`; tests use
@@ -122,7 +115,7 @@ pub struct Registry {
     #[cfg(feature = "redis")]
     store: OnceLock<crate::redis::RedisStore>,
     /// The groups of keys ([`Registry::group`]), created with their first member.
-    groups: crate::group::Groups,
+    groups: groups::Groups,
 }
 
 impl Registry {
@@ -159,7 +152,7 @@ impl Registry {
             overflow: AtomicU64::new(0),
             #[cfg(feature = "redis")]
             store: OnceLock::new(),
-            groups: crate::group::Groups::new(),
+            groups: groups::Groups::new(),
         }
     }
 
@@ -178,7 +171,7 @@ impl Registry {
         let group = self
             .groups
             .get_or_create(name, None, self.clock.now_nanos());
-        core.member = Some(crate::group::Member::new(group));
+        core.member = Some(crate::groups::Member::new(group));
         core
     }
 
@@ -195,8 +188,8 @@ impl Registry {
     /// assert_eq!(search.snapshot().members, 1);
     /// ```
     #[must_use]
-    pub fn group(&self, name: &str) -> Option<crate::Group> {
-        self.groups.get(name).map(|core| crate::Group { core })
+    pub fn group(&self, name: &str) -> Option<Group> {
+        self.groups.get(name).map(|core| Group { core })
     }
 
     /// Sets the settings of the group `name` (creating it, so its first members find them),
@@ -212,21 +205,21 @@ impl Registry {
     /// let search = registry.configure_group("search", GroupPolicy::new().max_ejection(30));
     /// assert_eq!(search.policy().settings().max_ejection, 30);
     /// ```
-    pub fn configure_group(&self, name: &str, policy: crate::GroupPolicy) -> crate::Group {
-        let name = crate::group::intern(name);
+    pub fn configure_group(&self, name: &str, policy: GroupPolicy) -> Group {
+        let name = crate::groups::intern(name);
         let core = self
             .groups
             .get_or_create(name, Some(policy), self.clock.now_nanos());
-        crate::Group { core }
+        Group { core }
     }
 
     /// Snapshots of every group, sorted by name.
     #[must_use]
-    pub fn groups(&self) -> Vec<crate::GroupSnapshot> {
+    pub fn groups(&self) -> Vec<GroupSnapshot> {
         self.groups
             .all()
             .into_iter()
-            .map(|core| crate::Group { core }.snapshot())
+            .map(|core| Group { core }.snapshot())
             .collect()
     }
 
@@ -357,7 +350,7 @@ impl Registry {
         let core = crate::redis::attach(self.store.get(), core);
         #[cfg(not(feature = "redis"))]
         let core = Arc::new(core);
-        crate::group::join(&core);
+        groups::join(&core);
         Breaker { core }
     }
 
@@ -386,7 +379,7 @@ impl Registry {
             let next = self.with_membership(old.successor_with(*old.policy()), Some(&**old));
             let next = crate::redis::attach(self.store.get(), next);
             if old.retire(next.clone()).is_ok() {
-                crate::group::join(&next);
+                groups::join(&next);
                 map.insert(MapKey::from(old.key().as_str()), Breaker { core: next });
             }
         }

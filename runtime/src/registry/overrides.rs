@@ -202,7 +202,7 @@ impl Registry {
             #[cfg(not(feature = "redis"))]
             let next = Arc::new(next);
             if old.retire(next.clone()).is_ok() {
-                crate::group::join(&next);
+                groups::join(&next);
                 map.insert(
                     MapKey::from(old.key().as_str()),
                     Breaker { core: next.clone() },

@@ -55,7 +55,7 @@ impl Budget {
             percent: u64::from(budget.percent),
             reserve: u64::from(budget.floor) * SLOTS * 100,
             #[cfg(feature = "metrics")]
-            rejected: metrics::counter!(crate::metrics::RETRIES_REJECTED_TOTAL, "key" => _key.to_owned()),
+            rejected: metrics::counter!(crate::observe::metrics::RETRIES_REJECTED_TOTAL, "key" => _key.to_owned()),
         }
     }
 
@@ -248,7 +248,7 @@ mod tests {
             .snapshot()
             .into_vec()
             .into_iter()
-            .filter(|(key, ..)| key.key().name() == crate::metrics::RETRIES_REJECTED_TOTAL)
+            .filter(|(key, ..)| key.key().name() == crate::observe::metrics::RETRIES_REJECTED_TOTAL)
             .map(|(key, _, _, value)| {
                 let labels: Vec<String> = key
                     .key()

@@ -66,7 +66,7 @@
 //! # }
 //! ```
 
-use crate::State;
+use crate::state::State;
 
 /// `fusebox_calls_total{key, outcome}`: calls by outcome, one increment per call.
 pub const CALLS_TOTAL: &str = "fusebox_calls_total";

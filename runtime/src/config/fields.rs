@@ -1,101 +1,23 @@
-//! Operator overrides without recompiling: per-key policy patches from TOML or the environment.
-//!
-//! ```toml
-//! [breakers.payment]
-//! failure_rate = 30
-//! open_for = "30s"
-//!
-//! [breakers.search]
-//! window = "1m"          # a string is a time window, an integer a count window
-//! slow = "800ms"
-//! slow_rate = 60
-//! recovery = { phases = 3, min_passes = 5 }
-//! others = "success"     # errors `failure` does not count are successes ("ignore": nothing)
-//! max_concurrent = "adaptive(2..200)"  # an integer is a fixed bulkhead
-//! retry_budget = "20%, 10/s"  # retries: 20 % of first attempts + 10/s over 10 s ("off": none)
-//! ```
-//!
-//! Each field left out keeps the value the code declares; each field named goes through the
-//! [`Policy`](crate::Policy) setter of the same name, so it follows the same rules as in code. Loading validates
-//! every key against the policy the program declares for it before applying any: an error names
-//! the key, the field and the allowed range, and nothing changes. Each `load_toml` replaces the
-//! overrides of the previous `load_toml` (a key it no longer names returns to its declared
-//! policy); each `load_env`/`load_vars` likewise replaces the previous environment load.
-//!
-//! Environment variables `FUSEBOX__<KEY>__<FIELD>=<value>` say the same (the prefix, key and
-//! field are read case-insensitively and lowercased; keys with characters other than letters,
-//! digits and `_` need the TOML file). Each value is one value, never a TOML document: an integer,
-//! a number, a duration such as `30s`, or for `recovery` an inline table
-//! `{ phases = 3, min_passes = 5 }`.
-//!
-//! # Groups of keys
-//!
-//! A `[groups.<name>]` table sets the settings of the group of keys `name` (see
-//! [`guide::groups`](crate::guide::groups)), one field per
-//! [`GroupPolicy`](crate::GroupPolicy) setter, of the same name:
-//!
-//! ```toml
-//! [groups.search]
-//! interval = "10s"           # the shortest time between two passes of the relative rules
-//! success_rate = 1.9         # standard deviations below the mean (0: the rule is off)
-//! failure_percentage = 85    # failures above which a member is ejected (0: off)
-//! min_members = 5            # qualifying members a pass needs
-//! max_ejection = 10          # the most members open at once, in percent (at least one)
-//! ejection = { base = "30s", max = "5m" }  # base × times ejected, at most max
-//! healthy_span = "5m"        # closed this long, a member's ejection count starts again
-//! ```
-//!
-//! The variables `FUSEBOX_GROUPS__<NAME>__<FIELD>=<value>` say the same
-//! (`FUSEBOX_GROUPS__SEARCH__MAX_EJECTION=20`, `FUSEBOX_GROUPS__SEARCH__EJECTION={ base = "10s",
-//! max = "2m" }`), read as the breakers' are. Each field named changes that setting only, over
-//! the settings code gave the group
-//! ([`Registry::configure_group`](crate::Registry::configure_group), or the defaults): the
-//! file's patch first, then the environment's; each load replaces its source's previous patches
-//! (a group it no longer names returns to the others). A group named here is created if no
-//! member created it yet, so its first members find their settings. Each field is checked as it
-//! is read (`interval` and `ejection`'s `base` at least 1 ms, `ejection`'s `max` at least its
-//! `base`, percentages 0 ..= 100, `min_members` at least 1, `success_rate` at least 0 and below
-//! 1000): an error is a [`ConfigError::Group`] naming the group and the field, and nothing of
-//! the load applies, neither to the keys nor to the groups.
+//! Reading one field: each field of a key's table (the knob table's `config` column) or of a
+//! group's table, from TOML or an environment variable's text, into a patch.
 
-use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsString;
-use std::fmt;
 use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
-use crate::group::GroupPatch;
-use crate::policy::{Concurrency, Others, PolicyError, PolicyPatch, Recovery, RetryBudget};
-
-/// The longest piece of input an error message repeats.
-const ECHO: usize = 40;
-
-/// `text` cut to a few dozen characters for an error message.
-fn echo(text: &str) -> String {
-    cut(text, ECHO)
-}
-
-/// `text` cut to `max` characters, with `…` when something was left out.
-fn cut(text: &str, max: usize) -> String {
-    let mut chars = text.chars();
-    let head: String = chars.by_ref().take(max).collect();
-    if chars.next().is_some() {
-        format!("{head}…")
-    } else {
-        head
-    }
-}
+use super::{ConfigError, ECHO, echo};
+use crate::groups::GroupPatch;
+use crate::policy::{Concurrency, Others, PolicyPatch, Recovery, RetryBudget};
 
 /// How one field's value becomes a patch.
-type Reader = fn(&Field<'_>) -> Result<PolicyPatch, ConfigError>;
+pub(super) type Reader = fn(&Field<'_>) -> Result<PolicyPatch, ConfigError>;
 
 /// What a count field expects.
-const COUNT: &str = "a whole number";
+pub(super) const COUNT: &str = "a whole number";
 /// What a percentage field expects.
-const PERCENT: &str = "a whole number of percent (1..=100)";
+pub(super) const PERCENT: &str = "a whole number of percent (1..=100)";
 /// The empty patch each row sets its field on.
-const P: PolicyPatch = PolicyPatch::new();
+pub(super) const P: PolicyPatch = PolicyPatch::new();
 
 /// Makes [`FIELDS`] from the `config` column of the knob table (`fusebox-policy`'s
 /// `knobs.rs`): each field's name and its reader.
@@ -110,70 +32,19 @@ macro_rules! fields {
 fusebox_policy::with_knobs!(@config fields);
 
 /// The names of [`FIELDS`], in its order.
-fn field_names() -> impl Iterator<Item = &'static str> + Clone {
+pub(super) fn field_names() -> impl Iterator<Item = &'static str> + Clone {
     FIELDS.iter().map(|(name, _)| *name)
-}
-
-/// Configuration that could not be loaded; nothing was applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The text is not TOML of the expected shape (`[breakers.<key>]` and `[groups.<name>]`
-    /// tables), or an environment variable's name or encoding is wrong.
-    Syntax(String),
-    /// A key's table has an unknown field or a value of the wrong type.
-    Field {
-        /// The breaker key.
-        key: String,
-        /// What is wrong, naming the field.
-        message: String,
-    },
-    /// A value is outside its allowed range.
-    Range(PolicyError),
-    /// A group's table (`[groups.<name>]`, or a `FUSEBOX_GROUPS__<NAME>__<FIELD>` variable) has
-    /// an unknown field, a value of the wrong type or out of its range, or the group's name is
-    /// not one a policy can name.
-    Group {
-        /// The group's name.
-        group: String,
-        /// The field at fault (empty when the name itself is).
-        field: String,
-        /// What is wrong and how to fix it, naming the field.
-        message: String,
-    },
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigError::Syntax(m) => write!(f, "invalid fusebox configuration: {m}"),
-            ConfigError::Field { key, message } => write!(f, "breaker `{key}`: {message}"),
-            ConfigError::Range(e) => fmt::Display::fmt(e, f),
-            ConfigError::Group { group, message, .. } => write!(f, "group `{group}`: {message}"),
-        }
-    }
-}
-
-/// [`Range`](ConfigError::Range)'s source is its [`PolicyError`] (whose `key` and `field` say
-/// what to fix); its message is that error's, so a log line with `{e}` needs nothing else.
-impl std::error::Error for ConfigError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ConfigError::Range(e) => Some(e),
-            ConfigError::Syntax(_) | ConfigError::Field { .. } | ConfigError::Group { .. } => None,
-        }
-    }
 }
 
 /// One written value: from a TOML document, or an environment variable's text.
 #[derive(Clone, Copy)]
-enum Raw<'a> {
+pub(super) enum Raw<'a> {
     Toml(&'a DeValue<'a>),
     Env(&'a str),
 }
 
 /// A TOML value written back as TOML (inline), for messages.
-fn toml_text(value: &DeValue<'_>) -> String {
+pub(super) fn toml_text(value: &DeValue<'_>) -> String {
     match value {
         DeValue::String(s) => format!("{s:?}"),
         DeValue::Integer(n) => toml_int(value).map_or_else(|| n.to_string(), |n| n.to_string()),
@@ -195,7 +66,7 @@ fn toml_text(value: &DeValue<'_>) -> String {
 }
 
 /// A TOML integer's value, if it is one that fits an `i64`.
-fn toml_int(value: &DeValue<'_>) -> Option<i64> {
+pub(super) fn toml_int(value: &DeValue<'_>) -> Option<i64> {
     match value {
         DeValue::Integer(n) => i64::from_str_radix(n.as_str(), n.radix()).ok(),
         _ => None,
@@ -217,7 +88,7 @@ impl Raw<'_> {
 }
 
 /// Reads one field of one key (or of one group's table).
-struct Field<'a> {
+pub(super) struct Field<'a> {
     /// The breaker key, or the group's name when `group` is set.
     key: &'a str,
     name: &'a str,
@@ -352,7 +223,7 @@ impl Field<'_> {
 
     /// A group's name (`group = "search"`), or `"none"`: the patch that sets it. A name read
     /// from configuration is kept for the process's life, once per distinct name
-    /// ([`crate::group::intern`]), as the attribute's literal is.
+    /// ([`crate::groups::intern`]), as the attribute's literal is.
     fn group(&self) -> Result<PolicyPatch, ConfigError> {
         let text = match self.raw {
             Raw::Toml(DeValue::String(s)) => s.as_ref(),
@@ -362,7 +233,7 @@ impl Field<'_> {
         if text == "none" {
             return Ok(P.no_group());
         }
-        Ok(P.group(crate::group::intern(text)))
+        Ok(P.group(crate::groups::intern(text)))
     }
 
     fn float(&self) -> Result<f64, ConfigError> {
@@ -483,7 +354,7 @@ impl Field<'_> {
 /// its value goes through.
 ///
 /// [`GroupPolicy`]: crate::GroupPolicy
-const GROUP_FIELDS: [&str; 7] = [
+pub(super) const GROUP_FIELDS: [&str; 7] = [
     "interval",
     "success_rate",
     "failure_percentage",
@@ -494,9 +365,9 @@ const GROUP_FIELDS: [&str; 7] = [
 ];
 
 /// What a group's duration field expects.
-const GROUP_DURATION: &str = "a duration of at least 1 ms, like \"10s\"";
+pub(super) const GROUP_DURATION: &str = "a duration of at least 1 ms, like \"10s\"";
 /// What `ejection` expects.
-const EJECTION: &str =
+pub(super) const EJECTION: &str =
     "a table `{ base = \"30s\", max = \"5m\" }` (`base` at least 1 ms, `max` at least `base`)";
 
 impl Field<'_> {
@@ -577,11 +448,11 @@ impl Field<'_> {
 }
 
 /// The patch of one group from its fields; the group's name must be one a policy can name.
-fn group_patch_of<'a>(
+pub(super) fn group_patch_of<'a>(
     group: &str,
     fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
 ) -> Result<GroupPatch, ConfigError> {
-    let name = crate::group::intern(group);
+    let name = crate::groups::intern(group);
     if let Err(error) = crate::policy::Policy::new().group(name).validate() {
         return Err(ConfigError::Group {
             group: echo(group),
@@ -603,7 +474,7 @@ fn group_patch_of<'a>(
 }
 
 /// The patch of one key from its fields.
-fn patch_of<'a>(
+pub(super) fn patch_of<'a>(
     key: &str,
     fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
 ) -> Result<PolicyPatch, ConfigError> {
@@ -619,214 +490,3 @@ fn patch_of<'a>(
     }
     Ok(patch)
 }
-
-/// Patches by key, as one load brings them.
-pub(crate) type Layer =
-    HashMap<String, PolicyPatch, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>;
-
-/// Patches of groups' settings by group name, as one load brings them.
-pub(crate) type GroupLayer = BTreeMap<String, GroupPatch>;
-
-/// What one load brings: the breakers' patches and the groups'.
-#[derive(Debug, Default)]
-pub(crate) struct Loaded {
-    /// `[breakers.<key>]` / `FUSEBOX__<KEY>__<FIELD>`.
-    pub(crate) breakers: Layer,
-    /// `[groups.<name>]` / `FUSEBOX_GROUPS__<NAME>__<FIELD>`.
-    pub(crate) groups: GroupLayer,
-}
-
-const PREFIX: &str = "FUSEBOX__";
-const GROUP_PREFIX: &str = "FUSEBOX_GROUPS__";
-
-/// The tables under the top-level table `section` (`breakers` or `groups`) of a document.
-fn tables<'a>(
-    section: &str,
-    value: Option<&'a DeValue<'a>>,
-) -> Result<Vec<(&'a str, &'a DeTable<'a>)>, ConfigError> {
-    let single = if section == "groups" { "name" } else { "key" };
-    let entries = match value {
-        None => return Ok(Vec::new()),
-        Some(DeValue::Table(t)) => t,
-        Some(_) => {
-            return Err(ConfigError::Syntax(format!(
-                "`{section}` must be tables: `[{section}.<{single}>]`"
-            )));
-        }
-    };
-    let mut out = Vec::new();
-    for (name, table) in entries {
-        let name: &str = name.get_ref();
-        let DeValue::Table(table) = table.get_ref() else {
-            let message = format!(
-                "`{section}.{}` must be a table: `[{section}.{}]`",
-                echo(name),
-                echo(name)
-            );
-            return Err(if section == "groups" {
-                ConfigError::Group {
-                    group: echo(name),
-                    field: String::new(),
-                    message,
-                }
-            } else {
-                ConfigError::Field {
-                    key: echo(name),
-                    message,
-                }
-            });
-        };
-        out.push((name, table));
-    }
-    Ok(out)
-}
-
-/// The overrides of a TOML document: one patch per key, one per group (what
-/// [`Registry::load_toml`](crate::Registry::load_toml) applies).
-pub(crate) fn toml_layer(text: &str) -> Result<Loaded, ConfigError> {
-    let mut document = DeTable::parse(text)
-        .map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?
-        .into_inner();
-    let breakers = document.remove("breakers").map(|b| b.into_inner());
-    let groups = document.remove("groups").map(|g| g.into_inner());
-    if let Some(other) = document.keys().next() {
-        return Err(ConfigError::Syntax(format!(
-            "unknown top-level table `{}`; overrides go in `[breakers.<key>]` tables, group \
-             settings in `[groups.<name>]` tables",
-            echo(other.get_ref())
-        )));
-    }
-    let mut loaded = Loaded::default();
-    for (key, table) in tables("breakers", breakers.as_ref())? {
-        let patch = patch_of(
-            key,
-            table
-                .iter()
-                .map(|(f, v)| (f.get_ref().as_ref(), Raw::Toml(v.get_ref()))),
-        )?;
-        loaded.breakers.insert(key.to_owned(), patch);
-    }
-    for (group, table) in tables("groups", groups.as_ref())? {
-        let patch = group_patch_of(
-            group,
-            table
-                .iter()
-                .map(|(f, v)| (f.get_ref().as_ref(), Raw::Toml(v.get_ref()))),
-        )?;
-        loaded.groups.insert(group.to_owned(), patch);
-    }
-    Ok(loaded)
-}
-
-/// The overrides of environment variables that may not be Unicode: the non-Unicode ones are
-/// skipped, unless their name starts with one of the prefixes, which is an error.
-pub(crate) fn vars_os_layer(
-    vars: impl IntoIterator<Item = (OsString, OsString)>,
-) -> Result<Loaded, ConfigError> {
-    let mut utf8 = Vec::new();
-    for (name, value) in vars {
-        let ours = [PREFIX, GROUP_PREFIX].iter().any(|prefix| {
-            name.as_encoded_bytes()
-                .get(..prefix.len())
-                .is_some_and(|p| p.eq_ignore_ascii_case(prefix.as_bytes()))
-        });
-        match (name.into_string(), value.into_string()) {
-            (Ok(name), Ok(value)) => utf8.push((name, value)),
-            (name, _) if ours => {
-                let name = name.unwrap_or_else(|n| n.to_string_lossy().into_owned());
-                return Err(ConfigError::Syntax(format!(
-                    "`{}` is not valid Unicode; fusebox variables must be UTF-8",
-                    echo(&name)
-                )));
-            }
-            _ => {}
-        }
-    }
-    vars_layer(utf8)
-}
-
-/// Fields by owner (a key or a group), each with the variable's name as written and its value.
-type Owners = BTreeMap<String, BTreeMap<String, (String, String)>>;
-
-/// Adds the variable `name` = `raw` (after `prefix`) to `owners`: `<OWNER>__<FIELD>`,
-/// lowercased; `what` names the owner in messages (`breaker`, `group`).
-fn add_var(
-    owners: &mut Owners,
-    prefix: &str,
-    what: &str,
-    name: String,
-    raw: String,
-) -> Result<(), ConfigError> {
-    let rest = &name[prefix.len()..];
-    let Some((owner, field)) = rest
-        .split_once("__")
-        .filter(|(o, f)| !o.is_empty() && !f.is_empty())
-    else {
-        let shape = if what == "group" {
-            "FUSEBOX_GROUPS__<NAME>__<FIELD>"
-        } else {
-            "FUSEBOX__<KEY>__<FIELD>"
-        };
-        return Err(ConfigError::Syntax(format!(
-            "`{}` must be `{shape}`",
-            echo(&name)
-        )));
-    };
-    let (owner, field) = (owner.to_lowercase(), field.to_lowercase());
-    let fields = owners.entry(owner.clone()).or_default();
-    if let Some((earlier, _)) = fields.get(&field) {
-        return Err(ConfigError::Syntax(format!(
-            "`{}` and `{}` both set `{}` of {what} `{}` (names are case-insensitive); remove one",
-            echo(earlier),
-            echo(&name),
-            echo(&field),
-            echo(&owner)
-        )));
-    }
-    fields.insert(field, (name, raw));
-    Ok(())
-}
-
-/// The overrides of `FUSEBOX__<KEY>__<FIELD>` pairs, one patch per key, and of
-/// `FUSEBOX_GROUPS__<NAME>__<FIELD>` pairs, one per group (what
-/// [`Registry::load_vars`](crate::Registry::load_vars) applies).
-pub(crate) fn vars_layer(
-    vars: impl IntoIterator<Item = (String, String)>,
-) -> Result<Loaded, ConfigError> {
-    let mut keys = Owners::new();
-    let mut groups = Owners::new();
-    for (name, raw) in vars {
-        let starts = |prefix: &str| {
-            name.get(..prefix.len())
-                .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
-        };
-        if starts(PREFIX) {
-            add_var(&mut keys, PREFIX, "breaker", name, raw)?;
-        } else if starts(GROUP_PREFIX) {
-            add_var(&mut groups, GROUP_PREFIX, "group", name, raw)?;
-        }
-    }
-    let mut loaded = Loaded::default();
-    for (key, fields) in &keys {
-        let patch = patch_of(
-            key,
-            fields
-                .iter()
-                .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
-        )?;
-        loaded.breakers.insert(key.clone(), patch);
-    }
-    for (group, fields) in &groups {
-        let patch = group_patch_of(
-            group,
-            fields
-                .iter()
-                .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
-        )?;
-        loaded.groups.insert(group.clone(), patch);
-    }
-    Ok(loaded)
-}
-
-#[cfg(test)]
-mod tests;

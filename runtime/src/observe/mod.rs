@@ -1,4 +1,7 @@
-//! Watching breakers: transition hooks registered on a [`Registry`](crate::Registry).
+//! Watching breakers: transition hooks registered on a [`Registry`](crate::Registry); the
+//! per-call record (`record.rs`) and the metric names (`metrics.rs`, feature `metrics`, public as
+//! `fusebox::metrics`) live beside them.
+//!
 //!
 //! Hooks run on the thread that made the transition, after it is published and outside any lock, so
 //! a hook may read the breaker (or even trip another one) without deadlocking anything. A hook that
@@ -11,6 +14,10 @@ use std::sync::{Arc, RwLock};
 
 use crate::state::State;
 use crate::window::Counts;
+
+#[cfg(feature = "metrics")]
+pub mod metrics;
+pub(crate) mod record;
 
 /// One state change of one breaker.
 #[derive(Debug, Clone, PartialEq)]
@@ -251,26 +258,26 @@ fn report_hook_panic(transition: &Transition<'_>, payload: &(dyn std::any::Any +
 /// Handles are registered when the breaker is created, so install the recorder before first use.
 #[cfg(feature = "metrics")]
 pub(crate) struct Meters {
-    success: metrics::Counter,
-    failure: metrics::Counter,
-    ignored: metrics::Counter,
-    rejected: metrics::Counter,
-    shadow_rejected: metrics::Counter,
-    throttled: metrics::Counter,
+    success: ::metrics::Counter,
+    failure: ::metrics::Counter,
+    ignored: ::metrics::Counter,
+    rejected: ::metrics::Counter,
+    shadow_rejected: ::metrics::Counter,
+    throttled: ::metrics::Counter,
 }
 
 #[cfg(feature = "metrics")]
 impl Meters {
     pub(crate) fn new(key: &str) -> Self {
-        let counter = |outcome: &'static str| metrics::counter!(crate::metrics::CALLS_TOTAL, "key" => key.to_owned(), "outcome" => outcome);
-        metrics::gauge!(crate::metrics::STATE, "key" => key.to_owned()).set(0.0);
+        let counter = |outcome: &'static str| ::metrics::counter!(crate::observe::metrics::CALLS_TOTAL, "key" => key.to_owned(), "outcome" => outcome);
+        ::metrics::gauge!(crate::observe::metrics::STATE, "key" => key.to_owned()).set(0.0);
         Meters {
             success: counter("success"),
             failure: counter("failure"),
             ignored: counter("ignored"),
             rejected: counter("rejected"),
-            shadow_rejected: metrics::counter!(crate::metrics::SHADOW_REJECTED_TOTAL, "key" => key.to_owned()),
-            throttled: metrics::counter!(crate::metrics::THROTTLED_TOTAL, "key" => key.to_owned()),
+            shadow_rejected: ::metrics::counter!(crate::observe::metrics::SHADOW_REJECTED_TOTAL, "key" => key.to_owned()),
+            throttled: ::metrics::counter!(crate::observe::metrics::THROTTLED_TOTAL, "key" => key.to_owned()),
         }
     }
 
@@ -301,8 +308,8 @@ impl Meters {
     }
 
     pub(crate) fn transition(key: &str, from: State, to: State) {
-        metrics::counter!(
-            crate::metrics::TRANSITIONS_TOTAL,
+        ::metrics::counter!(
+            crate::observe::metrics::TRANSITIONS_TOTAL,
             "key" => key.to_owned(), "from" => from.as_str(), "to" => to.as_str()
         )
         .increment(1);
@@ -312,7 +319,7 @@ impl Meters {
     /// Sets `fusebox_state{key}` to `state` (a transition, or a shared key's local breaker
     /// following the state the store reported).
     pub(crate) fn state(key: &str, state: State) {
-        let code = crate::metrics::state_value(state);
-        metrics::gauge!(crate::metrics::STATE, "key" => key.to_owned()).set(code);
+        let code = crate::observe::metrics::state_value(state);
+        ::metrics::gauge!(crate::observe::metrics::STATE, "key" => key.to_owned()).set(code);
     }
 }

@@ -248,16 +248,10 @@ where
                 // The permit and the attempt's result live in a block of their own, which ends
                 // before the recording is awaited: neither is kept across that wait.
                 // Pushback: the wait the attempt's counted error asked for.
-                let mut pushback = None;
-                let (failed, recording, budget) = {
+                let (failed, pushback, recording, budget) = {
                     let permit = match admitted {
                         Ok(permit) => permit,
-                        // A retry rejected after a timed-out attempt: that attempt went out, so
-                        // the call ends as timed out, never as rejected.
-                        Err(rejected) if timed_out => {
-                            return Settled::Rejected(rejected.with_reason(Reason::TimedOut));
-                        }
-                        Err(rejected) => return Settled::Rejected(rejected),
+                        Err(rejected) => return rejected_after(rejected, timed_out),
                     };
                     let result = L::finished::<Fut>(cfg.timeout.bound(attempt()).await);
                     // A key with a retry budget counts the attempt once it is over, so the future
@@ -267,43 +261,10 @@ where
                     // settles (it reads what was reported when first polled), awaited after.
                     #[cfg_attr(not(feature = "redis"), allow(clippy::let_unit_value))]
                     let recording = recording_of(&permit);
-                    // A counted failure (an error, a timeout, or an `Ok` value `is_failed_ok`
-                    // counts): the only outcome that may be retried.
-                    let failed = match result {
-                        Some(Ok(value)) => {
-                            let counted = is_failed_ok(&value);
-                            if counted {
-                                permit.failure();
-                            } else {
-                                permit.success();
-                            }
-                            (Settled::Done(Ok(value)), counted)
-                        }
-                        Some(Err(error)) if is_failure(&error) => {
-                            pushback = retry_after(&error);
-                            let mut permit = permit;
-                            let name = permit.site.name();
-                            permit.raw.failed_after(pushback, name);
-                            (Settled::Failed(error), true)
-                        }
-                        // Not counted: an inner breaker's rejection counts as nothing; any other
-                        // error as `Policy::others` says.
-                        Some(Err(error)) => {
-                            if crate::nested::rejected_inside::<true>() {
-                                permit.ignore_outright();
-                            } else {
-                                permit.ignore();
-                            }
-                            (Settled::Done(Err(error)), false)
-                        }
-                        None => {
-                            let error = Error::new(permit.key(), Reason::TimedOut, None);
-                            permit.failure();
-                            timed_out = true;
-                            (Settled::Rejected(error), true)
-                        }
-                    };
-                    (failed, recording, budget)
+                    timed_out |= result.is_none();
+                    let (failed, pushback) =
+                        settle_attempt(permit, result, &is_failure, &is_failed_ok, &retry_after);
+                    (failed, pushback, recording, budget)
                 };
                 // Strict mode: the attempt's outcome is recorded in the store before the call
                 // returns or the next attempt asks for admission.
@@ -315,25 +276,12 @@ where
                 if !counted || n >= attempts {
                     return failed;
                 }
-                // Seeded per delay: a generator held across the attempts would grow the future.
-                let delay = backoff_delay(&mut fastrand::Rng::new(), cfg.backoff, n);
-                // Pushback: never sooner than the server asked; a wait past `MAX_BACKOFF` ends
-                // the call (as one the deadline leaves no room for).
-                let delay = match pushback {
-                    Some(wait) if wait > MAX_BACKOFF => return failed,
-                    Some(wait) => delay.max(wait),
-                    None => delay,
+                // The key's retry budget, asked last, may reject the retry: the call ends with
+                // this attempt's outcome (`Cause::retry_rejected` tells).
+                let retry_allowed = || budget.is_none_or(|budget| budget.allows_retry());
+                let Some(delay) = retry_wait(cfg, n, started, pushback, retry_allowed) else {
+                    return failed;
                 };
-                if !cfg.deadline.allows(started, delay) {
-                    return failed;
-                }
-                // The key's retry budget rejected the retry: the call ends with this attempt's
-                // outcome (`Cause::retry_rejected` tells).
-                if let Some(budget) = budget
-                    && !budget.allows_retry()
-                {
-                    return failed;
-                }
                 (!delay.is_zero()).then_some(delay)
             };
             if let Some(delay) = delay {
@@ -341,6 +289,86 @@ where
             }
         }
     }
+}
+
+/// Reports one attempt's `result` (`None`: it timed out) on its permit: the call's outcome if
+/// it ends here, true for a counted failure (an error, a timeout, or an `Ok` value
+/// `is_failed_ok` counts: the only outcome that may be retried), and the wait a counted error
+/// asked for (pushback).
+#[inline]
+fn settle_attempt<T, E, N: Named>(
+    permit: NamedPermit<'_, N>,
+    result: Option<Result<T, E>>,
+    is_failure: impl Fn(&E) -> bool,
+    is_failed_ok: impl Fn(&T) -> bool,
+    retry_after: impl Fn(&E) -> Option<Duration>,
+) -> ((Settled<T, E>, bool), Option<Duration>) {
+    let settled = match result {
+        Some(Ok(value)) => {
+            let counted = is_failed_ok(&value);
+            if counted {
+                permit.failure();
+            } else {
+                permit.success();
+            }
+            (Settled::Done(Ok(value)), counted)
+        }
+        Some(Err(error)) if is_failure(&error) => {
+            let pushback = retry_after(&error);
+            let mut permit = permit;
+            let name = permit.site.name();
+            permit.raw.failed_after(pushback, name);
+            return ((Settled::Failed(error), true), pushback);
+        }
+        // Not counted: an inner breaker's rejection counts as nothing; any other
+        // error as `Policy::others` says.
+        Some(Err(error)) => {
+            if crate::nested::rejected_inside::<true>() {
+                permit.ignore_outright();
+            } else {
+                permit.ignore();
+            }
+            (Settled::Done(Err(error)), false)
+        }
+        None => {
+            let error = Error::new(permit.key(), Reason::TimedOut, None);
+            permit.failure();
+            (Settled::Rejected(error), true)
+        }
+    };
+    (settled, None)
+}
+
+/// The call's outcome when an attempt is rejected, after a timed-out attempt or not: a retry
+/// rejected after a timed-out attempt ends the call as timed out (that attempt went out), never
+/// as rejected.
+fn rejected_after<T, E>(rejected: Error, timed_out: bool) -> Settled<T, E> {
+    if timed_out {
+        Settled::Rejected(rejected.with_reason(Reason::TimedOut))
+    } else {
+        Settled::Rejected(rejected)
+    }
+}
+
+/// The wait before the attempt after attempt `n`, a counted failure, or `None` when the call ends
+/// with it: a pushback past [`MAX_BACKOFF`] (ended as one the deadline leaves no room for), a
+/// wait the deadline leaves no room for, or a retry `retry_allowed` rejects (asked last).
+fn retry_wait<L, D: AttemptBudget>(
+    cfg: &Attempts<L, D>,
+    n: u32,
+    started: D::Started,
+    pushback: Option<Duration>,
+    retry_allowed: impl FnOnce() -> bool,
+) -> Option<Duration> {
+    // Seeded per delay: a generator held across the attempts would grow the future.
+    let delay = backoff_delay(&mut fastrand::Rng::new(), cfg.backoff, n);
+    // Pushback: never sooner than the server asked.
+    let delay = match pushback {
+        Some(wait) if wait > MAX_BACKOFF => return None,
+        Some(wait) => delay.max(wait),
+        None => delay,
+    };
+    (cfg.deadline.allows(started, delay) && retry_allowed()).then_some(delay)
 }
 
 #[cfg(test)]

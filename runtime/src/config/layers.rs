@@ -1,0 +1,230 @@
+//! The layers one load brings, by [`Source`]: the tables of a TOML document, or the
+//! `FUSEBOX__…` and `FUSEBOX_GROUPS__…` variables, as the patches of keys and of groups.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+
+use toml::de::{DeTable, DeValue};
+
+use super::fields::{Raw, group_patch_of, patch_of};
+use super::{ConfigError, ECHO, cut, echo};
+use crate::groups::GroupPatch;
+use crate::policy::PolicyPatch;
+
+/// Where an override came from. Each load replaces everything the previous load from the same
+/// source set; the sources apply in this order, a later one winning on the fields it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// `load_toml`.
+    File,
+    /// `load_env` / `load_vars`.
+    Env,
+}
+
+/// Patches by key, as one load brings them.
+pub(crate) type Layer =
+    HashMap<String, PolicyPatch, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>;
+
+/// Patches of groups' settings by group name, as one load brings them.
+pub(crate) type GroupLayer = BTreeMap<String, GroupPatch>;
+
+/// What one load brings: the breakers' patches and the groups'.
+#[derive(Debug, Default)]
+pub(crate) struct Loaded {
+    /// `[breakers.<key>]` / `FUSEBOX__<KEY>__<FIELD>`.
+    pub(crate) breakers: Layer,
+    /// `[groups.<name>]` / `FUSEBOX_GROUPS__<NAME>__<FIELD>`.
+    pub(crate) groups: GroupLayer,
+}
+
+pub(super) const PREFIX: &str = "FUSEBOX__";
+pub(super) const GROUP_PREFIX: &str = "FUSEBOX_GROUPS__";
+
+/// The tables under the top-level table `section` (`breakers` or `groups`) of a document.
+pub(super) fn tables<'a>(
+    section: &str,
+    value: Option<&'a DeValue<'a>>,
+) -> Result<Vec<(&'a str, &'a DeTable<'a>)>, ConfigError> {
+    let single = if section == "groups" { "name" } else { "key" };
+    let entries = match value {
+        None => return Ok(Vec::new()),
+        Some(DeValue::Table(t)) => t,
+        Some(_) => {
+            return Err(ConfigError::Syntax(format!(
+                "`{section}` must be tables: `[{section}.<{single}>]`"
+            )));
+        }
+    };
+    let mut out = Vec::new();
+    for (name, table) in entries {
+        let name: &str = name.get_ref();
+        let DeValue::Table(table) = table.get_ref() else {
+            let message = format!(
+                "`{section}.{}` must be a table: `[{section}.{}]`",
+                echo(name),
+                echo(name)
+            );
+            return Err(if section == "groups" {
+                ConfigError::Group {
+                    group: echo(name),
+                    field: String::new(),
+                    message,
+                }
+            } else {
+                ConfigError::Field {
+                    key: echo(name),
+                    message,
+                }
+            });
+        };
+        out.push((name, table));
+    }
+    Ok(out)
+}
+
+/// The overrides of a TOML document: one patch per key, one per group (what
+/// [`Registry::load_toml`](crate::Registry::load_toml) applies).
+pub(crate) fn toml_layer(text: &str) -> Result<Loaded, ConfigError> {
+    let mut document = DeTable::parse(text)
+        .map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?
+        .into_inner();
+    let breakers = document.remove("breakers").map(|b| b.into_inner());
+    let groups = document.remove("groups").map(|g| g.into_inner());
+    if let Some(other) = document.keys().next() {
+        return Err(ConfigError::Syntax(format!(
+            "unknown top-level table `{}`; overrides go in `[breakers.<key>]` tables, group \
+             settings in `[groups.<name>]` tables",
+            echo(other.get_ref())
+        )));
+    }
+    let mut loaded = Loaded::default();
+    for (key, table) in tables("breakers", breakers.as_ref())? {
+        let patch = patch_of(
+            key,
+            table
+                .iter()
+                .map(|(f, v)| (f.get_ref().as_ref(), Raw::Toml(v.get_ref()))),
+        )?;
+        loaded.breakers.insert(key.to_owned(), patch);
+    }
+    for (group, table) in tables("groups", groups.as_ref())? {
+        let patch = group_patch_of(
+            group,
+            table
+                .iter()
+                .map(|(f, v)| (f.get_ref().as_ref(), Raw::Toml(v.get_ref()))),
+        )?;
+        loaded.groups.insert(group.to_owned(), patch);
+    }
+    Ok(loaded)
+}
+
+/// The overrides of environment variables that may not be Unicode: the non-Unicode ones are
+/// skipped, unless their name starts with one of the prefixes, which is an error.
+pub(crate) fn vars_os_layer(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Result<Loaded, ConfigError> {
+    let mut utf8 = Vec::new();
+    for (name, value) in vars {
+        let ours = [PREFIX, GROUP_PREFIX].iter().any(|prefix| {
+            name.as_encoded_bytes()
+                .get(..prefix.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(prefix.as_bytes()))
+        });
+        match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => utf8.push((name, value)),
+            (name, _) if ours => {
+                let name = name.unwrap_or_else(|n| n.to_string_lossy().into_owned());
+                return Err(ConfigError::Syntax(format!(
+                    "`{}` is not valid Unicode; fusebox variables must be UTF-8",
+                    echo(&name)
+                )));
+            }
+            _ => {}
+        }
+    }
+    vars_layer(utf8)
+}
+
+/// Fields by owner (a key or a group), each with the variable's name as written and its value.
+pub(super) type Owners = BTreeMap<String, BTreeMap<String, (String, String)>>;
+
+/// Adds the variable `name` = `raw` (after `prefix`) to `owners`: `<OWNER>__<FIELD>`,
+/// lowercased; `what` names the owner in messages (`breaker`, `group`).
+pub(super) fn add_var(
+    owners: &mut Owners,
+    prefix: &str,
+    what: &str,
+    name: String,
+    raw: String,
+) -> Result<(), ConfigError> {
+    let rest = &name[prefix.len()..];
+    let Some((owner, field)) = rest
+        .split_once("__")
+        .filter(|(o, f)| !o.is_empty() && !f.is_empty())
+    else {
+        let shape = if what == "group" {
+            "FUSEBOX_GROUPS__<NAME>__<FIELD>"
+        } else {
+            "FUSEBOX__<KEY>__<FIELD>"
+        };
+        return Err(ConfigError::Syntax(format!(
+            "`{}` must be `{shape}`",
+            echo(&name)
+        )));
+    };
+    let (owner, field) = (owner.to_lowercase(), field.to_lowercase());
+    let fields = owners.entry(owner.clone()).or_default();
+    if let Some((earlier, _)) = fields.get(&field) {
+        return Err(ConfigError::Syntax(format!(
+            "`{}` and `{}` both set `{}` of {what} `{}` (names are case-insensitive); remove one",
+            echo(earlier),
+            echo(&name),
+            echo(&field),
+            echo(&owner)
+        )));
+    }
+    fields.insert(field, (name, raw));
+    Ok(())
+}
+
+/// The overrides of `FUSEBOX__<KEY>__<FIELD>` pairs, one patch per key, and of
+/// `FUSEBOX_GROUPS__<NAME>__<FIELD>` pairs, one per group (what
+/// [`Registry::load_vars`](crate::Registry::load_vars) applies).
+pub(crate) fn vars_layer(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Loaded, ConfigError> {
+    let mut keys = Owners::new();
+    let mut groups = Owners::new();
+    for (name, raw) in vars {
+        let starts = |prefix: &str| {
+            name.get(..prefix.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+        };
+        if starts(PREFIX) {
+            add_var(&mut keys, PREFIX, "breaker", name, raw)?;
+        } else if starts(GROUP_PREFIX) {
+            add_var(&mut groups, GROUP_PREFIX, "group", name, raw)?;
+        }
+    }
+    let mut loaded = Loaded::default();
+    for (key, fields) in &keys {
+        let patch = patch_of(
+            key,
+            fields
+                .iter()
+                .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
+        )?;
+        loaded.breakers.insert(key.clone(), patch);
+    }
+    for (group, fields) in &groups {
+        let patch = group_patch_of(
+            group,
+            fields
+                .iter()
+                .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
+        )?;
+        loaded.groups.insert(group.clone(), patch);
+    }
+    Ok(loaded)
+}
