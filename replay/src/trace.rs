@@ -18,7 +18,7 @@
 //! be), and so is a field given twice, so a misspelt or repeated field is never silently ignored. A
 //! line longer than [`MAX_LINE`] bytes is an error naming it.
 //!
-//! [`Reader`] reads a trace as a stream, one line at a time. [`read`] keeps each call of the
+//! [`Reader`] reads a trace as a stream, one line at a time. [`read()`] keeps each call of the
 //! replayed key as a 16-byte [`Event`] (a trace of ten million calls holds 160 MB of events,
 //! whatever its lines' length); [`read_with`] hands each to a closure and keeps nothing, for a
 //! caller that reads the file again for each pass; [`read_keys`] keeps every call of every key
