@@ -172,39 +172,15 @@ async fn control(
             .flatten()
     });
     let Some(operator) = operator else {
-        let why = match &hub.config.authorize {
-            None => "operator controls are refused: no `AdminConfig::authorize` hook allows them"
-                .to_owned(),
-            Some(_) => match request.peer() {
-                Some(peer) => {
-                    format!("`AdminConfig::authorize` refused `{action}` on `{key}` from {peer}")
-                }
-                None => format!("`AdminConfig::authorize` refused `{action}` on `{key}`"),
-            },
-        };
+        let why = unauthorized(&hub, &request);
         return refused(StatusCode::FORBIDDEN, "unauthorized", why);
     };
     let Some(breaker) = hub.registry.get(&key) else {
         return unknown_key(&key);
     };
     #[cfg(feature = "redis")]
-    if let Some(store) = &hub.config.store {
-        use fusebox::State;
-        let shared = match act {
-            Action::ForceOpen => Some(State::ForcedOpen),
-            Action::Disable => Some(State::Disabled),
-            Action::Reset => Some(State::Closed),
-            Action::MetricsOnly => None,
-        };
-        if let Some(state) = shared
-            && let Err(e) = store.force(&key, breaker.policy(), state).await
-        {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                format!("cannot move `{key}` in the store ({e}); try again"),
-            );
-        }
+    if let Some(unavailable) = move_in_store(&hub, &key, act, &breaker).await {
+        return unavailable;
     }
     tracing::warn!(
         target: "fusebox",
@@ -228,6 +204,47 @@ async fn control(
         &hub.config,
     ))
     .into_response()
+}
+
+/// Why a control that no hook allowed is refused, naming the action, the key and the peer.
+fn unauthorized(hub: &Hub, request: &ControlRequest<'_>) -> String {
+    let (action, key) = (request.action(), request.key());
+    match &hub.config.authorize {
+        None => {
+            "operator controls are refused: no `AdminConfig::authorize` hook allows them".to_owned()
+        }
+        Some(_) => match request.peer() {
+            Some(peer) => {
+                format!("`AdminConfig::authorize` refused `{action}` on `{key}` from {peer}")
+            }
+            None => format!("`AdminConfig::authorize` refused `{action}` on `{key}`"),
+        },
+    }
+}
+
+/// Moves the shared circuit of `key` in the store for `act` (`force_open`, `disable`, `reset`);
+/// the `503` to answer when the store cannot.
+#[cfg(feature = "redis")]
+async fn move_in_store(
+    hub: &Hub,
+    key: &str,
+    act: Action,
+    breaker: &fusebox::Breaker,
+) -> Option<Response> {
+    use fusebox::State;
+    let store = hub.config.store.as_ref()?;
+    let state = match act {
+        Action::ForceOpen => State::ForcedOpen,
+        Action::Disable => State::Disabled,
+        Action::Reset => State::Closed,
+        Action::MetricsOnly => return None,
+    };
+    let e = store.force(key, breaker.policy(), state).await.err()?;
+    Some(error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store_unavailable",
+        format!("cannot move `{key}` in the store ({e}); try again"),
+    ))
 }
 
 /// The dashboard page that `GET /` serves. It reads `events` relative to its own address; a
