@@ -45,6 +45,12 @@ impl Policy {
     /// `window`, `min_calls`, `failure_rate`, `slow`, `slow_rate`, `consecutive`, `failure_count`,
     /// `throttle`.
     fn validate_rates(&self) -> Result<(), PolicyError> {
+        self.validate_window()?;
+        self.validate_rules()
+    }
+
+    /// `window` and `min_calls`.
+    fn validate_window(&self) -> Result<(), PolicyError> {
         let range =
             |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
         match self.window {
@@ -72,6 +78,14 @@ impl Policy {
         if self.min_calls == 0 {
             return range("min_calls", "at least 1", "0".into());
         }
+        Ok(())
+    }
+
+    /// `failure_rate`, `slow`, `slow_rate`, `consecutive`, `failure_count`, `throttle`, and that
+    /// one rule trips.
+    fn validate_rules(&self) -> Result<(), PolicyError> {
+        let range =
+            |field, allowed: &str, found: String| Err(PolicyError::new(field, allowed, found));
         if self.failure_rate > 100 {
             return range(
                 "failure_rate",
