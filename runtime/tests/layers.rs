@@ -110,16 +110,24 @@ fn every_file_of_the_listed_folders_is_in_its_list() {
     }
 }
 
+/// The source of every `.rs` file of `src/{dir}`, without comment lines, with its name.
+fn files_of(dir: &str) -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(dir);
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&path).expect("the folder exists") {
+        let name = entry.expect("a readable entry").file_name();
+        let name = name.to_string_lossy().into_owned();
+        if name.ends_with(".rs") {
+            let code = code(&format!("{dir}/{name}"));
+            files.push((name, code));
+        }
+    }
+    files
+}
+
 #[test]
 fn the_breaker_names_nothing_built_on_it() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/breaker");
-    for entry in std::fs::read_dir(&dir).expect("the folder exists") {
-        let name = entry.expect("a readable entry").file_name();
-        let name = name.to_string_lossy();
-        if !name.ends_with(".rs") {
-            continue;
-        }
-        let code = code(&format!("breaker/{name}"));
+    for (name, code) in files_of("breaker") {
         for above in ABOVE_BREAKER {
             assert!(
                 !code.contains(&format!("crate::{above}")),
@@ -132,14 +140,7 @@ fn the_breaker_names_nothing_built_on_it() {
 
 #[test]
 fn the_groups_name_no_breaker() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/groups");
-    for entry in std::fs::read_dir(&dir).expect("the folder exists") {
-        let name = entry.expect("a readable entry").file_name();
-        let name = name.to_string_lossy();
-        if !name.ends_with(".rs") {
-            continue;
-        }
-        let code = code(&format!("groups/{name}"));
+    for (name, code) in files_of("groups") {
         for breaker in ["crate::breaker", "Circuit"] {
             assert!(
                 !code.contains(breaker),
