@@ -230,15 +230,7 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_open_members() {
             {"key": "board-c", "state": "closed", "ejected": false},
         ])
     );
-    let card = |key: &str| {
-        board["breakers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["key"] == key)
-            .cloned()
-            .unwrap()
-    };
+    let card = |key: &str| card_of(&board, key);
     assert_eq!(card("board-a")["member_of"], "board");
     assert_eq!(card("board-a")["ejected"], false);
     assert_eq!(card("board-b")["ejected"], false);
@@ -317,15 +309,7 @@ fn ejected_means_opened_by_the_group_s_rules_in_the_group_s_list_its_rows_and_th
         .map(|row| row["key"].as_str().unwrap())
         .collect();
     assert_eq!(marked, ["fp-0"]);
-    let card = |key: &str| {
-        document["breakers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["key"] == key)
-            .cloned()
-            .unwrap()
-    };
+    let card = |key: &str| card_of(&document, key);
     assert_eq!(
         (
             card("fp-0")["ejected"].clone(),
@@ -338,4 +322,15 @@ fn ejected_means_opened_by_the_group_s_rules_in_the_group_s_list_its_rows_and_th
     // A load balancer still skips both: neither lets a call through.
     let healthy: Vec<&str> = fp.healthy(["fp-0", "own", "fp-1"]).collect();
     assert_eq!(healthy, ["fp-1"]);
+}
+
+/// The card of `key` in a board or `GET /breakers` document.
+fn card_of(document: &serde_json::Value, key: &str) -> serde_json::Value {
+    document["breakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["key"] == key)
+        .cloned()
+        .unwrap()
 }
