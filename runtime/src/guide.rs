@@ -50,8 +50,8 @@ pub mod observability {}
 #[doc = include_str!("guide/testing.md")]
 pub mod testing {}
 
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+#[cfg(feature = "store")]
+#[cfg_attr(docsrs, doc(cfg(feature = "store")))]
 #[doc = include_str!("guide/replicas.md")]
 pub mod replicas {}
 

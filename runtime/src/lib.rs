@@ -66,6 +66,9 @@ mod policy;
 pub mod redis;
 mod registry;
 mod state;
+#[cfg(feature = "store")]
+#[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+pub mod store;
 mod sync;
 mod window;
 

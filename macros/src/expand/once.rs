@@ -39,10 +39,8 @@ pub(super) fn once_body(
         }
         None => run_once(names, args.fallback.is_some(), is_async, body),
     };
-    let admit = if cfg!(feature = "redis") && is_async {
+    let admit = if is_async {
         Admit::SharedPermit
-    } else if is_async {
-        Admit::Permit
     } else {
         Admit::LocalPermit
     };
@@ -148,7 +146,7 @@ impl Exits {
     fn new(args: &Args, is_async: bool) -> Self {
         Exits {
             defers: defers_fallback(args, is_async),
-            shared: cfg!(feature = "redis") && is_async,
+            shared: is_async,
         }
     }
 
@@ -342,9 +340,9 @@ fn report_ok(args: &Args, names: &Names) -> TokenStream {
     }
 }
 
-/// The refusal check and the call. With the `redis` feature, an `async fn` on a shared registry
-/// awaits the store's admission in the (cold) refusal branch and the recording of its outcome
-/// after the call; without it, or for a sync function, the expansion is unchanged.
+/// The refusal check and the call. An `async fn` on a shared registry awaits the store's
+/// admission in the (cold) refusal branch and the recording of its outcome after the call (the
+/// runtime folds both away without its `store` feature); a sync function's expansion has neither.
 fn shared_store(
     is_async: bool,
     defers: bool,
@@ -353,9 +351,9 @@ fn shared_store(
     on_refused: TokenStream,
     matched: TokenStream,
 ) -> TokenStream {
-    if cfg!(feature = "redis") && is_async && defers {
+    if is_async && defers {
         shared_settled(names, on_refused, matched)
-    } else if cfg!(feature = "redis") && is_async {
+    } else if is_async {
         shared_returned(names, on_refused, matched)
     } else if no_fallback {
         // Without a fallback a refusal returns the function's own error at once: one call, whose

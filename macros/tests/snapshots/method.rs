@@ -23,16 +23,25 @@ impl Client {
         let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
             raw: __FUSEBOX_SITE
                 .enter::<
-                    false,
+                    true,
                 >(&::fusebox::__private_0_1_0::GLOBAL, __FUSEBOX_NAME.cached()),
             site: __FUSEBOX_NAME.cached(),
         };
-        if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
+        if ::fusebox::__private_0_1_0::asks_store(&__fusebox_permit.raw) {
+            ::fusebox::__private_0_1_0::admit_shared(
+                    &mut __fusebox_permit.raw,
+                    __FUSEBOX_NAME.cached(),
+                )
+                .await;
+        }
+        if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::permit_rejection(
             &__fusebox_permit.raw,
         ) {
-            return ::core::result::Result::Err(__fusebox_rejected);
+            return ::core::result::Result::Err(
+                ::fusebox::__private_0_1_0::error_from_rejection(__fusebox_rejected),
+            );
         }
-        match ::fusebox::__private_0_1_0::in_place_body::<
+        let __fusebox_out: Result<u32, ApiError> = match ::fusebox::__private_0_1_0::in_place_body::<
             Result<u32, ApiError>,
         >({ self.transport.send(order).await }) {
             ::core::result::Result::Ok(__fusebox_value) => {
@@ -59,6 +68,14 @@ impl Client {
                 );
                 ::core::result::Result::Err(__fusebox_error)
             }
+        };
+        if ::fusebox::__private_0_1_0::reports_to_store(&__fusebox_permit.raw) {
+            return ::fusebox::__private_0_1_0::flush_then(
+                    &__fusebox_permit.raw,
+                    __fusebox_out,
+                )
+                .await;
         }
+        __fusebox_out
     }
 }

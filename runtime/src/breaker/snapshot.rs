@@ -13,9 +13,9 @@ impl Circuit {
         let now = self.now();
         let counts = self.window.counts(now);
         let state = word.state();
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "store")]
         let sharing = self.sharing(now);
-        #[cfg(not(feature = "redis"))]
+        #[cfg(not(feature = "store"))]
         let sharing = SharingView::default();
         Snapshot {
             sharing,

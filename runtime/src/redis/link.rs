@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::Degrade;
 use super::op::Op;
-use crate::breaker::{Circuit, FnName};
 use crate::clock::Clock;
+use crate::store::{CircuitHandle, Site, WeakCircuit};
 
 /// A shared key: one breaker's tie to the store (its Redis key, script arguments, cached view,
 /// reports in flight).
@@ -31,7 +31,7 @@ pub(crate) struct SharedKey {
     pub(super) applied: AtomicU64,
     pub(super) done: tokio::sync::Notify,
     /// The breaker, for the reporting task to seed and to announce transitions on.
-    pub(super) core: std::sync::Weak<Circuit>,
+    pub(super) core: Option<WeakCircuit>,
     /// The newest shared state this replica knows (cached mode), as [`view_word`] packs it, or 0
     /// when unknown (the next call asks the script). Written only under [`SharedKey::known`].
     pub(super) view: AtomicU64,
@@ -53,7 +53,7 @@ pub(crate) struct SharedKey {
 }
 
 /// What [`SharedKey::successes`] packs: the generation the successes were admitted under (bits
-/// 0..11, [`ANY_GENERATION`](crate::breaker::ANY_GENERATION) included), the epoch (bits 11..32,
+/// 0..11, [`ANY_GENERATION`](super::ANY_GENERATION) included), the epoch (bits 11..32,
 /// advanced each time a report that is not summed takes the sum ahead of itself, so an older
 /// job does not take later successes) and the count (bits 32..64).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,6 +258,11 @@ fn on_message(view: u64, known: Known, state: i64, generation: u64, incarnation:
 }
 
 impl SharedKey {
+    /// The breaker this key's link serves, while it lives (none for an operator's link).
+    pub(super) fn circuit(&self) -> Option<CircuitHandle> {
+        self.core.as_ref().and_then(WeakCircuit::upgrade)
+    }
+
     /// Records that the script answered `state` under `generation` of the key's `incarnation`
     /// (see [`on_answer`]); true when the view took it (the local breaker should follow).
     pub(super) fn observe(&self, state: i64, generation: u64, incarnation: u64) -> bool {
@@ -491,13 +496,13 @@ impl Drop for SharedStore {
 /// a caller that cannot await it).
 pub(super) struct Report {
     pub(super) link: Arc<SharedKey>,
-    pub(super) core: Arc<Circuit>,
+    pub(super) core: CircuitHandle,
     pub(super) generation: u64,
     /// What the job asks of the script.
     pub(super) op: Op,
     /// Times the store did not answer this report.
     pub(super) misses: u16,
-    pub(super) site: FnName,
+    pub(super) site: Site,
     /// An outcome's sequence number in this replica's reports (the script records each at most
     /// once, so a report whose answer was lost can be sent again); an admission's seed.
     pub(super) sequence: u64,

@@ -189,8 +189,39 @@ mod store;
 use std::fmt;
 use std::time::Duration;
 
-pub(crate) use store::attach;
 pub use store::{RedisStore, RedisStoreBuilder, SharedState};
+
+use crate::State;
+use crate::store::{CircuitRef, Ticket};
+
+/// What a report carries for a call admitted without a known generation (a ticket's
+/// [`Ticket::unknown`]): the script records its outcome if the circuit is closed (or disabled)
+/// when it arrives, and drops it otherwise.
+const ANY_GENERATION: u64 = Ticket::GENERATIONS;
+
+/// The generation a report carries for `ticket` ([`ANY_GENERATION`] when none is known).
+fn generation_of(ticket: Ticket) -> u64 {
+    ticket.admitted_under().unwrap_or(ANY_GENERATION)
+}
+
+/// The local state as the script's seed: (state code, open remaining in ms).
+fn seed(core: CircuitRef<'_>) -> (u64, u64) {
+    match core.state() {
+        State::Open => {
+            let remaining = u64::try_from(core.open_remaining().as_nanos()).unwrap_or(u64::MAX);
+            (1, remaining.div_ceil(1_000_000))
+        }
+        State::ForcedOpen => (3, 0),
+        State::Disabled => (4, 0),
+        _ => (0, 0),
+    }
+}
+
+/// True when this replica spreads the shared open wait (`open_jitter`): in strict mode too, it
+/// then rejects locally until its own deadline before asking the store.
+fn jitters(core: CircuitRef<'_>) -> bool {
+    core.policy().settings().open_jitter != 0
+}
 
 /// The floor of the default bound on each store call (see
 /// [`RedisStoreBuilder::adaptive_timeout`]).

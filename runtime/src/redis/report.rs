@@ -13,19 +13,19 @@ use super::link::{
 };
 use super::op::Op;
 use super::script::{Answer, answer_of, apply, degrade_event};
-use crate::breaker::{ANY_GENERATION, FnName, generation_of};
-use crate::state::{Verdict, Word};
+use super::{ANY_GENERATION, generation_of};
+use crate::state::Verdict;
+use crate::store::{Outcome, Site, Ticket};
 
-/// Sends the outcome of a call the store admitted under `word` (called when its permit settles;
-/// `slow` when slow-call timing found it slow).
-pub(super) fn report(
-    link: &Arc<SharedKey>,
-    word: Word,
-    slow: bool,
-    site: FnName,
-    outcome: Verdict,
-) {
-    let generation = generation_of(word);
+/// Sends the outcome of a call the store admitted with `ticket` (called when its permit
+/// settles).
+pub(super) fn report(link: &Arc<SharedKey>, ticket: Ticket, site: Site, outcome: Outcome) {
+    let Outcome {
+        verdict: outcome,
+        slow,
+        ..
+    } = outcome;
+    let generation = generation_of(ticket);
     if outcome == Verdict::Failure {
         link.unconfirmed.fetch_add(1, Ordering::Relaxed);
     }
@@ -51,13 +51,7 @@ pub(super) fn report(
 /// `generation` into the link's delta, and queues one fold job per flush interval. False when
 /// the call was not admitted by the current closed view (a probe, a degraded call, an older
 /// generation): it is reported as in cached mode.
-fn fold(
-    link: &Arc<SharedKey>,
-    generation: u64,
-    outcome: Verdict,
-    slow: bool,
-    site: FnName,
-) -> bool {
+fn fold(link: &Arc<SharedKey>, generation: u64, outcome: Verdict, slow: bool, site: Site) -> bool {
     let view = link.view.load(Ordering::Acquire);
     let closed = view & CONFIRMED != 0 && matches!(view_state(view), 0 | 4);
     if generation == ANY_GENERATION
@@ -103,7 +97,7 @@ fn fold(
 /// Adds a success admitted under `generation` to the link's sum, queueing the job that will
 /// take the sum when it is the first one; false when the sum holds another generation's
 /// successes (the success is then sent on its own, after them).
-fn sum(link: &Arc<SharedKey>, generation: u64, site: FnName) -> bool {
+fn sum(link: &Arc<SharedKey>, generation: u64, site: Site) -> bool {
     let added = link
         .successes
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
@@ -130,7 +124,7 @@ fn sum(link: &Arc<SharedKey>, generation: u64, site: FnName) -> bool {
 
 /// Takes the link's summed successes ahead of a report that is not summed: they are queued
 /// before it, and a job queued for them earlier finds nothing (the epoch moved on).
-fn seal(link: &Arc<SharedKey>, site: FnName) {
+fn seal(link: &Arc<SharedKey>, site: Site) {
     let taken = link
         .successes
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
@@ -177,7 +171,7 @@ const NOW: u64 = 1;
 
 /// Makes every fold waiting for its interval due now (and wakes the reporting task).
 pub(super) fn send_flush_now(link: &Arc<SharedKey>) {
-    enqueue(link, 0, Op::Fold, &"flush", NOW, None);
+    enqueue(link, 0, Op::Fold, Site::new(&"flush"), NOW, None);
 }
 
 /// The most reports waiting to be sent again; past it the oldest are given up (counted).
@@ -187,7 +181,7 @@ pub(super) const RESEND_QUEUE: usize = 4096;
 pub(super) const RESENDS: u16 = 8;
 
 /// Hands a job to the reporting task (or, when it is gone, applies it locally).
-pub(super) fn send(link: &Arc<SharedKey>, generation: u64, op: Op, site: FnName) {
+pub(super) fn send(link: &Arc<SharedKey>, generation: u64, op: Op, site: Site) {
     enqueue(link, generation, op, site, 0, None);
 }
 
@@ -195,7 +189,7 @@ pub(super) fn send(link: &Arc<SharedKey>, generation: u64, op: Op, site: FnName)
 /// granted one: its `admit` was sent, but its answer never arrived (the call timed out, failed,
 /// or its caller stopped waiting). Sent on the store's one connection after that `admit`, so
 /// Redis runs it after the admission whenever both arrive.
-pub(super) fn send_cancel(link: &Arc<SharedKey>, token: u64, site: FnName) {
+pub(super) fn send_cancel(link: &Arc<SharedKey>, token: u64, site: Site) {
     enqueue(link, 0, Op::Cancel, site, token, None);
 }
 
@@ -204,7 +198,7 @@ pub(super) fn send_admit(
     link: &Arc<SharedKey>,
     seed: u64,
     remaining: u64,
-    site: FnName,
+    site: Site,
     reply: std::sync::mpsc::SyncSender<Result<Answer, ()>>,
 ) {
     let token = link.store.client.admissions.fetch_add(1, Ordering::Relaxed) + 1;
@@ -223,7 +217,7 @@ fn enqueue(
     link: &Arc<SharedKey>,
     generation: u64,
     op: Op,
-    site: FnName,
+    site: Site,
     sequence: u64,
     asker: Option<Box<Asker>>,
 ) {
@@ -231,7 +225,7 @@ fn enqueue(
         seal(link, site);
     }
     link.pending.fetch_add(1, Ordering::AcqRel);
-    let Some(owner) = link.core.upgrade() else {
+    let Some(owner) = link.circuit() else {
         link.applied.fetch_add(1, Ordering::AcqRel);
         return;
     };
@@ -252,12 +246,12 @@ fn enqueue(
             if job.op.sums() {
                 let (successes, _) = successes_of(&job);
                 for _ in 0..successes {
-                    job.core.report_locally(Verdict::Success, site);
+                    job.core.get().record_locally(Verdict::Success, site);
                 }
             } else {
                 let outcome = job.op.outcome();
                 job.link.confirmed(u64::from(outcome == Verdict::Failure));
-                job.core.report_locally(outcome, site);
+                job.core.get().record_locally(outcome, site);
             }
             job.link.applied.fetch_add(1, Ordering::AcqRel);
             job.link.done.notify_waiters();
@@ -316,10 +310,11 @@ impl Sent {
         match &self.delta {
             Some(delta) => delta
                 .outcomes()
-                .for_each(|failure| job.core.report_locally(failure, job.site)),
+                .for_each(|failure| job.core.get().record_locally(failure, job.site)),
             None => self.codes.iter().for_each(|&code| {
                 job.core
-                    .report_locally(Op::decode(code).outcome(), job.site)
+                    .get()
+                    .record_locally(Op::decode(code).outcome(), job.site)
             }),
         }
     }
@@ -343,7 +338,7 @@ fn take(
     let resent = batch.len();
     // Merged per key, generation and call site: a transition's event names the function whose
     // outcome the script applied.
-    let mut open: std::collections::HashMap<(*const SharedKey, u64, *const &str), usize> =
+    let mut open: std::collections::HashMap<(*const SharedKey, u64, Site), usize> =
         std::collections::HashMap::new();
     let mut taken = 0;
     while taken < DRAIN && batch.len() < BATCH {
@@ -398,11 +393,7 @@ fn take(
             continue;
         }
         let code = code_of(&job);
-        let merge_key = (
-            Arc::as_ptr(&job.link),
-            job.generation,
-            std::ptr::from_ref(job.site),
-        );
+        let merge_key = (Arc::as_ptr(&job.link), job.generation, job.site);
         if let Some(&at) = open.get(&merge_key)
             && batch[at].codes.len() < MERGED
         {
@@ -456,7 +447,7 @@ fn take(
 /// outcomes as needed.
 fn push_successes(
     batch: &mut Vec<Sent>,
-    open: &mut std::collections::HashMap<(*const SharedKey, u64, *const &str), usize>,
+    open: &mut std::collections::HashMap<(*const SharedKey, u64, Site), usize>,
     mut job: Report,
     generation: u64,
     mut successes: u64,
@@ -464,11 +455,7 @@ fn push_successes(
     job.op = Op::SUCCESS;
     job.generation = generation;
     let code = code_of(&job);
-    let merge_key = (
-        Arc::as_ptr(&job.link),
-        generation,
-        std::ptr::from_ref(job.site),
-    );
+    let merge_key = (Arc::as_ptr(&job.link), generation, job.site);
     let mut job = Some(job);
     while successes > 0 {
         let at = match open.get(&merge_key) {
@@ -548,7 +535,7 @@ impl Rounds {
                 // circuit (the key is not created): it is not applied.
                 Ok(_) if job.op == Op::Cancel => {}
                 Ok(answer) => {
-                    apply(&job.link, &job.core, &answer, job.site);
+                    apply(&job.link, job.core.get(), &answer, job.site);
                     if let Some(asker) = job.asker.take()
                         && asker.reply.try_send(Ok(answer)).is_err()
                         && matches!(answer.code, 1 | 2)

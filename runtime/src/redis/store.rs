@@ -1,7 +1,7 @@
 //! The store: [`RedisStoreBuilder`] (the settings and the connection), [`RedisStore`] (what a
-//! registry shares its breakers through, and the operator calls `state` and `force`), and
-//! `attach`, which decides whether a breaker is shared and links it; a breaker's link is the
-//! breaker's `Store` (the seam `crate::breaker` calls, which names nothing of this module).
+//! registry shares its breakers through, and the operator calls `state` and `force`), and the
+//! two sides of the store seam: `RedisStore` links a breaker's key, and the key's link is what
+//! the breaker calls.
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,12 +18,13 @@ use super::{
     DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
     Degrade, Mode, StoreError, StoreErrorKind,
 };
-use crate::breaker::{BoxFuture, Circuit, FnName, NamedPermit, Store};
 use crate::clock::Clock;
 use crate::error::{Error, Reason};
-use crate::observe::Trigger;
 use crate::policy::{Policy, Recovery, Window, lease_nanos, nanos};
-use crate::state::{State, Verdict, Word};
+use crate::state::State;
+use crate::store::{
+    Admission, BoxFuture, CircuitRef, Link, Outcome, SharedKey as Seam, Site, Ticket, WeakCircuit,
+};
 
 /// Settings of a [`RedisStore`]; start with [`RedisStore::builder`].
 pub struct RedisStoreBuilder {
@@ -481,7 +482,7 @@ impl RedisStore {
     ///
     /// An [`Error`] with reason `TimedOut` when Redis does not answer within the store timeout.
     pub async fn state(&self, key: &str, policy: Policy) -> Result<SharedState, Error> {
-        let link = self.link(key, policy);
+        let link = self.key_link(key, policy);
         let answer = call(&self.inner.client, &link, "read", &[])
             .await
             .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
@@ -520,11 +521,11 @@ impl RedisStore {
             State::Disabled => 4,
             _ => 0,
         };
-        let link = self.link(key, policy);
+        let link = self.key_link(key, policy);
         let answer = call(&self.inner.client, &link, "force", &[target])
             .await
             .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
-        let operator: FnName = &"operator";
+        let operator = Site::new(&"operator");
         let breakers: Vec<Arc<SharedKey>> = self
             .inner
             .client
@@ -536,28 +537,24 @@ impl RedisStore {
             .unwrap_or_default();
         let mut announced = false;
         for shared in breakers {
-            if let Some(core) = shared.core.upgrade() {
-                apply(&shared, &core, &answer, operator);
+            if let Some(core) = shared.circuit() {
+                apply(&shared, core.get(), &answer, operator);
                 announced = true;
             }
         }
         if !announced && answer.committed_from >= 0 {
-            crate::observe::emit(
-                &crate::observe::Hooks::default(),
+            crate::store::announce_unheld(
                 key,
                 state_of(answer.committed_from),
                 state_of(answer.state),
                 counts_of(&answer),
                 operator,
-                Trigger::Operator,
-                true,
-                None,
             );
         }
         Ok(())
     }
 
-    pub(super) fn link(&self, key: &str, policy: Policy) -> SharedKey {
+    pub(super) fn key_link(&self, key: &str, policy: Policy) -> SharedKey {
         let settings = policy.settings();
         let open_for = nanos(settings.open_for);
         let open_max = nanos(settings.open_max).max(open_for);
@@ -607,7 +604,7 @@ impl RedisStore {
             pending: AtomicU64::new(0),
             applied: AtomicU64::new(0),
             done: tokio::sync::Notify::new(),
-            core: std::sync::Weak::new(),
+            core: None,
             view: AtomicU64::new(0),
             known: std::sync::Mutex::default(),
             learning: AtomicBool::new(false),
@@ -656,45 +653,37 @@ pub struct SharedState {
     pub failures: u32,
 }
 
-/// Shares `core` through `store` when there is one and the key and policy allow it.
-pub(crate) fn attach(store: Option<&RedisStore>, core: Circuit) -> Arc<Circuit> {
-    let Some(store) = store else {
-        return Arc::new(core);
-    };
-    let key = core.key().as_str();
-    if !core.policy().settings().shared || store.inner.local.iter().any(|k| k == key) {
-        return Arc::new(core);
-    }
-    let policy = *core.policy();
-    if matches!(policy.settings().window, Window::Time(span) if time_slice_ms(span) == 0) {
-        core.set_unshareable();
-        tracing::error!(
-            target: "fusebox",
-            key,
-            field = "window",
-            "breaker `{key}` uses a `window` the redis store does not share; it stays local (use a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`) to share it)"
-        );
-        return Arc::new(core);
-    }
-    if policy.settings().open_for_fn.is_some() {
-        tracing::warn!(
-            target: "fusebox",
-            key,
-            field = "open_for",
-            "breaker `{key}` computes its open wait with a function, which the redis store cannot run: on this shared key every opening waits `open_for` (then this replica's `open_jitter`); keep the key local (`shared = false`) to use the function"
-        );
-    }
-    let mut link = store.link(key, policy);
-    let hash = link.hash.clone();
-    let mut linked = None;
-    let shared = Arc::new_cyclic(|me| {
-        link.core = me.clone();
+/// The store shares every key of a registry but those [`RedisStoreBuilder::local_key`] names and
+/// those whose window the script does not support.
+impl crate::store::Store for RedisStore {
+    fn link(&self, circuit: WeakCircuit) -> Link {
+        let key = circuit.key();
+        if self.inner.local.iter().any(|k| k == key) {
+            return Link::Local;
+        }
+        let policy = *circuit.policy();
+        if matches!(policy.settings().window, Window::Time(span) if time_slice_ms(span) == 0) {
+            tracing::error!(
+                target: "fusebox",
+                key,
+                field = "window",
+                "breaker `{key}` uses a `window` the redis store does not share; it stays local (use a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`) to share it)"
+            );
+            return Link::Unshareable;
+        }
+        if policy.settings().open_for_fn.is_some() {
+            tracing::warn!(
+                target: "fusebox",
+                key,
+                field = "open_for",
+                "breaker `{key}` computes its open wait with a function, which the redis store cannot run: on this shared key every opening waits `open_for` (then this replica's `open_jitter`); keep the key local (`shared = false`) to use the function"
+            );
+        }
+        let mut link = self.key_link(key, policy);
+        let hash = link.hash.clone();
+        link.core = Some(circuit);
         let link = Arc::new(link);
-        linked = Some(Arc::clone(&link));
-        core.with_store(Box::new(link))
-    });
-    if let Some(link) = linked {
-        let mut links = store
+        let mut links = self
             .inner
             .client
             .links
@@ -711,27 +700,22 @@ pub(crate) fn attach(store: Option<&RedisStore>, core: Circuit) -> Arc<Circuit> 
         let entry = links.entry(hash).or_default();
         entry.retain(|l| l.strong_count() > 0);
         entry.push(Arc::downgrade(&link));
+        Link::Shared(Box::new(link))
     }
-    shared
 }
 
-/// A shared breaker's link is its store.
-impl Store for Arc<SharedKey> {
-    fn admit_cached<'c>(
-        &self,
-        core: &'c Circuit,
-        site: FnName,
-        asks: bool,
-    ) -> Option<NamedPermit<'c>> {
-        cached_admit(core, self, site, asks)
+/// A shared breaker's link is its key's side of the store.
+impl Seam for Arc<SharedKey> {
+    fn admit_now(&self, core: CircuitRef<'_>, site: Site, can_wait: bool) -> Option<Admission> {
+        cached_admit(core, self, site, can_wait)
     }
 
-    fn admit<'a>(&'a self, core: &'a Circuit, site: FnName) -> BoxFuture<'a, NamedPermit<'a>> {
+    fn admit<'a>(&'a self, core: CircuitRef<'a>, site: Site) -> BoxFuture<'a, Admission> {
         admit(self, core, site)
     }
 
-    fn report(&self, admission: Word, slow: bool, site: FnName, outcome: Verdict) {
-        report(self, admission, slow, site, outcome);
+    fn report(&self, ticket: Ticket, site: Site, outcome: Outcome) {
+        report(self, ticket, site, outcome);
     }
 
     fn awaits_recording(&self) -> bool {

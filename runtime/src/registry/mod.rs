@@ -112,8 +112,8 @@ pub struct Registry {
     max_keys: AtomicUsize,
     overflow: AtomicU64,
     /// The store every breaker of this registry shares its state through ([`Registry::share`]).
-    #[cfg(feature = "redis")]
-    store: OnceLock<crate::redis::RedisStore>,
+    #[cfg(feature = "store")]
+    store: OnceLock<Box<dyn crate::store::Store>>,
     /// The groups of keys ([`Registry::group`]), created with their first member.
     groups: groups::Groups,
 }
@@ -150,7 +150,7 @@ impl Registry {
             ring: Mutex::new(VecDeque::new()),
             max_keys: AtomicUsize::new(DEFAULT_MAX_KEYS),
             overflow: AtomicU64::new(0),
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "store")]
             store: OnceLock::new(),
             groups: groups::Groups::new(),
         }
@@ -346,9 +346,9 @@ impl Registry {
         self.set_declared(key.as_str(), declared, &policy);
         let core = Circuit::new(key, policy, self.clock.clone(), self.hooks().clone());
         let core = self.with_membership(core, None);
-        #[cfg(feature = "redis")]
-        let core = crate::redis::attach(self.store.get(), core);
-        #[cfg(not(feature = "redis"))]
+        #[cfg(feature = "store")]
+        let core = crate::breaker::attach(self.store.get().map(|store| &**store), core);
+        #[cfg(not(feature = "store"))]
         let core = Arc::new(core);
         groups::join(&core);
         Breaker { core }
@@ -359,17 +359,18 @@ impl Registry {
     /// their state locally and take the shared state from their next call on. Sharing is set once:
     /// a second call returns `false` and changes nothing.
     ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), fusebox::redis::StoreError> {
-    /// let store = fusebox::redis::RedisStore::connect("redis://127.0.0.1:6379/").await?;
-    /// fusebox::registry().share(store);
-    /// # Ok(()) }
     /// ```
-    #[cfg(feature = "redis")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-    pub fn share(&self, store: crate::redis::RedisStore) -> bool {
+    /// let store = fusebox::store::MemoryStore::new();
+    /// let replica = fusebox::Registry::new();
+    /// assert!(replica.share(store.clone()));
+    /// ```
+    ///
+    /// A Redis store (`fusebox_redis::RedisStore`) is shared the same way.
+    #[cfg(feature = "store")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+    pub fn share(&self, store: impl crate::store::Store) -> bool {
         let _write = self.lock();
-        if self.store.set(store).is_err() {
+        if self.store.set(Box::new(store)).is_err() {
             return false;
         }
         let map = self.map().pin();
@@ -377,7 +378,7 @@ impl Registry {
         for breaker in existing {
             let old = breaker.core.current();
             let next = self.with_membership(old.successor_with(*old.policy()), Some(&**old));
-            let next = crate::redis::attach(self.store.get(), next);
+            let next = crate::breaker::attach(self.store.get().map(|store| &**store), next);
             if old.retire(next.clone()).is_ok() {
                 groups::join(&next);
                 map.insert(MapKey::from(old.key().as_str()), Breaker { core: next });

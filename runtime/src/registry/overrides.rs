@@ -197,9 +197,9 @@ impl Registry {
             let before = old.snapshot().state;
             // A shared registry's replacement shares its state too (unless `shared = false`).
             let next = self.with_membership(old.successor_with(policy), Some(&**old));
-            #[cfg(feature = "redis")]
-            let next = crate::redis::attach(self.store.get(), next);
-            #[cfg(not(feature = "redis"))]
+            #[cfg(feature = "store")]
+            let next = crate::breaker::attach(self.store.get().map(|store| &**store), next);
+            #[cfg(not(feature = "store"))]
             let next = Arc::new(next);
             if old.retire(next.clone()).is_ok() {
                 groups::join(&next);
