@@ -39,7 +39,7 @@
 //! |---|---|
 //! | `config` | per-key overrides from TOML and environment variables (`fusebox::config`, `Registry::load_toml`, `load_env`) |
 //! | `metrics` | counters and a gauge per key through the `metrics` crate (`fusebox::metrics`) |
-//! | `redis` | one circuit across replicas through Redis (`fusebox::redis`) |
+//! | `redis` | one circuit across replicas through Redis (`fusebox_redis`) |
 //! | `redis-cluster` | the Redis store on a Redis Cluster (includes `redis`) |
 //! | `tsc` | [`PreciseClock`](clock::PreciseClock) reads the CPU's time-stamp counter (`quanta`) instead of `std::time::Instant` |
 #![forbid(unsafe_code)]
@@ -61,9 +61,6 @@ mod load;
 mod nested;
 mod observe;
 mod policy;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub mod redis;
 mod registry;
 mod state;
 #[cfg(feature = "store")]

@@ -1,8 +1,8 @@
 //! One circuit across replicas: breakers that share their state through Redis (feature `redis`).
 //!
 //! ```no_run
-//! # async fn run() -> Result<(), fusebox::redis::StoreError> {
-//! let store = fusebox::redis::RedisStore::connect("redis://127.0.0.1:6379/").await?;
+//! # async fn run() -> Result<(), fusebox_redis::StoreError> {
+//! let store = fusebox_redis::RedisStore::connect("redis://127.0.0.1:6379/").await?;
 //! fusebox::registry().share(store); // every breaker of the registry is now one circuit across replicas
 //! # Ok(()) }
 //! ```
@@ -28,7 +28,7 @@
 //! `async fn` (with or without `timeout`) awaits admission from the script before its body runs,
 //! and awaits its outcome's recording before it returns: in this mode no call is admitted after a
 //! replica committed OPEN. The attempt driver (`retry`, `backoff`, `deadline`) does the same for
-//! every attempt. Callers that cannot await (sync functions, [`Breaker::try_acquire`](crate::Breaker::try_acquire)
+//! every attempt. Callers that cannot await (sync functions, [`Breaker::try_acquire`](fusebox::Breaker::try_acquire)
 //! and the calls built on it, the tower layer's `call`) ask the script on their own thread,
 //! bounded by the store's timeout, through the store's reporting task (so their admission comes
 //! after this replica's earlier reports); their outcomes go to the script off the call path (the
@@ -87,9 +87,9 @@
 //! in an error or an event shows no password (`redis://:***@host:6379/0`).
 //!
 //! **Operators.** [`RedisStore::force`] moves a shared key for every replica and
-//! [`RedisStore::state`] reads it; [`Breaker::force_open`](crate::Breaker::force_open) and the
+//! [`RedisStore::state`] reads it; [`Breaker::force_open`](fusebox::Breaker::force_open) and the
 //! other manual states of a handle act on the local breaker only (sync calls, degraded calls).
-//! A shared breaker's [`Breaker::state`](crate::Breaker::state) and snapshot show its local
+//! A shared breaker's [`Breaker::state`](fusebox::Breaker::state) and snapshot show its local
 //! breaker, which mirrors Redis's open, closed, forced-open and disabled states (not half-open).
 //! A forced state is announced once (`trigger = "operator"`), by the replica whose
 //! [`RedisStore::force`] committed it, and its local breaker follows at once; the other replicas
@@ -97,13 +97,13 @@
 //! subscription's message (cached mode).
 //!
 //! What each replica shows of a shared key is the shared window and its own calls:
-//! - its [`Snapshot`](crate::Snapshot) says [`Sharing::Shared`](crate::Sharing) (or
-//!   [`Sharing::Unshareable`](crate::Sharing) for a key whose window the script does not support,
+//! - its [`Snapshot`](fusebox::Snapshot) says [`Sharing::Shared`](fusebox::Sharing) (or
+//!   [`Sharing::Unshareable`](fusebox::Sharing) for a key whose window the script does not support,
 //!   which stays local), carries the shared window, every replica's outcomes, as the script's last
-//!   answer to this replica gave it ([`Snapshot::shared_window`](crate::Snapshot::shared_window),
+//!   answer to this replica gave it ([`Snapshot::shared_window`](fusebox::Snapshot::shared_window),
 //!   with its age), this replica's calls the store admitted
-//!   ([`Snapshot::replica_calls`](crate::Snapshot::replica_calls)), and whether the store is not
-//!   answering ([`Snapshot::degraded`](crate::Snapshot::degraded)); its `calls` and `failures`
+//!   ([`Snapshot::replica_calls`](fusebox::Snapshot::replica_calls)), and whether the store is not
+//!   answering ([`Snapshot::degraded`](fusebox::Snapshot::degraded)); its `calls` and `failures`
 //!   are the local breaker's (outcomes recorded on it while the store did not answer);
 //! - with feature `metrics`, `fusebox_calls_total` counts every call of the replica, the ones the
 //!   store admitted included (counted once, where the permit settles), and `fusebox_state`
@@ -126,10 +126,10 @@
 //! and a WARN event naming the key says so. **Not supported:** a time window whose tenth is
 //! not a whole number of milliseconds: such a key stays local (with an error event naming the
 //! key), as do keys named by [`RedisStoreBuilder::local_key`] and keys whose policy says
-//! [`Policy::shared`](crate::Policy::shared)`(false)` (`shared = false` on the attribute or in a
+//! [`Policy::shared`](fusebox::Policy::shared)`(false)` (`shared = false` on the attribute or in a
 //! key's config table).
 //!
-//! **Pushback** ([`RetryAfter`](crate::RetryAfter), `Retry-After`) is not sent to the script: a
+//! **Pushback** ([`RetryAfter`](fusebox::RetryAfter), `Retry-After`) is not sent to the script: a
 //! shared circuit opens for the policy's wait, so one replica's answer from the server does not
 //! hold the whole fleet off. The attempt driver still waits for it on the replica that got it, and
 //! the local breaker honours it when it decides alone (the store not answering).
@@ -162,8 +162,8 @@
 //! the view unknown, so a forged message never decides a call while the store answers.
 //!
 //! **Tests and time.** [`RedisStoreBuilder::time_from`] makes the script take time from a
-//! [`Clock`](crate::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time
-//! with a [`FakeClock`](crate::clock::FakeClock), and production code never needs it.
+//! [`Clock`](fusebox::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time
+//! with a [`FakeClock`](fusebox::clock::FakeClock), and production code never needs it.
 //!
 //! **Files**, each using only those listed before it: `op.rs`: the jobs sent to the script and
 //! their wire encoding (the one place an outcome becomes a digit of `breaker.lua`'s arguments).
@@ -191,8 +191,8 @@ use std::time::Duration;
 
 pub use store::{RedisStore, RedisStoreBuilder, SharedState};
 
-use crate::State;
-use crate::store::{CircuitRef, Ticket};
+use fusebox::State;
+use fusebox::store::{CircuitRef, Ticket};
 
 /// What a report carries for a call admitted without a known generation (a ticket's
 /// [`Ticket::unknown`]): the script records its outcome if the circuit is closed (or disabled)
@@ -269,7 +269,7 @@ pub enum Degrade {
     Local,
     /// Admit every call (outcomes are not recorded anywhere).
     FailOpen,
-    /// Reject every call (reason [`Reason::Open`](crate::Reason::Open), no `retry_after`).
+    /// Reject every call (reason [`Reason::Open`](fusebox::Reason::Open), no `retry_after`).
     FailClosed,
 }
 
@@ -280,7 +280,7 @@ pub enum Degrade {
 ///
 /// ```no_run
 /// # async fn run() {
-/// use fusebox::redis::{RedisStore, StoreErrorKind};
+/// use fusebox_redis::{RedisStore, StoreErrorKind};
 ///
 /// match RedisStore::connect("redis://:wrong@127.0.0.1:6379/").await {
 ///     Ok(store) => { fusebox::registry().share(store); }

@@ -18,13 +18,13 @@ use super::{
     DEFAULT_IDLE_TTL, DEFAULT_LOCAL_RECOVERY_AFTER, DEFAULT_TIMEOUT, DEFAULT_TIMEOUT_CEILING,
     Degrade, Mode, StoreError, StoreErrorKind,
 };
-use crate::clock::Clock;
-use crate::error::{Error, Reason};
-use crate::policy::{Policy, Recovery, Window, lease_nanos, nanos};
-use crate::state::State;
-use crate::store::{
+use fusebox::State;
+use fusebox::clock::Clock;
+use fusebox::store::{
     Admission, BoxFuture, CircuitRef, Link, Outcome, SharedKey as Seam, Site, Ticket, WeakCircuit,
 };
+use fusebox::{Error, Reason};
+use fusebox::{Policy, Recovery, Window};
 
 /// Settings of a [`RedisStore`]; start with [`RedisStore::builder`].
 pub struct RedisStoreBuilder {
@@ -183,7 +183,7 @@ impl RedisStoreBuilder {
 
     /// As [`connect`](RedisStoreBuilder::connect), for a `redis+cluster://` URL: a cluster
     /// connection to `nodes`, subscribed (cached modes) to each node in turn.
-    #[cfg(feature = "redis-cluster")]
+    #[cfg(feature = "cluster")]
     async fn connect_cluster(
         self,
         nodes: Vec<String>,
@@ -218,7 +218,7 @@ impl RedisStoreBuilder {
     }
 
     /// A cluster URL without the `redis-cluster` feature: an error that says so.
-    #[cfg(not(feature = "redis-cluster"))]
+    #[cfg(not(feature = "cluster"))]
     async fn connect_cluster(
         self,
         _nodes: Vec<String>,
@@ -372,7 +372,7 @@ fn first_line(error: &redis::RedisError) -> String {
         .to_owned()
 }
 
-/// A Redis store shared by the replicas of a service; hand it to [`Registry::share`](crate::Registry::share).
+/// A Redis store shared by the replicas of a service; hand it to [`Registry::share`](fusebox::Registry::share).
 #[derive(Clone)]
 pub struct RedisStore {
     pub(super) inner: Arc<SharedStore>,
@@ -485,7 +485,7 @@ impl RedisStore {
         let link = self.key_link(key, policy);
         let answer = call(&self.inner.client, &link, "read", &[])
             .await
-            .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
+            .map_err(|_| Error::new(fusebox::Key::from(key), Reason::TimedOut, None))?;
         Ok(SharedState {
             state: state_of(answer.state),
             generation: answer.generation,
@@ -524,7 +524,7 @@ impl RedisStore {
         let link = self.key_link(key, policy);
         let answer = call(&self.inner.client, &link, "force", &[target])
             .await
-            .map_err(|_| Error::new(crate::error::Key::from(key), Reason::TimedOut, None))?;
+            .map_err(|_| Error::new(fusebox::Key::from(key), Reason::TimedOut, None))?;
         let operator = Site::new(&"operator");
         let breakers: Vec<Arc<SharedKey>> = self
             .inner
@@ -543,7 +543,7 @@ impl RedisStore {
             }
         }
         if !announced && answer.committed_from >= 0 {
-            crate::store::announce_unheld(
+            fusebox::store::announce_unheld(
                 key,
                 state_of(answer.committed_from),
                 state_of(answer.state),
@@ -615,6 +615,16 @@ impl RedisStore {
     }
 }
 
+/// `duration` in nanoseconds, saturating at `u64::MAX`.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The half-open lease of `policy` in nanoseconds.
+fn lease_nanos(policy: &Policy) -> u64 {
+    nanos(policy.settings().half_open_lease)
+}
+
 /// The fewest failures that can open `policy`'s circuit from an empty window (its `consecutive`,
 /// its `failure_count`, or its rate's share of `min_calls`; `u64::MAX` when only the slow-call
 /// rule trips it): a replica with this many failures the script has not answered admits no more
@@ -655,7 +665,7 @@ pub struct SharedState {
 
 /// The store shares every key of a registry but those [`RedisStoreBuilder::local_key`] names and
 /// those whose window the script does not support.
-impl crate::store::Store for RedisStore {
+impl fusebox::store::Store for RedisStore {
     fn link(&self, circuit: WeakCircuit) -> Link {
         let key = circuit.key();
         if self.inner.local.iter().any(|k| k == key) {
@@ -700,44 +710,48 @@ impl crate::store::Store for RedisStore {
         let entry = links.entry(hash).or_default();
         entry.retain(|l| l.strong_count() > 0);
         entry.push(Arc::downgrade(&link));
-        Link::Shared(Box::new(link))
+        Link::Shared(Box::new(KeyLink(link)))
     }
 }
 
+/// A shared breaker's link, as the breaker holds it: its key's side of the store.
+struct KeyLink(Arc<SharedKey>);
+
 /// A shared breaker's link is its key's side of the store.
-impl Seam for Arc<SharedKey> {
+impl Seam for KeyLink {
     fn admit_now(&self, core: CircuitRef<'_>, site: Site, can_wait: bool) -> Option<Admission> {
-        cached_admit(core, self, site, can_wait)
+        cached_admit(core, &self.0, site, can_wait)
     }
 
     fn admit<'a>(&'a self, core: CircuitRef<'a>, site: Site) -> BoxFuture<'a, Admission> {
-        admit(self, core, site)
+        admit(&self.0, core, site)
     }
 
     fn report(&self, ticket: Ticket, site: Site, outcome: Outcome) {
-        report(self, ticket, site, outcome);
+        report(&self.0, ticket, site, outcome);
     }
 
     fn awaits_recording(&self) -> bool {
         // While the store does not answer, a call does not wait for a recording that cannot
         // come (its outcome is resent by the reporting task). A cached call awaits it while the
         // view is gated (too many of this replica's failures unanswered).
-        (!self.caches() || self.gated()) && self.store.client.healthy.load(Ordering::Acquire)
+        let link = &self.0;
+        (!link.caches() || link.gated()) && link.store.client.healthy.load(Ordering::Acquire)
     }
 
     fn flush(&self) -> BoxFuture<'_, ()> {
-        flush(self)
+        flush(&self.0)
     }
 
     fn degraded(&self) -> bool {
-        !self.store.client.healthy.load(Ordering::Acquire)
+        !self.0.store.client.healthy.load(Ordering::Acquire)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::fewest_failures_to_trip;
-    use crate::Policy;
+    use fusebox::Policy;
     use std::time::Duration;
 
     #[test]

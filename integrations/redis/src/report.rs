@@ -14,8 +14,8 @@ use super::link::{
 use super::op::Op;
 use super::script::{Answer, answer_of, apply, degrade_event};
 use super::{ANY_GENERATION, generation_of};
-use crate::state::Verdict;
-use crate::store::{Outcome, Site, Ticket};
+use fusebox::Verdict;
+use fusebox::store::{Outcome, Site, Ticket};
 
 /// Sends the outcome of a call the store admitted with `ticket` (called when its permit
 /// settles).

@@ -11,9 +11,9 @@ use super::link::{CONFIRMED, SharedKey, view_generation, view_state};
 use super::report::send_cancel;
 use super::script::{Answer, apply, call};
 use super::seed;
-use crate::error::Reason;
-use crate::state::State;
-use crate::store::{Admission, BoxFuture, CircuitRef, Site, Ticket};
+use fusebox::Reason;
+use fusebox::State;
+use fusebox::store::{Admission, BoxFuture, CircuitRef, Site, Ticket};
 
 /// The store's answer to the admission of a call of `site` on `core` (shared through `link`),
 /// awaited from the script.

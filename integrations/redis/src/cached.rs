@@ -14,8 +14,8 @@ use super::op::Op;
 use super::report::{send, send_admit};
 use super::script::follow;
 use super::{jitters, seed};
-use crate::error::Reason;
-use crate::store::{Admission, CircuitRef, Site, Ticket};
+use fusebox::Reason;
+use fusebox::store::{Admission, CircuitRef, Site, Ticket};
 
 /// Admission from the replica's view of the shared state, when the caller may not ask the
 /// script itself; `None` sends the call to the script (the caller awaits it).

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::Degrade;
 use super::op::Op;
-use crate::clock::Clock;
-use crate::store::{CircuitHandle, Site, WeakCircuit};
+use fusebox::clock::Clock;
+use fusebox::store::{CircuitHandle, Site, WeakCircuit};
 
 /// A shared key: one breaker's tie to the store (its Redis key, script arguments, cached view,
 /// reports in flight).
@@ -157,8 +157,8 @@ impl Delta {
     }
 
     /// Its outcomes as the local breaker records them, successes first.
-    pub(super) fn outcomes(&self) -> impl Iterator<Item = crate::state::Verdict> {
-        use crate::state::Verdict::{Failure, Success};
+    pub(super) fn outcomes(&self) -> impl Iterator<Item = fusebox::Verdict> {
+        use fusebox::Verdict::{Failure, Success};
         let successes = self.calls - self.failures;
         (0..self.calls).map(move |i| if i >= successes { Failure } else { Success })
     }

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::link::{Client, SharedKey};
-use crate::observe::Trigger;
-use crate::state::State;
-use crate::store::{CircuitRef, Counts, Site};
+use fusebox::State;
+use fusebox::Trigger;
+use fusebox::store::{CircuitRef, Counts, Site};
 
 /// Marks a time window in the script's window argument (plus the slice in milliseconds), and
 /// progressive recovery in its probes argument (plus `phases << 20` and `min_passes`).
@@ -18,7 +18,7 @@ pub(super) const TIME_WINDOW: u64 = 1 << 40;
 /// The slice of a time window (a tenth of its span) in whole milliseconds; 0 when it is not a
 /// whole number of milliseconds (such a window stays local).
 pub(super) fn time_slice_ms(span: Duration) -> u64 {
-    let slice = span.as_nanos() / u128::from(crate::policy::TIME_BUCKETS);
+    let slice = span.as_nanos() / u128::from(fusebox::limits::TIME_BUCKETS);
     if slice.is_multiple_of(1_000_000) {
         u64::try_from(slice / 1_000_000).unwrap_or(0)
     } else {
