@@ -27,14 +27,14 @@
 //! key and per generation of the store's state.
 
 mod circuit;
-// mod memory;
+mod memory;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 pub use circuit::{CircuitHandle, CircuitRef, WeakCircuit};
-// pub use memory::{MemoryStore, MemoryStoreBuilder};
+pub use memory::MemoryStore;
 
 use crate::{Reason, Verdict};
 
