@@ -39,8 +39,7 @@
 //! |---|---|
 //! | `config` | per-key overrides from TOML and environment variables (`fusebox::config`, `Registry::load_toml`, `load_env`) |
 //! | `metrics` | counters and a gauge per key through the `metrics` crate (`fusebox::metrics`) |
-//! | `redis` | one circuit across replicas through Redis (`fusebox_redis`) |
-//! | `redis-cluster` | the Redis store on a Redis Cluster (includes `redis`) |
+//! | `store` | the store seam ([`fusebox::store`](crate::store)): one circuit across replicas through a store (`fusebox-redis`), or in one process for tests ([`MemoryStore`](crate::store::MemoryStore)) |
 //! | `tsc` | [`PreciseClock`](clock::PreciseClock) reads the CPU's time-stamp counter (`quanta`) instead of `std::time::Instant` |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

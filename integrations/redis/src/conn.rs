@@ -1,5 +1,5 @@
 //! The connection the store's calls go through: one Redis server (a reconnecting
-//! [`ConnectionManager`]) or, with the `redis-cluster` feature and a `redis+cluster://` URL, a
+//! [`ConnectionManager`]) or, with the `cluster` feature and a `redis+cluster://` URL, a
 //! Redis Cluster (redis-rs's cluster connection: commands routed by their key's slot, `MOVED`
 //! and `ASK` followed, the slot map refreshed after a failover). Also the nodes a cached store
 //! subscribes to, in turn.

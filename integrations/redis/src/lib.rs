@@ -1,4 +1,12 @@
-//! One circuit across replicas: breakers that share their state through Redis (feature `redis`).
+//! One circuit across replicas: fusebox's breakers sharing their state through Redis, a store
+//! behind fusebox's store seam ([`fusebox::store`]). The [`replicas`] chapter says when to share
+//! and what each mode costs; this page is the reference.
+//!
+//! ```toml
+//! [dependencies]
+//! fusebox = "0.1"
+//! fusebox-redis = "0.1"   # features = ["cluster"] for `redis+cluster://` URLs
+//! ```
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), fusebox_redis::StoreError> {
@@ -72,7 +80,7 @@
 //! middle opens when it arrives). [`RedisStore::flush`] sends what is summed now (a graceful
 //! shutdown calls it; what was summed and never sent is lost with the process).
 //!
-//! **Redis Cluster** (feature `redis-cluster`). A `redis+cluster://host:port,host:port/` URL
+//! **Redis Cluster** (feature `cluster`). A `redis+cluster://host:port,host:port/` URL
 //! connects to a cluster: every breaker's key is hash-tagged (`{prefix:key}`), so its script call
 //! goes to the master of its slot; redis-rs's cluster connection follows `MOVED` and `ASK` and
 //! refreshes its slot map after a failover; the reporting task sends one pipeline per key; the
@@ -190,6 +198,9 @@ use std::fmt;
 use std::time::Duration;
 
 pub use store::{RedisStore, RedisStoreBuilder, SharedState};
+
+#[doc = include_str!("../replicas.md")]
+pub mod replicas {}
 
 use fusebox::State;
 use fusebox::store::{CircuitRef, Ticket};

@@ -217,7 +217,7 @@ impl RedisStoreBuilder {
         self.start(Conn::Cluster(conn), subscribe_to, url).await
     }
 
-    /// A cluster URL without the `redis-cluster` feature: an error that says so.
+    /// A cluster URL without the `cluster` feature: an error that says so.
     #[cfg(not(feature = "cluster"))]
     async fn connect_cluster(
         self,
@@ -227,7 +227,7 @@ impl RedisStoreBuilder {
         Err(StoreError::new(
             StoreErrorKind::InvalidUrl,
             format!(
-                "`{url}` is a redis cluster url; enable fusebox's `redis-cluster` feature to connect to a cluster"
+                "`{url}` is a redis cluster url; enable fusebox-redis's `cluster` feature to connect to a cluster (`fusebox-redis = {{ version = \"0.1\", features = [\"cluster\"] }}`)"
             ),
             None,
         ))

@@ -70,7 +70,7 @@ impl Circuit {
 
     /// This breaker, sharing its state through `store`: its calls leave the local fast paths.
     #[cfg(feature = "store")]
-    pub(crate) fn with_store(mut self, store: Box<dyn crate::store::SharedKey>) -> Circuit {
+    pub(crate) fn with_store(mut self, store: Box<dyn super::seam::SharedKey>) -> Circuit {
         self.plain = false;
         self.store = Some(store);
         self

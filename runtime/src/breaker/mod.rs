@@ -30,9 +30,13 @@ mod owned;
 mod permit;
 mod report;
 mod retry;
+#[cfg(feature = "store")]
+pub(crate) mod seam;
 mod snapshot;
 #[cfg(feature = "store")]
 mod store;
+#[cfg(feature = "store")]
+pub(crate) use seam::{BoxFuture, Store};
 #[cfg(feature = "store")]
 pub use store::{admit_shared, asks_store, flush_then, reports_to_store};
 #[cfg(feature = "store")]
@@ -165,7 +169,7 @@ pub(crate) struct Circuit {
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).
     #[cfg(feature = "store")]
-    pub(crate) store: Option<Box<dyn crate::store::SharedKey>>,
+    pub(crate) store: Option<Box<dyn seam::SharedKey>>,
     /// What snapshots show of the sharing: the shared window of the store's last answer, this
     /// replica's calls the store admitted, and whether the key could not be shared.
     #[cfg(feature = "store")]

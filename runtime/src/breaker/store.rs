@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::seam::{Admission, BoxFuture, CircuitRef, Link, Site, Store, WeakCircuit};
 use super::{Circuit, FnName, NamedPermit, RawPermit, Ticket, permit};
 use crate::error::Reason;
 use crate::observe::Trigger;
 use crate::state::{NO_WAIT, State, Verdict, Word};
-use crate::store::{Admission, BoxFuture, CircuitRef, Link, Site, Store, WeakCircuit};
 use crate::sync::Ordering;
 use crate::window::Counts;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -48,7 +48,7 @@ impl SharedView {
 }
 
 impl super::OwnedPermit {
-    /// [`recording`](super::OwnedPermit::recording) with the `redis` feature.
+    /// [`recording`](super::OwnedPermit::recording) with the `store` feature.
     #[inline(always)]
     pub(super) fn store_recording(&self) -> Option<BoxFuture<'static, ()>> {
         if !is_shared(self.admission) {
@@ -105,15 +105,15 @@ fn unknown_shared_admission() -> Word {
 }
 
 /// The ticket of a store's permit: the generation (modulo 2^10) it was admitted under, or none.
-fn ticket_of(word: Word) -> crate::store::Ticket {
+fn ticket_of(word: Word) -> super::seam::Ticket {
     if word.0 & UNKNOWN_GENERATION != 0 {
-        return crate::store::Ticket::unknown();
+        return super::seam::Ticket::unknown();
     }
-    crate::store::Ticket::generation((word.0 >> 4) & GENERATION_MASK)
+    super::seam::Ticket::generation((word.0 >> 4) & GENERATION_MASK)
 }
 
 /// The admission word of a permit the store admitted with `ticket`.
-fn admission_of(ticket: crate::store::Ticket) -> Word {
+fn admission_of(ticket: super::seam::Ticket) -> Word {
     match ticket.admitted_under() {
         Some(generation) => shared_admission(generation),
         None => unknown_shared_admission(),
@@ -383,7 +383,7 @@ impl Circuit {
     /// Reports the outcome of a call the store admitted (`word`) to the store.
     pub(super) fn report_shared(&self, word: Word, slow: bool, site: FnName, outcome: Verdict) {
         if let Some(store) = self.store.as_ref() {
-            let outcome = crate::store::Outcome::new(outcome, slow);
+            let outcome = super::seam::Outcome::new(outcome, slow);
             store.report(ticket_of(word), Site(site), outcome);
         }
     }

@@ -2,7 +2,7 @@
 //!
 //! Order per attempt: bulkhead → breaker → timeout → call, inside the retry loop. Every attempt
 //! asks the breaker for admission and is reported on its own; on a breaker shared through a store
-//! (feature `redis`) every attempt is admitted by the store (or the replica's view of it, in cached
+//! (feature `store`) every attempt is admitted by the store (or the replica's view of it, in cached
 //! mode) and its outcome recorded there, as a plain `async fn`'s call is. No retry follows a rejection (the circuit
 //! is open, half-open full or the bulkhead is full) or an error that is not a counted failure.
 //!
@@ -153,11 +153,11 @@ pub enum Settled<T, E> {
 #[cfg(feature = "store")]
 fn recording_of<'a, N: Named>(
     permit: &NamedPermit<'a, N>,
-) -> Option<crate::store::BoxFuture<'a, ()>> {
+) -> Option<crate::breaker::BoxFuture<'a, ()>> {
     crate::breaker::recording(permit.raw.core())
 }
 
-/// Without the `redis` feature no outcome is recorded elsewhere.
+/// Without the `store` feature no outcome is recorded elsewhere.
 #[cfg(not(feature = "store"))]
 fn recording_of<N: Named>(_permit: &NamedPermit<'_, N>) {}
 

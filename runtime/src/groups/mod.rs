@@ -31,7 +31,7 @@
 //! The success path of a member is the one of any key; a counted failure of a member reads the
 //! clock and the group's stamp. Keys without a group never reach this module.
 //!
-//! On a shared registry (feature `redis`), the group is this replica's: the relative rules see
+//! On a shared registry (`Registry::share`), the group is this replica's: the relative rules see
 //! this replica's windows and run on the failures this replica records itself (a member whose
 //! outcomes go to the store, a shared key, does not start a pass: per-host keys are usually kept
 //! local with `shared = false`), the cap counts the opens this replica's breakers made, and an

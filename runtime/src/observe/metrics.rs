@@ -43,7 +43,7 @@
 //! `from` and `to` of [`TRANSITIONS_TOTAL`] are [`State::as_str`](crate::State::as_str): `closed`,
 //! `open`, `half_open`, `forced_open`, `disabled`.
 //!
-//! On a key shared across replicas (feature `redis`), each replica counts its own calls and
+//! On a key shared across replicas (`Registry::share`), each replica counts its own calls and
 //! transitions, and its `fusebox_state` follows the shared state.
 //!
 //! Exporting them to Prometheus with `metrics-exporter-prometheus`: install its recorder at

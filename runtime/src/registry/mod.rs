@@ -113,7 +113,7 @@ pub struct Registry {
     overflow: AtomicU64,
     /// The store every breaker of this registry shares its state through ([`Registry::share`]).
     #[cfg(feature = "store")]
-    store: OnceLock<Box<dyn crate::store::Store>>,
+    store: OnceLock<Box<dyn crate::breaker::Store>>,
     /// The groups of keys ([`Registry::group`]), created with their first member.
     groups: groups::Groups,
 }
@@ -368,7 +368,7 @@ impl Registry {
     /// A Redis store (`fusebox_redis::RedisStore`) is shared the same way.
     #[cfg(feature = "store")]
     #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
-    pub fn share(&self, store: impl crate::store::Store) -> bool {
+    pub fn share(&self, store: impl crate::breaker::Store) -> bool {
         let _write = self.lock();
         if self.store.set(Box::new(store)).is_err() {
             return false;
