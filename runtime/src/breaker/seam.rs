@@ -9,9 +9,10 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::Circuit;
-use crate::{Key, Policy, State, Trigger};
-
-use crate::{Reason, Verdict};
+use crate::error::{Key, Reason};
+use crate::observe::Trigger;
+use crate::policy::Policy;
+use crate::state::{State, Verdict};
 
 /// A boxed future, as the seam's asynchronous methods return it.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -229,8 +230,8 @@ impl Counts {
 /// the key (an operator's command): the event a breaker's transition gives, with `shared = true`.
 pub fn announce_unheld(
     key: &str,
-    from: crate::State,
-    to: crate::State,
+    from: crate::state::State,
+    to: crate::state::State,
     counts: Counts,
     site: Site,
 ) {
@@ -241,7 +242,7 @@ pub fn announce_unheld(
         to,
         counts.into(),
         site.0,
-        crate::Trigger::Operator,
+        crate::observe::Trigger::Operator,
         true,
         None,
     );

@@ -421,7 +421,7 @@ pub fn reports_to_store(permit: &RawPermit<'_>) -> bool {
 pub fn admit_shared<'p, 'a>(
     permit: &'p mut RawPermit<'a>,
     name: FnName,
-) -> BoxFuture<'p, Option<crate::Error>> {
+) -> BoxFuture<'p, Option<crate::error::Error>> {
     let Some((core, store)) = permit
         .asks_store()
         .and_then(|core| Some((core, core.store.as_ref()?)))
@@ -441,11 +441,13 @@ pub fn admit_shared<'p, 'a>(
 /// `admitted` by value, so the driver never borrows it and does not keep it across the attempt.
 #[allow(clippy::type_complexity)]
 pub(crate) fn attempt_admission<'a, N: super::Named + 'a>(
-    admitted: Result<NamedPermit<'a, N>, crate::Error>,
+    admitted: Result<NamedPermit<'a, N>, crate::error::Error>,
 ) -> Result<
-    Result<NamedPermit<'a, N>, crate::Error>,
+    Result<NamedPermit<'a, N>, crate::error::Error>,
     std::pin::Pin<
-        Box<impl std::future::Future<Output = Result<NamedPermit<'a, N>, crate::Error>> + 'a>,
+        Box<
+            impl std::future::Future<Output = Result<NamedPermit<'a, N>, crate::error::Error>> + 'a,
+        >,
     >,
 > {
     match admitted {

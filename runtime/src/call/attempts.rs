@@ -188,7 +188,7 @@ pub(crate) fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u3
 
 /// Runs `attempt` under `cfg`, asking `admit` for a permit before each try; `is_failure` says
 /// which errors count, `is_failed_ok` which `Ok` values do (`failure_if`; `|_| false` without it),
-/// and `retry_after` the wait a counted error asked for (pushback, [`RetryAfter`](crate::RetryAfter);
+/// and `retry_after` the wait a counted error asked for (pushback, [`RetryAfter`](crate::load::pushback::RetryAfter);
 /// `|_| None` for an error type without it).
 ///
 /// Pushback: a counted error that asked for a wait reports it to the breaker, and the next

@@ -10,8 +10,11 @@ use super::{
     Admission, BoxFuture, CircuitRef, Counts, Link, Outcome, SharedKey, Site, Store, Ticket,
     WeakCircuit,
 };
+use crate::breaker::{Breaker, OwnedPermit};
 use crate::clock::Clock;
-use crate::{Breaker, OwnedPermit, Registry, State, Trigger, Verdict};
+use crate::observe::Trigger;
+use crate::registry::Registry;
+use crate::state::{State, Verdict};
 
 /// A store that keeps shared circuits in this process: every registry that
 /// [shares](Registry::share) one `MemoryStore` (clones share it too) is a replica of the same
