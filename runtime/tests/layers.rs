@@ -9,8 +9,8 @@ use std::path::Path;
 const REDIS_DIR: &str = "../../integrations/redis/src";
 
 /// The files of fusebox-redis, each importing from its siblings only those before it.
-const REDIS: [&str; 8] = [
-    "op", "conn", "link", "script", "report", "admit", "cached", "store",
+const REDIS: [&str; 11] = [
+    "op", "conn", "view", "link", "script", "report", "task", "admit", "cached", "store", "builder",
 ];
 
 /// The files of `window/`, each importing from its siblings only those before it.

@@ -7,10 +7,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::{CONFIRMED, SharedKey, view_generation, view_state};
+use super::link::SharedKey;
 use super::report::send_cancel;
 use super::script::{Answer, apply, call};
 use super::seed;
+use super::view::{CONFIRMED, view_generation, view_state};
 use fusebox::Reason;
 use fusebox::State;
 use fusebox::store::{Admission, BoxFuture, CircuitRef, Site, Ticket};
@@ -141,7 +142,7 @@ pub(super) fn flush(link: &SharedKey) -> BoxFuture<'_, ()> {
                 }
                 // No round on its way: this call sends the queued reports, its own among them,
                 // itself (no hop through the reporting task).
-                if super::report::send_own(client).await {
+                if super::task::send_own(client).await {
                     continue;
                 }
                 notified.await;

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use super::TRANSITIONS;
 use super::admit::{degraded, permit_of};
-use super::link::{CONFIRMED, Client, SharedKey, view_generation, view_state};
+use super::link::{Client, SharedKey};
 use super::op::Op;
 use super::report::{send, send_admit};
 use super::script::follow;
+use super::view::{CONFIRMED, view_generation, view_state};
 use super::{jitters, seed};
 use fusebox::Reason;
 use fusebox::store::{Admission, CircuitRef, Site, Ticket};

@@ -175,17 +175,19 @@
 //!
 //! **Files**, each using only those listed before it: `op.rs`: the jobs sent to the script and
 //! their wire encoding (the one place an outcome becomes a digit of `breaker.lua`'s arguments).
-//! `link.rs`: the types the others share (a
-//! breaker's `SharedKey` to the store, the connection and script, a queued report). `script.rs`:
-//! calling `breaker.lua`, reading its answers and applying them to the local breaker.
-//! `report.rs`: outcomes sent to the script off the call path, batched. `admit.rs`: what the
-//! expansion calls on a shared key (admission awaited from the script, the wait for an outcome's
-//! recording). `cached.rs`: cached mode (admission from the replica's view, the pub/sub
-//! subscription). `store.rs`: `RedisStoreBuilder`, `RedisStore`, and `attach`, which shares a
-//! breaker (its link becomes the breaker's `Store`, the seam the breaker calls, so the breaker
-//! names nothing of this module). This file: the public settings.
+//! `conn.rs`: the connection (one server or a cluster). `view.rs`: a replica's view of a key, and
+//! what news it takes. `link.rs`: the types the others share (a
+//! key's `SharedKey`, the client, a queued report). `script.rs`: calling `breaker.lua`, reading its
+//! answers and applying them to the local breaker (through fusebox's `CircuitRef`). `report.rs`:
+//! outcomes queued (or summed) off the call path. `task.rs`: the reporting task, which batches and
+//! sends them. `admit.rs`: the admission a caller awaits, and the wait for an outcome's recording.
+//! `cached.rs`: cached mode (admission from the replica's view, the pub/sub subscription).
+//! `store.rs`: `RedisStore`, and the two sides of fusebox's store seam (`RedisStore` links a key;
+//! the key's link is what the breaker calls). `builder.rs`: `RedisStoreBuilder` and the
+//! connection. This file: the public settings.
 
-pub(crate) mod admit;
+mod admit;
+mod builder;
 mod cached;
 mod conn;
 mod link;
@@ -193,11 +195,14 @@ mod op;
 mod report;
 mod script;
 mod store;
+mod task;
+mod view;
 
 use std::fmt;
 use std::time::Duration;
 
-pub use store::{RedisStore, RedisStoreBuilder, SharedState};
+pub use builder::RedisStoreBuilder;
+pub use store::{RedisStore, SharedState};
 
 #[doc = include_str!("../replicas.md")]
 pub mod replicas {}

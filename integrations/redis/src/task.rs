@@ -1,0 +1,576 @@
+//! The reporting task: takes what the call path queued ([`super::report`]), merges the reports
+//! of one key, generation and call site into script calls, pipelines one round of them, applies
+//! the answers, and, when Redis does not answer, sends them again or records them on the local
+//! breaker. A call waiting for its own report may send a round itself ([`send_own`]).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::Degrade;
+use super::link::{Client, Folds, Report, Rounds, Sent, SharedKey};
+use super::op::Op;
+use super::report::{NOW, RESEND_QUEUE, RESENDS, send, send_cancel, successes_of};
+use super::script::{Answer, answer_of, apply, degrade_event};
+use fusebox::Verdict;
+use fusebox::store::Site;
+
+/// The most script calls sent in one round trip.
+const BATCH: usize = 256;
+
+/// The most queued jobs taken for one round trip (merged into at most [`BATCH`] script calls).
+const DRAIN: usize = 16 * 1024;
+
+/// The most outcomes merged into one script call (the script applies them in one loop).
+const MERGED: usize = 1024;
+
+impl Sent {
+    /// The jobs this call stands for (one for an admission, a read or a fold).
+    fn reports(&self) -> u64 {
+        if self.delta.is_some() {
+            1
+        } else {
+            self.codes.len().max(1) as u64
+        }
+    }
+
+    /// The outcomes this call carries.
+    fn outcomes(&self) -> u64 {
+        match &self.delta {
+            Some(delta) => delta.calls,
+            None => self.codes.len() as u64,
+        }
+    }
+
+    /// The failures this call carries.
+    fn failures(&self) -> u64 {
+        match &self.delta {
+            Some(delta) => delta.failures,
+            None if matches!(self.job.op, Op::Record { .. }) => self
+                .codes
+                .iter()
+                .filter(|&&code| Op::decode(code).outcome() == Verdict::Failure)
+                .count() as u64,
+            None => 0,
+        }
+    }
+
+    /// True when it carries outcomes (sent again when the store does not answer).
+    fn carries_outcomes(&self) -> bool {
+        self.job.op.carries_outcomes()
+    }
+
+    /// Records its outcomes on the local breaker (the store did not answer, `Degrade::Local`).
+    fn record_locally(&self) {
+        let job = &self.job;
+        match &self.delta {
+            Some(delta) => delta
+                .outcomes()
+                .for_each(|failure| job.core.get().record_locally(failure, job.site)),
+            None => self.codes.iter().for_each(|&code| {
+                job.core
+                    .get()
+                    .record_locally(Op::decode(code).outcome(), job.site)
+            }),
+        }
+    }
+}
+
+/// The digit of a record's outcome in the script's `report` op.
+fn code_of(job: &Report) -> u8 {
+    job.op.encode().1.unwrap_or(b'0')
+}
+
+/// Takes what is queued (up to [`DRAIN`] jobs) into `batch` after the jobs already there,
+/// merging the reports of one key, generation and call site into one script call of at most [`MERGED`]
+/// outcomes, so the store's load follows the round trips, not the calls: a fleet that settles
+/// outcomes faster than one round trip per report is never behind by more than one round trip.
+fn take(
+    client: &Client,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Report>,
+    batch: &mut Vec<Sent>,
+    folds: &mut Folds,
+) {
+    let resent = batch.len();
+    // Merged per key, generation and call site: a transition's event names the function whose
+    // outcome the script applied.
+    let mut open: Open = std::collections::HashMap::new();
+    let mut taken = 0;
+    while taken < DRAIN && batch.len() < BATCH {
+        let Ok(job) = rx.try_recv() else {
+            break;
+        };
+        taken += 1;
+        if job.op == Op::Fold {
+            queue_fold(client, folds, job);
+            continue;
+        }
+        if job.op.sums() {
+            let (successes, generation) = successes_of(&job);
+            if successes == 0 {
+                finished_job(&job, 1);
+                continue;
+            }
+            // The job stands for each of its successes from now on.
+            job.link.pending.fetch_add(successes - 1, Ordering::AcqRel);
+            push_successes(batch, &mut open, job, generation, successes);
+            continue;
+        }
+        if !matches!(job.op, Op::Record { .. }) {
+            batch.push(Sent {
+                job,
+                codes: Vec::new(),
+                delta: None,
+            });
+            continue;
+        }
+        merge_record(batch, &mut open, job);
+    }
+    take_due_folds(batch, folds);
+    for sent in &mut batch[resent..] {
+        if sent.carries_outcomes() {
+            sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+        }
+    }
+}
+
+/// The script calls of one round open to more outcomes, by key, generation and call site.
+type Open = std::collections::HashMap<(*const SharedKey, u64, Site), usize>;
+
+/// Queues a fold job in `folds`, in deadline order (a flush-now job makes every fold due now).
+fn queue_fold(client: &Client, folds: &mut Folds, job: Report) {
+    let now = tokio::time::Instant::now();
+    if job.sequence == NOW {
+        folds.iter_mut().for_each(|(due, _)| *due = now);
+        finished_job(&job, 1);
+        return;
+    }
+    // Due one flush interval after the delta's first outcome, however late this task took its
+    // job (a busy host may run it well after the outcome was summed), less tokio's timer tick: a
+    // timer fires on the millisecond tick after its deadline, so a deadline one tick early lets
+    // the fold leave within its interval.
+    let since = job
+        .link
+        .delta
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .since
+        .unwrap_or(now);
+    let flush = client.flush.unwrap_or_default();
+    let tick = Duration::from_millis(1).min(flush / 4);
+    let due = since + flush - tick;
+    // In deadline order: a caller held up between its first outcome and sending the job queues
+    // it behind later ones, and the folds leave from the front.
+    let at = folds.partition_point(|(other, _)| *other <= due);
+    folds.insert(at, (due, job));
+}
+
+/// Adds a record job's outcome to the round's open call of its key, generation and call site,
+/// or opens one.
+fn merge_record(batch: &mut Vec<Sent>, open: &mut Open, job: Report) {
+    let code = code_of(&job);
+    let merge_key = (Arc::as_ptr(&job.link), job.generation, job.site);
+    if let Some(&at) = open.get(&merge_key)
+        && batch[at].codes.len() < MERGED
+    {
+        batch[at].codes.push(code);
+        // The merged call stands for this report too: it is done with it.
+        return;
+    }
+    open.insert(merge_key, batch.len());
+    batch.push(Sent {
+        job,
+        codes: vec![code],
+        delta: None,
+    });
+}
+
+/// Moves the folds whose interval has passed into the round, while it has room.
+fn take_due_folds(batch: &mut Vec<Sent>, folds: &mut Folds) {
+    let now = tokio::time::Instant::now();
+    while batch.len() < BATCH
+        && let Some((due, _)) = folds.front()
+        && *due <= now
+    {
+        let Some((_, mut job)) = folds.pop_front() else {
+            break;
+        };
+        let delta = {
+            let mut delta = job
+                .link
+                .delta
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::mem::take(&mut *delta)
+        };
+        if delta.calls == 0 {
+            finished_job(&job, 1);
+            continue;
+        }
+        job.generation = delta.generation;
+        batch.push(Sent {
+            job,
+            codes: delta.argument().into_bytes(),
+            delta: Some(delta),
+        });
+    }
+}
+
+/// Merges `successes` successes of `generation` (a summed job's, `job`) into the round's script
+/// calls of their key, generation and call site, starting new calls of at most [`MERGED`]
+/// outcomes as needed.
+fn push_successes(
+    batch: &mut Vec<Sent>,
+    open: &mut Open,
+    mut job: Report,
+    generation: u64,
+    mut successes: u64,
+) {
+    job.op = Op::SUCCESS;
+    job.generation = generation;
+    let code = code_of(&job);
+    let merge_key = (Arc::as_ptr(&job.link), generation, job.site);
+    let mut job = Some(job);
+    while successes > 0 {
+        let at = match open.get(&merge_key) {
+            Some(&at) if batch[at].codes.len() < MERGED => at,
+            _ => {
+                let report = match job.take() {
+                    Some(job) => job,
+                    None => {
+                        let first = &batch[open[&merge_key]].job;
+                        Report {
+                            link: first.link.clone(),
+                            core: first.core.clone(),
+                            generation,
+                            op: Op::SUCCESS,
+                            misses: 0,
+                            site: first.site,
+                            sequence: 0,
+                            asker: None,
+                        }
+                    }
+                };
+                open.insert(merge_key, batch.len());
+                batch.push(Sent {
+                    job: report,
+                    codes: Vec::new(),
+                    delta: None,
+                });
+                batch.len() - 1
+            }
+        };
+        let room = (MERGED - batch[at].codes.len()) as u64;
+        let n = successes.min(room);
+        batch[at]
+            .codes
+            .extend(std::iter::repeat_n(code, n as usize));
+        successes -= n;
+    }
+}
+
+impl Rounds {
+    /// The reporting state of a store whose reports arrive on `rx`.
+    pub(super) fn new(rx: tokio::sync::mpsc::UnboundedReceiver<Report>) -> Rounds {
+        Rounds {
+            rx,
+            batch: Vec::with_capacity(BATCH),
+            again: std::collections::VecDeque::new(),
+            folds: Folds::new(),
+        }
+    }
+
+    /// Sends one round: the calls waiting to be sent again, then what is queued (and the folds
+    /// that are due), pipelined, and applies the answers. False when there was nothing to send.
+    ///
+    /// A report the store does not answer is recorded on the local breaker (the first time) and
+    /// sent again, before any later report, up to [`RESENDS`] times; the script records each
+    /// report at most once (its sequence number), so a report whose answer was lost, though the
+    /// script ran, is not counted twice. At most [`RESEND_QUEUE`] outcomes wait to be sent
+    /// again; what is given up is counted
+    /// ([`RedisStore::dropped_reports`](super::RedisStore::dropped_reports)) and announced with
+    /// a WARN event.
+    pub(super) async fn round(&mut self, client: &Client) -> bool {
+        while self.batch.len() < BATCH {
+            match self.again.pop_front() {
+                Some(sent) => self.batch.push(sent),
+                None => break,
+            }
+        }
+        take(client, &mut self.rx, &mut self.batch, &mut self.folds);
+        if self.batch.is_empty() {
+            return false;
+        }
+        let answers = pipelined(client, &self.batch).await;
+        for (mut sent, answer) in self.batch.drain(..).zip(answers) {
+            let job = &mut sent.job;
+            match answer {
+                // A give-back changes no state; on a missing key its answer says nothing of the
+                // circuit (the key is not created): it is not applied.
+                Ok(_) if job.op == Op::Cancel => {}
+                Ok(answer) => {
+                    apply(&job.link, job.core.get(), &answer, job.site);
+                    if let Some(asker) = job.asker.take()
+                        && asker.reply.try_send(Ok(answer)).is_err()
+                        && matches!(answer.code, 1 | 2)
+                    {
+                        // The caller stopped waiting (its bound passed) and was decided without
+                        // this admission: give it back, so a half-open probe's slot is not held
+                        // until its lease runs out.
+                        let give_back = Op::Record {
+                            outcome: Verdict::Ignored,
+                            slow: false,
+                        };
+                        send(&job.link, answer.generation & 1023, give_back, job.site);
+                    }
+                }
+                Err(()) => {
+                    if sent.carries_outcomes() {
+                        if sent.job.misses == 0 && client.degrade == Degrade::Local {
+                            sent.record_locally();
+                        }
+                        sent.job.misses += 1;
+                        if sent.job.misses <= RESENDS {
+                            self.again.push_back(sent);
+                            continue;
+                        }
+                        give_up(client, &sent.job, sent.outcomes());
+                    }
+                    if let Some(asker) = sent.job.asker.take() {
+                        // The script may have run the admission all the same (Redis busy past
+                        // the bound): a probe it granted is given back.
+                        send_cancel(&sent.job.link, asker.token, sent.job.site);
+                        let _ = asker.reply.try_send(Err(()));
+                    }
+                }
+            }
+            finished(&sent);
+        }
+        let mut waiting: u64 = self.again.iter().map(Sent::outcomes).sum();
+        while waiting > RESEND_QUEUE as u64
+            && let Some(sent) = self.again.pop_front()
+        {
+            waiting -= sent.outcomes();
+            give_up(client, &sent.job, sent.outcomes());
+            finished(&sent);
+        }
+        true
+    }
+}
+
+/// The reporting task: sends rounds ([`Rounds::round`]) while reports are queued, each script
+/// call carrying the outcomes of one key and generation settled since the last round trip, and
+/// the calls of one round (up to [`BATCH`]) pipelined; a fold is sent when its interval has
+/// passed. A call waiting for its own report (strict mode) may send a round itself when no
+/// round is on its way ([`send_own`]); the task then finds less to send.
+pub(super) async fn worker(client: Arc<Client>) {
+    loop {
+        let (due, resending) = {
+            let rounds = client.rounds.lock().await;
+            if client.closing.load(Ordering::Acquire) && rounds.rx.is_empty() {
+                return;
+            }
+            (
+                rounds.folds.front().map(|&(due, _)| due),
+                !rounds.again.is_empty(),
+            )
+        };
+        if resending {
+            // Waits a little before sending again, so a store that stopped answering is not
+            // asked in a loop.
+            tokio::time::sleep(client.timeout().min(Duration::from_millis(100))).await;
+        } else if let Some(due) = due {
+            let _ = tokio::time::timeout_at(due, client.work.notified()).await;
+        } else {
+            client.work.notified().await;
+        }
+        let mut rounds = client.rounds.lock().await;
+        // Sends while reports are queued; calls to send again wait for the next pass (after the
+        // pause above).
+        loop {
+            rounds.round(&client).await;
+            if rounds.rx.is_empty() || !rounds.again.is_empty() {
+                break;
+            }
+        }
+    }
+}
+
+/// A call waiting for the recording of its outcome (strict mode) sends the next round itself
+/// when no round is on its way: its report then reaches the store without a hop through the
+/// reporting task. False when a round is on its way (the call waits for it instead).
+pub(super) async fn send_own(client: &Client) -> bool {
+    /// Wakes the reporting task when the round ends with work left for it, or is cancelled
+    /// (its calls stay in the round, to be sent again).
+    struct Handover<'a>(&'a Client, bool);
+    impl Drop for Handover<'_> {
+        fn drop(&mut self) {
+            if self.1 {
+                self.0.work.notify_one();
+            }
+        }
+    }
+    let Ok(mut rounds) = client.rounds.try_lock() else {
+        return false;
+    };
+    let mut handover = Handover(client, true);
+    let sent = rounds.round(client).await;
+    // What queued meanwhile, or waits to be sent again, is the task's.
+    handover.1 = !rounds.rx.is_empty() || !rounds.again.is_empty();
+    sent
+}
+
+/// A script call is done (answered, or given up), and with it every report it carries.
+fn finished(sent: &Sent) {
+    sent.job.link.confirmed(sent.failures());
+    finished_job(&sent.job, sent.reports());
+}
+
+/// `reports` jobs merged into `job`'s script call are done.
+fn finished_job(job: &Report, reports: u64) {
+    if job.op == Op::Learn {
+        job.link.learning.store(false, Ordering::Release);
+    }
+    job.link.applied.fetch_add(reports, Ordering::AcqRel);
+    job.link.done.notify_waiters();
+}
+
+/// Counts a report given up, with a WARN event the first time and every 1,024th after.
+fn give_up(client: &Client, job: &Report, count: u64) {
+    let before = client.dropped.fetch_add(count, Ordering::AcqRel);
+    if before == 0 || before / 1024 != (before + count) / 1024 {
+        tracing::warn!(
+            target: "fusebox",
+            key = job.link.hash.as_str(),
+            dropped = before + count,
+            "redis store did not record {} outcome(s) after {RESENDS} attempts or past the resend queue of {RESEND_QUEUE}; with `Degrade::Local` they counted on this replica's local breaker only (check the store's latency and `RedisStoreBuilder::timeout`)",
+            before + count
+        );
+    }
+}
+
+/// The script's call for `sent`, as an `EVALSHA` command.
+fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
+    let job = &sent.job;
+    let (op, _) = job.op.encode();
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(client.script.get_hash())
+        .arg(1)
+        .arg(&job.link.hash)
+        .arg(op);
+    match &client.time {
+        Some(clock) => cmd.arg(clock.now_nanos() / 1_000_000),
+        None => cmd.arg(""),
+    };
+    for value in job.link.args.iter() {
+        cmd.arg(*value);
+    }
+    match job.op {
+        Op::Learn => {}
+        Op::Admit => {
+            let token = job.asker.as_ref().map_or(0, |asker| asker.token);
+            cmd.arg(job.sequence)
+                .arg(job.generation)
+                .arg(client.replica)
+                .arg(token);
+        }
+        Op::Cancel => {
+            cmd.arg(client.replica).arg(job.sequence);
+        }
+        _ => {
+            cmd.arg(job.generation)
+                .arg(&sent.codes[..])
+                .arg(client.replica)
+                .arg(job.sequence);
+        }
+    }
+    cmd
+}
+
+/// Sends `batch` in one pipeline (on a cluster, one pipeline per key, at once: a pipeline holds
+/// the commands of one slot), bounded by the store's timeout; one answer per script call, in
+/// order.
+async fn pipelined(client: &Client, batch: &[Sent]) -> Vec<Result<Answer, ()>> {
+    if !client.conn.is_cluster() {
+        let all: Vec<&Sent> = batch.iter().collect();
+        return pipeline(client, &all).await;
+    }
+    let mut keys: Vec<&str> = Vec::new();
+    let mut groups: Vec<Vec<(usize, &Sent)>> = Vec::new();
+    for (i, sent) in batch.iter().enumerate() {
+        let hash = sent.job.link.hash.as_str();
+        match keys.iter().position(|key| *key == hash) {
+            Some(at) => groups[at].push((i, sent)),
+            None => {
+                keys.push(hash);
+                groups.push(vec![(i, sent)]);
+            }
+        }
+    }
+    let answered = futures_util::future::join_all(groups.iter().map(|group| async move {
+        let sents: Vec<&Sent> = group.iter().map(|(_, sent)| *sent).collect();
+        pipeline(client, &sents).await
+    }))
+    .await;
+    let mut answers: Vec<Result<Answer, ()>> = vec![Err(()); batch.len()];
+    for (group, answered) in groups.iter().zip(answered) {
+        for ((i, _), answer) in group.iter().zip(answered) {
+            answers[*i] = answer;
+        }
+    }
+    answers
+}
+
+/// Sends `batch` in one pipeline (loading the script once when Redis answers `NOSCRIPT`), bounded
+/// by the store's timeout; one answer per script call, in order.
+async fn pipeline(client: &Client, batch: &[&Sent]) -> Vec<Result<Answer, ()>> {
+    let mut pipe = redis::pipe();
+    for sent in batch {
+        pipe.add_command(report_command(client, sent));
+    }
+    let mut conn = client.conn.clone();
+    let bound = client.timeout();
+    let started = std::time::Instant::now();
+    let mut result =
+        tokio::time::timeout(bound, pipe.query_async::<Vec<Vec<i64>>>(&mut conn)).await;
+    if let Ok(Ok(_)) = &result {
+        client.bound.observe(started.elapsed());
+    }
+    if let Ok(Err(error)) = &result
+        && error.code() == Some("NOSCRIPT")
+    {
+        let reload = async {
+            client
+                .script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .ok()?;
+            Some(pipe.query_async::<Vec<Vec<i64>>>(&mut conn).await)
+        };
+        if let Ok(Some(again)) = tokio::time::timeout(bound, reload).await {
+            result = Ok(again);
+        }
+    }
+    let first = &batch[0].job.link;
+    match result {
+        Ok(Ok(answers)) if answers.len() == batch.len() => batch
+            .iter()
+            .zip(answers)
+            .map(|(sent, values)| answer_of(client, &sent.job.link, values))
+            .collect(),
+        Ok(Ok(answers)) => {
+            degrade_event(client, first, &format!("{} answers", answers.len()));
+            batch.iter().map(|_| Err(())).collect()
+        }
+        Ok(Err(error)) => {
+            degrade_event(client, first, &error.to_string());
+            batch.iter().map(|_| Err(())).collect()
+        }
+        Err(_) => {
+            client.bound.missed();
+            degrade_event(client, first, &format!("no answer within {bound:?}"));
+            batch.iter().map(|_| Err(())).collect()
+        }
+    }
+}
