@@ -137,6 +137,55 @@ fn learn_later(link: &Arc<SharedKey>, site: Site) {
     }
 }
 
+/// The subscription is up: every view is forgotten (each key's next call resynchronises it from
+/// the script), and the store admits from its views again.
+fn subscribed(client: &Client, dropped: bool) {
+    for link in client
+        .links
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .flatten()
+        .filter_map(std::sync::Weak::upgrade)
+    {
+        link.forget();
+    }
+    client.subscribed.store(true, Ordering::Release);
+    if dropped {
+        tracing::info!(
+            target: "fusebox",
+            "redis store subscription is back; cached breakers admit locally again after their next call resynchronises"
+        );
+    }
+}
+
+/// A message on [`TRANSITIONS`]: the views of its key take the news (a message they cannot
+/// take makes them unknown), and their local breakers follow what they took.
+fn take_message(client: &Client, text: &str) {
+    let Some(heard) = heard(text) else {
+        return;
+    };
+    let links: Vec<Arc<SharedKey>> = client
+        .links
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(heard.hash)
+        .map(|links| links.iter().filter_map(std::sync::Weak::upgrade).collect())
+        .unwrap_or_default();
+    for link in links {
+        let Some((state, generation, remaining, incarnation)) = heard.news else {
+            link.forget();
+            continue;
+        };
+        if link.hear(state, generation, incarnation)
+            && let Some(core) = link.circuit()
+        {
+            // No open wait longer than this replica's policy gives.
+            follow(&link, core.get(), state, remaining.min(link.args[8]));
+        }
+    }
+}
+
 /// Subscribes to [`TRANSITIONS`] on a connection of its own to one of `nodes` (one server, or
 /// each node of a cluster, where a message published on any node reaches every node's
 /// subscribers), trying them in turn from `first`, each bounded by `timeout` (at least one
@@ -225,53 +274,15 @@ pub(super) async fn subscriber(
             let Some(strong) = client.upgrade() else {
                 return;
             };
-            for link in strong
-                .links
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .values()
-                .flatten()
-                .filter_map(std::sync::Weak::upgrade)
-            {
-                link.forget();
-            }
-            strong.subscribed.store(true, Ordering::Release);
-            if dropped {
-                tracing::info!(
-                    target: "fusebox",
-                    "redis store subscription is back; cached breakers admit locally again after their next call resynchronises"
-                );
-            }
+            subscribed(&strong, dropped);
         }
         let mut messages = up.into_on_message();
         while let Some(message) = messages.next().await {
             let Some(strong) = client.upgrade() else {
                 return;
             };
-            let Ok(text) = message.get_payload::<String>() else {
-                continue;
-            };
-            let Some(heard) = heard(&text) else {
-                continue;
-            };
-            let links: Vec<Arc<SharedKey>> = strong
-                .links
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(heard.hash)
-                .map(|links| links.iter().filter_map(std::sync::Weak::upgrade).collect())
-                .unwrap_or_default();
-            for link in links {
-                let Some((state, generation, remaining, incarnation)) = heard.news else {
-                    link.forget();
-                    continue;
-                };
-                if link.hear(state, generation, incarnation)
-                    && let Some(core) = link.circuit()
-                {
-                    // No open wait longer than this replica's policy gives.
-                    follow(&link, core.get(), state, remaining.min(link.args[8]));
-                }
+            if let Ok(text) = message.get_payload::<String>() {
+                take_message(&strong, &text);
             }
         }
         let Some(strong) = client.upgrade() else {

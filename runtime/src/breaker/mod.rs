@@ -36,11 +36,9 @@ mod snapshot;
 #[cfg(feature = "store")]
 mod store;
 #[cfg(feature = "store")]
-pub(crate) use seam::{BoxFuture, Store};
-#[cfg(feature = "store")]
 pub use store::{admit_shared, asks_store, flush_then, reports_to_store};
 #[cfg(feature = "store")]
-pub(crate) use store::{after_recording, attach, attempt_admission, recording};
+pub(crate) use {seam::*, store::*};
 #[cfg(test)]
 mod tests;
 
