@@ -123,44 +123,26 @@ pub fn permit_timed_out(permit: &mut RawPermit<'_>, name: FnName) -> Error {
 
 #[cfg(feature = "store")]
 pub use crate::breaker::{admit_shared, asks_store, flush_then, reports_to_store};
-#[cfg(not(feature = "store"))]
-pub use no_store::{admit_shared, asks_store, flush_then, reports_to_store};
 
-/// What an `async fn`'s expansion calls on a shared key, without the `store` feature: no breaker
-/// is shared, so no permit asks a store and no outcome awaits one (the branches fold away).
-#[cfg(not(feature = "store"))]
-mod no_store {
-    use crate::breaker::{FnName, RawPermit};
-
-    /// Never: no breaker is shared without the `store` feature.
-    #[inline(always)]
-    #[must_use]
-    pub fn asks_store(_permit: &RawPermit<'_>) -> bool {
-        false
-    }
-
-    /// Never: no breaker is shared without the `store` feature.
-    #[inline(always)]
-    #[must_use]
-    pub fn reports_to_store(_permit: &RawPermit<'_>) -> bool {
-        false
-    }
-
-    /// Never called ([`asks_store`] is false): nothing to admit.
-    #[inline(always)]
-    pub fn admit_shared(
-        _permit: &mut RawPermit<'_>,
-        _name: FnName,
-    ) -> std::future::Ready<Option<crate::Error>> {
-        std::future::ready(None)
-    }
-
-    /// Never called ([`reports_to_store`] is false): gives back `out`.
-    #[inline(always)]
-    pub fn flush_then<T>(_permit: &RawPermit<'_>, out: T) -> std::future::Ready<T> {
-        std::future::ready(out)
-    }
+/// An `async fn`'s expansion, written for a runtime with the `store` feature (a shared key's
+/// permit may ask the store) and without it: keeps the first with the feature, the second
+/// without, so a build without a store compiles nothing of a shared call.
+#[cfg(feature = "store")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __fusebox_with_store {
+    ({ $($shared:tt)* } { $($local:tt)* }) => {{ $($shared)* }};
 }
+
+/// `with_store!` without the `store` feature: keeps the second expansion.
+#[cfg(not(feature = "store"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __fusebox_with_store {
+    ({ $($shared:tt)* } { $($local:tt)* }) => {{ $($local)* }};
+}
+
+pub use crate::__fusebox_with_store as with_store;
 
 /// True for the global registry (the registration of a site without `registry = …`).
 #[must_use]

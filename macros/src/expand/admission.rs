@@ -65,12 +65,13 @@ pub(super) struct MethodNaming {
 /// How a call is admitted.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Admit {
+    /// `let mut permit = SITE.enter(…)`: one admission, the body runs once.
+    Permit,
     /// `let admit = || SITE.acquire(…)`: the attempt driver admits each attempt.
     Closure,
-    /// `let mut permit = SITE.enter(…)`: one admission, the body runs once; an `async fn`'s permit
-    /// may ask a shared registry's store.
+    /// [`Admit::Permit`] for an `async fn` that may ask a shared registry's store.
     SharedPermit,
-    /// [`Admit::SharedPermit`] for a plain `fn`: a dynamic key's breaker is borrowed under the
+    /// [`Admit::Permit`] for a plain `fn`: a dynamic key's breaker is borrowed under the
     /// registry map's guard for the call, not counted.
     LocalPermit,
 }
@@ -118,7 +119,7 @@ fn literal_admission(
         #declare
     };
     match admit {
-        Admit::SharedPermit | Admit::LocalPermit => {
+        Admit::Permit | Admit::SharedPermit | Admit::LocalPermit => {
             let permit_value = enter(names, site, admit == Admit::SharedPermit, registry.clone());
             quote! {
                 #head
@@ -173,7 +174,7 @@ fn dynamic_admission(
     // alive across the body's awaits); the permit borrows it. A plain `fn` borrows it
     // from the registry's map under a guard held for the call instead of owning it.
     let (holder, take) = match admit {
-        Admit::SharedPermit => {
+        Admit::Permit | Admit::SharedPermit => {
             let permit_value = enter(
                 names,
                 site,
