@@ -100,6 +100,7 @@ pub use state::{State, Verdict};
 /// registry limits (with the eviction sweep's step), and the longest retry delay.
 pub mod limits {
     pub use crate::call::attempts::MAX_BACKOFF;
+    pub use crate::groups::MAX_GROUP_NAMES;
     pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, SWEEP_STEP};
     pub use fusebox_policy::limits::*;
 }

@@ -97,7 +97,7 @@ pub(super) struct Field<'a> {
     group: bool,
 }
 
-impl Field<'_> {
+impl<'a> Field<'a> {
     fn wrong(&self, expected: &str) -> ConfigError {
         self.error(format!(
             "`{}` = {} is not {expected}",
@@ -221,19 +221,30 @@ impl Field<'_> {
             .map_err(|_| self.wrong("a retry budget like \"20%\" or \"20%, 10/s\" (or \"off\")"))
     }
 
-    /// A group's name (`group = "search"`), or `"none"`: the patch that sets it. A name read
-    /// from configuration is kept for the process's life, once per distinct name
-    /// ([`crate::groups::intern`]), as the attribute's literal is.
-    fn group(&self) -> Result<PolicyPatch, ConfigError> {
+    /// A group's name (`group = "search"`), or `"none"`, checked as [`Policy::group`]'s.
+    ///
+    /// [`Policy::group`]: crate::Policy::group
+    fn group_text(&self) -> Result<&'a str, ConfigError> {
         let text = match self.raw {
             Raw::Toml(DeValue::String(s)) => s.as_ref(),
             Raw::Env(s) => s.trim(),
             Raw::Toml(_) => return Err(self.wrong("a group's name as a string, like \"search\"")),
         };
-        if text == "none" {
-            return Ok(P.no_group());
+        if text != "none" {
+            crate::policy::Policy::validate_group_name(text)
+                .map_err(|e| self.error(format!("{e}; or \"none\" for no group")))?;
         }
-        Ok(P.group(crate::groups::intern(text)))
+        Ok(text)
+    }
+
+    /// A group's name, or `"none"`: the patch that sets it. A name is kept for the process's
+    /// life ([`crate::groups::intern`]) only once its load is accepted: until then the patch
+    /// sets it only if the name is kept already, and [`patch_of`] says which name it is.
+    fn group(&self) -> Result<PolicyPatch, ConfigError> {
+        match self.group_text()? {
+            "none" => Ok(P.no_group()),
+            name => Ok(crate::groups::names().get(name).map_or(P, |kept| P.group(kept))),
+        }
     }
 
     fn float(&self) -> Result<f64, ConfigError> {
@@ -452,8 +463,7 @@ pub(super) fn group_patch_of<'a>(
     group: &str,
     fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
 ) -> Result<GroupPatch, ConfigError> {
-    let name = crate::groups::intern(group);
-    if let Err(error) = crate::policy::Policy::new().group(name).validate() {
+    if let Err(error) = crate::policy::Policy::validate_group_name(group) {
         return Err(ConfigError::Group {
             group: echo(group),
             field: String::new(),
@@ -473,12 +483,16 @@ pub(super) fn group_patch_of<'a>(
     Ok(patch)
 }
 
-/// The patch of one key from its fields.
+/// The patch of one key from its fields, and the group it names (`group = "search"`), which
+/// the patch sets only once the load is accepted ([`Loaded::keep_names`]).
+///
+/// [`Loaded::keep_names`]: super::Loaded::keep_names
 pub(super) fn patch_of<'a>(
     key: &str,
     fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
-) -> Result<PolicyPatch, ConfigError> {
+) -> Result<(PolicyPatch, Option<String>), ConfigError> {
     let mut patch = PolicyPatch::new();
+    let mut member = None;
     for (name, raw) in fields {
         let field = Field {
             key,
@@ -487,6 +501,11 @@ pub(super) fn patch_of<'a>(
             group: false,
         };
         patch = patch.then(field.patch()?);
+        if name == "group" {
+            member = Some(field.group_text()?)
+                .filter(|text| *text != "none")
+                .map(str::to_owned);
+        }
     }
-    Ok(patch)
+    Ok((patch, member))
 }

@@ -35,6 +35,67 @@ pub(crate) struct Loaded {
     pub(crate) breakers: Layer,
     /// `[groups.<name>]` / `FUSEBOX_GROUPS__<NAME>__<FIELD>`.
     pub(crate) groups: GroupLayer,
+    /// The group each key's `group` field names (not `"none"`), by key: kept, and set in the
+    /// key's patch, only once the load is accepted ([`Loaded::keep_names`]).
+    pub(crate) members: BTreeMap<String, String>,
+}
+
+impl Loaded {
+    /// Keeps every group name this load brings, all or none ([`MAX_GROUP_NAMES`] at most in
+    /// the process), and sets each key's group in its patch of `layer` (the key's patches once
+    /// installed). Called once the load is otherwise accepted.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Field`] naming the key (or [`ConfigError::Group`] naming the group) whose
+    /// name would be one too many; nothing is kept then.
+    ///
+    /// [`MAX_GROUP_NAMES`]: crate::limits::MAX_GROUP_NAMES
+    pub(crate) fn keep_names(&self, layer: &mut Layer) -> Result<(), ConfigError> {
+        let names = self
+            .members
+            .values()
+            .chain(self.groups.keys())
+            .map(String::as_str);
+        crate::groups::names()
+            .add_all(names, crate::limits::MAX_GROUP_NAMES)
+            .map_err(|full| self.too_many(&full.name))?;
+        for (key, name) in &self.members {
+            if let Some(patch) = layer.get_mut(key) {
+                *patch = patch.group(crate::groups::intern(name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `key`'s patch, and the group it names.
+    fn add(&mut self, key: &str, patch: PolicyPatch, member: Option<String>) {
+        self.breakers.insert(key.to_owned(), patch);
+        if let Some(group) = member {
+            self.members.insert(key.to_owned(), group);
+        }
+    }
+
+    /// The error of the group name `name`, one past [`MAX_GROUP_NAMES`](crate::limits::MAX_GROUP_NAMES).
+    pub(super) fn too_many(&self, name: &str) -> ConfigError {
+        let message = format!(
+            "group `{}` would be one group name more than the {} a process keeps (names are \
+             kept for the process's life); reuse a group's name, or give keys a group in code",
+            echo(name),
+            crate::limits::MAX_GROUP_NAMES
+        );
+        match self.members.iter().find(|(_, group)| *group == name) {
+            Some((key, _)) => ConfigError::Field {
+                key: echo(key),
+                message: format!("`group`: {message}"),
+            },
+            None => ConfigError::Group {
+                group: echo(name),
+                field: String::new(),
+                message,
+            },
+        }
+    }
 }
 
 pub(super) const PREFIX: &str = "FUSEBOX__";
@@ -99,13 +160,13 @@ pub(crate) fn toml_layer(text: &str) -> Result<Loaded, ConfigError> {
     }
     let mut loaded = Loaded::default();
     for (key, table) in tables("breakers", breakers.as_ref())? {
-        let patch = patch_of(
+        let (patch, member) = patch_of(
             key,
             table
                 .iter()
                 .map(|(f, v)| (f.get_ref().as_ref(), Raw::Toml(v.get_ref()))),
         )?;
-        loaded.breakers.insert(key.to_owned(), patch);
+        loaded.add(key, patch, member);
     }
     for (group, table) in tables("groups", groups.as_ref())? {
         let patch = group_patch_of(
@@ -209,13 +270,13 @@ pub(crate) fn vars_layer(
     }
     let mut loaded = Loaded::default();
     for (key, fields) in &keys {
-        let patch = patch_of(
+        let (patch, member) = patch_of(
             key,
             fields
                 .iter()
                 .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
         )?;
-        loaded.breakers.insert(key.clone(), patch);
+        loaded.add(key, patch, member);
     }
     for (group, fields) in &groups {
         let patch = group_patch_of(

@@ -57,6 +57,11 @@
 //! `base`, percentages 0 ..= 100, `min_members` at least 1, `success_rate` at least 0 and below
 //! 1000): an error is a [`ConfigError::Group`] naming the group and the field, and nothing of
 //! the load applies, neither to the keys nor to the groups.
+//!
+//! A group's name (a table's, or a breaker's `group = "…"`) is checked first and kept for the
+//! process's life only when its load is accepted: a refused load keeps no name it mentions. At
+//! most [`MAX_GROUP_NAMES`](crate::limits::MAX_GROUP_NAMES) distinct names are kept; a load
+//! that would keep more is refused, naming the key (or the group) and the field.
 
 use std::fmt;
 
@@ -139,5 +144,7 @@ mod layers;
 use fields::field_names;
 pub(crate) use layers::{Loaded, Source, toml_layer, vars_layer, vars_os_layer};
 
+#[cfg(test)]
+mod names_tests;
 #[cfg(test)]
 mod tests;

@@ -60,7 +60,12 @@ fn every_field_reads_its_knob() {
         .others(crate::policy::Others::Success)
         .retry_budget(25, 3)
         .group("search");
-    assert_eq!(layer.breakers["k"], PolicyPatch::from(declared));
+    // The group's name is set once the load is accepted (`Loaded::keep_names`).
+    assert_eq!(layer.members["k"], "search");
+    assert_eq!(
+        layer.breakers["k"].group("search"),
+        PolicyPatch::from(declared)
+    );
     let names: Vec<&str> = field_names().collect();
     // `stuck_open` is two fields, `open_for_fn` none (configuration cannot name a function).
     assert_eq!(names.len(), fusebox_policy::KNOBS.len(), "{names:?}");

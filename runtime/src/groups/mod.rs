@@ -44,7 +44,8 @@ mod snapshot;
 pub(crate) use evaluation::{GroupCore, Hold, Member, MemberBreaker};
 #[cfg(feature = "config")]
 pub(crate) use settings::GroupPatch;
-pub(crate) use settings::intern;
+pub use settings::MAX_GROUP_NAMES;
+pub(crate) use settings::{Names, intern, names};
 pub use settings::{GroupPolicy, GroupSettings};
 pub use snapshot::{Group, GroupSnapshot};
 

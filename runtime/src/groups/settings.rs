@@ -1,7 +1,7 @@
 //! A group's settings: [`GroupPolicy`] (with its plain view [`GroupSettings`]), the patch
 //! configuration lays over them, and the interned names of groups.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -233,16 +233,77 @@ impl GroupPatch {
     }
 }
 
-/// `name` as a `&'static str`, kept once per distinct name for the process's life (names read
-/// from configuration; a group's name is short and names are few).
-pub(crate) fn intern(name: &str) -> &'static str {
-    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    let names = names.get_or_insert_with(HashSet::new);
-    if let Some(known) = names.get(name) {
-        return known;
+/// The interned names of groups: each kept once, for the process's life, at most
+/// [`MAX_GROUP_NAMES`] of them.
+#[derive(Default)]
+pub(crate) struct Names {
+    set: BTreeSet<&'static str>,
+}
+
+/// A load would keep more than [`MAX_GROUP_NAMES`] distinct group names: `name` is the first
+/// new one past the limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TooManyNames {
+    pub(crate) name: String,
+}
+
+impl Names {
+    /// The kept name equal to `name`, if any.
+    pub(crate) fn get(&self, name: &str) -> Option<&'static str> {
+        self.set.get(name).copied()
     }
-    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    names.insert(leaked);
-    leaked
+
+    /// How many names are kept.
+    pub(crate) fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// `name` kept (once).
+    fn add(&mut self, name: &str) -> &'static str {
+        if let Some(known) = self.get(name) {
+            return known;
+        }
+        let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+        self.set.insert(leaked);
+        leaked
+    }
+
+    /// Every name of `names` kept, or none of them when that would keep more than `max`.
+    pub(crate) fn add_all<'a>(
+        &mut self,
+        names: impl IntoIterator<Item = &'a str> + Clone,
+        max: usize,
+    ) -> Result<(), TooManyNames> {
+        let mut fresh: BTreeSet<&str> = BTreeSet::new();
+        for name in names.clone() {
+            if self.get(name).is_none() && fresh.insert(name) && self.len() + fresh.len() > max {
+                return Err(TooManyNames {
+                    name: name.to_owned(),
+                });
+            }
+        }
+        for name in names {
+            self.add(name);
+        }
+        Ok(())
+    }
+}
+
+/// The most distinct group names a process keeps (a name read from configuration or given to
+/// [`Registry::configure_group`](crate::Registry::configure_group) is kept for the process's
+/// life, at most 64 bytes each): a load or a call that would keep more is refused.
+pub const MAX_GROUP_NAMES: usize = 1024;
+
+/// The process's group names.
+pub(crate) fn names() -> std::sync::MutexGuard<'static, Names> {
+    static NAMES: Mutex<Names> = Mutex::new(Names {
+        set: BTreeSet::new(),
+    });
+    NAMES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `name` as the `&'static str` kept for it, once it was accepted (a name a load or
+/// `configure_group` kept with [`Names::add_all`]); a name not kept yet is kept now.
+pub(crate) fn intern(name: &str) -> &'static str {
+    names().add(name)
 }

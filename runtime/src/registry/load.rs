@@ -33,7 +33,6 @@ impl Registry {
     pub fn load_toml(&self, text: &str) -> Result<usize, ConfigError> {
         let loaded = config::toml_layer(text)?;
         self.load_layer(Source::File, loaded)
-            .map_err(ConfigError::Range)
     }
 
     /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` variables of this process's environment,
@@ -57,7 +56,6 @@ impl Registry {
     ) -> Result<usize, ConfigError> {
         let loaded = config::vars_os_layer(vars)?;
         self.load_layer(Source::Env, loaded)
-            .map_err(ConfigError::Range)
     }
 
     /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` pairs and group settings from
@@ -77,6 +75,5 @@ impl Registry {
     ) -> Result<usize, ConfigError> {
         let loaded = config::vars_layer(vars)?;
         self.load_layer(Source::Env, loaded)
-            .map_err(ConfigError::Range)
     }
 }

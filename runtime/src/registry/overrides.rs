@@ -214,24 +214,30 @@ impl Registry {
     }
 
     /// Replaces every override loaded from `source` with `loaded`'s, after validating each key
-    /// it touches (the groups' patches were validated field by field when read); returns how
-    /// many keys `loaded` configures.
+    /// it touches (the groups' patches were validated field by field when read), keeping the
+    /// group names it brings only then; returns how many keys `loaded` configures.
     #[cfg(feature = "config")]
     pub(crate) fn load_layer(
         &self,
         source: Source,
-        loaded: crate::config::Loaded,
-    ) -> Result<usize, PolicyError> {
+        mut loaded: crate::config::Loaded,
+    ) -> Result<usize, crate::config::ConfigError> {
         let _write = self.lock();
         let mut next = self.overrides().clone();
-        let old = std::mem::replace(next.layer_mut(source), loaded.breakers);
+        let old = std::mem::replace(
+            next.layer_mut(source),
+            std::mem::take(&mut loaded.breakers),
+        );
         let touched: BTreeSet<String> = old
             .into_keys()
             .chain(next.layer_mut(source).keys().cloned())
             .collect();
         for key in &touched {
-            self.validate_key(&next, key)?;
+            self.validate_key(&next, key)
+                .map_err(crate::config::ConfigError::Range)?;
         }
+        // Accepted: only now are the group names it brings kept.
+        loaded.keep_names(next.layer_mut(source))?;
         let n = next.layer_mut(source).len();
         self.groups
             .load(source, loaded.groups, self.clock.now_nanos());
