@@ -82,7 +82,7 @@ pub use breaker::{
 };
 pub use call::attempts::backoff;
 pub use error::{Cause, Error, Key, Reason};
-pub use groups::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
+pub use groups::{Group, GroupPolicy, GroupPolicyError, GroupSettings, GroupSnapshot};
 pub use load::pushback::RetryAfter;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

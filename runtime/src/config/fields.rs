@@ -375,29 +375,11 @@ pub(super) const GROUP_FIELDS: [&str; 7] = [
     "healthy_span",
 ];
 
-/// What a group's duration field expects.
-pub(super) const GROUP_DURATION: &str = "a duration of at least 1 ms, like \"10s\"";
-/// What `ejection` expects.
+/// What `ejection` expects, as configuration writes it.
 pub(super) const EJECTION: &str =
     "a table `{ base = \"30s\", max = \"5m\" }` (`base` at least 1 ms, `max` at least `base`)";
 
 impl Field<'_> {
-    /// A duration of at least 1 ms (`interval`).
-    fn group_duration(&self) -> Result<Duration, ConfigError> {
-        match self.duration() {
-            Ok(d) if d >= Duration::from_millis(1) => Ok(d),
-            _ => Err(self.wrong(GROUP_DURATION)),
-        }
-    }
-
-    /// A whole number of percent, 0 ..= 100.
-    fn percent_or_off(&self, expected: &str) -> Result<u8, ConfigError> {
-        match self.int::<u8>(expected) {
-            Ok(n) if n <= 100 => Ok(n),
-            _ => Err(self.wrong(expected)),
-        }
-    }
-
     /// `ejection = { base = "30s", max = "5m" }`: the ejection backoff's base and maximum.
     fn ejection(&self) -> Result<(Duration, Duration), ConfigError> {
         self.table(EJECTION, |table| {
@@ -406,45 +388,31 @@ impl Field<'_> {
                 _ => None,
             };
             match (get("base"), get("max"), table.len()) {
-                (Some(base), Some(max), 2) if base >= Duration::from_millis(1) && max >= base => {
-                    Some((base, max))
-                }
+                (Some(base), Some(max), 2) => Some((base, max)),
                 _ => None,
             }
         })
     }
 
-    /// This field of a group's table, added to `patch`.
-    fn group_field(&self, mut patch: GroupPatch) -> Result<GroupPatch, ConfigError> {
+    /// This field of a group's table as a patch of that field alone: its value's type is
+    /// checked here, its range by [`GroupPolicy::validate`](crate::GroupPolicy::validate).
+    fn group_field(&self) -> Result<GroupPatch, ConfigError> {
+        use crate::groups::validate::{
+            FAILURE_PERCENTAGE, INTERVAL, MAX_EJECTION, MIN_MEMBERS, SUCCESS_RATE,
+        };
+        let mut patch = GroupPatch::default();
         match self.name {
-            "interval" => patch.interval = Some(self.group_duration()?),
+            "interval" => {
+                patch.interval = Some(self.duration().map_err(|_| self.wrong(INTERVAL))?);
+            }
             "success_rate" => {
-                const EXPECTED: &str =
-                    "a number of standard deviations, at least 0 (off) and below 1000, like 1.9";
-                let factor = self.float().map_err(|_| self.wrong(EXPECTED))?;
-                if !(0.0..1000.0).contains(&factor) {
-                    return Err(self.wrong(EXPECTED));
-                }
-                patch.success_rate = Some(factor);
+                patch.success_rate = Some(self.float().map_err(|_| self.wrong(SUCCESS_RATE))?);
             }
             "failure_percentage" => {
-                patch.failure_percentage =
-                    Some(self.percent_or_off(
-                        "a whole number of percent (0..=100; 0 turns the rule off)",
-                    )?);
+                patch.failure_percentage = Some(self.int(FAILURE_PERCENTAGE)?);
             }
-            "min_members" => {
-                const EXPECTED: &str = "a whole number of members, at least 1";
-                match self.int::<u32>(EXPECTED)? {
-                    0 => return Err(self.wrong(EXPECTED)),
-                    n => patch.min_members = Some(n),
-                }
-            }
-            "max_ejection" => {
-                patch.max_ejection = Some(self.percent_or_off(
-                    "a whole number of percent (0..=100; at least one member may always be open)",
-                )?);
-            }
+            "min_members" => patch.min_members = Some(self.int(MIN_MEMBERS)?),
+            "max_ejection" => patch.max_ejection = Some(self.int(MAX_EJECTION)?),
             "ejection" => patch.ejection = Some(self.ejection()?),
             "healthy_span" => {
                 patch.healthy_span = Some(
@@ -454,7 +422,12 @@ impl Field<'_> {
             }
             _ => return Err(self.unknown(GROUP_FIELDS.into_iter())),
         }
-        Ok(patch)
+        // The field alone over the defaults: the check code and the replay make.
+        match patch.apply(crate::GroupPolicy::new()).validate() {
+            Ok(()) => Ok(patch),
+            Err(e) if e.field() == "ejection" => Err(self.wrong(EJECTION)),
+            Err(e) => Err(self.wrong(e.allowed())),
+        }
     }
 }
 
@@ -478,7 +451,7 @@ pub(super) fn group_patch_of<'a>(
             raw,
             group: true,
         };
-        patch = field.group_field(patch)?;
+        patch = patch.then(field.group_field()?);
     }
     Ok(patch)
 }
