@@ -436,6 +436,20 @@ mod tests {
         assert!(e.contains("expected a whole number of percent"), "{e}");
     }
 
+    /// A field given twice is refused, as in a trace line, never silently overwritten.
+    #[test]
+    fn a_field_given_twice_is_refused() {
+        let e = parse_policy_arg("consecutive=3,consecutive=5", "p").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--policy \"consecutive=3,consecutive=5\": field `consecutive`: given twice; write each field once"
+        );
+        let e = parse_policy_arg("p: window=100, group=a, window=100", "x").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("window"));
+        // A budget's floor after its comma is the same field's value, not a second one.
+        parse_policy_arg("retry_budget=20%, 10/s,window=50", "p").unwrap();
+    }
+
     /// A group's settings go through the runtime's own check (`GroupPolicy::validate`): the
     /// values `configure_group` and a `[groups.<name>]` table refuse are refused here too, with
     /// its message, and those they accept are accepted.

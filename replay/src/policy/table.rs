@@ -275,16 +275,20 @@ pub(super) fn build(
                 ),
             });
         };
+        // As in a trace line: a field given twice is refused, never silently overwritten.
+        if settings.iter().any(|(f, _)| *f == field.name) {
+            return Err(PolicyError {
+                place: at.clone(),
+                field: Some(field_name.clone()),
+                message: "given twice; write each field once".into(),
+            });
+        }
         let setting = read_value(field, raw).map_err(|message| PolicyError {
             place: at.clone(),
             field: Some(field_name.clone()),
             message,
         })?;
-        if let Some(slot) = settings.iter_mut().find(|(f, _)| *f == field.name) {
-            slot.1 = setting;
-        } else {
-            settings.push((field.name, setting));
-        }
+        settings.push((field.name, setting));
         policy = (field.apply)(policy, setting);
     }
     // As in the attribute: `consecutive` without `failure_rate` is the simple policy, with the
