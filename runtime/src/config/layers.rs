@@ -29,7 +29,7 @@ pub(crate) type Layer =
 pub(crate) type GroupLayer = BTreeMap<String, GroupPatch>;
 
 /// What one load brings: the breakers' patches and the groups'.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Loaded {
     /// `[breakers.<key>]` / `FUSEBOX__<KEY>__<FIELD>`.
     pub(crate) breakers: Layer,
@@ -146,15 +146,45 @@ pub(super) fn tables<'a>(
 /// The overrides of a TOML document: one patch per key, one per group (what
 /// [`Registry::load_toml`](crate::Registry::load_toml) applies).
 pub(crate) fn toml_layer(text: &str) -> Result<Loaded, ConfigError> {
-    let mut document = DeTable::parse(text)
-        .map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))?
-        .into_inner();
+    document_layer(parse(text)?)
+}
+
+/// The document `text`.
+pub(super) fn parse(text: &str) -> Result<DeTable<'_>, ConfigError> {
+    DeTable::parse(text)
+        .map(|d| d.into_inner())
+        .map_err(|e| ConfigError::Syntax(cut(e.message(), 4 * ECHO)))
+}
+
+/// The overrides of the table `name` of a larger TOML document, whose other tables are the
+/// application's (what [`Registry::load_toml_table`](crate::Registry::load_toml_table)
+/// applies).
+pub(crate) fn toml_table_layer(text: &str, name: &str) -> Result<Loaded, ConfigError> {
+    let mut document = parse(text)?;
+    match document.remove(name).map(|t| t.into_inner()) {
+        Some(DeValue::Table(table)) => document_layer(table),
+        Some(_) => Err(ConfigError::Syntax(format!(
+            "`{}` must be a table: `[{}]`",
+            echo(name),
+            echo(name)
+        ))),
+        None => Err(ConfigError::Syntax(format!(
+            "no `[{0}]` table; write the overrides in `[{0}.breakers.<key>]` and \
+             `[{0}.groups.<name>]` tables (an empty `[{0}]` loads none)",
+            echo(name)
+        ))),
+    }
+}
+
+/// The overrides of a document's tables (`breakers`, `groups`; nothing else).
+pub(super) fn document_layer(mut document: DeTable<'_>) -> Result<Loaded, ConfigError> {
     let breakers = document.remove("breakers").map(|b| b.into_inner());
     let groups = document.remove("groups").map(|g| g.into_inner());
     if let Some(other) = document.keys().next() {
         return Err(ConfigError::Syntax(format!(
             "unknown top-level table `{}`; overrides go in `[breakers.<key>]` tables, group \
-             settings in `[groups.<name>]` tables",
+             settings in `[groups.<name>]` tables (fusebox's table of an application's file \
+             loads with `Registry::load_toml_table(text, \"fusebox\")`)",
             echo(other.get_ref())
         )));
     }

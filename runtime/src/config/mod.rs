@@ -28,6 +28,11 @@
 //! a number, a duration such as `30s`, or for `recovery` an inline table
 //! `{ phases = 3, min_passes = 5 }`.
 //!
+//! The same tables can live in the application's own configuration: as a [`Config`] field of
+//! its config struct, read by serde ([`Registry::load_config`](crate::Registry::load_config)),
+//! or as the `[fusebox]` table of a larger TOML file
+//! ([`Registry::load_toml_table`](crate::Registry::load_toml_table)).
+//!
 //! # Groups of keys
 //!
 //! A `[groups.<name>]` table sets the settings of the group of keys `name` (see
@@ -137,13 +142,20 @@ impl std::error::Error for ConfigError {
     }
 }
 
+mod embed;
 mod fields;
 mod layers;
 
+pub use embed::Config;
+
 #[cfg(test)]
 use fields::field_names;
-pub(crate) use layers::{Loaded, Source, toml_layer, vars_layer, vars_os_layer};
+pub(crate) use layers::{
+    Loaded, Source, toml_layer, toml_table_layer, vars_layer, vars_os_layer,
+};
 
+#[cfg(test)]
+mod embed_tests;
 #[cfg(test)]
 mod names_tests;
 #[cfg(test)]

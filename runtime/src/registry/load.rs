@@ -35,6 +35,56 @@ impl Registry {
         self.load_layer(Source::File, loaded)
     }
 
+    /// Loads the `[<table>.breakers.<key>]` overrides and `[<table>.groups.<name>]` group
+    /// settings of a larger TOML document, the application's own configuration file, whose
+    /// other tables are the application's: as [`load_toml`](Registry::load_toml) loads a
+    /// document of its own (the same source: each replaces what the previous one set).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), fusebox::config::ConfigError> {
+    /// let text = r#"
+    ///     [shop]
+    ///     currency = "EUR"
+    ///
+    ///     [fusebox.breakers.payment]
+    ///     failure_rate = 30
+    /// "#;
+    /// let registry = fusebox::Registry::new();
+    /// assert_eq!(registry.load_toml_table(text, "fusebox")?, 1);
+    /// let payment = registry.breaker("payment", fusebox::Policy::new()).unwrap();
+    /// assert_eq!(payment.policy().settings().failure_rate, Some(30));
+    /// // `load_toml` reads a document of fusebox's own, and refuses the application's tables.
+    /// assert!(registry.load_toml(text).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`load_toml`](Registry::load_toml)'s, for the table; a
+    /// [`ConfigError::Syntax`] when the document is not TOML, has no table `table`, or has
+    /// one that is not a table. Nothing changes then.
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+    pub fn load_toml_table(&self, text: &str, table: &str) -> Result<usize, ConfigError> {
+        let loaded = config::toml_table_layer(text, table)?;
+        self.load_layer(Source::File, loaded)
+    }
+
+    /// Loads the overrides of a [`Config`](config::Config), fusebox's field of an
+    /// application's own configuration (read with serde), as [`load_toml`](Registry::load_toml)
+    /// loads a document (the same source: each replaces what the previous one set); every key
+    /// is validated against the policy the program declares for it, and nothing applies
+    /// unless all of it does. See [`Config`](config::Config) for an example.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the key and the field when a value is out of range for the
+    /// key's declared policy (or a group's name is one too many); nothing changes then.
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+    pub fn load_config(&self, config: &config::Config) -> Result<usize, ConfigError> {
+        self.load_layer(Source::File, config.loaded())
+    }
+
     /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` variables of this process's environment,
     /// and group settings from `FUSEBOX_GROUPS__<NAME>__<FIELD>` variables.
     ///
