@@ -46,7 +46,7 @@ pub(crate) use evaluation::{GroupCore, Hold, Member, MemberBreaker};
 #[cfg(feature = "config")]
 pub(crate) use settings::GroupPatch;
 pub use settings::MAX_GROUP_NAMES;
-#[cfg(test)]
+#[cfg(all(test, feature = "config"))]
 pub(crate) use settings::Names;
 pub(crate) use settings::keep_name;
 #[cfg(feature = "config")]
