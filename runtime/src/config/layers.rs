@@ -6,7 +6,7 @@ use std::ffi::OsString;
 
 use toml::de::{DeTable, DeValue};
 
-use super::fields::{Raw, group_patch_of, patch_of};
+use super::fields::{GROUP_FIELDS, Raw, field_names, group_patch_of, patch_of};
 use super::{ConfigError, ECHO, cut, echo};
 use crate::groups::GroupPatch;
 use crate::policy::PolicyPatch;
@@ -296,6 +296,16 @@ pub(crate) fn vars_layer(
             add_var(&mut keys, PREFIX, "breaker", name, raw)?;
         } else if starts(GROUP_PREFIX) {
             add_var(&mut groups, GROUP_PREFIX, "group", name, raw)?;
+        } else if let Some(right) = near_miss(&name) {
+            let name = echo(&name);
+            tracing::warn!(
+                target: "fusebox",
+                event = "variable_ignored",
+                variable = name,
+                meant = right,
+                "`{name}` is not read: fusebox's variables separate the key and the field with \
+                 two underscores; did you mean `{right}`?"
+            );
         }
     }
     let mut loaded = Loaded::default();
@@ -318,4 +328,34 @@ pub(crate) fn vars_layer(
         loaded.groups.insert(group.clone(), patch);
     }
     Ok(loaded)
+}
+
+/// The fusebox variable `name` was probably meant to be, when it starts with `FUSEBOX_` (in any
+/// case) but not with either prefix, and ends in a field's name after an underscore
+/// (`FUSEBOX_PAYMENT_OPEN_FOR` → `FUSEBOX__PAYMENT__OPEN_FOR`, `FUSEBOX_GROUPS_SEARCH_INTERVAL`
+/// → `FUSEBOX_GROUPS__SEARCH__INTERVAL`).
+pub(super) fn near_miss(name: &str) -> Option<String> {
+    let head = name.get(..PREFIX.len() - 1)?;
+    if !head.eq_ignore_ascii_case(&PREFIX[..PREFIX.len() - 1]) {
+        return None;
+    }
+    let rest = name[head.len()..].trim_start_matches('_');
+    let upper = rest.to_ascii_uppercase();
+    let (prefix, fields, rest): (&str, Vec<&str>, &str) = match upper.strip_prefix("GROUPS") {
+        Some(after) if after.starts_with('_') => (
+            GROUP_PREFIX,
+            GROUP_FIELDS.to_vec(),
+            after.trim_start_matches('_'),
+        ),
+        _ => (PREFIX, field_names().collect(), upper.as_str()),
+    };
+    fields
+        .into_iter()
+        .filter_map(|field| {
+            let owner = rest.strip_suffix(&field.to_ascii_uppercase())?;
+            let owner = owner.strip_suffix('_')?.trim_end_matches('_');
+            (!owner.is_empty()).then(|| format!("{prefix}{owner}__{}", field.to_ascii_uppercase()))
+        })
+        // The longest field that fits (`HALF_OPEN_LEASE`, not `LEASE`'s shorter neighbours).
+        .min_by_key(String::len)
 }

@@ -35,6 +35,32 @@ impl Registry {
         self.load_layer(Source::File, loaded)
     }
 
+    /// Strict keys: when `strict`, a load ([`load_toml`](Registry::load_toml),
+    /// [`load_toml_table`](Registry::load_toml_table), [`load_config`](Registry::load_config),
+    /// [`load_env`](Registry::load_env), [`load_vars`](Registry::load_vars)) that configures a
+    /// key no breaker declares is refused with [`ConfigError::UnknownKey`] naming it and the
+    /// closest declared keys, and nothing of it applies, where by default such a key is only
+    /// reported ([`unknown_keys`](Registry::unknown_keys) and a `tracing` warning) because a
+    /// dynamic key may claim it later. Declared keys are those of `#[circuit_breaker]` with a
+    /// literal key, of the tower layers and reqwest middlewares built for this registry, of
+    /// [`declare`](Registry::declare), and every key a breaker exists for.
+    ///
+    /// ```
+    /// use fusebox::{Policy, Registry, config::ConfigError};
+    ///
+    /// let registry = Registry::new();
+    /// registry.declare("payment", Policy::new());
+    /// registry.set_strict_keys(true);
+    /// let error = registry.load_toml("[breakers.paymnet]\nfailure_rate = 30\n").unwrap_err();
+    /// assert!(matches!(error, ConfigError::UnknownKey(_)));
+    /// assert!(error.to_string().starts_with("no breaker `paymnet` is declared; did you mean `payment`?"));
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+    pub fn set_strict_keys(&self, strict: bool) {
+        self.strict
+            .store(strict, std::sync::atomic::Ordering::Release);
+    }
+
     /// Loads the `[<table>.breakers.<key>]` overrides and `[<table>.groups.<name>]` group
     /// settings of a larger TOML document, the application's own configuration file, whose
     /// other tables are the application's: as [`load_toml`](Registry::load_toml) loads a

@@ -103,6 +103,9 @@ pub struct Registry {
     /// The unknown configured keys a load has warned about: each is warned about once.
     #[cfg(feature = "config")]
     warned: Mutex<BTreeSet<String>>,
+    /// Loads refuse a key no breaker declares ([`Registry::set_strict_keys`]).
+    #[cfg(feature = "config")]
+    strict: std::sync::atomic::AtomicBool,
     /// Serializes creation, eviction and reconfiguration (never taken by calls on known keys).
     write: Mutex<()>,
     dynamic: AtomicUsize,
@@ -145,6 +148,8 @@ impl Registry {
             built: RwLock::new(BTreeMap::new()),
             #[cfg(feature = "config")]
             warned: Mutex::new(BTreeSet::new()),
+            #[cfg(feature = "config")]
+            strict: std::sync::atomic::AtomicBool::new(false),
             write: Mutex::new(()),
             dynamic: AtomicUsize::new(0),
             ring: Mutex::new(VecDeque::new()),
