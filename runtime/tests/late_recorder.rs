@@ -40,7 +40,10 @@ fn a_recorder_installed_after_the_first_call_is_named_once_with_the_keys_it_miss
         let payment = registry.breaker("payment", Policy::new()).unwrap();
         let search = registry.breaker("search", Policy::new()).unwrap();
         payment.try_acquire().unwrap().success();
-        assert!(!lines.text().contains("late_recorder"), "no recorder yet: nothing to say");
+        assert!(
+            !lines.text().contains("late_recorder"),
+            "no recorder yet: nothing to say"
+        );
 
         let recorder = metrics_util::debugging::DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
@@ -65,7 +68,12 @@ fn a_recorder_installed_after_the_first_call_is_named_once_with_the_keys_it_miss
             .snapshot()
             .into_vec()
             .into_iter()
-            .flat_map(|(k, ..)| k.key().labels().map(|l| l.value().to_owned()).collect::<Vec<_>>())
+            .flat_map(|(k, ..)| {
+                k.key()
+                    .labels()
+                    .map(|l| l.value().to_owned())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         assert!(keys.iter().any(|k| k == "late"), "{keys:?}");
         assert!(!keys.iter().any(|k| k == "payment"), "{keys:?}");

@@ -47,13 +47,25 @@ fn a_table_of_the_app_s_file_and_a_serde_field_load_as_load_toml_does() {
     serde_json.load_config(&from_json).unwrap();
     let expected = own.breaker("payment", Policy::new()).unwrap().policy();
     for r in [&table, &serde_toml, &serde_json] {
-        assert_eq!(r.breaker("payment", Policy::new()).unwrap().policy(), expected);
-        assert_eq!(r.group("search").unwrap().policy().settings().max_ejection, 20);
+        assert_eq!(
+            r.breaker("payment", Policy::new()).unwrap().policy(),
+            expected
+        );
+        assert_eq!(
+            r.group("search").unwrap().policy().settings().max_ejection,
+            20
+        );
     }
     // `load_toml` still refuses the app's tables.
     let error = own.load_toml(APP).unwrap_err().to_string();
-    assert!(error.contains("unknown top-level table `fusebox`"), "{error}");
-    assert!(error.contains("`Registry::load_toml_table(text, \"fusebox\")`"), "{error}");
+    assert!(
+        error.contains("unknown top-level table `fusebox`"),
+        "{error}"
+    );
+    assert!(
+        error.contains("`Registry::load_toml_table(text, \"fusebox\")`"),
+        "{error}"
+    );
 }
 
 /// A missing or misshapen `[fusebox]` table is an error that says what to write; so is a
@@ -71,17 +83,30 @@ fn a_missing_table_or_a_mistake_in_it_is_refused_and_nothing_applies() {
     );
     assert!(r.load_toml_table("fusebox = 3\n", "fusebox").is_err());
     let error = r
-        .load_toml_table("[fusebox.breakers.payment]\nfailure_rate = 150\n", "fusebox")
+        .load_toml_table(
+            "[fusebox.breakers.payment]\nfailure_rate = 150\n",
+            "fusebox",
+        )
         .unwrap_err();
     assert!(matches!(error, ConfigError::Range(_)), "{error:?}");
     let payment = r.breaker("payment", Policy::new()).unwrap();
-    assert_eq!(payment.policy().settings().failure_rate, Some(30), "nothing applied");
+    assert_eq!(
+        payment.policy().settings().failure_rate,
+        Some(30),
+        "nothing applied"
+    );
     // An empty table loads nothing: the previous file load is taken back.
     assert_eq!(r.load_toml_table("[fusebox]\n", "fusebox").unwrap(), 0);
-    assert_eq!(r.get("payment").unwrap().policy().settings().failure_rate, Some(50));
+    assert_eq!(
+        r.get("payment").unwrap().policy().settings().failure_rate,
+        Some(50)
+    );
     let error = serde_json::from_str::<Config>(r#"{"breakers": {"payment": {"window": true}}}"#)
         .unwrap_err()
         .to_string();
-    assert!(error.contains("breaker `payment`: `window` = true is not a window"), "{error}");
+    assert!(
+        error.contains("breaker `payment`: `window` = true is not a window"),
+        "{error}"
+    );
     assert_eq!(r.load_config(&Config::default()).unwrap(), 0);
 }

@@ -243,7 +243,9 @@ impl<'a> Field<'a> {
     fn group(&self) -> Result<PolicyPatch, ConfigError> {
         match self.group_text()? {
             "none" => Ok(P.no_group()),
-            name => Ok(crate::groups::names().get(name).map_or(P, |kept| P.group(kept))),
+            name => Ok(crate::groups::names()
+                .get(name)
+                .map_or(P, |kept| P.group(kept))),
         }
     }
 

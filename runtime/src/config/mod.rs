@@ -168,9 +168,7 @@ pub use embed::Config;
 
 #[cfg(test)]
 use fields::field_names;
-pub(crate) use layers::{
-    Loaded, Source, toml_layer, toml_table_layer, vars_layer, vars_os_layer,
-};
+pub(crate) use layers::{Loaded, Source, toml_layer, toml_table_layer, vars_layer, vars_os_layer};
 
 #[cfg(test)]
 mod embed_tests;

@@ -42,7 +42,12 @@ fn refused_loads_keep_no_group_name() {
     }
     let kept = names();
     for name in &mentioned {
-        assert_eq!(kept.get(name), None, "`{}…` was kept", &name[..20.min(name.len())]);
+        assert_eq!(
+            kept.get(name),
+            None,
+            "`{}…` was kept",
+            &name[..20.min(name.len())]
+        );
     }
     // Other tests of this process may keep a few names meanwhile; 2,000 refused names would
     // be 2,000 more.
@@ -82,7 +87,11 @@ fn names_past_the_limit_are_refused_all_or_none() {
     local.add_all(["a", "b"], 3).unwrap();
     let full = local.add_all(["a", "c", "d"], 3).unwrap_err();
     assert_eq!(full.name, "d");
-    assert_eq!((local.len(), local.get("c")), (2, None), "none of the batch kept");
+    assert_eq!(
+        (local.len(), local.get("c")),
+        (2, None),
+        "none of the batch kept"
+    );
     local.add_all(["c", "a", "c"], 3).unwrap();
     assert_eq!(local.len(), 3);
 
@@ -92,7 +101,10 @@ fn names_past_the_limit_are_refused_all_or_none() {
         panic!()
     };
     assert_eq!(key, "payment");
-    assert!(message.starts_with("`group`: group `pay` would be one group name more than the 1024"), "{message}");
+    assert!(
+        message.starts_with("`group`: group `pay` would be one group name more than the 1024"),
+        "{message}"
+    );
     let ConfigError::Group { group, .. } = loaded.too_many("search") else {
         panic!()
     };

@@ -49,9 +49,9 @@ pub use settings::MAX_GROUP_NAMES;
 #[cfg(all(test, feature = "config"))]
 pub(crate) use settings::Names;
 pub(crate) use settings::keep_name;
+pub use settings::{GroupPolicy, GroupSettings};
 #[cfg(feature = "config")]
 pub(crate) use settings::{intern, names};
-pub use settings::{GroupPolicy, GroupSettings};
 pub use snapshot::{Group, GroupSnapshot};
 pub use validate::GroupPolicyError;
 
@@ -100,10 +100,18 @@ mod tests {
             let registry = crate::Registry::new();
             let error = registry.configure_group("g", bad).unwrap_err();
             assert_eq!((error.field(), error.group()), (field, Some("g")));
-            assert!(error.to_string().starts_with(&format!("group `g`: invalid `{field}`")));
+            assert!(
+                error
+                    .to_string()
+                    .starts_with(&format!("group `g`: invalid `{field}`"))
+            );
             assert!(registry.group("g").is_none(), "nothing created");
         }
-        assert_eq!(policy.min_members(0).settings().min_members, 0, "kept as given");
+        assert_eq!(
+            policy.min_members(0).settings().min_members,
+            0,
+            "kept as given"
+        );
         assert_eq!(policy.max_ejection(200).settings().max_ejection, 200);
         assert_eq!(policy.success_rate(0.0).settings().success_rate, None);
         let error = crate::Registry::new()

@@ -135,14 +135,21 @@ impl GroupPolicy {
             self.failure_percentage,
         )?;
         if self.min_members == 0 {
-            return Err(GroupPolicyError::new("min_members", MIN_MEMBERS, "0".into()));
+            return Err(GroupPolicyError::new(
+                "min_members",
+                MIN_MEMBERS,
+                "0".into(),
+            ));
         }
         percent("max_ejection", MAX_EJECTION, self.max_ejection)?;
         if s.ejection_base < ms || s.ejection_max < s.ejection_base {
             return Err(GroupPolicyError::new(
                 "ejection",
                 EJECTION,
-                format!("{{ base = {:?}, max = {:?} }}", s.ejection_base, s.ejection_max),
+                format!(
+                    "{{ base = {:?}, max = {:?} }}",
+                    s.ejection_base, s.ejection_max
+                ),
             ));
         }
         Ok(())

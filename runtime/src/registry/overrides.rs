@@ -224,10 +224,7 @@ impl Registry {
     ) -> Result<usize, crate::config::ConfigError> {
         let _write = self.lock();
         let mut next = self.overrides().clone();
-        let old = std::mem::replace(
-            next.layer_mut(source),
-            std::mem::take(&mut loaded.breakers),
-        );
+        let old = std::mem::replace(next.layer_mut(source), std::mem::take(&mut loaded.breakers));
         let touched: BTreeSet<String> = old
             .into_keys()
             .chain(next.layer_mut(source).keys().cloned())
