@@ -2,46 +2,24 @@
 //! keys, once per process. (Its own test binary: it installs the process's global recorder.)
 #![cfg(feature = "metrics")]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use fusebox::{Policy, Registry};
-
-/// A writer of `tracing_subscriber::fmt` into a shared buffer.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Lines {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
 
 #[test]
 fn a_recorder_installed_after_the_first_call_is_named_once_with_the_keys_it_misses() {
-    let lines = Lines::default();
-    let writer = lines.clone();
+    let path = std::env::temp_dir().join(format!("fusebox-late-{}.log", std::process::id()));
+    let file = std::fs::File::create(&path).unwrap();
     let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
+        .with_writer(std::sync::Mutex::new(file))
         .with_ansi(false)
         .finish();
+    let text = || std::fs::read_to_string(&path).unwrap();
     tracing::subscriber::with_default(subscriber, || {
         let registry = Registry::new();
         let payment = registry.breaker("payment", Policy::new()).unwrap();
         let search = registry.breaker("search", Policy::new()).unwrap();
         payment.try_acquire().unwrap().success();
         assert!(
-            !lines.text().contains("late_recorder"),
+            !text().contains("late_recorder"),
             "no recorder yet: nothing to say"
         );
 
@@ -53,7 +31,7 @@ fn a_recorder_installed_after_the_first_call_is_named_once_with_the_keys_it_miss
         let late = registry.breaker("late", Policy::new()).unwrap();
         late.try_acquire().unwrap().success();
 
-        let text = lines.text();
+        let text = text();
         assert_eq!(text.matches("late_recorder").count(), 1, "once: {text}");
         assert!(
             text.contains(
@@ -78,4 +56,5 @@ fn a_recorder_installed_after_the_first_call_is_named_once_with_the_keys_it_miss
         assert!(keys.iter().any(|k| k == "late"), "{keys:?}");
         assert!(!keys.iter().any(|k| k == "payment"), "{keys:?}");
     });
+    std::fs::remove_file(&path).unwrap();
 }

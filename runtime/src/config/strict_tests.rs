@@ -1,34 +1,22 @@
 //! Unit tests of misconfiguration that is said, not passed over: a variable with single
 //! underscores gets a warning with the right name, and strict keys refuse a misspelt key.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use super::*;
 use crate::policy::Policy;
 use crate::registry::Registry;
 
-/// The text of the `tracing` events `f` emits on this thread.
+/// The text of the `tracing` events `f` emits on this thread (through a file of its own).
 fn events_of(f: impl FnOnce()) -> String {
-    #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<u8>>>);
-    impl Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let lines = Lines::default();
-    let writer = lines.clone();
+    let path = std::env::temp_dir().join(format!("fusebox-strict-{}.log", std::process::id()));
+    let file = std::fs::File::create(&path).unwrap();
     let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
+        .with_writer(std::sync::Mutex::new(file))
         .with_ansi(false)
         .finish();
     tracing::subscriber::with_default(subscriber, f);
-    String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    text
 }
 
 #[test]
