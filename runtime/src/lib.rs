@@ -81,7 +81,7 @@ pub use breaker::{
 };
 pub use call::attempts::backoff;
 pub use error::{Cause, Error, Key, Reason};
-pub use groups::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
+pub use groups::{Group, GroupPolicy, GroupPolicyError, GroupSettings, GroupSnapshot};
 pub use load::pushback::RetryAfter;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -99,6 +99,7 @@ pub use state::{State, Verdict};
 /// registry limits (with the eviction sweep's step), and the longest retry delay.
 pub mod limits {
     pub use crate::call::attempts::MAX_BACKOFF;
+    pub use crate::groups::MAX_GROUP_NAMES;
     pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, SWEEP_STEP};
     pub use fusebox_policy::limits::*;
 }

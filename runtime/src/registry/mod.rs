@@ -103,6 +103,9 @@ pub struct Registry {
     /// The unknown configured keys a load has warned about: each is warned about once.
     #[cfg(feature = "config")]
     warned: Mutex<BTreeSet<String>>,
+    /// Loads refuse a key no breaker declares ([`Registry::set_strict_keys`]).
+    #[cfg(feature = "config")]
+    strict: std::sync::atomic::AtomicBool,
     /// Serializes creation, eviction and reconfiguration (never taken by calls on known keys).
     write: Mutex<()>,
     dynamic: AtomicUsize,
@@ -145,6 +148,8 @@ impl Registry {
             built: RwLock::new(BTreeMap::new()),
             #[cfg(feature = "config")]
             warned: Mutex::new(BTreeSet::new()),
+            #[cfg(feature = "config")]
+            strict: std::sync::atomic::AtomicBool::new(false),
             write: Mutex::new(()),
             dynamic: AtomicUsize::new(0),
             ring: Mutex::new(VecDeque::new()),
@@ -199,18 +204,37 @@ impl Registry {
     /// apply on top of these, field by field.
     ///
     /// ```
+    /// use std::time::Duration;
     /// use fusebox::{GroupPolicy, Registry};
     ///
     /// let registry = Registry::new();
-    /// let search = registry.configure_group("search", GroupPolicy::new().max_ejection(30));
+    /// let search = registry.configure_group("search", GroupPolicy::new().max_ejection(30))?;
     /// assert_eq!(search.policy().settings().max_ejection, 30);
+    /// let error = registry
+    ///     .configure_group("search", GroupPolicy::new().interval(Duration::ZERO))
+    ///     .unwrap_err();
+    /// assert_eq!(error.field(), "interval");
+    /// assert_eq!(search.policy().settings().max_ejection, 30, "nothing changed");
+    /// # Ok::<(), fusebox::GroupPolicyError>(())
     /// ```
-    pub fn configure_group(&self, name: &str, policy: GroupPolicy) -> Group {
-        let name = crate::groups::intern(name);
+    ///
+    /// # Errors
+    ///
+    /// A [`GroupPolicyError`](crate::GroupPolicyError) naming the group and the setting when
+    /// `policy` is invalid ([`GroupPolicy::validate`]), the field `group` when `name` is not a
+    /// name [`Policy::group`] accepts or would be one more than
+    /// [`MAX_GROUP_NAMES`](crate::limits::MAX_GROUP_NAMES); nothing changes then.
+    pub fn configure_group(
+        &self,
+        name: &str,
+        policy: GroupPolicy,
+    ) -> Result<Group, crate::GroupPolicyError> {
+        policy.validate().map_err(|e| e.for_group(name))?;
+        let name = crate::groups::keep_name(name)?;
         let core = self
             .groups
             .get_or_create(name, Some(policy), self.clock.now_nanos());
-        Group { core }
+        Ok(Group { core })
     }
 
     /// Snapshots of every group, sorted by name.
