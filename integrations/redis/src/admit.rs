@@ -148,6 +148,6 @@ pub(super) fn flush(link: &SharedKey) -> BoxFuture<'_, ()> {
                 notified.await;
             }
         };
-        let _ = tokio::time::timeout(client.timeout() * 2, wait).await;
+        let _ = tokio::time::timeout(client.timeout().saturating_mul(2), wait).await;
     })
 }

@@ -83,17 +83,19 @@ impl RedisStoreBuilder {
     }
 
     /// How long a replica sums a closed circuit's outcomes before it sends them in one script
-    /// call, in [`Mode::Aggregated`] (default [`DEFAULT_FLUSH_INTERVAL`](super::DEFAULT_FLUSH_INTERVAL), 20 ms; at least 1 ms).
+    /// call, in [`Mode::Aggregated`] (default [`DEFAULT_FLUSH_INTERVAL`](super::DEFAULT_FLUSH_INTERVAL),
+    /// 20 ms; 1 ms to [`MAX_FLUSH_INTERVAL`](super::MAX_FLUSH_INTERVAL), checked by `connect`).
     /// Longer: less work for Redis, and up to that much more of each replica's calls admitted
     /// after a threshold was crossed.
     #[must_use]
     pub fn flush_interval(mut self, interval: Duration) -> Self {
-        self.flush_interval = interval.max(Duration::from_millis(1));
+        self.flush_interval = interval;
         self
     }
 
     /// A fixed bound on every store call, instead of the default adaptive one (see
-    /// [`adaptive_timeout`](RedisStoreBuilder::adaptive_timeout)).
+    /// [`adaptive_timeout`](RedisStoreBuilder::adaptive_timeout)): 1 ms to
+    /// [`MAX_TIMEOUT`](super::MAX_TIMEOUT), checked by `connect`.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -106,7 +108,7 @@ impl RedisStoreBuilder {
     /// between `floor` and `ceiling` (the default: [`DEFAULT_TIMEOUT`] and
     /// [`DEFAULT_TIMEOUT_CEILING`]). A host whose round trips slow down under load keeps its
     /// store calls instead of degrading; a store that stops answering is noticed within
-    /// `ceiling`.
+    /// `ceiling`. Both 1 ms to [`MAX_TIMEOUT`](super::MAX_TIMEOUT), checked by `connect`.
     #[must_use]
     pub fn adaptive_timeout(mut self, floor: Duration, ceiling: Duration) -> Self {
         self.timeout = floor;
@@ -138,7 +140,8 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Idle time after which Redis forgets a breaker's key (default [`DEFAULT_IDLE_TTL`]).
+    /// Idle time after which Redis forgets a breaker's key (default [`DEFAULT_IDLE_TTL`]; 1 ms to
+    /// [`MAX_IDLE_TTL`](super::MAX_IDLE_TTL), checked by `connect`).
     #[must_use]
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
         self.idle_ttl = ttl;
@@ -172,6 +175,7 @@ impl RedisStoreBuilder {
     /// ([`StoreErrorKind::NotRedis`]), or Redis refuses the script
     /// ([`StoreErrorKind::ScriptRefused`]). Its message shows the URL without its password.
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
+        self.validate()?;
         let url = super::redact(&self.url);
         if let Some(nodes) = super::conn::cluster_nodes(&self.url) {
             return self.connect_cluster(nodes, url).await;
@@ -316,11 +320,57 @@ impl RedisStoreBuilder {
             inner: Arc::new(SharedStore {
                 client,
                 prefix: self.prefix,
-                ttl_ms: self.idle_ttl.as_millis().max(1) as u64,
+                ttl_ms: u64::try_from(self.idle_ttl.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
                 local: self.local,
                 reports: tx,
             }),
         })
+    }
+}
+
+impl RedisStoreBuilder {
+    /// Refuses a setting out of its range, naming it, before anything is connected.
+    fn validate(&self) -> Result<(), StoreError> {
+        let min = Duration::from_millis(1);
+        for (setting, value, max, example) in [
+            (
+                "timeout",
+                self.timeout,
+                super::MAX_TIMEOUT,
+                "Duration::from_secs(1)",
+            ),
+            (
+                "adaptive_timeout` ceiling",
+                self.timeout_ceiling,
+                super::MAX_TIMEOUT,
+                "Duration::from_secs(1)",
+            ),
+            (
+                "idle_ttl",
+                self.idle_ttl,
+                super::MAX_IDLE_TTL,
+                "Duration::from_secs(24 * 60 * 60)",
+            ),
+            (
+                "flush_interval",
+                self.flush_interval,
+                super::MAX_FLUSH_INTERVAL,
+                "Duration::from_millis(20)",
+            ),
+        ] {
+            if value < min || value > max {
+                return Err(StoreError::new(
+                    StoreErrorKind::InvalidSetting,
+                    format!(
+                        "redis store setting `{setting}` is {value:?}; it must be between {min:?} and {max:?} (for instance `{example}`)"
+                    ),
+                    None,
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -390,4 +440,50 @@ fn first_line(error: &redis::RedisError) -> String {
         .unwrap_or_default()
         .trim_end()
         .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{RedisStore, StoreErrorKind};
+    use std::time::Duration;
+
+    /// Refused before any connection: no server listens at this URL, so a setting that got past
+    /// the check would fail as `Unreachable` instead.
+    const NOWHERE: &str = "redis://127.0.0.1:1/";
+
+    async fn refused(builder: super::RedisStoreBuilder, setting: &str) {
+        let error = builder
+            .connect()
+            .await
+            .expect_err("an absurd setting is refused");
+        assert_eq!(error.kind(), StoreErrorKind::InvalidSetting, "{error}");
+        let text = error.to_string();
+        assert!(
+            text.contains(&format!("`{setting}")),
+            "names the setting: {text}"
+        );
+        assert!(text.starts_with(char::is_lowercase), "lowercase: {text}");
+    }
+
+    #[tokio::test]
+    async fn absurd_durations_are_refused_at_connect_naming_the_setting() {
+        let store = || RedisStore::builder(NOWHERE);
+        refused(store().timeout(Duration::MAX), "timeout").await;
+        refused(store().timeout(Duration::ZERO), "timeout").await;
+        refused(
+            store().adaptive_timeout(Duration::from_millis(5), Duration::from_secs(3_600)),
+            "adaptive_timeout",
+        )
+        .await;
+        refused(store().idle_ttl(Duration::from_secs(1 << 62)), "idle_ttl").await;
+        refused(store().flush_interval(Duration::ZERO), "flush_interval").await;
+        // In range: refused only for the unreachable address.
+        let error = store()
+            .timeout(super::super::MAX_TIMEOUT)
+            .idle_ttl(super::super::MAX_IDLE_TTL)
+            .connect()
+            .await
+            .expect_err("nothing listens there");
+        assert_eq!(error.kind(), StoreErrorKind::Unreachable, "{error}");
+    }
 }

@@ -118,7 +118,7 @@ fn ask_blocking(core: CircuitRef<'_>, link: &Arc<SharedKey>, site: Site) -> Admi
     let (seed, remaining) = seed(core);
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     send_admit(link, seed, remaining, site, tx);
-    let bound = link.store.client.timeout() * 2;
+    let bound = link.store.client.timeout().saturating_mul(2);
     let answer = if in_runtime {
         tokio::task::block_in_place(|| rx.recv_timeout(bound))
     } else {

@@ -239,6 +239,14 @@ fn jitters(core: CircuitRef<'_>) -> bool {
     core.policy().settings().open_jitter != 0
 }
 
+/// The longest bound on a store call [`RedisStoreBuilder::timeout`] and
+/// [`RedisStoreBuilder::adaptive_timeout`] accept (the shortest is 1 ms).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest [`RedisStoreBuilder::idle_ttl`] accepted (the shortest is 1 ms).
+pub const MAX_IDLE_TTL: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+/// The longest [`RedisStoreBuilder::flush_interval`] accepted (the shortest is 1 ms).
+pub const MAX_FLUSH_INTERVAL: Duration = Duration::from_secs(60);
+
 /// The floor of the default bound on each store call (see
 /// [`RedisStoreBuilder::adaptive_timeout`]).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(600);
@@ -330,6 +338,10 @@ pub enum StoreErrorKind {
     /// Redis answered `PING` but refused to load fusebox's Lua script (scripting disabled or
     /// denied to this user by an ACL).
     ScriptRefused,
+    /// A setting of the [`RedisStoreBuilder`] is out of its range ([`MAX_TIMEOUT`],
+    /// [`MAX_IDLE_TTL`], [`MAX_FLUSH_INTERVAL`]); the message names the setting. Nothing was
+    /// connected.
+    InvalidSetting,
 }
 
 impl StoreError {

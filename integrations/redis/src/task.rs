@@ -158,7 +158,7 @@ fn queue_fold(client: &Client, folds: &mut Folds, job: Report) {
         .unwrap_or(now);
     let flush = client.flush.unwrap_or_default();
     let tick = Duration::from_millis(1).min(flush / 4);
-    let due = since + flush - tick;
+    let due = since.checked_add(flush - tick).unwrap_or(since);
     // In deadline order: a caller held up between its first outcome and sending the job queues
     // it behind later ones, and the folds leave from the front.
     let at = folds.partition_point(|(other, _)| *other <= due);
