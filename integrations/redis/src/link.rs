@@ -33,7 +33,7 @@ pub(crate) struct SharedKey {
     pub(super) done: tokio::sync::Notify,
     /// The breaker, for the reporting task to seed and to announce transitions on.
     pub(super) core: Option<WeakCircuit>,
-    /// The newest shared state this replica knows (cached mode), as [`view_word`] packs it, or 0
+    /// The newest shared state this replica knows (cached mode), as [`view_word`](super::view::view_word) packs it, or 0
     /// when unknown (the next call asks the script). Written only under [`SharedKey::known`].
     pub(super) view: AtomicU64,
     /// What the view was learnt from: the key's incarnation, and the newest generation the script

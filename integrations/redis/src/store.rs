@@ -36,8 +36,8 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// True while this store admits from its cached view: [`Mode::Cached`], the pub/sub
-    /// subscription up and Redis answering. False in [`Mode::Strict`], and in cached mode while
+    /// True while this store admits from its cached view: [`Mode::Cached`](super::Mode::Cached), the pub/sub
+    /// subscription up and Redis answering. False in [`Mode::Strict`](super::Mode::Strict), and in cached mode while
     /// the subscription is down (calls are then strict until it is back).
     #[must_use]
     pub fn is_cached(&self) -> bool {
@@ -48,14 +48,14 @@ impl RedisStore {
     }
 
     /// Outcomes this replica gave up sending: the store did not record them after every resend,
-    /// or they overflowed the resend queue. With [`Degrade::Local`] they counted on this
-    /// replica's local breaker only; with the other [`Degrade`]s, nowhere.
+    /// or they overflowed the resend queue. With [`Degrade::Local`](super::Degrade::Local) they counted on this
+    /// replica's local breaker only; with the other [`Degrade`](super::Degrade)s, nowhere.
     #[must_use]
     pub fn dropped_reports(&self) -> u64 {
         self.inner.client.dropped.load(Ordering::Acquire)
     }
 
-    /// Sends now what this replica has not sent yet (in [`Mode::Aggregated`], the outcomes summed
+    /// Sends now what this replica has not sent yet (in [`Mode::Aggregated`](super::Mode::Aggregated), the outcomes summed
     /// since the last flush interval; in every mode, the reports queued), and waits until the
     /// store has recorded them, bounded by twice the store's timeout per key. For a graceful
     /// shutdown: outcomes summed and never sent are lost with the process.
@@ -83,7 +83,7 @@ impl RedisStore {
     }
 
     /// The bound on the next store call (see
-    /// [`RedisStoreBuilder::adaptive_timeout`]).
+    /// [`RedisStoreBuilder::adaptive_timeout`](super::RedisStoreBuilder::adaptive_timeout)).
     #[must_use]
     pub fn timeout(&self) -> Duration {
         self.inner.client.timeout()
@@ -284,7 +284,7 @@ pub struct SharedState {
     pub failures: u32,
 }
 
-/// The store shares every key of a registry but those [`RedisStoreBuilder::local_key`] names and
+/// The store shares every key of a registry but those [`RedisStoreBuilder::local_key`](super::RedisStoreBuilder::local_key) names and
 /// those whose window the script does not support.
 impl fusebox::store::Store for RedisStore {
     fn link(&self, circuit: WeakCircuit) -> Link {

@@ -22,7 +22,7 @@ pub(super) fn view_generation(view: u64) -> u64 {
     view >> 5
 }
 
-/// What a link's view was learnt from ([`SharedKey::known`]).
+/// What a link's view was learnt from ([`SharedKey::known`](super::link::SharedKey::known)).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Known {
     /// The incarnation of the key (0 while the view is unknown).

@@ -19,7 +19,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A place breakers share their state through.
 ///
-/// Implemented by a store (`fusebox_redis::RedisStore`, [`MemoryStore`]) and given to a registry
+/// Implemented by a store (`fusebox_redis::RedisStore`, [`MemoryStore`](crate::store::MemoryStore)) and given to a registry
 /// with [`Registry::share`](crate::Registry::share).
 pub trait Store: Send + Sync + 'static {
     /// Links the breaker of `circuit`'s key to the store: the key the breaker calls from now on,
