@@ -260,3 +260,51 @@ fn an_inner_rejection_is_no_success_under_others_success() {
         "rejections of the inner breaker count as nothing"
     );
 }
+
+// ------------------------------------------------------------------ std::io::Error
+
+#[fusebox::circuit_breaker(key = "io-kinds", registry = REGISTRY, failure = [TimedOut, ConnectionRefused], window = 10, min_calls = 4, failure_rate = 50)]
+fn connect(kind: std::io::ErrorKind) -> std::io::Result<u32> {
+    Err(std::io::Error::from(kind))
+}
+
+/// An `io::Error` behind an alias of the user's: the kinds written out.
+type IoResult<T> = Result<T, std::io::Error>;
+
+#[fusebox::circuit_breaker(key = "io-paths", registry = REGISTRY, failure = [std::io::ErrorKind::TimedOut], consecutive = 2)]
+fn read_block(error: std::io::Error) -> IoResult<u32> {
+    Err(error)
+}
+
+/// `failure = [TimedOut, ConnectionRefused]` on an `io::Result` counts those kinds only, and
+/// the rejection of the opened circuit is an `io::Error` of kind `Other` carrying the
+/// `fusebox::Error`: no fallback, no error type of one's own.
+#[test]
+fn an_io_error_is_classified_by_its_kind_and_a_rejection_becomes_one() {
+    use std::io::ErrorKind::{ConnectionRefused, NotFound, PermissionDenied, TimedOut};
+    for kind in [NotFound, PermissionDenied, NotFound, PermissionDenied] {
+        assert_eq!(connect(kind).unwrap_err().kind(), kind);
+    }
+    let breaker = REGISTRY.get("io-kinds").unwrap();
+    assert_eq!(breaker.snapshot().calls, 0, "other kinds are not counted");
+    for kind in [TimedOut, ConnectionRefused, TimedOut, ConnectionRefused] {
+        assert_eq!(connect(kind).unwrap_err().kind(), kind);
+    }
+    assert_eq!(breaker.state(), State::Open);
+    let rejected = connect(TimedOut).unwrap_err();
+    assert_eq!(rejected.kind(), std::io::ErrorKind::Other);
+    let error = rejected
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<fusebox::Error>())
+        .expect("the rejection is the io::Error's inner error");
+    assert!(error.is_circuit_open() && error.key() == "io-kinds");
+    assert_eq!(rejected.to_string(), error.to_string());
+
+    let paths = REGISTRY.get("io-paths").unwrap();
+    for kind in [NotFound, NotFound, NotFound, TimedOut] {
+        assert_eq!(read_block(kind.into()).unwrap_err().kind(), kind);
+        assert_eq!(paths.state(), State::Closed);
+    }
+    assert_eq!(read_block(TimedOut.into()).unwrap_err().kind(), TimedOut);
+    assert_eq!(paths.state(), State::Open);
+}
