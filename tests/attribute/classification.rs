@@ -308,3 +308,29 @@ fn an_io_error_is_classified_by_its_kind_and_a_rejection_becomes_one() {
     assert_eq!(read_block(TimedOut.into()).unwrap_err().kind(), TimedOut);
     assert_eq!(paths.state(), State::Open);
 }
+
+static IO_ATTEMPTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+#[fusebox::circuit_breaker(key = "io-retry", registry = REGISTRY, failure = [TimedOut], retry = 3)]
+async fn fetch(kind: std::io::ErrorKind) -> std::io::Result<u32> {
+    IO_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    Err(kind.into())
+}
+
+/// The attempt driver classifies an `io::Error` by kind too: a timeout is retried, a missing
+/// file is not.
+#[tokio::test]
+async fn an_async_io_result_with_retry_retries_the_listed_kinds_only() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let kind = |result: std::io::Result<u32>| result.unwrap_err().kind();
+    assert_eq!(
+        kind(fetch(std::io::ErrorKind::NotFound).await),
+        std::io::ErrorKind::NotFound
+    );
+    assert_eq!(IO_ATTEMPTS.swap(0, SeqCst), 1);
+    assert_eq!(
+        kind(fetch(std::io::ErrorKind::TimedOut).await),
+        std::io::ErrorKind::TimedOut
+    );
+    assert_eq!(IO_ATTEMPTS.swap(0, SeqCst), 3);
+}
