@@ -218,6 +218,21 @@ fn error_alias() {
 }
 
 #[test]
+fn io_error_kinds() {
+    // An `io::Result`: bare names are kinds of `std::io::Error`, matched on `error.kind()`.
+    let out = pretty(
+        quote!(key = "k", failure = [TimedOut, ConnectionRefused]),
+        quote!(
+            fn connect(addr: &str) -> std::io::Result<u32> {
+                dial(addr)
+            }
+        ),
+        false,
+    );
+    check("io_error_kinds", &out);
+}
+
+#[test]
 fn failure_if() {
     // An `Ok` value the predicate accepts is reported as a failure and returned as is.
     let out = pretty(

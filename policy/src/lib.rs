@@ -24,6 +24,7 @@ use std::time::Duration;
 use crate::limits::{MAX_OPEN_BACKOFF, MAX_OPEN_FOR, MIN_OPEN_FOR};
 
 mod budget;
+mod duration;
 mod error;
 mod knobs;
 pub mod limits;
@@ -34,6 +35,7 @@ mod tests;
 mod validate;
 
 pub use budget::{RETRY_BUDGET_FORM, RetryBudget};
+pub use duration::{DURATION_UNITS, DurationError, parse_duration};
 pub use error::PolicyError;
 pub use open::{OpenContext, OpenForFn};
 pub use patch::PolicyPatch;

@@ -102,7 +102,7 @@ enum Command {
 
 /// Reads `--bucket`: a duration above zero.
 fn bucket_width(raw: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(raw).map_err(|e| e.to_string())?;
+    let d = fusebox::parse_duration(raw).map_err(|e| format!("invalid duration `{raw}`; {e}"))?;
     if d.is_zero() {
         return Err(
             "a bucket of zero width cuts nothing; give a width such as `1s` or `500ms`".into(),

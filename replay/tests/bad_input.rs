@@ -1,5 +1,7 @@
 //! Bad input gets an error naming the line and the field; nothing panics.
 
+use std::time::Duration;
+
 use fusebox_replay::policy::{parse_policy_arg, parse_policy_file};
 use fusebox_replay::trace::parse;
 
@@ -209,4 +211,36 @@ fn an_unknown_trace_field_suggests_the_closest_one() {
         e.starts_with("line 1: unknown field `latncy_ns`; did you mean `latency_ns`?"),
         "{e}"
     );
+}
+
+/// A policy file reads every duration of the grammar table as the attribute, TOML and the
+/// environment do (`fusebox::parse_duration`).
+#[test]
+fn policy_files_read_the_shared_duration_grammar() {
+    let table = include_str!("../../policy/src/duration/grammar.txt");
+    let mut read = 0;
+    for text in table
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split('"').nth(1))
+    {
+        let found = parse_policy_file(&format!("[policies.p]\nopen_for = \"{text}\"\n"), "c.toml")
+            .map(|candidates| candidates[0].policy.settings().open_for)
+            .map_err(|e| e.to_string());
+        match fusebox::parse_duration(text) {
+            Ok(wait) if wait >= Duration::from_millis(1) && wait <= Duration::from_secs(86_400) => {
+                assert_eq!(found, Ok(wait), "{text:?}");
+                read += 1;
+            }
+            Ok(_) => assert!(found.is_err(), "{text:?}"),
+            Err(_) => {
+                let message = found.unwrap_err();
+                assert!(
+                    message.contains(fusebox::DURATION_UNITS),
+                    "{text:?}: {message}"
+                );
+            }
+        }
+    }
+    assert!(read > 20, "{read} texts read");
 }

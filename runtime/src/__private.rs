@@ -18,6 +18,15 @@ pub use crate::load::pushback::{NoPushback, PushbackOf};
 pub use crate::policy::{OpenContext, Others, Policy};
 pub use crate::registry::GLOBAL;
 pub use ::inventory;
+pub use std::io::ErrorKind as IoErrorKind;
+
+/// The kind of a `std::io::Error`, which `failure = [TimedOut, ConnectionRefused]` on a function
+/// returning `io::Result<T>` classifies by.
+#[inline]
+#[must_use]
+pub fn io_error_kind(error: &std::io::Error) -> IoErrorKind {
+    error.kind()
+}
 
 // The entry points below are `inline(always)` only without `debug_assertions`: ARCHITECTURE.md,
 // "Inlining".

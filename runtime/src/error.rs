@@ -279,6 +279,41 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A rejection (or a timeout) as a [`std::io::Error`], so a function returning `io::Result<T>`
+/// needs no fallback and no error type of its own.
+///
+/// The kind is [`ErrorKind::TimedOut`](std::io::ErrorKind::TimedOut) for a call that went out and
+/// timed out ([`Reason::TimedOut`]), and [`ErrorKind::Other`](std::io::ErrorKind::Other) for a
+/// rejected call: no standard kind means "not called, the circuit is open", and `Other` is one a
+/// `failure = [...]` list of an enclosing function does not name by accident (a rejection read as
+/// `ConnectionRefused` would count as a failure there). The `fusebox::Error` is the inner error:
+/// the `io::Error` displays it, and [`get_ref`](std::io::Error::get_ref) or
+/// [`downcast`](std::io::Error::downcast) give it back.
+///
+/// ```
+/// use std::io;
+///
+/// #[fusebox::circuit_breaker(key = "disk", failure = [TimedOut, ConnectionRefused], consecutive = 1)]
+/// fn read_block(n: u64) -> io::Result<u64> {
+///     Err(io::Error::from(io::ErrorKind::ConnectionRefused))
+/// }
+///
+/// let _ = read_block(1); // counted: the circuit opens
+/// let rejected = read_block(1).unwrap_err();
+/// assert_eq!(rejected.kind(), io::ErrorKind::Other);
+/// let error = rejected.get_ref().and_then(|e| e.downcast_ref::<fusebox::Error>()).unwrap();
+/// assert!(error.is_circuit_open());
+/// ```
+impl From<Error> for std::io::Error {
+    fn from(error: Error) -> Self {
+        let kind = match error.reason() {
+            Reason::TimedOut => std::io::ErrorKind::TimedOut,
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, error)
+    }
+}
+
 /// Why a fallback runs: the breaker rejected the call, the call timed out, or it failed with a
 /// counted failure.
 ///

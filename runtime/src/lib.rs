@@ -89,8 +89,8 @@ pub use observe::metrics;
 pub use observe::record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use observe::{Transition, Trigger};
 pub use policy::{
-    Concurrency, OpenContext, OpenForFn, Others, Policy, PolicyError, PolicyPatch, PolicySettings,
-    Recovery, RetryBudget, Window,
+    Concurrency, DURATION_UNITS, DurationError, OpenContext, OpenForFn, Others, Policy,
+    PolicyError, PolicyPatch, PolicySettings, Recovery, RetryBudget, Window, parse_duration,
 };
 pub use registry::{Registry, UnknownKey, registry, usable_policy};
 pub use state::{State, Verdict};

@@ -260,3 +260,77 @@ fn an_inner_rejection_is_no_success_under_others_success() {
         "rejections of the inner breaker count as nothing"
     );
 }
+
+// ------------------------------------------------------------------ std::io::Error
+
+#[fusebox::circuit_breaker(key = "io-kinds", registry = REGISTRY, failure = [TimedOut, ConnectionRefused], window = 10, min_calls = 4, failure_rate = 50)]
+fn connect(kind: std::io::ErrorKind) -> std::io::Result<u32> {
+    Err(std::io::Error::from(kind))
+}
+
+/// An `io::Error` behind an alias of the user's: the kinds written out.
+type IoResult<T> = Result<T, std::io::Error>;
+
+#[fusebox::circuit_breaker(key = "io-paths", registry = REGISTRY, failure = [std::io::ErrorKind::TimedOut], consecutive = 2)]
+fn read_block(error: std::io::Error) -> IoResult<u32> {
+    Err(error)
+}
+
+/// `failure = [TimedOut, ConnectionRefused]` on an `io::Result` counts those kinds only, and
+/// the rejection of the opened circuit is an `io::Error` of kind `Other` carrying the
+/// `fusebox::Error`: no fallback, no error type of one's own.
+#[test]
+fn an_io_error_is_classified_by_its_kind_and_a_rejection_becomes_one() {
+    use std::io::ErrorKind::{ConnectionRefused, NotFound, PermissionDenied, TimedOut};
+    for kind in [NotFound, PermissionDenied, NotFound, PermissionDenied] {
+        assert_eq!(connect(kind).unwrap_err().kind(), kind);
+    }
+    let breaker = REGISTRY.get("io-kinds").unwrap();
+    assert_eq!(breaker.snapshot().calls, 0, "other kinds are not counted");
+    for kind in [TimedOut, ConnectionRefused, TimedOut, ConnectionRefused] {
+        assert_eq!(connect(kind).unwrap_err().kind(), kind);
+    }
+    assert_eq!(breaker.state(), State::Open);
+    let rejected = connect(TimedOut).unwrap_err();
+    assert_eq!(rejected.kind(), std::io::ErrorKind::Other);
+    let error = rejected
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<fusebox::Error>())
+        .expect("the rejection is the io::Error's inner error");
+    assert!(error.is_circuit_open() && error.key() == "io-kinds");
+    assert_eq!(rejected.to_string(), error.to_string());
+
+    let paths = REGISTRY.get("io-paths").unwrap();
+    for kind in [NotFound, NotFound, NotFound, TimedOut] {
+        assert_eq!(read_block(kind.into()).unwrap_err().kind(), kind);
+        assert_eq!(paths.state(), State::Closed);
+    }
+    assert_eq!(read_block(TimedOut.into()).unwrap_err().kind(), TimedOut);
+    assert_eq!(paths.state(), State::Open);
+}
+
+static IO_ATTEMPTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+#[fusebox::circuit_breaker(key = "io-retry", registry = REGISTRY, failure = [TimedOut], retry = 3)]
+async fn fetch(kind: std::io::ErrorKind) -> std::io::Result<u32> {
+    IO_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    Err(kind.into())
+}
+
+/// The attempt driver classifies an `io::Error` by kind too: a timeout is retried, a missing
+/// file is not.
+#[tokio::test]
+async fn an_async_io_result_with_retry_retries_the_listed_kinds_only() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let kind = |result: std::io::Result<u32>| result.unwrap_err().kind();
+    assert_eq!(
+        kind(fetch(std::io::ErrorKind::NotFound).await),
+        std::io::ErrorKind::NotFound
+    );
+    assert_eq!(IO_ATTEMPTS.swap(0, SeqCst), 1);
+    assert_eq!(
+        kind(fetch(std::io::ErrorKind::TimedOut).await),
+        std::io::ErrorKind::TimedOut
+    );
+    assert_eq!(IO_ATTEMPTS.swap(0, SeqCst), 3);
+}

@@ -245,7 +245,7 @@ fn the_ejection_wait_is_capped_and_the_group_settings_apply() {
 }
 
 #[test]
-fn failure_percentage_ejects_a_member_above_85_percent_failures() {
+fn failure_percentage_ejects_a_member_at_or_above_85_percent_failures() {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
     // The success-rate rule off: only failure percentage can eject.
@@ -262,29 +262,32 @@ fn failure_percentage_ejects_a_member_above_85_percent_failures() {
     for key in &keys {
         registry.breaker(key, policy).unwrap();
     }
-    // fp-0: 90 % failures; fp-1: 80 %; the others healthy.
+    // fp-0: 90 % failures; fp-1: 85 %, the threshold; fp-2: 84 %; the others healthy.
     for (i, key) in keys.iter().enumerate() {
         let breaker = registry.get(key).unwrap();
-        let failures = [90, 80, 0, 0, 0, 0][i];
+        let failures = [90, 85, 84, 0, 0, 0][i];
         for n in 0..100 {
             let _ = breaker.call(|| if n < failures { Err(()) } else { Ok(()) }, |_| true);
         }
     }
     clock.advance(Duration::from_secs(10));
     let _ = registry
-        .get(&keys[2])
+        .get(&keys[3])
         .unwrap()
         .call(|| Err::<(), ()>(()), |_| true);
-    let first = registry.get(&keys[0]).unwrap();
-    assert_eq!(first.state(), State::Open);
+    // Ejected at or above the threshold, as Envoy's `failure_percentage_threshold`.
+    for key in &keys[..2] {
+        let ejected = registry.get(key).unwrap();
+        assert_eq!(ejected.state(), State::Open, "{key}");
+        assert_eq!(
+            ejected.snapshot().last_transition.unwrap().trigger,
+            Trigger::OutlierFailurePercentage
+        );
+    }
     assert_eq!(
-        first.snapshot().last_transition.unwrap().trigger,
-        Trigger::OutlierFailurePercentage
-    );
-    assert_eq!(
-        registry.get(&keys[1]).unwrap().state(),
+        registry.get(&keys[2]).unwrap().state(),
         State::Closed,
-        "80 % is not above 85 %"
+        "84 % is below 85 %"
     );
 }
 

@@ -1,7 +1,8 @@
 //! Pushback through the reqwest middleware and the tower layer: a `503` or `429` with
 //! `Retry-After` (delta-seconds or an HTTP-date) keeps the circuit it opens open at least that
 //! long, capped by `open_max`, on the fake clock (whose wall time is the Unix epoch plus the time
-//! it was advanced by: the server below dates its answers by it).
+//! it was advanced by: the server below dates its answers by it); and the middleware's retries
+//! wait one out only within their deadline (paused time).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -225,4 +226,68 @@ async fn the_tower_layer_with_http_failures_reads_retry_after() {
     clock.advance(Duration::from_millis(100));
     svc.ready().await.unwrap().call(()).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 2, "probed after 7 s");
+}
+
+// ------------------------------------------------------------------ retries and the deadline
+
+/// A client whose connections are not kept: an idle pooled connection has a reaper timer, which
+/// paused time would jump to while a request waits on the network.
+fn unpooled(middleware: CircuitBreakerMiddleware) -> ClientWithMiddleware {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    ClientBuilder::new(client).with(middleware).build()
+}
+
+/// The middleware's retries wait out a `Retry-After` only when the wait fits the deadline from
+/// the first attempt (10 s unless set): a `503` asking for 20 s is returned at once, not slept
+/// on; with room for one such wait, the second attempt's answer ends the request. Paused time:
+/// the waits pass at once and `elapsed` is what a caller would wait.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_that_does_not_fit_the_deadline_ends_the_request_at_once() {
+    let clock = FakeClock::new();
+    let (addr, hits) = server(
+        StatusCode::SERVICE_UNAVAILABLE,
+        After::Seconds(20),
+        clock.clone(),
+    );
+    let never_opens = Policy::new().consecutive(1_000);
+    let middleware = |key: &'static str| {
+        CircuitBreakerMiddleware::new(key)
+            .registry(registry(&clock))
+            .policy(never_opens)
+            .retry(3, Duration::ZERO)
+    };
+
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        send(&unpooled(middleware("deadline-default")), addr).await,
+        Ok(503)
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "20 s does not fit 10 s: no retry"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+
+    hits.store(0, Ordering::SeqCst);
+    let roomy = middleware("deadline-30s").deadline(Duration::from_secs(30));
+    let started = tokio::time::Instant::now();
+    assert_eq!(send(&unpooled(roomy), addr).await, Ok(503));
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        2,
+        "a retry at 20 s; the next would start at 40 s, past the deadline"
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(20) && took < Duration::from_secs(30),
+        "{took:?}"
+    );
 }

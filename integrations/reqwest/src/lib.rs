@@ -63,6 +63,9 @@ pub struct CircuitBreakerMiddleware {
     keying: Keying,
     /// Attempts per idempotent request ([`retry`](Self::retry); 1: no retry) and the backoff's base.
     retry: (u32, std::time::Duration),
+    /// The time from a request's first attempt within which a retry must start
+    /// ([`deadline`](Self::deadline)).
+    deadline: Duration,
 }
 
 impl CircuitBreakerMiddleware {
@@ -79,6 +82,7 @@ impl CircuitBreakerMiddleware {
             policy: Policy::DEFAULT,
             keying: Keying::Fixed(key.into(), OnceLock::new()),
             retry: NO_RETRY,
+            deadline: DEFAULT_DEADLINE,
         }
         .declared()
     }
@@ -93,6 +97,7 @@ impl CircuitBreakerMiddleware {
             policy: Policy::DEFAULT,
             keying: Keying::PerHost,
             retry: NO_RETRY,
+            deadline: DEFAULT_DEADLINE,
         }
     }
 
@@ -119,8 +124,11 @@ impl CircuitBreakerMiddleware {
     /// [`policy`](Self::policy) or configuration): a retry the budget or the circuit rejects,
     /// or the last attempt, ends the request with that attempt's response or error. Between
     /// attempts it waits a full-jitter exponential backoff from `backoff` (zero: no wait), and
-    /// never less than a `429` or `503` response's `Retry-After` (a wait over 30 s ends the
-    /// request with that response).
+    /// never less than a `429` or `503` response's `Retry-After`. A wait that does not fit the
+    /// [`deadline`](Self::deadline) (10 s from the first attempt unless set), or one over 30 s,
+    /// ends the request at once with the last attempt's response or error, as the attribute's
+    /// `deadline` does: a `503` with `Retry-After: 20` is returned as it is, not retried 20 s
+    /// later.
     ///
     /// ```
     /// use std::time::Duration;
@@ -134,6 +142,32 @@ impl CircuitBreakerMiddleware {
     #[must_use]
     pub fn retry(mut self, attempts: u32, backoff: std::time::Duration) -> Self {
         self.retry = (attempts.clamp(1, MAX_ATTEMPTS), backoff);
+        self
+    }
+
+    /// The time a request's retries have from the start of its first attempt: a retry must
+    /// start before it, so a wait between attempts (the backoff, or a `Retry-After` longer than
+    /// it) that would end past it ends the request at once with the last attempt's response or
+    /// error. The default, 10 s, is about as long as a person at a browser waits for a page
+    /// before giving up on it; a request that was never going to succeed in that time returns
+    /// its last answer instead of holding the caller. An attempt in flight is not cut short (set
+    /// the client's own timeout for that), so a request takes at most the deadline plus its last
+    /// attempt. [`Duration::MAX`] leaves only the 30 s bound on each wait. Without
+    /// [`retry`](Self::retry) there is one attempt and nothing to bound.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fusebox_reqwest::CircuitBreakerMiddleware;
+    ///
+    /// // A batch job that may wait out a server's `Retry-After` of up to a minute in all.
+    /// let middleware = CircuitBreakerMiddleware::new("reports")
+    ///     .retry(4, Duration::from_millis(200))
+    ///     .deadline(Duration::from_secs(60));
+    /// # let _ = middleware;
+    /// ```
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
         self
     }
 
@@ -160,6 +194,8 @@ impl CircuitBreakerMiddleware {
 
 /// No retry: one attempt.
 const NO_RETRY: (u32, std::time::Duration) = (1, std::time::Duration::ZERO);
+/// The default [`CircuitBreakerMiddleware::deadline`].
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 /// The most attempts [`CircuitBreakerMiddleware::retry`] makes (the attribute's limit).
 const MAX_ATTEMPTS: u32 = 100;
 
@@ -251,6 +287,7 @@ impl CircuitBreakerMiddleware {
     ) -> reqwest_middleware::Result<Response> {
         let breaker = self.breaker(req.url());
         let (attempts, backoff) = self.retry;
+        let started = tokio::time::Instant::now();
         let mut req = req;
         let mut last = None;
         let mut n = 0;
@@ -282,15 +319,14 @@ impl CircuitBreakerMiddleware {
                 (true, None) => permit.failure(),
             }
             // A retry never comes back before the server's wait; one longer than the longest
-            // backoff ends the request, as the attribute's retries do.
+            // backoff, or one that would start past the deadline, ends the request, as the
+            // attribute's retries do. The retry budget is asked last.
             let backed_off = fusebox::backoff(backoff, n);
             let delay = backed_off.max(wait.unwrap_or_default());
+            let fits = delay <= fusebox::limits::MAX_BACKOFF
+                && started.elapsed().saturating_add(delay) < self.deadline;
             match again {
-                Some(copy)
-                    if failed && delay <= fusebox::limits::MAX_BACKOFF && breaker.try_retry() =>
-                {
-                    req = copy;
-                }
+                Some(copy) if failed && fits && breaker.try_retry() => req = copy,
                 _ => return result,
             }
             last = Some(result);

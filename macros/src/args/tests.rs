@@ -336,6 +336,55 @@ fn suggestions() {
     assert_eq!(closest("slow_rat"), Some("slow_rate"));
 }
 
+/// The names users bring from other breakers get fusebox's name for the same setting, not the
+/// closest spelling (`open_after` is no typo of `open_jitter`).
+#[test]
+fn suggestions_by_meaning() {
+    let suggested = |written: &str| {
+        let name = Ident::new(written, proc_macro2::Span::call_site());
+        messages(quote!(key = "k", #name = 1)).remove(0)
+    };
+    for (written, argument) in [
+        ("open_after", "consecutive"),
+        ("wait_duration", "open_for"),
+        ("waitDurationInOpenState", "open_for"),
+        ("break_duration", "open_for"),
+        ("sliding_window_size", "window"),
+        ("sampling_duration", "window"),
+        ("minimum_number_of_calls", "min_calls"),
+        ("minimum_throughput", "min_calls"),
+        ("permitted_calls_in_half_open", "half_open"),
+        ("slow_call_duration_threshold", "slow"),
+        ("failure_rate_threshold", "failure_rate"),
+        ("failure_ratio", "failure_rate"),
+        ("timeout_ms", "timeout"),
+        ("wait_duration_in_millis", "open_for"),
+        ("max_retries", "retry"),
+        ("max_concurrent_calls", "max_concurrent"),
+        ("openFor", "open_for"),
+    ] {
+        let message = suggested(written);
+        assert!(
+            message.contains(&format!("did you mean `{argument}`?")),
+            "{written}: {message}"
+        );
+    }
+    assert!(suggested("failure_ratio").contains("`failure_ratio = 0.5` is `failure_rate = 50`"));
+    assert!(suggested("timeout_ms").contains("`timeout = \"800ms\"`"));
+    assert!(suggested("max_retries").contains("`max_retries = 2` is `retry = 3`"));
+    assert!(suggested("falure").ends_with("did you mean `failure`?"));
+    assert!(
+        !suggested("retry_ms").contains("did you mean"),
+        "`retry` takes no duration"
+    );
+    for (argument, aliases, _) in super::suggest::MEANINGS {
+        assert!(NAMES.contains(&argument), "{argument}");
+        for alias in aliases {
+            assert!(!NAMES.contains(alias), "{alias} is an argument");
+        }
+    }
+}
+
 #[test]
 fn failure_if_takes_a_path_and_goes_with_the_attempt_arguments() {
     let parsed = args(quote!(key = "k", failure_if = http::is_unavailable)).unwrap();

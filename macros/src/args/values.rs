@@ -6,14 +6,16 @@ use std::collections::HashSet;
 
 use syn::{Expr, ExprLit, Ident, Lit, Path};
 
-use fusebox_policy::{Concurrency, Others, RETRY_BUDGET_FORM, RetryBudget, limits};
+use fusebox_policy::{
+    Concurrency, DURATION_UNITS, DurationError, Others, RETRY_BUDGET_FORM, RetryBudget, limits,
+    parse_duration,
+};
 
 use super::bounds::{
     DurationRange, MAX_CONCURRENT, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_THROTTLE, MAX_WINDOW,
     TIME_WINDOW,
 };
 use super::{ConcurrencyArg, Key, OpenForArg, RecoveryArg, Spanned, WindowArg};
-use crate::duration::{self, DurationError, UNIT_LIST};
 use crate::errors::Errors;
 
 /// The suffixes an integer literal may carry (`10u32`); any other suffix (`1f64`) is refused.
@@ -217,18 +219,18 @@ pub(super) fn duration_arg(
         ));
     };
     let written = text.value();
-    let nanos = match duration::parse_nanos(&written) {
-        Ok(nanos) => Some(nanos),
-        Err(DurationError::Overflow) => None,
+    let nanos = match parse_duration(&written) {
+        Ok(duration) => Some(duration.as_nanos()),
         Err(DurationError::Syntax) => {
             return Err(syn::Error::new(
                 text.span(),
                 format!(
-                    "invalid duration \"{written}\"; write an integer followed by one of the \
-                     units {UNIT_LIST}, like `{name} = \"{example}\"` or `{name} = \"250ms\"`"
+                    "invalid duration \"{written}\"; write a whole number followed by a unit \
+                     ({DURATION_UNITS}), like `{name} = \"{example}\"` or `{name} = \"1m 30s\"`"
                 ),
             ));
         }
+        Err(_) => None,
     };
     match nanos.filter(|nanos| (range.min..=range.max).contains(nanos)) {
         Some(nanos) => Ok(Spanned {

@@ -1,5 +1,5 @@
 //! Classification and the fallback: the `bool` test of whether an error counts as a failure
-//! (`failure = [...]` or a predicate), the error-type alias a bare variant needs
+//! (`failure = [...]`, a `std::io::Error`'s kinds included, or a predicate), the error-type alias a bare variant needs
 //! ([`error_alias`]), and the call of the fallback with the function's parameters and the cause.
 
 use proc_macro2::{Span, TokenStream};
@@ -12,10 +12,19 @@ use crate::args::{Args, Failure, Variant};
 use crate::function::Params;
 use crate::tokens::respan;
 
-/// True when a bare variant name needs the error-type alias.
-fn uses_alias(failure: Option<&Failure>) -> bool {
-    matches!(failure, Some(Failure::Variants(variants))
-        if variants.iter().any(|variant| matches!(variant, Variant::Bare(_))))
+/// True when a bare variant name needs the error-type alias (not for a `std::io::Error`, whose
+/// bare names are kinds).
+fn uses_alias(failure: Option<&Failure>, io_error: bool) -> bool {
+    !io_error
+        && matches!(failure, Some(Failure::Variants(variants))
+            if variants.iter().any(|variant| matches!(variant, Variant::Bare(_))))
+}
+
+/// True for a path to a kind of `std::io::Error`: `io::ErrorKind::TimedOut`,
+/// `std::io::ErrorKind::TimedOut`.
+fn is_io_kind(path: &Path) -> bool {
+    let mut names = path.segments.iter().rev().skip(1).map(|s| &s.ident);
+    names.next().is_some_and(|name| name == "ErrorKind") && names.next().is_some_and(|m| m == "io")
 }
 
 /// The local alias `__FuseboxErrorOf<R>` of `<R as Outcome>::Error`, when a bare variant name
@@ -24,7 +33,7 @@ pub(super) fn error_alias(args: &Args, names: &Names) -> Option<TokenStream> {
     let Names {
         private, error_of, ..
     } = names;
-    (names.error_path.is_none() && uses_alias(args.failure.as_ref())).then(|| {
+    (names.error_path.is_none() && uses_alias(args.failure.as_ref(), names.io_error)).then(|| {
         quote! {
             type #error_of<__R> = <__R as #private::Outcome>::Error;
         }
@@ -38,13 +47,7 @@ pub(super) fn classify(
     names: &Names,
     owned: bool,
 ) -> Option<TokenStream> {
-    let Names {
-        error_output,
-        error,
-        error_of,
-        error_path,
-        ..
-    } = names;
+    let error = &names.error;
     let by_ref = owned.then(|| quote!(&));
     match failure? {
         Failure::Predicate(predicate) => {
@@ -54,25 +57,68 @@ pub(super) fn classify(
             let by_ref = owned.then(|| quote_spanned!(span=> &));
             Some(quote_spanned!(span=> #predicate(#by_ref #error)))
         }
-        Failure::Variants(variants) => {
-            let patterns = variants.iter().map(|variant| match variant {
-                Variant::Bare(name) => {
-                    let span = name.span();
-                    let rest = quote_spanned!(span=> { .. });
-                    let error_type = match error_path {
-                        Some(path) => path.to_token_stream(),
-                        None => quote!(#error_of::<#error_output>),
-                    };
-                    let error_type = respan(error_type, span);
-                    quote!(#error_type::#name #rest)
-                }
-                Variant::Path(path) => {
-                    let rest = quote_spanned!(path.span()=> { .. });
-                    quote!(#path #rest)
-                }
-            });
-            Some(quote!(::core::matches!(#by_ref #error, #(#patterns)|*)))
+        Failure::Variants(variants) => Some(variants_test(variants, names, by_ref)),
+    }
+}
+
+/// The test of `failure = [...]`: one `matches!` on the error for the variants of its type, and
+/// one on `error.kind()` for the kinds of a `std::io::Error` (bare names on an `io::Result`, or
+/// `io::ErrorKind::TimedOut` written out); either or both.
+fn variants_test(variants: &[Variant], names: &Names, by_ref: Option<TokenStream>) -> TokenStream {
+    let Names {
+        private,
+        error_output,
+        error,
+        error_of,
+        error_path,
+        io_error,
+        ..
+    } = names;
+    let (kinds, variants): (Vec<&Variant>, Vec<&Variant>) =
+        variants.iter().partition(|variant| match variant {
+            Variant::Bare(_) => *io_error,
+            Variant::Path(path) => is_io_kind(path),
+        });
+    let kinds = kinds.first().map(|first| {
+        let kind = |variant: &&Variant| match variant {
+            Variant::Bare(name) => {
+                let private = respan(private.clone(), name.span());
+                quote!(#private::IoErrorKind::#name)
+            }
+            Variant::Path(path) => path.to_token_stream(),
+        };
+        // Located at the first kind, so an error type other than `std::io::Error` is reported
+        // there.
+        let span = match first {
+            Variant::Bare(name) => name.span(),
+            Variant::Path(path) => path.span(),
+        };
+        let private = respan(private.clone(), span);
+        let kinds = kinds.iter().map(kind);
+        quote!(::core::matches!(#private::io_error_kind(#by_ref #error), #(#kinds)|*))
+    });
+    let patterns = variants.iter().map(|variant| match variant {
+        Variant::Bare(name) => {
+            let span = name.span();
+            let rest = quote_spanned!(span=> { .. });
+            let error_type = match error_path {
+                Some(path) => path.to_token_stream(),
+                None => quote!(#error_of::<#error_output>),
+            };
+            let error_type = respan(error_type, span);
+            quote!(#error_type::#name #rest)
         }
+        Variant::Path(path) => {
+            let rest = quote_spanned!(path.span()=> { .. });
+            quote!(#path #rest)
+        }
+    });
+    let patterns =
+        (!variants.is_empty()).then(|| quote!(::core::matches!(#by_ref #error, #(#patterns)|*)));
+    match (kinds, patterns) {
+        (Some(kinds), Some(patterns)) => quote!((#kinds || #patterns)),
+        (Some(test), None) | (None, Some(test)) => test,
+        (None, None) => quote!(false),
     }
 }
 

@@ -61,6 +61,9 @@ pub(super) struct Names {
     /// variant name becomes `__FuseboxErrorOf::<RET>::Timeout { .. }` whatever alias the return
     /// type is written with.
     pub(super) error_of: Ident,
+    /// True when the return type is written `io::Result<T>` or `Result<T, io::Error>` (any path
+    /// ending so): a bare name in `failure = [...]` is then a `std::io::ErrorKind`.
+    pub(super) io_error: bool,
     /// The `Cause` an `async fn`'s fallback is called with (see
     /// [`defers_fallback`](super::settle::defers_fallback)).
     pub(super) cause: Ident,
@@ -102,6 +105,7 @@ impl Names {
         };
         let output_span = output.span();
         let error_path = error_path(&output);
+        let io_error = returns_io_error(&output, error_path.as_ref());
         let (output, error_output, error_type) = match nameable_output(&output) {
             Some((nameable, error_output, Some(error))) => {
                 (nameable, error_output, error.to_token_stream())
@@ -128,6 +132,7 @@ impl Names {
             private,
             output_span,
             error_path,
+            io_error,
             output,
             error_output,
             error_type,
@@ -175,6 +180,28 @@ pub(super) fn error_path(output: &Type) -> Option<Path> {
         }
     }
     Some(path)
+}
+
+/// True for a return type written `io::Result<T>` (`std::io::Result<T>`, `tokio::io::Result<T>`)
+/// or `Result<T, io::Error>` (`error_path`: its `E`): its error is a `std::io::Error`.
+pub(super) fn returns_io_error(output: &Type, error_path: Option<&Path>) -> bool {
+    let ends_with = |path: &Path, module: &str, name: &str| {
+        let mut names = path.segments.iter().rev().map(|segment| &segment.ident);
+        names.next().is_some_and(|last| last == name) && names.next().is_some_and(|m| m == module)
+    };
+    if let Some(error) = error_path {
+        return ends_with(error, "io", "Error");
+    }
+    match ungroup(output) {
+        Type::Path(TypePath {
+            qself: None, path, ..
+        }) => {
+            ends_with(path, "io", "Result")
+                && matches!(&path.segments.last().map(|s| &s.arguments),
+                    Some(PathArguments::AngleBracketed(arguments)) if arguments.args.len() == 1)
+        }
+        _ => false,
+    }
 }
 
 /// The return type with every `impl Trait` in it replaced by `_`, which rustc infers from the

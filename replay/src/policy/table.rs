@@ -175,7 +175,7 @@ fn field_names() -> String {
 fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
     let raw = raw.trim();
     let as_int = || raw.parse::<u32>().ok();
-    let as_span = || humantime::parse_duration(raw).ok();
+    let as_span = || fusebox::parse_duration(raw).ok();
     if field.name == "open_for" && raw.contains("::") {
         return Err(format!(
             "`{raw}` names a function, which a replayed policy cannot; give `open_for` a \
@@ -225,12 +225,16 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
         Kind::GroupPercent => raw.parse::<u8>().ok().map(|n| Setting::Int(u32::from(n))),
     };
     setting.ok_or_else(|| {
+        let span_expected = format!(
+            "a duration such as `500ms`, `30s` or `1m 30s` (units {})",
+            fusebox::DURATION_UNITS
+        );
         let expected = match field.kind {
             Kind::CountOrSpan => "a number of calls (`100`) or a span (`30s`)",
             Kind::Count => "a whole number",
             Kind::Percent => "a percentage from 1 to 100",
             Kind::PercentOrOff => "a percentage from 1 to 100, or `off`",
-            Kind::Span => "a duration such as `500ms`, `30s` or `2m`",
+            Kind::Span => span_expected.as_str(),
             Kind::Factor => "a number such as `2.0`",
             Kind::Bulkhead => {
                 "a number of calls in flight (`10`), or `adaptive` / `adaptive(floor..ceiling)` (`adaptive(2..200)`)"

@@ -8,6 +8,7 @@ use toml::de::{DeTable, DeValue};
 use super::{ConfigError, ECHO, echo};
 use crate::groups::GroupPatch;
 use crate::policy::{Concurrency, Others, PolicyPatch, Recovery, RetryBudget};
+use fusebox_policy::{DURATION_UNITS, parse_duration};
 
 /// How one field's value becomes a patch.
 pub(super) type Reader = fn(&Field<'_>) -> Result<PolicyPatch, ConfigError>;
@@ -16,6 +17,10 @@ pub(super) type Reader = fn(&Field<'_>) -> Result<PolicyPatch, ConfigError>;
 pub(super) const COUNT: &str = "a whole number";
 /// What a percentage field expects.
 pub(super) const PERCENT: &str = "a whole number of percent (1..=100)";
+/// What a duration field expects: the grammar the attribute reads too.
+fn duration_expected() -> String {
+    format!("a duration like \"30s\", \"800ms\" or \"1m 30s\" (units {DURATION_UNITS})")
+}
 /// The empty patch each row sets its field on.
 pub(super) const P: PolicyPatch = PolicyPatch::new();
 
@@ -150,11 +155,10 @@ impl<'a> Field<'a> {
     fn duration(&self) -> Result<Duration, ConfigError> {
         let text = match self.raw {
             Raw::Toml(DeValue::String(s)) => s.as_ref(),
-            Raw::Toml(_) => return Err(self.wrong("a duration string like \"30s\" or \"800ms\"")),
+            Raw::Toml(_) => return Err(self.wrong(&duration_expected())),
             Raw::Env(s) => s,
         };
-        humantime::parse_duration(text.trim())
-            .map_err(|_| self.wrong("a duration like \"30s\" or \"800ms\""))
+        parse_duration(text).map_err(|_| self.wrong(&duration_expected()))
     }
 
     /// `open_for`: a duration. A function cannot be named here: a value that looks like a path
@@ -386,7 +390,7 @@ impl Field<'_> {
     fn ejection(&self) -> Result<(Duration, Duration), ConfigError> {
         self.table(EJECTION, |table| {
             let get = |name: &str| match table.get(name).map(|v| v.get_ref()) {
-                Some(DeValue::String(s)) => humantime::parse_duration(s.trim()).ok(),
+                Some(DeValue::String(s)) => parse_duration(s).ok(),
                 _ => None,
             };
             match (get("base"), get("max"), table.len()) {

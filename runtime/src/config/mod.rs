@@ -50,7 +50,7 @@
 //! [groups.search]
 //! interval = "10s"           # the shortest time between two passes of the relative rules
 //! success_rate = 1.9         # standard deviations below the mean (0: the rule is off)
-//! failure_percentage = 85    # failures above which a member is ejected (0: off)
+//! failure_percentage = 85    # failures at or above which a member is ejected (0: off)
 //! min_members = 5            # qualifying members a pass needs
 //! max_ejection = 10          # the most members open at once, in percent (at least one)
 //! ejection = { base = "30s", max = "5m" }  # base × times ejected, at most max

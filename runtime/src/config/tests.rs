@@ -8,6 +8,8 @@ use super::*;
 use crate::policy::{Policy, PolicyPatch, Recovery, Window};
 use crate::registry::Registry;
 
+mod durations;
+
 /// Every field of a configuration file is one of `KNOBS` (or one rule of `stuck_open`) and
 /// reads a value into the patch of its name.
 #[test]

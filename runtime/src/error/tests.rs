@@ -201,3 +201,23 @@ fn retry_after_rounds_up_past_the_slack_and_is_at_least_one_second() {
     assert_eq!(whole_seconds(Duration::from_secs(30)), 30);
     assert_eq!(whole_seconds(Duration::MAX), u64::MAX);
 }
+
+#[test]
+fn an_error_becomes_an_io_error_of_its_kind_carrying_it() {
+    use std::io::ErrorKind;
+    for (reason, kind) in [
+        (Reason::TimedOut, ErrorKind::TimedOut),
+        (Reason::Open, ErrorKind::Other),
+        (Reason::HalfOpenFull, ErrorKind::Other),
+        (Reason::Recovering, ErrorKind::Other),
+        (Reason::ForcedOpen, ErrorKind::Other),
+        (Reason::BulkheadFull, ErrorKind::Other),
+        (Reason::Throttled, ErrorKind::Other),
+    ] {
+        let error = Error::new(Key::from_static("disk"), reason, None);
+        let io = std::io::Error::from(error.clone());
+        assert_eq!(io.kind(), kind, "{reason:?}");
+        assert_eq!(io.to_string(), error.to_string());
+        assert_eq!(io.downcast::<Error>().ok(), Some(error));
+    }
+}

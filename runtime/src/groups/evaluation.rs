@@ -269,7 +269,7 @@ fn outliers<'a>(
             out.push((circuit, Trigger::OutlierSuccessRate));
         } else if policy.failure_percentage != 0
             && u64::from(counts.failures) * 100
-                > u64::from(policy.failure_percentage) * u64::from(counts.calls)
+                >= u64::from(policy.failure_percentage) * u64::from(counts.calls)
         {
             out.push((circuit, Trigger::OutlierFailurePercentage));
         }

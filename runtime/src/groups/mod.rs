@@ -15,7 +15,7 @@
 //!   [`Trigger::OutlierFailurePercentage`](crate::Trigger::OutlierFailurePercentage)) those whose
 //!   success rate is below the mean of the qualifying members by more than
 //!   [`success_rate`](GroupPolicy::success_rate) standard deviations, and those whose failure
-//!   percentage is above [`failure_percentage`](GroupPolicy::failure_percentage).
+//!   percentage is at or above [`failure_percentage`](GroupPolicy::failure_percentage).
 //! - **The panic threshold**: at most [`max_ejection`](GroupPolicy::max_ejection) percent of the
 //!   members (at least one) are open at once, whichever rule opened them, relative or the member's
 //!   own. A member that would exceed it stays closed; the first rejection of an episode emits one

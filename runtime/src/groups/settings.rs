@@ -8,7 +8,10 @@ use std::time::Duration;
 use crate::clock::duration_to_nanos as nanos;
 
 /// The settings of a group: its relative rules, its panic threshold and its ejection backoff.
-/// The defaults are Envoy's outlier detection's.
+/// The defaults are the values of Envoy's outlier detection, with the differences the groups
+/// chapter of the guide lists ([`guide::groups`](crate::guide::groups)): the failure-percentage
+/// rule is enforced (Envoy's `enforcing_failure_percentage` defaults to 0), and a member's own
+/// `min_calls` is its request volume.
 ///
 /// Each setter stores what it is given, as [`Policy`](crate::Policy)'s do; [`validate`]
 /// checks every setting, and [`Registry::configure_group`](crate::Registry::configure_group),
@@ -54,7 +57,7 @@ pub struct GroupSettings {
     /// The qualifying members (closed, with at least their `min_calls` in their window) a pass
     /// needs before either relative rule applies (default 5).
     pub min_members: u32,
-    /// Failure-percentage ejection: the failure percentage above which a member is ejected
+    /// Failure-percentage ejection: the failure percentage at or above which a member is ejected
     /// (default 85), or `None` when the rule is off.
     pub failure_percentage: Option<u8>,
     /// The most members open at once, in percent of the members (default 10; at least one
@@ -72,9 +75,10 @@ pub struct GroupSettings {
 }
 
 impl GroupPolicy {
-    /// Envoy's defaults: a pass every 10 s, success-rate ejection at 1.9 standard deviations,
-    /// failure-percentage ejection above 85 %, 5 qualifying members, at most 10 % open, ejections
-    /// of 30 s × the times ejected up to 300 s, reset after 300 s closed.
+    /// The defaults, Envoy's values where Envoy has the setting: a pass every 10 s, success-rate
+    /// ejection at 1.9 standard deviations, failure-percentage ejection at 85 % or more
+    /// (enforced, where Envoy's rule only detects by default), 5 qualifying members, at most
+    /// 10 % open, ejections of 30 s × the times ejected up to 300 s, reset after 300 s closed.
     #[must_use]
     pub const fn new() -> Self {
         GroupPolicy {
@@ -111,7 +115,8 @@ impl GroupPolicy {
         self
     }
 
-    /// Failure-percentage ejection above `percent` failures (0 turns it off; at most 100).
+    /// Failure-percentage ejection at `percent` failures or more, as Envoy's
+    /// `failure_percentage_threshold` (0 turns it off; at most 100).
     #[must_use]
     pub const fn failure_percentage(mut self, percent: u8) -> Self {
         self.failure_percentage = percent;

@@ -322,3 +322,47 @@ fn counts_refuse_floats_and_float_suffixes() {
         "{recovery:?}"
     );
 }
+
+/// The attribute reads every duration of the grammar table as `fusebox-policy`'s parser does:
+/// the same texts accepted with the same length, the same refused, with the units listed.
+#[test]
+fn durations_read_the_shared_grammar() {
+    let table = include_str!("../../../../policy/src/duration/grammar.txt");
+    let texts = table
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split('"').nth(1));
+    let mut read = 0;
+    for text in texts {
+        let found = match args(quote!(key = "k", open_for = #text)) {
+            Ok(args) => match args.policy.open_for {
+                Some(OpenForArg::Wait(wait)) => Ok(wait.value),
+                _ => unreachable!("a duration was written"),
+            },
+            Err(error) => Err(error.to_string()),
+        };
+        match fusebox_policy::parse_duration(text) {
+            Ok(wait) if (1_000_000..=86_400_000_000_000).contains(&wait.as_nanos()) => {
+                assert_eq!(
+                    found,
+                    Ok(u64::try_from(wait.as_nanos()).unwrap()),
+                    "{text:?}"
+                );
+                read += 1;
+            }
+            Err(fusebox_policy::DurationError::Syntax) => {
+                let message = found.unwrap_err();
+                assert!(
+                    message.starts_with("invalid duration"),
+                    "{text:?}: {message}"
+                );
+                assert!(
+                    message.contains(fusebox_policy::DURATION_UNITS),
+                    "{message}"
+                );
+            }
+            _ => assert!(found.unwrap_err().contains("is out of range"), "{text:?}"),
+        }
+    }
+    assert!(read > 20, "{read} texts read");
+}
