@@ -223,23 +223,24 @@ impl AdminConfig {
         self
     }
 
-    /// The shortest time between two boards (at least 10 ms): changes within it are merged.
+    /// The shortest time between two boards (10 ms ..= 1 h): changes within it are merged.
     pub fn min_interval(mut self, every: Duration) -> Self {
-        self.min_interval = every.max(bounded("min_interval", every, Duration::from_millis(10)));
+        self.min_interval = clamped("min_interval", every);
         self
     }
 
-    /// How often a board is computed while someone watches and no transition happens (at least
-    /// `min_interval`): the counts of the windows change with calls, which send no notice.
+    /// How often a board is computed while someone watches and no transition happens (10 ms
+    /// ..= 1 h, and at least `min_interval`): the counts of the windows change with calls,
+    /// which send no notice.
     pub fn refresh(mut self, every: Duration) -> Self {
-        self.refresh = every.max(bounded("refresh", every, Duration::from_millis(10)));
+        self.refresh = clamped("refresh", every);
         self
     }
 
     /// The history ring: `samples` samples (1 ..= 1,000) of every key's window, one every
-    /// `every` (at least 10 ms), plus one after each transition.
+    /// `every` (10 ms ..= 1 h), plus one after each transition.
     pub fn history(mut self, every: Duration, samples: usize) -> Self {
-        self.sample_every = every.max(bounded("history", every, Duration::from_millis(10)));
+        self.sample_every = clamped("history", every);
         self.samples = at_least("history", samples, 1).min(1_000);
         self
     }
@@ -267,12 +268,20 @@ fn at_least(field: &'static str, value: usize, min: usize) -> usize {
     value.max(min)
 }
 
-/// `min`, with a `tracing` warning naming the setting when `value` is below it.
-fn bounded(field: &'static str, value: Duration, min: Duration) -> Duration {
-    if value < min {
-        tracing::warn!(target: "fusebox", field, "`AdminConfig::{field}` = {value:?} is below {min:?}; {min:?} is used");
+/// The shortest duration a setting takes.
+pub(crate) const MIN_DURATION: Duration = Duration::from_millis(10);
+/// The longest duration a setting takes: the router's task adds them to instants, which a
+/// larger value could overflow.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// `value` within [`MIN_DURATION`] ..= [`MAX_DURATION`], with a `tracing` warning naming the
+/// setting when it is outside.
+fn clamped(field: &'static str, value: Duration) -> Duration {
+    let used = value.clamp(MIN_DURATION, MAX_DURATION);
+    if used != value {
+        tracing::warn!(target: "fusebox", field, ?value, ?used, "an `AdminConfig` duration is out of its bounds (10 ms ..= 1 h); the nearest bound is used");
     }
-    min
+    used
 }
 
 impl Default for AdminConfig {

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -41,6 +42,11 @@ pub(super) struct Hub {
     transitioned: AtomicBool,
     connections: AtomicUsize,
     started: AtomicBool,
+    /// How many times the task panicked and was started again.
+    restarts: AtomicUsize,
+    /// Makes the task panic at its next turn (how the tests see a panic handled).
+    #[cfg(test)]
+    pub(super) panic_next: AtomicBool,
 }
 
 /// One event-stream connection: counted until dropped.
@@ -83,6 +89,9 @@ impl Hub {
             transitioned: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             started: AtomicBool::new(false),
+            restarts: AtomicUsize::new(0),
+            #[cfg(test)]
+            panic_next: AtomicBool::new(false),
             config,
         });
         let weak = Arc::downgrade(&hub);
@@ -103,11 +112,18 @@ impl Hub {
         self.history.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Spawns the task on the current runtime, once (called by every handler).
+    /// Spawns the task on the current runtime, once (called by every handler), under a
+    /// supervisor that starts it again after a panic.
     pub(super) fn ensure_task(self: &Arc<Self>) {
         if !self.started.swap(true, Ordering::AcqRel) {
-            tokio::spawn(run(Arc::downgrade(self), self.wake.clone()));
+            tokio::spawn(supervise(Arc::downgrade(self), self.wake.clone()));
         }
+    }
+
+    /// How many times the task panicked and was started again.
+    #[cfg(test)]
+    pub(super) fn restarts(&self) -> usize {
+        self.restarts.load(Ordering::Acquire)
     }
 
     /// Runs `control` as `operator` (named in the transition it makes) and records the action.
@@ -200,6 +216,39 @@ impl Hub {
     }
 }
 
+/// How long the supervisor waits before it starts a task that panicked again.
+pub(super) const RESTART_AFTER: Duration = Duration::from_secs(1);
+
+/// Runs the router's task and starts it again after a panic (an ERROR event, `admin_task_panicked`,
+/// names the panic), so that the event streams never stop silently. Ends with the router.
+async fn supervise(hub: Weak<Hub>, wake: Arc<Notify>) {
+    loop {
+        let Err(ended) = tokio::spawn(run(hub.clone(), wake.clone())).await else {
+            return;
+        };
+        // Cancelled: the runtime is shutting down.
+        let Ok(panic) = ended.try_into_panic() else {
+            return;
+        };
+        let Some(strong) = hub.upgrade() else { return };
+        let restarts = strong.restarts.fetch_add(1, Ordering::AcqRel) + 1;
+        drop(strong);
+        let panic = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(
+            target: "fusebox",
+            event = "admin_task_panicked",
+            restarts,
+            panic = ?panic,
+            "the admin router's task panicked; it starts again in 1 s"
+        );
+        tokio::time::sleep(RESTART_AFTER).await;
+    }
+}
+
 /// The router's task: samples every `sample_every` (and after transitions) and, while someone
 /// watches, publishes after each change and every `refresh`, never twice within `min_interval`.
 /// Ends when the router is dropped.
@@ -207,6 +256,10 @@ async fn run(hub: Weak<Hub>, wake: Arc<Notify>) {
     let mut next_sample = Instant::now();
     loop {
         let Some(strong) = hub.upgrade() else { return };
+        #[cfg(test)]
+        if strong.panic_next.swap(false, Ordering::AcqRel) {
+            panic!("a panic the tests asked for");
+        }
         let config = &strong.config;
         let (every, refresh, min_interval) = (
             config.sample_every,
@@ -217,7 +270,7 @@ async fn run(hub: Weak<Hub>, wake: Arc<Notify>) {
         if now >= next_sample || strong.transitioned.swap(false, Ordering::AcqRel) {
             strong.sample();
             if now >= next_sample {
-                next_sample = now + every;
+                next_sample = later(now, every);
             }
         }
         let watched = strong.board.receiver_count() > 0;
@@ -226,7 +279,7 @@ async fn run(hub: Weak<Hub>, wake: Arc<Notify>) {
         }
         drop(strong);
         let deadline = if watched {
-            next_sample.min(now + refresh)
+            next_sample.min(later(now, refresh))
         } else {
             next_sample
         };
@@ -237,4 +290,11 @@ async fn run(hub: Weak<Hub>, wake: Arc<Notify>) {
             () = tokio::time::sleep_until(deadline) => {}
         }
     }
+}
+
+/// `now + after`, or a day from now when that overflows (the settings are bounded; this holds
+/// whatever they are).
+fn later(now: Instant, after: Duration) -> Instant {
+    now.checked_add(after)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400))
 }

@@ -334,3 +334,82 @@ fn card_of(document: &serde_json::Value, key: &str) -> serde_json::Value {
         .cloned()
         .unwrap()
 }
+
+/// The state of `key` on the first board a connection receives within `within` (paused time)
+/// where it is `state`, if any.
+async fn board_saying(
+    boards: &mut tokio::sync::watch::Receiver<super::hub::Board>,
+    key: &str,
+    state: &str,
+    within: Duration,
+) -> bool {
+    let found = async {
+        loop {
+            boards.changed().await.unwrap();
+            let json = boards.borrow_and_update().json.clone();
+            let board: serde_json::Value = serde_json::from_str(&json).unwrap();
+            if card_of(&board, key)["state"] == state {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(within, found).await.is_ok()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_longest_durations_are_bounded_and_the_task_keeps_publishing() {
+    static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(FakeClock::new()));
+    let breaker = REGISTRY.breaker("longest", Policy::new()).unwrap();
+    let config = AdminConfig::new()
+        .refresh(Duration::MAX)
+        .min_interval(Duration::MAX)
+        .history(Duration::MAX, 5);
+    assert_eq!(
+        (config.refresh, config.min_interval, config.sample_every),
+        (
+            Duration::from_secs(3600),
+            Duration::from_secs(3600),
+            Duration::from_secs(3600)
+        )
+    );
+    let hub = super::hub::Hub::start(&REGISTRY, config);
+    let connection = hub.connect().unwrap();
+    let mut boards = connection.boards();
+    boards.borrow_and_update();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    breaker.force_open();
+    // One `min_interval` (an hour) later the board says so.
+    assert!(
+        board_saying(
+            &mut boards,
+            "longest",
+            "forced_open",
+            Duration::from_secs(3700)
+        )
+        .await,
+        "a board after the transition: the task is alive"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_in_the_task_is_logged_and_the_task_starts_again() {
+    static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(FakeClock::new()));
+    let breaker = REGISTRY.breaker("restarted", Policy::new()).unwrap();
+    let hub = super::hub::Hub::start(&REGISTRY, AdminConfig::new());
+    let connection = hub.connect().unwrap();
+    let mut boards = connection.boards();
+    boards.borrow_and_update();
+    hub.panic_next
+        .store(true, std::sync::atomic::Ordering::Release);
+    breaker.force_open();
+    // The task panics at its next turn and starts again a second later.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(hub.restarts(), 1, "the supervisor saw the panic");
+    let within = Duration::from_secs(5);
+    assert!(
+        board_saying(&mut boards, "restarted", "forced_open", within).await,
+        "a board from the restarted task"
+    );
+    breaker.reset();
+    assert!(board_saying(&mut boards, "restarted", "closed", within).await);
+}
