@@ -14,6 +14,7 @@ mod redis_harness;
 mod support;
 
 mod admin;
+mod admin_guards;
 mod browser;
 mod over_http;
 #[cfg(feature = "redis")]

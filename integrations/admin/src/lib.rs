@@ -117,6 +117,7 @@ mod history;
 
 mod board;
 mod config;
+mod guard;
 mod health;
 mod hub;
 mod routes;
@@ -124,6 +125,7 @@ mod routes;
 mod tests;
 
 pub use config::{Action, AdminConfig, CSRF_HEADER, ControlRequest, DEFAULT_MAX_CONNECTIONS};
+pub use guard::{PROXY_HEADERS, ReadRequest};
 pub use health::{Health, HealthReport, Status, health};
 pub use routes::dashboard_html;
 

@@ -5,14 +5,16 @@ use std::sync::Arc;
 
 use axum::extract::{Path, State as Shared};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
+use axum::middleware;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::config::{Action, CSRF_HEADER, ControlRequest};
+use crate::config::{Action, ControlRequest};
+use crate::guard;
 use crate::hub::Hub;
 
 /// The routes over `hub`.
@@ -20,18 +22,21 @@ pub(super) fn router<S>(hub: Arc<Hub>) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    Router::new()
+    let reads = Router::new()
         .route("/", get(page))
         .route("/breakers", get(breakers))
         .route("/breakers/{key}", get(breaker))
-        .route("/breakers/{key}/{action}", post(control))
         .route("/events", get(events))
+        .route_layer(middleware::from_fn_with_state(hub.clone(), guard::reads));
+    Router::new()
+        .merge(reads)
+        .route("/breakers/{key}/{action}", post(control))
         .route("/health", get(health))
         .with_state(hub)
 }
 
 /// A JSON error: `{"error": code, "message": message}`.
-fn error(status: StatusCode, code: &str, message: String) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: String) -> Response {
     (status, Json(json!({"error": code, "message": message}))).into_response()
 }
 
@@ -107,48 +112,18 @@ async fn events(Shared(hub): Shared<Arc<Hub>>) -> Response {
         .into_response()
 }
 
-/// Why a control request fails the CSRF guard, if it does.
-fn forged(headers: &HeaderMap) -> Option<String> {
-    let sent = headers
-        .get(CSRF_HEADER)
-        .is_some_and(|v| !v.as_bytes().is_empty());
-    if !sent {
-        return Some(format!(
-            "operator controls need the header `{CSRF_HEADER}` (any value), which a page of another \
-             site cannot send; add it to the request (the dashboard sends it)"
-        ));
-    }
-    if headers
-        .get("sec-fetch-site")
-        .is_some_and(|v| v.as_bytes() == b"cross-site")
-    {
-        return Some("a cross-site request cannot use operator controls".to_owned());
-    }
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-    if let (Some(origin), Some(host)) = (origin, host) {
-        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-        if origin != "null" && origin_host != host {
-            return Some(format!(
-                "the request comes from `{origin}`, another origin than `{host}`; operator \
-                 controls accept requests from their own origin only"
-            ));
-        }
-    }
-    None
-}
-
 async fn control(
     Shared(hub): Shared<Arc<Hub>>,
     Path((key, action)): Path<(String, String)>,
     parts: Parts,
 ) -> Response {
     hub.ensure_task();
+    // The key and the action come from the request: fields (escaped), never the message.
     let refused = |status: StatusCode, code: &str, message: String| {
-        tracing::warn!(target: "fusebox", event = "operator_refused", key = key.as_str(), action = action.as_str(), reason = code, "{message}");
+        tracing::warn!(target: "fusebox", event = "operator_refused", key = ?key, action = ?action, reason = code, why = ?message, "an operator control was refused");
         error(status, code, message)
     };
-    if let Some(message) = forged(&parts.headers) {
+    if let Some(message) = guard::forged(&parts) {
         return refused(StatusCode::FORBIDDEN, "csrf", message);
     }
     let Some(act) = Action::parse(&action) else {
@@ -165,14 +140,14 @@ async fn control(
         key: &key,
         action: act,
     };
-    let operator = hub.config.authorize.as_ref().and_then(|hook| {
+    let operator = hub.config.authorize.as_ref().and_then(|(hook, _)| {
         // The hook is user code: a panic refuses the control instead of unwinding here.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&request)))
             .ok()
             .flatten()
     });
     let Some(operator) = operator else {
-        let why = unauthorized(&hub, &request);
+        let why = guard::unauthorized(&hub.config, &request);
         return refused(StatusCode::FORBIDDEN, "unauthorized", why);
     };
     let Some(breaker) = hub.registry.get(&key) else {
@@ -185,10 +160,10 @@ async fn control(
     tracing::warn!(
         target: "fusebox",
         event = "operator_action",
-        key = key.as_str(),
+        key = ?key,
         action = act.as_str(),
-        operator = operator.as_str(),
-        "operator `{operator}` ran `{act}` on `{key}`"
+        operator = ?operator,
+        "an operator ran a control"
     );
     hub.act(&key, act.as_str(), &operator, || match act {
         Action::ForceOpen => breaker.force_open(),
@@ -204,22 +179,6 @@ async fn control(
         &hub.config,
     ))
     .into_response()
-}
-
-/// Why a control that no hook allowed is refused, naming the action, the key and the peer.
-fn unauthorized(hub: &Hub, request: &ControlRequest<'_>) -> String {
-    let (action, key) = (request.action(), request.key());
-    match &hub.config.authorize {
-        None => {
-            "operator controls are refused: no `AdminConfig::authorize` hook allows them".to_owned()
-        }
-        Some(_) => match request.peer() {
-            Some(peer) => {
-                format!("`AdminConfig::authorize` refused `{action}` on `{key}` from {peer}")
-            }
-            None => format!("`AdminConfig::authorize` refused `{action}` on `{key}`"),
-        },
-    }
 }
 
 /// Moves the shared circuit of `key` in the store for `act` (`force_open`, `disable`, `reset`);
