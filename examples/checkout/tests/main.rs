@@ -15,6 +15,7 @@ mod support;
 
 mod admin;
 mod admin_guards;
+mod admin_page;
 mod browser;
 mod over_http;
 #[cfg(feature = "redis")]

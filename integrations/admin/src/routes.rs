@@ -1,7 +1,7 @@
 //! The handlers of the router: the page, the JSON, the event stream, the controls and health.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::extract::{Path, State as Shared};
 use axum::http::request::Parts;
@@ -43,7 +43,10 @@ pub(crate) fn error(status: StatusCode, code: &str, message: String) -> Response
 async fn page(Shared(hub): Shared<Arc<Hub>>) -> Response {
     hub.ensure_task();
     (
-        [(header::CACHE_CONTROL, "no-store")],
+        [
+            (header::CACHE_CONTROL, "no-store"),
+            (header::CONTENT_SECURITY_POLICY, content_security_policy()),
+        ],
         Html(dashboard_html()),
     )
         .into_response()
@@ -206,9 +209,28 @@ async fn move_in_store(
     ))
 }
 
+/// The page's Content-Security-Policy: its `<meta>`'s (no inline script or style but the page's
+/// own, by hash; requests to its own origin only), plus `frame-ancestors 'none'`, which only a
+/// header can say.
+pub(crate) fn content_security_policy() -> &'static str {
+    static POLICY: LazyLock<String> = LazyLock::new(|| {
+        let page = dashboard_html();
+        let start = page
+            .find(META_CSP)
+            .map_or(page.len(), |at| at + META_CSP.len());
+        let policy = page[start..].split('"').next().unwrap_or_default();
+        format!("{policy}; frame-ancestors 'none'")
+    });
+    &POLICY
+}
+
+/// What precedes the policy in the page's `<meta>`.
+pub(crate) const META_CSP: &str = r#"<meta http-equiv="Content-Security-Policy" content=""#;
+
 /// The dashboard page that `GET /` serves. It reads `events` relative to its own address; a
 /// front that merges several instances' event streams can serve it as it is (one column per
-/// `instance`).
+/// `instance`). It carries its Content-Security-Policy in a `<meta>`: every server-given string
+/// is shown as text, and no script but the page's own runs.
 #[must_use]
 pub fn dashboard_html() -> &'static str {
     include_str!("dashboard.html")
