@@ -16,6 +16,7 @@ mod support;
 mod admin;
 mod admin_guards;
 mod admin_page;
+mod admin_stream;
 mod browser;
 mod over_http;
 #[cfg(feature = "redis")]

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -21,12 +22,31 @@ thread_local! {
     static OPERATOR: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-/// The board every connection sends: computed once per change.
+/// The board every connection sends: computed once per change, and held as the whole event
+/// (`event: board`, `data: <json>`), which every connection sends without a copy.
 #[derive(Debug, Clone)]
 pub(super) struct Board {
-    pub(super) json: Arc<str>,
+    pub(super) event: Bytes,
     /// When it was computed (`None`: never).
     at: Option<Instant>,
+}
+
+/// What precedes a board's JSON in its event (a compact JSON document has no line break).
+const EVENT_HEAD: &str = "event: board\ndata: ";
+
+impl Board {
+    fn event(json: &str) -> Bytes {
+        Bytes::from(format!("{EVENT_HEAD}{json}\n\n"))
+    }
+
+    /// The board's JSON.
+    pub(super) fn json(&self) -> &str {
+        let event = std::str::from_utf8(&self.event).unwrap_or_default();
+        event
+            .strip_prefix(EVENT_HEAD)
+            .and_then(|e| e.strip_suffix("\n\n"))
+            .unwrap_or_default()
+    }
 }
 
 /// A router's state.
@@ -81,7 +101,7 @@ impl Hub {
             registry,
             history: Mutex::new(history),
             board: watch::Sender::new(Board {
-                json: Arc::from("{}"),
+                event: Board::event("{}"),
                 at: None,
             }),
             publishing: Mutex::new(()),
@@ -197,10 +217,10 @@ impl Hub {
         let now = Instant::now();
         self.board.send_if_modified(|board| {
             board.at = Some(now);
-            if *board.json == *json {
+            if board.json() == json {
                 return false;
             }
-            board.json = Arc::from(json);
+            board.event = Board::event(&json);
             true
         });
     }

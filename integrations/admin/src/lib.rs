@@ -121,6 +121,7 @@ mod guard;
 mod health;
 mod hub;
 mod routes;
+mod stream;
 #[cfg(test)]
 mod tests;
 

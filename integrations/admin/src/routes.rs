@@ -1,13 +1,11 @@
 //! The handlers of the router: the page, the JSON, the event stream, the controls and health.
 
-use std::convert::Infallible;
 use std::sync::{Arc, LazyLock};
 
 use axum::extract::{Path, State as Shared};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::middleware;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -96,23 +94,7 @@ async fn events(Shared(hub): Shared<Arc<Hub>>) -> Response {
             ),
         );
     };
-    let boards = connection.boards();
-    // The first item is the current board; each later one waits for a new board. A connection
-    // that falls behind skips to the latest.
-    let stream = futures_util::stream::unfold(
-        (boards, connection, true),
-        |(mut boards, connection, first)| async move {
-            if !first {
-                boards.changed().await.ok()?;
-            }
-            let json = boards.borrow_and_update().json.clone();
-            let event = Event::default().event("board").data(&*json);
-            Some((Ok::<_, Infallible>(event), (boards, connection, false)))
-        },
-    );
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    crate::stream::events(connection)
 }
 
 async fn control(

@@ -346,7 +346,7 @@ async fn board_saying(
     let found = async {
         loop {
             boards.changed().await.unwrap();
-            let json = boards.borrow_and_update().json.clone();
+            let json = boards.borrow_and_update().json().to_owned();
             let board: serde_json::Value = serde_json::from_str(&json).unwrap();
             if card_of(&board, key)["state"] == state {
                 return;
