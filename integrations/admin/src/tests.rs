@@ -510,7 +510,7 @@ fn the_page_s_policy_allows_its_own_script_and_style_by_hash_and_nothing_inline(
         let open = format!("<{tag}>");
         let start = page.find(&open).unwrap() + open.len();
         let end = page.find(&format!("</{tag}>")).unwrap();
-        format!("'sha256-{}'", base64(&sha256(page[start..end].as_bytes())))
+        format!("'sha256-{}'", base64(&sha256(&page.as_bytes()[start..end])))
     };
     let policy = super::routes::content_security_policy();
     let (script, style) = (hash("script"), hash("style"));
