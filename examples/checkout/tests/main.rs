@@ -16,6 +16,8 @@ mod support;
 mod admin;
 mod admin_guards;
 mod admin_page;
+#[cfg(feature = "redis")]
+mod admin_store;
 mod admin_stream;
 mod browser;
 mod over_http;

@@ -166,8 +166,24 @@ async fn control(
     .into_response()
 }
 
-/// Moves the shared circuit of `key` in the store for `act` (`force_open`, `disable`, `reset`);
-/// the `503` to answer when the store cannot.
+/// The state a control moves a key's shared circuit to: none for `metrics_only` (no shared
+/// form) and none for a local key (`shared = false`), which never touches the store.
+#[cfg(feature = "redis")]
+pub(crate) fn shared_state(act: Action, policy: &fusebox::Policy) -> Option<fusebox::State> {
+    use fusebox::State;
+    if !policy.settings().shared {
+        return None;
+    }
+    match act {
+        Action::ForceOpen => Some(State::ForcedOpen),
+        Action::Disable => Some(State::Disabled),
+        Action::Reset => Some(State::Closed),
+        Action::MetricsOnly => None,
+    }
+}
+
+/// Moves the shared circuit of `key` in the store for `act` (`force_open`, `disable`, `reset`;
+/// not for a local key); the `503` to answer when the store cannot.
 #[cfg(feature = "redis")]
 async fn move_in_store(
     hub: &Hub,
@@ -175,15 +191,10 @@ async fn move_in_store(
     act: Action,
     breaker: &fusebox::Breaker,
 ) -> Option<Response> {
-    use fusebox::State;
     let store = hub.config.store.as_ref()?;
-    let state = match act {
-        Action::ForceOpen => State::ForcedOpen,
-        Action::Disable => State::Disabled,
-        Action::Reset => State::Closed,
-        Action::MetricsOnly => return None,
-    };
-    let e = store.force(key, breaker.policy(), state).await.err()?;
+    let policy = breaker.policy();
+    let state = shared_state(act, &policy)?;
+    let e = store.force(key, policy, state).await.err()?;
     Some(error(
         StatusCode::SERVICE_UNAVAILABLE,
         "store_unavailable",

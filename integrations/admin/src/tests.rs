@@ -529,3 +529,20 @@ fn the_page_s_policy_allows_its_own_script_and_style_by_hash_and_nothing_inline(
     assert_eq!(page.matches("<script").count(), 1, "one script");
     assert!(!page.contains("innerHTML") && !page.contains(" style="));
 }
+
+#[cfg(feature = "redis")]
+#[test]
+fn a_control_moves_a_shared_key_in_the_store_and_never_a_local_one() {
+    use super::routes::shared_state;
+    let shared = Policy::new();
+    let local = Policy::new().shared(false);
+    assert_eq!(shared_state(Action::Reset, &shared), Some(State::Closed));
+    assert_eq!(
+        shared_state(Action::ForceOpen, &shared),
+        Some(State::ForcedOpen)
+    );
+    assert_eq!(shared_state(Action::MetricsOnly, &shared), None);
+    for action in Action::ALL {
+        assert_eq!(shared_state(action, &local), None, "{action}");
+    }
+}
