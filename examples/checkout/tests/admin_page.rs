@@ -4,14 +4,14 @@
 //! inline handler even when markup gets in.
 
 use std::net::SocketAddr;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use fusebox::Registry;
 use fusebox::clock::FakeClock;
 use fusebox_admin::{self as admin, AdminConfig};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::browser::browser;
+use crate::browser::{Session, browser};
 
 static HOSTILE: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(FakeClock::new()));
 
@@ -35,10 +35,15 @@ async fn serve(instance: &str) -> SocketAddr {
     addr
 }
 
-#[tokio::test]
-async fn hostile_names_are_shown_as_text_and_run_nothing() {
-    let addr = serve(INSTANCE).await;
-    let browser = browser("hostile", 1100, 760).await;
+/// Serves the router named `instance`, opens its page in a headless Chromium of its own
+/// (`name`), waits until `ready` returns `expected`, then runs `check` on the page.
+async fn on_page<F, Fut>(instance: &str, name: &str, ready: (&'static str, Value), check: F)
+where
+    F: FnOnce(Arc<Session>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let addr = serve(instance).await;
+    let browser = browser(name, 1100, 760).await;
     let session = browser.session.clone();
     browser
         .run(async move {
@@ -46,9 +51,18 @@ async fn hostile_names_are_shown_as_text_and_run_nothing() {
             session
                 .command(reqwest::Method::POST, "/url", Some(json!({ "url": url })))
                 .await;
-            session
-                .wait_for("return document.querySelectorAll('.card').length;", json!(2))
-                .await;
+            session.wait_for(ready.0, ready.1).await;
+            check(session).await;
+        })
+        .await;
+}
+
+/// The page is ready once it shows both cards.
+const TWO_CARDS: &str = "return document.querySelectorAll('.card').length;";
+
+#[tokio::test]
+async fn hostile_names_are_shown_as_text_and_run_nothing() {
+    on_page(INSTANCE, "hostile", (TWO_CARDS, json!(2)), |session| async move {
             let shown = session
                 .script(
                     "return [document.querySelector('.instance > h2').textContent, \
@@ -68,30 +82,22 @@ async fn hostile_names_are_shown_as_text_and_run_nothing() {
                 true,
                 "a name's script ran"
             );
-        })
-        .await;
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn an_instance_name_with_a_quote_shows_its_cards() {
-    let addr = serve(QUOTED).await;
-    let browser = browser("quoted", 800, 600).await;
-    let session = browser.session.clone();
-    browser
-        .run(async move {
-            let url = format!("http://{addr}/");
-            session
-                .command(reqwest::Method::POST, "/url", Some(json!({ "url": url })))
-                .await;
-            // No selector is built from the name: both cards appear, in its column.
-            session
-                .wait_for(
-                    "return [...document.querySelectorAll('.instance .card')].map(c => c.dataset.instance);",
-                    json!([QUOTED, QUOTED]),
-                )
-                .await;
-        })
-        .await;
+    // No selector is built from the name: both cards appear, in its column.
+    let cards =
+        "return [...document.querySelectorAll('.instance .card')].map(c => c.dataset.instance);";
+    on_page(
+        QUOTED,
+        "quoted",
+        (cards, json!([QUOTED, QUOTED])),
+        |_| async {},
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -101,20 +107,11 @@ async fn the_page_s_policy_refuses_an_inline_handler_that_got_in() {
     let policy = page.headers()["content-security-policy"].to_str().unwrap();
     assert!(policy.contains("script-src 'sha256-"), "{policy}");
     assert!(!policy.contains("unsafe-inline"), "{policy}");
-    let browser = browser("policy", 800, 600).await;
-    let session = browser.session.clone();
-    browser
-        .run(async move {
-            let url = format!("http://{addr}/");
-            session
-                .command(reqwest::Method::POST, "/url", Some(json!({ "url": url })))
-                .await;
-            session
-                .wait_for(
-                    "return document.querySelectorAll('.card').length;",
-                    json!(2),
-                )
-                .await;
+    on_page(
+        INSTANCE,
+        "policy",
+        (TWO_CARDS, json!(2)),
+        |session| async move {
             // Markup that got in by any way: its inline handler must not run. The test's own
             // listener, added after it, runs after it would have.
             session
@@ -133,6 +130,7 @@ async fn the_page_s_policy_refuses_an_inline_handler_that_got_in() {
                 true,
                 "an inline handler ran: the policy is missing"
             );
-        })
-        .await;
+        },
+    )
+    .await;
 }

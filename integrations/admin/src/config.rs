@@ -2,12 +2,8 @@
 //! authorisation hook sees of a control ([`ControlRequest`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-use axum::http::request::Parts;
-use axum::http::{Extensions, HeaderMap};
 
 use crate::guard::{AuthorizeRead, ReadRequest};
 
@@ -62,10 +58,12 @@ impl std::fmt::Display for Action {
     }
 }
 
-/// A control request, as the authorisation hook sees it.
+/// A control request, as the authorisation hook sees it: the key and the action, and, through
+/// [`ReadRequest`] (which it dereferences to), the request's headers, extensions, peer and
+/// whether it is local.
 #[derive(Debug)]
 pub struct ControlRequest<'a> {
-    pub(crate) parts: &'a Parts,
+    pub(crate) request: ReadRequest<'a>,
     pub(crate) key: &'a str,
     pub(crate) action: Action,
 }
@@ -82,38 +80,13 @@ impl ControlRequest<'_> {
     pub fn action(&self) -> Action {
         self.action
     }
+}
 
-    /// The request's headers (an `Authorization` header, say).
-    #[must_use]
-    pub fn headers(&self) -> &HeaderMap {
-        &self.parts.headers
-    }
+impl<'a> std::ops::Deref for ControlRequest<'a> {
+    type Target = ReadRequest<'a>;
 
-    /// The request's extensions: what your authentication middleware put there.
-    #[must_use]
-    pub fn extensions(&self) -> &Extensions {
-        &self.parts.extensions
-    }
-
-    /// The peer's address, when the server records it
-    /// (`into_make_service_with_connect_info::<SocketAddr>()`).
-    #[must_use]
-    pub fn peer(&self) -> Option<SocketAddr> {
-        crate::guard::peer(&self.parts.extensions)
-    }
-
-    /// The first proxy header the request carries (`forwarded`, `x-forwarded-for`,
-    /// `x-real-ip`): a proxy forwarded it.
-    #[must_use]
-    pub fn forwarded(&self) -> Option<&'static str> {
-        crate::guard::forwarded(&self.parts.headers)
-    }
-
-    /// True when the peer is a loopback address and the request carries no proxy header: an
-    /// operator on this host, as [`AdminConfig::allow_loopback`] decides.
-    #[must_use]
-    pub fn is_local(&self) -> bool {
-        crate::guard::is_local(self.parts)
+    fn deref(&self) -> &ReadRequest<'a> {
+        &self.request
     }
 }
 

@@ -37,14 +37,18 @@ pub(crate) fn is_local(parts: &Parts) -> bool {
         && peer(&parts.extensions).is_some_and(|p| p.ip().to_canonical().is_loopback())
 }
 
-/// A read request (`GET /`, `/breakers`, `/breakers/{key}`, `/events`), as the read hook
-/// ([`AdminConfig::authorize_read`]) sees it.
+/// A request as a hook sees it: a read (`GET /`, `/breakers`, `/breakers/{key}`, `/events`) for
+/// the read hook ([`AdminConfig::authorize_read`]), and what a [`ControlRequest`] dereferences to.
 #[derive(Debug)]
 pub struct ReadRequest<'a> {
     parts: &'a Parts,
 }
 
-impl ReadRequest<'_> {
+impl<'a> ReadRequest<'a> {
+    pub(crate) fn of(parts: &'a Parts) -> Self {
+        ReadRequest { parts }
+    }
+
     /// The path, relative to where the router is nested (`/breakers`, `/events`, …).
     #[must_use]
     pub fn path(&self) -> &str {
@@ -94,7 +98,7 @@ pub(crate) async fn reads(Shared(hub): Shared<Arc<Hub>>, request: Request, next:
         return next.run(request).await;
     };
     let (parts, body) = request.into_parts();
-    let read = ReadRequest { parts: &parts };
+    let read = ReadRequest::of(&parts);
     // The hook is user code: a panic refuses the read instead of unwinding here.
     let allowed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&read)));
     if allowed.unwrap_or(false) {

@@ -121,7 +121,7 @@ async fn control(
         );
     };
     let request = ControlRequest {
-        parts: &parts,
+        request: crate::guard::ReadRequest::of(&parts),
         key: &key,
         action: act,
     };
