@@ -237,7 +237,7 @@ impl Hub {
 }
 
 /// How long the supervisor waits before it starts a task that panicked again.
-pub(super) const RESTART_AFTER: Duration = Duration::from_secs(1);
+const RESTART_AFTER: Duration = Duration::from_secs(1);
 
 /// Runs the router's task and starts it again after a panic (an ERROR event, `admin_task_panicked`,
 /// names the panic), so that the event streams never stop silently. Ends with the router.
