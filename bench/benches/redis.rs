@@ -81,7 +81,7 @@ fn main() {
     rt.block_on(async {
         let client = redis::Client::open(url.as_str()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-        let store = fusebox::redis::RedisStore::builder(&url)
+        let store = fusebox_redis::RedisStore::builder(&url)
             .prefix(format!("bench-{}", std::process::id()))
             .connect()
             .await
@@ -89,15 +89,15 @@ fn main() {
         SHARED.share(store);
         let prefix = format!("bench-cached-{}", std::process::id());
         let cached_store = |prefix: String| {
-            fusebox::redis::RedisStore::builder(&url)
+            fusebox_redis::RedisStore::builder(&url)
                 .prefix(prefix)
-                .mode(fusebox::redis::Mode::Cached)
+                .mode(fusebox_redis::Mode::Cached)
                 .connect()
         };
         CACHED.share(cached_store(prefix.clone()).await.unwrap());
         REPLICA_A.share(cached_store(prefix.clone()).await.unwrap());
         REPLICA_B.share(cached_store(prefix.clone()).await.unwrap());
-        let operator = fusebox::redis::RedisStore::builder(&url)
+        let operator = fusebox_redis::RedisStore::builder(&url)
             .prefix(prefix)
             .connect()
             .await

@@ -49,9 +49,9 @@ fn main() {
         .build()
         .expect("a current-thread runtime");
     rt.block_on(async {
-        let store = fusebox::redis::RedisStore::builder(&url)
+        let store = fusebox_redis::RedisStore::builder(&url)
             .prefix(format!("cached-paths-{}", std::process::id()))
-            .mode(fusebox::redis::Mode::Cached)
+            .mode(fusebox_redis::Mode::Cached)
             .connect()
             .await
             .expect("the store connects");

@@ -54,8 +54,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Policy, Registry};
+use fusebox_redis::{Mode, RedisStore};
 
 /// The backend's error.
 #[derive(Debug)]

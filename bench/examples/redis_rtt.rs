@@ -1,5 +1,5 @@
 //! The round trip of the Redis store's script call, as a fleet sees it: for choosing the default
-//! store timeout (`fusebox::redis::DEFAULT_TIMEOUT`).
+//! store timeout (`fusebox_redis::DEFAULT_TIMEOUT`).
 //!
 //! Starts its own `redis-server` (or uses `REDIS_URL`), then `FUSEBOX_RTT_PROCESSES` (default 4)
 //! processes of itself, each a tokio multi-thread runtime with `FUSEBOX_RTT_TASKS` (default 64)
@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fusebox::Policy;
-use fusebox::redis::RedisStore;
+use fusebox_redis::RedisStore;
 
 const CHILD_VAR: &str = "FUSEBOX_RTT_URL";
 

@@ -32,23 +32,7 @@ const COPIES: [(&str, &str); 1] = [("literal_key", "../runtime/doc/expands_to.rs
 fn check(name: &str, actual: &str) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let snapshots = dir.join("tests/snapshots");
-    // With the `redis` feature an `async fn` also asks a shared registry's store: an expansion
-    // that differs then has a snapshot of its own (`NAME.redis.rs`); the copies show the default.
-    let (snapshot, copies): (PathBuf, &[(&str, &str)]) = if cfg!(feature = "redis") {
-        let own = snapshots.join(format!("{name}.redis.rs"));
-        let default = snapshots.join(format!("{name}.rs"));
-        let differs = {
-            let expected = std::fs::read_to_string(&default).unwrap_or_default();
-            !expected.ends_with(actual)
-        };
-        if differs || own.exists() {
-            (own, &[])
-        } else {
-            (default, &[])
-        }
-    } else {
-        (snapshots.join(format!("{name}.rs")), &COPIES)
-    };
+    let (snapshot, copies) = (snapshots.join(format!("{name}.rs")), &COPIES);
     let copies = copies
         .iter()
         .filter(|(snapshot, _)| *snapshot == name)

@@ -392,7 +392,7 @@ macro_rules! with_knobs {
                 fields { shared: bool = true }
                 setting { bool = |p| p.shared }
                 setters {
-                    /// On a registry shared across replicas (`Registry::share`, feature `redis`):
+                    /// On a registry shared across replicas (`Registry::share`):
                     /// `false` keeps this key's breaker local to the replica (per-host dynamic
                     /// keys, for instance). Default `true`; on a registry that is not shared it
                     /// changes nothing.

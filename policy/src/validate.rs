@@ -270,13 +270,38 @@ impl Policy {
 
     /// `group`: a name of 1 to 64 bytes of ASCII letters, digits, `-`, `_`, `.` or `:`.
     fn validate_group(&self) -> Result<(), PolicyError> {
-        match self.group {
-            Some(name) if crate::group_name_problem(name).is_some() => Err(PolicyError::new(
-                "group",
-                "1..=64 characters among ASCII letters, digits, `-`, `_`, `.`, `:` (like \"search-eu\")",
-                format!("{name:?}"),
-            )),
-            _ => Ok(()),
+        self.group.map_or(Ok(()), Policy::validate_group_name)
+    }
+
+    /// Checks a group's name as [`validate`](Policy::validate) checks the name given to
+    /// [`Policy::group`]: 1 to 64 bytes of ASCII letters, digits, `-`, `_`, `.` or `:`. For a
+    /// name read at run time, before it is kept as the `&'static str` a policy holds.
+    ///
+    /// ```
+    /// # use fusebox_policy as fusebox;
+    /// use fusebox::Policy;
+    ///
+    /// assert!(Policy::validate_group_name("search-eu").is_ok());
+    /// let error = Policy::validate_group_name("two words").unwrap_err();
+    /// assert_eq!(error.field(), "group");
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`PolicyError`] for the field `group` when the name is not one a policy can name.
+    pub fn validate_group_name(name: &str) -> Result<(), PolicyError> {
+        match crate::group_name_problem(name) {
+            Some(_) => {
+                let mut chars = name.chars();
+                let head: String = chars.by_ref().take(40).collect();
+                let more = if chars.next().is_some() { "…" } else { "" };
+                Err(PolicyError::new(
+                    "group",
+                    "1..=64 characters among ASCII letters, digits, `-`, `_`, `.`, `:` (like \"search-eu\")",
+                    format!("{head:?}{more}"),
+                ))
+            }
+            None => Ok(()),
         }
     }
 }

@@ -69,7 +69,7 @@ pub fn generate(scenario: Scenario, seed: u64) -> Vec<Call> {
     let incidents: Vec<(u64, u64)> = scenario
         .incidents()
         .iter()
-        .map(|(a, b)| (a.as_nanos() as u64, b.as_nanos() as u64))
+        .map(|(a, b)| (saturating_nanos(*a), saturating_nanos(*b)))
         .collect();
     let mut calls = Vec::new();
     let mut admitted = spacing;
@@ -196,7 +196,7 @@ pub fn host_key(i: usize) -> String {
 pub fn generate_hosts(hosts: &Hosts, seed: u64) -> Vec<Call> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let ms = |n: u64| n * 1_000_000;
-    let nanos = |d: Duration| d.as_nanos() as u64;
+    let nanos = saturating_nanos;
     let spacing = 1_000_000_000 / u64::from(hosts.per_second.max(1));
     let (start, end) = (nanos(hosts.incident.0), nanos(hosts.incident.1));
     let n = hosts.during.len() as u64;
@@ -235,4 +235,9 @@ pub fn generate_hosts(hosts: &Hosts, seed: u64) -> Vec<Call> {
     // A trace lists calls in the order they were reported.
     calls.sort_by_key(|c| c.at_ns);
     calls
+}
+
+/// `duration` in nanoseconds, saturating at `u64::MAX` (a wait of centuries stays the longest).
+fn saturating_nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }

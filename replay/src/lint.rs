@@ -198,7 +198,11 @@ pub fn lint_in(
     let min_calls = policy.settings().min_calls as usize;
     let (limit, what) = match policy.settings().window {
         Window::Time(span) => (
-            Some(busiest(calls, span.as_nanos() as u64, outages)),
+            Some(busiest(
+                calls,
+                u64::try_from(span.as_nanos()).unwrap_or(u64::MAX),
+                outages,
+            )),
             format!("busiest {} of", span_text(span)),
         ),
         // A count window (the enum is non-exhaustive; a later kind is added here).

@@ -420,7 +420,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("expected a number of standard deviations"),
+            e.contains("use a number of standard deviations, at least 0"),
             "{e}"
         );
         let e = parse_policy_arg("group=g,ejection_base=1m,ejection_max=10s", "p")
@@ -430,10 +430,56 @@ mod tests {
             e.contains("field `ejection_max`: 10s is shorter than `ejection_base` = 1m"),
             "{e}"
         );
-        let e = parse_policy_arg("group=g,max_ejection=0", "p")
+        let e = parse_policy_arg("group=g,max_ejection=300", "p")
             .unwrap_err()
             .to_string();
-        assert!(e.ends_with("expected a percentage from 1 to 100"), "{e}");
+        assert!(e.contains("expected a whole number of percent"), "{e}");
+    }
+
+    /// A field given twice is refused, as in a trace line, never silently overwritten.
+    #[test]
+    fn a_field_given_twice_is_refused() {
+        let e = parse_policy_arg("consecutive=3,consecutive=5", "p").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--policy \"consecutive=3,consecutive=5\": field `consecutive`: given twice; write each field once"
+        );
+        let e = parse_policy_arg("p: window=100, group=a, window=100", "x").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("window"));
+        // A budget's floor after its comma is the same field's value, not a second one.
+        parse_policy_arg("retry_budget=20%, 10/s,window=50", "p").unwrap();
+    }
+
+    /// A group's settings go through the runtime's own check (`GroupPolicy::validate`): the
+    /// values `configure_group` and a `[groups.<name>]` table refuse are refused here too, with
+    /// its message, and those they accept are accepted.
+    #[test]
+    fn group_settings_are_checked_as_the_runtime_checks_them() {
+        for (arg, field) in [
+            ("interval=0s", "interval"),
+            ("min_members=0", "min_members"),
+            ("max_ejection=101", "max_ejection"),
+            ("failure_percentage=150", "failure_percentage"),
+            ("success_rate=1000", "success_rate"),
+            ("ejection_base=0s", "ejection_base"),
+        ] {
+            let e = parse_policy_arg(&format!("group=g,{arg}"), "p").unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(field), "{arg}: {e}");
+            let policy = GroupPolicy::new();
+            let runtime = match field {
+                "interval" => policy.interval(Duration::ZERO),
+                "min_members" => policy.min_members(0),
+                "max_ejection" => policy.max_ejection(101),
+                "failure_percentage" => policy.failure_percentage(150),
+                "success_rate" => policy.success_rate(1000.0),
+                _ => policy.ejection(Duration::ZERO, Duration::from_secs(300)),
+            };
+            let refused = runtime.validate().unwrap_err().to_string();
+            assert!(e.message.contains(&refused), "{arg}: {e} / {refused}");
+        }
+        let c = parse_policy_arg("group=g,max_ejection=0,failure_percentage=0", "p").unwrap();
+        let s = c.group.unwrap().policy.settings();
+        assert_eq!((s.max_ejection, s.failure_percentage), (0, None));
     }
 
     #[test]

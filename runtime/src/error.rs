@@ -126,7 +126,11 @@ const WAIT_BITS: u32 = u64::BITS - REASON_BITS;
 const NO_WAIT: u64 = (1 << WAIT_BITS) - 1;
 
 impl Error {
-    pub(crate) fn new(key: Key, reason: Reason, retry_after: Option<Duration>) -> Self {
+    /// The error of a call of `key` that fusebox did not let through or that ran out of time, for
+    /// `reason`, with the wait the caller is told: what a store or an adapter returns in
+    /// fusebox's own terms (a store that does not answer in time says [`Reason::TimedOut`]).
+    #[must_use]
+    pub fn new(key: Key, reason: Reason, retry_after: Option<Duration>) -> Self {
         let wait = retry_after.map_or(u64::MAX, |wait| {
             u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX - 1)
         });

@@ -13,9 +13,9 @@
 //! | [`groups`] | per-host keys judged against their siblings: outlier ejection, the panic threshold, choosing healthy members |
 //! | [`operators`] | configuration without recompiling, manual states, why a circuit opened |
 //! | [`observability`] | events, hooks, snapshots, metrics and the per-call outcome event |
-//! | `tower` | the tower layer, axum and reqwest (features `tower`, `axum`, `reqwest`) |
+//! | `fusebox_tower`, `fusebox_reqwest` | the tower layer and axum's answer, and the reqwest middleware (crates of their own) |
 //! | [`testing`] | driving breakers with [`FakeClock`](crate::clock::FakeClock) |
-//! | `replicas` | one circuit across replicas through Redis (feature `redis`) |
+//! | `fusebox_redis::replicas` | one circuit across replicas through Redis (the `fusebox-redis` crate; the seam is [`fusebox::store`](crate::store)) |
 //! | [`compile_errors`] | every misuse of the attribute and the error it gives |
 //!
 //! The attribute's arguments are documented on [`circuit_breaker`](crate::circuit_breaker).
@@ -49,11 +49,6 @@ pub mod observability {}
 
 #[doc = include_str!("guide/testing.md")]
 pub mod testing {}
-
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-#[doc = include_str!("guide/replicas.md")]
-pub mod replicas {}
 
 #[doc = include_str!("guide/compile_errors.md")]
 pub mod compile_errors {}

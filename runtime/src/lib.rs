@@ -39,8 +39,7 @@
 //! |---|---|
 //! | `config` | per-key overrides from TOML and environment variables (`fusebox::config`, `Registry::load_toml`, `load_env`) |
 //! | `metrics` | counters and a gauge per key through the `metrics` crate (`fusebox::metrics`) |
-//! | `redis` | one circuit across replicas through Redis (`fusebox::redis`) |
-//! | `redis-cluster` | the Redis store on a Redis Cluster (includes `redis`) |
+//! | `store` | the store seam ([`fusebox::store`](crate::store)): one circuit across replicas through a store (`fusebox-redis`), or in one process for tests ([`MemoryStore`](crate::store::MemoryStore)) |
 //! | `tsc` | [`PreciseClock`](clock::PreciseClock) reads the CPU's time-stamp counter (`quanta`) instead of `std::time::Instant` |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -61,11 +60,11 @@ mod load;
 mod nested;
 mod observe;
 mod policy;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub mod redis;
 mod registry;
 mod state;
+#[cfg(feature = "store")]
+#[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+pub mod store;
 mod sync;
 mod window;
 
@@ -82,7 +81,7 @@ pub use breaker::{
 };
 pub use call::attempts::backoff;
 pub use error::{Cause, Error, Key, Reason};
-pub use groups::{Group, GroupPolicy, GroupSettings, GroupSnapshot};
+pub use groups::{Group, GroupPolicy, GroupPolicyError, GroupSettings, GroupSnapshot};
 pub use load::pushback::RetryAfter;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -100,6 +99,7 @@ pub use state::{State, Verdict};
 /// registry limits (with the eviction sweep's step), and the longest retry delay.
 pub mod limits {
     pub use crate::call::attempts::MAX_BACKOFF;
+    pub use crate::groups::MAX_GROUP_NAMES;
     pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, SWEEP_STEP};
     pub use fusebox_policy::limits::*;
 }

@@ -212,10 +212,12 @@ fn a_flapping_member_is_ejected_for_one_two_three_times_the_base_then_reset_afte
 fn the_ejection_wait_is_capped_and_the_group_settings_apply() {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
-    registry.configure_group(
-        "capped",
-        GroupPolicy::new().ejection(Duration::from_secs(10), Duration::from_secs(15)),
-    );
+    registry
+        .configure_group(
+            "capped",
+            GroupPolicy::new().ejection(Duration::from_secs(10), Duration::from_secs(15)),
+        )
+        .unwrap();
     let policy = Policy::new()
         .group("capped")
         .window(100)
@@ -247,7 +249,9 @@ fn failure_percentage_ejects_a_member_above_85_percent_failures() {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
     // The success-rate rule off: only failure percentage can eject.
-    registry.configure_group("fp", GroupPolicy::new().success_rate(0.0).max_ejection(50));
+    registry
+        .configure_group("fp", GroupPolicy::new().success_rate(0.0).max_ejection(50))
+        .unwrap();
     let policy = Policy::new()
         .group("fp")
         .window(100)

@@ -16,6 +16,11 @@ pub mod readme {}
 #[doc = include_str!("../../replay/README.md")]
 pub mod replay_readme {}
 
+/// The README of `fusebox-redis` (its crates.io page), whose every `rust` block is a doctest.
+#[cfg(all(doctest, feature = "redis"))]
+#[doc = include_str!("../../integrations/redis/README.md")]
+pub mod redis_readme {}
+
 /// What the README's snippets assume exists in the reader's code.
 pub mod support {
     use fusebox::Cause;

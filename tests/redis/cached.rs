@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::harness::{BackendError, RedisServer};
-use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
+use fusebox_redis::RedisStore;
 
 static CACHED: LazyLock<Registry> = LazyLock::new(Registry::new);
 static CALLS: AtomicU32 = AtomicU32::new(0);

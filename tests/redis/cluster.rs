@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::harness::{BackendError, RedisServer, command_on, reply_on};
-use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, circuit_breaker};
+use fusebox_redis::RedisStore;
 
 static A: LazyLock<Registry> = LazyLock::new(Registry::new);
 static B: LazyLock<Registry> = LazyLock::new(Registry::new);

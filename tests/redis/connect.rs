@@ -10,8 +10,8 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use crate::harness::{BackendError, RedisServer};
-use fusebox::redis::{RedisStore, StoreError, StoreErrorKind};
 use fusebox::{Registry, State, circuit_breaker};
+use fusebox_redis::{RedisStore, StoreError, StoreErrorKind};
 
 const PASSWORD: &str = "s3cr3t-hunter2";
 

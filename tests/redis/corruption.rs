@@ -12,8 +12,8 @@ use std::time::Duration;
 use crate::common::capture::Capture;
 use crate::harness::{BackendError, RedisServer};
 use fusebox::clock::FakeClock;
-use fusebox::redis::{Mode, RedisStore, TRANSITIONS};
 use fusebox::{Policy, Reason, Registry, State, circuit_breaker};
+use fusebox_redis::{Mode, RedisStore, TRANSITIONS};
 use tracing_subscriber::layer::SubscriberExt;
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);

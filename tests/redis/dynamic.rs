@@ -4,8 +4,8 @@
 use std::sync::LazyLock;
 
 use crate::harness::{BackendError, RedisServer};
-use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
+use fusebox_redis::RedisStore;
 
 static A: LazyLock<Registry> = LazyLock::new(Registry::new);
 static B: LazyLock<Registry> = LazyLock::new(Registry::new);

@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 use std::sync::Mutex;
 
 use crate::harness::{BackendError, RedisServer};
-use fusebox::redis::RedisStore;
 use fusebox::{Cause, Registry, State, circuit_breaker};
+use fusebox_redis::RedisStore;
 
 static A: LazyLock<Registry> = LazyLock::new(Registry::new);
 static B: LazyLock<Registry> = LazyLock::new(Registry::new);

@@ -5,8 +5,8 @@ use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::harness::{BackendError, RedisServer};
-use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
+use fusebox_redis::RedisStore;
 
 /// Generous bound for "answered within the store timeout" on a loaded machine (timeout: 50 ms).
 const BOUND: Duration = Duration::from_secs(2);
@@ -171,9 +171,9 @@ async fn garbage_under_a_key_is_reset_with_an_error_event_never_a_panic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_and_fail_closed_when_redis_is_down() {
     let server = RedisServer::start();
-    let open = RedisStore::builder(&server.url()).degrade(fusebox::redis::Degrade::FailOpen);
+    let open = RedisStore::builder(&server.url()).degrade(fusebox_redis::Degrade::FailOpen);
     OPENS.share(open.connect().await.unwrap());
-    let closed = RedisStore::builder(&server.url()).degrade(fusebox::redis::Degrade::FailClosed);
+    let closed = RedisStore::builder(&server.url()).degrade(fusebox_redis::Degrade::FailClosed);
     CLOSES.share(closed.connect().await.unwrap());
     server.kill();
     for _ in 0..6 {

@@ -40,8 +40,8 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::harness::{BackendError, RedisServer};
-use fusebox::redis::{RedisStore, SharedState};
 use fusebox::{Policy, Reason, Registry, State, circuit_breaker};
+use fusebox_redis::{RedisStore, SharedState};
 
 /// The replica's registry; every annotated function below is one of its breakers.
 static FLEET: LazyLock<Registry> = LazyLock::new(Registry::new);
@@ -591,10 +591,10 @@ fn fleet_replica() {
         } else {
             let mut builder = RedisStore::builder(&url);
             if mode == "cached" {
-                builder = builder.mode(fusebox::redis::Mode::Cached);
+                builder = builder.mode(fusebox_redis::Mode::Cached);
             }
             if mode == "aggregated" {
-                builder = builder.mode(fusebox::redis::Mode::Aggregated);
+                builder = builder.mode(fusebox_redis::Mode::Aggregated);
             }
             if let Some(ms) = timeout {
                 builder = builder.timeout(Duration::from_millis(ms));

@@ -128,9 +128,9 @@ impl RedisServer {
     }
 
     /// A store in cached mode on this server, with the other settings at their defaults.
-    pub(crate) async fn cached_store(&self) -> fusebox::redis::RedisStore {
-        fusebox::redis::RedisStore::builder(&self.url())
-            .mode(fusebox::redis::Mode::Cached)
+    pub(crate) async fn cached_store(&self) -> fusebox_redis::RedisStore {
+        fusebox_redis::RedisStore::builder(&self.url())
+            .mode(fusebox_redis::Mode::Cached)
             .connect()
             .await
             .expect("connect in cached mode")

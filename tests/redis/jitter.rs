@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::harness::RedisServer;
 use fusebox::clock::FakeClock;
-use fusebox::redis::RedisStore;
 use fusebox::{Policy, Reason, Registry, State};
+use fusebox_redis::RedisStore;
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static REPLICA: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::harness::{BackendError, RedisServer};
 use fusebox::clock::FakeClock;
-use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Registry, State, Trigger, circuit_breaker};
+use fusebox_redis::{Mode, RedisStore};
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static MEMORY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::harness::{BackendError, RedisServer};
 use fusebox::clock::FakeClock;
-use fusebox::redis::RedisStore;
 use fusebox::{Policy, Reason, Registry, Sharing, State, circuit_breaker};
+use fusebox_redis::RedisStore;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 fn runtime() -> tokio::runtime::Runtime {

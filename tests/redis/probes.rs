@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::harness::{BackendError, RedisServer};
 use fusebox::clock::FakeClock;
-use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
+use fusebox_redis::RedisStore;
 
 static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static DYING: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));

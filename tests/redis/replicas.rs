@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::harness::{BackendError, RedisServer};
-use fusebox::redis::{Mode, RedisStore};
 use fusebox::{Registry, State, circuit_breaker};
+use fusebox_redis::{Mode, RedisStore};
 
 static REPLICA: LazyLock<Registry> = LazyLock::new(Registry::new);
 static BACKEND_CALLS: AtomicU32 = AtomicU32::new(0);

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::harness::{BackendError, RedisServer};
-use fusebox::redis::RedisStore;
 use fusebox::{Policy, Reason, Registry, State, circuit_breaker};
+use fusebox_redis::RedisStore;
 
 static RETRY_A: LazyLock<Registry> = LazyLock::new(Registry::new);
 static RETRY_B: LazyLock<Registry> = LazyLock::new(Registry::new);

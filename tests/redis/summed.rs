@@ -200,7 +200,7 @@ fn outcome(fail: bool) -> Result<(), BackendError> {
 }
 
 /// Shared state of `key` as Redis holds it.
-async fn shared_state(store: &fusebox::redis::RedisStore, key: &str) -> fusebox::State {
+async fn shared_state(store: &fusebox_redis::RedisStore, key: &str) -> fusebox::State {
     let policy = FOLDED.get(key).unwrap().policy();
     store.state(key, policy).await.unwrap().state
 }
@@ -223,8 +223,8 @@ fn folded_seen(key: &str) -> Vec<(fusebox::Trigger, u32, u32)> {
 async fn aggregated_mode_folds_outcomes_and_judges_each_fold_whole() {
     use fusebox::{State, Trigger};
     let server = RedisServer::start();
-    let store = fusebox::redis::RedisStore::builder(&server.url())
-        .mode(fusebox::redis::Mode::Aggregated)
+    let store = fusebox_redis::RedisStore::builder(&server.url())
+        .mode(fusebox_redis::Mode::Aggregated)
         .flush_interval(Duration::from_secs(60))
         .connect()
         .await

@@ -7,8 +7,8 @@
 use std::sync::LazyLock;
 
 use crate::harness::{BackendError, RedisServer};
-use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, State, circuit_breaker};
+use fusebox_redis::RedisStore;
 
 static SYNC_ONLY: LazyLock<Registry> = LazyLock::new(Registry::new);
 static MIXED: LazyLock<Registry> = LazyLock::new(Registry::new);

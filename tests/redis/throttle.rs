@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use crate::harness::{RedisServer, reply_on};
-use fusebox::redis::RedisStore;
 use fusebox::{Reason, Registry, Sharing, circuit_breaker};
+use fusebox_redis::RedisStore;
 
 #[derive(Debug)]
 enum CallError {

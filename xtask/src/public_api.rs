@@ -14,20 +14,21 @@ use std::process::{Command, ExitCode};
 use serde_json::Value;
 
 /// The crates whose API is kept: (package, directory in the workspace).
-const CRATES: [(&str, &str); 7] = [
+const CRATES: [(&str, &str); 8] = [
     ("fusebox", "runtime"),
     ("fusebox-policy", "policy"),
     ("fusebox-macros", "macros"),
     ("fusebox-replay", "replay"),
     ("fusebox-tower", "integrations/tower"),
     ("fusebox-reqwest", "integrations/reqwest"),
+    ("fusebox-redis", "integrations/redis"),
     ("fusebox-admin", "integrations/admin"),
 ];
 
 /// The crates whose types the core's public API must not name: each is pre-1.0 or belongs to
 /// an integration crate, so a release of one would otherwise be a breaking release of
-/// `fusebox`. (`redis` is still the core's `redis` feature.)
-const FOREIGN_TO_CORE: [&str; 9] = [
+/// `fusebox`.
+const FOREIGN_TO_CORE: [&str; 10] = [
     "tower_service::",
     "tower_layer::",
     "tower::",
@@ -37,6 +38,7 @@ const FOREIGN_TO_CORE: [&str; 9] = [
     "reqwest::",
     "reqwest_middleware::",
     "serde_json::",
+    "redis::",
 ];
 
 /// The file each crate's directory holds.

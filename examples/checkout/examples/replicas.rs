@@ -96,7 +96,7 @@ fn replica(url: &str) {
     let prefix = std::env::var("FUSEBOX_REPLICA_PREFIX").unwrap_or_else(|_| "fusebox".into());
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let store = fusebox::redis::RedisStore::builder(url)
+        let store = fusebox_redis::RedisStore::builder(url)
             .prefix(prefix)
             .connect()
             .await

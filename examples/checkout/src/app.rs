@@ -131,9 +131,9 @@ pub(crate) struct Config {
     pub admin_token: Option<String>,
     /// The Redis store [`REGISTRY`] shares its circuits through (`--replicas N`): the operator
     /// controls `force_open`, `disable` and `reset` then move the shared circuit with
-    /// [`RedisStore::force`](fusebox::redis::RedisStore::force) as well as the local breaker.
+    /// [`RedisStore::force`](fusebox_redis::RedisStore::force) as well as the local breaker.
     #[cfg(feature = "redis")]
-    pub store: Option<fusebox::redis::RedisStore>,
+    pub store: Option<fusebox_redis::RedisStore>,
 }
 
 impl Default for Config {
@@ -195,7 +195,7 @@ pub(crate) fn replicas(args: impl IntoIterator<Item = String>) -> Result<u32, St
 pub(crate) fn replicas_unavailable(n: u32) -> String {
     format!(
         "`--replicas {n}` shares circuits between processes through the Redis store \
-         (`fusebox::redis`), which this build does not have; run \
+         (`fusebox_redis`), which this build does not have; run \
          `cargo run -p fusebox-checkout --features redis -- --replicas {n}`, or \
          `cargo run -p fusebox-checkout` for one replica"
     )

@@ -22,7 +22,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fusebox::redis::RedisStore;
+use fusebox_redis::RedisStore;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_stream::StreamExt;

@@ -16,7 +16,7 @@ static SHARING: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(FakeC
 #[tokio::test]
 async fn a_control_on_a_local_key_never_touches_the_store() {
     let redis = RedisServer::start();
-    let store = fusebox::redis::RedisStore::connect(&redis.url())
+    let store = fusebox_redis::RedisStore::connect(&redis.url())
         .await
         .unwrap();
     SHARING.share(store.clone());

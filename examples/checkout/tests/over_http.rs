@@ -211,7 +211,7 @@ fn replicas_beyond_one_say_what_is_missing() {
     assert_eq!(
         app::replicas_unavailable(2),
         "`--replicas 2` shares circuits between processes through the Redis store \
-         (`fusebox::redis`), which this build does not have; run \
+         (`fusebox_redis`), which this build does not have; run \
          `cargo run -p fusebox-checkout --features redis -- --replicas 2`, or \
          `cargo run -p fusebox-checkout` for one replica"
     );

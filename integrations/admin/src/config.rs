@@ -120,7 +120,7 @@ pub struct AdminConfig {
     pub(crate) samples: usize,
     pub(crate) transitions: usize,
     #[cfg(feature = "redis")]
-    pub(crate) store: Option<fusebox::redis::RedisStore>,
+    pub(crate) store: Option<fusebox_redis::RedisStore>,
 }
 
 /// The most event-stream connections one router serves by default.
@@ -305,7 +305,7 @@ impl AdminConfig {
     /// Moves the shared circuit in `store` as well as this process's breaker on `force_open`,
     /// `disable` and `reset` (`metrics_only` has no shared form and stays local).
     #[cfg(feature = "redis")]
-    pub fn store(mut self, store: fusebox::redis::RedisStore) -> Self {
+    pub fn store(mut self, store: fusebox_redis::RedisStore) -> Self {
         self.store = Some(store);
         self
     }

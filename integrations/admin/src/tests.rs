@@ -254,12 +254,14 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_open_members() {
 fn ejected_means_opened_by_the_group_s_rules_in_the_group_s_list_its_rows_and_the_cards() {
     let clock = FakeClock::new();
     let registry = Registry::with_clock(clock.clone());
-    registry.configure_group(
-        "fp",
-        fusebox::GroupPolicy::new()
-            .success_rate(0.0)
-            .max_ejection(50),
-    );
+    registry
+        .configure_group(
+            "fp",
+            fusebox::GroupPolicy::new()
+                .success_rate(0.0)
+                .max_ejection(50),
+        )
+        .unwrap();
     let member = Policy::new()
         .group("fp")
         .window(100)

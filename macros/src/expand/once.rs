@@ -20,6 +20,11 @@ use crate::tokens::respan;
 /// The body of a call run once: the admission, the call and its outcome; with a deferred
 /// fallback ([`defers_fallback`]), these settle in a block of their own, and the fallback is
 /// called after it.
+///
+/// An `async fn`'s body is written twice, for a runtime with its `store` feature (a shared key's
+/// permit may ask the store, and its outcome's recording is awaited) and without it; the
+/// runtime's `with_store!` keeps the one its features call for, so a build without a store
+/// compiles no branch of it.
 pub(super) fn once_body(
     args: &Args,
     names: &Names,
@@ -28,6 +33,35 @@ pub(super) fn once_body(
     body: &TokenStream,
     is_async: bool,
 ) -> TokenStream {
+    if !is_async {
+        return once_body_as(args, names, site, params, body, Calls::Sync);
+    }
+    let shared = once_body_as(args, names, site, params, body, Calls::AsyncShared);
+    let local = once_body_as(args, names, site, params, body, Calls::Async);
+    let private = &names.private;
+    quote!(#private::with_store! { { #shared } { #local } })
+}
+
+/// Which expansion of a call run once: a sync function's, or an `async fn`'s with or without a
+/// store to ask.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Calls {
+    Sync,
+    Async,
+    AsyncShared,
+}
+
+/// [`once_body`] for one kind of call.
+fn once_body_as(
+    args: &Args,
+    names: &Names,
+    site: &Site,
+    params: &Params,
+    body: &TokenStream,
+    calls: Calls,
+) -> TokenStream {
+    let is_async = calls != Calls::Sync;
+    let shared = calls == Calls::AsyncShared;
     let timeout = args.attempts.timeout.filter(|_| is_async);
     // With `timeout`, the body's future is awaited inside the timer's.
     let run = match timeout {
@@ -39,15 +73,13 @@ pub(super) fn once_body(
         }
         None => run_once(names, args.fallback.is_some(), is_async, body),
     };
-    let admit = if cfg!(feature = "redis") && is_async {
-        Admit::SharedPermit
-    } else if is_async {
-        Admit::Permit
-    } else {
-        Admit::LocalPermit
+    let admit = match calls {
+        Calls::AsyncShared => Admit::SharedPermit,
+        Calls::Async => Admit::Permit,
+        Calls::Sync => Admit::LocalPermit,
     };
     let admission = admission(args, names, site, admit);
-    let outcome = outcome(args, names, params, is_async, &run, timeout);
+    let outcome = outcome(args, names, params, (is_async, shared), &run, timeout);
     let alias = error_alias(args, names);
     match deferred_fallback(args, names, params, is_async) {
         // The call settles in a block of its own that ends with the cause, so the permit,
@@ -145,10 +177,10 @@ struct Exits {
 }
 
 impl Exits {
-    fn new(args: &Args, is_async: bool) -> Self {
+    fn new(args: &Args, is_async: bool, shared: bool) -> Self {
         Exits {
             defers: defers_fallback(args, is_async),
-            shared: cfg!(feature = "redis") && is_async,
+            shared,
         }
     }
 
@@ -178,7 +210,7 @@ fn outcome(
     args: &Args,
     names: &Names,
     params: &Params,
-    is_async: bool,
+    (is_async, shared): (bool, bool),
     run: &TokenStream,
     timeout: Option<Spanned<u64>>,
 ) -> TokenStream {
@@ -196,7 +228,7 @@ fn outcome(
     let ok_value = at_output(quote!(::core::result::Result::Ok(#value)));
     let err_error = at_output(quote!(::core::result::Result::Err(#error)));
     let (on_failed, on_refused) = settle(args, names, params, is_async, quote!(Rejected(#refused)));
-    let exits = Exits::new(args, is_async);
+    let exits = Exits::new(args, is_async, shared);
     let on_failed = exits.to_fallback(on_failed);
     let ok_done = exits.done(ok_value.clone());
     let err_done = exits.done(err_error.clone());
@@ -231,7 +263,7 @@ fn outcome(
         quote!(return #on_refused;)
     };
     shared_store(
-        is_async,
+        shared,
         defers,
         args.fallback.is_none(),
         names,
@@ -342,20 +374,20 @@ fn report_ok(args: &Args, names: &Names) -> TokenStream {
     }
 }
 
-/// The refusal check and the call. With the `redis` feature, an `async fn` on a shared registry
-/// awaits the store's admission in the (cold) refusal branch and the recording of its outcome
-/// after the call; without it, or for a sync function, the expansion is unchanged.
+/// The refusal check and the call. The shared expansion of an `async fn` ([`Calls::AsyncShared`])
+/// awaits a shared key's admission by the store in the (cold) refusal branch and the recording of
+/// its outcome after the call; the others have neither.
 fn shared_store(
-    is_async: bool,
+    shared: bool,
     defers: bool,
     no_fallback: bool,
     names: &Names,
     on_refused: TokenStream,
     matched: TokenStream,
 ) -> TokenStream {
-    if cfg!(feature = "redis") && is_async && defers {
+    if shared && defers {
         shared_settled(names, on_refused, matched)
-    } else if cfg!(feature = "redis") && is_async {
+    } else if shared {
         shared_returned(names, on_refused, matched)
     } else if no_fallback {
         // Without a fallback a refusal returns the function's own error at once: one call, whose

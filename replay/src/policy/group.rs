@@ -126,16 +126,26 @@ pub(super) fn build_group(
             policy = apply(policy, *value);
         }
     }
-    let s = policy.settings();
-    if s.ejection_max < s.ejection_base {
+    // The runtime's own check of a group's settings, as `configure_group` and a
+    // `[groups.<name>]` table make it.
+    if let Err(e) = policy.validate() {
+        let s = policy.settings();
+        let (field, message) = match e.field() {
+            "ejection" if s.ejection_base >= Duration::from_millis(1) => (
+                "ejection_max",
+                format!(
+                    "{} is shorter than `ejection_base` = {}; give the longest ejection at least the first one's wait",
+                    span_text(s.ejection_max),
+                    span_text(s.ejection_base)
+                ),
+            ),
+            "ejection" => ("ejection_base", format!("{e}")),
+            field => (field, format!("{e}")),
+        };
         return Err(PolicyError {
             place: place.to_owned(),
-            field: Some("ejection_max".into()),
-            message: format!(
-                "{} is shorter than `ejection_base` = {}; give the longest ejection at least the first one's wait",
-                span_text(s.ejection_max),
-                span_text(s.ejection_base)
-            ),
+            field: Some(field.to_owned()),
+            message,
         });
     }
     Ok(Some(GroupSpec { name, keys, policy }))

@@ -25,8 +25,12 @@ enum Kind {
     Name,
     /// The keys joining a group: `*`, `prefix*`, or `a|b|c`.
     Keys,
-    /// A factor of 0 or more (`success_rate`; 0 turns the rule off).
+    /// A group's number of standard deviations (`success_rate`; 0 turns the rule off): any
+    /// finite number, whose range `GroupPolicy::validate` checks.
     Stdev,
+    /// A group's whole number of percent, 0 ..= 255 (its range `GroupPolicy::validate` checks),
+    /// or `off` when `off` is given.
+    GroupPercent,
 }
 
 /// One policy field: its name, what it accepts and the `Policy` builder call it becomes.
@@ -155,8 +159,8 @@ const FIELDS: &[Field] = &[
     inert("interval", Kind::Span),
     inert("success_rate", Kind::Stdev),
     inert("min_members", Kind::Count),
-    inert("failure_percentage", Kind::PercentOrOff),
-    inert("max_ejection", Kind::Percent),
+    inert("failure_percentage", Kind::GroupPercent),
+    inert("max_ejection", Kind::GroupPercent),
     inert("ejection_base", Kind::Span),
     inert("ejection_max", Kind::Span),
     inert("healthy_span", Kind::Span),
@@ -213,8 +217,12 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
         Kind::Stdev => raw
             .parse::<f64>()
             .ok()
-            .filter(|f| f.is_finite() && (0.0..1000.0).contains(f))
+            .filter(|f| f.is_finite())
             .map(Setting::Factor),
+        Kind::GroupPercent if raw == "off" && field.name == "failure_percentage" => {
+            Some(Setting::Off)
+        }
+        Kind::GroupPercent => raw.parse::<u8>().ok().map(|n| Setting::Int(u32::from(n))),
     };
     setting.ok_or_else(|| {
         let expected = match field.kind {
@@ -235,6 +243,12 @@ fn read_value(field: &Field, raw: &str) -> Result<Setting, String> {
                 "the keys that join the group: `*` (every key), a prefix (`search-*`) or keys and prefixes separated by `|` (`a|b|cache-*`)"
             }
             Kind::Stdev => "a number of standard deviations such as `1.9` (0 turns the rule off)",
+            Kind::GroupPercent if field.name == "failure_percentage" => {
+                "a whole number of percent (0..=100; 0 or `off` turns the rule off)"
+            }
+            Kind::GroupPercent => {
+                "a whole number of percent (0..=100; at least one member may always be open)"
+            }
         };
         format!("invalid value `{raw}`; expected {expected}")
     })
@@ -261,16 +275,20 @@ pub(super) fn build(
                 ),
             });
         };
+        // As in a trace line: a field given twice is refused, never silently overwritten.
+        if settings.iter().any(|(f, _)| *f == field.name) {
+            return Err(PolicyError {
+                place: at.clone(),
+                field: Some(field_name.clone()),
+                message: "given twice; write each field once".into(),
+            });
+        }
         let setting = read_value(field, raw).map_err(|message| PolicyError {
             place: at.clone(),
             field: Some(field_name.clone()),
             message,
         })?;
-        if let Some(slot) = settings.iter_mut().find(|(f, _)| *f == field.name) {
-            slot.1 = setting;
-        } else {
-            settings.push((field.name, setting));
-        }
+        settings.push((field.name, setting));
         policy = (field.apply)(policy, setting);
     }
     // As in the attribute: `consecutive` without `failure_rate` is the simple policy, with the

@@ -121,7 +121,9 @@ pub(crate) fn replay_keys_in(
 /// when the group matches its key; the group's settings are set before any member is made.
 fn breakers_of(registry: &Registry, keys: &[String], candidate: &Candidate) -> Vec<Breaker> {
     if let Some(group) = &candidate.group {
-        registry.configure_group(group.name, group.policy);
+        registry
+            .configure_group(group.name, group.policy)
+            .expect("candidates are validated when they are read");
     }
     keys.iter()
         .map(|key| {

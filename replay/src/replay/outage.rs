@@ -240,7 +240,7 @@ fn run_periods(
 /// Merges periods that touch or lie within `merge_gap` of each other, then keeps the outages
 /// with enough failures.
 fn merge_periods(periods: Vec<(Point, Point)>, rule: &OutageRule) -> Vec<Outage> {
-    let gap = rule.merge_gap.as_nanos() as u64;
+    let gap = u64::try_from(rule.merge_gap.as_nanos()).unwrap_or(u64::MAX);
     let mut merged: Vec<(Point, Point)> = Vec::new();
     for (start, end) in periods {
         match merged.last_mut() {

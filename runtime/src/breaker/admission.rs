@@ -92,8 +92,8 @@ impl Circuit {
 
     #[inline(never)]
     pub(crate) fn enter_general<const ASK_STORE: bool>(&self, site: FnName) -> NamedPermit<'_> {
-        #[cfg(feature = "redis")]
-        if let Some(store) = self.store.as_ref() {
+        #[cfg(feature = "store")]
+        if self.store.is_some() {
             // Adaptive throttling on a shared key draws from the shared window of the store's
             // last answer, before the store is asked.
             if let Some(k) = self.policy.settings().throttle
@@ -108,11 +108,11 @@ impl Circuit {
                     site,
                 );
             }
-            if let Some(permit) = store.admit_cached(self, site, ASK_STORE) {
+            if let Some(permit) = self.admit_now(site, ASK_STORE) {
                 return permit;
             }
         }
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "store")]
         if ASK_STORE && self.store.is_some() {
             return NamedPermit::new(self, permit::rejected(store::ASK_STORE, NO_WAIT), site);
         }
@@ -154,7 +154,7 @@ impl Circuit {
             site,
             |permit| match permit.rejection_code() {
                 0 => Ok(permit),
-                #[cfg(feature = "redis")]
+                #[cfg(feature = "store")]
                 store::ASK_STORE => Ok(permit),
                 code => Err(permit.rejection_error(code)),
             },

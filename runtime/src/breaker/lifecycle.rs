@@ -61,16 +61,16 @@ impl Circuit {
             last: std::sync::Mutex::new(None),
             #[cfg(feature = "metrics")]
             meters: crate::observe::Meters::new(key_for_meters),
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "store")]
             store: None,
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "store")]
             shared: super::store::SharedView::default(),
         }
     }
 
     /// This breaker, sharing its state through `store`: its calls leave the local fast paths.
-    #[cfg(feature = "redis")]
-    pub(crate) fn with_store(mut self, store: Box<dyn Store>) -> Circuit {
+    #[cfg(feature = "store")]
+    pub(crate) fn with_store(mut self, store: Box<dyn super::seam::SharedKey>) -> Circuit {
         self.plain = false;
         self.store = Some(store);
         self
@@ -157,7 +157,7 @@ impl Circuit {
             Ordering::Release,
         );
         *next.last.lock().unwrap_or_else(|p| p.into_inner()) = self.last_transition_record();
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "store")]
         next.shared.copy_from(&self.shared);
         next
     }

@@ -30,13 +30,15 @@ mod owned;
 mod permit;
 mod report;
 mod retry;
+#[cfg(feature = "store")]
+pub(crate) mod seam;
 mod snapshot;
-#[cfg(feature = "redis")]
+#[cfg(feature = "store")]
 mod store;
-#[cfg(feature = "redis")]
-pub(crate) use store::{
-    ANY_GENERATION, BoxFuture, Store, generation_of, shared_admission, unknown_shared_admission,
-};
+#[cfg(feature = "store")]
+pub use store::{admit_shared, asks_store, flush_then, reports_to_store};
+#[cfg(feature = "store")]
+pub(crate) use {seam::*, store::*};
 #[cfg(test)]
 mod tests;
 
@@ -164,11 +166,11 @@ pub(crate) struct Circuit {
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).
-    #[cfg(feature = "redis")]
-    pub(crate) store: Option<Box<dyn Store>>,
+    #[cfg(feature = "store")]
+    pub(crate) store: Option<Box<dyn seam::SharedKey>>,
     /// What snapshots show of the sharing: the shared window of the store's last answer, this
     /// replica's calls the store admitted, and whether the key could not be shared.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "store")]
     shared: store::SharedView,
 }
 

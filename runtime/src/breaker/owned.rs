@@ -104,9 +104,9 @@ impl OwnedPermit {
     #[inline(always)]
     #[must_use]
     pub fn recording(&self) -> Option<Recording> {
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "store")]
         return self.store_recording().map(Recording);
-        #[cfg(not(feature = "redis"))]
+        #[cfg(not(feature = "store"))]
         None
     }
 

@@ -172,7 +172,7 @@ impl<'a> RawPermit<'a> {
 
     /// The breaker that issued this permit (read by the shared store's strict mode).
     #[inline(always)]
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[cfg_attr(not(feature = "store"), allow(dead_code))]
     pub(crate) fn core(&self) -> &'a Circuit {
         self.core
     }

@@ -129,13 +129,13 @@ impl Circuit {
         if permit.admission.inert() {
             return;
         }
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "store")]
         if super::store::is_shared(permit.admission) {
             self.count_shared(outcome);
-            if let Some(store) = self.store.as_ref() {
+            if self.store.is_some() {
                 // Untimed calls read no clock.
                 let slow = self.timed() && self.is_slow(permit, self.now());
-                store.report(permit.admission, slow, permit.site, outcome);
+                self.report_shared(permit.admission, slow, permit.site, outcome);
             }
             return;
         }

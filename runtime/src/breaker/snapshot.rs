@@ -13,9 +13,9 @@ impl Circuit {
         let now = self.now();
         let counts = self.window.counts(now);
         let state = word.state();
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "store")]
         let sharing = self.sharing(now);
-        #[cfg(not(feature = "redis"))]
+        #[cfg(not(feature = "store"))]
         let sharing = SharingView::default();
         Snapshot {
             sharing,
@@ -141,7 +141,7 @@ pub enum Sharing {
     /// ([`Policy::shared`](crate::Policy::shared)`(false)`, a store's `local_key`).
     #[default]
     Local,
-    /// One circuit across the replicas sharing the registry's store (feature `redis`).
+    /// One circuit across the replicas sharing the registry's store (feature `store`, [`Registry::share`](crate::Registry::share)).
     Shared,
     /// The registry shares its keys, but this key's policy cannot be shared (a time window the
     /// store does not support), so it runs in this process only; an ERROR event named the key

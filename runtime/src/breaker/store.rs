@@ -1,13 +1,12 @@
-//! What a breaker shares through a store (feature `redis`): the [`Store`] seam a shared breaker
-//! calls, which the Redis store (`crate::redis`) implements for a shared key, the admissions of
-//! permits the store admits, and what the store needs of a breaker (permits carrying its answer,
-//! the local state as the script's seed, the local mirror of the shared state). Nothing here is
-//! on a local key's path, and nothing here names the store's own types.
+//! A breaker shared through a store (feature `store`): the admissions of permits the store
+//! admits, the store's answers turned into permits, and what the [seam](crate::store) lets a store
+//! do to a breaker (the local mirror of the shared state, the announcement of a committed
+//! transition, the shared window). Nothing here is on a local key's path.
 
-use std::future::Future;
-use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::seam::{Admission, BoxFuture, CircuitRef, Link, Site, Store, WeakCircuit};
 use super::{Circuit, FnName, NamedPermit, RawPermit, Ticket, permit};
 use crate::error::Reason;
 use crate::observe::Trigger;
@@ -15,39 +14,6 @@ use crate::state::{NO_WAIT, State, Verdict, Word};
 use crate::sync::Ordering;
 use crate::window::Counts;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-
-/// A boxed future: keeps the annotated function's own future small on a local key's path.
-pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// The store a shared breaker's state lives in, as the breaker and the expansion see it
-/// ([`Circuit::with_store`]); `crate::redis` implements it for a breaker's link to Redis.
-pub(crate) trait Store: Send + Sync {
-    /// Cached mode: admission answered from the replica's view of the shared state; `None` when
-    /// the call must ask the store (`asks`: the caller can await the store, see [`Store::admit`]).
-    fn admit_cached<'c>(
-        &self,
-        core: &'c Circuit,
-        site: FnName,
-        asks: bool,
-    ) -> Option<NamedPermit<'c>>;
-
-    /// The store's answer to the admission of a call of `site` on `core`: the permit that
-    /// replaces the one that asked (admitted or rejected).
-    fn admit<'a>(&'a self, core: &'a Circuit, site: FnName) -> BoxFuture<'a, NamedPermit<'a>>;
-
-    /// Sends the outcome of a call the store admitted with `admission` (`slow`: slow-call timing
-    /// found it slow).
-    fn report(&self, admission: Word, slow: bool, site: FnName, outcome: Verdict);
-
-    /// True when a call awaits the recording of its outcome ([`Store::flush`]).
-    fn awaits_recording(&self) -> bool;
-
-    /// Waits until the outcomes reported so far are recorded, bounded by the store's timeout.
-    fn flush(&self) -> BoxFuture<'_, ()>;
-
-    /// True while the store does not answer (its calls degrade), for snapshots.
-    fn degraded(&self) -> bool;
-}
 
 /// What a snapshot shows of a breaker's sharing ([`Circuit::shared`]): the shared window as the
 /// store's last answer gave it, the outcomes of this replica's calls the store admitted, and
@@ -82,7 +48,7 @@ impl SharedView {
 }
 
 impl super::OwnedPermit {
-    /// [`recording`](super::OwnedPermit::recording) with the `redis` feature.
+    /// [`recording`](super::OwnedPermit::recording) with the `store` feature.
     #[inline(always)]
     pub(super) fn store_recording(&self) -> Option<BoxFuture<'static, ()>> {
         if !is_shared(self.admission) {
@@ -121,11 +87,6 @@ const UNKNOWN_GENERATION: u64 = 1 << 3;
 /// The shared generation as a permit keeps it (the script compares it modulo the same).
 const GENERATION_MASK: u64 = (1 << 10) - 1;
 
-/// What [`generation_of`] gives for a permit admitted without a known generation: the script
-/// records its outcome if the circuit is closed (or disabled) when it arrives, and drops it
-/// otherwise.
-pub(crate) const ANY_GENERATION: u64 = GENERATION_MASK + 1;
-
 /// True for the admission of a permit the store admitted.
 #[inline(always)]
 pub(crate) fn is_shared(word: Word) -> bool {
@@ -133,33 +94,54 @@ pub(crate) fn is_shared(word: Word) -> bool {
 }
 
 /// The admission of a permit the store admitted under `generation`.
-pub(crate) fn shared_admission(generation: u64) -> Word {
+fn shared_admission(generation: u64) -> Word {
     Word(SHARED_MODE | (generation & GENERATION_MASK) << 4)
 }
 
 /// The admission of a permit admitted on a shared key while the store did not answer and the replica
 /// knew no generation of the key (its first calls): its outcome still goes to the store.
-pub(crate) fn unknown_shared_admission() -> Word {
+fn unknown_shared_admission() -> Word {
     Word(SHARED_MODE | UNKNOWN_GENERATION)
 }
 
-/// The generation (modulo 2^10) a store's permit was admitted under, or [`ANY_GENERATION`].
-pub(crate) fn generation_of(word: Word) -> u64 {
+/// The ticket of a store's permit: the generation (modulo 2^10) it was admitted under, or none.
+fn ticket_of(word: Word) -> super::seam::Ticket {
     if word.0 & UNKNOWN_GENERATION != 0 {
-        return ANY_GENERATION;
+        return super::seam::Ticket::unknown();
     }
-    (word.0 >> 4) & GENERATION_MASK
+    super::seam::Ticket::generation((word.0 >> 4) & GENERATION_MASK)
+}
+
+/// The admission word of a permit the store admitted with `ticket`.
+fn admission_of(ticket: super::seam::Ticket) -> Word {
+    match ticket.admitted_under() {
+        Some(generation) => shared_admission(generation),
+        None => unknown_shared_admission(),
+    }
 }
 
 impl Circuit {
+    /// The permit of the store's `answer` to the admission of a call of `site`.
+    pub(crate) fn permit_of(&self, answer: Admission, site: FnName) -> NamedPermit<'_> {
+        match answer {
+            Admission::Admitted(ticket) => self.store_permit(admission_of(ticket), site),
+            Admission::Unrecorded => self.store_permit(Word::SETTLED, site),
+            Admission::Local => self.admit_local(site),
+            Admission::Rejected {
+                reason,
+                retry_after,
+            } => self.store_rejection(reason, retry_after, site),
+        }
+    }
+
     /// An admitted permit carrying the store's `word`.
-    pub(crate) fn store_permit(&self, word: Word, site: FnName) -> NamedPermit<'_> {
+    fn store_permit(&self, word: Word, site: FnName) -> NamedPermit<'_> {
         let start = if self.timed() { self.now() } else { 0 };
         NamedPermit::new(self, permit::admitted(word, start, false), site)
     }
 
     /// A rejected permit with `reason` and the wait before the next probe.
-    pub(crate) fn store_rejection(
+    fn store_rejection(
         &self,
         reason: Reason,
         retry_after: Option<Duration>,
@@ -183,19 +165,14 @@ impl Circuit {
         self.load().state()
     }
 
-    /// The local state as the script's seed: (state code, open remaining in ms).
-    pub(crate) fn seed(&self) -> (u64, u64) {
+    /// What is left of the local breaker's open wait, in nanoseconds (0 unless it is open).
+    pub(crate) fn open_remaining_nanos(&self) -> u64 {
         let word = self.load();
-        match word.state() {
-            State::Open => {
-                let now = self.now();
-                let remaining = word.open_remaining_nanos(now, self.time_of(word, now));
-                (1, remaining.div_ceil(1_000_000))
-            }
-            State::ForcedOpen => (3, 0),
-            State::Disabled => (4, 0),
-            _ => (0, 0),
+        if word.state() != State::Open {
+            return 0;
         }
+        let now = self.now();
+        word.open_remaining_nanos(now, self.time_of(word, now))
     }
 
     /// Counts the outcome of a call the store admitted (ignored: an error that does not count,
@@ -284,7 +261,7 @@ impl Circuit {
                 (State::Open, State::Open)
                     if self.policy.settings().open_jitter != 0
                         && !open_remaining.is_zero()
-                        && self.seed().1 == 0 =>
+                        && self.open_remaining_nanos() == 0 =>
                 {
                     word.to_open(self.now(), self.jittered_wait(open_remaining))
                 }
@@ -320,12 +297,6 @@ impl Circuit {
     fn jittered_wait(&self, open_remaining: Duration) -> u64 {
         let wait = u64::try_from(open_remaining.as_nanos()).unwrap_or(u64::MAX);
         crate::policy::jittered_nanos(&self.policy, wait)
-    }
-
-    /// True when this replica spreads the shared open wait (`open_jitter`): in strict mode too,
-    /// it then rejects locally until its own deadline before asking the store.
-    pub(crate) fn jitters(&self) -> bool {
-        self.policy.settings().open_jitter != 0
     }
 
     /// Announces a transition this replica committed in the store, with the `trigger` the store
@@ -384,4 +355,140 @@ impl<'a> RawPermit<'a> {
         self.admission = answer.raw.admission;
         answer.raw.admission = Word::SETTLED;
     }
+}
+
+/// `core` linked to `store` ([`Store::link`]) when there is one: the breaker a registry keeps.
+/// A key whose policy says `shared = false` stays local without asking the store.
+pub(crate) fn attach(store: Option<&dyn Store>, core: Circuit) -> Arc<Circuit> {
+    let Some(store) = store else {
+        return Arc::new(core);
+    };
+    if !core.policy().settings().shared {
+        return Arc::new(core);
+    }
+    let (key, policy) = (core.key().clone(), *core.policy());
+    Arc::new_cyclic(
+        |me| match store.link(WeakCircuit::new(me.clone(), key, policy)) {
+            Link::Shared(shared) => core.with_store(shared),
+            Link::Unshareable => {
+                core.set_unshareable();
+                core
+            }
+            _ => core,
+        },
+    )
+}
+
+impl Circuit {
+    /// Reports the outcome of a call the store admitted (`word`) to the store.
+    pub(super) fn report_shared(&self, word: Word, slow: bool, site: FnName, outcome: Verdict) {
+        if let Some(store) = self.store.as_ref() {
+            let outcome = super::seam::Outcome::new(outcome, slow);
+            store.report(ticket_of(word), Site(site), outcome);
+        }
+    }
+
+    /// Cached admission: the store's answer without awaiting it, as a permit (`None`: the store
+    /// leaves the call to the breaker).
+    pub(super) fn admit_now(&self, site: FnName, can_wait: bool) -> Option<NamedPermit<'_>> {
+        let store = self.store.as_ref()?;
+        let answer = store.admit_now(CircuitRef(self), Site(site), can_wait)?;
+        Some(self.permit_of(answer, site))
+    }
+}
+
+/// True when `permit` (rejected) asks the store for admission: its breaker is shared.
+#[inline(always)]
+#[must_use]
+pub fn asks_store(permit: &RawPermit<'_>) -> bool {
+    permit.asks_store().is_some()
+}
+
+/// True when `permit`'s breaker is shared through a store that wants its callers to await the
+/// recording of their outcomes (strict mode).
+#[inline(always)]
+#[must_use]
+pub fn reports_to_store(permit: &RawPermit<'_>) -> bool {
+    permit
+        .core()
+        .store
+        .as_ref()
+        .is_some_and(|store| store.awaits_recording())
+}
+
+/// Completes the admission of an `async fn` call on a shared key (the function named `name`):
+/// awaits the store's answer and turns `permit` into it. Returns the rejection, if any.
+pub fn admit_shared<'p, 'a>(
+    permit: &'p mut RawPermit<'a>,
+    name: FnName,
+) -> BoxFuture<'p, Option<crate::error::Error>> {
+    let Some((core, store)) = permit
+        .asks_store()
+        .and_then(|core| Some((core, core.store.as_ref()?)))
+    else {
+        return Box::pin(std::future::ready(None));
+    };
+    let answer = store.admit(CircuitRef(core), Site(name));
+    Box::pin(async move {
+        let answer = core.permit_of(answer.await, name);
+        permit.replace(answer);
+        permit.rejection()
+    })
+}
+
+/// The attempt driver's admission: `Ok` with `admitted` as it is, or, when its permit asks the
+/// store, `Err` with the wait for the store's answer (the permit admitted, or its rejection). Takes
+/// `admitted` by value, so the driver never borrows it and does not keep it across the attempt.
+#[allow(clippy::type_complexity)]
+pub(crate) fn attempt_admission<'a, N: super::Named + 'a>(
+    admitted: Result<NamedPermit<'a, N>, crate::error::Error>,
+) -> Result<
+    Result<NamedPermit<'a, N>, crate::error::Error>,
+    std::pin::Pin<
+        Box<
+            impl std::future::Future<Output = Result<NamedPermit<'a, N>, crate::error::Error>> + 'a,
+        >,
+    >,
+> {
+    match admitted {
+        Ok(mut permit) if asks_store(&permit.raw) => Err(Box::pin(async move {
+            let name = permit.site.name();
+            match admit_shared(&mut permit.raw, name).await {
+                None => Ok(permit),
+                Some(rejected) => Err(rejected),
+            }
+        })),
+        other => Ok(other),
+    }
+}
+
+/// Gives back `out` once `recording` (when there is one) is done. One pointer in the caller's
+/// future while it waits.
+pub(crate) fn after_recording<'a, T: 'a>(
+    recording: Option<BoxFuture<'a, ()>>,
+    out: T,
+) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'a>> {
+    Box::pin(async move {
+        if let Some(recording) = recording {
+            recording.await;
+        }
+        out
+    })
+}
+
+/// Waits until the outcome reported on `permit` is recorded in the store (strict mode, bounded by
+/// the store's timeout), then gives back `out` (the call's result, moved into this boxed future so
+/// the caller's own future holds nothing of it across the await).
+pub fn flush_then<'p, T: 'p>(
+    permit: &'p RawPermit<'_>,
+    out: T,
+) -> std::pin::Pin<Box<impl std::future::Future<Output = T> + 'p>> {
+    after_recording(recording(permit.core()), out)
+}
+
+/// The wait for the recording of the outcomes reported so far on `core`, when its calls await it
+/// (a breaker shared in strict mode); `None` otherwise.
+pub(crate) fn recording(core: &Circuit) -> Option<BoxFuture<'_, ()>> {
+    let store = core.store.as_ref()?;
+    store.awaits_recording().then(|| store.flush())
 }

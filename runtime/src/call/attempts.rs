@@ -2,7 +2,7 @@
 //!
 //! Order per attempt: bulkhead → breaker → timeout → call, inside the retry loop. Every attempt
 //! asks the breaker for admission and is reported on its own; on a breaker shared through a store
-//! (feature `redis`) every attempt is admitted by the store (or the replica's view of it, in cached
+//! (feature `store`) every attempt is admitted by the store (or the replica's view of it, in cached
 //! mode) and its outcome recorded there, as a plain `async fn`'s call is. No retry follows a rejection (the circuit
 //! is open, half-open full or the bulkhead is full) or an error that is not a counted failure.
 //!
@@ -150,15 +150,15 @@ pub enum Settled<T, E> {
 
 /// The wait for the recording of `permit`'s outcome in its breaker's store (strict mode), to be
 /// made before the permit settles; nothing to wait for otherwise.
-#[cfg(feature = "redis")]
+#[cfg(feature = "store")]
 fn recording_of<'a, N: Named>(
     permit: &NamedPermit<'a, N>,
 ) -> Option<crate::breaker::BoxFuture<'a, ()>> {
-    crate::redis::admit::recording(permit.raw.core())
+    crate::breaker::recording(permit.raw.core())
 }
 
-/// Without the `redis` feature no outcome is recorded elsewhere.
-#[cfg(not(feature = "redis"))]
+/// Without the `store` feature no outcome is recorded elsewhere.
+#[cfg(not(feature = "store"))]
 fn recording_of<N: Named>(_permit: &NamedPermit<'_, N>) {}
 
 /// The delay `retry` with `backoff = base` waits before attempt `attempt + 1` (`attempt` ≥ 1):
@@ -188,7 +188,7 @@ pub(crate) fn backoff_delay(rng: &mut fastrand::Rng, base: Duration, attempt: u3
 
 /// Runs `attempt` under `cfg`, asking `admit` for a permit before each try; `is_failure` says
 /// which errors count, `is_failed_ok` which `Ok` values do (`failure_if`; `|_| false` without it),
-/// and `retry_after` the wait a counted error asked for (pushback, [`RetryAfter`](crate::RetryAfter);
+/// and `retry_after` the wait a counted error asked for (pushback, [`RetryAfter`](crate::load::pushback::RetryAfter);
 /// `|_| None` for an error type without it).
 ///
 /// Pushback: a counted error that asked for a wait reports it to the breaker, and the next
@@ -238,12 +238,12 @@ where
                 // A shared breaker: the store admits every attempt (strict mode, or a cached view
                 // that must ask). The admission is never borrowed here, so the future does not keep
                 // it across the attempt.
-                #[cfg(feature = "redis")]
-                let admitted = match crate::redis::admit::attempt_admission(admit()) {
+                #[cfg(feature = "store")]
+                let admitted = match crate::breaker::attempt_admission(admit()) {
                     Ok(admitted) => admitted,
                     Err(asking) => asking.await,
                 };
-                #[cfg(not(feature = "redis"))]
+                #[cfg(not(feature = "store"))]
                 let admitted = admit();
                 // The permit and the attempt's result live in a block of their own, which ends
                 // before the recording is awaited: neither is kept across that wait.
@@ -259,7 +259,7 @@ where
                     let budget = permit.count_attempt();
                     // Strict mode: the wait for this attempt's recording, made before the permit
                     // settles (it reads what was reported when first polled), awaited after.
-                    #[cfg_attr(not(feature = "redis"), allow(clippy::let_unit_value))]
+                    #[cfg_attr(not(feature = "store"), allow(clippy::let_unit_value))]
                     let recording = recording_of(&permit);
                     timed_out |= result.is_none();
                     let (failed, pushback) =
@@ -268,9 +268,9 @@ where
                 };
                 // Strict mode: the attempt's outcome is recorded in the store before the call
                 // returns or the next attempt asks for admission.
-                #[cfg(feature = "redis")]
-                let failed = crate::redis::admit::after_recording(recording, failed).await;
-                #[cfg(not(feature = "redis"))]
+                #[cfg(feature = "store")]
+                let failed = crate::breaker::after_recording(recording, failed).await;
+                #[cfg(not(feature = "store"))]
                 let () = recording;
                 let (failed, counted) = failed;
                 if !counted || n >= attempts {

@@ -97,7 +97,7 @@ pub(super) struct Field<'a> {
     group: bool,
 }
 
-impl Field<'_> {
+impl<'a> Field<'a> {
     fn wrong(&self, expected: &str) -> ConfigError {
         self.error(format!(
             "`{}` = {} is not {expected}",
@@ -221,19 +221,32 @@ impl Field<'_> {
             .map_err(|_| self.wrong("a retry budget like \"20%\" or \"20%, 10/s\" (or \"off\")"))
     }
 
-    /// A group's name (`group = "search"`), or `"none"`: the patch that sets it. A name read
-    /// from configuration is kept for the process's life, once per distinct name
-    /// ([`crate::groups::intern`]), as the attribute's literal is.
-    fn group(&self) -> Result<PolicyPatch, ConfigError> {
+    /// A group's name (`group = "search"`), or `"none"`, checked as [`Policy::group`]'s.
+    ///
+    /// [`Policy::group`]: crate::Policy::group
+    fn group_text(&self) -> Result<&'a str, ConfigError> {
         let text = match self.raw {
             Raw::Toml(DeValue::String(s)) => s.as_ref(),
             Raw::Env(s) => s.trim(),
             Raw::Toml(_) => return Err(self.wrong("a group's name as a string, like \"search\"")),
         };
-        if text == "none" {
-            return Ok(P.no_group());
+        if text != "none" {
+            crate::policy::Policy::validate_group_name(text)
+                .map_err(|e| self.error(format!("{e}; or \"none\" for no group")))?;
         }
-        Ok(P.group(crate::groups::intern(text)))
+        Ok(text)
+    }
+
+    /// A group's name, or `"none"`: the patch that sets it. A name is kept for the process's
+    /// life ([`crate::groups::intern`]) only once its load is accepted: until then the patch
+    /// sets it only if the name is kept already, and [`patch_of`] says which name it is.
+    fn group(&self) -> Result<PolicyPatch, ConfigError> {
+        match self.group_text()? {
+            "none" => Ok(P.no_group()),
+            name => Ok(crate::groups::names()
+                .get(name)
+                .map_or(P, |kept| P.group(kept))),
+        }
     }
 
     fn float(&self) -> Result<f64, ConfigError> {
@@ -364,29 +377,11 @@ pub(super) const GROUP_FIELDS: [&str; 7] = [
     "healthy_span",
 ];
 
-/// What a group's duration field expects.
-pub(super) const GROUP_DURATION: &str = "a duration of at least 1 ms, like \"10s\"";
-/// What `ejection` expects.
+/// What `ejection` expects, as configuration writes it.
 pub(super) const EJECTION: &str =
     "a table `{ base = \"30s\", max = \"5m\" }` (`base` at least 1 ms, `max` at least `base`)";
 
 impl Field<'_> {
-    /// A duration of at least 1 ms (`interval`).
-    fn group_duration(&self) -> Result<Duration, ConfigError> {
-        match self.duration() {
-            Ok(d) if d >= Duration::from_millis(1) => Ok(d),
-            _ => Err(self.wrong(GROUP_DURATION)),
-        }
-    }
-
-    /// A whole number of percent, 0 ..= 100.
-    fn percent_or_off(&self, expected: &str) -> Result<u8, ConfigError> {
-        match self.int::<u8>(expected) {
-            Ok(n) if n <= 100 => Ok(n),
-            _ => Err(self.wrong(expected)),
-        }
-    }
-
     /// `ejection = { base = "30s", max = "5m" }`: the ejection backoff's base and maximum.
     fn ejection(&self) -> Result<(Duration, Duration), ConfigError> {
         self.table(EJECTION, |table| {
@@ -395,45 +390,31 @@ impl Field<'_> {
                 _ => None,
             };
             match (get("base"), get("max"), table.len()) {
-                (Some(base), Some(max), 2) if base >= Duration::from_millis(1) && max >= base => {
-                    Some((base, max))
-                }
+                (Some(base), Some(max), 2) => Some((base, max)),
                 _ => None,
             }
         })
     }
 
-    /// This field of a group's table, added to `patch`.
-    fn group_field(&self, mut patch: GroupPatch) -> Result<GroupPatch, ConfigError> {
+    /// This field of a group's table as a patch of that field alone: its value's type is
+    /// checked here, its range by [`GroupPolicy::validate`](crate::GroupPolicy::validate).
+    fn group_field(&self) -> Result<GroupPatch, ConfigError> {
+        use crate::groups::validate::{
+            FAILURE_PERCENTAGE, INTERVAL, MAX_EJECTION, MIN_MEMBERS, SUCCESS_RATE,
+        };
+        let mut patch = GroupPatch::default();
         match self.name {
-            "interval" => patch.interval = Some(self.group_duration()?),
+            "interval" => {
+                patch.interval = Some(self.duration().map_err(|_| self.wrong(INTERVAL))?);
+            }
             "success_rate" => {
-                const EXPECTED: &str =
-                    "a number of standard deviations, at least 0 (off) and below 1000, like 1.9";
-                let factor = self.float().map_err(|_| self.wrong(EXPECTED))?;
-                if !(0.0..1000.0).contains(&factor) {
-                    return Err(self.wrong(EXPECTED));
-                }
-                patch.success_rate = Some(factor);
+                patch.success_rate = Some(self.float().map_err(|_| self.wrong(SUCCESS_RATE))?);
             }
             "failure_percentage" => {
-                patch.failure_percentage =
-                    Some(self.percent_or_off(
-                        "a whole number of percent (0..=100; 0 turns the rule off)",
-                    )?);
+                patch.failure_percentage = Some(self.int(FAILURE_PERCENTAGE)?);
             }
-            "min_members" => {
-                const EXPECTED: &str = "a whole number of members, at least 1";
-                match self.int::<u32>(EXPECTED)? {
-                    0 => return Err(self.wrong(EXPECTED)),
-                    n => patch.min_members = Some(n),
-                }
-            }
-            "max_ejection" => {
-                patch.max_ejection = Some(self.percent_or_off(
-                    "a whole number of percent (0..=100; at least one member may always be open)",
-                )?);
-            }
+            "min_members" => patch.min_members = Some(self.int(MIN_MEMBERS)?),
+            "max_ejection" => patch.max_ejection = Some(self.int(MAX_EJECTION)?),
             "ejection" => patch.ejection = Some(self.ejection()?),
             "healthy_span" => {
                 patch.healthy_span = Some(
@@ -443,7 +424,12 @@ impl Field<'_> {
             }
             _ => return Err(self.unknown(GROUP_FIELDS.into_iter())),
         }
-        Ok(patch)
+        // The field alone over the defaults: the check code and the replay make.
+        match patch.apply(crate::GroupPolicy::new()).validate() {
+            Ok(()) => Ok(patch),
+            Err(e) if e.field() == "ejection" => Err(self.wrong(EJECTION)),
+            Err(e) => Err(self.wrong(e.allowed())),
+        }
     }
 }
 
@@ -452,8 +438,7 @@ pub(super) fn group_patch_of<'a>(
     group: &str,
     fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
 ) -> Result<GroupPatch, ConfigError> {
-    let name = crate::groups::intern(group);
-    if let Err(error) = crate::policy::Policy::new().group(name).validate() {
+    if let Err(error) = crate::policy::Policy::validate_group_name(group) {
         return Err(ConfigError::Group {
             group: echo(group),
             field: String::new(),
@@ -468,17 +453,21 @@ pub(super) fn group_patch_of<'a>(
             raw,
             group: true,
         };
-        patch = field.group_field(patch)?;
+        patch = patch.then(field.group_field()?);
     }
     Ok(patch)
 }
 
-/// The patch of one key from its fields.
+/// The patch of one key from its fields, and the group it names (`group = "search"`), which
+/// the patch sets only once the load is accepted ([`Loaded::keep_names`]).
+///
+/// [`Loaded::keep_names`]: super::Loaded::keep_names
 pub(super) fn patch_of<'a>(
     key: &str,
     fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
-) -> Result<PolicyPatch, ConfigError> {
+) -> Result<(PolicyPatch, Option<String>), ConfigError> {
     let mut patch = PolicyPatch::new();
+    let mut member = None;
     for (name, raw) in fields {
         let field = Field {
             key,
@@ -487,6 +476,11 @@ pub(super) fn patch_of<'a>(
             group: false,
         };
         patch = patch.then(field.patch()?);
+        if name == "group" {
+            member = Some(field.group_text()?)
+                .filter(|text| *text != "none")
+                .map(str::to_owned);
+        }
     }
-    Ok(patch)
+    Ok((patch, member))
 }

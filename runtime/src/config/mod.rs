@@ -26,7 +26,19 @@
 //! field are read case-insensitively and lowercased; keys with characters other than letters,
 //! digits and `_` need the TOML file). Each value is one value, never a TOML document: an integer,
 //! a number, a duration such as `30s`, or for `recovery` an inline table
-//! `{ phases = 3, min_passes = 5 }`.
+//! `{ phases = 3, min_passes = 5 }`. A variable with single underscores that ends in a field's
+//! name (`FUSEBOX_PAYMENT_OPEN_FOR`) is not read, with a `tracing` warning naming the variable
+//! it meant (`FUSEBOX__PAYMENT__OPEN_FOR`).
+//!
+//! A key that no breaker declares is reported (a warning, and
+//! [`Registry::unknown_keys`](crate::Registry::unknown_keys)), not refused, unless
+//! [`Registry::set_strict_keys`](crate::Registry::set_strict_keys) is on: then it is a
+//! [`ConfigError::UnknownKey`] and nothing of the load applies.
+//!
+//! The same tables can live in the application's own configuration: as a [`Config`] field of
+//! its config struct, read by serde ([`Registry::load_config`](crate::Registry::load_config)),
+//! or as the `[fusebox]` table of a larger TOML file
+//! ([`Registry::load_toml_table`](crate::Registry::load_toml_table)).
 //!
 //! # Groups of keys
 //!
@@ -57,6 +69,11 @@
 //! `base`, percentages 0 ..= 100, `min_members` at least 1, `success_rate` at least 0 and below
 //! 1000): an error is a [`ConfigError::Group`] naming the group and the field, and nothing of
 //! the load applies, neither to the keys nor to the groups.
+//!
+//! A group's name (a table's, or a breaker's `group = "…"`) is checked first and kept for the
+//! process's life only when its load is accepted: a refused load keeps no name it mentions. At
+//! most [`MAX_GROUP_NAMES`](crate::limits::MAX_GROUP_NAMES) distinct names are kept; a load
+//! that would keep more is refused, naming the key (or the group) and the field.
 
 use std::fmt;
 
@@ -108,6 +125,9 @@ pub enum ConfigError {
         /// What is wrong and how to fix it, naming the field.
         message: String,
     },
+    /// Under [`Registry::set_strict_keys`](crate::Registry::set_strict_keys), a configured key
+    /// that no breaker declares (a misspelt `[breakers.paymnet]`), with the closest declared keys.
+    UnknownKey(crate::UnknownKey),
 }
 
 impl fmt::Display for ConfigError {
@@ -117,6 +137,11 @@ impl fmt::Display for ConfigError {
             ConfigError::Field { key, message } => write!(f, "breaker `{key}`: {message}"),
             ConfigError::Range(e) => fmt::Display::fmt(e, f),
             ConfigError::Group { group, message, .. } => write!(f, "group `{group}`: {message}"),
+            ConfigError::UnknownKey(unknown) => write!(
+                f,
+                "{unknown} (strict keys: a configured key must be declared; declare a dynamic \
+                 key with `Registry::declare` before loading)"
+            ),
         }
     }
 }
@@ -127,17 +152,29 @@ impl std::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ConfigError::Range(e) => Some(e),
-            ConfigError::Syntax(_) | ConfigError::Field { .. } | ConfigError::Group { .. } => None,
+            ConfigError::Syntax(_)
+            | ConfigError::Field { .. }
+            | ConfigError::Group { .. }
+            | ConfigError::UnknownKey(_) => None,
         }
     }
 }
 
+mod embed;
 mod fields;
 mod layers;
 
+pub use embed::Config;
+
 #[cfg(test)]
 use fields::field_names;
-pub(crate) use layers::{Loaded, Source, toml_layer, vars_layer, vars_os_layer};
+pub(crate) use layers::{Loaded, Source, toml_layer, toml_table_layer, vars_layer, vars_os_layer};
 
+#[cfg(test)]
+mod embed_tests;
+#[cfg(test)]
+mod names_tests;
+#[cfg(test)]
+mod strict_tests;
 #[cfg(test)]
 mod tests;

@@ -60,7 +60,12 @@ fn every_field_reads_its_knob() {
         .others(crate::policy::Others::Success)
         .retry_budget(25, 3)
         .group("search");
-    assert_eq!(layer.breakers["k"], PolicyPatch::from(declared));
+    // The group's name is set once the load is accepted (`Loaded::keep_names`).
+    assert_eq!(layer.members["k"], "search");
+    assert_eq!(
+        layer.breakers["k"].group("search"),
+        PolicyPatch::from(declared)
+    );
     let names: Vec<&str> = field_names().collect();
     // `stuck_open` is two fields, `open_for_fn` none (configuration cannot name a function).
     assert_eq!(names.len(), fusebox_policy::KNOBS.len(), "{names:?}");
@@ -609,7 +614,7 @@ fn a_group_table_sets_every_group_setting_and_applies_to_members_created_later()
 fn group_patches_layer_over_the_declared_settings_and_a_reload_takes_them_back() {
     let r = Registry::new();
     let declared = crate::GroupPolicy::new().max_ejection(40).min_members(2);
-    r.configure_group("g", declared);
+    r.configure_group("g", declared).unwrap();
     r.load_toml("[groups.g]\nmax_ejection = 20\n").unwrap();
     r.load_vars([(
         "FUSEBOX_GROUPS__G__EJECTION".to_owned(),
@@ -628,7 +633,8 @@ fn group_patches_layer_over_the_declared_settings_and_a_reload_takes_them_back()
         "the environment's patch"
     );
     // Code declaring again keeps the loaded patches on top.
-    r.configure_group("g", declared.max_ejection(50).min_members(4));
+    r.configure_group("g", declared.max_ejection(50).min_members(4))
+        .unwrap();
     let settings = r.group("g").unwrap().policy().settings();
     assert_eq!((settings.max_ejection, settings.min_members), (20, 4));
     // A load that no longer names the group takes its patch back.
@@ -689,7 +695,9 @@ fn group_settings_come_from_the_environment_in_the_breakers_style() {
 /// settings and the breaker `k`'s policy are unchanged.
 fn group_error(toml: &str) -> ConfigError {
     let r = Registry::new();
-    let before = r.configure_group("g", crate::GroupPolicy::new().max_ejection(40));
+    let before = r
+        .configure_group("g", crate::GroupPolicy::new().max_ejection(40))
+        .unwrap();
     let k = r.breaker("k", Policy::new()).unwrap();
     let error = r
         .load_toml(&format!("[breakers.k]\nconsecutive = 3\n\n{toml}"))

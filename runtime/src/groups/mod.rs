@@ -31,7 +31,7 @@
 //! The success path of a member is the one of any key; a counted failure of a member reads the
 //! clock and the group's stamp. Keys without a group never reach this module.
 //!
-//! On a shared registry (feature `redis`), the group is this replica's: the relative rules see
+//! On a shared registry (`Registry::share`), the group is this replica's: the relative rules see
 //! this replica's windows and run on the failures this replica records itself (a member whose
 //! outcomes go to the store, a shared key, does not start a pass: per-host keys are usually kept
 //! local with `shared = false`), the cap counts the opens this replica's breakers made, and an
@@ -40,13 +40,20 @@
 mod evaluation;
 mod settings;
 mod snapshot;
+pub(crate) mod validate;
 
 pub(crate) use evaluation::{GroupCore, Hold, Member, MemberBreaker};
 #[cfg(feature = "config")]
 pub(crate) use settings::GroupPatch;
-pub(crate) use settings::intern;
+pub use settings::MAX_GROUP_NAMES;
+#[cfg(all(test, feature = "config"))]
+pub(crate) use settings::Names;
+pub(crate) use settings::keep_name;
 pub use settings::{GroupPolicy, GroupSettings};
+#[cfg(feature = "config")]
+pub(crate) use settings::{intern, names};
 pub use snapshot::{Group, GroupSnapshot};
+pub use validate::GroupPolicyError;
 
 #[cfg(all(test, not(fusebox_loom)))]
 mod tests {
@@ -71,10 +78,52 @@ mod tests {
         assert_eq!(policy.wait_nanos(11), 300 * s);
     }
 
+    /// A setter stores what it is given; `validate` refuses what is out of range, and
+    /// `configure_group` refuses it with that error, naming the group, changing nothing.
+    #[test]
+    fn settings_out_of_range_are_refused_never_clamped() {
+        use std::time::Duration;
+        let policy = GroupPolicy::new();
+        for (bad, field) in [
+            (policy.interval(Duration::ZERO), "interval"),
+            (policy.success_rate(-1.0), "success_rate"),
+            (policy.success_rate(1000.0), "success_rate"),
+            (policy.failure_percentage(101), "failure_percentage"),
+            (policy.min_members(0), "min_members"),
+            (policy.max_ejection(200), "max_ejection"),
+            (
+                policy.ejection(Duration::from_secs(60), Duration::from_secs(30)),
+                "ejection",
+            ),
+        ] {
+            assert_eq!(bad.validate().unwrap_err().field(), field);
+            let registry = crate::Registry::new();
+            let error = registry.configure_group("g", bad).unwrap_err();
+            assert_eq!((error.field(), error.group()), (field, Some("g")));
+            assert!(
+                error
+                    .to_string()
+                    .starts_with(&format!("group `g`: invalid `{field}`"))
+            );
+            assert!(registry.group("g").is_none(), "nothing created");
+        }
+        assert_eq!(
+            policy.min_members(0).settings().min_members,
+            0,
+            "kept as given"
+        );
+        assert_eq!(policy.max_ejection(200).settings().max_ejection, 200);
+        assert_eq!(policy.success_rate(0.0).settings().success_rate, None);
+        let error = crate::Registry::new()
+            .configure_group("two words", policy)
+            .unwrap_err();
+        assert_eq!(error.field(), "group");
+    }
+
     #[test]
     fn interned_names_are_kept_once() {
-        let a = intern("search");
-        let b = intern(&String::from("search"));
+        let a = keep_name("search").unwrap();
+        let b = keep_name(&String::from("search")).unwrap();
         assert!(std::ptr::eq(a, b));
     }
 }

@@ -1,7 +1,7 @@
 //! A group's settings: [`GroupPolicy`] (with its plain view [`GroupSettings`]), the patch
 //! configuration lays over them, and the interned names of groups.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -9,6 +9,13 @@ use crate::clock::duration_to_nanos as nanos;
 
 /// The settings of a group: its relative rules, its panic threshold and its ejection backoff.
 /// The defaults are Envoy's outlier detection's.
+///
+/// Each setter stores what it is given, as [`Policy`](crate::Policy)'s do; [`validate`]
+/// checks every setting, and [`Registry::configure_group`](crate::Registry::configure_group),
+/// configuration (`[groups.<name>]`) and `fusebox-replay` all refuse settings it refuses,
+/// with its error: nothing is clamped in silence.
+///
+/// [`validate`]: GroupPolicy::validate
 ///
 /// ```
 /// use std::time::Duration;
@@ -24,6 +31,8 @@ use crate::clock::duration_to_nanos as nanos;
 pub struct GroupPolicy {
     pub(super) interval_nanos: u64,
     pub(super) stdev_milli: u32,
+    /// `success_rate` as given (0: off), which [`GroupPolicy::validate`] checks.
+    pub(super) stdev: f64,
     pub(super) min_members: u32,
     pub(super) failure_percentage: u8,
     pub(super) max_ejection: u8,
@@ -71,6 +80,7 @@ impl GroupPolicy {
         GroupPolicy {
             interval_nanos: 10_000_000_000,
             stdev_milli: 1900,
+            stdev: 1.9,
             min_members: 5,
             failure_percentage: 85,
             max_ejection: 10,
@@ -80,18 +90,21 @@ impl GroupPolicy {
         }
     }
 
-    /// The shortest time between two passes of the relative rules (at least 1 ms).
+    /// The shortest time between two passes of the relative rules (at least 1 ms; see
+    /// [`validate`](GroupPolicy::validate)).
     #[must_use]
     pub const fn interval(mut self, interval: Duration) -> Self {
         self.interval_nanos = nanos(interval);
         self
     }
 
-    /// Success-rate ejection at `factor` standard deviations below the mean (0 turns it off).
+    /// Success-rate ejection at `factor` standard deviations below the mean (0 turns it off;
+    /// otherwise at least 0.001 and below 1000).
     #[must_use]
     pub const fn success_rate(mut self, factor: f64) -> Self {
-        self.stdev_milli = if factor > 0.0 && factor < 1000.0 {
-            (factor * 1000.0) as u32
+        self.stdev = factor;
+        self.stdev_milli = if factor >= 0.001 && factor < 1000.0 {
+            (factor * 1000.0 + 0.5) as u32
         } else {
             0
         };
@@ -101,14 +114,14 @@ impl GroupPolicy {
     /// Failure-percentage ejection above `percent` failures (0 turns it off; at most 100).
     #[must_use]
     pub const fn failure_percentage(mut self, percent: u8) -> Self {
-        self.failure_percentage = if percent > 100 { 100 } else { percent };
+        self.failure_percentage = percent;
         self
     }
 
     /// The qualifying members a pass needs before either relative rule applies (at least 1).
     #[must_use]
     pub const fn min_members(mut self, members: u32) -> Self {
-        self.min_members = if members == 0 { 1 } else { members };
+        self.min_members = members;
         self
     }
 
@@ -116,11 +129,12 @@ impl GroupPolicy {
     /// member may always be open).
     #[must_use]
     pub const fn max_ejection(mut self, percent: u8) -> Self {
-        self.max_ejection = if percent > 100 { 100 } else { percent };
+        self.max_ejection = percent;
         self
     }
 
-    /// The ejection backoff: `base` × the times ejected in a row, at most `max`. Each member's
+    /// The ejection backoff: `base` × the times ejected in a row, at most `max` (`base` at
+    /// least 1 ms, `max` at least `base`). Each member's
     /// own `open_max` caps its ejections too (default 5 minutes, as `max`'s default), and its
     /// `open_jitter` spreads them: raise a member's `open_max` with `max`.
     #[must_use]
@@ -142,10 +156,10 @@ impl GroupPolicy {
     pub const fn settings(&self) -> GroupSettings {
         GroupSettings {
             interval: Duration::from_nanos(self.interval_nanos),
-            success_rate: if self.stdev_milli == 0 {
+            success_rate: if self.stdev == 0.0 {
                 None
             } else {
-                Some(self.stdev_milli as f64 / 1000.0)
+                Some(self.stdev)
             },
             min_members: self.min_members,
             failure_percentage: if self.failure_percentage == 0 {
@@ -233,16 +247,98 @@ impl GroupPatch {
     }
 }
 
-/// `name` as a `&'static str`, kept once per distinct name for the process's life (names read
-/// from configuration; a group's name is short and names are few).
-pub(crate) fn intern(name: &str) -> &'static str {
-    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    let names = names.get_or_insert_with(HashSet::new);
-    if let Some(known) = names.get(name) {
-        return known;
+/// The interned names of groups: each kept once, for the process's life, at most
+/// [`MAX_GROUP_NAMES`] of them.
+#[derive(Default)]
+pub(crate) struct Names {
+    set: BTreeSet<&'static str>,
+}
+
+/// A load would keep more than [`MAX_GROUP_NAMES`] distinct group names: `name` is the first
+/// new one past the limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TooManyNames {
+    pub(crate) name: String,
+}
+
+impl Names {
+    /// The kept name equal to `name`, if any.
+    pub(crate) fn get(&self, name: &str) -> Option<&'static str> {
+        self.set.get(name).copied()
     }
-    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    names.insert(leaked);
-    leaked
+
+    /// How many names are kept.
+    pub(crate) fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// `name` kept (once).
+    fn add(&mut self, name: &str) -> &'static str {
+        if let Some(known) = self.get(name) {
+            return known;
+        }
+        let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+        self.set.insert(leaked);
+        leaked
+    }
+
+    /// Every name of `names` kept, or none of them when that would keep more than `max`.
+    pub(crate) fn add_all<'a>(
+        &mut self,
+        names: impl IntoIterator<Item = &'a str> + Clone,
+        max: usize,
+    ) -> Result<(), TooManyNames> {
+        let mut fresh: BTreeSet<&str> = BTreeSet::new();
+        for name in names.clone() {
+            if self.get(name).is_none() && fresh.insert(name) && self.len() + fresh.len() > max {
+                return Err(TooManyNames {
+                    name: name.to_owned(),
+                });
+            }
+        }
+        for name in names {
+            self.add(name);
+        }
+        Ok(())
+    }
+}
+
+/// The most distinct group names a process keeps (a name read from configuration or given to
+/// [`Registry::configure_group`](crate::Registry::configure_group) is kept for the process's
+/// life, at most 64 bytes each): a load or a call that would keep more is refused.
+pub const MAX_GROUP_NAMES: usize = 1024;
+
+/// The process's group names.
+pub(crate) fn names() -> std::sync::MutexGuard<'static, Names> {
+    static NAMES: Mutex<Names> = Mutex::new(Names {
+        set: BTreeSet::new(),
+    });
+    NAMES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `name` kept, for code ([`Registry::configure_group`](crate::Registry::configure_group)):
+/// checked as [`Policy::group`](crate::Policy::group) checks it, and refused when it would be
+/// one more than [`MAX_GROUP_NAMES`].
+pub(crate) fn keep_name(name: &str) -> Result<&'static str, super::GroupPolicyError> {
+    let refused = |allowed| {
+        let found = format!("{:?}", name.chars().take(40).collect::<String>());
+        Err(super::GroupPolicyError::new("group", allowed, found).for_group(name))
+    };
+    if crate::Policy::validate_group_name(name).is_err() {
+        return refused(
+            "1..=64 characters among ASCII letters, digits, `-`, `_`, `.`, `:` (like \"search-eu\")",
+        );
+    }
+    let mut names = names();
+    if names.add_all([name], MAX_GROUP_NAMES).is_err() {
+        return refused("one of at most 1024 distinct group names in a process (reuse a name)");
+    }
+    Ok(names.add(name))
+}
+
+/// `name` as the `&'static str` kept for it, once it was accepted (a name a load or
+/// `configure_group` kept with [`Names::add_all`]); a name not kept yet is kept now.
+#[cfg(feature = "config")]
+pub(crate) fn intern(name: &str) -> &'static str {
+    names().add(name)
 }

@@ -3,7 +3,10 @@
 //!
 //! fusebox registers its instruments with whatever recorder is installed when a breaker is created
 //! (`metrics::set_global_recorder`, or an exporter's `install`), so install the recorder before the
-//! first call. The names and labels below are stable.
+//! first call. A breaker created before any recorder keeps reporting to none: when a recorder
+//! shows up afterwards, the first call of such a key logs one `tracing` WARN (`late_recorder`)
+//! naming the keys (up to 16, with their number), once per process. The names and labels below
+//! are stable.
 //!
 //! | metric | kind | labels | what |
 //! |---|---|---|---|
@@ -43,7 +46,7 @@
 //! `from` and `to` of [`TRANSITIONS_TOTAL`] are [`State::as_str`](crate::State::as_str): `closed`,
 //! `open`, `half_open`, `forced_open`, `disabled`.
 //!
-//! On a key shared across replicas (feature `redis`), each replica counts its own calls and
+//! On a key shared across replicas (`Registry::share`), each replica counts its own calls and
 //! transitions, and its `fusebox_state` follows the shared state.
 //!
 //! Exporting them to Prometheus with `metrics-exporter-prometheus`: install its recorder at
@@ -94,5 +97,76 @@ pub const fn state_value(state: State) -> f64 {
         State::HalfOpen => 2.0,
         State::ForcedOpen => 3.0,
         State::Disabled => 4.0,
+    }
+}
+
+/// The keys whose instruments were registered while no recorder was installed, remembered until
+/// a recorder shows up, to say so once.
+pub(crate) mod late {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// The most keys the warning names.
+    const NAMED: usize = 16;
+
+    /// Some key registered its instruments with no recorder, and none has shown up since.
+    static PENDING: AtomicBool = AtomicBool::new(false);
+    /// The warning was given (once per process).
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    /// The first [`NAMED`] of those keys.
+    static KEYS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    /// How many keys registered with no recorder.
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+    /// No recorder is installed (for this thread): the `metrics` crate's no-op one, which holds
+    /// nothing, is in use. (A recorder that holds nothing at all counts as none.)
+    fn none_installed() -> bool {
+        metrics::with_recorder(|r| std::mem::size_of_val(r) == 0)
+    }
+
+    /// `key` registered its instruments now: remembered when no recorder got them.
+    pub(crate) fn registered(key: &str) {
+        if WARNED.load(Ordering::Relaxed) || !none_installed() {
+            return;
+        }
+        let mut keys = KEYS.lock().unwrap_or_else(|p| p.into_inner());
+        if keys.len() < NAMED {
+            keys.push(key.chars().take(40).collect());
+        }
+        COUNT.fetch_add(1, Ordering::Relaxed);
+        PENDING.store(true, Ordering::Release);
+    }
+
+    /// A call of a key with instruments: one load, unless some key registered with no recorder.
+    #[inline]
+    pub(crate) fn check() {
+        if PENDING.load(Ordering::Relaxed) {
+            check_now();
+        }
+    }
+
+    /// Warns, once, when a recorder is now installed that the remembered keys did not get.
+    #[cold]
+    fn check_now() {
+        if none_installed() || !PENDING.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if WARNED.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let keys = std::mem::take(&mut *KEYS.lock().unwrap_or_else(|p| p.into_inner()));
+        let count = COUNT.load(Ordering::Relaxed);
+        let named: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+        let more = if count > keys.len() { ", …" } else { "" };
+        tracing::warn!(
+            target: "fusebox",
+            event = "late_recorder",
+            keys = keys.join(", "),
+            count,
+            "a `metrics` recorder was installed after these keys registered their metrics: {}{more} \
+             ({count} in all); their metrics go to no recorder; install the recorder before the \
+             first call (before any breaker is created)",
+            named.join(", "),
+        );
     }
 }

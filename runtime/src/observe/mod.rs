@@ -266,6 +266,7 @@ pub(crate) struct Meters {
 #[cfg(feature = "metrics")]
 impl Meters {
     pub(crate) fn new(key: &str) -> Self {
+        metrics::late::registered(key);
         let counter = |outcome: &'static str| ::metrics::counter!(crate::observe::metrics::CALLS_TOTAL, "key" => key.to_owned(), "outcome" => outcome);
         ::metrics::gauge!(crate::observe::metrics::STATE, "key" => key.to_owned()).set(0.0);
         Meters {
@@ -280,6 +281,7 @@ impl Meters {
 
     #[inline]
     pub(crate) fn call(&self, success: bool, failure: bool) {
+        metrics::late::check();
         match (success, failure) {
             (true, _) => self.success.increment(1),
             (_, true) => self.failure.increment(1),
@@ -289,6 +291,7 @@ impl Meters {
 
     #[inline]
     pub(crate) fn rejected(&self) {
+        metrics::late::check();
         self.rejected.increment(1);
     }
 

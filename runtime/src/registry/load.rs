@@ -33,7 +33,82 @@ impl Registry {
     pub fn load_toml(&self, text: &str) -> Result<usize, ConfigError> {
         let loaded = config::toml_layer(text)?;
         self.load_layer(Source::File, loaded)
-            .map_err(ConfigError::Range)
+    }
+
+    /// Strict keys: when `strict`, a load ([`load_toml`](Registry::load_toml),
+    /// [`load_toml_table`](Registry::load_toml_table), [`load_config`](Registry::load_config),
+    /// [`load_env`](Registry::load_env), [`load_vars`](Registry::load_vars)) that configures a
+    /// key no breaker declares is refused with [`ConfigError::UnknownKey`] naming it and the
+    /// closest declared keys, and nothing of it applies, where by default such a key is only
+    /// reported ([`unknown_keys`](Registry::unknown_keys) and a `tracing` warning) because a
+    /// dynamic key may claim it later. Declared keys are those of `#[circuit_breaker]` with a
+    /// literal key, of the tower layers and reqwest middlewares built for this registry, of
+    /// [`declare`](Registry::declare), and every key a breaker exists for.
+    ///
+    /// ```
+    /// use fusebox::{Policy, Registry, config::ConfigError};
+    ///
+    /// let registry = Registry::new();
+    /// registry.declare("payment", Policy::new());
+    /// registry.set_strict_keys(true);
+    /// let error = registry.load_toml("[breakers.paymnet]\nfailure_rate = 30\n").unwrap_err();
+    /// assert!(matches!(error, ConfigError::UnknownKey(_)));
+    /// assert!(error.to_string().starts_with("no breaker `paymnet` is declared; did you mean `payment`?"));
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+    pub fn set_strict_keys(&self, strict: bool) {
+        self.strict
+            .store(strict, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Loads the `[<table>.breakers.<key>]` overrides and `[<table>.groups.<name>]` group
+    /// settings of a larger TOML document, the application's own configuration file, whose
+    /// other tables are the application's: as [`load_toml`](Registry::load_toml) loads a
+    /// document of its own (the same source: each replaces what the previous one set).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), fusebox::config::ConfigError> {
+    /// let text = r#"
+    ///     [shop]
+    ///     currency = "EUR"
+    ///
+    ///     [fusebox.breakers.payment]
+    ///     failure_rate = 30
+    /// "#;
+    /// let registry = fusebox::Registry::new();
+    /// assert_eq!(registry.load_toml_table(text, "fusebox")?, 1);
+    /// let payment = registry.breaker("payment", fusebox::Policy::new()).unwrap();
+    /// assert_eq!(payment.policy().settings().failure_rate, Some(30));
+    /// // `load_toml` reads a document of fusebox's own, and refuses the application's tables.
+    /// assert!(registry.load_toml(text).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`load_toml`](Registry::load_toml)'s, for the table; a
+    /// [`ConfigError::Syntax`] when the document is not TOML, has no table `table`, or has
+    /// one that is not a table. Nothing changes then.
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+    pub fn load_toml_table(&self, text: &str, table: &str) -> Result<usize, ConfigError> {
+        let loaded = config::toml_table_layer(text, table)?;
+        self.load_layer(Source::File, loaded)
+    }
+
+    /// Loads the overrides of a [`Config`](config::Config), fusebox's field of an
+    /// application's own configuration (read with serde), as [`load_toml`](Registry::load_toml)
+    /// loads a document (the same source: each replaces what the previous one set); every key
+    /// is validated against the policy the program declares for it, and nothing applies
+    /// unless all of it does. See [`Config`](config::Config) for an example.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the key and the field when a value is out of range for the
+    /// key's declared policy (or a group's name is one too many); nothing changes then.
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+    pub fn load_config(&self, config: &config::Config) -> Result<usize, ConfigError> {
+        self.load_layer(Source::File, config.loaded())
     }
 
     /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` variables of this process's environment,
@@ -57,7 +132,6 @@ impl Registry {
     ) -> Result<usize, ConfigError> {
         let loaded = config::vars_os_layer(vars)?;
         self.load_layer(Source::Env, loaded)
-            .map_err(ConfigError::Range)
     }
 
     /// Loads overrides from `FUSEBOX__<KEY>__<FIELD>` pairs and group settings from
@@ -77,6 +151,5 @@ impl Registry {
     ) -> Result<usize, ConfigError> {
         let loaded = config::vars_layer(vars)?;
         self.load_layer(Source::Env, loaded)
-            .map_err(ConfigError::Range)
     }
 }

@@ -103,6 +103,9 @@ pub struct Registry {
     /// The unknown configured keys a load has warned about: each is warned about once.
     #[cfg(feature = "config")]
     warned: Mutex<BTreeSet<String>>,
+    /// Loads refuse a key no breaker declares ([`Registry::set_strict_keys`]).
+    #[cfg(feature = "config")]
+    strict: std::sync::atomic::AtomicBool,
     /// Serializes creation, eviction and reconfiguration (never taken by calls on known keys).
     write: Mutex<()>,
     dynamic: AtomicUsize,
@@ -112,8 +115,8 @@ pub struct Registry {
     max_keys: AtomicUsize,
     overflow: AtomicU64,
     /// The store every breaker of this registry shares its state through ([`Registry::share`]).
-    #[cfg(feature = "redis")]
-    store: OnceLock<crate::redis::RedisStore>,
+    #[cfg(feature = "store")]
+    store: OnceLock<Box<dyn crate::breaker::Store>>,
     /// The groups of keys ([`Registry::group`]), created with their first member.
     groups: groups::Groups,
 }
@@ -145,12 +148,14 @@ impl Registry {
             built: RwLock::new(BTreeMap::new()),
             #[cfg(feature = "config")]
             warned: Mutex::new(BTreeSet::new()),
+            #[cfg(feature = "config")]
+            strict: std::sync::atomic::AtomicBool::new(false),
             write: Mutex::new(()),
             dynamic: AtomicUsize::new(0),
             ring: Mutex::new(VecDeque::new()),
             max_keys: AtomicUsize::new(DEFAULT_MAX_KEYS),
             overflow: AtomicU64::new(0),
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "store")]
             store: OnceLock::new(),
             groups: groups::Groups::new(),
         }
@@ -199,18 +204,37 @@ impl Registry {
     /// apply on top of these, field by field.
     ///
     /// ```
+    /// use std::time::Duration;
     /// use fusebox::{GroupPolicy, Registry};
     ///
     /// let registry = Registry::new();
-    /// let search = registry.configure_group("search", GroupPolicy::new().max_ejection(30));
+    /// let search = registry.configure_group("search", GroupPolicy::new().max_ejection(30))?;
     /// assert_eq!(search.policy().settings().max_ejection, 30);
+    /// let error = registry
+    ///     .configure_group("search", GroupPolicy::new().interval(Duration::ZERO))
+    ///     .unwrap_err();
+    /// assert_eq!(error.field(), "interval");
+    /// assert_eq!(search.policy().settings().max_ejection, 30, "nothing changed");
+    /// # Ok::<(), fusebox::GroupPolicyError>(())
     /// ```
-    pub fn configure_group(&self, name: &str, policy: GroupPolicy) -> Group {
-        let name = crate::groups::intern(name);
+    ///
+    /// # Errors
+    ///
+    /// A [`GroupPolicyError`](crate::GroupPolicyError) naming the group and the setting when
+    /// `policy` is invalid ([`GroupPolicy::validate`]), the field `group` when `name` is not a
+    /// name [`Policy::group`] accepts or would be one more than
+    /// [`MAX_GROUP_NAMES`](crate::limits::MAX_GROUP_NAMES); nothing changes then.
+    pub fn configure_group(
+        &self,
+        name: &str,
+        policy: GroupPolicy,
+    ) -> Result<Group, crate::GroupPolicyError> {
+        policy.validate().map_err(|e| e.for_group(name))?;
+        let name = crate::groups::keep_name(name)?;
         let core = self
             .groups
             .get_or_create(name, Some(policy), self.clock.now_nanos());
-        Group { core }
+        Ok(Group { core })
     }
 
     /// Snapshots of every group, sorted by name.
@@ -346,9 +370,9 @@ impl Registry {
         self.set_declared(key.as_str(), declared, &policy);
         let core = Circuit::new(key, policy, self.clock.clone(), self.hooks().clone());
         let core = self.with_membership(core, None);
-        #[cfg(feature = "redis")]
-        let core = crate::redis::attach(self.store.get(), core);
-        #[cfg(not(feature = "redis"))]
+        #[cfg(feature = "store")]
+        let core = crate::breaker::attach(self.store.get().map(|store| &**store), core);
+        #[cfg(not(feature = "store"))]
         let core = Arc::new(core);
         groups::join(&core);
         Breaker { core }
@@ -359,17 +383,18 @@ impl Registry {
     /// their state locally and take the shared state from their next call on. Sharing is set once:
     /// a second call returns `false` and changes nothing.
     ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), fusebox::redis::StoreError> {
-    /// let store = fusebox::redis::RedisStore::connect("redis://127.0.0.1:6379/").await?;
-    /// fusebox::registry().share(store);
-    /// # Ok(()) }
     /// ```
-    #[cfg(feature = "redis")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-    pub fn share(&self, store: crate::redis::RedisStore) -> bool {
+    /// let store = fusebox::store::MemoryStore::new();
+    /// let replica = fusebox::Registry::new();
+    /// assert!(replica.share(store.clone()));
+    /// ```
+    ///
+    /// A Redis store (`fusebox_redis::RedisStore`) is shared the same way.
+    #[cfg(feature = "store")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+    pub fn share(&self, store: impl crate::breaker::Store) -> bool {
         let _write = self.lock();
-        if self.store.set(store).is_err() {
+        if self.store.set(Box::new(store)).is_err() {
             return false;
         }
         let map = self.map().pin();
@@ -377,7 +402,7 @@ impl Registry {
         for breaker in existing {
             let old = breaker.core.current();
             let next = self.with_membership(old.successor_with(*old.policy()), Some(&**old));
-            let next = crate::redis::attach(self.store.get(), next);
+            let next = crate::breaker::attach(self.store.get().map(|store| &**store), next);
             if old.retire(next.clone()).is_ok() {
                 groups::join(&next);
                 map.insert(MapKey::from(old.key().as_str()), Breaker { core: next });

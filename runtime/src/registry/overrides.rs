@@ -197,9 +197,9 @@ impl Registry {
             let before = old.snapshot().state;
             // A shared registry's replacement shares its state too (unless `shared = false`).
             let next = self.with_membership(old.successor_with(policy), Some(&**old));
-            #[cfg(feature = "redis")]
-            let next = crate::redis::attach(self.store.get(), next);
-            #[cfg(not(feature = "redis"))]
+            #[cfg(feature = "store")]
+            let next = crate::breaker::attach(self.store.get().map(|store| &**store), next);
+            #[cfg(not(feature = "store"))]
             let next = Arc::new(next);
             if old.retire(next.clone()).is_ok() {
                 groups::join(&next);
@@ -214,24 +214,35 @@ impl Registry {
     }
 
     /// Replaces every override loaded from `source` with `loaded`'s, after validating each key
-    /// it touches (the groups' patches were validated field by field when read); returns how
-    /// many keys `loaded` configures.
+    /// it touches (the groups' patches were validated field by field when read), keeping the
+    /// group names it brings only then; returns how many keys `loaded` configures.
     #[cfg(feature = "config")]
     pub(crate) fn load_layer(
         &self,
         source: Source,
-        loaded: crate::config::Loaded,
-    ) -> Result<usize, PolicyError> {
+        mut loaded: crate::config::Loaded,
+    ) -> Result<usize, crate::config::ConfigError> {
         let _write = self.lock();
         let mut next = self.overrides().clone();
-        let old = std::mem::replace(next.layer_mut(source), loaded.breakers);
+        let old = std::mem::replace(next.layer_mut(source), std::mem::take(&mut loaded.breakers));
         let touched: BTreeSet<String> = old
             .into_keys()
             .chain(next.layer_mut(source).keys().cloned())
             .collect();
         for key in &touched {
-            self.validate_key(&next, key)?;
+            self.validate_key(&next, key)
+                .map_err(crate::config::ConfigError::Range)?;
         }
+        if self.strict.load(Ordering::Acquire)
+            && let Some(unknown) = self
+                .unknown_among(next.layer_mut(source).keys())
+                .into_iter()
+                .next()
+        {
+            return Err(crate::config::ConfigError::UnknownKey(unknown));
+        }
+        // Accepted: only now are the group names it brings kept.
+        loaded.keep_names(next.layer_mut(source))?;
         let n = next.layer_mut(source).len();
         self.groups
             .load(source, loaded.groups, self.clock.now_nanos());
@@ -287,18 +298,25 @@ impl Registry {
     /// a dynamic key or a breaker made with [`breaker`](Registry::breaker) may still claim it.
     #[must_use]
     pub fn unknown_keys(&self) -> Vec<UnknownKey> {
+        let overrides = self.overrides();
+        self.unknown_among(
+            overrides
+                .file
+                .keys()
+                .chain(overrides.env.keys())
+                .chain(overrides.configured.keys()),
+        )
+    }
+
+    /// The keys of `configured` that no breaker of this registry declares and no breaker
+    /// exists for yet, sorted, each with the closest declared names.
+    fn unknown_among<'a>(&self, configured: impl Iterator<Item = &'a String>) -> Vec<UnknownKey> {
         let built = self.built.read().unwrap_or_else(|p| p.into_inner());
         let declared: BTreeSet<&str> = crate::declared::of(self.address())
             .map(|d| d.key)
             .chain(built.keys().map(String::as_str))
             .collect();
-        let overrides = self.overrides();
-        let configured: BTreeSet<&String> = overrides
-            .file
-            .keys()
-            .chain(overrides.env.keys())
-            .chain(overrides.configured.keys())
-            .collect();
+        let configured: BTreeSet<&String> = configured.collect();
         let map = self.map().pin();
         configured
             .into_iter()

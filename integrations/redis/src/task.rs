@@ -1,269 +1,19 @@
-//! Outcomes sent to the script off the call path: a permit's settling queues a `Report`, one
-//! task per store sends them in order, pipelining what queued meanwhile, and applies the answers
-//! (or, when Redis does not answer, records them on the local breaker).
+//! The reporting task: takes what the call path queued ([`super::report`]), merges the reports
+//! of one key, generation and call site into script calls, pipelines one round of them, applies
+//! the answers, and, when Redis does not answer, sends them again or records them on the local
+//! breaker. A call waiting for its own report may send a round itself ([`send_own`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::{
-    Asker, CONFIRMED, Client, Delta, Folds, Report, Rounds, Sent, SharedKey, Summed,
-    view_generation, view_state,
-};
+use super::link::{Client, Folds, Report, Rounds, Sent, SharedKey};
 use super::op::Op;
+use super::report::{NOW, RESEND_QUEUE, RESENDS, send, send_cancel, successes_of};
 use super::script::{Answer, answer_of, apply, degrade_event};
-use crate::breaker::{ANY_GENERATION, FnName, generation_of};
-use crate::state::{Verdict, Word};
-
-/// Sends the outcome of a call the store admitted under `word` (called when its permit settles;
-/// `slow` when slow-call timing found it slow).
-pub(super) fn report(
-    link: &Arc<SharedKey>,
-    word: Word,
-    slow: bool,
-    site: FnName,
-    outcome: Verdict,
-) {
-    let generation = generation_of(word);
-    if outcome == Verdict::Failure {
-        link.unconfirmed.fetch_add(1, Ordering::Relaxed);
-    }
-    if link.store.client.flush.is_some() {
-        if fold(link, generation, outcome, slow, site) {
-            return;
-        }
-    } else if outcome == Verdict::Success
-        && !slow
-        && link.caches()
-        && !link.gated()
-        && sum(link, generation, site)
-    {
-        // Cached mode: a success is summed on the link, and one queued job carries the sum (no
-        // queueing and waking per success); a failure, or any report that is not summed, sends
-        // the sum ahead of itself, so the script sees the outcomes in their order.
-        return;
-    }
-    send(link, generation, Op::Record { outcome, slow }, site);
-}
-
-/// Aggregated mode: sums the outcome of a call the replica's closed view admitted under
-/// `generation` into the link's delta, and queues one fold job per flush interval. False when
-/// the call was not admitted by the current closed view (a probe, a degraded call, an older
-/// generation): it is reported as in cached mode.
-fn fold(
-    link: &Arc<SharedKey>,
-    generation: u64,
-    outcome: Verdict,
-    slow: bool,
-    site: FnName,
-) -> bool {
-    let view = link.view.load(Ordering::Acquire);
-    let closed = view & CONFIRMED != 0 && matches!(view_state(view), 0 | 4);
-    if generation == ANY_GENERATION
-        || !closed
-        || !link.caches()
-        || view_generation(view) & (ANY_GENERATION - 1) != generation
-    {
-        return false;
-    }
-    // Released: a closed circuit's window does not count it.
-    if outcome == Verdict::Ignored {
-        return true;
-    }
-    let queue = {
-        let mut delta = link
-            .delta
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if delta.calls > 0 && delta.generation != generation {
-            // Outcomes of an older generation: the script would change nothing with them.
-            link.confirmed(delta.failures);
-            *delta = Delta {
-                since: delta.since,
-                ..Delta::default()
-            };
-        }
-        delta.generation = generation;
-        delta.add(outcome == Verdict::Failure, slow);
-        // The first outcome since the last fold queues a fold job; its interval starts now,
-        // whenever the reporting task takes the job.
-        let first = delta.since.is_none();
-        if first {
-            delta.since = Some(tokio::time::Instant::now());
-        }
-        first
-    };
-    if queue {
-        enqueue(link, generation, Op::Fold, site, 0, None);
-    }
-    true
-}
-
-/// Adds a success admitted under `generation` to the link's sum, queueing the job that will
-/// take the sum when it is the first one; false when the sum holds another generation's
-/// successes (the success is then sent on its own, after them).
-fn sum(link: &Arc<SharedKey>, generation: u64, site: FnName) -> bool {
-    let added = link
-        .successes
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
-            let seen = Summed(word);
-            if seen.count() == 0 {
-                Some(Summed::new(seen.epoch(), generation, 1).0)
-            } else if seen.generation() == generation && seen.count() < Summed::MAX_COUNT {
-                Some(seen.plus_one().0)
-            } else {
-                None
-            }
-        });
-    match added {
-        Ok(before) => {
-            let seen = Summed(before);
-            if seen.count() == 0 {
-                enqueue(link, generation, Op::Summed, site, seen.epoch(), None);
-            }
-            true
-        }
-        Err(_) => false,
-    }
-}
-
-/// Takes the link's summed successes ahead of a report that is not summed: they are queued
-/// before it, and a job queued for them earlier finds nothing (the epoch moved on).
-fn seal(link: &Arc<SharedKey>, site: FnName) {
-    let taken = link
-        .successes
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
-            let seen = Summed(word);
-            (seen.count() != 0).then(|| Summed::new(seen.epoch() + 1, seen.generation(), 0).0)
-        });
-    if let Ok(before) = taken {
-        let seen = Summed(before);
-        enqueue(
-            link,
-            seen.generation(),
-            Op::Successes,
-            site,
-            seen.count(),
-            None,
-        );
-    }
-}
-
-/// The successes an [`Op::Summed`] or [`Op::Successes`] job stands for, and their generation; a summed
-/// job takes the link's sum if it is still of the epoch the job was queued in.
-fn successes_of(job: &Report) -> (u64, u64) {
-    if job.op == Op::Successes {
-        return (job.sequence, job.generation);
-    }
-    let taken = job
-        .link
-        .successes
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
-            let seen = Summed(word);
-            (seen.count() != 0 && seen.of_epoch(job.sequence))
-                .then(|| Summed::new(seen.epoch(), seen.generation(), 0).0)
-        });
-    match taken {
-        Ok(before) => (Summed(before).count(), Summed(before).generation()),
-        Err(_) => (0, 0),
-    }
-}
-
-/// A fold job's `sequence` that makes every waiting fold due now ([`RedisStore::flush`]).
-///
-/// [`RedisStore::flush`]: super::RedisStore::flush
-const NOW: u64 = 1;
-
-/// Makes every fold waiting for its interval due now (and wakes the reporting task).
-pub(super) fn send_flush_now(link: &Arc<SharedKey>) {
-    enqueue(link, 0, Op::Fold, &"flush", NOW, None);
-}
-
-/// The most reports waiting to be sent again; past it the oldest are given up (counted).
-pub(super) const RESEND_QUEUE: usize = 4096;
-
-/// How many times a report the store did not answer is sent again before it is given up.
-pub(super) const RESENDS: u16 = 8;
-
-/// Hands a job to the reporting task (or, when it is gone, applies it locally).
-pub(super) fn send(link: &Arc<SharedKey>, generation: u64, op: Op, site: FnName) {
-    enqueue(link, generation, op, site, 0, None);
-}
-
-/// Gives back the half-open probe admission number `token` of this replica holds, if the script
-/// granted one: its `admit` was sent, but its answer never arrived (the call timed out, failed,
-/// or its caller stopped waiting). Sent on the store's one connection after that `admit`, so
-/// Redis runs it after the admission whenever both arrive.
-pub(super) fn send_cancel(link: &Arc<SharedKey>, token: u64, site: FnName) {
-    enqueue(link, 0, Op::Cancel, site, token, None);
-}
-
-/// Asks the reporting task for an admission; the answer goes to `reply`.
-pub(super) fn send_admit(
-    link: &Arc<SharedKey>,
-    seed: u64,
-    remaining: u64,
-    site: FnName,
-    reply: std::sync::mpsc::SyncSender<Result<Answer, ()>>,
-) {
-    let token = link.store.client.admissions.fetch_add(1, Ordering::Relaxed) + 1;
-    let asker = Asker { reply, token };
-    enqueue(
-        link,
-        remaining,
-        Op::Admit,
-        site,
-        seed,
-        Some(Box::new(asker)),
-    );
-}
-
-fn enqueue(
-    link: &Arc<SharedKey>,
-    generation: u64,
-    op: Op,
-    site: FnName,
-    sequence: u64,
-    asker: Option<Box<Asker>>,
-) {
-    if matches!(op, Op::Record { .. }) {
-        seal(link, site);
-    }
-    link.pending.fetch_add(1, Ordering::AcqRel);
-    let Some(owner) = link.core.upgrade() else {
-        link.applied.fetch_add(1, Ordering::AcqRel);
-        return;
-    };
-    let job = Report {
-        link: link.clone(),
-        core: owner,
-        generation,
-        op,
-        site,
-        sequence,
-        misses: 0,
-        asker,
-    };
-    match link.store.reports.send(job) {
-        Ok(()) => link.store.client.work.notify_one(),
-        Err(failed) => {
-            let job = failed.0;
-            if job.op.sums() {
-                let (successes, _) = successes_of(&job);
-                for _ in 0..successes {
-                    job.core.report_locally(Verdict::Success, site);
-                }
-            } else {
-                let outcome = job.op.outcome();
-                job.link.confirmed(u64::from(outcome == Verdict::Failure));
-                job.core.report_locally(outcome, site);
-            }
-            job.link.applied.fetch_add(1, Ordering::AcqRel);
-            job.link.done.notify_waiters();
-        }
-    }
-}
+use fusebox::Verdict;
+use fusebox::store::Site;
 
 /// The most script calls sent in one round trip.
 const BATCH: usize = 256;
@@ -316,10 +66,11 @@ impl Sent {
         match &self.delta {
             Some(delta) => delta
                 .outcomes()
-                .for_each(|failure| job.core.report_locally(failure, job.site)),
+                .for_each(|failure| job.core.get().record_locally(failure, job.site)),
             None => self.codes.iter().for_each(|&code| {
                 job.core
-                    .report_locally(Op::decode(code).outcome(), job.site)
+                    .get()
+                    .record_locally(Op::decode(code).outcome(), job.site)
             }),
         }
     }
@@ -343,8 +94,7 @@ fn take(
     let resent = batch.len();
     // Merged per key, generation and call site: a transition's event names the function whose
     // outcome the script applied.
-    let mut open: std::collections::HashMap<(*const SharedKey, u64, *const &str), usize> =
-        std::collections::HashMap::new();
+    let mut open: Open = std::collections::HashMap::new();
     let mut taken = 0;
     while taken < DRAIN && batch.len() < BATCH {
         let Ok(job) = rx.try_recv() else {
@@ -352,30 +102,7 @@ fn take(
         };
         taken += 1;
         if job.op == Op::Fold {
-            let now = tokio::time::Instant::now();
-            if job.sequence == NOW {
-                folds.iter_mut().for_each(|(due, _)| *due = now);
-                finished_job(&job, 1);
-                continue;
-            }
-            // Due one flush interval after the delta's first outcome, however late this task
-            // took its job (a busy host may run it well after the outcome was summed), less
-            // tokio's timer tick: a timer fires on the millisecond tick after its deadline, so
-            // a deadline one tick early lets the fold leave within its interval.
-            let since = job
-                .link
-                .delta
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .since
-                .unwrap_or(now);
-            let flush = client.flush.unwrap_or_default();
-            let tick = Duration::from_millis(1).min(flush / 4);
-            let due = since + flush - tick;
-            // In deadline order: a caller held up between its first outcome and sending the job
-            // queues it behind later ones, and the folds leave from the front.
-            let at = folds.partition_point(|(other, _)| *other <= due);
-            folds.insert(at, (due, job));
+            queue_fold(client, folds, job);
             continue;
         }
         if job.op.sums() {
@@ -397,26 +124,69 @@ fn take(
             });
             continue;
         }
-        let code = code_of(&job);
-        let merge_key = (
-            Arc::as_ptr(&job.link),
-            job.generation,
-            std::ptr::from_ref(job.site),
-        );
-        if let Some(&at) = open.get(&merge_key)
-            && batch[at].codes.len() < MERGED
-        {
-            batch[at].codes.push(code);
-            // The merged call stands for this report too: it is done with it.
-            continue;
-        }
-        open.insert(merge_key, batch.len());
-        batch.push(Sent {
-            job,
-            codes: vec![code],
-            delta: None,
-        });
+        merge_record(batch, &mut open, job);
     }
+    take_due_folds(batch, folds);
+    for sent in &mut batch[resent..] {
+        if sent.carries_outcomes() {
+            sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+        }
+    }
+}
+
+/// The script calls of one round open to more outcomes, by key, generation and call site.
+type Open = std::collections::HashMap<(*const SharedKey, u64, Site), usize>;
+
+/// Queues a fold job in `folds`, in deadline order (a flush-now job makes every fold due now).
+fn queue_fold(client: &Client, folds: &mut Folds, job: Report) {
+    let now = tokio::time::Instant::now();
+    if job.sequence == NOW {
+        folds.iter_mut().for_each(|(due, _)| *due = now);
+        finished_job(&job, 1);
+        return;
+    }
+    // Due one flush interval after the delta's first outcome, however late this task took its
+    // job (a busy host may run it well after the outcome was summed), less tokio's timer tick: a
+    // timer fires on the millisecond tick after its deadline, so a deadline one tick early lets
+    // the fold leave within its interval.
+    let since = job
+        .link
+        .delta
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .since
+        .unwrap_or(now);
+    let flush = client.flush.unwrap_or_default();
+    let tick = Duration::from_millis(1).min(flush / 4);
+    let due = since.checked_add(flush - tick).unwrap_or(since);
+    // In deadline order: a caller held up between its first outcome and sending the job queues
+    // it behind later ones, and the folds leave from the front.
+    let at = folds.partition_point(|(other, _)| *other <= due);
+    folds.insert(at, (due, job));
+}
+
+/// Adds a record job's outcome to the round's open call of its key, generation and call site,
+/// or opens one.
+fn merge_record(batch: &mut Vec<Sent>, open: &mut Open, job: Report) {
+    let code = code_of(&job);
+    let merge_key = (Arc::as_ptr(&job.link), job.generation, job.site);
+    if let Some(&at) = open.get(&merge_key)
+        && batch[at].codes.len() < MERGED
+    {
+        batch[at].codes.push(code);
+        // The merged call stands for this report too: it is done with it.
+        return;
+    }
+    open.insert(merge_key, batch.len());
+    batch.push(Sent {
+        job,
+        codes: vec![code],
+        delta: None,
+    });
+}
+
+/// Moves the folds whose interval has passed into the round, while it has room.
+fn take_due_folds(batch: &mut Vec<Sent>, folds: &mut Folds) {
     let now = tokio::time::Instant::now();
     while batch.len() < BATCH
         && let Some((due, _)) = folds.front()
@@ -444,11 +214,6 @@ fn take(
             delta: Some(delta),
         });
     }
-    for sent in &mut batch[resent..] {
-        if sent.carries_outcomes() {
-            sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
-        }
-    }
 }
 
 /// Merges `successes` successes of `generation` (a summed job's, `job`) into the round's script
@@ -456,7 +221,7 @@ fn take(
 /// outcomes as needed.
 fn push_successes(
     batch: &mut Vec<Sent>,
-    open: &mut std::collections::HashMap<(*const SharedKey, u64, *const &str), usize>,
+    open: &mut Open,
     mut job: Report,
     generation: u64,
     mut successes: u64,
@@ -464,11 +229,7 @@ fn push_successes(
     job.op = Op::SUCCESS;
     job.generation = generation;
     let code = code_of(&job);
-    let merge_key = (
-        Arc::as_ptr(&job.link),
-        generation,
-        std::ptr::from_ref(job.site),
-    );
+    let merge_key = (Arc::as_ptr(&job.link), generation, job.site);
     let mut job = Some(job);
     while successes > 0 {
         let at = match open.get(&merge_key) {
@@ -548,7 +309,7 @@ impl Rounds {
                 // circuit (the key is not created): it is not applied.
                 Ok(_) if job.op == Op::Cancel => {}
                 Ok(answer) => {
-                    apply(&job.link, &job.core, &answer, job.site);
+                    apply(&job.link, job.core.get(), &answer, job.site);
                     if let Some(asker) = job.asker.take()
                         && asker.reply.try_send(Ok(answer)).is_err()
                         && matches!(answer.code, 1 | 2)

@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use super::TRANSITIONS;
 use super::admit::{degraded, permit_of};
-use super::link::{CONFIRMED, Client, SharedKey, view_generation, view_state};
+use super::link::{Client, SharedKey};
 use super::op::Op;
 use super::report::{send, send_admit};
 use super::script::follow;
-use crate::breaker::{Circuit, FnName, NamedPermit, shared_admission};
-use crate::error::Reason;
+use super::view::{CONFIRMED, view_generation, view_state};
+use super::{jitters, seed};
+use fusebox::Reason;
+use fusebox::store::{Admission, CircuitRef, Site, Ticket};
 
 /// Admission from the replica's view of the shared state, when the caller may not ask the
 /// script itself; `None` sends the call to the script (the caller awaits it).
@@ -29,12 +31,12 @@ use crate::error::Reason;
 ///   `try_acquire`, the tower layer's `call`) asks it on its own thread ([`ask_blocking`]),
 ///   bounded by the store's timeout, and so does a cached caller the view cannot decide.
 /// - While the store does not answer, both go to [`degraded`].
-pub(crate) fn cached_admit<'c>(
-    core: &'c Circuit,
+pub(crate) fn cached_admit(
+    core: CircuitRef<'_>,
     link: &Arc<SharedKey>,
-    site: FnName,
+    site: Site,
     asks: bool,
-) -> Option<NamedPermit<'c>> {
+) -> Option<Admission> {
     let client = &link.store.client;
     if !client.healthy.load(Ordering::Acquire) {
         // One `async` caller at a time asks the script, to learn when it answers again; the
@@ -45,24 +47,23 @@ pub(crate) fn cached_admit<'c>(
         if !asks {
             learn_later(link, site);
         }
-        return Some(degraded(core, link, site));
+        return Some(degraded(core, link));
     }
     if link.caches()
-        && let Some(permit) = from_view(core, link, site)
+        && let Some(permit) = from_view(core, link)
     {
         return Some(permit);
     }
     // `open_jitter` in strict mode: this replica waits out its own spread of the shared wait
     // (see `Circuit::mirror`) before it asks the script for a probe.
     if !link.caches()
-        && core.jitters()
-        && let (1, remaining) = core.seed()
+        && jitters(core)
+        && let (1, remaining) = seed(core)
         && remaining > 0
     {
-        return Some(core.store_rejection(
+        return Some(Admission::rejected(
             Reason::Open,
             Some(Duration::from_millis(remaining)),
-            site,
         ));
     }
     if asks {
@@ -73,7 +74,7 @@ pub(crate) fn cached_admit<'c>(
 
 /// The admission the view decides alone: closed or disabled admits under the view's
 /// generation, forced open rejects, open within its wait rejects; `None` otherwise.
-fn from_view<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) -> Option<NamedPermit<'c>> {
+fn from_view(core: CircuitRef<'_>, link: &SharedKey) -> Option<Admission> {
     let view = link.view.load(Ordering::Acquire);
     if view & CONFIRMED == 0 {
         // Unknown, or only announced by a message: the script confirms it first.
@@ -82,13 +83,14 @@ fn from_view<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) -> Option<Na
     match view_state(view) {
         // Too many of this replica's failures unanswered: the script admits.
         0 | 4 if link.gated() => None,
-        0 | 4 => Some(core.store_permit(shared_admission(view_generation(view)), site)),
-        3 => Some(core.store_rejection(Reason::ForcedOpen, None, site)),
-        1 => match core.seed() {
-            (1, remaining) if remaining > 0 => Some(core.store_rejection(
+        0 | 4 => Some(Admission::Admitted(Ticket::generation(view_generation(
+            view,
+        )))),
+        3 => Some(Admission::rejected(Reason::ForcedOpen, None)),
+        1 => match seed(core) {
+            (1, remaining) if remaining > 0 => Some(Admission::rejected(
                 Reason::Open,
                 Some(Duration::from_millis(remaining)),
-                site,
             )),
             _ => None,
         },
@@ -102,7 +104,7 @@ fn from_view<'c>(core: &'c Circuit, link: &SharedKey, site: FnName) -> Option<Na
 /// current-thread runtime cannot wait for a task of its own runtime, so there the call is
 /// decided as while the store does not answer ([`degraded`]), and a background read updates the
 /// view for the next call.
-fn ask_blocking<'c>(core: &'c Circuit, link: &Arc<SharedKey>, site: FnName) -> NamedPermit<'c> {
+fn ask_blocking(core: CircuitRef<'_>, link: &Arc<SharedKey>, site: Site) -> Admission {
     use tokio::runtime::{Handle, RuntimeFlavor};
     let can_wait = match Handle::try_current() {
         Err(_) => Some(false),
@@ -111,27 +113,76 @@ fn ask_blocking<'c>(core: &'c Circuit, link: &Arc<SharedKey>, site: FnName) -> N
     };
     let Some(in_runtime) = can_wait else {
         learn_later(link, site);
-        return degraded(core, link, site);
+        return degraded(core, link);
     };
-    let (seed, remaining) = core.seed();
+    let (seed, remaining) = seed(core);
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     send_admit(link, seed, remaining, site, tx);
-    let bound = link.store.client.timeout() * 2;
+    let bound = link.store.client.timeout().saturating_mul(2);
     let answer = if in_runtime {
         tokio::task::block_in_place(|| rx.recv_timeout(bound))
     } else {
         rx.recv_timeout(bound)
     };
     match answer {
-        Ok(Ok(answer)) => permit_of(core, &answer, site),
-        _ => degraded(core, link, site),
+        Ok(Ok(answer)) => permit_of(&answer),
+        _ => degraded(core, link),
     }
 }
 
 /// Starts a background read of the shared state, unless one is on its way.
-fn learn_later(link: &Arc<SharedKey>, site: FnName) {
+fn learn_later(link: &Arc<SharedKey>, site: Site) {
     if !link.learning.swap(true, Ordering::AcqRel) {
         send(link, 0, Op::Learn, site);
+    }
+}
+
+/// The subscription is up: every view is forgotten (each key's next call resynchronises it from
+/// the script), and the store admits from its views again.
+fn subscribed(client: &Client, dropped: bool) {
+    for link in client
+        .links
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .flatten()
+        .filter_map(std::sync::Weak::upgrade)
+    {
+        link.forget();
+    }
+    client.subscribed.store(true, Ordering::Release);
+    if dropped {
+        tracing::info!(
+            target: "fusebox",
+            "redis store subscription is back; cached breakers admit locally again after their next call resynchronises"
+        );
+    }
+}
+
+/// A message on [`TRANSITIONS`]: the views of its key take the news (a message they cannot
+/// take makes them unknown), and their local breakers follow what they took.
+fn take_message(client: &Client, text: &str) {
+    let Some(heard) = heard(text) else {
+        return;
+    };
+    let links: Vec<Arc<SharedKey>> = client
+        .links
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(heard.hash)
+        .map(|links| links.iter().filter_map(std::sync::Weak::upgrade).collect())
+        .unwrap_or_default();
+    for link in links {
+        let Some((state, generation, remaining, incarnation)) = heard.news else {
+            link.forget();
+            continue;
+        };
+        if link.hear(state, generation, incarnation)
+            && let Some(core) = link.circuit()
+        {
+            // No open wait longer than this replica's policy gives.
+            follow(&link, core.get(), state, remaining.min(link.args[8]));
+        }
     }
 }
 
@@ -223,53 +274,15 @@ pub(super) async fn subscriber(
             let Some(strong) = client.upgrade() else {
                 return;
             };
-            for link in strong
-                .links
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .values()
-                .flatten()
-                .filter_map(std::sync::Weak::upgrade)
-            {
-                link.forget();
-            }
-            strong.subscribed.store(true, Ordering::Release);
-            if dropped {
-                tracing::info!(
-                    target: "fusebox",
-                    "redis store subscription is back; cached breakers admit locally again after their next call resynchronises"
-                );
-            }
+            subscribed(&strong, dropped);
         }
         let mut messages = up.into_on_message();
         while let Some(message) = messages.next().await {
             let Some(strong) = client.upgrade() else {
                 return;
             };
-            let Ok(text) = message.get_payload::<String>() else {
-                continue;
-            };
-            let Some(heard) = heard(&text) else {
-                continue;
-            };
-            let links: Vec<Arc<SharedKey>> = strong
-                .links
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(heard.hash)
-                .map(|links| links.iter().filter_map(std::sync::Weak::upgrade).collect())
-                .unwrap_or_default();
-            for link in links {
-                let Some((state, generation, remaining, incarnation)) = heard.news else {
-                    link.forget();
-                    continue;
-                };
-                if link.hear(state, generation, incarnation)
-                    && let Some(core) = link.core.upgrade()
-                {
-                    // No open wait longer than this replica's policy gives.
-                    follow(&link, &core, state, remaining.min(link.args[8]));
-                }
+            if let Ok(text) = message.get_payload::<String>() {
+                take_message(&strong, &text);
             }
         }
         let Some(strong) = client.upgrade() else {

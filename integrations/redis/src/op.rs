@@ -2,7 +2,7 @@
 //! place an operation becomes the script's op name (`ARGV[1]`) and an outcome its digit in a
 //! `report`'s `ARGV[16]`; [`Op::decode`] reads such a digit back.
 
-use crate::state::Verdict;
+use fusebox::Verdict;
 
 /// What a queued job asks of the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,10 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::link::{Client, SharedKey};
-use crate::breaker::{Circuit, FnName};
-use crate::observe::Trigger;
-use crate::state::State;
-use crate::window::Counts;
+use fusebox::State;
+use fusebox::Trigger;
+use fusebox::store::{CircuitRef, Counts, Site};
 
 /// Marks a time window in the script's window argument (plus the slice in milliseconds), and
 /// progressive recovery in its probes argument (plus `phases << 20` and `min_passes`).
@@ -19,7 +18,7 @@ pub(super) const TIME_WINDOW: u64 = 1 << 40;
 /// The slice of a time window (a tenth of its span) in whole milliseconds; 0 when it is not a
 /// whole number of milliseconds (such a window stays local).
 pub(super) fn time_slice_ms(span: Duration) -> u64 {
-    let slice = span.as_nanos() / u128::from(crate::policy::TIME_BUCKETS);
+    let slice = span.as_nanos() / u128::from(fusebox::limits::TIME_BUCKETS);
     if slice.is_multiple_of(1_000_000) {
         u64::try_from(slice / 1_000_000).unwrap_or(0)
     } else {
@@ -191,7 +190,7 @@ pub(super) fn degrade_event(client: &Client, link: &SharedKey, why: &str) {
 
 /// Seeds the local breaker with the shared state an answer of the script reported, unless the
 /// view holds a newer generation of the same incarnation (see [`SharedKey::observe`]).
-pub(super) fn learn(link: &SharedKey, core: &Circuit, answer: &Answer) {
+pub(super) fn learn(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer) {
     if link.observe(answer.state, answer.generation, answer.incarnation) {
         follow(link, core, answer.state, answer.remaining_ms);
     }
@@ -202,19 +201,19 @@ pub(super) fn learn(link: &SharedKey, core: &Circuit, answer: &Answer) {
 /// A forced-open or disabled state in Redis forces the local breaker too; the next closed or open
 /// state learnt from Redis replaces it (a local breaker forced through its handle alone, while
 /// Redis was closed, stays forced until Redis opens).
-pub(super) fn follow(link: &SharedKey, core: &Circuit, state: i64, remaining_ms: u64) {
+pub(super) fn follow(link: &SharedKey, core: CircuitRef<'_>, state: i64, remaining_ms: u64) {
     match state_of(state) {
         State::Open => {
             link.forced.store(false, Ordering::Release);
-            core.mirror(State::Open, Duration::from_millis(remaining_ms), true);
+            core.follow(State::Open, Duration::from_millis(remaining_ms), true);
         }
         State::Closed => {
             let release = link.forced.swap(false, Ordering::AcqRel);
-            core.mirror(State::Closed, Duration::ZERO, release);
+            core.follow(State::Closed, Duration::ZERO, release);
         }
         forced @ (State::ForcedOpen | State::Disabled) => {
             link.forced.store(true, Ordering::Release);
-            core.mirror(forced, Duration::ZERO, true);
+            core.follow(forced, Duration::ZERO, true);
         }
         _ => {}
     }
@@ -222,14 +221,14 @@ pub(super) fn follow(link: &SharedKey, core: &Circuit, state: i64, remaining_ms:
 
 /// Applies an answer: seeds the local breaker, keeps the shared window for snapshots, and
 /// announces a transition this replica committed, with the rule the script says committed it.
-pub(super) fn apply(link: &SharedKey, core: &Circuit, answer: &Answer, site: FnName) {
+pub(super) fn apply(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer, site: Site) {
     let state = state_of(answer.state);
     if let Some((calls, failures)) = answer.window {
-        core.observe_shared_window(calls, failures);
+        core.observe_window(calls, failures);
     }
     learn(link, core, answer);
     if answer.committed_from >= 0 {
-        core.emit_committed(
+        core.announce(
             state_of(answer.committed_from),
             state,
             counts_of(answer),
@@ -241,11 +240,11 @@ pub(super) fn apply(link: &SharedKey, core: &Circuit, answer: &Answer, site: FnN
 
 /// The counts an answer reports with its transition (the window or the probes that decided it).
 pub(super) fn counts_of(answer: &Answer) -> Counts {
-    Counts {
-        calls: count(answer.calls),
-        failures: count(answer.failures),
-        slow: count(answer.slow),
-    }
+    Counts::new(
+        count(answer.calls),
+        count(answer.failures),
+        count(answer.slow),
+    )
 }
 
 /// A count of the script's answer (never negative; saturated at `u32::MAX`).

@@ -1,5 +1,5 @@
 //! The connection the store's calls go through: one Redis server (a reconnecting
-//! [`ConnectionManager`]) or, with the `redis-cluster` feature and a `redis+cluster://` URL, a
+//! [`ConnectionManager`]) or, with the `cluster` feature and a `redis+cluster://` URL, a
 //! Redis Cluster (redis-rs's cluster connection: commands routed by their key's slot, `MOVED`
 //! and `ASK` followed, the slot map refreshed after a failover). Also the nodes a cached store
 //! subscribes to, in turn.
@@ -16,7 +16,7 @@ pub(crate) enum Conn {
     /// One server.
     Single(ConnectionManager),
     /// A Redis Cluster.
-    #[cfg(feature = "redis-cluster")]
+    #[cfg(feature = "cluster")]
     Cluster(redis::cluster_async::ClusterConnection),
 }
 
@@ -31,7 +31,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(conn) => conn.req_packed_command(cmd),
-            #[cfg(feature = "redis-cluster")]
+            #[cfg(feature = "cluster")]
             Conn::Cluster(conn) => conn.req_packed_command(cmd),
         }
     }
@@ -44,7 +44,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(conn) => conn.req_packed_commands(cmd, offset, count),
-            #[cfg(feature = "redis-cluster")]
+            #[cfg(feature = "cluster")]
             Conn::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
         }
     }
@@ -52,7 +52,7 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(conn) => conn.get_db(),
-            #[cfg(feature = "redis-cluster")]
+            #[cfg(feature = "cluster")]
             Conn::Cluster(conn) => conn.get_db(),
         }
     }

@@ -1,8 +1,16 @@
-//! One circuit across replicas: breakers that share their state through Redis (feature `redis`).
+//! One circuit across replicas: fusebox's breakers sharing their state through Redis, a store
+//! behind fusebox's store seam ([`fusebox::store`]). The [`replicas`] chapter says when to share
+//! and what each mode costs; this page is the reference.
+//!
+//! ```toml
+//! [dependencies]
+//! fusebox = "0.1"
+//! fusebox-redis = "0.1"   # features = ["cluster"] for `redis+cluster://` URLs
+//! ```
 //!
 //! ```no_run
-//! # async fn run() -> Result<(), fusebox::redis::StoreError> {
-//! let store = fusebox::redis::RedisStore::connect("redis://127.0.0.1:6379/").await?;
+//! # async fn run() -> Result<(), fusebox_redis::StoreError> {
+//! let store = fusebox_redis::RedisStore::connect("redis://127.0.0.1:6379/").await?;
 //! fusebox::registry().share(store); // every breaker of the registry is now one circuit across replicas
 //! # Ok(()) }
 //! ```
@@ -28,7 +36,7 @@
 //! `async fn` (with or without `timeout`) awaits admission from the script before its body runs,
 //! and awaits its outcome's recording before it returns: in this mode no call is admitted after a
 //! replica committed OPEN. The attempt driver (`retry`, `backoff`, `deadline`) does the same for
-//! every attempt. Callers that cannot await (sync functions, [`Breaker::try_acquire`](crate::Breaker::try_acquire)
+//! every attempt. Callers that cannot await (sync functions, [`Breaker::try_acquire`](fusebox::Breaker::try_acquire)
 //! and the calls built on it, the tower layer's `call`) ask the script on their own thread,
 //! bounded by the store's timeout, through the store's reporting task (so their admission comes
 //! after this replica's earlier reports); their outcomes go to the script off the call path (the
@@ -72,7 +80,7 @@
 //! middle opens when it arrives). [`RedisStore::flush`] sends what is summed now (a graceful
 //! shutdown calls it; what was summed and never sent is lost with the process).
 //!
-//! **Redis Cluster** (feature `redis-cluster`). A `redis+cluster://host:port,host:port/` URL
+//! **Redis Cluster** (feature `cluster`). A `redis+cluster://host:port,host:port/` URL
 //! connects to a cluster: every breaker's key is hash-tagged (`{prefix:key}`), so its script call
 //! goes to the master of its slot; redis-rs's cluster connection follows `MOVED` and `ASK` and
 //! refreshes its slot map after a failover; the reporting task sends one pipeline per key; the
@@ -87,9 +95,9 @@
 //! in an error or an event shows no password (`redis://:***@host:6379/0`).
 //!
 //! **Operators.** [`RedisStore::force`] moves a shared key for every replica and
-//! [`RedisStore::state`] reads it; [`Breaker::force_open`](crate::Breaker::force_open) and the
+//! [`RedisStore::state`] reads it; [`Breaker::force_open`](fusebox::Breaker::force_open) and the
 //! other manual states of a handle act on the local breaker only (sync calls, degraded calls).
-//! A shared breaker's [`Breaker::state`](crate::Breaker::state) and snapshot show its local
+//! A shared breaker's [`Breaker::state`](fusebox::Breaker::state) and snapshot show its local
 //! breaker, which mirrors Redis's open, closed, forced-open and disabled states (not half-open).
 //! A forced state is announced once (`trigger = "operator"`), by the replica whose
 //! [`RedisStore::force`] committed it, and its local breaker follows at once; the other replicas
@@ -97,13 +105,13 @@
 //! subscription's message (cached mode).
 //!
 //! What each replica shows of a shared key is the shared window and its own calls:
-//! - its [`Snapshot`](crate::Snapshot) says [`Sharing::Shared`](crate::Sharing) (or
-//!   [`Sharing::Unshareable`](crate::Sharing) for a key whose window the script does not support,
+//! - its [`Snapshot`](fusebox::Snapshot) says [`Sharing::Shared`](fusebox::Sharing) (or
+//!   [`Sharing::Unshareable`](fusebox::Sharing) for a key whose window the script does not support,
 //!   which stays local), carries the shared window, every replica's outcomes, as the script's last
-//!   answer to this replica gave it ([`Snapshot::shared_window`](crate::Snapshot::shared_window),
+//!   answer to this replica gave it ([`Snapshot::shared_window`](fusebox::Snapshot::shared_window),
 //!   with its age), this replica's calls the store admitted
-//!   ([`Snapshot::replica_calls`](crate::Snapshot::replica_calls)), and whether the store is not
-//!   answering ([`Snapshot::degraded`](crate::Snapshot::degraded)); its `calls` and `failures`
+//!   ([`Snapshot::replica_calls`](fusebox::Snapshot::replica_calls)), and whether the store is not
+//!   answering ([`Snapshot::degraded`](fusebox::Snapshot::degraded)); its `calls` and `failures`
 //!   are the local breaker's (outcomes recorded on it while the store did not answer);
 //! - with feature `metrics`, `fusebox_calls_total` counts every call of the replica, the ones the
 //!   store admitted included (counted once, where the permit settles), and `fusebox_state`
@@ -126,10 +134,10 @@
 //! and a WARN event naming the key says so. **Not supported:** a time window whose tenth is
 //! not a whole number of milliseconds: such a key stays local (with an error event naming the
 //! key), as do keys named by [`RedisStoreBuilder::local_key`] and keys whose policy says
-//! [`Policy::shared`](crate::Policy::shared)`(false)` (`shared = false` on the attribute or in a
+//! [`Policy::shared`](fusebox::Policy::shared)`(false)` (`shared = false` on the attribute or in a
 //! key's config table).
 //!
-//! **Pushback** ([`RetryAfter`](crate::RetryAfter), `Retry-After`) is not sent to the script: a
+//! **Pushback** ([`RetryAfter`](fusebox::RetryAfter), `Retry-After`) is not sent to the script: a
 //! shared circuit opens for the policy's wait, so one replica's answer from the server does not
 //! hold the whole fleet off. The attempt driver still waits for it on the replica that got it, and
 //! the local breaker honours it when it decides alone (the store not answering).
@@ -162,22 +170,24 @@
 //! the view unknown, so a forged message never decides a call while the store answers.
 //!
 //! **Tests and time.** [`RedisStoreBuilder::time_from`] makes the script take time from a
-//! [`Clock`](crate::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time
-//! with a [`FakeClock`](crate::clock::FakeClock), and production code never needs it.
+//! [`Clock`](fusebox::clock::Clock) instead of Redis `TIME`; it exists for tests that drive time
+//! with a [`FakeClock`](fusebox::clock::FakeClock), and production code never needs it.
 //!
 //! **Files**, each using only those listed before it: `op.rs`: the jobs sent to the script and
 //! their wire encoding (the one place an outcome becomes a digit of `breaker.lua`'s arguments).
-//! `link.rs`: the types the others share (a
-//! breaker's `SharedKey` to the store, the connection and script, a queued report). `script.rs`:
-//! calling `breaker.lua`, reading its answers and applying them to the local breaker.
-//! `report.rs`: outcomes sent to the script off the call path, batched. `admit.rs`: what the
-//! expansion calls on a shared key (admission awaited from the script, the wait for an outcome's
-//! recording). `cached.rs`: cached mode (admission from the replica's view, the pub/sub
-//! subscription). `store.rs`: `RedisStoreBuilder`, `RedisStore`, and `attach`, which shares a
-//! breaker (its link becomes the breaker's `Store`, the seam the breaker calls, so the breaker
-//! names nothing of this module). This file: the public settings.
+//! `conn.rs`: the connection (one server or a cluster). `view.rs`: a replica's view of a key, and
+//! what news it takes. `link.rs`: the types the others share (a
+//! key's `SharedKey`, the client, a queued report). `script.rs`: calling `breaker.lua`, reading its
+//! answers and applying them to the local breaker (through fusebox's `CircuitRef`). `report.rs`:
+//! outcomes queued (or summed) off the call path. `task.rs`: the reporting task, which batches and
+//! sends them. `admit.rs`: the admission a caller awaits, and the wait for an outcome's recording.
+//! `cached.rs`: cached mode (admission from the replica's view, the pub/sub subscription).
+//! `store.rs`: `RedisStore`, and the two sides of fusebox's store seam (`RedisStore` links a key;
+//! the key's link is what the breaker calls). `builder.rs`: `RedisStoreBuilder` and the
+//! connection. This file: the public settings.
 
-pub(crate) mod admit;
+mod admit;
+mod builder;
 mod cached;
 mod conn;
 mod link;
@@ -185,12 +195,57 @@ mod op;
 mod report;
 mod script;
 mod store;
+mod task;
+mod view;
 
 use std::fmt;
 use std::time::Duration;
 
-pub(crate) use store::attach;
-pub use store::{RedisStore, RedisStoreBuilder, SharedState};
+pub use builder::RedisStoreBuilder;
+pub use store::{RedisStore, SharedState};
+
+#[doc = include_str!("../replicas.md")]
+pub mod replicas {}
+
+use fusebox::State;
+use fusebox::store::{CircuitRef, Ticket};
+
+/// What a report carries for a call admitted without a known generation (a ticket's
+/// [`Ticket::unknown`]): the script records its outcome if the circuit is closed (or disabled)
+/// when it arrives, and drops it otherwise.
+const ANY_GENERATION: u64 = Ticket::GENERATIONS;
+
+/// The generation a report carries for `ticket` ([`ANY_GENERATION`] when none is known).
+fn generation_of(ticket: Ticket) -> u64 {
+    ticket.admitted_under().unwrap_or(ANY_GENERATION)
+}
+
+/// The local state as the script's seed: (state code, open remaining in ms).
+fn seed(core: CircuitRef<'_>) -> (u64, u64) {
+    match core.state() {
+        State::Open => {
+            let remaining = u64::try_from(core.open_remaining().as_nanos()).unwrap_or(u64::MAX);
+            (1, remaining.div_ceil(1_000_000))
+        }
+        State::ForcedOpen => (3, 0),
+        State::Disabled => (4, 0),
+        _ => (0, 0),
+    }
+}
+
+/// True when this replica spreads the shared open wait (`open_jitter`): in strict mode too, it
+/// then rejects locally until its own deadline before asking the store.
+fn jitters(core: CircuitRef<'_>) -> bool {
+    core.policy().settings().open_jitter != 0
+}
+
+/// The longest bound on a store call [`RedisStoreBuilder::timeout`] and
+/// [`RedisStoreBuilder::adaptive_timeout`] accept (the shortest is 1 ms).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest [`RedisStoreBuilder::idle_ttl`] accepted (the shortest is 1 ms).
+pub const MAX_IDLE_TTL: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+/// The longest [`RedisStoreBuilder::flush_interval`] accepted (the shortest is 1 ms).
+pub const MAX_FLUSH_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The floor of the default bound on each store call (see
 /// [`RedisStoreBuilder::adaptive_timeout`]).
@@ -238,7 +293,7 @@ pub enum Degrade {
     Local,
     /// Admit every call (outcomes are not recorded anywhere).
     FailOpen,
-    /// Reject every call (reason [`Reason::Open`](crate::Reason::Open), no `retry_after`).
+    /// Reject every call (reason [`Reason::Open`](fusebox::Reason::Open), no `retry_after`).
     FailClosed,
 }
 
@@ -249,7 +304,7 @@ pub enum Degrade {
 ///
 /// ```no_run
 /// # async fn run() {
-/// use fusebox::redis::{RedisStore, StoreErrorKind};
+/// use fusebox_redis::{RedisStore, StoreErrorKind};
 ///
 /// match RedisStore::connect("redis://:wrong@127.0.0.1:6379/").await {
 ///     Ok(store) => { fusebox::registry().share(store); }
@@ -283,6 +338,10 @@ pub enum StoreErrorKind {
     /// Redis answered `PING` but refused to load fusebox's Lua script (scripting disabled or
     /// denied to this user by an ACL).
     ScriptRefused,
+    /// A setting of the [`RedisStoreBuilder`] is out of its range ([`MAX_TIMEOUT`],
+    /// [`MAX_IDLE_TTL`], [`MAX_FLUSH_INTERVAL`]); the message names the setting. Nothing was
+    /// connected.
+    InvalidSetting,
 }
 
 impl StoreError {

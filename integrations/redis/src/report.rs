@@ -1,0 +1,256 @@
+//! Outcomes sent to the script off the call path: a permit's settling queues a `Report` (or sums
+//! it, in cached and aggregated modes), and wakes the store's reporting task (`task.rs`), which
+//! sends them in order.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::link::{Asker, Delta, Report, SharedKey, Summed};
+use super::op::Op;
+use super::script::Answer;
+use super::view::{CONFIRMED, view_generation, view_state};
+use super::{ANY_GENERATION, generation_of};
+use fusebox::Verdict;
+use fusebox::store::{Outcome, Site, Ticket};
+
+/// Sends the outcome of a call the store admitted with `ticket` (called when its permit
+/// settles).
+pub(super) fn report(link: &Arc<SharedKey>, ticket: Ticket, site: Site, outcome: Outcome) {
+    let Outcome {
+        verdict: outcome,
+        slow,
+        ..
+    } = outcome;
+    let generation = generation_of(ticket);
+    if outcome == Verdict::Failure {
+        link.unconfirmed.fetch_add(1, Ordering::Relaxed);
+    }
+    if link.store.client.flush.is_some() {
+        if fold(link, generation, outcome, slow, site) {
+            return;
+        }
+    } else if outcome == Verdict::Success
+        && !slow
+        && link.caches()
+        && !link.gated()
+        && sum(link, generation, site)
+    {
+        // Cached mode: a success is summed on the link, and one queued job carries the sum (no
+        // queueing and waking per success); a failure, or any report that is not summed, sends
+        // the sum ahead of itself, so the script sees the outcomes in their order.
+        return;
+    }
+    send(link, generation, Op::Record { outcome, slow }, site);
+}
+
+/// Aggregated mode: sums the outcome of a call the replica's closed view admitted under
+/// `generation` into the link's delta, and queues one fold job per flush interval. False when
+/// the call was not admitted by the current closed view (a probe, a degraded call, an older
+/// generation): it is reported as in cached mode.
+fn fold(link: &Arc<SharedKey>, generation: u64, outcome: Verdict, slow: bool, site: Site) -> bool {
+    let view = link.view.load(Ordering::Acquire);
+    let closed = view & CONFIRMED != 0 && matches!(view_state(view), 0 | 4);
+    if generation == ANY_GENERATION
+        || !closed
+        || !link.caches()
+        || view_generation(view) & (ANY_GENERATION - 1) != generation
+    {
+        return false;
+    }
+    // Released: a closed circuit's window does not count it.
+    if outcome == Verdict::Ignored {
+        return true;
+    }
+    let queue = {
+        let mut delta = link
+            .delta
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if delta.calls > 0 && delta.generation != generation {
+            // Outcomes of an older generation: the script would change nothing with them.
+            link.confirmed(delta.failures);
+            *delta = Delta {
+                since: delta.since,
+                ..Delta::default()
+            };
+        }
+        delta.generation = generation;
+        delta.add(outcome == Verdict::Failure, slow);
+        // The first outcome since the last fold queues a fold job; its interval starts now,
+        // whenever the reporting task takes the job.
+        let first = delta.since.is_none();
+        if first {
+            delta.since = Some(tokio::time::Instant::now());
+        }
+        first
+    };
+    if queue {
+        enqueue(link, generation, Op::Fold, site, 0, None);
+    }
+    true
+}
+
+/// Adds a success admitted under `generation` to the link's sum, queueing the job that will
+/// take the sum when it is the first one; false when the sum holds another generation's
+/// successes (the success is then sent on its own, after them).
+fn sum(link: &Arc<SharedKey>, generation: u64, site: Site) -> bool {
+    let added = link
+        .successes
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+            let seen = Summed(word);
+            if seen.count() == 0 {
+                Some(Summed::new(seen.epoch(), generation, 1).0)
+            } else if seen.generation() == generation && seen.count() < Summed::MAX_COUNT {
+                Some(seen.plus_one().0)
+            } else {
+                None
+            }
+        });
+    match added {
+        Ok(before) => {
+            let seen = Summed(before);
+            if seen.count() == 0 {
+                enqueue(link, generation, Op::Summed, site, seen.epoch(), None);
+            }
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Takes the link's summed successes ahead of a report that is not summed: they are queued
+/// before it, and a job queued for them earlier finds nothing (the epoch moved on).
+fn seal(link: &Arc<SharedKey>, site: Site) {
+    let taken = link
+        .successes
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+            let seen = Summed(word);
+            (seen.count() != 0).then(|| Summed::new(seen.epoch() + 1, seen.generation(), 0).0)
+        });
+    if let Ok(before) = taken {
+        let seen = Summed(before);
+        enqueue(
+            link,
+            seen.generation(),
+            Op::Successes,
+            site,
+            seen.count(),
+            None,
+        );
+    }
+}
+
+/// The successes an [`Op::Summed`] or [`Op::Successes`] job stands for, and their generation; a summed
+/// job takes the link's sum if it is still of the epoch the job was queued in.
+pub(super) fn successes_of(job: &Report) -> (u64, u64) {
+    if job.op == Op::Successes {
+        return (job.sequence, job.generation);
+    }
+    let taken = job
+        .link
+        .successes
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+            let seen = Summed(word);
+            (seen.count() != 0 && seen.of_epoch(job.sequence))
+                .then(|| Summed::new(seen.epoch(), seen.generation(), 0).0)
+        });
+    match taken {
+        Ok(before) => (Summed(before).count(), Summed(before).generation()),
+        Err(_) => (0, 0),
+    }
+}
+
+/// A fold job's `sequence` that makes every waiting fold due now ([`RedisStore::flush`]).
+///
+/// [`RedisStore::flush`]: super::RedisStore::flush
+pub(super) const NOW: u64 = 1;
+
+/// Makes every fold waiting for its interval due now (and wakes the reporting task).
+pub(super) fn send_flush_now(link: &Arc<SharedKey>) {
+    enqueue(link, 0, Op::Fold, Site::new(&"flush"), NOW, None);
+}
+
+/// The most reports waiting to be sent again; past it the oldest are given up (counted).
+pub(super) const RESEND_QUEUE: usize = 4096;
+
+/// How many times a report the store did not answer is sent again before it is given up.
+pub(super) const RESENDS: u16 = 8;
+
+/// Hands a job to the reporting task (or, when it is gone, applies it locally).
+pub(super) fn send(link: &Arc<SharedKey>, generation: u64, op: Op, site: Site) {
+    enqueue(link, generation, op, site, 0, None);
+}
+
+/// Gives back the half-open probe admission number `token` of this replica holds, if the script
+/// granted one: its `admit` was sent, but its answer never arrived (the call timed out, failed,
+/// or its caller stopped waiting). Sent on the store's one connection after that `admit`, so
+/// Redis runs it after the admission whenever both arrive.
+pub(super) fn send_cancel(link: &Arc<SharedKey>, token: u64, site: Site) {
+    enqueue(link, 0, Op::Cancel, site, token, None);
+}
+
+/// Asks the reporting task for an admission; the answer goes to `reply`.
+pub(super) fn send_admit(
+    link: &Arc<SharedKey>,
+    seed: u64,
+    remaining: u64,
+    site: Site,
+    reply: std::sync::mpsc::SyncSender<Result<Answer, ()>>,
+) {
+    let token = link.store.client.admissions.fetch_add(1, Ordering::Relaxed) + 1;
+    let asker = Asker { reply, token };
+    enqueue(
+        link,
+        remaining,
+        Op::Admit,
+        site,
+        seed,
+        Some(Box::new(asker)),
+    );
+}
+
+fn enqueue(
+    link: &Arc<SharedKey>,
+    generation: u64,
+    op: Op,
+    site: Site,
+    sequence: u64,
+    asker: Option<Box<Asker>>,
+) {
+    if matches!(op, Op::Record { .. }) {
+        seal(link, site);
+    }
+    link.pending.fetch_add(1, Ordering::AcqRel);
+    let Some(owner) = link.circuit() else {
+        link.applied.fetch_add(1, Ordering::AcqRel);
+        return;
+    };
+    let job = Report {
+        link: link.clone(),
+        core: owner,
+        generation,
+        op,
+        site,
+        sequence,
+        misses: 0,
+        asker,
+    };
+    match link.store.reports.send(job) {
+        Ok(()) => link.store.client.work.notify_one(),
+        Err(failed) => {
+            let job = failed.0;
+            if job.op.sums() {
+                let (successes, _) = successes_of(&job);
+                for _ in 0..successes {
+                    job.core.get().record_locally(Verdict::Success, site);
+                }
+            } else {
+                let outcome = job.op.outcome();
+                job.link.confirmed(u64::from(outcome == Verdict::Failure));
+                job.core.get().record_locally(outcome, site);
+            }
+            job.link.applied.fetch_add(1, Ordering::AcqRel);
+            job.link.done.notify_waiters();
+        }
+    }
+}
