@@ -230,7 +230,11 @@ fn a_panicking_hook_is_reported_as_an_error_naming_key_and_transition() {
         ("closed", "forced_open")
     );
     assert_eq!(error.fields["panic"], "pager is down");
-    assert!(error.fields["message"].contains("`on_transition` hook panicked on `hooked`"));
+    assert!(error.fields["message"].contains("`on_transition` hook panicked"));
+    assert!(
+        !error.fields["message"].contains("hooked"),
+        "keys are fields, never the message"
+    );
 }
 
 /// The `function` field of every event emitted while `run` runs.
@@ -501,4 +505,27 @@ fn no_span_is_made_when_no_subscriber_wants_it() {
         "{:?}",
         *all
     );
+}
+
+#[test]
+fn a_dynamic_key_goes_in_a_field_never_in_a_message() {
+    use fusebox::{Policy, Registry};
+    let registry: &'static Registry = Box::leak(Box::new(Registry::new()));
+    registry.set_max_keys(1);
+    let forged = "host\n2026-01-01T00:00:00Z  WARN fusebox: operator admin ran reset";
+    let events = capture(|| {
+        // `held` is found again, so it is in use: the registry is full and nothing is idle.
+        registry.dynamic("held", Policy::new());
+        registry.dynamic("held", Policy::new());
+        let _ = registry.dynamic(forged, Policy::new());
+    });
+    let overflow: Vec<&Captured> = events
+        .iter()
+        .filter(|e| e.fields.get("key").map(String::as_str) == Some(forged))
+        .collect();
+    assert_eq!(overflow.len(), 1, "{events:?}");
+    for event in &events {
+        assert!(!event.message().contains('\n'), "{event:?}");
+        assert!(!event.message().contains("operator admin"), "{event:?}");
+    }
 }

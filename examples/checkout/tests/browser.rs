@@ -48,7 +48,7 @@ impl Drop for Driver {
 }
 
 /// A WebDriver session.
-struct Session {
+pub(crate) struct Session {
     http: reqwest::Client,
     url: String,
 }
@@ -69,7 +69,12 @@ impl Session {
         std::fs::write(target.join(file), &png).unwrap();
     }
 
-    async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    pub(crate) async fn command(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Value {
         let mut request = self.http.request(method, format!("{}{path}", self.url));
         if let Some(body) = body {
             request = request.json(&body);
@@ -81,7 +86,7 @@ impl Session {
         answer["value"].clone()
     }
 
-    async fn script(&self, source: &str) -> Value {
+    pub(crate) async fn script(&self, source: &str) -> Value {
         self.command(
             reqwest::Method::POST,
             "/execute/sync",
@@ -91,7 +96,7 @@ impl Session {
     }
 
     /// Runs `source` until it returns `expected`, for at most 15 s (the page updates by itself).
-    async fn wait_for(&self, source: &str, expected: Value) {
+    pub(crate) async fn wait_for(&self, source: &str, expected: Value) {
         let start = Instant::now();
         let mut last = Value::Null;
         while start.elapsed() < Duration::from_secs(15) {
@@ -116,16 +121,16 @@ fn free_port() -> u16 {
 const CARD_STATE: &str = "return [...document.querySelectorAll('.card')].map(c => c.dataset.key + '=' + c.querySelector('.state').textContent).join(' ');";
 
 /// A headless chromium under `chromedriver` with one WebDriver session.
-struct Browser {
+pub(crate) struct Browser {
     _driver: Driver,
-    session: std::sync::Arc<Session>,
+    pub(crate) session: std::sync::Arc<Session>,
     profile: PathBuf,
 }
 
 impl Browser {
     /// Runs `scenario` in its own task, then closes the browser (also when the scenario failed)
     /// and passes the failure on.
-    async fn run<F>(self, scenario: F)
+    pub(crate) async fn run<F>(self, scenario: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
@@ -141,7 +146,7 @@ impl Browser {
 }
 
 /// Starts `chromedriver` and a headless `chromium` of `width`×`height` pixels.
-async fn browser(name: &str, width: u32, height: u32) -> Browser {
+pub(crate) async fn browser(name: &str, width: u32, height: u32) -> Browser {
     let chromium = find("chromium")
         .unwrap_or_else(|| panic!("`chromium` is not installed; install it with `{INSTALL}`"));
     let chromedriver = find("chromedriver")

@@ -14,6 +14,11 @@ mod redis_harness;
 mod support;
 
 mod admin;
+mod admin_guards;
+mod admin_page;
+#[cfg(feature = "redis")]
+mod admin_store;
+mod admin_stream;
 mod browser;
 mod over_http;
 #[cfg(feature = "redis")]

@@ -2,12 +2,10 @@
 //! authorisation hook sees of a control ([`ControlRequest`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::request::Parts;
-use axum::http::{Extensions, HeaderMap};
+use crate::guard::{AuthorizeRead, ReadRequest};
 
 /// The header every operator control must carry (any non-empty value): a page of another origin
 /// cannot send it without the browser's permission, so a forged form or link cannot act.
@@ -60,10 +58,12 @@ impl std::fmt::Display for Action {
     }
 }
 
-/// A control request, as the authorisation hook sees it.
+/// A control request, as the authorisation hook sees it: the key and the action, and, through
+/// [`ReadRequest`] (which it dereferences to), the request's headers, extensions, peer and
+/// whether it is local.
 #[derive(Debug)]
 pub struct ControlRequest<'a> {
-    pub(crate) parts: &'a Parts,
+    pub(crate) request: ReadRequest<'a>,
     pub(crate) key: &'a str,
     pub(crate) action: Action,
 }
@@ -80,27 +80,13 @@ impl ControlRequest<'_> {
     pub fn action(&self) -> Action {
         self.action
     }
+}
 
-    /// The request's headers (an `Authorization` header, say).
-    #[must_use]
-    pub fn headers(&self) -> &HeaderMap {
-        &self.parts.headers
-    }
+impl<'a> std::ops::Deref for ControlRequest<'a> {
+    type Target = ReadRequest<'a>;
 
-    /// The request's extensions: what your authentication middleware put there.
-    #[must_use]
-    pub fn extensions(&self) -> &Extensions {
-        &self.parts.extensions
-    }
-
-    /// The peer's address, when the server records it
-    /// (`into_make_service_with_connect_info::<SocketAddr>()`).
-    #[must_use]
-    pub fn peer(&self) -> Option<SocketAddr> {
-        self.parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<SocketAddr>>()
-            .map(|info| info.0)
+    fn deref(&self) -> &ReadRequest<'a> {
+        &self.request
     }
 }
 
@@ -108,12 +94,21 @@ impl ControlRequest<'_> {
 /// the `operator_action` event and the card's `actions`); `None` refuses it.
 type Authorize = Arc<dyn Fn(&ControlRequest<'_>) -> Option<String> + Send + Sync>;
 
+/// Which hook decides the controls: the refusals say what each one needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hook {
+    Custom,
+    Loopback,
+    Bearer,
+}
+
 /// How [`router`](crate::router) behaves: who may use the controls, which keys are critical or grouped, and the
 /// bounds of its history and event stream. `AdminConfig::new()` refuses every control.
 #[derive(Clone)]
 #[must_use]
 pub struct AdminConfig {
-    pub(crate) authorize: Option<Authorize>,
+    pub(crate) authorize: Option<(Authorize, Hook)>,
+    pub(crate) authorize_read: Option<AuthorizeRead>,
     pub(crate) critical: BTreeSet<String>,
     pub(crate) groups: BTreeMap<String, String>,
     pub(crate) instance: Option<String>,
@@ -138,6 +133,7 @@ impl AdminConfig {
     pub fn new() -> Self {
         AdminConfig {
             authorize: None,
+            authorize_read: None,
             critical: BTreeSet::new(),
             groups: BTreeMap::new(),
             instance: None,
@@ -169,19 +165,74 @@ impl AdminConfig {
         mut self,
         hook: impl Fn(&ControlRequest<'_>) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
-        self.authorize = Some(Arc::new(hook));
+        self.authorize = Some((Arc::new(hook), Hook::Custom));
         self
     }
 
-    /// Allows the controls to requests from a loopback address (`127.0.0.0/8`, `::1`), named
-    /// `loopback <address>`; refuses the others and any request whose peer is unknown (serve with
-    /// `into_make_service_with_connect_info::<SocketAddr>()`). Not for a service behind a proxy
-    /// on the same host, whose requests all come from loopback.
+    /// The hook that decides the controls, and which kind it is.
+    pub(crate) fn hook(&self) -> Option<Hook> {
+        self.authorize.as_ref().map(|(_, kind)| *kind)
+    }
+
+    /// Allows the controls to local operators: requests from a loopback address (`127.0.0.0/8`,
+    /// `::1`) that carry no proxy header (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`), named
+    /// `loopback <address>`. Refuses the others, a forwarded request (and says so), and any
+    /// request whose peer is unknown (serve with
+    /// `into_make_service_with_connect_info::<SocketAddr>()`). Behind a proxy on the same host
+    /// (nginx, an Envoy sidecar) every peer is loopback: that proxy must add one of those
+    /// headers, or use [`allow_bearer`](Self::allow_bearer) instead. Replaces any earlier hook.
     pub fn allow_loopback(self) -> Self {
-        self.authorize(|request| {
+        let mut config = self.authorize(|request| {
             let peer = request.peer()?;
-            peer.ip().is_loopback().then(|| format!("loopback {peer}"))
-        })
+            request.is_local().then(|| format!("loopback {peer}"))
+        });
+        config.authorize = config.authorize.map(|(hook, _)| (hook, Hook::Loopback));
+        config
+    }
+
+    /// Allows the controls to requests carrying `Authorization: Bearer <token>` (compared in
+    /// constant time), named `bearer token holder`; the dashboard sends the token typed in its
+    /// token field. Safe behind any proxy. An empty token allows nothing (and a `tracing`
+    /// warning says so). Replaces any earlier hook.
+    ///
+    /// ```
+    /// use fusebox_admin::AdminConfig;
+    /// let config = AdminConfig::new()
+    ///     .allow_bearer(std::env::var("FUSEBOX_ADMIN_TOKEN").unwrap_or_default());
+    /// # let _ = config;
+    /// ```
+    pub fn allow_bearer(self, token: impl Into<String>) -> Self {
+        let token = token.into();
+        if token.is_empty() {
+            tracing::warn!(target: "fusebox", field = "allow_bearer", "`AdminConfig::allow_bearer` was given an empty token: every control is refused; set the token");
+        }
+        let mut config = self.authorize(move |request| {
+            let sent = request.headers().get(axum::http::header::AUTHORIZATION)?;
+            let sent = sent.as_bytes().strip_prefix(b"Bearer ")?;
+            (!token.is_empty() && same(sent, token.as_bytes()))
+                .then(|| "bearer token holder".to_owned())
+        });
+        config.authorize = config.authorize.map(|(hook, _)| (hook, Hook::Bearer));
+        config
+    }
+
+    /// Guards the read routes (`GET /`, `/breakers`, `/breakers/{key}`, `/events`): `hook`
+    /// returns `true` to let a request read, and a refused one gets `403`. Off by default: the
+    /// read routes answer everyone who reaches them. `GET /health` stays open for load
+    /// balancers' probes. Replaces any earlier read hook.
+    ///
+    /// ```
+    /// use fusebox_admin::AdminConfig;
+    /// // Reads for operators on this host only (`kubectl port-forward` is one).
+    /// let config = AdminConfig::new().authorize_read(|request| request.is_local());
+    /// # let _ = config;
+    /// ```
+    pub fn authorize_read(
+        mut self,
+        hook: impl Fn(&ReadRequest<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.authorize_read = Some(Arc::new(hook));
+        self
     }
 
     /// Marks `keys` critical: [`health()`](crate::health()) (and `GET /health`) says `DOWN` while one of them is
@@ -223,23 +274,24 @@ impl AdminConfig {
         self
     }
 
-    /// The shortest time between two boards (at least 10 ms): changes within it are merged.
+    /// The shortest time between two boards (10 ms ..= 1 h): changes within it are merged.
     pub fn min_interval(mut self, every: Duration) -> Self {
-        self.min_interval = every.max(bounded("min_interval", every, Duration::from_millis(10)));
+        self.min_interval = clamped("min_interval", every);
         self
     }
 
-    /// How often a board is computed while someone watches and no transition happens (at least
-    /// `min_interval`): the counts of the windows change with calls, which send no notice.
+    /// How often a board is computed while someone watches and no transition happens (10 ms
+    /// ..= 1 h, and at least `min_interval`): the counts of the windows change with calls,
+    /// which send no notice.
     pub fn refresh(mut self, every: Duration) -> Self {
-        self.refresh = every.max(bounded("refresh", every, Duration::from_millis(10)));
+        self.refresh = clamped("refresh", every);
         self
     }
 
     /// The history ring: `samples` samples (1 ..= 1,000) of every key's window, one every
-    /// `every` (at least 10 ms), plus one after each transition.
+    /// `every` (10 ms ..= 1 h), plus one after each transition.
     pub fn history(mut self, every: Duration, samples: usize) -> Self {
-        self.sample_every = every.max(bounded("history", every, Duration::from_millis(10)));
+        self.sample_every = clamped("history", every);
         self.samples = at_least("history", samples, 1).min(1_000);
         self
     }
@@ -259,6 +311,11 @@ impl AdminConfig {
     }
 }
 
+/// `a == b`, in a time that depends on their lengths only.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
 /// `value`, or `min` with a `tracing` warning naming the setting when it is below.
 fn at_least(field: &'static str, value: usize, min: usize) -> usize {
     if value < min {
@@ -267,12 +324,20 @@ fn at_least(field: &'static str, value: usize, min: usize) -> usize {
     value.max(min)
 }
 
-/// `min`, with a `tracing` warning naming the setting when `value` is below it.
-fn bounded(field: &'static str, value: Duration, min: Duration) -> Duration {
-    if value < min {
-        tracing::warn!(target: "fusebox", field, "`AdminConfig::{field}` = {value:?} is below {min:?}; {min:?} is used");
+/// The shortest duration a setting takes.
+pub(crate) const MIN_DURATION: Duration = Duration::from_millis(10);
+/// The longest duration a setting takes: the router's task adds them to instants, which a
+/// larger value could overflow.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// `value` within [`MIN_DURATION`] ..= [`MAX_DURATION`], with a `tracing` warning naming the
+/// setting when it is outside.
+fn clamped(field: &'static str, value: Duration) -> Duration {
+    let used = value.clamp(MIN_DURATION, MAX_DURATION);
+    if used != value {
+        tracing::warn!(target: "fusebox", field, ?value, ?used, "an `AdminConfig` duration is out of its bounds (10 ms ..= 1 h); the nearest bound is used");
     }
-    min
+    used
 }
 
 impl Default for AdminConfig {
@@ -284,7 +349,8 @@ impl Default for AdminConfig {
 impl std::fmt::Debug for AdminConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdminConfig")
-            .field("authorize", &self.authorize.is_some())
+            .field("authorize", &self.hook())
+            .field("authorize_read", &self.authorize_read.is_some())
             .field("critical", &self.critical)
             .field("groups", &self.groups)
             .field("instance", &self.instance)

@@ -116,7 +116,7 @@ impl Health {
                     target: "fusebox",
                     key = key.as_str(),
                     field = "critical",
-                    "health: no breaker `{key}` is declared in this registry; it counts as closed until one exists (check its spelling)"
+                    "health: a critical key (the `key` field) names no breaker declared in this registry; it counts as closed until one exists (check its spelling)"
                 );
             }
             self.critical.insert(key);

@@ -4,7 +4,9 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
+use axum::body::Bytes;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -20,12 +22,31 @@ thread_local! {
     static OPERATOR: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-/// The board every connection sends: computed once per change.
+/// The board every connection sends: computed once per change, and held as the whole event
+/// (`event: board`, `data: <json>`), which every connection sends without a copy.
 #[derive(Debug, Clone)]
 pub(super) struct Board {
-    pub(super) json: Arc<str>,
+    pub(super) event: Bytes,
     /// When it was computed (`None`: never).
     at: Option<Instant>,
+}
+
+/// What precedes a board's JSON in its event (a compact JSON document has no line break).
+const EVENT_HEAD: &str = "event: board\ndata: ";
+
+impl Board {
+    fn event(json: &str) -> Bytes {
+        Bytes::from(format!("{EVENT_HEAD}{json}\n\n"))
+    }
+
+    /// The board's JSON.
+    pub(super) fn json(&self) -> &str {
+        let event = std::str::from_utf8(&self.event).unwrap_or_default();
+        event
+            .strip_prefix(EVENT_HEAD)
+            .and_then(|e| e.strip_suffix("\n\n"))
+            .unwrap_or_default()
+    }
 }
 
 /// A router's state.
@@ -41,6 +62,11 @@ pub(super) struct Hub {
     transitioned: AtomicBool,
     connections: AtomicUsize,
     started: AtomicBool,
+    /// How many times the task panicked and was started again.
+    restarts: AtomicUsize,
+    /// Makes the task panic at its next turn (how the tests see a panic handled).
+    #[cfg(test)]
+    pub(super) panic_next: AtomicBool,
 }
 
 /// One event-stream connection: counted until dropped.
@@ -75,7 +101,7 @@ impl Hub {
             registry,
             history: Mutex::new(history),
             board: watch::Sender::new(Board {
-                json: Arc::from("{}"),
+                event: Board::event("{}"),
                 at: None,
             }),
             publishing: Mutex::new(()),
@@ -83,6 +109,9 @@ impl Hub {
             transitioned: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             started: AtomicBool::new(false),
+            restarts: AtomicUsize::new(0),
+            #[cfg(test)]
+            panic_next: AtomicBool::new(false),
             config,
         });
         let weak = Arc::downgrade(&hub);
@@ -103,11 +132,18 @@ impl Hub {
         self.history.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Spawns the task on the current runtime, once (called by every handler).
+    /// Spawns the task on the current runtime, once (called by every handler), under a
+    /// supervisor that starts it again after a panic.
     pub(super) fn ensure_task(self: &Arc<Self>) {
         if !self.started.swap(true, Ordering::AcqRel) {
-            tokio::spawn(run(Arc::downgrade(self), self.wake.clone()));
+            tokio::spawn(supervise(Arc::downgrade(self), self.wake.clone()));
         }
+    }
+
+    /// How many times the task panicked and was started again.
+    #[cfg(test)]
+    pub(super) fn restarts(&self) -> usize {
+        self.restarts.load(Ordering::Acquire)
     }
 
     /// Runs `control` as `operator` (named in the transition it makes) and records the action.
@@ -181,10 +217,10 @@ impl Hub {
         let now = Instant::now();
         self.board.send_if_modified(|board| {
             board.at = Some(now);
-            if *board.json == *json {
+            if board.json() == json {
                 return false;
             }
-            board.json = Arc::from(json);
+            board.event = Board::event(&json);
             true
         });
     }
@@ -200,6 +236,39 @@ impl Hub {
     }
 }
 
+/// How long the supervisor waits before it starts a task that panicked again.
+const RESTART_AFTER: Duration = Duration::from_secs(1);
+
+/// Runs the router's task and starts it again after a panic (an ERROR event, `admin_task_panicked`,
+/// names the panic), so that the event streams never stop silently. Ends with the router.
+async fn supervise(hub: Weak<Hub>, wake: Arc<Notify>) {
+    loop {
+        let Err(ended) = tokio::spawn(run(hub.clone(), wake.clone())).await else {
+            return;
+        };
+        // Cancelled: the runtime is shutting down.
+        let Ok(panic) = ended.try_into_panic() else {
+            return;
+        };
+        let Some(strong) = hub.upgrade() else { return };
+        let restarts = strong.restarts.fetch_add(1, Ordering::AcqRel) + 1;
+        drop(strong);
+        let panic = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(
+            target: "fusebox",
+            event = "admin_task_panicked",
+            restarts,
+            panic = ?panic,
+            "the admin router's task panicked; it starts again in 1 s"
+        );
+        tokio::time::sleep(RESTART_AFTER).await;
+    }
+}
+
 /// The router's task: samples every `sample_every` (and after transitions) and, while someone
 /// watches, publishes after each change and every `refresh`, never twice within `min_interval`.
 /// Ends when the router is dropped.
@@ -207,6 +276,10 @@ async fn run(hub: Weak<Hub>, wake: Arc<Notify>) {
     let mut next_sample = Instant::now();
     loop {
         let Some(strong) = hub.upgrade() else { return };
+        #[cfg(test)]
+        if strong.panic_next.swap(false, Ordering::AcqRel) {
+            panic!("a panic the tests asked for");
+        }
         let config = &strong.config;
         let (every, refresh, min_interval) = (
             config.sample_every,
@@ -217,7 +290,7 @@ async fn run(hub: Weak<Hub>, wake: Arc<Notify>) {
         if now >= next_sample || strong.transitioned.swap(false, Ordering::AcqRel) {
             strong.sample();
             if now >= next_sample {
-                next_sample = now + every;
+                next_sample = later(now, every);
             }
         }
         let watched = strong.board.receiver_count() > 0;
@@ -226,7 +299,7 @@ async fn run(hub: Weak<Hub>, wake: Arc<Notify>) {
         }
         drop(strong);
         let deadline = if watched {
-            next_sample.min(now + refresh)
+            next_sample.min(later(now, refresh))
         } else {
             next_sample
         };
@@ -237,4 +310,11 @@ async fn run(hub: Weak<Hub>, wake: Arc<Notify>) {
             () = tokio::time::sleep_until(deadline) => {}
         }
     }
+}
+
+/// `now + after`, or a day from now when that overflows (the settings are bounded; this holds
+/// whatever they are).
+fn later(now: Instant, after: Duration) -> Instant {
+    now.checked_add(after)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400))
 }

@@ -10,20 +10,28 @@
 //! fusebox-admin = "0.1"
 //! ```
 //!
-//! Three lines in an axum service: nest the router, and serve with the peers' addresses so that
-//! [`AdminConfig::allow_loopback`] can see who asks.
+//! Three lines in an axum service: the controls for whoever holds the token (safe behind any
+//! proxy, a Kubernetes sidecar or ingress included), the reads for operators on this host
+//! (`kubectl port-forward` is one), and the router nested as a service, so that `/fusebox` and
+//! `/fusebox/` both serve the page. Serve with the peers' addresses, which the read hook reads.
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> std::io::Result<()> {
-//! # let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! # let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
 //! # let app = axum::Router::new();
 //! use fusebox_admin::{self as admin, AdminConfig};
-//! let app = app.nest("/fusebox", admin::router(fusebox::registry(), AdminConfig::new().allow_loopback()));
+//! let config = AdminConfig::new()
+//!     .allow_bearer(std::env::var("FUSEBOX_ADMIN_TOKEN").unwrap_or_default())
+//!     .authorize_read(|request| request.is_local());
+//! let app = app.nest_service("/fusebox", admin::router(fusebox::registry(), config));
 //! axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await
 //! # }
 //! ```
 //!
-//! `http://host:8080/fusebox` is then the dashboard. The routes, relative to where it is nested:
+//! `http://host:8080/fusebox` is then the dashboard (axum's `Router::nest` serves `/fusebox`
+//! only; `nest_service` serves `/fusebox/` too). The guide's
+//! [operators chapter](https://docs.rs/fusebox/latest/fusebox/guide/operators/index.html) says
+//! how to mount it behind a proxy. The routes, relative to where it is nested:
 //!
 //! | route | what |
 //! |---|---|
@@ -64,24 +72,36 @@
 //!
 //! # Security
 //!
-//! The read-only routes show keys, states and counts; mount them where your other operational
-//! routes are. The controls change what your service does, so each `POST` must pass two checks:
+//! The read-only routes show keys, states and counts. They answer everyone who reaches them
+//! unless [`AdminConfig::authorize_read`] guards them (`GET /health` stays open for load
+//! balancers' probes). The controls change what your service does, so each `POST` must pass two
+//! checks:
 //!
-//! - **Authorisation.** [`AdminConfig::authorize`] decides from the request (its headers, its
-//!   peer address, the extensions your authentication middleware set) and names who asked. There
-//!   is no default that allows: without a hook every control is refused with `403`.
-//!   [`AdminConfig::allow_loopback`] allows requests from the loopback interface, which needs
-//!   the server to record peer addresses (`into_make_service_with_connect_info::<SocketAddr>()`)
-//!   and is right only when no proxy on the same host forwards outside requests to it.
+//! - **Authorisation.** A hook decides from the request and names who asked. There is no
+//!   default that allows: without a hook every control is refused with `403`.
+//!   [`AdminConfig::allow_bearer`] allows `Authorization: Bearer <token>`, safe behind any proxy;
+//!   [`AdminConfig::authorize`] takes your own (headers, peer address, the extensions your
+//!   authentication middleware set). [`AdminConfig::allow_loopback`] allows local operators: a
+//!   loopback peer (the server must record peer addresses,
+//!   `into_make_service_with_connect_info::<SocketAddr>()`) and none of the headers a proxy adds
+//!   ([`PROXY_HEADERS`]); it is right only when every proxy on the same host adds one of them.
+//!   Each refusal says which check failed and the fix.
 //! - **CSRF.** A control needs the header [`CSRF_HEADER`] (any value), which a page of another
 //!   origin cannot send without the browser asking first (and being told no); a request whose
-//!   `Origin` differs from its `Host`, or that the browser marks `Sec-Fetch-Site: cross-site`, is
-//!   refused too. The dashboard sends the header, and an `Authorization: Bearer` token typed in
-//!   its token field.
+//!   `Origin` differs from its `Host` (or, without `Host`, from its URI's authority, as HTTP/2
+//!   sends it), whose `Origin` is `null` (a sandboxed page, a file, a redirect), or that the
+//!   browser marks `Sec-Fetch-Site: cross-site` is refused too. The dashboard sends the header,
+//!   and an `Authorization: Bearer` token typed in its token field.
+//!
+//! The page builds every name it shows (keys, the instance, groups) as text, never as markup,
+//! and carries a Content-Security-Policy (its own script and style only, by hash; requests to
+//! its own origin only; no framing).
 //!
 //! Each control runs as a `tracing` WARN event, target `fusebox`, `operator_action`, with the
 //! fields `key`, `action` and `operator` (what the hook returned), and is kept in the card's
-//! `actions`; a refused one is an `operator_refused` WARN naming the key, the action and why.
+//! `actions`; a refused one is an `operator_refused` WARN with the fields `key`, `action`,
+//! `reason` and `why`. What a request carries is in fields, escaped by the subscriber, never in
+//! a message, so a key with a line break cannot forge a log line.
 //!
 //! # Cost
 //!
@@ -91,8 +111,12 @@
 //! samples, one every 5 s, so five minutes) and, while someone watches `GET /events`, computes
 //! the board: after each transition or control, and at most every
 //! [`AdminConfig::refresh`] otherwise (live counts change with every call, which sends no
-//! notice), never more often than [`AdminConfig::min_interval`]. One board is computed per change
-//! for all connections; a slow connection skips to the latest board. Connections beyond
+//! notice), never more often than [`AdminConfig::min_interval`] (each duration setting is
+//! bounded to 10 ms ..= 1 h). The task runs under a supervisor: a panic in it is an ERROR event,
+//! `admin_task_panicked`, and the task starts again a second later. One board is computed per
+//! change for all connections and sent to each without a copy; a connection takes the next board
+//! only once the server wrote the previous one out, so a slow or stuck reader holds at most one
+//! board and skips to the latest. Connections beyond
 //! [`AdminConfig::max_connections`] are refused with `503`. The board holds at most
 //! [`AdminConfig::max_keys`] cards (the first keys in order; `omitted` counts the rest), and
 //! history is kept for those keys only. The call-rate sparkline is the window's calls per
@@ -117,13 +141,16 @@ mod history;
 
 mod board;
 mod config;
+mod guard;
 mod health;
 mod hub;
 mod routes;
+mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use config::{Action, AdminConfig, CSRF_HEADER, ControlRequest, DEFAULT_MAX_CONNECTIONS};
+pub use guard::{PROXY_HEADERS, ReadRequest};
 pub use health::{Health, HealthReport, Status, health};
 pub use routes::dashboard_html;
 

@@ -1,18 +1,18 @@
 //! The handlers of the router: the page, the JSON, the event stream, the controls and health.
 
-use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::extract::{Path, State as Shared};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::{StatusCode, header};
+use axum::middleware;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::config::{Action, CSRF_HEADER, ControlRequest};
+use crate::config::{Action, ControlRequest};
+use crate::guard;
 use crate::hub::Hub;
 
 /// The routes over `hub`.
@@ -20,25 +20,31 @@ pub(super) fn router<S>(hub: Arc<Hub>) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    Router::new()
+    let reads = Router::new()
         .route("/", get(page))
         .route("/breakers", get(breakers))
         .route("/breakers/{key}", get(breaker))
-        .route("/breakers/{key}/{action}", post(control))
         .route("/events", get(events))
+        .route_layer(middleware::from_fn_with_state(hub.clone(), guard::reads));
+    Router::new()
+        .merge(reads)
+        .route("/breakers/{key}/{action}", post(control))
         .route("/health", get(health))
         .with_state(hub)
 }
 
 /// A JSON error: `{"error": code, "message": message}`.
-fn error(status: StatusCode, code: &str, message: String) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: String) -> Response {
     (status, Json(json!({"error": code, "message": message}))).into_response()
 }
 
 async fn page(Shared(hub): Shared<Arc<Hub>>) -> Response {
     hub.ensure_task();
     (
-        [(header::CACHE_CONTROL, "no-store")],
+        [
+            (header::CACHE_CONTROL, "no-store"),
+            (header::CONTENT_SECURITY_POLICY, content_security_policy()),
+        ],
         Html(dashboard_html()),
     )
         .into_response()
@@ -88,54 +94,7 @@ async fn events(Shared(hub): Shared<Arc<Hub>>) -> Response {
             ),
         );
     };
-    let boards = connection.boards();
-    // The first item is the current board; each later one waits for a new board. A connection
-    // that falls behind skips to the latest.
-    let stream = futures_util::stream::unfold(
-        (boards, connection, true),
-        |(mut boards, connection, first)| async move {
-            if !first {
-                boards.changed().await.ok()?;
-            }
-            let json = boards.borrow_and_update().json.clone();
-            let event = Event::default().event("board").data(&*json);
-            Some((Ok::<_, Infallible>(event), (boards, connection, false)))
-        },
-    );
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-/// Why a control request fails the CSRF guard, if it does.
-fn forged(headers: &HeaderMap) -> Option<String> {
-    let sent = headers
-        .get(CSRF_HEADER)
-        .is_some_and(|v| !v.as_bytes().is_empty());
-    if !sent {
-        return Some(format!(
-            "operator controls need the header `{CSRF_HEADER}` (any value), which a page of another \
-             site cannot send; add it to the request (the dashboard sends it)"
-        ));
-    }
-    if headers
-        .get("sec-fetch-site")
-        .is_some_and(|v| v.as_bytes() == b"cross-site")
-    {
-        return Some("a cross-site request cannot use operator controls".to_owned());
-    }
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-    if let (Some(origin), Some(host)) = (origin, host) {
-        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-        if origin != "null" && origin_host != host {
-            return Some(format!(
-                "the request comes from `{origin}`, another origin than `{host}`; operator \
-                 controls accept requests from their own origin only"
-            ));
-        }
-    }
-    None
+    crate::stream::events(connection)
 }
 
 async fn control(
@@ -144,11 +103,12 @@ async fn control(
     parts: Parts,
 ) -> Response {
     hub.ensure_task();
+    // The key and the action come from the request: fields (escaped), never the message.
     let refused = |status: StatusCode, code: &str, message: String| {
-        tracing::warn!(target: "fusebox", event = "operator_refused", key = key.as_str(), action = action.as_str(), reason = code, "{message}");
+        tracing::warn!(target: "fusebox", event = "operator_refused", key = ?key, action = ?action, reason = code, why = ?message, "an operator control was refused");
         error(status, code, message)
     };
-    if let Some(message) = forged(&parts.headers) {
+    if let Some(message) = guard::forged(&parts) {
         return refused(StatusCode::FORBIDDEN, "csrf", message);
     }
     let Some(act) = Action::parse(&action) else {
@@ -161,18 +121,18 @@ async fn control(
         );
     };
     let request = ControlRequest {
-        parts: &parts,
+        request: crate::guard::ReadRequest::of(&parts),
         key: &key,
         action: act,
     };
-    let operator = hub.config.authorize.as_ref().and_then(|hook| {
+    let operator = hub.config.authorize.as_ref().and_then(|(hook, _)| {
         // The hook is user code: a panic refuses the control instead of unwinding here.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&request)))
             .ok()
             .flatten()
     });
     let Some(operator) = operator else {
-        let why = unauthorized(&hub, &request);
+        let why = guard::unauthorized(&hub.config, &request);
         return refused(StatusCode::FORBIDDEN, "unauthorized", why);
     };
     let Some(breaker) = hub.registry.get(&key) else {
@@ -185,10 +145,10 @@ async fn control(
     tracing::warn!(
         target: "fusebox",
         event = "operator_action",
-        key = key.as_str(),
+        key = ?key,
         action = act.as_str(),
-        operator = operator.as_str(),
-        "operator `{operator}` ran `{act}` on `{key}`"
+        operator = ?operator,
+        "an operator ran a control"
     );
     hub.act(&key, act.as_str(), &operator, || match act {
         Action::ForceOpen => breaker.force_open(),
@@ -206,24 +166,24 @@ async fn control(
     .into_response()
 }
 
-/// Why a control that no hook allowed is refused, naming the action, the key and the peer.
-fn unauthorized(hub: &Hub, request: &ControlRequest<'_>) -> String {
-    let (action, key) = (request.action(), request.key());
-    match &hub.config.authorize {
-        None => {
-            "operator controls are refused: no `AdminConfig::authorize` hook allows them".to_owned()
-        }
-        Some(_) => match request.peer() {
-            Some(peer) => {
-                format!("`AdminConfig::authorize` refused `{action}` on `{key}` from {peer}")
-            }
-            None => format!("`AdminConfig::authorize` refused `{action}` on `{key}`"),
-        },
+/// The state a control moves a key's shared circuit to: none for `metrics_only` (no shared
+/// form) and none for a local key (`shared = false`), which never touches the store.
+#[cfg(feature = "redis")]
+pub(crate) fn shared_state(act: Action, policy: &fusebox::Policy) -> Option<fusebox::State> {
+    use fusebox::State;
+    if !policy.settings().shared {
+        return None;
+    }
+    match act {
+        Action::ForceOpen => Some(State::ForcedOpen),
+        Action::Disable => Some(State::Disabled),
+        Action::Reset => Some(State::Closed),
+        Action::MetricsOnly => None,
     }
 }
 
-/// Moves the shared circuit of `key` in the store for `act` (`force_open`, `disable`, `reset`);
-/// the `503` to answer when the store cannot.
+/// Moves the shared circuit of `key` in the store for `act` (`force_open`, `disable`, `reset`;
+/// not for a local key); the `503` to answer when the store cannot.
 #[cfg(feature = "redis")]
 async fn move_in_store(
     hub: &Hub,
@@ -231,15 +191,10 @@ async fn move_in_store(
     act: Action,
     breaker: &fusebox::Breaker,
 ) -> Option<Response> {
-    use fusebox::State;
     let store = hub.config.store.as_ref()?;
-    let state = match act {
-        Action::ForceOpen => State::ForcedOpen,
-        Action::Disable => State::Disabled,
-        Action::Reset => State::Closed,
-        Action::MetricsOnly => return None,
-    };
-    let e = store.force(key, breaker.policy(), state).await.err()?;
+    let policy = breaker.policy();
+    let state = shared_state(act, &policy)?;
+    let e = store.force(key, policy, state).await.err()?;
     Some(error(
         StatusCode::SERVICE_UNAVAILABLE,
         "store_unavailable",
@@ -247,9 +202,28 @@ async fn move_in_store(
     ))
 }
 
+/// The page's Content-Security-Policy: its `<meta>`'s (no inline script or style but the page's
+/// own, by hash; requests to its own origin only), plus `frame-ancestors 'none'`, which only a
+/// header can say.
+pub(crate) fn content_security_policy() -> &'static str {
+    static POLICY: LazyLock<String> = LazyLock::new(|| {
+        let page = dashboard_html();
+        let start = page
+            .find(META_CSP)
+            .map_or(page.len(), |at| at + META_CSP.len());
+        let policy = page[start..].split('"').next().unwrap_or_default();
+        format!("{policy}; frame-ancestors 'none'")
+    });
+    &POLICY
+}
+
+/// What precedes the policy in the page's `<meta>`.
+pub(crate) const META_CSP: &str = r#"<meta http-equiv="Content-Security-Policy" content=""#;
+
 /// The dashboard page that `GET /` serves. It reads `events` relative to its own address; a
 /// front that merges several instances' event streams can serve it as it is (one column per
-/// `instance`).
+/// `instance`). It carries its Content-Security-Policy in a `<meta>`: every server-given string
+/// is shown as text, and no script but the page's own runs.
 #[must_use]
 pub fn dashboard_html() -> &'static str {
     include_str!("dashboard.html")

@@ -336,3 +336,215 @@ fn card_of(document: &serde_json::Value, key: &str) -> serde_json::Value {
         .cloned()
         .unwrap()
 }
+
+/// The state of `key` on the first board a connection receives within `within` (paused time)
+/// where it is `state`, if any.
+async fn board_saying(
+    boards: &mut tokio::sync::watch::Receiver<super::hub::Board>,
+    key: &str,
+    state: &str,
+    within: Duration,
+) -> bool {
+    let found = async {
+        loop {
+            boards.changed().await.unwrap();
+            let json = boards.borrow_and_update().json().to_owned();
+            let board: serde_json::Value = serde_json::from_str(&json).unwrap();
+            if card_of(&board, key)["state"] == state {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(within, found).await.is_ok()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_longest_durations_are_bounded_and_the_task_keeps_publishing() {
+    static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(FakeClock::new()));
+    let breaker = REGISTRY.breaker("longest", Policy::new()).unwrap();
+    let config = AdminConfig::new()
+        .refresh(Duration::MAX)
+        .min_interval(Duration::MAX)
+        .history(Duration::MAX, 5);
+    assert_eq!(
+        (config.refresh, config.min_interval, config.sample_every),
+        (
+            Duration::from_secs(3600),
+            Duration::from_secs(3600),
+            Duration::from_secs(3600)
+        )
+    );
+    let hub = super::hub::Hub::start(&REGISTRY, config);
+    let connection = hub.connect().unwrap();
+    let mut boards = connection.boards();
+    boards.borrow_and_update();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    breaker.force_open();
+    // One `min_interval` (an hour) later the board says so.
+    assert!(
+        board_saying(
+            &mut boards,
+            "longest",
+            "forced_open",
+            Duration::from_secs(3700)
+        )
+        .await,
+        "a board after the transition: the task is alive"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_in_the_task_is_logged_and_the_task_starts_again() {
+    static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(FakeClock::new()));
+    let breaker = REGISTRY.breaker("restarted", Policy::new()).unwrap();
+    let hub = super::hub::Hub::start(&REGISTRY, AdminConfig::new());
+    let connection = hub.connect().unwrap();
+    let mut boards = connection.boards();
+    boards.borrow_and_update();
+    hub.panic_next
+        .store(true, std::sync::atomic::Ordering::Release);
+    breaker.force_open();
+    // The task panics at its next turn and starts again a second later.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(hub.restarts(), 1, "the supervisor saw the panic");
+    let within = Duration::from_secs(5);
+    assert!(
+        board_saying(&mut boards, "restarted", "forced_open", within).await,
+        "a board from the restarted task"
+    );
+    breaker.reset();
+    assert!(board_saying(&mut boards, "restarted", "closed", within).await);
+}
+
+/// SHA-256 of `data` (FIPS 180-4), for the page's script and style hashes.
+fn sha256(data: &[u8]) -> [u8; 32] {
+    const K: [u32; 64] = [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
+    ];
+    let mut h: [u32; 8] = [
+        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+        0x5be0cd19,
+    ];
+    let mut message = data.to_vec();
+    message.push(0x80);
+    while message.len() % 64 != 56 {
+        message.push(0);
+    }
+    message.extend_from_slice(&(data.len() as u64 * 8).to_be_bytes());
+    for block in message.chunks(64) {
+        let mut w = [0u32; 64];
+        for (i, word) in block.chunks(4).enumerate() {
+            w[i] = u32::from_be_bytes(word.try_into().unwrap());
+        }
+        for i in 16..64 {
+            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16]
+                .wrapping_add(s0)
+                .wrapping_add(w[i - 7])
+                .wrapping_add(s1);
+        }
+        let mut v = h;
+        for i in 0..64 {
+            let s1 = v[4].rotate_right(6) ^ v[4].rotate_right(11) ^ v[4].rotate_right(25);
+            let ch = (v[4] & v[5]) ^ (!v[4] & v[6]);
+            let t1 = v[7]
+                .wrapping_add(s1)
+                .wrapping_add(ch)
+                .wrapping_add(K[i])
+                .wrapping_add(w[i]);
+            let s0 = v[0].rotate_right(2) ^ v[0].rotate_right(13) ^ v[0].rotate_right(22);
+            let maj = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
+            let t2 = s0.wrapping_add(maj);
+            v = [v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]];
+            v.rotate_right(1);
+            v[0] = t1.wrapping_add(t2);
+            v[4] = v[4].wrapping_add(t1);
+        }
+        for (a, b) in h.iter_mut().zip(v) {
+            *a = a.wrapping_add(b);
+        }
+    }
+    let mut out = [0u8; 32];
+    for (chunk, word) in out.chunks_mut(4).zip(h) {
+        chunk.copy_from_slice(&word.to_be_bytes());
+    }
+    out
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_page_s_policy_allows_its_own_script_and_style_by_hash_and_nothing_inline() {
+    assert_eq!(
+        base64(&sha256(b"abc")),
+        "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0="
+    );
+    let page = dashboard_html();
+    let hash = |tag: &str| {
+        let open = format!("<{tag}>");
+        let start = page.find(&open).unwrap() + open.len();
+        let end = page.find(&format!("</{tag}>")).unwrap();
+        format!("'sha256-{}'", base64(&sha256(&page.as_bytes()[start..end])))
+    };
+    let policy = super::routes::content_security_policy();
+    let (script, style) = (hash("script"), hash("style"));
+    assert!(
+        policy.contains(&format!("script-src {script};")),
+        "the page's script changed: put {script} in its `<meta>` policy's `script-src`"
+    );
+    assert!(
+        policy.contains(&format!("style-src {style};")),
+        "the page's style changed: put {style} in its `<meta>` policy's `style-src`"
+    );
+    assert!(policy.starts_with("default-src 'none'; "), "{policy}");
+    assert!(policy.ends_with("; frame-ancestors 'none'"), "{policy}");
+    assert!(!policy.contains("unsafe"), "{policy}");
+    assert!(page.contains(super::routes::META_CSP));
+    assert_eq!(page.matches("<script").count(), 1, "one script");
+    assert!(!page.contains("innerHTML") && !page.contains(" style="));
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn a_control_moves_a_shared_key_in_the_store_and_never_a_local_one() {
+    use super::routes::shared_state;
+    let shared = Policy::new();
+    let local = Policy::new().shared(false);
+    assert_eq!(shared_state(Action::Reset, &shared), Some(State::Closed));
+    assert_eq!(
+        shared_state(Action::ForceOpen, &shared),
+        Some(State::ForcedOpen)
+    );
+    assert_eq!(shared_state(Action::MetricsOnly, &shared), None);
+    for action in Action::ALL {
+        assert_eq!(shared_state(action, &local), None, "{action}");
+    }
+}

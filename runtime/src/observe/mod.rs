@@ -164,7 +164,7 @@ pub(crate) fn emit(
         // A subscriber panicked; a second panic while reporting it is dropped too.
         let message = panic_message(payload.as_ref()).to_owned();
         let _ = catch_unwind(
-            || tracing::error!(target: "fusebox", key, panic = message, "a panic while reporting a transition of `{key}` was caught; the transition stands"),
+            || tracing::error!(target: "fusebox", key, panic = message, "a panic while reporting a transition was caught; the transition stands"),
         );
     }
 }
@@ -245,10 +245,7 @@ fn report_hook_panic(transition: &Transition<'_>, payload: &(dyn std::any::Any +
         from = transition.from.as_str(),
         to = transition.to.as_str(),
         panic = message,
-        "an `on_transition` hook panicked on `{}` ({} -> {}): {message}; the transition stands and the breaker keeps working; catch the panic inside the hook",
-        transition.key,
-        transition.from,
-        transition.to,
+        "an `on_transition` hook panicked; the transition stands and the breaker keeps working; catch the panic inside the hook",
     );
 }
 

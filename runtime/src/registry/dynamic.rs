@@ -105,7 +105,7 @@ impl Registry {
                     key,
                     max_keys = self.max_keys.load(Ordering::Relaxed),
                     overflow,
-                    "registry holds its maximum of dynamic breakers and none is idle: this call to `{key}` is not protected; raise the cap with `Registry::set_max_keys`"
+                    "registry holds its maximum of dynamic breakers and none is idle: this call (the key is in the event's `key` field) is not protected; raise the cap with `Registry::set_max_keys`"
                 );
             }
             return breaker.core;

@@ -471,7 +471,8 @@ pub fn usable_policy(key: &str, function: &str, policy: Policy) -> Policy {
                 key,
                 field,
                 function,
-                "{error}; breaker `{key}` runs the default policy instead",
+                error = ?error.to_string(),
+                "a breaker's policy is invalid (see the `error` field); it runs the default policy instead",
             );
             Policy::DEFAULT
         }

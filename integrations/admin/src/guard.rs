@@ -1,0 +1,208 @@
+//! The router's guards: the CSRF and origin check of the controls, the proxy headers that make a
+//! request not a local operator's, the read-side hook and the words of each refusal.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State as Shared};
+use axum::http::request::Parts;
+use axum::http::{Extensions, HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::config::{AdminConfig, CSRF_HEADER, ControlRequest, Hook};
+use crate::hub::Hub;
+
+/// The headers a proxy adds to a request it forwards: a request carrying one is not a local
+/// operator's, whatever its peer address.
+pub const PROXY_HEADERS: [&str; 3] = ["forwarded", "x-forwarded-for", "x-real-ip"];
+
+/// The first of [`PROXY_HEADERS`] that `headers` carries.
+pub(crate) fn forwarded(headers: &HeaderMap) -> Option<&'static str> {
+    PROXY_HEADERS
+        .into_iter()
+        .find(|name| headers.contains_key(*name))
+}
+
+/// The peer address the server recorded (`into_make_service_with_connect_info`).
+pub(crate) fn peer(extensions: &Extensions) -> Option<SocketAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|info| info.0)
+}
+
+/// A loopback peer (IPv4-mapped addresses included) and no proxy header.
+pub(crate) fn is_local(parts: &Parts) -> bool {
+    forwarded(&parts.headers).is_none()
+        && peer(&parts.extensions).is_some_and(|p| p.ip().to_canonical().is_loopback())
+}
+
+/// A request as a hook sees it: a read (`GET /`, `/breakers`, `/breakers/{key}`, `/events`) for
+/// the read hook ([`AdminConfig::authorize_read`]), and what a [`ControlRequest`] dereferences to.
+#[derive(Debug)]
+pub struct ReadRequest<'a> {
+    parts: &'a Parts,
+}
+
+impl<'a> ReadRequest<'a> {
+    pub(crate) fn of(parts: &'a Parts) -> Self {
+        ReadRequest { parts }
+    }
+
+    /// The path, relative to where the router is nested (`/breakers`, `/events`, …).
+    #[must_use]
+    pub fn path(&self) -> &str {
+        self.parts.uri.path()
+    }
+
+    /// The request's headers (an `Authorization` header, a session cookie, say).
+    #[must_use]
+    pub fn headers(&self) -> &HeaderMap {
+        &self.parts.headers
+    }
+
+    /// The request's extensions: what your authentication middleware put there.
+    #[must_use]
+    pub fn extensions(&self) -> &Extensions {
+        &self.parts.extensions
+    }
+
+    /// The peer's address, when the server records it
+    /// (`into_make_service_with_connect_info::<SocketAddr>()`).
+    #[must_use]
+    pub fn peer(&self) -> Option<SocketAddr> {
+        peer(&self.parts.extensions)
+    }
+
+    /// The first proxy header the request carries (`forwarded`, `x-forwarded-for`,
+    /// `x-real-ip`): a proxy forwarded it.
+    #[must_use]
+    pub fn forwarded(&self) -> Option<&'static str> {
+        forwarded(&self.parts.headers)
+    }
+
+    /// True when the peer is a loopback address and the request carries no proxy header: an
+    /// operator on this host, as [`AdminConfig::allow_loopback`] decides.
+    #[must_use]
+    pub fn is_local(&self) -> bool {
+        is_local(self.parts)
+    }
+}
+
+/// The read hook: `true` lets the request read.
+pub(crate) type AuthorizeRead = Arc<dyn Fn(&ReadRequest<'_>) -> bool + Send + Sync>;
+
+/// The middleware of the read routes: refuses with `403` what the read hook does not allow.
+pub(crate) async fn reads(Shared(hub): Shared<Arc<Hub>>, request: Request, next: Next) -> Response {
+    let Some(hook) = hub.config.authorize_read.as_ref() else {
+        return next.run(request).await;
+    };
+    let (parts, body) = request.into_parts();
+    let read = ReadRequest::of(&parts);
+    // The hook is user code: a panic refuses the read instead of unwinding here.
+    let allowed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&read)));
+    if allowed.unwrap_or(false) {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let path = parts.uri.path();
+    tracing::warn!(target: "fusebox", event = "read_refused", path = ?path, peer = ?read.peer(), "an operator read was refused");
+    crate::routes::error(
+        StatusCode::FORBIDDEN,
+        "unauthorized",
+        "`AdminConfig::authorize_read` refused this read; ask the service's owner for access"
+            .to_owned(),
+    )
+}
+
+/// The authority (`host[:port]`) the request was sent to: its `Host` header, else its URI's
+/// (HTTP/2's `:authority`, an absolute-form HTTP/1.1 target).
+fn authority(parts: &Parts) -> Option<&str> {
+    match parts.headers.get(header::HOST) {
+        Some(host) => host.to_str().ok(),
+        None => parts.uri.authority().map(|a| a.as_str()),
+    }
+}
+
+/// Why a control request fails the CSRF guard, if it does.
+pub(crate) fn forged(parts: &Parts) -> Option<String> {
+    let headers = &parts.headers;
+    let sent = headers
+        .get(CSRF_HEADER)
+        .is_some_and(|v| !v.as_bytes().is_empty());
+    if !sent {
+        return Some(format!(
+            "operator controls need the header `{CSRF_HEADER}` (any value), which a page of another \
+             site cannot send; add it to the request (the dashboard sends it)"
+        ));
+    }
+    if headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"cross-site")
+    {
+        return Some("a cross-site request cannot use operator controls".to_owned());
+    }
+    // No `Origin`: not a browser's cross-origin request (the CSRF header covers forms).
+    let origin = headers.get(header::ORIGIN)?;
+    let Ok(origin) = origin.to_str() else {
+        return Some("the request's `Origin` is not readable; operator controls accept requests from their own origin only".to_owned());
+    };
+    if origin == "null" {
+        return Some(
+            "the request comes from an opaque origin (`Origin: null`: a sandboxed page, a file, a \
+             redirect); operator controls accept requests from their own origin only"
+                .to_owned(),
+        );
+    }
+    let Some(authority) = authority(parts) else {
+        return Some(format!(
+            "the request comes from `{origin}` and names no `Host`, so its origin cannot be \
+             checked; send the `Host` header"
+        ));
+    };
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    if !origin_host.eq_ignore_ascii_case(authority) {
+        return Some(format!(
+            "the request comes from `{origin}`, another origin than `{authority}`; operator \
+             controls accept requests from their own origin only"
+        ));
+    }
+    None
+}
+
+/// Why a control that no hook allowed is refused: the action, the key, the peer, and for
+/// [`AdminConfig::allow_loopback`] what it could not see.
+pub(crate) fn unauthorized(config: &AdminConfig, request: &ControlRequest<'_>) -> String {
+    let (action, key) = (request.action(), request.key());
+    let refused = |by: &str| format!("`AdminConfig::{by}` refused `{action}` on `{key}`");
+    match config.hook() {
+        None => {
+            "operator controls are refused: no `AdminConfig::authorize` hook allows them".to_owned()
+        }
+        Some(Hook::Loopback) => match (request.forwarded(), request.peer()) {
+            (Some(header), _) => format!(
+                "{}: the request carries `{header}`, so a proxy forwarded it and its sender is not \
+                 a local operator; behind a proxy, allow the controls with a token \
+                 (`AdminConfig::allow_bearer` or `AdminConfig::authorize`)",
+                refused("allow_loopback")
+            ),
+            (None, None) => format!(
+                "{}: the peer is unknown (the server does not record peer addresses); serve the \
+                 app with `into_make_service_with_connect_info::<std::net::SocketAddr>()`",
+                refused("allow_loopback")
+            ),
+            (None, Some(peer)) => format!(
+                "{} from {peer}, which is not a loopback address",
+                refused("allow_loopback")
+            ),
+        },
+        Some(Hook::Bearer) => format!(
+            "{}: send `Authorization: Bearer <token>` with the service's token (the dashboard has \
+             a field for it)",
+            refused("allow_bearer")
+        ),
+        Some(Hook::Custom) => match request.peer() {
+            Some(peer) => format!("{} from {peer}", refused("authorize")),
+            None => refused("authorize"),
+        },
+    }
+}
