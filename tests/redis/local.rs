@@ -67,6 +67,15 @@ async fn shared_false_keeps_the_key_local() {
     assert_eq!(rejected(configured_a().await), Some(Reason::Open));
     assert_eq!(rejected(configured_b().await), None);
     assert_eq!(server.command(&["EXISTS", "{fusebox:configured}"]), ":0");
+
+    // An operator's force of a local key writes nothing to Redis.
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let policy = A.get("per-host").unwrap().policy();
+    store
+        .force("per-host", policy, State::ForcedOpen)
+        .await
+        .unwrap();
+    assert_eq!(server.command(&["EXISTS", "{fusebox:per-host}"]), ":0");
 }
 
 #[test]

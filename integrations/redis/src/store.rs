@@ -133,10 +133,17 @@ impl RedisStore {
     /// mode), or from the subscription's message (cached mode), before any later call of theirs
     /// is admitted from the view.
     ///
+    /// A key whose `policy` is not shared ([`Policy::shared`](fusebox::Policy::shared)`(false)`)
+    /// is never in the store: forcing it writes nothing to Redis and announces nothing (its
+    /// breakers' own handles move it, on each replica).
+    ///
     /// # Errors
     ///
     /// An [`Error`] with reason `TimedOut` when Redis does not answer within the store timeout.
     pub async fn force(&self, key: &str, policy: Policy, state: State) -> Result<(), Error> {
+        if !policy.settings().shared {
+            return Ok(());
+        }
         let target = match state {
             State::ForcedOpen => 3,
             State::Disabled => 4,
@@ -298,7 +305,7 @@ impl fusebox::store::Store for RedisStore {
                 target: "fusebox",
                 key,
                 field = "window",
-                "breaker `{key}` uses a `window` the redis store does not share; it stays local (use a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`) to share it)"
+                "a breaker uses a `window` the redis store does not share; it stays local (use a time window whose tenth is a whole number of milliseconds (`window = \"1s\"`) to share it)"
             );
             return Link::Unshareable;
         }
@@ -307,7 +314,7 @@ impl fusebox::store::Store for RedisStore {
                 target: "fusebox",
                 key,
                 field = "open_for",
-                "breaker `{key}` computes its open wait with a function, which the redis store cannot run: on this shared key every opening waits `open_for` (then this replica's `open_jitter`); keep the key local (`shared = false`) to use the function"
+                "a breaker computes its open wait with a function, which the redis store cannot run: on this shared key every opening waits `open_for` (then this replica's `open_jitter`); keep the key local (`shared = false`) to use the function"
             );
         }
         let mut link = self.key_link(key, policy);
