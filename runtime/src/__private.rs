@@ -140,7 +140,9 @@ pub use crate::breaker::{admit_shared, asks_store, flush_then, reports_to_store}
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __fusebox_with_store {
-    ({ $($shared:tt)* } { $($local:tt)* }) => {{ $($shared)* }};
+    ($shared:tt $local:tt) => {
+        $shared
+    };
 }
 
 /// `with_store!` without the `store` feature: keeps the second expansion.
@@ -148,7 +150,9 @@ macro_rules! __fusebox_with_store {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __fusebox_with_store {
-    ({ $($shared:tt)* } { $($local:tt)* }) => {{ $($local)* }};
+    ($shared:tt $local:tt) => {
+        $local
+    };
 }
 
 pub use crate::__fusebox_with_store as with_store;

@@ -65,13 +65,12 @@ pub(super) struct MethodNaming {
 /// How a call is admitted.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Admit {
-    /// `let mut permit = SITE.enter(…)`: one admission, the body runs once.
-    Permit,
     /// `let admit = || SITE.acquire(…)`: the attempt driver admits each attempt.
     Closure,
-    /// [`Admit::Permit`] for an `async fn` that may ask a shared registry's store.
+    /// `let mut permit = SITE.enter(…)`: one admission, the body runs once; an `async fn`'s permit
+    /// may ask a shared registry's store.
     SharedPermit,
-    /// [`Admit::Permit`] for a plain `fn`: a dynamic key's breaker is borrowed under the
+    /// [`Admit::SharedPermit`] for a plain `fn`: a dynamic key's breaker is borrowed under the
     /// registry map's guard for the call, not counted.
     LocalPermit,
 }
@@ -119,7 +118,7 @@ fn literal_admission(
         #declare
     };
     match admit {
-        Admit::Permit | Admit::SharedPermit | Admit::LocalPermit => {
+        Admit::SharedPermit | Admit::LocalPermit => {
             let permit_value = enter(names, site, admit == Admit::SharedPermit, registry.clone());
             quote! {
                 #head
@@ -174,7 +173,7 @@ fn dynamic_admission(
     // alive across the body's awaits); the permit borrows it. A plain `fn` borrows it
     // from the registry's map under a guard held for the call instead of owning it.
     let (holder, take) = match admit {
-        Admit::Permit | Admit::SharedPermit => {
+        Admit::SharedPermit => {
             let permit_value = enter(
                 names,
                 site,
@@ -230,6 +229,8 @@ fn named_permit(names: &Names, raw: TokenStream) -> TokenStream {
 /// The permit of `site.enter` with `args`, asking a shared registry's store when `ask_store`.
 fn enter(names: &Names, site: &Ident, ask_store: bool, args: TokenStream) -> TokenStream {
     let name = &names.name;
+    // `true` for an `async fn`: its permit may ask a shared key's store (a runtime without the
+    // `store` feature reads nothing of it).
     named_permit(names, quote!(#site.enter::<#ask_store>(#args, #name)))
 }
 

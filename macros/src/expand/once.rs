@@ -21,10 +21,10 @@ use crate::tokens::respan;
 /// fallback ([`defers_fallback`]), these settle in a block of their own, and the fallback is
 /// called after it.
 ///
-/// An `async fn`'s body is written twice, for a runtime with its `store` feature (a shared key's
-/// permit may ask the store, and its outcome's recording is awaited) and without it; the
-/// runtime's `with_store!` keeps the one its features call for, so a build without a store
-/// compiles no branch of it.
+/// An `async fn`'s expansion asks a shared key's store (the store's admission, the wait for its
+/// outcome's recording) in the few places where a runtime with its `store` feature differs from
+/// one without: each is written both ways, and the runtime's `with_store!` keeps the one its
+/// features call for, so a build without a store compiles nothing of a shared call.
 pub(super) fn once_body(
     args: &Args,
     names: &Names,
@@ -33,35 +33,6 @@ pub(super) fn once_body(
     body: &TokenStream,
     is_async: bool,
 ) -> TokenStream {
-    if !is_async {
-        return once_body_as(args, names, site, params, body, Calls::Sync);
-    }
-    let shared = once_body_as(args, names, site, params, body, Calls::AsyncShared);
-    let local = once_body_as(args, names, site, params, body, Calls::Async);
-    let private = &names.private;
-    quote!(#private::with_store! { { #shared } { #local } })
-}
-
-/// Which expansion of a call run once: a sync function's, or an `async fn`'s with or without a
-/// store to ask.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Calls {
-    Sync,
-    Async,
-    AsyncShared,
-}
-
-/// [`once_body`] for one kind of call.
-fn once_body_as(
-    args: &Args,
-    names: &Names,
-    site: &Site,
-    params: &Params,
-    body: &TokenStream,
-    calls: Calls,
-) -> TokenStream {
-    let is_async = calls != Calls::Sync;
-    let shared = calls == Calls::AsyncShared;
     let timeout = args.attempts.timeout.filter(|_| is_async);
     // With `timeout`, the body's future is awaited inside the timer's.
     let run = match timeout {
@@ -73,13 +44,13 @@ fn once_body_as(
         }
         None => run_once(names, args.fallback.is_some(), is_async, body),
     };
-    let admit = match calls {
-        Calls::AsyncShared => Admit::SharedPermit,
-        Calls::Async => Admit::Permit,
-        Calls::Sync => Admit::LocalPermit,
+    let admit = if is_async {
+        Admit::SharedPermit
+    } else {
+        Admit::LocalPermit
     };
     let admission = admission(args, names, site, admit);
-    let outcome = outcome(args, names, params, (is_async, shared), &run, timeout);
+    let outcome = outcome(args, names, params, is_async, &run, timeout);
     let alias = error_alias(args, names);
     match deferred_fallback(args, names, params, is_async) {
         // The call settles in a block of its own that ends with the cause, so the permit,
@@ -168,27 +139,31 @@ fn in_place(names: &Names, body: &TokenStream) -> TokenStream {
 }
 
 /// How the outcome arms of a call run once leave: as the function's value, or, with a deferred
-/// fallback ([`defers_fallback`]), the function's own result by `return` (with a shared store,
-/// as `Ok` first, for the store's wait) and a cause as the settling block's value (with a shared
-/// store, as `Err`).
+/// fallback ([`defers_fallback`]), the function's own result by `return` (an `async fn` with a
+/// store: as `Ok` first, for the store's wait) and a cause as the settling block's value (with
+/// a store: as `Err`).
 struct Exits {
     defers: bool,
-    shared: bool,
+    /// `with_store!` of the runtime, for an `async fn` (its exits differ with a store).
+    with_store: Option<TokenStream>,
 }
 
 impl Exits {
-    fn new(args: &Args, is_async: bool, shared: bool) -> Self {
+    fn new(args: &Args, names: &Names, is_async: bool) -> Self {
+        let private = &names.private;
         Exits {
             defers: defers_fallback(args, is_async),
-            shared,
+            with_store: is_async.then(|| quote!(#private::with_store!)),
         }
     }
 
     /// The function's own result `tokens`, leaving.
     fn done(&self, tokens: TokenStream) -> TokenStream {
-        match (self.defers, self.shared) {
-            (true, false) => quote!(return #tokens),
-            (true, true) => quote!(::core::result::Result::Ok(#tokens)),
+        match (self.defers, &self.with_store) {
+            (true, None) => quote!(return #tokens),
+            (true, Some(with_store)) => quote! {
+                #with_store { { ::core::result::Result::Ok(#tokens) } { return #tokens } }
+            },
             (false, _) => tokens,
         }
     }
@@ -196,10 +171,11 @@ impl Exits {
     /// What a call handed to the fallback evaluates to (`tokens`: the fallback's value, or the
     /// cause when it is deferred).
     fn to_fallback(&self, tokens: TokenStream) -> TokenStream {
-        if self.defers && self.shared {
-            quote!(::core::result::Result::Err(#tokens))
-        } else {
-            tokens
+        match (self.defers, &self.with_store) {
+            (true, Some(with_store)) => quote! {
+                #with_store { { ::core::result::Result::Err(#tokens) } { #tokens } }
+            },
+            _ => tokens,
         }
     }
 }
@@ -210,7 +186,7 @@ fn outcome(
     args: &Args,
     names: &Names,
     params: &Params,
-    (is_async, shared): (bool, bool),
+    is_async: bool,
     run: &TokenStream,
     timeout: Option<Spanned<u64>>,
 ) -> TokenStream {
@@ -228,7 +204,7 @@ fn outcome(
     let ok_value = at_output(quote!(::core::result::Result::Ok(#value)));
     let err_error = at_output(quote!(::core::result::Result::Err(#error)));
     let (on_failed, on_refused) = settle(args, names, params, is_async, quote!(Rejected(#refused)));
-    let exits = Exits::new(args, is_async, shared);
+    let exits = Exits::new(args, names, is_async);
     let on_failed = exits.to_fallback(on_failed);
     let ok_done = exits.done(ok_value.clone());
     let err_done = exits.done(err_error.clone());
@@ -263,7 +239,7 @@ fn outcome(
         quote!(return #on_refused;)
     };
     shared_store(
-        shared,
+        is_async,
         defers,
         args.fallback.is_none(),
         names,
@@ -374,22 +350,39 @@ fn report_ok(args: &Args, names: &Names) -> TokenStream {
     }
 }
 
-/// The refusal check and the call. The shared expansion of an `async fn` ([`Calls::AsyncShared`])
-/// awaits a shared key's admission by the store in the (cold) refusal branch and the recording of
-/// its outcome after the call; the others have neither.
+/// The refusal check and the call. An `async fn` in a runtime with a store awaits a shared key's
+/// admission by the store in the (cold) refusal branch and the recording of its outcome after
+/// the call; without a store, or for a sync function, it has neither (the runtime's `with_store!`
+/// keeps one of the two).
 fn shared_store(
-    shared: bool,
+    is_async: bool,
     defers: bool,
     no_fallback: bool,
     names: &Names,
     on_refused: TokenStream,
     matched: TokenStream,
 ) -> TokenStream {
-    if shared && defers {
-        shared_settled(names, on_refused, matched)
-    } else if shared {
-        shared_returned(names, on_refused, matched)
-    } else if no_fallback {
+    if !is_async {
+        return local_store(no_fallback, names, on_refused, matched);
+    }
+    let shared = if defers {
+        shared_settled(names, on_refused.clone(), matched.clone())
+    } else {
+        shared_returned(names, on_refused.clone(), matched.clone())
+    };
+    let local = local_store(no_fallback, names, on_refused, matched);
+    let private = &names.private;
+    quote!(#private::with_store! { { #shared } { #local } })
+}
+
+/// [`shared_store`] without a store: the refusal check, then the call.
+fn local_store(
+    no_fallback: bool,
+    names: &Names,
+    on_refused: TokenStream,
+    matched: TokenStream,
+) -> TokenStream {
+    if no_fallback {
         // Without a fallback a refusal returns the function's own error at once: one call, whose
         // `Option` ends with this statement, so an admitted call's future holds nothing of it
         // across the body's `.await`. Located at the return type, where a missing

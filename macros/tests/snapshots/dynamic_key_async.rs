@@ -3,16 +3,25 @@
 
 impl Client {
     async fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
+        static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::DynSite = ::fusebox::__private_0_1_0::DynSite::new(
+            ::core::concat!(::core::module_path!(), "::", "fetch"),
+            ::fusebox::__private_0_1_0::Policy::DEFAULT,
+        );
+        let mut __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new();
+        let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
+            raw: __FUSEBOX_SITE
+                .enter::<
+                    true,
+                >(
+                    ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
+                    ::core::convert::AsRef::<str>::as_ref(&(host)),
+                    &mut __fusebox_held,
+                    &__FUSEBOX_SITE.function,
+                ),
+            site: &__FUSEBOX_SITE.function,
+        };
         ::fusebox::__private_0_1_0::with_store! {
-            { static __FUSEBOX_SITE : ::fusebox::__private_0_1_0::DynSite =
-            ::fusebox::__private_0_1_0::DynSite::new(::core::concat!(::core::module_path!(),
-            "::", "fetch"), ::fusebox::__private_0_1_0::Policy::DEFAULT); let mut
-            __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new(); let mut
-            __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit { raw :
-            __FUSEBOX_SITE.enter:: < true > (::fusebox::__private_0_1_0::registry_of(&
-            REGISTRY), ::core::convert::AsRef:: < str > ::as_ref(& (host)), & mut
-            __fusebox_held, & __FUSEBOX_SITE.function), site : & __FUSEBOX_SITE.function
-            }; if ::fusebox::__private_0_1_0::asks_store(& __fusebox_permit.raw) {
+            { if ::fusebox::__private_0_1_0::asks_store(& __fusebox_permit.raw) {
             ::fusebox::__private_0_1_0::admit_shared(& mut __fusebox_permit.raw, &
             __FUSEBOX_SITE.function). await; } if let
             ::core::option::Option::Some(__fusebox_rejected) =
@@ -35,16 +44,8 @@ impl Client {
             ::core::result::Result::Err(__fusebox_error) } }; if
             ::fusebox::__private_0_1_0::reports_to_store(& __fusebox_permit.raw) { return
             ::fusebox::__private_0_1_0::flush_then(& __fusebox_permit.raw, __fusebox_out)
-            . await; } __fusebox_out } { static __FUSEBOX_SITE :
-            ::fusebox::__private_0_1_0::DynSite =
-            ::fusebox::__private_0_1_0::DynSite::new(::core::concat!(::core::module_path!(),
-            "::", "fetch"), ::fusebox::__private_0_1_0::Policy::DEFAULT); let mut
-            __fusebox_held = ::fusebox::__private_0_1_0::SiteBreaker::new(); let mut
-            __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit { raw :
-            __FUSEBOX_SITE.enter:: < false > (::fusebox::__private_0_1_0::registry_of(&
-            REGISTRY), ::core::convert::AsRef:: < str > ::as_ref(& (host)), & mut
-            __fusebox_held, & __FUSEBOX_SITE.function), site : & __FUSEBOX_SITE.function
-            }; if let ::core::option::Option::Some(__fusebox_rejected) =
+            . await; } __fusebox_out } { if let
+            ::core::option::Option::Some(__fusebox_rejected) =
             ::fusebox::__private_0_1_0::rejection(& __fusebox_permit.raw) { return
             ::core::result::Result::Err(__fusebox_rejected); } match
             ::fusebox::__private_0_1_0::in_place_body:: < Result < String, FetchError > >

@@ -3,22 +3,34 @@
 
 impl Client {
     async fn send(&self, order: u64) -> Result<u32, ApiError> {
-        ::fusebox::__private_0_1_0::with_store! {
-            { static __FUSEBOX_SITE : ::fusebox::__private_0_1_0::Site =
-            ::fusebox::__private_0_1_0::Site::new("send",
-            ::core::concat!(::core::module_path!(), "::", "send"), { let __fusebox_base :
-            ::fusebox::__private_0_1_0::Policy = SEND_POLICY; __fusebox_base }
-            .max_concurrent(8)); ::fusebox::__private_0_1_0::inventory::submit! {
+        static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
+            "send",
+            ::core::concat!(::core::module_path!(), "::", "send"),
+            {
+                let __fusebox_base: ::fusebox::__private_0_1_0::Policy = SEND_POLICY;
+                __fusebox_base
+            }
+                .max_concurrent(8),
+        );
+        ::fusebox::__private_0_1_0::inventory::submit! {
             ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
-            ::fusebox::__private_0_1_0::in_global) } static __FUSEBOX_NAME :
-            ::fusebox::__private_0_1_0::MethodName =
-            ::fusebox::__private_0_1_0::MethodName::new("send"); __FUSEBOX_NAME
-            .get(::core::any::type_name:: < Self >); let mut __fusebox_permit =
-            ::fusebox::__private_0_1_0::NamedPermit { raw : __FUSEBOX_SITE.enter:: < true
-            > (& ::fusebox::__private_0_1_0::GLOBAL, __FUSEBOX_NAME.cached()), site :
-            __FUSEBOX_NAME.cached() }; if ::fusebox::__private_0_1_0::asks_store(&
-            __fusebox_permit.raw) { ::fusebox::__private_0_1_0::admit_shared(& mut
-            __fusebox_permit.raw, __FUSEBOX_NAME.cached()). await; } if let
+            ::fusebox::__private_0_1_0::in_global)
+        }
+        static __FUSEBOX_NAME: ::fusebox::__private_0_1_0::MethodName = ::fusebox::__private_0_1_0::MethodName::new(
+            "send",
+        );
+        __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
+        let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
+            raw: __FUSEBOX_SITE
+                .enter::<
+                    true,
+                >(&::fusebox::__private_0_1_0::GLOBAL, __FUSEBOX_NAME.cached()),
+            site: __FUSEBOX_NAME.cached(),
+        };
+        ::fusebox::__private_0_1_0::with_store! {
+            { if ::fusebox::__private_0_1_0::asks_store(& __fusebox_permit.raw) {
+            ::fusebox::__private_0_1_0::admit_shared(& mut __fusebox_permit.raw,
+            __FUSEBOX_NAME.cached()). await; } if let
             ::core::option::Option::Some(__fusebox_rejected) =
             ::fusebox::__private_0_1_0::permit_rejection(& __fusebox_permit.raw) { return
             ::core::result::Result::Err(::fusebox::__private_0_1_0::error_from_rejection(__fusebox_rejected));
@@ -38,20 +50,7 @@ impl Client {
             .raw, __FUSEBOX_NAME.cached()); ::core::result::Result::Err(__fusebox_error)
             } }; if ::fusebox::__private_0_1_0::reports_to_store(& __fusebox_permit.raw)
             { return ::fusebox::__private_0_1_0::flush_then(& __fusebox_permit.raw,
-            __fusebox_out). await; } __fusebox_out } { static __FUSEBOX_SITE :
-            ::fusebox::__private_0_1_0::Site =
-            ::fusebox::__private_0_1_0::Site::new("send",
-            ::core::concat!(::core::module_path!(), "::", "send"), { let __fusebox_base :
-            ::fusebox::__private_0_1_0::Policy = SEND_POLICY; __fusebox_base }
-            .max_concurrent(8)); ::fusebox::__private_0_1_0::inventory::submit! {
-            ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
-            ::fusebox::__private_0_1_0::in_global) } static __FUSEBOX_NAME :
-            ::fusebox::__private_0_1_0::MethodName =
-            ::fusebox::__private_0_1_0::MethodName::new("send"); __FUSEBOX_NAME
-            .get(::core::any::type_name:: < Self >); let mut __fusebox_permit =
-            ::fusebox::__private_0_1_0::NamedPermit { raw : __FUSEBOX_SITE.enter:: <
-            false > (& ::fusebox::__private_0_1_0::GLOBAL, __FUSEBOX_NAME.cached()), site
-            : __FUSEBOX_NAME.cached() }; if let
+            __fusebox_out). await; } __fusebox_out } { if let
             ::core::option::Option::Some(__fusebox_rejected) =
             ::fusebox::__private_0_1_0::rejection(& __fusebox_permit.raw) { return
             ::core::result::Result::Err(__fusebox_rejected); } match
