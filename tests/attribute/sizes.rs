@@ -14,10 +14,10 @@ fn an_error_is_three_words() {
 }
 
 /// Measured at 56 B bare, 80 B annotated, 88 B with a fallback, 208 B with `timeout` (the
-/// annotated future, the timer and the body's `async` block) and 184 B with `retry` (rustc 1.95,
-/// release; the debug build gives the same). With the `redis` feature an `async fn` may await a
-/// shared registry's store: 88 B annotated, 96 B with a fallback, 216 B with `timeout`, and 224 B
-/// with `retry` (every attempt's admission and recording may await the store).
+/// annotated future, the timer and the body's `async` block) and 176 B with `retry` (release). With
+/// the `store` feature an `async fn` may await a shared registry's store: 88 B annotated, 96 B with
+/// a fallback, 216 B with `timeout`, and 208 B with `retry` (every attempt's admission and
+/// recording may await the store).
 #[test]
 fn annotated_futures_stay_within_their_bounds() {
     let bare = size_of_val(&bare(1));
@@ -26,9 +26,9 @@ fn annotated_futures_stay_within_their_bounds() {
     // The permit (three words: the breaker, the admission and the function's name) beside the
     // body's future: a body with no
     // `return`, `?` or macro call runs in place, with no `async` block (and no moved copy of the
-    // parameters) around it. With `redis`, the admission and the report that may await the
+    // parameters) around it. With `store`, the admission and the report that may await the
     // store add their own states.
-    let over_annotated = if cfg!(feature = "redis") { 32 } else { 24 };
+    let over_annotated = if cfg!(feature = "store") { 32 } else { 24 };
     assert!(
         annotated <= bare + over_annotated,
         "annotated: {annotated} B, bare: {bare} B"
@@ -48,11 +48,11 @@ fn annotated_futures_stay_within_their_bounds() {
         "with `timeout`: {with_timeout} B, annotated: {annotated} B, timer: {timer} B"
     );
     // `retry` without `timeout` or `deadline`: the attempt driver holds no timer around the
-    // attempt and no start time, so it costs no more than a timer would. With `redis`, the
+    // attempt and no start time, so it costs no more than a timer would. With `store`, the
     // attempt's admission and its recording may each await the store: their states hold the
     // attempt's outcome or its admission (32 B) where a local key's driver holds nothing.
     let with_retry = size_of_val(&with_retry(1));
-    let over_retry = if cfg!(feature = "redis") { 32 } else { 0 };
+    let over_retry = if cfg!(feature = "store") { 32 } else { 0 };
     assert!(
         with_retry <= annotated + timer + over_retry,
         "with `retry`: {with_retry} B, annotated: {annotated} B, timer: {timer} B"
@@ -70,7 +70,7 @@ fn a_dynamic_keys_future_stays_within_its_bound() {
     // owns it (empty when the site's cache lends it). The key expression borrows `host`, and a
     // borrowed local stays in the future across the body's await: its two words. With `redis`,
     // the admission and the report that may await the store add their own states.
-    let over = 24 + 24 + if cfg!(feature = "redis") { 8 } else { 0 };
+    let over = 24 + 24 + if cfg!(feature = "store") { 8 } else { 0 };
     assert!(
         dynamic <= bare + over,
         "dynamic key: {dynamic} B, bare with the same parameters: {bare} B"
