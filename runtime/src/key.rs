@@ -1,4 +1,5 @@
-//! Breaker keys: [`Key`], borrowed for literal keys and shared for keys made at run time.
+//! Breaker keys: [`Key`], borrowed for literal keys and shared for keys made at run time, and
+//! [`UnknownKey`], a configured key no breaker declares.
 
 use std::fmt;
 use std::sync::Arc;
@@ -227,6 +228,35 @@ fn load4(bytes: &[u8]) -> u32 {
     let mut word = [0; 4];
     word.copy_from_slice(&bytes[..4]);
     u32::from_le_bytes(word)
+}
+
+/// A configured key that no breaker of the registry declares, with the closest declared names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnknownKey {
+    /// The configured key.
+    pub key: String,
+    /// Declared keys close to it, best first (empty when none is close).
+    pub closest: Vec<String>,
+}
+
+impl std::fmt::Display for UnknownKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut chars = self.key.chars();
+        let head: String = chars.by_ref().take(40).collect();
+        let more = if chars.next().is_some() { "…" } else { "" };
+        write!(f, "no breaker `{head}{more}` is declared")?;
+        match self.closest.as_slice() {
+            [] => write!(
+                f,
+                "; the override applies if a breaker of that key is created later (a dynamic key or `Registry::breaker`)"
+            ),
+            names => {
+                let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+                write!(f, "; did you mean {}?", names.join(" or "))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::guard::{AuthorizeRead, ReadRequest};
+use crate::request::{AuthorizeRead, ReadRequest};
 
 /// The header every operator control must carry (any non-empty value): a page of another origin
 /// cannot send it without the browser's permission, so a forged form or link cannot act.

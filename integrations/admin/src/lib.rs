@@ -144,14 +144,15 @@ mod config;
 mod guard;
 mod health;
 mod hub;
+mod request;
 mod routes;
 mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use config::{Action, AdminConfig, CSRF_HEADER, ControlRequest, DEFAULT_MAX_CONNECTIONS};
-pub use guard::{PROXY_HEADERS, ReadRequest};
 pub use health::{Health, HealthReport, Status, health};
+pub use request::{PROXY_HEADERS, ReadRequest};
 pub use routes::dashboard_html;
 
 /// The operator surface of `registry` as a router to nest or merge into your own (see the

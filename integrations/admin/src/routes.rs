@@ -9,10 +9,9 @@ use axum::middleware;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::json;
 
 use crate::config::{Action, ControlRequest};
-use crate::guard;
+use crate::guard::{self, error};
 use crate::hub::Hub;
 
 /// The routes over `hub`.
@@ -31,11 +30,6 @@ where
         .route("/breakers/{key}/{action}", post(control))
         .route("/health", get(health))
         .with_state(hub)
-}
-
-/// A JSON error: `{"error": code, "message": message}`.
-pub(crate) fn error(status: StatusCode, code: &str, message: String) -> Response {
-    (status, Json(json!({"error": code, "message": message}))).into_response()
 }
 
 async fn page(Shared(hub): Shared<Arc<Hub>>) -> Response {
@@ -121,7 +115,7 @@ async fn control(
         );
     };
     let request = ControlRequest {
-        request: crate::guard::ReadRequest::of(&parts),
+        request: crate::request::ReadRequest::of(&parts),
         key: &key,
         action: act,
     };

@@ -429,7 +429,7 @@ impl Field<'_> {
             _ => return Err(self.unknown(GROUP_FIELDS.into_iter())),
         }
         // The field alone over the defaults: the check code and the replay make.
-        match patch.apply(crate::GroupPolicy::new()).validate() {
+        match patch.apply(crate::groups::GroupPolicy::new()).validate() {
             Ok(()) => Ok(patch),
             Err(e) if e.field() == "ejection" => Err(self.wrong(EJECTION)),
             Err(e) => Err(self.wrong(e.allowed())),

@@ -50,7 +50,7 @@ impl Loaded {
     /// [`ConfigError::Field`] naming the key (or [`ConfigError::Group`] naming the group) whose
     /// name would be one too many; nothing is kept then.
     ///
-    /// [`MAX_GROUP_NAMES`]: crate::limits::MAX_GROUP_NAMES
+    /// [`MAX_GROUP_NAMES`]: crate::groups::MAX_GROUP_NAMES
     pub(crate) fn keep_names(&self, layer: &mut Layer) -> Result<(), ConfigError> {
         let names = self
             .members
@@ -58,7 +58,7 @@ impl Loaded {
             .chain(self.groups.keys())
             .map(String::as_str);
         crate::groups::names()
-            .add_all(names, crate::limits::MAX_GROUP_NAMES)
+            .add_all(names, crate::groups::MAX_GROUP_NAMES)
             .map_err(|full| self.too_many(&full.name))?;
         for (key, name) in &self.members {
             if let Some(patch) = layer.get_mut(key) {
@@ -76,13 +76,13 @@ impl Loaded {
         }
     }
 
-    /// The error of the group name `name`, one past [`MAX_GROUP_NAMES`](crate::limits::MAX_GROUP_NAMES).
+    /// The error of the group name `name`, one past [`MAX_GROUP_NAMES`](crate::groups::MAX_GROUP_NAMES).
     pub(super) fn too_many(&self, name: &str) -> ConfigError {
         let message = format!(
             "group `{}` would be one group name more than the {} a process keeps (names are \
              kept for the process's life); reuse a group's name, or give keys a group in code",
             echo(name),
-            crate::limits::MAX_GROUP_NAMES
+            crate::groups::MAX_GROUP_NAMES
         );
         match self.members.iter().find(|(_, group)| *group == name) {
             Some((key, _)) => ConfigError::Field {

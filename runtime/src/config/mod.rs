@@ -127,7 +127,7 @@ pub enum ConfigError {
     },
     /// Under [`Registry::set_strict_keys`](crate::Registry::set_strict_keys), a configured key
     /// that no breaker declares (a misspelt `[breakers.paymnet]`), with the closest declared keys.
-    UnknownKey(crate::UnknownKey),
+    UnknownKey(crate::key::UnknownKey),
 }
 
 impl fmt::Display for ConfigError {

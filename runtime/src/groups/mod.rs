@@ -78,48 +78,6 @@ mod tests {
         assert_eq!(policy.wait_nanos(11), 300 * s);
     }
 
-    /// A setter stores what it is given; `validate` refuses what is out of range, and
-    /// `configure_group` refuses it with that error, naming the group, changing nothing.
-    #[test]
-    fn settings_out_of_range_are_refused_never_clamped() {
-        use std::time::Duration;
-        let policy = GroupPolicy::new();
-        for (bad, field) in [
-            (policy.interval(Duration::ZERO), "interval"),
-            (policy.success_rate(-1.0), "success_rate"),
-            (policy.success_rate(1000.0), "success_rate"),
-            (policy.failure_percentage(101), "failure_percentage"),
-            (policy.min_members(0), "min_members"),
-            (policy.max_ejection(200), "max_ejection"),
-            (
-                policy.ejection(Duration::from_secs(60), Duration::from_secs(30)),
-                "ejection",
-            ),
-        ] {
-            assert_eq!(bad.validate().unwrap_err().field(), field);
-            let registry = crate::Registry::new();
-            let error = registry.configure_group("g", bad).unwrap_err();
-            assert_eq!((error.field(), error.group()), (field, Some("g")));
-            assert!(
-                error
-                    .to_string()
-                    .starts_with(&format!("group `g`: invalid `{field}`"))
-            );
-            assert!(registry.group("g").is_none(), "nothing created");
-        }
-        assert_eq!(
-            policy.min_members(0).settings().min_members,
-            0,
-            "kept as given"
-        );
-        assert_eq!(policy.max_ejection(200).settings().max_ejection, 200);
-        assert_eq!(policy.success_rate(0.0).settings().success_rate, None);
-        let error = crate::Registry::new()
-            .configure_group("two words", policy)
-            .unwrap_err();
-        assert_eq!(error.field(), "group");
-    }
-
     #[test]
     fn interned_names_are_kept_once() {
         let a = keep_name("search").unwrap();

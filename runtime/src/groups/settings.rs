@@ -329,7 +329,7 @@ pub(crate) fn keep_name(name: &str) -> Result<&'static str, super::GroupPolicyEr
         let found = format!("{:?}", name.chars().take(40).collect::<String>());
         Err(super::GroupPolicyError::new("group", allowed, found).for_group(name))
     };
-    if crate::Policy::validate_group_name(name).is_err() {
+    if crate::policy::Policy::validate_group_name(name).is_err() {
         return refused(
             "1..=64 characters among ASCII letters, digits, `-`, `_`, `.`, `:` (like \"search-eu\")",
         );

@@ -40,9 +40,9 @@ mod overrides;
 #[cfg(test)]
 mod tests;
 
+pub use crate::key::UnknownKey;
 use dynamic::bounded_key;
 use overrides::Overrides;
-pub use overrides::UnknownKey;
 
 /// Breakers by key; keys of up to [`INLINE_KEY_BYTES`](crate::key::INLINE_KEY_BYTES) bytes are held
 /// inside the map's entries, so a lookup compares them without following a pointer.
@@ -228,7 +228,7 @@ impl Registry {
         &self,
         name: &str,
         policy: GroupPolicy,
-    ) -> Result<Group, crate::GroupPolicyError> {
+    ) -> Result<Group, crate::groups::GroupPolicyError> {
         policy.validate().map_err(|e| e.for_group(name))?;
         let name = crate::groups::keep_name(name)?;
         let core = self
