@@ -20,6 +20,7 @@ mod dynamic;
 mod fallback;
 mod faults;
 mod fleet;
+mod idle;
 mod jitter;
 mod local;
 mod model;

@@ -232,3 +232,40 @@ fn a_lost_store_degrades_to_the_local_breaker_and_recovers() {
         "one shared failure"
     );
 }
+
+/// A replica that makes no call follows the shared state in its snapshots: the snapshot asks the
+/// store when its last answer is older than `REFRESH_AFTER`.
+#[test]
+fn an_idle_replica_s_snapshot_follows_the_shared_state() {
+    let clock = FakeClock::new();
+    let store = MemoryStore::with_clock(clock.clone());
+    let (a, b) = (
+        Registry::with_clock(clock.clone()),
+        Registry::with_clock(clock.clone()),
+    );
+    a.share(store.clone());
+    b.share(store.clone());
+    let policy = Policy::new()
+        .consecutive(2)
+        .open_for(Duration::from_secs(60));
+    let (on_a, on_b) = (
+        a.breaker("idle", policy).unwrap(),
+        b.breaker("idle", policy).unwrap(),
+    );
+    assert_eq!(on_b.snapshot().state, State::Closed);
+    on_a.try_acquire().unwrap().failure();
+    on_a.try_acquire().unwrap().failure();
+    assert_eq!(
+        on_b.snapshot().state,
+        State::Closed,
+        "B's last answer is recent"
+    );
+    clock.advance(fusebox::store::REFRESH_AFTER);
+    let snapshot = on_b.snapshot();
+    assert_eq!(
+        snapshot.state,
+        State::Open,
+        "an older answer is asked again"
+    );
+    assert_eq!(snapshot.shared_window().map(|w| w.calls()), Some(0));
+}

@@ -131,7 +131,7 @@ fn ask_blocking(core: CircuitRef<'_>, link: &Arc<SharedKey>, site: Site) -> Admi
 }
 
 /// Starts a background read of the shared state, unless one is on its way.
-fn learn_later(link: &Arc<SharedKey>, site: Site) {
+pub(super) fn learn_later(link: &Arc<SharedKey>, site: Site) {
     if !link.learning.swap(true, Ordering::AcqRel) {
         send(link, 0, Op::Learn, site);
     }

@@ -102,7 +102,11 @@
 //! A forced state is announced once (`trigger = "operator"`), by the replica whose
 //! [`RedisStore::force`] committed it, and its local breaker follows at once; the other replicas
 //! follow silently on the script's next answer to one of their calls (strict mode) or on the
-//! subscription's message (cached mode).
+//! subscription's message (cached mode). A replica that makes no call on the key follows too: a
+//! snapshot whose last answer from the script is older than
+//! [`REFRESH_AFTER`](fusebox::store::REFRESH_AFTER) (1 s) reads the key off the call path, so
+//! the next snapshot (and the dashboard and health built on snapshots) shows the shared state:
+//! a snapshot is at most 1 s plus one round trip older than the one before it.
 //!
 //! What each replica shows of a shared key is the shared window and its own calls:
 //! - its [`Snapshot`](fusebox::Snapshot) says [`Sharing::Shared`](fusebox::Sharing) (or

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::admit::{admit, flush};
-use super::cached::cached_admit;
+use super::cached::{cached_admit, learn_later};
 use super::link::{SharedKey, SharedStore};
 use super::report::report;
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
@@ -369,6 +369,11 @@ impl Seam for KeyLink {
 
     fn flush(&self) -> BoxFuture<'_, ()> {
         flush(&self.0)
+    }
+
+    fn refresh(&self, _circuit: CircuitRef<'_>) {
+        // A read of the key by the reporting task; its answer makes the local breaker follow.
+        learn_later(&self.0, Site::new(&"snapshot"));
     }
 
     fn degraded(&self) -> bool {

@@ -14,6 +14,10 @@ use crate::observe::Trigger;
 use crate::policy::Policy;
 use crate::state::{State, Verdict};
 
+/// How old the store's last answer about a key may be before a snapshot of the key asks the
+/// store again ([`SharedKey::refresh`]).
+pub const REFRESH_AFTER: Duration = Duration::from_secs(1);
+
 /// A boxed future, as the seam's asynchronous methods return it.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -78,6 +82,14 @@ pub trait SharedKey: Send + Sync + 'static {
     /// timeout). The default returns at once.
     fn flush(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
+    }
+
+    /// Asks the store for the key's shared state off the call path, so that the local breaker
+    /// follows it (through `circuit`) without a call: a snapshot of a shared key calls it when the
+    /// store's last answer is older than [`REFRESH_AFTER`], so an idle replica's snapshots,
+    /// dashboard and health follow the shared state too. The default does nothing.
+    fn refresh(&self, circuit: CircuitRef<'_>) {
+        let _ = circuit;
     }
 
     /// True while the store does not answer (its calls degrade), as snapshots show it. The

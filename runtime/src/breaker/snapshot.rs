@@ -9,6 +9,8 @@ impl Circuit {
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
+        #[cfg(feature = "store")]
+        self.refresh_shared();
         let word = self.load();
         let now = self.now();
         let counts = self.window.counts(now);

@@ -221,6 +221,20 @@ impl Circuit {
 
     /// How this breaker is shared, as a snapshot shows it: (sharing, the shared window with its
     /// age, degraded, this replica's calls and failures the store admitted).
+    /// Asks the store for the shared state when its last answer is older than
+    /// [`REFRESH_AFTER`](super::seam::REFRESH_AFTER) (or none came yet), before a snapshot: an idle
+    /// replica's snapshots follow the shared state.
+    pub(crate) fn refresh_shared(&self) {
+        let Some(store) = self.store.as_ref() else {
+            return;
+        };
+        let at = self.shared.at.load(Ordering::Acquire);
+        let after = u64::try_from(super::seam::REFRESH_AFTER.as_nanos()).unwrap_or(u64::MAX);
+        if at == 0 || self.now().saturating_sub(at - 1) >= after {
+            store.refresh(CircuitRef(self));
+        }
+    }
+
     pub(crate) fn sharing(&self, now: u64) -> super::snapshot::SharingView {
         let view = &self.shared;
         let Some(store) = self.store.as_ref() else {

@@ -391,6 +391,17 @@ impl SharedKey for MemoryKey {
         })
     }
 
+    fn refresh(&self, circuit: CircuitRef<'_>) {
+        let replica = &self.0;
+        if replica.store.lost() {
+            replica.degraded.store(true, Ordering::Release);
+            return;
+        }
+        replica.degraded.store(false, Ordering::Release);
+        let generation = replica.state.generation.load(Ordering::Acquire);
+        replica.follow(circuit, Site::new(&"snapshot"), generation);
+    }
+
     fn degraded(&self) -> bool {
         self.0.degraded.load(Ordering::Acquire)
     }

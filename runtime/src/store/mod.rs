@@ -29,7 +29,7 @@
 mod memory;
 
 pub use crate::breaker::seam::{
-    Admission, BoxFuture, CircuitHandle, CircuitRef, Counts, Link, Outcome, SharedKey, Site, Store,
-    Ticket, WeakCircuit, announce_unheld,
+    Admission, BoxFuture, CircuitHandle, CircuitRef, Counts, Link, Outcome, REFRESH_AFTER,
+    SharedKey, Site, Store, Ticket, WeakCircuit, announce_unheld,
 };
 pub use memory::MemoryStore;
