@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fusebox::clock::FakeClock;
 use fusebox::store::MemoryStore;
-use fusebox::{Policy, Reason, Registry, Sharing, State, circuit_breaker};
+use fusebox::{Breaker, Policy, Reason, Registry, Sharing, State, circuit_breaker};
 
 /// The backend's error, or the breaker's rejection.
 #[derive(Debug)]
@@ -41,6 +41,32 @@ static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
 static STORE: LazyLock<MemoryStore> = LazyLock::new(|| MemoryStore::with_clock(CLOCK.clone()));
 static A: LazyLock<Registry> = LazyLock::new(|| shared_replica(&STORE));
 static B: LazyLock<Registry> = LazyLock::new(|| shared_replica(&STORE));
+
+/// Two replicas (registries on one fake clock) sharing `key` with `policy` through one store.
+struct Replicas {
+    clock: FakeClock,
+    store: MemoryStore,
+    on_a: Breaker,
+    on_b: Breaker,
+    _registries: (Registry, Registry),
+}
+
+fn replicas(key: &str, policy: Policy) -> Replicas {
+    let clock = FakeClock::new();
+    let store = MemoryStore::with_clock(clock.clone());
+    let (a, b) = (
+        Registry::with_clock(clock.clone()),
+        Registry::with_clock(clock.clone()),
+    );
+    assert!(a.share(store.clone()) && b.share(store.clone()));
+    Replicas {
+        on_a: a.breaker(key, policy).unwrap(),
+        on_b: b.breaker(key, policy).unwrap(),
+        clock,
+        store,
+        _registries: (a, b),
+    }
+}
 
 fn shared_replica(store: &MemoryStore) -> Registry {
     let registry = Registry::with_clock(CLOCK.clone());
@@ -98,21 +124,16 @@ async fn attribute_calls_on_two_replicas_share_one_circuit_and_one_probe() {
 /// to an older generation.
 #[test]
 fn an_outcome_admitted_before_the_circuit_moved_changes_nothing() {
-    let clock = FakeClock::new();
-    let store = MemoryStore::with_clock(clock.clone());
-    let (a, b) = (
-        Registry::with_clock(clock.clone()),
-        Registry::with_clock(clock.clone()),
-    );
-    a.share(store.clone());
-    b.share(store.clone());
     let policy = Policy::new()
         .consecutive(2)
         .open_for(Duration::from_secs(1));
-    let (on_a, on_b) = (
-        a.breaker("k", policy).unwrap(),
-        b.breaker("k", policy).unwrap(),
-    );
+    let Replicas {
+        clock,
+        store,
+        on_a,
+        on_b,
+        ..
+    } = replicas("k", policy);
     let late = on_a.try_acquire_owned().unwrap();
     on_b.try_acquire().unwrap().failure();
     on_b.try_acquire().unwrap().failure();
@@ -237,21 +258,12 @@ fn a_lost_store_degrades_to_the_local_breaker_and_recovers() {
 /// store when its last answer is older than `REFRESH_AFTER`.
 #[test]
 fn an_idle_replica_s_snapshot_follows_the_shared_state() {
-    let clock = FakeClock::new();
-    let store = MemoryStore::with_clock(clock.clone());
-    let (a, b) = (
-        Registry::with_clock(clock.clone()),
-        Registry::with_clock(clock.clone()),
-    );
-    a.share(store.clone());
-    b.share(store.clone());
     let policy = Policy::new()
         .consecutive(2)
         .open_for(Duration::from_secs(60));
-    let (on_a, on_b) = (
-        a.breaker("idle", policy).unwrap(),
-        b.breaker("idle", policy).unwrap(),
-    );
+    let Replicas {
+        clock, on_a, on_b, ..
+    } = replicas("idle", policy);
     assert_eq!(on_b.snapshot().state, State::Closed);
     on_a.try_acquire().unwrap().failure();
     on_a.try_acquire().unwrap().failure();

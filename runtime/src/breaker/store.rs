@@ -85,7 +85,7 @@ const SHARED_MODE: u64 = 5;
 const UNKNOWN_GENERATION: u64 = 1 << 3;
 
 /// The shared generation as a permit keeps it (the script compares it modulo the same).
-const GENERATION_MASK: u64 = (1 << 10) - 1;
+const GENERATION_MASK: u64 = super::seam::Ticket::GENERATIONS - 1;
 
 /// True for the admission of a permit the store admitted.
 #[inline(always)]

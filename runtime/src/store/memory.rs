@@ -232,13 +232,19 @@ impl Store for MemoryStore {
 }
 
 impl Replica {
+    /// True when this call reaches the store (it is not lost); the replica says `degraded` until
+    /// one does.
+    fn reaches_store(&self) -> bool {
+        let lost = self.store.lost();
+        self.degraded.store(lost, Ordering::Release);
+        !lost
+    }
+
     /// The shared circuit's answer to an admission, the replica's breaker following it.
     fn decide(&self, circuit: CircuitRef<'_>, site: Site) -> Admission {
-        if self.store.lost() {
-            self.degraded.store(true, Ordering::Release);
+        if !self.reaches_store() {
             return Admission::Local;
         }
-        self.degraded.store(false, Ordering::Release);
         let before = self.state.generation.load(Ordering::Acquire);
         let mut permit = self.state.breaker.admit(site.0);
         let generation = self.state.generation.load(Ordering::Acquire);
@@ -261,14 +267,12 @@ impl Replica {
     /// circuit moved since (another generation).
     fn record(&self, ticket: Ticket, site: Site, outcome: Outcome) {
         let circuit = self.circuit.upgrade();
-        if self.store.lost() {
-            self.degraded.store(true, Ordering::Release);
+        if !self.reaches_store() {
             if let Some(circuit) = &circuit {
                 circuit.get().record_locally(outcome.verdict, site);
             }
             return;
         }
-        self.degraded.store(false, Ordering::Release);
         let before = self.state.generation.load(Ordering::Acquire);
         let current = Ticket::generation(before);
         let shared = self.state.breaker.state();
@@ -393,11 +397,9 @@ impl SharedKey for MemoryKey {
 
     fn refresh(&self, circuit: CircuitRef<'_>) {
         let replica = &self.0;
-        if replica.store.lost() {
-            replica.degraded.store(true, Ordering::Release);
+        if !replica.reaches_store() {
             return;
         }
-        replica.degraded.store(false, Ordering::Release);
         let generation = replica.state.generation.load(Ordering::Acquire);
         replica.follow(circuit, Site::new(&"snapshot"), generation);
     }
