@@ -19,6 +19,8 @@ mod classify;
 mod names;
 mod once;
 mod settle;
+#[cfg(feature = "store")]
+mod store;
 mod values;
 
 #[cfg(test)]

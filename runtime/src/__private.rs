@@ -133,30 +133,6 @@ pub fn permit_timed_out(permit: &mut RawPermit<'_>, name: FnName) -> Error {
 #[cfg(feature = "store")]
 pub use crate::breaker::{admit_shared, asks_store, flush_then, reports_to_store};
 
-/// An `async fn`'s expansion, written for a runtime with the `store` feature (a shared key's
-/// permit may ask the store) and without it: keeps the first with the feature, the second
-/// without, so a build without a store compiles nothing of a shared call.
-#[cfg(feature = "store")]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __fusebox_with_store {
-    ($shared:tt $local:tt) => {
-        $shared
-    };
-}
-
-/// `with_store!` without the `store` feature: keeps the second expansion.
-#[cfg(not(feature = "store"))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __fusebox_with_store {
-    ($shared:tt $local:tt) => {
-        $local
-    };
-}
-
-pub use crate::__fusebox_with_store as with_store;
-
 /// True for the global registry (the registration of a site without `registry = …`).
 #[must_use]
 pub fn in_global(registry: usize) -> bool {

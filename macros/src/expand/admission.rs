@@ -229,8 +229,8 @@ fn named_permit(names: &Names, raw: TokenStream) -> TokenStream {
 /// The permit of `site.enter` with `args`, asking a shared registry's store when `ask_store`.
 fn enter(names: &Names, site: &Ident, ask_store: bool, args: TokenStream) -> TokenStream {
     let name = &names.name;
-    // `true` for an `async fn`: its permit may ask a shared key's store (a runtime without the
-    // `store` feature reads nothing of it).
+    // `true` for an `async fn` with the `store` feature: its permit may ask a shared key's store.
+    let ask_store = ask_store && cfg!(feature = "store");
     named_permit(names, quote!(#site.enter::<#ask_store>(#args, #name)))
 }
 

@@ -3,7 +3,7 @@
 //! behind the refusal check, and the outcome arms that report the call and return its value or
 //! hand it to the fallback.
 
-use proc_macro2::{Span, TokenStream, TokenTree};
+use proc_macro2::{TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::Ident;
 use syn::spanned::Spanned as _;
@@ -21,10 +21,9 @@ use crate::tokens::respan;
 /// fallback ([`defers_fallback`]), these settle in a block of their own, and the fallback is
 /// called after it.
 ///
-/// An `async fn`'s expansion asks a shared key's store (the store's admission, the wait for its
-/// outcome's recording) in the few places where a runtime with its `store` feature differs from
-/// one without: each is written both ways, and the runtime's `with_store!` keeps the one its
-/// features call for, so a build without a store compiles nothing of a shared call.
+/// With the `store` feature (set by the runtime's), an `async fn`'s expansion also asks a shared
+/// key's store: its admission before the refusal check, the wait for its outcome's recording
+/// after the call (`store.rs`); without it, it has neither.
 pub(super) fn once_body(
     args: &Args,
     names: &Names,
@@ -139,31 +138,28 @@ fn in_place(names: &Names, body: &TokenStream) -> TokenStream {
 }
 
 /// How the outcome arms of a call run once leave: as the function's value, or, with a deferred
-/// fallback ([`defers_fallback`]), the function's own result by `return` (an `async fn` with a
-/// store: as `Ok` first, for the store's wait) and a cause as the settling block's value (with
-/// a store: as `Err`).
+/// fallback ([`defers_fallback`]), the function's own result by `return` and a cause as the
+/// settling block's value; with a store (an `async fn` and the `store` feature), as `Ok` and
+/// `Err` for the store's wait (see `store.rs`).
 struct Exits {
     defers: bool,
-    /// `with_store!` of the runtime, for an `async fn` (its exits differ with a store).
-    with_store: Option<TokenStream>,
+    /// The exits of an `async fn` with the `store` feature.
+    stored: bool,
 }
 
 impl Exits {
-    fn new(args: &Args, names: &Names, is_async: bool) -> Self {
-        let private = &names.private;
+    fn new(args: &Args, is_async: bool) -> Self {
         Exits {
             defers: defers_fallback(args, is_async),
-            with_store: is_async.then(|| quote!(#private::with_store!)),
+            stored: is_async && cfg!(feature = "store"),
         }
     }
 
     /// The function's own result `tokens`, leaving.
     fn done(&self, tokens: TokenStream) -> TokenStream {
-        match (self.defers, &self.with_store) {
-            (true, None) => quote!(return #tokens),
-            (true, Some(with_store)) => quote! {
-                #with_store { { ::core::result::Result::Ok(#tokens) } { return #tokens } }
-            },
+        match (self.defers, self.stored) {
+            (true, false) => quote!(return #tokens),
+            (true, true) => quote!(::core::result::Result::Ok(#tokens)),
             (false, _) => tokens,
         }
     }
@@ -171,10 +167,8 @@ impl Exits {
     /// What a call handed to the fallback evaluates to (`tokens`: the fallback's value, or the
     /// cause when it is deferred).
     fn to_fallback(&self, tokens: TokenStream) -> TokenStream {
-        match (self.defers, &self.with_store) {
-            (true, Some(with_store)) => quote! {
-                #with_store { { ::core::result::Result::Err(#tokens) } { #tokens } }
-            },
+        match (self.defers, self.stored) {
+            (true, true) => quote!(::core::result::Result::Err(#tokens)),
             _ => tokens,
         }
     }
@@ -204,7 +198,7 @@ fn outcome(
     let ok_value = at_output(quote!(::core::result::Result::Ok(#value)));
     let err_error = at_output(quote!(::core::result::Result::Err(#error)));
     let (on_failed, on_refused) = settle(args, names, params, is_async, quote!(Rejected(#refused)));
-    let exits = Exits::new(args, names, is_async);
+    let exits = Exits::new(args, is_async);
     let on_failed = exits.to_fallback(on_failed);
     let ok_done = exits.done(ok_value.clone());
     let err_done = exits.done(err_error.clone());
@@ -350,10 +344,9 @@ fn report_ok(args: &Args, names: &Names) -> TokenStream {
     }
 }
 
-/// The refusal check and the call. An `async fn` in a runtime with a store awaits a shared key's
+/// The refusal check and the call. An `async fn` with the `store` feature awaits a shared key's
 /// admission by the store in the (cold) refusal branch and the recording of its outcome after
-/// the call; without a store, or for a sync function, it has neither (the runtime's `with_store!`
-/// keeps one of the two).
+/// the call (`store.rs`); without it, or for a sync function, it has neither.
 fn shared_store(
     is_async: bool,
     defers: bool,
@@ -362,17 +355,12 @@ fn shared_store(
     on_refused: TokenStream,
     matched: TokenStream,
 ) -> TokenStream {
-    if !is_async {
-        return local_store(no_fallback, names, on_refused, matched);
+    #[cfg(feature = "store")]
+    if is_async {
+        return super::store::shared(defers, names, on_refused, matched);
     }
-    let shared = if defers {
-        shared_settled(names, on_refused.clone(), matched.clone())
-    } else {
-        shared_returned(names, on_refused.clone(), matched.clone())
-    };
-    let local = local_store(no_fallback, names, on_refused, matched);
-    let private = &names.private;
-    quote!(#private::with_store! { { #shared } { #local } })
+    let _ = (is_async, defers);
+    local_store(no_fallback, names, on_refused, matched)
 }
 
 /// [`shared_store`] without a store: the refusal check, then the call.
@@ -415,79 +403,5 @@ fn local_store(
             }
             #matched
         }
-    }
-}
-
-/// [`shared_store`] for an `async fn` whose fallback is deferred: the outcome arms end with the
-/// function's own result (`Ok`) or the fallback's cause (`Err`), recorded in the store first.
-fn shared_settled(names: &Names, on_refused: TokenStream, matched: TokenStream) -> TokenStream {
-    let Names {
-        private,
-        refused,
-        output,
-        value,
-        cause,
-        error_type,
-        ..
-    } = names;
-    let raw = names.raw();
-    let raw_and_name = names.raw_and_name();
-    let out = Ident::new("__fusebox_out", Span::mixed_site());
-    let ok = quote!(::core::result::Result::Ok);
-    let err = quote!(::core::result::Result::Err);
-    quote! {
-        if #private::asks_store(#raw) {
-            #private::admit_shared(#raw_and_name).await;
-        }
-        if let ::core::option::Option::Some(#refused) = #private::permit_rejection(#raw) {
-            #on_refused
-        }
-        // The function's own result (`Ok`) or the fallback's cause (`Err`), recorded in the
-        // store before either goes on.
-        let #out: ::core::result::Result<
-            #output,
-            #private::Cause<#error_type>,
-        > = #matched;
-        let #out = if #private::reports_to_store(#raw) {
-            #private::flush_then(#raw, #out).await
-        } else {
-            #out
-        };
-        match #out {
-            #ok(#value) => return #value,
-            #err(#cause) => #cause,
-        }
-    }
-}
-
-/// [`shared_store`] for an `async fn` without a deferred fallback: the outcome arms end with the
-/// function's output, recorded in the store before it is returned.
-fn shared_returned(names: &Names, on_refused: TokenStream, matched: TokenStream) -> TokenStream {
-    let Names {
-        private,
-        refused,
-        output,
-        ..
-    } = names;
-    let raw = names.raw();
-    let raw_and_name = names.raw_and_name();
-    let out = Ident::new("__fusebox_out", Span::mixed_site());
-    quote! {
-        // The store's admission replaces the permit; then one refusal check (so the fallback
-        // call is written once), whose refusal lives only in this statement.
-        if #private::asks_store(#raw) {
-            #private::admit_shared(#raw_and_name).await;
-        }
-        if let ::core::option::Option::Some(#refused) = #private::permit_rejection(#raw) {
-            #on_refused
-        }
-        // Typed as the function's output, so a wrong fallback is one mismatch, not two.
-        let #out: #output = #matched;
-        if #private::reports_to_store(#raw) {
-            // The result moves into the (boxed) wait, so the function's own future holds
-            // nothing of it across this await.
-            return #private::flush_then(#raw, #out).await;
-        }
-        #out
     }
 }

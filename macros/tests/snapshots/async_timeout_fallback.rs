@@ -16,99 +16,74 @@ impl Client {
             let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
                 raw: __FUSEBOX_SITE
                     .enter::<
-                        true,
+                        false,
                     >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
                 site: &__FUSEBOX_SITE.function,
             };
-            ::fusebox::__private_0_1_0::with_store! {
-                { if ::fusebox::__private_0_1_0::asks_store(& __fusebox_permit.raw) {
-                ::fusebox::__private_0_1_0::admit_shared(& mut __fusebox_permit.raw, &
-                __FUSEBOX_SITE.function). await; } if let
-                ::core::option::Option::Some(__fusebox_rejected) =
-                ::fusebox::__private_0_1_0::permit_rejection(& __fusebox_permit.raw) {
-                break '__fusebox_settled::fusebox::__private_0_1_0::Cause:: < < Result <
-                u32, ApiError > as ::fusebox::__private_0_1_0::Outcome > ::Error >
-                ::Rejected(__fusebox_rejected); } let __fusebox_out :
-                ::core::result::Result < Result < u32, ApiError >,
-                ::fusebox::__private_0_1_0::Cause < < Result < u32, ApiError > as
-                ::fusebox::__private_0_1_0::Outcome > ::Error >, > = match
-                ::fusebox::__private_0_1_0::timeout_body(::core::time::Duration::from_nanos(300000000),
-                ::fusebox::__private_0_1_0::async_body:: < Result < u32, ApiError >, _ >
-                (async { gateway::charge(order). await })). await {
-                ::core::result::Result::Ok(__fusebox_result) => match __fusebox_result {
-                ::core::result::Result::Ok(__fusebox_value) => {
-                ::fusebox::__private_0_1_0::permit_succeeded(& mut __fusebox_permit.raw,
-                & __FUSEBOX_SITE.function); ::fusebox::__private_0_1_0::with_store! { {
-                ::core::result::Result::Ok(::core::result::Result::Ok(__fusebox_value)) }
-                { return ::core::result::Result::Ok(__fusebox_value) } } }
-                ::core::result::Result::Err(__fusebox_error) if ::core::matches!(&
-                __fusebox_error, ApiError::Timeout { .. }) => {
-                ::fusebox::__private_0_1_0::permit_failed_after(& mut __fusebox_permit
-                .raw, & __FUSEBOX_SITE.function, ::fusebox::__private_0_1_0::PushbackOf(&
-                __fusebox_error).pushback()); ::fusebox::__private_0_1_0::with_store! { {
-                ::core::result::Result::Err(::fusebox::__private_0_1_0::Cause:: < <
-                Result < u32, ApiError > as ::fusebox::__private_0_1_0::Outcome > ::Error
-                > ::Failed(__fusebox_error)) } { ::fusebox::__private_0_1_0::Cause:: < <
-                Result < u32, ApiError > as ::fusebox::__private_0_1_0::Outcome > ::Error
-                > ::Failed(__fusebox_error) } } }
-                ::core::result::Result::Err(__fusebox_error) => {
-                ::fusebox::__private_0_1_0::permit_ignored:: < true > (& mut
-                __fusebox_permit.raw, & __FUSEBOX_SITE.function);
-                ::fusebox::__private_0_1_0::with_store! { {
-                ::core::result::Result::Ok(::core::result::Result::Err(__fusebox_error))
-                } { return ::core::result::Result::Err(__fusebox_error) } } } },
-                ::core::result::Result::Err(_) => { let __fusebox_rejected =
-                ::fusebox::__private_0_1_0::permit_timed_out(& mut __fusebox_permit.raw,
-                & __FUSEBOX_SITE.function); ::fusebox::__private_0_1_0::with_store! { {
-                ::core::result::Result::Err(::fusebox::__private_0_1_0::Cause:: < <
-                Result < u32, ApiError > as ::fusebox::__private_0_1_0::Outcome > ::Error
-                > ::TimedOut(__fusebox_rejected)) } { ::fusebox::__private_0_1_0::Cause::
-                < < Result < u32, ApiError > as ::fusebox::__private_0_1_0::Outcome >
-                ::Error > ::TimedOut(__fusebox_rejected) } } } }; let __fusebox_out = if
-                ::fusebox::__private_0_1_0::reports_to_store(& __fusebox_permit.raw) {
-                ::fusebox::__private_0_1_0::flush_then(& __fusebox_permit.raw,
-                __fusebox_out). await } else { __fusebox_out }; match __fusebox_out {
-                ::core::result::Result::Ok(__fusebox_value) => return __fusebox_value,
-                ::core::result::Result::Err(__fusebox_cause) => __fusebox_cause, } } { if
-                ::fusebox::__private_0_1_0::permit_rejected(& __fusebox_permit.raw) { let
-                __fusebox_rejected = ::fusebox::__private_0_1_0::rejection_error(&
-                __fusebox_permit.raw); break
-                '__fusebox_settled::fusebox::__private_0_1_0::Cause:: < < Result < u32,
-                ApiError > as ::fusebox::__private_0_1_0::Outcome > ::Error >
-                ::Rejected(__fusebox_rejected); } match
-                ::fusebox::__private_0_1_0::timeout_body(::core::time::Duration::from_nanos(300000000),
-                ::fusebox::__private_0_1_0::async_body:: < Result < u32, ApiError >, _ >
-                (async { gateway::charge(order). await })). await {
-                ::core::result::Result::Ok(__fusebox_result) => match __fusebox_result {
-                ::core::result::Result::Ok(__fusebox_value) => {
-                ::fusebox::__private_0_1_0::permit_succeeded(& mut __fusebox_permit.raw,
-                & __FUSEBOX_SITE.function); ::fusebox::__private_0_1_0::with_store! { {
-                ::core::result::Result::Ok(::core::result::Result::Ok(__fusebox_value)) }
-                { return ::core::result::Result::Ok(__fusebox_value) } } }
-                ::core::result::Result::Err(__fusebox_error) if ::core::matches!(&
-                __fusebox_error, ApiError::Timeout { .. }) => {
-                ::fusebox::__private_0_1_0::permit_failed_after(& mut __fusebox_permit
-                .raw, & __FUSEBOX_SITE.function, ::fusebox::__private_0_1_0::PushbackOf(&
-                __fusebox_error).pushback()); ::fusebox::__private_0_1_0::with_store! { {
-                ::core::result::Result::Err(::fusebox::__private_0_1_0::Cause:: < <
-                Result < u32, ApiError > as ::fusebox::__private_0_1_0::Outcome > ::Error
-                > ::Failed(__fusebox_error)) } { ::fusebox::__private_0_1_0::Cause:: < <
-                Result < u32, ApiError > as ::fusebox::__private_0_1_0::Outcome > ::Error
-                > ::Failed(__fusebox_error) } } }
-                ::core::result::Result::Err(__fusebox_error) => {
-                ::fusebox::__private_0_1_0::permit_ignored:: < true > (& mut
-                __fusebox_permit.raw, & __FUSEBOX_SITE.function);
-                ::fusebox::__private_0_1_0::with_store! { {
-                ::core::result::Result::Ok(::core::result::Result::Err(__fusebox_error))
-                } { return ::core::result::Result::Err(__fusebox_error) } } } },
-                ::core::result::Result::Err(_) => { let __fusebox_rejected =
-                ::fusebox::__private_0_1_0::permit_timed_out(& mut __fusebox_permit.raw,
-                & __FUSEBOX_SITE.function); ::fusebox::__private_0_1_0::with_store! { {
-                ::core::result::Result::Err(::fusebox::__private_0_1_0::Cause:: < <
-                Result < u32, ApiError > as ::fusebox::__private_0_1_0::Outcome > ::Error
-                > ::TimedOut(__fusebox_rejected)) } { ::fusebox::__private_0_1_0::Cause::
-                < < Result < u32, ApiError > as ::fusebox::__private_0_1_0::Outcome >
-                ::Error > ::TimedOut(__fusebox_rejected) } } } } }
+            if ::fusebox::__private_0_1_0::permit_rejected(&__fusebox_permit.raw) {
+                let __fusebox_rejected = ::fusebox::__private_0_1_0::rejection_error(
+                    &__fusebox_permit.raw,
+                );
+                break '__fusebox_settled ::fusebox::__private_0_1_0::Cause::<
+                    <Result<u32, ApiError> as ::fusebox::__private_0_1_0::Outcome>::Error,
+                >::Rejected(__fusebox_rejected);
+            }
+            match ::fusebox::__private_0_1_0::timeout_body(
+                    ::core::time::Duration::from_nanos(300000000),
+                    ::fusebox::__private_0_1_0::async_body::<
+                        Result<u32, ApiError>,
+                        _,
+                    >(async { gateway::charge(order).await }),
+                )
+                .await
+            {
+                ::core::result::Result::Ok(__fusebox_result) => {
+                    match __fusebox_result {
+                        ::core::result::Result::Ok(__fusebox_value) => {
+                            ::fusebox::__private_0_1_0::permit_succeeded(
+                                &mut __fusebox_permit.raw,
+                                &__FUSEBOX_SITE.function,
+                            );
+                            return ::core::result::Result::Ok(__fusebox_value);
+                        }
+                        ::core::result::Result::Err(
+                            __fusebox_error,
+                        ) if ::core::matches!(
+                            & __fusebox_error, ApiError::Timeout { .. }
+                        ) => {
+                            ::fusebox::__private_0_1_0::permit_failed_after(
+                                &mut __fusebox_permit.raw,
+                                &__FUSEBOX_SITE.function,
+                                ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error)
+                                    .pushback(),
+                            );
+                            ::fusebox::__private_0_1_0::Cause::<
+                                <Result<
+                                    u32,
+                                    ApiError,
+                                > as ::fusebox::__private_0_1_0::Outcome>::Error,
+                            >::Failed(__fusebox_error)
+                        }
+                        ::core::result::Result::Err(__fusebox_error) => {
+                            ::fusebox::__private_0_1_0::permit_ignored::<
+                                true,
+                            >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function);
+                            return ::core::result::Result::Err(__fusebox_error);
+                        }
+                    }
+                }
+                ::core::result::Result::Err(_) => {
+                    let __fusebox_rejected = ::fusebox::__private_0_1_0::permit_timed_out(
+                        &mut __fusebox_permit.raw,
+                        &__FUSEBOX_SITE.function,
+                    );
+                    ::fusebox::__private_0_1_0::Cause::<
+                        <Result<
+                            u32,
+                            ApiError,
+                        > as ::fusebox::__private_0_1_0::Outcome>::Error,
+                    >::TimedOut(__fusebox_rejected)
+                }
             }
         };
         {

@@ -11,7 +11,7 @@ impl Client {
         let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
             raw: __FUSEBOX_SITE
                 .enter::<
-                    true,
+                    false,
                 >(
                     ::fusebox::__private_0_1_0::registry_of(&REGISTRY),
                     ::core::convert::AsRef::<str>::as_ref(&(host)),
@@ -20,48 +20,38 @@ impl Client {
                 ),
             site: &__FUSEBOX_SITE.function,
         };
-        ::fusebox::__private_0_1_0::with_store! {
-            { if ::fusebox::__private_0_1_0::asks_store(& __fusebox_permit.raw) {
-            ::fusebox::__private_0_1_0::admit_shared(& mut __fusebox_permit.raw, &
-            __FUSEBOX_SITE.function). await; } if let
-            ::core::option::Option::Some(__fusebox_rejected) =
-            ::fusebox::__private_0_1_0::permit_rejection(& __fusebox_permit.raw) { return
-            ::core::result::Result::Err(::fusebox::__private_0_1_0::error_from_rejection(__fusebox_rejected));
-            } let __fusebox_out : Result < String, FetchError > = match
-            ::fusebox::__private_0_1_0::in_place_body:: < Result < String, FetchError > >
-            ({ http::get(host, path). await }) {
+        if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
+            &__fusebox_permit.raw,
+        ) {
+            return ::core::result::Result::Err(__fusebox_rejected);
+        }
+        match ::fusebox::__private_0_1_0::in_place_body::<
+            Result<String, FetchError>,
+        >({ http::get(host, path).await }) {
             ::core::result::Result::Ok(__fusebox_value) => {
-            ::fusebox::__private_0_1_0::permit_succeeded(& mut __fusebox_permit.raw, &
-            __FUSEBOX_SITE.function); ::core::result::Result::Ok(__fusebox_value) }
-            ::core::result::Result::Err(__fusebox_error) if !
-            ::fusebox::__private_0_1_0::rejected_inside:: < true > () => {
-            ::fusebox::__private_0_1_0::permit_failed_after(& mut __fusebox_permit.raw, &
-            __FUSEBOX_SITE.function, ::fusebox::__private_0_1_0::PushbackOf(&
-            __fusebox_error).pushback()); ::core::result::Result::Err(__fusebox_error) }
+                ::fusebox::__private_0_1_0::permit_succeeded(
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
+                );
+                ::core::result::Result::Ok(__fusebox_value)
+            }
+            ::core::result::Result::Err(
+                __fusebox_error,
+            ) if !::fusebox::__private_0_1_0::rejected_inside::<true>() => {
+                ::fusebox::__private_0_1_0::permit_failed_after(
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
+                    ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
+                );
+                ::core::result::Result::Err(__fusebox_error)
+            }
             ::core::result::Result::Err(__fusebox_error) => {
-            ::fusebox::__private_0_1_0::permit_ignored_outright(& mut __fusebox_permit
-            .raw, & __FUSEBOX_SITE.function);
-            ::core::result::Result::Err(__fusebox_error) } }; if
-            ::fusebox::__private_0_1_0::reports_to_store(& __fusebox_permit.raw) { return
-            ::fusebox::__private_0_1_0::flush_then(& __fusebox_permit.raw, __fusebox_out)
-            . await; } __fusebox_out } { if let
-            ::core::option::Option::Some(__fusebox_rejected) =
-            ::fusebox::__private_0_1_0::rejection(& __fusebox_permit.raw) { return
-            ::core::result::Result::Err(__fusebox_rejected); } match
-            ::fusebox::__private_0_1_0::in_place_body:: < Result < String, FetchError > >
-            ({ http::get(host, path). await }) {
-            ::core::result::Result::Ok(__fusebox_value) => {
-            ::fusebox::__private_0_1_0::permit_succeeded(& mut __fusebox_permit.raw, &
-            __FUSEBOX_SITE.function); ::core::result::Result::Ok(__fusebox_value) }
-            ::core::result::Result::Err(__fusebox_error) if !
-            ::fusebox::__private_0_1_0::rejected_inside:: < true > () => {
-            ::fusebox::__private_0_1_0::permit_failed_after(& mut __fusebox_permit.raw, &
-            __FUSEBOX_SITE.function, ::fusebox::__private_0_1_0::PushbackOf(&
-            __fusebox_error).pushback()); ::core::result::Result::Err(__fusebox_error) }
-            ::core::result::Result::Err(__fusebox_error) => {
-            ::fusebox::__private_0_1_0::permit_ignored_outright(& mut __fusebox_permit
-            .raw, & __FUSEBOX_SITE.function);
-            ::core::result::Result::Err(__fusebox_error) } } }
+                ::fusebox::__private_0_1_0::permit_ignored_outright(
+                    &mut __fusebox_permit.raw,
+                    &__FUSEBOX_SITE.function,
+                );
+                ::core::result::Result::Err(__fusebox_error)
+            }
         }
     }
 }
