@@ -10,6 +10,7 @@
 
 mod bounds;
 mod failure;
+mod hedge;
 mod rules;
 mod suggest;
 #[cfg(test)]
@@ -28,6 +29,7 @@ use fusebox_policy::{Others, RetryBudget};
 use crate::errors::Errors;
 use bounds::{BACKOFF, MAX_CALLS, MAX_HALF_OPEN, MAX_RETRY, MAX_WINDOW, MS_TO_DAY};
 use failure::failure_arg;
+pub(crate) use hedge::HedgeArg;
 use values::{duration_arg, int_in_range, key_arg, narrow, path_arg};
 
 /// Makes [`PolicyArgs`], [`KNOB_NAMES`] and `read_knob` from the attribute's arguments of the
@@ -78,7 +80,14 @@ const OTHER_NAMES: [&str; 7] = [
 ];
 
 /// The arguments that bound or repeat attempts; they need an `async fn`.
-pub(crate) const ATTEMPT_NAMES: [&str; 4] = ["timeout", "retry", "backoff", "deadline"];
+pub(crate) const ATTEMPT_NAMES: [&str; 6] = [
+    "timeout",
+    "retry",
+    "backoff",
+    "deadline",
+    "hedge",
+    "hedge_max",
+];
 
 /// Every argument name the attribute accepts, in the order the error messages list them.
 pub(crate) const NAMES: &[&str] = &concat::<
@@ -181,6 +190,10 @@ pub(crate) struct AttemptArgs {
     pub(crate) backoff: Option<Spanned<u64>>,
     /// `deadline = "2s"`, in nanoseconds.
     pub(crate) deadline: Option<Spanned<u64>>,
+    /// `hedge = "50ms"` or `hedge = "p95"`.
+    pub(crate) hedge: Option<Spanned<HedgeArg>>,
+    /// `hedge_max = N`: attempts in flight at most.
+    pub(crate) hedge_max: Option<Spanned<u32>>,
     /// The attempt arguments as written, for errors about the function they are put on.
     pub(crate) written: Vec<Ident>,
 }
@@ -218,7 +231,7 @@ pub(crate) struct Args {
     pub(crate) krate: Option<Path>,
     /// The policy knobs.
     pub(crate) policy: PolicyArgs,
-    /// `timeout`, `retry`, `backoff`, `deadline`.
+    /// `timeout`, `retry`, `backoff`, `deadline`, `hedge`, `hedge_max`.
     pub(crate) attempts: AttemptArgs,
 }
 
@@ -393,7 +406,7 @@ fn read_arg(errors: &mut Errors, reading: &mut Reading, name: &Ident, value: &Ex
                 "`policy` takes the path of a `const` `fusebox::Policy`, like `policy = PAYMENT_POLICY`",
             ));
         }
-        "timeout" | "retry" | "backoff" | "deadline" => {
+        "timeout" | "retry" | "backoff" | "deadline" | "hedge" | "hedge_max" => {
             read_attempt_arg(errors, &mut reading.attempts, name, value);
         }
         _ => {
@@ -421,6 +434,8 @@ fn read_attempt_arg(errors: &mut Errors, attempts: &mut AttemptArgs, name: &Iden
         }
         "backoff" => attempts.backoff = errors.ok(duration_arg(name, value, "100ms", BACKOFF)),
         "deadline" => attempts.deadline = errors.ok(duration_arg(name, value, "2s", MS_TO_DAY)),
+        "hedge" => attempts.hedge = errors.ok(hedge::hedge_arg(name, value)),
+        "hedge_max" => attempts.hedge_max = errors.ok(hedge::hedge_max_arg(name, value)),
         _ => {}
     }
 }

@@ -47,7 +47,8 @@ use errors::Errors;
 /// `"success"` to count errors `failure` does not count as successes) and `retry_budget`
 /// (`"20%"` or `"20%, 10/s"`: retries as a share of first attempts, plus a floor), `group`
 /// (`"search"`: the key is a member of a group of keys); and, on an `async fn`, the attempt
-/// settings `timeout`, `retry`, `backoff` and `deadline`. The reference, each argument with an
+/// settings `timeout`, `retry`, `backoff` and `deadline`, and the hedging settings `hedge`
+/// (`"50ms"` or `"p95"`) and `hedge_max`. The reference, each argument with an
 /// example, is the rustdoc of `fusebox::circuit_breaker`.
 #[proc_macro_attribute]
 pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -45,6 +45,8 @@ pub const ADAPTIVE_REBASE_ROUNDS: u32 = 32;
 /// The span a retry budget counts attempts and retries over (Finagle's `ttl`), kept in one-second
 /// buckets.
 pub const RETRY_BUDGET_SPAN: Duration = Duration::from_secs(10);
+/// The most attempts a hedged call keeps in flight (`hedge_max`), the first one included.
+pub const MAX_HEDGE: u32 = 5;
 /// The largest ratio of a retry budget, in percent of first attempts.
 pub const MAX_RETRY_PERCENT: u16 = 1000;
 /// The largest floor of a retry budget, in retries per second.

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | [`start`] | the error type, the fallback and its [`Cause`](crate::Cause), calls without the attribute |
 //! | [`semantics`] | states, trip rules, what counts, cancellation, panics, time, concurrency |
-//! | [`retries`] | `timeout`, `retry`, `backoff` and `deadline` around a breaker |
+//! | [`retries`] | `timeout`, `retry`, `backoff` and `deadline` around a breaker; hedged calls |
 //! | [`load_control`] | keeping load off a struggling backend: pushback (`Retry-After`), retry budgets, open-wait functions and jitter, adaptive throttling (`throttle`), the adaptive bulkhead |
 //! | [`dynamic_keys`] | one breaker per host or tenant, and how the registry stays bounded |
 //! | [`groups`] | per-host keys judged against their siblings: outlier ejection, the panic threshold, choosing healthy members |

@@ -82,6 +82,7 @@ pub use breaker::{
 pub use call::attempts::backoff;
 pub use error::{Cause, Error, Key, Reason};
 pub use groups::{Group, GroupPolicy, GroupPolicyError, GroupSettings, GroupSnapshot};
+pub use load::hedge::Hedges;
 pub use load::pushback::RetryAfter;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -96,10 +97,12 @@ pub use registry::{Registry, UnknownKey, registry, usable_policy};
 pub use state::{State, Verdict};
 
 /// The bounds fusebox checks: the policy limits [`Policy::validate`] enforces, the key and
-/// registry limits (with the eviction sweep's step), and the longest retry delay.
+/// registry limits (with the eviction sweep's step), the longest retry delay, and the figures of
+/// hedged calls.
 pub mod limits {
     pub use crate::call::attempts::MAX_BACKOFF;
     pub use crate::groups::MAX_GROUP_NAMES;
+    pub use crate::load::hedge::{HEDGE_BUDGET_PERCENT, LATENCY_PERIOD, MIN_LATENCY_CALLS};
     pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, SWEEP_STEP};
     pub use fusebox_policy::limits::*;
 }

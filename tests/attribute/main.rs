@@ -20,6 +20,7 @@ mod failure_count;
 mod failure_if;
 mod flood;
 mod groups;
+mod hedge;
 mod open_wait;
 mod overrides;
 mod panics;

@@ -63,3 +63,10 @@ pub(super) const BACKOFF: DurationRange = DurationRange {
     max: 30 * 1_000_000_000,
     text: "from \"1ms\" to \"30s\"",
 };
+
+/// The delay of `hedge` (a fixed one; a learned one comes from the key's latencies).
+pub(super) const HEDGE_DELAY: DurationRange = DurationRange {
+    min: 1_000_000,
+    max: 60 * 1_000_000_000,
+    text: "from \"1ms\" to \"60s\"",
+};

@@ -1,6 +1,6 @@
 //! Checks between arguments, run once every argument is read: `min_calls` within the window,
 //! `slow_rate` needs `slow`, `open_max` at least `open_for`, `backoff` and `deadline` need
-//! `retry`. What they let through is then judged by the runtime's own `Policy::validate`
+//! `retry`, `hedge` excludes `retry`, `hedge_max` needs `hedge`. What they let through is then judged by the runtime's own `Policy::validate`
 //! (`validate.rs`).
 
 use std::collections::HashMap;
@@ -118,8 +118,29 @@ fn check_policy(errors: &mut Errors, policy: &PolicyArgs, seen: &HashMap<String,
     }
 }
 
+/// `hedge` and `retry` both send more attempts; `hedge_max` needs `hedge`.
+fn check_hedge(errors: &mut Errors, seen: &HashMap<String, Span>) {
+    if let (Some(&span), true) = (seen.get("hedge"), seen.contains_key("retry")) {
+        errors.push(syn::Error::new(
+            span,
+            "`hedge` and `retry` cannot be combined: both send more attempts. `retry = 3` tries \
+             again after a failure, `hedge = \"p95\"` sends a second attempt beside a slow \
+             one; keep one of them",
+        ));
+    }
+    if let (Some(&span), false) = (seen.get("hedge_max"), seen.contains_key("hedge")) {
+        errors.push(syn::Error::new(
+            span,
+            "`hedge_max` has no effect without `hedge`: it bounds a hedged call's attempts in \
+             flight; add `hedge = \"p95\"` (or a delay like `hedge = \"50ms\"`), or remove \
+             `hedge_max`",
+        ));
+    }
+}
+
 /// `backoff` and `deadline` only act between attempts, so they need `retry` above 1.
 fn check_attempts(errors: &mut Errors, attempts: &AttemptArgs, seen: &HashMap<String, Span>) {
+    check_hedge(errors, seen);
     let retried = match attempts.retry {
         Some(retry) => retry.value > 1,
         // `retry` was written but refused: already reported.

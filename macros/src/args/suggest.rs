@@ -8,7 +8,7 @@ use super::NAMES;
 
 /// Each argument with the names other circuit breakers (Resilience4j, Polly, Failsafe, Hystrix,
 /// Sentinel, gobreaker, Envoy, …) give the same setting, and what to write instead.
-pub(super) const MEANINGS: [(&str, &[&str], &str); 17] = [
+pub(super) const MEANINGS: [(&str, &[&str], &str); 19] = [
     (
         "open_for",
         &[
@@ -152,6 +152,23 @@ pub(super) const MEANINGS: [(&str, &[&str], &str); 17] = [
             "retry_attempts",
         ],
         "counts attempts, the first included: `max_retries = 2` is `retry = 3`",
+    ),
+    (
+        "hedge",
+        &[
+            "hedging",
+            "hedge_delay",
+            "hedging_delay",
+            "backup_request",
+            "backup_requests",
+            "speculative_retry",
+        ],
+        "a delay or a latency percentile, like `hedge = \"50ms\"` or `hedge = \"p95\"`",
+    ),
+    (
+        "hedge_max",
+        &["max_hedged_attempts", "max_hedges", "hedge_count"],
+        "counts attempts in flight, the first included: `max_hedged_attempts = 1` is `hedge_max = 2`",
     ),
     (
         "backoff",

@@ -11,7 +11,7 @@ use super::classify::{classify, error_alias, pushback};
 use super::names::Names;
 use super::settle::{deferred_fallback, settle};
 use super::values::attempts_value;
-use crate::args::{Args, AttemptArgs};
+use crate::args::{Args, AttemptArgs, HedgeArg};
 use crate::function::Params;
 use crate::tokens::respan;
 
@@ -19,6 +19,7 @@ use crate::tokens::respan;
 /// the expansion of a plain call (no attempt driver, whose state the future would carry).
 pub(super) fn timeout_only(attempts: &AttemptArgs) -> bool {
     attempts.timeout.is_some()
+        && attempts.hedge.is_none()
         && attempts.retry.is_none()
         && attempts.backoff.is_none()
         && attempts.deadline.is_none()
@@ -89,16 +90,33 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     let (is_failure, is_failed_ok, retry_after) = judges(args, names);
     let (on_failed, on_refused) = settle(args, names, params, true, quote!(from_error(#refused)));
     let alias = error_alias(args, names);
-    let run = quote! {
-        #private::run_attempts(
-            #admit,
-            &#attempts,
-            #attempt,
-            #is_failure,
-            #is_failed_ok,
-            #retry_after,
-        )
-        .await
+    let run = match args.attempts.hedge {
+        None => quote! {
+            #private::run_attempts(
+                #admit,
+                &#attempts,
+                #attempt,
+                #is_failure,
+                #is_failed_ok,
+                #retry_after,
+            )
+            .await
+        },
+        Some(hedge) => {
+            let hedge = hedge_value(hedge, args.attempts.hedge_max, private);
+            quote! {
+                #private::run_hedged(
+                    #admit,
+                    &#hedge,
+                    #attempts.timeout,
+                    #attempt,
+                    #is_failure,
+                    #is_failed_ok,
+                    #retry_after,
+                )
+                .await
+            }
+        }
     };
     match deferred_fallback(args, names, params, true) {
         // The attempts settle in a block that returns the function's own result and ends with
@@ -134,6 +152,22 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
             }
         },
     }
+}
+
+/// The `Hedge` of `hedge` and `hedge_max` (2 attempts in flight unless written).
+fn hedge_value(
+    hedge: crate::args::Spanned<HedgeArg>,
+    max: Option<crate::args::Spanned<u32>>,
+    private: &TokenStream,
+) -> TokenStream {
+    let delay = match hedge.value {
+        HedgeArg::Fixed(nanos) => {
+            quote!(#private::HedgeDelay::Fixed(::core::time::Duration::from_nanos(#nanos)))
+        }
+        HedgeArg::Percentile(percentile) => quote!(#private::HedgeDelay::Percentile(#percentile)),
+    };
+    let max = max.map_or(2, |max| max.value);
+    quote!(#private::Hedge { delay: #delay, max: #max })
 }
 
 /// The three judgements the attempt driver asks of an outcome, as closures: does the error count
@@ -185,7 +219,10 @@ fn attempt_closure(args: &Args, names: &Names, body: TokenStream) -> TokenStream
         .into_iter()
         .next()
         .map_or_else(Span::call_site, |token| token.span());
-    let retry_span = args.attempts.retry.map(|retry| retry.span);
+    // A hedged call runs the body once per attempt too, several at once.
+    let retry_span = (args.attempts.retry)
+        .map(|retry| retry.span)
+        .or(args.attempts.hedge.map(|hedge| hedge.span));
     // Without `retry` the body runs once: its future owns the parameters (like the body of a
     // function without these arguments), so they keep their types and the body may consume
     // them. With a fallback it borrows them instead, to hand them over afterwards.

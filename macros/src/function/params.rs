@@ -51,7 +51,7 @@ pub(super) fn check_attempts(
                 errors.push(syn::Error::new(
                     name.span(),
                     format!(
-                        "`{name}` needs an `async fn`: retries wait between attempts and \
+                        "`{name}` needs an `async fn`: retries and hedges wait between attempts and \
                          timeouts need a timer, which a blocking call cannot give way to; make \
                          the function `async`, or remove `{name}`"
                     ),
@@ -59,9 +59,12 @@ pub(super) fn check_attempts(
             }
             None
         }
-        // Only `retry` runs the body more than once; `timeout` alone leaves the parameters as
-        // they are.
-        Some(_) => match attempts.iter().find(|name| *name == "retry") {
+        // Only `retry` and `hedge` run the body more than once; `timeout` alone leaves the
+        // parameters as they are.
+        Some(_) => match attempts
+            .iter()
+            .find(|name| *name == "retry" || *name == "hedge")
+        {
             Some(retry) => errors.ok(attempt_params(sig, retry, conditional)),
             None => Some(()),
         },
@@ -104,7 +107,11 @@ fn attempt_params(
     conditional: &mut Vec<(Vec<Attribute>, syn::Error)>,
 ) -> syn::Result<()> {
     let mut all = Errors::default();
-    let again = "retrying needs the arguments again for every attempt";
+    let again = if arg == "hedge" {
+        "a hedged call needs the arguments again for every attempt"
+    } else {
+        "retrying needs the arguments again for every attempt"
+    };
     for input in &sig.inputs {
         let cfg = match input {
             FnArg::Typed(typed) => cfg_attrs(&typed.attrs),

@@ -56,6 +56,7 @@ impl Circuit {
                 && settings.throttle.is_none(),
             budgeted: settings.retry_budget.is_some(),
             budget,
+            hedging: std::sync::OnceLock::new(),
             successor: std::sync::OnceLock::new(),
             episode: Episode::default(),
             last: std::sync::Mutex::new(None),

@@ -22,6 +22,7 @@ use crate::window::{Counts, Outcomes, Sample};
 mod adapter;
 mod admission;
 mod controls;
+mod hedging;
 mod lifecycle;
 mod limit;
 mod member;
@@ -163,6 +164,8 @@ pub(crate) struct Circuit {
     last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The retry budget, when the policy has one (`budgeted`).
     budget: Option<Box<crate::load::budget::Budget>>,
+    /// Hedged calls' latency, budget and counts: made by the first hedged call of the key.
+    hedging: std::sync::OnceLock<Box<crate::load::hedge::Hedging>>,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).

@@ -51,6 +51,7 @@ impl Circuit {
                 .max_concurrent
                 .map(|concurrency| self.concurrency_limit(concurrency)),
             metrics_only: self.metrics_only.load(Ordering::Acquire),
+            hedges: self.hedging.get().map(|hedging| hedging.counts(now)),
             policy: self.policy,
             last_transition: self.last_transition_record().map(|r| LastTransition {
                 from: r.from,
@@ -115,6 +116,9 @@ pub struct Snapshot {
     pub concurrency_limit: Option<u32>,
     /// True in metrics-only mode.
     pub metrics_only: bool,
+    /// The key's hedged calls (`hedge = …`): hedges sent and won, the learned delay; `None`
+    /// until the first hedged call.
+    pub hedges: Option<crate::load::hedge::Hedges>,
     /// The policy it runs.
     pub policy: Policy,
     /// The last state change, with what caused it and the counts that decided it (`None` before

@@ -151,7 +151,7 @@ pub enum Settled<T, E> {
 /// The wait for the recording of `permit`'s outcome in its breaker's store (strict mode), to be
 /// made before the permit settles; nothing to wait for otherwise.
 #[cfg(feature = "store")]
-fn recording_of<'a, N: Named>(
+pub(super) fn recording_of<'a, N: Named>(
     permit: &NamedPermit<'a, N>,
 ) -> Option<crate::breaker::BoxFuture<'a, ()>> {
     crate::breaker::recording(permit.raw.core())
@@ -159,7 +159,7 @@ fn recording_of<'a, N: Named>(
 
 /// Without the `store` feature no outcome is recorded elsewhere.
 #[cfg(not(feature = "store"))]
-fn recording_of<N: Named>(_permit: &NamedPermit<'_, N>) {}
+pub(super) fn recording_of<N: Named>(_permit: &NamedPermit<'_, N>) {}
 
 /// The delay `retry` with `backoff = base` waits before attempt `attempt + 1` (`attempt` ≥ 1):
 /// uniform in `0 ..= min(base × 2^(attempt-1), MAX_BACKOFF)` ("full jitter"), for an adapter
@@ -296,7 +296,7 @@ where
 /// `is_failed_ok` counts: the only outcome that may be retried), and the wait a counted error
 /// asked for (pushback).
 #[inline]
-fn settle_attempt<T, E, N: Named>(
+pub(super) fn settle_attempt<T, E, N: Named>(
     permit: NamedPermit<'_, N>,
     result: Option<Result<T, E>>,
     is_failure: impl Fn(&E) -> bool,

@@ -17,6 +17,8 @@
 //! | `fusebox_transitions_total` | counter | `key`, `from`, `to` | state changes, by the states left and entered |
 //! | `fusebox_concurrency_limit` | gauge | `key` | the bulkhead's limit on calls in flight (`max_concurrent`): fixed, or an adaptive one's current value, set whenever it changes; absent without a bulkhead |
 //! | `fusebox_retries_rejected_total` | counter | `key` | retries the key's retry budget rejected ([`Policy::retry_budget`](crate::Policy::retry_budget); registered for keys with a budget only) |
+//! | `fusebox_hedges_sent_total` | counter | `key` | hedges sent: attempts a hedged call (`hedge = …`) started because the earlier ones had not answered in time (registered for keys with hedged calls only) |
+//! | `fusebox_hedges_won_total` | counter | `key` | hedged calls a hedge answered first |
 //!
 //! `key` is the breaker's key. `outcome` of [`CALLS_TOTAL`]:
 //!
@@ -80,6 +82,11 @@ pub const SHADOW_REJECTED_TOTAL: &str = "fusebox_shadow_rejected_total";
 pub const THROTTLED_TOTAL: &str = "fusebox_throttled_total";
 /// `fusebox_retries_rejected_total{key}`: retries the key's retry budget rejected.
 pub const RETRIES_REJECTED_TOTAL: &str = "fusebox_retries_rejected_total";
+/// `fusebox_hedges_sent_total{key}`: hedges sent (each also counted in [`CALLS_TOTAL`], as an
+/// attempt).
+pub const HEDGES_SENT_TOTAL: &str = "fusebox_hedges_sent_total";
+/// `fusebox_hedges_won_total{key}`: hedged calls a hedge answered first.
+pub const HEDGES_WON_TOTAL: &str = "fusebox_hedges_won_total";
 /// `fusebox_state{key}`: the state as a number (see [`state_value`]).
 pub const STATE: &str = "fusebox_state";
 /// `fusebox_transitions_total{key, from, to}`: state changes.
