@@ -12,6 +12,9 @@
 //! - `max_concurrent = 10` against `max_concurrent = "adaptive(2..200)"` (the adaptive limit reads
 //!   the clock at admission and samples the latency at the report).
 //!
+//! - `plain` against `hedge = "50ms"` and `hedge = "p95"` (a hedged call answered at its first
+//!   poll: the attempt driver, one boxed attempt and the latency histogram; no timer is made);
+//!
 //! - `key = host` against `key = host, group = "search"` (a group's rules run on a member's
 //!   failures only, at most once per interval), and a member of a group of 10,000.
 //!
@@ -151,6 +154,28 @@ async fn grouped_large(host: &str) -> Result<u64, BenchError> {
     work().await
 }
 
+#[fusebox::circuit_breaker(
+    key = "lc-hedge-fixed",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h",
+    hedge = "50ms"
+)]
+async fn hedged_fixed() -> Result<u64, BenchError> {
+    work().await
+}
+
+#[fusebox::circuit_breaker(
+    key = "lc-hedge-p95",
+    window = 100,
+    failure_rate = 50,
+    open_for = "1h",
+    hedge = "p95"
+)]
+async fn hedged_p95() -> Result<u64, BenchError> {
+    work().await
+}
+
 macro_rules! subject {
     ($group:ident, $name:literal, $f:ident) => {
         assert_eq!(poll_once($f()).ok(), Some(1), "{} succeeds", $name);
@@ -181,6 +206,13 @@ fn main() {
         let mut g = c.benchmark_group("retry_budget");
         subject!(g, "retry", retried);
         subject!(g, "retry_budget", budgeted);
+        g.finish();
+    }
+    {
+        let mut g = c.benchmark_group("hedge");
+        subject!(g, "plain", plain);
+        subject!(g, "hedge_fixed", hedged_fixed);
+        subject!(g, "hedge_p95", hedged_p95);
         g.finish();
     }
     {

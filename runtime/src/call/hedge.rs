@@ -88,16 +88,18 @@ where
         };
         let mut racing: Vec<Racing<'a, N, L::Bounded<Fut>>> =
             vec![(permit, Box::pin(timeout.bound(attempt())))];
-        let mut timer = delay.map(|delay| Box::pin(tokio::time::sleep(delay)));
+        // The hedge timer starts once the attempts are pending: a call answered at its first
+        // poll makes none.
+        let mut armed = delay;
+        let mut timer = None;
         let (first, output) = loop {
-            match race(&mut racing, &mut timer).await {
+            match race(&mut racing, &mut armed, &mut timer).await {
                 Some(done) => break done,
                 None => {
-                    timer = None;
                     if let Some(hedged) = hedge_permit(&admit, hedging, core, &racing, hedge) {
                         racing.push((hedged, Box::pin(timeout.bound(attempt()))));
                         if racing.len() < hedge.max as usize {
-                            timer = delay.map(|delay| Box::pin(tokio::time::sleep(delay)));
+                            armed = delay;
                         }
                     }
                 }
@@ -122,9 +124,11 @@ where
 }
 
 /// Polls the attempts in flight and the hedge timer: the index and output of the first attempt
-/// that finished, or `None` when the timer fired first.
+/// that finished, or `None` when the timer fired first. An `armed` delay starts the timer once
+/// every attempt is pending.
 async fn race<N: Named, B: Future>(
     racing: &mut [Racing<'_, N, B>],
+    armed: &mut Option<Duration>,
     timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
 ) -> Option<(usize, B::Output)> {
     std::future::poll_fn(|cx| {
@@ -133,8 +137,14 @@ async fn race<N: Named, B: Future>(
                 return Poll::Ready(Some((index, output)));
             }
         }
+        if let Some(delay) = armed.take() {
+            *timer = Some(Box::pin(tokio::time::sleep(delay)));
+        }
         match timer.as_mut().map(|timer| timer.as_mut().poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(None),
+            Some(Poll::Ready(())) => {
+                *timer = None;
+                Poll::Ready(None)
+            }
             _ => Poll::Pending,
         }
     })
