@@ -1,11 +1,11 @@
 //! Polls annotated `async fn`s once per call (closed, rejected, closed with a fallback, closed
-//! with `retry`), a fixed number of times on a `FakeClock` registry, for instruction counts under
+//! with `retry`), or calls an annotated plain `fn` (closed, `sync`), a fixed number of times on a `FakeClock` registry, for instruction counts under
 //! `valgrind --tool=callgrind`: what the expansion's shape (the body run in place, the fallback
 //! awaited after the call settled, the attempt driver) costs per call.
 //!
 //! Run: `cargo build --release -p fusebox-bench --example future_paths` then
 //! `valgrind --tool=callgrind target/release/examples/future_paths <path> 1000000` with `<path>`
-//! one of `closed`, `open`, `fallback`, `retry`, `none`; subtract the count of `none` (set-up
+//! one of `closed`, `open`, `fallback`, `retry`, `sync`, `none`; subtract the count of `none` (set-up
 //! only) and divide by the call count.
 
 use std::future::Future;
@@ -59,6 +59,17 @@ async fn with_retry(n: u64) -> Result<u64, Failed> {
     backend(n).await
 }
 
+/// The inner call of the plain `fn` (not inlined, as `backend`).
+#[inline(never)]
+fn backend_sync(n: u64) -> Result<u64, Failed> {
+    Ok(black_box(n))
+}
+
+#[circuit_breaker(key = "future-paths.sync", registry = REGISTRY)]
+fn closed_sync(n: u64) -> Result<u64, Failed> {
+    backend_sync(n)
+}
+
 /// Polls `future` once with a no-op waker: true when it finished.
 #[inline(never)]
 fn poll_once<F: Future>(future: F) -> bool {
@@ -79,6 +90,7 @@ fn main() {
     poll_once(open(1));
     poll_once(with_fallback(1));
     poll_once(with_retry(1));
+    let _ = closed_sync(1);
     if let Some(breaker) = REGISTRY.get("future-paths.open") {
         breaker.force_open();
     }
@@ -89,6 +101,7 @@ fn main() {
             "open" => poll_once(open(black_box(i))),
             "fallback" => poll_once(with_fallback(black_box(i))),
             "retry" => poll_once(with_retry(black_box(i))),
+            "sync" => closed_sync(black_box(i)).is_ok(),
             _ => true,
         };
         finished += u64::from(done);

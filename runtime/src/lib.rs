@@ -75,11 +75,13 @@ mod window;
 #[path = "__private.rs"]
 pub mod __private_0_1_0;
 
+pub use breaker::HedgeGate;
 pub use breaker::{
     Breaker, KeptBreaker, LastTransition, OwnedPermit, Permit, Recording, SharedWindow, Sharing,
     Snapshot,
 };
 pub use call::attempts::backoff;
+pub use call::hedge::{Hedge, HedgeDelay, hedged};
 pub use error::{Cause, Error, Key, Reason};
 pub use groups::{Group, GroupPolicy, GroupPolicyError, GroupSettings, GroupSnapshot};
 pub use load::hedge::Hedges;

@@ -12,6 +12,8 @@ mod support;
 mod axum_layer;
 mod budget;
 mod compose;
+#[cfg(all(feature = "reqwest", feature = "axum"))]
+mod hedge;
 mod layer;
 #[cfg(all(feature = "reqwest", feature = "axum"))]
 mod middleware;

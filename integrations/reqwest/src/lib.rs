@@ -42,7 +42,7 @@ use ::reqwest::{Request, Response, Url};
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
-use fusebox::{Breaker, Error, Key, OwnedPermit, Policy, Registry, usable_policy};
+use fusebox::{Breaker, Error, Hedge, Key, OwnedPermit, Policy, Registry, usable_policy};
 
 /// Which circuit a request goes through.
 #[derive(Debug)]
@@ -66,6 +66,8 @@ pub struct CircuitBreakerMiddleware {
     /// The time from a request's first attempt within which a retry must start
     /// ([`deadline`](Self::deadline)).
     deadline: Duration,
+    /// Hedged idempotent requests ([`hedge`](Self::hedge)).
+    hedge: Option<Hedge>,
 }
 
 impl CircuitBreakerMiddleware {
@@ -83,6 +85,7 @@ impl CircuitBreakerMiddleware {
             keying: Keying::Fixed(key.into(), OnceLock::new()),
             retry: NO_RETRY,
             deadline: DEFAULT_DEADLINE,
+            hedge: None,
         }
         .declared()
     }
@@ -98,6 +101,7 @@ impl CircuitBreakerMiddleware {
             keying: Keying::PerHost,
             retry: NO_RETRY,
             deadline: DEFAULT_DEADLINE,
+            hedge: None,
         }
     }
 
@@ -168,6 +172,32 @@ impl CircuitBreakerMiddleware {
     #[must_use]
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
+        self
+    }
+
+    /// Hedges a request with an idempotent method and a body that can be cloned, as the
+    /// attribute's `hedge` does: when its attempt has not answered after the hedge's delay
+    /// (fixed, or a percentile of the key's recent latencies), another is sent beside it, up to
+    /// the hedge's `max` in flight; the first response or error decides, and the other attempts
+    /// are dropped, each reported as cancelled. Every attempt is admitted and counted by the
+    /// circuit; no hedge is sent unless the circuit is closed, and the key's hedges are at most
+    /// 10 % more requests over 10 s ([`fusebox::limits::HEDGE_BUDGET_PERCENT`]). A request that
+    /// is hedged is not retried: `hedge` replaces [`retry`](Self::retry) for the requests it
+    /// applies to. Each attempt gets its own copy of the request's extensions; the winner's are
+    /// kept.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fusebox::{Hedge, HedgeDelay};
+    /// use fusebox_reqwest::CircuitBreakerMiddleware;
+    ///
+    /// let middleware = CircuitBreakerMiddleware::new("search")
+    ///     .hedge(Hedge::new(HedgeDelay::Percentile(95)));
+    /// # let _ = middleware;
+    /// ```
+    #[must_use]
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.hedge = Some(hedge);
         self
     }
 
@@ -255,6 +285,12 @@ impl Middleware for CircuitBreakerMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
+        if let Some(hedge) = self.hedge
+            && req.method().is_idempotent()
+            && req.try_clone().is_some()
+        {
+            return self.handle_hedged(req, extensions, next, hedge).await;
+        }
         if self.retry.0 > 1 && req.method().is_idempotent() {
             return self.handle_retrying(req, extensions, next).await;
         }
@@ -263,20 +299,68 @@ impl Middleware for CircuitBreakerMiddleware {
         // Dropped unreported if this future is cancelled (nothing counted) or a panic unwinds
         // through it (a failure).
         let result = next.run(req, extensions).await;
-        if !is_failure(&result) {
-            permit.success();
-        } else if let Some(wait) = retry_after(&result, permit.wall_time()) {
-            // Pushback: a `429` or `503` with `Retry-After` keeps the circuit open that long
-            // when it opens it.
-            permit.failure_after(wait);
-        } else {
-            permit.failure();
-        }
+        report(permit, &result);
         result
     }
 }
 
+/// One attempt of a hedged request: its response and the extensions it ran with.
+type HedgedAttempt<'a> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = (reqwest_middleware::Result<Response>, Extensions)>
+            + Send
+            + 'a,
+    >,
+>;
+
+/// Sends `req` down the chain with its own copy of the extensions.
+fn attempt<'a>(next: &Next<'a>, req: Request, extensions: Extensions) -> HedgedAttempt<'a> {
+    let next = next.clone();
+    Box::pin(async move {
+        let mut extensions = extensions;
+        let result = next.run(req, &mut extensions).await;
+        (result, extensions)
+    })
+}
+
+/// Reports `result` on `permit` as [`Middleware::handle`] does.
+fn report(permit: OwnedPermit, result: &reqwest_middleware::Result<Response>) {
+    if !is_failure(result) {
+        permit.success();
+    } else if let Some(wait) = retry_after(result, permit.wall_time()) {
+        // Pushback: a `429` or `503` with `Retry-After` keeps the circuit open that long when
+        // it opens it.
+        permit.failure_after(wait);
+    } else {
+        permit.failure();
+    }
+}
+
 impl CircuitBreakerMiddleware {
+    /// [`Middleware::handle`] with [`hedge`](Self::hedge): each attempt admitted and counted,
+    /// each hedge sent while the circuit is closed and the key's hedge budget has room.
+    async fn handle_hedged(
+        &self,
+        req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+        hedge: Hedge,
+    ) -> reqwest_middleware::Result<Response> {
+        let breaker = self.breaker(req.url());
+        let permit = acquire(&breaker).map_err(reqwest_middleware::Error::middleware)?;
+        let copy = req.try_clone();
+        let first = (permit, attempt(&next, req, extensions.clone()));
+        let (permit, (result, kept), _) = fusebox::hedged(breaker.hedging(), hedge, first, || {
+            let req = copy.as_ref()?.try_clone()?;
+            let permit = acquire(&breaker).ok()?;
+            Some((permit, attempt(&next, req, extensions.clone())))
+        })
+        .await;
+        *extensions = kept;
+        report(permit, &result);
+        result
+    }
+
     /// [`Middleware::handle`] with [`retry`](Self::retry): each attempt admitted and counted,
     /// each retry allowed by the circuit and the key's retry budget.
     async fn handle_retrying(

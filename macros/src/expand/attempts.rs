@@ -107,7 +107,7 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
             quote! {
                 #private::run_hedged(
                     #admit,
-                    &#hedge,
+                    #hedge,
                     #attempts.timeout,
                     #attempt,
                     #is_failure,
@@ -167,7 +167,7 @@ fn hedge_value(
         HedgeArg::Percentile(percentile) => quote!(#private::HedgeDelay::Percentile(#percentile)),
     };
     let max = max.map_or(2, |max| max.value);
-    quote!(#private::Hedge { delay: #delay, max: #max })
+    quote!(#private::Hedge::new(#delay).max(#max))
 }
 
 /// The three judgements the attempt driver asks of an outcome, as closures: does the error count

@@ -1,22 +1,86 @@
-//! What a hedged call asks of its breaker: the key's hedging state (latency, budget, counts),
-//! whether the circuit is closed, and the breaker clock's time.
+//! What a hedged call asks of its breaker ([`HedgeGate`]): the key's hedging state (latency,
+//! budget, counts), whether the circuit is closed, and the breaker clock's time.
 
 use super::*;
+use crate::load::hedge::Hedging;
 
 impl Circuit {
     /// The key's hedging state, made by its first hedged call.
-    pub(crate) fn hedging(&self) -> &crate::load::hedge::Hedging {
+    pub(crate) fn hedging(&self) -> &Hedging {
         self.hedging
-            .get_or_init(|| Box::new(crate::load::hedge::Hedging::new(self.key.as_str())))
+            .get_or_init(|| Box::new(Hedging::new(self.key.as_str())))
     }
 
-    /// True when the circuit is closed (a hedge is only sent then).
-    pub(crate) fn is_closed(&self) -> bool {
-        self.load().state() == State::Closed
+    /// The gate of a hedged call on this breaker.
+    pub(crate) fn hedge_gate(&self) -> HedgeGate<'_> {
+        HedgeGate {
+            core: self,
+            hedging: self.hedging(),
+        }
+    }
+}
+
+impl Breaker {
+    /// The key's hedging, for an adapter that hedges its calls as the attribute's `hedge` does
+    /// (run them with [`hedged`](crate::hedged)): the key's learned latency, its hedge budget
+    /// and its counts, made for the key by its first hedged call.
+    ///
+    /// ```
+    /// use fusebox::{HedgeDelay, Policy, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// let breaker = registry.breaker("search", Policy::new()).unwrap();
+    /// let gate = breaker.hedging();
+    /// assert_eq!(gate.start(HedgeDelay::Percentile(95)), None, "nothing learned yet");
+    /// assert!(breaker.snapshot().hedges.is_some());
+    /// ```
+    #[must_use]
+    pub fn hedging(&self) -> HedgeGate<'_> {
+        self.core.current().hedge_gate()
+    }
+}
+
+/// The hedging of one key, for one hedged call ([`Breaker::hedging`], [`hedged`](crate::hedged)).
+#[derive(Clone, Copy)]
+pub struct HedgeGate<'a> {
+    core: &'a Circuit,
+    hedging: &'a Hedging,
+}
+
+impl std::fmt::Debug for HedgeGate<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HedgeGate")
+            .field("key", &self.core.key.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HedgeGate<'_> {
+    /// A hedged call starts: counts it in the key's hedge budget and gives the delay after
+    /// which to send a hedge (`None`: a learned percentile with too few calls yet).
+    pub fn start(&self, delay: crate::call::hedge::HedgeDelay) -> Option<Duration> {
+        let now = self.core.now();
+        self.hedging.call(now);
+        match delay {
+            crate::call::hedge::HedgeDelay::Fixed(delay) => Some(delay),
+            crate::call::hedge::HedgeDelay::Percentile(p) => self.hedging.learned(now, p),
+        }
     }
 
-    /// The breaker clock's time, in nanoseconds.
-    pub(crate) fn clock_now(&self) -> u64 {
-        self.now()
+    /// True when a hedge may be sent now: the circuit is closed and the budget has room.
+    #[must_use]
+    pub fn may_send(&self) -> bool {
+        self.core.load().state() == State::Closed && self.hedging.has_room(self.core.now())
+    }
+
+    /// Takes a hedge from the budget: true when it allows one (counted as sent).
+    #[must_use = "a hedge the budget refuses must not be sent"]
+    pub fn send(&self) -> bool {
+        self.hedging.send(self.core.now())
+    }
+
+    /// The hedged call ended after `latency`; `by_hedge`: a hedge answered first.
+    pub fn ended(&self, latency: Duration, by_hedge: bool) {
+        self.hedging.ended(self.core.now(), latency, by_hedge);
     }
 }

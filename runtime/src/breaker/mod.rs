@@ -44,6 +44,7 @@ pub(crate) use {seam::*, store::*};
 mod tests;
 
 pub use adapter::KeptBreaker;
+pub use hedging::HedgeGate;
 pub use named::Named;
 pub use owned::Recording;
 pub use permit::{NamedPermit, OwnedPermit, Permit, RawPermit};

@@ -20,12 +20,13 @@ use std::task::Poll;
 use std::time::Duration;
 
 use super::attempts::{AttemptLimit, Settled, recording_of, settle_attempt};
-use crate::breaker::{Named, NamedPermit};
+use crate::breaker::{HedgeGate, Named, NamedPermit};
 use crate::error::Error;
-use crate::load::hedge::Hedging;
+use fusebox_policy::limits::MAX_HEDGE;
 
 /// When a hedged call sends its next attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HedgeDelay {
     /// After this long without an answer (`hedge = "50ms"`).
     Fixed(Duration),
@@ -34,28 +35,128 @@ pub enum HedgeDelay {
     Percentile(u8),
 }
 
-/// The hedging of one annotated function: `hedge` and `hedge_max`.
+/// How a call is hedged: the attribute's `hedge` and `hedge_max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Hedge {
     /// When the next attempt starts.
     pub delay: HedgeDelay,
-    /// Attempts in flight at most, the first one included (at least 2).
+    /// Attempts in flight at most, the first one included (2 ..= [`MAX_HEDGE`]).
     pub max: u32,
 }
 
-/// One attempt in flight: its permit and its future.
-type Racing<'a, N, B> = (NamedPermit<'a, N>, Pin<Box<B>>);
+impl Hedge {
+    /// Hedging after `delay`, with at most 2 attempts in flight.
+    #[must_use]
+    pub const fn new(delay: HedgeDelay) -> Self {
+        Hedge { delay, max: 2 }
+    }
 
-/// Runs `attempt` as a hedged call (see the module): `admit` asks the breaker for each attempt's
-/// permit, `timeout` bounds each attempt, and `is_failure`, `is_failed_ok` and `retry_after`
-/// judge the attempt that decides, as the attempt driver's do.
+    /// At most `max` attempts in flight, the first one included, kept within 2 ..=
+    /// [`MAX_HEDGE`].
+    #[must_use]
+    pub const fn max(mut self, max: u32) -> Self {
+        self.max = if max < 2 {
+            2
+        } else if max > MAX_HEDGE {
+            MAX_HEDGE
+        } else {
+            max
+        };
+        self
+    }
+}
+
+/// One attempt in flight: its permit (whatever the caller reports on) and its future.
+type Racing<P, F> = (P, Pin<Box<F>>);
+
+/// Runs a hedged call (see the module): `first` is the first attempt, admitted, and `more`
+/// makes a hedge (admits it and starts its future), or gives `None` when the breaker does not
+/// admit one. Returns the permit and output of the attempt that finished first, and whether it
+/// was a hedge; the other attempts are dropped, futures first, so each permit that reports a
+/// drop reports a cancellation.
+///
+/// A hedge is asked of `more` only while `gate` allows one ([`HedgeGate::may_send`]), and taken
+/// from the budget once `more` made it. For an adapter: the attribute's `hedge` runs on it, the
+/// reqwest middleware's `hedge` too.
+///
+/// ```
+/// use std::time::Duration;
+/// use fusebox::{Hedge, HedgeDelay, Policy, Registry};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let registry = Registry::new();
+/// let breaker = registry.breaker("search", Policy::new()).unwrap();
+/// for _ in 0..10 {
+///     let _ = breaker.try_acquire(); // calls of the key: the budget allows a hedge
+///     breaker.hedging().start(HedgeDelay::Fixed(Duration::ZERO));
+/// }
+/// let slow = |millis| async move {
+///     tokio::time::sleep(Duration::from_millis(millis)).await;
+///     millis
+/// };
+/// let hedge = Hedge::new(HedgeDelay::Fixed(Duration::from_millis(50)));
+/// let first = (breaker.try_acquire().unwrap(), Box::pin(slow(1_000)) as std::pin::Pin<Box<dyn std::future::Future<Output = u64>>>);
+/// let (permit, took, by_hedge) = fusebox::hedged(breaker.hedging(), hedge, first, || {
+///     Some((breaker.try_acquire().ok()?, Box::pin(slow(1)) as std::pin::Pin<Box<dyn std::future::Future<Output = u64>>>))
+/// })
+/// .await;
+/// permit.success();
+/// assert_eq!((took, by_hedge), (1, true));
+/// # }
+/// ```
+pub async fn hedged<P, F: Future>(
+    gate: HedgeGate<'_>,
+    hedge: Hedge,
+    first: (P, F),
+    mut more: impl FnMut() -> Option<(P, F)>,
+) -> (P, F::Output, bool) {
+    let delay = gate.start(hedge.delay);
+    let started = tokio::time::Instant::now();
+    let (permit, attempt) = first;
+    let mut racing: Vec<Racing<P, F>> = vec![(permit, Box::pin(attempt))];
+    // The hedge timer starts once the attempts are pending: a call answered at its first poll
+    // makes none.
+    let mut armed = delay;
+    let mut timer = None;
+    let (first, output) = loop {
+        if let Some(done) = race(&mut racing, &mut armed, &mut timer).await {
+            break done;
+        }
+        if racing.len() < hedge.max as usize
+            && gate.may_send()
+            && let Some((permit, attempt)) = more()
+        {
+            // Dropped unsent, it reports a cancellation.
+            if gate.send() {
+                racing.push((permit, Box::pin(attempt)));
+                if racing.len() < hedge.max as usize {
+                    armed = delay;
+                }
+            }
+        }
+    };
+    let (permit, _) = racing.swap_remove(first);
+    // The other attempts are cancelled: each future, then its permit, is dropped here.
+    for (other, attempt) in racing {
+        drop(attempt);
+        drop(other);
+    }
+    gate.ended(started.elapsed(), first > 0);
+    (permit, output, first > 0)
+}
+
+/// The attribute's hedged call (`hedge`): each attempt admitted by `admit` and bounded by
+/// `timeout`, the one that decides judged by `is_failure`, `is_failed_ok` and `retry_after` as
+/// the attempt driver's are.
 #[expect(
     clippy::manual_async_fn,
     reason = "an `async fn` would hold a moved copy of each argument beside the captured one"
 )]
 pub fn run<'a, T, E, F, Fut, L: AttemptLimit, N: Named>(
     admit: impl Fn() -> Result<NamedPermit<'a, N>, Error>,
-    hedge: &Hedge,
+    hedge: Hedge,
     timeout: L,
     mut attempt: F,
     is_failure: impl Fn(&E) -> bool,
@@ -78,38 +179,18 @@ where
             Ok(permit) => permit,
             Err(rejected) => return Settled::Rejected(rejected),
         };
-        let core = permit.raw.core();
-        let hedging = core.hedging();
-        hedging.call(core.clock_now());
-        let started = tokio::time::Instant::now();
-        let delay = match hedge.delay {
-            HedgeDelay::Fixed(delay) => Some(delay),
-            HedgeDelay::Percentile(p) => hedging.learned(core.clock_now(), p),
-        };
-        let mut racing: Vec<Racing<'a, N, L::Bounded<Fut>>> =
-            vec![(permit, Box::pin(timeout.bound(attempt())))];
-        // The hedge timer starts once the attempts are pending: a call answered at its first
-        // poll makes none.
-        let mut armed = delay;
-        let mut timer = None;
-        let (first, output) = loop {
-            match race(&mut racing, &mut armed, &mut timer).await {
-                Some(done) => break done,
-                None => {
-                    if let Some(hedged) = hedge_permit(&admit, hedging, core, &racing, hedge) {
-                        racing.push((hedged, Box::pin(timeout.bound(attempt()))));
-                        if racing.len() < hedge.max as usize {
-                            armed = delay;
-                        }
-                    }
-                }
-            }
-        };
-        let (permit, _) = racing.swap_remove(first);
-        // The other attempts are cancelled: their futures and permits are dropped here, and each
-        // permit reports a cancellation.
-        drop(racing);
-        hedging.ended(core.clock_now(), started.elapsed(), first > 0);
+        let gate = permit.raw.core().hedge_gate();
+        let first = (permit, timeout.bound(attempt()));
+        let (permit, output, _) = hedged(gate, hedge, first, || {
+            // A hedge is admitted at once or not sent: a permit that must ask a shared key's
+            // store first is dropped (a cancellation).
+            #[cfg(feature = "store")]
+            let permit = crate::breaker::attempt_admission(admit()).ok()?.ok()?;
+            #[cfg(not(feature = "store"))]
+            let permit = admit().ok()?;
+            Some((permit, timeout.bound(attempt())))
+        })
+        .await;
         let result = L::finished::<Fut>(output);
         #[cfg_attr(not(feature = "store"), allow(clippy::let_unit_value))]
         let recording = recording_of(&permit);
@@ -126,11 +207,11 @@ where
 /// Polls the attempts in flight and the hedge timer: the index and output of the first attempt
 /// that finished, or `None` when the timer fired first. An `armed` delay starts the timer once
 /// every attempt is pending.
-async fn race<N: Named, B: Future>(
-    racing: &mut [Racing<'_, N, B>],
+async fn race<P, F: Future>(
+    racing: &mut [Racing<P, F>],
     armed: &mut Option<Duration>,
     timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
-) -> Option<(usize, B::Output)> {
+) -> Option<(usize, F::Output)> {
     std::future::poll_fn(|cx| {
         for (index, (_, attempt)) in racing.iter_mut().enumerate() {
             if let Poll::Ready(output) = attempt.as_mut().poll(cx) {
@@ -149,25 +230,4 @@ async fn race<N: Named, B: Future>(
         }
     })
     .await
-}
-
-/// The permit of a hedge, when one may be sent now: fewer than `hedge.max` attempts in flight,
-/// the circuit closed, the budget allowing it, and the breaker admitting it at once.
-fn hedge_permit<'a, N: Named, B>(
-    admit: &impl Fn() -> Result<NamedPermit<'a, N>, Error>,
-    hedging: &Hedging,
-    core: &crate::breaker::Circuit,
-    racing: &[Racing<'a, N, B>],
-    hedge: &Hedge,
-) -> Option<NamedPermit<'a, N>> {
-    if racing.len() >= hedge.max as usize || !core.is_closed() {
-        return None;
-    }
-    #[cfg(feature = "store")]
-    let permit = crate::breaker::attempt_admission(admit()).ok()?.ok()?;
-    #[cfg(not(feature = "store"))]
-    let permit = admit().ok()?;
-    // Asked last: a hedge the breaker would not admit takes nothing from the budget. A permit
-    // dropped here reports a cancellation.
-    hedging.send(core.clock_now()).then_some(permit)
 }

@@ -174,6 +174,11 @@ impl Hedging {
         self.histogram().percentile(period(now), percentile)
     }
 
+    /// True when the budget has room for a hedge at `now` (nothing is taken).
+    pub(crate) fn has_room(&self, now: u64) -> bool {
+        self.budget.balance(now) > 0
+    }
+
     /// Takes a hedge from the budget at `now`: true when it allows one (it is then counted as
     /// sent, and as a call that went out).
     pub(crate) fn send(&self, now: u64) -> bool {
