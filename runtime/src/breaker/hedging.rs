@@ -58,6 +58,7 @@ impl std::fmt::Debug for HedgeGate<'_> {
 impl HedgeGate<'_> {
     /// A hedged call starts: counts it in the key's hedge budget and gives the delay after
     /// which to send a hedge (`None`: a learned percentile with too few calls yet).
+    #[must_use = "the delay says when to send a hedge"]
     pub fn start(&self, delay: crate::call::hedge::HedgeDelay) -> Option<Duration> {
         let now = self.core.now();
         self.hedging.call(now);

@@ -90,7 +90,7 @@ type Racing<P, F> = (P, Pin<Box<F>>);
 /// let breaker = registry.breaker("search", Policy::new()).unwrap();
 /// for _ in 0..10 {
 ///     let _ = breaker.try_acquire(); // calls of the key: the budget allows a hedge
-///     breaker.hedging().start(HedgeDelay::Fixed(Duration::ZERO));
+///     let _ = breaker.hedging().start(HedgeDelay::Fixed(Duration::ZERO));
 /// }
 /// let slow = |millis| async move {
 ///     tokio::time::sleep(Duration::from_millis(millis)).await;
