@@ -1,11 +1,11 @@
 //! Polls annotated `async fn`s once per call (closed, rejected, closed with a fallback, closed
-//! with `retry`), or calls an annotated plain `fn` (closed, `sync`), a fixed number of times on a `FakeClock` registry, for instruction counts under
+//! with `retry`, with `hedge` answered at its first poll), or calls an annotated plain `fn` (closed, `sync`), a fixed number of times on a `FakeClock` registry, for instruction counts under
 //! `valgrind --tool=callgrind`: what the expansion's shape (the body run in place, the fallback
 //! awaited after the call settled, the attempt driver) costs per call.
 //!
 //! Run: `cargo build --release -p fusebox-bench --example future_paths` then
 //! `valgrind --tool=callgrind target/release/examples/future_paths <path> 1000000` with `<path>`
-//! one of `closed`, `open`, `fallback`, `retry`, `sync`, `none`; subtract the count of `none` (set-up
+//! one of `closed`, `open`, `fallback`, `retry`, `hedge`, `sync`, `none`; subtract the count of `none` (set-up
 //! only) and divide by the call count.
 
 use std::future::Future;
@@ -59,6 +59,11 @@ async fn with_retry(n: u64) -> Result<u64, Failed> {
     backend(n).await
 }
 
+#[circuit_breaker(key = "future-paths.hedge", registry = REGISTRY, hedge = "50ms")]
+async fn with_hedge(n: u64) -> Result<u64, Failed> {
+    backend(n).await
+}
+
 /// The inner call of the plain `fn` (not inlined, as `backend`).
 #[inline(never)]
 fn backend_sync(n: u64) -> Result<u64, Failed> {
@@ -91,6 +96,7 @@ fn main() {
     poll_once(with_fallback(1));
     poll_once(with_retry(1));
     let _ = closed_sync(1);
+    poll_once(with_hedge(1));
     if let Some(breaker) = REGISTRY.get("future-paths.open") {
         breaker.force_open();
     }
@@ -102,6 +108,7 @@ fn main() {
             "fallback" => poll_once(with_fallback(black_box(i))),
             "retry" => poll_once(with_retry(black_box(i))),
             "sync" => closed_sync(black_box(i)).is_ok(),
+            "hedge" => poll_once(with_hedge(black_box(i))),
             _ => true,
         };
         finished += u64::from(done);

@@ -73,8 +73,8 @@ type Racing<P, F> = (P, Pin<Box<F>>);
 /// Runs a hedged call (see the module): `first` is the first attempt, admitted, and `more`
 /// makes a hedge (admits it and starts its future), or gives `None` when the breaker does not
 /// admit one. Returns the permit and output of the attempt that finished first, and whether it
-/// was a hedge; the other attempts are dropped, futures first, so each permit that reports a
-/// drop reports a cancellation.
+/// was a hedge; the other attempts are dropped (never polled again), so each permit that reports
+/// a drop reports a cancellation.
 ///
 /// A hedge is asked of `more` only while `gate` allows one ([`HedgeGate::may_send`]), and taken
 /// from the budget once `more` made it. For an adapter: the attribute's `hedge` runs on it, the
@@ -114,37 +114,54 @@ pub async fn hedged<P, F: Future>(
 ) -> (P, F::Output, bool) {
     let delay = gate.start(hedge.delay);
     let started = tokio::time::Instant::now();
-    let (permit, attempt) = first;
-    let mut racing: Vec<Racing<P, F>> = vec![(permit, Box::pin(attempt))];
+    // The first attempt stays in this future (no allocation for a call that no hedge joins);
+    // hedges are boxed beside it.
+    let (first_permit, first) = first;
+    let mut first = std::pin::pin!(first);
+    let mut hedges: Vec<Racing<P, F>> = Vec::new();
     // The hedge timer starts once the attempts are pending: a call answered at its first poll
     // makes none.
     let mut armed = delay;
     let mut timer = None;
-    let (first, output) = loop {
-        if let Some(done) = race(&mut racing, &mut armed, &mut timer).await {
+    let (winner, output) = loop {
+        if let Some(done) = race(first.as_mut(), &mut hedges, &mut armed, &mut timer).await {
             break done;
         }
-        if racing.len() < hedge.max as usize
+        if hedges.len() + 1 < hedge.max as usize
             && gate.may_send()
             && let Some((permit, attempt)) = more()
         {
             // Dropped unsent, it reports a cancellation.
             if gate.send() {
-                racing.push((permit, Box::pin(attempt)));
-                if racing.len() < hedge.max as usize {
+                hedges.push((permit, Box::pin(attempt)));
+                if hedges.len() + 1 < hedge.max as usize {
                     armed = delay;
                 }
             }
         }
     };
-    let (permit, _) = racing.swap_remove(first);
-    // The other attempts are cancelled: each future, then its permit, is dropped here.
-    for (other, attempt) in racing {
-        drop(attempt);
-        drop(other);
+    gate.ended(started.elapsed(), winner.is_some());
+    match winner {
+        None => {
+            // The hedges are cancelled: each future, then its permit, is dropped.
+            for (permit, attempt) in hedges {
+                drop(attempt);
+                drop(permit);
+            }
+            (first_permit, output, false)
+        }
+        Some(index) => {
+            let (permit, _) = hedges.swap_remove(index);
+            for (other, attempt) in hedges {
+                drop(attempt);
+                drop(other);
+            }
+            // The first attempt is cancelled: it is never polled again, and its permit reports
+            // the cancellation now.
+            drop(first_permit);
+            (permit, output, true)
+        }
     }
-    gate.ended(started.elapsed(), first > 0);
-    (permit, output, first > 0)
 }
 
 /// The attribute's hedged call (`hedge`): each attempt admitted by `admit` and bounded by
@@ -204,18 +221,22 @@ where
     }
 }
 
-/// Polls the attempts in flight and the hedge timer: the index and output of the first attempt
-/// that finished, or `None` when the timer fired first. An `armed` delay starts the timer once
-/// every attempt is pending.
+/// Polls the first attempt, the hedges and the hedge timer: the output of the first attempt that
+/// finished (with the hedge's index, `None` for the first attempt), or `None` when the timer
+/// fired first. An `armed` delay starts the timer once every attempt is pending.
 async fn race<P, F: Future>(
-    racing: &mut [Racing<P, F>],
+    mut first: Pin<&mut F>,
+    hedges: &mut [Racing<P, F>],
     armed: &mut Option<Duration>,
     timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
-) -> Option<(usize, F::Output)> {
+) -> Option<(Option<usize>, F::Output)> {
     std::future::poll_fn(|cx| {
-        for (index, (_, attempt)) in racing.iter_mut().enumerate() {
+        if let Poll::Ready(output) = first.as_mut().poll(cx) {
+            return Poll::Ready(Some((None, output)));
+        }
+        for (index, (_, attempt)) in hedges.iter_mut().enumerate() {
             if let Poll::Ready(output) = attempt.as_mut().poll(cx) {
-                return Poll::Ready(Some((index, output)));
+                return Poll::Ready(Some((Some(index), output)));
             }
         }
         if let Some(delay) = armed.take() {
