@@ -11,10 +11,11 @@ pub use crate::breaker::{Named, NamedPermit, RawPermit};
 pub use crate::call::attempts::{
     AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
 };
-pub use crate::call::hedge::{Hedge, HedgeDelay, run as run_hedged};
+pub use crate::call::hedge::run as run_hedged;
 pub use crate::call::site::{DynSite, LocalBreaker, MethodName, Site, SiteBreaker};
 pub use crate::declared::{Declared, DeclaredSite};
 pub use crate::error::Cause;
+pub use crate::load::hedge::{Hedge, HedgeDelay};
 pub use crate::load::pushback::{NoPushback, PushbackOf};
 pub use crate::policy::{OpenContext, Others, Policy};
 pub use crate::registry::GLOBAL;

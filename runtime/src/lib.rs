@@ -81,10 +81,11 @@ pub use breaker::{
     Snapshot,
 };
 pub use call::attempts::backoff;
-pub use call::hedge::{Hedge, HedgeDelay, hedged};
+pub use call::hedge::hedged;
 pub use error::{Cause, Error, Key, Reason};
 pub use groups::{Group, GroupPolicy, GroupPolicyError, GroupSettings, GroupSnapshot};
 pub use load::hedge::Hedges;
+pub use load::hedge::{Hedge, HedgeDelay};
 pub use load::pushback::RetryAfter;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

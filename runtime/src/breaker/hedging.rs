@@ -59,12 +59,12 @@ impl HedgeGate<'_> {
     /// A hedged call starts: counts it in the key's hedge budget and gives the delay after
     /// which to send a hedge (`None`: a learned percentile with too few calls yet).
     #[must_use = "the delay says when to send a hedge"]
-    pub fn start(&self, delay: crate::call::hedge::HedgeDelay) -> Option<Duration> {
+    pub fn start(&self, delay: crate::load::hedge::HedgeDelay) -> Option<Duration> {
         let now = self.core.now();
         self.hedging.call(now);
         match delay {
-            crate::call::hedge::HedgeDelay::Fixed(delay) => Some(delay),
-            crate::call::hedge::HedgeDelay::Percentile(p) => self.hedging.learned(now, p),
+            crate::load::hedge::HedgeDelay::Fixed(delay) => Some(delay),
+            crate::load::hedge::HedgeDelay::Percentile(p) => self.hedging.learned(now, p),
         }
     }
 

@@ -22,50 +22,7 @@ use std::time::Duration;
 use super::attempts::{AttemptLimit, Settled, recording_of, settle_attempt};
 use crate::breaker::{HedgeGate, Named, NamedPermit};
 use crate::error::Error;
-use fusebox_policy::limits::MAX_HEDGE;
-
-/// When a hedged call sends its next attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum HedgeDelay {
-    /// After this long without an answer (`hedge = "50ms"`).
-    Fixed(Duration),
-    /// After the latency this percentile (1–99) of the key's recent calls stayed under
-    /// (`hedge = "p95"`).
-    Percentile(u8),
-}
-
-/// How a call is hedged: the attribute's `hedge` and `hedge_max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Hedge {
-    /// When the next attempt starts.
-    pub delay: HedgeDelay,
-    /// Attempts in flight at most, the first one included (2 ..= [`MAX_HEDGE`]).
-    pub max: u32,
-}
-
-impl Hedge {
-    /// Hedging after `delay`, with at most 2 attempts in flight.
-    #[must_use]
-    pub const fn new(delay: HedgeDelay) -> Self {
-        Hedge { delay, max: 2 }
-    }
-
-    /// At most `max` attempts in flight, the first one included, kept within 2 ..=
-    /// [`MAX_HEDGE`].
-    #[must_use]
-    pub const fn max(mut self, max: u32) -> Self {
-        self.max = if max < 2 {
-            2
-        } else if max > MAX_HEDGE {
-            MAX_HEDGE
-        } else {
-            max
-        };
-        self
-    }
-}
+use crate::load::hedge::Hedge;
 
 /// One attempt in flight: its permit (whatever the caller reports on) and its future.
 type Racing<P, F> = (P, Pin<Box<F>>);

@@ -1,4 +1,4 @@
-//! Hedged calls' per-key state: the latency the key's calls took (a bounded histogram of the last
+//! How a call is hedged ([`Hedge`], [`HedgeDelay`]), and hedged calls' per-key state: the latency the key's calls took (a bounded histogram of the last
 //! one or two [`LATENCY_PERIOD`]s, rotated on the request path), the hedge budget, and the hedges
 //! sent and won. Made for a key the first time a hedged call goes through it; a key whose calls
 //! are never hedged has none of it.
@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::load::budget::Budget;
 use crate::policy::RetryBudget;
 use crate::sync::{AtomicU64, Ordering};
+use fusebox_policy::limits::MAX_HEDGE;
 
 /// How long the latency histogram collects before it rotates: a learned percentile reads the
 /// calls of the current period and the one before it (between one and two periods of calls).
@@ -21,6 +22,49 @@ pub const MIN_LATENCY_CALLS: u64 = 100;
 /// Hedges allowed per 100 calls of the key, over the last 10 s (Finagle's backup requests budget
 /// their extra load the same way).
 pub const HEDGE_BUDGET_PERCENT: u8 = 10;
+
+/// When a hedged call sends its next attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HedgeDelay {
+    /// After this long without an answer (`hedge = "50ms"`).
+    Fixed(Duration),
+    /// After the latency this percentile (1–99) of the key's recent calls stayed under
+    /// (`hedge = "p95"`).
+    Percentile(u8),
+}
+
+/// How a call is hedged: the attribute's `hedge` and `hedge_max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Hedge {
+    /// When the next attempt starts.
+    pub delay: HedgeDelay,
+    /// Attempts in flight at most, the first one included (2 ..= [`MAX_HEDGE`](crate::limits::MAX_HEDGE)).
+    pub max: u32,
+}
+
+impl Hedge {
+    /// Hedging after `delay`, with at most 2 attempts in flight.
+    #[must_use]
+    pub const fn new(delay: HedgeDelay) -> Self {
+        Hedge { delay, max: 2 }
+    }
+
+    /// At most `max` attempts in flight, the first one included, kept within 2 ..=
+    /// [`MAX_HEDGE`](crate::limits::MAX_HEDGE).
+    #[must_use]
+    pub const fn max(mut self, max: u32) -> Self {
+        self.max = if max < 2 {
+            2
+        } else if max > MAX_HEDGE {
+            MAX_HEDGE
+        } else {
+            max
+        };
+        self
+    }
+}
 
 /// Latencies below this many microseconds have a bucket each.
 const LINEAR: u64 = 16;
