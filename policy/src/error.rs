@@ -34,7 +34,11 @@ impl PolicyError {
             (Some(name), None) => format!("`{name}`"),
             (None, _) => "the text".to_owned(),
         };
-        PolicyError::new("shadow", format!("a shadow's policy text: {}", error.message), found)
+        PolicyError::new(
+            "shadow",
+            format!("a shadow's policy text: {}", error.message),
+            found,
+        )
     }
 
     /// This error, naming the breaker key the policy was meant for.

@@ -30,9 +30,9 @@ mod knobs;
 pub mod limits;
 mod open;
 mod patch;
-pub mod text;
 #[cfg(test)]
 mod tests;
+pub mod text;
 mod validate;
 
 pub use budget::{RETRY_BUDGET_FORM, RetryBudget};

@@ -425,7 +425,11 @@ pub fn shadows_of_text(text: &str) -> Result<Vec<(&str, Policy)>, (Option<String
         let (name, body) = match part.split_once(':') {
             Some((name, body)) if !name.contains('=') => (name.trim(), body),
             _ if parts.len() == 1 => (DEFAULT_SHADOW, *part),
-            _ => return Err(whole("several shadows need names; write `name: fields; name: fields`, like \"tight: window = 20; loose: window = 200\"")),
+            _ => {
+                return Err(whole(
+                    "several shadows need names; write `name: fields; name: fields`, like \"tight: window = 20; loose: window = 200\"",
+                ));
+            }
         };
         let named = |error: TextError| (Some(name.to_owned()), error);
         if crate::group_name_problem(name).is_some() {

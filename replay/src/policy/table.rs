@@ -131,7 +131,10 @@ pub(super) fn build(
                 setting
             }
             None => {
-                let kind = REPLAY_FIELDS.iter().find(|(f, _)| *f == name).map(|(_, k)| *k);
+                let kind = REPLAY_FIELDS
+                    .iter()
+                    .find(|(f, _)| *f == name)
+                    .map(|(_, k)| *k);
                 read_value(name, kind.unwrap_or(Kind::Count), raw).map_err(error)?
             }
         };

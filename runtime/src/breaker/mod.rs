@@ -163,8 +163,7 @@ pub(crate) struct Circuit {
     last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The retry budget, when the policy has one (`budgeted`).
     budget: Option<Box<crate::load::budget::Budget>>,
-    /// The shadow policies judging its outcomes, if any (then not `plain`: `finish_general` runs).
-    shadows: Option<Arc<crate::shadow::Shadows>>,
+    shadows: Option<Arc<crate::shadow::Shadows>>, // shadow policies: not `plain` when some
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).

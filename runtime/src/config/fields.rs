@@ -282,9 +282,7 @@ impl<'a> Field<'a> {
         }
         if let Err((shadow, error)) = fusebox_policy::text::shadows_of_text(&text) {
             let which = shadow.map_or(String::new(), |s| format!(" `{s}`"));
-            return Err(self.error(format!(
-                "`shadow`{which}: {error}; write {EXPECTED}"
-            )));
+            return Err(self.error(format!("`shadow`{which}: {error}; write {EXPECTED}")));
         }
         Ok(P.shadow(crate::shadow::keep_text(&text)))
     }

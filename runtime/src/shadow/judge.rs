@@ -119,7 +119,9 @@ impl Judge {
                 let from = self.word;
                 self.install(next, now);
                 if from.state() != next.state() {
-                    settled.moves.push(self.moved(from, Trigger::OpenWaitOver, now));
+                    settled
+                        .moves
+                        .push(self.moved(from, Trigger::OpenWaitOver, now));
                 }
             }
         }
@@ -143,7 +145,10 @@ impl Judge {
         let failure = verdict == Verdict::Failure;
         let counts = self.window.record(now, Sample { failure, slow });
         self.run = if failure { self.run + 1 } else { 0 };
-        let trigger = if settings.consecutive.is_some_and(|n| n != 0 && self.run >= n) {
+        let trigger = if settings
+            .consecutive
+            .is_some_and(|n| n != 0 && self.run >= n)
+        {
             Trigger::Consecutive
         } else if failure && settings.failure_count.is_some_and(|n| counts.failures >= n) {
             Trigger::FailureCount
@@ -163,7 +168,13 @@ impl Judge {
     }
 
     /// A probe admitted while half-open reports.
-    fn probe(&mut self, policy: &Policy, issued: Word, verdict: Verdict, now: u64) -> Option<Moved> {
+    fn probe(
+        &mut self,
+        policy: &Policy,
+        issued: Word,
+        verdict: Verdict,
+        now: u64,
+    ) -> Option<Moved> {
         let half_open = policy.settings().half_open;
         let probes = Counts {
             calls: issued.passed() + 1,
@@ -171,7 +182,8 @@ impl Judge {
             slow: 0,
         };
         let reopened = |w: Word| w.to_open(now, self.open_wait_after(policy, probes, now));
-        let Step::Replace(next) = state::after_probe(self.word, issued, verdict, half_open, reopened)
+        let Step::Replace(next) =
+            state::after_probe(self.word, issued, verdict, half_open, reopened)
         else {
             return None;
         };
@@ -225,12 +237,16 @@ impl Judge {
     /// open until a call settles.
     pub(super) fn view(&self, now: u64) -> View {
         let state = self.word.state();
-        let ongoing = self.episode.map_or(0, |(since, _)| now.saturating_sub(since));
+        let ongoing = self
+            .episode
+            .map_or(0, |(since, _)| now.saturating_sub(since));
         View {
             state,
             counts: self.window.counts(now),
-            retry_after_nanos: (state == State::Open)
-                .then(|| self.word.open_remaining_nanos(now, self.time_of(self.word, now))),
+            retry_after_nanos: (state == State::Open).then(|| {
+                self.word
+                    .open_remaining_nanos(now, self.time_of(self.word, now))
+            }),
             open_nanos: self.totals.open_nanos + ongoing,
             totals: self.totals,
         }

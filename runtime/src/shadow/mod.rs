@@ -202,8 +202,8 @@ mod meters {
 
     use super::Moved;
     use crate::observe::metrics::{
-        SHADOW_POLICY_ADMITTED_TOTAL, SHADOW_POLICY_OPEN_MS_TOTAL,
-        SHADOW_POLICY_REJECTED_TOTAL, SHADOW_POLICY_STATE, state_value,
+        SHADOW_POLICY_ADMITTED_TOTAL, SHADOW_POLICY_OPEN_MS_TOTAL, SHADOW_POLICY_REJECTED_TOTAL,
+        SHADOW_POLICY_STATE, state_value,
     };
 
     pub(super) struct ShadowMeters {

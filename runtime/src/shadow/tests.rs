@@ -45,7 +45,9 @@ fn payment() -> Policy {
 /// Ten calls, the first four failing: 40 % of 10, which `tight` does not tolerate.
 fn burst(breaker: &crate::Breaker) {
     for call in 0..10 {
-        let permit = breaker.try_acquire().expect("the policy in force admits it");
+        let permit = breaker
+            .try_acquire()
+            .expect("the policy in force admits it");
         if call < 4 {
             permit.failure()
         } else {
@@ -60,11 +62,19 @@ fn a_tighter_shadow_would_have_opened_while_the_breaker_admits_every_call() {
     let breaker = registry.breaker("payment", payment()).unwrap();
     let events = events_of(|| burst(&breaker));
     let snapshot = breaker.snapshot();
-    assert_eq!(snapshot.state, State::Closed, "40 % is below the 50 % in force");
+    assert_eq!(
+        snapshot.state,
+        State::Closed,
+        "40 % is below the 50 % in force"
+    );
     assert_eq!(snapshot.calls, 10);
     let tight = &snapshot.shadows[0];
     assert_eq!(tight.name, "tight");
-    assert_eq!(tight.state, State::Open, "the tenth call brought it to 10 calls at 40 %");
+    assert_eq!(
+        tight.state,
+        State::Open,
+        "the tenth call brought it to 10 calls at 40 %"
+    );
     assert_eq!((tight.opened, tight.admitted, tight.rejected), (1, 10, 0));
     assert!(events.contains("shadow_opened"), "{events}");
     assert!(
@@ -90,14 +100,21 @@ fn a_shadow_recovers_on_its_own_timing() {
     clock.advance(Duration::from_millis(4_999));
     breaker.try_acquire().unwrap().success();
     let tight = breaker.snapshot().shadows[0].clone();
-    assert_eq!((tight.state, tight.rejected), (State::Open, 1), "its wait is 5 s");
+    assert_eq!(
+        (tight.state, tight.rejected),
+        (State::Open, 1),
+        "its wait is 5 s"
+    );
     assert_eq!(tight.retry_after, Some(Duration::from_millis(1)));
     clock.advance(Duration::from_millis(1));
     // Its probe fails: open again for another 5 s.
     let events = events_of(|| breaker.try_acquire().unwrap().failure());
     assert!(events.contains("shadow_half_open"), "{events}");
     let tight = breaker.snapshot().shadows[0].clone();
-    assert_eq!((tight.state, tight.admitted, tight.opened), (State::Open, 11, 1));
+    assert_eq!(
+        (tight.state, tight.admitted, tight.opened),
+        (State::Open, 11, 1)
+    );
     clock.advance(Duration::from_secs(5));
     let events = events_of(|| breaker.try_acquire().unwrap().success());
     assert!(events.contains("shadow_closed"), "{events}");
@@ -105,8 +122,16 @@ fn a_shadow_recovers_on_its_own_timing() {
     assert!(events.contains("rejected=1"), "{events}");
     let tight = breaker.snapshot().shadows[0].clone();
     assert_eq!(tight.state, State::Closed);
-    assert_eq!(tight.open_for, Duration::from_secs(10), "from opening to closing");
-    assert_eq!((tight.calls, tight.failures), (0, 0), "a closing empties its window");
+    assert_eq!(
+        tight.open_for,
+        Duration::from_secs(10),
+        "from opening to closing"
+    );
+    assert_eq!(
+        (tight.calls, tight.failures),
+        (0, 0),
+        "a closing empties its window"
+    );
     assert_eq!(breaker.state(), State::Closed);
 }
 
@@ -129,14 +154,23 @@ fn the_breaker_in_force_behaves_the_same_with_and_without_shadows() {
                 }
             };
             let s = breaker.snapshot();
-            seen.push(format!("{call} {admitted:?} {:?} {} {}", s.state, s.calls, s.failures));
+            seen.push(format!(
+                "{call} {admitted:?} {:?} {} {}",
+                s.state, s.calls, s.failures
+            ));
         }
         seen
     };
-    let base = Policy::new().window(20).failure_rate(50).open_for(Duration::from_secs(3));
+    let base = Policy::new()
+        .window(20)
+        .failure_rate(50)
+        .open_for(Duration::from_secs(3));
     let with = base.shadow("a: window = 5, consecutive = 2; b: window = 50, failure_rate = 20");
     let (without, with) = (run(base), run(with));
-    assert!(without.iter().any(|line| line.contains("rejected")), "the run opens");
+    assert!(
+        without.iter().any(|line| line.contains("rejected")),
+        "the run opens"
+    );
     assert_eq!(without, with);
 }
 
@@ -149,8 +183,14 @@ fn a_bad_shadow_is_an_error_naming_the_key_the_shadow_and_the_field() {
     let text = error.to_string();
     assert!(text.contains("`tight`: field `failure_rate`"), "{text}");
     assert!(text.contains("a percentage from 1 to 100"), "{text}");
-    let error = Policy::new().shadow("window = 10, colour = red").validate().unwrap_err();
-    assert!(error.to_string().contains("unknown policy field"), "{error}");
+    let error = Policy::new()
+        .shadow("window = 10, colour = red")
+        .validate()
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("unknown policy field"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -158,7 +198,9 @@ fn reconfiguring_with_the_same_shadows_keeps_their_state() {
     let registry = Registry::with_clock(FakeClock::new());
     let breaker = registry.breaker("payment", payment()).unwrap();
     burst(&breaker);
-    registry.configure("payment", Policy::new().failure_rate(60)).unwrap();
+    registry
+        .configure("payment", Policy::new().failure_rate(60))
+        .unwrap();
     let live = registry.get("payment").unwrap();
     assert_eq!(live.policy().settings().failure_rate, Some(60));
     assert_eq!(live.snapshot().shadows[0].state, State::Open);
@@ -188,8 +230,14 @@ fn metrics_count_by_key_and_shadow() {
             .iter()
             .find(|(key, ..)| {
                 key.key().name() == name
-                    && key.key().labels().any(|l| l.key() == "shadow" && l.value() == "tight")
-                    && key.key().labels().any(|l| l.key() == "key" && l.value() == "payment")
+                    && key
+                        .key()
+                        .labels()
+                        .any(|l| l.key() == "shadow" && l.value() == "tight")
+                    && key
+                        .key()
+                        .labels()
+                        .any(|l| l.key() == "key" && l.value() == "payment")
             })
             .map(|(.., value)| format!("{value:?}"))
     };
@@ -198,8 +246,5 @@ fn metrics_count_by_key_and_shadow() {
     assert_eq!(value(m::SHADOW_POLICY_ADMITTED_TOTAL), counter(10));
     assert_eq!(value(m::SHADOW_POLICY_REJECTED_TOTAL), counter(1));
     assert_eq!(value(m::SHADOW_POLICY_TRANSITIONS_TOTAL), counter(1));
-    assert_eq!(
-        value(m::SHADOW_POLICY_STATE).as_deref(),
-        Some("Gauge(1.0)")
-    );
+    assert_eq!(value(m::SHADOW_POLICY_STATE).as_deref(), Some("Gauge(1.0)"));
 }
