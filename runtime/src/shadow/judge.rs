@@ -160,6 +160,9 @@ impl Judge {
         let from = self.word;
         let next = from.to_open(now, self.open_wait(policy, counts, now));
         self.install(next, now);
+        // As the breaker's: the window restarts empty when it opens.
+        self.window.reset();
+        self.run = 0;
         self.episode = Some((now, 0));
         self.totals.opened += 1;
         let mut moved = self.moved(from, trigger, now);
