@@ -11,6 +11,7 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::observe::record::CallOutcome;
 use crate::policy::{Policy, slow_nanos};
 use crate::state::{State, Verdict};
 
@@ -110,6 +111,15 @@ impl Shadows {
                 _ => false,
             };
             let settled = shadow.judge().settle(&shadow.policy, now, verdict, slow);
+            if crate::observe::record::enabled() {
+                let outcome = match (settled.admitted, verdict) {
+                    (false, _) => CallOutcome::Rejected(crate::error::Reason::Open),
+                    (true, Verdict::Success) => CallOutcome::Success,
+                    (true, Verdict::Failure) => CallOutcome::Failure,
+                    (true, Verdict::Ignored) => CallOutcome::Ignored,
+                };
+                crate::observe::record::emit_shadow(key, shadow.name, now, outcome);
+            }
             #[cfg(feature = "metrics")]
             shadow.meters.settled(settled.admitted);
             for moved in settled.moves {
