@@ -10,7 +10,7 @@
 //! that rejected nothing, a shadow's live rejections and its replay's are the same.
 
 use crate::replay::Run;
-use crate::trace::{Call, Outcome};
+use crate::trace::{Call, Outcome, ReadError, Reader};
 
 /// What one shadow policy of one key decided on the recorded calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,25 +32,49 @@ pub struct LiveShadow {
 pub fn live_shadows<'a>(lines: impl IntoIterator<Item = &'a Call>) -> Vec<LiveShadow> {
     let mut out: Vec<LiveShadow> = Vec::new();
     for call in lines {
-        let Some(name) = &call.shadow else { continue };
-        let index = match out.iter().position(|s| s.name == *name && s.key == call.key) {
-            Some(index) => index,
-            None => {
-                out.push(LiveShadow {
-                    key: call.key.clone(),
-                    name: name.clone(),
-                    admitted: 0,
-                    rejected: 0,
-                });
-                out.len() - 1
-            }
-        };
-        match call.outcome {
-            Outcome::Rejected => out[index].rejected += 1,
-            _ => out[index].admitted += 1,
-        }
+        tally(&mut out, call);
     }
     out
+}
+
+/// Counts `call`, when it is a shadow's line, into its shadow's tally.
+fn tally(out: &mut Vec<LiveShadow>, call: &Call) {
+    let Some(name) = &call.shadow else { return };
+    let index = match out
+        .iter()
+        .position(|s| s.name == *name && s.key == call.key)
+    {
+        Some(index) => index,
+        None => {
+            out.push(LiveShadow {
+                key: call.key.clone(),
+                name: name.clone(),
+                admitted: 0,
+                rejected: 0,
+            });
+            out.len() - 1
+        }
+    };
+    match call.outcome {
+        Outcome::Rejected => out[index].rejected += 1,
+        _ => out[index].admitted += 1,
+    }
+}
+
+/// The shadow policies of `key` in the trace on `input`, read line by line (one line in memory).
+///
+/// # Errors
+///
+/// A [`ReadError`] for a line that does not parse or goes back in time, or a read error.
+pub fn read_live(input: impl std::io::BufRead, key: &str) -> Result<Vec<LiveShadow>, ReadError> {
+    let mut reader = Reader::new(input);
+    let mut live = Vec::new();
+    while let Some(line) = reader.next_line()? {
+        if line.shadow.is_some() && line.key == key {
+            tally(&mut live, &line);
+        }
+    }
+    Ok(live)
 }
 
 /// A markdown table of each live shadow of `key` beside the replayed run of the same name (a

@@ -51,7 +51,9 @@ fn a_shadow_tried_live_replays_to_the_same_rejections() {
     let mut rng = fastrand::Rng::with_seed(11);
     for step in 0..600u64 {
         clock.advance(Duration::from_millis(rng.u64(20..80)));
-        let permit = breaker.try_acquire().expect("the policy in force never opens");
+        let permit = breaker
+            .try_acquire()
+            .expect("the policy in force never opens");
         let burst = (100..130).contains(&step) || (400..420).contains(&step);
         if burst && rng.u32(0..100) < 60 || rng.u32(0..100) < 2 {
             permit.failure();
@@ -67,10 +69,17 @@ fn a_shadow_tried_live_replays_to_the_same_rejections() {
 
     let text = String::from_utf8(memory.0.lock().unwrap().clone()).unwrap();
     let lines = trace::parse(&text).expect("a trace with shadow lines parses");
-    assert_eq!(lines.len(), 1200, "a line per call and one per shadow verdict");
+    assert_eq!(
+        lines.len(),
+        1200,
+        "a line per call and one per shadow verdict"
+    );
     let live = live_shadows(&lines);
     assert_eq!(live.len(), 1);
-    assert_eq!((live[0].key.as_str(), live[0].name.as_str()), ("payment", "tight"));
+    assert_eq!(
+        (live[0].key.as_str(), live[0].name.as_str()),
+        ("payment", "tight")
+    );
     assert_eq!(
         (live[0].rejected, live[0].admitted),
         (live_tight.rejected, live_tight.admitted),
@@ -78,16 +87,35 @@ fn a_shadow_tried_live_replays_to_the_same_rejections() {
     );
 
     let events = trace::events(&lines);
-    assert_eq!(events.len(), 600, "the replay reads the calls, not the shadow lines");
-    assert!(lines.iter().filter(|c| c.shadow.is_none()).all(|c| c.outcome != Outcome::Rejected));
+    assert_eq!(
+        events.len(),
+        600,
+        "the replay reads the calls, not the shadow lines"
+    );
+    assert!(
+        lines
+            .iter()
+            .filter(|c| c.shadow.is_none())
+            .all(|c| c.outcome != Outcome::Rejected)
+    );
     let outages = find_outages(&events, OutageRule::default());
     let runs = [
-        replay(&events, &parse_policy_arg(IN_FORCE, "in force").unwrap(), &outages),
+        replay(
+            &events,
+            &parse_policy_arg(IN_FORCE, "in force").unwrap(),
+            &outages,
+        ),
         replay(&events, &parse_policy_arg(TIGHT, "p").unwrap(), &outages),
     ];
-    assert_eq!(runs[0].rejected, 0, "the policy in force rejected nothing, live or replayed");
+    assert_eq!(
+        runs[0].rejected, 0,
+        "the policy in force rejected nothing, live or replayed"
+    );
     assert_eq!(runs[1].name, "tight");
-    assert_eq!(runs[1].rejected, live_tight.rejected, "the replay rejects what the shadow would have");
+    assert_eq!(
+        runs[1].rejected, live_tight.rejected,
+        "the replay rejects what the shadow would have"
+    );
     assert_eq!(runs[1].openings, live_tight.opened);
     let table = compare(&live, "payment", &runs);
     let expected = format!(
@@ -96,6 +124,28 @@ fn a_shadow_tried_live_replays_to_the_same_rejections() {
     );
     assert!(table.contains(&expected), "{table}");
     assert!(table.contains("| in force | – | – | 0 | 0 |"), "{table}");
+
+    // The command line prints the same comparison for a trace file.
+    let path = std::env::temp_dir().join(format!("fusebox-shadows-{}.jsonl", std::process::id()));
+    std::fs::write(&path, &text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fusebox-replay"))
+        .arg(&path)
+        .args([
+            "--policy",
+            "in force: window=100,min_calls=20,failure_rate=60,open_for=10s",
+        ])
+        .args(["--policy", TIGHT, "--no-chart"])
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Shadow policies tried live:"), "{stdout}");
+    assert!(stdout.contains(&expected), "{stdout}");
 }
 
 /// A trace written before shadows, or by a key without any, reads as before; a shadow line's
@@ -108,7 +158,10 @@ fn shadow_lines_are_kept_apart_from_calls() {
     let read = trace::read(std::io::Cursor::new(text), None).unwrap();
     assert_eq!(read.events.len(), 2);
     let lines = trace::parse(text).unwrap();
-    assert_eq!(lines[1].to_line(), "{\"at_ns\":1,\"key\":\"k\",\"outcome\":\"rejected\",\"reason\":\"open\",\"shadow\":\"tight\"}");
+    assert_eq!(
+        lines[1].to_line(),
+        "{\"at_ns\":1,\"key\":\"k\",\"outcome\":\"rejected\",\"reason\":\"open\",\"shadow\":\"tight\"}"
+    );
     let error = trace::parse("{\"at_ns\":1,\"key\":\"k\",\"outcome\":\"success\",\"shadow\":3}")
         .unwrap_err();
     assert_eq!(error.field, Some("shadow"));
