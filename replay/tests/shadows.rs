@@ -2,8 +2,6 @@
 //! and replaying its policy text over the same calls rejects exactly what it would have rejected
 //! live, beside the policy in force.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fusebox::clock::FakeClock;
@@ -15,19 +13,9 @@ use fusebox_replay::shadows::{compare, live_shadows};
 use fusebox_replay::trace::{self, Outcome};
 use tracing_subscriber::prelude::*;
 
-/// A `Write` into shared memory, so the test reads back what the layer wrote.
-#[derive(Clone, Default)]
-struct Memory(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Memory {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+#[path = "support/memory.rs"]
+mod memory;
+use memory::Memory;
 
 const IN_FORCE: &str = "window=100,min_calls=20,failure_rate=60,open_for=10s";
 const TIGHT: &str = "tight: window=10,min_calls=5,failure_rate=30,open_for=2s";

@@ -67,6 +67,18 @@ pub(crate) enum CallOutcome {
     Rejected(Reason),
 }
 
+impl CallOutcome {
+    /// The event's `outcome` and `reason`.
+    fn names(self) -> (&'static str, Option<&'static str>) {
+        match self {
+            CallOutcome::Success => ("success", None),
+            CallOutcome::Failure => ("failure", None),
+            CallOutcome::Ignored => ("ignored", None),
+            CallOutcome::Rejected(reason) => ("rejected", Some(reason.code())),
+        }
+    }
+}
+
 /// Emits the outcome event and the call's span, each when a subscriber wants it (call only when
 /// [`wanted`]). `state`: the state the call was admitted in, or the one that rejected it. A
 /// subscriber that panics is contained.
@@ -80,12 +92,7 @@ pub(crate) fn emit(
     outcome: CallOutcome,
     function: &str,
 ) {
-    let (outcome, reason) = match outcome {
-        CallOutcome::Success => ("success", None),
-        CallOutcome::Failure => ("failure", None),
-        CallOutcome::Ignored => ("ignored", None),
-        CallOutcome::Rejected(reason) => ("rejected", Some(reason.code())),
-    };
+    let (outcome, reason) = outcome.names();
     let _ = std::panic::catch_unwind(|| {
         if enabled() {
             tracing::trace!(
@@ -125,12 +132,7 @@ pub(crate) fn emit(
 /// docs), when a subscriber wants outcome events.
 #[cold]
 pub(crate) fn emit_shadow(key: &str, shadow: &str, at_ns: u64, outcome: CallOutcome) {
-    let (outcome, reason) = match outcome {
-        CallOutcome::Success => ("success", None),
-        CallOutcome::Failure => ("failure", None),
-        CallOutcome::Ignored => ("ignored", None),
-        CallOutcome::Rejected(reason) => ("rejected", Some(reason.code())),
-    };
+    let (outcome, reason) = outcome.names();
     let _ = std::panic::catch_unwind(|| {
         if enabled() {
             tracing::trace!(

@@ -76,7 +76,10 @@ fn a_tighter_shadow_would_have_opened_while_the_breaker_admits_every_call() {
         "the tenth call brought it to 10 calls at 40 %"
     );
     assert_eq!((tight.opened, tight.admitted, tight.rejected), (1, 10, 0));
-    assert_eq!(tight.calls, 0, "as a breaker's, its window restarts empty when it opens");
+    assert_eq!(
+        tight.calls, 0,
+        "as a breaker's, its window restarts empty when it opens"
+    );
     assert!(events.contains("shadow_opened"), "{events}");
     assert!(
         events.contains("key=\"payment\"") && events.contains("shadow=\"tight\""),
