@@ -211,6 +211,7 @@ pub fn split_fields(body: &str) -> Result<Vec<(String, String)>, String> {
 /// Reads `raw` as the value of the policy field `field` and applies it to `policy`: `None` when
 /// `field` is not a policy field, else the policy with it set and the value read, or what is
 /// wrong with the value and what to write instead.
+#[must_use]
 pub fn read_field(
     policy: Policy,
     field: &str,
@@ -365,8 +366,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, row) in rows.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        rows[0][j] = j;
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -382,6 +383,27 @@ fn edit_distance(a: &str, b: &str) -> usize {
     }
     rows[a.len()][b.len()]
 }
+
+/// What is wrong with a `shadow` text: the shadow at fault (`None`: the text as a whole) and
+/// its error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowError {
+    /// The shadow's name, when one is at fault.
+    pub shadow: Option<String>,
+    /// What is wrong with it.
+    pub error: TextError,
+}
+
+impl std::fmt::Display for ShadowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.shadow {
+            Some(shadow) => write!(f, "shadow `{shadow}`: {}", self.error),
+            None => write!(f, "{}", self.error),
+        }
+    }
+}
+
+impl std::error::Error for ShadowError {}
 
 /// The name a shadow written without one gets (`shadow = "window = 50"`).
 pub const DEFAULT_SHADOW: &str = "shadow";
@@ -401,8 +423,8 @@ pub const DEFAULT_SHADOW: &str = "shadow";
 ///
 /// # Errors
 ///
-/// The shadow's name (`None`: the text as a whole) and what is wrong with it.
-pub fn shadows_of_text(text: &str) -> Result<Vec<(&str, Policy)>, (Option<String>, TextError)> {
+/// A [`ShadowError`]: the shadow's name (`None`: the text as a whole) and what is wrong with it.
+pub fn shadows_of_text(text: &str) -> Result<Vec<(&str, Policy)>, ShadowError> {
     let parts: Vec<&str> = text
         .split(';')
         .map(str::trim)
@@ -413,7 +435,10 @@ pub fn shadows_of_text(text: &str) -> Result<Vec<(&str, Policy)>, (Option<String
             field: None,
             message: message.into(),
         };
-        (None, error)
+        ShadowError {
+            shadow: None,
+            error,
+        }
     };
     if parts.is_empty() {
         return Err(whole(
@@ -431,7 +456,10 @@ pub fn shadows_of_text(text: &str) -> Result<Vec<(&str, Policy)>, (Option<String
                 ));
             }
         };
-        let named = |error: TextError| (Some(name.to_owned()), error);
+        let named = |error: TextError| ShadowError {
+            shadow: Some(name.to_owned()),
+            error,
+        };
         if crate::group_name_problem(name).is_some() {
             return Err(named(TextError {
                 field: None,

@@ -283,7 +283,7 @@ impl Policy {
         };
         crate::text::shadows_of_text(text)
             .map(|_| ())
-            .map_err(|(name, error)| PolicyError::shadow(name.as_deref(), &error))
+            .map_err(|e| PolicyError::shadow(e.shadow.as_deref(), &e.error))
     }
 
     /// Checks a group's name as [`validate`](Policy::validate) checks the name given to

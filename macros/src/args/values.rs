@@ -336,11 +336,14 @@ pub(super) fn shadow_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<&'st
         ));
     };
     let spec = text.value();
-    if let Err((shadow, error)) = fusebox_policy::text::shadows_of_text(&spec) {
-        let which = shadow.map_or(String::new(), |s| format!(" `{s}`"));
+    if let Err(e) = fusebox_policy::text::shadows_of_text(&spec) {
+        let which = e.shadow.map_or(String::new(), |s| format!(" `{s}`"));
         return Err(syn::Error::new(
             text.span(),
-            format!("invalid `{name}`{which}: {error}; write policy fields, {example}"),
+            format!(
+                "invalid `{name}`{which}: {}; write policy fields, {example}",
+                e.error
+            ),
         ));
     }
     // A compile-time value of the attribute: leaked once per expansion, like the tokens.

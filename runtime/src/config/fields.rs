@@ -280,8 +280,11 @@ impl<'a> Field<'a> {
         if text == "none" {
             return Ok(P.no_shadow());
         }
-        if let Err((shadow, error)) = fusebox_policy::text::shadows_of_text(&text) {
-            let which = shadow.map_or(String::new(), |s| format!(" `{s}`"));
+        if let Err(e) = fusebox_policy::text::shadows_of_text(&text) {
+            let (which, error) = (
+                e.shadow.map_or(String::new(), |s| format!(" `{s}`")),
+                e.error,
+            );
             return Err(self.error(format!("`shadow`{which}: {error}; write {EXPECTED}")));
         }
         Ok(P.shadow(crate::shadow::keep_text(&text)))

@@ -150,8 +150,14 @@ fn the_breaker_in_force_behaves_the_same_with_and_without_shadows() {
         for call in 0u32..400 {
             clock.advance(Duration::from_millis(250));
             let admitted = match breaker.try_acquire() {
-                Ok(permit) if call % 5 < 2 || call > 300 => permit.success(),
-                Ok(permit) => permit.failure(),
+                Ok(permit) if call % 5 < 2 || call > 300 => {
+                    permit.success();
+                    "success"
+                }
+                Ok(permit) => {
+                    permit.failure();
+                    "failure"
+                }
                 Err(rejected) => {
                     seen.push(format!("{call} rejected {:?}", rejected.reason()));
                     continue;
@@ -159,8 +165,8 @@ fn the_breaker_in_force_behaves_the_same_with_and_without_shadows() {
             };
             let s = breaker.snapshot();
             seen.push(format!(
-                "{call} {admitted:?} {:?} {} {}",
-                s.state, s.calls, s.failures
+                "{call} {admitted} {:?} {} {} {}",
+                s.state, s.calls, s.failures, s.rejected
             ));
         }
         seen
