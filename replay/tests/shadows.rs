@@ -20,8 +20,9 @@ use memory::Memory;
 const IN_FORCE: &str = "window=100,min_calls=20,failure_rate=60,open_for=10s";
 const TIGHT: &str = "tight: window=10,min_calls=5,failure_rate=30,open_for=2s";
 
-#[test]
-fn a_shadow_tried_live_replays_to_the_same_rejections() {
+/// A recorded run of `payment` with the shadow `tight`: the trace's text and what the snapshot
+/// says `tight` did.
+fn recorded_run() -> (String, fusebox::ShadowSnapshot) {
     let memory = Memory::default();
     let (layer, recorder) = RecordLayer::new(memory.clone(), 100_000);
     let _guard = tracing::subscriber::set_default(
@@ -54,8 +55,13 @@ fn a_shadow_tried_live_replays_to_the_same_rejections() {
     assert_eq!(snapshot.state, State::Closed);
     let live_tight = snapshot.shadows[0].clone();
     assert!(live_tight.opened >= 2, "{live_tight:?}");
-
     let text = String::from_utf8(memory.0.lock().unwrap().clone()).unwrap();
+    (text, live_tight)
+}
+
+#[test]
+fn a_shadow_tried_live_replays_to_the_same_rejections() {
+    let (text, live_tight) = recorded_run();
     let lines = trace::parse(&text).expect("a trace with shadow lines parses");
     assert_eq!(
         lines.len(),
@@ -112,8 +118,12 @@ fn a_shadow_tried_live_replays_to_the_same_rejections() {
     );
     assert!(table.contains(&expected), "{table}");
     assert!(table.contains("| in force | – | – | 0 | 0 |"), "{table}");
+}
 
-    // The command line prints the same comparison for a trace file.
+/// The command line prints the same comparison for a trace file.
+#[test]
+fn the_command_line_prints_the_live_shadows_beside_their_replay() {
+    let (text, live_tight) = recorded_run();
     let path = std::env::temp_dir().join(format!("fusebox-shadows-{}.jsonl", std::process::id()));
     std::fs::write(&path, &text).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_fusebox-replay"))
@@ -133,7 +143,12 @@ fn a_shadow_tried_live_replays_to_the_same_rejections() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("Shadow policies tried live:"), "{stdout}");
+    // The replay of `tight` rejects what it rejected live, and opens as often.
+    let (rejected, admitted, opened) =
+        (live_tight.rejected, live_tight.admitted, live_tight.opened);
+    let expected = format!("| tight | {rejected} | {admitted} | {rejected} | {opened} |");
     assert!(stdout.contains(&expected), "{stdout}");
+    assert!(stdout.contains("| in force | – | – | 0 | 0 |"), "{stdout}");
 }
 
 /// A trace written before shadows, or by a key without any, reads as before; a shadow line's
