@@ -457,7 +457,11 @@ async fn dashboard_shows_a_shadow_policy_beside_the_real_card() {
     let breaker = SHADOWED.breaker("payment", policy).unwrap();
     for call in 0..13 {
         let permit = breaker.try_acquire().unwrap();
-        if call < 4 { permit.failure() } else { permit.success() }
+        if call < 4 {
+            permit.failure()
+        } else {
+            permit.success()
+        }
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
