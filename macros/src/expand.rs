@@ -87,3 +87,10 @@ fn conditional_errors(conditional: Vec<(Vec<syn::Attribute>, syn::Error)>) -> To
         })
         .collect()
 }
+
+/// True when an `async fn`'s expansion asks a shared key's store: with the `store` feature (set
+/// by the runtime's), except in this crate's own tests, whose snapshots show the expansion
+/// without a store whatever the workspace's features (the suite's store tests run the other).
+pub(crate) const fn with_store() -> bool {
+    cfg!(all(feature = "store", not(test)))
+}

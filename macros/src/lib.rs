@@ -46,9 +46,10 @@ use errors::Errors;
 /// `half_open_lease`, `recovery`, `max_concurrent`, `shared`, `others` (`"ignore"`, or
 /// `"success"` to count errors `failure` does not count as successes) and `retry_budget`
 /// (`"20%"` or `"20%, 10/s"`: retries as a share of first attempts, plus a floor), `group`
-/// (`"search"`: the key is a member of a group of keys); and, on an `async fn`, the attempt
-/// settings `timeout`, `retry`, `backoff` and `deadline`, and the hedging settings `hedge`
-/// (`"50ms"` or `"p95"`) and `hedge_max`. The reference, each argument with an
+/// (`"search"`: the key is a member of a group of keys), `shadow` (`"window = 50,
+/// failure_rate = 30"`: candidate policies judging the same outcomes without acting); and, on an
+/// `async fn`, the attempt settings `timeout`, `retry`, `backoff` and `deadline`, and the hedging
+/// settings `hedge` (`"50ms"` or `"p95"`) and `hedge_max`. The reference, each argument with an
 /// example, is the rustdoc of `fusebox::circuit_breaker`.
 #[proc_macro_attribute]
 pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {

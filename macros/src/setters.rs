@@ -392,7 +392,8 @@ mod tests {
             shared = false,
             others = "success",
             retry_budget = "25%, 3/s",
-            group = "search"
+            group = "search",
+            shadow = "window = 50"
         ))
         .args
         .unwrap();
@@ -426,6 +427,7 @@ mod tests {
                 ". others (P :: Others :: Success)",
                 ". retry_budget (25 , 3)",
                 ". group (\"search\")",
+                ". shadow (\"window = 50\")",
             ]
         );
         // One call per row of the knob table: a new row needs its line above.

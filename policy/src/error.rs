@@ -26,6 +26,21 @@ impl PolicyError {
         }
     }
 
+    /// An error of the `shadow` field: the shadow `name` (`None`: the text as a whole) and what
+    /// is wrong with it.
+    pub(crate) fn shadow(name: Option<&str>, error: &crate::text::TextError) -> Self {
+        let found = match (name, &error.field) {
+            (Some(name), Some(field)) => format!("`{name}`: field `{field}`"),
+            (Some(name), None) => format!("`{name}`"),
+            (None, _) => "the text".to_owned(),
+        };
+        PolicyError::new(
+            "shadow",
+            format!("a shadow's policy text: {}", error.message),
+            found,
+        )
+    }
+
     /// This error, naming the breaker key the policy was meant for.
     pub(crate) fn for_key(mut self, key: &str) -> Self {
         self.key = Some(key.to_owned());

@@ -473,6 +473,35 @@ macro_rules! with_knobs {
                 attr(Spanned<&'static str> = group_arg() => group)
                 config { group: |f| f.group() }
             }
+            /// The shadow policies judging the key's outcomes beside its own (their text), or
+            /// `None`.
+            shadow {
+                fields { shadow: Option<&'static str> = None }
+                setting { Option<&'static str> = |p| p.shadow }
+                setters {
+                    /// Candidate policies that judge the same live outcomes as this one without
+                    /// acting: each keeps its own window and state machine and reports when it
+                    /// would have opened, for how long, and the calls it would have rejected or
+                    /// let through (see the guide's chapter `fusebox::guide::shadows`). `spec` is
+                    /// one policy text (`"window = 50, failure_rate = 30"`, named `shadow`) or
+                    /// several, named: `"tight: window = 20; loose: window = 200"`; validation
+                    /// reads it (`text::shadows_of_text`).
+                    ///
+                    /// ```
+                    /// # use fusebox_policy as fusebox;
+                    /// use fusebox::Policy;
+                    ///
+                    /// const PAYMENT: Policy = Policy::new().shadow("tight: window = 20, failure_rate = 30");
+                    /// assert!(PAYMENT.validate().is_ok());
+                    /// assert!(Policy::new().shadow("window = 0").validate().is_err());
+                    /// ```
+                    fn shadow(spec: &'static str) { shadow: Some(spec) }
+                    /// No shadow policy (the default).
+                    fn no_shadow() { shadow: None }
+                }
+                attr(Spanned<&'static str> = shadow_arg() => shadow)
+                config { shadow: |f| f.shadow() }
+            }
         }
     };
 }

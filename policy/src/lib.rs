@@ -32,6 +32,7 @@ mod open;
 mod patch;
 #[cfg(test)]
 mod tests;
+pub mod text;
 mod validate;
 
 pub use budget::{RETRY_BUDGET_FORM, RetryBudget};
@@ -378,6 +379,7 @@ macro_rules! policy {
         /// | `others` | ignore | [`Policy::others`]: uncounted errors ignored, or counted as successes |
         /// | `retry_budget` | off | [`Policy::retry_budget`]: retries allowed as a share of first attempts, plus a floor |
         /// | `group` | none | [`Policy::group`]: the key is a member of a group, judged against its siblings too |
+        /// | `shadow` | none | [`Policy::shadow`]: candidate policies judging the same outcomes without acting |
         ///
         /// Two rules connect fields, and they are decided here once for every way a policy is set (the
         /// attribute, this builder, [`Registry::configure`](https://docs.rs/fusebox/latest/fusebox/struct.Registry.html#method.configure) and the

@@ -235,6 +235,8 @@ fn a_policy_is_rebuilt_from_its_patch() {
         Policy::new().retry_budget(20, 10),
         Policy::new().retry_budget(20, 10).no_retry_budget(),
         Policy::new().group("search"),
+        Policy::new().shadow("tight: window = 20"),
+        Policy::new().shadow("tight: window = 20").no_shadow(),
     ];
     for policy in policies {
         let patch = PolicyPatch::from(policy);
@@ -246,7 +248,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
             "the same knobs are explicit"
         );
     }
-    assert_eq!(KNOBS.len(), 22);
+    assert_eq!(KNOBS.len(), 23);
     assert_eq!(KNOBS[0], "window");
 }
 

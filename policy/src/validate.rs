@@ -20,7 +20,8 @@ impl Policy {
         self.validate_recovery()?;
         self.validate_concurrency()?;
         self.validate_retry_budget()?;
-        self.validate_group()
+        self.validate_group()?;
+        self.validate_shadow()
     }
 
     /// Checks every field as [`validate`](Policy::validate) does, for the breaker `key`: the
@@ -271,6 +272,18 @@ impl Policy {
     /// `group`: a name of 1 to 64 bytes of ASCII letters, digits, `-`, `_`, `.` or `:`.
     fn validate_group(&self) -> Result<(), PolicyError> {
         self.group.map_or(Ok(()), Policy::validate_group_name)
+    }
+
+    /// `shadow`: a text [`shadows_of_text`](crate::text::shadows_of_text) reads, each shadow
+    /// valid. The error names the shadow and its field: `invalid `shadow` = `tight`:
+    /// `failure_rate` …`.
+    fn validate_shadow(&self) -> Result<(), PolicyError> {
+        let Some(text) = self.shadow else {
+            return Ok(());
+        };
+        crate::text::shadows_of_text(text)
+            .map(|_| ())
+            .map_err(|e| PolicyError::shadow(e.shadow.as_deref(), &e.error))
     }
 
     /// Checks a group's name as [`validate`](Policy::validate) checks the name given to

@@ -7,6 +7,8 @@
 //!   failures let through, openings, flaps, time open, probes.
 //! - [`keyed`]: a trace with many keys replayed on one breaker per key in one registry, with the
 //!   groups a candidate puts keys in (the runtime's own group code), scored per key and per group.
+//! - [`shadows`]: the shadow policies a trace recorded live, and their replay beside the policy
+//!   in force.
 //! - [`trace`]: the trace format, read as a stream into 16-byte [`trace::Event`]s.
 //! - [`search`] (a grid and its Pareto front), [`lint`] (a policy on its own, or on a trace),
 //!   [`generate`], [`report`] and (feature `cli`) [`chart`] (the replay chart and the search's
@@ -26,4 +28,5 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod search;
+pub mod shadows;
 pub mod trace;

@@ -398,6 +398,9 @@ fn replay_trace(
         let warnings = warnings_of(pass, t0, candidates, &runs, &outages);
         reread(&reread_failed, &shown)?;
         print_runs(&runs, &warnings, &outages, &span, out)?;
+        if !in_memory {
+            print_shadows(path, &read.key, &runs, out)?;
+        }
         charted.extend(runs);
     }
     let searched = (cli.search)
@@ -528,6 +531,18 @@ fn print_runs(
         writeln!(out).map_err(written)?;
     }
     Ok(())
+}
+
+/// The shadow policies the trace file recorded live for `key`, beside the replayed runs.
+fn print_shadows(path: &Path, key: &str, runs: &[Run], out: &mut dyn Write) -> Result<(), Failure> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the trace: {e}"))?;
+    let input = BufReader::with_capacity(1 << 16, file);
+    let live = fusebox_replay::shadows::read_live(input, key).map_err(|e| e.to_string())?;
+    let table = fusebox_replay::shadows::compare(&live, key, runs);
+    match live.is_empty() {
+        true => Ok(()),
+        false => writeln!(out, "Shadow policies tried live:\n\n{table}").map_err(written),
+    }
 }
 
 /// The search's grid replayed on `events`: its front's table on `out`, the front's first six

@@ -124,25 +124,7 @@ impl KeySet {
     }
 }
 
-/// One field's value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Setting {
-    /// A whole number (a count window, a percentage, a number of calls).
-    Int(u32),
-    /// A duration (a time window, a wait).
-    Span(Duration),
-    /// A factor (`open_backoff`, `throttle`).
-    Factor(f64),
-    /// `off` (`failure_rate = off`).
-    Off,
-    /// An adaptive bulkhead (`max_concurrent = adaptive(2..200)`): its floor and ceiling.
-    Adaptive(u32, u32),
-    /// A retry budget (`retry_budget = "20%, 10/s"`).
-    Budget(fusebox::RetryBudget),
-    /// A name or a pattern (`group = "search"`, `group_keys = "search-*"`), kept once per
-    /// distinct text for the process's life.
-    Name(&'static str),
-}
+pub use fusebox_policy::text::Setting;
 
 /// `text` as a `&'static str`, kept once per distinct text (group names and key patterns: few).
 fn intern(text: &str) -> &'static str {
@@ -158,21 +140,7 @@ fn intern(text: &str) -> &'static str {
     leaked
 }
 
-/// The whole number of `s` (0 for another kind).
-fn int(s: Setting) -> u32 {
-    match s {
-        Setting::Int(n) => n,
-        _ => 0,
-    }
-}
-
-/// The duration of `s` (zero for another kind).
-fn span(s: Setting) -> Duration {
-    match s {
-        Setting::Span(d) => d,
-        _ => Duration::ZERO,
-    }
-}
+use fusebox_policy::text::{int, span};
 
 /// A duration as the attribute writes it: one integer and the largest unit that divides it
 /// (`1500ms`, `30s`, `2m`).
@@ -195,7 +163,14 @@ pub fn span_text(d: Duration) -> String {
     "0s".into()
 }
 
-impl Setting {
+/// A setting as written back: in a `--policy` string (`text`) or as the attribute or a TOML file
+/// writes it (`literal`).
+pub(crate) trait Written {
+    fn text(&self) -> String;
+    fn literal(&self) -> String;
+}
+
+impl Written for Setting {
     fn text(&self) -> String {
         match self {
             Setting::Int(n) => n.to_string(),

@@ -226,6 +226,7 @@ struct Fields {
     outcome: Option<Outcome>,
     reason: Option<String>,
     function: Option<String>,
+    shadow: Option<String>,
 }
 
 impl Visit for Fields {
@@ -249,6 +250,7 @@ impl Visit for Fields {
             "outcome" => self.outcome = Outcome::parse(value),
             "reason" => self.reason = Some(value.to_owned()),
             "function" if !value.is_empty() => self.function = Some(value.to_owned()),
+            "shadow" => self.shadow = Some(value.to_owned()),
             _ => {}
         }
     }
@@ -274,6 +276,7 @@ impl<S: Subscriber> Layer<S> for RecordLayer {
             latency_ns: fields.latency_ns,
             reason: fields.reason,
             function: fields.function,
+            shadow: fields.shadow,
         };
         match self.sender.try_send(Message::Call(call)) {
             Ok(()) => {}

@@ -13,6 +13,7 @@
 //! | `latency_ns` | no | admission to report, in nanoseconds |
 //! | `reason` | no | why a rejected call was rejected, `fusebox::Reason::code` (`open`, `half_open_full`, …) |
 //! | `function` | no | the annotated function's path |
+//! | `shadow` | no | on a line of its own after its call's: a shadow policy's name, and `outcome` (and `reason`) its verdict on that call, `rejected` when it would have rejected it (see [`crate::shadows`]) |
 //!
 //! Blank lines are skipped. Any other field is an error (with the field it was probably meant to
 //! be), and so is a field given twice, so a misspelt or repeated field is never silently ignored. A
@@ -87,6 +88,9 @@ pub struct Call {
     pub reason: Option<String>,
     /// The annotated function, when known.
     pub function: Option<String>,
+    /// On a shadow policy's line: its name (the line is its verdict on the call before it, not a
+    /// call: the readers of calls skip it).
+    pub shadow: Option<String>,
 }
 
 impl Call {
@@ -100,6 +104,7 @@ impl Call {
             latency_ns: None,
             reason: None,
             function: None,
+            shadow: None,
         }
     }
 
@@ -131,6 +136,9 @@ impl Call {
         }
         if let Some(function) = &self.function {
             map.insert("function".into(), function.clone().into());
+        }
+        if let Some(shadow) = &self.shadow {
+            map.insert("shadow".into(), shadow.clone().into());
         }
         serde_json::Value::Object(map).to_string()
     }
@@ -248,10 +256,14 @@ impl From<&Call> for Event {
     }
 }
 
-/// The events of `calls` (one key's calls, in trace order).
+/// The events of `calls` (one key's calls, in trace order; shadow policies' lines are skipped).
 #[must_use]
 pub fn events<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Vec<Event> {
-    calls.into_iter().map(Event::from).collect()
+    calls
+        .into_iter()
+        .filter(|call| call.shadow.is_none())
+        .map(Event::from)
+        .collect()
 }
 
 #[cfg(test)]

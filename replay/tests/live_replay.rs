@@ -1,7 +1,6 @@
 //! A run recorded through the attribute (with the recording layer) and replayed gives exactly the
 //! transitions the live breaker made.
 
-use std::io::Write;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
@@ -47,19 +46,9 @@ fn call(plan: Plan, latency_ms: u64) -> Result<(), CallError> {
     }
 }
 
-/// A `Write` into shared memory, so the test reads back what the layer wrote.
-#[derive(Clone, Default)]
-struct Memory(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Memory {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+#[path = "support/memory.rs"]
+mod memory;
+use memory::Memory;
 
 #[test]
 fn replaying_a_recorded_run_gives_the_live_transitions() {

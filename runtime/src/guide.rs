@@ -11,6 +11,7 @@
 //! | [`load_control`] | keeping load off a struggling backend: pushback (`Retry-After`), retry budgets, open-wait functions and jitter, adaptive throttling (`throttle`), the adaptive bulkhead |
 //! | [`dynamic_keys`] | one breaker per host or tenant, and how the registry stays bounded |
 //! | [`groups`] | per-host keys judged against their siblings: outlier ejection, the panic threshold, choosing healthy members |
+//! | [`shadows`] | trying candidate policies on live traffic beside the one in force, and replaying them |
 //! | [`operators`] | configuration without recompiling, manual states, why a circuit opened |
 //! | [`observability`] | events, hooks, snapshots, metrics and the per-call outcome event |
 //! | `fusebox_tower`, `fusebox_reqwest` | the tower layer and axum's answer, and the reqwest middleware (crates of their own) |
@@ -38,6 +39,9 @@ pub mod dynamic_keys {}
 #[doc = include_str!("guide/groups.md")]
 #[cfg_attr(feature = "config", doc = include_str!("guide/groups_config.md"))]
 pub mod groups {}
+
+#[doc = include_str!("guide/shadows.md")]
+pub mod shadows {}
 
 #[doc = include_str!("guide/operators.md")]
 #[cfg_attr(feature = "config", doc = include_str!("guide/configuration.md"))]

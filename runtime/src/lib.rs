@@ -61,6 +61,7 @@ mod nested;
 mod observe;
 mod policy;
 mod registry;
+mod shadow;
 mod state;
 #[cfg(feature = "store")]
 #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
@@ -97,6 +98,7 @@ pub use policy::{
     PolicyError, PolicyPatch, PolicySettings, Recovery, RetryBudget, Window, parse_duration,
 };
 pub use registry::{Registry, UnknownKey, registry, usable_policy};
+pub use shadow::ShadowSnapshot;
 pub use state::{State, Verdict};
 
 /// The bounds fusebox checks: the policy limits [`Policy::validate`] enforces, the key and

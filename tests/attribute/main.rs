@@ -28,6 +28,7 @@ mod policies;
 mod private_surface;
 mod pushback;
 mod retry_vs_breaker;
+mod shadows;
 mod sizes;
 mod soak;
 mod throttle;

@@ -4,7 +4,9 @@
 //! tripped it and its history, `shipping` closed, without a reload; then a control is refused
 //! without the operator token and accepted with it. Saves a screenshot to
 //! `target/checkout-dashboard.png`. A page of its own serves a registry with a group of keys in
-//! panic and checks the group's panel and its ejected member (`target/groups-dashboard.png`).
+//! panic and checks the group's panel and its ejected member (`target/groups-dashboard.png`);
+//! another, a key with a shadow policy that would have opened, shown beside its closed card
+//! (`target/shadows-dashboard.png`).
 //! With the `redis` feature, also runs
 //! `checkout --replicas 2` (a `redis-server` of its own) and checks one column per replica, both
 //! showing `checkout` open (`target/checkout-replicas-dashboard.png`).
@@ -436,6 +438,61 @@ async fn dashboard_shows_a_group_in_panic_with_its_open_member() {
                 .await;
             assert_eq!(badges, "member of search");
             session.save_screenshot("groups-dashboard.png").await;
+        })
+        .await;
+}
+
+/// The registry of the shadow page: a key whose shadow policy `tight` would have opened.
+static SHADOWED: std::sync::LazyLock<fusebox::Registry> =
+    std::sync::LazyLock::new(|| fusebox::Registry::with_clock(fusebox::clock::FakeClock::new()));
+
+#[tokio::test]
+async fn dashboard_shows_a_shadow_policy_beside_the_real_card() {
+    // In force: 50 % of 100 calls; `tight`: 30 % of 10. Four failures in ten calls open `tight`
+    // only; the next three calls run and `tight` counts them as calls it would have rejected.
+    let policy = fusebox::Policy::new()
+        .window(100)
+        .failure_rate(50)
+        .shadow("tight: window = 10, failure_rate = 30, open_for = 30s");
+    let breaker = SHADOWED.breaker("payment", policy).unwrap();
+    for call in 0..13 {
+        let permit = breaker.try_acquire().unwrap();
+        if call < 4 {
+            permit.failure()
+        } else {
+            permit.success()
+        }
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router: axum::Router = fusebox_admin::router(&SHADOWED, fusebox_admin::AdminConfig::new());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let browser = browser("shadows", 900, 560).await;
+    let session = browser.session.clone();
+    browser
+        .run(async move {
+            let url = json!({ "url": format!("http://{addr}/") });
+            session.command(reqwest::Method::POST, "/url", Some(url)).await;
+            let card = "document.querySelector('.card[data-key=payment]')";
+            session
+                .wait_for(&format!("return {card}.querySelectorAll('.shadow').length;"), json!(1))
+                .await;
+            let shown = session
+                .script(&format!(
+                    "const c = {card}; const w = c.querySelector('.shadow'); \
+                     return [c.dataset.state, w.dataset.shadow, w.dataset.state, w.textContent];"
+                ))
+                .await;
+            assert_eq!(
+                shown,
+                json!([
+                    "closed",
+                    "tight",
+                    "open",
+                    "shadow tight would be open · opened 1× · open 0.0 s · would have rejected 3, let through 10 · 0% of 0"
+                ])
+            );
+            session.save_screenshot("shadows-dashboard.png").await;
         })
         .await;
 }

@@ -163,6 +163,17 @@ pub(super) fn card(s: &Snapshot, history: Option<&KeyHistory>, config: &AdminCon
             "function": t.function,
         })),
         "opened": opened(s, history),
+        "shadows": s.shadows.iter().map(|w| json!({
+            "name": w.name,
+            "state": w.state.as_str(),
+            "calls": w.calls,
+            "failure_rate": w.failure_rate,
+            "opened": w.opened,
+            "open_for_ms": ms(w.open_for),
+            "retry_after_ms": w.retry_after.map(ms),
+            "rejected": w.rejected,
+            "admitted": w.admitted,
+        })).collect::<Vec<Value>>(),
         "transitions": transitions,
         "actions": actions,
     })

@@ -323,6 +323,36 @@ pub(super) fn group_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<&'sta
     }
 }
 
+/// `shadow = "window = 50, failure_rate = 30"` or `shadow = "tight: window = 20; loose:
+/// window = 200"`: candidate policies in the policy text grammar (`fusebox_policy::text`), read
+/// here as the runtime reads them; a bad one is an error at the string that names the shadow
+/// and its field.
+pub(super) fn shadow_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<&'static str>> {
+    let example = format!("like `{name} = \"window = 50, failure_rate = 30\"`");
+    let Some(Lit::Str(text)) = literal(value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            format!("`{name}` takes candidate policies as a string, {example}"),
+        ));
+    };
+    let spec = text.value();
+    if let Err(e) = fusebox_policy::text::shadows_of_text(&spec) {
+        let which = e.shadow.map_or(String::new(), |s| format!(" `{s}`"));
+        return Err(syn::Error::new(
+            text.span(),
+            format!(
+                "invalid `{name}`{which}: {}; write policy fields, {example}",
+                e.error
+            ),
+        ));
+    }
+    // A compile-time value of the attribute: leaked once per expansion, like the tokens.
+    Ok(Spanned {
+        value: Box::leak(spec.into_boxed_str()),
+        span: text.span(),
+    })
+}
+
 /// `retry_budget = "20%"` or `retry_budget = "20%, 10/s"`: a share of first attempts (0..=1000
 /// percent) and a floor in retries per second (0..=100000; 10 when left out), not both zero.
 pub(super) fn retry_budget_arg(name: &Ident, value: &Expr) -> syn::Result<Spanned<RetryBudget>> {

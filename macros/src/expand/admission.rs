@@ -230,7 +230,7 @@ fn named_permit(names: &Names, raw: TokenStream) -> TokenStream {
 fn enter(names: &Names, site: &Ident, ask_store: bool, args: TokenStream) -> TokenStream {
     let name = &names.name;
     // `true` for an `async fn` with the `store` feature: its permit may ask a shared key's store.
-    let ask_store = ask_store && cfg!(feature = "store");
+    let ask_store = ask_store && crate::expand::with_store();
     named_permit(names, quote!(#site.enter::<#ask_store>(#args, #name)))
 }
 

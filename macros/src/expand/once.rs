@@ -151,7 +151,7 @@ impl Exits {
     fn new(args: &Args, is_async: bool) -> Self {
         Exits {
             defers: defers_fallback(args, is_async),
-            stored: is_async && cfg!(feature = "store"),
+            stored: is_async && crate::expand::with_store(),
         }
     }
 
@@ -356,7 +356,7 @@ fn shared_store(
     matched: TokenStream,
 ) -> TokenStream {
     #[cfg(feature = "store")]
-    if is_async {
+    if is_async && crate::expand::with_store() {
         return super::store::shared(defers, names, on_refused, matched);
     }
     let _ = (is_async, defers);

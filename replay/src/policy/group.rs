@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fusebox::GroupPolicy;
 
-use super::{Candidate, GroupSpec, KeySet, PolicyError, Setting, int, span, span_text};
+use super::{Candidate, GroupSpec, KeySet, PolicyError, Setting, Written, int, span, span_text};
 
 impl Candidate {
     /// The group's settings as the code that sets them, when the candidate has a group:

@@ -5,13 +5,14 @@ use std::fmt;
 
 use super::{Call, MAX_LATENCY_NS, Outcome, TraceError};
 
-const FIELDS: [&str; 6] = [
+const FIELDS: [&str; 7] = [
     "at_ns",
     "key",
     "outcome",
     "latency_ns",
     "reason",
     "function",
+    "shadow",
 ];
 
 /// Reads a whole trace. Every line must parse and times must never decrease.
@@ -163,6 +164,7 @@ pub fn parse_line(raw: &str, line: usize) -> Result<Call, TraceError> {
         latency_ns,
         reason: text("reason")?,
         function: text("function")?,
+        shadow: text("shadow")?,
     })
 }
 
@@ -190,7 +192,7 @@ fn fields_of(
                 line,
                 field: None,
                 message: format!(
-                    "unknown field `{name}`; {hint}expected one of `at_ns`, `key`, `outcome`, `latency_ns`, `reason`, `function`"
+                    "unknown field `{name}`; {hint}expected one of `at_ns`, `key`, `outcome`, `latency_ns`, `reason`, `function`, `shadow`"
                 ),
             });
         };

@@ -104,13 +104,28 @@ impl<R: std::io::BufRead> Reader<R> {
         }
     }
 
-    /// The next call (blank lines skipped), `None` at the end.
+    /// The next call (blank lines and shadow policies' lines skipped), `None` at the end.
+    ///
+    /// # Errors
+    ///
+    /// As [`next_line`](Reader::next_line).
+    pub fn next_call(&mut self) -> Result<Option<Call>, ReadError> {
+        loop {
+            match self.next_line()? {
+                Some(call) if call.shadow.is_some() => continue,
+                line => return Ok(line),
+            }
+        }
+    }
+
+    /// The next line (blank lines skipped): a call, or a shadow policy's verdict on the call
+    /// before it ([`Call::shadow`]); `None` at the end.
     ///
     /// # Errors
     ///
     /// [`ReadError::Line`] for a line that does not parse, is longer than [`MAX_LINE`] or goes
     /// back in time; [`ReadError::Io`] when the input cannot be read.
-    pub fn next_call(&mut self) -> Result<Option<Call>, ReadError> {
+    pub fn next_line(&mut self) -> Result<Option<Call>, ReadError> {
         use std::io::{BufRead as _, Read as _};
         loop {
             self.buf.clear();

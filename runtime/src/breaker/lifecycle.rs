@@ -23,6 +23,7 @@ impl Circuit {
         let budget = settings
             .retry_budget
             .map(|budget| Box::new(crate::load::budget::Budget::new(budget, key.as_str())));
+        let shadows = crate::shadow::Shadows::of(key.as_str(), &policy).map(Arc::new);
         Circuit {
             key,
             policy,
@@ -53,10 +54,12 @@ impl Circuit {
             plain: settings.slow.is_none()
                 && settings.consecutive.is_none()
                 && settings.max_concurrent.is_none()
-                && settings.throttle.is_none(),
+                && settings.throttle.is_none()
+                && shadows.is_none(),
             budgeted: settings.retry_budget.is_some(),
             budget,
             hedging: std::sync::OnceLock::new(),
+            shadows,
             successor: std::sync::OnceLock::new(),
             episode: Episode::default(),
             last: std::sync::Mutex::new(None),
@@ -90,6 +93,10 @@ impl Circuit {
             self.hooks.clone(),
         );
         next.counters.0.in_flight = self.counters.in_flight.share();
+        if let Some(shadows) = self.shadows.as_ref().filter(|s| s.same_text(&policy)) {
+            // The same shadows judge on: their windows and states continue.
+            next.shadows = Some(shadows.clone());
+        }
         if let (Some(Concurrency::Adaptive { floor, ceiling }), Some(limiter)) = (
             policy.settings().max_concurrent,
             self.counters.limiter.as_deref(),

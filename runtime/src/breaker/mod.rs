@@ -167,6 +167,8 @@ pub(crate) struct Circuit {
     budget: Option<Box<crate::load::budget::Budget>>,
     /// Hedged calls' latency, budget and counts: made by the first hedged call of the key.
     hedging: std::sync::OnceLock<Box<crate::load::hedge::Hedging>>,
+    /// The shadow policies judging this key's outcomes (the key is then not `plain`).
+    shadows: Option<Arc<crate::shadow::Shadows>>,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).
@@ -337,56 +339,13 @@ impl Circuit {
         &self.key
     }
 
-    /// The key's membership of a group, if its policy names one.
-    pub(crate) fn member(&self) -> Option<&Arc<crate::groups::Member>> {
-        self.member.as_ref()
-    }
-
-    /// The window's counts, when the circuit is closed and not retired (a group's pass).
-    pub(crate) fn closed_counts(&self, now: u64) -> Option<Counts> {
-        (self.load().state() == State::Closed && self.successor.get().is_none())
-            .then(|| self.window.counts(now))
-    }
-
-    /// The policy's `min_calls`.
-    pub(crate) fn min_calls_of(&self) -> u32 {
-        self.min_calls
-    }
-
-    /// True when a group's relative rule opened the circuit and it is open within that wait
-    /// (a group's ejected member).
-    pub(crate) fn ejected_now(&self) -> bool {
-        self.load().state() == State::Open
-            && self.unavailable_now()
-            && self.last_transition_record().is_some_and(|r| {
-                r.to == State::Open
-                    && matches!(
-                        r.trigger,
-                        Trigger::OutlierSuccessRate | Trigger::OutlierFailurePercentage
-                    )
-            })
-    }
-
-    /// True when the circuit is open within its wait, or forced open: ejected by its group,
-    /// tripped by its own rules or forced open by an operator.
-    pub(crate) fn unavailable_now(&self) -> bool {
-        let word = self.load();
-        match word.state() {
-            State::ForcedOpen => true,
-            State::Open => {
-                let now = self.now();
-                word.open_remaining_nanos(now, self.time_of(word, now)) > 0
-            }
-            _ => false,
-        }
-    }
-
     /// Bytes this breaker occupies: the shared struct and the window.
     pub(crate) fn footprint(&self) -> usize {
         std::mem::size_of::<Self>() + self.window.heap_bytes()
     }
 }
 
+/// A handle on one key's breaker: admission, reports, its state and an operator's controls.
 ///
 /// Get one from [`Registry::breaker`](crate::Registry::breaker) or
 /// [`Registry::get`](crate::Registry::get). Use it without the attribute through

@@ -131,6 +131,7 @@ impl Circuit {
         }
         #[cfg(feature = "store")]
         if super::store::is_shared(permit.admission) {
+            self.settle_shadows(permit, outcome);
             self.count_shared(outcome);
             if self.store.is_some() {
                 // Untimed calls read no clock.
@@ -170,10 +171,22 @@ impl Circuit {
         #[cfg(feature = "metrics")]
         self.meters
             .call(outcome == Verdict::Success, outcome == Verdict::Failure);
+        self.settle_shadows(permit, outcome);
         match permit.admission.state() {
             State::Closed | State::Disabled => self.report_closed(permit, outcome),
             State::HalfOpen => self.report_probe(permit, outcome),
             State::Open | State::ForcedOpen => {}
+        }
+    }
+
+    /// Lets the key's shadow policies judge the outcome (a key without any: one load of a
+    /// field of the cold part, on the general path only).
+    #[inline]
+    fn settle_shadows(&self, permit: Ticket, outcome: Verdict) {
+        if let Some(shadows) = &self.shadows {
+            let now = self.now();
+            let took = permit.stamped().then(|| permit.elapsed(now));
+            shadows.settle(self.key.as_str(), now, outcome, took);
         }
     }
 
@@ -248,12 +261,7 @@ impl Circuit {
 
     /// Which rate rule `counts` reached: the failure rate when it did, else the slow-call rate.
     pub(super) fn rate_rule(&self, counts: Counts) -> Trigger {
-        let rate = self.policy.settings().failure_rate.map_or(0, u64::from);
-        if rate != 0 && u64::from(counts.failures) * 100 >= rate * u64::from(counts.calls) {
-            Trigger::FailureRate
-        } else {
-            Trigger::SlowRate
-        }
+        Trigger::rate_rule(&self.policy, counts)
     }
 
     #[cold]

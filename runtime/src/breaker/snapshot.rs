@@ -53,6 +53,10 @@ impl Circuit {
             metrics_only: self.metrics_only.load(Ordering::Acquire),
             hedges: self.hedging.get().map(|hedging| hedging.counts(now)),
             policy: self.policy,
+            shadows: self
+                .shadows
+                .as_ref()
+                .map_or_else(Vec::new, |shadows| shadows.snapshots(now)),
             last_transition: self.last_transition_record().map(|r| LastTransition {
                 from: r.from,
                 to: r.to,
@@ -121,6 +125,9 @@ pub struct Snapshot {
     pub hedges: Option<crate::load::hedge::Hedges>,
     /// The policy it runs.
     pub policy: Policy,
+    /// What each of its shadow policies ([`Policy::shadow`]) would have done so far, in the
+    /// order the policy names them; empty without shadows.
+    pub shadows: Vec<crate::shadow::ShadowSnapshot>,
     /// The last state change, with what caused it and the counts that decided it (`None` before
     /// the first). A snapshot taken right after the circuit opens shows an empty window; this says
     /// why it opened.

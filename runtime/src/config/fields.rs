@@ -253,6 +253,43 @@ impl<'a> Field<'a> {
         }
     }
 
+    /// `shadow = "tight: window = 20"`, `"none"`, or one table per shadow
+    /// (`[breakers.<key>.shadow.<name>]`, written as the text `name: field = value, …`): read
+    /// by the policy text grammar (`fusebox_policy::text`) and kept for the process's life.
+    fn shadow(&self) -> Result<PolicyPatch, ConfigError> {
+        const EXPECTED: &str = "shadow policies: a text like \"tight: window = 20, failure_rate = 30\", \"none\", or a table per shadow like `[breakers.<key>.shadow.tight]`";
+        let text = match self.raw {
+            Raw::Toml(DeValue::String(s)) => s.to_string(),
+            Raw::Env(s) => s.trim().to_owned(),
+            Raw::Toml(DeValue::Table(shadows)) => {
+                let mut parts = Vec::new();
+                for (name, fields) in shadows.iter() {
+                    let DeValue::Table(fields) = fields.get_ref() else {
+                        return Err(self.wrong(EXPECTED));
+                    };
+                    let fields: Vec<String> = fields
+                        .iter()
+                        .map(|(f, v)| format!("{} = {}", f.get_ref(), toml_text(v.get_ref())))
+                        .collect();
+                    parts.push(format!("{}: {}", name.get_ref(), fields.join(", ")));
+                }
+                parts.join("; ")
+            }
+            Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
+        };
+        if text == "none" {
+            return Ok(P.no_shadow());
+        }
+        if let Err(e) = fusebox_policy::text::shadows_of_text(&text) {
+            let (which, error) = (
+                e.shadow.map_or(String::new(), |s| format!(" `{s}`")),
+                e.error,
+            );
+            return Err(self.error(format!("`shadow`{which}: {error}; write {EXPECTED}")));
+        }
+        Ok(P.shadow(crate::shadow::keep_text(&text)))
+    }
+
     fn float(&self) -> Result<f64, ConfigError> {
         let n = match self.raw {
             Raw::Toml(DeValue::Float(n)) => n.as_str().parse::<f64>().ok(),

@@ -9,6 +9,7 @@ use crate::policy::{Policy, PolicyPatch, Recovery, Window};
 use crate::registry::Registry;
 
 mod durations;
+mod shadows;
 
 /// Every field of a configuration file is one of `KNOBS` (or one rule of `stuck_open`) and
 /// reads a value into the patch of its name.

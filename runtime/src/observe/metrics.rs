@@ -19,8 +19,16 @@
 //! | `fusebox_retries_rejected_total` | counter | `key` | retries the key's retry budget rejected ([`Policy::retry_budget`](crate::Policy::retry_budget); registered for keys with a budget only) |
 //! | `fusebox_hedges_sent_total` | counter | `key` | hedges sent: attempts a hedged call (`hedge = …`) started because the earlier ones had not answered in time (registered for keys with hedged calls only) |
 //! | `fusebox_hedges_won_total` | counter | `key` | hedged calls a hedge answered first |
+//! | `fusebox_shadow_policy_rejected_total` | counter | `key`, `shadow` | calls the shadow policy `shadow` would have rejected ([`Policy::shadow`](crate::Policy::shadow); registered for keys with shadows only) |
+//! | `fusebox_shadow_policy_admitted_total` | counter | `key`, `shadow` | calls it would have let through |
+//! | `fusebox_shadow_policy_state` | gauge | `key`, `shadow` | the state it would be in, numbered as `fusebox_state` |
+//! | `fusebox_shadow_policy_transitions_total` | counter | `key`, `shadow`, `from`, `to` | the state changes it would have made |
+//! | `fusebox_shadow_policy_open_milliseconds_total` | counter | `key`, `shadow` | how long it would have been open, added when each episode closes |
 //!
-//! `key` is the breaker's key. `outcome` of [`CALLS_TOTAL`]:
+//! `key` is the breaker's key; `shadow` a shadow policy's name. A shadow policy is not
+//! metrics-only mode: `fusebox_shadow_rejected_total` counts the calls a breaker in metrics-only
+//! mode ran instead of rejecting, `fusebox_shadow_policy_*` what a candidate judging beside the
+//! policy in force would have done (see [`guide::shadows`](crate::guide::shadows)). `outcome` of [`CALLS_TOTAL`]:
 //!
 //! | `outcome` | the call |
 //! |---|---|
@@ -87,6 +95,20 @@ pub const RETRIES_REJECTED_TOTAL: &str = "fusebox_retries_rejected_total";
 pub const HEDGES_SENT_TOTAL: &str = "fusebox_hedges_sent_total";
 /// `fusebox_hedges_won_total{key}`: hedged calls a hedge answered first.
 pub const HEDGES_WON_TOTAL: &str = "fusebox_hedges_won_total";
+/// `fusebox_shadow_policy_rejected_total{key, shadow}`: calls a shadow policy would have rejected.
+pub const SHADOW_POLICY_REJECTED_TOTAL: &str = "fusebox_shadow_policy_rejected_total";
+/// `fusebox_shadow_policy_admitted_total{key, shadow}`: calls a shadow policy would have let
+/// through.
+pub const SHADOW_POLICY_ADMITTED_TOTAL: &str = "fusebox_shadow_policy_admitted_total";
+/// `fusebox_shadow_policy_state{key, shadow}`: the state a shadow policy would be in (see
+/// [`state_value`]).
+pub const SHADOW_POLICY_STATE: &str = "fusebox_shadow_policy_state";
+/// `fusebox_shadow_policy_transitions_total{key, shadow, from, to}`: the state changes a shadow
+/// policy would have made.
+pub const SHADOW_POLICY_TRANSITIONS_TOTAL: &str = "fusebox_shadow_policy_transitions_total";
+/// `fusebox_shadow_policy_open_milliseconds_total{key, shadow}`: how long a shadow policy would
+/// have been open, added when each of its open episodes closes.
+pub const SHADOW_POLICY_OPEN_MS_TOTAL: &str = "fusebox_shadow_policy_open_milliseconds_total";
 /// `fusebox_state{key}`: the state as a number (see [`state_value`]).
 pub const STATE: &str = "fusebox_state";
 /// `fusebox_transitions_total{key, from, to}`: state changes.

@@ -78,6 +78,17 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// Which rate rule `counts` reached under `policy`: the failure rate when it did, else the
+    /// slow-call rate.
+    pub(crate) fn rate_rule(policy: &crate::policy::Policy, counts: Counts) -> Trigger {
+        let rate = policy.settings().failure_rate.map_or(0, u64::from);
+        if rate != 0 && u64::from(counts.failures) * 100 >= rate * u64::from(counts.calls) {
+            Trigger::FailureRate
+        } else {
+            Trigger::SlowRate
+        }
+    }
+
     /// Lowercase name used in events (`failure_rate`, `probe_failed`, `operator`, …).
     #[must_use]
     pub const fn as_str(self) -> &'static str {

@@ -18,6 +18,13 @@
 //! when the call settles, so it has no duration of its own. `RUST_LOG=fusebox::call=off` (or any
 //! filter that leaves the target out) turns it off.
 //!
+//! A key with shadow policies ([`Policy::shadow`](crate::Policy::shadow)) adds, after each of
+//! its calls' event, one `shadow_outcome` event per shadow on the same target with the same
+//! `key` and `at_ns`, the field `shadow` (the shadow's name), and `outcome` the shadow's verdict:
+//! the call's outcome when it would have let it through, `rejected` (`reason` `open`) when not.
+//! A recorder that does not know the field `shadow` reads such an event as a call: filter them
+//! out by it (`fusebox-replay` keeps them apart).
+//!
 //! When no subscriber wants the event or the span, the check costs one load of `tracing`'s global
 //! level filter and a branch: the clock is not read, no span is made and nothing is formatted.
 
@@ -60,6 +67,18 @@ pub(crate) enum CallOutcome {
     Rejected(Reason),
 }
 
+impl CallOutcome {
+    /// The event's `outcome` and `reason`.
+    fn names(self) -> (&'static str, Option<&'static str>) {
+        match self {
+            CallOutcome::Success => ("success", None),
+            CallOutcome::Failure => ("failure", None),
+            CallOutcome::Ignored => ("ignored", None),
+            CallOutcome::Rejected(reason) => ("rejected", Some(reason.code())),
+        }
+    }
+}
+
 /// Emits the outcome event and the call's span, each when a subscriber wants it (call only when
 /// [`wanted`]). `state`: the state the call was admitted in, or the one that rejected it. A
 /// subscriber that panics is contained.
@@ -73,12 +92,7 @@ pub(crate) fn emit(
     outcome: CallOutcome,
     function: &str,
 ) {
-    let (outcome, reason) = match outcome {
-        CallOutcome::Success => ("success", None),
-        CallOutcome::Failure => ("failure", None),
-        CallOutcome::Ignored => ("ignored", None),
-        CallOutcome::Rejected(reason) => ("rejected", Some(reason.code())),
-    };
+    let (outcome, reason) = outcome.names();
     let _ = std::panic::catch_unwind(|| {
         if enabled() {
             tracing::trace!(
@@ -109,6 +123,26 @@ pub(crate) fn emit(
                 fusebox.outcome = outcome,
                 fusebox.reason = reason,
                 fusebox.function = function,
+            );
+        }
+    });
+}
+
+/// Emits a shadow policy's verdict on a call of `key` settled at `at_ns` (see the module
+/// docs), when a subscriber wants outcome events.
+#[cold]
+pub(crate) fn emit_shadow(key: &str, shadow: &str, at_ns: u64, outcome: CallOutcome) {
+    let (outcome, reason) = outcome.names();
+    let _ = std::panic::catch_unwind(|| {
+        if enabled() {
+            tracing::trace!(
+                target: OUTCOME_TARGET,
+                key,
+                at_ns,
+                outcome,
+                reason,
+                shadow,
+                "shadow_outcome"
             );
         }
     });
