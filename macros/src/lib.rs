@@ -45,7 +45,8 @@ use errors::Errors;
 /// `open_backoff`, `open_max`, `open_jitter`, `half_open`,
 /// `half_open_lease`, `recovery`, `max_concurrent`, `shared`, `others` (`"ignore"`, or
 /// `"success"` to count errors `failure` does not count as successes) and `retry_budget`
-/// (`"20%"` or `"20%, 10/s"`: retries as a share of first attempts, plus a floor), `group`
+/// (`"20%"` or `"20%, 10/s"`: retries as a share of first attempts, plus a floor),
+/// `hedge_budget` (a percentage: the hedges of hedged calls as a share of calls), `group`
 /// (`"search"`: the key is a member of a group of keys), `shadow` (`"window = 50,
 /// failure_rate = 30"`: candidate policies judging the same outcomes without acting); and, on an
 /// `async fn`, the attempt settings `timeout`, `retry`, `backoff` and `deadline`, and the hedging

@@ -392,6 +392,7 @@ mod tests {
             shared = false,
             others = "success",
             retry_budget = "25%, 3/s",
+            hedge_budget = 5,
             group = "search",
             shadow = "window = 50"
         ))
@@ -426,6 +427,7 @@ mod tests {
                 ". shared (false)",
                 ". others (P :: Others :: Success)",
                 ". retry_budget (25 , 3)",
+                ". hedge_budget (5)",
                 ". group (\"search\")",
                 ". shadow (\"window = 50\")",
             ]

@@ -445,6 +445,31 @@ macro_rules! with_knobs {
                 attr(Spanned<RetryBudget> = retry_budget_arg() => retry_budget)
                 config { retry_budget: |f| f.retry_budget() }
             }
+            /// The hedges a key's hedged calls may add, in percent of its calls.
+            hedge_budget {
+                fields { hedge_budget: u8 = $crate::limits::DEFAULT_HEDGE_BUDGET }
+                setting { u8 = |p| p.hedge_budget }
+                setters {
+                    /// Limits the hedges of the key's hedged calls (the attribute's `hedge`, the
+                    /// reqwest middleware's): over the last 10 s, at most `percent` (1..=100) more
+                    /// calls than the key's hedged calls, with no floor. The default, 10 %, is
+                    /// Finagle's budget for backup requests in spirit: a hedge is for the tail,
+                    /// never a second copy of the load. Keys without hedged calls keep none.
+                    ///
+                    /// ```
+                    /// # use fusebox_policy as fusebox;
+                    /// use fusebox::Policy;
+                    ///
+                    /// const SEARCH: Policy = Policy::new().hedge_budget(5);
+                    /// assert_eq!(SEARCH.settings().hedge_budget, 5);
+                    /// assert_eq!(Policy::new().settings().hedge_budget, 10);
+                    /// assert!(Policy::new().hedge_budget(101).validate().is_err());
+                    /// ```
+                    fn hedge_budget(percent: u8) { hedge_budget: percent }
+                }
+                attr(Spanned<u8> = percent_arg("10") => hedge_budget)
+                config { hedge_budget: |f| Ok(P.hedge_budget(f.int(PERCENT)?)) }
+            }
             /// The group the key is a member of, or `None` when it is judged alone.
             group {
                 fields { group: Option<&'static str> = None }

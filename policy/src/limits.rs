@@ -45,6 +45,9 @@ pub const ADAPTIVE_REBASE_ROUNDS: u32 = 32;
 /// The span a retry budget counts attempts and retries over (Finagle's `ttl`), kept in one-second
 /// buckets.
 pub const RETRY_BUDGET_SPAN: Duration = Duration::from_secs(10);
+/// The default hedge budget (`Policy::hedge_budget`): hedges are at most this many percent more
+/// calls of the key over the last 10 s.
+pub const DEFAULT_HEDGE_BUDGET: u8 = 10;
 /// The most attempts a hedged call keeps in flight (`hedge_max`), the first one included.
 pub const MAX_HEDGE: u32 = 5;
 /// The largest ratio of a retry budget, in percent of first attempts.

@@ -234,6 +234,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
         Policy::new().adaptive_concurrency(2, 200).max_concurrent(8),
         Policy::new().retry_budget(20, 10),
         Policy::new().retry_budget(20, 10).no_retry_budget(),
+        Policy::new().hedge_budget(5),
         Policy::new().group("search"),
         Policy::new().shadow("tight: window = 20"),
         Policy::new().shadow("tight: window = 20").no_shadow(),
@@ -248,7 +249,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
             "the same knobs are explicit"
         );
     }
-    assert_eq!(KNOBS.len(), 23);
+    assert_eq!(KNOBS.len(), 24);
     assert_eq!(KNOBS[0], "window");
 }
 

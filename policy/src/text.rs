@@ -166,6 +166,11 @@ const FIELDS: &[Field] = &[
         },
     },
     Field {
+        name: "hedge_budget",
+        kind: Kind::Percent,
+        apply: |p, s| p.hedge_budget(int(s) as u8),
+    },
+    Field {
         name: "retry_budget",
         kind: Kind::Budget,
         apply: |p, s| match s {

@@ -185,6 +185,13 @@ impl Policy {
                 format!("{}", f64::from(self.open_backoff_milli) / 1000.0),
             );
         }
+        if self.hedge_budget == 0 || self.hedge_budget > 100 {
+            return range(
+                "hedge_budget",
+                "1..=100 percent more calls (remove `hedge` to send no hedges)",
+                self.hedge_budget.to_string(),
+            );
+        }
         if self.open_jitter > 100 {
             return range(
                 "open_jitter",

@@ -107,7 +107,7 @@ pub use state::{State, Verdict};
 pub mod limits {
     pub use crate::call::attempts::MAX_BACKOFF;
     pub use crate::groups::MAX_GROUP_NAMES;
-    pub use crate::load::hedge::{HEDGE_BUDGET_PERCENT, LATENCY_PERIOD, MIN_LATENCY_CALLS};
+    pub use crate::load::hedge::{LATENCY_PERIOD, MIN_LATENCY_CALLS};
     pub use crate::registry::{DEFAULT_MAX_KEYS, MAX_KEY_LEN, SWEEP_STEP};
     pub use fusebox_policy::limits::*;
 }

@@ -193,3 +193,37 @@ async fn no_hedge_is_sent_while_the_circuit_is_not_closed() {
     probe().await.unwrap();
     assert_eq!(breaker.snapshot().hedges.unwrap().sent, 1, "closed: hedged");
 }
+
+// ---------------------------------------------------------------- a smaller budget
+
+fake_registry!(HALF_CLOCK, HALF);
+static HALF_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// As `all_slow`, with a budget of 5 %.
+#[circuit_breaker(key = "all-slow-5", registry = HALF, hedge = "10ms", hedge_budget = 5)]
+async fn all_slow_five() -> Result<u32, ApiError> {
+    HALF_CALLS.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(SLOW).await;
+    Ok(1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedge_budget_sets_the_share_of_more_calls() {
+    for _ in 0..200 {
+        all_slow_five().await.unwrap();
+    }
+    let hedges = HALF.get("all-slow-5").unwrap().snapshot().hedges.unwrap();
+    assert!(
+        (9..=10).contains(&hedges.sent),
+        "{} hedges for 200 calls: `hedge_budget = 5` allows 5 % more",
+        hedges.sent
+    );
+    assert_eq!(
+        HALF.get("all-slow-5")
+            .unwrap()
+            .policy()
+            .settings()
+            .hedge_budget,
+        5
+    );
+}

@@ -181,7 +181,7 @@ impl CircuitBreakerMiddleware {
     /// the hedge's `max` in flight; the first response or error decides, and the other attempts
     /// are dropped, each reported as cancelled. Every attempt is admitted and counted by the
     /// circuit; no hedge is sent unless the circuit is closed, and the key's hedges are at most
-    /// 10 % more requests over 10 s ([`fusebox::limits::HEDGE_BUDGET_PERCENT`]). A request that
+    /// 10 % more requests over 10 s ([`Policy::hedge_budget`](fusebox::Policy::hedge_budget)). A request that
     /// is hedged is not retried: `hedge` replaces [`retry`](Self::retry) for the requests it
     /// applies to. Each attempt gets its own copy of the request's extensions; the winner's are
     /// kept.

@@ -7,8 +7,10 @@ use crate::load::hedge::Hedging;
 impl Circuit {
     /// The key's hedging state, made by its first hedged call.
     pub(crate) fn hedging(&self) -> &Hedging {
-        self.hedging
-            .get_or_init(|| Box::new(Hedging::new(self.key.as_str())))
+        self.hedging.get_or_init(|| {
+            let budget = self.policy.settings().hedge_budget;
+            Box::new(Hedging::new(self.key.as_str(), budget))
+        })
     }
 
     /// The gate of a hedged call on this breaker.

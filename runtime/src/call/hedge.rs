@@ -6,7 +6,7 @@
 //! is reported as cancelled (outcome `ignored`): it is neither a failure nor a success. A hedge is
 //! sent only while the circuit is closed, only when the breaker admits it at once (a permit that
 //! would wait for a shared key's store is not taken), and only when the key's hedge budget allows
-//! it: at most [`HEDGE_BUDGET_PERCENT`](crate::limits::HEDGE_BUDGET_PERCENT) % more calls over
+//! it: at most [`Policy::hedge_budget`](crate::Policy::hedge_budget) (10 %) more calls over
 //! the last 10 s. A delay learned from a percentile sends no hedge until the key's latencies
 //! hold [`MIN_LATENCY_CALLS`](crate::limits::MIN_LATENCY_CALLS) calls of the last one or two
 //! [`LATENCY_PERIOD`](crate::limits::LATENCY_PERIOD)s.

@@ -19,10 +19,6 @@ pub const LATENCY_PERIOD: Duration = Duration::from_secs(10);
 /// (over its one or two periods), a call with `hedge = "p95"` is not hedged.
 pub const MIN_LATENCY_CALLS: u64 = 100;
 
-/// Hedges allowed per 100 calls of the key, over the last 10 s (Finagle's backup requests budget
-/// their extra load the same way).
-pub const HEDGE_BUDGET_PERCENT: u8 = 10;
-
 /// When a hedged call sends its next attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -179,14 +175,15 @@ pub struct Hedges {
 }
 
 impl Hedging {
-    pub(crate) fn new(_key: &str) -> Self {
+    /// The state of the key `_key`, whose hedges are at most `budget` % more calls.
+    pub(crate) fn new(_key: &str, budget: u8) -> Self {
         Hedging {
             latency: Mutex::new(Histogram {
                 halves: [Half::EMPTY, Half::EMPTY],
             }),
             budget: Budget::new(
                 RetryBudget {
-                    percent: u16::from(HEDGE_BUDGET_PERCENT),
+                    percent: u16::from(budget),
                     floor: 0,
                 },
                 _key,
@@ -301,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_percentile_needs_enough_calls_and_reads_two_periods() {
-        let hedging = Hedging::new("k");
+        let hedging = Hedging::new("k", 10);
         let ms = Duration::from_millis(1);
         for _ in 0..(MIN_LATENCY_CALLS - 1) {
             hedging.ended(0, ms, false);
@@ -326,7 +323,7 @@ mod tests {
 
     #[test]
     fn the_budget_allows_a_tenth_more_calls() {
-        let hedging = Hedging::new("k");
+        let hedging = Hedging::new("k", 10);
         for _ in 0..100 {
             hedging.call(1_000_000_000);
         }
