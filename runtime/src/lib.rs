@@ -77,7 +77,7 @@ pub mod __private_0_1_0;
 
 pub use breaker::{
     Breaker, KeptBreaker, LastTransition, OwnedPermit, Permit, Recording, SharedWindow, Sharing,
-    Snapshot,
+    SiteId, Snapshot,
 };
 pub use call::attempts::backoff;
 pub use error::{Cause, Error, Key, Reason};

@@ -13,6 +13,7 @@ mod axum_layer;
 mod budget;
 mod compose;
 mod layer;
+mod stacking;
 #[cfg(all(feature = "reqwest", feature = "axum"))]
 mod middleware;
 #[cfg(all(feature = "reqwest", feature = "axum"))]

@@ -42,7 +42,7 @@ use ::reqwest::{Request, Response, Url};
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
-use fusebox::{Breaker, Error, Key, OwnedPermit, Policy, Registry, usable_policy};
+use fusebox::{Breaker, Error, Key, OwnedPermit, Policy, Registry, SiteId, usable_policy};
 
 /// Which circuit a request goes through.
 #[derive(Debug)]
@@ -66,6 +66,8 @@ pub struct CircuitBreakerMiddleware {
     /// The time from a request's first attempt within which a retry must start
     /// ([`deadline`](Self::deadline)).
     deadline: Duration,
+    /// This middleware as an admitting site of its keys (see [`fusebox::SiteId`]).
+    site: SiteId,
 }
 
 impl CircuitBreakerMiddleware {
@@ -83,6 +85,7 @@ impl CircuitBreakerMiddleware {
             keying: Keying::Fixed(key.into(), OnceLock::new()),
             retry: NO_RETRY,
             deadline: DEFAULT_DEADLINE,
+            site: SiteId::new(),
         }
         .declared()
     }
@@ -98,6 +101,7 @@ impl CircuitBreakerMiddleware {
             keying: Keying::PerHost,
             retry: NO_RETRY,
             deadline: DEFAULT_DEADLINE,
+            site: SiteId::new(),
         }
     }
 
@@ -184,10 +188,16 @@ impl CircuitBreakerMiddleware {
             Keying::Fixed(key, breaker) => breaker
                 .get_or_init(|| {
                     let policy = usable_policy(key.as_str(), SITE_REQWEST, self.policy);
-                    self.registry.fixed(key.as_str(), policy)
+                    let breaker = self.registry.fixed(key.as_str(), policy);
+                    breaker.claim(self.site);
+                    breaker
                 })
                 .clone(),
-            Keying::PerHost => self.registry.dynamic(&host_key(url), self.policy),
+            Keying::PerHost => {
+                let breaker = self.registry.dynamic(&host_key(url), self.policy);
+                breaker.claim(self.site);
+                breaker
+            }
         }
     }
 }

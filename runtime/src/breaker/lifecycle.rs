@@ -50,10 +50,13 @@ impl Circuit {
             used: AtomicBool::new(true),
             evicted: AtomicBool::new(false),
             pinned: AtomicBool::new(true),
-            plain: settings.slow.is_none()
-                && settings.consecutive.is_none()
-                && settings.max_concurrent.is_none()
-                && settings.throttle.is_none(),
+            plain: AtomicBool::new(
+                settings.slow.is_none()
+                    && settings.consecutive.is_none()
+                    && settings.max_concurrent.is_none()
+                    && settings.throttle.is_none(),
+            ),
+            stacking: super::stack::Stacking::default(),
             budgeted: settings.retry_budget.is_some(),
             budget,
             successor: std::sync::OnceLock::new(),
@@ -71,7 +74,7 @@ impl Circuit {
     /// This breaker, sharing its state through `store`: its calls leave the local fast paths.
     #[cfg(feature = "store")]
     pub(crate) fn with_store(mut self, store: Box<dyn super::seam::SharedKey>) -> Circuit {
-        self.plain = false;
+        self.plain = AtomicBool::new(false);
         self.store = Some(store);
         self
     }
@@ -127,6 +130,10 @@ impl Circuit {
         next.state.store(carried.0, Ordering::Release);
         next.metrics_only
             .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
+        self.stacking.carry_to(&next.stacking);
+        if next.stacking.tracks() {
+            next.plain.store(false, Ordering::Release);
+        }
         if let (Some(next), Some(this)) = (&next.budget, &self.budget) {
             next.copy_from(this);
         }

@@ -33,6 +33,7 @@ mod retry;
 #[cfg(feature = "store")]
 pub(crate) mod seam;
 mod snapshot;
+mod stack;
 #[cfg(feature = "store")]
 mod store;
 #[cfg(feature = "store")]
@@ -42,7 +43,7 @@ pub(crate) use {seam::*, store::*};
 #[cfg(test)]
 mod tests;
 
-pub use adapter::KeptBreaker;
+pub use adapter::{KeptBreaker, SiteId};
 pub use named::Named;
 pub use owned::Recording;
 pub use permit::{NamedPermit, OwnedPermit, Permit, RawPermit};
@@ -118,8 +119,9 @@ pub(crate) struct Circuit {
     /// `policy.min_calls`, read by every recorded success while the window fills.
     min_calls: u32,
     /// No slow-call timing, no consecutive rule, no bulkhead, no adaptive throttling: the fast
-    /// paths apply (either window).
-    plain: bool,
+    /// paths apply (either window). Cleared for good when the circuit starts tracking stacking
+    /// (`stack.rs`); a relaxed load, as cheap as a plain field's.
+    plain: AtomicBool,
     /// The policy has a retry budget (`budget` is set): the attempt driver counts its attempts.
     /// In the hot line's padding, so reading it costs a call that already read the line nothing.
     budgeted: bool,
@@ -163,6 +165,8 @@ pub(crate) struct Circuit {
     last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The retry budget, when the policy has one (`budgeted`).
     budget: Option<Box<crate::load::budget::Budget>>,
+    /// The sites that name this circuit, and its open call chains once several do (`stack.rs`).
+    stacking: stack::Stacking,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).
@@ -193,6 +197,13 @@ pub(super) struct TransitionRecord {
 }
 
 impl Circuit {
+    /// No slow-call timing, consecutive rule, bulkhead, throttling or stacking: the fast paths
+    /// apply.
+    #[inline(always)]
+    fn plain(&self) -> bool {
+        self.plain.load(Ordering::Relaxed)
+    }
+
     #[inline]
     fn load(&self) -> Word {
         Word(self.state.load(Ordering::Acquire))

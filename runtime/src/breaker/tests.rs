@@ -687,9 +687,9 @@ fn throttle_probability_follows_the_formula() {
 #[test]
 fn a_throttling_breaker_leaves_the_fast_path_and_a_plain_one_keeps_it() {
     let (plain, _) = breaker(Policy::new());
-    assert!(plain.core.plain);
+    assert!(plain.core.plain());
     let (throttled, _) = breaker(Policy::new().throttle(2.0));
-    assert!(!throttled.core.plain);
+    assert!(!throttled.core.plain());
 }
 
 #[test]
