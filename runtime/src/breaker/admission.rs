@@ -57,7 +57,7 @@ impl Circuit {
         rejected: impl FnOnce(NamedPermit<'c, N>) -> R,
     ) -> R {
         let word = self.load();
-        if self.plain() && word.admits() {
+        if self.fast_admits(word) {
             // A closed or disabled word has nothing above its mode and generation.
             let start = if crate::observe::record::wanted() {
                 permit::marked(self.now())

@@ -50,12 +50,12 @@ impl Circuit {
             used: AtomicBool::new(true),
             evicted: AtomicBool::new(false),
             pinned: AtomicBool::new(true),
-            plain: AtomicBool::new(
-                settings.slow.is_none()
-                    && settings.consecutive.is_none()
-                    && settings.max_concurrent.is_none()
-                    && settings.throttle.is_none(),
-            ),
+            general: AtomicU8::new(u8::from(
+                settings.slow.is_some()
+                    || settings.consecutive.is_some()
+                    || settings.max_concurrent.is_some()
+                    || settings.throttle.is_some(),
+            )),
             stacking: super::stack::Stacking::default(),
             budgeted: settings.retry_budget.is_some(),
             budget,
@@ -74,7 +74,7 @@ impl Circuit {
     /// This breaker, sharing its state through `store`: its calls leave the local fast paths.
     #[cfg(feature = "store")]
     pub(crate) fn with_store(mut self, store: Box<dyn super::seam::SharedKey>) -> Circuit {
-        self.plain = AtomicBool::new(false);
+        self.general = AtomicU8::new(1);
         self.store = Some(store);
         self
     }
@@ -132,7 +132,7 @@ impl Circuit {
             .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
         self.stacking.carry_to(&next.stacking);
         if next.stacking.tracks() {
-            next.plain.store(false, Ordering::Release);
+            next.general.store(1, Ordering::Release);
         }
         if let (Some(next), Some(this)) = (&next.budget, &self.budget) {
             next.copy_from(this);

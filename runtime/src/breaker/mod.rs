@@ -5,7 +5,7 @@
 //! window cursor. Transitions are compare-and-swap loops around the pure functions of `state`, so
 //! exactly one caller wins each transition and exactly the permitted number of probes get through.
 
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering, Padded};
+use crate::sync::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering, Padded};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -119,9 +119,11 @@ pub(crate) struct Circuit {
     /// `policy.min_calls`, read by every recorded success while the window fills.
     min_calls: u32,
     /// No slow-call timing, no consecutive rule, no bulkhead, no adaptive throttling: the fast
-    /// paths apply (either window). Cleared for good when the circuit starts tracking stacking
-    /// (`stack.rs`); a relaxed load, as cheap as a plain field's.
-    plain: AtomicBool,
+    /// paths apply (either window): 0. Anything else sends calls to the general paths; set for
+    /// good when the circuit starts tracking stacking (`stack.rs`). A number, not a flag, so the
+    /// fast paths test it together with the state word's mode bits (see
+    /// [`Circuit::fast_admits`]).
+    general: AtomicU8,
     /// The policy has a retry budget (`budget` is set): the attempt driver counts its attempts.
     /// In the hot line's padding, so reading it costs a call that already read the line nothing.
     budgeted: bool,
@@ -178,6 +180,10 @@ pub(crate) struct Circuit {
     shared: store::SharedView,
 }
 
+/// The state word's mode bits that are zero in the modes that admit every call (closed,
+/// disabled): `Word::admits`' mask.
+const ADMITS_MASK: u64 = 0b011;
+
 /// The open episode of a breaker (see [`Circuit::episode`]).
 #[derive(Default)]
 pub(super) struct Episode {
@@ -201,7 +207,14 @@ impl Circuit {
     /// apply.
     #[inline(always)]
     fn plain(&self) -> bool {
-        self.plain.load(Ordering::Relaxed)
+        self.general.load(Ordering::Relaxed) == 0
+    }
+
+    /// True when `word` (the state word, or a permit's admission) is closed or disabled and this
+    /// circuit is plain: one test of the mode bits and the [`general`](Circuit::general) number.
+    #[inline(always)]
+    fn fast_admits(&self, word: Word) -> bool {
+        word.admits() && self.plain()
     }
 
     #[inline]

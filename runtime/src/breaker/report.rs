@@ -103,8 +103,12 @@ impl Circuit {
     #[cfg_attr(not(debug_assertions), inline(always))]
     pub(super) fn finish(&self, permit: Ticket, outcome: Verdict) {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
-        // bulkhead (a time window reads the clock here, a count window does not).
-        if self.plain() && outcome == Verdict::Success && permit.admission.records() {
+        // bulkhead (a time window reads the clock here, a count window does not): a call the
+        // closed fast path admitted, which its admission says (see `permit.rs`).
+        if outcome == Verdict::Success
+            && permit.admission.0 & (ADMITS_MASK | permit::GENERAL_BIT) == 0
+        {
+            debug_assert!(permit.admission.records());
             // A plain circuit times no call: an admission time says outcome events were wanted.
             if permit.stamped() {
                 // Admitted while outcome events were wanted (see `Circuit::enter`).

@@ -151,17 +151,29 @@ impl Stacking {
 
 impl Circuit {
     /// Names this circuit from the admitting site `site` (an address or a [`SiteId`](crate::SiteId)'s
-    /// number, never 0 or 2). The second site makes it track stacking: it leaves the fast paths,
-    /// and a call under way on this thread that an annotated function admitted on the fast path
-    /// becomes the outer level of its chain.
+    /// number, never 0 or 2). The second site makes it track stacking: it leaves the fast paths.
+    /// A call this thread's last annotated admission may have made on the fast path (the outer
+    /// of the call under way, whose inner site is naming the circuit now) becomes the outer level
+    /// of this thread's or task's chain, and a closed circuit moves to its next generation, so
+    /// that the outcome of that call, admitted under the previous one, is not recorded (nor are
+    /// those of calls in flight elsewhere: this happens once in a circuit's life).
     pub(crate) fn claim_site(&self, site: usize) {
-        if self.stacking.claim(site) {
-            self.plain.store(false, Ordering::Release);
-            if crate::nested::last_entered() == std::ptr::from_ref(self).addr() {
-                let word = self.load();
-                if word.admits() {
-                    self.stacking.open(Caller::current(), word.epoch(), false);
-                }
+        if !self.stacking.claim(site) {
+            return;
+        }
+        self.general.store(1, Ordering::Release);
+        if crate::nested::last_entered() != std::ptr::from_ref(self).addr() {
+            return;
+        }
+        let word = self.load();
+        if word.state() == State::Closed {
+            let next = word.to_closed();
+            if self
+                .state
+                .compare_exchange(word.0, next.0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                self.stacking.open(Caller::current(), next.epoch(), true);
             }
         }
     }
@@ -209,5 +221,69 @@ impl Circuit {
         } else {
             outcome
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Policy, Registry, SiteId};
+
+    static SITE: &str = "stack::tests";
+
+    /// A breaker of `key` two adapters name: it tracks stacking.
+    fn stacking(key: &str, policy: Policy) -> crate::Breaker {
+        let breaker = Registry::new().breaker(key, policy).unwrap();
+        breaker.claim(SiteId::new());
+        assert!(!breaker.core.current().stacking.tracks(), "one site");
+        breaker.claim(SiteId::new());
+        assert!(breaker.core.current().stacking.tracks(), "two sites");
+        breaker
+    }
+
+    fn chains(breaker: &crate::Breaker) -> usize {
+        breaker.core.current().stacking.open_chains()
+    }
+
+    #[test]
+    fn an_inner_admission_records_and_the_outer_passes_through() {
+        let breaker = stacking("stack-inner", Policy::new().max_concurrent(1));
+        let outer = breaker.admit(&SITE);
+        let inner = breaker.admit(&SITE);
+        assert!(!inner.is_rejected(), "the outer's bulkhead slot is the call's");
+        inner.failure();
+        outer.failure();
+        assert_eq!(breaker.snapshot().failures, 1, "the inner's outcome alone");
+        assert_eq!(chains(&breaker), 0);
+    }
+
+    #[test]
+    fn a_cancelled_or_panicking_call_leaves_no_chain() {
+        let breaker = stacking("stack-cancel", Policy::new());
+        let outer = breaker.admit(&SITE);
+        let inner = breaker.admit(&SITE);
+        drop(inner);
+        drop(outer);
+        assert_eq!(chains(&breaker), 0, "cancelled");
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _outer = breaker.admit(&SITE);
+            let _inner = breaker.admit(&SITE);
+            panic!("in the inner call");
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(chains(&breaker), 0, "panicked");
+        assert_eq!(breaker.snapshot().failures, 1, "the panic counts once, at the inner");
+        breaker.admit(&SITE).failure();
+        assert_eq!(breaker.snapshot().failures, 2, "a later call is recorded");
+    }
+
+    #[test]
+    fn calls_on_two_threads_are_two_chains() {
+        let breaker = stacking("stack-threads", Policy::new());
+        let here = breaker.admit(&SITE);
+        std::thread::scope(|s| {
+            s.spawn(|| breaker.admit(&SITE).failure());
+        });
+        here.failure();
+        assert_eq!(breaker.snapshot().failures, 2, "unrelated calls, each recorded");
     }
 }
