@@ -13,8 +13,8 @@ mod axum_layer;
 mod budget;
 mod compose;
 mod layer;
-mod stacking;
 #[cfg(all(feature = "reqwest", feature = "axum"))]
 mod middleware;
 #[cfg(all(feature = "reqwest", feature = "axum"))]
 mod pushback;
+mod stacking;

@@ -35,7 +35,9 @@ impl From<fusebox::Error> for Failed {
 type Svc = BoxCloneService<(), (), BoxError>;
 
 /// A service that fails every call, counting them.
-fn failing(hits: &'static AtomicU32) -> impl Service<(), Response = (), Error = BoxError, Future: Send> + Clone + Send {
+fn failing(
+    hits: &'static AtomicU32,
+) -> impl Service<(), Response = (), Error = BoxError, Future: Send> + Clone + Send {
     service_fn(move |()| {
         hits.fetch_add(1, Ordering::SeqCst);
         async { Err::<(), BoxError>("down".into()) }
@@ -59,7 +61,11 @@ async fn with_retries(svc: Svc, attempts: u32) -> Result<(), BoxError> {
 fn layered(key: &'static str, hits: &'static AtomicU32) -> Svc {
     BoxCloneService::new(
         ServiceBuilder::new()
-            .layer(CircuitBreakerLayer::new(key).registry(&REGISTRY).policy(TRIP_AT_4))
+            .layer(
+                CircuitBreakerLayer::new(key)
+                    .registry(&REGISTRY)
+                    .policy(TRIP_AT_4),
+            )
             .service(failing(hits)),
     )
 }
@@ -81,7 +87,11 @@ async fn the_attribute_over_the_layer_records_each_attempt_once() {
     let svc = layered("stack.tower", &HITS);
     assert!(over_layer(svc).await.is_err());
     assert_eq!(HITS.load(Ordering::SeqCst), 3, "three attempts went out");
-    assert_eq!(window("stack.tower"), (3, 3, State::Closed), "3 outcomes, not 4");
+    assert_eq!(
+        window("stack.tower"),
+        (3, 3, State::Closed),
+        "3 outcomes, not 4"
+    );
 }
 
 #[tokio::test]
@@ -90,13 +100,25 @@ async fn a_layer_over_a_layer_records_each_attempt_once() {
     let inner = failing(&HITS);
     let svc: Svc = BoxCloneService::new(
         ServiceBuilder::new()
-            .layer(CircuitBreakerLayer::new("stack.layers").registry(&REGISTRY).policy(TRIP_AT_4))
-            .layer(CircuitBreakerLayer::new("stack.layers").registry(&REGISTRY).policy(TRIP_AT_4))
+            .layer(
+                CircuitBreakerLayer::new("stack.layers")
+                    .registry(&REGISTRY)
+                    .policy(TRIP_AT_4),
+            )
+            .layer(
+                CircuitBreakerLayer::new("stack.layers")
+                    .registry(&REGISTRY)
+                    .policy(TRIP_AT_4),
+            )
             .service(inner),
     );
     assert!(with_retries(svc, 3).await.is_err());
     assert_eq!(HITS.load(Ordering::SeqCst), 3);
-    assert_eq!(window("stack.layers"), (3, 3, State::Closed), "3 outcomes, not 6");
+    assert_eq!(
+        window("stack.layers"),
+        (3, 3, State::Closed),
+        "3 outcomes, not 6"
+    );
 }
 
 #[fusebox::circuit_breaker(key = "stack.attrs", registry = REGISTRY, window = 10, min_calls = 4, failure_rate = 50, open_for = "30s")]
@@ -128,15 +150,26 @@ fn outer_sync() -> Result<(), Failed> {
 #[tokio::test]
 async fn an_annotated_function_over_another_on_its_key_records_the_inner_calls() {
     assert!(outer_call().await.is_err());
-    assert_eq!(window("stack.attrs"), (3, 3, State::Closed), "3 outcomes, not 4");
-    assert!(outer_call().await.is_err(), "still closed: the first call recorded 3");
+    assert_eq!(
+        window("stack.attrs"),
+        (3, 3, State::Closed),
+        "3 outcomes, not 4"
+    );
+    assert!(
+        outer_call().await.is_err(),
+        "still closed: the first call recorded 3"
+    );
     assert_eq!(window("stack.attrs").2, State::Open, "6 failures trip it");
 }
 
 #[test]
 fn a_sync_function_over_another_on_its_key_records_the_inner_calls() {
     assert!(outer_sync().is_err());
-    assert_eq!(window("stack.sync"), (3, 3, State::Closed), "3 outcomes, not 4");
+    assert_eq!(
+        window("stack.sync"),
+        (3, 3, State::Closed),
+        "3 outcomes, not 4"
+    );
 }
 
 #[fusebox::circuit_breaker(key = "stack.cancel", registry = REGISTRY, window = 10, min_calls = 4, failure_rate = 50, open_for = "30s")]
@@ -160,20 +193,38 @@ fn poll_once_then_drop<F: Future>(future: F) {
 async fn a_cancelled_stacked_call_leaves_no_mark() {
     let never = BoxCloneService::new(
         ServiceBuilder::new()
-            .layer(CircuitBreakerLayer::new("stack.cancel").registry(&REGISTRY).policy(TRIP_AT_4))
-            .service(service_fn(|()| std::future::pending::<Result<(), BoxError>>())),
+            .layer(
+                CircuitBreakerLayer::new("stack.cancel")
+                    .registry(&REGISTRY)
+                    .policy(TRIP_AT_4),
+            )
+            .service(service_fn(|()| {
+                std::future::pending::<Result<(), BoxError>>()
+            })),
     );
     poll_once_then_drop(pending_inside(never.clone()));
-    assert_eq!(window("stack.cancel"), (0, 0, State::Closed), "a cancellation counts nothing");
+    assert_eq!(
+        window("stack.cancel"),
+        (0, 0, State::Closed),
+        "a cancellation counts nothing"
+    );
     // The key's calls after it are recorded, each once.
     assert!(alone().await.is_err());
-    assert_eq!(window("stack.cancel"), (1, 1, State::Closed), "a later call is recorded");
+    assert_eq!(
+        window("stack.cancel"),
+        (1, 1, State::Closed),
+        "a later call is recorded"
+    );
     let failing_svc = layered("stack.cancel", {
         static HITS: AtomicU32 = AtomicU32::new(0);
         &HITS
     });
     assert!(pending_inside(failing_svc).await.is_err());
-    assert_eq!(window("stack.cancel"), (2, 2, State::Closed), "a stacked call after it is recorded once");
+    assert_eq!(
+        window("stack.cancel"),
+        (2, 2, State::Closed),
+        "a stacked call after it is recorded once"
+    );
 }
 
 #[fusebox::circuit_breaker(key = "stack.concurrent", registry = REGISTRY, window = 10, min_calls = 4, failure_rate = 50, open_for = "30s")]
@@ -196,7 +247,11 @@ async fn unrelated_concurrent_calls_on_a_stacking_key_are_each_recorded() {
     tx_a.send(()).unwrap();
     assert!(a.await.unwrap().is_err());
     assert!(b.await.unwrap().is_err());
-    assert_eq!(window("stack.concurrent"), (2, 2, State::Closed), "two calls, two outcomes");
+    assert_eq!(
+        window("stack.concurrent"),
+        (2, 2, State::Closed),
+        "two calls, two outcomes"
+    );
 }
 
 #[cfg(all(feature = "reqwest", feature = "axum"))]
@@ -236,6 +291,10 @@ mod over_the_middleware {
             .build();
         assert!(fetch(&client, &format!("http://{addr}/")).await.is_err());
         assert_eq!(HITS.load(Ordering::SeqCst), 3, "three attempts went out");
-        assert_eq!(window("stack.reqwest"), (3, 3, State::Closed), "3 outcomes, not 4");
+        assert_eq!(
+            window("stack.reqwest"),
+            (3, 3, State::Closed),
+            "3 outcomes, not 4"
+        );
     }
 }

@@ -143,7 +143,11 @@ impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
         let key = &self.key.0;
         let policy = usable_policy(key.as_str(), SITE, self.policy);
         let breaker = self.registry.fixed(key.as_str(), policy);
-        CircuitBreaker::new(inner, self.classifier.clone(), FixedBreaker::new(&breaker, self.key.1))
+        CircuitBreaker::new(
+            inner,
+            self.classifier.clone(),
+            FixedBreaker::new(&breaker, self.key.1),
+        )
     }
 }
 

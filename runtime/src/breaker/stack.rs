@@ -249,7 +249,10 @@ mod tests {
         let breaker = stacking("stack-inner", Policy::new().max_concurrent(1));
         let outer = breaker.admit(&SITE);
         let inner = breaker.admit(&SITE);
-        assert!(!inner.is_rejected(), "the outer's bulkhead slot is the call's");
+        assert!(
+            !inner.is_rejected(),
+            "the outer's bulkhead slot is the call's"
+        );
         inner.failure();
         outer.failure();
         assert_eq!(breaker.snapshot().failures, 1, "the inner's outcome alone");
@@ -271,7 +274,11 @@ mod tests {
         }));
         assert!(panicked.is_err());
         assert_eq!(chains(&breaker), 0, "panicked");
-        assert_eq!(breaker.snapshot().failures, 1, "the panic counts once, at the inner");
+        assert_eq!(
+            breaker.snapshot().failures,
+            1,
+            "the panic counts once, at the inner"
+        );
         breaker.admit(&SITE).failure();
         assert_eq!(breaker.snapshot().failures, 2, "a later call is recorded");
     }
@@ -284,6 +291,10 @@ mod tests {
             s.spawn(|| breaker.admit(&SITE).failure());
         });
         here.failure();
-        assert_eq!(breaker.snapshot().failures, 2, "unrelated calls, each recorded");
+        assert_eq!(
+            breaker.snapshot().failures,
+            2,
+            "unrelated calls, each recorded"
+        );
     }
 }

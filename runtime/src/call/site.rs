@@ -98,7 +98,10 @@ impl Site {
         self.breaker.get_or_init(|| {
             let policy = crate::registry::usable_policy(self.key, self.function, self.policy);
             let breaker = registry.get_or_insert(self.key, policy, || Key::from_static(self.key));
-            breaker.core.current().claim_site(std::ptr::from_ref(self).addr());
+            breaker
+                .core
+                .current()
+                .claim_site(std::ptr::from_ref(self).addr());
             breaker
         })
     }
