@@ -260,6 +260,40 @@ mod tests {
     }
 
     #[test]
+    fn an_inner_call_is_the_outer_probe() {
+        let clock = crate::clock::FakeClock::new();
+        let registry = Registry::with_clock(clock.clone());
+        let policy = Policy::new()
+            .window(2)
+            .min_calls(1)
+            .failure_rate(50)
+            .open_for(std::time::Duration::from_secs(1));
+        let breaker = registry.breaker("stack-probe", policy).unwrap();
+        breaker.claim(SiteId::new());
+        breaker.claim(SiteId::new());
+        breaker.admit(&SITE).failure();
+        assert_eq!(breaker.state(), crate::State::Open);
+        clock.advance(std::time::Duration::from_secs(1));
+        let outer = breaker.admit(&SITE);
+        assert!(outer.is_probe());
+        let inner = breaker.admit(&SITE);
+        assert!(inner.is_probe(), "the outer's probe, not a second one");
+        inner.success();
+        assert_eq!(
+            breaker.state(),
+            crate::State::Closed,
+            "the inner attempt decides"
+        );
+        outer.failure();
+        assert_eq!(
+            breaker.state(),
+            crate::State::Closed,
+            "the outer passes through"
+        );
+        assert_eq!(chains(&breaker), 0);
+    }
+
+    #[test]
     fn a_cancelled_or_panicking_call_leaves_no_chain() {
         let breaker = stacking("stack-cancel", Policy::new());
         let outer = breaker.admit(&SITE);
