@@ -5,7 +5,20 @@
 use super::*;
 use crate::state::{self, Admission};
 
+/// The bits of a permit's admission none of which is set when the closed fast path admitted it:
+/// the mode bits that are zero when closed or disabled (`Word::admits`), and the general path's.
+pub(super) const FAST_PATH_MASK: u64 = 0b011 | permit::GENERAL_BIT;
+
 impl Circuit {
+    /// No slow-call timing, consecutive rule, bulkhead, throttling or stacking to track: the closed
+    /// fast path admits. `general` is 0 then, and set to 1 for good when the circuit starts
+    /// tracking stacking (`stack.rs`). Read at admission only: a report knows from its permit
+    /// which path admitted it.
+    #[inline(always)]
+    pub(super) fn plain(&self) -> bool {
+        self.general.load(Ordering::Relaxed) == 0
+    }
+
     /// Counts a rejection.
     #[cold]
     pub(super) fn count_rejection(&self, reason: Reason, retry_after: u64) -> Rejection {
@@ -57,7 +70,7 @@ impl Circuit {
         rejected: impl FnOnce(NamedPermit<'c, N>) -> R,
     ) -> R {
         let word = self.load();
-        if self.fast_admits(word) {
+        if word.admits() && self.plain() {
             // A closed or disabled word has nothing above its mode and generation.
             let start = if crate::observe::record::wanted() {
                 permit::marked(self.now())

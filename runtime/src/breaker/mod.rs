@@ -118,12 +118,7 @@ pub(crate) struct Circuit {
     clock: ClockSource,
     /// `policy.min_calls`, read by every recorded success while the window fills.
     min_calls: u32,
-    /// No slow-call timing, no consecutive rule, no bulkhead, no adaptive throttling: the fast
-    /// paths apply (either window): 0. Anything else sends calls to the general paths; set for
-    /// good when the circuit starts tracking stacking (`stack.rs`). A number, not a flag, so the
-    /// fast paths test it together with the state word's mode bits (see
-    /// [`Circuit::fast_admits`]).
-    general: AtomicU8,
+    general: AtomicU8, // 0: the closed fast path admits (see `Circuit::plain`)
     /// The policy has a retry budget (`budget` is set): the attempt driver counts its attempts.
     /// In the hot line's padding, so reading it costs a call that already read the line nothing.
     budgeted: bool,
@@ -167,7 +162,6 @@ pub(crate) struct Circuit {
     last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The retry budget, when the policy has one (`budgeted`).
     budget: Option<Box<crate::load::budget::Budget>>,
-    /// The sites that name this circuit, and its open call chains once several do (`stack.rs`).
     stacking: stack::Stacking,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
@@ -179,10 +173,6 @@ pub(crate) struct Circuit {
     #[cfg(feature = "store")]
     shared: store::SharedView,
 }
-
-/// The state word's mode bits that are zero in the modes that admit every call (closed,
-/// disabled): `Word::admits`' mask.
-const ADMITS_MASK: u64 = 0b011;
 
 /// The open episode of a breaker (see [`Circuit::episode`]).
 #[derive(Default)]
@@ -203,20 +193,6 @@ pub(super) struct TransitionRecord {
 }
 
 impl Circuit {
-    /// No slow-call timing, consecutive rule, bulkhead, throttling or stacking: the fast paths
-    /// apply.
-    #[inline(always)]
-    fn plain(&self) -> bool {
-        self.general.load(Ordering::Relaxed) == 0
-    }
-
-    /// True when `word` (the state word, or a permit's admission) is closed or disabled and this
-    /// circuit is plain: one test of the mode bits and the [`general`](Circuit::general) number.
-    #[inline(always)]
-    fn fast_admits(&self, word: Word) -> bool {
-        word.admits() && self.plain()
-    }
-
     #[inline]
     fn load(&self) -> Word {
         Word(self.state.load(Ordering::Acquire))

@@ -105,8 +105,7 @@ impl Circuit {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
         // bulkhead (a time window reads the clock here, a count window does not): a call the
         // closed fast path admitted, which its admission says (see `permit.rs`).
-        if outcome == Verdict::Success
-            && permit.admission.0 & (ADMITS_MASK | permit::GENERAL_BIT) == 0
+        if outcome == Verdict::Success && permit.admission.0 & super::admission::FAST_PATH_MASK == 0
         {
             debug_assert!(permit.admission.records());
             // A plain circuit times no call: an admission time says outcome events were wanted.
