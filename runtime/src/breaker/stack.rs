@@ -26,6 +26,9 @@ use super::*;
 const NO_SITE: usize = 0;
 /// The site word of a circuit that two sites name: it tracks stacking.
 const SEVERAL: usize = 2;
+/// The deepest chain: one deeper is taken for levels left open by permits that settled in
+/// another chain (admitted in one task, reported in another) and starts over.
+const MAX_DEPTH: u32 = 16;
 
 /// Where a call chain runs: its tokio task, or its thread outside any task.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -105,7 +108,12 @@ impl Stacking {
     /// (the level around it is marked), `None` when the chain is new.
     fn enter(&self, caller: Caller) -> Option<Word> {
         let mut chains = self.lock();
-        let chain = chains.iter_mut().find(|chain| chain.caller == caller)?;
+        let at = chains.iter().position(|chain| chain.caller == caller)?;
+        if chains[at].depth >= MAX_DEPTH {
+            chains.swap_remove(at);
+            return None;
+        }
+        let chain = &mut chains[at];
         if let Some(bit) = 1u64.checked_shl(chain.depth - 1) {
             chain.inside |= bit;
         }
@@ -315,6 +323,25 @@ mod tests {
         );
         breaker.admit(&SITE).failure();
         assert_eq!(breaker.snapshot().failures, 2, "a later call is recorded");
+    }
+
+    #[test]
+    fn levels_left_open_by_permits_reported_elsewhere_do_not_pile_up() {
+        let breaker = stacking("stack-moved", Policy::new().window(100).min_calls(100));
+        let permits: Vec<_> = (0..super::MAX_DEPTH)
+            .map(|_| breaker.admit(&SITE))
+            .collect();
+        // Reported on another thread, where no chain knows them: each recorded, and this
+        // thread's levels stay open.
+        std::thread::scope(|s| {
+            s.spawn(move || permits.into_iter().for_each(crate::OwnedPermit::failure));
+        });
+        assert_eq!(breaker.snapshot().failures, super::MAX_DEPTH);
+        assert_eq!(chains(&breaker), 1);
+        // A call past the deepest chain starts over: recorded, and its chain closes.
+        breaker.admit(&SITE).failure();
+        assert_eq!(breaker.snapshot().failures, super::MAX_DEPTH + 1);
+        assert_eq!(chains(&breaker), 0);
     }
 
     #[test]
