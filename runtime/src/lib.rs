@@ -79,7 +79,7 @@ pub mod __private_0_1_0;
 pub use breaker::HedgeGate;
 pub use breaker::{
     Breaker, KeptBreaker, LastTransition, OwnedPermit, Permit, Recording, SharedWindow, Sharing,
-    Snapshot,
+    SiteId, Snapshot,
 };
 pub use call::attempts::backoff;
 pub use call::hedge::hedged;

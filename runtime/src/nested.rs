@@ -42,15 +42,18 @@ use std::cell::Cell;
 use tokio::task::Id;
 
 /// [`MARKS`]: the last error converted from a rejection may be the error being classified.
-const REJECTION: u8 = 1;
+const REJECTION: usize = 1;
 /// [`MARKS`]: the attempt driver's call that ended last ended because the retry budget rejected
 /// a retry ([`Cause::retry_rejected`](crate::Cause::retry_rejected)).
-const BUDGET: u8 = 2;
+const BUDGET: usize = 2;
+/// [`MARKS`]' bits that are marks (the rest is the address of the circuit admitted last).
+const MARK_BITS: usize = REJECTION | BUDGET;
 
 thread_local! {
     /// The marks ([`REJECTION`], [`BUDGET`]) set on this thread since the last admission of an
-    /// annotated function on it. One cell, so an admission clears both with one store.
-    static MARKS: Cell<u8> = const { Cell::new(0) };
+    /// annotated function on it, and above them the address of the circuit that admission asked
+    /// ([`last_entered`]). One cell, so an admission clears both marks with one store.
+    static MARKS: Cell<usize> = const { Cell::new(0) };
     /// The tokio task [`MARKS`] were set in (`None`: outside a task).
     static TASK: Cell<Option<Id>> = const { Cell::new(None) };
 }
@@ -61,11 +64,30 @@ pub(crate) fn clear() {
     MARKS.set(0);
 }
 
+/// Clears the marks and keeps `circuit`'s address: an annotated function asked it for admission
+/// on this thread (the store that clears the marks, with another value).
+#[inline(always)]
+pub(crate) fn enter<T>(circuit: &T) {
+    MARKS.set(std::ptr::from_ref(circuit).addr());
+}
+
+/// The address of the circuit the last annotated function admitted on this thread asked (0:
+/// none, or one that cleared the marks without saying). A circuit's address is aligned far
+/// beyond the mark bits. A hint only: that call may be over, or in another task.
+pub(crate) fn last_entered() -> usize {
+    MARKS.get() & !MARK_BITS
+}
+
 /// Sets `mark` in this task: a mark of another task is dropped first.
 #[inline]
-fn set(mark: u8) {
+fn set(mark: usize) {
     let task = tokio::task::try_id();
-    let kept = if TASK.get() == task { MARKS.get() } else { 0 };
+    let marks = MARKS.get();
+    let kept = if TASK.get() == task {
+        marks
+    } else {
+        marks & !MARK_BITS
+    };
     TASK.set(task);
     MARKS.set(kept | mark);
 }

@@ -2,10 +2,10 @@
 //! checker can explore every interleaving of the compare-and-swap transitions.
 
 #[cfg(not(fusebox_loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(fusebox_loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 /// A value alone on its cache line, so writes to it do not slow down readers of its neighbours.
 #[repr(align(64))]

@@ -19,3 +19,4 @@ mod layer;
 mod middleware;
 #[cfg(all(feature = "reqwest", feature = "axum"))]
 mod pushback;
+mod stacking;

@@ -42,7 +42,7 @@ use ::reqwest::{Request, Response, Url};
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
-use fusebox::{Breaker, Error, Hedge, Key, OwnedPermit, Policy, Registry, usable_policy};
+use fusebox::{Breaker, Error, Hedge, Key, OwnedPermit, Policy, Registry, SiteId, usable_policy};
 
 /// Which circuit a request goes through.
 #[derive(Debug)]
@@ -68,6 +68,8 @@ pub struct CircuitBreakerMiddleware {
     deadline: Duration,
     /// Hedged idempotent requests ([`hedge`](Self::hedge)).
     hedge: Option<Hedge>,
+    /// This middleware as an admitting site of its keys (see [`fusebox::SiteId`]).
+    site: SiteId,
 }
 
 impl CircuitBreakerMiddleware {
@@ -86,6 +88,7 @@ impl CircuitBreakerMiddleware {
             retry: NO_RETRY,
             deadline: DEFAULT_DEADLINE,
             hedge: None,
+            site: SiteId::new(),
         }
         .declared()
     }
@@ -102,6 +105,7 @@ impl CircuitBreakerMiddleware {
             retry: NO_RETRY,
             deadline: DEFAULT_DEADLINE,
             hedge: None,
+            site: SiteId::new(),
         }
     }
 
@@ -214,10 +218,16 @@ impl CircuitBreakerMiddleware {
             Keying::Fixed(key, breaker) => breaker
                 .get_or_init(|| {
                     let policy = usable_policy(key.as_str(), SITE_REQWEST, self.policy);
-                    self.registry.fixed(key.as_str(), policy)
+                    let breaker = self.registry.fixed(key.as_str(), policy);
+                    breaker.claim(self.site);
+                    breaker
                 })
                 .clone(),
-            Keying::PerHost => self.registry.dynamic(&host_key(url), self.policy),
+            Keying::PerHost => {
+                let breaker = self.registry.dynamic(&host_key(url), self.policy);
+                breaker.claim(self.site);
+                breaker
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use tower_layer::Layer;
 use super::SITE;
 use super::classify::AnyError;
 use super::service::{CircuitBreaker, FixedBreaker, KeyFn};
-use fusebox::{Key, Policy};
+use fusebox::{Key, Policy, SiteId};
 use fusebox::{Registry, usable_policy};
 
 /// A tower [`Layer`] that routes every call of the wrapped service through a circuit breaker of a
@@ -51,9 +51,10 @@ pub struct CircuitBreakerLayer<C = AnyError, K = FixedKey> {
     pub(super) declared: Option<Key>,
 }
 
-/// The key of a [`CircuitBreakerLayer::new`] layer: one circuit for every request.
+/// The key of a [`CircuitBreakerLayer::new`] layer: one circuit for every request. The layer is
+/// one admitting site of its key, whatever services it wraps (see [`fusebox::SiteId`]).
 #[derive(Debug, Clone)]
-pub struct FixedKey(Key);
+pub struct FixedKey(Key, SiteId);
 
 impl CircuitBreakerLayer {
     /// A layer for the circuit `key` of the global registry, with the default policy and
@@ -70,7 +71,7 @@ impl CircuitBreakerLayer {
             registry: fusebox::registry(),
             policy: Policy::DEFAULT,
             classifier: AnyError,
-            key: FixedKey(key.clone()),
+            key: FixedKey(key.clone(), SiteId::new()),
             declared: Some(key),
         }
         .declared()
@@ -142,7 +143,11 @@ impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
         let key = &self.key.0;
         let policy = usable_policy(key.as_str(), SITE, self.policy);
         let breaker = self.registry.fixed(key.as_str(), policy);
-        CircuitBreaker::new(inner, self.classifier.clone(), FixedBreaker::new(&breaker))
+        CircuitBreaker::new(
+            inner,
+            self.classifier.clone(),
+            FixedBreaker::new(&breaker, self.key.1),
+        )
     }
 }
 

@@ -10,7 +10,7 @@ use tower_service::Service;
 use super::future::ResponseFuture;
 use super::{BoxError, Classify, SITE};
 use fusebox::{Breaker, Policy, Registry};
-use fusebox::{KeptBreaker, OwnedPermit};
+use fusebox::{KeptBreaker, OwnedPermit, SiteId};
 
 /// A service wrapped in a circuit breaker. Made by
 /// [`CircuitBreakerLayer`](super::CircuitBreakerLayer).
@@ -95,9 +95,11 @@ impl<Req> Admission<Req> for Breaker {
 pub struct FixedBreaker(KeptBreaker);
 
 impl FixedBreaker {
-    /// The circuit of `breaker`, kept.
-    pub(super) fn new(breaker: &Breaker) -> Self {
-        FixedBreaker(breaker.keep())
+    /// The circuit of `breaker`, kept, named from the layer `site`.
+    pub(super) fn new(breaker: &Breaker, site: SiteId) -> Self {
+        let kept = breaker.keep();
+        kept.claim(site);
+        FixedBreaker(kept)
     }
 }
 

@@ -1,8 +1,34 @@
 //! What an adapter (the tower layer, the reqwest middleware) admits through: a permit that may be
-//! rejected ([`Breaker::admit`]), and a breaker kept for the life of the process
-//! ([`KeptBreaker`]).
+//! rejected ([`Breaker::admit`]), a breaker kept for the life of the process ([`KeptBreaker`]),
+//! and the adapter's identity as an admitting site ([`SiteId`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{Breaker, Circuit, OwnedPermit, permit};
+
+/// An adapter's identity as a site that admits calls on a key (one per layer or middleware
+/// built): [`Breaker::claim`] names a circuit from it. A circuit two sites name (two adapters, or
+/// an adapter and an annotated function) counts a call made inside an admission of the same
+/// circuit once, at the innermost admission (see the guide's "Stacking on one key").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiteId(usize);
+
+impl SiteId {
+    /// A new identity, distinct from every other one of this process.
+    #[must_use]
+    pub fn new() -> SiteId {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        // Odd numbers from 3: never an annotated call site's address (aligned), never the
+        // circuit's "no site" (0) or "several sites" (2).
+        SiteId(NEXT.fetch_add(1, Ordering::Relaxed) * 2 + 3)
+    }
+}
+
+impl Default for SiteId {
+    fn default() -> Self {
+        SiteId::new()
+    }
+}
 
 impl Breaker {
     /// Asks for admission on behalf of `site`, for an adapter that holds the permit in its own
@@ -22,6 +48,21 @@ impl Breaker {
     #[inline(always)]
     pub fn admit(&self, site: &'static &'static str) -> OwnedPermit {
         OwnedPermit::enter(permit::Holder::Counted(self.core.current().clone()), site)
+    }
+
+    /// Names this key's circuit from the adapter `site`, before its first admission (when the
+    /// adapter is built, or before each admission when its key comes from the request; a
+    /// second claim from the same site costs one atomic load). A circuit two sites name counts
+    /// a call made inside an admission of the same circuit once (see the guide's "Stacking on
+    /// one key"), and leaves the closed fast path for it.
+    ///
+    /// ```
+    /// let breaker = fusebox::Registry::new().breaker("doc-claim", fusebox::Policy::new()).unwrap();
+    /// breaker.claim(fusebox::SiteId::new());
+    /// ```
+    #[inline]
+    pub fn claim(&self, site: SiteId) {
+        self.core.current().claim_site(site.0);
     }
 
     /// This key's circuit, kept for the life of the process: a [`KeptBreaker`] admits calls
@@ -44,6 +85,12 @@ impl KeptBreaker {
     #[inline(always)]
     pub fn admit(self, site: &'static &'static str) -> OwnedPermit {
         self.0.enter_kept(site)
+    }
+
+    /// Names this circuit from the adapter `site`, as [`Breaker::claim`] does.
+    #[inline]
+    pub fn claim(self, site: SiteId) {
+        self.0.newest().claim_site(site.0);
     }
 
     /// The key.

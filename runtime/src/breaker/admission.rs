@@ -5,7 +5,20 @@
 use super::*;
 use crate::state::{self, Admission};
 
+/// The bits of a permit's admission none of which is set when the closed fast path admitted it:
+/// the mode bits that are zero when closed or disabled (`Word::admits`), and the general path's.
+pub(super) const FAST_PATH_MASK: u64 = 0b011 | permit::GENERAL_BIT;
+
 impl Circuit {
+    /// No slow-call timing, consecutive rule, bulkhead, throttling or stacking to track: the closed
+    /// fast path admits. `general` is 0 then, and set to 1 for good when the circuit starts
+    /// tracking stacking (`stack.rs`). Read at admission only: a report knows from its permit
+    /// which path admitted it.
+    #[inline(always)]
+    pub(super) fn plain(&self) -> bool {
+        self.general.load(Ordering::Relaxed) == 0
+    }
+
     /// Counts a rejection.
     #[cold]
     pub(super) fn count_rejection(&self, reason: Reason, retry_after: u64) -> Rejection {
@@ -57,7 +70,7 @@ impl Circuit {
         rejected: impl FnOnce(NamedPermit<'c, N>) -> R,
     ) -> R {
         let word = self.load();
-        if self.plain && word.admits() {
+        if word.admits() && self.plain() {
             // A closed or disabled word has nothing above its mode and generation.
             let start = if crate::observe::record::wanted() {
                 permit::marked(self.now())
@@ -72,7 +85,7 @@ impl Circuit {
         }
         // The other common case: an open circuit whose wait is not over rejects without leaving
         // this function (one clock read, one counter).
-        if self.plain && word.is_open() {
+        if self.plain() && word.is_open() {
             let now = self.now();
             let remaining = word.open_remaining_nanos(now, self.time_of(word, now));
             if remaining != 0 && !self.metrics_only.load(Ordering::Relaxed) {
@@ -175,8 +188,18 @@ impl Circuit {
         )
     }
 
-    /// Admission through the bulkhead and the circuit: the permit's admission, or why not.
+    /// Admission through the bulkhead and the circuit: the permit's admission, or why not (on a
+    /// circuit that tracks stacking, see `stack.rs`).
     pub(super) fn admit_general(&self, site: FnName) -> Result<Word, Rejection> {
+        if self.stacking.tracks() {
+            return self.admit_stacked(site);
+        }
+        self.admit_alone(site)
+    }
+
+    /// [`admit_general`](Circuit::admit_general) for a call that runs under no other admission.
+    #[inline(always)]
+    pub(super) fn admit_alone(&self, site: FnName) -> Result<Word, Rejection> {
         let max_concurrent = self.policy.settings().max_concurrent;
         let bulkhead = max_concurrent.is_some();
         // An adaptive limit learns from latency: its calls carry their admission time.

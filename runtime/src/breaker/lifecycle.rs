@@ -51,11 +51,14 @@ impl Circuit {
             used: AtomicBool::new(true),
             evicted: AtomicBool::new(false),
             pinned: AtomicBool::new(true),
-            plain: settings.slow.is_none()
-                && settings.consecutive.is_none()
-                && settings.max_concurrent.is_none()
-                && settings.throttle.is_none()
-                && shadows.is_none(),
+            general: AtomicU8::new(u8::from(
+                settings.slow.is_some()
+                    || settings.consecutive.is_some()
+                    || settings.max_concurrent.is_some()
+                    || settings.throttle.is_some()
+                    || shadows.is_some(),
+            )),
+            stacking: super::stack::Stacking::default(),
             budgeted: settings.retry_budget.is_some(),
             budget,
             hedging: std::sync::OnceLock::new(),
@@ -75,7 +78,7 @@ impl Circuit {
     /// This breaker, sharing its state through `store`: its calls leave the local fast paths.
     #[cfg(feature = "store")]
     pub(crate) fn with_store(mut self, store: Box<dyn super::seam::SharedKey>) -> Circuit {
-        self.plain = false;
+        self.general = AtomicU8::new(1);
         self.store = Some(store);
         self
     }
@@ -135,6 +138,10 @@ impl Circuit {
         next.state.store(carried.0, Ordering::Release);
         next.metrics_only
             .store(self.metrics_only.load(Ordering::Acquire), Ordering::Release);
+        self.stacking.carry_to(&next.stacking);
+        if next.stacking.tracks() {
+            next.general.store(1, Ordering::Release);
+        }
         if let (Some(next), Some(this)) = (&next.budget, &self.budget) {
             next.copy_from(this);
         }

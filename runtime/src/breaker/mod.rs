@@ -5,7 +5,7 @@
 //! window cursor. Transitions are compare-and-swap loops around the pure functions of `state`, so
 //! exactly one caller wins each transition and exactly the permitted number of probes get through.
 
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering, Padded};
+use crate::sync::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering, Padded};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -34,6 +34,7 @@ mod retry;
 #[cfg(feature = "store")]
 pub(crate) mod seam;
 mod snapshot;
+mod stack;
 #[cfg(feature = "store")]
 mod store;
 #[cfg(feature = "store")]
@@ -43,7 +44,7 @@ pub(crate) use {seam::*, store::*};
 #[cfg(test)]
 mod tests;
 
-pub use adapter::KeptBreaker;
+pub use adapter::{KeptBreaker, SiteId};
 pub use hedging::HedgeGate;
 pub use named::Named;
 pub use owned::Recording;
@@ -119,9 +120,7 @@ pub(crate) struct Circuit {
     clock: ClockSource,
     /// `policy.min_calls`, read by every recorded success while the window fills.
     min_calls: u32,
-    /// No slow-call timing, no consecutive rule, no bulkhead, no adaptive throttling: the fast
-    /// paths apply (either window).
-    plain: bool,
+    general: AtomicU8, // 0: the closed fast path admits (see `Circuit::plain`)
     /// The policy has a retry budget (`budget` is set): the attempt driver counts its attempts.
     /// In the hot line's padding, so reading it costs a call that already read the line nothing.
     budgeted: bool,
@@ -167,8 +166,9 @@ pub(crate) struct Circuit {
     budget: Option<Box<crate::load::budget::Budget>>,
     /// Hedged calls' latency, budget and counts: made by the first hedged call of the key.
     hedging: std::sync::OnceLock<Box<crate::load::hedge::Hedging>>,
-    /// The shadow policies judging this key's outcomes (the key is then not `plain`).
+    /// The shadow policies judging this key's outcomes (the key then takes the general path).
     shadows: Option<Arc<crate::shadow::Shadows>>,
+    stacking: stack::Stacking,
     #[cfg(feature = "metrics")]
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).

@@ -9,9 +9,13 @@
 //! |--------|---------------------------------------------------|-----------------------------|
 //! | 0..14  | mode and generation of the state word it was admitted under (what a report must still match) | mode `INERT`, reason code (3..7) |
 //! | 14     | holds a bulkhead slot                             | wait before the next probe, |
-//! | 15..64 | admission time, nanoseconds modulo 2^49           | nanoseconds (7..64, all ones: none) |
+//! | 15     | admitted by the general path: reports by it too   | nanoseconds (7..64, all ones: none) |
+//! | 16..64 | admission time, nanoseconds modulo 2^48           |                             |
 //!
-//! A call's duration is measured modulo 2^49 ns (about 6.5 days): a call that lasts longer is
+//! A call the closed fast path admitted carries neither bit 14 nor 15, so its report decides
+//! from its own admission whether it takes the fast path: it reads no field of the breaker.
+//!
+//! A call's duration is measured modulo 2^48 ns (about 3.3 days): a call that lasts longer is
 //! measured as its duration less a whole number of those spans (slow-call thresholds are at most
 //! one day).
 
@@ -20,18 +24,26 @@ use crate::state::EPOCH_BITS;
 
 /// Set in a permit's admission when the call holds a bulkhead slot.
 pub(super) const BULKHEAD_BIT: u64 = 1 << EPOCH_BITS;
+/// Set in the admission of every call the general path admitted (see the module docs).
+pub(super) const GENERAL_BIT: u64 = 1 << (EPOCH_BITS + 1);
 /// Where a permit's admission time starts.
-const TIME_SHIFT: u32 = EPOCH_BITS + 1;
-/// The admission time's field: nanoseconds modulo 2^49.
+const TIME_SHIFT: u32 = EPOCH_BITS + 2;
+/// The admission time's field: nanoseconds modulo 2^48.
 const TIME_MASK: u64 = u64::MAX >> TIME_SHIFT;
 /// Where a rejected permit's wait starts (above the mode and the reason code).
 const WAIT_SHIFT: u32 = 7;
 
 /// The word of a call admitted under the state `word` at `start` (nanoseconds of the breaker's
-/// clock, kept modulo 2^49; 0 when not timed), holding a bulkhead slot when `slot`.
+/// clock, kept modulo 2^48; 0 when not timed), holding a bulkhead slot when `slot`: an admission
+/// of the general path.
 #[inline(always)]
 pub(super) fn admitted(word: Word, start: u64, slot: bool) -> Word {
-    Word(word.epoch().0 | u64::from(slot) << EPOCH_BITS | (start & TIME_MASK) << TIME_SHIFT)
+    Word(
+        word.epoch().0
+            | u64::from(slot) << EPOCH_BITS
+            | GENERAL_BIT
+            | (start & TIME_MASK) << TIME_SHIFT,
+    )
 }
 
 /// [`admitted`] for a closed or disabled `word` (nothing above its mode and generation) and no
@@ -42,7 +54,7 @@ pub(super) fn admitted_closed(word: Word, start: u64) -> Word {
     Word(word.0 | start << TIME_SHIFT)
 }
 
-/// An admission time that says "recorded" in a permit's admission: never 0 modulo 2^49.
+/// An admission time that says "recorded" in a permit's admission: never 0 modulo 2^48.
 #[inline(always)]
 pub(super) fn marked(now: u64) -> u64 {
     (now & TIME_MASK).max(1)
@@ -531,7 +543,7 @@ pub(super) struct Ticket {
 }
 
 impl Ticket {
-    /// When the call was admitted, in nanoseconds of the breaker's clock modulo 2^49 (0: not
+    /// When the call was admitted, in nanoseconds of the breaker's clock modulo 2^48 (0: not
     /// timed).
     #[inline(always)]
     pub(super) fn admitted_at(self) -> u64 {
@@ -544,15 +556,15 @@ impl Ticket {
         self.admission.0 >> TIME_SHIFT != 0
     }
 
-    /// How long the call took until `now`, modulo 2^49 ns (about 6.5 days).
+    /// How long the call took until `now`, modulo 2^48 ns (about 3.3 days).
     #[inline(always)]
     pub(super) fn elapsed(self, now: u64) -> u64 {
         now.wrapping_sub(self.admitted_at()) & TIME_MASK
     }
 
     /// [`elapsed`](Ticket::elapsed) for an outcome event. A call admitted at a time that is 0
-    /// modulo 2^49 carries 1 (see [`marked`]): reported in the same nanosecond, it took 0 ns, not
-    /// 2^49 - 1.
+    /// modulo 2^48 carries 1 (see [`marked`]): reported in the same nanosecond, it took 0 ns, not
+    /// 2^48 - 1.
     #[inline]
     pub(super) fn latency(self, now: u64) -> u64 {
         match self.elapsed(now) {

@@ -103,8 +103,11 @@ impl Circuit {
     #[cfg_attr(not(debug_assertions), inline(always))]
     pub(super) fn finish(&self, permit: Ticket, outcome: Verdict) {
         // The common case: a success on a closed circuit whose policy needs no timing, run or
-        // bulkhead (a time window reads the clock here, a count window does not).
-        if self.plain && outcome == Verdict::Success && permit.admission.records() {
+        // bulkhead (a time window reads the clock here, a count window does not): a call the
+        // closed fast path admitted, which its admission says (see `permit.rs`).
+        if outcome == Verdict::Success && permit.admission.0 & super::admission::FAST_PATH_MASK == 0
+        {
+            debug_assert!(permit.admission.records());
             // A plain circuit times no call: an admission time says outcome events were wanted.
             if permit.stamped() {
                 // Admitted while outcome events were wanted (see `Circuit::enter`).
@@ -129,6 +132,17 @@ impl Circuit {
         if permit.admission.inert() {
             return;
         }
+        let outcome = if self.stacking.tracks() {
+            self.leave_level(outcome)
+        } else {
+            outcome
+        };
+        self.finish_admitted(permit, outcome);
+    }
+
+    /// [`finish_general`](Circuit::finish_general) of an admitted call, once its call chain's
+    /// level is left.
+    fn finish_admitted(&self, permit: Ticket, outcome: Verdict) {
         #[cfg(feature = "store")]
         if super::store::is_shared(permit.admission) {
             self.settle_shadows(permit, outcome);
@@ -166,7 +180,7 @@ impl Circuit {
             while let Some(later) = newest.successor.get() {
                 newest = later;
             }
-            return newest.finish_general(permit.without_slot(), outcome);
+            return newest.finish_admitted(permit.without_slot(), outcome);
         }
         #[cfg(feature = "metrics")]
         self.meters

@@ -69,8 +69,8 @@ impl Site {
         registry: &'static Registry,
         name: FnName,
     ) -> RawPermit<'static> {
-        crate::nested::clear();
         let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
+        crate::nested::enter(core);
         core.enter_raw::<ASK_STORE>(name)
     }
 
@@ -88,8 +88,8 @@ impl Site {
         registry: &'static Registry,
         name: N,
     ) -> Result<NamedPermit<'static, N>, Error> {
-        crate::nested::clear();
         let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
+        crate::nested::enter(core);
         core.acquire_awaiting(name)
     }
 
@@ -97,7 +97,12 @@ impl Site {
     fn resolve(&'static self, registry: &'static Registry) -> &'static Breaker {
         self.breaker.get_or_init(|| {
             let policy = crate::registry::usable_policy(self.key, self.function, self.policy);
-            registry.get_or_insert(self.key, policy, || Key::from_static(self.key))
+            let breaker = registry.get_or_insert(self.key, policy, || Key::from_static(self.key));
+            breaker
+                .core
+                .current()
+                .claim_site(std::ptr::from_ref(self).addr());
+            breaker
         })
     }
 }
