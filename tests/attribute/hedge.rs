@@ -227,3 +227,56 @@ async fn hedge_budget_sets_the_share_of_more_calls() {
         5
     );
 }
+
+// ---------------------------------------------------------------- a key two sites name
+
+fake_registry!(SHARED_SITE_CLOCK, SHARED_SITE);
+static SHARED_SITE_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// Call 20 takes 1 s (its hedge answers); call 22 takes 60 ms and its hedge, call 23, 1 s (the
+/// first attempt answers).
+#[circuit_breaker(key = "two-sites", registry = SHARED_SITE, hedge = "50ms", window = 50)]
+async fn hedged_site() -> Result<u32, ApiError> {
+    let n = SHARED_SITE_CALLS.fetch_add(1, Ordering::SeqCst);
+    let took = match n {
+        20 | 23 => SLOW,
+        22 => Duration::from_millis(60),
+        _ => FAST,
+    };
+    tokio::time::sleep(took).await;
+    Ok(n)
+}
+
+/// Another site of the same key: with it, the key tracks stacking.
+#[circuit_breaker(key = "two-sites", registry = SHARED_SITE, window = 50)]
+async fn other_site() -> Result<u32, ApiError> {
+    Ok(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_is_a_call_of_its_own_on_a_key_that_tracks_stacking() {
+    other_site().await.unwrap();
+    for n in 0..20 {
+        assert_eq!(hedged_site().await.unwrap(), n);
+    }
+    let breaker = SHARED_SITE.get("two-sites").unwrap();
+    let before = breaker.snapshot().calls;
+    assert_eq!(hedged_site().await.unwrap(), 21, "the hedge answered");
+    assert_eq!(
+        breaker.snapshot().calls - before,
+        1,
+        "the hedge's answer is recorded"
+    );
+    assert_eq!(
+        hedged_site().await.unwrap(),
+        22,
+        "the first attempt answered"
+    );
+    let snapshot = breaker.snapshot();
+    assert_eq!(snapshot.hedges.unwrap().sent, 2);
+    assert_eq!(
+        (snapshot.calls - before, snapshot.failures),
+        (2, 0),
+        "each hedged call recorded once, by the attempt that answered; the cancelled ones not at all"
+    );
+}

@@ -357,7 +357,9 @@ impl CircuitBreakerMiddleware {
         hedge: Hedge,
     ) -> reqwest_middleware::Result<Response> {
         let breaker = self.breaker(req.url());
-        let permit = acquire(&breaker).map_err(reqwest_middleware::Error::middleware)?;
+        let permit = (breaker.hedging())
+            .attempt(|| acquire(&breaker))
+            .map_err(reqwest_middleware::Error::middleware)?;
         let copy = req.try_clone();
         let first = (permit, attempt(&next, req, extensions.clone()));
         let (permit, (result, kept), _) = fusebox::hedged(breaker.hedging(), hedge, first, || {

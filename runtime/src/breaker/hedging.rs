@@ -82,6 +82,15 @@ impl HedgeGate<'_> {
         self.hedging.send(self.core.now())
     }
 
+    /// Runs `admit`, the admission of one attempt of a hedged call (the first or a hedge): on a
+    /// key that tracks stacking (the guide's "Stacking on one key"), the attempts of a hedged
+    /// call are calls of their own, made side by side in one task, not calls inside each other,
+    /// so the one that answers is recorded. [`hedged`](crate::hedged) admits the hedges through
+    /// it; admit the first attempt through it too.
+    pub fn attempt<T>(&self, admit: impl FnOnce() -> T) -> T {
+        super::stack::alone(admit)
+    }
+
     /// The hedged call ended after `latency`; `by_hedge`: a hedge answered first.
     pub fn ended(&self, latency: Duration, by_hedge: bool) {
         self.hedging.ended(self.core.now(), latency, by_hedge);

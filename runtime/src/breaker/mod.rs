@@ -51,6 +51,7 @@ pub use owned::Recording;
 pub use permit::{NamedPermit, OwnedPermit, Permit, RawPermit};
 use permit::{Rejection, Ticket};
 pub use snapshot::{LastTransition, SharedWindow, Sharing, Snapshot};
+pub(crate) use stack::alone;
 
 /// Rejections since creation (those of adaptive throttling apart too), retries rejected by the retry
 /// budget, and calls in flight (kept only with `max_concurrent`).

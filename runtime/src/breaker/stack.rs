@@ -46,6 +46,23 @@ impl Caller {
     }
 }
 
+thread_local! {
+    /// Set while [`alone`] runs: admissions on this thread open no level of a call chain.
+    static ALONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `admit` with the admissions it makes outside every call chain: the attempts of a hedged
+/// call are siblings made in one task, not calls inside each other. Such an admission is asked
+/// of the circuit as any call's is and opens no level; its permit's settle finds no level of
+/// its own (a hedged call inside another admission of its key ends that one's level early: that
+/// call is then recorded too, as it was before stacking was tracked).
+pub(crate) fn alone<T>(admit: impl FnOnce() -> T) -> T {
+    ALONE.set(true);
+    let out = admit();
+    ALONE.set(false);
+    out
+}
+
 /// The admissions of one circuit open in one call chain.
 struct Chain {
     caller: Caller,
@@ -193,6 +210,9 @@ impl Circuit {
     #[cold]
     #[inline(never)]
     pub(super) fn admit_stacked(&self, site: FnName) -> Result<Word, Rejection> {
+        if ALONE.get() {
+            return self.admit_alone(site);
+        }
         let caller = Caller::current();
         let Some(outer) = self.stacking.enter(caller) else {
             let admitted = self.admit_alone(site);

@@ -34,7 +34,8 @@ type Racing<P, F> = (P, Pin<Box<F>>);
 /// a drop reports a cancellation.
 ///
 /// A hedge is asked of `more` only while `gate` allows one ([`HedgeGate::may_send`]), and taken
-/// from the budget once `more` made it. For an adapter: the attribute's `hedge` runs on it, the
+/// from the budget once `more` made it, through [`HedgeGate::attempt`]: admit the first attempt
+/// through it too, so that on a key that tracks stacking the attempts are siblings. For an adapter: the attribute's `hedge` runs on it, the
 /// reqwest middleware's `hedge` too.
 ///
 /// ```
@@ -54,7 +55,7 @@ type Racing<P, F> = (P, Pin<Box<F>>);
 ///     millis
 /// };
 /// let hedge = Hedge::new(HedgeDelay::Fixed(Duration::from_millis(50)));
-/// let first = (breaker.try_acquire().unwrap(), Box::pin(slow(1_000)) as std::pin::Pin<Box<dyn std::future::Future<Output = u64>>>);
+/// let first = (breaker.hedging().attempt(|| breaker.try_acquire()).unwrap(), Box::pin(slow(1_000)) as std::pin::Pin<Box<dyn std::future::Future<Output = u64>>>);
 /// let (permit, took, by_hedge) = fusebox::hedged(breaker.hedging(), hedge, first, || {
 ///     Some((breaker.try_acquire().ok()?, Box::pin(slow(1)) as std::pin::Pin<Box<dyn std::future::Future<Output = u64>>>))
 /// })
@@ -86,7 +87,7 @@ pub async fn hedged<P, F: Future>(
         }
         if hedges.len() + 1 < hedge.max as usize
             && gate.may_send()
-            && let Some((permit, attempt)) = more()
+            && let Some((permit, attempt)) = gate.attempt(&mut more)
         {
             // Dropped unsent, it reports a cancellation.
             if gate.send() {
@@ -142,13 +143,15 @@ where
     Fut: Future<Output = Result<T, E>>,
 {
     async move {
+        // The attempts of a hedged call are siblings, not calls inside each other.
+        let sibling = || crate::breaker::alone(&admit);
         #[cfg(feature = "store")]
-        let admitted = match crate::breaker::attempt_admission(admit()) {
+        let admitted = match crate::breaker::attempt_admission(sibling()) {
             Ok(admitted) => admitted,
             Err(asking) => asking.await,
         };
         #[cfg(not(feature = "store"))]
-        let admitted = admit();
+        let admitted = sibling();
         let permit = match admitted {
             Ok(permit) => permit,
             Err(rejected) => return Settled::Rejected(rejected),
