@@ -24,7 +24,7 @@
 --          (lead: failures before the first success, trail: after the last, peak: the longest
 --          run of failures); a count window takes at most its length of them, spread evenly;
 --          the rules are judged once, on the whole fold. ARGV[17], ARGV[18] as for `report`
--- force:   ARGV[15] target state
+-- force:   ARGV[15] target state, ARGV[16] the replica's id
 -- admit:   ARGV[15] the replica's local state, ARGV[16] its open remaining (ms): used only when
 --          the key does not exist (first share of a breaker already in use, or Redis restarted
 --          and lost the state), so an open circuit stays open; ARGV[17] the replica's id and
@@ -49,6 +49,10 @@
 --       3 consecutive, 4 failure_count, 5 open_wait_over, 6 lease_expired, 7 probe_failed,
 --       8 probes_passed, 9 phase_passed, 10 operator (`force`)
 -- calls, failures, slow: the window (or the probes) that decided the transition
+-- `state` and `read` answer 9 more: the last transition's from (-1: none), to, rule, calls,
+--       failures, slow, age (ms), the id of the replica that committed it (ARGV[17] of the call,
+--       ARGV[16] of `force`), and the generation it started; every transition writes them to
+--       field `lt`
 -- window calls, window failures: the current window after this call, what operators see (-1 when
 --       this call did not read a closed time window's buckets: an admission or a stale report)
 -- admit codes: 0 rejected (open), 1 admitted, 2 admitted as a probe, 3 rejected (probes taken),
@@ -191,7 +195,7 @@ if bad > 0 then
 end
 local fresh = not b
 if fresh then
-  if op == 'read' then return {1, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad, 0, 0} end
+  if op == 'read' then return {1, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0} end
   -- No key, no probe to give back (and nothing is created).
   if op == 'cancel' then return {0, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad, -1, -1} end
   -- A new key: generations start at the current second, so they do not go backwards across a
@@ -682,8 +686,28 @@ end
 if b.g ~= g0 then
   redis.call('PUBLISH', 'fusebox:transitions', string.format('%d %d %d %d %s', b.st, b.g, remaining(), b.inc, k))
 end
+-- The last transition's provenance (field `lt`), kept with the shared state so every replica can
+-- say why the circuit moved: `from to rule calls failures slow at replica generation`.
+if from >= 0 then
+  local who = op == 'force' and ARGV[16] or ARGV[17]
+  if type(who) ~= 'string' or #who > 16 or not string.find(who, '^%d+$') then who = '0' end
+  redis.call('HSET', k, 'lt', string.format('%d %d %d %d %d %d %d %s %d', from, b.st, rule, calls, failures, slow_calls, now, who, b.g))
+end
 local wn, wf = b.n, b.f
 if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or op == 'cancel' or ((op == 'report' or op == 'fold') and not counted)) then
   wn, wf = -1, -1
 end
-return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad, wn, wf}
+local answer = {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad, wn, wf}
+if op == 'state' or op == 'read' then
+  -- The last transition's provenance (from -1: none kept, or a field this script did not write,
+  -- which is ignored): from, to, rule, calls, failures, slow, age (ms), replica, generation.
+  local lt = {string.match(tostring(redis.call('HGET', k, 'lt')), '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')}
+  if #lt == 9 and #lt[8] <= 16 then
+    for i = 1, 9 do answer[14 + i] = tonumber(lt[i]) end
+    answer[21] = math.max(0, now - answer[21])
+  else
+    for i = 1, 9 do answer[14 + i] = 0 end
+    answer[15] = -1
+  end
+end
+return answer

@@ -41,6 +41,9 @@ pub(crate) struct SharedKey {
     pub(super) known: std::sync::Mutex<Known>,
     /// A read of the shared state is on its way (cached mode, for a caller that cannot await).
     pub(super) learning: AtomicBool,
+    /// The generation (+ 1; 0: none) of the last transition another replica committed that the
+    /// local breaker was told ([`Last`]).
+    pub(super) told: AtomicU64,
     /// The local breaker is forced open or disabled because Redis was: the next closed or open
     /// state learnt from Redis replaces it (a state forced on the handle alone stays).
     pub(super) forced: AtomicBool,
@@ -445,6 +448,25 @@ pub(super) struct Answer {
     pub(super) incarnation: u64,
     /// The current window after this call, (calls, failures), when the script read it.
     pub(super) window: Option<(u32, u32)>,
+    /// The key's last transition as the script keeps it (`state` and `read` answers only).
+    pub(super) last: Option<Last>,
+}
+
+/// The last transition of a key as the script keeps it with the shared state (field `lt`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Last {
+    pub(super) from: i64,
+    pub(super) to: i64,
+    pub(super) rule: i64,
+    pub(super) calls: i64,
+    pub(super) failures: i64,
+    pub(super) slow: i64,
+    /// How long before the answer it was committed (ms).
+    pub(super) age_ms: u64,
+    /// The id of the replica that committed it ([`Client::replica`]).
+    pub(super) replica: u64,
+    /// The generation it started.
+    pub(super) generation: u64,
 }
 
 /// A script call as the reporting task sends it: a job, and for a report the outcomes merged

@@ -160,6 +160,13 @@ pub(super) fn successes_of(job: &Report) -> (u64, u64) {
     }
 }
 
+/// Starts a background read of the shared state, unless one is on its way.
+pub(super) fn learn_later(link: &Arc<SharedKey>, site: Site) {
+    if !link.learning.swap(true, Ordering::AcqRel) {
+        send(link, 0, Op::Learn, site);
+    }
+}
+
 /// A fold job's `sequence` that makes every waiting fold due now ([`RedisStore::flush`]).
 ///
 /// [`RedisStore::flush`]: super::RedisStore::flush

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::admit::{admit, flush};
-use super::cached::{cached_admit, learn_later};
+use super::cached::cached_admit;
+use super::report::learn_later;
 use super::link::{SharedKey, SharedStore};
 use super::report::report;
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
@@ -82,6 +83,15 @@ impl RedisStore {
         }
     }
 
+    /// This replica's id in the store: the name a shared key's last transition gives the
+    /// replica that committed it ([`LastTransition::replica`](fusebox::LastTransition::replica)),
+    /// on every replica's snapshot. Drawn at random when the store connects; log it at startup
+    /// to tell which process it is.
+    #[must_use]
+    pub fn replica(&self) -> String {
+        self.inner.client.replica.to_string()
+    }
+
     /// The bound on the next store call (see
     /// [`RedisStoreBuilder::adaptive_timeout`](super::RedisStoreBuilder::adaptive_timeout)).
     #[must_use]
@@ -150,7 +160,12 @@ impl RedisStore {
             _ => 0,
         };
         let link = self.key_link(key, policy);
-        let answer = call(&self.inner.client, &link, "force", &[target])
+        let answer = call(
+            &self.inner.client,
+            &link,
+            "force",
+            &[target, self.inner.client.replica],
+        )
             .await
             .map_err(|_| Error::new(fusebox::Key::from(key), Reason::TimedOut, None))?;
         let operator = Site::new(&"operator");
@@ -166,7 +181,8 @@ impl RedisStore {
         let mut announced = false;
         for shared in breakers {
             if let Some(core) = shared.circuit() {
-                apply(&shared, core.get(), &answer, operator);
+                // A forced state's answer comes from this replica's own call: nothing to learn.
+                let _ = apply(&shared, core.get(), &answer, operator);
                 announced = true;
             }
         }
@@ -236,6 +252,7 @@ impl RedisStore {
             view: AtomicU64::new(0),
             known: std::sync::Mutex::default(),
             learning: AtomicBool::new(false),
+            told: AtomicU64::new(0),
             forced: AtomicBool::new(false),
             delta: std::sync::Mutex::default(),
             successes: AtomicU64::new(0),
@@ -378,6 +395,10 @@ impl Seam for KeyLink {
 
     fn degraded(&self) -> bool {
         !self.0.store.client.healthy.load(Ordering::Acquire)
+    }
+
+    fn replica(&self) -> Option<String> {
+        Some(self.0.store.client.replica.to_string())
     }
 }
 

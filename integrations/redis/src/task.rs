@@ -10,7 +10,9 @@ use std::time::Duration;
 use super::Degrade;
 use super::link::{Client, Folds, Report, Rounds, Sent, SharedKey};
 use super::op::Op;
-use super::report::{NOW, RESEND_QUEUE, RESENDS, send, send_cancel, successes_of};
+use super::report::{
+    NOW, RESEND_QUEUE, RESENDS, learn_later, send, send_cancel, successes_of,
+};
 use super::script::{Answer, answer_of, apply, degrade_event};
 use fusebox::Verdict;
 use fusebox::store::Site;
@@ -309,7 +311,9 @@ impl Rounds {
                 // circuit (the key is not created): it is not applied.
                 Ok(_) if job.op == Op::Cancel => {}
                 Ok(answer) => {
-                    apply(&job.link, job.core.get(), &answer, job.site);
+                    if apply(&job.link, job.core.get(), &answer, job.site) {
+                        learn_later(&job.link, job.site);
+                    }
                     if let Some(asker) = job.asker.take()
                         && asker.reply.try_send(Ok(answer)).is_err()
                         && matches!(answer.code, 1 | 2)
