@@ -59,6 +59,25 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// A transition as a snapshot's last transition names it (one another replica committed on
+    /// a shared key, which this router's hook never saw).
+    pub(super) fn of_snapshot(t: &fusebox::LastTransition) -> Entry {
+        let elapsed = u64::try_from(t.elapsed.as_millis()).unwrap_or(u64::MAX);
+        Entry {
+            at_ms: now_ms().saturating_sub(elapsed),
+            from: t.from,
+            to: t.to,
+            trigger: t.trigger,
+            failure_rate: t.failure_rate,
+            slow_rate: t.slow_rate,
+            calls: t.calls,
+            function: t.function.to_owned(),
+            by: None,
+        }
+    }
+}
+
 /// One operator action.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Act {

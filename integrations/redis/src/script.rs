@@ -28,6 +28,7 @@ pub(super) fn time_slice_ms(span: Duration) -> u64 {
 
 pub(super) use super::link::Answer;
 use super::link::Last;
+use super::view::view_generation;
 
 /// The fields of a breaker's hash, in the order of `FIELDS` in `breaker.lua` (its field codes
 /// are their positions, from 1).
@@ -202,14 +203,21 @@ pub(super) fn degrade_event(client: &Client, link: &SharedKey, why: &str) {
 
 /// Seeds the local breaker with the shared state an answer of the script reported, unless the
 /// view holds a newer generation of the same incarnation (see [`SharedKey::observe`]).
-/// True when the view took a new generation another replica committed from an answer that does
-/// not carry the key's last transition (an admission, a report): the caller reads the key again
-/// off the call path (`learn_later`), so the local breaker is told why it moved.
+/// True when the view took a new generation another replica committed (or, while the view was
+/// unknown, a circuit that is not closed) from an answer that does not carry the key's last
+/// transition (an admission, a report): the caller reads the key again off the call path
+/// (`learn_later`), so the local breaker is told why it moved.
 #[must_use]
 pub(super) fn learn(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer) -> bool {
+    let view = link.view.load(Ordering::Acquire);
     if link.observe(answer.state, answer.generation, answer.incarnation) {
         follow(link, core, answer.state, answer.remaining_ms);
-        return answer.committed_from < 0 && answer.last.is_none();
+        let moved = if view == 0 {
+            answer.state != 0
+        } else {
+            view_generation(view) != answer.generation
+        };
+        return moved && answer.committed_from < 0 && answer.last.is_none();
     }
     false
 }
