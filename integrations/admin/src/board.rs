@@ -25,8 +25,8 @@ fn opened(s: &Snapshot, history: Option<&KeyHistory>) -> Value {
     };
     // The snapshot's last transition carries the deciding window's failures (and the replica
     // that committed it, on a shared key) when it is this one.
-    let last = last
-        .filter(|t| t.to == entry.to && t.trigger == entry.trigger && t.calls == entry.calls);
+    let last =
+        last.filter(|t| t.to == entry.to && t.trigger == entry.trigger && t.calls == entry.calls);
     let failures = last.map(|t| t.failures);
     json!({
         "rule": rule(entry.trigger),

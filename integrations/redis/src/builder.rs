@@ -300,6 +300,7 @@ impl RedisStoreBuilder {
             sequence: AtomicU64::new(0),
             admissions: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            outages: AtomicU64::new(0),
             time: self.time,
             cached: self.mode != Mode::Strict,
             flush: (self.mode == Mode::Aggregated).then_some(self.flush_interval),

@@ -54,6 +54,11 @@ pub(crate) struct SharedKey {
     /// Cached mode: the successes of the closed view summed since the last job that took them
     /// ([`Summed`] packs them), sent by one job in the queue instead of one job each.
     pub(super) successes: AtomicU64,
+    /// Outcomes of this key given up (not recorded in the store).
+    pub(super) dropped: AtomicU64,
+    /// The outage ([`Client::outages`], + 1) in which a WARN last named this key's dropped
+    /// outcomes: one per outage.
+    pub(super) warned: AtomicU64,
 }
 
 /// What [`SharedKey::successes`] packs: the generation the successes were admitted under (bits
@@ -256,6 +261,8 @@ pub(super) struct Client {
     pub(super) admissions: AtomicU64,
     /// Reports given up: not recorded in the store after every resend, or past the resend queue.
     pub(super) dropped: AtomicU64,
+    /// Times the store stopped answering (each starts an outage).
+    pub(super) outages: AtomicU64,
     pub(super) time: Option<Arc<dyn Clock>>,
     /// [`Mode::Cached`](super::Mode::Cached) or [`Mode::Aggregated`](super::Mode::Aggregated).
     pub(super) cached: bool,
@@ -301,6 +308,7 @@ impl Client {
     pub(super) fn failed(&self) -> bool {
         let was = self.healthy.swap(false, Ordering::AcqRel);
         if was {
+            self.outages.fetch_add(1, Ordering::AcqRel);
             self.down_since
                 .store(epoch_nanos().max(1), Ordering::Release);
         }
@@ -476,7 +484,42 @@ pub(super) struct Sent {
     pub(super) codes: Vec<u8>,
     /// A fold's outcomes (its `codes` are the `fold` op's argument).
     pub(super) delta: Option<Delta>,
+    /// The successes a `count` call carries (summed; 0 for any other call).
+    pub(super) count: u64,
+    /// Its outcomes were recorded on the local breaker (the store did not answer).
+    pub(super) local: bool,
 }
+
+impl Sent {
+    /// A script call for `job` carrying nothing summed.
+    pub(super) fn of(job: Report, codes: Vec<u8>) -> Sent {
+        Sent {
+            job,
+            codes,
+            delta: None,
+            count: 0,
+            local: false,
+        }
+    }
+
+    /// A `count` call for `job`: `count` successes of one key and generation.
+    pub(super) fn counting(job: Report, count: u64) -> Sent {
+        Sent {
+            count,
+            ..Sent::of(job, Vec::new())
+        }
+    }
+
+    /// The key and generation of a `count` call (`None` for any other call).
+    pub(super) fn counted(&self) -> Option<(usize, u64)> {
+        (self.count > 0).then(|| (Arc::as_ptr(&self.job.link) as usize, self.job.generation))
+    }
+}
+
+/// Successes summed while an earlier `count` call of their key and generation waits for the
+/// store's answer (by key, as [`Sent::counted`] names it): at most one waiting call per key
+/// and generation, whatever the calls.
+pub(super) type Held = std::collections::HashMap<(usize, u64), Sent>;
 
 /// Folds waiting for their flush interval, in the order of their deadlines (each is due one
 /// interval after its delta's first outcome, less the timer's tick).
@@ -493,4 +536,6 @@ pub(super) struct Rounds {
     pub(super) batch: Vec<Sent>,
     pub(super) again: std::collections::VecDeque<Sent>,
     pub(super) folds: Folds,
+    /// Summed successes waiting for an earlier count of their key to be answered.
+    pub(super) held: Held,
 }

@@ -25,19 +25,23 @@ pub(super) fn report(link: &Arc<SharedKey>, ticket: Ticket, site: Site, outcome:
     if outcome == Verdict::Failure {
         link.unconfirmed.fetch_add(1, Ordering::Relaxed);
     }
-    if link.store.client.flush.is_some() {
-        if fold(link, generation, outcome, slow, site) {
-            return;
-        }
-    } else if outcome == Verdict::Success
+    let client = &link.store.client;
+    if client.flush.is_some() && fold(link, generation, outcome, slow, site) {
+        return;
+    }
+    // Cached mode, and both cached modes while the store does not answer: a success is summed
+    // on the link, and one queued job carries the sum as one `count` (no queueing and waking per
+    // success), so a key's waiting successes cost memory by key, not by call; a failure, or any
+    // report that is not summed, sends the sum ahead of itself, so the script sees the outcomes
+    // in their order.
+    let away = !client.healthy.load(Ordering::Acquire);
+    let summed = away || (client.flush.is_none() && link.caches() && !link.gated());
+    if client.cached
+        && summed
+        && outcome == Verdict::Success
         && !slow
-        && link.caches()
-        && !link.gated()
         && sum(link, generation, site)
     {
-        // Cached mode: a success is summed on the link, and one queued job carries the sum (no
-        // queueing and waking per success); a failure, or any report that is not summed, sends
-        // the sum ahead of itself, so the script sees the outcomes in their order.
         return;
     }
     send(link, generation, Op::Record { outcome, slow }, site);
@@ -177,7 +181,8 @@ pub(super) fn send_flush_now(link: &Arc<SharedKey>) {
     enqueue(link, 0, Op::Fold, Site::new(&"flush"), NOW, None);
 }
 
-/// The most reports waiting to be sent again; past it the oldest are given up (counted).
+/// The most outcomes waiting to be sent again one by one (a key's summed successes, or a fold,
+/// count one whatever they sum); past it the oldest are given up (counted).
 pub(super) const RESEND_QUEUE: usize = 4096;
 
 /// How many times a report the store did not answer is sent again before it is given up.

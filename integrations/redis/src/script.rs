@@ -150,17 +150,20 @@ pub(super) fn answer_of(client: &Client, link: &SharedKey, values: Vec<i64>) -> 
         incarnation: values[10].max(0) as u64,
         window: (values[12] >= 0 && values[13] >= 0)
             .then(|| (count(values[12]), count(values[13]))),
-        last: values.get(14..).filter(|last| last.len() == 9 && last[0] >= 0).map(|last| Last {
-            from: last[0],
-            to: last[1],
-            rule: last[2],
-            calls: last[3],
-            failures: last[4],
-            slow: last[5],
-            age_ms: last[6].max(0) as u64,
-            replica: last[7].max(0) as u64,
-            generation: last[8].max(0) as u64,
-        }),
+        last: values
+            .get(14..)
+            .filter(|last| last.len() == 9 && last[0] >= 0)
+            .map(|last| Last {
+                from: last[0],
+                to: last[1],
+                rule: last[2],
+                calls: last[3],
+                failures: last[4],
+                slow: last[5],
+                age_ms: last[6].max(0) as u64,
+                replica: last[7].max(0) as u64,
+                generation: last[8].max(0) as u64,
+            }),
     })
 }
 

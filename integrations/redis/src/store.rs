@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::admit::{admit, flush};
 use super::cached::cached_admit;
-use super::report::learn_later;
 use super::link::{SharedKey, SharedStore};
+use super::report::learn_later;
 use super::report::report;
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use fusebox::State;
@@ -166,8 +166,8 @@ impl RedisStore {
             "force",
             &[target, self.inner.client.replica],
         )
-            .await
-            .map_err(|_| Error::new(fusebox::Key::from(key), Reason::TimedOut, None))?;
+        .await
+        .map_err(|_| Error::new(fusebox::Key::from(key), Reason::TimedOut, None))?;
         let operator = Site::new(&"operator");
         let breakers: Vec<Arc<SharedKey>> = self
             .inner
@@ -253,6 +253,8 @@ impl RedisStore {
             known: std::sync::Mutex::default(),
             learning: AtomicBool::new(false),
             told: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            warned: AtomicU64::new(0),
             forced: AtomicBool::new(false),
             delta: std::sync::Mutex::default(),
             successes: AtomicU64::new(0),

@@ -462,6 +462,15 @@ impl<'a> CircuitRef<'a> {
         self.0.observe_shared_window(calls, failures);
     }
 
+    /// Counts `outcomes` outcomes of this key the store gave up recording (past its resend bound
+    /// or queue): `fusebox_store_dropped_total{key}` with the feature `metrics`.
+    pub fn dropped(self, outcomes: u64) {
+        #[cfg(feature = "metrics")]
+        crate::observe::Meters::dropped(self.key(), outcomes);
+        #[cfg(not(feature = "metrics"))]
+        let _ = outcomes;
+    }
+
     /// Records `verdict` on the local breaker, as a call admitted under its current state (the
     /// store could not record it).
     pub fn record_locally(self, verdict: Verdict, site: Site) {

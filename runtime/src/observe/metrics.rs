@@ -17,6 +17,7 @@
 //! | `fusebox_transitions_total` | counter | `key`, `from`, `to` | state changes, by the states left and entered |
 //! | `fusebox_concurrency_limit` | gauge | `key` | the bulkhead's limit on calls in flight (`max_concurrent`): fixed, or an adaptive one's current value, set whenever it changes; absent without a bulkhead |
 //! | `fusebox_retries_rejected_total` | counter | `key` | retries the key's retry budget rejected ([`Policy::retry_budget`](crate::Policy::retry_budget); registered for keys with a budget only) |
+//! | `fusebox_store_dropped_total` | counter | `key` | outcomes of a shared key (`Registry::share`) its store gave up recording: past the store's resend bound or queue while it did not answer (they count on the replica's local breaker only, per the store's degrade setting); registered when the first is given up |
 //!
 //! `key` is the breaker's key. `outcome` of [`CALLS_TOTAL`]:
 //!
@@ -87,6 +88,8 @@ pub const TRANSITIONS_TOTAL: &str = "fusebox_transitions_total";
 /// `fusebox_concurrency_limit{key}`: the bulkhead's limit on calls in flight (fixed, or an
 /// adaptive one's current value).
 pub const CONCURRENCY_LIMIT: &str = "fusebox_concurrency_limit";
+/// `fusebox_store_dropped_total{key}`: outcomes of a shared key its store gave up recording.
+pub const STORE_DROPPED_TOTAL: &str = "fusebox_store_dropped_total";
 
 /// The value of [`STATE`] for `state`: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
 #[must_use]

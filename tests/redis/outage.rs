@@ -1,0 +1,163 @@
+//! The resend queue while Redis is away (aggregated mode): a key's successes wait summed, as one
+//! `count` whatever the calls, and reach the shared window once Redis is back; outcomes past the
+//! queue (failures, which wait one by one) are counted in `fusebox_store_dropped_total{key}` and
+//! named by one WARN per key.
+
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use crate::faults::{events, events_of};
+use crate::harness::RedisServer;
+use fusebox::{Breaker, Policy, Registry};
+use fusebox_redis::{Mode, RedisStore};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
+
+/// The recorder of this test's runtime threads (the store's reporting task counts its drops on
+/// them) and of its own thread.
+static RECORDER: LazyLock<&'static PrometheusRecorder> =
+    LazyLock::new(|| Box::leak(Box::new(PrometheusBuilder::new().build_recorder())));
+
+/// A time window that never judges (its `min_calls` is never reached): it only counts.
+fn counting() -> Policy {
+    Policy::new()
+        .time_window(Duration::from_secs(60))
+        .min_calls(1_000_000)
+        .open_for(Duration::from_secs(60))
+}
+
+const SUCCESSES: u64 = 50_000;
+const FAILURES: u64 = 6_000;
+
+/// Waits until `done`, polling, for at most `within`.
+async fn until(within: Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if done().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// The shared window's calls of `key`.
+async fn shared_calls(store: &RedisStore, key: &str) -> u64 {
+    store
+        .state(key, counting())
+        .await
+        .map_or(0, |state| u64::from(state.calls))
+}
+
+fn dropped_metric(key: &str) -> Option<u64> {
+    let text = RECORDER.handle().render();
+    let prefix = format!("fusebox_store_dropped_total{{key=\"{key}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|value| value.parse().ok())
+}
+
+#[test]
+fn successes_wait_summed_while_redis_is_away_and_what_overflows_is_counted_and_named() {
+    let _recorder = metrics::set_default_local_recorder(*RECORDER);
+    events();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(|| std::mem::forget(metrics::set_default_local_recorder(*RECORDER)))
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let server = RedisServer::start();
+        let connect = || async {
+            let builder = RedisStore::builder(&server.url()).prefix("outage");
+            builder.mode(Mode::Aggregated).connect().await.unwrap()
+        };
+        let store = connect().await;
+        let registry = Registry::new();
+        assert!(registry.share(store.clone()));
+        let (ok, failing) = (
+            registry.breaker("outage-ok", counting()).unwrap(),
+            registry.breaker("outage-failing", counting()).unwrap(),
+        );
+        for breaker in [&ok, &failing] {
+            breaker.try_acquire().unwrap().success();
+        }
+        store.flush().await;
+        assert_eq!(shared_calls(&store, "outage-ok").await, 1);
+
+        // Redis stops answering; the store notices on its next call (the fold sent by `flush`).
+        server.signal("-STOP");
+        ok.try_acquire().unwrap().success();
+        store.flush().await;
+        let degraded = until(Duration::from_secs(30), async || ok.snapshot().degraded()).await;
+        assert!(degraded, "the store never noticed that Redis stopped");
+        let calls = |breaker: &Breaker, n: u64, fail: bool| {
+            for _ in 0..n {
+                let permit = breaker.try_acquire().unwrap();
+                if fail {
+                    permit.failure()
+                } else {
+                    permit.success()
+                }
+            }
+        };
+        calls(&ok, SUCCESSES, false);
+        calls(&failing, FAILURES, true);
+        // The failures, one by one, overflow the resend queue (4,096) while Redis is stopped.
+        let overflowed = until(Duration::from_secs(30), async || {
+            store.dropped_reports() > 0
+        })
+        .await;
+        assert!(
+            overflowed,
+            "failures past the resend queue were not given up"
+        );
+        server.signal("-CONT");
+
+        // Every success arrives, summed, once: none was given up.
+        let ok_total = SUCCESSES + 2;
+        let arrived = until(Duration::from_secs(30), async || {
+            shared_calls(&store, "outage-ok").await >= ok_total
+        })
+        .await;
+        assert!(
+            arrived,
+            "the summed successes never reached the shared window"
+        );
+        assert_eq!(shared_calls(&store, "outage-ok").await, ok_total);
+        // What was given up is failures only: the successes waited as one count per key.
+        assert!(
+            store.dropped_reports() <= FAILURES + 1,
+            "{} outcomes given up: successes among them",
+            store.dropped_reports()
+        );
+        assert_eq!(dropped_metric("outage-ok"), None, "no success given up");
+        // Each failure is recorded at most once, and what was given up is counted, in the metric
+        // and one WARN (a call given up may still have run: Redis only paused, and ran what was
+        // sent before it stopped once it went on).
+        let dropped = store.dropped_reports();
+        let settled = until(Duration::from_secs(30), async || {
+            shared_calls(&store, "outage-failing").await + dropped >= FAILURES + 1
+        })
+        .await;
+        let recorded = shared_calls(&store, "outage-failing").await;
+        assert!(settled, "{dropped} dropped, {recorded} recorded");
+        assert!(recorded <= FAILURES + 1, "{recorded} recorded: one twice");
+        assert_eq!(dropped_metric("outage-failing"), Some(dropped));
+        let warnings: Vec<String> = events_of("{outage:outage-failing}")
+            .into_iter()
+            .filter(|e| e.starts_with("WARN") && e.contains("did not record"))
+            .collect();
+        assert_eq!(
+            warnings.len(),
+            1,
+            "one WARN per key and outage: {warnings:?}"
+        );
+        assert!(
+            events_of("{outage:outage-ok}")
+                .iter()
+                .all(|e| !e.contains("did not record")),
+            "no success given up"
+        );
+    });
+}
