@@ -161,3 +161,84 @@ fn successes_wait_summed_while_redis_is_away_and_what_overflows_is_counted_and_n
         );
     });
 }
+
+/// The script's `count` of `n` successes leaves a key as a `report` of `n` digits `1` does:
+/// closed (count and time windows, below, at and past `min_calls`, tripping or not) and half-open
+/// (probes, progressive recovery), after every prefix of failures.
+#[test]
+fn a_count_of_successes_is_recorded_as_that_many_success_digits() {
+    const SCRIPT: &str = include_str!("../../integrations/redis/src/breaker.lua");
+    const TIME: u64 = 1 << 40;
+    let server = RedisServer::start();
+    let port = server.port;
+    // EVAL of `op` on `key` at `now` (ms) with the policy `policy` and the op's own arguments;
+    // the answer without the incarnation (drawn from Redis `TIME` when a key is created).
+    let eval = |key: &str, now: u64, policy: &[u64; 12], op: &str, rest: &[String]| {
+        let mut args: Vec<String> = ["EVAL", SCRIPT, "1", key, op].map(str::to_owned).to_vec();
+        args.push(now.to_string());
+        args.extend(policy.iter().map(u64::to_string));
+        args.extend(rest.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut answer = crate::harness::reply_on(port, &args);
+        assert!(answer.len() >= 14, "{op}: {answer:?}");
+        answer.remove(10);
+        answer
+    };
+    let mut scenario = 0;
+    for window in [10, TIME + 100] {
+        for (min_calls, recovery) in [(1, 1), (4, 2), (6, TIME + (2 << 20) + 3), (20, 1)] {
+            // ttl, window, min_calls, rate, slow rate, consecutive, open_for, backoff, open_max,
+            // probes, lease, failure count
+            let policy = [
+                60_000, window, min_calls, 50, 0, 0, 1_000, 1_000, 1_000, recovery, 60_000, 0,
+            ];
+            for failures in 0..6 {
+                for n in [1u64, 2, 3, 7, 25] {
+                    scenario += 1;
+                    let (digits, counted) = (format!("d{scenario}"), format!("c{scenario}"));
+                    let mut answers = Vec::new();
+                    for (key, count) in [(&digits, false), (&counted, true)] {
+                        let mut now = 10_000_000;
+                        let mut generation = 1024;
+                        let mut seq = 1;
+                        let mut report =
+                            |now: u64, generation: u64, codes: String, seq: &mut u64| {
+                                *seq += 1;
+                                let rest =
+                                    [generation.to_string(), codes, "7".into(), seq.to_string()];
+                                eval(key, now, &policy, "report", &rest)
+                            };
+                        if failures > 0 {
+                            let tripped = report(now, generation, "2".repeat(failures), &mut seq);
+                            if tripped[1] == "1" {
+                                // Open: the wait ends, and an admission takes a probe.
+                                now += 1_000;
+                                let rest = ["0", "0", "7", "1"].map(str::to_owned);
+                                let admitted = eval(key, now, &policy, "admit", &rest);
+                                generation = admitted[2].parse::<u64>().unwrap() % 1024;
+                            }
+                        }
+                        let answer = if count {
+                            seq += 1;
+                            let rest = [
+                                generation.to_string(),
+                                n.to_string(),
+                                "7".into(),
+                                seq.to_string(),
+                            ];
+                            eval(key, now, &policy, "count", &rest)
+                        } else {
+                            report(now, generation, "1".repeat(n as usize), &mut seq)
+                        };
+                        let read = eval(key, now, &policy, "state", &[]);
+                        answers.push((answer, read[..13].to_vec()));
+                    }
+                    assert_eq!(
+                        answers[0], answers[1],
+                        "window {window}, min_calls {min_calls}, recovery {recovery}, {failures} failures, {n} successes"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -776,7 +776,7 @@ if from >= 0 then
   redis.call('HSET', k, 'lt', string.format('%d %d %d %d %d %d %d %s %d', from, b.st, rule, calls, failures, slow_calls, now, who, b.g))
 end
 local wn, wf = b.n, b.f
-if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or op == 'cancel' or ((op == 'report' or op == 'fold') and not counted)) then
+if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or op == 'cancel' or ((op == 'report' or op == 'fold' or op == 'count') and not counted)) then
   wn, wf = -1, -1
 end
 local answer = {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad, wn, wf}

@@ -50,7 +50,10 @@ impl RedisStore {
 
     /// Outcomes this replica gave up sending: the store did not record them after every resend,
     /// or they overflowed the resend queue. With [`Degrade::Local`](super::Degrade::Local) they counted on this
-    /// replica's local breaker only; with the other [`Degrade`](super::Degrade)s, nowhere.
+    /// replica's local breaker only; with the other [`Degrade`](super::Degrade)s, nowhere. Each
+    /// key's share is the metric `fusebox_store_dropped_total{key}` (fusebox's feature
+    /// `metrics`). In cached and aggregated modes a key's successes wait summed, so what is given
+    /// up past the resend queue is failures, slow calls and ignored outcomes first.
     #[must_use]
     pub fn dropped_reports(&self) -> u64 {
         self.inner.client.dropped.load(Ordering::Acquire)
