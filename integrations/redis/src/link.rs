@@ -512,7 +512,22 @@ impl Sent {
 
     /// The key and generation of a `count` call (`None` for any other call).
     pub(super) fn counted(&self) -> Option<(usize, u64)> {
-        (self.count > 0).then(|| (Arc::as_ptr(&self.job.link) as usize, self.job.generation))
+        (self.count > 0).then_some((Arc::as_ptr(&self.job.link) as usize, self.job.generation))
+    }
+
+    /// True for a count or a fold: a key's outcomes summed.
+    pub(super) fn summed(&self) -> bool {
+        self.delta.is_some() || self.count > 0
+    }
+
+    /// What it costs the resend queue (`RESEND_QUEUE`): one per outcome carried one by one,
+    /// one for a count or a fold, whatever it sums.
+    pub(super) fn weight(&self) -> u64 {
+        if self.summed() {
+            1
+        } else {
+            self.codes.len() as u64
+        }
     }
 }
 

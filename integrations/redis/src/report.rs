@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::link::{Asker, Delta, Report, SharedKey, Summed};
+use super::Degrade;
+use super::link::{Asker, Client, Delta, Held, Report, Rounds, Sent, SharedKey, Summed};
 use super::op::Op;
 use super::script::Answer;
 use super::view::{CONFIRMED, view_generation, view_state};
@@ -187,6 +188,64 @@ pub(super) const RESEND_QUEUE: usize = 4096;
 
 /// How many times a report the store did not answer is sent again before it is given up.
 pub(super) const RESENDS: u16 = 8;
+
+/// Holds `successes` of `job`'s key until the earlier count of it is answered; the store did
+/// not answer that one, so with `Degrade::Local` they are recorded on the local breaker now.
+pub(super) fn hold(held: &mut Held, job: Report, successes: u64) {
+    let local = job.link.store.client.degrade == Degrade::Local;
+    if local {
+        for _ in 0..successes {
+            job.core.get().record_locally(Verdict::Success, job.site);
+        }
+    }
+    let key = (Arc::as_ptr(&job.link) as usize, job.generation);
+    match held.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut entry) => {
+            entry.get_mut().count += successes;
+        }
+        std::collections::hash_map::Entry::Vacant(entry) => {
+            let mut sent = Sent::counting(job, successes);
+            sent.local = local;
+            entry.insert(sent);
+        }
+    }
+}
+
+/// Moves the held counts whose earlier count is no longer waiting (answered, or given up) to the
+/// calls to send again, each with a new sequence number (after every number sent so far).
+pub(super) fn release_held(client: &Client, rounds: &mut Rounds) {
+    let waiting: Vec<(usize, u64)> = rounds.again.iter().filter_map(Sent::counted).collect();
+    let ready: Vec<(usize, u64)> = rounds
+        .held
+        .keys()
+        .filter(|key| !waiting.contains(key))
+        .copied()
+        .collect();
+    for key in ready {
+        if let Some(mut sent) = rounds.held.remove(&key) {
+            sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+            rounds.again.push_back(sent);
+        }
+    }
+}
+
+/// Counts `count` outcomes of `job`'s key given up, in the store's total, the key's
+/// `fusebox_store_dropped_total` and a WARN event naming the key, once per key per outage.
+pub(super) fn give_up(client: &Client, job: &Report, count: u64) {
+    client.dropped.fetch_add(count, Ordering::AcqRel);
+    let link = &job.link;
+    let dropped = link.dropped.fetch_add(count, Ordering::AcqRel) + count;
+    job.core.get().dropped(count);
+    let outage = client.outages.load(Ordering::Acquire) + 1;
+    if link.warned.swap(outage, Ordering::AcqRel) != outage {
+        tracing::warn!(
+            target: "fusebox",
+            key = link.hash.as_str(),
+            dropped,
+            "redis store did not record {count} outcome(s) of this key after {RESENDS} attempts or past the resend queue of {RESEND_QUEUE} ({dropped} so far); with `Degrade::Local` they counted on this replica's local breaker only; more in this outage are counted in `fusebox_store_dropped_total` only (check the store's latency and `RedisStoreBuilder::timeout`)"
+        );
+    }
+}
 
 /// Hands a job to the reporting task (or, when it is gone, applies it locally).
 pub(super) fn send(link: &Arc<SharedKey>, generation: u64, op: Op, site: Site) {

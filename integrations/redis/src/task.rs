@@ -10,7 +10,10 @@ use std::time::Duration;
 use super::Degrade;
 use super::link::{Client, Folds, Held, Report, Rounds, Sent, SharedKey};
 use super::op::Op;
-use super::report::{NOW, RESEND_QUEUE, RESENDS, learn_later, send, send_cancel, successes_of};
+use super::report::{
+    NOW, RESEND_QUEUE, RESENDS, give_up, hold, learn_later, release_held, send, send_cancel,
+    successes_of,
+};
 use super::script::{Answer, answer_of, apply, degrade_event};
 use fusebox::Verdict;
 use fusebox::store::Site;
@@ -43,21 +46,6 @@ impl Sent {
             Some(delta) => delta.calls,
             None if self.count > 0 => self.count,
             None => self.codes.len() as u64,
-        }
-    }
-
-    /// True for a count or a fold: a key's outcomes summed.
-    fn summed(&self) -> bool {
-        self.delta.is_some() || self.count > 0
-    }
-
-    /// What it costs the resend queue ([`RESEND_QUEUE`]): one per outcome carried one by one,
-    /// one for a count or a fold, whatever it sums.
-    fn weight(&self) -> u64 {
-        if self.summed() {
-            1
-        } else {
-            self.codes.len() as u64
         }
     }
 
@@ -270,52 +258,13 @@ fn push_count(
                 slow: false,
             };
             let digit = success.encode().1.unwrap_or(b'1');
-            sent.codes.extend(std::iter::repeat_n(digit, successes as usize));
+            sent.codes
+                .extend(std::iter::repeat_n(digit, successes as usize));
             return;
         }
     }
     open.insert(merge_key, batch.len());
     batch.push(Sent::counting(job, successes));
-}
-
-/// Holds `successes` of `job`'s key until the earlier count of it is answered; the store did
-/// not answer that one, so with `Degrade::Local` they are recorded on the local breaker now.
-fn hold(held: &mut Held, job: Report, successes: u64) {
-    let local = job.link.store.client.degrade == Degrade::Local;
-    if local {
-        for _ in 0..successes {
-            job.core.get().record_locally(Verdict::Success, job.site);
-        }
-    }
-    let key = (Arc::as_ptr(&job.link) as usize, job.generation);
-    match held.entry(key) {
-        std::collections::hash_map::Entry::Occupied(mut entry) => {
-            entry.get_mut().count += successes;
-        }
-        std::collections::hash_map::Entry::Vacant(entry) => {
-            let mut sent = Sent::counting(job, successes);
-            sent.local = local;
-            entry.insert(sent);
-        }
-    }
-}
-
-/// Moves the held counts whose earlier count is no longer waiting (answered, or given up) to the
-/// calls to send again, each with a new sequence number (after every number sent so far).
-fn release_held(client: &Client, rounds: &mut Rounds) {
-    let waiting: Vec<(usize, u64)> = rounds.again.iter().filter_map(Sent::counted).collect();
-    let ready: Vec<(usize, u64)> = rounds
-        .held
-        .keys()
-        .filter(|key| !waiting.contains(key))
-        .copied()
-        .collect();
-    for key in ready {
-        if let Some(mut sent) = rounds.held.remove(&key) {
-            sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
-            rounds.again.push_back(sent);
-        }
-    }
 }
 
 impl Rounds {
@@ -504,24 +453,6 @@ fn finished_job(job: &Report, reports: u64) {
     }
     job.link.applied.fetch_add(reports, Ordering::AcqRel);
     job.link.done.notify_waiters();
-}
-
-/// Counts `count` outcomes of `job`'s key given up, in the store's total, the key's
-/// `fusebox_store_dropped_total` and a WARN event naming the key, once per key per outage.
-fn give_up(client: &Client, job: &Report, count: u64) {
-    client.dropped.fetch_add(count, Ordering::AcqRel);
-    let link = &job.link;
-    let dropped = link.dropped.fetch_add(count, Ordering::AcqRel) + count;
-    job.core.get().dropped(count);
-    let outage = client.outages.load(Ordering::Acquire) + 1;
-    if link.warned.swap(outage, Ordering::AcqRel) != outage {
-        tracing::warn!(
-            target: "fusebox",
-            key = link.hash.as_str(),
-            dropped,
-            "redis store did not record {count} outcome(s) of this key after {RESENDS} attempts or past the resend queue of {RESEND_QUEUE} ({dropped} so far); with `Degrade::Local` they counted on this replica's local breaker only; more in this outage are counted in `fusebox_store_dropped_total` only (check the store's latency and `RedisStoreBuilder::timeout`)"
-        );
-    }
 }
 
 /// The script's call for `sent`, as an `EVALSHA` command.
