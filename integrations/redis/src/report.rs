@@ -201,7 +201,17 @@ pub(super) fn hold(held: &mut Held, job: Report, successes: u64) {
     let key = (Arc::as_ptr(&job.link) as usize, job.generation);
     match held.entry(key) {
         std::collections::hash_map::Entry::Occupied(mut entry) => {
-            entry.get_mut().count += successes;
+            // A count is at most `Summed::MAX_COUNT` successes: the rest is given up (counted).
+            let held = entry.get_mut();
+            let taken = successes.min(Summed::MAX_COUNT - held.count);
+            held.count += taken;
+            if taken < successes {
+                give_up(&job.link.store.client, &job, successes - taken);
+                job.link
+                    .applied
+                    .fetch_add(successes - taken, Ordering::AcqRel);
+                job.link.done.notify_waiters();
+            }
         }
         std::collections::hash_map::Entry::Vacant(entry) => {
             let mut sent = Sent::counting(job, successes);

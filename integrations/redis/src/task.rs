@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::{Client, Folds, Held, Report, Rounds, Sent, SharedKey};
+use super::link::{Client, Folds, Held, Report, Rounds, Sent, SharedKey, Summed};
 use super::op::Op;
 use super::report::{
     NOW, RESEND_QUEUE, RESENDS, give_up, hold, learn_later, release_held, send, send_cancel,
@@ -244,13 +244,14 @@ fn push_count(
     let merge_key = (Arc::as_ptr(&job.link), generation, job.site);
     if let Some(&at) = open.get(&merge_key) {
         let sent = &mut batch[at];
-        if sent.count > 0 {
+        if sent.count > 0 && sent.count + successes <= Summed::MAX_COUNT {
             sent.count += successes;
             return;
         }
         // Among records of the key (successes between failures), while the store answers: as
         // digits of that report, one script call for them all.
-        if job.link.store.client.healthy.load(Ordering::Acquire)
+        if sent.count == 0
+            && job.link.store.client.healthy.load(Ordering::Acquire)
             && sent.codes.len() as u64 + successes <= MERGED as u64
         {
             let success = Op::Record {
