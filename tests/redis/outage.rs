@@ -56,6 +56,10 @@ fn dropped_metric(key: &str) -> Option<u64> {
         .and_then(|value| value.parse().ok())
 }
 
+/// Aggregated mode, Redis stopped (`SIGSTOP`): 50,000 successes on one key wait summed and all
+/// reach the shared window after `SIGCONT`, none given up; 6,000 failures on another key, which
+/// wait one by one, overflow the resend queue: what is given up is counted in the key's metric
+/// and named by one WARN.
 #[test]
 fn successes_wait_summed_while_redis_is_away_and_what_overflows_is_counted_and_named() {
     let _recorder = metrics::set_default_local_recorder(*RECORDER);
@@ -91,18 +95,8 @@ fn successes_wait_summed_while_redis_is_away_and_what_overflows_is_counted_and_n
         store.flush().await;
         let degraded = until(Duration::from_secs(30), async || ok.snapshot().degraded()).await;
         assert!(degraded, "the store never noticed that Redis stopped");
-        let calls = |breaker: &Breaker, n: u64, fail: bool| {
-            for _ in 0..n {
-                let permit = breaker.try_acquire().unwrap();
-                if fail {
-                    permit.failure()
-                } else {
-                    permit.success()
-                }
-            }
-        };
-        calls(&ok, SUCCESSES, false);
-        calls(&failing, FAILURES, true);
+        settle(&ok, SUCCESSES, false);
+        settle(&failing, FAILURES, true);
         // The failures, one by one, overflow the resend queue (4,096) while Redis is stopped.
         let overflowed = until(Duration::from_secs(30), async || {
             store.dropped_reports() > 0
@@ -114,52 +108,72 @@ fn successes_wait_summed_while_redis_is_away_and_what_overflows_is_counted_and_n
         );
         server.signal("-CONT");
 
-        // Every success arrives, summed, once: none was given up.
-        let ok_total = SUCCESSES + 2;
-        let arrived = until(Duration::from_secs(30), async || {
-            shared_calls(&store, "outage-ok").await >= ok_total
-        })
-        .await;
-        assert!(
-            arrived,
-            "the summed successes never reached the shared window"
-        );
-        assert_eq!(shared_calls(&store, "outage-ok").await, ok_total);
-        // What was given up is failures only: the successes waited as one count per key.
-        assert!(
-            store.dropped_reports() <= FAILURES + 1,
-            "{} outcomes given up: successes among them",
-            store.dropped_reports()
-        );
-        assert_eq!(dropped_metric("outage-ok"), None, "no success given up");
-        // Each failure is recorded at most once, and what was given up is counted, in the metric
-        // and one WARN (a call given up may still have run: Redis only paused, and ran what was
-        // sent before it stopped once it went on).
-        let dropped = store.dropped_reports();
-        let settled = until(Duration::from_secs(30), async || {
-            shared_calls(&store, "outage-failing").await + dropped >= FAILURES + 1
-        })
-        .await;
-        let recorded = shared_calls(&store, "outage-failing").await;
-        assert!(settled, "{dropped} dropped, {recorded} recorded");
-        assert!(recorded <= FAILURES + 1, "{recorded} recorded: one twice");
-        assert_eq!(dropped_metric("outage-failing"), Some(dropped));
-        let warnings: Vec<String> = events_of("{outage:outage-failing}")
-            .into_iter()
-            .filter(|e| e.starts_with("WARN") && e.contains("did not record"))
-            .collect();
-        assert_eq!(
-            warnings.len(),
-            1,
-            "one WARN per key and outage: {warnings:?}"
-        );
-        assert!(
-            events_of("{outage:outage-ok}")
-                .iter()
-                .all(|e| !e.contains("did not record")),
-            "no success given up"
-        );
+        successes_arrived(&store).await;
+        failures_counted(&store).await;
     });
+}
+
+/// Every success of `outage-ok` arrives, summed, once: none was given up.
+async fn successes_arrived(store: &RedisStore) {
+    let ok_total = SUCCESSES + 2;
+    let arrived = until(Duration::from_secs(30), async || {
+        shared_calls(store, "outage-ok").await >= ok_total
+    })
+    .await;
+    assert!(
+        arrived,
+        "the summed successes never reached the shared window"
+    );
+    assert_eq!(shared_calls(store, "outage-ok").await, ok_total);
+    // What was given up is failures only: the successes waited as one count per key.
+    assert!(
+        store.dropped_reports() <= FAILURES + 1,
+        "{} outcomes given up: successes among them",
+        store.dropped_reports()
+    );
+    assert_eq!(dropped_metric("outage-ok"), None, "no success given up");
+    assert!(
+        events_of("{outage:outage-ok}")
+            .iter()
+            .all(|e| !e.contains("did not record")),
+        "no success given up"
+    );
+}
+
+/// Each failure of `outage-failing` is recorded at most once, and what was given up is counted,
+/// in the metric and one WARN (a call given up may still have run: Redis only paused, and ran
+/// what was sent before it stopped once it went on).
+async fn failures_counted(store: &RedisStore) {
+    let (dropped, failing_total) = (store.dropped_reports(), FAILURES + 1);
+    let settled = until(Duration::from_secs(30), async || {
+        shared_calls(store, "outage-failing").await + dropped >= failing_total
+    })
+    .await;
+    let recorded = shared_calls(store, "outage-failing").await;
+    assert!(settled, "{dropped} dropped, {recorded} recorded");
+    assert!(recorded <= failing_total, "{recorded} recorded: one twice");
+    assert_eq!(dropped_metric("outage-failing"), Some(dropped));
+    let warnings: Vec<String> = events_of("{outage:outage-failing}")
+        .into_iter()
+        .filter(|e| e.starts_with("WARN") && e.contains("did not record"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one WARN per key and outage: {warnings:?}"
+    );
+}
+
+/// `n` calls on `breaker`, each a failure when `fail`.
+fn settle(breaker: &Breaker, n: u64, fail: bool) {
+    for _ in 0..n {
+        let permit = breaker.try_acquire().unwrap();
+        if fail {
+            permit.failure();
+        } else {
+            permit.success();
+        }
+    }
 }
 
 /// The script's `count` of `n` successes leaves a key as a `report` of `n` digits `1` does:
@@ -201,13 +215,11 @@ fn a_count_of_successes_is_recorded_as_that_many_success_digits() {
                         let mut now = 10_000_000;
                         let mut generation = 1024;
                         let mut seq = 1;
-                        let mut report =
-                            |now: u64, generation: u64, codes: String, seq: &mut u64| {
-                                *seq += 1;
-                                let rest =
-                                    [generation.to_string(), codes, "7".into(), seq.to_string()];
-                                eval(key, now, &policy, "report", &rest)
-                            };
+                        let report = |now: u64, generation: u64, codes: String, seq: &mut u64| {
+                            *seq += 1;
+                            let rest = [generation.to_string(), codes, "7".into(), seq.to_string()];
+                            eval(key, now, &policy, "report", &rest)
+                        };
                         if failures > 0 {
                             let tripped = report(now, generation, "2".repeat(failures), &mut seq);
                             if tripped[1] == "1" {

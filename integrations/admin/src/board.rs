@@ -19,7 +19,7 @@ fn opened(s: &Snapshot, history: Option<&KeyHistory>) -> Value {
     let last = s.last_transition.as_ref();
     let told = last
         .filter(|t| t.replica.is_some() && matches!(t.to, State::Open | State::ForcedOpen))
-        .map(|t| Entry::of_snapshot(t));
+        .map(Entry::of_snapshot);
     let Some(entry) = history.and_then(|h| h.opened.as_ref()).or(told.as_ref()) else {
         return Value::Null;
     };
