@@ -383,6 +383,14 @@ local function recorded_before()
   return false
 end
 
+-- True when a fold or count of generation `gen` (modulo 1024; 1024: admitted under none, taken
+-- while the circuit is closed or disabled) is taken: not a copy sent again, and of the
+-- circuit's generation.
+local function takes(gen)
+  local duplicate = recorded_before()
+  return not duplicate and (gen == 1024 and (b.st == 0 or b.st == 4) or gen == b.g % 1024)
+end
+
 -- The time window's current bucket, as `{field, slice, c, fl, sw}` (empty when it holds another
 -- slice or generation), after the window's totals are read into `b`.
 local function current_bucket()
@@ -426,6 +434,15 @@ local function judge_phase()
     rule = 9
     b.ph = ph + 1
   end
+end
+
+-- Half-open with probes: closes once `probes` of them passed.
+local function close_when_passed()
+  if b.pas < probes then return end
+  calls = b.pas
+  move(0)
+  rule = 8
+  b.ro = 0
 end
 
 -- Writes `m` slots of the count window from `cur` on, slot i (from 1) holding code `code_of(i)`
@@ -578,12 +595,7 @@ elseif op == 'report' then
       if outcome == 1 then
         b.pas = b.pas + 1
         dirty = true
-        if b.pas >= probes then
-          calls = b.pas
-          move(0)
-          rule = 8
-          b.ro = 0
-        end
+        close_when_passed()
       elseif outcome == 2 then
         calls, failures = b.pas + 1, 1
         open(b.ro + 1)
@@ -614,9 +626,7 @@ elseif op == 'fold' then
     or trail > f or peak > f or peak < lead or peak < trail or (f == n and (lead ~= n or trail ~= n)) then
     return redis.error_reply('fusebox: a fold is `calls failures slow slow_failures lead trail peak`, consistent, not ' .. string.sub(tostring(ARGV[16]), 1, 64))
   end
-  local duplicate = recorded_before()
-  local current = gen == 1024 and (b.st == 0 or b.st == 4) or gen == b.g % 1024
-  if not duplicate and current and (b.st == 0 or b.st == 4) then
+  if takes(gen) and (b.st == 0 or b.st == 4) then
     code = 1
     if slice_ms > 0 then
       local tb = current_bucket()
@@ -677,9 +687,8 @@ elseif op == 'count' then
   if not n or n < 1 then
     return redis.error_reply('fusebox: a count is 1 to 4294967295 successes, not ' .. string.sub(tostring(ARGV[16]), 1, 32))
   end
-  local duplicate = recorded_before()
-  local current = gen == 1024 and (b.st == 0 or b.st == 4) or gen == b.g % 1024
-  if not duplicate and current and (b.st == 0 or b.st == 4) then
+  local taken = takes(gen)
+  if taken and (b.st == 0 or b.st == 4) then
     code = 1
     local first = n
     if b.st == 0 then
@@ -694,21 +703,16 @@ elseif op == 'count' then
       if rule > 0 then calls, failures, slow_calls = open(0) end
     end
     if rule == 0 and n > first then add_successes(n - first) end
-  elseif not duplicate and current and b.st == 2 and phases > 0 then
+  elseif taken and b.st == 2 and phases > 0 then
     code = 1
     b.pas = b.pas + math.min(n, math.max(1, min_passes - b.pas))
     dirty = true
     judge_phase()
-  elseif not duplicate and current and b.st == 2 then
+  elseif taken and b.st == 2 then
     code = 1
     b.pas = math.min(b.pas + n, probes)
     dirty = true
-    if b.pas >= probes then
-      calls = b.pas
-      move(0)
-      rule = 8
-      b.ro = 0
-    end
+    close_when_passed()
   end
 elseif op == 'cancel' then
   if b.st == 2 and phases == 0 then
