@@ -197,7 +197,7 @@ async fn fail_open_and_fail_closed_when_redis_is_down() {
 
 /// `LEVEL key message` of every `fusebox` event of this test binary (a global subscriber: a
 /// thread-local one misses events whose callsite another thread registered first).
-fn events() -> &'static Mutex<Vec<String>> {
+pub(crate) fn events() -> &'static Mutex<Vec<String>> {
     use tracing_subscriber::layer::SubscriberExt;
     static EVENTS: LazyLock<&'static Mutex<Vec<String>>> = LazyLock::new(|| {
         let events: &'static Mutex<Vec<String>> = Box::leak(Box::new(Mutex::new(Vec::new())));
@@ -248,7 +248,7 @@ fn events() -> &'static Mutex<Vec<String>> {
 }
 
 /// The events of Redis key `key`.
-fn events_of(key: &str) -> Vec<String> {
+pub(crate) fn events_of(key: &str) -> Vec<String> {
     events()
         .lock()
         .unwrap()

@@ -25,6 +25,7 @@ mod jitter;
 mod local;
 mod model;
 mod operators;
+mod outage;
 mod probes;
 mod replicas;
 mod shapes;

@@ -297,11 +297,11 @@ fn metrics_count_shared_calls_and_the_gauge_follows_the_mirrored_state() {
     );
     let (a, b) = (recorder_a.handle(), recorder_b.handle());
     let rt = runtime();
-    let store_a = rt.block_on(async {
-        let store_a = store(&server).await;
+    let (store_a, store_b) = rt.block_on(async {
+        let (store_a, store_b) = (store(&server).await, store(&server).await);
         METERED_A.share(store_a.clone());
-        METERED_B.share(store(&server).await);
-        store_a
+        METERED_B.share(store_b.clone());
+        (store_a, store_b)
     });
     metrics::with_local_recorder(&recorder_a, || {
         rt.block_on(async {
@@ -345,6 +345,10 @@ fn metrics_count_shared_calls_and_the_gauge_follows_the_mirrored_state() {
     assert_eq!(on_b.snapshot().state, State::ForcedOpen);
     assert_eq!(state_gauge(&b), Some(3.0), "{}", b.render());
     assert_eq!(calls(&b, "rejected"), Some(1.0), "{}", b.render());
+    // B reads why the key moved (another replica forced it) off the call path: that read is
+    // answered before the reset below, so B's next call, in its recorder's scope, is the one
+    // that follows the reset.
+    rt.block_on(store_b.flush());
 
     // A reset through A closes B on its next call, and B's gauge reads closed again.
     metrics::with_local_recorder(&recorder_a, || {

@@ -281,3 +281,32 @@ fn an_idle_replica_s_snapshot_follows_the_shared_state() {
     );
     assert_eq!(snapshot.shared_window().map(|w| w.calls()), Some(0));
 }
+
+/// Why the shared circuit opened travels with it: an idle replica's snapshot names the rule, the
+/// counts, the instant and the replica of the trip another replica committed, as the replica
+/// that committed it does.
+#[test]
+fn an_idle_replica_s_snapshot_names_the_trip_of_another_replica() {
+    let policy = Policy::new()
+        .consecutive(2)
+        .open_for(Duration::from_secs(60));
+    let Replicas {
+        clock, on_a, on_b, ..
+    } = replicas("why", policy);
+    assert_eq!(on_b.snapshot().last_transition, None);
+    on_a.try_acquire().unwrap().failure();
+    on_a.try_acquire().unwrap().failure();
+    let on_a_last = on_a.snapshot().last_transition.expect("A tripped");
+    let tripped_by = on_a_last.replica.clone().expect("A names itself");
+    clock.advance(fusebox::store::REFRESH_AFTER);
+    let last = on_b
+        .snapshot()
+        .last_transition
+        .expect("B's snapshot says why the shared circuit opened");
+    assert_eq!((last.from, last.to), (State::Closed, State::Open));
+    assert_eq!(last.trigger, fusebox::Trigger::Consecutive);
+    assert_eq!((last.calls, last.failures), (2, 2));
+    assert_eq!(last.elapsed, fusebox::store::REFRESH_AFTER);
+    assert_eq!(last.replica.as_deref(), Some(tripped_by.as_str()));
+    assert_eq!(last.function, fusebox::store::ANOTHER_REPLICA);
+}

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::config::AdminConfig;
-use crate::history::{History, KeyHistory, opened_text, rule};
+use crate::history::{Entry, History, KeyHistory, opened_text, rule};
 use fusebox::GroupSnapshot;
 use fusebox::State;
 use fusebox::{Sharing, Snapshot};
@@ -13,16 +13,21 @@ fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Why the circuit last opened, as the router's hook recorded it (`null` before it saw one).
+/// Why the circuit last opened, as the router's hook recorded it, or, on a shared key another
+/// replica opened, as the snapshot's last transition names it (`null` before either).
 fn opened(s: &Snapshot, history: Option<&KeyHistory>) -> Value {
-    let Some(entry) = history.and_then(|h| h.opened.as_ref()) else {
+    let last = s.last_transition.as_ref();
+    let told = last
+        .filter(|t| t.replica.is_some() && matches!(t.to, State::Open | State::ForcedOpen))
+        .map(Entry::of_snapshot);
+    let Some(entry) = history.and_then(|h| h.opened.as_ref()).or(told.as_ref()) else {
         return Value::Null;
     };
-    let last = s.last_transition.as_ref();
-    // The snapshot's last transition carries the deciding window's failures when it is this one.
-    let failures = last
-        .filter(|t| t.to == entry.to && t.trigger == entry.trigger && t.calls == entry.calls)
-        .map(|t| t.failures);
+    // The snapshot's last transition carries the deciding window's failures (and the replica
+    // that committed it, on a shared key) when it is this one.
+    let last =
+        last.filter(|t| t.to == entry.to && t.trigger == entry.trigger && t.calls == entry.calls);
+    let failures = last.map(|t| t.failures);
     json!({
         "rule": rule(entry.trigger),
         "trigger": entry.trigger.as_str(),
@@ -34,6 +39,7 @@ fn opened(s: &Snapshot, history: Option<&KeyHistory>) -> Value {
         "function": entry.function,
         "at_ms": entry.at_ms,
         "by": entry.by,
+        "replica": last.and_then(|t| t.replica.as_deref()),
     })
 }
 
@@ -161,6 +167,7 @@ pub(super) fn card(s: &Snapshot, history: Option<&KeyHistory>, config: &AdminCon
             "failures": t.failures,
             "slow": t.slow,
             "function": t.function,
+            "replica": t.replica,
         })),
         "opened": opened(s, history),
         "shadows": s.shadows.iter().map(|w| json!({

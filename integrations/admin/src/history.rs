@@ -45,15 +45,37 @@ pub(super) struct Entry {
 
 impl Entry {
     pub(super) fn of(t: &Transition<'_>, by: Option<String>) -> Entry {
+        let window = (t.failure_rate, t.slow_rate, t.calls);
+        Entry::at(now_ms(), (t.from, t.to, t.trigger), window, t.function, by)
+    }
+
+    /// A transition as a snapshot's last transition names it (one another replica committed on
+    /// a shared key, which this router's hook never saw), dated `elapsed` ago.
+    pub(super) fn of_snapshot(t: &fusebox::LastTransition) -> Entry {
+        let elapsed = u64::try_from(t.elapsed.as_millis()).unwrap_or(u64::MAX);
+        let window = (t.failure_rate, t.slow_rate, t.calls);
+        let at_ms = now_ms().saturating_sub(elapsed);
+        Entry::at(at_ms, (t.from, t.to, t.trigger), window, t.function, None)
+    }
+
+    /// A transition at `at_ms`: its states and trigger, and its window's failure rate, slow rate
+    /// and calls.
+    fn at(
+        at_ms: u64,
+        (from, to, trigger): (State, State, Trigger),
+        (failure_rate, slow_rate, calls): (f64, f64, u32),
+        function: &str,
+        by: Option<String>,
+    ) -> Entry {
         Entry {
-            at_ms: now_ms(),
-            from: t.from,
-            to: t.to,
-            trigger: t.trigger,
-            failure_rate: t.failure_rate,
-            slow_rate: t.slow_rate,
-            calls: t.calls,
-            function: t.function.to_owned(),
+            at_ms,
+            from,
+            to,
+            trigger,
+            failure_rate,
+            slow_rate,
+            calls,
+            function: function.to_owned(),
             by,
         }
     }

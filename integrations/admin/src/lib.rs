@@ -47,8 +47,10 @@
 //! `probes_in_flight`, `phase`, `reopens`, `in_flight`, `concurrency_limit` (the bulkhead's
 //! limit, fixed or adaptive; `null` without one), `metrics_only`, `last_transition`, and for a
 //! shared key `sharing`, `shared`, `replica_calls`, `replica_failures`, `degraded`), the marks
-//! `critical` and `group`, `opened` (why it last opened since the router was built, `null`
-//! before: the `rule` that tripped, the window that decided it, in `calls`, `failures`, `failure_rate` and `slow_rate`, and a sentence, `text`),
+//! `critical` and `group`, `opened` (why it last opened since the router was built, or on a
+//! shared key, why another replica opened it, `null` before: the `rule` that tripped, the window
+//! that decided it, in `calls`, `failures`, `failure_rate` and `slow_rate`, a sentence, `text`,
+//! and on a shared key the `replica` that committed it, as `last_transition.replica` names it),
 //! `transitions` (the last ones, newest last, with `by` naming the operator of a manual one) and
 //! `actions` (the operator actions), and for a member of a group of keys
 //! ([`Policy::group`](fusebox::Policy::group)) `member_of` (the group's name; `null` for a key

@@ -548,3 +548,30 @@ fn a_control_moves_a_shared_key_in_the_store_and_never_a_local_one() {
         assert_eq!(shared_state(action, &local), None, "{action}");
     }
 }
+
+/// On a shared key another replica opened, the card says why and names that replica, in
+/// `opened` and in `last_transition`, though this router's hook saw no transition.
+#[cfg(feature = "redis")]
+#[test]
+fn a_shared_key_s_card_names_the_replica_that_opened_it() {
+    let clock = FakeClock::new();
+    let store = fusebox::store::MemoryStore::with_clock(clock.clone());
+    let (a, b) = (
+        Registry::with_clock(clock.clone()),
+        Registry::with_clock(clock.clone()),
+    );
+    let (for_a, for_b) = (store.clone(), store.clone());
+    let tripped_by = for_a.replica().to_owned();
+    assert!(a.share(for_a) && b.share(for_b));
+    let policy = Policy::new().consecutive(2);
+    let on_a = a.breaker("told", policy).unwrap();
+    let on_b = b.breaker("told", policy).unwrap();
+    on_a.try_acquire().unwrap().failure();
+    on_a.try_acquire().unwrap().failure();
+    clock.advance(fusebox::store::REFRESH_AFTER);
+    let card = super::board::card(&on_b.snapshot(), None, &AdminConfig::new());
+    assert_eq!(card["opened"]["rule"], "consecutive", "{card}");
+    assert_eq!(card["opened"]["replica"], tripped_by.as_str(), "{card}");
+    assert_eq!(card["last_transition"]["replica"], tripped_by.as_str());
+    assert_eq!(card["last_transition"]["failures"], 2);
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::Degrade;
 use super::link::SharedKey;
-use super::report::send_cancel;
+use super::report::{learn_later, send_cancel};
 use super::script::{Answer, apply, call};
 use super::seed;
 use super::view::{CONFIRMED, view_generation, view_state};
@@ -46,7 +46,9 @@ pub(super) fn admit<'a>(
         match answer {
             Ok(answer) => {
                 unheard.armed = false;
-                apply(link, core, &answer, site);
+                if apply(link, core, &answer, site) {
+                    learn_later(link, site);
+                }
                 permit_of(&answer)
             }
             Err(()) => degraded(core, link),

@@ -1,7 +1,7 @@
 -- fusebox: one circuit breaker in one Redis hash. Admission and outcome recording, atomically.
 --
 -- KEYS[1]  the breaker's hash, `{prefix:key}`
--- ARGV[1]  op: `admit`, `report`, `fold`, `cancel`, `force`, `state`, or `read` (`state` that
+-- ARGV[1]  op: `admit`, `report`, `count`, `fold`, `cancel`, `force`, `state`, or `read` (`state` that
 --          never creates the key)
 -- ARGV[2]  time in milliseconds supplied by a test clock, or '' to read Redis `TIME`
 -- ARGV[3]  idle TTL (ms)      ARGV[4]  count window (calls), or 2^40 + the slice (ms) of a time
@@ -24,7 +24,11 @@
 --          (lead: failures before the first success, trail: after the last, peak: the longest
 --          run of failures); a count window takes at most its length of them, spread evenly;
 --          the rules are judged once, on the whole fold. ARGV[17], ARGV[18] as for `report`
--- force:   ARGV[15] target state
+-- count:   ARGV[15] generation (as for `report`), ARGV[16] a number of successes a replica summed
+--          (cached and aggregated modes): recorded as that many `1` digits of a report would
+--          be, in O(1) script steps (O(w) slots for a count window); ARGV[17], ARGV[18] as for
+--          `report`
+-- force:   ARGV[15] target state, ARGV[16] the replica's id
 -- admit:   ARGV[15] the replica's local state, ARGV[16] its open remaining (ms): used only when
 --          the key does not exist (first share of a breaker already in use, or Redis restarted
 --          and lost the state), so an open circuit stays open; ARGV[17] the replica's id and
@@ -49,6 +53,10 @@
 --       3 consecutive, 4 failure_count, 5 open_wait_over, 6 lease_expired, 7 probe_failed,
 --       8 probes_passed, 9 phase_passed, 10 operator (`force`)
 -- calls, failures, slow: the window (or the probes) that decided the transition
+-- `state` and `read` answer 9 more: the last transition's from (-1: none), to, rule, calls,
+--       failures, slow, age (ms), the id of the replica that committed it (ARGV[17] of the call,
+--       ARGV[16] of `force`), and the generation it started; every transition writes them to
+--       field `lt`
 -- window calls, window failures: the current window after this call, what operators see (-1 when
 --       this call did not read a closed time window's buckets: an admission or a stale report)
 -- admit codes: 0 rejected (open), 1 admitted, 2 admitted as a probe, 3 rejected (probes taken),
@@ -191,7 +199,7 @@ if bad > 0 then
 end
 local fresh = not b
 if fresh then
-  if op == 'read' then return {1, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad, 0, 0} end
+  if op == 'read' then return {1, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0} end
   -- No key, no probe to give back (and nothing is created).
   if op == 'cancel' then return {0, 0, 0, 0, -1, 0, 0, reset, 0, 0, 0, bad, -1, -1} end
   -- A new key: generations start at the current second, so they do not go backwards across a
@@ -375,6 +383,14 @@ local function recorded_before()
   return false
 end
 
+-- True when a fold or count of generation `gen` (modulo 1024; 1024: admitted under none, taken
+-- while the circuit is closed or disabled) is taken: not a copy sent again, and of the
+-- circuit's generation.
+local function takes(gen)
+  local duplicate = recorded_before()
+  return not duplicate and (gen == 1024 and (b.st == 0 or b.st == 4) or gen == b.g % 1024)
+end
+
 -- The time window's current bucket, as `{field, slice, c, fl, sw}` (empty when it holds another
 -- slice or generation), after the window's totals are read into `b`.
 local function current_bucket()
@@ -398,6 +414,78 @@ end
 
 local code = 0
 local calls, failures, slow_calls = 0, 0, 0
+
+-- Progressive recovery: judges the phase once it holds `min_passes` calls (it fails at the
+-- policy's failure rate, 50 % without one): reopen, close after the last phase, or the next one.
+local function judge_phase()
+  if b.pas < min_passes then return end
+  local threshold = rate > 0 and rate or 50
+  calls, failures = b.pas, b.pf
+  if b.pf * 100 >= threshold * b.pas then
+    open(b.ro + 1)
+    rule = 7
+  elseif b.ph >= phases then
+    move(0)
+    rule = 8
+    b.ro = 0
+  else
+    local ph = b.ph
+    move(2)
+    rule = 9
+    b.ph = ph + 1
+  end
+end
+
+-- Half-open with probes: closes once `probes` of them passed.
+local function close_when_passed()
+  if b.pas < probes then return end
+  calls = b.pas
+  move(0)
+  rule = 8
+  b.ro = 0
+end
+
+-- Writes `m` slots of the count window from `cur` on, slot i (from 1) holding code `code_of(i)`
+-- (1 success, 2 failure, 3 slow success, 4 slow failure), taking what they held out of the
+-- totals; read and written in chunks Lua's stack takes.
+local function write_slots(m, code_of)
+  local fields = {}
+  for i = 0, m - 1 do fields[#fields + 1] = 'r' .. ((b.cur + i) % w) end
+  local olds = {}
+  for i = 1, m, 4000 do
+    local part = redis.call('HMGET', k, unpack(fields, i, math.min(i + 3999, m)))
+    for j = 1, #part do olds[i + j - 1] = part[j] end
+  end
+  local values = {}
+  for i = 1, m do
+    forget(slot_of(fields[i], olds[i]))
+    values[#values + 1] = fields[i]
+    values[#values + 1] = b.g * 8 + code_of(i)
+  end
+  for i = 1, #values, 4000 do
+    redis.call('HSET', k, unpack(values, i, math.min(i + 3999, #values)))
+  end
+  b.cur = (b.cur + m) % w
+end
+
+-- Adds `m` successes to a closed (or disabled) circuit's window at once: a count window keeps
+-- the last `w` of them.
+local function add_successes(m)
+  if slice_ms > 0 then
+    local tb = current_bucket()
+    tb.c = tb.c + m
+    redis.call('HSET', k, tb.field, bucket_text(tb))
+    b.n = b.n + m
+  else
+    local kept = math.min(m, w)
+    b.cur = (b.cur + m - kept) % w
+    write_slots(kept, function() return 1 end)
+    b.n = b.n + kept
+  end
+  b.run = 0
+  counted = true
+end
+
 if op == 'admit' then
   if b.st == 0 or b.st == 4 then
     code = 1
@@ -500,35 +588,14 @@ elseif op == 'report' then
         b.pas = b.pas + 1
         if outcome == 2 then b.pf = b.pf + 1 end
         dirty = true
-        if b.pas >= min_passes then
-          local threshold = rate > 0 and rate or 50
-          calls, failures = b.pas, b.pf
-          if b.pf * 100 >= threshold * b.pas then
-            open(b.ro + 1)
-            rule = 7
-          elseif b.ph >= phases then
-            move(0)
-            rule = 8
-            b.ro = 0
-          else
-            local ph = b.ph
-            move(2)
-            rule = 9
-            b.ph = ph + 1
-          end
-        end
+        judge_phase()
       end
     elseif b.st == 2 then
       code = 1
       if outcome == 1 then
         b.pas = b.pas + 1
         dirty = true
-        if b.pas >= probes then
-          calls = b.pas
-          move(0)
-          rule = 8
-          b.ro = 0
-        end
+        close_when_passed()
       elseif outcome == 2 then
         calls, failures = b.pas + 1, 1
         open(b.ro + 1)
@@ -559,9 +626,7 @@ elseif op == 'fold' then
     or trail > f or peak > f or peak < lead or peak < trail or (f == n and (lead ~= n or trail ~= n)) then
     return redis.error_reply('fusebox: a fold is `calls failures slow slow_failures lead trail peak`, consistent, not ' .. string.sub(tostring(ARGV[16]), 1, 64))
   end
-  local duplicate = recorded_before()
-  local current = gen == 1024 and (b.st == 0 or b.st == 4) or gen == b.g % 1024
-  if not duplicate and current and (b.st == 0 or b.st == 4) then
+  if takes(gen) and (b.st == 0 or b.st == 4) then
     code = 1
     if slice_ms > 0 then
       local tb = current_bucket()
@@ -579,16 +644,8 @@ elseif op == 'fold' then
         msf = math.min(math.floor(sf * m / n + 0.5), mf, ms)
         ms = math.min(ms, msf + m - mf)
       end
-      local fields, values = {}, {}
-      for i = 0, m - 1 do fields[#fields + 1] = 'r' .. ((b.cur + i) % w) end
-      local olds = {}
-      for i = 1, m, 4000 do
-        local part = redis.call('HMGET', k, unpack(fields, i, math.min(i + 3999, m)))
-        for j = 1, #part do olds[i + j - 1] = part[j] end
-      end
       local df, ds, dsf = 0, 0, 0
-      for i = 1, m do
-        forget(slot_of(fields[i], olds[i]))
+      write_slots(m, function(i)
         -- Slot i carries a failure when the even spread of `mf` over `m` passes a whole one.
         local failure = math.floor(i * mf / m) - df
         df = df + failure
@@ -601,13 +658,8 @@ elseif op == 'fold' then
           slow = math.floor(fast * (ms - msf) / math.max(m - mf, 1)) - (ds - dsf)
         end
         ds = ds + slow
-        values[#values + 1] = fields[i]
-        values[#values + 1] = b.g * 8 + 1 + failure + 2 * slow
-      end
-      for i = 1, #values, 4000 do
-        redis.call('HSET', k, unpack(values, i, math.min(i + 3999, #values)))
-      end
-      b.cur = (b.cur + m) % w
+        return 1 + failure + 2 * slow
+      end)
       b.n, b.f, b.s = b.n + m, b.f + mf, b.s + ms
     end
     local run_peak
@@ -623,6 +675,44 @@ elseif op == 'fold' then
       rule = trip_rule(f > 0 and 1 or 0, run_peak)
       if rule > 0 then calls, failures, slow_calls = open(0) end
     end
+  end
+elseif op == 'count' then
+  -- `n` successes of one generation a replica summed (cached and aggregated modes), recorded as
+  -- `n` digits `1` of a report would be: a success only lowers a closed window's rates, so the
+  -- rules are judged once, at the first success that brings the window to `min_calls` (or at
+  -- the first, when it is there already), and the rest are added at once; a half-open circuit
+  -- takes them as probes' successes up to its transition. The rest after a transition is stale.
+  local gen = tonumber(ARGV[15])
+  local n = int(ARGV[16], 4294967295)
+  if not n or n < 1 then
+    return redis.error_reply('fusebox: a count is 1 to 4294967295 successes, not ' .. string.sub(tostring(ARGV[16]), 1, 32))
+  end
+  local taken = takes(gen)
+  if taken and (b.st == 0 or b.st == 4) then
+    code = 1
+    local first = n
+    if b.st == 0 then
+      if slice_ms > 0 then b.n, b.f, b.s = time_totals() end
+      local reach = min_calls - b.n
+      if slice_ms == 0 and min_calls > w then reach = n end
+      first = math.min(n, math.max(1, reach))
+    end
+    add_successes(first)
+    if b.st == 0 then
+      rule = trip_rule(0, 0)
+      if rule > 0 then calls, failures, slow_calls = open(0) end
+    end
+    if rule == 0 and n > first then add_successes(n - first) end
+  elseif taken and b.st == 2 and phases > 0 then
+    code = 1
+    b.pas = b.pas + math.min(n, math.max(1, min_passes - b.pas))
+    dirty = true
+    judge_phase()
+  elseif taken and b.st == 2 then
+    code = 1
+    b.pas = math.min(b.pas + n, probes)
+    dirty = true
+    close_when_passed()
   end
 elseif op == 'cancel' then
   if b.st == 2 and phases == 0 then
@@ -682,8 +772,28 @@ end
 if b.g ~= g0 then
   redis.call('PUBLISH', 'fusebox:transitions', string.format('%d %d %d %d %s', b.st, b.g, remaining(), b.inc, k))
 end
+-- The last transition's provenance (field `lt`), kept with the shared state so every replica can
+-- say why the circuit moved: `from to rule calls failures slow at replica generation`.
+if from >= 0 then
+  local who = op == 'force' and ARGV[16] or ARGV[17]
+  if type(who) ~= 'string' or #who > 16 or not string.find(who, '^%d+$') then who = '0' end
+  redis.call('HSET', k, 'lt', string.format('%d %d %d %d %d %d %d %s %d', from, b.st, rule, calls, failures, slow_calls, now, who, b.g))
+end
 local wn, wf = b.n, b.f
-if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or op == 'cancel' or ((op == 'report' or op == 'fold') and not counted)) then
+if slice_ms > 0 and (b.st == 0 or b.st == 4) and (op == 'admit' or op == 'cancel' or ((op == 'report' or op == 'fold' or op == 'count') and not counted)) then
   wn, wf = -1, -1
 end
-return {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad, wn, wf}
+local answer = {code, b.st, b.g, remaining(), from, calls, failures, reset, rule, slow_calls, b.inc, bad, wn, wf}
+if op == 'state' or op == 'read' then
+  -- The last transition's provenance (from -1: none kept, or a field this script did not write,
+  -- which is ignored): from, to, rule, calls, failures, slow, age (ms), replica, generation.
+  local lt = {string.match(tostring(redis.call('HGET', k, 'lt')), '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')}
+  if #lt == 9 and #lt[8] <= 16 then
+    for i = 1, 9 do answer[14 + i] = tonumber(lt[i]) end
+    answer[21] = math.max(0, now - answer[21])
+  else
+    for i = 1, 9 do answer[14 + i] = 0 end
+    answer[15] = -1
+  end
+end
+return answer

@@ -295,10 +295,12 @@ impl RedisStoreBuilder {
             down_since: AtomicU64::new(0),
             local_recovery_after: self.local_recovery_after,
             probing: AtomicBool::new(false),
-            replica: fastrand::u64(1..u64::MAX),
+            // Below 2^53: the script returns it as a number, exact as a double.
+            replica: fastrand::u64(1..1 << 53),
             sequence: AtomicU64::new(0),
             admissions: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            outages: AtomicU64::new(0),
             time: self.time,
             cached: self.mode != Mode::Strict,
             flush: (self.mode == Mode::Aggregated).then_some(self.flush_interval),

@@ -10,8 +10,7 @@ use std::time::Duration;
 use super::TRANSITIONS;
 use super::admit::{degraded, permit_of};
 use super::link::{Client, SharedKey};
-use super::op::Op;
-use super::report::{send, send_admit};
+use super::report::{learn_later, send_admit};
 use super::script::follow;
 use super::view::{CONFIRMED, view_generation, view_state};
 use super::{jitters, seed};
@@ -130,13 +129,6 @@ fn ask_blocking(core: CircuitRef<'_>, link: &Arc<SharedKey>, site: Site) -> Admi
     }
 }
 
-/// Starts a background read of the shared state, unless one is on its way.
-pub(super) fn learn_later(link: &Arc<SharedKey>, site: Site) {
-    if !link.learning.swap(true, Ordering::AcqRel) {
-        send(link, 0, Op::Learn, site);
-    }
-}
-
 /// The subscription is up: every view is forgotten (each key's next call resynchronises it from
 /// the script), and the store admits from its views again.
 fn subscribed(client: &Client, dropped: bool) {
@@ -182,6 +174,8 @@ fn take_message(client: &Client, text: &str) {
         {
             // No open wait longer than this replica's policy gives.
             follow(&link, core.get(), state, remaining.min(link.args[8]));
+            // The message does not say why it moved: a read of the key tells the breaker.
+            learn_later(&link, Site::new(&"snapshot"));
         }
     }
 }

@@ -153,7 +153,10 @@
 //! recovery. [`Degrade::Local`] (the default) never splits the circuit: a circuit last known
 //! closed admits under that view and its outcome is recorded on the local breaker and sent to the
 //! store again until it answers (each report recorded at most once, by a per-replica sequence
-//! number the script checks; what is given up is counted by [`RedisStore::dropped_reports`]); an
+//! number the script checks; in cached and aggregated modes a key's successes wait summed, as one
+//! `count`, so they cost memory by key, not by call; what is given up is counted by
+//! [`RedisStore::dropped_reports`] and per key by `fusebox_store_dropped_total{key}`, with a WARN
+//! event naming the key once per outage; see [`replicas`]); an
 //! open circuit stays open past its wait, since the store grants probes, until the store has been
 //! unreachable for [`RedisStoreBuilder::local_recovery_after`]; only then does the local breaker
 //! run a half-open of its own. A transition is announced with `shared = true` when committed in

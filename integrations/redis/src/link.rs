@@ -41,6 +41,9 @@ pub(crate) struct SharedKey {
     pub(super) known: std::sync::Mutex<Known>,
     /// A read of the shared state is on its way (cached mode, for a caller that cannot await).
     pub(super) learning: AtomicBool,
+    /// The generation (+ 1; 0: none) of the last transition another replica committed that the
+    /// local breaker was told ([`Last`]).
+    pub(super) told: AtomicU64,
     /// The local breaker is forced open or disabled because Redis was: the next closed or open
     /// state learnt from Redis replaces it (a state forced on the handle alone stays).
     pub(super) forced: AtomicBool,
@@ -51,6 +54,11 @@ pub(crate) struct SharedKey {
     /// Cached mode: the successes of the closed view summed since the last job that took them
     /// ([`Summed`] packs them), sent by one job in the queue instead of one job each.
     pub(super) successes: AtomicU64,
+    /// Outcomes of this key given up (not recorded in the store).
+    pub(super) dropped: AtomicU64,
+    /// The outage ([`Client::outages`], + 1) in which a WARN last named this key's dropped
+    /// outcomes: one per outage.
+    pub(super) warned: AtomicU64,
 }
 
 /// What [`SharedKey::successes`] packs: the generation the successes were admitted under (bits
@@ -253,6 +261,8 @@ pub(super) struct Client {
     pub(super) admissions: AtomicU64,
     /// Reports given up: not recorded in the store after every resend, or past the resend queue.
     pub(super) dropped: AtomicU64,
+    /// Times the store stopped answering (each starts an outage).
+    pub(super) outages: AtomicU64,
     pub(super) time: Option<Arc<dyn Clock>>,
     /// [`Mode::Cached`](super::Mode::Cached) or [`Mode::Aggregated`](super::Mode::Aggregated).
     pub(super) cached: bool,
@@ -298,6 +308,7 @@ impl Client {
     pub(super) fn failed(&self) -> bool {
         let was = self.healthy.swap(false, Ordering::AcqRel);
         if was {
+            self.outages.fetch_add(1, Ordering::AcqRel);
             self.down_since
                 .store(epoch_nanos().max(1), Ordering::Release);
         }
@@ -445,6 +456,25 @@ pub(super) struct Answer {
     pub(super) incarnation: u64,
     /// The current window after this call, (calls, failures), when the script read it.
     pub(super) window: Option<(u32, u32)>,
+    /// The key's last transition as the script keeps it (`state` and `read` answers only).
+    pub(super) last: Option<Last>,
+}
+
+/// The last transition of a key as the script keeps it with the shared state (field `lt`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Last {
+    pub(super) from: i64,
+    pub(super) to: i64,
+    pub(super) rule: i64,
+    pub(super) calls: i64,
+    pub(super) failures: i64,
+    pub(super) slow: i64,
+    /// How long before the answer it was committed (ms).
+    pub(super) age_ms: u64,
+    /// The id of the replica that committed it ([`Client::replica`]).
+    pub(super) replica: u64,
+    /// The generation it started.
+    pub(super) generation: u64,
 }
 
 /// A script call as the reporting task sends it: a job, and for a report the outcomes merged
@@ -454,7 +484,57 @@ pub(super) struct Sent {
     pub(super) codes: Vec<u8>,
     /// A fold's outcomes (its `codes` are the `fold` op's argument).
     pub(super) delta: Option<Delta>,
+    /// The successes a `count` call carries (summed; 0 for any other call).
+    pub(super) count: u64,
+    /// Its outcomes were recorded on the local breaker (the store did not answer).
+    pub(super) local: bool,
 }
+
+impl Sent {
+    /// A script call for `job` carrying nothing summed.
+    pub(super) fn of(job: Report, codes: Vec<u8>) -> Sent {
+        Sent {
+            job,
+            codes,
+            delta: None,
+            count: 0,
+            local: false,
+        }
+    }
+
+    /// A `count` call for `job`: `count` successes of one key and generation.
+    pub(super) fn counting(job: Report, count: u64) -> Sent {
+        Sent {
+            count,
+            ..Sent::of(job, Vec::new())
+        }
+    }
+
+    /// The key and generation of a `count` call (`None` for any other call).
+    pub(super) fn counted(&self) -> Option<(usize, u64)> {
+        (self.count > 0).then_some((Arc::as_ptr(&self.job.link) as usize, self.job.generation))
+    }
+
+    /// True for a count or a fold: a key's outcomes summed.
+    pub(super) fn summed(&self) -> bool {
+        self.delta.is_some() || self.count > 0
+    }
+
+    /// What it costs the resend queue (`RESEND_QUEUE`): one per outcome carried one by one,
+    /// one for a count or a fold, whatever it sums.
+    pub(super) fn weight(&self) -> u64 {
+        if self.summed() {
+            1
+        } else {
+            self.codes.len() as u64
+        }
+    }
+}
+
+/// Successes summed while an earlier `count` call of their key and generation waits for the
+/// store's answer (by key, as [`Sent::counted`] names it): at most one waiting call per key
+/// and generation, whatever the calls.
+pub(super) type Held = std::collections::HashMap<(usize, u64), Sent>;
 
 /// Folds waiting for their flush interval, in the order of their deadlines (each is due one
 /// interval after its delta's first outcome, less the timer's tick).
@@ -471,4 +551,6 @@ pub(super) struct Rounds {
     pub(super) batch: Vec<Sent>,
     pub(super) again: std::collections::VecDeque<Sent>,
     pub(super) folds: Folds,
+    /// Summed successes waiting for an earlier count of their key to be answered.
+    pub(super) held: Held,
 }

@@ -1,6 +1,7 @@
 //! The jobs a replica queues for `breaker.lua`, and their wire encoding: [`Op::encode`] is the one
 //! place an operation becomes the script's op name (`ARGV[1]`) and an outcome its digit in a
-//! `report`'s `ARGV[16]`; [`Op::decode`] reads such a digit back.
+//! `report`'s `ARGV[16]` (summed successes are a `count`'s number there); [`Op::decode`] reads
+//! such a digit back.
 
 use fusebox::Verdict;
 
@@ -20,20 +21,14 @@ pub(super) enum Op {
     /// Sends a link's summed outcomes (`fold`, aggregated mode) once its flush interval passed.
     Fold,
     /// Takes the successes summed on its link (the job's `sequence`: the epoch of the sum it was
-    /// queued for); sent as records of successes.
+    /// queued for); sent as one `count` of them.
     Summed,
     /// Carries the job's `sequence` successes, taken from the link's sum ahead of a record that
-    /// is not summed; sent as records of successes.
+    /// is not summed; sent as one `count` of them.
     Successes,
 }
 
 impl Op {
-    /// The record of one success, not slow (what summed successes are sent as).
-    pub(super) const SUCCESS: Op = Op::Record {
-        outcome: Verdict::Success,
-        slow: false,
-    };
-
     /// The outcome of a record (ignored for a job of another kind).
     pub(super) fn outcome(self) -> Verdict {
         match self {
@@ -49,12 +44,15 @@ impl Op {
 
     /// True when the job carries outcomes (sent again when the store does not answer).
     pub(super) fn carries_outcomes(self) -> bool {
-        matches!(self, Op::Record { .. } | Op::Fold)
+        matches!(
+            self,
+            Op::Record { .. } | Op::Fold | Op::Summed | Op::Successes
+        )
     }
 
     /// The script's op name (`ARGV[1]`) and, for a record, its outcome's digit in the `report`
     /// op's `ARGV[16]` (see `breaker.lua`): `0` ignored, `1` success, `2` failure, `3` slow
-    /// success, `4` slow failure. Summed successes are sent as records of successes.
+    /// success, `4` slow failure. Summed successes are one `count` (their number in `ARGV[16]`).
     pub(super) fn encode(self) -> (&'static str, Option<u8>) {
         match self {
             Op::Record { outcome, slow } => {
@@ -67,7 +65,7 @@ impl Op {
                 };
                 ("report", Some(digit))
             }
-            Op::Summed | Op::Successes => Op::SUCCESS.encode(),
+            Op::Summed | Op::Successes => ("count", None),
             Op::Learn => ("state", None),
             Op::Admit => ("admit", None),
             Op::Cancel => ("cancel", None),
@@ -105,8 +103,8 @@ mod tests {
             (record(Verdict::Failure, false), ("report", Some(b'2'))),
             (record(Verdict::Success, true), ("report", Some(b'3'))),
             (record(Verdict::Failure, true), ("report", Some(b'4'))),
-            (Op::Summed, ("report", Some(b'1'))),
-            (Op::Successes, ("report", Some(b'1'))),
+            (Op::Summed, ("count", None)),
+            (Op::Successes, ("count", None)),
             (Op::Learn, ("state", None)),
             (Op::Admit, ("admit", None)),
             (Op::Cancel, ("cancel", None)),

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::link::{Asker, Delta, Report, SharedKey, Summed};
+use super::Degrade;
+use super::link::{Asker, Client, Delta, Held, Report, Rounds, Sent, SharedKey, Summed};
 use super::op::Op;
 use super::script::Answer;
 use super::view::{CONFIRMED, view_generation, view_state};
@@ -25,19 +26,23 @@ pub(super) fn report(link: &Arc<SharedKey>, ticket: Ticket, site: Site, outcome:
     if outcome == Verdict::Failure {
         link.unconfirmed.fetch_add(1, Ordering::Relaxed);
     }
-    if link.store.client.flush.is_some() {
-        if fold(link, generation, outcome, slow, site) {
-            return;
-        }
-    } else if outcome == Verdict::Success
+    let client = &link.store.client;
+    if client.flush.is_some() && fold(link, generation, outcome, slow, site) {
+        return;
+    }
+    // Cached mode, and both cached modes while the store does not answer: a success is summed
+    // on the link, and one queued job carries the sum as one `count` (no queueing and waking per
+    // success), so a key's waiting successes cost memory by key, not by call; a failure, or any
+    // report that is not summed, sends the sum ahead of itself, so the script sees the outcomes
+    // in their order.
+    let away = !client.healthy.load(Ordering::Acquire);
+    let summed = away || (client.flush.is_none() && link.caches() && !link.gated());
+    if client.cached
+        && summed
+        && outcome == Verdict::Success
         && !slow
-        && link.caches()
-        && !link.gated()
         && sum(link, generation, site)
     {
-        // Cached mode: a success is summed on the link, and one queued job carries the sum (no
-        // queueing and waking per success); a failure, or any report that is not summed, sends
-        // the sum ahead of itself, so the script sees the outcomes in their order.
         return;
     }
     send(link, generation, Op::Record { outcome, slow }, site);
@@ -160,6 +165,13 @@ pub(super) fn successes_of(job: &Report) -> (u64, u64) {
     }
 }
 
+/// Starts a background read of the shared state, unless one is on its way.
+pub(super) fn learn_later(link: &Arc<SharedKey>, site: Site) {
+    if !link.learning.swap(true, Ordering::AcqRel) {
+        send(link, 0, Op::Learn, site);
+    }
+}
+
 /// A fold job's `sequence` that makes every waiting fold due now ([`RedisStore::flush`]).
 ///
 /// [`RedisStore::flush`]: super::RedisStore::flush
@@ -170,11 +182,80 @@ pub(super) fn send_flush_now(link: &Arc<SharedKey>) {
     enqueue(link, 0, Op::Fold, Site::new(&"flush"), NOW, None);
 }
 
-/// The most reports waiting to be sent again; past it the oldest are given up (counted).
+/// The most outcomes waiting to be sent again one by one (a key's summed successes, or a fold,
+/// count one whatever they sum); past it the oldest are given up (counted).
 pub(super) const RESEND_QUEUE: usize = 4096;
 
 /// How many times a report the store did not answer is sent again before it is given up.
 pub(super) const RESENDS: u16 = 8;
+
+/// Holds `successes` of `job`'s key until the earlier count of it is answered; the store did
+/// not answer that one, so with `Degrade::Local` they are recorded on the local breaker now.
+pub(super) fn hold(held: &mut Held, job: Report, successes: u64) {
+    let local = job.link.store.client.degrade == Degrade::Local;
+    if local {
+        for _ in 0..successes {
+            job.core.get().record_locally(Verdict::Success, job.site);
+        }
+    }
+    let key = (Arc::as_ptr(&job.link) as usize, job.generation);
+    match held.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut entry) => {
+            // A count is at most `Summed::MAX_COUNT` successes: the rest is given up (counted).
+            let held = entry.get_mut();
+            let taken = successes.min(Summed::MAX_COUNT - held.count);
+            held.count += taken;
+            if taken < successes {
+                give_up(&job.link.store.client, &job, successes - taken);
+                job.link
+                    .applied
+                    .fetch_add(successes - taken, Ordering::AcqRel);
+                job.link.done.notify_waiters();
+            }
+        }
+        std::collections::hash_map::Entry::Vacant(entry) => {
+            let mut sent = Sent::counting(job, successes);
+            sent.local = local;
+            entry.insert(sent);
+        }
+    }
+}
+
+/// Moves the held counts whose earlier count is no longer waiting (answered, or given up) to the
+/// calls to send again, each with a new sequence number (after every number sent so far).
+pub(super) fn release_held(client: &Client, rounds: &mut Rounds) {
+    let waiting: Vec<(usize, u64)> = rounds.again.iter().filter_map(Sent::counted).collect();
+    let ready: Vec<(usize, u64)> = rounds
+        .held
+        .keys()
+        .filter(|key| !waiting.contains(key))
+        .copied()
+        .collect();
+    for key in ready {
+        if let Some(mut sent) = rounds.held.remove(&key) {
+            sent.job.sequence = client.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+            rounds.again.push_back(sent);
+        }
+    }
+}
+
+/// Counts `count` outcomes of `job`'s key given up, in the store's total, the key's
+/// `fusebox_store_dropped_total` and a WARN event naming the key, once per key per outage.
+pub(super) fn give_up(client: &Client, job: &Report, count: u64) {
+    client.dropped.fetch_add(count, Ordering::AcqRel);
+    let link = &job.link;
+    let dropped = link.dropped.fetch_add(count, Ordering::AcqRel) + count;
+    job.core.get().dropped(count);
+    let outage = client.outages.load(Ordering::Acquire) + 1;
+    if link.warned.swap(outage, Ordering::AcqRel) != outage {
+        tracing::warn!(
+            target: "fusebox",
+            key = link.hash.as_str(),
+            dropped,
+            "redis store did not record {count} outcome(s) of this key after {RESENDS} attempts or past the resend queue of {RESEND_QUEUE} ({dropped} so far); with `Degrade::Local` they counted on this replica's local breaker only; more in this outage are counted in `fusebox_store_dropped_total` only (check the store's latency and `RedisStoreBuilder::timeout`)"
+        );
+    }
+}
 
 /// Hands a job to the reporting task (or, when it is gone, applies it locally).
 pub(super) fn send(link: &Arc<SharedKey>, generation: u64, op: Op, site: Site) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::link::{Client, SharedKey};
 use fusebox::State;
 use fusebox::Trigger;
-use fusebox::store::{CircuitRef, Counts, Site};
+use fusebox::store::{CircuitRef, Counts, SharedTransition, Site};
 
 /// Marks a time window in the script's window argument (plus the slice in milliseconds), and
 /// progressive recovery in its probes argument (plus `phases << 20` and `min_passes`).
@@ -27,6 +27,8 @@ pub(super) fn time_slice_ms(span: Duration) -> u64 {
 }
 
 pub(super) use super::link::Answer;
+use super::link::Last;
+use super::view::view_generation;
 
 /// The fields of a breaker's hash, in the order of `FIELDS` in `breaker.lua` (its field codes
 /// are their positions, from 1).
@@ -121,7 +123,7 @@ pub(super) async fn call(
 
 /// Reads one answer of the script (events for a recovery and for corrupt data the script reset).
 pub(super) fn answer_of(client: &Client, link: &SharedKey, values: Vec<i64>) -> Result<Answer, ()> {
-    if values.len() != 14 {
+    if values.len() != 14 && values.len() != 23 {
         degrade_event(client, link, &format!("unexpected answer {values:?}"));
         return Err(());
     }
@@ -148,6 +150,20 @@ pub(super) fn answer_of(client: &Client, link: &SharedKey, values: Vec<i64>) -> 
         incarnation: values[10].max(0) as u64,
         window: (values[12] >= 0 && values[13] >= 0)
             .then(|| (count(values[12]), count(values[13]))),
+        last: values
+            .get(14..)
+            .filter(|last| last.len() == 9 && last[0] >= 0)
+            .map(|last| Last {
+                from: last[0],
+                to: last[1],
+                rule: last[2],
+                calls: last[3],
+                failures: last[4],
+                slow: last[5],
+                age_ms: last[6].max(0) as u64,
+                replica: last[7].max(0) as u64,
+                generation: last[8].max(0) as u64,
+            }),
     })
 }
 
@@ -190,10 +206,41 @@ pub(super) fn degrade_event(client: &Client, link: &SharedKey, why: &str) {
 
 /// Seeds the local breaker with the shared state an answer of the script reported, unless the
 /// view holds a newer generation of the same incarnation (see [`SharedKey::observe`]).
-pub(super) fn learn(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer) {
+/// True when the view took a new generation another replica committed (or, while the view was
+/// unknown, a circuit that is not closed) from an answer that does not carry the key's last
+/// transition (an admission, a report): the caller reads the key again off the call path
+/// (`learn_later`), so the local breaker is told why it moved.
+#[must_use]
+pub(super) fn learn(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer) -> bool {
+    let view = link.view.load(Ordering::Acquire);
     if link.observe(answer.state, answer.generation, answer.incarnation) {
         follow(link, core, answer.state, answer.remaining_ms);
+        let moved = if view == 0 {
+            answer.state != 0
+        } else {
+            view_generation(view) != answer.generation
+        };
+        return moved && answer.committed_from < 0 && answer.last.is_none();
     }
+    false
+}
+
+/// Tells the local breaker the key's last transition when another replica committed it and the
+/// breaker was not told yet (the replica that committed it announced it, and recorded it).
+fn tell(link: &SharedKey, core: CircuitRef<'_>, last: &Last) {
+    if last.replica == link.store.client.replica
+        || link.told.swap(last.generation + 1, Ordering::AcqRel) == last.generation + 1
+    {
+        return;
+    }
+    core.follow_transition(SharedTransition::new(
+        state_of(last.from),
+        state_of(last.to),
+        trigger_of(last.rule).unwrap_or(Trigger::Operator),
+        Counts::new(count(last.calls), count(last.failures), count(last.slow)),
+        Duration::from_millis(last.age_ms),
+        last.replica.to_string(),
+    ));
 }
 
 /// Seeds the local breaker with the shared `state` (script code).
@@ -221,12 +268,18 @@ pub(super) fn follow(link: &SharedKey, core: CircuitRef<'_>, state: i64, remaini
 
 /// Applies an answer: seeds the local breaker, keeps the shared window for snapshots, and
 /// announces a transition this replica committed, with the rule the script says committed it.
-pub(super) fn apply(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer, site: Site) {
+///
+/// True when the key should be read again, for why it moved ([`learn`]).
+#[must_use]
+pub(super) fn apply(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer, site: Site) -> bool {
     let state = state_of(answer.state);
     if let Some((calls, failures)) = answer.window {
         core.observe_window(calls, failures);
     }
-    learn(link, core, answer);
+    let unexplained = learn(link, core, answer);
+    if let Some(last) = &answer.last {
+        tell(link, core, last);
+    }
     if answer.committed_from >= 0 {
         core.announce(
             state_of(answer.committed_from),
@@ -236,6 +289,7 @@ pub(super) fn apply(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer, sit
             trigger_of(answer.rule),
         );
     }
+    unexplained
 }
 
 /// The counts an answer reports with its transition (the window or the probes that decided it).

@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::admit::{admit, flush};
-use super::cached::{cached_admit, learn_later};
+use super::cached::cached_admit;
 use super::link::{SharedKey, SharedStore};
+use super::report::learn_later;
 use super::report::report;
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use fusebox::State;
@@ -49,7 +50,10 @@ impl RedisStore {
 
     /// Outcomes this replica gave up sending: the store did not record them after every resend,
     /// or they overflowed the resend queue. With [`Degrade::Local`](super::Degrade::Local) they counted on this
-    /// replica's local breaker only; with the other [`Degrade`](super::Degrade)s, nowhere.
+    /// replica's local breaker only; with the other [`Degrade`](super::Degrade)s, nowhere. Each
+    /// key's share is the metric `fusebox_store_dropped_total{key}` (fusebox's feature
+    /// `metrics`). In cached and aggregated modes a key's successes wait summed, so what is given
+    /// up past the resend queue is failures, slow calls and ignored outcomes first.
     #[must_use]
     pub fn dropped_reports(&self) -> u64 {
         self.inner.client.dropped.load(Ordering::Acquire)
@@ -80,6 +84,15 @@ impl RedisStore {
         for link in &links {
             super::admit::flush(link).await;
         }
+    }
+
+    /// This replica's id in the store: the name a shared key's last transition gives the
+    /// replica that committed it ([`LastTransition::replica`](fusebox::LastTransition::replica)),
+    /// on every replica's snapshot. Drawn at random when the store connects; log it at startup
+    /// to tell which process it is.
+    #[must_use]
+    pub fn replica(&self) -> String {
+        self.inner.client.replica.to_string()
     }
 
     /// The bound on the next store call (see
@@ -150,9 +163,14 @@ impl RedisStore {
             _ => 0,
         };
         let link = self.key_link(key, policy);
-        let answer = call(&self.inner.client, &link, "force", &[target])
-            .await
-            .map_err(|_| Error::new(fusebox::Key::from(key), Reason::TimedOut, None))?;
+        let answer = call(
+            &self.inner.client,
+            &link,
+            "force",
+            &[target, self.inner.client.replica],
+        )
+        .await
+        .map_err(|_| Error::new(fusebox::Key::from(key), Reason::TimedOut, None))?;
         let operator = Site::new(&"operator");
         let breakers: Vec<Arc<SharedKey>> = self
             .inner
@@ -166,7 +184,8 @@ impl RedisStore {
         let mut announced = false;
         for shared in breakers {
             if let Some(core) = shared.circuit() {
-                apply(&shared, core.get(), &answer, operator);
+                // A forced state's answer comes from this replica's own call: nothing to learn.
+                let _ = apply(&shared, core.get(), &answer, operator);
                 announced = true;
             }
         }
@@ -236,6 +255,9 @@ impl RedisStore {
             view: AtomicU64::new(0),
             known: std::sync::Mutex::default(),
             learning: AtomicBool::new(false),
+            told: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            warned: AtomicU64::new(0),
             forced: AtomicBool::new(false),
             delta: std::sync::Mutex::default(),
             successes: AtomicU64::new(0),
@@ -378,6 +400,10 @@ impl Seam for KeyLink {
 
     fn degraded(&self) -> bool {
         !self.0.store.client.healthy.load(Ordering::Acquire)
+    }
+
+    fn replica(&self) -> Option<String> {
+        Some(self.0.store.client.replica.to_string())
     }
 }
 

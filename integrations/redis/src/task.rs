@@ -8,9 +8,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Degrade;
-use super::link::{Client, Folds, Report, Rounds, Sent, SharedKey};
+use super::link::{Client, Folds, Held, Report, Rounds, Sent, SharedKey, Summed};
 use super::op::Op;
-use super::report::{NOW, RESEND_QUEUE, RESENDS, send, send_cancel, successes_of};
+use super::report::{
+    NOW, RESEND_QUEUE, RESENDS, give_up, hold, learn_later, release_held, send, send_cancel,
+    successes_of,
+};
 use super::script::{Answer, answer_of, apply, degrade_event};
 use fusebox::Verdict;
 use fusebox::store::Site;
@@ -25,10 +28,13 @@ const DRAIN: usize = 16 * 1024;
 const MERGED: usize = 1024;
 
 impl Sent {
-    /// The jobs this call stands for (one for an admission, a read or a fold).
+    /// The jobs this call stands for (one for an admission, a read or a fold; a count's
+    /// successes).
     fn reports(&self) -> u64 {
         if self.delta.is_some() {
             1
+        } else if self.count > 0 {
+            self.count
         } else {
             self.codes.len().max(1) as u64
         }
@@ -38,6 +44,7 @@ impl Sent {
     fn outcomes(&self) -> u64 {
         match &self.delta {
             Some(delta) => delta.calls,
+            None if self.count > 0 => self.count,
             None => self.codes.len() as u64,
         }
     }
@@ -67,6 +74,8 @@ impl Sent {
             Some(delta) => delta
                 .outcomes()
                 .for_each(|failure| job.core.get().record_locally(failure, job.site)),
+            None if self.count > 0 => (0..self.count)
+                .for_each(|_| job.core.get().record_locally(Verdict::Success, job.site)),
             None => self.codes.iter().for_each(|&code| {
                 job.core
                     .get()
@@ -85,12 +94,14 @@ fn code_of(job: &Report) -> u8 {
 /// merging the reports of one key, generation and call site into one script call of at most [`MERGED`]
 /// outcomes, so the store's load follows the round trips, not the calls: a fleet that settles
 /// outcomes faster than one round trip per report is never behind by more than one round trip.
-fn take(
-    client: &Client,
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Report>,
-    batch: &mut Vec<Sent>,
-    folds: &mut Folds,
-) {
+fn take(client: &Client, rounds: &mut Rounds) {
+    let Rounds {
+        rx,
+        batch,
+        folds,
+        held,
+        ..
+    } = rounds;
     let resent = batch.len();
     // Merged per key, generation and call site: a transition's event names the function whose
     // outcome the script applied.
@@ -113,15 +124,11 @@ fn take(
             }
             // The job stands for each of its successes from now on.
             job.link.pending.fetch_add(successes - 1, Ordering::AcqRel);
-            push_successes(batch, &mut open, job, generation, successes);
+            push_count(held, batch, (resent, &mut open), job, generation, successes);
             continue;
         }
         if !matches!(job.op, Op::Record { .. }) {
-            batch.push(Sent {
-                job,
-                codes: Vec::new(),
-                delta: None,
-            });
+            batch.push(Sent::of(job, Vec::new()));
             continue;
         }
         merge_record(batch, &mut open, job);
@@ -171,6 +178,7 @@ fn merge_record(batch: &mut Vec<Sent>, open: &mut Open, job: Report) {
     let code = code_of(&job);
     let merge_key = (Arc::as_ptr(&job.link), job.generation, job.site);
     if let Some(&at) = open.get(&merge_key)
+        && batch[at].count == 0
         && batch[at].codes.len() < MERGED
     {
         batch[at].codes.push(code);
@@ -178,11 +186,7 @@ fn merge_record(batch: &mut Vec<Sent>, open: &mut Open, job: Report) {
         return;
     }
     open.insert(merge_key, batch.len());
-    batch.push(Sent {
-        job,
-        codes: vec![code],
-        delta: None,
-    });
+    batch.push(Sent::of(job, vec![code]));
 }
 
 /// Moves the folds whose interval has passed into the round, while it has room.
@@ -209,64 +213,59 @@ fn take_due_folds(batch: &mut Vec<Sent>, folds: &mut Folds) {
         }
         job.generation = delta.generation;
         batch.push(Sent {
-            job,
-            codes: delta.argument().into_bytes(),
             delta: Some(delta),
+            ..Sent::of(job, delta.argument().into_bytes())
         });
     }
 }
 
-/// Merges `successes` successes of `generation` (a summed job's, `job`) into the round's script
-/// calls of their key, generation and call site, starting new calls of at most [`MERGED`]
-/// outcomes as needed.
-fn push_successes(
+/// Adds `successes` successes of `generation` (a summed job's, `job`) to the round: to the
+/// successes held for their key while an earlier count of it waits for the store's answer (one
+/// of the round's first `resent` calls), to the round's open `count` of their key, generation
+/// and call site, or its open report (as digits, while the store answers), or as a new count.
+fn push_count(
+    held: &mut Held,
     batch: &mut Vec<Sent>,
-    open: &mut Open,
+    (resent, open): (usize, &mut Open),
     mut job: Report,
     generation: u64,
-    mut successes: u64,
+    successes: u64,
 ) {
-    job.op = Op::SUCCESS;
+    job.op = Op::Successes;
     job.generation = generation;
-    let code = code_of(&job);
-    let merge_key = (Arc::as_ptr(&job.link), generation, job.site);
-    let mut job = Some(job);
-    while successes > 0 {
-        let at = match open.get(&merge_key) {
-            Some(&at) if batch[at].codes.len() < MERGED => at,
-            _ => {
-                let report = match job.take() {
-                    Some(job) => job,
-                    None => {
-                        let first = &batch[open[&merge_key]].job;
-                        Report {
-                            link: first.link.clone(),
-                            core: first.core.clone(),
-                            generation,
-                            op: Op::SUCCESS,
-                            misses: 0,
-                            site: first.site,
-                            sequence: 0,
-                            asker: None,
-                        }
-                    }
-                };
-                open.insert(merge_key, batch.len());
-                batch.push(Sent {
-                    job: report,
-                    codes: Vec::new(),
-                    delta: None,
-                });
-                batch.len() - 1
-            }
-        };
-        let room = (MERGED - batch[at].codes.len()) as u64;
-        let n = successes.min(room);
-        batch[at]
-            .codes
-            .extend(std::iter::repeat_n(code, n as usize));
-        successes -= n;
+    let key = (Arc::as_ptr(&job.link) as usize, generation);
+    if batch[..resent]
+        .iter()
+        .any(|sent| sent.counted() == Some(key))
+    {
+        hold(held, job, successes);
+        return;
     }
+    let merge_key = (Arc::as_ptr(&job.link), generation, job.site);
+    if let Some(&at) = open.get(&merge_key) {
+        let sent = &mut batch[at];
+        if sent.count > 0 && sent.count + successes <= Summed::MAX_COUNT {
+            sent.count += successes;
+            return;
+        }
+        // Among records of the key (successes between failures), while the store answers: as
+        // digits of that report, one script call for them all.
+        if sent.count == 0
+            && job.link.store.client.healthy.load(Ordering::Acquire)
+            && sent.codes.len() as u64 + successes <= MERGED as u64
+        {
+            let success = Op::Record {
+                outcome: Verdict::Success,
+                slow: false,
+            };
+            let digit = success.encode().1.unwrap_or(b'1');
+            sent.codes
+                .extend(std::iter::repeat_n(digit, successes as usize));
+            return;
+        }
+    }
+    open.insert(merge_key, batch.len());
+    batch.push(Sent::counting(job, successes));
 }
 
 impl Rounds {
@@ -277,6 +276,7 @@ impl Rounds {
             batch: Vec::with_capacity(BATCH),
             again: std::collections::VecDeque::new(),
             folds: Folds::new(),
+            held: Held::new(),
         }
     }
 
@@ -297,7 +297,7 @@ impl Rounds {
                 None => break,
             }
         }
-        take(client, &mut self.rx, &mut self.batch, &mut self.folds);
+        take(client, self);
         if self.batch.is_empty() {
             return false;
         }
@@ -309,7 +309,9 @@ impl Rounds {
                 // circuit (the key is not created): it is not applied.
                 Ok(_) if job.op == Op::Cancel => {}
                 Ok(answer) => {
-                    apply(&job.link, job.core.get(), &answer, job.site);
+                    if apply(&job.link, job.core.get(), &answer, job.site) {
+                        learn_later(&job.link, job.site);
+                    }
                     if let Some(asker) = job.asker.take()
                         && asker.reply.try_send(Ok(answer)).is_err()
                         && matches!(answer.code, 1 | 2)
@@ -326,11 +328,14 @@ impl Rounds {
                 }
                 Err(()) => {
                     if sent.carries_outcomes() {
-                        if sent.job.misses == 0 && client.degrade == Degrade::Local {
+                        if !sent.local && client.degrade == Degrade::Local {
                             sent.record_locally();
+                            sent.local = true;
                         }
-                        sent.job.misses += 1;
-                        if sent.job.misses <= RESENDS {
+                        sent.job.misses = sent.job.misses.saturating_add(1);
+                        // A count waits until the store answers or the queue overflows: it
+                        // costs the queue one entry, whatever it sums.
+                        if sent.job.misses <= RESENDS || sent.count > 0 {
                             self.again.push_back(sent);
                             continue;
                         }
@@ -346,15 +351,31 @@ impl Rounds {
             }
             finished(&sent);
         }
-        let mut waiting: u64 = self.again.iter().map(Sent::outcomes).sum();
-        while waiting > RESEND_QUEUE as u64
-            && let Some(sent) = self.again.pop_front()
-        {
-            waiting -= sent.outcomes();
-            give_up(client, &sent.job, sent.outcomes());
-            finished(&sent);
-        }
+        self.trim(client);
+        release_held(client, self);
         true
+    }
+
+    /// Gives up the oldest calls waiting to be sent again while they weigh more than
+    /// [`RESEND_QUEUE`]: outcomes sent one by one first, then counts and folds (each of which
+    /// stands for a key's summed outcomes, and weighs one).
+    fn trim(&mut self, client: &Client) {
+        let mut waiting: u64 = self.again.iter().map(Sent::weight).sum();
+        for one_by_one in [true, false] {
+            let mut at = 0;
+            while waiting > RESEND_QUEUE as u64 && at < self.again.len() {
+                if one_by_one && self.again[at].summed() {
+                    at += 1;
+                    continue;
+                }
+                let Some(sent) = self.again.remove(at) else {
+                    break;
+                };
+                waiting -= sent.weight();
+                give_up(client, &sent.job, sent.outcomes());
+                finished(&sent);
+            }
+        }
     }
 }
 
@@ -372,7 +393,7 @@ pub(super) async fn worker(client: Arc<Client>) {
             }
             (
                 rounds.folds.front().map(|&(due, _)| due),
-                !rounds.again.is_empty(),
+                !rounds.again.is_empty() || !rounds.held.is_empty(),
             )
         };
         if resending {
@@ -435,20 +456,6 @@ fn finished_job(job: &Report, reports: u64) {
     job.link.done.notify_waiters();
 }
 
-/// Counts a report given up, with a WARN event the first time and every 1,024th after.
-fn give_up(client: &Client, job: &Report, count: u64) {
-    let before = client.dropped.fetch_add(count, Ordering::AcqRel);
-    if before == 0 || before / 1024 != (before + count) / 1024 {
-        tracing::warn!(
-            target: "fusebox",
-            key = job.link.hash.as_str(),
-            dropped = before + count,
-            "redis store did not record {} outcome(s) after {RESENDS} attempts or past the resend queue of {RESEND_QUEUE}; with `Degrade::Local` they counted on this replica's local breaker only (check the store's latency and `RedisStoreBuilder::timeout`)",
-            before + count
-        );
-    }
-}
-
 /// The script's call for `sent`, as an `EVALSHA` command.
 fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
     let job = &sent.job;
@@ -476,6 +483,12 @@ fn report_command(client: &Client, sent: &Sent) -> redis::Cmd {
         }
         Op::Cancel => {
             cmd.arg(client.replica).arg(job.sequence);
+        }
+        _ if sent.count > 0 => {
+            cmd.arg(job.generation)
+                .arg(sent.count)
+                .arg(client.replica)
+                .arg(job.sequence);
         }
         _ => {
             cmd.arg(job.generation)

@@ -189,7 +189,7 @@ pub(super) struct Episode {
 }
 
 /// A transition as a snapshot keeps it.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct TransitionRecord {
     at: u64,
     from: State,
@@ -197,6 +197,8 @@ pub(super) struct TransitionRecord {
     trigger: Trigger,
     counts: Counts,
     function: &'static str,
+    /// The replica that committed it in the store (a shared key's transition).
+    replica: Option<Arc<str>>,
 }
 
 impl Circuit {
@@ -311,6 +313,15 @@ impl Circuit {
         {
             member.released(self.now());
         }
+        #[cfg(feature = "store")]
+        let replica = self
+            .store
+            .as_ref()
+            .filter(|_| shared)
+            .and_then(|store| store.replica())
+            .map(Arc::from);
+        #[cfg(not(feature = "store"))]
+        let replica = None;
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(TransitionRecord {
             at: self.now(),
             from,
@@ -318,6 +329,7 @@ impl Circuit {
             trigger,
             counts,
             function,
+            replica,
         });
         crate::observe::emit(
             &self.hooks,

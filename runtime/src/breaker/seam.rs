@@ -97,7 +97,60 @@ pub trait SharedKey: Send + Sync + 'static {
     fn degraded(&self) -> bool {
         false
     }
+
+    /// This replica's name in the store, which the last transition of a snapshot names when this
+    /// replica committed it ([`LastTransition::replica`](crate::LastTransition::replica)); the
+    /// store tells the other replicas with [`CircuitRef::follow_transition`]. The default: none.
+    fn replica(&self) -> Option<String> {
+        None
+    }
 }
+
+/// The last transition of a shared key as the store keeps it with the shared state: what every
+/// replica's snapshot shows as its last transition ([`CircuitRef::follow_transition`]).
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedTransition {
+    /// The state it left.
+    pub from: State,
+    /// The state it entered.
+    pub to: State,
+    /// What caused it.
+    pub trigger: Trigger,
+    /// The window (or the probes) that decided it.
+    pub counts: Counts,
+    /// How long before the store's answer it was committed.
+    pub age: Duration,
+    /// The name of the replica that committed it ([`SharedKey::replica`]).
+    pub replica: String,
+}
+
+impl SharedTransition {
+    /// A transition from `from` to `to` by `trigger`, decided by `counts`, committed `age` before
+    /// the store's answer by `replica`.
+    #[must_use]
+    pub fn new(
+        from: State,
+        to: State,
+        trigger: Trigger,
+        counts: Counts,
+        age: Duration,
+        replica: String,
+    ) -> Self {
+        SharedTransition {
+            from,
+            to,
+            trigger,
+            counts,
+            age,
+            replica,
+        }
+    }
+}
+
+/// The function a snapshot's last transition names when another replica committed it (its
+/// function is that replica's).
+pub const ANOTHER_REPLICA: &str = "another replica";
 
 /// What a store answers to an admission.
 #[non_exhaustive]
@@ -395,10 +448,27 @@ impl<'a> CircuitRef<'a> {
         self.0.emit_committed(from, to, counts.into(), site.0, rule);
     }
 
+    /// Records `transition`, committed in the store by another replica, as the local breaker's
+    /// last transition (no event: that replica announced it), so this replica's snapshot says
+    /// why the shared circuit moved: its [`function`](crate::LastTransition::function) is
+    /// [`ANOTHER_REPLICA`].
+    pub fn follow_transition(self, transition: SharedTransition) {
+        self.0.follow_transition(transition);
+    }
+
     /// Keeps the shared window the store's last answer gave (`calls`, `failures`), which
     /// snapshots show and adaptive throttling draws from.
     pub fn observe_window(self, calls: u32, failures: u32) {
         self.0.observe_shared_window(calls, failures);
+    }
+
+    /// Counts `outcomes` outcomes of this key the store gave up recording (past its resend bound
+    /// or queue): `fusebox_store_dropped_total{key}` with the feature `metrics`.
+    pub fn dropped(self, outcomes: u64) {
+        #[cfg(feature = "metrics")]
+        crate::observe::Meters::dropped(self.key(), outcomes);
+        #[cfg(not(feature = "metrics"))]
+        let _ = outcomes;
     }
 
     /// Records `verdict` on the local breaker, as a call admitted under its current state (the

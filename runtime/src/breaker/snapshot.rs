@@ -5,7 +5,7 @@ use super::*;
 
 impl Circuit {
     pub(super) fn last_transition_record(&self) -> Option<TransitionRecord> {
-        *self.last.lock().unwrap_or_else(|p| p.into_inner())
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
@@ -68,6 +68,7 @@ impl Circuit {
                 failures: r.counts.failures,
                 slow: r.counts.slow,
                 function: r.function,
+                replica: r.replica.as_deref().map(str::to_owned),
             }),
         }
     }
@@ -276,6 +277,11 @@ pub struct LastTransition {
     pub failures: u32,
     /// Slow calls among them.
     pub slow: u32,
-    /// Path of the annotated function whose call caused it (`"operator"` for manual controls).
+    /// Path of the annotated function whose call caused it (`"operator"` for manual controls,
+    /// `"another replica"` for a shared key's transition another replica committed).
     pub function: &'static str,
+    /// On a shared key, the name of the replica that committed it in the store (`None` for a
+    /// transition this breaker decided alone): every replica's snapshot names the replica that
+    /// tripped the shared circuit, with its rule and counts.
+    pub replica: Option<String>,
 }

@@ -338,6 +338,21 @@ impl Circuit {
         self.emit_as(from, to, counts, site, trigger, true);
     }
 
+    /// Keeps a transition another replica committed in the store as this breaker's last
+    /// transition (for snapshots; no event), dated `transition.age` before now.
+    pub(crate) fn follow_transition(&self, transition: super::seam::SharedTransition) {
+        let age = u64::try_from(transition.age.as_nanos()).unwrap_or(u64::MAX);
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(super::TransitionRecord {
+            at: self.now().saturating_sub(age),
+            from: transition.from,
+            to: transition.to,
+            trigger: transition.trigger,
+            counts: transition.counts.into(),
+            function: super::seam::ANOTHER_REPLICA,
+            replica: Some(Arc::from(transition.replica)),
+        });
+    }
+
     /// Applies an outcome to the local breaker (the store could not be reached): as a call admitted
     /// under the current local state.
     pub(crate) fn report_locally(&self, outcome: Verdict, site: FnName) {

@@ -24,6 +24,7 @@
 //! | `fusebox_shadow_policy_state` | gauge | `key`, `shadow` | the state it would be in, numbered as `fusebox_state` |
 //! | `fusebox_shadow_policy_transitions_total` | counter | `key`, `shadow`, `from`, `to` | the state changes it would have made |
 //! | `fusebox_shadow_policy_open_milliseconds_total` | counter | `key`, `shadow` | how long it would have been open, added when each episode closes |
+//! | `fusebox_store_dropped_total` | counter | `key` | outcomes of a shared key (`Registry::share`) its store gave up recording: past the store's resend bound or queue while it did not answer (they count on the replica's local breaker only, per the store's degrade setting); registered when the first is given up |
 //!
 //! `key` is the breaker's key; `shadow` a shadow policy's name. A shadow policy is not
 //! metrics-only mode: `fusebox_shadow_rejected_total` counts the calls a breaker in metrics-only
@@ -116,6 +117,8 @@ pub const TRANSITIONS_TOTAL: &str = "fusebox_transitions_total";
 /// `fusebox_concurrency_limit{key}`: the bulkhead's limit on calls in flight (fixed, or an
 /// adaptive one's current value).
 pub const CONCURRENCY_LIMIT: &str = "fusebox_concurrency_limit";
+/// `fusebox_store_dropped_total{key}`: outcomes of a shared key its store gave up recording.
+pub const STORE_DROPPED_TOTAL: &str = "fusebox_store_dropped_total";
 
 /// The value of [`STATE`] for `state`: 0 closed, 1 open, 2 half-open, 3 forced open, 4 disabled.
 #[must_use]

@@ -327,6 +327,13 @@ impl Meters {
         Self::state(key, to);
     }
 
+    /// Adds `outcomes` to `fusebox_store_dropped_total{key}`: outcomes of a shared key its store
+    /// gave up recording.
+    pub(crate) fn dropped(key: &str, outcomes: u64) {
+        ::metrics::counter!(crate::observe::metrics::STORE_DROPPED_TOTAL, "key" => key.to_owned())
+            .increment(outcomes);
+    }
+
     /// Sets `fusebox_state{key}` to `state` (a transition, or a shared key's local breaker
     /// following the state the store reported).
     pub(crate) fn state(key: &str, state: State) {

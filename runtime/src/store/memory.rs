@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use super::{
-    Admission, BoxFuture, CircuitRef, Counts, Link, Outcome, SharedKey, Site, Store, Ticket,
-    WeakCircuit,
+    Admission, BoxFuture, CircuitRef, Counts, Link, Outcome, SharedKey, SharedTransition, Site,
+    Store, Ticket, WeakCircuit,
 };
 use crate::breaker::{Breaker, OwnedPermit};
 use crate::clock::Clock;
@@ -54,9 +54,26 @@ use crate::state::{State, Verdict};
 /// generator with a fixed seed (the same calls lose the same way on every run; `1.0` is a
 /// partition): a lost admission is decided by the replica's local breaker, a lost report is
 /// recorded on it, and the replica's snapshots say `degraded` until the store answers again.
-#[derive(Clone)]
+///
+/// **Replicas' names.** Each handle is one replica: [`MemoryStore::new`] names its handle
+/// `memory-1`, and every clone takes the next number (`memory-2`, …), so registries that each
+/// share a clone are told apart in the last transition their snapshots show
+/// ([`LastTransition::replica`](crate::LastTransition::replica)): every replica's snapshot
+/// names the rule, the counts, the instant and the replica of the shared circuit's last
+/// transition ([`MemoryStore::replica`]).
 pub struct MemoryStore {
     inner: Arc<Inner>,
+    replica: Arc<str>,
+}
+
+impl Clone for MemoryStore {
+    /// Another replica's handle on the same store, with the next name.
+    fn clone(&self) -> Self {
+        MemoryStore {
+            inner: Arc::clone(&self.inner),
+            replica: self.inner.next_replica(),
+        }
+    }
 }
 
 /// The shared circuits, and the faults injected into every call to them.
@@ -68,6 +85,8 @@ struct Inner {
     /// The share of calls lost (an `f64`'s bits).
     loss: AtomicU64,
     draws: Mutex<fastrand::Rng>,
+    /// Handles made so far (each names a replica).
+    handles: AtomicU64,
 }
 
 /// One key's shared circuit.
@@ -77,6 +96,8 @@ struct KeyState {
     generation: AtomicU64,
     /// The last transition, as a replica that committed it announces it.
     last: Mutex<Option<(State, State, Counts, Trigger)>>,
+    /// The generation the last transition started, and the replica whose call committed it.
+    committed_by: Mutex<Option<(u64, Arc<str>)>>,
     /// The half-open probes granted and not yet reported, with the generation that granted them.
     probes: Mutex<Vec<(u64, OwnedPermit)>>,
 }
@@ -87,6 +108,10 @@ struct MemoryKey(Arc<Replica>);
 /// What a replica keeps of a key it shares.
 struct Replica {
     store: Arc<Inner>,
+    /// The name of the replica (its handle's).
+    name: Arc<str>,
+    /// The generation of the last transition told to the replica's breaker (+ 1; 0: none).
+    told: AtomicU64,
     state: Arc<KeyState>,
     circuit: WeakCircuit,
     degraded: AtomicBool,
@@ -139,9 +164,18 @@ impl MemoryStore {
                 delay: AtomicU64::new(0),
                 loss: AtomicU64::new(0f64.to_bits()),
                 draws: Mutex::new(fastrand::Rng::with_seed(LOSS_SEED)),
+                handles: AtomicU64::new(0),
             }
         });
-        MemoryStore { inner }
+        let replica = inner.next_replica();
+        MemoryStore { inner, replica }
+    }
+
+    /// The name of this handle's replica (`memory-1`, `memory-2`, …), as snapshots' last
+    /// transitions name it.
+    #[must_use]
+    pub fn replica(&self) -> &str {
+        &self.replica
     }
 
     /// Delays every call to the store by `delay` from now on (`Duration::ZERO`, the default,
@@ -172,6 +206,7 @@ impl MemoryStore {
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
+            .field("replica", &self.replica)
             .field("keys", &self.inner.registry.len())
             .field("delay", &self.inner.delay())
             .finish_non_exhaustive()
@@ -179,6 +214,12 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 impl Inner {
+    /// The name of the next handle's replica.
+    fn next_replica(&self) -> Arc<str> {
+        let n = self.handles.fetch_add(1, Ordering::AcqRel) + 1;
+        Arc::from(format!("memory-{n}"))
+    }
+
     fn key(&self, key: &str) -> Option<Arc<KeyState>> {
         let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         keys.get(key).cloned()
@@ -214,6 +255,7 @@ impl Store for MemoryStore {
                     breaker: self.inner.registry.fixed(circuit.key(), *circuit.policy()),
                     generation: AtomicU64::new(0),
                     last: Mutex::new(None),
+                    committed_by: Mutex::new(None),
                     probes: Mutex::new(Vec::new()),
                 })
             });
@@ -221,6 +263,8 @@ impl Store for MemoryStore {
         };
         Link::Shared(Box::new(MemoryKey(Arc::new(Replica {
             store: Arc::clone(&self.inner),
+            name: Arc::clone(&self.replica),
+            told: AtomicU64::new(0),
             state,
             circuit,
             degraded: AtomicBool::new(false),
@@ -298,11 +342,16 @@ impl Replica {
     }
 
     /// Makes the replica's breaker follow the shared circuit, and announces the transition its
-    /// own call committed (the generation moved past `before`).
+    /// own call committed (the generation moved past `before`), or keeps the one another
+    /// replica committed as its breaker's last transition.
     fn follow(&self, circuit: CircuitRef<'_>, site: Site, before: u64) {
         let snapshot = self.state.breaker.snapshot();
         circuit.observe_window(snapshot.calls, snapshot.failures);
-        if self.state.generation.load(Ordering::Acquire) != before {
+        let generation = self.state.generation.load(Ordering::Acquire);
+        if generation == before {
+            self.tell(circuit, &snapshot, generation);
+        } else {
+            *self.state.committed_by() = Some((generation, Arc::clone(&self.name)));
             let last = *self
                 .state
                 .last
@@ -316,6 +365,31 @@ impl Replica {
         circuit.follow(snapshot.state, open_remaining, false);
     }
 
+    /// Keeps the shared circuit's last transition (of `generation`, from its `snapshot`) as the
+    /// breaker's, when another replica committed it and the breaker was not told yet.
+    fn tell(&self, circuit: CircuitRef<'_>, snapshot: &crate::Snapshot, generation: u64) {
+        let Some((committed, by)) = self.state.committed_by().clone() else {
+            return;
+        };
+        let Some(last) = &snapshot.last_transition else {
+            return;
+        };
+        if committed != generation
+            || by == self.name
+            || self.told.swap(generation + 1, Ordering::AcqRel) == generation + 1
+        {
+            return;
+        }
+        circuit.follow_transition(SharedTransition::new(
+            last.from,
+            last.to,
+            last.trigger,
+            Counts::new(last.calls, last.failures, last.slow),
+            last.elapsed,
+            by.to_string(),
+        ));
+    }
+
     fn report_done(&self) {
         self.applied.fetch_add(1, Ordering::AcqRel);
         self.done.notify_waiters();
@@ -323,6 +397,12 @@ impl Replica {
 }
 
 impl KeyState {
+    fn committed_by(&self) -> std::sync::MutexGuard<'_, Option<(u64, Arc<str>)>> {
+        self.committed_by
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn probes(&self) -> std::sync::MutexGuard<'_, Vec<(u64, OwnedPermit)>> {
         self.probes.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -406,5 +486,9 @@ impl SharedKey for MemoryKey {
 
     fn degraded(&self) -> bool {
         self.0.degraded.load(Ordering::Acquire)
+    }
+
+    fn replica(&self) -> Option<String> {
+        Some(self.0.name.to_string())
     }
 }

@@ -16,7 +16,7 @@
 //!
 //! The store keeps the breaker's local state in line with the shared one through the
 //! [`CircuitRef`] it is given ([`CircuitRef::follow`], [`CircuitRef::announce`],
-//! [`CircuitRef::observe_window`]); the breaker stays the one place events, snapshots and
+//! [`CircuitRef::follow_transition`], [`CircuitRef::observe_window`]); the breaker stays the one place events, snapshots and
 //! metrics come from. `fusebox-redis` implements the seam on Redis; [`MemoryStore`] implements it
 //! in one process, for tests.
 //!
@@ -29,7 +29,7 @@
 mod memory;
 
 pub use crate::breaker::seam::{
-    Admission, BoxFuture, CircuitHandle, CircuitRef, Counts, Link, Outcome, REFRESH_AFTER,
-    SharedKey, Site, Store, Ticket, WeakCircuit, announce_unheld,
+    ANOTHER_REPLICA, Admission, BoxFuture, CircuitHandle, CircuitRef, Counts, Link, Outcome,
+    REFRESH_AFTER, SharedKey, SharedTransition, Site, Store, Ticket, WeakCircuit, announce_unheld,
 };
 pub use memory::MemoryStore;
