@@ -183,6 +183,12 @@ impl Circuit {
     /// that the outcome of that call, admitted under the previous one, is not recorded (nor are
     /// those of calls in flight elsewhere: this happens once in a circuit's life).
     pub(crate) fn claim_site(&self, site: usize) {
+        // A key shared through a store is not tracked: its generations are the store's, and a
+        // local move to the next one would disown every outcome reported since.
+        #[cfg(feature = "store")]
+        if self.store.is_some() {
+            return;
+        }
         if !self.stacking.claim(site) {
             return;
         }
