@@ -33,7 +33,7 @@ pub(crate) async fn inject(
 ) -> Response {
     let operator = match authorized(&hub, &parts, &key, &fault, Action::Chaos) {
         Ok(operator) => operator,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let chaos = hub.registry.chaos();
     if fault == "clear" {
@@ -89,7 +89,7 @@ pub(crate) async fn switch(
     };
     let operator = match authorized(&hub, &parts, &key, &switch, Action::Chaos) {
         Ok(operator) => operator,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let on = match switch.as_str() {
         "on" => true,

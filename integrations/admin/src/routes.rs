@@ -117,7 +117,7 @@ async fn control(
     };
     let operator = match authorized(&hub, &parts, &key, &action, act) {
         Ok(operator) => operator,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let Some(breaker) = hub.registry.get(&key) else {
         return unknown_key(&key);
@@ -160,16 +160,22 @@ fn refused(key: &str, action: &str, status: StatusCode, code: &str, message: Str
 }
 
 /// The operator the authorisation hook names for the control `act` (written `action`) on `key`,
-/// after the CSRF guard; the refusal to answer otherwise.
+/// after the CSRF guard; the refusal to answer otherwise (boxed: a `Response` is large).
 pub(crate) fn authorized(
     hub: &Hub,
     parts: &Parts,
     key: &str,
     action: &str,
     act: Action,
-) -> Result<String, Response> {
+) -> Result<String, Box<Response>> {
     if let Some(message) = guard::forged(parts) {
-        return Err(refused(key, action, StatusCode::FORBIDDEN, "csrf", message));
+        return Err(Box::new(refused(
+            key,
+            action,
+            StatusCode::FORBIDDEN,
+            "csrf",
+            message,
+        )));
     }
     let request = ControlRequest {
         request: crate::request::ReadRequest::of(parts),
@@ -184,7 +190,13 @@ pub(crate) fn authorized(
     });
     operator.ok_or_else(|| {
         let why = guard::unauthorized(&hub.config, &request);
-        refused(key, action, StatusCode::FORBIDDEN, "unauthorized", why)
+        Box::new(refused(
+            key,
+            action,
+            StatusCode::FORBIDDEN,
+            "unauthorized",
+            why,
+        ))
     })
 }
 

@@ -173,12 +173,11 @@ async fn an_operator_switches_a_rejection_on_and_off_behind_the_controls_guards(
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"cleared\":true"), "{body}");
     assert_eq!(search(), Ok(1));
-    let warned = warnings.0.lock().unwrap();
+    let warned = warnings.0.lock().unwrap().clone();
     let off = warned
         .iter()
         .filter(|w| w.contains("chaos_switched") && w.contains("on=false"));
     assert_eq!(off.count(), 1, "{warned:?}");
-    drop(warned);
     a_fault_registered_in_code_is_switched_by_name(addr).await;
 }
 

@@ -118,6 +118,9 @@ impl Chaos {
 
 /// The body of an `async fn` (an attempt's, with the attempt driver) behind its injection: a
 /// latency fault sleeps on tokio's clock before it, a failure returns the injected error instead.
+///
+/// # Errors
+/// The body's error, or the injected one.
 pub async fn around_async<T, E: 'static, F: Future<Output = Result<T, E>>>(
     chaos: Chaos,
     body: F,
