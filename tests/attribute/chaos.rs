@@ -7,34 +7,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use fusebox::chaos::{Fault, FaultKind};
-use fusebox::{Cause, Reason, RetryAfter, State, circuit_breaker};
+use fusebox::{Cause, Reason, State, circuit_breaker};
 use tokio::time::Instant;
 
 use crate::common::ApiError;
 use crate::common::capture::{capture, named};
-
-/// A backend's error that may ask for a wait.
-#[derive(Debug, Clone, PartialEq)]
-enum Backend {
-    Busy(Duration),
-    Down,
-    Rejected(fusebox::Error),
-}
-
-impl From<fusebox::Error> for Backend {
-    fn from(rejected: fusebox::Error) -> Self {
-        Backend::Rejected(rejected)
-    }
-}
-
-impl RetryAfter for Backend {
-    fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Backend::Busy(wait) => Some(*wait),
-            _ => None,
-        }
-    }
-}
+use crate::pushback::Backend;
 
 /// What a fallback saw.
 #[derive(Debug, PartialEq)]
