@@ -76,7 +76,15 @@ pub struct Injections {
 
 /// A named fault [`Injections::switch`] does not know.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownFault(pub String);
+pub struct UnknownFault(String);
+
+impl UnknownFault {
+    /// The name asked for.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
 
 impl std::fmt::Display for UnknownFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
