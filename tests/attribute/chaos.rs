@@ -363,3 +363,37 @@ fn a_named_fault_is_switched_on_and_off_with_a_warning() {
     assert!(chaos.switch("nothing", true).is_err());
     let _ = &NAMED_CLOCK;
 }
+
+// ---------------------------------------------------------------- latency and `hedge`
+
+fake_registry!(HEDGE_CLOCK, HEDGED);
+
+#[circuit_breaker(key = "chaos-hedged", registry = HEDGED, hedge = "50ms", chaos = true)]
+async fn hedged() -> Result<u32, ApiError> {
+    Ok(9)
+}
+
+#[tokio::test(start_paused = true)]
+async fn injected_latency_on_the_first_attempt_is_answered_by_the_hedge() {
+    // Hedges draw on a budget of 10 % more calls: calls first.
+    for _ in 0..30 {
+        assert_eq!(hedged().await, Ok(9));
+    }
+    let slow_first = Fault::latency(Duration::from_secs(1)).when(|n| n == 1);
+    HEDGED.chaos().inject("chaos-hedged", slow_first);
+    let started = Instant::now();
+    assert_eq!(hedged().await, Ok(9));
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(50),
+        "the hedge answered"
+    );
+    let hedges = HEDGED
+        .get("chaos-hedged")
+        .unwrap()
+        .snapshot()
+        .hedges
+        .unwrap();
+    assert_eq!((hedges.sent, hedges.won), (1, 1));
+    let _ = &HEDGE_CLOCK;
+}
