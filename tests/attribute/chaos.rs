@@ -1,6 +1,6 @@
 //! Fault injection (`fusebox::chaos`, `chaos = true`): injected failures, `Retry-After` answers,
 //! latency and rejections take the paths real ones take — the classification and the window,
-//! the fallback's `Cause`, pushback, retries, `timeout` — at a seeded rate or by a predicate; a
+//! the fallback's `Cause`, pushback, retries, `timeout`, `hedge` — at a seeded rate or by a predicate; a
 //! function without `chaos = true` is never touched. FakeClock and tokio's paused clock.
 
 use std::sync::atomic::{AtomicU32, Ordering};
