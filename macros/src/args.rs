@@ -69,7 +69,7 @@ macro_rules! policy_args {
 fusebox_policy::with_knobs!(@arguments policy_args);
 
 /// The arguments that are neither knobs nor attempts.
-const OTHER_NAMES: [&str; 7] = [
+const OTHER_NAMES: [&str; 8] = [
     "key",
     "failure",
     "failure_if",
@@ -77,6 +77,7 @@ const OTHER_NAMES: [&str; 7] = [
     "registry",
     "crate",
     "policy",
+    "chaos",
 ];
 
 /// The arguments that bound or repeat attempts; they need an `async fn`.
@@ -233,6 +234,9 @@ pub(crate) struct Args {
     pub(crate) policy: PolicyArgs,
     /// `timeout`, `retry`, `backoff`, `deadline`, `hedge`, `hedge_max`.
     pub(crate) attempts: AttemptArgs,
+    /// `chaos = true`: the body runs behind `fusebox::chaos`'s injection point (with the
+    /// runtime's feature `chaos`; without it the argument changes nothing).
+    pub(crate) chaos: bool,
 }
 
 /// One `name = value` pair as written.
@@ -305,6 +309,7 @@ struct Reading {
     krate: Option<Path>,
     policy: PolicyArgs,
     attempts: AttemptArgs,
+    chaos: bool,
 }
 
 /// Checks every argument, then the rules between them, reporting every problem at once.
@@ -341,6 +346,7 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
         krate,
         policy,
         attempts,
+        chaos,
     } = reading;
     rules::check_min_calls(&mut errors, &policy);
     rules::check_all(&mut errors, &policy, &attempts, &seen);
@@ -367,6 +373,7 @@ fn check(raw: Vec<RawArg>) -> syn::Result<Args> {
         krate,
         policy,
         attempts,
+        chaos,
     })
 }
 
@@ -405,6 +412,11 @@ fn read_arg(errors: &mut Errors, reading: &mut Reading, name: &Ident, value: &Ex
                 value,
                 "`policy` takes the path of a `const` `fusebox::Policy`, like `policy = PAYMENT_POLICY`",
             ));
+        }
+        "chaos" => {
+            reading.chaos = errors
+                .ok(values::bool_arg(name, value, "chaos = true"))
+                .unwrap_or(false)
         }
         "timeout" | "retry" | "backoff" | "deadline" | "hedge" | "hedge_max" => {
             read_attempt_arg(errors, &mut reading.attempts, name, value);

@@ -15,6 +15,7 @@
 
 mod admission;
 mod attempts;
+mod chaos;
 mod classify;
 mod names;
 mod once;

@@ -38,7 +38,8 @@ use errors::Errors;
 /// Arguments: `key` (required: a string literal, or an expression yielding `&str`/`String` for one
 /// breaker per value), `failure` (variants of the error type, or a
 /// predicate `fn(&E) -> bool`), `failure_if` (a predicate `fn(&T) -> bool` counting `Ok`
-/// values as failures), `fallback`, `registry`, `crate`; the policy knobs `policy`,
+/// values as failures), `fallback`, `registry`, `crate`, `chaos` (`true`: the calls run behind
+/// `fusebox::chaos`'s fault injection, with its feature); the policy knobs `policy`,
 /// `window` (a count, or a duration for a time window), `min_calls`, `failure_rate`,
 /// `consecutive`, `failure_count`, `throttle` (the factor of adaptive throttling), `slow`,
 /// `slow_rate`, `open_for` (a duration, or a function of the failed recoveries and the window),

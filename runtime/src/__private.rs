@@ -132,6 +132,12 @@ pub fn permit_timed_out(permit: &mut RawPermit<'_>, name: FnName) -> Error {
     error
 }
 
+#[cfg(feature = "chaos")]
+pub use crate::chaos::point::{
+    Chaos, admit as chaos_admit, after_acquire as chaos_after_acquire, around_async as chaos_async,
+    around_sync as chaos_sync, of_key as chaos_of,
+};
+
 #[cfg(feature = "store")]
 pub use crate::breaker::{admit_shared, asks_store, flush_then, reports_to_store};
 

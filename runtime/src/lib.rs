@@ -37,6 +37,7 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
+//! | `chaos` | fault injection for tests and staging ([`fusebox::chaos`](crate::chaos)): failures, `Retry-After` answers, latency and rejections injected into the calls of functions with `chaos = true` |
 //! | `config` | per-key overrides from TOML and environment variables (`fusebox::config`, `Registry::load_toml`, `load_env`) |
 //! | `metrics` | counters and a gauge per key through the `metrics` crate (`fusebox::metrics`) |
 //! | `store` | the store seam ([`fusebox::store`](crate::store)): one circuit across replicas through a store (`fusebox-redis`), or in one process for tests ([`MemoryStore`](crate::store::MemoryStore)) |
@@ -47,6 +48,9 @@
 
 mod breaker;
 mod call;
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub mod chaos;
 pub mod clock;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]

@@ -13,6 +13,7 @@ mod adaptive;
 mod attempts;
 mod behaviour;
 mod budget;
+mod chaos;
 mod classification;
 mod events;
 mod expand_ok;

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 /// Public items of `__private` the expansion never names, each with the item of `__private`
 /// whose signature names it (so it must stay reachable).
-const IN_SIGNATURES: [(&str, &str); 13] = [
+const IN_SIGNATURES: [(&str, &str); 14] = [
+    ("Chaos", "chaos_admit"),
     ("DeclaredSite", "Declared"),
     ("RawPermit", "permit_succeeded"),
     ("NoPushback", "PushbackOf"),

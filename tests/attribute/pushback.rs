@@ -13,9 +13,9 @@ use tokio::time::Instant;
 use crate::common::ApiError;
 use crate::common::capture::capture;
 
-/// A backend's error: busy with the wait it asked for, or down with none.
+/// A backend's error: busy with the wait it asked for, or down with none (`chaos.rs` injects it).
 #[derive(Debug, Clone, PartialEq)]
-enum Backend {
+pub(crate) enum Backend {
     Busy(Duration),
     Down,
     Rejected(fusebox::Error),

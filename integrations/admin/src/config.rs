@@ -23,6 +23,11 @@ pub enum Action {
     MetricsOnly,
     /// [`Breaker::reset`](fusebox::Breaker::reset).
     Reset,
+    /// A fault injection switch (feature `chaos`): `POST /chaos/{key}/{fault}` or
+    /// `POST /faults/{name}/{on|off}`, whose [`ControlRequest::key`] is the fault's key. Not one
+    /// of [`Action::ALL`], the dashboard's buttons.
+    #[cfg(feature = "chaos")]
+    Chaos,
 }
 
 impl Action {
@@ -42,6 +47,8 @@ impl Action {
             Action::Disable => "disable",
             Action::MetricsOnly => "metrics_only",
             Action::Reset => "reset",
+            #[cfg(feature = "chaos")]
+            Action::Chaos => "chaos",
         }
     }
 

@@ -39,6 +39,8 @@
 //! | `GET /breakers` | every breaker and every group of keys as JSON: `{"breakers": [card, …], "groups": [group, …], "instance": …}` |
 //! | `GET /breakers/{key}` | one card; an unknown key is `404` with `{"error": "unknown_key", "message": …}` |
 //! | `POST /breakers/{key}/{action}` | the controls `force_open`, `disable`, `metrics_only`, `reset` (see [Security](#security)); answers with the card |
+//! | `POST /chaos/{key}/{fault}` | feature `chaos`, for staging: injects `rejection` or `latency?ms=N` (each with `rate=0.0..1.0` and `seed=N` if wanted) into the calls of `key`'s functions that have `chaos = true`, or `clear`s its fault ([`fusebox::chaos`]); behind the controls' guards, as [`Action::Chaos`]; each switch is a WARN event `chaos_switched` naming the key and the fault |
+//! | `POST /faults/{name}/{on,off}` | feature `chaos`: switches a fault the service registered in code by name ([`Injections::register`](fusebox::chaos::Injections::register): a failure or `Retry-After` answer with its typed error) |
 //! | `GET /events` | server-sent events: one `board` event (the `/breakers` document plus the history) on connect and after each change |
 //! | `GET /health` | [`health()`] with the keys [`AdminConfig::critical`] names: `200` when `UP`, `503` when `DOWN` |
 //!
@@ -142,6 +144,8 @@ use fusebox::Registry;
 mod history;
 
 mod board;
+#[cfg(feature = "chaos")]
+mod chaos;
 mod config;
 mod guard;
 mod health;

@@ -25,11 +25,15 @@ where
         .route("/breakers/{key}", get(breaker))
         .route("/events", get(events))
         .route_layer(middleware::from_fn_with_state(hub.clone(), guard::reads));
-    Router::new()
+    let router = Router::new()
         .merge(reads)
         .route("/breakers/{key}/{action}", post(control))
-        .route("/health", get(health))
-        .with_state(hub)
+        .route("/health", get(health));
+    #[cfg(feature = "chaos")]
+    let router = router
+        .route("/chaos/{key}/{fault}", post(crate::chaos::inject))
+        .route("/faults/{name}/{switch}", post(crate::chaos::switch));
+    router.with_state(hub)
 }
 
 async fn page(Shared(hub): Shared<Arc<Hub>>) -> Response {
@@ -97,16 +101,13 @@ async fn control(
     parts: Parts,
 ) -> Response {
     hub.ensure_task();
-    // The key and the action come from the request: fields (escaped), never the message.
-    let refused = |status: StatusCode, code: &str, message: String| {
-        tracing::warn!(target: "fusebox", event = "operator_refused", key = ?key, action = ?action, reason = code, why = ?message, "an operator control was refused");
-        error(status, code, message)
-    };
-    if let Some(message) = guard::forged(&parts) {
-        return refused(StatusCode::FORBIDDEN, "csrf", message);
-    }
     let Some(act) = Action::parse(&action) else {
+        if let Some(message) = guard::forged(&parts) {
+            return refused(&key, &action, StatusCode::FORBIDDEN, "csrf", message);
+        }
         return refused(
+            &key,
+            &action,
             StatusCode::NOT_FOUND,
             "unknown_action",
             format!(
@@ -114,20 +115,9 @@ async fn control(
             ),
         );
     };
-    let request = ControlRequest {
-        request: crate::request::ReadRequest::of(&parts),
-        key: &key,
-        action: act,
-    };
-    let operator = hub.config.authorize.as_ref().and_then(|(hook, _)| {
-        // The hook is user code: a panic refuses the control instead of unwinding here.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&request)))
-            .ok()
-            .flatten()
-    });
-    let Some(operator) = operator else {
-        let why = guard::unauthorized(&hub.config, &request);
-        return refused(StatusCode::FORBIDDEN, "unauthorized", why);
+    let operator = match authorized(&hub, &parts, &key, &action, act) {
+        Ok(operator) => operator,
+        Err(refused) => return *refused,
     };
     let Some(breaker) = hub.registry.get(&key) else {
         return unknown_key(&key);
@@ -149,6 +139,8 @@ async fn control(
         Action::Disable => breaker.disable(),
         Action::MetricsOnly => breaker.metrics_only(),
         Action::Reset => breaker.reset(),
+        #[cfg(feature = "chaos")]
+        Action::Chaos => {}
     });
     let snapshot = breaker.snapshot();
     let history = hub.history();
@@ -158,6 +150,54 @@ async fn control(
         &hub.config,
     ))
     .into_response()
+}
+
+/// A refused control: a WARN event `operator_refused` (the key and the action come from the
+/// request: fields, escaped, never the message) and the JSON error.
+fn refused(key: &str, action: &str, status: StatusCode, code: &str, message: String) -> Response {
+    tracing::warn!(target: "fusebox", event = "operator_refused", key = ?key, action = ?action, reason = code, why = ?message, "an operator control was refused");
+    error(status, code, message)
+}
+
+/// The operator the authorisation hook names for the control `act` (written `action`) on `key`,
+/// after the CSRF guard; the refusal to answer otherwise (boxed: a `Response` is large).
+pub(crate) fn authorized(
+    hub: &Hub,
+    parts: &Parts,
+    key: &str,
+    action: &str,
+    act: Action,
+) -> Result<String, Box<Response>> {
+    if let Some(message) = guard::forged(parts) {
+        return Err(Box::new(refused(
+            key,
+            action,
+            StatusCode::FORBIDDEN,
+            "csrf",
+            message,
+        )));
+    }
+    let request = ControlRequest {
+        request: crate::request::ReadRequest::of(parts),
+        key,
+        action: act,
+    };
+    let operator = hub.config.authorize.as_ref().and_then(|(hook, _)| {
+        // The hook is user code: a panic refuses the control instead of unwinding here.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&request)))
+            .ok()
+            .flatten()
+    });
+    operator.ok_or_else(|| {
+        let why = guard::unauthorized(&hub.config, &request);
+        Box::new(refused(
+            key,
+            action,
+            StatusCode::FORBIDDEN,
+            "unauthorized",
+            why,
+        ))
+    })
 }
 
 /// The state a control moves a key's shared circuit to: none for `metrics_only` (no shared
@@ -173,6 +213,8 @@ pub(crate) fn shared_state(act: Action, policy: &fusebox::Policy) -> Option<fuse
         Action::Disable => Some(State::Disabled),
         Action::Reset => Some(State::Closed),
         Action::MetricsOnly => None,
+        #[cfg(feature = "chaos")]
+        Action::Chaos => None,
     }
 }
 

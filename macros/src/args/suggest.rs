@@ -8,7 +8,7 @@ use super::NAMES;
 
 /// Each argument with the names other circuit breakers (Resilience4j, Polly, Failsafe, Hystrix,
 /// Sentinel, gobreaker, Envoy, …) give the same setting, and what to write instead.
-pub(super) const MEANINGS: [(&str, &[&str], &str); 19] = [
+pub(super) const MEANINGS: [(&str, &[&str], &str); 20] = [
     (
         "open_for",
         &[
@@ -164,6 +164,18 @@ pub(super) const MEANINGS: [(&str, &[&str], &str); 19] = [
             "speculative_retry",
         ],
         "a delay or a latency percentile, like `hedge = \"50ms\"` or `hedge = \"p95\"`",
+    ),
+    (
+        "chaos",
+        &[
+            "fault_injection",
+            "inject_faults",
+            "chaos_strategy",
+            "simmy",
+            "fault",
+            "faults",
+        ],
+        "opts the function in to `fusebox::chaos`'s injected faults: `chaos = true`",
     ),
     (
         "hedge_max",

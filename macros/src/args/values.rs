@@ -593,3 +593,14 @@ impl Progressive {
         }
     }
 }
+
+/// Reads a flag written `true` or `false` (`example`: how to write it).
+pub(super) fn bool_arg(name: &Ident, value: &Expr, example: &str) -> syn::Result<bool> {
+    match literal(value) {
+        Some(Lit::Bool(flag)) => Ok(flag.value),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{name}` takes `true` or `false`, like `{example}`"),
+        )),
+    }
+}

@@ -53,6 +53,13 @@ impl Site {
     }
 }
 
+impl Site {
+    /// The registry expression (read again by `chaos = true`'s injection point).
+    pub(super) fn registry(&self) -> &TokenStream {
+        &self.registry
+    }
+}
+
 /// A method's name for events: a `static` `MethodName`, completed with `type_name::<Self>()` on
 /// the first call.
 pub(super) struct MethodNaming {

@@ -7,6 +7,7 @@ use syn::Ident;
 use syn::spanned::Spanned as _;
 
 use super::admission::{Admit, Site, admission};
+use super::chaos;
 use super::classify::{classify, error_alias, pushback};
 use super::names::Names;
 use super::settle::{deferred_fallback, settle};
@@ -85,6 +86,8 @@ pub(super) fn attempts_body(args: &Args, names: &Names, attempt: Attempt<'_>) ->
     let settled = local("__fusebox_settled");
     let attempts = Ident::new("__FUSEBOX_ATTEMPTS", Span::mixed_site());
     let admission = admission(args, names, site, Admit::Closure);
+    let chaos_admit = chaos::wrap_admit(args, names, site.registry());
+    let admission = quote!(#admission #chaos_admit);
     let (attempts_value, attempts_type) = attempts_value(&args.attempts, private);
     let attempt = attempt_closure(args, names, body);
     let (is_failure, is_failed_ok, retry_after) = judges(args, names);
@@ -236,7 +239,8 @@ fn attempt_closure(args: &Args, names: &Names, body: TokenStream) -> TokenStream
         Some(span) => {
             let closure = quote_spanned!(span=> ||);
             let async_block = quote_spanned!(body_span=> async);
-            quote!(#closure #wrap(#async_block #body))
+            let attempt = chaos::around_async(args, names, quote!(#wrap(#async_block #body)), true);
+            quote!(#closure #attempt)
         }
         None => {
             let async_block = match args.fallback {
@@ -244,8 +248,9 @@ fn attempt_closure(args: &Args, names: &Names, body: TokenStream) -> TokenStream
                 None => quote_spanned!(body_span=> async move),
             };
             // The body's future is made here (it runs nothing until polled) and handed out once.
+            let attempt = chaos::around_async(args, names, quote!(#wrap(#async_block #body)), true);
             quote!({
-                let mut #once = ::core::option::Option::Some(#wrap(#async_block #body));
+                let mut #once = ::core::option::Option::Some(#attempt);
                 move || match #once.take() {
                     ::core::option::Option::Some(#once) => #once,
                     ::core::option::Option::None => ::core::unreachable!(

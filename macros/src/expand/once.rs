@@ -9,6 +9,7 @@ use syn::Ident;
 use syn::spanned::Spanned as _;
 
 use super::admission::{Admit, Site, admission};
+use super::chaos;
 use super::classify::{classify, error_alias, pushback};
 use super::names::Names;
 use super::settle::{deferred_fallback, defers_fallback, settle};
@@ -35,13 +36,13 @@ pub(super) fn once_body(
     let timeout = args.attempts.timeout.filter(|_| is_async);
     // With `timeout`, the body's future is awaited inside the timer's.
     let run = match timeout {
-        None if is_async && awaits_in_place(body) => in_place(names, body),
-        Some(_) => run_once(names, args.fallback.is_some(), is_async, body),
+        None if is_async && !chaos::enabled(args) && awaits_in_place(body) => in_place(names, body),
+        Some(_) => run_once(args, names, is_async, body),
         None if is_async => {
-            let run = run_once(names, args.fallback.is_some(), is_async, body);
+            let run = run_once(args, names, is_async, body);
             quote!(#run.await)
         }
-        None => run_once(names, args.fallback.is_some(), is_async, body),
+        None => run_once(args, names, is_async, body),
     };
     let admit = if is_async {
         Admit::SharedPermit
@@ -49,6 +50,8 @@ pub(super) fn once_body(
         Admit::LocalPermit
     };
     let admission = admission(args, names, site, admit);
+    let chaos_admit = chaos::admit(args, names, site.registry());
+    let admission = quote!(#admission #chaos_admit);
     let outcome = outcome(args, names, params, is_async, &run, timeout);
     let alias = error_alias(args, names);
     match deferred_fallback(args, names, params, is_async) {
@@ -76,14 +79,14 @@ pub(super) fn once_body(
 /// The original body, wrapped in a closure (called here) or an `async` block (not yet awaited)
 /// whose output is pinned to the return type. Without a fallback it is moved into the wrapper, so the future captures exactly
 /// what the original function captured. With one it only borrows the parameters, which are then
-/// handed to the fallback.
-fn run_once(names: &Names, fallback: bool, is_async: bool, body: &TokenStream) -> TokenStream {
+/// handed to the fallback. With `chaos = true` it runs behind the injection point (`chaos.rs`).
+fn run_once(args: &Args, names: &Names, is_async: bool, body: &TokenStream) -> TokenStream {
     let Names {
         output,
         output_span,
         ..
     } = names;
-    let capture = if fallback {
+    let capture = if args.fallback.is_some() {
         TokenStream::new()
     } else {
         quote!(move)
@@ -91,10 +94,11 @@ fn run_once(names: &Names, fallback: bool, is_async: bool, body: &TokenStream) -
     let private_at_output = names.private_at(*output_span);
     if is_async {
         let wrap = quote_spanned!(*output_span=> #private_at_output::async_body::<#output, _>);
-        quote!(#wrap(async #capture #body))
+        chaos::around_async(args, names, quote!(#wrap(async #capture #body)), false)
     } else {
         let wrap = quote_spanned!(*output_span=> #private_at_output::sync_body::<#output, _>);
-        quote!(#wrap(#capture || #body))
+        let body = chaos::around_sync(args, names, quote!(#capture || #body), &capture);
+        quote!(#wrap(#body))
     }
 }
 

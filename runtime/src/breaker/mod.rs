@@ -21,6 +21,8 @@ use crate::window::{Counts, Outcomes, Sample};
 
 mod adapter;
 mod admission;
+#[cfg(feature = "chaos")]
+mod chaos;
 mod controls;
 mod hedging;
 mod lifecycle;
@@ -45,6 +47,8 @@ pub(crate) use {seam::*, store::*};
 mod tests;
 
 pub use adapter::{KeptBreaker, SiteId};
+#[cfg(feature = "chaos")]
+pub(crate) use chaos::reject_injected;
 pub use hedging::HedgeGate;
 pub use named::Named;
 pub use owned::Recording;

@@ -119,6 +119,9 @@ pub struct Registry {
     store: OnceLock<Box<dyn crate::breaker::Store>>,
     /// The groups of keys ([`Registry::group`]), created with their first member.
     groups: groups::Groups,
+    /// The faults injected into this registry's calls ([`Registry::chaos`]).
+    #[cfg(feature = "chaos")]
+    pub(crate) chaos: crate::chaos::Injections,
 }
 
 impl Registry {
@@ -158,6 +161,8 @@ impl Registry {
             #[cfg(feature = "store")]
             store: OnceLock::new(),
             groups: groups::Groups::new(),
+            #[cfg(feature = "chaos")]
+            chaos: crate::chaos::Injections::new(),
         }
     }
 

@@ -1,0 +1,17 @@
+#[derive(Debug)]
+enum ApiError {
+    Rejected(fusebox::Error),
+}
+
+impl From<fusebox::Error> for ApiError {
+    fn from(e: fusebox::Error) -> Self {
+        ApiError::Rejected(e)
+    }
+}
+
+#[fusebox::circuit_breaker(key = "search", fault_injection = true)]
+fn search_too(query: &str) -> Result<usize, ApiError> {
+    Ok(query.len())
+}
+
+fn main() {}
