@@ -133,7 +133,7 @@ pub fn permit_timed_out(permit: &mut RawPermit<'_>, name: FnName) -> Error {
 }
 
 #[cfg(feature = "chaos")]
-pub use crate::chaos::point::{
+pub use crate::call::chaos::{
     Chaos, admit as chaos_admit, after_acquire as chaos_after_acquire, around_async as chaos_async,
     around_sync as chaos_sync, of_key as chaos_of,
 };

@@ -17,9 +17,9 @@ use fusebox::chaos::Fault;
 use serde_json::json;
 
 use crate::config::Action;
+use crate::guard::authorized;
 use crate::guard::error;
 use crate::hub::Hub;
-use crate::routes::authorized;
 
 /// The longest latency an operator may inject: a minute.
 const MAX_LATENCY_MS: u64 = 60_000;

@@ -1,4 +1,5 @@
-//! The router's guards: the CSRF and origin check of the controls, the read-side hook, and the
+//! The router's guards: the CSRF and origin check of the controls, their authorisation, the read-side
+//! hook, and the
 //! words of each refusal (the JSON error every route answers with).
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::config::{AdminConfig, CSRF_HEADER, ControlRequest, Hook};
+use crate::config::{Action, AdminConfig, CSRF_HEADER, ControlRequest, Hook};
 use crate::hub::Hub;
 use crate::request::ReadRequest;
 
@@ -133,4 +134,58 @@ pub(crate) fn unauthorized(config: &AdminConfig, request: &ControlRequest<'_>) -
             None => refused("authorize"),
         },
     }
+}
+
+/// A refused control: a WARN event `operator_refused` (the key and the action come from the
+/// request: fields, escaped, never the message) and the JSON error.
+pub(crate) fn refused(
+    key: &str,
+    action: &str,
+    status: StatusCode,
+    code: &str,
+    message: String,
+) -> Response {
+    tracing::warn!(target: "fusebox", event = "operator_refused", key = ?key, action = ?action, reason = code, why = ?message, "an operator control was refused");
+    error(status, code, message)
+}
+
+/// The operator the authorisation hook names for the control `act` (written `action`) on `key`,
+/// after the CSRF guard; the refusal to answer otherwise (boxed: a `Response` is large).
+pub(crate) fn authorized(
+    hub: &Hub,
+    parts: &Parts,
+    key: &str,
+    action: &str,
+    act: Action,
+) -> Result<String, Box<Response>> {
+    if let Some(message) = forged(parts) {
+        return Err(Box::new(refused(
+            key,
+            action,
+            StatusCode::FORBIDDEN,
+            "csrf",
+            message,
+        )));
+    }
+    let request = ControlRequest {
+        request: crate::request::ReadRequest::of(parts),
+        key,
+        action: act,
+    };
+    let operator = hub.config.authorize.as_ref().and_then(|(hook, _)| {
+        // The hook is user code: a panic refuses the control instead of unwinding here.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&request)))
+            .ok()
+            .flatten()
+    });
+    operator.ok_or_else(|| {
+        let why = unauthorized(&hub.config, &request);
+        Box::new(refused(
+            key,
+            action,
+            StatusCode::FORBIDDEN,
+            "unauthorized",
+            why,
+        ))
+    })
 }

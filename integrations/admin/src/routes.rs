@@ -10,7 +10,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use crate::config::{Action, ControlRequest};
+use crate::config::Action;
 use crate::guard::{self, error};
 use crate::hub::Hub;
 
@@ -103,9 +103,9 @@ async fn control(
     hub.ensure_task();
     let Some(act) = Action::parse(&action) else {
         if let Some(message) = guard::forged(&parts) {
-            return refused(&key, &action, StatusCode::FORBIDDEN, "csrf", message);
+            return guard::refused(&key, &action, StatusCode::FORBIDDEN, "csrf", message);
         }
-        return refused(
+        return guard::refused(
             &key,
             &action,
             StatusCode::NOT_FOUND,
@@ -115,7 +115,7 @@ async fn control(
             ),
         );
     };
-    let operator = match authorized(&hub, &parts, &key, &action, act) {
+    let operator = match guard::authorized(&hub, &parts, &key, &action, act) {
         Ok(operator) => operator,
         Err(refused) => return *refused,
     };
@@ -150,54 +150,6 @@ async fn control(
         &hub.config,
     ))
     .into_response()
-}
-
-/// A refused control: a WARN event `operator_refused` (the key and the action come from the
-/// request: fields, escaped, never the message) and the JSON error.
-fn refused(key: &str, action: &str, status: StatusCode, code: &str, message: String) -> Response {
-    tracing::warn!(target: "fusebox", event = "operator_refused", key = ?key, action = ?action, reason = code, why = ?message, "an operator control was refused");
-    error(status, code, message)
-}
-
-/// The operator the authorisation hook names for the control `act` (written `action`) on `key`,
-/// after the CSRF guard; the refusal to answer otherwise (boxed: a `Response` is large).
-pub(crate) fn authorized(
-    hub: &Hub,
-    parts: &Parts,
-    key: &str,
-    action: &str,
-    act: Action,
-) -> Result<String, Box<Response>> {
-    if let Some(message) = guard::forged(parts) {
-        return Err(Box::new(refused(
-            key,
-            action,
-            StatusCode::FORBIDDEN,
-            "csrf",
-            message,
-        )));
-    }
-    let request = ControlRequest {
-        request: crate::request::ReadRequest::of(parts),
-        key,
-        action: act,
-    };
-    let operator = hub.config.authorize.as_ref().and_then(|(hook, _)| {
-        // The hook is user code: a panic refuses the control instead of unwinding here.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&request)))
-            .ok()
-            .flatten()
-    });
-    operator.ok_or_else(|| {
-        let why = guard::unauthorized(&hub.config, &request);
-        Box::new(refused(
-            key,
-            action,
-            StatusCode::FORBIDDEN,
-            "unauthorized",
-            why,
-        ))
-    })
 }
 
 /// The state a control moves a key's shared circuit to: none for `metrics_only` (no shared

@@ -37,8 +37,7 @@
 //! # }
 //! ```
 
-mod fault;
-pub(crate) mod point;
+pub(crate) mod fault;
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, DefaultHasher};
@@ -47,24 +46,22 @@ use std::sync::{Arc, RwLock};
 
 pub use fault::{Fault, FaultKind};
 
-use crate::registry::Registry;
-
 /// One injection on a key: its fault and the number of calls that reached it.
 pub(crate) struct Injection {
-    key: String,
-    fault: Fault,
+    pub(crate) key: String,
+    pub(crate) fault: Fault,
     calls: AtomicU64,
 }
 
 impl Injection {
     /// True when the next call is hit (and counts it).
-    fn hits(&self) -> bool {
+    pub(crate) fn hits(&self) -> bool {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         self.fault.hits(n)
     }
 }
 
-/// The injections of a [`Registry`] ([`Registry::chaos`]): at most one fault per key, and the
+/// The injections of a registry (`Registry::chaos`): at most one fault per key, and the
 /// named faults an operator may switch on and off ([`register`](Injections::register),
 /// [`switch`](Injections::switch), the admin router's `POST /chaos/...`).
 pub struct Injections {
@@ -272,13 +269,5 @@ impl std::fmt::Debug for Injections {
             .field("injected", &self.injected())
             .field("registered", &self.registered())
             .finish()
-    }
-}
-
-impl Registry {
-    /// The faults injected into this registry's calls (feature `chaos`; see [`crate::chaos`]).
-    #[must_use]
-    pub fn chaos(&self) -> &Injections {
-        &self.chaos
     }
 }

@@ -523,3 +523,12 @@ pub static GLOBAL: Registry = Registry::new();
 pub fn registry() -> &'static Registry {
     &GLOBAL
 }
+
+#[cfg(feature = "chaos")]
+impl Registry {
+    /// The faults injected into this registry's calls (feature `chaos`; see [`crate::chaos`]).
+    #[must_use]
+    pub fn chaos(&self) -> &crate::chaos::Injections {
+        &self.chaos
+    }
+}

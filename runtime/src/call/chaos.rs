@@ -5,9 +5,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::Injection;
-use super::fault::{Action, Built};
 use crate::breaker::{FnName, Named, NamedPermit, RawPermit};
+use crate::chaos::Injection;
+use crate::chaos::fault::{Action, Built};
 use crate::error::Error;
 use crate::registry::Registry;
 
