@@ -1,6 +1,5 @@
-//! The router's guards: the CSRF and origin check of the controls, their authorisation, the read-side
-//! hook, and the
-//! words of each refusal (the JSON error every route answers with).
+//! The router's guards: the CSRF and origin check of the controls, their authorisation, the
+//! read-side hook, and the words of each refusal (the JSON error every route answers with).
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 //!
 //! A circuit tracks stacking only once more than one admitting site names it ([`Stacking`]'s
 //! site word: an annotated function's call site, an adapter's instance, see
-//! [`SiteId`](crate::SiteId)). Until then it keeps its fast paths: a key with one site cannot
+//! [`SiteId`]). Until then it keeps its fast paths: a key with one site cannot
 //! stack (recursion aside). Once two sites name it, its calls take the general paths, where each
 //! admission of a call chain (a tokio task, or a thread outside any task) is a level of that
 //! chain's entry; an admission that finds its chain's entry is inside another.
@@ -175,7 +175,7 @@ impl Stacking {
 }
 
 impl Circuit {
-    /// Names this circuit from the admitting site `site` (an address or a [`SiteId`](crate::SiteId)'s
+    /// Names this circuit from the admitting site `site` (an address or a [`SiteId`]'s
     /// number, never 0 or 2). The second site makes it track stacking: it leaves the fast paths.
     /// A call this thread's last annotated admission may have made on the fast path (the outer
     /// of the call under way, whose inner site is naming the circuit now) becomes the outer level

@@ -36,7 +36,7 @@ pub enum HedgeDelay {
 pub struct Hedge {
     /// When the next attempt starts.
     pub delay: HedgeDelay,
-    /// Attempts in flight at most, the first one included (2 ..= [`MAX_HEDGE`](crate::limits::MAX_HEDGE)).
+    /// Attempts in flight at most, the first one included (2 ..= [`MAX_HEDGE`]).
     pub max: u32,
 }
 
@@ -48,7 +48,7 @@ impl Hedge {
     }
 
     /// At most `max` attempts in flight, the first one included, kept within 2 ..=
-    /// [`MAX_HEDGE`](crate::limits::MAX_HEDGE).
+    /// [`MAX_HEDGE`].
     #[must_use]
     pub const fn max(mut self, max: u32) -> Self {
         self.max = if max < 2 {
