@@ -208,8 +208,9 @@ pub(super) fn degrade_event(client: &Client, link: &SharedKey, why: &str) {
 /// view holds a newer generation of the same incarnation (see [`SharedKey::observe`]).
 /// True when the view took a new generation another replica committed (or, while the view was
 /// unknown, a circuit that is not closed) from an answer that does not carry the key's last
-/// transition (an admission, a report): the caller reads the key again off the call path
-/// (`learn_later`), so the local breaker is told why it moved.
+/// transition (an admission, a report), or when the answer made the view unknown: the caller
+/// reads the key again off the call path (`learn_later`), so the local breaker is told why it
+/// moved, or follows the key again.
 #[must_use]
 pub(super) fn learn(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer) -> bool {
     let view = link.view.load(Ordering::Acquire);
@@ -222,7 +223,10 @@ pub(super) fn learn(link: &SharedKey, core: CircuitRef<'_>, answer: &Answer) -> 
         };
         return moved && answer.committed_from < 0 && answer.last.is_none();
     }
-    false
+    // An answer older than a view a message gave (a read sent before that transition was
+    // committed, or a forged message) forgets the view: a read of the key makes it known again,
+    // so the local breaker follows the key without waiting for its next call.
+    view != 0 && link.view.load(Ordering::Acquire) == 0
 }
 
 /// Tells the local breaker the key's last transition when another replica committed it and the

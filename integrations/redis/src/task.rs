@@ -310,7 +310,12 @@ impl Rounds {
                 Ok(_) if job.op == Op::Cancel => {}
                 Ok(answer) => {
                     if apply(&job.link, job.core.get(), &answer, job.site) {
-                        learn_later(&job.link, job.site);
+                        if job.op == Op::Learn {
+                            // This read's own mark is still set: the next read goes at once.
+                            send(&job.link, 0, Op::Learn, job.site);
+                        } else {
+                            learn_later(&job.link, job.site);
+                        }
                     }
                     if let Some(asker) = job.asker.take()
                         && asker.reply.try_send(Ok(answer)).is_err()
