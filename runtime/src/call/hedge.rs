@@ -101,24 +101,26 @@ pub async fn hedged<P, F: Future>(
     gate.ended(started.elapsed(), winner.is_some());
     match winner {
         None => {
-            // The hedges are cancelled: each future, then its permit, is dropped.
-            for (permit, attempt) in hedges {
-                drop(attempt);
-                drop(permit);
-            }
+            cancel(hedges);
             (first_permit, output, false)
         }
         Some(index) => {
             let (permit, _) = hedges.swap_remove(index);
-            for (other, attempt) in hedges {
-                drop(attempt);
-                drop(other);
-            }
+            cancel(hedges);
             // The first attempt is cancelled: it is never polled again, and its permit reports
             // the cancellation now.
             drop(first_permit);
             (permit, output, true)
         }
+    }
+}
+
+/// Cancels the hedges that did not decide the call: each future, then its permit (which reports
+/// the cancellation), is dropped.
+fn cancel<P, F>(hedges: Vec<Racing<P, F>>) {
+    for (permit, attempt) in hedges {
+        drop(attempt);
+        drop(permit);
     }
 }
 
