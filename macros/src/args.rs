@@ -166,6 +166,15 @@ pub(crate) enum ConcurrencyArg {
     Adaptive(Spanned<(u32, u32)>),
 }
 
+/// `quorum = ...`.
+#[derive(Clone, Copy)]
+pub(crate) enum QuorumArg {
+    /// `quorum = 2`: a number of replicas.
+    Replicas(Spanned<u32>),
+    /// `quorum = "50%"`: a share of the replicas, in percent.
+    Share(Spanned<u8>),
+}
+
 /// `recovery = ...`.
 #[derive(Clone, Copy)]
 pub(crate) enum RecoveryArg {

@@ -13,7 +13,9 @@ use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 
-use crate::args::{ConcurrencyArg, OpenForArg, PolicyArgs, RecoveryArg, Spanned, WindowArg};
+use crate::args::{
+    ConcurrencyArg, OpenForArg, PolicyArgs, QuorumArg, RecoveryArg, Spanned, WindowArg,
+};
 use crate::tokens::respan;
 
 /// The type of a knob's checked value: how it becomes its setter call.
@@ -245,6 +247,29 @@ impl Kind for ConcurrencyArg {
         match self {
             ConcurrencyArg::Fixed(calls) => calls.span_of(knob, field),
             ConcurrencyArg::Adaptive(range) => (field == knob).then_some(range.span),
+        }
+    }
+}
+
+/// A number of replicas (the first setter) or a share of them (the second).
+impl Kind for QuorumArg {
+    type Setters = (fn(Policy, u32) -> Policy, fn(Policy, u8) -> Policy);
+    fn apply(self, policy: Policy, (replicas, share): Self::Setters) -> Policy {
+        match self {
+            QuorumArg::Replicas(n) => n.apply(policy, replicas),
+            QuorumArg::Share(percent) => percent.apply(policy, share),
+        }
+    }
+    fn tokens(self, names: &[&str], private: &TokenStream) -> TokenStream {
+        match self {
+            QuorumArg::Replicas(n) => n.tokens(&names[..1], private),
+            QuorumArg::Share(percent) => percent.tokens(&names[1..], private),
+        }
+    }
+    fn span_of(self, knob: &str, field: &str) -> Option<Span> {
+        match self {
+            QuorumArg::Replicas(n) => n.span_of(knob, field),
+            QuorumArg::Share(percent) => percent.span_of(knob, field),
         }
     }
 }

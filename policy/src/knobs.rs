@@ -401,6 +401,39 @@ macro_rules! with_knobs {
                 attr(Spanned<bool> = flag_arg("false") => shared)
                 config { shared: |f| Ok(P.shared(f.boolean()?)) }
             }
+            /// The replicas whose failures a shared circuit needs before it opens for every
+            /// replica (see [`Quorum`]), or `None`: any replica's outcomes can open it.
+            quorum {
+                fields { quorum: Option<Quorum> = None }
+                setting { Option<Quorum> = |p| p.quorum }
+                setters {
+                    /// On a shared key (`Registry::share`): the circuit opens for every replica
+                    /// only when the failures in its window come from at least `replicas`
+                    /// replicas (2..=1000). Until then a replica whose own outcomes reach the
+                    /// rules opens its own view alone ("open here only", trigger `here_only`)
+                    /// and the others keep calling. See [`Quorum`] and the guide's chapter
+                    /// `fusebox::guide::sharing`. A key that is not shared ignores it.
+                    ///
+                    /// ```
+                    /// # use fusebox_policy as fusebox;
+                    /// use fusebox::{Policy, Quorum};
+                    ///
+                    /// const PAYMENT: Policy = Policy::new().quorum(2);
+                    /// assert_eq!(PAYMENT.settings().quorum, Some(Quorum::Replicas(2)));
+                    /// assert_eq!(Policy::new().settings().quorum, None);
+                    /// assert!(Policy::new().quorum(1).validate().is_err());
+                    /// ```
+                    fn quorum(replicas: u32) { quorum: Some(Quorum::Replicas(replicas)) }
+                    /// [`Policy::quorum`] as a share, in percent (1..=100), of the replicas that
+                    /// recorded an outcome in the window, rounded up (`quorum = "50%"`).
+                    fn quorum_share(percent: u8) { quorum: Some(Quorum::Share(percent)) }
+                    /// No quorum (the default): the shared window's rules open the circuit,
+                    /// whichever replicas failed.
+                    fn no_quorum() { quorum: None }
+                }
+                attr(QuorumArg = quorum_arg() => quorum, quorum_share)
+                config { quorum: |f| f.quorum() }
+            }
             /// What an error the classification does not count does (see [`Others`]).
             others {
                 fields { others: Others = Others::Ignore }

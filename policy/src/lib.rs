@@ -30,6 +30,7 @@ mod knobs;
 pub mod limits;
 mod open;
 mod patch;
+mod quorum;
 #[cfg(test)]
 mod tests;
 pub mod text;
@@ -40,6 +41,7 @@ pub use duration::{DURATION_UNITS, DurationError, parse_duration};
 pub use error::PolicyError;
 pub use open::{OpenContext, OpenForFn};
 pub use patch::PolicyPatch;
+pub use quorum::{QUORUM_FORM, Quorum};
 
 /// True when `nanos` is within `MIN_OPEN_FOR..=MAX_OPEN_FOR`.
 const fn in_ms_range(nanos: u64) -> bool {

@@ -54,3 +54,5 @@ pub const MAX_HEDGE: u32 = 5;
 pub const MAX_RETRY_PERCENT: u16 = 1000;
 /// The largest floor of a retry budget, in retries per second.
 pub const MAX_RETRY_FLOOR: u32 = 100_000;
+/// The most replicas a shared circuit's quorum may ask for (`Policy::quorum`).
+pub const MAX_QUORUM: u32 = 1000;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::{
-    Knob, OpenContext, OpenForFn, Others, Policy, Recovery, RetryBudget, Window, duration_to_nanos,
-    factor_to_milli, throttle_to_milli,
+    Knob, OpenContext, OpenForFn, Others, Policy, Quorum, Recovery, RetryBudget, Window,
+    duration_to_nanos, factor_to_milli, throttle_to_milli,
 };
 
 /// Makes [`PolicyPatch`] from the knob table: a field of `Option`s per field of [`Policy`], the

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::limits::{
-    MAX_CONCURRENT, MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_RETRY_FLOOR,
+    MAX_CONCURRENT, MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_QUORUM, MAX_RETRY_FLOOR,
     MAX_RETRY_PERCENT, MAX_THROTTLE, MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
 };
 use crate::{Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
@@ -20,6 +20,7 @@ impl Policy {
         self.validate_recovery()?;
         self.validate_concurrency()?;
         self.validate_retry_budget()?;
+        self.validate_quorum()?;
         self.validate_group()?;
         self.validate_shadow()
     }
@@ -271,6 +272,18 @@ impl Policy {
                     "0..={MAX_RETRY_PERCENT}% with a floor of 0..={MAX_RETRY_FLOOR}/s, not both zero ({problem})"
                 ),
                 format!("\"{budget}\""),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `quorum`: 2..=`MAX_QUORUM` replicas or 1..=100 %.
+    fn validate_quorum(&self) -> Result<(), PolicyError> {
+        match self.quorum.map(|q| (q, q.problem())) {
+            Some((quorum, Some(problem))) => Err(PolicyError::new(
+                "quorum",
+                format!("2..={MAX_QUORUM} replicas or 1..=100% of them ({problem})"),
+                quorum.to_string(),
             )),
             _ => Ok(()),
         }

@@ -99,7 +99,8 @@ pub use observe::record::{OUTCOME_TARGET, SPAN_TARGET};
 pub use observe::{Transition, Trigger};
 pub use policy::{
     Concurrency, DURATION_UNITS, DurationError, OpenContext, OpenForFn, Others, Policy,
-    PolicyError, PolicyPatch, PolicySettings, Recovery, RetryBudget, Window, parse_duration,
+    PolicyError, PolicyPatch, PolicySettings, Quorum, Recovery, RetryBudget, Window,
+    parse_duration,
 };
 pub use registry::{Registry, UnknownKey, registry, usable_policy};
 pub use shadow::ShadowSnapshot;

@@ -8,7 +8,8 @@ pub(crate) use fusebox_policy::limits::TIME_BUCKETS;
 use fusebox_policy::limits::{MAX_OPEN_FOR, MIN_OPEN_FOR};
 pub use fusebox_policy::{
     Concurrency, DURATION_UNITS, DurationError, OpenContext, OpenForFn, Others, Policy,
-    PolicyError, PolicyPatch, PolicySettings, Recovery, RetryBudget, Window, parse_duration,
+    PolicyError, PolicyPatch, PolicySettings, Quorum, Recovery, RetryBudget, Window,
+    parse_duration,
 };
 
 /// `duration` in nanoseconds, saturating at `u64::MAX` (a policy's durations come from

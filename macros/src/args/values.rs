@@ -7,15 +7,15 @@ use std::collections::HashSet;
 use syn::{Expr, ExprLit, Ident, Lit, Path};
 
 use fusebox_policy::{
-    Concurrency, DURATION_UNITS, DurationError, Others, RETRY_BUDGET_FORM, RetryBudget, limits,
-    parse_duration,
+    Concurrency, DURATION_UNITS, DurationError, Others, QUORUM_FORM, Quorum, RETRY_BUDGET_FORM,
+    RetryBudget, limits, parse_duration,
 };
 
 use super::bounds::{
     DurationRange, MAX_CONCURRENT, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_THROTTLE, MAX_WINDOW,
     TIME_WINDOW,
 };
-use super::{ConcurrencyArg, Key, OpenForArg, RecoveryArg, Spanned, WindowArg};
+use super::{ConcurrencyArg, Key, OpenForArg, QuorumArg, RecoveryArg, Spanned, WindowArg};
 use crate::errors::Errors;
 
 /// The suffixes an integer literal may carry (`10u32`); any other suffix (`1f64`) is refused.
@@ -388,6 +388,43 @@ pub(super) fn retry_budget_arg(name: &Ident, value: &Expr) -> syn::Result<Spanne
         _ => Err(syn::Error::new_spanned(
             value,
             format!("`{name}` takes a string, {example}"),
+        )),
+    }
+}
+
+/// `quorum = 2` (replicas, 2..=1000) or `quorum = "50%"` (a share of the replicas, 1..=100 %).
+pub(super) fn quorum_arg(name: &Ident, value: &Expr) -> syn::Result<QuorumArg> {
+    match literal(value) {
+        Some(Lit::Int(_) | Lit::Float(_)) => {
+            let replicas = int_in_range(
+                name,
+                value,
+                "2",
+                2,
+                u64::from(limits::MAX_QUORUM),
+                "replicas (1 is a shared circuit without a quorum: leave `quorum` out)",
+            )?;
+            Ok(QuorumArg::Replicas(narrow(replicas)))
+        }
+        Some(Lit::Str(text)) => match text.value().parse::<Quorum>() {
+            Ok(Quorum::Share(percent)) if (1..=100).contains(&percent) => {
+                Ok(QuorumArg::Share(Spanned {
+                    value: percent,
+                    span: text.span(),
+                }))
+            }
+            _ => Err(syn::Error::new(
+                text.span(),
+                format!(
+                    "invalid `{name}` {:?}: write a share of the replicas within 1%..=100%, like \
+                     `{name} = \"50%\"`, or a number of replicas, like `{name} = 2`",
+                    text.value()
+                ),
+            )),
+        },
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{name}` takes {QUORUM_FORM}, like `{name} = 2` or `{name} = \"50%\"`"),
         )),
     }
 }

@@ -7,7 +7,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::{ConfigError, ECHO, echo};
 use crate::groups::GroupPatch;
-use crate::policy::{Concurrency, Others, PolicyPatch, Recovery, RetryBudget};
+use crate::policy::{Concurrency, Others, PolicyPatch, Quorum, Recovery, RetryBudget};
 use fusebox_policy::{DURATION_UNITS, parse_duration};
 
 /// How one field's value becomes a patch.
@@ -334,6 +334,34 @@ impl<'a> Field<'a> {
             Ok(Concurrency::Adaptive { floor, ceiling }) => {
                 Ok(P.adaptive_concurrency(floor, ceiling))
             }
+            _ => Err(self.wrong(EXPECTED)),
+        }
+    }
+
+    /// A shared circuit's quorum: a number of replicas (`quorum = 2`), a share of them
+    /// (`quorum = "50%"`), or `"off"`, checked as [`Quorum::problem`] checks it.
+    fn quorum(&self) -> Result<PolicyPatch, ConfigError> {
+        const EXPECTED: &str = "a quorum: 2..=1000 replicas (`quorum = 2`) or 1%..=100% of them (`quorum = \"50%\"`), or \"off\"";
+        let text = match self.raw {
+            Raw::Toml(DeValue::Integer(_)) => {
+                let replicas = self.int(EXPECTED)?;
+                return match Quorum::Replicas(replicas).problem() {
+                    None => Ok(P.quorum(replicas)),
+                    Some(_) => Err(self.wrong(EXPECTED)),
+                };
+            }
+            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
+            Raw::Env(s) => s.trim(),
+        };
+        if text.trim() == "off" {
+            return Ok(P.no_quorum());
+        }
+        match text.parse::<Quorum>() {
+            Ok(Quorum::Share(percent)) if (1..=100).contains(&percent) => {
+                Ok(P.quorum_share(percent))
+            }
+            Ok(Quorum::Replicas(n)) if Quorum::Replicas(n).problem().is_none() => Ok(P.quorum(n)),
             _ => Err(self.wrong(EXPECTED)),
         }
     }
