@@ -27,6 +27,7 @@ mod model;
 mod operators;
 mod outage;
 mod probes;
+mod quorum;
 mod replicas;
 mod shapes;
 mod summed;

@@ -10,9 +10,11 @@
 -- ARGV[9]  open_for (ms)       ARGV[10] open_backoff (factor x 1000)     ARGV[11] open_max (ms)
 -- ARGV[12] half-open probes, or 2^40 + phases * 2^20 + min_passes for progressive recovery
 -- ARGV[13] probe lease (ms)   ARGV[14] failure count (failures in the window that open it, 0 = off)
+--          + 2^32 * quorum (0 = off; n: replicas; 2^16 + p: p % of the replicas active in the window)
 -- report:  ARGV[15] generation modulo 1024 (1024: admitted while the replica knew no generation;
 --          counted if the circuit is closed or disabled)  ARGV[16] the outcomes, one digit each in the order the
---          replica settled them (0 ignored, 1 success, 2 failure, 3 slow success, 4 slow failure):
+--          replica settled them (0 ignored, 1 success, 2 failure, 3 slow success, 4 slow failure,
+--          5 the replica opened its own view alone: a key with a quorum counts it, see below):
 --          a replica sums what it settled meanwhile into one report per key and generation, so
 --          the script's load grows with the round trips, not with the calls; the outcomes after
 --          a transition are stale (changes nothing)
@@ -51,7 +53,7 @@
 -- window calls, window failures: the current window after this call (-1 when not read)
 -- rule: what committed the transition (0 with no transition): 1 failure_rate, 2 slow_rate,
 --       3 consecutive, 4 failure_count, 5 open_wait_over, 6 lease_expired, 7 probe_failed,
---       8 probes_passed, 9 phase_passed, 10 operator (`force`)
+--       8 probes_passed, 9 phase_passed, 10 operator (`force`), 11 quorum (replicas opened alone)
 -- calls, failures, slow: the window (or the probes) that decided the transition
 -- `state` and `read` answer 9 more: the last transition's from (-1: none), to, rule, calls,
 --       failures, slow, age (ms), the id of the replica that committed it (ARGV[17] of the call,
@@ -104,7 +106,16 @@ if probes >= TIME then
   probes = 1
 end
 local lease = tonumber(ARGV[13])
-local failure_count = tonumber(ARGV[14])
+local failure_count = tonumber(ARGV[14]) % 4294967296
+-- Quorum: a closed circuit's rules open it only when the failures come from at least this many
+-- replicas; and it opens (rule 11) once that many replicas opened their own view alone (digit 5
+-- of a report). Each replica's last outcome, last failure and last opening alone in the current
+-- generation are kept in field `a<id>` (`generation:mark:failure mark:alone mark`, 0: none),
+-- where a mark is a time window's slice or a count window's position (field `qp`,
+-- `generation:position`, the outcomes counted so far); a mark is in the window when it is among
+-- its last ten slices or `w` positions. Fields that do not parse count as none and are
+-- overwritten.
+local quorum = math.floor(tonumber(ARGV[14]) / 4294967296)
 
 local FIELDS = {'v', 'st', 'g', 'dl', 'iss', 'pas', 'arm', 'n', 'f', 's', 'cur', 'run', 'ro', 'w', 'ph', 'sq', 'pf', 'inc'}
 local NOT_HASH = #FIELDS + 1
@@ -312,7 +323,7 @@ end
 -- The rule a closed circuit trips by after an outcome (`failure`: 1 when it failed) or a fold
 -- (`failure`: 1 when it held a failure), with `run` failures in a row, 0 for none; checked in the
 -- order the in-memory breaker checks them.
-local function trip_rule(failure, run)
+local function rule_reached(failure, run)
   if consecutive > 0 and run >= consecutive then return 3 end
   -- `failure_count`: the window's failures, whatever the rate and `min_calls`.
   if failure == 1 and failure_count > 0 and b.f >= failure_count then return 4 end
@@ -321,6 +332,90 @@ local function trip_rule(failure, run)
     if slow_rate > 0 and b.s * 100 >= slow_rate * b.n then return 2 end
   end
   return 0
+end
+
+-- Quorum bookkeeping of this call: the count window's position, outcomes counted so far, and
+-- whether the calling replica (ARGV[17]) reported a failure in them.
+local qpos, added, me_failed, me_alone = nil, 0, false, false
+
+-- The current mark: a time window's slice, or a count window's position.
+local function mark_now()
+  if slice_ms > 0 then return math.floor(now / slice_ms) + 1 end
+  if not qpos then
+    local g, pos = string.match(tostring(redis.call('HGET', k, 'qp')), '^(%d+):(%d+)$')
+    qpos = (tonumber(g) == b.g and tonumber(pos)) or 0
+  end
+  return qpos + added
+end
+
+local function in_window(mark, cur)
+  if mark == 0 then return false end
+  if slice_ms > 0 then return mark > cur - 10 end
+  return mark > cur - w
+end
+
+-- The replicas that failed, that opened alone, and that recorded an outcome in the window,
+-- the calling replica (ARGV[17]) counted with what this call carries.
+local function replicas_in_window()
+  local cur, me = mark_now(), tostring(ARGV[17])
+  local failing, alone, active = 0, 0, 1
+  if me_failed then failing = 1 end
+  if me_alone then alone = 1 end
+  local cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', k, cursor, 'MATCH', 'a*', 'COUNT', 1000)
+    cursor = page[1]
+    for i = 1, #page[2], 2 do
+      local g, m, fm, am = string.match(page[2][i + 1], '^(%d+):(%d+):(%d+):(%d+)$')
+      if tonumber(g) == b.g then
+        local failed, opened = in_window(tonumber(fm), cur), in_window(tonumber(am), cur)
+        if string.sub(page[2][i], 2) == me then
+          if failed and not me_failed then failing = failing + 1 end
+          if opened and not me_alone then alone = alone + 1 end
+        else
+          if in_window(tonumber(m), cur) then active = active + 1 end
+          if failed then failing = failing + 1 end
+          if opened then alone = alone + 1 end
+        end
+      end
+    end
+  until cursor == '0'
+  return failing, alone, active
+end
+
+-- The replicas the quorum asks for when `active` replicas recorded an outcome in the window.
+local function quorum_of(active)
+  if quorum >= 65536 then return math.max(1, math.ceil(active * (quorum - 65536) / 100)) end
+  return quorum
+end
+
+-- True when the failures in the window come from at least the quorum of replicas (always
+-- without a quorum).
+local function quorum_met()
+  if quorum == 0 then return true end
+  local failing, _, active = replicas_in_window()
+  return failing >= quorum_of(active)
+end
+
+-- After a call that counted outcomes of a closed circuit, or told that its replica opened alone:
+-- the calling replica's entry, and the count window's position.
+local function keep_quorum_marks()
+  if quorum == 0 or (added == 0 and not me_alone) or not ARGV[17] or not string.find(ARGV[17], '^%d+$') then return end
+  local cur = mark_now()
+  local field = 'a' .. ARGV[17]
+  local g, _, fm, am = string.match(tostring(redis.call('HGET', k, field)), '^(%d+):(%d+):(%d+):(%d+)$')
+  if tonumber(g) ~= b.g then fm, am = 0, 0 end
+  if me_failed then fm = cur end
+  if me_alone then am = cur end
+  redis.call('HSET', k, field, b.g .. ':' .. cur .. ':' .. fm .. ':' .. am)
+  if slice_ms == 0 and added > 0 then redis.call('HSET', k, 'qp', b.g .. ':' .. cur) end
+end
+
+-- `rule_reached`, held back while fewer replicas than the quorum failed.
+local function trip_rule(failure, run)
+  local rule = rule_reached(failure, run)
+  if rule > 0 and not quorum_met() then return 0 end
+  return rule
 end
 
 -- The time window's totals at `now` (calls, failures, slow), and the current slice.
@@ -533,8 +628,8 @@ elseif op == 'report' then
   local gen = tonumber(ARGV[15])
   local codes = ARGV[16]
   -- Checked whole before anything is written: one digit 0..4 per outcome, at most 1024.
-  if type(codes) ~= 'string' or #codes > 1024 or not string.find(codes, '^[0-4]+$') then
-    return redis.error_reply('fusebox: outcomes must be 1 to 1024 digits 0-4, not ' .. string.sub(tostring(codes), 1, 32))
+  if type(codes) ~= 'string' or #codes > 1024 or not string.find(codes, '^[0-5]+$') then
+    return redis.error_reply('fusebox: outcomes must be 1 to 1024 digits 0-5, not ' .. string.sub(tostring(codes), 1, 32))
   end
   local duplicate = recorded_before()
   -- The count window's slots and the time window's bucket this report reads and writes, read
@@ -559,7 +654,18 @@ elseif op == 'report' then
     local digit = string.byte(codes, i) - 48
     local outcome, slow = digit, 0
     if digit >= 3 then outcome, slow = digit - 2, 1 end
-    if b.st == 0 or b.st == 4 then
+    if digit == 5 then
+      -- This replica opened alone: no outcome; with a quorum, a closed circuit counts it.
+      if b.st == 0 and quorum > 0 then
+        code = 1
+        me_alone = true
+        local _, alone, active = replicas_in_window()
+        if alone >= quorum_of(active) then
+          calls, failures, slow_calls = open(0)
+          rule = 11
+        end
+      end
+    elseif b.st == 0 or b.st == 4 then
       code = 1
       if outcome ~= 0 then
         local failure = outcome == 2 and 1 or 0
@@ -577,6 +683,8 @@ elseif op == 'report' then
         b.n, b.f, b.s = b.n + 1, b.f + failure, b.s + slow
         if failure == 1 then b.run = b.run + 1 else b.run = 0 end
         counted = true
+        added = added + 1
+        if failure == 1 then me_failed = true end
         if b.st == 0 then
           rule = trip_rule(failure, b.run)
           if rule > 0 then calls, failures, slow_calls = open(0) end
@@ -671,6 +779,8 @@ elseif op == 'fold' then
       b.run = trail
     end
     counted = true
+    added = n
+    if f > 0 then me_failed = true end
     if b.st == 0 then
       rule = trip_rule(f > 0 and 1 or 0, run_peak)
       if rule > 0 then calls, failures, slow_calls = open(0) end
@@ -698,11 +808,15 @@ elseif op == 'count' then
       first = math.min(n, math.max(1, reach))
     end
     add_successes(first)
+    added = first
     if b.st == 0 then
       rule = trip_rule(0, 0)
       if rule > 0 then calls, failures, slow_calls = open(0) end
     end
-    if rule == 0 and n > first then add_successes(n - first) end
+    if rule == 0 and n > first then
+      add_successes(n - first)
+      added = n
+    end
   elseif taken and b.st == 2 and phases > 0 then
     code = 1
     b.pas = b.pas + math.min(n, math.max(1, min_passes - b.pas))
@@ -750,6 +864,7 @@ else
   return redis.error_reply('fusebox: unknown op ' .. tostring(op))
 end
 
+if (counted or me_alone) and from < 0 then keep_quorum_marks() end
 if counted then
   -- A slot that held data this script did not write may have been counted: the totals stay
   -- within the window.

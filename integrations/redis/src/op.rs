@@ -26,6 +26,9 @@ pub(super) enum Op {
     /// Carries the job's `sequence` successes, taken from the link's sum ahead of a record that
     /// is not summed; sent as one `count` of them.
     Successes,
+    /// Tells the script this replica opened its own view alone (a key with a quorum), so it
+    /// counts toward the quorum: the digit `5` of a `report`, merged with the records.
+    Alone,
 }
 
 impl Op {
@@ -46,7 +49,7 @@ impl Op {
     pub(super) fn carries_outcomes(self) -> bool {
         matches!(
             self,
-            Op::Record { .. } | Op::Fold | Op::Summed | Op::Successes
+            Op::Record { .. } | Op::Fold | Op::Summed | Op::Successes | Op::Alone
         )
     }
 
@@ -65,6 +68,7 @@ impl Op {
                 };
                 ("report", Some(digit))
             }
+            Op::Alone => ("report", Some(b'5')),
             Op::Summed | Op::Successes => ("count", None),
             Op::Learn => ("state", None),
             Op::Admit => ("admit", None),
@@ -75,6 +79,9 @@ impl Op {
 
     /// The record a `report` digit of [`Op::encode`] stands for (an unknown digit: ignored).
     pub(super) fn decode(digit: u8) -> Op {
+        if digit == b'5' {
+            return Op::Alone;
+        }
         let (outcome, slow) = match digit {
             b'1' => (Verdict::Success, false),
             b'2' => (Verdict::Failure, false),
@@ -109,6 +116,7 @@ mod tests {
             (Op::Admit, ("admit", None)),
             (Op::Cancel, ("cancel", None)),
             (Op::Fold, ("fold", None)),
+            (Op::Alone, ("report", Some(b'5'))),
         ];
         for (op, wire) in expected {
             assert_eq!(op.encode(), wire, "{op:?}");

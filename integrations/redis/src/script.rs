@@ -68,6 +68,7 @@ pub(super) fn trigger_of(rule: i64) -> Option<Trigger> {
         8 => Trigger::ProbesPassed,
         9 => Trigger::PhasePassed,
         10 => Trigger::Operator,
+        11 => Trigger::Quorum,
         _ => return None,
     })
 }

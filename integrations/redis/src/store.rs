@@ -12,7 +12,7 @@ use super::admit::{admit, flush};
 use super::cached::cached_admit;
 use super::link::{SharedKey, SharedStore};
 use super::report::learn_later;
-use super::report::report;
+use super::report::{alone, report};
 use super::script::{TIME_WINDOW, apply, call, counts_of, state_of, time_slice_ms};
 use fusebox::State;
 use fusebox::store::{
@@ -234,7 +234,8 @@ impl RedisStore {
                 _ => u64::from(settings.half_open),
             },
             ms(lease_nanos(&policy)),
-            settings.failure_count.map_or(0, u64::from),
+            // The quorum rides in the upper half of the failure count's argument.
+            settings.failure_count.map_or(0, u64::from) + (quorum_code(settings.quorum) << 32),
         ];
         SharedKey {
             hash: self.redis_key(key),
@@ -364,6 +365,17 @@ impl fusebox::store::Store for RedisStore {
     }
 }
 
+/// The script's code of a quorum (`breaker.lua`, ARGV[14]): 0 for none, the replicas, or
+/// 2^16 + a share in percent.
+fn quorum_code(quorum: Option<fusebox::Quorum>) -> u64 {
+    match quorum {
+        Some(fusebox::Quorum::Replicas(n)) => u64::from(n),
+        Some(fusebox::Quorum::Share(percent)) => (1 << 16) + u64::from(percent),
+        // `None`, and a later kind of the non-exhaustive enum (none is sent).
+        _ => 0,
+    }
+}
+
 /// A shared breaker's link, as the breaker holds it: its key's side of the store.
 struct KeyLink(Arc<SharedKey>);
 
@@ -391,6 +403,10 @@ impl Seam for KeyLink {
 
     fn flush(&self) -> BoxFuture<'_, ()> {
         flush(&self.0)
+    }
+
+    fn opened_alone(&self, site: Site) {
+        alone(&self.0, site);
     }
 
     fn refresh(&self, _circuit: CircuitRef<'_>) {

@@ -127,7 +127,7 @@ fn take(client: &Client, rounds: &mut Rounds) {
             push_count(held, batch, (resent, &mut open), job, generation, successes);
             continue;
         }
-        if !matches!(job.op, Op::Record { .. }) {
+        if !matches!(job.op, Op::Record { .. } | Op::Alone) {
             batch.push(Sent::of(job, Vec::new()));
             continue;
         }

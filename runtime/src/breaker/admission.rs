@@ -121,6 +121,18 @@ impl Circuit {
                     site,
                 );
             }
+            // A key with a quorum: this replica's own view may hold the call ("open here only").
+            if let Some(here) = self.shared.here.as_deref()
+                && let Err((reason, wait)) = self.admit_here(here, site)
+            {
+                let rejection = self.count_rejection(reason, wait);
+                self.record_rejection(reason, site);
+                return NamedPermit::new(
+                    self,
+                    permit::rejected(rejection.reason.bits(), rejection.retry_after),
+                    site,
+                );
+            }
             if let Some(permit) = self.admit_now(site, ASK_STORE) {
                 return permit;
             }

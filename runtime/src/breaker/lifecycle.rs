@@ -80,6 +80,9 @@ impl Circuit {
     pub(crate) fn with_store(mut self, store: Box<dyn super::seam::SharedKey>) -> Circuit {
         self.general = AtomicU8::new(1);
         self.store = Some(store);
+        if self.policy.settings().quorum.is_some() {
+            self.shared.here = Some(Box::new(super::quorum::Here::new(&self.policy)));
+        }
         self
     }
 

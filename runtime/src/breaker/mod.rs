@@ -31,6 +31,8 @@ mod member;
 mod named;
 mod owned;
 mod permit;
+#[cfg(feature = "store")]
+mod quorum;
 mod report;
 mod retry;
 #[cfg(feature = "store")]

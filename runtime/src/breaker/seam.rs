@@ -72,6 +72,14 @@ pub trait SharedKey: Send + Sync + 'static {
     /// where its permit settles: record it off the call path.
     fn report(&self, ticket: Ticket, site: Site, outcome: Outcome);
 
+    /// This replica opened its own view of the key alone ("open here only", a key with a
+    /// [`quorum`](crate::Policy::quorum)), at a call of `site`: the store counts it toward the
+    /// quorum, and opens the shared circuit once that many replicas did. The default does
+    /// nothing.
+    fn opened_alone(&self, site: Site) {
+        let _ = site;
+    }
+
     /// True when a caller should await the recording of its outcome ([`SharedKey::flush`]) before
     /// it returns. The default: never.
     fn awaits_recording(&self) -> bool {

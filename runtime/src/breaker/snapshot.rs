@@ -19,6 +19,22 @@ impl Circuit {
         let sharing = self.sharing(now);
         #[cfg(not(feature = "store"))]
         let sharing = SharingView::default();
+        // A key with a quorum open on this replica alone shows this replica's view.
+        #[cfg(feature = "store")]
+        let here = (state == State::Closed)
+            .then(|| self.shared.here.as_deref()?.view(now))
+            .flatten()
+            .map(|view| (view.state, view.retry_after));
+        #[cfg(not(feature = "store"))]
+        let here: Option<(State, Option<Duration>)> = None;
+        let (state, here_wait) = match here {
+            Some((state, wait)) => (state, Some(wait)),
+            None => (state, None),
+        };
+        let sharing = SharingView {
+            here_only: here.is_some(),
+            ..sharing
+        };
         Snapshot {
             sharing,
             key: self.key.clone(),
@@ -33,8 +49,9 @@ impl Circuit {
             throttled: self.counters.throttled.load(Ordering::Relaxed),
             retries_rejected: self.counters.retries_rejected.load(Ordering::Relaxed),
             retry_budget_balance: self.retry_balance(),
-            retry_after: (state == State::Open)
-                .then(|| word.open_remaining(now, self.time_of(word, now))),
+            retry_after: here_wait.unwrap_or_else(|| {
+                (state == State::Open).then(|| word.open_remaining(now, self.time_of(word, now)))
+            }),
             probes_in_flight: match (state, self.policy.settings().recovery) {
                 (State::HalfOpen, Recovery::Probes) => word.issued().saturating_sub(word.passed()),
                 _ => 0,
@@ -145,6 +162,7 @@ pub(crate) struct SharingView {
     pub(crate) degraded: bool,
     pub(crate) replica_calls: u64,
     pub(crate) replica_failures: u64,
+    pub(crate) here_only: bool,
 }
 
 /// How a breaker's state is kept across replicas ([`Snapshot::sharing`]).
@@ -246,6 +264,17 @@ impl Snapshot {
     #[must_use]
     pub fn replica_calls(&self) -> u64 {
         self.sharing.replica_calls
+    }
+
+    /// True while this replica holds its calls alone on a shared key with a
+    /// [`quorum`](crate::Policy::quorum) ("open here only"): its own outcomes reached the
+    /// policy's rules, fewer replicas than the quorum failed, and the shared circuit stays closed
+    /// for the others. [`state`](Snapshot::state) is then this replica's view (open, or
+    /// half-open while its own probes run) and [`retry_after`](Snapshot::retry_after) its own
+    /// wait. Always false on a key without a quorum.
+    #[must_use]
+    pub fn open_here_only(&self) -> bool {
+        self.sharing.here_only
     }
 
     /// Failures among [`replica_calls`](Snapshot::replica_calls).

@@ -31,6 +31,8 @@ pub(crate) struct SharedView {
     failures: AtomicU64,
     /// The registry shares its keys but this one's policy cannot be shared (it stays local).
     unshareable: AtomicBool,
+    /// This replica's own view of a key with a quorum ("open here only"); `None` without one.
+    pub(super) here: Option<Box<super::quorum::Here>>,
 }
 
 impl SharedView {
@@ -259,6 +261,7 @@ impl Circuit {
             degraded: store.degraded(),
             replica_calls: view.calls.load(Ordering::Relaxed),
             replica_failures: view.failures.load(Ordering::Relaxed),
+            here_only: false,
         }
     }
 
@@ -294,6 +297,10 @@ impl Circuit {
                 Ok(()) => {
                     self.window.reset();
                     self.run.store(0, Ordering::Release);
+                    // The shared state moved: this replica's own view starts again.
+                    if let Some(here) = self.shared.here.as_deref() {
+                        here.forget();
+                    }
                     // The gauge follows the mirrored state (no transition is announced here).
                     #[cfg(feature = "metrics")]
                     crate::observe::Meters::state(self.key.as_str(), next.state());

@@ -75,6 +75,16 @@ pub enum Trigger {
     OutlierSuccessRate,
     /// Closed → open: the group's failure-percentage rule ejected the member.
     OutlierFailurePercentage,
+    /// Closed → open on this replica only ("open here only"): a shared key with a
+    /// [`quorum`](crate::Policy::quorum) whose own outcomes on this replica reached a rule while
+    /// fewer replicas than the quorum failed; the shared circuit stays closed for the others.
+    /// Its recovery (open → half-open → closed or open) is this replica's own too, with the
+    /// usual triggers.
+    HereOnly,
+    /// Closed → open for every replica: as many replicas as the key's
+    /// [`quorum`](crate::Policy::quorum) opened alone within the window (each one's own outcomes
+    /// reached a rule).
+    Quorum,
 }
 
 impl Trigger {
@@ -106,6 +116,8 @@ impl Trigger {
             Trigger::Reconfigured => "reconfigured",
             Trigger::OutlierSuccessRate => "outlier_success_rate",
             Trigger::OutlierFailurePercentage => "outlier_failure_percentage",
+            Trigger::HereOnly => "here_only",
+            Trigger::Quorum => "quorum",
         }
     }
 }

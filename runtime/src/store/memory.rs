@@ -244,6 +244,15 @@ impl Inner {
 
 impl Store for MemoryStore {
     fn link(&self, circuit: WeakCircuit) -> Link {
+        if circuit.policy().settings().quorum.is_some() {
+            tracing::warn!(
+                target: "fusebox",
+                key = circuit.key(),
+                field = "quorum",
+                "a breaker sets a `quorum`, which the memory store does not count; it stays local (share it through fusebox-redis, or leave `quorum` out)"
+            );
+            return Link::Unshareable;
+        }
         let state = {
             let mut keys = self
                 .inner
