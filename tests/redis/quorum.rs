@@ -289,3 +289,118 @@ fn a_share_of_the_active_replicas_is_a_quorum_too() {
     );
     assert_eq!(shared_state(&server, "quorum-half"), "1", "{table}");
 }
+
+mod recovery {
+    //! A replica open alone recovers with its own probes, on the registries' fake clock: a
+    //! cancelled probe is given back, a failed one reopens it alone, passed ones close it; the
+    //! shared circuit stays closed throughout.
+
+    use std::sync::LazyLock;
+    use std::task::{Context, Waker};
+    use std::time::Duration;
+
+    use crate::harness::{BackendError, RedisServer};
+    use fusebox::clock::FakeClock;
+    use fusebox::{Reason, Registry, State, Trigger, circuit_breaker};
+    use fusebox_redis::RedisStore;
+
+    static CLOCK: LazyLock<FakeClock> = LazyLock::new(FakeClock::new);
+    static ALONE: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
+    static FLEET: LazyLock<Registry> = LazyLock::new(|| Registry::with_clock(CLOCK.clone()));
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum How {
+        Ok,
+        Fail,
+        Hang,
+    }
+
+    async fn backend(how: How) -> Result<(), BackendError> {
+        match how {
+            How::Ok => Ok(()),
+            How::Fail => Err(BackendError::Down),
+            How::Hang => std::future::pending().await,
+        }
+    }
+
+    #[circuit_breaker(key = "quorum-recovery", registry = ALONE, window = 10, min_calls = 10, open_for = "100ms", half_open = 2, quorum = 2)]
+    async fn on_alone(how: How) -> Result<(), BackendError> {
+        backend(how).await
+    }
+
+    #[circuit_breaker(key = "quorum-recovery", registry = FLEET, window = 10, min_calls = 10, open_for = "100ms", half_open = 2, quorum = 2)]
+    async fn on_fleet(how: How) -> Result<(), BackendError> {
+        backend(how).await
+    }
+
+    fn reason(result: Result<(), BackendError>) -> Option<Reason> {
+        match result {
+            Err(BackendError::Rejected(e)) => Some(e.reason()),
+            _ => None,
+        }
+    }
+
+    fn alone() -> fusebox::Snapshot {
+        ALONE.get("quorum-recovery").unwrap().snapshot()
+    }
+
+    #[tokio::test]
+    async fn a_replica_open_alone_recovers_with_its_own_probes() {
+        let server = RedisServer::start();
+        CLOCK.advance(Duration::from_secs(1_000));
+        for registry in [&ALONE, &FLEET] {
+            let store = RedisStore::builder(&server.url()).time_from(CLOCK.clone());
+            registry.share(store.connect().await.unwrap());
+        }
+        for _ in 0..10 {
+            assert!(on_fleet(How::Ok).await.is_ok());
+        }
+        // Ten failures of one replica: the shared window is all failures, but one replica is
+        // not the quorum; it opens alone.
+        for _ in 0..10 {
+            assert!(matches!(on_alone(How::Fail).await, Err(BackendError::Down)));
+        }
+        let s = alone();
+        assert!(s.open_here_only() && s.state == State::Open, "{s:?}");
+        assert_eq!(
+            s.last_transition.as_ref().map(|t| t.trigger),
+            Some(Trigger::HereOnly)
+        );
+        assert_eq!(s.retry_after, Some(Duration::from_millis(100)));
+        assert_eq!(reason(on_alone(How::Ok).await), Some(Reason::Open));
+        assert!(on_fleet(How::Ok).await.is_ok(), "the others keep calling");
+
+        // The wait over: its first probe fails and reopens it alone, for the same wait.
+        CLOCK.advance(Duration::from_millis(100));
+        assert!(matches!(on_alone(How::Fail).await, Err(BackendError::Down)));
+        let s = alone();
+        assert!(s.open_here_only() && s.state == State::Open, "{s:?}");
+        assert_eq!(
+            s.last_transition.as_ref().map(|t| t.trigger),
+            Some(Trigger::ProbeFailed)
+        );
+        assert_eq!(reason(on_alone(How::Ok).await), Some(Reason::Open));
+
+        // A probe cancelled while its backend hangs is given back: both probes are left, and
+        // when they pass it follows the shared circuit again.
+        CLOCK.advance(Duration::from_millis(100));
+        {
+            let mut hung = std::pin::pin!(on_alone(How::Hang));
+            let mut cx = Context::from_waker(Waker::noop());
+            for _ in 0..1_000 {
+                assert!(hung.as_mut().poll(&mut cx).is_pending());
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(alone().state, State::HalfOpen, "the probe was admitted");
+        }
+        assert!(on_alone(How::Ok).await.is_ok());
+        assert!(on_alone(How::Ok).await.is_ok());
+        let s = alone();
+        assert!(!s.open_here_only() && s.state == State::Closed, "{s:?}");
+        assert_eq!(
+            s.last_transition.as_ref().map(|t| t.trigger),
+            Some(Trigger::ProbesPassed)
+        );
+        assert_eq!(FLEET.get("quorum-recovery").unwrap().state(), State::Closed);
+    }
+}

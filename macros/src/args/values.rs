@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use syn::{Expr, ExprLit, Ident, Lit, Path};
 
 use fusebox_policy::{
-    Concurrency, DURATION_UNITS, DurationError, Others, QUORUM_FORM, Quorum, RETRY_BUDGET_FORM,
-    RetryBudget, limits, parse_duration,
+    Concurrency, DURATION_UNITS, DurationError, Others, Quorum, RETRY_BUDGET_FORM, RetryBudget,
+    limits, parse_duration,
 };
 
 use super::bounds::{
@@ -402,7 +402,7 @@ pub(super) fn quorum_arg(name: &Ident, value: &Expr) -> syn::Result<QuorumArg> {
                 "2",
                 2,
                 u64::from(limits::MAX_QUORUM),
-                "replicas (1 is a shared circuit without a quorum: leave `quorum` out)",
+                "replicas; 1 is what a shared circuit does without a quorum: leave `quorum` out",
             )?;
             Ok(QuorumArg::Replicas(narrow(replicas)))
         }
@@ -424,7 +424,10 @@ pub(super) fn quorum_arg(name: &Ident, value: &Expr) -> syn::Result<QuorumArg> {
         },
         _ => Err(syn::Error::new_spanned(
             value,
-            format!("`{name}` takes {QUORUM_FORM}, like `{name} = 2` or `{name} = \"50%\"`"),
+            format!(
+                "`{name}` takes a number of replicas or a share of them: write `{name} = 2` or \
+                 `{name} = \"50%\"`"
+            ),
         )),
     }
 }

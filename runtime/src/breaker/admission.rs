@@ -121,12 +121,11 @@ impl Circuit {
                     site,
                 );
             }
-            // A key with a quorum: this replica's own view may hold the call ("open here only").
-            if let Some(here) = self.shared.here.as_deref()
-                && let Err((reason, wait)) = self.admit_here(here, site)
-            {
-                let rejection = self.count_rejection(reason, wait);
-                self.record_rejection(reason, site);
+            // A key with a quorum open on this replica alone ("open here only") holds the call
+            // before the store is asked.
+            if let Some(wait) = self.shared.here.as_deref().and_then(|h| self.open_here(h)) {
+                let rejection = self.count_rejection(Reason::Open, wait);
+                self.record_rejection(Reason::Open, site);
                 return NamedPermit::new(
                     self,
                     permit::rejected(rejection.reason.bits(), rejection.retry_after),

@@ -87,7 +87,19 @@ impl Here {
 }
 
 impl Circuit {
-    /// This replica's own admission of a call on a shared key with a quorum, before the store's:
+    /// The wait left while this replica is open alone; `None` otherwise (closed here, or its
+    /// wait over).
+    #[inline]
+    pub(super) fn open_here(&self, here: &Here) -> Option<u64> {
+        let until = here.until.load(Ordering::Acquire);
+        if until == 0 || until == PROBING {
+            return None;
+        }
+        let now = self.now();
+        (now < until).then(|| until - now)
+    }
+
+    /// This replica's own admission of a call the store admitted, on a shared key with a quorum:
     /// `Err` with the reason and the wait while it is open here, or its probes are out.
     pub(super) fn admit_here(&self, here: &Here, site: FnName) -> Result<(), (Reason, u64)> {
         let until = here.until.load(Ordering::Acquire);
@@ -181,7 +193,7 @@ impl Circuit {
         if !tripped || self.load().state() != State::Closed {
             return;
         }
-        self.open_here(here, 0, counts, site, Trigger::HereOnly, State::Closed);
+        self.open_alone(here, 0, counts, site, Trigger::HereOnly, State::Closed);
     }
 
     /// A probe's outcome: a failure reopens here (the wait grows by `open_backoff`), the last
@@ -199,7 +211,7 @@ impl Circuit {
                 slow: 0,
             };
             drop(steps);
-            self.open_here(
+            self.open_alone(
                 here,
                 reopens,
                 probes,
@@ -237,7 +249,7 @@ impl Circuit {
 
     /// Opens this replica's view alone after `reopens` failed recoveries, decided by `counts`.
     #[cold]
-    fn open_here(
+    fn open_alone(
         &self,
         here: &Here,
         reopens: u32,

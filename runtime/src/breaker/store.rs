@@ -125,6 +125,16 @@ fn admission_of(ticket: super::seam::Ticket) -> Word {
 impl Circuit {
     /// The permit of the store's `answer` to the admission of a call of `site`.
     pub(crate) fn permit_of(&self, answer: Admission, site: FnName) -> NamedPermit<'_> {
+        // A key with a quorum whose own wait here is over: the store's admission is one of this
+        // replica's own probes, when one is left (taken only now, so a call cancelled while it
+        // waited for the store holds none).
+        if let Some(here) = self.shared.here.as_deref()
+            && !matches!(answer, Admission::Rejected { .. })
+            && let Err((reason, wait)) = self.admit_here(here, site)
+        {
+            let wait = (wait != crate::state::NO_WAIT).then(|| Duration::from_nanos(wait));
+            return self.store_rejection(reason, wait, site);
+        }
         match answer {
             Admission::Admitted(ticket) => self.store_permit(admission_of(ticket), site),
             Admission::Unrecorded => self.store_permit(Word::SETTLED, site),
