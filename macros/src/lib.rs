@@ -44,7 +44,8 @@ use errors::Errors;
 /// `consecutive`, `failure_count`, `throttle` (the factor of adaptive throttling), `slow`,
 /// `slow_rate`, `open_for` (a duration, or a function of the failed recoveries and the window),
 /// `open_backoff`, `open_max`, `open_jitter`, `half_open`,
-/// `half_open_lease`, `recovery`, `max_concurrent`, `shared`, `others` (`"ignore"`, or
+/// `half_open_lease`, `recovery`, `max_concurrent`, `shared`, `quorum` (`2` or `"50%"`: the
+/// replicas whose failures open a shared circuit for all), `others` (`"ignore"`, or
 /// `"success"` to count errors `failure` does not count as successes) and `retry_budget`
 /// (`"20%"` or `"20%, 10/s"`: retries as a share of first attempts, plus a floor),
 /// `hedge_budget` (a percentage: the hedges of hedged calls as a share of calls), `group`

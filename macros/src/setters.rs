@@ -415,6 +415,7 @@ mod tests {
             recovery = progressive(phases = 3, min_passes = 5),
             max_concurrent = 8,
             shared = false,
+            quorum = "50%",
             others = "success",
             retry_budget = "25%, 3/s",
             hedge_budget = 5,
@@ -450,6 +451,7 @@ mod tests {
                 ". progressive (3 , 5)",
                 ". max_concurrent (8)",
                 ". shared (false)",
+                ". quorum_share (50)",
                 ". others (P :: Others :: Success)",
                 ". retry_budget (25 , 3)",
                 ". hedge_budget (5)",
@@ -492,6 +494,7 @@ mod tests {
             Some(fusebox_policy::Concurrency::Fixed(8))
         );
         assert!(!p.settings().shared);
+        assert_eq!(p.settings().quorum, Some(fusebox_policy::Quorum::Share(50)));
         assert_eq!(p.settings().others, fusebox_policy::Others::Success);
         assert_eq!(
             p.settings().retry_budget,

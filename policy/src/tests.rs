@@ -235,6 +235,8 @@ fn a_policy_is_rebuilt_from_its_patch() {
         Policy::new().retry_budget(20, 10),
         Policy::new().retry_budget(20, 10).no_retry_budget(),
         Policy::new().hedge_budget(5),
+        Policy::new().quorum(2),
+        Policy::new().quorum_share(50).no_quorum(),
         Policy::new().group("search"),
         Policy::new().shadow("tight: window = 20"),
         Policy::new().shadow("tight: window = 20").no_shadow(),
@@ -249,7 +251,7 @@ fn a_policy_is_rebuilt_from_its_patch() {
             "the same knobs are explicit"
         );
     }
-    assert_eq!(KNOBS.len(), 24);
+    assert_eq!(KNOBS.len(), 25);
     assert_eq!(KNOBS[0], "window");
 }
 

@@ -559,3 +559,62 @@ async fn replicas_dashboard_shows_both_replicas_open_without_a_reload() {
         .await;
     drop(demo);
 }
+
+/// The registry of the quorum page: one replica of a shared key with `quorum = 2`.
+#[cfg(feature = "redis")]
+static ALONE: std::sync::LazyLock<fusebox::Registry> =
+    std::sync::LazyLock::new(fusebox::Registry::new);
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_says_open_here_only_for_a_replica_open_alone() {
+    // One replica's ten failures reach the rules; a quorum of two replicas is not met, so the
+    // shared circuit stays closed and this replica opens alone.
+    let redis = crate::redis_harness::RedisServer::start();
+    let store = fusebox_redis::RedisStore::connect(&redis.url())
+        .await
+        .unwrap();
+    assert!(ALONE.share(store));
+    let policy = fusebox::Policy::new().window(10).quorum(2);
+    let breaker = ALONE.breaker("payment", policy).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router: axum::Router = fusebox_admin::router(&ALONE, fusebox_admin::AdminConfig::new());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    for _ in 0..10 {
+        breaker.try_acquire().unwrap().failure();
+    }
+    assert!(
+        breaker.snapshot().open_here_only(),
+        "{:?}",
+        breaker.snapshot()
+    );
+    let browser = browser("quorum", 900, 560).await;
+    let session = browser.session.clone();
+    browser
+        .run(async move {
+            let url = json!({ "url": format!("http://{addr}/") });
+            session
+                .command(reqwest::Method::POST, "/url", Some(url))
+                .await;
+            let card = "document.querySelector('.card[data-key=payment]')";
+            session
+                .wait_for(
+                    &format!("return {card}.querySelector('.state').textContent;"),
+                    json!("open here only"),
+                )
+                .await;
+            let why = session
+                .script(&format!("return {card}.querySelector('.why').textContent;"))
+                .await;
+            assert!(
+                why.as_str()
+                    .unwrap()
+                    .contains("open here only: this replica's own calls"),
+                "{why}"
+            );
+            session.save_screenshot("quorum-dashboard.png").await;
+        })
+        .await;
+    drop(redis);
+}

@@ -156,6 +156,7 @@ pub(super) fn card(s: &Snapshot, history: Option<&KeyHistory>, config: &AdminCon
         "replica_calls": s.replica_calls(),
         "replica_failures": s.replica_failures(),
         "degraded": s.degraded(),
+        "here_only": s.open_here_only(),
         "last_transition": s.last_transition.as_ref().map(|t| json!({
             "from": t.from.as_str(),
             "to": t.to.as_str(),

@@ -154,6 +154,8 @@ impl History {
                     | Trigger::FailureCount
                     | Trigger::OutlierSuccessRate
                     | Trigger::OutlierFailurePercentage
+                    | Trigger::HereOnly
+                    | Trigger::Quorum
             );
             if tripped {
                 let before = Sample {
@@ -268,6 +270,21 @@ pub(super) fn opened_text(entry: &Entry, failures: Option<u32>, policy: &Policy)
             Some(by) => format!("forced open by {by}"),
             None => "forced open by an operator".to_owned(),
         },
+        Trigger::HereOnly => format!(
+            "open here only: this replica's own calls reached the rules while fewer replicas than \
+             `quorum` = {} failed, so the others keep calling; {window}",
+            policy
+                .settings()
+                .quorum
+                .map_or_else(String::new, |q| q.to_string())
+        ),
+        Trigger::Quorum => format!(
+            "`quorum` = {} replicas opened alone: the shared circuit opened for every replica",
+            policy
+                .settings()
+                .quorum
+                .map_or_else(String::new, |q| q.to_string())
+        ),
         other => format!("`{other}`; {window}"),
     }
 }

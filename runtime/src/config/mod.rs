@@ -14,6 +14,7 @@
 //! max_concurrent = "adaptive(2..200)"  # an integer is a fixed bulkhead
 //! retry_budget = "20%, 10/s"  # retries: 20 % of first attempts + 10/s over 10 s ("off": none)
 //! hedge_budget = 5       # hedged calls (`hedge`): at most 5 % more calls over 10 s
+//! quorum = 2             # a shared key opens for all when 2 replicas failed ("50%", "off")
 //! ```
 //!
 //! Each field left out keeps the value the code declares; each field named goes through the

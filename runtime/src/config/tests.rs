@@ -36,6 +36,7 @@ fn every_field_reads_its_knob() {
         stuck_after_recoveries = 4
         stuck_after = "1m"
         shared = false
+        quorum = 3
         others = "success"
         retry_budget = "25%, 3/s"
         group = "search"
@@ -60,6 +61,7 @@ fn every_field_reads_its_knob() {
         .max_concurrent(8)
         .stuck_open(4, Duration::from_secs(60))
         .shared(false)
+        .quorum(3)
         .others(crate::policy::Others::Success)
         .retry_budget(25, 3)
         .group("search");
@@ -500,6 +502,46 @@ fn max_concurrent_takes_a_fixed_or_an_adaptive_bulkhead_in_toml_and_the_environm
     assert_eq!(
         a.policy().settings().max_concurrent,
         adaptive(2, 200),
+        "nothing applied"
+    );
+}
+
+#[test]
+fn quorum_is_a_field_of_toml_and_of_the_environment() {
+    use crate::policy::Quorum;
+    let r = Registry::new();
+    r.load_toml("[breakers.a]\nquorum = \"50%\"\n[breakers.b]\nquorum = 2\n")
+        .unwrap();
+    let a = r.breaker("a", Policy::new()).unwrap();
+    assert_eq!(a.policy().settings().quorum, Some(Quorum::Share(50)));
+    let b = r.breaker("b", Policy::new()).unwrap();
+    assert_eq!(b.policy().settings().quorum, Some(Quorum::Replicas(2)));
+    r.load_vars([("FUSEBOX__C__QUORUM".to_owned(), "3".to_owned())])
+        .unwrap();
+    let c = r.breaker("c", Policy::new().quorum(5)).unwrap();
+    assert_eq!(c.policy().settings().quorum, Some(Quorum::Replicas(3)));
+    // `"off"` takes a declared quorum away.
+    r.load_vars([("FUSEBOX__C__QUORUM".to_owned(), "off".to_owned())])
+        .unwrap();
+    assert_eq!(r.get("c").unwrap().policy().settings().quorum, None);
+    for bad in [
+        "quorum = 1",
+        "quorum = \"150%\"",
+        "quorum = \"half\"",
+        "quorum = true",
+    ] {
+        let err = r
+            .load_toml(&format!("[breakers.a]\n{bad}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("breaker `a`: `quorum` = ") && err.contains("2..=1000 replicas"),
+            "{bad}: {err}"
+        );
+    }
+    assert_eq!(
+        r.get("a").unwrap().policy().settings().quorum,
+        Some(Quorum::Share(50)),
         "nothing applied"
     );
 }
