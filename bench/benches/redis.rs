@@ -49,6 +49,16 @@ async fn shared(x: u64) -> Result<u64, Failed> {
     Ok(black_box(x))
 }
 
+#[circuit_breaker(key = "bench-quorum", registry = SHARED, window = 100, open_for = "1h", quorum = 2)]
+async fn shared_quorum(x: u64) -> Result<u64, Failed> {
+    Ok(x)
+}
+
+#[circuit_breaker(key = "bench-quorum", registry = CACHED, window = 100, open_for = "1h", quorum = 2)]
+async fn cached_quorum(x: u64) -> Result<u64, Failed> {
+    Ok(x)
+}
+
 #[circuit_breaker(key = "bench", registry = LOCAL, window = 100, open_for = "1h")]
 async fn local(x: u64) -> Result<u64, Failed> {
     Ok(black_box(x))
@@ -119,6 +129,15 @@ fn main() {
             "strict (admission + report)",
             percentiles(std::mem::take(&mut samples)),
         ));
+        for i in 0..calls {
+            let start = Instant::now();
+            black_box(shared_quorum(i as u64).await.unwrap());
+            samples.push(start.elapsed());
+        }
+        rows.push((
+            "strict, quorum = 2",
+            percentiles(std::mem::take(&mut samples)),
+        ));
         // The first call learns the key's state from the script; the rest admit locally.
         black_box(cached(0).await.unwrap());
         for i in 0..calls {
@@ -128,6 +147,16 @@ fn main() {
         }
         rows.push((
             "cached, closed path",
+            percentiles(std::mem::take(&mut samples)),
+        ));
+        black_box(cached_quorum(0).await.unwrap());
+        for i in 0..calls {
+            let start = Instant::now();
+            black_box(cached_quorum(i as u64).await.unwrap());
+            samples.push(start.elapsed());
+        }
+        rows.push((
+            "cached, closed, quorum = 2",
             percentiles(std::mem::take(&mut samples)),
         ));
         for i in 0..calls {
