@@ -337,6 +337,9 @@ end
 -- Quorum bookkeeping of this call: the count window's position, outcomes counted so far, and
 -- whether the calling replica (ARGV[17]) reported a failure in them.
 local qpos, added, me_failed, me_alone = nil, 0, false, false
+-- What `quorum_met` found, by whether the calling replica had failed then: a report's outcomes
+-- come from one replica, so the others are read once per call.
+local quorum_seen = {}
 
 -- The current mark: a time window's slice, or a count window's position.
 local function mark_now()
@@ -363,17 +366,23 @@ local function replicas_in_window()
   if me_alone then alone = 1 end
   local cursor = '0'
   repeat
-    local page = redis.call('HSCAN', k, cursor, 'MATCH', 'a*', 'COUNT', 1000)
+    local page = redis.call('HSCAN', k, cursor, 'MATCH', 'a[0-9]*', 'COUNT', 1000)
     cursor = page[1]
     for i = 1, #page[2], 2 do
       local g, m, fm, am = string.match(page[2][i + 1], '^(%d+):(%d+):(%d+):(%d+)$')
-      if tonumber(g) == b.g then
+      if not string.find(page[2][i], '^a%d+$') then
+        -- Not a replica's entry (`arm` and the like never match the pattern above).
+      elseif tonumber(g) ~= b.g or not in_window(tonumber(m), cur) then
+        -- An entry of an older generation, or out of the window, is a replica gone quiet:
+        -- removed, so a key's entries follow its live replicas.
+        redis.call('HDEL', k, page[2][i])
+      else
         local failed, opened = in_window(tonumber(fm), cur), in_window(tonumber(am), cur)
         if string.sub(page[2][i], 2) == me then
           if failed and not me_failed then failing = failing + 1 end
           if opened and not me_alone then alone = alone + 1 end
         else
-          if in_window(tonumber(m), cur) then active = active + 1 end
+          active = active + 1
           if failed then failing = failing + 1 end
           if opened then alone = alone + 1 end
         end
@@ -393,8 +402,11 @@ end
 -- without a quorum).
 local function quorum_met()
   if quorum == 0 then return true end
-  local failing, _, active = replicas_in_window()
-  return failing >= quorum_of(active)
+  if quorum_seen[me_failed] == nil then
+    local failing, _, active = replicas_in_window()
+    quorum_seen[me_failed] = failing >= quorum_of(active)
+  end
+  return quorum_seen[me_failed]
 end
 
 -- After a call that counted outcomes of a closed circuit, or told that its replica opened alone:
