@@ -110,7 +110,8 @@ local failure_count = tonumber(ARGV[14]) % 4294967296
 -- Quorum: a closed circuit's rules open it only when the failures come from at least this many
 -- replicas; and it opens (rule 11) once that many replicas opened their own view alone (digit 5
 -- of a report). Each replica's last outcome, last failure and last opening alone in the current
--- generation are kept in field `a<id>` (`generation:mark:failure mark:alone mark`, 0: none),
+-- generation are kept in field `a<id>` (`generation:mark:failure mark:alone mark`, 0: none;
+-- field `ql` lists the ids that have one),
 -- where a mark is a time window's slice or a count window's position (field `qp`,
 -- `generation:position`, the outcomes counted so far); a mark is in the window when it is among
 -- its last ten slices or `w` positions. Fields that do not parse count as none and are
@@ -352,33 +353,47 @@ local function mark_now()
 end
 
 local function in_window(mark, cur)
-  if mark == 0 then return false end
+  if not mark or mark == 0 or mark > cur then return false end
   if slice_ms > 0 then return mark > cur - 10 end
   return mark > cur - w
 end
 
+-- The ids of the replicas with an entry (field `ql`, comma-separated), each once, and as a set.
+local function replica_ids()
+  local ids, seen = {}, {}
+  for id in string.gmatch(tostring(redis.call('HGET', k, 'ql')), '%d+') do
+    if not seen[id] and #id <= 20 then
+      seen[id] = true
+      ids[#ids + 1] = id
+    end
+  end
+  return ids, seen
+end
+
 -- The replicas that failed, that opened alone, and that recorded an outcome in the window,
--- the calling replica (ARGV[17]) counted with what this call carries.
+-- the calling replica (ARGV[17]) counted with what this call carries: the entries `ql` names,
+-- read in chunks Lua's stack takes (O(replicas), whatever the window's size). An entry of an
+-- older generation, out of the window or unreadable is a replica gone quiet: removed with its id.
 local function replicas_in_window()
   local cur, me = mark_now(), tostring(ARGV[17])
   local failing, alone, active = 0, 0, 1
   if me_failed then failing = 1 end
   if me_alone then alone = 1 end
-  local cursor = '0'
-  repeat
-    local page = redis.call('HSCAN', k, cursor, 'MATCH', 'a[0-9]*', 'COUNT', 1000)
-    cursor = page[1]
-    for i = 1, #page[2], 2 do
-      local g, m, fm, am = string.match(page[2][i + 1], '^(%d+):(%d+):(%d+):(%d+)$')
-      if not string.find(page[2][i], '^a%d+$') then
-        -- Not a replica's entry (`arm` and the like never match the pattern above).
-      elseif tonumber(g) ~= b.g or not in_window(tonumber(m), cur) then
-        -- An entry of an older generation, or out of the window, is a replica gone quiet:
-        -- removed, so a key's entries follow its live replicas.
-        redis.call('HDEL', k, page[2][i])
+  local ids = replica_ids()
+  local kept, gone = {}, {}
+  for i = 1, #ids, 4000 do
+    local fields = {}
+    for j = i, math.min(i + 3999, #ids) do fields[#fields + 1] = 'a' .. ids[j] end
+    local values = redis.call('HMGET', k, unpack(fields))
+    for j = 1, #fields do
+      local id = ids[i + j - 1]
+      local g, m, fm, am = string.match(tostring(values[j]), '^(%d+):(%d+):(%d+):(%d+)$')
+      if tonumber(g) ~= b.g or not in_window(tonumber(m), cur) then
+        gone[#gone + 1] = fields[j]
       else
+        kept[#kept + 1] = id
         local failed, opened = in_window(tonumber(fm), cur), in_window(tonumber(am), cur)
-        if string.sub(page[2][i], 2) == me then
+        if id == me then
           if failed and not me_failed then failing = failing + 1 end
           if opened and not me_alone then alone = alone + 1 end
         else
@@ -388,7 +403,11 @@ local function replicas_in_window()
         end
       end
     end
-  until cursor == '0'
+  end
+  if #gone > 0 then
+    for i = 1, #gone, 4000 do redis.call('HDEL', k, unpack(gone, i, math.min(i + 3999, #gone))) end
+    redis.call('HSET', k, 'ql', table.concat(kept, ','))
+  end
   return failing, alone, active
 end
 
@@ -416,7 +435,15 @@ local function keep_quorum_marks()
   local cur = mark_now()
   local field = 'a' .. ARGV[17]
   local g, _, fm, am = string.match(tostring(redis.call('HGET', k, field)), '^(%d+):(%d+):(%d+):(%d+)$')
-  if tonumber(g) ~= b.g then fm, am = 0, 0 end
+  if tonumber(g) ~= b.g then
+    fm, am = 0, 0
+    -- A new entry: its id joins `ql`.
+    local ids, seen = replica_ids()
+    if not seen[ARGV[17]] then
+      ids[#ids + 1] = ARGV[17]
+      redis.call('HSET', k, 'ql', table.concat(ids, ','))
+    end
+  end
   if me_failed then fm = cur end
   if me_alone then am = cur end
   redis.call('HSET', k, field, b.g .. ':' .. cur .. ':' .. fm .. ':' .. am)

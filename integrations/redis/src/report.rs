@@ -257,13 +257,13 @@ pub(super) fn give_up(client: &Client, job: &Report, count: u64) {
     }
 }
 
-/// Hands a job to the reporting task (or, when it is gone, applies it locally).
 /// Tells the script that this replica opened its own view alone (a key with a quorum): counted
 /// toward the quorum while the shared circuit is closed.
 pub(super) fn alone(link: &Arc<SharedKey>, site: Site) {
     send(link, ANY_GENERATION, Op::Alone, site);
 }
 
+/// Hands a job to the reporting task (or, when it is gone, applies it locally).
 pub(super) fn send(link: &Arc<SharedKey>, generation: u64, op: Op, site: Site) {
     enqueue(link, generation, op, site, 0, None);
 }

@@ -53,11 +53,13 @@ impl Sent {
     fn failures(&self) -> u64 {
         match &self.delta {
             Some(delta) => delta.failures,
-            None if matches!(self.job.op, Op::Record { .. }) => self
-                .codes
-                .iter()
-                .filter(|&&code| Op::decode(code).outcome() == Verdict::Failure)
-                .count() as u64,
+            // A merged call's head may be an `Alone` job: the records behind it are read too.
+            None if matches!(self.job.op, Op::Record { .. } | Op::Alone) => {
+                self.codes
+                    .iter()
+                    .filter(|&&code| Op::decode(code).outcome() == Verdict::Failure)
+                    .count() as u64
+            }
             None => 0,
         }
     }

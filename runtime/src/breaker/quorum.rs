@@ -111,32 +111,50 @@ impl Circuit {
             return Err((Reason::Open, until - now));
         }
         let probes = self.policy.settings().half_open.max(1);
-        if here.issued.fetch_add(1, Ordering::AcqRel) < probes {
+        let claimed = here
+            .issued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < probes).then_some(n + 1)
+            })
+            .is_ok();
+        if claimed {
             if until != PROBING {
-                self.probe_here(here, now, site);
+                self.probe_here(here, until, now, site);
             }
-            return Ok(());
+            // Reopened meanwhile (a probe failed): the slot is not one of the new wait's.
+            if here.until.load(Ordering::Acquire) == PROBING {
+                return Ok(());
+            }
+            let _ = here
+                .issued
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            return Err((Reason::Open, crate::state::NO_WAIT));
         }
-        here.issued.fetch_sub(1, Ordering::AcqRel);
         // Probes that never report (their calls were not recorded) are given back after the
-        // lease, as the shared circuit's are.
+        // lease, as the shared circuit's are; a wait over with its slots still taken begins
+        // its probes anew.
         let mut steps = here.steps();
-        if here.until.load(Ordering::Acquire) == PROBING
-            && now.saturating_sub(steps.probing_since) >= crate::policy::lease_nanos(&self.policy)
-        {
+        let current = here.until.load(Ordering::Acquire);
+        let lease = crate::policy::lease_nanos(&self.policy);
+        if current == PROBING && now.saturating_sub(steps.probing_since) >= lease {
             steps.probing_since = now;
             here.issued.store(1, Ordering::Release);
             return Ok(());
         }
+        if current != 0 && current != PROBING && now >= current {
+            here.issued.store(0, Ordering::Release);
+            drop(steps);
+            return self.admit_here(here, site);
+        }
         Err((Reason::HalfOpenFull, crate::state::NO_WAIT))
     }
 
-    /// The open wait here is over: this replica's probes begin.
+    /// The open wait `until` here is over (`now`): this replica's probes begin, unless another
+    /// call began them, or a probe's failure set a new wait, meanwhile.
     #[cold]
-    fn probe_here(&self, here: &Here, now: u64, site: FnName) {
+    fn probe_here(&self, here: &Here, until: u64, now: u64, site: FnName) {
         let mut steps = here.steps();
-        let until = here.until.load(Ordering::Acquire);
-        if until == 0 || until == PROBING {
+        if here.until.load(Ordering::Acquire) != until {
             return;
         }
         here.until.store(PROBING, Ordering::Release);
@@ -181,7 +199,7 @@ impl Circuit {
         let counts = here.window.record(now, Sample { failure, slow });
         let settings = self.policy.settings();
         let run = if failure {
-            here.run.fetch_add(1, Ordering::AcqRel) + 1
+            here.run.fetch_add(1, Ordering::AcqRel).saturating_add(1)
         } else {
             here.run.store(0, Ordering::Release);
             0

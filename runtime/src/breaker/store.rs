@@ -128,8 +128,11 @@ impl Circuit {
         // A key with a quorum whose own wait here is over: the store's admission is one of this
         // replica's own probes, when one is left (taken only now, so a call cancelled while it
         // waited for the store holds none).
+        // Only a call the store admitted and will report is one (a call this replica admits
+        // alone, or the store does not record, is not judged here).
         if let Some(here) = self.shared.here.as_deref()
-            && !matches!(answer, Admission::Rejected { .. })
+            && matches!(answer, Admission::Admitted(_))
+            && self.local_state() == State::Closed
             && let Err((reason, wait)) = self.admit_here(here, site)
         {
             let wait = (wait != crate::state::NO_WAIT).then(|| Duration::from_nanos(wait));
