@@ -66,6 +66,7 @@
 //! Wrap the retry policy in [`BudgetPolicy`] to make its retries go through the key's retry
 //! budget ([`Policy::retry_budget`](fusebox::Policy::retry_budget)).
 
+mod chaos;
 mod classify;
 mod future;
 mod layer;

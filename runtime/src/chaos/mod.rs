@@ -37,6 +37,7 @@
 //! # }
 //! ```
 
+mod adapter;
 pub(crate) mod fault;
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +45,7 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
+pub use adapter::{FaultValue, Injected};
 pub use fault::{Fault, FaultKind};
 
 /// One injection on a key: its fault and the number of calls that reached it.
