@@ -8,35 +8,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::support::serve;
-use axum::Router;
+use crate::middleware::client;
 use axum::http::StatusCode;
-use axum::routing::get;
 use fusebox::chaos::Fault;
 use fusebox::{Policy, Reason, State};
 use fusebox_reqwest::{CircuitBreakerMiddleware, rejection};
-use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
 fake_registry!(CLOCK, REGISTRY);
 
 /// A server answering `200` to every request, and its hit counter.
 fn server() -> (SocketAddr, Arc<AtomicU32>) {
-    let hits = Arc::new(AtomicU32::new(0));
-    let counter = hits.clone();
-    let app = Router::new().route(
-        "/",
-        get(move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-            async { StatusCode::OK }
-        }),
-    );
-    (serve(app), hits)
-}
-
-fn client(middleware: CircuitBreakerMiddleware) -> ClientWithMiddleware {
-    ClientBuilder::new(reqwest::Client::new())
-        .with(middleware)
-        .build()
+    crate::middleware::server(StatusCode::OK)
 }
 
 #[tokio::test]
