@@ -6,8 +6,7 @@
 //! `target/checkout-dashboard.png`. A page of its own serves a registry with a group of keys in
 //! panic and checks the group's panel and its ejected member (`target/groups-dashboard.png`);
 //! another, a key with a shadow policy that would have opened, shown beside its closed card
-//! (`target/shadows-dashboard.png`); another, a key with an injected fault, said on its card
-//! (`target/chaos-dashboard.png`).
+//! (`target/shadows-dashboard.png`); `browser_chaos.rs`, a key with an injected fault.
 //! With the `redis` feature, also runs
 //! `checkout --replicas 2` (a `redis-server` of its own) and checks one column per replica, both
 //! showing `checkout` open (`target/checkout-replicas-dashboard.png`).
@@ -59,7 +58,7 @@ pub(crate) struct Session {
 impl Session {
     /// Takes a screenshot of the page, checks it is a PNG, and saves it as `file` in the
     /// workspace's `target/`.
-    async fn save_screenshot(&self, file: &str) {
+    pub(crate) async fn save_screenshot(&self, file: &str) {
         let png = self
             .command(reqwest::Method::GET, "/screenshot", None)
             .await;
@@ -494,52 +493,6 @@ async fn dashboard_shows_a_shadow_policy_beside_the_real_card() {
                 ])
             );
             session.save_screenshot("shadows-dashboard.png").await;
-        })
-        .await;
-}
-
-/// The registry of the fault injection page: a key with an injected fault.
-static INJECTED: std::sync::LazyLock<fusebox::Registry> =
-    std::sync::LazyLock::new(|| fusebox::Registry::with_clock(fusebox::clock::FakeClock::new()));
-
-#[tokio::test]
-async fn dashboard_shows_a_key_s_injected_fault_on_its_card() {
-    INJECTED.breaker("payment", fusebox::Policy::new()).unwrap();
-    INJECTED
-        .breaker("shipping", fusebox::Policy::new())
-        .unwrap();
-    let fault = fusebox::chaos::Fault::failure(|| "timeout")
-        .rate(0.1)
-        .seed(7);
-    INJECTED.chaos().inject("payment", fault);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let router: axum::Router = fusebox_admin::router(&INJECTED, fusebox_admin::AdminConfig::new());
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    let browser = browser("chaos", 900, 560).await;
-    let session = browser.session.clone();
-    browser
-        .run(async move {
-            let url = json!({ "url": format!("http://{addr}/") });
-            session.command(reqwest::Method::POST, "/url", Some(url)).await;
-            let chaos = |key: &str| {
-                format!(
-                    "const c = document.querySelector('.card[data-key={key}] .chaos'); \
-                     return c && [c.textContent, c.dataset.fault, getComputedStyle(c).display !== 'none'];"
-                )
-            };
-            session
-                .wait_for(
-                    &chaos("payment"),
-                    json!(["fault injection: failures on 10 % of calls", "failure", true]),
-                )
-                .await;
-            assert_eq!(
-                session.script(&chaos("shipping")).await,
-                json!(["", "", false]),
-                "a key without a fault shows none"
-            );
-            session.save_screenshot("chaos-dashboard.png").await;
         })
         .await;
 }
