@@ -48,6 +48,9 @@
 //! # assert_eq!(status_of(&rejected), StatusCode::SERVICE_UNAVAILABLE);
 //! ```
 //!
+//! With feature `chaos`, [`CircuitBreakerLayer::chaos`] opts the layer's calls in to their key's
+//! fault injection ([`fusebox::chaos`]; the guide's "Fault injection").
+//!
 //! With feature `axum`, [`CircuitBreakerLayer::axum`] does that for you: a rejection becomes
 //! `503 Service Unavailable` with `Retry-After` and a small JSON body.
 //!
