@@ -11,12 +11,15 @@ mod support;
 #[cfg(feature = "axum")]
 mod axum_layer;
 mod budget;
+mod chaos;
 mod compose;
 #[cfg(all(feature = "reqwest", feature = "axum"))]
 mod hedge;
 mod layer;
 #[cfg(all(feature = "reqwest", feature = "axum"))]
 mod middleware;
+#[cfg(all(feature = "reqwest", feature = "axum"))]
+mod middleware_chaos;
 #[cfg(all(feature = "reqwest", feature = "axum"))]
 mod pushback;
 mod stacking;

@@ -23,7 +23,7 @@ const TRIP_AT_3: Policy = Policy::new()
 fake_registry!(CLOCK, REGISTRY);
 
 /// A server answering `status` to every request, and its hit counter.
-fn server(status: StatusCode) -> (SocketAddr, Arc<AtomicU32>) {
+pub(crate) fn server(status: StatusCode) -> (SocketAddr, Arc<AtomicU32>) {
     let hits = Arc::new(AtomicU32::new(0));
     let counter = hits.clone();
     let app = Router::new().route(
@@ -36,7 +36,7 @@ fn server(status: StatusCode) -> (SocketAddr, Arc<AtomicU32>) {
     (serve(app), hits)
 }
 
-fn client(middleware: CircuitBreakerMiddleware) -> ClientWithMiddleware {
+pub(crate) fn client(middleware: CircuitBreakerMiddleware) -> ClientWithMiddleware {
     ClientBuilder::new(reqwest::Client::new())
         .with(middleware)
         .build()

@@ -6,7 +6,7 @@
 //! `target/checkout-dashboard.png`. A page of its own serves a registry with a group of keys in
 //! panic and checks the group's panel and its ejected member (`target/groups-dashboard.png`);
 //! another, a key with a shadow policy that would have opened, shown beside its closed card
-//! (`target/shadows-dashboard.png`).
+//! (`target/shadows-dashboard.png`); `browser_chaos.rs`, a key with an injected fault.
 //! With the `redis` feature, also runs
 //! `checkout --replicas 2` (a `redis-server` of its own) and checks one column per replica, both
 //! showing `checkout` open (`target/checkout-replicas-dashboard.png`).
@@ -58,7 +58,7 @@ pub(crate) struct Session {
 impl Session {
     /// Takes a screenshot of the page, checks it is a PNG, and saves it as `file` in the
     /// workspace's `target/`.
-    async fn save_screenshot(&self, file: &str) {
+    pub(crate) async fn save_screenshot(&self, file: &str) {
         let png = self
             .command(reqwest::Method::GET, "/screenshot", None)
             .await;

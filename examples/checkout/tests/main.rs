@@ -20,6 +20,7 @@ mod admin_page;
 mod admin_store;
 mod admin_stream;
 mod browser;
+mod browser_chaos;
 mod over_http;
 #[cfg(feature = "redis")]
 mod replicas;

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::config::AdminConfig;
 use crate::history::{Entry, History, KeyHistory, opened_text, rule};
 use fusebox::GroupSnapshot;
-use fusebox::State;
+use fusebox::{Registry, State};
 use fusebox::{Sharing, Snapshot};
 
 fn ms(d: std::time::Duration) -> u64 {
@@ -93,8 +93,24 @@ pub(super) fn group(g: &GroupSnapshot, shown: &[&Snapshot]) -> Value {
     })
 }
 
-/// The card of one breaker.
-pub(super) fn card(s: &Snapshot, history: Option<&KeyHistory>, config: &AdminConfig) -> Value {
+/// The fault injected into `key` (feature `chaos`): its kind and what it does to which calls
+/// (`failures on 10 % of calls`), or `null`.
+fn injection(registry: &Registry, key: &str) -> Value {
+    #[cfg(feature = "chaos")]
+    if let Some(fault) = registry.chaos().fault(key) {
+        return json!({"fault": fault.kind().as_str(), "text": fault.to_string()});
+    }
+    let _ = (registry, key);
+    Value::Null
+}
+
+/// The card of one breaker of `registry`.
+pub(super) fn card(
+    s: &Snapshot,
+    history: Option<&KeyHistory>,
+    config: &AdminConfig,
+    registry: &Registry,
+) -> Value {
     let key = s.key.as_str();
     let transitions: Vec<Value> = history.map_or(Vec::new(), |h| {
         h.transitions
@@ -171,6 +187,7 @@ pub(super) fn card(s: &Snapshot, history: Option<&KeyHistory>, config: &AdminCon
             "replica": t.replica,
         })),
         "opened": opened(s, history),
+        "chaos": injection(registry, key),
         "shadows": s.shadows.iter().map(|w| json!({
             "name": w.name,
             "state": w.state.as_str(),
@@ -212,10 +229,11 @@ pub(super) fn breakers(
     groups: &[GroupSnapshot],
     history: &History,
     config: &AdminConfig,
+    registry: &Registry,
 ) -> Value {
     let cards: Vec<Value> = snapshots
         .iter()
-        .map(|s| card(s, history.keys.get(s.key.as_str()), config))
+        .map(|s| card(s, history.keys.get(s.key.as_str()), config, registry))
         .collect();
     let all: Vec<&Snapshot> = snapshots.iter().collect();
     let groups: Vec<Value> = groups.iter().map(|g| group(g, &all)).collect();
@@ -242,12 +260,13 @@ pub(super) fn board(
     groups: &[GroupSnapshot],
     history: &History,
     config: &AdminConfig,
+    registry: &Registry,
 ) -> String {
     let cards: Vec<Value> = shown
         .iter()
         .map(|s| {
             let h = history.keys.get(s.key.as_str());
-            let mut card = card(s, h, config);
+            let mut card = card(s, h, config, registry);
             card["history"] = series(h);
             card
         })

@@ -213,7 +213,14 @@ impl Hub {
         let all = self.snapshots();
         let shown = board::shown(&all, &self.config);
         let groups = self.registry.groups();
-        let json = board::board(&shown, all.len(), &groups, &self.history(), &self.config);
+        let json = board::board(
+            &shown,
+            all.len(),
+            &groups,
+            &self.history(),
+            &self.config,
+            self.registry,
+        );
         let now = Instant::now();
         self.board.send_if_modified(|board| {
             board.at = Some(now);
@@ -232,6 +239,7 @@ impl Hub {
             &self.registry.groups(),
             &self.history(),
             &self.config,
+            self.registry,
         )
     }
 }

@@ -57,8 +57,10 @@
 //! `actions` (the operator actions), and for a member of a group of keys
 //! ([`Policy::group`](fusebox::Policy::group)) `member_of` (the group's name; `null` for a key
 //! without one) and `ejected` (opened by one of the group's relative rules and open within that
-//! wait, as [`Group::is_ejected`](fusebox::Group::is_ejected) says; always `false` without a group). A
-//! board's cards also carry `history`. (`group` is the dashboard's own grouping,
+//! wait, as [`Group::is_ejected`](fusebox::Group::is_ejected) says; always `false` without a group),
+//! and `chaos`: the fault injected into the key (feature `chaos`; `null` without one or without
+//! the feature), its `fault` kind and a `text` the page shows on the card as "fault injection:
+//! failures on 10 % of calls". A board's cards also carry `history`. (`group` is the dashboard's own grouping,
 //! [`AdminConfig::group`], unrelated to a policy's group.)
 //!
 //! A group is the [`GroupSnapshot`](fusebox::GroupSnapshot) of one of [`Registry::groups`]:

@@ -68,7 +68,12 @@ async fn breaker(Shared(hub): Shared<Arc<Hub>>, Path(key): Path<String>) -> Resp
         Some(b) => {
             let snapshot = b.snapshot();
             let history = hub.history();
-            let card = crate::board::card(&snapshot, history.keys.get(key.as_str()), &hub.config);
+            let card = crate::board::card(
+                &snapshot,
+                history.keys.get(key.as_str()),
+                &hub.config,
+                hub.registry,
+            );
             Json(card).into_response()
         }
     }
@@ -148,6 +153,7 @@ async fn control(
         &snapshot,
         history.keys.get(key.as_str()),
         &hub.config,
+        hub.registry,
     ))
     .into_response()
 }

@@ -166,7 +166,7 @@ fn a_card_shows_the_bulkhead_limit_fixed_or_adaptive() {
     let config = AdminConfig::default();
     let limit = |policy: Policy, key: &str| {
         let breaker = REGISTRY.breaker(key, policy).unwrap();
-        let card = super::board::card(&breaker.snapshot(), None, &config);
+        let card = super::board::card(&breaker.snapshot(), None, &config, &REGISTRY);
         (card["in_flight"].clone(), card["concurrency_limit"].clone())
     };
     let adaptive = Policy::new().adaptive_concurrency(2, 200);
@@ -206,6 +206,7 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_open_members() {
         &registry.groups(),
         &History::new(10, 10, 10),
         &config,
+        &registry,
     );
     let board: serde_json::Value = serde_json::from_str(&board).unwrap();
     let groups = board["groups"].as_array().unwrap();
@@ -238,8 +239,13 @@ fn a_board_shows_each_group_with_its_cap_its_panic_and_its_open_members() {
     assert_eq!(card("loner")["ejected"], false);
 
     // `GET /breakers` carries the same group, its rows over every key.
-    let document =
-        super::board::breakers(&all, &registry.groups(), &History::new(10, 10, 10), &config);
+    let document = super::board::breakers(
+        &all,
+        &registry.groups(),
+        &History::new(10, 10, 10),
+        &config,
+        &registry,
+    );
     assert_eq!(document["groups"][0]["keys"], group["keys"]);
     // A member forced open is not ejected either: an operator opened it.
     registry.get("board-c").unwrap().force_open();
@@ -298,6 +304,7 @@ fn ejected_means_opened_by_the_group_s_rules_in_the_group_s_list_its_rows_and_th
         &registry.groups(),
         &History::new(10, 10, 10),
         &AdminConfig::new(),
+        &registry,
     );
     let group = &document["groups"][0];
     // The list the page counts ("1 ejected"), the group's count of ejections and the rows agree.
@@ -569,7 +576,7 @@ fn a_shared_key_s_card_names_the_replica_that_opened_it() {
     on_a.try_acquire().unwrap().failure();
     on_a.try_acquire().unwrap().failure();
     clock.advance(fusebox::store::REFRESH_AFTER);
-    let card = super::board::card(&on_b.snapshot(), None, &AdminConfig::new());
+    let card = super::board::card(&on_b.snapshot(), None, &AdminConfig::new(), &b);
     assert_eq!(card["opened"]["rule"], "consecutive", "{card}");
     assert_eq!(card["opened"]["replica"], tripped_by.as_str(), "{card}");
     assert_eq!(card["last_transition"]["replica"], tripped_by.as_str());

@@ -35,6 +35,8 @@
 //! # }
 //! ```
 
+mod chaos;
+
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
@@ -70,6 +72,9 @@ pub struct CircuitBreakerMiddleware {
     hedge: Option<Hedge>,
     /// This middleware as an admitting site of its keys (see [`fusebox::SiteId`]).
     site: SiteId,
+    /// Requests go through the key's fault injection ([`chaos`](Self::chaos)).
+    #[cfg(feature = "chaos")]
+    chaos: bool,
 }
 
 impl CircuitBreakerMiddleware {
@@ -89,6 +94,8 @@ impl CircuitBreakerMiddleware {
             deadline: DEFAULT_DEADLINE,
             hedge: None,
             site: SiteId::new(),
+            #[cfg(feature = "chaos")]
+            chaos: false,
         }
         .declared()
     }
@@ -106,6 +113,8 @@ impl CircuitBreakerMiddleware {
             deadline: DEFAULT_DEADLINE,
             hedge: None,
             site: SiteId::new(),
+            #[cfg(feature = "chaos")]
+            chaos: false,
         }
     }
 
@@ -203,6 +212,66 @@ impl CircuitBreakerMiddleware {
     pub fn hedge(mut self, hedge: Hedge) -> Self {
         self.hedge = Some(hedge);
         self
+    }
+
+    /// Opts the middleware's requests in to fault injection (feature `chaos`), as the
+    /// attribute's `chaos = true` does: a fault injected into a key ([`Registry::chaos`]) reaches
+    /// every attempt of this middleware on that key (a plain request, each retry, each hedge).
+    /// A middleware without it is never touched by an injection, and without the feature there
+    /// is nothing to opt in to.
+    ///
+    /// After an attempt's admission, a fault that hits it:
+    /// - [`Fault::rejection`](fusebox::chaos::Fault::rejection): the attempt is not sent; it
+    ///   is rejected as by an open circuit ([`rejection`] finds the [`fusebox::Error`], reason
+    ///   `Open`), and ends a retried request as a real rejection does;
+    /// - [`Fault::latency`](fusebox::chaos::Fault::latency): the attempt is sent that late
+    ///   (`tokio::time::sleep`), so a hedge sees it (the client's own timeout starts once it
+    ///   is sent);
+    /// - [`Fault::failure`](fusebox::chaos::Fault::failure) and
+    ///   [`Fault::retry_after`](fusebox::chaos::Fault::retry_after): the attempt is not sent and
+    ///   the value the fault builds is its answer, classified and reported as a real one (and
+    ///   retried when [`retry`](Self::retry) says so): a `reqwest_middleware::Error` is its
+    ///   error, a `reqwest::Response` its response, an `http::StatusCode` a synthetic response
+    ///   of that status with an empty body — with `Retry-After` set to the fault's wait (whole
+    ///   seconds, rounded up) for a `Retry-After` fault, so a `503` or `429` is pushback. A value
+    ///   of another type is not injected (a WARN event `chaos_type_mismatch`) and the attempt is
+    ///   sent.
+    ///
+    /// ```
+    /// # #[cfg(feature = "chaos")] {
+    /// use std::time::Duration;
+    /// use fusebox::chaos::Fault;
+    /// use fusebox_reqwest::CircuitBreakerMiddleware;
+    ///
+    /// static REGISTRY: fusebox::Registry = fusebox::Registry::new();
+    /// let middleware = CircuitBreakerMiddleware::new("doc-reqwest-chaos").registry(&REGISTRY).chaos();
+    /// REGISTRY.chaos().inject(
+    ///     "doc-reqwest-chaos",
+    ///     Fault::retry_after(|_| http::StatusCode::SERVICE_UNAVAILABLE, Duration::from_secs(5)).rate(0.1),
+    /// );
+    /// # let _ = middleware;
+    /// # }
+    /// ```
+    #[cfg(feature = "chaos")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+    #[must_use]
+    pub fn chaos(mut self) -> Self {
+        self.chaos = true;
+        self
+    }
+
+    /// A permit of `breaker` for one attempt and what an injection does to it, or why it was
+    /// rejected (by the circuit, or by an injected rejection).
+    #[inline]
+    fn admit(&self, breaker: &Breaker) -> Result<(OwnedPermit, chaos::Effect), Error> {
+        #[cfg_attr(not(feature = "chaos"), allow(unused_mut))]
+        let mut permit = acquire(breaker)?;
+        #[cfg(feature = "chaos")]
+        if self.chaos {
+            let effect = chaos::effect(self.registry.chaos(), &mut permit)?;
+            return Ok((permit, effect));
+        }
+        Ok((permit, chaos::Effect::None))
     }
 
     /// Declares the fixed key, if any, in the registry with the policy.
@@ -304,11 +373,12 @@ impl Middleware for CircuitBreakerMiddleware {
         if self.retry.0 > 1 && req.method().is_idempotent() {
             return self.handle_retrying(req, extensions, next).await;
         }
-        let permit =
-            acquire(&self.breaker(req.url())).map_err(reqwest_middleware::Error::middleware)?;
+        let (permit, effect) = self
+            .admit(&self.breaker(req.url()))
+            .map_err(reqwest_middleware::Error::middleware)?;
         // Dropped unreported if this future is cancelled (nothing counted) or a panic unwinds
         // through it (a failure).
-        let result = next.run(req, extensions).await;
+        let result = chaos::run(effect, next, req, extensions).await;
         report(permit, &result);
         result
     }
@@ -323,12 +393,17 @@ type HedgedAttempt<'a> = std::pin::Pin<
     >,
 >;
 
-/// Sends `req` down the chain with its own copy of the extensions.
-fn attempt<'a>(next: &Next<'a>, req: Request, extensions: Extensions) -> HedgedAttempt<'a> {
+/// Sends `req` down the chain with its own copy of the extensions (or answers it, as `effect`
+/// says).
+fn attempt<'a>(
+    next: &Next<'a>,
+    (req, effect): (Request, chaos::Effect),
+    extensions: Extensions,
+) -> HedgedAttempt<'a> {
     let next = next.clone();
     Box::pin(async move {
         let mut extensions = extensions;
-        let result = next.run(req, &mut extensions).await;
+        let result = chaos::run(effect, next, req, &mut extensions).await;
         (result, extensions)
     })
 }
@@ -357,15 +432,15 @@ impl CircuitBreakerMiddleware {
         hedge: Hedge,
     ) -> reqwest_middleware::Result<Response> {
         let breaker = self.breaker(req.url());
-        let permit = (breaker.hedging())
-            .attempt(|| acquire(&breaker))
+        let (permit, effect) = (breaker.hedging())
+            .attempt(|| self.admit(&breaker))
             .map_err(reqwest_middleware::Error::middleware)?;
         let copy = req.try_clone();
-        let first = (permit, attempt(&next, req, extensions.clone()));
+        let first = (permit, attempt(&next, (req, effect), extensions.clone()));
         let (permit, (result, kept), _) = fusebox::hedged(breaker.hedging(), hedge, first, || {
             let req = copy.as_ref()?.try_clone()?;
-            let permit = acquire(&breaker).ok()?;
-            Some((permit, attempt(&next, req, extensions.clone())))
+            let (permit, effect) = self.admit(&breaker).ok()?;
+            Some((permit, attempt(&next, (req, effect), extensions.clone())))
         })
         .await;
         *extensions = kept;
@@ -389,8 +464,8 @@ impl CircuitBreakerMiddleware {
         let mut n = 0;
         loop {
             n += 1;
-            let permit = match acquire(&breaker) {
-                Ok(permit) => permit,
+            let (permit, effect) = match self.admit(&breaker) {
+                Ok(admitted) => admitted,
                 // A retry the circuit rejects ends with the last attempt's outcome.
                 Err(rejected) => {
                     return last
@@ -401,7 +476,7 @@ impl CircuitBreakerMiddleware {
             // The next attempt's copy, made before this one consumes the request (`None`: a
             // streaming body, which cannot be sent twice).
             let again = if n < attempts { req.try_clone() } else { None };
-            let result = next.clone().run(req, extensions).await;
+            let result = chaos::run(effect, next.clone(), req, extensions).await;
             let failed = is_failure(&result);
             // Pushback: the wait a `429` or `503` asked for, reported as in `handle`.
             let wait = if failed {

@@ -92,6 +92,8 @@ impl<C: AxumClassifier, K> CircuitBreakerLayer<C, K> {
             classifier: self.classifier.into_classifier(),
             key: self.key,
             declared: self.declared,
+            #[cfg(feature = "chaos")]
+            chaos: self.chaos,
         })
     }
 }

@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
+use super::chaos::Pending;
 use super::{BoxError, Classify};
 use fusebox::{OwnedPermit, Recording, Verdict};
 
@@ -16,6 +17,7 @@ pin_project! {
     /// Reports the call's outcome when the inner future completes. Dropped before that, it gives
     /// the permit back without counting anything; a panic while polling the inner future counts
     /// as a failure.
+    #[project = Projection]
     pub struct ResponseFuture<F: Future, C> {
         // `None` when the call was rejected (the permit says why), or once completed.
         #[pin]
@@ -24,16 +26,24 @@ pin_project! {
         classifier: C,
         // Strict mode: the outcome's recording, awaited before the result is returned.
         recording: Option<(Recording, F::Output)>,
+        // What a fault injection left for this call (nothing without the feature `chaos`).
+        chaos: Pending<F::Output>,
     }
 }
 
 impl<F: Future, C> ResponseFuture<F, C> {
-    pub(super) fn new(inner: Option<F>, permit: OwnedPermit, classifier: C) -> Self {
+    pub(super) fn new(
+        inner: Option<F>,
+        permit: OwnedPermit,
+        classifier: C,
+        chaos: Pending<F::Output>,
+    ) -> Self {
         ResponseFuture {
             inner,
             recording: None,
             permit,
             classifier,
+            chaos,
         }
     }
 }
@@ -68,6 +78,17 @@ where
             }
             return Poll::Ready(result.map_err(Into::into));
         }
+        #[cfg(feature = "chaos")]
+        if let Some(delay) = &mut this.chaos.delay {
+            if delay.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.chaos.delay = None;
+        }
+        #[cfg(feature = "chaos")]
+        if let Some(answer) = this.chaos.answer.take() {
+            return complete(&mut this, answer, cx);
+        }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return match this.permit.rejection() {
                 Some(rejected) => Poll::Ready(Err(Box::new(rejected))),
@@ -82,32 +103,48 @@ where
             return Poll::Pending;
         };
         this.inner.set(None);
-        let outcome = match &result {
-            _ if this.classifier.is_failure(&result) => {
-                // Pushback: the wait the failure asked for (a `Retry-After`), before it settles.
-                if let Some(wait) = this
-                    .classifier
-                    .retry_after(&result, this.permit.wall_time())
-                {
-                    this.permit.push_back(wait);
-                }
-                Verdict::Failure
-            }
-            Ok(_) => Verdict::Success,
-            // Not a failure: nothing, or a success under `Others::Success`.
-            Err(_) => this.permit.uncounted(),
-        };
-        if let Some(mut recorded) = this.permit.recording() {
-            this.permit.settle(outcome);
-            if Pin::new(&mut recorded).poll(cx).is_pending() {
-                *this.recording = Some((recorded, result));
-                return Poll::Pending;
-            }
-            return Poll::Ready(result.map_err(Into::into));
-        }
-        this.permit.settle(outcome);
-        Poll::Ready(result.map_err(Into::into))
+        complete(&mut this, result, cx)
     }
+}
+
+/// Classifies and reports the call's `result` (waiting for its recording in strict mode), then
+/// returns it.
+#[inline(always)]
+fn complete<F, C, T, E>(
+    this: &mut Projection<'_, F, C>,
+    result: Result<T, E>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, BoxError>>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Into<BoxError>,
+    C: Classify<T, E>,
+{
+    let outcome = match &result {
+        _ if this.classifier.is_failure(&result) => {
+            // Pushback: the wait the failure asked for (a `Retry-After`), before it settles.
+            if let Some(wait) = this
+                .classifier
+                .retry_after(&result, this.permit.wall_time())
+            {
+                this.permit.push_back(wait);
+            }
+            Verdict::Failure
+        }
+        Ok(_) => Verdict::Success,
+        // Not a failure: nothing, or a success under `Others::Success`.
+        Err(_) => this.permit.uncounted(),
+    };
+    if let Some(mut recorded) = this.permit.recording() {
+        this.permit.settle(outcome);
+        if Pin::new(&mut recorded).poll(cx).is_pending() {
+            *this.recording = Some((recorded, result));
+            return Poll::Pending;
+        }
+        return Poll::Ready(result.map_err(Into::into));
+    }
+    this.permit.settle(outcome);
+    Poll::Ready(result.map_err(Into::into))
 }
 
 impl<F: Future, C> fmt::Debug for ResponseFuture<F, C> {

@@ -49,6 +49,9 @@ pub struct CircuitBreakerLayer<C = AnyError, K = FixedKey> {
     /// The key of [`CircuitBreakerLayer::new`] until [`key_fn`](CircuitBreakerLayer::key_fn)
     /// replaces it: declared in the registry, so its overrides are not unknown keys.
     pub(super) declared: Option<Key>,
+    /// Calls go through the key's fault injection ([`chaos`](CircuitBreakerLayer::chaos)).
+    #[cfg(feature = "chaos")]
+    pub(super) chaos: bool,
 }
 
 /// The key of a [`CircuitBreakerLayer::new`] layer: one circuit for every request. The layer is
@@ -73,6 +76,8 @@ impl CircuitBreakerLayer {
             classifier: AnyError,
             key: FixedKey(key.clone(), SiteId::new()),
             declared: Some(key),
+            #[cfg(feature = "chaos")]
+            chaos: false,
         }
         .declared()
     }
@@ -91,6 +96,45 @@ impl<C, K> CircuitBreakerLayer<C, K> {
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self.declared()
+    }
+
+    /// Opts the layer's calls in to fault injection (feature `chaos`), as the attribute's
+    /// `chaos = true` does: a fault injected into the key ([`Registry::chaos`]) reaches the
+    /// calls of the services this layer makes. A layer without it is never touched by an
+    /// injection, and without the feature there is nothing to opt in to.
+    ///
+    /// After the layer's admission, a fault that hits the call:
+    /// - [`Fault::rejection`](fusebox::chaos::Fault::rejection): the inner service is not
+    ///   called; the call fails with a boxed [`fusebox::Error`] (reason `Open`), as when the
+    ///   circuit is open;
+    /// - [`Fault::latency`](fusebox::chaos::Fault::latency): the response future waits that
+    ///   long (`tokio::time::sleep`) before it polls the inner service's, so a timeout outside
+    ///   the layer sees it and one inside it does not;
+    /// - [`Fault::failure`](fusebox::chaos::Fault::failure) and
+    ///   [`Fault::retry_after`](fusebox::chaos::Fault::retry_after): the value the fault builds
+    ///   is the answer, without calling the inner service, when it is the inner service's error
+    ///   or its response (an `http::Response` with a `503` status and a `Retry-After` header,
+    ///   say): it goes through the classifier, its pushback and the report as a real one. A
+    ///   value of another type is not injected (a WARN event `chaos_type_mismatch`) and the
+    ///   call runs.
+    ///
+    /// ```
+    /// # #[cfg(feature = "chaos")] {
+    /// use fusebox::chaos::Fault;
+    /// use fusebox_tower::CircuitBreakerLayer;
+    ///
+    /// static REGISTRY: fusebox::Registry = fusebox::Registry::new();
+    /// let layer = CircuitBreakerLayer::new("doc-layer-chaos").registry(&REGISTRY).chaos();
+    /// REGISTRY.chaos().inject("doc-layer-chaos", Fault::rejection().rate(0.1));
+    /// # let _ = layer;
+    /// # }
+    /// ```
+    #[cfg(feature = "chaos")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+    #[must_use]
+    pub fn chaos(mut self) -> Self {
+        self.chaos = true;
+        self
     }
 
     /// Declares the fixed key, if any, in the registry with the policy.
@@ -112,6 +156,8 @@ impl<C, K> CircuitBreakerLayer<C, K> {
             classifier,
             key: self.key,
             declared: self.declared,
+            #[cfg(feature = "chaos")]
+            chaos: self.chaos,
         }
     }
 
@@ -132,6 +178,8 @@ impl<C, K> CircuitBreakerLayer<C, K> {
             classifier: self.classifier,
             key: KeyFn::new(f),
             declared: None,
+            #[cfg(feature = "chaos")]
+            chaos: self.chaos,
         }
     }
 }
@@ -143,11 +191,14 @@ impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C, FixedKey> {
         let key = &self.key.0;
         let policy = usable_policy(key.as_str(), SITE, self.policy);
         let breaker = self.registry.fixed(key.as_str(), policy);
-        CircuitBreaker::new(
+        let service = CircuitBreaker::new(
             inner,
             self.classifier.clone(),
             FixedBreaker::new(&breaker, self.key.1),
-        )
+        );
+        #[cfg(feature = "chaos")]
+        let service = service.with_chaos(self.chaos.then(|| self.registry.chaos()));
+        service
     }
 }
 
@@ -157,7 +208,10 @@ impl<S, C: Clone, F: Clone, Req> Layer<S> for CircuitBreakerLayer<C, KeyFn<F, Re
     fn layer(&self, inner: S) -> Self::Service {
         let policy = usable_policy("key_fn", SITE, self.policy);
         let key = self.key.with(self.registry, policy);
-        CircuitBreaker::new(inner, self.classifier.clone(), key)
+        let service = CircuitBreaker::new(inner, self.classifier.clone(), key);
+        #[cfg(feature = "chaos")]
+        let service = service.with_chaos(self.chaos.then(|| self.registry.chaos()));
+        service
     }
 }
 

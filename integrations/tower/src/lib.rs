@@ -48,6 +48,9 @@
 //! # assert_eq!(status_of(&rejected), StatusCode::SERVICE_UNAVAILABLE);
 //! ```
 //!
+//! With feature `chaos`, [`CircuitBreakerLayer::chaos`] opts the layer's calls in to their key's
+//! fault injection ([`fusebox::chaos`]; the guide's "Fault injection").
+//!
 //! With feature `axum`, [`CircuitBreakerLayer::axum`] does that for you: a rejection becomes
 //! `503 Service Unavailable` with `Retry-After` and a small JSON body.
 //!
@@ -66,6 +69,7 @@
 //! Wrap the retry policy in [`BudgetPolicy`] to make its retries go through the key's retry
 //! budget ([`Policy::retry_budget`](fusebox::Policy::retry_budget)).
 
+mod chaos;
 mod classify;
 mod future;
 mod layer;

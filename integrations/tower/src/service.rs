@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 
 use tower_service::Service;
 
+use super::chaos::Pending;
 use super::future::ResponseFuture;
 use super::{BoxError, Classify, SITE};
 use fusebox::{Breaker, Policy, Registry};
@@ -26,6 +27,11 @@ pub struct CircuitBreaker<S, C, K> {
     inner: S,
     classifier: C,
     key: K,
+    /// The registry's injections, when the layer opted in ([`CircuitBreakerLayer::chaos`]).
+    ///
+    /// [`CircuitBreakerLayer::chaos`]: super::CircuitBreakerLayer::chaos
+    #[cfg(feature = "chaos")]
+    chaos: Option<&'static fusebox::chaos::Injections>,
 }
 
 impl<S, C, K> CircuitBreaker<S, C, K> {
@@ -34,7 +40,19 @@ impl<S, C, K> CircuitBreaker<S, C, K> {
             inner,
             classifier,
             key,
+            #[cfg(feature = "chaos")]
+            chaos: None,
         }
+    }
+
+    /// Calls go through the injection point of `injections` (`None`: they do not).
+    #[cfg(feature = "chaos")]
+    pub(super) fn with_chaos(
+        mut self,
+        injections: Option<&'static fusebox::chaos::Injections>,
+    ) -> Self {
+        self.chaos = injections;
+        self
     }
 
     /// The wrapped service.
@@ -181,7 +199,8 @@ impl<F, Req> fmt::Debug for KeyFn<F, Req> {
 impl<S, C, K, Req> Service<Req> for CircuitBreaker<S, C, K>
 where
     S: Service<Req>,
-    S::Error: Into<BoxError>,
+    S::Error: Into<BoxError> + 'static,
+    S::Response: 'static,
     C: Classify<S::Response, S::Error> + Clone,
     K: Admission<Req>,
 {
@@ -197,13 +216,18 @@ where
     #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
         let permit = self.key.admit(&req);
+        #[cfg(feature = "chaos")]
+        if let Some(injections) = self.chaos {
+            let classifier = self.classifier.clone();
+            return super::chaos::call(injections, &mut self.inner, permit, classifier, req);
+        }
         let inner = if permit.is_rejected() {
             None
         } else {
             // A panic in `inner.call` drops `permit` while unwinding: counted as a failure.
             Some(self.inner.call(req))
         };
-        ResponseFuture::new(inner, permit, self.classifier.clone())
+        ResponseFuture::new(inner, permit, self.classifier.clone(), Pending::none())
     }
 }
 

@@ -42,3 +42,27 @@ pub(crate) fn reject_injected<'a, N: Named>(
     permit.raw.reject_injected(site);
     Err(permit.raw.rejection_or_open())
 }
+
+impl super::OwnedPermit {
+    /// [`RawPermit::reject_injected`] for an adapter's permit (the tower layer's, the reqwest
+    /// middleware's): the admitted permit becomes a rejection with reason [`Reason::Open`].
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn reject_injected(&mut self) {
+        if self.admission.inert() {
+            return;
+        }
+        self.settle(Verdict::Ignored);
+        let core = &*self.core;
+        core.counters.rejected.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        core.meters.rejected();
+        core.record_rejection(Reason::Open, self.site);
+        self.admission = permit::rejected(Reason::Open.bits(), NO_WAIT);
+    }
+
+    /// The key of the permit's circuit.
+    pub(crate) fn key_name(&self) -> &str {
+        self.core.key.as_str()
+    }
+}

@@ -224,3 +224,23 @@ impl fmt::Debug for Fault {
         out.finish()
     }
 }
+
+/// What the fault does and to which calls, as the admin dashboard shows it: `failures on 10 %
+/// of calls`, `latency 300ms on every call`, `rejections on the calls a predicate picks`.
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.action {
+            Action::Failure(..) => f.write_str("failures")?,
+            Action::RetryAfter(_, wait, _) => write!(f, "Retry-After {wait:?} answers")?,
+            Action::Latency(delay) => write!(f, "latency {delay:?}")?,
+            Action::Rejection => f.write_str("rejections")?,
+        }
+        match &self.trigger {
+            Trigger::Rate { rate, .. } if *rate >= 1.0 => f.write_str(" on every call"),
+            Trigger::Rate { rate, .. } => {
+                write!(f, " on {} % of calls", (rate * 10_000.0).round() / 100.0)
+            }
+            Trigger::When(_) => f.write_str(" on the calls a predicate picks"),
+        }
+    }
+}

@@ -37,6 +37,9 @@
 //! # }
 //! ```
 
+mod adapter;
+#[cfg(feature = "config")]
+mod configured;
 pub(crate) mod fault;
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +47,7 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
+pub use adapter::{FaultValue, Injected};
 pub use fault::{Fault, FaultKind};
 
 /// One injection on a key: its fault and the number of calls that reached it.
@@ -69,7 +73,14 @@ pub struct Injections {
     active: AtomicUsize,
     by_key: RwLock<HashMap<String, Arc<Injection>, BuildHasherDefault<DefaultHasher>>>,
     named: RwLock<BTreeMap<String, (String, Fault)>>,
+    /// The injections the last load from each configuration source made (file, environment).
+    #[cfg(feature = "config")]
+    configured: std::sync::Mutex<(Configured, Configured)>,
 }
+
+/// The injections one configuration source made, by key.
+#[cfg(feature = "config")]
+type Configured = BTreeMap<String, std::sync::Weak<Injection>>;
 
 /// A named fault [`Injections::switch`] does not know.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,13 +112,19 @@ impl Injections {
             active: AtomicUsize::new(0),
             by_key: RwLock::new(HashMap::with_hasher(BuildHasherDefault::new())),
             named: RwLock::new(BTreeMap::new()),
+            #[cfg(feature = "config")]
+            configured: std::sync::Mutex::new((BTreeMap::new(), BTreeMap::new())),
         }
     }
 
     /// Injects `fault` into the calls of `key` (replacing the key's fault, if any); its call
     /// count starts again at 1. Only functions whose attribute has `chaos = true` are hit.
     pub fn inject(&self, key: impl Into<String>, fault: Fault) {
-        let key = key.into();
+        self.install(key.into(), fault);
+    }
+
+    /// [`inject`](Injections::inject), returning the injection.
+    fn install(&self, key: String, fault: Fault) -> Arc<Injection> {
         let injection = Arc::new(Injection {
             key: key.clone(),
             fault,
@@ -117,8 +134,9 @@ impl Injections {
             .by_key
             .write()
             .unwrap_or_else(|poison| poison.into_inner());
-        map.insert(key, injection);
+        map.insert(key, Arc::clone(&injection));
         self.active.store(map.len(), Ordering::Release);
+        injection
     }
 
     /// Removes the fault of `key`; false when it had none.

@@ -5,6 +5,12 @@ use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
+mod chaos;
+
+pub(crate) use chaos::Declared;
+#[cfg(feature = "chaos")]
+pub(crate) use chaos::What;
+
 use super::{ConfigError, ECHO, echo};
 use crate::groups::GroupPatch;
 use crate::policy::{Concurrency, Others, PolicyPatch, Quorum, Recovery, RetryBudget};
@@ -428,7 +434,7 @@ impl<'a> Field<'a> {
             // A knob of the table that configuration cannot set.
             return Err(self.function());
         }
-        Err(self.unknown(field_names()))
+        Err(self.unknown(field_names().chain(["chaos"])))
     }
 }
 
@@ -527,16 +533,18 @@ pub(super) fn group_patch_of<'a>(
     Ok(patch)
 }
 
-/// The patch of one key from its fields, and the group it names (`group = "search"`), which
-/// the patch sets only once the load is accepted ([`Loaded::keep_names`]).
+/// The patch of one key from its fields, the group it names (`group = "search"`), which
+/// the patch sets only once the load is accepted ([`Loaded::keep_names`]), and the fault its
+/// `chaos` field declares.
 ///
 /// [`Loaded::keep_names`]: super::Loaded::keep_names
 pub(super) fn patch_of<'a>(
     key: &str,
     fields: impl IntoIterator<Item = (&'a str, Raw<'a>)>,
-) -> Result<(PolicyPatch, Option<String>), ConfigError> {
+) -> Result<(PolicyPatch, Option<String>, Option<Declared>), ConfigError> {
     let mut patch = PolicyPatch::new();
     let mut member = None;
+    let mut chaos = None;
     for (name, raw) in fields {
         let field = Field {
             key,
@@ -544,6 +552,10 @@ pub(super) fn patch_of<'a>(
             raw,
             group: false,
         };
+        if name == "chaos" {
+            chaos = Some(field.chaos()?);
+            continue;
+        }
         patch = patch.then(field.patch()?);
         if name == "group" {
             member = Some(field.group_text()?)
@@ -551,5 +563,5 @@ pub(super) fn patch_of<'a>(
                 .map(str::to_owned);
         }
     }
-    Ok((patch, member))
+    Ok((patch, member, chaos))
 }

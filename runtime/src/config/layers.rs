@@ -6,7 +6,7 @@ use std::ffi::OsString;
 
 use toml::de::{DeTable, DeValue};
 
-use super::fields::{GROUP_FIELDS, Raw, field_names, group_patch_of, patch_of};
+use super::fields::{Declared, GROUP_FIELDS, Raw, field_names, group_patch_of, patch_of};
 use super::{ConfigError, ECHO, cut, echo};
 use crate::groups::GroupPatch;
 use crate::policy::PolicyPatch;
@@ -38,6 +38,9 @@ pub(crate) struct Loaded {
     /// The group each key's `group` field names (not `"none"`), by key: kept, and set in the
     /// key's patch, only once the load is accepted ([`Loaded::keep_names`]).
     pub(crate) members: BTreeMap<String, String>,
+    /// The fault each key's `chaos` field declares (feature `chaos`), by key: injected only
+    /// once the load is accepted.
+    pub(crate) chaos: BTreeMap<String, Declared>,
 }
 
 impl Loaded {
@@ -68,11 +71,18 @@ impl Loaded {
         Ok(())
     }
 
-    /// Adds `key`'s patch, and the group it names.
-    fn add(&mut self, key: &str, patch: PolicyPatch, member: Option<String>) {
+    /// Adds `key`'s patch, the group it names and the fault it declares.
+    fn add(
+        &mut self,
+        key: &str,
+        (patch, member, chaos): (PolicyPatch, Option<String>, Option<Declared>),
+    ) {
         self.breakers.insert(key.to_owned(), patch);
         if let Some(group) = member {
             self.members.insert(key.to_owned(), group);
+        }
+        if let Some(declared) = chaos {
+            self.chaos.insert(key.to_owned(), declared);
         }
     }
 
@@ -190,13 +200,13 @@ pub(super) fn document_layer(mut document: DeTable<'_>) -> Result<Loaded, Config
     }
     let mut loaded = Loaded::default();
     for (key, table) in tables("breakers", breakers.as_ref())? {
-        let (patch, member) = patch_of(
+        let fields = patch_of(
             key,
             table
                 .iter()
                 .map(|(f, v)| (f.get_ref().as_ref(), Raw::Toml(v.get_ref()))),
         )?;
-        loaded.add(key, patch, member);
+        loaded.add(key, fields);
     }
     for (group, table) in tables("groups", groups.as_ref())? {
         let patch = group_patch_of(
@@ -310,13 +320,13 @@ pub(crate) fn vars_layer(
     }
     let mut loaded = Loaded::default();
     for (key, fields) in &keys {
-        let (patch, member) = patch_of(
+        let fields = patch_of(
             key,
             fields
                 .iter()
                 .map(|(f, (_, v))| (f.as_str(), Raw::Env(v.as_str()))),
         )?;
-        loaded.add(key, patch, member);
+        loaded.add(key, fields);
     }
     for (group, fields) in &groups {
         let patch = group_patch_of(

@@ -76,6 +76,47 @@
 //! process's life only when its load is accepted: a refused load keeps no name it mentions. At
 //! most [`MAX_GROUP_NAMES`](crate::limits::MAX_GROUP_NAMES) distinct names are kept; a load
 //! that would keep more is refused, naming the key (or the group) and the field.
+//!
+//! # Fault injection
+//!
+//! With the feature `chaos` ([`fusebox::chaos`](crate::chaos), for tests and staging), a key's
+//! table may declare a fault to inject into its calls (those of functions with `chaos = true`,
+//! and of the tower layers and reqwest middlewares that opted in):
+//!
+//! ```toml
+//! [breakers.payment]
+//! chaos = { fault = "rejection", rate = 0.1, seed = 7 }    # 10 % of calls rejected as if open
+//!
+//! [breakers.search]
+//! chaos = { fault = "latency", delay = "300ms" }           # every call 300 ms late
+//!
+//! [breakers.inventory]
+//! chaos = { registered = "inventory-timeouts", rate = 0.2 } # a fault registered in code
+//! ```
+//!
+//! `FUSEBOX__PAYMENT__CHAOS={ fault = "rejection", rate = 0.1 }` says the same. A failure or a
+//! `Retry-After` answer needs its typed error built in code: register it
+//! ([`Injections::register`](crate::chaos::Injections::register)) before loading and name it with
+//! `registered`; `rate` and `seed` replace its own. Each field is checked as it is read, and a
+//! `registered` name when the load is checked: a mistake is a [`ConfigError::Field`] naming the
+//! key and `chaos`, and nothing of the load applies. An accepted load injects its faults (each
+//! a WARN event `chaos_switched` named `configuration`) and clears the ones the previous load
+//! from the same source injected that it no longer declares, unless code or an operator
+//! replaced them since; a key's fault is the last one injected, whoever injected it. Without
+//! the feature `chaos`, a `chaos` field is a [`ConfigError::Field`] that says the feature is
+//! needed, so a file meant for a staging build is never silently ignored.
+//!
+//! ```
+//! # #[cfg(feature = "chaos")] {
+//! let registry = fusebox::Registry::new();
+//! registry.breaker("payment", fusebox::Policy::new()).unwrap();
+//! registry.load_toml("[breakers.payment]\nchaos = { fault = \"rejection\", rate = 0.1 }\n").unwrap();
+//! let fault = registry.chaos().fault("payment").unwrap();
+//! assert_eq!(fault.to_string(), "rejections on 10 % of calls");
+//! registry.load_toml("").unwrap();
+//! assert!(registry.chaos().fault("payment").is_none(), "the file no longer declares it");
+//! # }
+//! ```
 
 use std::fmt;
 
@@ -85,7 +126,7 @@ use crate::policy::PolicyError;
 const ECHO: usize = 40;
 
 /// `text` cut to a few dozen characters for an error message.
-fn echo(text: &str) -> String {
+pub(crate) fn echo(text: &str) -> String {
     cut(text, ECHO)
 }
 
@@ -170,6 +211,8 @@ pub use embed::Config;
 
 #[cfg(test)]
 use fields::field_names;
+#[cfg(feature = "chaos")]
+pub(crate) use fields::{Declared, What};
 pub(crate) use layers::{Loaded, Source, toml_layer, toml_table_layer, vars_layer, vars_os_layer};
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use super::*;
 use crate::policy::{Policy, PolicyPatch, Recovery, Window};
 use crate::registry::Registry;
 
+mod chaos;
 mod durations;
 mod shadows;
 

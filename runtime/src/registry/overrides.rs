@@ -212,12 +212,17 @@ impl Registry {
         {
             return Err(crate::config::ConfigError::UnknownKey(unknown));
         }
+        // The faults it declares, resolved before anything applies.
+        #[cfg(feature = "chaos")]
+        let faults = self.chaos.resolve(&loaded.chaos)?;
         // Accepted: only now are the group names it brings kept.
         loaded.keep_names(next.layer_mut(source))?;
         let n = next.layer_mut(source).len();
         self.groups
             .load(source, loaded.groups, self.clock.now_nanos());
         let changed = self.commit(next, touched);
+        #[cfg(feature = "chaos")]
+        self.chaos.configure(source, faults);
         drop(_write);
         announce(changed);
         let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());

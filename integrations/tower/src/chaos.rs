@@ -1,0 +1,97 @@
+//! Fault injection through the layer (feature `chaos`, [`CircuitBreakerLayer::chaos`]): the
+//! faults of the key, injected after the layer's admission as the attribute's `chaos = true`
+//! injects them, and what the response future keeps of them.
+//!
+//! [`CircuitBreakerLayer::chaos`]: super::CircuitBreakerLayer::chaos
+
+use std::marker::PhantomData;
+
+/// What an injection left for the response future: a delay before the inner future is polled,
+/// or the answer it returns instead of calling the inner service. Empty without the feature.
+pub(crate) struct Pending<O> {
+    #[cfg(feature = "chaos")]
+    pub(crate) delay: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    #[cfg(feature = "chaos")]
+    pub(crate) answer: Option<O>,
+    _output: PhantomData<fn() -> O>,
+}
+
+impl<O> Pending<O> {
+    /// Nothing injected.
+    #[inline(always)]
+    pub(crate) fn none() -> Self {
+        Pending {
+            #[cfg(feature = "chaos")]
+            delay: None,
+            #[cfg(feature = "chaos")]
+            answer: None,
+            _output: PhantomData,
+        }
+    }
+}
+
+#[cfg(feature = "chaos")]
+pub(crate) use on::call;
+
+#[cfg(feature = "chaos")]
+mod on {
+    use fusebox::OwnedPermit;
+    use fusebox::chaos::{Injected, Injections};
+    use tower_service::Service;
+
+    use super::Pending;
+    use crate::future::ResponseFuture;
+
+    /// A call of `inner` behind the injection point: a rejection fault leaves the permit
+    /// rejected (the inner service is not called), a latency fault delays the inner future, a
+    /// failure or `Retry-After` fault answers with the value it built when that value is the
+    /// inner service's error or response (through the classifier, as a real one), and runs the
+    /// call as written otherwise (a WARN event `chaos_type_mismatch`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn call<S: Service<Req>, C, Req>(
+        injections: &Injections,
+        inner: &mut S,
+        mut permit: OwnedPermit,
+        classifier: C,
+        req: Req,
+    ) -> ResponseFuture<S::Future, C>
+    where
+        S::Error: 'static,
+        S::Response: 'static,
+    {
+        let mut pending = Pending::none();
+        match injections.hit(&mut permit) {
+            Some(Injected::Rejected) => {
+                return ResponseFuture::new(None, permit, classifier, pending);
+            }
+            Some(Injected::Latency(delay)) => {
+                pending.delay = Some(Box::pin(tokio::time::sleep(delay)));
+            }
+            Some(Injected::Failure(value) | Injected::RetryAfter(value, _)) => {
+                let answer = value
+                    .take::<S::Error>()
+                    .map(Err)
+                    .or_else(|value| value.take::<S::Response>().map(Ok));
+                match answer {
+                    Ok(answer) => {
+                        pending.answer = Some(answer);
+                        return ResponseFuture::new(None, permit, classifier, pending);
+                    }
+                    Err(value) => value.mismatch(&format!(
+                        "{} or {}",
+                        std::any::type_name::<S::Error>(),
+                        std::any::type_name::<S::Response>()
+                    )),
+                }
+            }
+            _ => {}
+        }
+        let inner = if permit.is_rejected() {
+            None
+        } else {
+            Some(inner.call(req))
+        };
+        ResponseFuture::new(inner, permit, classifier, pending)
+    }
+}
