@@ -557,7 +557,10 @@ fn a_closed_calls_fields_share_one_cache_line() {
     for (name, offset, size) in hot {
         assert!(offset + size <= 64, "`{name}` ends off the hot line");
     }
-    for policy in [Policy::new(), Policy::new().time_window(Duration::from_secs(10))] {
+    for policy in [
+        Policy::new(),
+        Policy::new().time_window(Duration::from_secs(10)),
+    ] {
         let (b, _clock) = breaker(policy);
         let core = &*b.core;
         let window = std::ptr::from_ref(&core.window).addr() - std::ptr::from_ref(core).addr();
