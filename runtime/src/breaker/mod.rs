@@ -173,17 +173,17 @@ pub(crate) struct Circuit {
     phase: AtomicU64,
     /// Progressive recovery: admissions asked for in the current phase (phase k admits k in n).
     phase_seq: AtomicU64,
-    /// Counters written by rejected calls and by bulkhead calls, on their own cache line.
-    counters: Padded<Counters>,
     /// The open episode: when the circuit last opened from closed (nanoseconds + 1; 0 when
     /// closed), and whether `circuit_stuck_open` was reported for it.
     episode: Episode,
-    /// The last transition, for snapshots (written on transitions only).
-    last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The retry budget, when the policy has one (`budgeted`).
     budget: Option<Box<crate::load::budget::Budget>>,
     /// Hedged calls' latency, budget and counts: made by the first hedged call of the key.
     hedging: std::sync::OnceLock<Box<crate::load::hedge::Hedging>>,
+    /// Counters written by rejected calls and by bulkhead calls, on their own cache line.
+    counters: Padded<Counters>,
+    /// The last transition, for snapshots (written on transitions only).
+    last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The shadow policies judging this key's outcomes (the key then takes the general path).
     shadows: Option<Arc<crate::shadow::Shadows>>,
     stacking: stack::Stacking,
