@@ -132,8 +132,8 @@ impl BitRing {
 
 /// The last `len` outcomes.
 ///
-/// `#[repr(C)]`: a success on a full window reads `pending`, `full` and `stripes`, first, in 32
-/// bytes (which the breaker keeps on its hot line); the cursor of a filling window follows them.
+/// `#[repr(C)]`: a success on a full window reads `pending`, `full` and `stripes`, and one on a
+/// filling window claims `head`: all in the first 32 bytes, which the breaker keeps on its hot line.
 #[repr(C)]
 pub(crate) struct CountWindow {
     /// Successes of a full window not yet folded in.
