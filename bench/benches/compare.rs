@@ -17,14 +17,16 @@
 //! - `time_window_10s`: an outside harness's shape, `window = "10s", min_calls = 10` against no
 //!   window argument (the default count window), async and sync, in the time window's steady state;
 //! - `dynamic_key`: fusebox's per-call key lookup (`key = host`, an `async fn` and a plain `fn`) at
-//!   1, 1,000 and 100,000 keys, a bare `papaya` lookup of the same keys in the same run, and that
-//!   lookup followed by a literal key's closed call (the two with the breaker's lines in L1).
+//!   1, 1,000 and 100,000 keys, a bare `papaya` lookup of the same keys in the same run, that
+//!   lookup followed by a literal key's closed call (the two with the breaker's lines in L1), and
+//!   that lookup followed by one locked add on a counter in the map's entry.
 //!
 //! Run: `cargo bench -p fusebox-bench --bench compare`
 
 use std::future::ready;
 use std::hint::black_box;
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
@@ -768,6 +770,22 @@ fn dynamic_keys(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) & 4095;
                 black_box(bare.pin().get(black_box(order[i])).map(|v| **v))
+            })
+        });
+        // The lookup, then one locked add on a counter held in the map's entry: what a call whose
+        // per-key state lived inline in the map's value would add to the lookup.
+        let counted: papaya::HashMap<String, AtomicU64, foldhash::fast::RandomState> =
+            papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
+        for host in &hosts[..keys] {
+            counted.pin().insert(host.clone(), AtomicU64::new(0));
+        }
+        g.bench_function(format!("bare-papaya-then-add/{keys}-keys"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & 4095;
+                let map = counted.pin();
+                let found = map.get(black_box(order[i]));
+                black_box(found.map(|v| v.fetch_add(1, Ordering::AcqRel)))
             })
         });
         // What a lookup followed by a closed call costs when the breaker's lines are in L1: the

@@ -33,7 +33,7 @@ impl Circuit {
             state: AtomicU64::new(Word::INITIAL.0),
             time: TimeStamp::new(),
             min_calls: settings.min_calls,
-            window: Padded(Outcomes::new(&policy)),
+            window: Outcomes::new(&policy),
             run: AtomicU32::new(0),
             reopens: AtomicU32::new(0),
             pushback: AtomicU64::new(0),
@@ -48,8 +48,7 @@ impl Circuit {
                 in_flight: SharedCount::default(),
                 limiter,
             }),
-            used: AtomicBool::new(true),
-            evicted: AtomicBool::new(false),
+            marks: AtomicU8::new(USED),
             pinned: AtomicBool::new(true),
             general: AtomicU8::new(u8::from(
                 settings.slow.is_some()
@@ -64,6 +63,7 @@ impl Circuit {
             hedging: std::sync::OnceLock::new(),
             shadows,
             successor: std::sync::OnceLock::new(),
+            replaced: AtomicBool::new(false),
             episode: Episode::default(),
             last: std::sync::Mutex::new(None),
             #[cfg(feature = "metrics")]
@@ -194,17 +194,28 @@ impl Circuit {
     #[inline]
     pub(crate) fn current(self: &Arc<Circuit>) -> &Arc<Circuit> {
         let mut core = self;
-        while let Some(next) = core.successor.get() {
+        while let Some(next) = core.next() {
             core = next;
         }
         core
+    }
+
+    /// The breaker that replaced this one, when one did: the flag on the hot line first, so a
+    /// call on a breaker never replaced reads no other line for it.
+    #[inline(always)]
+    fn next(&self) -> Option<&Arc<Circuit>> {
+        if self.replaced.load(Ordering::Acquire) {
+            self.successor.get()
+        } else {
+            None
+        }
     }
 
     /// The newest breaker of the chain of a kept circuit (see [`Circuit::kept`]).
     #[inline(always)]
     pub(crate) fn newest(&'static self) -> &'static Circuit {
         let mut core = self;
-        while let Some(next) = core.successor.get() {
+        while let Some(next) = core.next() {
             core = next;
         }
         core
@@ -238,31 +249,33 @@ impl Circuit {
 
     /// Retires this breaker in favour of `next`.
     pub(crate) fn retire(&self, next: Arc<Circuit>) -> Result<(), Arc<Circuit>> {
-        self.successor.set(next)
+        self.successor.set(next)?;
+        self.replaced.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Marks a dynamic breaker as used since the last sweep.
     #[inline]
     pub(crate) fn touch(&self) {
-        if !self.used.load(Ordering::Relaxed) {
-            self.used.store(true, Ordering::Relaxed);
+        if self.marks.load(Ordering::Relaxed) & USED == 0 {
+            self.marks.fetch_or(USED, Ordering::Relaxed);
         }
     }
 
     /// Marks a dynamic breaker as removed from its registry by the eviction sweep.
     pub(crate) fn mark_evicted(&self) {
-        self.evicted.store(true, Ordering::Release);
+        self.marks.fetch_or(EVICTED, Ordering::Release);
     }
 
     /// True once the eviction sweep removed this breaker from its registry.
     #[inline]
     pub(crate) fn is_evicted(&self) -> bool {
-        self.evicted.load(Ordering::Acquire)
+        self.marks.load(Ordering::Acquire) & EVICTED != 0
     }
 
     /// Clears the used mark: a new dynamic breaker counts as used once a second call finds it.
     pub(crate) fn mark_unused(&self) {
-        self.used.store(false, Ordering::Relaxed);
+        self.marks.fetch_and(!USED, Ordering::Relaxed);
     }
 
     /// Marks a breaker as created for a dynamic key (evictable) or not.
@@ -296,7 +309,7 @@ impl Circuit {
         }
         let word = self.load();
         match word.state() {
-            State::Closed => !self.used.swap(false, Ordering::AcqRel),
+            State::Closed => self.marks.fetch_and(!USED, Ordering::AcqRel) & USED == 0,
             State::Open => {
                 // A stale word (`None`) changed under us: not evictable this time.
                 let now = self.now();

@@ -102,44 +102,57 @@ impl SharedCount {
     }
 }
 
+/// [`Circuit::marks`]: a call found this dynamic breaker since the sweep last looked.
+const USED: u8 = 1;
+/// [`Circuit::marks`]: the sweep removed this dynamic breaker from its registry.
+const EVICTED: u8 = 2;
+
 /// The annotated function's path, as a thin pointer (keeps permits small).
 pub(crate) type FnName = &'static &'static str;
 
 /// A circuit: the state word, the outcome window, the policy and the counters of one breaker,
 /// shared by every [`Breaker`] handle of its key (and replaced by a successor when reconfigured).
 ///
-/// `#[repr(C)]` so the field order is the declared one: the window, written by every recorded
-/// call, on lines of its own; then the fields every closed call reads, on one cache line (the hot
-/// line, which a closed call never writes); then the cold fields. A closed call reads or writes
-/// no cold field, so a breaker out of cache costs it the window's lines and the hot line.
-#[repr(C)]
+/// `#[repr(C)]` so the field order is the declared one: first the fields every closed call reads,
+/// then the window, whose fast-path fields (those a success on a closed circuit reads and writes)
+/// follow them on the same cache line (the hot line, at the struct's address); then the cold
+/// fields. A closed call with a count window reads or writes no other line of the breaker, so a
+/// breaker out of cache (one of many dynamic keys) costs it one line. The hot line is written by
+/// every success of an uncontended full window; once callers contend for the window its successes
+/// go to striped counters of their own, and the line is written only on transitions, by the
+/// eviction marks and when the striped counts are folded in.
+#[repr(C, align(64))]
 pub(crate) struct Circuit {
-    /// Written by every recorded call: on lines of its own, first (at the struct's address, which
-    /// saves the closed path an address computation).
-    window: Padded<Outcomes>,
-    // The hot line: read by every call, written only on transitions and by the eviction marks.
+    // The hot line: read by every call.
     state: AtomicU64,
+    /// `policy.min_calls`, read by every recorded success while the window fills.
+    min_calls: u32,
+    general: AtomicU8, // 0: the closed fast path admits (see `Circuit::plain`)
+    /// The policy has a retry budget (`budget` is set): the attempt driver counts its attempts.
+    /// On the hot line, so reading it costs a call that already read the line nothing.
+    budgeted: bool,
+    /// Dynamic keys: [`USED`], set on use and cleared by the registry's eviction sweep
+    /// (second-chance LRU), and [`EVICTED`], set when the sweep removed this breaker (a call
+    /// site's cache of its last key stops handing it out).
+    marks: AtomicU8,
+    /// Set once `successor` is: every call reads this flag, on the hot line, and follows the
+    /// successor (off the line) only when it is set.
+    replaced: AtomicBool,
+    /// Recorded calls: the fast-path fields of both shapes end on the hot line (see
+    /// `a_closed_calls_fields_share_one_cache_line`).
+    window: Outcomes,
+    /// Read by a time window's record and by timed calls (a count window's closed call reads no
+    /// clock).
+    clock: ClockSource,
     /// The full-width time of `state`'s open deadline or half-open arming (written on transitions).
     time: TimeStamp,
     /// Set when `Registry::configure` replaced this breaker: calls move to the successor, and
     /// reports still arriving here change nothing.
     successor: std::sync::OnceLock<Arc<Circuit>>,
-    clock: ClockSource,
-    /// `policy.min_calls`, read by every recorded success while the window fills.
-    min_calls: u32,
-    general: AtomicU8, // 0: the closed fast path admits (see `Circuit::plain`)
-    /// The policy has a retry budget (`budget` is set): the attempt driver counts its attempts.
-    /// In the hot line's padding, so reading it costs a call that already read the line nothing.
-    budgeted: bool,
-    /// Dynamic keys: set on use, cleared by the registry's eviction sweep (second-chance LRU).
-    used: AtomicBool,
-    /// Set when the registry's sweep removed this dynamic breaker: a call site's cache of its last
-    /// key stops handing it out.
-    evicted: AtomicBool,
     /// Never evicted: created by a static call site or by hand.
     pinned: AtomicBool,
     /// Metrics-only mode: calls it would reject are admitted (and counted in `rejected`), and
-    /// their outcomes are not recorded.
+    /// their outcomes are not recorded (read by rejections, off the closed path).
     metrics_only: AtomicBool,
     // Cold: read on transitions, events, snapshots and the general paths.
     key: Key,
@@ -162,17 +175,17 @@ pub(crate) struct Circuit {
     phase: AtomicU64,
     /// Progressive recovery: admissions asked for in the current phase (phase k admits k in n).
     phase_seq: AtomicU64,
-    /// Counters written by rejected calls and by bulkhead calls, on their own cache line.
-    counters: Padded<Counters>,
     /// The open episode: when the circuit last opened from closed (nanoseconds + 1; 0 when
     /// closed), and whether `circuit_stuck_open` was reported for it.
     episode: Episode,
-    /// The last transition, for snapshots (written on transitions only).
-    last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The retry budget, when the policy has one (`budgeted`).
     budget: Option<Box<crate::load::budget::Budget>>,
     /// Hedged calls' latency, budget and counts: made by the first hedged call of the key.
     hedging: std::sync::OnceLock<Box<crate::load::hedge::Hedging>>,
+    /// Counters written by rejected calls and by bulkhead calls, on their own cache line.
+    counters: Padded<Counters>,
+    /// The last transition, for snapshots (written on transitions only).
+    last: std::sync::Mutex<Option<TransitionRecord>>,
     /// The shadow policies judging this key's outcomes (the key then takes the general path).
     shadows: Option<Arc<crate::shadow::Shadows>>,
     stacking: stack::Stacking,

@@ -132,23 +132,22 @@ impl BitRing {
 
 /// The last `len` outcomes.
 ///
-/// `#[repr(C)]`: a success on a full window reads the enum's variant (the niche of `failures`'
-/// box), `full`, `stripes` and `pending`, all on the first cache line; the cursor of a filling
-/// window follows on it.
+/// `#[repr(C)]`: a success on a full window reads `pending`, `full` and `stripes`, and one on a
+/// filling window claims `head`: all in the first 32 bytes, which the breaker keeps on its hot line.
 #[repr(C)]
 pub(crate) struct CountWindow {
-    pub(super) failures: BitRing,
     /// Successes of a full window not yet folded in.
     pub(super) pending: AtomicU64,
-    /// Successes of a full, contended window not yet folded in (allocated on first contention).
-    pub(super) stripes: LazyStripes,
     /// Set once `len` slots were claimed since the last reset.
     pub(super) full: AtomicBool,
     /// Slots claimed so far (wraps after 2^32 calls, which only reorders one slot).
     head: AtomicU32,
+    /// Successes of a full, contended window not yet folded in (allocated on first contention).
+    pub(super) stripes: LazyStripes,
     len: u32,
     /// Lemire's multiplier for `x % len` without a division.
     magic: u64,
+    pub(super) failures: BitRing,
     slow: Option<BitRing>,
 }
 
@@ -232,7 +231,7 @@ impl CountWindow {
     /// needed.
     #[cold]
     pub(super) fn contended(&self) {
-        self.add_to(self.stripes.get_or_init(Stripes::new).mine());
+        self.add_to(self.stripes.get_or_init(Stripes::boxed).mine());
     }
 
     /// Adds one success to `count` (a stripe), folding it in when it is due.

@@ -119,6 +119,11 @@ pub(crate) struct Sample {
 }
 
 /// The window of one breaker.
+///
+/// `#[repr(u8)]`: a tag byte, then either shape's fields from the next 8-byte boundary, in their
+/// declared order: each shape's fast-path fields first, so they stay on the breaker's hot line
+/// (see `Circuit`).
+#[repr(u8)]
 pub(crate) enum Outcomes {
     Count(CountWindow),
     Time(TimeWindow),
@@ -140,6 +145,35 @@ impl Outcomes {
     }
 
     /// True when recording needs the current time.
+    /// Where the fields a fast-path success reads end, in bytes from the window's address: a
+    /// full count window's `pending`, `full` and `stripes`; a time window's quiet slice, slice
+    /// length, buckets and stripes.
+    #[cfg(test)]
+    pub(crate) fn fast_fields_end(&self) -> usize {
+        fn end<T>(field: &T, base: usize) -> usize {
+            std::ptr::from_ref(field).addr() + std::mem::size_of::<T>() - base
+        }
+        let base = std::ptr::from_ref(self).addr();
+        match self {
+            Outcomes::Count(w) => [
+                end(&w.pending, base),
+                end(&w.full, base),
+                end(&w.stripes, base),
+            ]
+            .into_iter()
+            .max(),
+            Outcomes::Time(w) => [
+                end(&w.quiet, base),
+                end(&w.slice_nanos, base),
+                end(&w.buckets, base),
+                end(&w.stripes, base),
+            ]
+            .into_iter()
+            .max(),
+        }
+        .unwrap_or(0)
+    }
+
     #[inline]
     pub(crate) fn needs_time(&self) -> bool {
         matches!(self, Outcomes::Time(_))

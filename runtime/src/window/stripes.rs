@@ -15,9 +15,10 @@
 use crate::sync::{AtomicBool, Ordering};
 use crate::sync::{AtomicU64, Padded};
 
-/// The stripes of a window, allocated on its first contention.
+/// The stripes of a window, allocated on its first contention. Boxed, so a window keeps them in
+/// 16 bytes (see `CountWindow`).
 #[cfg(not(fusebox_loom))]
-pub(super) type LazyStripes = std::sync::OnceLock<Stripes>;
+pub(super) type LazyStripes = std::sync::OnceLock<Box<Stripes>>;
 
 /// The stripes of a window, allocated at once and engaged on its first contention: loom cannot
 /// see `OnceLock`'s publication, so the model publishes them through one of its atomics instead.
@@ -42,15 +43,14 @@ impl LazyStripes {
             .then_some(&self.stripes)
     }
 
-    pub(super) fn get_or_init(&self, _: fn() -> Stripes) -> &Stripes {
+    pub(super) fn get_or_init(&self, _: fn() -> Box<Stripes>) -> &Stripes {
         self.engaged.store(true, Ordering::Release);
         &self.stripes
     }
 }
 
 /// Striped success counters: one per cache line, picked by thread.
-/// Their number is a power of two; one pointer and a length, so a window keeps them within 24
-/// bytes (see `CountWindow`).
+/// Their number is a power of two.
 pub(super) struct Stripes {
     pub(super) counts: Box<[Padded<AtomicU64>]>,
 }
@@ -59,6 +59,11 @@ pub(super) struct Stripes {
 pub(super) const STRIPE_FOLD: u64 = if cfg!(test) { 64 } else { 1 << 30 };
 
 impl Stripes {
+    /// New stripes, boxed as a window keeps them.
+    pub(super) fn boxed() -> Box<Self> {
+        Box::new(Self::new())
+    }
+
     pub(super) fn new() -> Self {
         let len = stripe_count();
         Stripes {
