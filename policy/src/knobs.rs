@@ -404,8 +404,8 @@ macro_rules! with_knobs {
             /// The replicas whose failures a shared circuit needs before it opens for every
             /// replica (see [`Quorum`]), or `None`: any replica's outcomes can open it.
             quorum {
-                fields { quorum: Option<Quorum> = None }
-                setting { Option<Quorum> = |p| p.quorum }
+                fields { quorum: u16 = 0 }
+                setting { Option<Quorum> = |p| Quorum::decode(p.quorum) }
                 setters {
                     /// On a shared key (`Registry::share`): the circuit opens for every replica
                     /// only when the failures in its window come from at least `replicas`
@@ -423,13 +423,13 @@ macro_rules! with_knobs {
                     /// assert_eq!(Policy::new().settings().quorum, None);
                     /// assert!(Policy::new().quorum(1).validate().is_err());
                     /// ```
-                    fn quorum(replicas: u32) { quorum: Some(Quorum::Replicas(replicas)) }
+                    fn quorum(replicas: u32) { quorum: Quorum::encode_replicas(replicas) }
                     /// [`Policy::quorum`] as a share, in percent (1..=100), of the replicas that
                     /// recorded an outcome in the window, rounded up (`quorum = "50%"`).
-                    fn quorum_share(percent: u8) { quorum: Some(Quorum::Share(percent)) }
+                    fn quorum_share(percent: u8) { quorum: Quorum::encode_share(percent) }
                     /// No quorum (the default): the shared window's rules open the circuit,
                     /// whichever replicas failed.
-                    fn no_quorum() { quorum: None }
+                    fn no_quorum() { quorum: 0 }
                 }
                 attr(QuorumArg = quorum_arg() => quorum, quorum_share)
                 config { quorum: |f| f.quorum() }

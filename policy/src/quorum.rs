@@ -38,7 +38,41 @@ pub enum Quorum {
 pub const QUORUM_FORM: &str =
     "a number of replicas like 2, or a share of the replicas like \"50%\"";
 
+/// A quorum as a policy keeps it, in two bytes (a breaker holds its policy inline): 0 none,
+/// `1 + replicas` up to `REPLICAS_ABOVE` (more than any valid quorum), then `SHARE + percent`.
+const REPLICAS_ABOVE: u16 = 60_000;
+const SHARE: u16 = REPLICAS_ABOVE + 1;
+
 impl Quorum {
+    /// The policy's code of a quorum of `replicas`.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn encode_replicas(replicas: u32) -> u16 {
+        if replicas >= REPLICAS_ABOVE as u32 {
+            REPLICAS_ABOVE
+        } else {
+            replicas as u16 + 1
+        }
+    }
+
+    /// The policy's code of a quorum of `percent` % of the replicas.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn encode_share(percent: u8) -> u16 {
+        SHARE + percent as u16
+    }
+
+    /// The quorum of a policy's code (`None`: no quorum).
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn decode(code: u16) -> Option<Quorum> {
+        match code {
+            0 => None,
+            n if n <= REPLICAS_ABOVE => Some(Quorum::Replicas(n as u32 - 1)),
+            n => Some(Quorum::Share((n - SHARE) as u8)),
+        }
+    }
+
     /// The replicas that must have failed when `active` replicas recorded an outcome in the
     /// window.
     #[must_use]
@@ -56,8 +90,8 @@ impl Quorum {
     pub fn problem(self) -> Option<String> {
         match self {
             Quorum::Replicas(n) if n < 2 => Some(format!(
-                "a quorum of {n} replica is what a shared circuit does without one; give 2 or more, \
-                 or leave `quorum` out"
+                "a quorum of {n} replicas is what a shared circuit does without one; give 2 or \
+                 more, or leave `quorum` out"
             )),
             Quorum::Replicas(n) if n > MAX_QUORUM => {
                 Some(format!("{n} replicas is above {MAX_QUORUM}"))
@@ -119,6 +153,23 @@ mod tests {
                 "{invalid}"
             );
         }
+    }
+
+    #[test]
+    fn a_policy_keeps_every_quorum_it_is_given() {
+        for quorum in [0, 1, 2, 1000, 1001, 59_998, 59_999, u32::MAX] {
+            let kept = Quorum::decode(Quorum::encode_replicas(quorum));
+            assert_eq!(kept, Some(Quorum::Replicas(quorum.min(59_999))), "{quorum}");
+            assert_eq!(
+                kept.unwrap().problem().is_none(),
+                (2..=1000).contains(&quorum)
+            );
+        }
+        for percent in [0, 1, 50, 100, 101, 255] {
+            let kept = Quorum::decode(Quorum::encode_share(percent));
+            assert_eq!(kept, Some(Quorum::Share(percent)));
+        }
+        assert_eq!(Quorum::decode(0), None);
     }
 
     #[test]

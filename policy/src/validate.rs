@@ -6,7 +6,7 @@ use crate::limits::{
     MAX_CONCURRENT, MAX_HALF_OPEN, MAX_OPEN_BACKOFF, MAX_PHASES, MAX_QUORUM, MAX_RETRY_FLOOR,
     MAX_RETRY_PERCENT, MAX_THROTTLE, MAX_TIME_WINDOW, MAX_WINDOW, MIN_TIME_WINDOW,
 };
-use crate::{Knob, Policy, PolicyError, Recovery, Window, in_ms_range};
+use crate::{Knob, Policy, PolicyError, Quorum, Recovery, Window, in_ms_range};
 
 impl Policy {
     /// Checks every field; the first invalid one is reported with its allowed range.
@@ -279,7 +279,7 @@ impl Policy {
 
     /// `quorum`: 2..=`MAX_QUORUM` replicas or 1..=100 %.
     fn validate_quorum(&self) -> Result<(), PolicyError> {
-        match self.quorum.map(|q| (q, q.problem())) {
+        match Quorum::decode(self.quorum).map(|q| (q, q.problem())) {
             Some((quorum, Some(problem))) => Err(PolicyError::new(
                 "quorum",
                 format!("2..={MAX_QUORUM} replicas or 1..=100% of them ({problem})"),

@@ -358,7 +358,7 @@ async fn tower_call(key: &'static str, policy: Policy, b: &'static Backend, how:
         .registry(&FLEET)
         .policy(policy)
         .layer(service_fn(move |how: How| async move {
-            b.run(how).await.map_err(|_| "down")
+            b.run(how).await.map_err(|_| String::from("down"))
         }));
     match svc.oneshot(how).await {
         Ok(()) => Outcome::Ok,

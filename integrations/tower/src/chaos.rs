@@ -6,6 +6,22 @@
 
 use std::marker::PhantomData;
 
+/// The bound the layer puts on its service's response and error: `'static` with the feature
+/// `chaos` (an injected answer is downcast to them), none without, so a service whose error
+/// borrows (`&'static str`) keeps working in spawned tasks unless the feature is on.
+#[doc(hidden)]
+#[cfg(feature = "chaos")]
+pub trait Injectable: 'static {}
+#[cfg(feature = "chaos")]
+impl<T: 'static> Injectable for T {}
+
+/// Without the feature `chaos`: no bound.
+#[doc(hidden)]
+#[cfg(not(feature = "chaos"))]
+pub trait Injectable {}
+#[cfg(not(feature = "chaos"))]
+impl<T> Injectable for T {}
+
 /// What an injection left for the response future: a delay before the inner future is polled,
 /// or the answer it returns instead of calling the inner service. Empty without the feature.
 pub(crate) struct Pending<O> {

@@ -118,6 +118,11 @@ impl<C, K> CircuitBreakerLayer<C, K> {
     ///   value of another type is not injected (a WARN event `chaos_type_mismatch`) and the
     ///   call runs.
     ///
+    /// With the feature on, the layer asks its service's response and error to be `'static` (an
+    /// injected value is downcast to them): an error type that borrows, like `&'static str`,
+    /// can then make a spawned task's future not `Send`; use an owned error (`String`, a type
+    /// of your own) in services that run behind a layer with this feature.
+    ///
     /// ```
     /// # #[cfg(feature = "chaos")] {
     /// use fusebox::chaos::Fault;

@@ -76,6 +76,9 @@ mod layer;
 mod retry;
 mod service;
 
+#[doc(hidden)]
+pub use chaos::Injectable;
+
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;

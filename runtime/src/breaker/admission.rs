@@ -123,7 +123,7 @@ impl Circuit {
             }
             // A key with a quorum open on this replica alone ("open here only") holds the call
             // before the store is asked.
-            if let Some(wait) = self.shared.here.as_deref().and_then(|h| self.open_here(h)) {
+            if let Some(wait) = self.here().and_then(|h| self.open_here(h)) {
                 let rejection = self.count_rejection(Reason::Open, wait);
                 self.record_rejection(Reason::Open, site);
                 return NamedPermit::new(

@@ -79,10 +79,12 @@ impl Circuit {
     #[cfg(feature = "store")]
     pub(crate) fn with_store(mut self, store: Box<dyn super::seam::SharedKey>) -> Circuit {
         self.general = AtomicU8::new(1);
-        self.store = Some(store);
-        if self.policy.settings().quorum.is_some() {
-            self.shared.here = Some(Box::new(super::quorum::Here::new(&self.policy)));
-        }
+        let here = self
+            .policy
+            .settings()
+            .quorum
+            .map(|_| super::quorum::Here::new(&self.policy));
+        self.store = Some(Box::new(super::store::Linked { key: store, here }));
         self
     }
 

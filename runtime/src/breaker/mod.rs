@@ -193,7 +193,7 @@ pub(crate) struct Circuit {
     meters: crate::observe::Meters,
     /// The store this breaker's state is shared through (only on a shared registry's keys).
     #[cfg(feature = "store")]
-    pub(crate) store: Option<Box<dyn seam::SharedKey>>,
+    pub(crate) store: Option<Box<store::Linked>>,
     /// What snapshots show of the sharing: the shared window of the store's last answer, this
     /// replica's calls the store admitted, and whether the key could not be shared.
     #[cfg(feature = "store")]

@@ -151,7 +151,7 @@ impl Circuit {
                 // Untimed calls read no clock.
                 let slow = self.timed() && self.is_slow(permit, self.now());
                 self.report_shared(permit.admission, slow, permit.site, outcome);
-                if let Some(here) = self.shared.here.as_deref() {
+                if let Some(here) = self.here() {
                     self.settle_here(here, outcome, slow, permit.site);
                 }
             }

@@ -22,7 +22,7 @@ impl Circuit {
         // A key with a quorum open on this replica alone shows this replica's view.
         #[cfg(feature = "store")]
         let here = (state == State::Closed)
-            .then(|| self.shared.here.as_deref()?.view(now))
+            .then(|| self.here()?.view(now))
             .flatten()
             .map(|view| (view.state, view.retry_after));
         #[cfg(not(feature = "store"))]

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::seam::{Admission, BoxFuture, CircuitRef, Link, Site, Store, WeakCircuit};
+use super::seam::{Admission, BoxFuture, CircuitRef, Link, SharedKey, Site, Store, WeakCircuit};
 use super::{Circuit, FnName, NamedPermit, RawPermit, Ticket, permit};
 use crate::error::Reason;
 use crate::observe::Trigger;
@@ -31,8 +31,31 @@ pub(crate) struct SharedView {
     failures: AtomicU64,
     /// The registry shares its keys but this one's policy cannot be shared (it stays local).
     unshareable: AtomicBool,
+}
+
+/// A shared breaker's tie to its store: the store's side of the key, and this replica's own view
+/// of a key with a quorum. One thin pointer in the breaker (its size does not change with it).
+pub(crate) struct Linked {
+    /// The store's side of the key.
+    pub(crate) key: Box<dyn SharedKey>,
     /// This replica's own view of a key with a quorum ("open here only"); `None` without one.
-    pub(super) here: Option<Box<super::quorum::Here>>,
+    pub(super) here: Option<super::quorum::Here>,
+}
+
+impl std::ops::Deref for Linked {
+    type Target = dyn SharedKey;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.key
+    }
+}
+
+impl Circuit {
+    /// This replica's own view of a shared key with a quorum; `None` for any other key.
+    #[inline]
+    pub(super) fn here(&self) -> Option<&super::quorum::Here> {
+        self.store.as_ref()?.here.as_ref()
+    }
 }
 
 impl SharedView {
@@ -130,7 +153,7 @@ impl Circuit {
         // waited for the store holds none).
         // Only a call the store admitted and will report is one (a call this replica admits
         // alone, or the store does not record, is not judged here).
-        if let Some(here) = self.shared.here.as_deref()
+        if let Some(here) = self.here()
             && matches!(answer, Admission::Admitted(_))
             && self.local_state() == State::Closed
             && let Err((reason, wait)) = self.admit_here(here, site)
@@ -311,7 +334,7 @@ impl Circuit {
                     self.window.reset();
                     self.run.store(0, Ordering::Release);
                     // The shared state moved: this replica's own view starts again.
-                    if let Some(here) = self.shared.here.as_deref() {
+                    if let Some(here) = self.here() {
                         here.forget();
                     }
                     // The gauge follows the mirrored state (no transition is announced here).
