@@ -1,6 +1,7 @@
 // The expansion of one representative function (macros/src/snapshots.rs).
 // Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
 
+#[inline]
 fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
     static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::DynSite = ::fusebox::__private_0_1_0::DynSite::new(
         ::core::concat!(::core::module_path!(), "::", "fetch"),

@@ -1,6 +1,7 @@
 // The expansion of one representative function (macros/src/snapshots.rs).
 // Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
 
+#[inline]
 fn fetch(path: &str) -> Result<Response, FetchError> {
     static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
         "status",

@@ -1,6 +1,7 @@
 // The expansion of one representative function (macros/src/snapshots.rs).
 // Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
 
+#[inline]
 fn stock(sku: u32) -> Result<u32, StockError> {
     static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
         "stock",
