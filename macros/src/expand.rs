@@ -84,7 +84,12 @@ pub(crate) fn expand(args: Args, function: Function) -> TokenStream {
 /// waits for (twice the time of the same call inlined). An `async fn`'s `poll` needs no hint:
 /// the future is polled where it is awaited.
 fn inline_hint(attrs: &mut Vec<syn::Attribute>) {
-    if !attrs.iter().any(|attr| attr.path().is_ident("inline")) {
+    let says = |attr: &syn::Attribute| {
+        attr.path().is_ident("inline")
+            || (attr.path().is_ident("cfg_attr")
+                && attr.meta.to_token_stream().to_string().contains("inline"))
+    };
+    if !attrs.iter().any(says) {
         attrs.push(syn::parse_quote!(#[inline]));
     }
 }

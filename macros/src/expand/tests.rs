@@ -187,6 +187,13 @@ fn a_plain_fn_is_marked_inline_unless_its_attributes_say_otherwise() {
         }
     ));
     assert_eq!(never.matches("inline").count(), 1, "{never}");
+    let conditional = expand(quote!(
+        #[cfg_attr(test, inline(never))]
+        fn f() -> Result<u8, E> {
+            Ok(1)
+        }
+    ));
+    assert_eq!(conditional.matches("inline").count(), 1, "{conditional}");
     let asynchronous = expand(quote!(
         async fn f() -> Result<u8, E> {
             Ok(1)
