@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::registry::Registry;
 
 use crate::breaker::FnName;
-pub use crate::breaker::{Named, NamedPermit, Permitted, RawPermit};
+pub use crate::breaker::{Named, NamedPermit, Permitted, RawPermit, SitePermit};
 pub use crate::call::attempts::{
     AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
 };
@@ -36,7 +36,7 @@ pub fn io_error_kind(error: &std::io::Error) -> IoErrorKind {
 /// Reports the call `permit` admitted as a success (the expansion's form of
 /// [`Permit::success`](crate::Permit::success)); `name` is the function's path.
 ///
-/// The functions that report take the permit (a literal key's `SitePermit`, or a
+/// The functions that report take the permit (a literal key's [`SitePermit`], or a
 /// [`NamedPermit`] named by a path: [`Permitted`]) and the name: they are compiled once per crate
 /// and kind of permit, not once per annotated function.
 #[cfg_attr(debug_assertions, inline)]
