@@ -1,6 +1,7 @@
 // The expansion of one representative function (macros/src/snapshots.rs).
 // Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
 
+#[inline]
 fn authorize(amount: u64) -> Result<u64, PaymentError> {
     static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
         "payment",
@@ -21,7 +22,7 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
         site: &__FUSEBOX_SITE.function,
     };
     if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
-        &__fusebox_permit.raw,
+        &__fusebox_permit,
     ) {
         return ::core::result::Result::Err(__fusebox_rejected);
     }
@@ -31,7 +32,7 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
     >(move || { gateway::authorize(amount) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
             ::fusebox::__private_0_1_0::permit_succeeded(
-                &mut __fusebox_permit.raw,
+                &mut __fusebox_permit,
                 &__FUSEBOX_SITE.function,
             );
             ::core::result::Result::Ok(__fusebox_value)
@@ -39,14 +40,14 @@ fn authorize(amount: u64) -> Result<u64, PaymentError> {
         ::core::result::Result::Err(__fusebox_error) => {
             if ::core::matches!(& __fusebox_error, PaymentError::Timeout { .. }) {
                 ::fusebox::__private_0_1_0::permit_failed_after(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     &__FUSEBOX_SITE.function,
                     ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
                 )
             } else {
                 ::fusebox::__private_0_1_0::permit_ignored::<
                     false,
-                >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function)
+                >(&mut __fusebox_permit, &__FUSEBOX_SITE.function)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

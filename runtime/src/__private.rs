@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::registry::Registry;
 
 use crate::breaker::FnName;
-pub use crate::breaker::{Named, NamedPermit, RawPermit};
+pub use crate::breaker::{Named, NamedPermit, Permitted, RawPermit, SitePermit};
 pub use crate::call::attempts::{
     AttemptBudget, AttemptLimit, Attempts, NoDeadline, Settled, Unbounded, run as run_attempts,
 };
@@ -36,30 +36,31 @@ pub fn io_error_kind(error: &std::io::Error) -> IoErrorKind {
 /// Reports the call `permit` admitted as a success (the expansion's form of
 /// [`Permit::success`](crate::Permit::success)); `name` is the function's path.
 ///
-/// The functions that report take the permit's [`RawPermit`] and the name rather than the
-/// [`NamedPermit`]: they are compiled once per crate, not once per annotated function.
+/// The functions that report take the permit (a literal key's [`SitePermit`], or a
+/// [`NamedPermit`] named by a path: [`Permitted`]) and the name: they are compiled once per crate
+/// and kind of permit, not once per annotated function.
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
-pub fn permit_succeeded(permit: &mut RawPermit<'_>, name: FnName) {
-    permit.succeeded(name);
+pub fn permit_succeeded<P: Permitted>(permit: &mut P, name: FnName) {
+    permit.take_raw().succeeded(name);
 }
 
 /// Reports the call `permit` admitted as a counted failure.
 #[inline]
-pub fn permit_failed(permit: &mut RawPermit<'_>, name: FnName) {
-    permit.failed(name);
+pub fn permit_failed<P: Permitted>(permit: &mut P, name: FnName) {
+    permit.take_raw().failed(name);
 }
 
 /// Reports the call `permit` admitted as a counted failure that carries `wait`, the pushback
 /// its error asked for (read by `(&PushbackOf(&error)).pushback()`: `None` for an error type
 /// that does not implement [`RetryAfter`](crate::RetryAfter)).
 #[inline]
-pub fn permit_failed_after(
-    permit: &mut RawPermit<'_>,
+pub fn permit_failed_after<P: Permitted>(
+    permit: &mut P,
     name: FnName,
     wait: Option<std::time::Duration>,
 ) {
-    permit.failed_after(wait, name);
+    permit.take_raw().failed_after(wait, name);
 }
 
 /// Reports the call `permit` admitted, which ended with an error its classification does not
@@ -67,19 +68,19 @@ pub fn permit_failed_after(
 /// `crate::nested`; `ASYNC`: the function is an `async fn`), otherwise what
 /// [`Policy::others`](crate::Policy::others) says (ignored, or a success).
 #[inline]
-pub fn permit_ignored<const ASYNC: bool>(permit: &mut RawPermit<'_>, name: FnName) {
+pub fn permit_ignored<const ASYNC: bool>(permit: &mut impl Permitted, name: FnName) {
     if crate::nested::rejected_inside::<ASYNC>() {
-        permit.ignored_outright(name);
+        permit.take_raw().ignored_outright(name);
     } else {
-        permit.ignored(name);
+        permit.take_raw().ignored(name);
     }
 }
 
 /// Reports the call `permit` admitted as ignored whatever [`Policy::others`](crate::Policy::others)
 /// says: its error was converted from an inner breaker's rejection ([`rejected_inside`]).
 #[inline]
-pub fn permit_ignored_outright(permit: &mut RawPermit<'_>, name: FnName) {
-    permit.ignored_outright(name);
+pub fn permit_ignored_outright<P: Permitted>(permit: &mut P, name: FnName) {
+    permit.take_raw().ignored_outright(name);
 }
 
 /// True when the error being classified was converted from the rejection of an inner breaker, on
@@ -95,8 +96,8 @@ pub fn rejected_inside<const ASYNC: bool>() -> bool {
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
-pub fn permit_rejected(permit: &RawPermit<'_>) -> bool {
-    permit.is_rejected()
+pub fn permit_rejected<P: Permitted>(permit: &P) -> bool {
+    permit.raw().is_rejected()
 }
 
 /// The error of a rejected permit (only called when [`permit_rejected`] is true). Inlined: a
@@ -104,8 +105,8 @@ pub fn permit_rejected(permit: &RawPermit<'_>) -> bool {
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
-pub fn rejection_error(permit: &RawPermit<'_>) -> Error {
-    permit.rejection_or_open()
+pub fn rejection_error<P: Permitted>(permit: &P) -> Error {
+    permit.raw().rejection_or_open()
 }
 
 /// The error of a rejected permit (`None` when it was admitted).
@@ -126,9 +127,10 @@ pub fn timeout_body<F: Future>(limit: std::time::Duration, body: F) -> tokio::ti
 /// Reports the call `permit` admitted, which ran out of time, as a counted failure, and returns
 /// its error (reason [`TimedOut`](crate::Reason::TimedOut): the call went out).
 #[cold]
-pub fn permit_timed_out(permit: &mut RawPermit<'_>, name: FnName) -> Error {
-    let error = Error::new(permit.key(), crate::Reason::TimedOut, None);
-    permit.failed(name);
+pub fn permit_timed_out<P: Permitted>(permit: &mut P, name: FnName) -> Error {
+    let mut raw = permit.take_raw();
+    let error = Error::new(raw.key(), crate::Reason::TimedOut, None);
+    raw.failed(name);
     error
 }
 
@@ -268,7 +270,8 @@ pub fn error_from_rejection<E: FromRejection>(error: Error) -> E {
 #[cfg_attr(debug_assertions, inline)]
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[must_use]
-pub fn rejection<E: FromRejection>(permit: &RawPermit<'_>) -> Option<E> {
+pub fn rejection<E: FromRejection, P: Permitted>(permit: &P) -> Option<E> {
+    let permit = permit.raw();
     if permit.is_rejected() {
         // A rejected permit's error is a rejection: marked first, so the error is built after the
         // mark's thread-local accesses and goes from its fields to the caller's error without a

@@ -9,10 +9,12 @@ use std::path::{Path, PathBuf};
 
 /// Public items of `__private` the expansion never names, each with the item of `__private`
 /// whose signature names it (so it must stay reachable).
-const IN_SIGNATURES: [(&str, &str); 14] = [
+const IN_SIGNATURES: [(&str, &str); 16] = [
     ("Chaos", "chaos_admit"),
     ("DeclaredSite", "Declared"),
-    ("RawPermit", "permit_succeeded"),
+    ("RawPermit", "Permitted"),
+    ("Permitted", "permit_succeeded"),
+    ("SitePermit", "Site"),
     ("NoPushback", "PushbackOf"),
     ("AttemptLimit", "run_attempts"),
     ("AttemptBudget", "run_attempts"),

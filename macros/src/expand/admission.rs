@@ -77,6 +77,10 @@ pub(super) enum Admit {
     /// `let mut permit = SITE.enter(…)`: one admission, the body runs once; an `async fn`'s permit
     /// may ask a shared registry's store.
     SharedPermit,
+    /// [`Admit::SharedPermit`] of a literal key that asks no store (an `async fn` without the
+    /// `store` feature or `chaos`): a two-word permit that reaches its circuit and the function's
+    /// name through the site's link (a dynamic key's admission takes it as `SharedPermit`).
+    LinkedPermit,
     /// [`Admit::SharedPermit`] for a plain `fn`: a dynamic key's breaker is borrowed under the
     /// registry map's guard for the call, not counted.
     LocalPermit,
@@ -125,6 +129,14 @@ fn literal_admission(
         #declare
     };
     match admit {
+        Admit::LinkedPermit => {
+            let name = &names.name;
+            quote! {
+                #head
+                #method_declare
+                let mut #permit = #site.enter_linked(#registry, #name);
+            }
+        }
         Admit::SharedPermit | Admit::LocalPermit => {
             let permit_value = enter(names, site, admit == Admit::SharedPermit, registry.clone());
             quote! {
@@ -180,13 +192,8 @@ fn dynamic_admission(
     // alive across the body's awaits); the permit borrows it. A plain `fn` borrows it
     // from the registry's map under a guard held for the call instead of owning it.
     let (holder, take) = match admit {
-        Admit::SharedPermit => {
-            let permit_value = enter(
-                names,
-                site,
-                admit == Admit::SharedPermit,
-                quote!(#registry, #key_str, &mut #held),
-            );
+        Admit::SharedPermit | Admit::LinkedPermit => {
+            let permit_value = enter(names, site, true, quote!(#registry, #key_str, &mut #held));
             (
                 quote!(SiteBreaker),
                 quote! {
@@ -262,7 +269,7 @@ fn method_declare(method_name: Option<&MethodNaming>, private: &TokenStream) -> 
 /// type saves a word in each; a single call's permit holds the name itself (one word, and no
 /// type of the expansion's own to compile). The driver's permits ask it when they report or are
 /// dropped unreported; a single call's reports pass the name themselves
-/// ([`Names::raw_and_name`]).
+/// ([`Names::report_args`]).
 fn site_name(names: &Names) -> (Ident, TokenStream) {
     let Names { private, name, .. } = names;
     let named = Ident::new("__FuseboxName", Span::mixed_site());

@@ -73,15 +73,29 @@ pub(super) struct Names {
 }
 
 impl Names {
-    /// The permit's `RawPermit` and the function's path, the arguments of every report: the
-    /// functions that take them are not generic, so each annotated function adds none of its
-    /// own.
+    /// The permit's `RawPermit` and the function's path, the arguments of a shared key's store
+    /// functions (a store's `async fn` holds a `NamedPermit`).
+    #[cfg(feature = "store")]
     pub(super) fn raw_and_name(&self) -> TokenStream {
         let Names { permit, name, .. } = self;
         quote!(&mut #permit.raw, #name)
     }
 
+    /// The permit and the function's path, the arguments of every report: the functions that
+    /// take them are generic over the kind of permit only (`Permitted`: two per crate).
+    pub(super) fn report_args(&self) -> TokenStream {
+        let Names { permit, name, .. } = self;
+        quote!(&mut #permit, #name)
+    }
+
+    /// The permit, borrowed, for the checks of its admission (generic as [`Names::report_args`]).
+    pub(super) fn checked(&self) -> TokenStream {
+        let permit = &self.permit;
+        quote!(&#permit)
+    }
+
     /// The permit's raw part, borrowed, for the checks of its admission.
+    #[cfg(feature = "store")]
     pub(super) fn raw(&self) -> TokenStream {
         let permit = &self.permit;
         quote!(&#permit.raw)

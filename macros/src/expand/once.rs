@@ -44,7 +44,9 @@ pub(super) fn once_body(
         }
         None => run_once(args, names, is_async, body),
     };
-    let admit = if is_async {
+    let admit = if is_async && !crate::expand::with_store() && !chaos::enabled(args) {
+        Admit::LinkedPermit
+    } else if is_async {
         Admit::SharedPermit
     } else {
         Admit::LocalPermit
@@ -261,7 +263,7 @@ fn report_error(
     err_done: &TokenStream,
 ) -> TokenStream {
     let private = &names.private;
-    let raw_and_name = names.raw_and_name();
+    let raw_and_name = names.report_args();
     // A counted error reports the wait it asked for, when its type implements `RetryAfter`.
     let wait = pushback(names, false);
     match (classify(args.failure.as_ref(), names, true), &args.fallback) {
@@ -311,7 +313,7 @@ fn timed(
         result,
         ..
     } = names;
-    let raw_and_name = names.raw_and_name();
+    let raw_and_name = names.report_args();
     let limit = duration(limit);
     let ok = quote!(::core::result::Result::Ok);
     let err = quote!(::core::result::Result::Err);
@@ -331,7 +333,7 @@ fn timed(
 /// value is returned as is.
 fn report_ok(args: &Args, names: &Names) -> TokenStream {
     let Names { private, value, .. } = names;
-    let raw_and_name = names.raw_and_name();
+    let raw_and_name = names.report_args();
     match &args.failure_if {
         None => quote!(#private::permit_succeeded(#raw_and_name);),
         Some(predicate) => {
@@ -382,7 +384,7 @@ fn local_store(
         let Names {
             private, refused, ..
         } = names;
-        let raw = names.raw();
+        let raw = names.checked();
         let rejection = respan(quote!(#private::rejection(#raw)), names.output_span);
         let err = respan(quote!(::core::result::Result::Err), names.output_span);
         quote! {
@@ -395,7 +397,7 @@ fn local_store(
         let Names {
             private, refused, ..
         } = names;
-        let raw = names.raw();
+        let raw = names.checked();
         quote! {
             // A refusal returns at once; its temporaries end here, so an admitted call's future
             // holds nothing of it across the body's `.await`. A flag, then the error: an `if let`

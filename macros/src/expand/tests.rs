@@ -170,3 +170,34 @@ fn only_bodies_that_cannot_leave_the_function_run_in_place() {
         assert!(!awaits_in_place(&body), "{body}");
     }
 }
+
+#[test]
+fn a_plain_fn_is_marked_inline_unless_its_attributes_say_otherwise() {
+    let expand = |item| circuit_breaker(quote!(key = "k"), item).to_string();
+    let plain = expand(quote!(
+        fn f() -> Result<u8, E> {
+            Ok(1)
+        }
+    ));
+    assert!(plain.starts_with("# [inline] fn f"), "{plain}");
+    let never = expand(quote!(
+        #[inline(never)]
+        fn f() -> Result<u8, E> {
+            Ok(1)
+        }
+    ));
+    assert_eq!(never.matches("inline").count(), 1, "{never}");
+    let conditional = expand(quote!(
+        #[cfg_attr(test, inline(never))]
+        fn f() -> Result<u8, E> {
+            Ok(1)
+        }
+    ));
+    assert_eq!(conditional.matches("inline").count(), 1, "{conditional}");
+    let asynchronous = expand(quote!(
+        async fn f() -> Result<u8, E> {
+            Ok(1)
+        }
+    ));
+    assert!(!asynchronous.contains("inline"), "{asynchronous}");
+}

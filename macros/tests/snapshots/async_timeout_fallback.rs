@@ -13,16 +13,14 @@ impl Client {
                 ::fusebox::__private_0_1_0::Declared::new(& __FUSEBOX_SITE,
                 ::fusebox::__private_0_1_0::in_global)
             }
-            let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
-                raw: __FUSEBOX_SITE
-                    .enter::<
-                        false,
-                    >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
-                site: &__FUSEBOX_SITE.function,
-            };
-            if ::fusebox::__private_0_1_0::permit_rejected(&__fusebox_permit.raw) {
+            let mut __fusebox_permit = __FUSEBOX_SITE
+                .enter_linked(
+                    &::fusebox::__private_0_1_0::GLOBAL,
+                    &__FUSEBOX_SITE.function,
+                );
+            if ::fusebox::__private_0_1_0::permit_rejected(&__fusebox_permit) {
                 let __fusebox_rejected = ::fusebox::__private_0_1_0::rejection_error(
-                    &__fusebox_permit.raw,
+                    &__fusebox_permit,
                 );
                 break '__fusebox_settled ::fusebox::__private_0_1_0::Cause::<
                     <Result<u32, ApiError> as ::fusebox::__private_0_1_0::Outcome>::Error,
@@ -41,7 +39,7 @@ impl Client {
                     match __fusebox_result {
                         ::core::result::Result::Ok(__fusebox_value) => {
                             ::fusebox::__private_0_1_0::permit_succeeded(
-                                &mut __fusebox_permit.raw,
+                                &mut __fusebox_permit,
                                 &__FUSEBOX_SITE.function,
                             );
                             return ::core::result::Result::Ok(__fusebox_value);
@@ -52,7 +50,7 @@ impl Client {
                             & __fusebox_error, ApiError::Timeout { .. }
                         ) => {
                             ::fusebox::__private_0_1_0::permit_failed_after(
-                                &mut __fusebox_permit.raw,
+                                &mut __fusebox_permit,
                                 &__FUSEBOX_SITE.function,
                                 ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error)
                                     .pushback(),
@@ -67,14 +65,14 @@ impl Client {
                         ::core::result::Result::Err(__fusebox_error) => {
                             ::fusebox::__private_0_1_0::permit_ignored::<
                                 true,
-                            >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function);
+                            >(&mut __fusebox_permit, &__FUSEBOX_SITE.function);
                             return ::core::result::Result::Err(__fusebox_error);
                         }
                     }
                 }
                 ::core::result::Result::Err(_) => {
                     let __fusebox_rejected = ::fusebox::__private_0_1_0::permit_timed_out(
-                        &mut __fusebox_permit.raw,
+                        &mut __fusebox_permit,
                         &__FUSEBOX_SITE.function,
                     );
                     ::fusebox::__private_0_1_0::Cause::<

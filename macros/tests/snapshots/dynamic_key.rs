@@ -1,6 +1,7 @@
 // The expansion of one representative function (macros/src/snapshots.rs).
 // Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
 
+#[inline]
 fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
     static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::DynSite = ::fusebox::__private_0_1_0::DynSite::new(
         ::core::concat!(::core::module_path!(), "::", "fetch"),
@@ -18,7 +19,7 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
         site: &__FUSEBOX_SITE.function,
     };
     if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
-        &__fusebox_permit.raw,
+        &__fusebox_permit,
     ) {
         return ::core::result::Result::Err(__fusebox_rejected);
     }
@@ -28,7 +29,7 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
     >(move || { http::get(host, path) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
             ::fusebox::__private_0_1_0::permit_succeeded(
-                &mut __fusebox_permit.raw,
+                &mut __fusebox_permit,
                 &__FUSEBOX_SITE.function,
             );
             ::core::result::Result::Ok(__fusebox_value)
@@ -36,14 +37,14 @@ fn fetch(host: &str, path: &str) -> Result<String, FetchError> {
         ::core::result::Result::Err(__fusebox_error) => {
             if is_transient(&__fusebox_error) {
                 ::fusebox::__private_0_1_0::permit_failed_after(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     &__FUSEBOX_SITE.function,
                     ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
                 )
             } else {
                 ::fusebox::__private_0_1_0::permit_ignored::<
                     false,
-                >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function)
+                >(&mut __fusebox_permit, &__FUSEBOX_SITE.function)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

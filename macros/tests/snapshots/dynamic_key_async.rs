@@ -21,7 +21,7 @@ impl Client {
             site: &__FUSEBOX_SITE.function,
         };
         if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
-            &__fusebox_permit.raw,
+            &__fusebox_permit,
         ) {
             return ::core::result::Result::Err(__fusebox_rejected);
         }
@@ -30,7 +30,7 @@ impl Client {
         >({ http::get(host, path).await }) {
             ::core::result::Result::Ok(__fusebox_value) => {
                 ::fusebox::__private_0_1_0::permit_succeeded(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     &__FUSEBOX_SITE.function,
                 );
                 ::core::result::Result::Ok(__fusebox_value)
@@ -39,7 +39,7 @@ impl Client {
                 __fusebox_error,
             ) if !::fusebox::__private_0_1_0::rejected_inside::<true>() => {
                 ::fusebox::__private_0_1_0::permit_failed_after(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     &__FUSEBOX_SITE.function,
                     ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
                 );
@@ -47,7 +47,7 @@ impl Client {
             }
             ::core::result::Result::Err(__fusebox_error) => {
                 ::fusebox::__private_0_1_0::permit_ignored_outright(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     &__FUSEBOX_SITE.function,
                 );
                 ::core::result::Result::Err(__fusebox_error)

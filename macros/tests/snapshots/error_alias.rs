@@ -21,7 +21,7 @@ pub fn f(kind: Kind) -> ApiResult<u32> {
         site: &__FUSEBOX_SITE.function,
     };
     if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
-        &__fusebox_permit.raw,
+        &__fusebox_permit,
     ) {
         return ::core::result::Result::Err(__fusebox_rejected);
     }
@@ -31,7 +31,7 @@ pub fn f(kind: Kind) -> ApiResult<u32> {
     >(move || { respond(kind) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
             ::fusebox::__private_0_1_0::permit_succeeded(
-                &mut __fusebox_permit.raw,
+                &mut __fusebox_permit,
                 &__FUSEBOX_SITE.function,
             );
             ::core::result::Result::Ok(__fusebox_value)
@@ -42,14 +42,14 @@ pub fn f(kind: Kind) -> ApiResult<u32> {
                 .. }
             ) {
                 ::fusebox::__private_0_1_0::permit_failed_after(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     &__FUSEBOX_SITE.function,
                     ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
                 )
             } else {
                 ::fusebox::__private_0_1_0::permit_ignored::<
                     false,
-                >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function)
+                >(&mut __fusebox_permit, &__FUSEBOX_SITE.function)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

@@ -1,6 +1,7 @@
 // The expansion of one representative function (macros/src/snapshots.rs).
 // Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
 
+#[inline]
 fn fetch(path: &str) -> Result<Response, FetchError> {
     static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
         "status",
@@ -21,7 +22,7 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
         site: &__FUSEBOX_SITE.function,
     };
     if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
-        &__fusebox_permit.raw,
+        &__fusebox_permit,
     ) {
         return ::core::result::Result::Err(__fusebox_rejected);
     }
@@ -32,12 +33,12 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
         ::core::result::Result::Ok(__fusebox_value) => {
             if http::is_unavailable(&__fusebox_value) {
                 ::fusebox::__private_0_1_0::permit_failed(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     &__FUSEBOX_SITE.function,
                 )
             } else {
                 ::fusebox::__private_0_1_0::permit_succeeded(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     &__FUSEBOX_SITE.function,
                 )
             }
@@ -47,7 +48,7 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
             __fusebox_error,
         ) if !::fusebox::__private_0_1_0::rejected_inside::<false>() => {
             ::fusebox::__private_0_1_0::permit_failed_after(
-                &mut __fusebox_permit.raw,
+                &mut __fusebox_permit,
                 &__FUSEBOX_SITE.function,
                 ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
             );
@@ -55,7 +56,7 @@ fn fetch(path: &str) -> Result<Response, FetchError> {
         }
         ::core::result::Result::Err(__fusebox_error) => {
             ::fusebox::__private_0_1_0::permit_ignored_outright(
-                &mut __fusebox_permit.raw,
+                &mut __fusebox_permit,
                 &__FUSEBOX_SITE.function,
             );
             ::core::result::Result::Err(__fusebox_error)

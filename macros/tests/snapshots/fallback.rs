@@ -1,6 +1,7 @@
 // The expansion of one representative function (macros/src/snapshots.rs).
 // Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
 
+#[inline]
 fn stock(sku: u32) -> Result<u32, StockError> {
     static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
         "stock",
@@ -18,9 +19,9 @@ fn stock(sku: u32) -> Result<u32, StockError> {
             >(&::fusebox::__private_0_1_0::GLOBAL, &__FUSEBOX_SITE.function),
         site: &__FUSEBOX_SITE.function,
     };
-    if ::fusebox::__private_0_1_0::permit_rejected(&__fusebox_permit.raw) {
+    if ::fusebox::__private_0_1_0::permit_rejected(&__fusebox_permit) {
         let __fusebox_rejected = ::fusebox::__private_0_1_0::rejection_error(
-            &__fusebox_permit.raw,
+            &__fusebox_permit,
         );
         return ::fusebox::__private_0_1_0::call_fallback(
             (
@@ -41,7 +42,7 @@ fn stock(sku: u32) -> Result<u32, StockError> {
     >(|| { inventory::count(sku) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
             ::fusebox::__private_0_1_0::permit_succeeded(
-                &mut __fusebox_permit.raw,
+                &mut __fusebox_permit,
                 &__FUSEBOX_SITE.function,
             );
             ::core::result::Result::Ok(__fusebox_value)
@@ -53,7 +54,7 @@ fn stock(sku: u32) -> Result<u32, StockError> {
             }
         ) => {
             ::fusebox::__private_0_1_0::permit_failed_after(
-                &mut __fusebox_permit.raw,
+                &mut __fusebox_permit,
                 &__FUSEBOX_SITE.function,
                 ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
             );
@@ -73,7 +74,7 @@ fn stock(sku: u32) -> Result<u32, StockError> {
         ::core::result::Result::Err(__fusebox_error) => {
             ::fusebox::__private_0_1_0::permit_ignored::<
                 false,
-            >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function);
+            >(&mut __fusebox_permit, &__FUSEBOX_SITE.function);
             ::core::result::Result::Err(__fusebox_error)
         }
     }

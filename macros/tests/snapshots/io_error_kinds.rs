@@ -1,6 +1,7 @@
 // The expansion of one representative function (macros/src/snapshots.rs).
 // Regenerate with `FUSEBOX_SNAPSHOTS=overwrite cargo test -p fusebox-macros`.
 
+#[inline]
 fn connect(addr: &str) -> std::io::Result<u32> {
     static __FUSEBOX_SITE: ::fusebox::__private_0_1_0::Site = ::fusebox::__private_0_1_0::Site::new(
         "k",
@@ -19,7 +20,7 @@ fn connect(addr: &str) -> std::io::Result<u32> {
         site: &__FUSEBOX_SITE.function,
     };
     if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
-        &__fusebox_permit.raw,
+        &__fusebox_permit,
     ) {
         return ::core::result::Result::Err(__fusebox_rejected);
     }
@@ -29,7 +30,7 @@ fn connect(addr: &str) -> std::io::Result<u32> {
     >(move || { dial(addr) }) {
         ::core::result::Result::Ok(__fusebox_value) => {
             ::fusebox::__private_0_1_0::permit_succeeded(
-                &mut __fusebox_permit.raw,
+                &mut __fusebox_permit,
                 &__FUSEBOX_SITE.function,
             );
             ::core::result::Result::Ok(__fusebox_value)
@@ -41,14 +42,14 @@ fn connect(addr: &str) -> std::io::Result<u32> {
                 ::fusebox::__private_0_1_0::IoErrorKind::ConnectionRefused
             ) {
                 ::fusebox::__private_0_1_0::permit_failed_after(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     &__FUSEBOX_SITE.function,
                     ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
                 )
             } else {
                 ::fusebox::__private_0_1_0::permit_ignored::<
                     false,
-                >(&mut __fusebox_permit.raw, &__FUSEBOX_SITE.function)
+                >(&mut __fusebox_permit, &__FUSEBOX_SITE.function)
             }
             ::core::result::Result::Err(__fusebox_error)
         }

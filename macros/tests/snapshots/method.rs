@@ -20,15 +20,10 @@ impl Client {
             "send",
         );
         __FUSEBOX_NAME.get(::core::any::type_name::<Self>);
-        let mut __fusebox_permit = ::fusebox::__private_0_1_0::NamedPermit {
-            raw: __FUSEBOX_SITE
-                .enter::<
-                    false,
-                >(&::fusebox::__private_0_1_0::GLOBAL, __FUSEBOX_NAME.cached()),
-            site: __FUSEBOX_NAME.cached(),
-        };
+        let mut __fusebox_permit = __FUSEBOX_SITE
+            .enter_linked(&::fusebox::__private_0_1_0::GLOBAL, __FUSEBOX_NAME.cached());
         if let ::core::option::Option::Some(__fusebox_rejected) = ::fusebox::__private_0_1_0::rejection(
-            &__fusebox_permit.raw,
+            &__fusebox_permit,
         ) {
             return ::core::result::Result::Err(__fusebox_rejected);
         }
@@ -37,7 +32,7 @@ impl Client {
         >({ self.transport.send(order).await }) {
             ::core::result::Result::Ok(__fusebox_value) => {
                 ::fusebox::__private_0_1_0::permit_succeeded(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     __FUSEBOX_NAME.cached(),
                 );
                 ::core::result::Result::Ok(__fusebox_value)
@@ -46,7 +41,7 @@ impl Client {
                 __fusebox_error,
             ) if !::fusebox::__private_0_1_0::rejected_inside::<true>() => {
                 ::fusebox::__private_0_1_0::permit_failed_after(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     __FUSEBOX_NAME.cached(),
                     ::fusebox::__private_0_1_0::PushbackOf(&__fusebox_error).pushback(),
                 );
@@ -54,7 +49,7 @@ impl Client {
             }
             ::core::result::Result::Err(__fusebox_error) => {
                 ::fusebox::__private_0_1_0::permit_ignored_outright(
-                    &mut __fusebox_permit.raw,
+                    &mut __fusebox_permit,
                     __FUSEBOX_NAME.cached(),
                 );
                 ::core::result::Result::Err(__fusebox_error)

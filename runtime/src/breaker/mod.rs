@@ -27,6 +27,7 @@ mod controls;
 mod hedging;
 mod lifecycle;
 mod limit;
+mod linked;
 mod member;
 mod named;
 mod owned;
@@ -52,6 +53,8 @@ pub use adapter::{KeptBreaker, SiteId};
 #[cfg(feature = "chaos")]
 pub(crate) use chaos::reject_injected;
 pub use hedging::HedgeGate;
+pub(crate) use linked::SiteLink;
+pub use linked::{Permitted, SitePermit};
 pub use named::Named;
 pub use owned::Recording;
 pub use permit::{NamedPermit, OwnedPermit, Permit, RawPermit};

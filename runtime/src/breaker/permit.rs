@@ -461,7 +461,7 @@ impl<N: Named> Drop for NamedPermit<'_, N> {
 /// [`Named`]): a panic counts as a failure, anything else is a cancellation.
 #[cold]
 #[inline(never)]
-fn abandon(core: &Circuit, ticket: Ticket) {
+pub(super) fn abandon(core: &Circuit, ticket: Ticket) {
     core.finish(ticket, abandoned());
 }
 

@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::breaker::{Breaker, FnName, Named, NamedPermit, RawPermit};
+use crate::breaker::{Breaker, FnName, Named, NamedPermit, RawPermit, SiteLink, SitePermit};
 use crate::error::{Error, Key};
 use crate::key::same_bytes;
 use crate::policy::Policy;
@@ -28,6 +28,8 @@ pub struct Site {
     pub function: &'static str,
     policy: Policy,
     breaker: OnceLock<Breaker>,
+    /// The site's link to the first circuit it admitted through (see [`Site::enter_linked`]).
+    link: OnceLock<SiteLink>,
 }
 
 impl Site {
@@ -39,7 +41,31 @@ impl Site {
             function,
             policy,
             breaker: OnceLock::new(),
+            link: OnceLock::new(),
         }
+    }
+
+    /// [`Site::enter`] for an `async fn` that asks no store: the permit reaches its circuit and
+    /// the function's name `name` through the site's link to the circuit (two words across the
+    /// body's await, see [`SitePermit`]).
+    #[cfg_attr(debug_assertions, inline)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub fn enter_linked(&'static self, registry: &'static Registry, name: FnName) -> SitePermit {
+        let link = match self.link.get() {
+            Some(link) => link,
+            None => self.first_link(registry, name),
+        }
+        .newest();
+        let core = link.core();
+        crate::nested::enter(core);
+        SitePermit::new(link, core.admission_for::<false>(name))
+    }
+
+    /// The site's first link, to its breaker's newest circuit.
+    #[cold]
+    fn first_link(&'static self, registry: &'static Registry, name: FnName) -> &'static SiteLink {
+        let core: &'static crate::breaker::Circuit = self.breaker(registry).core.current();
+        self.link.get_or_init(|| SiteLink::new(core, name))
     }
 
     /// This site's breaker in `registry` (resolved and cached on first use).
