@@ -67,6 +67,25 @@ impl SiteLink {
     pub(crate) fn core(&self) -> &'static Circuit {
         self.core
     }
+
+    /// The function's path this link carries (for tests above the breaker).
+    #[cfg(test)]
+    pub(crate) fn name(&self) -> FnName {
+        self.name
+    }
+}
+
+#[cfg(test)]
+impl SitePermit {
+    /// The link this permit admitted through (for tests above the breaker).
+    pub(crate) fn link(&self) -> &'static SiteLink {
+        self.link
+    }
+
+    /// The admission it holds.
+    pub(crate) fn admission(&self) -> Word {
+        self.admission
+    }
 }
 
 /// The permit of a call of an annotated function with a literal key (see the module docs). Its
@@ -142,41 +161,5 @@ impl Permitted for NamedPermit<'_> {
     #[inline(always)]
     fn raw(&self) -> RawPermit<'_> {
         RawPermit::new(self.raw.core, self.raw.admission)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::LazyLock;
-
-    use super::Permitted as _;
-    use crate::call::site::Site;
-    use crate::policy::Policy;
-    use crate::registry::Registry;
-
-    /// A call admitted before `Registry::configure` replaced its circuit reports to that circuit;
-    /// the calls after it admit through a link of their own to the successor, made once.
-    #[test]
-    fn a_site_permit_reports_to_the_circuit_that_admitted_it() {
-        static SITE: Site = Site::new("linked", "t::f", Policy::DEFAULT);
-        static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
-        let name = &SITE.function;
-        let mut before = SITE.enter_linked(&REGISTRY, name);
-        let first: *const super::Circuit = before.link.core;
-        REGISTRY
-            .configure("linked", Policy::new().failure_rate(60))
-            .unwrap();
-        let newest: *const super::Circuit = &**REGISTRY.get("linked").unwrap().core.current();
-        assert_ne!(first, newest, "configure replaced the circuit");
-        let mut after = SITE.enter_linked(&REGISTRY, name);
-        assert!(std::ptr::eq(after.link.core, newest));
-        assert!(std::ptr::eq(after.link.name, name));
-        let again = SITE.enter_linked(&REGISTRY, name);
-        assert!(std::ptr::eq(again.link, after.link), "one link per circuit");
-        drop(again);
-        assert!(std::ptr::eq(before.take_raw().core, first));
-        assert!(before.admission.inert() && after.raw().core.successor.get().is_none());
-        after.take_raw().failed(name);
-        assert_eq!(REGISTRY.get("linked").unwrap().snapshot().failures, 1);
     }
 }

@@ -252,3 +252,45 @@ fn method_paths_leave_generic_arguments_out() {
     assert_eq!(method_path("&app::Client", "get"), "&app::Client::get");
     assert_eq!(method_path("<weird>", "get"), "<weird>::get");
 }
+
+/// The linked permit of `breaker/linked.rs`, tested here: its test needs a registry, which is
+/// built on the breaker.
+mod linked {
+
+    use std::sync::LazyLock;
+
+    use crate::breaker::Permitted as _;
+    use crate::call::site::Site;
+    use crate::policy::Policy;
+    use crate::registry::Registry;
+
+    /// A call admitted before `Registry::configure` replaced its circuit reports to that circuit;
+    /// the calls after it admit through a link of their own to the successor, made once.
+    #[test]
+    fn a_site_permit_reports_to_the_circuit_that_admitted_it() {
+        static SITE: Site = Site::new("linked", "t::f", Policy::DEFAULT);
+        static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+        let name = &SITE.function;
+        let mut before = SITE.enter_linked(&REGISTRY, name);
+        let first: *const crate::breaker::Circuit = before.link().core();
+        REGISTRY
+            .configure("linked", Policy::new().failure_rate(60))
+            .unwrap();
+        let newest: *const crate::breaker::Circuit =
+            &**REGISTRY.get("linked").unwrap().core.current();
+        assert_ne!(first, newest, "configure replaced the circuit");
+        let mut after = SITE.enter_linked(&REGISTRY, name);
+        assert!(std::ptr::eq(after.link().core(), newest));
+        assert!(std::ptr::eq(after.link().name(), name));
+        let again = SITE.enter_linked(&REGISTRY, name);
+        assert!(
+            std::ptr::eq(again.link(), after.link()),
+            "one link per circuit"
+        );
+        drop(again);
+        assert!(std::ptr::eq(before.take_raw().core(), first));
+        assert!(before.admission().inert() && std::ptr::eq(after.raw().core(), newest));
+        after.take_raw().failed(name);
+        assert_eq!(REGISTRY.get("linked").unwrap().snapshot().failures, 1);
+    }
+}
