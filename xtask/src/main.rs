@@ -45,16 +45,17 @@ fn test(extra: &[String]) -> ExitCode {
         .parent()
         .expect("xtask lives in the workspace");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    println!("== tests: cargo test --workspace --all-features");
-    let tests = Command::new(&cargo)
+    println!("== build: cargo test --workspace --all-features --no-run");
+    let built = Command::new(&cargo)
         .current_dir(root)
-        .args(["test", "--workspace", "--all-features"])
+        .args(["test", "--workspace", "--all-features", "--no-run"])
         .args(extra)
         .status();
-    if !matches!(tests, Ok(s) if s.success()) {
+    if !matches!(built, Ok(s) if s.success()) {
         return ExitCode::FAILURE;
     }
-    println!("== loom model check of the breaker's compare-and-swap transitions");
+    // The loom model check builds and runs beside the tests (its output is shown after theirs):
+    // it is CPU-bound where the longest test binaries mostly wait on their replica processes.
     // `fusebox-loom` (runtime/loom) holds the model check alone, so this build compiles fusebox's
     // normal dependencies and loom, none of fusebox's dev-dependencies; the profile `loom` (the
     // root Cargo.toml) optimises only what runs the models. The cfg reaches every crate (cargo has
@@ -72,8 +73,28 @@ fn test(extra: &[String]) -> ExitCode {
             "--profile",
             "loom",
         ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    println!("== tests: cargo test --workspace --all-features");
+    let tests = Command::new(&cargo)
+        .current_dir(root)
+        .args(["test", "--workspace", "--all-features"])
+        .args(extra)
         .status();
-    if matches!(loom, Ok(s) if s.success()) {
+    println!("== loom model check of the breaker's compare-and-swap transitions");
+    let loom = match loom.and_then(std::process::Child::wait_with_output) {
+        Ok(output) => {
+            print!("{}", String::from_utf8_lossy(&output.stderr));
+            print!("{}", String::from_utf8_lossy(&output.stdout));
+            output.status.success()
+        }
+        Err(error) => {
+            eprintln!("error: the loom model check did not run: {error}");
+            false
+        }
+    };
+    if matches!(tests, Ok(s) if s.success()) && loom {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
