@@ -365,7 +365,7 @@ impl fusebox::store::Store for RedisStore {
     }
 }
 
-/// The script's code of a quorum (`breaker.lua`, ARGV[14]): 0 for none, the replicas, or
+/// The script's code of a quorum (`breaker.lua`, `ARGV[14]`): 0 for none, the replicas, or
 /// 2^16 + a share in percent.
 fn quorum_code(quorum: Option<fusebox::Quorum>) -> u64 {
     match quorum {
