@@ -340,7 +340,8 @@ impl Meters {
     }
 
     /// Adds `outcomes` to `fusebox_store_dropped_total{key}`: outcomes of a shared key its store
-    /// gave up recording.
+    /// gave up recording (only a store reports it).
+    #[cfg(feature = "store")]
     pub(crate) fn dropped(key: &str, outcomes: u64) {
         ::metrics::counter!(crate::observe::metrics::STORE_DROPPED_TOTAL, "key" => key.to_owned())
             .increment(outcomes);
