@@ -197,16 +197,13 @@ impl Circuit {
     fn count_here(&self, here: &Here, failure: bool, slow: bool, site: FnName) {
         let now = self.now();
         let counts = here.window.record(now, Sample { failure, slow });
-        let settings = self.policy.settings();
         let run = if failure {
             here.run.fetch_add(1, Ordering::AcqRel).saturating_add(1)
         } else {
             here.run.store(0, Ordering::Release);
             0
         };
-        let tripped = settings.consecutive.is_some_and(|c| run >= c)
-            || (failure && settings.failure_count.is_some_and(|c| counts.failures >= c))
-            || counts.trips(&self.policy);
+        let tripped = Trigger::tripped(&self.policy, counts, failure, run).is_some();
         // The shared circuit already open (or forced) holds every call.
         if !tripped || self.load().state() != State::Closed {
             return;

@@ -234,30 +234,18 @@ impl Circuit {
             return;
         }
         let counts = self.window.record(now, Sample { failure, slow });
-        let run_tripped = consecutive != 0
-            && if failure {
-                self.run.fetch_add(1, Ordering::AcqRel) + 1 >= consecutive
-            } else {
-                self.run.store(0, Ordering::Relaxed);
-                false
-            };
-        // `failure_count`: the window's counted failures, whatever the rate and `min_calls`.
-        let count_tripped = failure
-            && self
-                .policy
-                .settings()
-                .failure_count
-                .is_some_and(|count| counts.failures >= count);
+        // Failures in a row, kept only when `consecutive` is set.
+        let run = if consecutive == 0 {
+            0
+        } else if failure {
+            self.run.fetch_add(1, Ordering::AcqRel) + 1
+        } else {
+            self.run.store(0, Ordering::Relaxed);
+            0
+        };
         if word.state() == State::Closed
-            && (run_tripped || count_tripped || counts.trips(&self.policy))
+            && let Some(trigger) = Trigger::tripped(&self.policy, counts, failure, run)
         {
-            let trigger = if run_tripped {
-                Trigger::Consecutive
-            } else if count_tripped {
-                Trigger::FailureCount
-            } else {
-                self.rate_rule(counts)
-            };
             self.trip(word, counts, permit.site, trigger);
         }
         if failure && let Some(member) = &self.member {

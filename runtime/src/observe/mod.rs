@@ -99,6 +99,30 @@ impl Trigger {
         }
     }
 
+    /// The rule a recorded outcome (`failure`: it failed) trips under `policy`, with the window's
+    /// `counts` after it and `run` counted failures in a row, checked in the breaker's order:
+    /// `consecutive`, `failure_count` (the window's failures, whatever the rate and `min_calls`),
+    /// then the rates. `None` when none does. The breaker, a replica open alone and a shadow
+    /// policy judge by it.
+    #[inline]
+    pub(crate) fn tripped(
+        policy: &crate::policy::Policy,
+        counts: Counts,
+        failure: bool,
+        run: u32,
+    ) -> Option<Trigger> {
+        let settings = policy.settings();
+        if settings.consecutive.is_some_and(|n| n != 0 && run >= n) {
+            Some(Trigger::Consecutive)
+        } else if failure && settings.failure_count.is_some_and(|n| counts.failures >= n) {
+            Some(Trigger::FailureCount)
+        } else if counts.trips(policy) {
+            Some(Trigger::rate_rule(policy, counts))
+        } else {
+            None
+        }
+    }
+
     /// Lowercase name used in events (`failure_rate`, `probe_failed`, `operator`, …).
     #[must_use]
     pub const fn as_str(self) -> &'static str {

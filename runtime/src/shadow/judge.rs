@@ -141,22 +141,10 @@ impl Judge {
         if verdict == Verdict::Ignored {
             return None;
         }
-        let settings = policy.settings();
         let failure = verdict == Verdict::Failure;
         let counts = self.window.record(now, Sample { failure, slow });
         self.run = if failure { self.run + 1 } else { 0 };
-        let trigger = if settings
-            .consecutive
-            .is_some_and(|n| n != 0 && self.run >= n)
-        {
-            Trigger::Consecutive
-        } else if failure && settings.failure_count.is_some_and(|n| counts.failures >= n) {
-            Trigger::FailureCount
-        } else if counts.trips(policy) {
-            Trigger::rate_rule(policy, counts)
-        } else {
-            return None;
-        };
+        let trigger = Trigger::tripped(policy, counts, failure, self.run)?;
         let from = self.word;
         let next = from.to_open(now, self.open_wait(policy, counts, now));
         self.install(next, now);
