@@ -1,10 +1,8 @@
 //! Fault injection through the layer (feature `chaos`, [`CircuitBreakerLayer::chaos`]): the
 //! faults of the key, injected after the layer's admission as the attribute's `chaos = true`
-//! injects them, and what the response future keeps of them.
+//! injects them (what the response future keeps of them is its `Pending`).
 //!
 //! [`CircuitBreakerLayer::chaos`]: super::CircuitBreakerLayer::chaos
-
-use std::marker::PhantomData;
 
 /// The bound the layer puts on its service's response and error: `'static` with the feature
 /// `chaos` (an injected answer is downcast to them), none without, so a service whose error
@@ -22,30 +20,6 @@ pub trait Injectable {}
 #[cfg(not(feature = "chaos"))]
 impl<T> Injectable for T {}
 
-/// What an injection left for the response future: a delay before the inner future is polled,
-/// or the answer it returns instead of calling the inner service. Empty without the feature.
-pub(crate) struct Pending<O> {
-    #[cfg(feature = "chaos")]
-    pub(crate) delay: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
-    #[cfg(feature = "chaos")]
-    pub(crate) answer: Option<O>,
-    _output: PhantomData<fn() -> O>,
-}
-
-impl<O> Pending<O> {
-    /// Nothing injected.
-    #[inline(always)]
-    pub(crate) fn none() -> Self {
-        Pending {
-            #[cfg(feature = "chaos")]
-            delay: None,
-            #[cfg(feature = "chaos")]
-            answer: None,
-            _output: PhantomData,
-        }
-    }
-}
-
 #[cfg(feature = "chaos")]
 pub(crate) use on::call;
 
@@ -55,8 +29,7 @@ mod on {
     use fusebox::chaos::{Injected, Injections};
     use tower_service::Service;
 
-    use super::Pending;
-    use crate::future::ResponseFuture;
+    use crate::future::{Pending, ResponseFuture};
 
     /// A call of `inner` behind the injection point: a rejection fault leaves the permit
     /// rejected (the inner service is not called), a latency fault delays the inner future, a

@@ -2,12 +2,12 @@
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::chaos::Pending;
 use super::{BoxError, Classify};
 use fusebox::{OwnedPermit, Recording, Verdict};
 
@@ -152,5 +152,29 @@ impl<F: Future, C> fmt::Debug for ResponseFuture<F, C> {
         f.debug_struct("ResponseFuture")
             .field("permit", &self.permit)
             .finish_non_exhaustive()
+    }
+}
+
+/// What an injection left for the response future: a delay before the inner future is polled,
+/// or the answer it returns instead of calling the inner service. Empty without the feature.
+pub(crate) struct Pending<O> {
+    #[cfg(feature = "chaos")]
+    pub(crate) delay: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    #[cfg(feature = "chaos")]
+    pub(crate) answer: Option<O>,
+    _output: PhantomData<fn() -> O>,
+}
+
+impl<O> Pending<O> {
+    /// Nothing injected.
+    #[inline(always)]
+    pub(crate) fn none() -> Self {
+        Pending {
+            #[cfg(feature = "chaos")]
+            delay: None,
+            #[cfg(feature = "chaos")]
+            answer: None,
+            _output: PhantomData,
+        }
     }
 }

@@ -7,8 +7,7 @@ use std::task::{Context, Poll};
 
 use tower_service::Service;
 
-use super::chaos::Pending;
-use super::future::ResponseFuture;
+use super::future::{Pending, ResponseFuture};
 use super::{BoxError, Classify, SITE};
 use fusebox::{Breaker, Policy, Registry};
 use fusebox::{KeptBreaker, OwnedPermit, SiteId};
@@ -199,8 +198,8 @@ impl<F, Req> fmt::Debug for KeyFn<F, Req> {
 impl<S, C, K, Req> Service<Req> for CircuitBreaker<S, C, K>
 where
     S: Service<Req>,
-    S::Error: Into<BoxError> + crate::Injectable,
-    S::Response: crate::Injectable,
+    S::Error: Into<BoxError> + super::chaos::Injectable,
+    S::Response: super::chaos::Injectable,
     C: Classify<S::Response, S::Error> + Clone,
     K: Admission<Req>,
 {
