@@ -198,8 +198,8 @@ impl<F, Req> fmt::Debug for KeyFn<F, Req> {
 impl<S, C, K, Req> Service<Req> for CircuitBreaker<S, C, K>
 where
     S: Service<Req>,
-    S::Error: Into<BoxError> + super::chaos::Injectable,
-    S::Response: super::chaos::Injectable,
+    S::Error: Into<BoxError> + crate::Injectable,
+    S::Response: crate::Injectable,
     C: Classify<S::Response, S::Error> + Clone,
     K: Admission<Req>,
 {
