@@ -1,6 +1,7 @@
-//! `cargo xtask test`: installs what the test suite needs (`redis-server`, `chromium`,
-//! `chromium-driver`) and runs the suite the way CI does: every crate with every feature, then the
-//! loom model check. `cargo xtask build-cost`: what fusebox costs a user in compile time (see
+//! `cargo xtask test`: installs what the test suite needs (`redis-server`, `time`, `chromium`,
+//! `chromium-driver`) and runs the suite the way CI does: every crate with every feature (with
+//! cargo-nextest when it is installed, several tests at once, and the doc tests beside them), and
+//! the loom model check. `cargo xtask build-cost`: what fusebox costs a user in compile time (see
 //! `build_cost`). `cargo xtask public-api`: writes the published crates' public API to their
 //! `public-api.txt` (`--check`: fails when one is stale; see `public_api`).
 
@@ -8,11 +9,12 @@ mod build_cost;
 mod public_api;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Child, Command, ExitCode, Stdio};
 
 /// What the suite needs from Debian's packages: (binary, package, used by).
-const NEEDS: [(&str, &str, &str); 3] = [
+const NEEDS: [(&str, &str, &str); 4] = [
     ("redis-server", "redis-server", "tests/redis/"),
+    ("time", "time", "replay/tests/memory.rs"),
     ("chromium", "chromium", "examples/checkout/tests/browser.rs"),
     (
         "chromedriver",
@@ -45,9 +47,13 @@ fn test(extra: &[String]) -> ExitCode {
         .parent()
         .expect("xtask lives in the workspace");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let cargo_in_root = || {
+        let mut command = Command::new(&cargo);
+        command.current_dir(root);
+        command
+    };
     println!("== build: cargo test --workspace --all-features --no-run");
-    let built = Command::new(&cargo)
-        .current_dir(root)
+    let built = cargo_in_root()
         .args(["test", "--workspace", "--all-features", "--no-run"])
         .args(extra)
         .status();
@@ -60,44 +66,80 @@ fn test(extra: &[String]) -> ExitCode {
     // normal dependencies and loom, none of fusebox's dev-dependencies; the profile `loom` (the
     // root Cargo.toml) optimises only what runs the models. The cfg reaches every crate (cargo has
     // no per-crate flags), hence a target directory of its own.
-    let loom = Command::new(&cargo)
-        .current_dir(root)
-        .env("RUSTFLAGS", "--cfg fusebox_loom")
-        .env("CARGO_TARGET_DIR", root.join("target/loom"))
-        .args([
-            "test",
-            "-p",
-            "fusebox-loom",
-            "--test",
-            "loom",
-            "--profile",
-            "loom",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn();
-    println!("== tests: cargo test --workspace --all-features");
-    let tests = Command::new(&cargo)
-        .current_dir(root)
-        .args(["test", "--workspace", "--all-features"])
-        .args(extra)
-        .status();
+    let loom = beside(
+        cargo_in_root()
+            .env("RUSTFLAGS", "--cfg fusebox_loom")
+            .env("CARGO_TARGET_DIR", root.join("target/loom"))
+            .args([
+                "test",
+                "-p",
+                "fusebox-loom",
+                "--test",
+                "loom",
+                "--profile",
+                "loom",
+            ]),
+    );
+    let nextest = cargo_in_root()
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let (tests, docs) = if nextest {
+        // nextest runs every test in a process of its own, several at once and the longest first
+        // (.config/nextest.toml); it does not run doc tests, which run beside it.
+        let docs = beside(
+            cargo_in_root()
+                .args(["test", "--workspace", "--all-features", "--doc"])
+                .args(extra),
+        );
+        println!("== tests: cargo nextest run --workspace --all-features");
+        let tests = cargo_in_root()
+            .args(["nextest", "run", "--workspace", "--all-features"])
+            .args(extra)
+            .status();
+        println!("== doc tests: cargo test --workspace --all-features --doc");
+        (tests, shown(docs, "the doc tests"))
+    } else {
+        println!(
+            "== tests: cargo test --workspace --all-features (cargo-nextest is not installed, so the test binaries run one after another; `cargo install cargo-nextest --locked` runs them at once)"
+        );
+        let tests = cargo_in_root()
+            .args(["test", "--workspace", "--all-features"])
+            .args(extra)
+            .status();
+        (tests, true)
+    };
     println!("== loom model check of the breaker's compare-and-swap transitions");
-    let loom = match loom.and_then(std::process::Child::wait_with_output) {
+    let loom = shown(loom, "the loom model check");
+    if matches!(tests, Ok(s) if s.success()) && docs && loom {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `command` started with its output kept, to be shown by [`shown`] once it ends.
+fn beside(command: &mut Command) -> std::io::Result<Child> {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+}
+
+/// Waits for a command started by [`beside`], prints its output and tells whether it passed.
+fn shown(child: std::io::Result<Child>, what: &str) -> bool {
+    match child.and_then(Child::wait_with_output) {
         Ok(output) => {
             print!("{}", String::from_utf8_lossy(&output.stderr));
             print!("{}", String::from_utf8_lossy(&output.stdout));
             output.status.success()
         }
         Err(error) => {
-            eprintln!("error: the loom model check did not run: {error}");
+            eprintln!("error: {what} did not run: {error}");
             false
         }
-    };
-    if matches!(tests, Ok(s) if s.success()) && loom {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     }
 }
 
