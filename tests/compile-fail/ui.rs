@@ -1,4 +1,4 @@
-//! Compile-fail suite of `#[circuit_breaker]`: one misuse per file in `tests/ui/`, each with the
+//! Compile-fail suite of `#[circuit_breaker]`: one misuse per file in `ui/`, each with the
 //! diagnostic it must produce checked in next to it (`*.stderr`).
 
 #[test]
