@@ -52,16 +52,9 @@ fn test(extra: &[String]) -> ExitCode {
         command.current_dir(root);
         command
     };
-    println!("== build: cargo test --workspace --all-features --no-run");
-    let built = cargo_in_root()
-        .args(["test", "--workspace", "--all-features", "--no-run"])
-        .args(extra)
-        .status();
-    if !matches!(built, Ok(s) if s.success()) {
-        return ExitCode::FAILURE;
-    }
-    // The loom model check builds and runs beside the tests (its output is shown after theirs):
-    // it is CPU-bound where the longest test binaries mostly wait on their replica processes.
+    // The loom model check builds and runs beside the tests' build and the tests (its output is
+    // shown after theirs): its build fills the cores the tests' build leaves idle (the crates it
+    // waits on one at a time, the links), its models the time the tests wait on other processes.
     // `fusebox-loom` (runtime/loom) holds the model check alone, so this build compiles fusebox's
     // normal dependencies and loom, none of fusebox's dev-dependencies; the profile `loom` (the
     // root Cargo.toml) optimises only what runs the models. The cfg reaches every crate (cargo has
@@ -80,6 +73,18 @@ fn test(extra: &[String]) -> ExitCode {
                 "loom",
             ]),
     );
+    println!("== build: cargo test --workspace --all-features --no-run");
+    let built = cargo_in_root()
+        .args(["test", "--workspace", "--all-features", "--no-run"])
+        .args(extra)
+        .status();
+    if !matches!(built, Ok(s) if s.success()) {
+        if let Ok(mut loom) = loom {
+            let _ = loom.kill();
+            let _ = loom.wait();
+        }
+        return ExitCode::FAILURE;
+    }
     let nextest = cargo_in_root()
         .args(["nextest", "--version"])
         .stdout(Stdio::null())
