@@ -9,12 +9,12 @@ mod build_cost;
 mod public_api;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 
 /// What the suite needs from Debian's packages: (binary, package, used by).
 const NEEDS: [(&str, &str, &str); 4] = [
     ("redis-server", "redis-server", "tests/redis/"),
-    ("time", "time", "replay/tests/memory.rs"),
+    ("/usr/bin/time", "time", "replay/tests/memory.rs"),
     ("chromium", "chromium", "examples/checkout/tests/browser.rs"),
     (
         "chromedriver",
@@ -30,7 +30,9 @@ fn main() -> ExitCode {
         Some("build-cost") => build_cost::run(&args[1..]),
         Some("public-api") => public_api::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask test [extra `cargo test` arguments]");
+            eprintln!(
+                "usage: cargo xtask test [extra arguments of `cargo nextest run`, or of `cargo test` without nextest]"
+            );
             eprintln!("       cargo xtask build-cost [--runs N] [--keep] [--offline]");
             eprintln!("       cargo xtask public-api [--check]");
             ExitCode::FAILURE
@@ -79,10 +81,7 @@ fn test(extra: &[String]) -> ExitCode {
         .args(extra)
         .status();
     if !matches!(built, Ok(s) if s.success()) {
-        if let Ok(mut loom) = loom {
-            let _ = loom.kill();
-            let _ = loom.wait();
-        }
+        stop(loom);
         return ExitCode::FAILURE;
     }
     let nextest = cargo_in_root()
@@ -94,18 +93,28 @@ fn test(extra: &[String]) -> ExitCode {
     let (tests, docs) = if nextest {
         // nextest runs every test in a process of its own, several at once and the longest first
         // (.config/nextest.toml); it does not run doc tests, which run beside it.
-        let docs = beside(
-            cargo_in_root()
-                .args(["test", "--workspace", "--all-features", "--doc"])
-                .args(extra),
-        );
+        // Extra arguments that pick test targets (`--test redis`) leave the doc tests out, as
+        // they do with `cargo test`.
+        let docs = (!picks_targets(extra)).then(|| {
+            beside(
+                cargo_in_root()
+                    .args(["test", "--workspace", "--all-features", "--doc"])
+                    .args(extra),
+            )
+        });
         println!("== tests: cargo nextest run --workspace --all-features");
         let tests = cargo_in_root()
             .args(["nextest", "run", "--workspace", "--all-features"])
             .args(extra)
             .status();
-        println!("== doc tests: cargo test --workspace --all-features --doc");
-        (tests, shown(docs, "the doc tests"))
+        let docs = match docs {
+            Some(docs) => {
+                println!("== doc tests: cargo test --workspace --all-features --doc");
+                shown(docs, "the doc tests")
+            }
+            None => true,
+        };
+        (tests, docs)
     } else {
         println!(
             "== tests: cargo test --workspace --all-features (cargo-nextest is not installed, so the test binaries run one after another; `cargo install cargo-nextest --locked` runs them at once)"
@@ -125,17 +134,62 @@ fn test(extra: &[String]) -> ExitCode {
     }
 }
 
-/// `command` started with its output kept, to be shown by [`shown`] once it ends.
-fn beside(command: &mut Command) -> std::io::Result<Child> {
-    command
+/// Whether `extra` picks test targets (the doc tests are not among them).
+fn picks_targets(extra: &[String]) -> bool {
+    const PICKS: [&str; 10] = [
+        "--lib",
+        "--bin",
+        "--bins",
+        "--example",
+        "--examples",
+        "--test",
+        "--tests",
+        "--bench",
+        "--benches",
+        "--all-targets",
+    ];
+    extra
+        .iter()
+        .take_while(|arg| *arg != "--")
+        .any(|arg| PICKS.contains(&arg.split('=').next().unwrap_or(arg)))
+}
+
+/// A command running beside the tests, its output kept to be shown once it ends.
+struct Beside {
+    /// The command's process id.
+    pid: u32,
+    /// Waits for the command, reading its output meanwhile so that a full pipe never stops it.
+    output: std::thread::JoinHandle<std::io::Result<std::process::Output>>,
+}
+
+/// `command` started with its output kept (see [`Beside`]); it stays in this process group, so
+/// that Ctrl-C stops it too.
+fn beside(command: &mut Command) -> std::io::Result<Beside> {
+    let child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
+        .spawn()?;
+    let pid = child.id();
+    let output = std::thread::spawn(move || child.wait_with_output());
+    Ok(Beside { pid, output })
+}
+
+/// Stops a command started by [`beside`] (a cargo stopped so starts nothing more).
+fn stop(beside: std::io::Result<Beside>) {
+    if let Ok(Beside { pid, output }) = beside {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+        let _ = output.join();
+    }
 }
 
 /// Waits for a command started by [`beside`], prints its output and tells whether it passed.
-fn shown(child: std::io::Result<Child>, what: &str) -> bool {
-    match child.and_then(Child::wait_with_output) {
+fn shown(beside: std::io::Result<Beside>, what: &str) -> bool {
+    let output = beside.and_then(|b| {
+        b.output
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("its reader panicked")))
+    });
+    match output {
         Ok(output) => {
             print!("{}", String::from_utf8_lossy(&output.stderr));
             print!("{}", String::from_utf8_lossy(&output.stdout));
