@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::harness::{BackendError, RedisServer};
+use fusebox::clock::FakeClock;
 use fusebox::{Registry, State, circuit_breaker};
 use fusebox_redis::{Mode, RedisStore};
 
@@ -171,8 +172,9 @@ fn replicas_table(mode: &str) {
 /// Four replicas in one process, each a registry with its own connection, and an annotated
 /// `async fn` per replica (the expansion's own path to the store).
 macro_rules! replicas {
-    ($($registry:ident $call:ident),*) => {$(
-        static $registry: LazyLock<Registry> = LazyLock::new(Registry::new);
+    ($($registry:ident $call:ident $clock:ident),*) => {$(
+        static $registry: LazyLock<Registry> =
+            LazyLock::new(|| Registry::with_clock($clock.clone()));
 
         #[circuit_breaker(key = "exact", registry = $registry, window = 20, min_calls = 20, failure_rate = 50, open_for = "300ms", half_open = 3)]
         async fn $call(admitted: &AtomicUsize, hold: bool) -> Result<(), BackendError> {
@@ -185,7 +187,26 @@ macro_rules! replicas {
     )*};
 }
 
-replicas!(R0 call0, R1 call1, R2 call2, R3 call3, R4 call4, R5 call5, R6 call6, R7 call7, R8 call8, R9 call9);
+replicas!(
+    R0 call0 STRICT, R1 call1 STRICT, R2 call2 STRICT, R3 call3 STRICT, R4 call4 STRICT,
+    R5 call5 STRICT, R6 call6 CACHED, R7 call7 CACHED, R8 call8 CACHED, R9 call9 CACHED
+);
+
+/// The time of the strict replicas (0 to 5) and of the cached ones (6 to 9), for the breakers and
+/// the script alike: the open wait passes when the test says so, not when a busy host has taken
+/// 300 ms over the calls made meanwhile. One clock per test, as the two tests run at once.
+static STRICT: LazyLock<FakeClock> = LazyLock::new(far_from_zero);
+static CACHED: LazyLock<FakeClock> = LazyLock::new(far_from_zero);
+
+fn far_from_zero() -> FakeClock {
+    let clock = FakeClock::new();
+    clock.advance(std::time::Duration::from_secs(1_000));
+    clock
+}
+
+fn clock_of(replica: usize) -> &'static FakeClock {
+    if replica < 6 { &STRICT } else { &CACHED }
+}
 
 async fn call_on(replica: usize, admitted: &AtomicUsize, hold: bool) {
     let _ = match replica {
@@ -228,6 +249,7 @@ async fn exactness(replicas: &'static [usize], prefix: &str, mode: Mode) {
         let store = RedisStore::builder(&server.url())
             .prefix(prefix)
             .mode(mode)
+            .time_from(clock_of(r).clone())
             .connect()
             .await
             .unwrap();
@@ -294,6 +316,7 @@ async fn exactness(replicas: &'static [usize], prefix: &str, mode: Mode) {
     let policy = registry_of(replicas[0]).get("exact").unwrap().policy();
     let store = RedisStore::builder(&server.url())
         .prefix(prefix)
+        .time_from(clock_of(replicas[0]).clone())
         .connect()
         .await
         .unwrap();
@@ -315,7 +338,7 @@ async fn exactness(replicas: &'static [usize], prefix: &str, mode: Mode) {
     );
 
     // After the wait, exactly N probes are admitted across all replicas.
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    clock_of(replicas[0]).advance(std::time::Duration::from_millis(400));
     let probes = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for caller in 0..64 {
