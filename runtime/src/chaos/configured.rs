@@ -3,9 +3,9 @@
 //! a source replacing the faults that source's previous load injected.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use super::{Fault, Injection, Injections};
+use super::{Fault, Injections};
 use crate::config::{ConfigError, Source};
 use crate::config::{Declared, What};
 
@@ -68,12 +68,11 @@ impl Injections {
             Source::Env => &mut configured.1,
         });
         for (key, injected) in previous {
-            let still = self
-                .find(&key)
-                .is_some_and(|now| Weak::ptr_eq(&Arc::downgrade(&now), &injected));
-            if still && !faults.iter().any(|(k, _)| *k == key) {
-                self.clear(&key);
-                super::switched(&key, injected_kind(&injected), Some(CONFIGURATION), false);
+            if faults.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            if let Some(kind) = self.remove_if_same(&key, &injected) {
+                super::switched(&key, kind, Some(CONFIGURATION), false);
             }
         }
         let mut made = BTreeMap::new();
@@ -93,10 +92,47 @@ impl Injections {
 /// The name the events of configuration's switches carry.
 const CONFIGURATION: &str = "configuration";
 
-/// The kind of a configured injection, or a rejection's when it is gone (only its clearing is
-/// reported then, and it is in place when cleared).
-fn injected_kind(injection: &Weak<Injection>) -> super::FaultKind {
-    injection
-        .upgrade()
-        .map_or(super::FaultKind::Rejection, |i| i.fault.kind())
+#[cfg(test)]
+mod tests {
+    //! A reload clearing its source's fault never clears one code injected meanwhile.
+
+    use std::sync::{Arc, Barrier};
+    use std::time::Duration;
+
+    use super::super::{Fault, FaultKind, Injections};
+    use crate::config::Source;
+
+    #[test]
+    fn a_reload_racing_an_injection_from_code_leaves_code_s_fault_in_place() {
+        let chaos = Arc::new(Injections::new());
+        let start = Arc::new(Barrier::new(2));
+        let code = {
+            let (chaos, start) = (Arc::clone(&chaos), Arc::clone(&start));
+            std::thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    start.wait();
+                    chaos.inject("search", Fault::latency(Duration::from_millis(5)));
+                    start.wait();
+                }
+            })
+        };
+        for round in 0..ROUNDS {
+            chaos.configure(
+                Source::File,
+                vec![("search".to_owned(), Fault::rejection())],
+            );
+            start.wait();
+            chaos.configure(Source::File, Vec::new());
+            start.wait();
+            assert_eq!(
+                chaos.injected(),
+                vec![("search".to_owned(), FaultKind::Latency)],
+                "round {round}: the reload cleared the fault code injected after the load"
+            );
+        }
+        code.join().unwrap();
+    }
+
+    /// How many reloads race an injection.
+    const ROUNDS: usize = 20_000;
 }

@@ -150,6 +150,28 @@ impl Injections {
         removed
     }
 
+    /// Removes the fault of `key` when it is still `injection`, under one lock so an injection
+    /// racing it stays; the kind removed, or `None` when another fault (or none) is in place.
+    #[cfg(feature = "config")]
+    fn remove_if_same(
+        &self,
+        key: &str,
+        injection: &std::sync::Weak<Injection>,
+    ) -> Option<FaultKind> {
+        let mut map = self
+            .by_key
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let now = map.get(key)?;
+        if !std::ptr::eq(Arc::as_ptr(now), injection.as_ptr()) {
+            return None;
+        }
+        let kind = now.fault.kind();
+        map.remove(key);
+        self.active.store(map.len(), Ordering::Release);
+        Some(kind)
+    }
+
     /// Removes every key's fault (the named faults stay registered, switched off).
     pub fn clear_all(&self) {
         let mut map = self
