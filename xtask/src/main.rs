@@ -1,7 +1,7 @@
 //! `cargo xtask test`: installs what the test suite needs (`redis-server`, `time`, `chromium`,
-//! `chromium-driver`) and runs the suite the way CI does: every crate with every feature (with
-//! cargo-nextest when it is installed, several tests at once, and the doc tests beside them), and
-//! the loom model check. `cargo xtask build-cost`: what fusebox costs a user in compile time (see
+//! `chromium-driver`) and runs the suite the way CI does: every crate but the benchmarks with every
+//! feature (with cargo-nextest when it is installed, several tests at once, and the doc tests
+//! beside them), and the loom model check. `cargo xtask build-cost`: what fusebox costs a user in compile time (see
 //! `build_cost`). `cargo xtask public-api`: writes the published crates' public API to their
 //! `public-api.txt` (`--check`: fails when one is stale; see `public_api`).
 
@@ -40,6 +40,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// What every build and run of the suite selects: the workspace but `fusebox-bench`, whose benches
+/// and examples hold no test and whose peers (criterion, failsafe, recloser, tower-resilience: 34
+/// crates) the suite has no use for. CI's clippy (`--all-targets`) still checks that they build;
+/// the allocation and thread tests are in `fusebox-measure`.
+const SELECTED: [&str; 4] = [
+    "--workspace",
+    "--all-features",
+    "--exclude",
+    "fusebox-bench",
+];
+
 fn test(extra: &[String]) -> ExitCode {
     if let Err(message) = ensure_packages() {
         eprintln!("error: {message}");
@@ -75,9 +86,11 @@ fn test(extra: &[String]) -> ExitCode {
                 "loom",
             ]),
     );
-    println!("== build: cargo test --workspace --all-features --no-run");
+    println!("== build: cargo test --workspace --all-features --exclude fusebox-bench --no-run");
     let built = cargo_in_root()
-        .args(["test", "--workspace", "--all-features", "--no-run"])
+        .arg("test")
+        .args(SELECTED)
+        .arg("--no-run")
         .args(extra)
         .status();
     if !matches!(built, Ok(s) if s.success()) {
@@ -98,18 +111,23 @@ fn test(extra: &[String]) -> ExitCode {
         let docs = (!picks_targets(extra)).then(|| {
             beside(
                 cargo_in_root()
-                    .args(["test", "--workspace", "--all-features", "--doc"])
+                    .arg("test")
+                    .args(SELECTED)
+                    .arg("--doc")
                     .args(extra),
             )
         });
-        println!("== tests: cargo nextest run --workspace --all-features");
+        println!("== tests: cargo nextest run --workspace --all-features --exclude fusebox-bench");
         let tests = cargo_in_root()
-            .args(["nextest", "run", "--workspace", "--all-features"])
+            .args(["nextest", "run"])
+            .args(SELECTED)
             .args(extra)
             .status();
         let docs = match docs {
             Some(docs) => {
-                println!("== doc tests: cargo test --workspace --all-features --doc");
+                println!(
+                    "== doc tests: cargo test --workspace --all-features --exclude fusebox-bench --doc"
+                );
                 shown(docs, "the doc tests")
             }
             None => true,
@@ -117,10 +135,11 @@ fn test(extra: &[String]) -> ExitCode {
         (tests, docs)
     } else {
         println!(
-            "== tests: cargo test --workspace --all-features (cargo-nextest is not installed, so the test binaries run one after another; `cargo install cargo-nextest --locked` runs them at once)"
+            "== tests: cargo test --workspace --all-features --exclude fusebox-bench (cargo-nextest is not installed, so the test binaries run one after another; `cargo install cargo-nextest --locked` runs them at once)"
         );
         let tests = cargo_in_root()
-            .args(["test", "--workspace", "--all-features"])
+            .arg("test")
+            .args(SELECTED)
             .args(extra)
             .status();
         (tests, true)

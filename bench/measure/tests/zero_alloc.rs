@@ -7,7 +7,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use fusebox::{Cause, Policy, Registry, State};
-use fusebox_bench::{CountingAlloc, thread_allocations};
+use fusebox_measure::{CountingAlloc, thread_allocations};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

@@ -1,7 +1,7 @@
 //! Cost of `#[circuit_breaker]` on one call: a bare async fn against the same fn annotated (closed),
 //! a rejected call (open), and the manual permit API. Each future is polled once, without a runtime.
 //!
-//! Run: `cargo bench -p fusebox --bench overhead`
+//! Run: `cargo bench -p fusebox-bench --bench overhead`
 
 use std::future::Future;
 use std::hint::black_box;

@@ -2,7 +2,7 @@
 //! registry's per-call lookup of a dynamic key (the crate-private `Registry::dynamic`) is built on
 //! the fastest of them, `papaya`.
 //!
-//! Run: `cargo bench -p fusebox --bench keys`
+//! Run: `cargo bench -p fusebox-bench --bench keys`
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use fusebox::{Policy, Registry, State};
-use fusebox_bench::os_threads;
+use fusebox_measure::os_threads;
 
 #[test]
 fn ten_thousand_breakers_start_no_thread() {
