@@ -46,9 +46,7 @@ fn call(plan: Plan, latency_ms: u64) -> Result<(), CallError> {
     }
 }
 
-#[path = "support/memory.rs"]
-mod memory;
-use memory::Memory;
+use crate::support::memory::Memory;
 
 #[test]
 fn replaying_a_recorded_run_gives_the_live_transitions() {

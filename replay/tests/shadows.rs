@@ -13,9 +13,7 @@ use fusebox_replay::shadows::{compare, live_shadows};
 use fusebox_replay::trace::{self, Outcome};
 use tracing_subscriber::prelude::*;
 
-#[path = "support/memory.rs"]
-mod memory;
-use memory::Memory;
+use crate::support::memory::Memory;
 
 const IN_FORCE: &str = "window=100,min_calls=20,failure_rate=60,open_for=10s";
 const TIGHT: &str = "tight: window=10,min_calls=5,failure_rate=30,open_for=2s";
