@@ -205,7 +205,7 @@ impl Circuit {
     /// The breaker that replaced this one, when one did: the flag on the hot line first, so a
     /// call on a breaker never replaced reads no other line for it.
     #[inline(always)]
-    fn next(&self) -> Option<&Arc<Circuit>> {
+    pub(super) fn next(&self) -> Option<&Arc<Circuit>> {
         if self.replaced.load(Ordering::Acquire) {
             self.successor.get()
         } else {

@@ -48,7 +48,7 @@ impl SiteLink {
     #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn newest(&'static self) -> &'static SiteLink {
         let mut link = self;
-        while let Some(next) = link.core.successor.get() {
+        while let Some(next) = link.core.next() {
             link = link.next_to(next);
         }
         link
