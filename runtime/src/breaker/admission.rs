@@ -114,23 +114,13 @@ impl Circuit {
                 && self.sheds(self.shared_counts(), k)
                 && let Err(rejection) = self.reject_throttled()
             {
-                self.record_rejection(rejection.reason, site);
-                return NamedPermit::new(
-                    self,
-                    permit::rejected(rejection.reason.bits(), rejection.retry_after),
-                    site,
-                );
+                return NamedPermit::new(self, self.rejected_word(rejection, site), site);
             }
             // A key with a quorum open on this replica alone ("open here only") holds the call
             // before the store is asked.
             if let Some(wait) = self.here().and_then(|h| self.open_here(h)) {
                 let rejection = self.count_rejection(Reason::Open, wait);
-                self.record_rejection(Reason::Open, site);
-                return NamedPermit::new(
-                    self,
-                    permit::rejected(rejection.reason.bits(), rejection.retry_after),
-                    site,
-                );
+                return NamedPermit::new(self, self.rejected_word(rejection, site), site);
             }
             if let Some(permit) = self.admit_now(site, ASK_STORE) {
                 return permit;
@@ -148,15 +138,16 @@ impl Circuit {
     pub(crate) fn admit_local(&self, site: FnName) -> NamedPermit<'_> {
         match self.admit_general(site) {
             Ok(word) => NamedPermit::new(self, word, site),
-            Err(rejection) => {
-                self.record_rejection(rejection.reason, site);
-                NamedPermit::new(
-                    self,
-                    permit::rejected(rejection.reason.bits(), rejection.retry_after),
-                    site,
-                )
-            }
+            Err(rejection) => NamedPermit::new(self, self.rejected_word(rejection, site), site),
         }
+    }
+
+    /// The admission word of a call of `site` that `rejection` turned away, its outcome event
+    /// emitted first (when a subscriber wants it).
+    #[inline(always)]
+    pub(super) fn rejected_word(&self, rejection: Rejection, site: FnName) -> Word {
+        self.record_rejection(rejection.reason, site);
+        permit::rejected(rejection.reason.bits(), rejection.retry_after)
     }
 
     /// Emits the outcome event of a rejected call, when a subscriber wants it.

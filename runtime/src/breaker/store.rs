@@ -158,7 +158,6 @@ impl Circuit {
             && self.local_state() == State::Closed
             && let Err((reason, wait)) = self.admit_here(here, site)
         {
-            let wait = (wait != crate::state::NO_WAIT).then(|| Duration::from_nanos(wait));
             return self.store_rejection(reason, wait, site);
         }
         match answer {
@@ -168,7 +167,14 @@ impl Circuit {
             Admission::Rejected {
                 reason,
                 retry_after,
-            } => self.store_rejection(reason, retry_after, site),
+            } => {
+                let retry_after = retry_after.map_or(NO_WAIT, |d| {
+                    u64::try_from(d.as_nanos())
+                        .unwrap_or(u64::MAX - 1)
+                        .min(u64::MAX - 1)
+                });
+                self.store_rejection(reason, retry_after, site)
+            }
         }
     }
 
@@ -178,18 +184,9 @@ impl Circuit {
         NamedPermit::new(self, permit::admitted(word, start, false), site)
     }
 
-    /// A rejected permit with `reason` and the wait before the next probe.
-    fn store_rejection(
-        &self,
-        reason: Reason,
-        retry_after: Option<Duration>,
-        site: FnName,
-    ) -> NamedPermit<'_> {
-        let retry_after = retry_after.map_or(NO_WAIT, |d| {
-            u64::try_from(d.as_nanos())
-                .unwrap_or(u64::MAX - 1)
-                .min(u64::MAX - 1)
-        });
+    /// A rejected permit with `reason` and the wait before the next probe, in nanoseconds
+    /// ([`NO_WAIT`]: none).
+    fn store_rejection(&self, reason: Reason, retry_after: u64, site: FnName) -> NamedPermit<'_> {
         let rejection = self.count_rejection(reason, retry_after);
         NamedPermit::new(
             self,
