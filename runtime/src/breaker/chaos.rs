@@ -2,11 +2,10 @@
 //! into a rejection as if the circuit were open. Reached only by functions whose attribute has
 //! `chaos = true`, after their admission: the admission itself is unchanged.
 
-use super::permit::{self, RawPermit};
-use super::{Named, NamedPermit, Verdict};
+use super::permit::RawPermit;
+use super::{Circuit, Named, NamedPermit, Verdict};
 use crate::error::{Error, Reason};
-use crate::state::NO_WAIT;
-use crate::sync::Ordering;
+use crate::state::{NO_WAIT, Word};
 
 impl RawPermit<'_> {
     /// Turns this admitted permit into a rejection with reason [`Reason::Open`], counted as a
@@ -20,12 +19,17 @@ impl RawPermit<'_> {
             return;
         }
         self.settle(Verdict::Ignored, site);
-        let core = self.core;
-        core.counters.rejected.fetch_add(1, Ordering::Relaxed);
-        #[cfg(feature = "metrics")]
-        core.meters.rejected();
-        core.record_rejection(Reason::Open, site);
-        self.admission = permit::rejected(Reason::Open.bits(), NO_WAIT);
+        self.admission = self.core.injected_rejection(site);
+    }
+}
+
+impl Circuit {
+    /// The admission word of an injected rejection of a call of `site`: counted as a rejected
+    /// call (snapshot, metrics), its outcome event emitted, with reason [`Reason::Open`] and no
+    /// wait.
+    fn injected_rejection(&self, site: super::FnName) -> Word {
+        let rejection = self.count_rejection(Reason::Open, NO_WAIT);
+        self.rejected_word(rejection, site)
     }
 }
 
@@ -53,12 +57,7 @@ impl super::OwnedPermit {
             return;
         }
         self.settle(Verdict::Ignored);
-        let core = &*self.core;
-        core.counters.rejected.fetch_add(1, Ordering::Relaxed);
-        #[cfg(feature = "metrics")]
-        core.meters.rejected();
-        core.record_rejection(Reason::Open, self.site);
-        self.admission = permit::rejected(Reason::Open.bits(), NO_WAIT);
+        self.admission = self.core.injected_rejection(self.site);
     }
 
     /// The key of the permit's circuit.
