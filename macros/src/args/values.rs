@@ -407,7 +407,7 @@ pub(super) fn quorum_arg(name: &Ident, value: &Expr) -> syn::Result<QuorumArg> {
             Ok(QuorumArg::Replicas(narrow(replicas)))
         }
         Some(Lit::Str(text)) => match text.value().parse::<Quorum>() {
-            Ok(Quorum::Share(percent)) if (1..=100).contains(&percent) => {
+            Ok(quorum @ Quorum::Share(percent)) if quorum.problem().is_none() => {
                 Ok(QuorumArg::Share(Spanned {
                     value: percent,
                     span: text.span(),

@@ -364,7 +364,7 @@ impl<'a> Field<'a> {
             return Ok(P.no_quorum());
         }
         match text.parse::<Quorum>() {
-            Ok(Quorum::Share(percent)) if (1..=100).contains(&percent) => {
+            Ok(quorum @ Quorum::Share(percent)) if quorum.problem().is_none() => {
                 Ok(P.quorum_share(percent))
             }
             Ok(Quorum::Replicas(n)) if Quorum::Replicas(n).problem().is_none() => Ok(P.quorum(n)),
