@@ -233,6 +233,12 @@ pub(super) fn opened_text(entry: &Entry, failures: Option<u32>, policy: &Policy)
             entry.calls, entry.failure_rate
         ),
     };
+    let quorum = || {
+        policy
+            .settings()
+            .quorum
+            .map_or_else(String::new, |q| q.to_string())
+    };
     match entry.trigger {
         Trigger::Consecutive => format!(
             "{} counted failures in a row (`consecutive` = {0}); {window}",
@@ -273,17 +279,11 @@ pub(super) fn opened_text(entry: &Entry, failures: Option<u32>, policy: &Policy)
         Trigger::HereOnly => format!(
             "open here only: this replica's own calls reached the rules while fewer replicas than \
              `quorum` = {} failed, so the others keep calling; {window}",
-            policy
-                .settings()
-                .quorum
-                .map_or_else(String::new, |q| q.to_string())
+            quorum()
         ),
         Trigger::Quorum => format!(
             "`quorum` = {} replicas opened alone: the shared circuit opened for every replica",
-            policy
-                .settings()
-                .quorum
-                .map_or_else(String::new, |q| q.to_string())
+            quorum()
         ),
         other => format!("`{other}`; {window}"),
     }

@@ -348,26 +348,22 @@ impl<'a> Field<'a> {
     /// (`quorum = "50%"`), or `"off"`, checked as [`Quorum::problem`] checks it.
     fn quorum(&self) -> Result<PolicyPatch, ConfigError> {
         const EXPECTED: &str = "a quorum: 2..=1000 replicas (`quorum = 2`) or 1%..=100% of them (`quorum = \"50%\"`), or \"off\"";
+        // The text of a string (`None`: a TOML integer, read as a number of replicas).
         let text = match self.raw {
-            Raw::Toml(DeValue::Integer(_)) => {
-                let replicas = self.int(EXPECTED)?;
-                return match Quorum::Replicas(replicas).problem() {
-                    None => Ok(P.quorum(replicas)),
-                    Some(_) => Err(self.wrong(EXPECTED)),
-                };
-            }
-            Raw::Toml(DeValue::String(s)) => s.as_ref(),
+            Raw::Toml(DeValue::Integer(_)) => None,
+            Raw::Toml(DeValue::String(s)) => Some(s.as_ref()),
             Raw::Toml(_) => return Err(self.wrong(EXPECTED)),
-            Raw::Env(s) => s.trim(),
+            Raw::Env(s) => Some(s),
         };
-        if text.trim() == "off" {
-            return Ok(P.no_quorum());
-        }
-        match text.parse::<Quorum>() {
-            Ok(quorum @ Quorum::Share(percent)) if quorum.problem().is_none() => {
-                Ok(P.quorum_share(percent))
-            }
-            Ok(Quorum::Replicas(n)) if Quorum::Replicas(n).problem().is_none() => Ok(P.quorum(n)),
+        let quorum = match text {
+            None => Quorum::Replicas(self.int(EXPECTED)?),
+            Some(text) if text.trim() == "off" => return Ok(P.no_quorum()),
+            Some(text) => text.parse().map_err(|_| self.wrong(EXPECTED))?,
+        };
+        match quorum {
+            _ if quorum.problem().is_some() => Err(self.wrong(EXPECTED)),
+            Quorum::Replicas(n) => Ok(P.quorum(n)),
+            Quorum::Share(percent) => Ok(P.quorum_share(percent)),
             _ => Err(self.wrong(EXPECTED)),
         }
     }
