@@ -76,11 +76,7 @@ mod on {
             }
             _ => {}
         }
-        let inner = if permit.is_rejected() {
-            None
-        } else {
-            Some(inner.call(req))
-        };
+        let inner = crate::service::call_admitted(inner, &permit, req);
         ResponseFuture::new(inner, permit, classifier, pending)
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::breaker::{FnName, Named, NamedPermit, RawPermit};
 use crate::chaos::Injection;
-use crate::chaos::fault::{Action, Built};
+use crate::chaos::fault::Action;
 use crate::error::Error;
 use crate::registry::Registry;
 
@@ -76,40 +76,20 @@ impl Chaos {
         let Some(injection) = &self.0 else {
             return Effect::None;
         };
-        let (built, type_name): (Built, &str) = match &injection.fault.action {
-            Action::Rejection => return Effect::None,
-            Action::Latency(delay) => {
-                return if injection.hits() {
-                    Effect::Delay(*delay)
-                } else {
-                    Effect::None
-                };
-            }
-            Action::Failure(build, type_name) => {
-                if !injection.hits() {
-                    return Effect::None;
-                }
-                (build(), type_name)
-            }
-            Action::RetryAfter(build, wait, type_name) => {
-                if !injection.hits() {
-                    return Effect::None;
-                }
-                (build(*wait), type_name)
-            }
+        // A rejection fault acts at admission (`admit`, `after_acquire`), not here.
+        if matches!(injection.fault.action, Action::Rejection) || !injection.hits() {
+            return Effect::None;
+        }
+        if let Action::Latency(delay) = injection.fault.action {
+            return Effect::Delay(delay);
+        }
+        let Some((built, type_name, _)) = injection.fault.action.build() else {
+            return Effect::None;
         };
         match built.downcast::<E>() {
             Ok(error) => Effect::Fail(*error),
             Err(_) => {
-                tracing::warn!(
-                    target: "fusebox",
-                    event = "chaos_type_mismatch",
-                    key = injection.key.as_str(),
-                    fault = injection.fault.kind().as_str(),
-                    injected = type_name,
-                    expected = std::any::type_name::<E>(),
-                    "chaos_type_mismatch"
-                );
+                injection.mismatch(type_name, std::any::type_name::<E>());
                 Effect::None
             }
         }

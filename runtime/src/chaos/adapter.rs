@@ -56,12 +56,21 @@ impl FaultValue {
     /// WARN event `chaos_type_mismatch` names the key, the fault and both types, and the call
     /// runs as written, as an annotated function's does.
     pub fn mismatch(self, expected: &str) {
+        self.injection.mismatch(self.type_name, expected);
+    }
+}
+
+impl Injection {
+    /// Gives up a value this injection's fault built of type `injected`, which is not the
+    /// `expected` one: a WARN event `chaos_type_mismatch` names the key, the fault and both
+    /// types (the adapters' injection point and the attribute's alike).
+    pub(crate) fn mismatch(&self, injected: &str, expected: &str) {
         tracing::warn!(
             target: "fusebox",
             event = "chaos_type_mismatch",
-            key = self.injection.key.as_str(),
-            fault = self.injection.fault.kind().as_str(),
-            injected = self.type_name,
+            key = self.key.as_str(),
+            fault = self.fault.kind().as_str(),
+            injected,
             expected,
             "chaos_type_mismatch"
         );
@@ -90,20 +99,23 @@ impl Injections {
         if !injection.hits() {
             return None;
         }
-        let value = |value: Built, type_name| FaultValue {
-            value,
-            type_name,
-            injection: Arc::clone(&injection),
-        };
         Some(match &injection.fault.action {
             Action::Rejection => {
                 permit.reject_injected();
                 Injected::Rejected
             }
             Action::Latency(delay) => Injected::Latency(*delay),
-            Action::Failure(build, type_name) => Injected::Failure(value(build(), type_name)),
-            Action::RetryAfter(build, wait, type_name) => {
-                Injected::RetryAfter(value(build(*wait), type_name), *wait)
+            action @ (Action::Failure(..) | Action::RetryAfter(..)) => {
+                let (value, type_name, wait) = action.build()?;
+                let value = FaultValue {
+                    value,
+                    type_name,
+                    injection: Arc::clone(&injection),
+                };
+                match wait {
+                    Some(wait) => Injected::RetryAfter(value, wait),
+                    None => Injected::Failure(value),
+                }
             }
         })
     }

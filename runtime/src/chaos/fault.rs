@@ -27,6 +27,20 @@ pub(crate) enum Action {
     Rejection,
 }
 
+impl Action {
+    /// The value a failure or `Retry-After` fault builds for one call, with its type's name and
+    /// the wait a `Retry-After` value carries; `None` for a latency or a rejection fault.
+    pub(crate) fn build(&self) -> Option<(Built, &'static str, Option<Duration>)> {
+        match self {
+            Action::Failure(build, type_name) => Some((build(), type_name, None)),
+            Action::RetryAfter(build, wait, type_name) => {
+                Some((build(*wait), type_name, Some(*wait)))
+            }
+            Action::Latency(_) | Action::Rejection => None,
+        }
+    }
+}
+
 /// Which calls a fault hits.
 #[derive(Clone)]
 enum Trigger {
