@@ -84,6 +84,15 @@ pub(super) fn toml_int(value: &DeValue<'_>) -> Option<i64> {
     }
 }
 
+/// A TOML float or integer as an `f64` (`None`: neither, or not readable).
+pub(super) fn toml_float(value: &DeValue<'_>) -> Option<f64> {
+    match value {
+        DeValue::Float(n) => n.as_str().parse::<f64>().ok(),
+        DeValue::Integer(_) => toml_int(value).map(|n| n as f64),
+        _ => None,
+    }
+}
+
 impl Raw<'_> {
     /// The value as written, cut short, for messages.
     fn shown(&self) -> String {
@@ -298,9 +307,7 @@ impl<'a> Field<'a> {
 
     fn float(&self) -> Result<f64, ConfigError> {
         let n = match self.raw {
-            Raw::Toml(DeValue::Float(n)) => n.as_str().parse::<f64>().ok(),
-            Raw::Toml(v @ DeValue::Integer(_)) => toml_int(v).map(|n| n as f64),
-            Raw::Toml(_) => None,
+            Raw::Toml(v) => toml_float(v),
             Raw::Env(s) => s.trim().parse::<f64>().ok(),
         };
         n.filter(|n| n.is_finite())

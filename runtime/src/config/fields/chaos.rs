@@ -82,12 +82,7 @@ fn declared(table: &DeTable<'_>) -> Result<Declared, String> {
                 ))?);
             }
             "rate" => {
-                let n = match value {
-                    DeValue::Float(n) => n.as_str().parse::<f64>().ok(),
-                    DeValue::Integer(_) => super::toml_int(value).map(|n| n as f64),
-                    _ => None,
-                };
-                let n = n.filter(|n| (0.0..=1.0).contains(n));
+                let n = super::toml_float(value).filter(|n| (0.0..=1.0).contains(n));
                 rate = Some(n.ok_or(format!("`rate` = {shown} is not a share from 0 to 1"))?);
             }
             "seed" => {
