@@ -3,15 +3,13 @@
 //!
 //! Run: `cargo bench -p fusebox-bench --bench overhead`
 
-use std::future::Future;
 use std::hint::black_box;
-use std::pin::pin;
 use std::sync::{Arc, LazyLock};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_main};
 use fusebox::{Policy, Registry, circuit_breaker};
+use fusebox_bench::poll_once;
 
 #[derive(Debug)]
 enum BenchError {
@@ -102,15 +100,6 @@ async fn guarded_host(host: &str, x: u64) -> Result<u64, BenchError> {
         Err(BenchError::Timeout)
     } else {
         Ok(x + 1)
-    }
-}
-
-#[inline(always)]
-fn poll_once<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => unreachable!("the benchmarked futures are ready at once"),
     }
 }
 
