@@ -41,7 +41,7 @@ fn main() -> ExitCode {
 }
 
 /// What every build and run of the suite selects: the workspace but `fusebox-bench`, whose benches
-/// and examples hold no test and whose peers (criterion, failsafe, recloser, tower-resilience: 34
+/// and examples hold no test and whose peers (criterion, failsafe, recloser, tower-resilience: 28
 /// crates) the suite has no use for. CI's clippy (`--all-targets`) still checks that they build;
 /// the allocation and thread tests are in `fusebox-measure`.
 const SELECTED: [&str; 4] = [
@@ -94,7 +94,8 @@ fn test(extra: &[String]) -> ExitCode {
         loom_part(["--exact", LOOM_LONGEST]),
         loom_part(["--skip", LOOM_LONGEST]),
     ];
-    println!("== build: cargo test --workspace --all-features --exclude fusebox-bench --no-run");
+    let selected = SELECTED.join(" ");
+    println!("== build: cargo test {selected} --no-run");
     let built = cargo_in_root()
         .arg("test")
         .args(SELECTED)
@@ -125,7 +126,7 @@ fn test(extra: &[String]) -> ExitCode {
                     .args(extra),
             )
         });
-        println!("== tests: cargo nextest run --workspace --all-features --exclude fusebox-bench");
+        println!("== tests: cargo nextest run {selected}");
         let tests = cargo_in_root()
             .args(["nextest", "run"])
             .args(SELECTED)
@@ -133,9 +134,7 @@ fn test(extra: &[String]) -> ExitCode {
             .status();
         let docs = match docs {
             Some(docs) => {
-                println!(
-                    "== doc tests: cargo test --workspace --all-features --exclude fusebox-bench --doc"
-                );
+                println!("== doc tests: cargo test {selected} --doc");
                 shown(docs, "the doc tests")
             }
             None => true,
@@ -143,7 +142,7 @@ fn test(extra: &[String]) -> ExitCode {
         (tests, docs)
     } else {
         println!(
-            "== tests: cargo test --workspace --all-features --exclude fusebox-bench (cargo-nextest is not installed, so the test binaries run one after another; `cargo install cargo-nextest --locked` runs them at once)"
+            "== tests: cargo test {selected} (cargo-nextest is not installed, so the test binaries run one after another; `cargo install cargo-nextest --locked` runs them at once)"
         );
         let tests = cargo_in_root()
             .arg("test")
