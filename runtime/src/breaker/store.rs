@@ -168,11 +168,8 @@ impl Circuit {
                 reason,
                 retry_after,
             } => {
-                let retry_after = retry_after.map_or(NO_WAIT, |d| {
-                    u64::try_from(d.as_nanos())
-                        .unwrap_or(u64::MAX - 1)
-                        .min(u64::MAX - 1)
-                });
+                let retry_after =
+                    retry_after.map_or(NO_WAIT, |d| crate::policy::nanos(d).min(u64::MAX - 1));
                 self.store_rejection(reason, retry_after, site)
             }
         }
