@@ -76,7 +76,7 @@ mod on {
             }
             _ => {}
         }
-        let inner = crate::service::call_admitted(inner, &permit, req);
+        let inner = crate::future::call_admitted(inner, &permit, req);
         ResponseFuture::new(inner, permit, classifier, pending)
     }
 }

@@ -10,6 +10,7 @@ use pin_project_lite::pin_project;
 
 use super::{BoxError, Classify};
 use fusebox::{OwnedPermit, Recording, Verdict};
+use tower_service::Service;
 
 pin_project! {
     /// The response future of a [`CircuitBreaker`](super::CircuitBreaker).
@@ -176,5 +177,21 @@ impl<O> Pending<O> {
             answer: None,
             _output: PhantomData,
         }
+    }
+}
+
+/// The future of `inner`'s call of `req` when `permit` admitted it; `None`, the inner service
+/// not called, when it was rejected. A panic in `inner.call` drops the caller's `permit` while
+/// unwinding: counted as a failure.
+#[inline(always)]
+pub(crate) fn call_admitted<S: Service<Req>, Req>(
+    inner: &mut S,
+    permit: &OwnedPermit,
+    req: Req,
+) -> Option<S::Future> {
+    if permit.is_rejected() {
+        None
+    } else {
+        Some(inner.call(req))
     }
 }

@@ -220,24 +220,8 @@ where
             let classifier = self.classifier.clone();
             return super::chaos::call(injections, &mut self.inner, permit, classifier, req);
         }
-        let inner = call_admitted(&mut self.inner, &permit, req);
+        let inner = super::future::call_admitted(&mut self.inner, &permit, req);
         ResponseFuture::new(inner, permit, self.classifier.clone(), Pending::none())
-    }
-}
-
-/// The future of `inner`'s call of `req` when `permit` admitted it; `None`, the inner service
-/// not called, when it was rejected. A panic in `inner.call` drops the caller's `permit` while
-/// unwinding: counted as a failure.
-#[inline(always)]
-pub(crate) fn call_admitted<S: Service<Req>, Req>(
-    inner: &mut S,
-    permit: &OwnedPermit,
-    req: Req,
-) -> Option<S::Future> {
-    if permit.is_rejected() {
-        None
-    } else {
-        Some(inner.call(req))
     }
 }
 
