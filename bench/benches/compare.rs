@@ -19,7 +19,9 @@
 //! - `dynamic_key`: fusebox's per-call key lookup (`key = host`, an `async fn` and a plain `fn`) at
 //!   1, 1,000 and 100,000 keys, a bare `papaya` lookup of the same keys in the same run, that
 //!   lookup followed by a literal key's closed call (the two with the breaker's lines in L1), and
-//!   that lookup followed by one locked add on a counter in the map's entry.
+//!   that lookup followed by one locked add on a counter in the map's entry, and the bare lookup
+//!   of a map whose entries were made with a breaker-sized allocation between them (as each key's
+//!   breaker spreads fusebox's own map over memory).
 //!
 //! Run: `cargo bench -p fusebox-bench --bench compare`
 
@@ -730,6 +732,11 @@ fn time_window_10s(c: &mut Criterion) {
 /// scattered order as traffic to many hosts would; each followed by a bare `papaya` lookup of the
 /// same keys in the same order (the reference) and by that lookup then a literal key's closed
 /// call (the floor: a breaker whose lines are in L1).
+/// The spacer before each entry of `bare-papaya-lookup-spread`: with the entry, its `String` and
+/// its `Arc`, about 830 heap bytes a key, as fusebox's map with its breakers takes (828 a key,
+/// BENCHMARKS.md, "Memory").
+const SPREAD_BYTES: usize = 700;
+
 fn dynamic_keys(c: &mut Criterion) {
     let mut g = c.benchmark_group("dynamic_key");
     let hosts: Vec<String> = (0..100_000)
@@ -772,6 +779,27 @@ fn dynamic_keys(c: &mut Criterion) {
                 black_box(bare.pin().get(black_box(order[i])).map(|v| **v))
             })
         });
+        // The same lookup in a map laid out as fusebox's is: each key's entry made after a spacer
+        // the size of a breaker with its window, kept alive, so the entries lie as far apart as
+        // fusebox's and the visited keys span as many pages.
+        let spread: papaya::HashMap<String, std::sync::Arc<u64>, foldhash::fast::RandomState> =
+            papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
+        let spacers: Vec<Vec<u8>> = hosts[..keys]
+            .iter()
+            .map(|host| {
+                let spacer = vec![1u8; SPREAD_BYTES];
+                spread.pin().insert(host.clone(), std::sync::Arc::new(1));
+                spacer
+            })
+            .collect();
+        g.bench_function(format!("bare-papaya-lookup-spread/{keys}-keys"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & 4095;
+                black_box(spread.pin().get(black_box(order[i])).map(|v| **v))
+            })
+        });
+        drop(spacers);
         // The lookup, then one locked add on a counter held in the map's entry: what a call whose
         // per-key state lived inline in the map's value would add to the lookup.
         let counted: papaya::HashMap<String, AtomicU64, foldhash::fast::RandomState> =
