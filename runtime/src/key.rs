@@ -166,7 +166,7 @@ impl std::hash::Hash for KeyQuery<'_> {
     }
 }
 
-impl papaya::Equivalent<MapKey> for KeyQuery<'_> {
+impl scc::Equivalent<MapKey> for KeyQuery<'_> {
     #[inline(always)]
     fn equivalent(&self, key: &MapKey) -> bool {
         same_bytes(self.0.as_bytes(), key.as_bytes())
@@ -264,7 +264,7 @@ mod tests {
     use std::hash::{BuildHasher, Hash};
 
     use super::{INLINE_KEY_BYTES, KeyQuery, MapKey, same_bytes};
-    use papaya::Equivalent;
+    use scc::Equivalent;
 
     fn hash(value: impl Hash, state: &foldhash::fast::RandomState) -> u64 {
         state.hash_one(value)
@@ -302,20 +302,21 @@ mod tests {
 
     #[test]
     fn a_map_finds_inline_and_boxed_keys_by_query() {
-        let map = papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
+        let map = scc::HashIndex::with_hasher(foldhash::fast::RandomState::default());
         let long = "h".repeat(200);
         let keys: Vec<String> = (0..1_000)
             .map(|i| format!("host-{i}.internal:443"))
             .chain([long.clone(), String::new()])
             .collect();
         for (at, key) in keys.iter().enumerate() {
-            map.pin().insert(MapKey::from(key.as_str()), at);
+            assert!(map.insert_sync(MapKey::from(key.as_str()), at).is_ok());
         }
+        let guard = scc::Guard::new();
         for (at, key) in keys.iter().enumerate() {
-            assert_eq!(map.pin().get(&KeyQuery(key)), Some(&at), "{key}");
+            assert_eq!(map.peek(&KeyQuery(key), &guard), Some(&at), "{key}");
         }
-        assert_eq!(map.pin().get(&KeyQuery("host-1000.internal:443")), None);
-        assert_eq!(map.pin().get(&KeyQuery(&long[1..])), None);
+        assert_eq!(map.peek(&KeyQuery("host-1000.internal:443"), &guard), None);
+        assert_eq!(map.peek(&KeyQuery(&long[1..]), &guard), None);
     }
 
     #[test]

@@ -29,13 +29,8 @@ impl Registry {
         if key.len() > MAX_KEY_LEN {
             return self.dynamic_long(key, policy);
         }
-        {
-            let map = self.map().pin();
-            if let Some(found) = map.get(&KeyQuery(key)) {
-                let core = found.core.current();
-                core.touch();
-                return Breaker { core: core.clone() };
-            }
+        if let Some(found) = self.find_dynamic(key) {
+            return found;
         }
         Breaker {
             core: self.insert_dynamic(key, policy),
@@ -49,8 +44,8 @@ impl Registry {
         if key.len() > MAX_KEY_LEN {
             return None;
         }
-        let map = self.map().pin();
-        let found = map.get(&KeyQuery(key))?;
+        let guard = scc::Guard::new();
+        let found = self.map().peek(&KeyQuery(key), &guard)?;
         let core = found.core.current();
         core.touch();
         Some(Breaker { core: core.clone() })
@@ -61,20 +56,24 @@ impl Registry {
     /// key is longer, or not registered). The borrow takes no reference count: the map frees what
     /// it removes only once every pin that could see it has been dropped.
     #[inline]
-    pub(crate) fn find_dynamic_in<'g>(&self, key: &str, pinned: &'g Pinned) -> Option<&'g Breaker> {
+    pub(crate) fn find_dynamic_in<'g>(
+        &'static self,
+        key: &str,
+        pinned: &'g Pinned,
+    ) -> Option<&'g Breaker> {
         if key.len() > MAX_KEY_LEN {
             return None;
         }
-        let found = pinned.get(&KeyQuery(key))?;
+        let found = self.map().peek(&KeyQuery(key), &pinned.0)?;
         found.core.current().touch();
         Some(found)
     }
 
-    /// This registry's map, pinned for [`Registry::find_dynamic_in`]: while the pin lives, no
+    /// A guard of this registry's map for [`Registry::find_dynamic_in`]: while it lives, no
     /// breaker the map held when it was made is freed (evicted or replaced ones included).
     #[inline]
     pub(crate) fn pinned(&'static self) -> Pinned {
-        self.map().pin()
+        Pinned(scc::Guard::new())
     }
 
     /// A dynamic key over [`MAX_KEY_LEN`] bytes: looked up by its bounded form.
@@ -115,19 +114,19 @@ impl Registry {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push_back(breaker.core.key().clone());
-        self.map().pin().insert(MapKey::from(key), breaker.clone());
+        self.put(MapKey::from(key), breaker.clone());
         breaker.core
     }
 
     /// Advances the clock hand over at most [`SWEEP_STEP`] dynamic keys, evicting those that may
     /// go (caller holds the write lock). Claimed keys leave the ring as the hand meets them.
     pub(super) fn sweep(&self) {
-        let map = self.map().pin();
+        let map = self.map();
         let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         for _ in 0..SWEEP_STEP.min(ring.len()) {
             let Some(key) = ring.pop_front() else { break };
             let query = KeyQuery(key.as_str());
-            let Some(breaker) = map.get(&query) else {
+            let Some(breaker) = self.found(key.as_str()) else {
                 continue;
             };
             let core = breaker.core.current();
@@ -135,7 +134,7 @@ impl Registry {
                 continue; // claimed: no longer dynamic, already off the count
             }
             if core.evictable() {
-                if map.remove(&query).is_some() {
+                if map.remove_sync(&query) {
                     core.mark_evicted();
                     self.dynamic.fetch_sub(1, Ordering::AcqRel);
                 }

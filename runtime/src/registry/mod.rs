@@ -2,7 +2,9 @@
 //!
 //! Attribute call sites with a literal key resolve their breaker once and cache it in a per-site
 //! `static`, so the map is off their hot path. Dynamic keys (`key = expr`) are looked up per call in
-//! a lock-free concurrent map (`papaya`, chosen by the `keys` benchmark); reads take no lock.
+//! a lock-free concurrent map (`scc::HashIndex`, chosen by the `keys` and `compare` benchmarks:
+//! its entries sit in its buckets, so a lookup reads the key and the breaker's pointer without
+//! following a pointer to an entry of its own); reads take no lock.
 //!
 //! **Bounds.** Breakers created for dynamic keys are capped ([`Registry::set_max_keys`], default
 //! 10,000). When the cap is reached, creating one more advances a clock hand over the dynamic keys
@@ -46,16 +48,11 @@ use overrides::Overrides;
 
 /// Breakers by key; keys of up to [`INLINE_KEY_BYTES`](crate::key::INLINE_KEY_BYTES) bytes are held
 /// inside the map's entries, so a lookup compares them without following a pointer.
-type Map = papaya::HashMap<MapKey, Breaker, foldhash::fast::RandomState>;
+type Map = scc::HashIndex<MapKey, Breaker, foldhash::fast::RandomState>;
 
-/// A `'static` registry's map, pinned: breakers borrowed from it stay alive while it lives.
-pub(crate) type Pinned = papaya::HashMapRef<
-    'static,
-    MapKey,
-    Breaker,
-    foldhash::fast::RandomState,
-    papaya::LocalGuard<'static>,
->;
+/// A guard on this thread of the registries' maps: while it lives, no breaker a map held when it
+/// was made is freed (removed or replaced ones included), so breakers can be borrowed from it.
+pub(crate) struct Pinned(scc::Guard);
 
 /// The default cap on breakers created for dynamic keys.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
@@ -255,7 +252,7 @@ impl Registry {
     #[inline]
     pub(super) fn map(&self) -> &Map {
         self.map
-            .get_or_init(|| papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()))
+            .get_or_init(|| scc::HashIndex::with_hasher(foldhash::fast::RandomState::default()))
     }
 
     pub(super) fn hooks(&self) -> &Arc<Hooks> {
@@ -287,11 +284,34 @@ impl Registry {
     }
 
     pub(super) fn lookup(&self, key: &str) -> Option<Breaker> {
-        let map = self.map().pin();
-        match map.get(&KeyQuery(key)) {
-            Some(found) => Some(found.clone()),
-            None => bounded_key(key).and_then(|bounded| map.get(&KeyQuery(&bounded)).cloned()),
+        self.found(key)
+            .or_else(|| bounded_key(key).and_then(|bounded| self.found(&bounded)))
+    }
+
+    /// The breaker the map holds under exactly `key`.
+    fn found(&self, key: &str) -> Option<Breaker> {
+        self.map()
+            .peek_with(&KeyQuery(key), |_, found| found.clone())
+    }
+
+    /// Puts `breaker` in the map under `key`, in place of the one there (caller holds the write
+    /// lock). A call that read the one replaced keeps it until it is done.
+    pub(super) fn put(&self, key: MapKey, breaker: Breaker) {
+        match self.map().entry_sync(key) {
+            scc::hash_index::Entry::Occupied(mut there) => there.update(breaker),
+            scc::hash_index::Entry::Vacant(free) => {
+                free.insert_entry(breaker);
+            }
         }
+    }
+
+    /// Every breaker the map holds.
+    pub(super) fn all(&self) -> Vec<Breaker> {
+        let guard = scc::Guard::new();
+        self.map()
+            .iter(&guard)
+            .map(|(_, breaker)| breaker.clone())
+            .collect()
     }
 
     /// The breaker under `key`, created with `policy` if it does not exist yet.
@@ -340,9 +360,7 @@ impl Registry {
             return existing;
         }
         let breaker = self.create(make_key(), policy);
-        self.map()
-            .pin()
-            .insert(MapKey::from(breaker.core.key().as_str()), breaker.clone());
+        self.put(MapKey::from(breaker.core.key().as_str()), breaker.clone());
         breaker
     }
 
@@ -402,15 +420,13 @@ impl Registry {
         if self.store.set(Box::new(store)).is_err() {
             return false;
         }
-        let map = self.map().pin();
-        let existing: Vec<Breaker> = map.values().cloned().collect();
-        for breaker in existing {
+        for breaker in self.all() {
             let old = breaker.core.current();
             let next = self.with_membership(old.successor_with(*old.policy()), Some(&**old));
             let next = crate::breaker::attach(self.store.get().map(|store| &**store), next);
             if old.retire(next.clone()).is_ok() {
                 groups::join(&next);
-                map.insert(MapKey::from(old.key().as_str()), Breaker { core: next });
+                self.put(MapKey::from(old.key().as_str()), Breaker { core: next });
             }
         }
         true
@@ -442,7 +458,7 @@ impl Registry {
                 });
             }
         }
-        let mut all: Vec<Snapshot> = self.map().pin().values().map(Breaker::snapshot).collect();
+        let mut all: Vec<Snapshot> = self.all().iter().map(Breaker::snapshot).collect();
         all.sort_by(|a, b| a.key.cmp(&b.key));
         all
     }

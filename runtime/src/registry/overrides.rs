@@ -153,9 +153,8 @@ impl Registry {
         let mut changed = Vec::new();
         *self.overrides.write().unwrap_or_else(|p| p.into_inner()) = next;
         let overrides = self.overrides();
-        let map = self.map().pin();
         for key in keys {
-            let Some(existing) = map.get(&KeyQuery(&key)) else {
+            let Some(existing) = self.found(&key) else {
                 continue;
             };
             let old = existing.core.current();
@@ -174,7 +173,7 @@ impl Registry {
             let next = Arc::new(next);
             if old.retire(next.clone()).is_ok() {
                 groups::join(&next);
-                map.insert(
+                self.put(
                     MapKey::from(old.key().as_str()),
                     Breaker { core: next.clone() },
                 );
@@ -293,10 +292,10 @@ impl Registry {
             .chain(built.keys().map(String::as_str))
             .collect();
         let configured: BTreeSet<&String> = configured.collect();
-        let map = self.map().pin();
+        let map = self.map();
         configured
             .into_iter()
-            .filter(|key| !declared.contains(key.as_str()) && !map.contains_key(&KeyQuery(key)))
+            .filter(|key| !declared.contains(key.as_str()) && !map.contains(&KeyQuery(key)))
             .map(|key| UnknownKey {
                 key: key.clone(),
                 closest: crate::declared::closest(key, declared.iter().copied())
