@@ -280,8 +280,10 @@ pub enum Mode {
     /// As [`Mode::Cached`], and a closed circuit's outcomes are summed on the replica: one
     /// script call per key per [flush interval](RedisStoreBuilder::flush_interval) carries
     /// them all (calls, failures, slow calls and the runs of failures), so the store's work per
-    /// key follows the replicas, not the calls. The rules are judged on whole sums: up to one
-    /// flush interval of a replica's calls is admitted after the threshold was crossed.
+    /// key follows the replicas, not the calls. The rules are judged on whole sums: after the
+    /// threshold was crossed, a replica admits up to one flush interval of its calls, and then
+    /// what it admits until the trip reaches it (a round trip on a quiet host; longer on a host
+    /// whose cores are all busy).
     Aggregated,
 }
 
