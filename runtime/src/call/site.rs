@@ -224,7 +224,7 @@ impl SiteBreaker {
 pub struct LocalBreaker(std::mem::ManuallyDrop<Option<Pinned>>);
 
 impl Drop for LocalBreaker {
-    /// A holder the site's cache served is empty: one check, inline. The map's pin is released
+    /// A holder the site's cache served is empty: one check, inline. The map's guard is released
     /// here too; a breaker the call created, out of line.
     #[inline(always)]
     fn drop(&mut self) {
@@ -246,9 +246,9 @@ fn release(owned: Breaker) {
     drop(owned);
 }
 
-/// A [`LocalBreaker`] that went to the map: the map pinned, and the breaker the call created when
-/// the map did not have it. One `Option` around both, so a call served by the site's cache drops
-/// its holder with one check.
+/// A [`LocalBreaker`] that went to the map: a guard of the map, and the breaker the call created
+/// when the map did not have it. One `Option` around both, so a call served by the site's cache
+/// drops its holder with one check.
 struct Pinned {
     map: crate::registry::Pinned,
     owned: Option<Breaker>,
