@@ -60,9 +60,9 @@ const TIMEOUT_VAR: &str = "FUSEBOX_FLEET_STORE_TIMEOUT_MS";
 const TASKS: u32 = 64;
 /// Probes per recovery (`half_open`).
 const PROBES: u64 = 3;
-/// The lag allowed where admission comes from a replica's view (sync functions in strict mode,
-/// aggregated mode): each task may make this many more calls (of 1 ms each) after the trip was
-/// committed, before its replica learns it.
+/// The lag allowed where admission comes from a replica's view in strict mode (sync functions):
+/// each task may make this many more calls (of 1 ms each) after the trip was committed, before
+/// its replica learns it (aggregated mode: `AGGREGATED_LAG_CALLS`).
 const LAG_CALLS: u64 = 10;
 /// Cached mode: the fewest failures that trip the concurrent trip's policy (20 calls, all failed):
 /// once this many of a replica's failures are unanswered by the script, its view admits no call
