@@ -9,7 +9,11 @@
 //! claims its slot before it sets a bit, so every failure a reader counts has its call counted too.
 //!
 //! **Full count window.** Once the window is full, a success only evicts the oldest outcome and
-//! cannot make a rule trip, so it claims no slot: it adds one to a pending count by
+//! cannot make a rule trip, so it claims no slot. When the window holds no failure (and tracks no
+//! slow calls), every slot is a success, and evicting one for another changes nothing anyone can
+//! read, the ring's rotation included (all its slots are alike): such a success writes nothing,
+//! so the calls of a healthy breaker share its lines without writing them. Otherwise it adds one
+//! to a pending count by
 //! compare-and-swap. The first time that compare-and-swap fails (another caller changed the count
 //! in between), the window allocates striped success counters, one cache line each, and from then
 //! on a success of a full window adds one to its thread's stripe and writes nothing shared. Every
@@ -27,8 +31,12 @@ use super::stripes::{LazyStripes, STRIPE_FOLD, Stripes};
 use super::{Counts, Sample, copy32, copy64};
 
 /// A ring of bits with a running count of set bits.
+///
+/// `#[repr(C)]`: the count comes first, so a count window keeps its failure count on the
+/// breaker's hot line (see [`CountWindow`]).
+#[repr(C)]
 pub(super) struct BitRing {
-    set: AtomicU32,
+    pub(super) set: AtomicU32,
     pub(super) bits: Box<[AtomicU64]>,
 }
 
@@ -132,22 +140,26 @@ impl BitRing {
 
 /// The last `len` outcomes.
 ///
-/// `#[repr(C)]`: a success on a full window reads `pending`, `full` and `stripes`, and one on a
-/// filling window claims `head`: all in the first 32 bytes, which the breaker keeps on its hot line.
+/// `#[repr(C)]`: a success on a full window reads `full`, `untimed` and the failure count, and,
+/// when the window holds a failure, `pending` and `stripes`; one on a filling window claims
+/// `head`: all in the first 40 bytes, which the breaker keeps on its hot line.
 #[repr(C)]
 pub(crate) struct CountWindow {
     /// Successes of a full window not yet folded in.
     pub(super) pending: AtomicU64,
+    /// Slots claimed so far (wraps after 2^32 calls, which only reorders one slot).
+    pub(super) head: AtomicU32,
     /// Set once `len` slots were claimed since the last reset.
     pub(super) full: AtomicBool,
-    /// Slots claimed so far (wraps after 2^32 calls, which only reorders one slot).
-    head: AtomicU32,
+    /// No slow ring (`slow` is `None`), read on the hot line by a full window's success.
+    pub(super) untimed: bool,
     /// Successes of a full, contended window not yet folded in (allocated on first contention).
     pub(super) stripes: LazyStripes,
+    /// Failures: its count is on the hot line.
+    pub(super) failures: BitRing,
     len: u32,
     /// Lemire's multiplier for `x % len` without a division.
     magic: u64,
-    pub(super) failures: BitRing,
     slow: Option<BitRing>,
 }
 
@@ -166,6 +178,7 @@ impl CountWindow {
             magic: (u64::MAX / u64::from(len)).wrapping_add(1),
             head: AtomicU32::new(0),
             full: AtomicBool::new(false),
+            untimed: !track_slow,
             failures: BitRing::new(len),
             slow: track_slow.then(|| BitRing::new(len)),
             pending: AtomicU64::new(0),
@@ -191,11 +204,16 @@ impl CountWindow {
 
     /// Records a success that was not slow; returns the counts when it brings the window to
     /// `min_calls`. A full window (whose calls are all `len`, at least `min_calls`) needs no
-    /// judgement: the success adds one to the pending successes by compare-and-swap, or, once that
-    /// met contention, to its thread's stripe. Both are folded in before the window is read.
+    /// judgement. When it holds no failure (and tracks no slow calls) the success writes nothing:
+    /// it would evict a success like itself (see the module docs). Otherwise it adds one to the
+    /// pending successes by compare-and-swap, or, once that met contention, to its thread's
+    /// stripe. Both are folded in before the window is read.
     #[inline(always)]
     pub(super) fn record_fast_success(&self, min_calls: u32) -> Option<Counts> {
         if self.full.load(Ordering::Relaxed) {
+            if self.untimed && self.failures.set.load(Ordering::Relaxed) == 0 {
+                return None;
+            }
             if let Some(stripes) = self.stripes.get() {
                 self.add_to(stripes.mine());
                 return None;

@@ -144,10 +144,9 @@ impl Outcomes {
         }
     }
 
-    /// True when recording needs the current time.
     /// Where the fields a fast-path success reads end, in bytes from the window's address: a
-    /// full count window's `pending`, `full` and `stripes`; a time window's quiet slice, slice
-    /// length, buckets and stripes.
+    /// full count window's `pending`, `full`, `untimed`, `stripes` and failure count; a time
+    /// window's quiet slice, slice length, buckets and stripes.
     #[cfg(test)]
     pub(crate) fn fast_fields_end(&self) -> usize {
         fn end<T>(field: &T, base: usize) -> usize {
@@ -158,7 +157,9 @@ impl Outcomes {
             Outcomes::Count(w) => [
                 end(&w.pending, base),
                 end(&w.full, base),
+                end(&w.untimed, base),
                 end(&w.stripes, base),
+                end(&w.failures.set, base),
             ]
             .into_iter()
             .max(),

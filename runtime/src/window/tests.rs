@@ -290,7 +290,8 @@ fn striped_successes_are_folded_in_before_every_decision() {
 
 #[test]
 fn a_full_pending_or_striped_count_is_folded_in_without_contention() {
-    let w = CountWindow::new(100, false);
+    // Slow calls tracked: every success of the full window is counted, failures or not.
+    let w = CountWindow::new(100, true);
     for _ in 0..100 {
         w.record(FAIL);
     }
@@ -314,6 +315,79 @@ fn a_full_pending_or_striped_count_is_folded_in_without_contention() {
             slow: 0
         }
     );
+}
+
+#[test]
+fn a_success_on_a_full_window_without_failures_writes_nothing() {
+    let w = CountWindow::new(4, false);
+    for _ in 0..4 {
+        assert_eq!(w.record_fast_success(u32::MAX), None);
+    }
+    let head = w.head.load(Ordering::Relaxed);
+    for _ in 0..10 {
+        w.record_fast_success(u32::MAX);
+        w.contended(); // not even a contended one's stripe
+    }
+    // `contended` itself counts; the fast path did not.
+    assert_eq!(w.stripes.get().unwrap().mine().load(Ordering::Relaxed), 10);
+    assert_eq!(w.pending.load(Ordering::Relaxed), 0);
+    assert_eq!(w.head.load(Ordering::Relaxed), head);
+    // With a failure in the window a success counts again, and evicts it after four.
+    let w = CountWindow::new(4, false);
+    for _ in 0..4 {
+        w.record(OK);
+    }
+    w.record(FAIL);
+    for _ in 0..3 {
+        w.record_fast_success(u32::MAX);
+    }
+    assert_eq!(w.pending.load(Ordering::Relaxed), 3);
+    assert_eq!(w.counts().failures, 1);
+    w.record_fast_success(u32::MAX);
+    assert_eq!(w.counts().failures, 0);
+    // A window that tracks slow calls counts every success (its slow ring is off the hot line).
+    let timed = CountWindow::new(4, true);
+    for _ in 0..5 {
+        timed.record(OK);
+    }
+    timed.record_fast_success(u32::MAX);
+    assert_eq!(timed.pending.load(Ordering::Relaxed), 1);
+}
+
+proptest::proptest! {
+    /// Any sequence of fast successes, recorded successes and failures leaves a count window
+    /// with the counts of the last `len` outcomes, whether or not its successes wrote anything.
+    #[test]
+    fn a_count_window_holds_the_last_outcomes(
+        len in 1u32..12,
+        ops in proptest::collection::vec(0u8..4, 0..80),
+    ) {
+        let w = CountWindow::new(len, false);
+        let mut model = std::collections::VecDeque::new();
+        for op in ops {
+            match op {
+                0 | 1 => {
+                    w.record_fast_success(u32::MAX);
+                }
+                2 => {
+                    w.record(OK);
+                }
+                _ => {
+                    w.record(FAIL);
+                }
+            }
+            model.push_back(op == 3);
+            if model.len() > len as usize {
+                model.pop_front();
+            }
+            let expected = Counts {
+                calls: model.len() as u32,
+                failures: model.iter().filter(|f| **f).count() as u32,
+                slow: 0,
+            };
+            proptest::prop_assert_eq!(w.counts(), expected);
+        }
+    }
 }
 
 #[test]
@@ -372,7 +446,8 @@ fn a_tally_keeps_calls_and_failures_apart() {
     assert_eq!(split(u64::from(u32::MAX) | 7 << 32), (u32::MAX, 7));
 }
 
-/// A success on a full count window reads the tag, `pending`, `full` and `stripes`: all within
+/// A success on a full count window reads the tag, `full`, `untimed`, the failure count,
+/// `pending` and `stripes`: all within
 /// the window's first 48 bytes, which the breaker keeps on its hot line (see `Circuit`).
 #[test]
 fn a_full_windows_success_reads_one_cache_line() {
