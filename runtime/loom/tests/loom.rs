@@ -392,6 +392,51 @@ fn a_contended_count_window_folds_every_success_before_judging_a_failure() {
     });
 }
 
+/// A full count window without failures takes a success without writing anything: the success
+/// is as if it came before any failure it raced with. The window (2 calls) holds S S; one caller
+/// reports a success while another reports a failure, then a last failure follows. In the order
+/// success, failure, failure the window ends F F (it opens: 100 % of 2); in failure, success,
+/// failure it ends S F (it stays closed). Any other ending (no failure counted, or the success
+/// lost after the first failure, so F F without the open) would be a window that is not the
+/// last two outcomes of some order of the calls.
+#[test]
+fn a_success_that_writes_nothing_is_ordered_before_a_racing_failure() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let policy = Policy::new()
+            .window(2)
+            .min_calls(2)
+            .failure_rate(100)
+            .open_for(OPEN_FOR);
+        let (_registry, breaker, _clock, seen) = setup(policy);
+        for _ in 0..2 {
+            breaker.try_acquire().unwrap().success();
+        }
+        let success = {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.try_acquire().unwrap().success())
+        };
+        let failure = {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.try_acquire().unwrap().failure())
+        };
+        success.join().unwrap();
+        failure.join().unwrap();
+        if let Ok(permit) = breaker.try_acquire() {
+            permit.failure();
+        }
+        let snapshot = breaker.snapshot();
+        match (seen.get(), snapshot.calls, snapshot.failures) {
+            ((1, 0, 0), ..) => assert_eq!(breaker.state(), State::Open),
+            ((0, 0, 0), 2, 1) => assert_eq!(breaker.state(), State::Closed),
+            other => panic!(
+                "(transitions, calls, failures) {other:?}: not the last two outcomes of an order"
+            ),
+        }
+    });
+}
+
 /// A contended time window: once the other slices alone hold `min_calls`, a success that loses
 /// its bucket's compare-and-swap is deferred in a stripe tagged with its slice, and every reading
 /// folds the stripes in first. Slice 1 holds S S S F (25 %, judged when it reached `min_calls`),
