@@ -56,6 +56,26 @@ fn setup(policy: Policy) -> (Registry, Breaker, FakeClock, Arc<Transitions>) {
     (registry, breaker, clock, seen)
 }
 
+/// A breaker whose count window of `len` calls opens at `rate` % once it holds `len` calls.
+fn count_window(len: u32, rate: u8) -> (Registry, Breaker, FakeClock, Arc<Transitions>) {
+    setup(
+        Policy::new()
+            .window(len)
+            .min_calls(len)
+            .failure_rate(rate)
+            .open_for(OPEN_FOR),
+    )
+}
+
+/// Runs `calls` with a handle of `breaker` on a thread of the model.
+fn on_thread(
+    breaker: &Breaker,
+    calls: impl FnOnce(Breaker) + Send + 'static,
+) -> thread::JoinHandle<()> {
+    let breaker = breaker.clone();
+    thread::spawn(move || calls(breaker))
+}
+
 /// A breaker that opened on one failure and whose wait is over.
 fn open_and_waited(policy: Policy) -> (Registry, Breaker, FakeClock, Arc<Transitions>) {
     let (registry, breaker, clock, seen) = setup(policy);
@@ -357,12 +377,7 @@ fn a_contended_count_window_folds_every_success_before_judging_a_failure() {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
     builder.check(|| {
-        let policy = Policy::new()
-            .window(5)
-            .min_calls(5)
-            .failure_rate(40)
-            .open_for(OPEN_FOR);
-        let (_registry, breaker, _clock, seen) = setup(policy);
+        let (_registry, breaker, _clock, seen) = count_window(5, 40);
         for failure in [false, false, true, false, false] {
             let permit = breaker.try_acquire().unwrap();
             if failure {
@@ -372,18 +387,12 @@ fn a_contended_count_window_folds_every_success_before_judging_a_failure() {
             }
         }
         assert_eq!(breaker.state(), State::Closed);
-        let other = {
-            let breaker = breaker.clone();
-            thread::spawn(move || breaker.try_acquire().unwrap().success())
-        };
-        let own = {
-            let breaker = breaker.clone();
-            thread::spawn(move || {
-                breaker.try_acquire().unwrap().success();
-                breaker.try_acquire().unwrap().success();
-                breaker.try_acquire().unwrap().failure();
-            })
-        };
+        let other = on_thread(&breaker, |b| b.try_acquire().unwrap().success());
+        let own = on_thread(&breaker, |b| {
+            b.try_acquire().unwrap().success();
+            b.try_acquire().unwrap().success();
+            b.try_acquire().unwrap().failure();
+        });
         other.join().unwrap();
         own.join().unwrap();
         assert_eq!(seen.get(), (0, 0, 0), "(opened, half-opened, closed)");
@@ -404,23 +413,12 @@ fn a_success_that_writes_nothing_is_ordered_before_a_racing_failure() {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
     builder.check(|| {
-        let policy = Policy::new()
-            .window(2)
-            .min_calls(2)
-            .failure_rate(100)
-            .open_for(OPEN_FOR);
-        let (_registry, breaker, _clock, seen) = setup(policy);
+        let (_registry, breaker, _clock, seen) = count_window(2, 100);
         for _ in 0..2 {
             breaker.try_acquire().unwrap().success();
         }
-        let success = {
-            let breaker = breaker.clone();
-            thread::spawn(move || breaker.try_acquire().unwrap().success())
-        };
-        let failure = {
-            let breaker = breaker.clone();
-            thread::spawn(move || breaker.try_acquire().unwrap().failure())
-        };
+        let success = on_thread(&breaker, |b| b.try_acquire().unwrap().success());
+        let failure = on_thread(&breaker, |b| b.try_acquire().unwrap().failure());
         success.join().unwrap();
         failure.join().unwrap();
         if let Ok(permit) = breaker.try_acquire() {
@@ -467,18 +465,12 @@ fn a_contended_time_window_folds_every_success_before_judging_a_failure() {
         clock.advance(Duration::from_secs(3)); // the next slice
         breaker.try_acquire().unwrap().success();
         assert_eq!(breaker.state(), State::Closed);
-        let other = {
-            let breaker = breaker.clone();
-            thread::spawn(move || breaker.try_acquire().unwrap().success())
-        };
-        let own = {
-            let breaker = breaker.clone();
-            thread::spawn(move || {
-                breaker.try_acquire().unwrap().success();
-                breaker.try_acquire().unwrap().success();
-                breaker.try_acquire().unwrap().failure();
-            })
-        };
+        let other = on_thread(&breaker, |b| b.try_acquire().unwrap().success());
+        let own = on_thread(&breaker, |b| {
+            b.try_acquire().unwrap().success();
+            b.try_acquire().unwrap().success();
+            b.try_acquire().unwrap().failure();
+        });
         other.join().unwrap();
         own.join().unwrap();
         assert_eq!(seen.get(), (0, 0, 0), "(opened, half-opened, closed)");
