@@ -120,10 +120,11 @@ pub(crate) type FnName = &'static &'static str;
 /// then the window, whose fast-path fields (those a success on a closed circuit reads and writes)
 /// follow them on the same cache line (the hot line, at the struct's address); then the cold
 /// fields. A closed call with a count window reads or writes no other line of the breaker, so a
-/// breaker out of cache (one of many dynamic keys) costs it one line. The hot line is written by
-/// every success of an uncontended full window; once callers contend for the window its successes
-/// go to striped counters of their own, and the line is written only on transitions, by the
-/// eviction marks and when the striped counts are folded in.
+/// breaker out of cache (one of many dynamic keys) costs it one line. A success on a full window
+/// without failures writes nothing; on one that holds a failure, the hot line is written by every
+/// uncontended success, and once callers contend for the window its successes go to striped
+/// counters of their own. Otherwise the line is written only on transitions, by the eviction marks
+/// and when the striped counts are folded in.
 #[repr(C, align(64))]
 pub(crate) struct Circuit {
     // The hot line: read by every call.
