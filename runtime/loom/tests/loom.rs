@@ -407,7 +407,8 @@ fn a_contended_count_window_folds_every_success_before_judging_a_failure() {
 /// success, failure, failure the window ends F F (it opens: 100 % of 2); in failure, success,
 /// failure it ends S F (it stays closed). Any other ending (no failure counted, or the success
 /// lost after the first failure, so F F without the open) would be a window that is not the
-/// last two outcomes of some order of the calls.
+/// last two outcomes of some order of the calls. It guards against a lost or doubled failure;
+/// a success that wrongly wrote nothing would end in an order this model accepts.
 #[test]
 fn a_success_that_writes_nothing_is_ordered_before_a_racing_failure() {
     let mut builder = loom::model::Builder::new();

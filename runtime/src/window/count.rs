@@ -12,7 +12,9 @@
 //! cannot make a rule trip, so it claims no slot. When the window holds no failure (and tracks no
 //! slow calls), every slot is a success, and evicting one for another changes nothing anyone can
 //! read, the ring's rotation included (all its slots are alike): such a success writes nothing,
-//! so the calls of a healthy breaker share its lines without writing them. Otherwise it adds one
+//! so the calls of a healthy breaker share its lines without writing them. One success in 256 on
+//! each thread is counted anyway: a reset racing a fold can leave a failure bit set while the
+//! count reads 0, and counted successes are what clear such a bit. Otherwise it adds one
 //! to a pending count by
 //! compare-and-swap. The first time that compare-and-swap fails (another caller changed the count
 //! in between), the window allocates striped success counters, one cache line each, and from then
@@ -67,7 +69,9 @@ impl BitRing {
 
     /// Subtracts `cleared` bits from the count, never below zero, and returns the count after.
     /// A [`BitRing::reset`] between a bit's clearing and this subtraction has already zeroed the
-    /// count: plain subtraction would wrap it to `u32::MAX`, a full window of failures.
+    /// count: plain subtraction would wrap it to `u32::MAX`, a full window of failures. A failure
+    /// recorded after that reset and before this subtraction is then left out of the count while
+    /// its bit stays set, until a counted success clears the bit (see the module docs).
     #[inline]
     fn take(&self, cleared: u32) -> u32 {
         let before = self
@@ -163,6 +167,25 @@ pub(crate) struct CountWindow {
     slow: Option<BitRing>,
 }
 
+thread_local! {
+    /// Successes this thread let pass on clean full windows, modulo 256 (see
+    /// [`skip_on_this_thread`]).
+    static SKIPPED: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+}
+
+/// True for 255 in 256 of this thread's successes on a clean full window: those write nothing.
+/// The 256th is counted as before, so a failure bit that a reset racing a fold left set while
+/// the count reads 0 is still cleared by later successes (about 256 times the window's length of
+/// them), as counted successes always cleared it.
+#[inline(always)]
+fn skip_on_this_thread() -> bool {
+    SKIPPED.with(|skipped| {
+        let next = skipped.get().wrapping_add(1);
+        skipped.set(next);
+        next != 0
+    })
+}
+
 /// `a % d` for the `magic` of `d` (Lemire, Kaser & Kurz, "Faster remainder by direct computation").
 #[inline(always)]
 pub(super) fn fastmod(a: u32, magic: u64, d: u32) -> u32 {
@@ -211,7 +234,10 @@ impl CountWindow {
     #[inline(always)]
     pub(super) fn record_fast_success(&self, min_calls: u32) -> Option<Counts> {
         if self.full.load(Ordering::Relaxed) {
-            if self.untimed && self.failures.set.load(Ordering::Relaxed) == 0 {
+            if self.untimed
+                && self.failures.set.load(Ordering::Relaxed) == 0
+                && skip_on_this_thread()
+            {
                 return None;
             }
             if let Some(stripes) = self.stripes.get() {

@@ -354,6 +354,24 @@ fn a_success_on_a_full_window_without_failures_writes_nothing() {
     assert_eq!(timed.pending.load(Ordering::Relaxed), 1);
 }
 
+#[test]
+fn a_failure_bit_left_set_under_a_zero_count_is_still_cleared_by_successes() {
+    let w = CountWindow::new(2, false);
+    for _ in 0..2 {
+        w.record(OK);
+    }
+    // The state a reset racing a fold can leave: a bit set, the count 0.
+    w.failures.bits[0].fetch_or(1, Ordering::AcqRel);
+    for _ in 0..256 * 4 {
+        w.record_fast_success(u32::MAX);
+    }
+    assert_eq!(w.counts().failures, 0);
+    assert_eq!(w.failures.bits[0].load(Ordering::Relaxed) & 0b11, 0);
+    w.record(FAIL);
+    w.record(FAIL);
+    assert_eq!(w.counts().failures, 2, "both failures counted");
+}
+
 proptest::proptest! {
     /// Any sequence of fast successes, recorded successes and failures leaves a count window
     /// with the counts of the last `len` outcomes, whether or not its successes wrote anything.
