@@ -52,9 +52,9 @@ impl Registry {
     }
 
     /// The registered breaker of a dynamic key of at most [`MAX_KEY_LEN`] bytes, borrowed from
-    /// `pinned` (a guard of this registry's map, from [`Registry::pinned`]) and marked used (`None` when the
-    /// key is longer, or not registered). The borrow takes no reference count: the map frees what
-    /// it removes only once every guard that could see it has been dropped.
+    /// `pinned` (a guard of this registry's map, from [`Registry::pinned`]) and marked used
+    /// (`None` when the key is longer, or not registered). The borrow takes no reference count:
+    /// the map frees what it removes only once every guard that could see it has been dropped.
     #[inline]
     pub(crate) fn find_dynamic_in<'g>(
         &'static self,

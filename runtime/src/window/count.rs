@@ -11,21 +11,20 @@
 //! **Full count window.** Once the window is full, a success only evicts the oldest outcome and
 //! cannot make a rule trip, so it claims no slot. When the window holds no failure (and tracks no
 //! slow calls), every slot is a success, and evicting one for another changes nothing anyone can
-//! read, the ring's rotation included (all its slots are alike): such a success writes nothing,
-//! so the calls of a healthy breaker share its lines without writing them. One success in 256 on
-//! each thread is counted anyway: a reset racing a fold can leave a failure bit set while the
-//! count reads 0, and counted successes are what clear such a bit. Otherwise it adds one
-//! to a pending count by
-//! compare-and-swap. The first time that compare-and-swap fails (another caller changed the count
-//! in between), the window allocates striped success counters, one cache line each, and from then
-//! on a success of a full window adds one to its thread's stripe and writes nothing shared. Every
-//! decision folds the pending and striped successes in first: a failure or a slow call, a
-//! snapshot, a reconfiguration's copy. Folding takes a count and claims that many slots at once,
-//! clearing their bits, which is exactly what that many single successes would have done:
-//! successes are all alike, so only their order relative to failures matters, and a success that
-//! returned before a failure's report began is in the window when that failure is judged. A fold
-//! is done by the caller that decides, so no success is ever half-recorded (slot claimed, old bit
-//! not yet cleared) while a failure is judged.
+//! read, the ring's rotation included (all its slots are alike): such a success writes nothing, so
+//! the calls of a healthy breaker share its lines without writing them. One success in 256 on each
+//! thread is counted anyway: a reset racing a fold can leave a failure bit set while the count
+//! reads 0, and counted successes are what clear such a bit. Otherwise a success adds one to a
+//! pending count by compare-and-swap. The first time that compare-and-swap fails (another caller
+//! changed the count in between), the window allocates striped success counters, one cache line
+//! each, and from then on a success of a full window adds one to its thread's stripe and writes
+//! nothing shared. Every decision folds the pending and striped successes in first: a failure or a
+//! slow call, a snapshot, a reconfiguration's copy. Folding takes a count and claims that many
+//! slots at once, clearing their bits, which is exactly what that many single successes would have
+//! done: successes are all alike, so only their order relative to failures matters, and a success
+//! that returned before a failure's report began is in the window when that failure is judged. A
+//! fold is done by the caller that decides, so no success is ever half-recorded (slot claimed, old
+//! bit not yet cleared) while a failure is judged.
 
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
